@@ -1,0 +1,879 @@
+//! ELF facts: what the dynamic loader and a `dlopen` reader need, read lazily from a mapped file.
+//!
+//! The reader touches the ELF header, the program and section header tables, `PT_DYNAMIC`, the
+//! dynamic string and symbol tables, the version tables and read-only data. It never reads `.text`
+//! or the `.nv_fatbin` payload. Dynamic-table entries hold *virtual addresses*; they are mapped to
+//! file offsets through the `PT_LOAD` that covers them, because patchelf'd files (torch 2.11's
+//! `libtorch_cuda.so`) keep `.dynstr` in an extra segment near the end of the file where address
+//! and offset differ.
+//!
+//! Every offset and size read from the file is bounds-checked; a broken or truncated file yields an
+//! error string, never a panic or an out-of-range read.
+
+use goblin::container::{Container, Ctx, Endian};
+use goblin::elf::dynamic::{self, Dyn};
+use goblin::elf::header::{self, Header};
+use goblin::elf::program_header::{self, ProgramHeader};
+use goblin::elf::section_header::{self, SectionHeader};
+use goblin::elf::sym;
+use scroll::Pread;
+use serde::Serialize;
+use std::ops::Range;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+mod symbols;
+pub use symbols::{Bytes, DynSymbols, HashKind, RawSym, Sym, SymTable, SymbolRecord};
+
+/// Bytes either side of a library-name literal searched for symbol names the loader looks up.
+const NEIGHBOUR_WINDOW: usize = 512;
+/// Longest C string accepted as a library-name literal.
+const MAX_LITERAL: usize = 256;
+/// ELF note type of the systemd/FDO `.note.dlopen` metadata (owner "FDO").
+const NT_FDO_DLOPEN_METADATA: u32 = 0x407c_0c0a;
+
+/// A parsed ELF whose bytes are still in memory. Later stages (payload scan, fatbin walk) read
+/// through it while the caller keeps the map or buffer alive.
+pub struct ElfView<'a> {
+    pub bytes: &'a [u8],
+    pub header: Header,
+    pub ctx: Ctx,
+    pub phdrs: Vec<ProgramHeader>,
+    pub shdrs: Vec<SectionHeader>,
+    shstrtab: Range<usize>,
+    pub dynamic: Vec<Dyn>,
+    dynstr: Range<usize>,
+}
+
+impl<'a> ElfView<'a> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+        if bytes.len() < 16 || &bytes[..4] != b"\x7fELF" {
+            return Err("not an ELF file".into());
+        }
+        let class = bytes[header::EI_CLASS];
+        let data = bytes[header::EI_DATA];
+        if class != header::ELFCLASS32 && class != header::ELFCLASS64 {
+            return Err(format!("unknown ELF class {class}"));
+        }
+        if data != header::ELFDATA2LSB && data != header::ELFDATA2MSB {
+            return Err(format!("unknown ELF data encoding {data}"));
+        }
+        let header: Header = bytes.pread(0).map_err(|_| "truncated ELF header".to_string())?;
+        let container = if class == header::ELFCLASS64 { Container::Big } else { Container::Little };
+        let endian = if data == header::ELFDATA2LSB { Endian::Little } else { Endian::Big };
+        let ctx = Ctx::new(container, endian);
+        let len = bytes.len() as u64;
+
+        let phdrs = if header.e_phnum == 0 {
+            Vec::new()
+        } else {
+            let need = header.e_phoff.checked_add(header.e_phnum as u64 * ProgramHeader::size(ctx) as u64);
+            if need.is_none_or(|n| n > len) {
+                return Err(format!(
+                    "truncated: program headers at {:#x} ({} entries) run past the end of the file ({len} bytes)",
+                    header.e_phoff, header.e_phnum
+                ));
+            }
+            ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx)
+                .map_err(|e| format!("bad program headers: {e}"))?
+        };
+        for (i, ph) in phdrs.iter().enumerate() {
+            if ph.p_type == program_header::PT_LOAD || ph.p_type == program_header::PT_DYNAMIC {
+                let end = ph.p_offset.checked_add(ph.p_filesz);
+                if end.is_none_or(|e| e > len) {
+                    return Err(format!(
+                        "truncated: segment {i} ({}) ends at {:#x}, past the end of the file ({len} bytes)",
+                        program_header::pt_to_str(ph.p_type),
+                        ph.p_offset.saturating_add(ph.p_filesz)
+                    ));
+                }
+            }
+        }
+
+        let shdrs = if header.e_shoff == 0 {
+            Vec::new()
+        } else {
+            let count = header.e_shnum as u64;
+            let entsize = SectionHeader::size(ctx) as u64;
+            // e_shnum == 0 with a table means the count lives in section 0's sh_size; goblin handles it.
+            let need = header.e_shoff.checked_add(count.max(1) * entsize);
+            if need.is_none_or(|n| n > len) {
+                return Err(format!(
+                    "truncated: section headers at {:#x} run past the end of the file ({len} bytes)",
+                    header.e_shoff
+                ));
+            }
+            SectionHeader::parse(bytes, header.e_shoff as usize, header.e_shnum as usize, ctx)
+                .map_err(|e| format!("bad section headers: {e}"))?
+        };
+        let mut shstrndx = header.e_shstrndx as usize;
+        if shstrndx == section_header::SHN_XINDEX as usize {
+            shstrndx = shdrs.first().map(|s| s.sh_link as usize).unwrap_or(0);
+        }
+        let shstrtab = shdrs
+            .get(shstrndx)
+            .and_then(|s| file_range(len, s.sh_offset, s.sh_size))
+            .unwrap_or(0..0);
+
+        let mut view = ElfView { bytes, header, ctx, phdrs, shdrs, shstrtab, dynamic: Vec::new(), dynstr: 0..0 };
+        view.read_dynamic()?;
+        Ok(view)
+    }
+
+    fn read_dynamic(&mut self) -> Result<(), String> {
+        let Some(ph) = self.phdrs.iter().find(|p| p.p_type == program_header::PT_DYNAMIC) else {
+            return Ok(());
+        };
+        let size = <Dyn as scroll::ctx::SizeWith<Ctx>>::size_with(&self.ctx);
+        let start = ph.p_offset as usize;
+        let count = ph.p_filesz as usize / size;
+        let mut out = Vec::with_capacity(count.min(4096));
+        for i in 0..count {
+            let d: Dyn = self
+                .bytes
+                .pread_with(start + i * size, self.ctx)
+                .map_err(|e| format!("bad dynamic entry {i}: {e}"))?;
+            if d.d_tag == dynamic::DT_NULL {
+                break;
+            }
+            out.push(d);
+        }
+        self.dynamic = out;
+        if let (Some(addr), Some(sz)) = (self.dyn_val(dynamic::DT_STRTAB), self.dyn_val(dynamic::DT_STRSZ)) {
+            let off = self
+                .vaddr_to_offset(addr)
+                .ok_or_else(|| format!("DT_STRTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
+            self.dynstr = file_range(self.bytes.len() as u64, off as u64, sz)
+                .ok_or_else(|| format!("dynamic string table at {off:#x} (+{sz}) runs past the end of the file"))?;
+        }
+        Ok(())
+    }
+
+    pub fn dyn_val(&self, tag: u64) -> Option<u64> {
+        self.dynamic.iter().find(|d| d.d_tag == tag).map(|d| d.d_val)
+    }
+
+    /// Map a virtual address to a file offset through the `PT_LOAD` segment that holds it in the file.
+    pub fn vaddr_to_offset(&self, addr: u64) -> Option<usize> {
+        self.phdrs
+            .iter()
+            .filter(|p| p.p_type == program_header::PT_LOAD)
+            .find(|p| addr >= p.p_vaddr && addr - p.p_vaddr < p.p_filesz)
+            .and_then(|p| usize::try_from(p.p_offset + (addr - p.p_vaddr)).ok())
+    }
+
+    pub fn section_name(&self, sh: &SectionHeader) -> &'a str {
+        let tab = &self.bytes[self.shstrtab.clone()];
+        cstr_at(tab, sh.sh_name).unwrap_or("")
+    }
+
+    pub fn section(&self, name: &str) -> Option<&SectionHeader> {
+        self.shdrs.iter().find(|s| self.section_name(s) == name)
+    }
+
+    /// File bytes of a section; `None` for NOBITS or one that runs past the end of the file.
+    pub fn section_bytes(&self, sh: &SectionHeader) -> Option<&'a [u8]> {
+        if sh.sh_type == section_header::SHT_NOBITS {
+            return None;
+        }
+        file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size).map(|r| &self.bytes[r])
+    }
+
+    pub fn dynstr(&self, off: u64) -> Option<&'a str> {
+        cstr_at(&self.bytes[self.dynstr.clone()], off as usize)
+    }
+
+    /// Read-only data sections (`.rodata*`), or, in a file without section headers, the read-only
+    /// non-executable `PT_LOAD` segments. Strings only present in `.dynstr`/`.gnu.version_r` do not
+    /// count as literals, so those are cut out of the segment fallback.
+    pub fn rodata_ranges(&self) -> Vec<Range<usize>> {
+        let len = self.bytes.len() as u64;
+        if !self.shdrs.is_empty() {
+            return self
+                .shdrs
+                .iter()
+                .filter(|s| {
+                    s.sh_type == section_header::SHT_PROGBITS
+                        && s.sh_flags & section_header::SHF_ALLOC as u64 != 0
+                        && s.sh_flags & (section_header::SHF_WRITE | section_header::SHF_EXECINSTR) as u64 == 0
+                        && self.section_name(s).starts_with(".rodata")
+                })
+                .filter_map(|s| file_range(len, s.sh_offset, s.sh_size))
+                .collect();
+        }
+        let mut out = Vec::new();
+        for p in &self.phdrs {
+            if p.p_type == program_header::PT_LOAD
+                && p.p_flags & (program_header::PF_X | program_header::PF_W) == 0
+                && let Some(r) = file_range(len, p.p_offset, p.p_filesz)
+            {
+                out.extend(subtract(r, self.dynstr.clone()));
+            }
+        }
+        out
+    }
+
+    /// The byte ranges [`Self::facts`] reads beyond the headers: dynamic string and symbol tables,
+    /// version tables and read-only data.
+    pub fn fact_ranges(&self) -> Vec<Range<usize>> {
+        let mut out = vec![self.dynstr.clone()];
+        for sh in &self.shdrs {
+            if matches!(
+                sh.sh_type,
+                section_header::SHT_DYNSYM | section_header::SHT_GNU_VERSYM | section_header::SHT_GNU_HASH
+            ) && let Some(r) = file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size)
+            {
+                out.push(r);
+            }
+        }
+        out.extend(self.rodata_ranges());
+        out
+    }
+
+    /// The static symbol table (`.symtab`) and its string table, when the file is not stripped.
+    pub fn symtab(&self) -> Option<(SymTable<'a>, &'a [u8])> {
+        let sh = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_SYMTAB)?;
+        let strsh = self.shdrs.get(sh.sh_link as usize)?;
+        let strs = self.section_bytes(strsh)?;
+        let r = file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size)?;
+        Some((self.sym_table(r), strs))
+    }
+}
+
+/// `start..start+size` if it lies inside a file of `len` bytes.
+pub fn file_range(len: u64, start: u64, size: u64) -> Option<Range<usize>> {
+    let end = start.checked_add(size)?;
+    if end > len {
+        return None;
+    }
+    Some(start as usize..end as usize)
+}
+
+fn subtract(r: Range<usize>, cut: Range<usize>) -> Vec<Range<usize>> {
+    if cut.is_empty() || cut.end <= r.start || cut.start >= r.end {
+        return vec![r];
+    }
+    let mut out = Vec::new();
+    if cut.start > r.start {
+        out.push(r.start..cut.start);
+    }
+    if cut.end < r.end {
+        out.push(cut.end..r.end);
+    }
+    out
+}
+
+/// The NUL-terminated string at `off`, if it is valid UTF-8 and terminated inside `tab`.
+pub fn cstr_at(tab: &[u8], off: usize) -> Option<&str> {
+    let rest = tab.get(off..)?;
+    let end = memchr::memchr(0, rest)?;
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
+// --- facts -------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ElfType {
+    Executable,
+    PieExecutable,
+    SharedLibrary,
+    Relocatable,
+    Core,
+    Other,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SectionSizes {
+    pub text: u64,
+    pub rodata: u64,
+    pub nv_fatbin: u64,
+    pub debug: u64,
+    /// `.symtab` + `.strtab`: present in unstripped files, never loaded at run time.
+    pub symtab: u64,
+}
+
+/// A string in read-only data that names a shared library: a `dlopen` candidate.
+#[derive(Debug, Clone, Serialize)]
+pub struct LibLiteral {
+    /// Base name, e.g. `libtorch_cuda_linalg.so`.
+    pub name: String,
+    /// The literal as written, when it carries a directory part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full: Option<String>,
+    /// File offset of the first occurrence.
+    pub offset: u64,
+    /// Identifier-like strings stored next to it (the loader's `dlsym` names are usually here).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ElfFacts {
+    pub class: u8,
+    pub machine: String,
+    pub elf_type: ElfType,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soname: Option<String>,
+    pub needed: Vec<String>,
+    /// DT_RPATH entries, unexpanded. `None` when the tag is absent (different from an empty value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpath: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runpath: Option<Vec<String>>,
+    pub nodeflib: bool,
+    pub sections: SectionSizes,
+    /// Loader entry points this file imports (`dlopen`, `dlmopen`, `at::DynamicLibrary::DynamicLibrary`).
+    pub loader_imports: Vec<String>,
+    pub library_literals: Vec<LibLiteral>,
+    /// Read-only strings containing one of the words asked for (the payload name).
+    pub mentions: Mentions,
+    /// Sonames declared in a systemd-style `.note.dlopen` (the one standard way to declare lazy edges).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dlopen_notes: Vec<String>,
+    /// Exports a `PyInit_*` function: a CPython extension module.
+    pub python_extension: bool,
+    pub dynamic_symbols: SymbolCounts,
+    #[serde(skip)]
+    pub symbols: DynSymbols,
+}
+
+/// Strings in read-only data that contain a searched word: all counted, the first few kept.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Mentions {
+    pub count: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<String>,
+}
+
+/// Mention samples kept per file.
+const MENTION_SAMPLES: usize = 8;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SymbolCounts {
+    pub defined: usize,
+    pub undefined: usize,
+}
+
+impl ElfFacts {
+    pub fn is_executable(&self) -> bool {
+        matches!(self.elf_type, ElfType::Executable | ElfType::PieExecutable)
+    }
+
+    pub fn imports_loader(&self) -> bool {
+        !self.loader_imports.is_empty()
+    }
+}
+
+/// Mangled-name prefixes of PyTorch's `at::DynamicLibrary` constructors (complete and base object);
+/// the argument list changed across releases, so only the class and constructor part is matched.
+const DYNAMIC_LIBRARY_CTORS: [&str; 2] = ["_ZN2at14DynamicLibraryC1", "_ZN2at14DynamicLibraryC2"];
+
+impl<'a> ElfView<'a> {
+    /// Read the facts. `words` are searched (ASCII case-insensitively) in read-only data in the
+    /// same pass as the library-name literals; the strings holding them are returned as mentions.
+    /// `map` is the file's shared memory map, when there is one: the symbol view then borrows the
+    /// tables from it instead of copying them.
+    pub fn facts(&self, words: &[&str], map: Option<&Arc<Mmap>>) -> Result<ElfFacts, String> {
+        let h = &self.header;
+        let interp_ph = self.phdrs.iter().find(|p| p.p_type == program_header::PT_INTERP);
+        let interpreter = interp_ph
+            .and_then(|p| file_range(self.bytes.len() as u64, p.p_offset, p.p_filesz))
+            .and_then(|r| cstr_at(&self.bytes[r], 0).map(str::to_string));
+        let elf_type = match h.e_type {
+            header::ET_EXEC => ElfType::Executable,
+            header::ET_DYN if interpreter.is_some() => ElfType::PieExecutable,
+            header::ET_DYN => ElfType::SharedLibrary,
+            header::ET_REL => ElfType::Relocatable,
+            header::ET_CORE => ElfType::Core,
+            _ => ElfType::Other,
+        };
+
+        let mut needed = Vec::new();
+        let mut soname = None;
+        let mut rpath: Option<Vec<String>> = None;
+        let mut runpath: Option<Vec<String>> = None;
+        let mut nodeflib = false;
+        for d in &self.dynamic {
+            let s = || {
+                self.dynstr(d.d_val)
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("dynamic entry {} points outside the string table", dynamic::tag_to_str(d.d_tag)))
+            };
+            match d.d_tag {
+                dynamic::DT_NEEDED => needed.push(s()?),
+                dynamic::DT_SONAME => soname = Some(s()?),
+                dynamic::DT_RPATH => rpath.get_or_insert_with(Vec::new).extend(split_path_list(&s()?)),
+                dynamic::DT_RUNPATH => runpath.get_or_insert_with(Vec::new).extend(split_path_list(&s()?)),
+                dynamic::DT_FLAGS_1 => nodeflib |= d.d_val & dynamic::DF_1_NODEFLIB != 0,
+                _ => {}
+            }
+        }
+
+        let symbols = self.dynamic_symbols(map)?;
+        let (loader_imports, python_extension) = self.loader_imports(&symbols);
+
+        let mut sections = SectionSizes::default();
+        for sh in &self.shdrs {
+            let name = self.section_name(sh);
+            let size = if sh.sh_type == section_header::SHT_NOBITS { 0 } else { sh.sh_size };
+            match name {
+                ".text" => sections.text += size,
+                ".nv_fatbin" => sections.nv_fatbin += size,
+                ".symtab" | ".strtab" => sections.symtab += size,
+                n if n.starts_with(".rodata") => sections.rodata += size,
+                n if n.starts_with(".debug_") || n.starts_with(".zdebug_") => sections.debug += size,
+                _ => {}
+            }
+        }
+
+        let (library_literals, mentions) = self.scan_rodata(words);
+        let dynamic_symbols = SymbolCounts { defined: symbols.defined, undefined: symbols.undefined };
+        Ok(ElfFacts {
+            class: if self.ctx.container.is_big() { 64 } else { 32 },
+            machine: header::machine_to_str(h.e_machine).to_string(),
+            elf_type,
+            interpreter,
+            soname,
+            needed,
+            rpath,
+            runpath,
+            nodeflib,
+            sections,
+            loader_imports,
+            library_literals,
+            mentions,
+            dlopen_notes: self.dlopen_notes(),
+            python_extension,
+            dynamic_symbols,
+            symbols,
+        })
+    }
+
+    /// The dynamic symbol table (found through DT_SYMTAB) and the dynamic string table.
+    pub fn dynsym_table(&self) -> Option<(SymTable<'a>, &'a [u8])> {
+        let range = self.dynsym_range().ok().flatten()?;
+        Some((self.sym_table(range), &self.bytes[self.dynstr.clone()]))
+    }
+
+    fn sym_table(&self, range: Range<usize>) -> SymTable<'a> {
+        SymTable::new(&self.bytes[range], self.ctx.container.is_big(), self.ctx.is_little_endian())
+    }
+
+    fn dynsym_range(&self) -> Result<Option<Range<usize>>, String> {
+        let Some(addr) = self.dyn_val(dynamic::DT_SYMTAB) else {
+            return Ok(None);
+        };
+        let off = self
+            .vaddr_to_offset(addr)
+            .ok_or_else(|| format!("DT_SYMTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
+        let count = self.dynsym_count(off)?;
+        let entsize = SymTable::entsize(self.ctx.container.is_big());
+        count
+            .checked_mul(entsize)
+            .and_then(|n| file_range(self.bytes.len() as u64, off as u64, n as u64))
+            .map(Some)
+            .ok_or_else(|| format!("dynamic symbol table at {off:#x} ({count} entries) runs past the end of the file"))
+    }
+
+    fn dynamic_symbols(&self, map: Option<&Arc<Mmap>>) -> Result<DynSymbols, String> {
+        let Some(range) = self.dynsym_range()? else {
+            return Ok(DynSymbols::default());
+        };
+        let is64 = self.ctx.container.is_big();
+        let le = self.ctx.is_little_endian();
+        let count = range.len() / SymTable::entsize(is64);
+        let len = self.bytes.len() as u64;
+        let keep = |r: Range<usize>| Bytes::keep(self.bytes, r, map);
+        let versym = self
+            .dyn_val(dynamic::DT_VERSYM)
+            .and_then(|a| self.vaddr_to_offset(a))
+            .and_then(|off| file_range(len, off as u64, 2 * count as u64))
+            .map(keep);
+        let hash = if let Some(off) = self.dyn_val(dynamic::DT_GNU_HASH).and_then(|a| self.vaddr_to_offset(a)) {
+            self.gnu_hash_size(off, count).and_then(|n| file_range(len, off as u64, n as u64)).map(|r| (HashKind::Gnu, keep(r)))
+        } else if let Some(off) = self.dyn_val(dynamic::DT_HASH).and_then(|a| self.vaddr_to_offset(a)) {
+            let le32 = |o| read_u32(self.bytes, o, le).map(|v| v as u64);
+            match (le32(off), le32(off + 4)) {
+                (Some(nb), Some(nc)) => file_range(len, off as u64, 8 + 4 * (nb + nc)).map(|r| (HashKind::Sysv, keep(r))),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        Ok(DynSymbols::new(keep(range), keep(self.dynstr.clone()), versym, hash, self.version_names(), is64, le))
+    }
+
+    /// Loader entry points this file imports, and whether it exports a `PyInit_*` function. The
+    /// string table is searched once for the few names that matter; only symbols pointing at a
+    /// hit are decoded.
+    fn loader_imports(&self, symbols: &DynSymbols) -> (Vec<String>, bool) {
+        const NAMES: [&str; 5] = ["dlopen", "dlmopen", DYNAMIC_LIBRARY_CTORS[0], DYNAMIC_LIBRARY_CTORS[1], "PyInit_"];
+        let text = &self.bytes[self.dynstr.clone()];
+        let ac = aho_corasick::AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(NAMES).expect("static patterns");
+        let mut hits: Vec<(u32, usize)> = Vec::new();
+        for m in ac.find_iter(text) {
+            let at_start = m.start() == 0 || text[m.start() - 1] == 0;
+            let exact = text.get(m.end()) == Some(&0);
+            let p = m.pattern().as_usize();
+            if at_start && (p >= 2 || exact) {
+                hits.push((m.start() as u32, p));
+            }
+        }
+        let mut imports: Vec<String> = Vec::new();
+        let mut python = false;
+        if hits.is_empty() {
+            return (imports, python);
+        }
+        hits.sort_unstable();
+        let Some((table, _)) = self.dynsym_table() else { return (imports, python) };
+        for s in table.iter() {
+            let Ok(i) = hits.binary_search_by_key(&s.name, |h| h.0) else { continue };
+            let label = match hits[i].1 {
+                4 if s.defined() && s.kind() == sym::STT_FUNC => {
+                    python = true;
+                    continue;
+                }
+                0 if !s.defined() => "dlopen",
+                1 if !s.defined() => "dlmopen",
+                2 | 3 if !s.defined() => "at::DynamicLibrary::DynamicLibrary",
+                _ => continue,
+            };
+            if !imports.iter().any(|x| x == label) {
+                imports.push(label.to_string());
+            }
+        }
+        let _ = symbols;
+        imports.sort();
+        (imports, python)
+    }
+
+    /// Size of a GNU hash table: header, bloom filter, buckets, and one chain word per hashed symbol.
+    fn gnu_hash_size(&self, off: usize, count: usize) -> Option<usize> {
+        let le = self.ctx.is_little_endian();
+        let nbuckets = read_u32(self.bytes, off, le)? as usize;
+        let symoffset = read_u32(self.bytes, off + 4, le)? as usize;
+        let bloom_size = read_u32(self.bytes, off + 8, le)? as usize;
+        let word = if self.ctx.container.is_big() { 8 } else { 4 };
+        16usize
+            .checked_add(bloom_size.checked_mul(word)?)?
+            .checked_add(nbuckets.checked_mul(4)?)?
+            .checked_add(count.saturating_sub(symoffset).checked_mul(4)?)
+    }
+
+    /// Number of dynamic symbols: from the section header when present, else from the hash tables
+    /// (what a loader has to do with a section-stripped file).
+    fn dynsym_count(&self, off: usize) -> Result<usize, String> {
+        let entsize = SymTable::entsize(self.ctx.container.is_big()) as u64;
+        if let Some(sh) = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_DYNSYM && s.sh_offset as usize == off) {
+            return Ok((sh.sh_size / entsize) as usize);
+        }
+        let le = self.ctx.is_little_endian();
+        if let Some(hash) = self.dyn_val(dynamic::DT_HASH).and_then(|a| self.vaddr_to_offset(a)) {
+            return read_u32(self.bytes, hash + 4, le).map(|n| n as usize).ok_or_else(|| "DT_HASH table is truncated".to_string());
+        }
+        if let Some(gh) = self.dyn_val(dynamic::DT_GNU_HASH).and_then(|a| self.vaddr_to_offset(a)) {
+            return self.gnu_hash_count(gh).ok_or_else(|| "DT_GNU_HASH table is truncated or inconsistent".to_string());
+        }
+        Ok(0)
+    }
+
+    fn gnu_hash_count(&self, off: usize) -> Option<usize> {
+        let le = self.ctx.is_little_endian();
+        let b = self.bytes;
+        let nbuckets = read_u32(b, off, le)? as usize;
+        let symoffset = read_u32(b, off + 4, le)? as usize;
+        let bloom_size = read_u32(b, off + 8, le)? as usize;
+        let word = if self.ctx.container.is_big() { 8 } else { 4 };
+        let buckets = off.checked_add(16)?.checked_add(bloom_size.checked_mul(word)?)?;
+        let chains = buckets.checked_add(nbuckets.checked_mul(4)?)?;
+        let mut max = 0usize;
+        for i in 0..nbuckets {
+            max = max.max(read_u32(b, buckets + 4 * i, le)? as usize);
+        }
+        if max < symoffset {
+            return Some(symoffset);
+        }
+        let mut idx = max;
+        // Each chain ends with an entry whose low bit is set; bounded by the file size.
+        loop {
+            let v = read_u32(b, chains.checked_add((idx - symoffset).checked_mul(4)?)?, le)?;
+            if v & 1 == 1 {
+                return Some(idx + 1);
+            }
+            idx += 1;
+        }
+    }
+
+    /// Version index → name, from both DT_VERDEF (defined) and DT_VERNEED (required) chains.
+    fn version_names(&self) -> std::collections::HashMap<u16, String> {
+        let mut out = std::collections::HashMap::new();
+        let le = self.ctx.is_little_endian();
+        let b = self.bytes;
+        let strtab = &b[self.dynstr.clone()];
+        if let Some(mut off) = self.dyn_val(dynamic::DT_VERDEF).and_then(|a| self.vaddr_to_offset(a)) {
+            let num = self.dyn_val(dynamic::DT_VERDEFNUM).unwrap_or(0).min(65535);
+            for _ in 0..num {
+                let (Some(ndx), Some(cnt), Some(aux), Some(next)) =
+                    (read_u16(b, off + 4, le), read_u16(b, off + 6, le), read_u32(b, off + 12, le), read_u32(b, off + 16, le))
+                else {
+                    break;
+                };
+                if cnt > 0
+                    && let Some(name) = read_u32(b, off + aux as usize, le).and_then(|n| cstr_at(strtab, n as usize))
+                {
+                    out.insert(ndx, name.to_string());
+                }
+                if next == 0 {
+                    break;
+                }
+                off += next as usize;
+            }
+        }
+        if let Some(mut off) = self.dyn_val(dynamic::DT_VERNEED).and_then(|a| self.vaddr_to_offset(a)) {
+            let num = self.dyn_val(dynamic::DT_VERNEEDNUM).unwrap_or(0).min(65535);
+            for _ in 0..num {
+                let (Some(cnt), Some(aux), Some(next)) = (read_u16(b, off + 2, le), read_u32(b, off + 8, le), read_u32(b, off + 12, le))
+                else {
+                    break;
+                };
+                let mut a = off + aux as usize;
+                for _ in 0..cnt {
+                    let (Some(other), Some(name), Some(anext)) = (read_u16(b, a + 6, le), read_u32(b, a + 8, le), read_u32(b, a + 12, le))
+                    else {
+                        break;
+                    };
+                    if let Some(n) = cstr_at(strtab, name as usize) {
+                        out.insert(other & 0x7fff, n.to_string());
+                    }
+                    if anext == 0 {
+                        break;
+                    }
+                    a += anext as usize;
+                }
+                if next == 0 {
+                    break;
+                }
+                off += next as usize;
+            }
+        }
+        out
+    }
+
+    /// One pass over read-only data for library-name literals (`lib*.so[.N…]`, optionally with a
+    /// directory, standing as whole C strings) and for the strings that contain any of `words`.
+    pub fn scan_rodata(&self, words: &[&str]) -> (Vec<LibLiteral>, Mentions) {
+        let mut literals: Vec<LibLiteral> = Vec::new();
+        let mut mentions = Mentions::default();
+        // Explicit case variants rather than ascii_case_insensitive: with a handful of patterns
+        // aho-corasick uses its SIMD searcher, which is several times faster on 20 MB of .rodata.
+        let mut patterns: Vec<String> = vec![".so".to_string()];
+        for w in words.iter().filter(|w| !w.is_empty()) {
+            let lower = w.to_ascii_lowercase();
+            let mut cap = lower.clone();
+            cap[..1].make_ascii_uppercase();
+            for v in [lower.clone(), cap, lower.to_ascii_uppercase()] {
+                if !patterns.contains(&v) {
+                    patterns.push(v);
+                }
+            }
+        }
+        let Ok(ac) = aho_corasick::AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(&patterns) else {
+            return (literals, mentions);
+        };
+        for range in self.rodata_ranges() {
+            let data = &self.bytes[range.clone()];
+            let mut last_mention_start = usize::MAX;
+            for m in ac.find_iter(data) {
+                let pos = m.start();
+                if m.pattern().as_usize() > 0 {
+                    let start = data[..pos].iter().rposition(|&b| b == 0).map(|i| i + 1).unwrap_or(0);
+                    if start != last_mention_start {
+                        last_mention_start = start;
+                        mentions.count += 1;
+                        if mentions.samples.len() < MENTION_SAMPLES {
+                            let end = memchr::memchr(0, &data[pos..]).map(|e| pos + e).unwrap_or(data.len());
+                            let text: String = String::from_utf8_lossy(&data[start..end]).trim().chars().take(100).collect();
+                            if !mentions.samples.contains(&text) {
+                                mentions.samples.push(text);
+                            }
+                        }
+                    }
+                    continue;
+                }
+                let Some((start, end)) = literal_bounds(data, pos) else { continue };
+                let Ok(full) = std::str::from_utf8(&data[start..end]) else { continue };
+                let base = full.rsplit('/').next().unwrap_or(full);
+                if !is_library_name(base) {
+                    continue;
+                }
+                if literals.iter().any(|l| l.full.as_deref().unwrap_or(&l.name) == full) {
+                    continue;
+                }
+                literals.push(LibLiteral {
+                    name: base.to_string(),
+                    full: (base != full).then(|| full.to_string()),
+                    offset: (range.start + start) as u64,
+                    neighbours: neighbours(data, start, end),
+                });
+            }
+        }
+        (literals, mentions)
+    }
+
+    /// Sonames from `.note.dlopen` notes (owner "FDO", JSON array of `{soname: [...]}` objects).
+    fn dlopen_notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let le = self.ctx.is_little_endian();
+        for sh in &self.shdrs {
+            if sh.sh_type != section_header::SHT_NOTE || self.section_name(sh) != ".note.dlopen" {
+                continue;
+            }
+            let Some(data) = self.section_bytes(sh) else { continue };
+            let mut off = 0usize;
+            while off + 12 <= data.len() {
+                let (Some(namesz), Some(descsz), Some(ntype)) = (read_u32(data, off, le), read_u32(data, off + 4, le), read_u32(data, off + 8, le))
+                else {
+                    break;
+                };
+                let name_start = off + 12;
+                let desc_start = name_start + align4(namesz as usize);
+                let desc_end = desc_start.saturating_add(descsz as usize);
+                if desc_end > data.len() {
+                    break;
+                }
+                let owner = data.get(name_start..name_start + namesz as usize).unwrap_or(&[]);
+                if ntype == NT_FDO_DLOPEN_METADATA && owner.starts_with(b"FDO") {
+                    let desc = &data[desc_start..desc_end];
+                    let text = String::from_utf8_lossy(desc.split(|&b| b == 0).next().unwrap_or(&[]));
+                    if let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(&text) {
+                        for item in items {
+                            for s in item.get("soname").and_then(|v| v.as_array()).into_iter().flatten() {
+                                if let Some(s) = s.as_str() {
+                                    out.push(s.to_string());
+                                }
+                            }
+                        }
+                    }
+                }
+                off = desc_start + align4(descsz as usize);
+            }
+        }
+        out
+    }
+}
+
+fn align4(n: usize) -> usize {
+    n.saturating_add(3) & !3
+}
+
+/// Given the position of ".so" in `data`, return the bounds of the whole C string around it if that
+/// string ends with `.so` plus optional numeric version components.
+fn literal_bounds(data: &[u8], pos: usize) -> Option<(usize, usize)> {
+    let mut end = pos + 3;
+    while end < data.len() && data[end] == b'.' {
+        let digits = data[end + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return None;
+        }
+        end += 1 + digits;
+    }
+    if end < data.len() && data[end] != 0 {
+        return None;
+    }
+    let mut start = pos;
+    while start > 0 && data[start - 1] != 0 && pos - start < MAX_LITERAL {
+        start -= 1;
+    }
+    if start > 0 && data[start - 1] != 0 {
+        return None;
+    }
+    Some((start, end))
+}
+
+/// `lib` + name characters + `.so` + optional `.N` components.
+pub fn is_library_name(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("lib") else { return false };
+    let Some(i) = rest.find(".so") else { return false };
+    let (stem, tail) = (&rest[..i], &rest[i + 3..]);
+    !stem.is_empty()
+        && stem.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+-.".contains(&b))
+        && tail.split('.').skip(1).all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && (tail.is_empty() || tail.starts_with('.'))
+}
+
+fn neighbours(data: &[u8], start: usize, end: usize) -> Vec<String> {
+    let lo = start.saturating_sub(NEIGHBOUR_WINDOW);
+    let hi = (end + NEIGHBOUR_WINDOW).min(data.len());
+    let mut out = Vec::new();
+    for chunk in data[lo..hi].split(|&b| b == 0) {
+        if chunk.len() < 3 || chunk.len() > 200 {
+            continue;
+        }
+        let first = chunk[0];
+        if !(first.is_ascii_alphabetic() || first == b'_') {
+            continue;
+        }
+        if !chunk.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+            continue;
+        }
+        let s = String::from_utf8_lossy(chunk).into_owned();
+        if !out.contains(&s) {
+            out.push(s);
+        }
+        if out.len() >= 32 {
+            break;
+        }
+    }
+    out
+}
+
+fn split_path_list(s: &str) -> Vec<String> {
+    s.split(':').filter(|p| !p.is_empty()).map(str::to_string).collect()
+}
+
+fn read_u16(b: &[u8], off: usize, le: bool) -> Option<u16> {
+    let s: [u8; 2] = b.get(off..off.checked_add(2)?)?.try_into().ok()?;
+    Some(if le { u16::from_le_bytes(s) } else { u16::from_be_bytes(s) })
+}
+
+pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
+    let s: [u8; 4] = b.get(off..off.checked_add(4)?)?.try_into().ok()?;
+    Some(if le { u32::from_le_bytes(s) } else { u32::from_be_bytes(s) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_name_shapes() {
+        for ok in ["libc.so.6", "libtorch_cuda_linalg.so", "libnvidia-ml.so.1", "libstdc++.so.6", "libmkl_core.so.2"] {
+            assert!(is_library_name(ok), "{ok}");
+        }
+        for no in ["libfoo.so.%d", "foo.so", "lib.so", "libfoo.so.", "libfoo.sox", "libfoo so"] {
+            assert!(!is_library_name(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn literal_must_be_a_whole_string() {
+        let data = b"\0libfoo.so.1\0error loading libbar.so\0libbaz.so.x\0";
+        let pos = memchr::memmem::find(data, b".so").unwrap();
+        assert_eq!(literal_bounds(data, pos), Some((1, 12)));
+        let pos2 = memchr::memmem::find(&data[13..], b".so").unwrap() + 13;
+        let (s, e) = literal_bounds(data, pos2).unwrap();
+        assert!(!is_library_name(std::str::from_utf8(&data[s..e]).unwrap()));
+        let pos3 = memchr::memmem::find(&data[38..], b".so").unwrap() + 38;
+        assert_eq!(literal_bounds(data, pos3), None);
+    }
+
+    #[test]
+    fn not_elf_is_rejected() {
+        assert!(ElfView::parse(b"hello world, not an elf").is_err());
+        assert!(ElfView::parse(b"\x7fELF\x02\x01").is_err());
+    }
+}

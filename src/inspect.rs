@@ -1,0 +1,87 @@
+//! The facts stage: read the tree once, parse every ELF file, scan it for the payload, and build
+//! the load graph. Everything later (verdict, plan, emit, pack) works from an [`Inspection`].
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::elf::{ElfFacts, ElfView};
+use crate::error::{Error, Result};
+use crate::graph::{GraphInput, LoadGraph};
+use crate::payload::{self, PayloadFacts, PayloadSpec};
+use crate::progress::Progress;
+use crate::tree::{Tree, TreeKind};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FileFacts {
+    pub path: String,
+    pub size: u64,
+    pub elf: ElfFacts,
+    pub payload: PayloadFacts,
+}
+
+pub struct Inspection {
+    pub tree: Tree,
+    pub files: Vec<FileFacts>,
+    pub graph: LoadGraph,
+    pub spec: PayloadSpec,
+}
+
+impl Inspection {
+    pub fn file(&self, path: &str) -> Option<&FileFacts> {
+        self.files.iter().find(|f| f.path == path)
+    }
+
+    /// Files whose name or SONAME is `name` (how `--lazy` picks the lazy library).
+    pub fn files_named(&self, name: &str) -> Vec<usize> {
+        self.files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| Tree::file_name(&f.path) == name || f.elf.soname.as_deref() == Some(name))
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
+
+/// How a member is named in messages: a real path for directories, `archive:member` otherwise.
+pub fn display_member(tree_source: &Path, kind: TreeKind, member: &str) -> String {
+    match kind {
+        TreeKind::Directory => tree_source.join(member).display().to_string(),
+        _ => format!("{}:{member}", tree_source.display()),
+    }
+}
+
+pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<Inspection> {
+    let kind = TreeKind::detect(path)?;
+    // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
+    let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
+    let (tree, parsed) = Tree::open(path, progress, |input| {
+        let name = || display_member(path, kind, input.path);
+        let started = trace.then(std::time::Instant::now);
+        let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
+        input.prefetch(&view.fact_ranges());
+        let prefetched = started.map(|t| t.elapsed());
+        let elf = view.facts(&[spec.word()], input.map).map_err(|e| Error::bad(name(), e))?;
+        let parsed = started.map(|t| t.elapsed());
+        let payload = payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec);
+        if let (Some(t), Some(p), Some(f)) = (started, prefetched, parsed) {
+            eprintln!(
+                "trace: {:>9.2?} prefetch {:>9.2?} facts {:>9.2?} payload  {} ({} dynsyms)",
+                p,
+                f - p,
+                t.elapsed() - f,
+                input.path,
+                elf.symbols.len()
+            );
+        }
+        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload })
+    })?;
+    let t_open = std::time::Instant::now();
+    let files: Vec<FileFacts> = parsed.into_iter().map(|(_, f)| f).collect();
+    let inputs: Vec<GraphInput<'_>> = files.iter().map(|f| GraphInput { path: &f.path, elf: &f.elf }).collect();
+    let graph = LoadGraph::build(&tree, &inputs, |name| spec.is_payload_library(name));
+    if trace {
+        eprintln!("trace: graph {:?}", t_open.elapsed());
+    }
+    Ok(Inspection { tree, files, graph, spec: spec.clone() })
+}

@@ -1,0 +1,44 @@
+//! Writing results: atomically (temp file in the same directory, fsync, rename), so an interrupted
+//! run never leaves a half-written plan or recipe where a CI job expects a whole one.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let tmp = dir.join(format!(".{name}.splitpkg-tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    Ok(())
+}
+
+/// Write to `path`, or to stdout when `path` is `None` or `-`.
+pub fn emit(path: Option<&Path>, data: &str) -> Result<()> {
+    match path {
+        Some(p) if p != Path::new("-") => write_atomic(p, data.as_bytes()),
+        _ => {
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`| head`) is the reader's choice, not an error worth a message.
+            match out.write_all(data.as_bytes()).and_then(|_| out.flush()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                Err(e) => Err(Error::other(format!("stdout: {e}"))),
+                Ok(()) => Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The payload: the optional component (MAGMA by default) as a shared library and as code linked
+//! statically into other files, and the payload-aware "glue" that stays behind in core files.
+//!
+//! A file *holds payload code* when it is a payload DSO (`libmagma*.so*`) or defines payload
+//! symbols (unmangled `magma_*` / `magmablas_*`, or C++ entities whose identifier starts that way).
+//! A file *references* payload when it imports such symbols. Anything else whose symbol names or
+//! read-only strings mention the payload is glue: it survives a split and can make the core report
+//! the payload as present (PyTorch's `has_magma`).
+
+use memchr::memmem;
+use serde::Serialize;
+
+use crate::elf::{ElfView, cstr_at};
+use goblin::elf::sym;
+
+/// How many example names a report keeps per category; counts are always complete.
+const SAMPLES: usize = 8;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PayloadSpec {
+    /// Human name, e.g. `magma`.
+    pub name: String,
+    /// File-name prefixes of payload DSOs, e.g. `libmagma` (matches `libmagma.so.2`, `libmagma_sparse.so`).
+    pub dso_prefixes: Vec<String>,
+    /// Prefixes of payload symbols, e.g. `magma_`, `magmablas_`.
+    pub symbol_prefixes: Vec<String>,
+    /// Also walk `.symtab` of every file for payload code with hidden visibility (not exported).
+    /// Off by default: the symbol tables of torch's tree are ~170 MiB that the dynamic facts never need.
+    pub deep: bool,
+}
+
+impl PayloadSpec {
+    /// The spec for `--dep NAME`. MAGMA's BLAS layer uses a second prefix (`magmablas_`); other
+    /// components get `NAME_` and can add prefixes with `--dep-symbol`.
+    pub fn for_dep(name: &str, extra_symbol_prefixes: &[String]) -> Self {
+        let lower = name.to_ascii_lowercase();
+        let mut symbol_prefixes = vec![format!("{lower}_")];
+        if lower == "magma" {
+            symbol_prefixes.push("magmablas_".to_string());
+        }
+        symbol_prefixes.extend(extra_symbol_prefixes.iter().cloned());
+        PayloadSpec { name: lower.clone(), dso_prefixes: vec![format!("lib{lower}")], symbol_prefixes, deep: false }
+    }
+
+    /// `libmagma.so`, `libmagma.so.2`, `libmagma_sparse.so` — the name must continue with `.so`,
+    /// `_` or `-` after the prefix so that `libmagmatic.so` is not taken for MAGMA.
+    pub fn is_payload_library(&self, file_name: &str) -> bool {
+        self.dso_prefixes.iter().any(|p| {
+            file_name.strip_prefix(p.as_str()).is_some_and(|rest| {
+                (rest.starts_with(".so") || rest.starts_with('_') || rest.starts_with('-')) && rest.contains(".so")
+            })
+        })
+    }
+
+    /// An unmangled `magma_*` name, or a mangled global-scope C++ function named that way.
+    pub fn is_payload_symbol(&self, name: &str) -> bool {
+        if name.starts_with("_Z") {
+            return self.symbol_prefixes.iter().any(|p| mangled_global_starts_with(name, p));
+        }
+        self.symbol_prefixes.iter().any(|p| name.starts_with(p.as_str()))
+    }
+
+    /// Cheap pre-filter on the raw bytes of a name: could it pass [`Self::is_payload_symbol`]?
+    pub fn may_be_payload_symbol(&self, raw: &[u8]) -> bool {
+        match raw {
+            [b'_', b'Z', c, ..] => c.is_ascii_digit() || *c == b'L',
+            _ => self.symbol_prefixes.iter().any(|p| raw.starts_with(p.as_bytes())),
+        }
+    }
+
+    /// The word searched (case-insensitively) in read-only strings.
+    pub fn word(&self) -> &str {
+        &self.name
+    }
+
+    /// Spellings searched for in symbol names. Exact case variants keep the search a plain memmem.
+    fn words(&self) -> [String; 3] {
+        let lower = self.name.to_ascii_lowercase();
+        let mut cap = lower.clone();
+        if let Some(f) = cap.get_mut(0..1) {
+            f.make_ascii_uppercase();
+        }
+        [lower.clone(), cap, lower.to_ascii_uppercase()]
+    }
+}
+
+/// A mangled C++ function at global scope (`_Z<len><name>…`, or `_ZL…` for internal linkage)
+/// whose name starts with `prefix`. Entities inside a namespace or class (`_ZN…`), such as
+/// `at::cuda::detail::magma_init_fn`, are the host project's glue, not the component itself.
+fn mangled_global_starts_with(name: &str, prefix: &str) -> bool {
+    let rest = name.strip_prefix("_Z").unwrap_or(name);
+    let rest = rest.strip_prefix('L').unwrap_or(rest);
+    let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return false;
+    }
+    let Ok(len) = rest[..digits].parse::<usize>() else { return false };
+    let ident = &rest[digits..];
+    len >= prefix.len() && ident.len() >= len && ident.starts_with(prefix)
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Names {
+    pub count: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<String>,
+}
+
+impl Names {
+    fn add(&mut self, s: &str) {
+        self.add_with(s, str::to_string);
+    }
+
+    /// Count `s`; keep `show(s)` as a sample while there is room (demangling is not free).
+    fn add_with(&mut self, s: &str, show: impl FnOnce(&str) -> String) {
+        self.count += 1;
+        if self.samples.len() < SAMPLES {
+            let shown = show(s);
+            if !self.samples.contains(&shown) {
+                self.samples.push(shown);
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// What one ELF file holds of the payload.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PayloadFacts {
+    /// The file itself is a payload library (by file name or SONAME).
+    pub library: bool,
+    /// Payload symbols defined in the dynamic symbol table.
+    pub defined: Names,
+    /// Payload functions and objects defined only in `.symtab` (hidden visibility).
+    pub defined_hidden: Names,
+    /// Payload symbols imported.
+    pub referenced: Names,
+    /// Other dynamic symbols naming the payload (demangled where possible): glue.
+    pub glue_symbols: Names,
+    /// Read-only strings naming the payload (build-config text, messages).
+    pub mentions: Names,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
+}
+
+impl PayloadFacts {
+    pub fn holds_code(&self) -> bool {
+        self.library || !self.defined.is_empty() || !self.defined_hidden.is_empty()
+    }
+
+    pub fn is_glue(&self) -> bool {
+        !self.glue_symbols.is_empty() || !self.mentions.is_empty()
+    }
+}
+
+/// An estimate of how many bytes of a file are payload, with the way each part was counted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    pub bytes: u64,
+    pub method: String,
+    pub parts: Vec<EstimatePart>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimatePart {
+    pub what: String,
+    pub bytes: u64,
+    pub how: String,
+}
+
+/// Scan one ELF file for the payload. `file_size` is the whole file; `soname` and `file_name`
+/// decide whether the file is itself a payload library.
+pub fn scan(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, file_name: &str, file_size: u64, spec: &PayloadSpec) -> PayloadFacts {
+    let mut out = PayloadFacts {
+        library: spec.is_payload_library(file_name) || facts.soname.as_deref().is_some_and(|s| spec.is_payload_library(s)),
+        ..Default::default()
+    };
+    let words = spec.words();
+
+    // Only names containing the payload word can be payload or glue: search the name arena for
+    // the word rather than test ~100k exports one by one.
+    let word_refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    for sym in facts.symbols.containing(&word_refs) {
+        if spec.is_payload_symbol(sym.name) {
+            if sym.defined { out.defined.add(sym.name) } else { out.referenced.add(sym.name) }
+        } else {
+            out.glue_symbols.add_with(sym.name, demangle);
+        }
+    }
+    out.mentions = Names { count: facts.mentions.count, samples: facts.mentions.samples.clone() };
+
+    if out.library {
+        out.estimate = Some(Estimate {
+            bytes: file_size,
+            method: "the whole file is a payload library".into(),
+            parts: vec![EstimatePart { what: "file".into(), bytes: file_size, how: "payload library by name".into() }],
+        });
+        return out;
+    }
+
+    // Hidden payload code only shows in .symtab (with `--deep`). Its string table is large
+    // (149 MiB over torch's tree), so look for the prefixes there first and walk it only on a hit.
+    if spec.deep
+        && let Some((table, strs)) = view.symtab()
+        && spec.symbol_prefixes.iter().any(|p| memmem::find(strs, p.as_bytes()).is_some())
+    {
+        for s in table.iter() {
+            if !s.defined() || !(s.kind() == sym::STT_FUNC || s.kind() == sym::STT_OBJECT) {
+                continue;
+            }
+            // Most names are namespaced C++ (`_ZN…`): reject on the first bytes before cutting a string.
+            if !spec.may_be_payload_symbol(strs.get(s.name as usize..).unwrap_or(&[])) {
+                continue;
+            }
+            let Some(name) = cstr_at(strs, s.name as usize) else { continue };
+            if spec.is_payload_symbol(name) && !facts.symbols.defines(name) {
+                out.defined_hidden.add(name);
+            }
+        }
+    }
+
+    if out.holds_code() {
+        out.estimate = Some(estimate_static(view, facts, spec));
+    }
+    out
+}
+
+/// Estimate the payload share of a file that links the payload statically.
+///
+/// A static archive's members are laid out contiguously by the linker, so the address span from the
+/// first to the last payload function in `.text` is taken as payload code (it includes the
+/// payload's own unnamed helpers). Device code is attributed by counting CUDA translation units
+/// (one `__sti____cudaRegisterAll` per unit) inside that span. Sections never loaded at run time
+/// (debug info, symbol tables, unwind tables) are attributed in proportion to the `.text` share.
+fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &PayloadSpec) -> Estimate {
+    let text_idx = view.shdrs.iter().position(|s| view.section_name(s) == ".text");
+    let text_size = facts.sections.text;
+    let (table, strs, source) = match view.symtab() {
+        Some((t, s)) => (Some(t), s, ".symtab"),
+        None => (None, &[][..], ".dynsym"),
+    };
+
+    let mut lo = u64::MAX;
+    let mut hi = 0u64;
+    let mut named_bytes = 0u64;
+    let mut object_bytes = 0u64;
+    let mut cuda_units: Vec<u64> = Vec::new();
+    let mut consider = |name: &str, value: u64, size: u64, kind: u8, shndx: u16| {
+        if kind == sym::STT_FUNC && name.contains("__sti____cudaRegisterAll") {
+            cuda_units.push(value);
+            return;
+        }
+        if !spec.is_payload_symbol(name) {
+            return;
+        }
+        if kind == sym::STT_FUNC && Some(shndx as usize) == text_idx && size > 0 {
+            lo = lo.min(value);
+            hi = hi.max(value + size);
+            named_bytes += size;
+        } else if kind == sym::STT_OBJECT {
+            object_bytes += size;
+        }
+    };
+    let (table, strs) = match table {
+        Some(t) => (Some(t), strs),
+        None => match view.dynsym_table() {
+            Some((t, s)) => (Some(t), s),
+            None => (None, strs),
+        },
+    };
+    for s in table.iter().flat_map(|t| t.iter()) {
+        if !s.defined() {
+            continue;
+        }
+        let raw = strs.get(s.name as usize..).unwrap_or(&[]);
+        if !(spec.may_be_payload_symbol(raw) || raw.starts_with(b"_ZL24__sti____cudaRegisterAll") || raw.starts_with(b"__sti____cudaRegisterAll")) {
+            continue;
+        }
+        if let Some(name) = cstr_at(strs, s.name as usize) {
+            consider(name, s.value, s.size, s.kind(), s.shndx);
+        }
+    }
+
+    let mut parts = Vec::new();
+    let span = if hi > lo { hi - lo } else { 0 };
+    let text_part = span.min(text_size);
+    parts.push(EstimatePart {
+        what: ".text".into(),
+        bytes: text_part,
+        how: format!(
+            "address span of payload functions in {source} ({} bytes in named payload functions)",
+            named_bytes
+        ),
+    });
+    if object_bytes > 0 {
+        parts.push(EstimatePart {
+            what: "data".into(),
+            bytes: object_bytes,
+            how: format!("sizes of payload data objects in {source}"),
+        });
+    }
+    if facts.sections.nv_fatbin > 0 {
+        let inside = cuda_units.iter().filter(|&&a| a >= lo && a < hi).count();
+        let (bytes, how) = if cuda_units.is_empty() {
+            (0, "not attributed: no CUDA registration symbols to tell whose device code it is".to_string())
+        } else {
+            (
+                facts.sections.nv_fatbin * inside as u64 / cuda_units.len() as u64,
+                format!("{inside} of {} CUDA translation units register from inside the payload span", cuda_units.len()),
+            )
+        };
+        parts.push(EstimatePart { what: ".nv_fatbin".into(), bytes, how });
+    }
+    let unloaded = facts.sections.debug + facts.sections.symtab + view.unwind_bytes();
+    if unloaded > 0 && text_size > 0 {
+        parts.push(EstimatePart {
+            what: "debug, symbol and unwind tables".into(),
+            bytes: (unloaded as u128 * text_part as u128 / text_size as u128) as u64,
+            how: "in proportion to the payload share of .text".into(),
+        });
+    }
+    Estimate {
+        bytes: parts.iter().map(|p| p.bytes).sum(),
+        method: "static payload: contiguous archive span in .text, CUDA units inside it, proportional share of tables".into(),
+        parts,
+    }
+}
+
+pub fn demangle(name: &str) -> String {
+    if name.starts_with("_Z")
+        && let Ok(sym) = cpp_demangle::Symbol::new(name)
+        && let Ok(s) = sym.demangle()
+    {
+        return s;
+    }
+    name.to_string()
+}
+
+impl<'a> ElfView<'a> {
+    /// `.eh_frame`, `.eh_frame_hdr` and `.gcc_except_table` bytes.
+    pub fn unwind_bytes(&self) -> u64 {
+        self.shdrs
+            .iter()
+            .filter(|s| matches!(self.section_name(s), ".eh_frame" | ".eh_frame_hdr" | ".gcc_except_table"))
+            .map(|s| s.sh_size)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_names() {
+        let spec = PayloadSpec::for_dep("magma", &[]);
+        assert!(spec.is_payload_library("libmagma.so"));
+        assert!(spec.is_payload_library("libmagma.so.2"));
+        assert!(spec.is_payload_library("libmagma_sparse.so"));
+        assert!(!spec.is_payload_library("libmagmatic.so"));
+        assert!(!spec.is_payload_library("libtorch_cuda.so"));
+        assert!(spec.is_payload_symbol("magma_dgetrf_gpu"));
+        assert!(spec.is_payload_symbol("magmablas_dgemm"));
+        assert!(spec.is_payload_symbol("_Z20magmablas_dgemm_fooPv"));
+        assert!(!spec.is_payload_symbol("_ZN2at4cuda6detail17set_magma_init_fnEPFvvE"));
+        assert!(!spec.is_payload_symbol("has_magma"));
+        assert!(!spec.is_payload_symbol("_ZN2at4cuda6detailL13magma_init_fnE"));
+        assert!(!spec.is_payload_symbol("_ZTS19magma_slaqtrsd_task"));
+        assert!(spec.is_payload_symbol("_ZL15magma_zlarfb_xPi"));
+    }
+}

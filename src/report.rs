@@ -1,0 +1,325 @@
+//! Human-readable renderings: the `inspect` listing and dependency tree, the `plan` summary, and
+//! Graphviz DOT. Machine-readable output is plain serde (JSON/YAML) of the same structures.
+
+use std::collections::HashSet;
+use std::fmt::Write;
+
+use crate::graph::{EdgeKind, LoadGraph, NodeKind, Reach};
+use crate::inspect::Inspection;
+use crate::plan::{Plan, Role};
+use crate::tree::Tree;
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+fn reach_label(r: Reach) -> &'static str {
+    match r {
+        Reach::Eager => "eager",
+        Reach::Lazy => "lazy",
+        Reach::Unreached => "unreached",
+    }
+}
+
+/// `splitpkg inspect`: per-file facts, then each root's load tree with how every edge resolved.
+pub fn inspect_text(ins: &Inspection) -> String {
+    let mut s = String::new();
+    let t = &ins.tree;
+    let _ = writeln!(
+        s,
+        "{} ({}, {} entries, {} ELF files, {})",
+        t.source.display(),
+        serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        t.entries.len(),
+        ins.files.len(),
+        human_bytes(t.total_file_bytes())
+    );
+    if let Some(p) = &t.package {
+        let _ = writeln!(s, "package: {} {}{}", p.name, p.version, p.build.as_deref().map(|b| format!(" {b}")).unwrap_or_default());
+    }
+    for n in &t.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    let _ = writeln!(s, "\nFILES");
+    for (i, f) in ins.files.iter().enumerate() {
+        let e = &f.elf;
+        let node = ins.graph.node_of_file(i).map(|n| &ins.graph.nodes[n]);
+        let _ = writeln!(
+            s,
+            "{}  {}  {}{}{}",
+            f.path,
+            human_bytes(f.size),
+            serde_json::to_value(e.elf_type).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+            node.map(|n| format!("  [{}]", reach_label(n.reach))).unwrap_or_default(),
+            if e.python_extension { "  python-extension" } else { "" },
+        );
+        if let Some(so) = &e.soname {
+            let _ = writeln!(s, "    soname   {so}");
+        }
+        if let Some(r) = &e.rpath {
+            let _ = writeln!(s, "    rpath    {}", r.join(":"));
+        }
+        if let Some(r) = &e.runpath {
+            let _ = writeln!(s, "    runpath  {}", r.join(":"));
+        }
+        if !e.needed.is_empty() {
+            let _ = writeln!(s, "    needed   {}", e.needed.join(", "));
+        }
+        if !e.loader_imports.is_empty() {
+            let _ = writeln!(s, "    loader   {}", e.loader_imports.join(", "));
+        }
+        if !e.library_literals.is_empty() {
+            let names: Vec<&str> = e.library_literals.iter().map(|l| l.name.as_str()).collect();
+            let _ = writeln!(s, "    literals {}", names.join(", "));
+        }
+        let sec = &e.sections;
+        let _ = writeln!(
+            s,
+            "    sections .text {}  .rodata {}  .nv_fatbin {}   symbols {} defined, {} undefined",
+            human_bytes(sec.text),
+            human_bytes(sec.rodata),
+            human_bytes(sec.nv_fatbin),
+            e.dynamic_symbols.defined,
+            e.dynamic_symbols.undefined
+        );
+        let p = &f.payload;
+        if p.holds_code() || !p.referenced.is_empty() || p.is_glue() {
+            let mut parts = Vec::new();
+            if p.library {
+                parts.push("payload library".to_string());
+            }
+            if !p.defined.is_empty() {
+                parts.push(format!("defines {} (e.g. {})", p.defined.count, p.defined.samples[0]));
+            }
+            if !p.defined_hidden.is_empty() {
+                parts.push(format!("{} hidden in .symtab", p.defined_hidden.count));
+            }
+            if !p.referenced.is_empty() {
+                parts.push(format!("references {}", p.referenced.count));
+            }
+            if !p.glue_symbols.is_empty() {
+                parts.push(format!("{} glue symbols", p.glue_symbols.count));
+            }
+            if !p.mentions.is_empty() {
+                parts.push(format!("{} strings mention it", p.mentions.count));
+            }
+            if let Some(est) = &p.estimate {
+                parts.push(format!("≈ {} payload", human_bytes(est.bytes)));
+            }
+            let _ = writeln!(s, "    {}  {}", ins.spec.name, parts.join("; "));
+        }
+    }
+    let _ = writeln!(s, "\nLOAD TREE (─ NEEDED, ┄ lazy; [how ld.so finds it])");
+    s.push_str(&load_tree(&ins.graph));
+    s
+}
+
+fn load_tree(g: &LoadGraph) -> String {
+    let mut s = String::new();
+    let mut shown: HashSet<usize> = HashSet::new();
+    let mut roots: Vec<&crate::graph::Node> = g.nodes.iter().filter(|n| n.root.is_some()).collect();
+    roots.sort_by_key(|n| (n.root, n.name.clone()));
+    for r in roots {
+        let kind = serde_json::to_value(r.root).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let _ = writeln!(s, "{} [root: {kind}]", r.name);
+        shown.insert(r.id);
+        walk(g, r.id, "", &mut shown, &mut s);
+    }
+    s
+}
+
+fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s: &mut String) {
+    let mut edges: Vec<&crate::graph::Edge> = g.out_edges(node).collect();
+    // NEEDED entries in file order first (as ld.so loads them), then lazy ones.
+    edges.sort_by_key(|e| e.kind.is_lazy());
+    let count = edges.len();
+    for (i, e) in edges.into_iter().enumerate() {
+        let last = i + 1 == count;
+        let (branch, cont) = if last { ("└", " ") } else { ("├", "│") };
+        let line = if e.kind.is_lazy() { "┄┄" } else { "──" };
+        let to = &g.nodes[e.to];
+        let repeat = to.kind == NodeKind::File && !shown.insert(e.to);
+        let _ = writeln!(
+            s,
+            "{prefix}{branch}{line} {}{} [{}]{}",
+            e.name,
+            if to.kind == NodeKind::File && Tree::file_name(&to.name) != e.name { format!(" = {}", to.name) } else { String::new() },
+            e.how.describe(),
+            if repeat { " (see above)" } else { "" }
+        );
+        if to.kind == NodeKind::File && !repeat {
+            walk(g, e.to, &format!("{prefix}{cont}   "), shown, s);
+        }
+    }
+}
+
+/// Graphviz: files as boxes (payload in red, the lazy library in blue), system libraries dashed,
+/// external ones grey; lazy edges dashed.
+pub fn dot(ins: &Inspection, lazy_name: &str) -> String {
+    let g = &ins.graph;
+    let mut s = String::from("digraph load {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n");
+    for n in &g.nodes {
+        if n.reach == Reach::Unreached && n.root.is_none() && n.kind != NodeKind::File {
+            continue;
+        }
+        let label = Tree::file_name(&n.name);
+        let style = match n.kind {
+            NodeKind::File => {
+                let f = &ins.files[n.file.unwrap()];
+                if Tree::file_name(&f.path) == lazy_name || f.elf.soname.as_deref() == Some(lazy_name) {
+                    "shape=box, color=blue, penwidth=2".to_string()
+                } else if f.payload.holds_code() {
+                    "shape=box, color=red, penwidth=2".to_string()
+                } else {
+                    "shape=box".to_string()
+                }
+            }
+            NodeKind::System => "shape=ellipse, style=dashed".to_string(),
+            NodeKind::External if ins.spec.is_payload_library(&n.name) => "shape=ellipse, color=red".to_string(),
+            NodeKind::External => "shape=ellipse, color=gray50, fontcolor=gray50".to_string(),
+        };
+        let _ = writeln!(s, "  n{} [label=\"{}\", {style}];", n.id, escape(label));
+    }
+    for e in &g.edges {
+        let style = match e.kind {
+            EdgeKind::Needed => String::new(),
+            _ => ", style=dashed, label=\"lazy\"".to_string(),
+        };
+        let _ = writeln!(s, "  n{} -> n{} [tooltip=\"{}\"{style}];", e.from, e.to, escape(&e.how.describe()));
+    }
+    s.push_str("}\n");
+    s
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// `splitpkg plan`: verdict first, then evidence, outputs, saving, warnings and contract.
+pub fn plan_text(plan: &Plan) -> String {
+    let mut s = String::new();
+    let i = &plan.input;
+    let pkg = i.package.as_ref().map(|p| format!("{} {}, ", p.name, p.version)).unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "{} ({pkg}{} files, {} ELF, {})",
+        i.path,
+        i.files,
+        i.elf_files,
+        human_bytes(i.bytes)
+    );
+    let _ = writeln!(s, "\nverdict: {}  ({} via --lazy {})", plan.verdict.label(), plan.options.dep, plan.options.lazy);
+    for r in &plan.reasons {
+        let _ = writeln!(s, "  {r}");
+    }
+    for w in &plan.witnesses {
+        let _ = writeln!(s, "  witness: {}", w.summary);
+        for st in &w.steps {
+            let _ = writeln!(s, "      {} → {} [{}; {}]", Tree::file_name(&st.from), st.name, kind_label(st.kind), st.how);
+        }
+    }
+    if let Some(l) = &plan.lazy_library {
+        let _ = writeln!(s, "\nlazy library: {} ({}, reached {})", l.path, human_bytes(l.size), reach_label(l.reach));
+        for st in &l.loaded_by {
+            let _ = writeln!(s, "  loaded by {} → {} [{}; {}]", st.from, st.name, kind_label(st.kind), st.how);
+        }
+    }
+    let _ = writeln!(s, "\npayload ({}):", plan.options.dep);
+    if plan.payload.files.is_empty() {
+        let _ = writeln!(s, "  none found");
+    }
+    for p in &plan.payload.files {
+        let est = p.estimate.as_ref().map(|e| format!("≈ {}", human_bytes(e.bytes))).unwrap_or_default();
+        let size = p.size.map(|b| format!(" of {}", human_bytes(b))).unwrap_or_default();
+        let _ = writeln!(s, "  {}  {}  {}  {est}{size}", p.path, p.form, reach_label(p.reach));
+        if let Some(e) = &p.estimate {
+            for part in &e.parts {
+                let _ = writeln!(s, "      {:<32} {:>10}  {}", part.what, human_bytes(part.bytes), part.how);
+            }
+        }
+        if !p.symbols.is_empty() {
+            let _ = writeln!(s, "      e.g. {}", p.symbols.iter().take(3).cloned().collect::<Vec<_>>().join(", "));
+        }
+    }
+    if !plan.outputs.is_empty() {
+        let _ = writeln!(s, "\noutputs:");
+        for o in &plan.outputs {
+            let role = match o.role {
+                Role::Core => "core",
+                Role::Lazy => "lazy",
+                Role::Payload => "payload (optional)",
+            };
+            let _ = writeln!(s, "  {role:<20} {:>6} files  {:>10}", o.files.len(), human_bytes(o.bytes));
+            for v in &o.variants {
+                let _ = writeln!(
+                    s,
+                    "      variant {:<10} {:>10}  {}{}",
+                    v.name,
+                    human_bytes(v.bytes),
+                    if v.measured { "measured" } else { "estimated: " },
+                    if v.measured { String::new() } else { v.how.clone() }
+                );
+            }
+            if o.role != Role::Core && o.files.len() <= 12 {
+                for f in &o.files {
+                    let _ = writeln!(s, "      {f}");
+                }
+            }
+            for x in &o.external {
+                let _ = writeln!(s, "      external: {x}");
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nsaving in a slim environment: {} ({:.2} % of the tree)\n  {}",
+            human_bytes(plan.saving.bytes),
+            plan.saving.percent_of_tree,
+            plan.saving.how
+        );
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(s, "\nwarnings:");
+        for w in &plan.warnings {
+            let _ = writeln!(s, "  ! {}: {}", w.file, w.what);
+            for e in w.examples.iter().take(3) {
+                let _ = writeln!(s, "      e.g. {e}");
+            }
+            let _ = writeln!(s, "      → {}", w.consequence);
+        }
+    }
+    if plan.lazy_library.is_some() {
+        let c = &plan.contract;
+        let _ = writeln!(s, "\ncontract (loader ↔ lazy library):");
+        if c.loader_lookups.is_empty() {
+            let _ = writeln!(s, "  looked up by name: none (no exported name stored next to the library name; the library acts through its static initialisers)");
+        } else {
+            let _ = writeln!(s, "  looked up by name: {}", c.loader_lookups.join(", "));
+        }
+        if c.required_exports.is_empty() {
+            let _ = writeln!(s, "  imported from it by core files: none");
+        } else {
+            let _ = writeln!(s, "  imported from it by core files: {}", c.required_exports.join(", "));
+        }
+        let total: usize = c.imports.iter().map(|g| g.count).sum();
+        let _ = writeln!(s, "  it imports {total} symbols, exports {}:", c.exports);
+        for g in &c.imports {
+            let _ = writeln!(s, "    {:>6} from {}  (e.g. {})", g.count, g.provider, g.samples.iter().take(3).cloned().collect::<Vec<_>>().join(", "));
+        }
+    }
+    s
+}
+
+fn kind_label(k: EdgeKind) -> &'static str {
+    match k {
+        EdgeKind::Needed => "NEEDED",
+        EdgeKind::Lazy => "lazy",
+        EdgeKind::DlopenNote => "dlopen note",
+    }
+}

@@ -1,0 +1,799 @@
+//! Input trees: one view over a directory, a `.whl`, a `.conda` or a `.tar.bz2`.
+//!
+//! Archives are read in place: nothing is extracted to disk, and every ELF member is decompressed
+//! once and handed to the caller's visitor while it is in memory. Directories are memory-mapped.
+//! Only files that start with the ELF magic are visited; a file *named* like a shared library that
+//! is neither ELF nor a linker script is rejected, because in practice it is a Git LFS pointer, an
+//! HTML error page or a truncated download sitting where a library should be.
+//!
+//! Symlinks and hard links are recorded, and [`Tree::resolve`] follows symlinks the way the kernel
+//! would, except that a link never leaves the tree: an absolute target or one that climbs above the
+//! root resolves to [`Resolve::Escapes`] and is not followed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use memmap2::Mmap;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+
+/// Symlink hops before a lookup is declared a loop (the kernel's own limit is 40).
+const MAX_SYMLINK_HOPS: usize = 40;
+/// Refuse archive members that claim to be larger than this: no torch library is near it, and a
+/// hostile archive could otherwise make us allocate without bound.
+const MAX_MEMBER_BYTES: u64 = 16 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeKind {
+    Directory,
+    Wheel,
+    Conda,
+    TarBz2,
+}
+
+impl TreeKind {
+    pub fn detect(path: &Path) -> Result<TreeKind> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.is_dir() {
+            return Ok(TreeKind::Directory);
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+        if name.ends_with(".whl") {
+            Ok(TreeKind::Wheel)
+        } else if name.ends_with(".conda") {
+            Ok(TreeKind::Conda)
+        } else if name.ends_with(".tar.bz2") {
+            Ok(TreeKind::TarBz2)
+        } else {
+            Err(Error::bad(
+                path.display(),
+                "not a directory, .whl, .conda or .tar.bz2 (the kind is taken from the name)",
+            ))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum EntryKind {
+    File {
+        size: u64,
+        elf: bool,
+        /// Set when this entry is a hard link to another entry (index into `Tree::entries`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hardlink_of: Option<usize>,
+    },
+    Symlink {
+        target: String,
+    },
+    Dir,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// Relative to the tree root, `/`-separated, never starting with `/` or containing `..`.
+    pub path: String,
+    #[serde(flatten)]
+    pub kind: EntryKind,
+}
+
+/// Package identity found inside the input (conda `info/index.json`, wheel `METADATA`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct PackageMeta {
+    pub name: String,
+    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subdir: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct Tree {
+    pub source: PathBuf,
+    pub kind: TreeKind,
+    /// Sorted by path.
+    pub entries: Vec<Entry>,
+    index: HashMap<String, usize>,
+    pub package: Option<PackageMeta>,
+    /// Things skipped on purpose (linker scripts), worth telling the user.
+    pub notes: Vec<String>,
+}
+
+/// Where a path lookup inside the tree ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolve {
+    File(usize),
+    Dir,
+    Missing,
+    /// A symlink on the way points outside the tree; it was not followed.
+    Escapes { link: String, target: String },
+    Loop,
+}
+
+/// An ELF member as the visitor sees it.
+pub struct ElfInput<'a> {
+    pub path: &'a str,
+    pub bytes: &'a [u8],
+    /// For memory-mapped files: fault in these byte ranges in one system call each. The reader
+    /// knows which ranges it will touch (string tables, read-only data); populating them up front
+    /// is several times cheaper than one page fault per 4 KiB page.
+    pub map: Option<&'a Arc<Mmap>>,
+}
+
+impl ElfInput<'_> {
+    pub fn prefetch(&self, ranges: &[std::ops::Range<usize>]) {
+        if let Some(map) = self.map {
+            for r in ranges {
+                if !r.is_empty() {
+                    // Advice only: an old kernel without MADV_POPULATE_READ just faults as usual.
+                    let _ = map.advise_range(memmap2::Advice::PopulateRead, r.start, r.len());
+                }
+            }
+        }
+    }
+}
+
+impl Tree {
+    /// Read the tree at `path` and call `visit` once for every ELF file in it, in parallel.
+    /// Results come back keyed by entry index. The first visitor error aborts the walk.
+    pub fn open<T, F>(path: &Path, progress: &Progress, visit: F) -> Result<(Tree, Vec<(usize, T)>)>
+    where
+        T: Send,
+        F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+    {
+        let kind = TreeKind::detect(path)?;
+        let mut builder = Builder::new(path, kind);
+        let results = match kind {
+            TreeKind::Directory => read_directory(path, &mut builder, progress, &visit)?,
+            TreeKind::Wheel => read_wheel(path, &mut builder, progress, &visit)?,
+            TreeKind::Conda => read_conda(path, &mut builder, progress, &visit)?,
+            TreeKind::TarBz2 => {
+                let file = File::open(path).map_err(|e| Error::io(path, e))?;
+                let decoder = bzip2::read::MultiBzDecoder::new(std::io::BufReader::new(file));
+                read_tar(&path.display().to_string(), decoder, &mut builder, progress, &visit, true)?
+            }
+        };
+        builder.finish(results)
+    }
+
+    pub fn get(&self, path: &str) -> Option<&Entry> {
+        self.index.get(path).map(|&i| &self.entries[i])
+    }
+
+    pub fn index_of(&self, path: &str) -> Option<usize> {
+        self.index.get(path).copied()
+    }
+
+    /// Follow `path` through symlinks (and hard links to their first name) without leaving the tree.
+    pub fn resolve(&self, path: &str) -> Resolve {
+        let mut pending: Vec<String> = split_rev(path);
+        let mut cur: Vec<String> = Vec::new();
+        let mut hops = 0usize;
+        while let Some(part) = pending.pop() {
+            match part.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    if cur.pop().is_none() {
+                        return Resolve::Escapes { link: path.to_string(), target: path.to_string() };
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(part);
+            let joined = cur.join("/");
+            let Some(&idx) = self.index.get(&joined) else {
+                return Resolve::Missing;
+            };
+            match &self.entries[idx].kind {
+                EntryKind::Dir => {
+                    if pending.is_empty() {
+                        return Resolve::Dir;
+                    }
+                }
+                EntryKind::File { hardlink_of, .. } => {
+                    if !pending.is_empty() {
+                        return Resolve::Missing;
+                    }
+                    return Resolve::File(hardlink_of.unwrap_or(idx));
+                }
+                EntryKind::Symlink { target } => {
+                    hops += 1;
+                    if hops > MAX_SYMLINK_HOPS {
+                        return Resolve::Loop;
+                    }
+                    if target.starts_with('/') {
+                        return Resolve::Escapes { link: joined, target: target.clone() };
+                    }
+                    cur.pop();
+                    // Depth check: a relative target may not climb above the root.
+                    let mut depth = cur.len() as isize;
+                    for p in target.split('/') {
+                        match p {
+                            "" | "." => {}
+                            ".." => depth -= 1,
+                            _ => depth += 1,
+                        }
+                        if depth < 0 {
+                            return Resolve::Escapes { link: joined, target: target.clone() };
+                        }
+                    }
+                    pending.extend(split_rev(target));
+                }
+            }
+        }
+        Resolve::Dir
+    }
+
+    /// Total bytes of regular files, counting hard-linked data once.
+    pub fn total_file_bytes(&self) -> u64 {
+        self.entries
+            .iter()
+            .map(|e| match e.kind {
+                EntryKind::File { size, hardlink_of: None, .. } => size,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Directory part of a tree path (`""` for the root).
+    pub fn parent(path: &str) -> &str {
+        path.rfind('/').map(|i| &path[..i]).unwrap_or("")
+    }
+
+    pub fn file_name(path: &str) -> &str {
+        path.rfind('/').map(|i| &path[i + 1..]).unwrap_or(path)
+    }
+}
+
+fn split_rev(path: &str) -> Vec<String> {
+    path.split('/').rev().map(str::to_string).collect()
+}
+
+/// Normalise an archive member name, rejecting anything that could point outside the tree.
+fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
+    if raw.contains('\0') {
+        return Err(Error::bad(archive, format!("member name with a NUL byte: {raw:?}")));
+    }
+    let trimmed = raw.trim_start_matches("./");
+    if trimmed.starts_with('/') {
+        return Err(Error::bad(archive, format!("member with an absolute path: {raw}")));
+    }
+    let mut parts = Vec::new();
+    for p in trimmed.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => return Err(Error::bad(archive, format!("member path climbs out of the archive: {raw}"))),
+            _ => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(parts.join("/")))
+}
+
+/// Does this file name look like a shared library (`libfoo.so`, `libfoo.so.1.2`, `_C.cpython-311-x86_64-linux-gnu.so`)?
+pub fn named_like_shared_library(name: &str) -> bool {
+    let Some(pos) = name.find(".so") else { return false };
+    // Take the last ".so" that is followed only by version components.
+    let mut start = pos;
+    while let Some(next) = name[start + 3..].find(".so") {
+        start = start + 3 + next;
+    }
+    let rest = &name[start + 3..];
+    start > 0 && (rest.is_empty() || rest.split('.').skip(1).all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) && rest.starts_with('.'))
+}
+
+/// What the first bytes of a non-ELF file named like a library say it is.
+fn classify_non_elf(head: &[u8]) -> NonElf {
+    let text = String::from_utf8_lossy(&head[..head.len().min(256)]);
+    let t = text.trim_start();
+    if t.starts_with("/* GNU ld script") || t.starts_with("INPUT") || t.starts_with("GROUP") || t.starts_with("OUTPUT_FORMAT") {
+        NonElf::LinkerScript
+    } else if t.starts_with("version https://git-lfs") {
+        NonElf::Bad("a Git LFS pointer, not the library (fetch the LFS object)".into())
+    } else if head.is_empty() {
+        NonElf::Bad("empty file where a shared library is expected".into())
+    } else if t.starts_with("<!DOCTYPE") || t.starts_with("<html") {
+        NonElf::Bad("an HTML page, not a shared library (a failed download?)".into())
+    } else {
+        let shown: String = head.iter().take(8).map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ");
+        NonElf::Bad(format!("not an ELF file although named like a shared library (first bytes: {shown})"))
+    }
+}
+
+enum NonElf {
+    LinkerScript,
+    Bad(String),
+}
+
+const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+
+struct Builder {
+    source: PathBuf,
+    kind: TreeKind,
+    entries: BTreeMap<String, EntryKind>,
+    package: Option<PackageMeta>,
+    notes: Vec<String>,
+    /// (link name, first name) pairs; turned into `hardlink_of` indices once the order is final.
+    hardlinks: Vec<(String, String)>,
+}
+
+impl Builder {
+    fn new(source: &Path, kind: TreeKind) -> Self {
+        Builder {
+            source: source.to_path_buf(),
+            kind,
+            entries: BTreeMap::new(),
+            package: None,
+            notes: Vec::new(),
+            hardlinks: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, path: String, kind: EntryKind) {
+        // Archives may list a path twice (later wins, as tar extraction would do).
+        self.entries.insert(path, kind);
+    }
+
+    /// Check the start of a non-ELF file. Library-named files must be ELF or a linker script.
+    fn check_non_elf(&mut self, display: &str, path: &str, head: &[u8]) -> Result<()> {
+        if !named_like_shared_library(Tree::file_name(path)) {
+            return Ok(());
+        }
+        match classify_non_elf(head) {
+            NonElf::LinkerScript => {
+                self.notes.push(format!("{path}: linker script, not a library; skipped"));
+                Ok(())
+            }
+            NonElf::Bad(reason) => Err(Error::bad(display, reason)),
+        }
+    }
+
+    fn finish<T>(self, results: Vec<(String, T)>) -> Result<(Tree, Vec<(usize, T)>)> {
+        let mut entries: BTreeMap<String, EntryKind> = self.entries;
+        for (link, first) in &self.hardlinks {
+            if let Some(kind) = entries.get(first).cloned() {
+                entries.insert(link.clone(), kind);
+            }
+        }
+        // Archives often omit directory entries; add them so path walks see real directories.
+        let mut dirs = Vec::new();
+        for path in entries.keys() {
+            let mut p = path.as_str();
+            while let Some(i) = p.rfind('/') {
+                p = &p[..i];
+                dirs.push(p.to_string());
+            }
+        }
+        for d in dirs {
+            entries.entry(d).or_insert(EntryKind::Dir);
+        }
+        let index: HashMap<String, usize> = entries.keys().enumerate().map(|(i, p)| (p.clone(), i)).collect();
+        let mut out: Vec<Entry> = entries.into_iter().map(|(path, kind)| Entry { path, kind }).collect();
+        for (link, first) in &self.hardlinks {
+            if let (Some(&l), Some(&f)) = (index.get(link), index.get(first)) {
+                if let EntryKind::File { hardlink_of, .. } = &mut out[l].kind {
+                    *hardlink_of = Some(f);
+                }
+            }
+        }
+        let mut results_by_index = Vec::with_capacity(results.len());
+        for (path, value) in results {
+            let idx = index[&path];
+            results_by_index.push((idx, value));
+        }
+        results_by_index.sort_by_key(|(i, _)| *i);
+        Ok((
+            Tree {
+                source: self.source,
+                kind: self.kind,
+                entries: out,
+                index,
+                package: self.package,
+                notes: self.notes,
+            },
+            results_by_index,
+        ))
+    }
+}
+
+// --- directories -------------------------------------------------------------------------------
+
+fn read_directory<T, F>(root: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+where
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    use std::os::unix::fs::MetadataExt;
+    let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
+    let mut inodes: HashMap<(u64, u64), String> = HashMap::new();
+    let mut hardlinks: Vec<(String, String)> = Vec::new();
+    for item in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
+        let item = item.map_err(|e| {
+            let p = e.path().map(|p| p.display().to_string()).unwrap_or_else(|| root.display().to_string());
+            Error::bad(p, e.to_string())
+        })?;
+        let rel = match item.path().strip_prefix(root) {
+            Ok(r) if r.as_os_str().is_empty() => continue,
+            Ok(r) => r.to_string_lossy().replace('\\', "/"),
+            Err(_) => continue,
+        };
+        let ft = item.file_type();
+        if ft.is_symlink() {
+            let target = std::fs::read_link(item.path()).map_err(|e| Error::io(item.path(), e))?;
+            b.add(rel, EntryKind::Symlink { target: target.to_string_lossy().into_owned() });
+        } else if ft.is_dir() {
+            b.add(rel, EntryKind::Dir);
+        } else if ft.is_file() {
+            let meta = item.metadata().map_err(|e| Error::bad(item.path().display(), e))?;
+            if meta.nlink() > 1 {
+                if let Some(first) = inodes.get(&(meta.dev(), meta.ino())) {
+                    hardlinks.push((rel, first.clone()));
+                    continue;
+                }
+                inodes.insert((meta.dev(), meta.ino()), rel.clone());
+            }
+            files.push((rel, item.path().to_path_buf(), meta.len()));
+        }
+        // Sockets, fifos and devices are not package content; ignore them.
+    }
+
+    // Sniff magic and parse in parallel; most of the time goes to the few big libraries.
+    let total: u64 = files.iter().map(|f| f.2).sum();
+    progress.start("reading", total);
+    let sniffed: Vec<Result<(bool, Vec<u8>, Option<T>)>> = files
+        .par_iter()
+        .map(|(rel, full, size)| {
+            let mut f = File::open(full).map_err(|e| Error::io(full, e))?;
+            let mut head = vec![0u8; 256.min(*size as usize)];
+            f.read_exact(&mut head).map_err(|e| Error::io(full, e))?;
+            if head.starts_with(ELF_MAGIC) {
+                // SAFETY: the map is read-only and private to this call; a concurrent writer could
+                // change bytes under us, which the ELF reader tolerates because every read is bounds-checked.
+                let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(full, e))?);
+                let value = visit(ElfInput { path: rel, bytes: &map, map: Some(&map) })?;
+                progress.inc(*size);
+                Ok((true, Vec::new(), Some(value)))
+            } else {
+                progress.inc(*size);
+                Ok((false, head, None))
+            }
+        })
+        .collect();
+    progress.finish();
+
+    let mut results = Vec::new();
+    for ((rel, _, size), r) in files.into_iter().zip(sniffed) {
+        let (elf, head, value) = r?;
+        if !elf {
+            b.check_non_elf(&root.join(&rel).display().to_string(), &rel, &head)?;
+        }
+        b.add(rel.clone(), EntryKind::File { size, elf, hardlink_of: None });
+        if let Some(v) = value {
+            results.push((rel, v));
+        }
+    }
+    b.package = read_directory_package(root);
+    b.hardlinks.extend(hardlinks);
+    Ok(results)
+}
+
+/// An unpacked wheel keeps `*.dist-info/METADATA`; read its name and version if it is there.
+fn read_directory_package(root: &Path) -> Option<PackageMeta> {
+    let rd = std::fs::read_dir(root).ok()?;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".dist-info") {
+            let text = std::fs::read_to_string(e.path().join("METADATA")).ok()?;
+            return parse_wheel_metadata(&text);
+        }
+    }
+    None
+}
+
+// --- wheels (zip) ------------------------------------------------------------------------------
+
+fn read_wheel<T, F>(path: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+where
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    let display = path.display().to_string();
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only private map; all reads go through the zip reader's bounds checks.
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let bytes: &[u8] = &map;
+    let mut archive =
+        zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+
+    struct Member {
+        index: usize,
+        path: String,
+        size: u64,
+    }
+    let mut elf_members = Vec::new();
+    let mut metadata_text = None;
+    for i in 0..archive.len() {
+        let mut f = archive.by_index(i).map_err(|e| Error::bad(&display, format!("member {i}: {e}")))?;
+        let raw = f.name().map_err(|e| Error::bad(&display, format!("member {i}: {e}")))?.into_owned();
+        let Some(rel) = safe_member_path(&display, &raw)? else { continue };
+        if f.is_dir() {
+            b.add(rel, EntryKind::Dir);
+            continue;
+        }
+        if f.size() > MAX_MEMBER_BYTES {
+            return Err(Error::bad(&display, format!("member {rel} claims {} bytes; refusing", f.size())));
+        }
+        if f.is_symlink() {
+            let mut target = String::new();
+            f.take(4096).read_to_string(&mut target).map_err(|e| Error::bad(&display, format!("{rel}: {e}")))?;
+            b.add(rel, EntryKind::Symlink { target });
+            continue;
+        }
+        let size = f.size();
+        let mut head = Vec::with_capacity(256);
+        (&mut f).take(256).read_to_end(&mut head).map_err(|e| Error::bad(&display, format!("{rel}: {e}")))?;
+        let elf = head.starts_with(ELF_MAGIC);
+        if elf {
+            elf_members.push(Member { index: i, path: rel.clone(), size });
+        } else {
+            b.check_non_elf(&format!("{display}:{rel}"), &rel, &head)?;
+            if rel.ends_with(".dist-info/METADATA") && !rel[..rel.len() - 9].contains('/') {
+                drop(f);
+                let mut m = archive.by_index(i).map_err(|e| Error::bad(&display, e))?;
+                let mut text = String::new();
+                (&mut m).take(1 << 20).read_to_string(&mut text).ok();
+                metadata_text = Some(text);
+            }
+        }
+        b.add(rel, EntryKind::File { size, elf, hardlink_of: None });
+    }
+    b.package = metadata_text.as_deref().and_then(parse_wheel_metadata);
+
+    // Biggest first, so the two cores finish together.
+    elf_members.sort_by(|a, b| b.size.cmp(&a.size));
+    let total: u64 = elf_members.iter().map(|m| m.size).sum();
+    progress.start("inflating", total);
+    let results: Vec<Result<(String, T)>> = elf_members
+        .par_iter()
+        .map_init(
+            || archive.clone(),
+            |archive, m| {
+                let name = format!("{display}:{}", m.path);
+                let mut f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+                let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some() {
+                    // Stored members are already plain bytes in the map: no copy.
+                    let start = f.data_start().unwrap() as usize;
+                    let end = start.checked_add(m.size as usize).filter(|&e| e <= bytes.len()).ok_or_else(|| {
+                        Error::bad(&name, "stored member runs past the end of the archive")
+                    })?;
+                    visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None })?
+                } else {
+                    let mut data = Vec::with_capacity(m.size as usize);
+                    (&mut f).take(m.size + 1).read_to_end(&mut data).map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
+                    if data.len() as u64 != m.size {
+                        return Err(Error::bad(&name, format!("member inflates to {} bytes, header says {}", data.len(), m.size)));
+                    }
+                    visit(ElfInput { path: &m.path, bytes: &data, map: None })?
+                };
+                progress.inc(m.size);
+                Ok((m.path.clone(), value))
+            },
+        )
+        .collect();
+    progress.finish();
+    results.into_iter().collect()
+}
+
+fn parse_wheel_metadata(text: &str) -> Option<PackageMeta> {
+    let mut name = None;
+    let mut version = None;
+    for line in text.lines() {
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Name: ") {
+            name = Some(v.trim().to_string());
+        } else if let Some(v) = line.strip_prefix("Version: ") {
+            version = Some(v.trim().to_string());
+        }
+    }
+    Some(PackageMeta { name: name?, version: version?, build: None, subdir: None })
+}
+
+// --- conda packages ----------------------------------------------------------------------------
+
+fn read_conda<T, F>(path: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+where
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    let display = path.display().to_string();
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only private map; inner archives are sliced with bounds checks below.
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let bytes: &[u8] = &map;
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .map_err(|e| Error::bad(&display, format!("not a .conda archive (zip): {e}")))?;
+    let mut pkg = None;
+    let mut info = None;
+    for i in 0..archive.len() {
+        let f = archive.by_index(i).map_err(|e| Error::bad(&display, e))?;
+        let name = f.name().map_err(|e| Error::bad(&display, e))?.into_owned();
+        if name.starts_with("pkg-") && name.ends_with(".tar.zst") {
+            pkg = Some(i);
+        } else if name.starts_with("info-") && name.ends_with(".tar.zst") {
+            info = Some(i);
+        }
+    }
+    let (Some(pkg), Some(info)) = (pkg, info) else {
+        return Err(Error::bad(&display, "a .conda must hold pkg-*.tar.zst and info-*.tar.zst"));
+    };
+    // Metadata first: it is tiny, and the package identity is useful to report.
+    {
+        let f = archive.by_index(info).map_err(|e| Error::bad(&display, e))?;
+        let dec = zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+        let mut tar = tar::Archive::new(dec);
+        let entries = tar.entries().map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+            let p = entry.path().map_err(|e| Error::bad(&display, e))?.to_string_lossy().into_owned();
+            if p == "info/index.json" {
+                let mut text = String::new();
+                (&mut entry).take(1 << 20).read_to_string(&mut text).map_err(|e| Error::bad(&display, e))?;
+                b.package = Some(parse_index_json(&display, &text)?);
+            }
+        }
+    }
+    let f = archive.by_index(pkg).map_err(|e| Error::bad(&display, e))?;
+    let dec = zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad(&display, format!("pkg archive: {e}")))?;
+    read_tar(&display, dec, b, progress, visit, false)
+}
+
+fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    Ok(PackageMeta {
+        name: s("name").ok_or_else(|| Error::bad(display, "info/index.json has no name"))?,
+        version: s("version").ok_or_else(|| Error::bad(display, "info/index.json has no version"))?,
+        build: s("build"),
+        subdir: s("subdir"),
+    })
+}
+
+/// Stream a tar archive: decompression is sequential, ELF parsing runs on the pool meanwhile.
+fn read_tar<R, T, F>(
+    display: &str,
+    reader: R,
+    b: &mut Builder,
+    progress: &Progress,
+    visit: &F,
+    has_info: bool,
+) -> Result<Vec<(String, T)>>
+where
+    R: Read,
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    let results: Mutex<Vec<Result<(String, T)>>> = Mutex::new(Vec::new());
+    let mut hardlinks = Vec::new();
+    progress.start_unknown("decompressing");
+    let outcome: Result<()> = rayon::in_place_scope(|scope| {
+        let mut tar = tar::Archive::new(reader);
+        let entries = tar.entries().map_err(|e| Error::bad(display, format!("not a tar archive: {e}")))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| Error::bad(display, format!("broken tar archive: {e}")))?;
+            let raw = entry.path_bytes();
+            let raw = String::from_utf8_lossy(&raw).into_owned();
+            let Some(rel) = safe_member_path(display, &raw)? else { continue };
+            if has_info && (rel == "info" || rel.starts_with("info/")) {
+                if rel == "info/index.json" {
+                    let mut text = String::new();
+                    (&mut entry).take(1 << 20).read_to_string(&mut text).map_err(|e| Error::bad(display, e))?;
+                    b.package = Some(parse_index_json(display, &text)?);
+                }
+                continue;
+            }
+            let header = entry.header();
+            let etype = header.entry_type();
+            if etype.is_dir() {
+                b.add(rel, EntryKind::Dir);
+            } else if etype.is_symlink() {
+                let target = entry
+                    .link_name()
+                    .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                b.add(rel, EntryKind::Symlink { target });
+            } else if etype.is_hard_link() {
+                let target = entry
+                    .link_name()
+                    .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let Some(target) = safe_member_path(display, &target)? else {
+                    return Err(Error::bad(display, format!("{rel}: hard link with an empty target")));
+                };
+                hardlinks.push((rel, target));
+            } else if etype.is_file() || etype == tar::EntryType::Continuous {
+                let size = entry.size();
+                if size > MAX_MEMBER_BYTES {
+                    return Err(Error::bad(display, format!("member {rel} claims {size} bytes; refusing")));
+                }
+                let mut head = Vec::with_capacity(256);
+                (&mut entry).take(256).read_to_end(&mut head).map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
+                let elf = head.starts_with(ELF_MAGIC);
+                if elf {
+                    let mut data = Vec::with_capacity(size as usize);
+                    data.extend_from_slice(&head);
+                    entry.read_to_end(&mut data).map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
+                    if data.len() as u64 != size {
+                        return Err(Error::bad(display, format!("{rel}: member is truncated")));
+                    }
+                    let results = &results;
+                    let path = rel.clone();
+                    scope.spawn(move |_| {
+                        let r = visit(ElfInput { path: &path, bytes: &data, map: None }).map(|v| (path.clone(), v));
+                        progress.inc(data.len() as u64);
+                        results.lock().unwrap().push(r);
+                    });
+                } else {
+                    b.check_non_elf(&format!("{display}:{rel}"), &rel, &head)?;
+                    // Drain so a truncated archive is noticed here, not silently at the next header.
+                    std::io::copy(&mut entry, &mut std::io::sink())
+                        .map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
+                }
+                b.add(rel, EntryKind::File { size, elf, hardlink_of: None });
+            }
+        }
+        Ok(())
+    });
+    progress.finish();
+    outcome?;
+    // Tar hard links name an earlier member; alias them to it.
+    for (link, target) in hardlinks {
+        if !matches!(b.entries.get(&target), Some(EntryKind::File { .. })) {
+            return Err(Error::bad(display, format!("{link}: hard link to a missing member {target}")));
+        }
+        b.hardlinks.push((link, target));
+    }
+    let mut out = Vec::new();
+    for r in results.into_inner().unwrap() {
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_names() {
+        for ok in ["libfoo.so", "libfoo.so.1", "libfoo.so.1.2.3", "_C.cpython-311-x86_64-linux-gnu.so", "libc.so.6"] {
+            assert!(named_like_shared_library(ok), "{ok}");
+        }
+        for no in ["foo.so.conf", "libfoo.a", "so", ".so", "libfoo.so.x", "libfoo.sox", "README"] {
+            assert!(!named_like_shared_library(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn member_paths_are_confined() {
+        assert_eq!(safe_member_path("a", "./lib/x.so").unwrap(), Some("lib/x.so".into()));
+        assert!(safe_member_path("a", "../etc/passwd").is_err());
+        assert!(safe_member_path("a", "/etc/passwd").is_err());
+        assert!(safe_member_path("a", "lib/../../x").is_err());
+    }
+}

@@ -1,0 +1,510 @@
+//! The confinement proof.
+//!
+//! CONFINED means: with the lazy library removed from the graph, no root can reach a file that holds
+//! or references payload code, by any edge, eager or lazy; and the lazy library itself is reached
+//! only lazily. Both halves are checked on the graph ld.so would build (see [`crate::graph`]), and a
+//! refutation comes with the shortest witness path. Payload-aware glue left in eagerly loaded files
+//! does not break confinement but changes what the core reports, so it is listed as warnings.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use serde::Serialize;
+
+use crate::graph::{Edge, EdgeKind, LoadGraph, NodeKind, Reach};
+use crate::inspect::Inspection;
+use crate::payload::demangle;
+use crate::tree::Tree;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Confined,
+    NotConfined,
+    NotPresent,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Confined => 0,
+            Verdict::NotConfined | Verdict::NotPresent => 1,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Confined => "CONFINED",
+            Verdict::NotConfined => "NOT CONFINED",
+            Verdict::NotPresent => "NOT PRESENT",
+        }
+    }
+}
+
+/// One step of a witness path.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub from: String,
+    pub to: String,
+    pub name: String,
+    pub kind: EdgeKind,
+    pub how: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Witness {
+    /// One line, e.g. `_C.so → libtorch_python.so (NEEDED) → libtorch_cuda.so (NEEDED) → defines magma_dgetrf_gpu`.
+    pub summary: String,
+    pub steps: Vec<Step>,
+    /// What is at the end: `defines magma_dgetrf_gpu`, `is payload library libmagma.so`, ...
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PayloadFile {
+    /// Tree path, or the requested name for payload libraries outside the tree.
+    pub path: String,
+    /// `library`, `static` or `external`.
+    pub form: &'static str,
+    pub reach: Reach,
+    /// File size for files in the tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::payload::Estimate>,
+    /// Example payload symbols the file defines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub symbols: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LazyLibrary {
+    pub path: String,
+    pub size: u64,
+    pub reach: Reach,
+    /// Lazy edges into it: `libtorch_cuda.so → libtorch_cuda_linalg.so via rpath of libtorch_cuda.so ($ORIGIN → lib)`.
+    pub loaded_by: Vec<Step>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Warning {
+    pub file: String,
+    pub what: String,
+    pub consequence: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportGroup {
+    /// Tree path of the providing file, or `system`/`unresolved`.
+    pub provider: String,
+    pub count: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<String>,
+}
+
+/// The loader ↔ lazy-library contract a replacement (nomagma) library must honour.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Contract {
+    /// Symbol names the loader stores next to the library name and the lazy library defines:
+    /// looked up by name (`dlsym`) after loading.
+    pub loader_lookups: Vec<String>,
+    /// Symbols other core files import that only the lazy library defines.
+    pub required_exports: Vec<String>,
+    /// What the lazy library imports, by providing file.
+    pub imports: Vec<ImportGroup>,
+    /// Every dynamic symbol the lazy library defines (for `verify-variant`).
+    #[serde(skip)]
+    pub exports: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    pub witnesses: Vec<Witness>,
+    pub lazy_library: Option<LazyLibrary>,
+    pub payload: Vec<PayloadFile>,
+    pub warnings: Vec<Warning>,
+    pub contract: Contract,
+    /// Tree file indices that hold payload code (for the planner).
+    #[serde(skip)]
+    pub payload_file_ids: Vec<usize>,
+    #[serde(skip)]
+    pub lazy_file_id: Option<usize>,
+}
+
+const MAX_WITNESSES: usize = 5;
+
+pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
+    let g = &ins.graph;
+    let spec = &ins.spec;
+    let mut reasons = Vec::new();
+    let mut witnesses = Vec::new();
+
+    let lazy_candidates = ins.files_named(lazy_name);
+    if lazy_candidates.len() > 1 {
+        reasons.push(format!(
+            "{} files are named {lazy_name}; using {}",
+            lazy_candidates.len(),
+            ins.files[lazy_candidates[0]].path
+        ));
+    }
+    let lazy_file = lazy_candidates.first().copied();
+    let lazy_node = lazy_file.and_then(|f| g.node_of_file(f));
+
+    // Payload nodes: files holding payload code, and payload libraries requested but not in the tree.
+    let mut payload = Vec::new();
+    let mut payload_nodes: Vec<usize> = Vec::new();
+    let mut payload_file_ids = Vec::new();
+    for (i, f) in ins.files.iter().enumerate() {
+        if !f.payload.holds_code() {
+            continue;
+        }
+        let node = g.node_of_file(i).expect("every file has a node");
+        payload_nodes.push(node);
+        payload_file_ids.push(i);
+        let mut symbols = f.payload.defined.samples.clone();
+        symbols.extend(f.payload.defined_hidden.samples.iter().cloned());
+        symbols.truncate(8);
+        payload.push(PayloadFile {
+            path: f.path.clone(),
+            form: if f.payload.library { "library" } else { "static" },
+            reach: g.nodes[node].reach,
+            size: Some(f.size),
+            estimate: f.payload.estimate.clone(),
+            symbols,
+        });
+    }
+    for n in &g.nodes {
+        if n.kind == NodeKind::External && spec.is_payload_library(&n.name) {
+            payload_nodes.push(n.id);
+            payload.push(PayloadFile { path: n.name.clone(), form: "external", reach: n.reach, size: None, estimate: None, symbols: Vec::new() });
+        }
+    }
+    let referencing: Vec<usize> = ins
+        .files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.payload.referenced.is_empty() && !f.payload.holds_code())
+        .map(|(i, _)| i)
+        .collect();
+
+    // Reachability with the lazy library cut out: anything payload-related reached here is exposed.
+    let (outside, parent) = reach_without(g, lazy_node);
+
+    let witness_end = |node: usize| -> Option<String> {
+        let n = &g.nodes[node];
+        if let Some(fi) = n.file {
+            let f = &ins.files[fi];
+            if f.payload.library {
+                return Some(format!("is payload library {}", Tree::file_name(&f.path)));
+            }
+            if let Some(s) = f.payload.defined.samples.first().or(f.payload.defined_hidden.samples.first()) {
+                return Some(format!("defines {s}"));
+            }
+            if let Some(s) = f.payload.referenced.samples.first() {
+                return Some(format!("references {s}"));
+            }
+            None
+        } else if spec.is_payload_library(&n.name) {
+            Some(format!("needs payload library {} (not in the tree)", n.name))
+        } else {
+            None
+        }
+    };
+
+    let mut exposed: Vec<usize> = payload_nodes.iter().copied().filter(|n| outside.contains(n) && Some(*n) != lazy_node).collect();
+    for &f in &referencing {
+        let n = g.node_of_file(f).unwrap();
+        if outside.contains(&n) && Some(n) != lazy_node {
+            exposed.push(n);
+        }
+    }
+    exposed.sort_by_key(|&n| (path_to(g, &parent, n).len(), n));
+    exposed.dedup();
+    for &n in exposed.iter().take(MAX_WITNESSES) {
+        let steps = path_to(g, &parent, n);
+        let reason = witness_end(n).unwrap_or_default();
+        witnesses.push(make_witness(g, steps, reason, n));
+    }
+
+    // The lazy library itself must be reached only lazily.
+    let mut lazy_library = None;
+    if let (Some(lf), Some(ln)) = (lazy_file, lazy_node) {
+        let node = &g.nodes[ln];
+        let loaded_by: Vec<Step> = g.in_edges(ln).filter(|e| e.kind.is_lazy()).map(|e| step(g, e)).collect();
+        if node.reach == Reach::Eager {
+            let holds = payload_nodes.iter().any(|&p| p == ln) || reaches_payload(g, ln, &payload_nodes);
+            if holds {
+                let steps = g.eager_path(ln);
+                let reason = if node.root.is_some() && steps.is_empty() {
+                    format!(
+                        "{} is loaded at start-up: nothing in the tree NEEDs or names it, so something outside may load it",
+                        Tree::file_name(&node.name)
+                    )
+                } else {
+                    "the lazy library is NEEDed, so it loads at start-up".to_string()
+                };
+                witnesses.insert(0, make_witness(g, steps.into_iter().cloned().collect(), reason, ln));
+            }
+        }
+        lazy_library = Some(LazyLibrary { path: ins.files[lf].path.clone(), size: ins.files[lf].size, reach: node.reach, loaded_by });
+    }
+
+    let verdict = if payload.is_empty() && referencing.is_empty() {
+        reasons.push(format!("no {} code, library or reference found in the tree", spec.name));
+        Verdict::NotPresent
+    } else if !witnesses.is_empty() {
+        if lazy_file.is_none() {
+            reasons.push(format!("no lazy library named {lazy_name} in the tree: {} is loaded eagerly", spec.name));
+        }
+        Verdict::NotConfined
+    } else if lazy_file.is_none() {
+        reasons.push(format!("no lazy library named {lazy_name} in the tree"));
+        Verdict::NotConfined
+    } else {
+        let lf = &ins.files[lazy_file.unwrap()];
+        if lazy_library.as_ref().is_some_and(|l| l.loaded_by.is_empty()) {
+            reasons.push(format!("{} is never loaded: no loader in the tree names it", lf.path));
+        }
+        reasons.push(format!(
+            "every path from a root to {} code crosses a lazy edge into {}, which nothing loads eagerly",
+            spec.name, lf.path
+        ));
+        Verdict::Confined
+    };
+
+    let warnings = glue_warnings(ins, &outside, lazy_node);
+    let contract = match lazy_file {
+        Some(lf) => contract(ins, lf, &outside),
+        None => Contract::default(),
+    };
+    Analysis { verdict, reasons, witnesses, lazy_library, payload, warnings, contract, payload_file_ids, lazy_file_id: lazy_file }
+}
+
+/// BFS over every edge from every root, never entering `cut`. Returns the reached set and parents.
+fn reach_without(g: &LoadGraph, cut: Option<usize>) -> (HashSet<usize>, HashMap<usize, usize>) {
+    let mut seen = HashSet::new();
+    let mut parent: HashMap<usize, usize> = HashMap::new();
+    let mut q = VecDeque::new();
+    let mut roots: Vec<usize> = g.nodes.iter().filter(|n| n.root.is_some() && Some(n.id) != cut).map(|n| n.id).collect();
+    roots.sort_by_key(|&r| (g.nodes[r].root, r));
+    for r in roots {
+        seen.insert(r);
+        q.push_back(r);
+    }
+    let mut adj: HashMap<usize, Vec<&Edge>> = HashMap::new();
+    for e in &g.edges {
+        adj.entry(e.from).or_default().push(e);
+    }
+    while let Some(n) = q.pop_front() {
+        for e in adj.get(&n).into_iter().flatten() {
+            if Some(e.to) == cut || !seen.insert(e.to) {
+                continue;
+            }
+            parent.insert(e.to, e.id);
+            q.push_back(e.to);
+        }
+    }
+    (seen, parent)
+}
+
+fn reaches_payload(g: &LoadGraph, from: usize, payload: &[usize]) -> bool {
+    let mut seen = HashSet::from([from]);
+    let mut q = VecDeque::from([from]);
+    while let Some(n) = q.pop_front() {
+        if payload.contains(&n) {
+            return true;
+        }
+        for e in g.out_edges(n) {
+            if seen.insert(e.to) {
+                q.push_back(e.to);
+            }
+        }
+    }
+    false
+}
+
+fn path_to(g: &LoadGraph, parent: &HashMap<usize, usize>, node: usize) -> Vec<Edge> {
+    let mut out = Vec::new();
+    let mut cur = node;
+    while let Some(&e) = parent.get(&cur) {
+        out.push(g.edges[e].clone());
+        cur = g.edges[e].from;
+        if out.len() > g.nodes.len() {
+            break;
+        }
+    }
+    out.reverse();
+    out
+}
+
+fn step(g: &LoadGraph, e: &Edge) -> Step {
+    Step {
+        from: g.nodes[e.from].name.clone(),
+        to: g.nodes[e.to].name.clone(),
+        name: e.name.clone(),
+        kind: e.kind,
+        how: e.how.describe(),
+    }
+}
+
+fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> Witness {
+    let steps: Vec<Step> = edges.iter().map(|e| step(g, e)).collect();
+    let mut summary = String::new();
+    if let Some(first) = edges.first() {
+        summary.push_str(Tree::file_name(&g.nodes[first.from].name));
+        for e in &edges {
+            let label = match e.kind {
+                EdgeKind::Needed => "NEEDED",
+                EdgeKind::Lazy => "lazy",
+                EdgeKind::DlopenNote => "dlopen note",
+            };
+            summary.push_str(&format!(" → {} ({label})", Tree::file_name(&g.nodes[e.to].name)));
+        }
+    } else {
+        summary.push_str(Tree::file_name(&g.nodes[end].name));
+        summary.push_str(" (root)");
+    }
+    if !reason.is_empty() {
+        summary.push_str(" → ");
+        summary.push_str(&reason);
+    }
+    Witness { summary, steps, reason }
+}
+
+/// Payload-aware code outside the lazy library: it stays in the core, compiled with the payload on.
+fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_node: Option<usize>) -> Vec<Warning> {
+    let g = &ins.graph;
+    let dep = &ins.spec.name;
+    let mut out = Vec::new();
+    for (i, f) in ins.files.iter().enumerate() {
+        let node = g.node_of_file(i).unwrap();
+        if Some(node) == lazy_node || !outside.contains(&node) || f.payload.holds_code() || !f.payload.is_glue() {
+            continue;
+        }
+        if !f.payload.glue_symbols.is_empty() {
+            let torch_state = f.payload.glue_symbols.samples.iter().any(|s| s.contains("hasMAGMA") || s.contains("set_magma_init_fn"));
+            let consequence = if torch_state {
+                "MAGMA state is compiled into this core file: with only the nomagma lazy library installed, \
+                 torch.cuda.has_magma stays True, torch.__config__.show() still lists Magma, and \
+                 preferred_linalg_library('magma') is still accepted (the MAGMA-only ops then fail at run time)"
+                    .to_string()
+            } else {
+                format!(
+                    "this core file carries {dep}-aware code compiled with {dep} enabled; a no-{dep} variant of the lazy \
+                     library alone will not change what it reports"
+                )
+            };
+            out.push(Warning {
+                file: f.path.clone(),
+                what: format!("{} {dep}-aware dynamic symbol(s) outside the lazy library", f.payload.glue_symbols.count),
+                consequence,
+                examples: f.payload.glue_symbols.samples.clone(),
+            });
+        }
+        if !f.payload.mentions.is_empty() {
+            out.push(Warning {
+                file: f.path.clone(),
+                what: format!("{} read-only string(s) name {dep} (build-config or messages)", f.payload.mentions.count),
+                consequence: format!(
+                    "text compiled into the core still describes a build with {dep}; reports built from it (e.g. a \
+                     build-config summary) will claim {dep} is present in the slim variant"
+                ),
+                examples: f.payload.mentions.samples.clone(),
+            });
+        }
+    }
+    out
+}
+
+fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Contract {
+    let g = &ins.graph;
+    let lazy = &ins.files[lazy_file];
+    let lazy_node = g.node_of_file(lazy_file).unwrap();
+
+    // Names the loader keeps next to the library-name literal and the library defines.
+    let mut loader_lookups = Vec::new();
+    for e in g.in_edges(lazy_node).filter(|e| e.kind.is_lazy()) {
+        let Some(fi) = g.nodes[e.from].file else { continue };
+        for lit in &ins.files[fi].elf.library_literals {
+            if lit.full.as_deref().unwrap_or(&lit.name) != e.name {
+                continue;
+            }
+            for n in &lit.neighbours {
+                if lazy.elf.symbols.defines(n) && !loader_lookups.contains(n) {
+                    loader_lookups.push(n.clone());
+                }
+            }
+        }
+    }
+    loader_lookups.sort();
+
+    // Symbols core files import that nothing but the lazy library defines.
+    let core_files: Vec<usize> = (0..ins.files.len())
+        .filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap()))
+        .collect();
+    let mut required: Vec<String> = Vec::new();
+    for &i in &core_files {
+        for (n, _) in ins.files[i].elf.symbols.undefined_names() {
+            if lazy.elf.symbols.defines(n)
+                && !core_files.iter().any(|&c| ins.files[c].elf.symbols.defines(n))
+                && !required.iter().any(|r| r == n)
+            {
+                required.push(n.to_string());
+            }
+        }
+    }
+    required.sort();
+
+    // Imports, attributed to the first provider in the lazy library's NEEDED closure (ld.so's
+    // breadth-first lookup order for the library's local scope).
+    let order = needed_closure(g, lazy_node);
+    let providers: Vec<usize> = order.iter().filter_map(|&n| g.nodes[n].file).filter(|&f| f != lazy_file).collect();
+    let system_needed = lazy.elf.needed.iter().any(|n| crate::graph::system_group(n).is_some());
+    let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
+    for (name, bind) in lazy.elf.symbols.undefined_names() {
+        let provider = providers
+            .iter()
+            .find(|&&f| ins.files[f].elf.symbols.defines(name))
+            .map(|&f| ins.files[f].path.clone())
+            .unwrap_or_else(|| {
+                if bind == goblin::elf::sym::STB_WEAK {
+                    "weak (may stay unresolved)".to_string()
+                } else if system_needed {
+                    "system or external libraries".to_string()
+                } else {
+                    "unresolved in the tree".to_string()
+                }
+            });
+        let g = groups.entry(provider.clone()).or_insert(ImportGroup { provider, count: 0, samples: Vec::new() });
+        g.count += 1;
+        if g.samples.len() < 6 {
+            g.samples.push(demangle(name));
+        }
+    }
+    let mut imports: Vec<ImportGroup> = groups.into_values().collect();
+    imports.sort_by(|a, b| b.count.cmp(&a.count).then(a.provider.cmp(&b.provider)));
+    let mut all_exports: Vec<String> = lazy.elf.symbols.defined_names().map(str::to_string).collect();
+    all_exports.sort();
+    all_exports.dedup();
+    Contract { loader_lookups, required_exports: required, imports, exports: all_exports }
+}
+
+/// Nodes reachable from `from` over NEEDED edges, breadth-first, `from` first.
+fn needed_closure(g: &LoadGraph, from: usize) -> Vec<usize> {
+    let mut out = vec![from];
+    let mut seen = HashSet::from([from]);
+    let mut i = 0;
+    while i < out.len() {
+        let n = out[i];
+        i += 1;
+        for e in g.out_edges(n).filter(|e| e.kind == EdgeKind::Needed) {
+            if seen.insert(e.to) {
+                out.push(e.to);
+            }
+        }
+    }
+    out
+}
