@@ -381,29 +381,34 @@ impl Builder {
         let index: HashMap<String, usize> = entries.keys().enumerate().map(|(i, p)| (p.clone(), i)).collect();
         let mut out: Vec<Entry> = entries.into_iter().map(|(path, kind)| Entry { path, kind }).collect();
         for (link, first) in &self.hardlinks {
-            if let (Some(&l), Some(&f)) = (index.get(link), index.get(first)) {
-                if let EntryKind::File { hardlink_of, .. } = &mut out[l].kind {
-                    *hardlink_of = Some(f);
-                }
+            if let (Some(&l), Some(&f)) = (index.get(link), index.get(first))
+                && let EntryKind::File { hardlink_of, .. } = &mut out[l].kind
+            {
+                *hardlink_of = Some(f);
             }
         }
+        let mut notes = self.notes;
         let mut results_by_index = Vec::with_capacity(results.len());
         for (path, value) in results {
             let idx = index[&path];
             results_by_index.push((idx, value));
         }
         results_by_index.sort_by_key(|(i, _)| *i);
-        Ok((
-            Tree {
-                source: self.source,
-                kind: self.kind,
-                entries: out,
-                index,
-                package: self.package,
-                notes: self.notes,
-            },
-            results_by_index,
-        ))
+        let mut tree = Tree { source: self.source, kind: self.kind, entries: out, index, package: self.package, notes: Vec::new() };
+        // Symlinks that cannot be followed inside the tree: say so once, here.
+        for e in &tree.entries {
+            if let EntryKind::Symlink { target } = &e.kind {
+                match tree.resolve(&e.path) {
+                    Resolve::Escapes { .. } => notes.push(format!("{}: symlink to {target} leaves the tree; not followed", e.path)),
+                    Resolve::Loop => notes.push(format!("{}: symlink loop", e.path)),
+                    Resolve::Missing => notes.push(format!("{}: dangling symlink to {target}", e.path)),
+                    Resolve::File(_) | Resolve::Dir => {}
+                }
+            }
+        }
+        notes.sort();
+        tree.notes = notes;
+        Ok((tree, results_by_index))
     }
 }
 
@@ -416,7 +421,9 @@ where
 {
     use std::os::unix::fs::MetadataExt;
     let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
-    let mut inodes: HashMap<(u64, u64), String> = HashMap::new();
+    // Files with several names: (dev, inode) → names. The shortest name becomes the file, the
+    // others hard links to it, so reports do not depend on directory order.
+    let mut linked: HashMap<(u64, u64), Vec<(String, PathBuf, u64)>> = HashMap::new();
     let mut hardlinks: Vec<(String, String)> = Vec::new();
     for item in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
         let item = item.map_err(|e| {
@@ -436,17 +443,24 @@ where
             b.add(rel, EntryKind::Dir);
         } else if ft.is_file() {
             let meta = item.metadata().map_err(|e| Error::bad(item.path().display(), e))?;
+            let entry = (rel, item.path().to_path_buf(), meta.len());
             if meta.nlink() > 1 {
-                if let Some(first) = inodes.get(&(meta.dev(), meta.ino())) {
-                    hardlinks.push((rel, first.clone()));
-                    continue;
-                }
-                inodes.insert((meta.dev(), meta.ino()), rel.clone());
+                linked.entry((meta.dev(), meta.ino())).or_default().push(entry);
+            } else {
+                files.push(entry);
             }
-            files.push((rel, item.path().to_path_buf(), meta.len()));
         }
         // Sockets, fifos and devices are not package content; ignore them.
     }
+    for (_, mut names) in linked {
+        names.sort_by(|a, b| (a.0.len(), &a.0).cmp(&(b.0.len(), &b.0)));
+        let first = names.remove(0);
+        for other in names {
+            hardlinks.push((other.0, first.0.clone()));
+        }
+        files.push(first);
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
 
     // Sniff magic and parse in parallel; most of the time goes to the few big libraries.
     let total: u64 = files.iter().map(|f| f.2).sum();

@@ -221,7 +221,9 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
             exposed.push(n);
         }
     }
-    exposed.sort_by_key(|&n| (path_to(g, &parent, n).len(), n));
+    // Files holding payload code make the clearest witnesses; mere references come after them.
+    let references_only = |n: usize| g.nodes[n].file.is_some_and(|f| !ins.files[f].payload.holds_code());
+    exposed.sort_by_key(|&n| (references_only(n), path_to(g, &parent, n).len(), n));
     exposed.dedup();
     for &n in exposed.iter().take(MAX_WITNESSES) {
         let steps = path_to(g, &parent, n);
@@ -361,7 +363,7 @@ fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> 
                 EdgeKind::Lazy => "lazy",
                 EdgeKind::DlopenNote => "dlopen note",
             };
-            summary.push_str(&format!(" → {} ({label})", Tree::file_name(&g.nodes[e.to].name)));
+            summary.push_str(&format!(" → {} ({label})", Tree::file_name(&e.name)));
         }
     } else {
         summary.push_str(Tree::file_name(&g.nodes[end].name));

@@ -1,0 +1,174 @@
+//! Shared helpers for the integration tests: build the fixture trees once, run the binary, and
+//! write real archives (.whl, .conda, .tar.bz2) from a fixture directory.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Build `fixtures/build.sh` output once per test binary, under target/ so parallel test
+/// binaries do not step on each other.
+pub fn fixtures() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = repo().join("target").join("fixtures").join(format!("{}-{}", env!("CARGO_CRATE_NAME"), std::process::id()));
+        let status = Command::new("bash")
+            .arg(repo().join("fixtures/build.sh"))
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("run fixtures/build.sh (needs bash and gcc)");
+        assert!(status.success(), "fixtures/build.sh failed");
+        out
+    })
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures().join(name)
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_splitpkg"))
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).env_remove("SPLITPKG_TRACE").output().expect("run splitpkg")
+}
+
+pub fn run_path(args: &[&str], path: &Path) -> Output {
+    let mut all: Vec<&str> = args.to_vec();
+    let p = path.to_str().unwrap().to_string();
+    all.push(&p);
+    run(&all)
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", stdout(o), stderr(o)))
+}
+
+/// Every regular file and symlink under `dir`, relative, sorted.
+pub fn walk(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.unwrap();
+        if e.file_type().is_dir() {
+            continue;
+        }
+        let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+        out.push((rel, e.path().to_path_buf()));
+    }
+    out
+}
+
+/// A wheel (zip, deflate) of `dir`.
+pub fn make_wheel(dir: &Path, out: &Path) {
+    let f = std::fs::File::create(out).unwrap();
+    let mut z = zip::ZipWriter::new(f);
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for (rel, path) in walk(dir) {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&path).unwrap();
+            z.add_symlink(rel, target.to_string_lossy(), opts).unwrap();
+        } else {
+            z.start_file(rel, opts).unwrap();
+            z.write_all(&std::fs::read(&path).unwrap()).unwrap();
+        }
+    }
+    z.finish().unwrap();
+}
+
+/// A tar stream of `dir` under `prefix`, preserving symlinks and hard links as tar does.
+fn tar_of<W: Write>(dir: &Path, w: W) -> W {
+    let mut t = tar::Builder::new(w);
+    t.follow_symlinks(false);
+    for (rel, path) in walk(dir) {
+        t.append_path_with_name(&path, &rel).unwrap();
+    }
+    t.into_inner().unwrap()
+}
+
+fn index_json(name: &str) -> String {
+    format!(r#"{{"name": "{name}", "version": "2.5.1", "build": "cuda126_h0_0", "build_number": 0, "subdir": "linux-64", "depends": []}}"#)
+}
+
+/// A `.conda` (zip of info-*.tar.zst and pkg-*.tar.zst) with `dir` as the package content.
+pub fn make_conda(dir: &Path, out: &Path) {
+    let stem = out.file_name().unwrap().to_string_lossy().trim_end_matches(".conda").to_string();
+    let pkg = zstd::encode_all(&tar_of(dir, Vec::new())[..], 3).unwrap();
+    let info_dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(info_dir.path().join("info")).unwrap();
+    std::fs::write(info_dir.path().join("info/index.json"), index_json("libtorch")).unwrap();
+    let info = zstd::encode_all(&tar_of(info_dir.path(), Vec::new())[..], 3).unwrap();
+    let f = std::fs::File::create(out).unwrap();
+    let mut z = zip::ZipWriter::new(f);
+    let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    z.start_file("metadata.json", stored).unwrap();
+    z.write_all(br#"{"conda_pkg_format_version": 2}"#).unwrap();
+    z.start_file(format!("info-{stem}.tar.zst"), stored).unwrap();
+    z.write_all(&info).unwrap();
+    z.start_file(format!("pkg-{stem}.tar.zst"), stored).unwrap();
+    z.write_all(&pkg).unwrap();
+    z.finish().unwrap();
+}
+
+/// A `.tar.bz2` conda package: content plus `info/index.json` in one tar.
+pub fn make_tar_bz2(dir: &Path, out: &Path) {
+    let staging = tempfile::tempdir().unwrap();
+    let status = Command::new("cp").arg("-a").arg(format!("{}/.", dir.display())).arg(staging.path()).status().unwrap();
+    assert!(status.success());
+    std::fs::create_dir_all(staging.path().join("info")).unwrap();
+    std::fs::write(staging.path().join("info/index.json"), index_json("libtorch")).unwrap();
+    let f = std::fs::File::create(out).unwrap();
+    let enc = bzip2::write::BzEncoder::new(f, bzip2::Compression::fast());
+    tar_of(staging.path(), enc).finish().unwrap();
+}
+
+/// The real-world corpus (fixtures/corpus/fetch): (wheel path, unpacked torch/ directory).
+pub fn corpus() -> (PathBuf, PathBuf) {
+    static CORPUS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    CORPUS
+        .get_or_init(|| {
+            let out = Command::new("bash")
+                .arg(repo().join("fixtures/corpus/fetch"))
+                .arg("--unpack")
+                .arg("torch-2.11.0-cu130")
+                .output()
+                .expect("run fixtures/corpus/fetch");
+            assert!(out.status.success(), "corpus fetch failed: {}", String::from_utf8_lossy(&out.stderr));
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let mut wheel = None;
+            let mut tree = None;
+            for line in text.lines() {
+                let parts: Vec<&str> = line.split_whitespace().collect();
+                match parts.as_slice() {
+                    ["wheel", _, p] => wheel = Some(PathBuf::from(p)),
+                    ["tree", _, p] => tree = Some(PathBuf::from(p)),
+                    _ => {}
+                }
+            }
+            (wheel.expect("wheel line"), tree.expect("tree line"))
+        })
+        .clone()
+}
+
+/// Validate `value` against a JSON schema file in the repository.
+pub fn assert_valid(schema_path: &str, value: &serde_json::Value) {
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo().join(schema_path)).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{schema_path}: {errors:#?}");
+}

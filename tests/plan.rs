@@ -1,0 +1,196 @@
+//! `splitpkg plan` on the fixture trees: verdicts, witnesses, outputs, exit codes, schema.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeSet;
+
+fn plan(name: &str) -> (serde_json::Value, i32) {
+    let o = run_path(&["plan", "--json", "--quiet"], &fixture(name));
+    let code = o.status.code().unwrap();
+    (json(&o), code)
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+}
+
+fn output<'a>(plan: &'a serde_json::Value, role: &str) -> Option<&'a serde_json::Value> {
+    plan["outputs"].as_array().unwrap().iter().find(|o| o["role"] == role)
+}
+
+#[test]
+fn conda_like_is_confined_with_shared_magma_optional() {
+    let (p, code) = plan("conda-like");
+    assert_eq!(code, 0);
+    assert_valid("docs/plan.schema.json", &p);
+    assert_eq!(p["verdict"], "confined");
+    assert_eq!(p["lazy_library"]["path"], "lib/libtorch_cuda_linalg.so");
+    assert_eq!(p["lazy_library"]["reach"], "lazy");
+    let loaded_by = &p["lazy_library"]["loaded_by"][0];
+    assert_eq!(loaded_by["from"], "lib/libtorch_cuda.so");
+    assert_eq!(loaded_by["kind"], "lazy");
+    assert!(loaded_by["how"].as_str().unwrap().contains("$ORIGIN"), "{loaded_by}");
+
+    let payload: Vec<&serde_json::Value> = p["payload"]["files"].as_array().unwrap().iter().collect();
+    let forms: BTreeSet<(String, String)> =
+        payload.iter().map(|f| (f["path"].as_str().unwrap().to_string(), f["form"].as_str().unwrap().to_string())).collect();
+    assert!(forms.contains(&("lib/libmagma.so.2.8.0".into(), "library".into())), "{forms:?}");
+    assert!(forms.contains(&("lib/libmagma_sparse.so".into(), "library".into())), "{forms:?}");
+
+    // Payload output: both MAGMA libraries and the soname symlinks; nothing else.
+    let out = output(&p, "payload").expect("payload output");
+    assert_eq!(
+        strings(&out["files"]),
+        vec!["lib/libmagma.so", "lib/libmagma.so.2", "lib/libmagma.so.2.8.0", "lib/libmagma_sparse.so"]
+    );
+    let lazy = output(&p, "lazy").unwrap();
+    assert_eq!(strings(&lazy["files"]), vec!["lib/libtorch_cuda_linalg.so"]);
+    let names: Vec<&str> = lazy["variants"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["magma", "nomagma"]);
+
+    // Every file of the tree lands in exactly one output.
+    let mut all: Vec<String> = Vec::new();
+    for o in p["outputs"].as_array().unwrap() {
+        all.extend(strings(&o["files"]));
+    }
+    let unique: BTreeSet<&String> = all.iter().collect();
+    assert_eq!(unique.len(), all.len(), "a file in two outputs: {all:?}");
+    let tree: BTreeSet<String> = walk(&fixture("conda-like")).into_iter().map(|(r, _)| r).collect();
+    assert_eq!(unique.into_iter().cloned().collect::<BTreeSet<_>>(), tree);
+
+    // The saving is exactly the payload output in this layout (the lazy library links MAGMA dynamically).
+    assert_eq!(p["saving"]["bytes"], out["bytes"]);
+
+    // Glue that stays behind in the core is reported with its consequence.
+    let warnings = p["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w["file"] == "lib/libtorch_cuda.so"
+            && w["examples"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))
+            && w["consequence"].as_str().unwrap().contains("has_magma")),
+        "{warnings:#?}"
+    );
+    // The symbol the loader looks up by name next to the library name.
+    assert_eq!(strings(&p["contract"]["loader_lookups"]), vec!["linalg_entry"]);
+    let imports = p["contract"]["imports"].as_array().unwrap();
+    assert!(imports.iter().any(|g| g["provider"] == "lib/libmagma.so.2.8.0" && g["samples"][0] == "magma_dgetrf_gpu"), "{imports:#?}");
+}
+
+#[test]
+fn pip_like_static_magma_is_confined_with_estimate() {
+    let (p, code) = plan("pip-like");
+    assert_eq!(code, 0, "{p:#}");
+    assert_valid("docs/plan.schema.json", &p);
+    assert_eq!(p["input"]["package"]["name"], "torch");
+    assert_eq!(p["input"]["package"]["version"], "2.5.1");
+    let files = p["payload"]["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{files:#?}");
+    let f = &files[0];
+    assert_eq!(f["path"], "torch/lib/libtorch_cuda_linalg.so");
+    assert_eq!(f["form"], "static");
+    let symbols = strings(&f["symbols"]);
+    for s in ["magma_dgetrf_gpu", "magma_init", "magmablas_dgemm"] {
+        assert!(symbols.iter().any(|x| x == s), "{symbols:?}");
+    }
+    let est = &f["estimate"];
+    assert!(est["bytes"].as_u64().unwrap() > 0);
+    assert!(est["bytes"].as_u64().unwrap() < f["size"].as_u64().unwrap());
+    assert!(est["parts"].as_array().unwrap().iter().any(|x| x["what"] == ".text"));
+    // No payload output (it is inside the lazy library), and the saving is the estimate.
+    assert!(output(&p, "payload").is_none());
+    assert_eq!(p["saving"]["bytes"], est["bytes"]);
+    let nomagma = &output(&p, "lazy").unwrap()["variants"][1];
+    assert_eq!(nomagma["measured"], false);
+    assert_eq!(nomagma["bytes"].as_u64().unwrap(), f["size"].as_u64().unwrap() - est["bytes"].as_u64().unwrap());
+}
+
+#[test]
+fn eager_leak_is_refuted_with_the_path() {
+    let (p, code) = plan("eager-leak");
+    assert_eq!(code, 1);
+    assert_valid("docs/plan.schema.json", &p);
+    assert_eq!(p["verdict"], "not-confined");
+    assert!(p["outputs"].as_array().unwrap().is_empty());
+    let w = &p["witnesses"][0];
+    assert_eq!(w["summary"], "torch_smoke → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED) → is payload library libmagma.so.2.8.0");
+    let steps = w["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[1]["from"], "lib/libtorch_cuda.so");
+    assert_eq!(steps[1]["to"], "lib/libmagma.so.2.8.0");
+    assert_eq!(steps[1]["kind"], "needed");
+}
+
+#[test]
+fn old_layout_without_lazy_library_is_refuted() {
+    let (p, code) = plan("old-layout");
+    assert_eq!(code, 1);
+    assert_eq!(p["verdict"], "not-confined");
+    assert!(p["lazy_library"].is_null());
+    let w = p["witnesses"][0]["summary"].as_str().unwrap();
+    assert!(w.starts_with("_C.cpython-311-x86_64-linux-gnu.so → libtorch_cuda.so (NEEDED) → defines magma_"), "{w}");
+    assert!(p["reasons"].as_array().unwrap().iter().any(|r| r.as_str().unwrap().contains("no lazy library")));
+}
+
+#[test]
+fn missing_payload_library_is_external_and_confined() {
+    let (p, code) = plan("missing");
+    assert_eq!(code, 0, "{p:#}");
+    assert_eq!(p["payload"]["external"], serde_json::json!(["libmagma.so.2"]));
+    assert_eq!(output(&p, "payload").unwrap()["external"], serde_json::json!(["libmagma.so.2"]));
+    // The CUDA runtime is neither in the tree nor a system library: reported, not fatal.
+    let o = run_path(&["inspect", "--json", "--quiet"], &fixture("missing"));
+    let ins = json(&o);
+    let edges = ins["edges"].as_array().unwrap();
+    let cudart = edges.iter().find(|e| e["name"] == "libcudart.so.13").expect("cudart edge");
+    assert_eq!(cudart["how"]["via"], "not-found");
+    let node = &ins["nodes"][cudart["to"].as_u64().unwrap() as usize];
+    assert_eq!(node["kind"], "external");
+}
+
+#[test]
+fn nomagma_build_reports_not_present() {
+    let (p, code) = plan("conda-nomagma");
+    assert_eq!(code, 1);
+    assert_eq!(p["verdict"], "not-present");
+}
+
+#[test]
+fn lazy_and_dep_can_be_overridden() {
+    // Treat the torch_cuda library's own loader target as something else: nothing named so.
+    let o = run_path(&["plan", "--json", "--quiet", "--lazy", "libnothing.so"], &fixture("conda-like"));
+    assert_eq!(o.status.code(), Some(1));
+    let p = json(&o);
+    assert_eq!(p["verdict"], "not-confined");
+    // A different component: libtorch_cpu is "the payload", reached eagerly.
+    let o = run_path(&["plan", "--json", "--quiet", "--dep", "torch_cpu"], &fixture("conda-like"));
+    let p = json(&o);
+    assert_eq!(p["verdict"], "not-confined");
+    assert!(p["witnesses"][0]["summary"].as_str().unwrap().ends_with("is payload library libtorch_cpu.so"), "{p:#}");
+}
+
+#[test]
+fn yaml_and_text_carry_the_same_verdict() {
+    let o = run_path(&["plan", "--yaml", "--quiet"], &fixture("conda-like"));
+    assert_eq!(o.status.code(), Some(0));
+    let y: serde_json::Value = serde_yaml::from_slice(&o.stdout).unwrap();
+    assert_eq!(y["verdict"], "confined");
+    let t = stdout(&run_path(&["plan", "--quiet"], &fixture("eager-leak")));
+    assert!(t.contains("verdict: NOT CONFINED"), "{t}");
+    assert!(t.contains("witness: torch_smoke → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED)"), "{t}");
+}
+
+#[test]
+fn plan_output_is_deterministic_and_written_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan.json");
+    let a = run(&["plan", "--json", "--quiet", fixture("conda-like").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(a.status.code(), Some(0));
+    assert!(a.stdout.is_empty());
+    let first = std::fs::read(&out).unwrap();
+    let b = run(&["plan", "--json", "--quiet", fixture("conda-like").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(b.status.code(), Some(0));
+    assert_eq!(first, std::fs::read(&out).unwrap());
+    // Only the result is left in the directory: no temporary files.
+    let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, vec!["plan.json"]);
+}
