@@ -137,32 +137,28 @@ pub fn make_tar_bz2(dir: &Path, out: &Path) {
     tar_of(staging.path(), enc).finish().unwrap();
 }
 
-/// The real-world corpus (fixtures/corpus/fetch): (wheel path, unpacked torch/ directory).
-pub fn corpus() -> (PathBuf, PathBuf) {
-    static CORPUS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    CORPUS
-        .get_or_init(|| {
-            let out = Command::new("bash")
-                .arg(repo().join("fixtures/corpus/fetch"))
-                .arg("--unpack")
-                .arg("torch-2.11.0-cu130")
-                .output()
-                .expect("run fixtures/corpus/fetch");
-            assert!(out.status.success(), "corpus fetch failed: {}", String::from_utf8_lossy(&out.stderr));
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            let mut wheel = None;
-            let mut tree = None;
-            for line in text.lines() {
-                let parts: Vec<&str> = line.split_whitespace().collect();
-                match parts.as_slice() {
-                    ["wheel", _, p] => wheel = Some(PathBuf::from(p)),
-                    ["tree", _, p] => tree = Some(PathBuf::from(p)),
-                    _ => {}
-                }
-            }
-            (wheel.expect("wheel line"), tree.expect("tree line"))
-        })
-        .clone()
+/// A real-world corpus entry (fixtures/corpus/fetch): the wheel, and with `unpack` its torch/ tree.
+/// Downloads from PyPI on first use; cached outside the repository.
+pub fn corpus(name: &str, unpack: bool) -> (PathBuf, Option<PathBuf>) {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo().join("fixtures/corpus/fetch"));
+    if unpack {
+        cmd.arg("--unpack");
+    }
+    let out = cmd.arg(name).output().expect("run fixtures/corpus/fetch");
+    assert!(out.status.success(), "corpus fetch failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut wheel = None;
+    let mut tree = None;
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        match parts.as_slice() {
+            ["wheel", _, p] => wheel = Some(PathBuf::from(p)),
+            ["tree", _, p] => tree = Some(PathBuf::from(p)),
+            _ => {}
+        }
+    }
+    (wheel.expect("wheel line"), tree)
 }
 
 /// Validate `value` against a JSON schema file in the repository.

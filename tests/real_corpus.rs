@@ -1,0 +1,91 @@
+//! The real thing: PyPI CUDA torch wheels (fetched on first use by fixtures/corpus/fetch).
+//! Three layouts, one code path: 2.11 (lazy library, static MAGMA), 1.13 (lazy library loaded by a
+//! split libtorch_cuda_cu.so), 1.10 (no lazy library, MAGMA in libtorch_cuda.so).
+
+mod common;
+use common::*;
+
+fn plan(path: &std::path::Path) -> serde_json::Value {
+    let o = run_path(&["plan", "--json", "--quiet"], path);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let p = json(&o);
+    assert_valid("docs/plan.schema.json", &p);
+    p
+}
+
+#[test]
+fn torch_2_11_wheel_and_tree_are_confined() {
+    let (wheel, tree) = corpus("torch-2.11.0-cu130", true);
+    let tree = tree.unwrap();
+    for (p, prefix) in [(plan(&tree), ""), (plan(&wheel), "torch/")] {
+        assert_eq!(p["verdict"], "confined", "{:#}", p["reasons"]);
+        let lazy = &p["lazy_library"];
+        assert_eq!(lazy["path"], format!("{prefix}lib/libtorch_cuda_linalg.so"));
+        assert_eq!(lazy["size"], 53_532_193);
+        let by = &lazy["loaded_by"][0];
+        assert_eq!(by["from"], format!("{prefix}lib/libtorch_cuda.so"));
+        assert_eq!(by["kind"], "lazy");
+        assert_eq!(by["how"], format!("rpath of libtorch_cuda.so ($ORIGIN → {prefix}lib)"));
+        // MAGMA is static in the lazy library, and only there.
+        let files = p["payload"]["files"].as_array().unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0]["form"], "static");
+        assert_eq!(files[0]["path"], format!("{prefix}lib/libtorch_cuda_linalg.so"));
+        let est = files[0]["estimate"]["bytes"].as_u64().unwrap();
+        // The notes measured ~48-50 MB of 53.5 MB as MAGMA; the estimate must land near that.
+        assert!((45_000_000..53_000_000).contains(&est), "estimate {est}");
+        let fatbin = files[0]["estimate"]["parts"].as_array().unwrap().iter().find(|x| x["what"] == ".nv_fatbin").unwrap();
+        assert_eq!(fatbin["bytes"], 35_280_792, "all device code of the linalg library is MAGMA");
+        // libtorch_cuda.so keeps the has_magma glue.
+        assert!(p["warnings"].as_array().unwrap().iter().any(|w| w["file"] == format!("{prefix}lib/libtorch_cuda.so")
+            && w["examples"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))));
+    }
+    // libtorch_cuda.so's other lazy names are lazy system / external edges.
+    let o = run_path(&["inspect", "--json", "--quiet"], &tree);
+    let ins = json(&o);
+    let nodes = ins["nodes"].as_array().unwrap();
+    let lazy_from_cuda: Vec<(String, String, String)> = ins["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "lazy" && nodes[e["from"].as_u64().unwrap() as usize]["name"] == "lib/libtorch_cuda.so")
+        .map(|e| {
+            let to = &nodes[e["to"].as_u64().unwrap() as usize];
+            (e["name"].as_str().unwrap().to_string(), to["kind"].as_str().unwrap().to_string(), e["how"]["via"].as_str().unwrap().to_string())
+        })
+        .collect();
+    for want in [
+        ("libcuda.so.1", "system", "system"),
+        ("libnvidia-ml.so.1", "system", "system"),
+        ("libibverbs.so.1", "external", "not-found"),
+        ("libtorch_cuda_linalg.so", "file", "rpath"),
+    ] {
+        let want = (want.0.to_string(), want.1.to_string(), want.2.to_string());
+        assert!(lazy_from_cuda.contains(&want), "{want:?} not in {lazy_from_cuda:?}");
+    }
+    // The CUDA runtime wheels sit outside the tree; the search path says so.
+    let cublas = ins["edges"].as_array().unwrap().iter().find(|e| e["name"] == "libcublas.so.13").unwrap();
+    assert_eq!(cublas["how"]["via"], "not-found");
+    assert!(cublas["how"]["outside"].as_array().unwrap().iter().any(|d| d == "$ORIGIN/../../nvidia/cu13/lib"));
+}
+
+#[test]
+fn torch_1_13_split_cuda_library_is_confined() {
+    let (wheel, _) = corpus("torch-1.13.1-cu117", false);
+    let p = plan(&wheel);
+    assert_eq!(p["verdict"], "confined", "{:#}", p["reasons"]);
+    assert_eq!(p["lazy_library"]["loaded_by"][0]["from"], "torch/lib/libtorch_cuda_cu.so");
+    assert_eq!(p["payload"]["files"][0]["form"], "static");
+}
+
+#[test]
+fn torch_1_10_without_lazy_library_is_refuted_with_the_path() {
+    let (wheel, _) = corpus("torch-1.10.0-cu102", false);
+    let p = plan(&wheel);
+    assert_eq!(p["verdict"], "not-confined");
+    assert!(p["lazy_library"].is_null());
+    let w = p["witnesses"][0]["summary"].as_str().unwrap();
+    assert!(w.contains("→ libtorch_cuda.so (NEEDED) → defines magma_"), "{w}");
+    assert_eq!(p["payload"]["files"][0]["path"], "torch/lib/libtorch_cuda.so");
+    assert_eq!(p["payload"]["files"][0]["reach"], "eager");
+}
