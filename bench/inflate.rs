@@ -1,0 +1,43 @@
+//! Baseline for `splitpkg plan WHEEL`: inflate every ELF member of a wheel and do nothing else,
+//! with the same zip reader, the same zlib-rs inflater and the same two-thread split as splitpkg.
+//! The ratio plan/inflate is the cost of all the analysis on top of reading the bytes.
+//!
+//! Usage: cargo run --release --example inflate -- WHEEL
+
+use std::io::Read;
+
+use rayon::prelude::*;
+
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: inflate WHEEL");
+    let file = std::fs::File::open(&path).expect("open wheel");
+    // SAFETY: read-only map of a file nobody modifies during the run.
+    let map = unsafe { memmap2::Mmap::map(&file) }.expect("map wheel");
+    let bytes: &[u8] = &map;
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("zip");
+    let mut elf = Vec::new();
+    for i in 0..archive.len() {
+        let mut f = archive.by_index(i).unwrap();
+        if f.is_dir() {
+            continue;
+        }
+        let mut head = [0u8; 4];
+        if f.read_exact(&mut head).is_ok() && &head == b"\x7fELF" {
+            elf.push((i, f.size()));
+        }
+    }
+    elf.sort_by(|a, b| b.1.cmp(&a.1));
+    let total: u64 = elf
+        .par_iter()
+        .map_init(
+            || archive.clone(),
+            |a, &(i, size)| {
+                let mut f = a.by_index(i).unwrap();
+                let mut data = Vec::with_capacity(size as usize);
+                f.read_to_end(&mut data).unwrap();
+                data.len() as u64
+            },
+        )
+        .sum();
+    println!("inflated {} ELF members, {} bytes", elf.len(), total);
+}
