@@ -16,6 +16,8 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     /// A command-line combination that cannot work. Exit code 2.
     Usage(String),
+    /// The input is fine but the answer is no (emit on a plan that is not confined). Exit code 1.
+    Refused(String),
     /// A failure of the tool itself or of a downstream step (solver, writer). Exit code 3.
     Other(String),
 }
@@ -35,6 +37,7 @@ impl Error {
 
     pub fn exit_code(&self) -> i32 {
         match self {
+            Error::Refused(_) => 1,
             Error::BadInput { .. } | Error::Io { .. } | Error::Usage(_) => 2,
             Error::Other(_) => 3,
         }
@@ -47,7 +50,7 @@ impl fmt::Display for Error {
             // Keep each variant to one line: CI logs and users grep for the file name.
             Error::BadInput { file, reason } => write!(f, "{file}: {}", one_line(reason)),
             Error::Io { path, source } => write!(f, "{}: {}", path.display(), one_line(&source.to_string())),
-            Error::Usage(msg) => write!(f, "{}", one_line(msg)),
+            Error::Usage(msg) | Error::Refused(msg) => write!(f, "{}", one_line(msg)),
             Error::Other(msg) => write!(f, "{}", one_line(msg)),
         }
     }

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::elf::ElfFacts;
 use crate::tree::{Resolve, Tree};
@@ -60,7 +60,7 @@ pub enum NodeKind {
     External,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reach {
     Eager,
@@ -98,7 +98,7 @@ pub struct Node {
     pub lazy_parent: Option<usize>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EdgeKind {
     /// DT_NEEDED: loaded with the requester.

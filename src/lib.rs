@@ -12,6 +12,7 @@
 //! turn the result into the verdict and the proposed outputs.
 
 pub mod elf;
+pub mod emit;
 pub mod error;
 pub mod graph;
 pub mod inspect;
@@ -20,7 +21,9 @@ pub mod payload;
 pub mod plan;
 pub mod progress;
 pub mod report;
+pub mod split;
 pub mod tree;
+pub mod verify;
 pub mod verdict;
 
 pub use error::{Error, Result};

@@ -12,7 +12,32 @@ use splitpkg::inspect::{Inspection, inspect};
 use splitpkg::output::emit;
 use splitpkg::payload::PayloadSpec;
 use splitpkg::progress::Progress;
-use splitpkg::{plan, report, verdict};
+use splitpkg::{emit, plan, report, split, verdict, verify};
+
+fn emit_out(text: &str) -> Result<()> {
+    emit(None, text)
+}
+
+/// The command line recorded in generated recipe headers: options only, no machine paths.
+fn emit_command(source: &str, split: &split::Split, format: FormatArg, stage: &str) -> String {
+    let o = &split.options;
+    let format = match format {
+        FormatArg::RattlerBuild => "rattler-build",
+        FormatArg::CondaBuild => "conda-build",
+        FormatArg::Both => "both",
+    };
+    format!(
+        "splitpkg emit {source} --format {format} --core-name {} --lazy-name {} --version {} --build-number {} --prefer {} --variant-key {} --build-keys '{}' --stage {stage}{}",
+        o.core_name,
+        o.lazy_name,
+        o.version,
+        o.build_number,
+        o.prefer,
+        o.variant_key,
+        o.build_keys,
+        o.payload_packages.iter().map(|p| format!(" --payload-package {p}")).collect::<String>()
+    )
+}
 
 const DEFAULT_LAZY: &str = "libtorch_cuda_linalg.so";
 const DEFAULT_DEP: &str = "magma";
@@ -33,7 +58,7 @@ struct Cli {
 }
 
 #[derive(Args, Clone)]
-struct Target {
+pub(crate) struct Target {
     /// A directory (build output, env prefix, unpacked wheel), a .whl, a .conda or a .tar.bz2.
     path: PathBuf,
     /// The lazily loaded library (file name or SONAME).
@@ -86,6 +111,74 @@ enum Command {
         #[arg(long, short, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Generate conda-build and rattler-build recipes with magma/nomagma variants from a plan.
+    #[command(after_help = "INPUT is a plan (`splitpkg plan --json` output) or anything `plan` reads.\n\nWrites DIR/rattler-build/{recipe.yaml,variants.yaml,...} and DIR/conda-build/{meta.yaml,conda_build_config.yaml,...}, plus build-variants.sh (build both variants in one job), contract.json (for verify-variant) and HAS_MAGMA.md when core files keep MAGMA state.\n\nExamples:\n  splitpkg emit torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out recipes/torch-2.11\n  splitpkg plan $PREFIX --json --out plan.json && splitpkg emit plan.json --format rattler-build --out recipe/\n  splitpkg emit plan.json --prefer nomagma --variant-key with_magma --out recipe/")]
+    Emit {
+        /// PLAN.json, or a tree/.whl/.conda/.tar.bz2 to plan first.
+        input: PathBuf,
+        /// Which recipe formats to write.
+        #[arg(long, value_enum, default_value = "both")]
+        format: FormatArg,
+        /// Output directory (created; files are replaced atomically).
+        #[arg(long, short, value_name = "DIR")]
+        out: PathBuf,
+        /// Name of the core package.
+        #[arg(long, default_value = "libtorch", value_name = "NAME")]
+        core_name: String,
+        /// Name of the lazy-library package.
+        #[arg(long, default_value = "libtorch-cuda-linalg", value_name = "NAME")]
+        lazy_name: String,
+        /// Package version (default: from the input's metadata, without a local `+cu130` part).
+        #[arg(long)]
+        version: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        build_number: u64,
+        /// The variant a plain install gets (`magma` or `nomagma` for --dep magma).
+        #[arg(long, value_name = "VARIANT")]
+        prefer: Option<String>,
+        /// Variant key, confined to the lazy output.
+        #[arg(long, default_value = "linalg_variant", value_name = "KEY")]
+        variant_key: String,
+        /// Package(s) providing the payload (repeatable; default lib<dep>).
+        #[arg(long, value_name = "NAME")]
+        payload_package: Vec<String>,
+        /// Build-string prefix for the keys that shape the binary (default: from the input, e.g. cuda130).
+        #[arg(long, value_name = "KEYS")]
+        build_keys: Option<String>,
+        /// Source directory the recipes read the staged build from, relative to the recipe.
+        #[arg(long, default_value = "stage", value_name = "DIR")]
+        stage: String,
+        /// The lazily loaded library (when INPUT is not a plan).
+        #[arg(long, default_value = DEFAULT_LAZY, value_name = "NAME")]
+        lazy: String,
+        /// The optional component (when INPUT is not a plan).
+        #[arg(long, default_value = DEFAULT_DEP, value_name = "NAME")]
+        dep: String,
+    },
+    /// Check one build of the lazy library against its variant and the loader contract.
+    #[command(after_help = "Exit codes: 0 pass, 1 a check failed, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant magma --plan plan.json --json")]
+    VerifyVariant {
+        /// The lazy library file to check.
+        library: PathBuf,
+        /// magma or nomagma (for --dep magma).
+        #[arg(long)]
+        variant: String,
+        /// contract.json written by `splitpkg emit`.
+        #[arg(long, value_name = "FILE", required_unless_present = "plan")]
+        contract: Option<PathBuf>,
+        /// Or a plan JSON to take the contract from.
+        #[arg(long, value_name = "FILE", conflicts_with = "contract")]
+        plan: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FormatArg {
+    RattlerBuild,
+    CondaBuild,
+    Both,
 }
 
 fn main() -> ExitCode {
@@ -123,6 +216,77 @@ fn run(cli: Cli) -> Result<i32> {
             emit(out.as_deref(), &text)?;
             Ok(0)
         }
+        Command::Emit {
+            input,
+            format,
+            out,
+            core_name,
+            lazy_name,
+            version,
+            build_number,
+            prefer,
+            variant_key,
+            payload_package,
+            build_keys,
+            stage,
+            lazy,
+            dep,
+        } => {
+            let plan = load_plan(&input, &lazy, &dep, cli.quiet)?;
+            let (default_version, default_keys) = split::default_version_and_keys(&plan);
+            let version = version.or(default_version).ok_or_else(|| {
+                Error::Usage(format!("{}: no package version in the input; pass --version", input.display()))
+            })?;
+            let payload_packages = if payload_package.is_empty() { vec![format!("lib{}", plan.options.dep)] } else { payload_package };
+            let options = split::SplitOptions {
+                core_name,
+                lazy_name,
+                version,
+                build_number,
+                prefer: prefer.unwrap_or_else(|| plan.options.dep.clone()),
+                variant_key,
+                payload_packages,
+                payload_version: split::payload_version(&plan),
+                build_keys: build_keys.unwrap_or(default_keys),
+                cuda_floor: None,
+            };
+            let split = split::Split::from_plan(&plan, options)?;
+            let formats = match format {
+                FormatArg::RattlerBuild => vec![emit::Format::RattlerBuild],
+                FormatArg::CondaBuild => vec![emit::Format::CondaBuild],
+                FormatArg::Both => vec![emit::Format::RattlerBuild, emit::Format::CondaBuild],
+            };
+            let source = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let command = emit_command(&source, &split, format, &stage);
+            let emitted = emit::render(&plan, &split, &formats, &stage, &source, &command)?;
+            emit::write(&out, &emitted)?;
+            for w in &emitted.warnings {
+                eprintln!("splitpkg: warning: {w}");
+            }
+            let mut listing = String::new();
+            for g in &emitted.files {
+                listing.push_str(&format!("wrote {}\n", out.join(&g.path).display()));
+            }
+            emit_out(&listing)?;
+            Ok(0)
+        }
+        Command::VerifyVariant { library, variant, contract, plan, json } => {
+            let contract = match (contract, plan) {
+                (Some(c), _) => {
+                    let text = std::fs::read_to_string(&c).map_err(|e| Error::io(&c, e))?;
+                    serde_json::from_str::<emit::ContractFile>(&text).map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
+                }
+                (None, Some(p)) => {
+                    let plan = load_plan(&p, DEFAULT_LAZY, DEFAULT_DEP, true)?;
+                    emit::ContractFile::from_plan(&plan).ok_or_else(|| Error::bad(p.display(), "the plan has no lazy library"))?
+                }
+                (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
+            };
+            let report = verify::verify_variant(&library, &variant, &contract)?;
+            let text = if json { to_json(&report)? } else { verify::report_text(&report) };
+            emit_out(&text)?;
+            Ok(if report.pass { 0 } else { 1 })
+        }
         Command::Plan { target, json, yaml, out } => {
             let started = std::time::Instant::now();
             let ins = load(&target, cli.quiet)?;
@@ -147,6 +311,25 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(plan.verdict.exit_code())
         }
     }
+}
+
+/// A plan from PLAN.json or by planning a tree.
+fn load_plan(input: &std::path::Path, lazy: &str, dep: &str, quiet: bool) -> Result<plan::Plan> {
+    if input.extension().is_some_and(|e| e == "json") {
+        let text = std::fs::read_to_string(input).map_err(|e| Error::io(input, e))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::bad(input.display(), format!("not JSON: {e}")))?;
+        if value.get("schema").and_then(|s| s.as_str()) != Some(plan::SCHEMA_NAME) {
+            return Err(Error::bad(input.display(), "not a splitpkg plan (no \"schema\": \"splitpkg-plan\")"));
+        }
+        if value.get("schema_version").and_then(|s| s.as_u64()) != Some(plan::SCHEMA_VERSION as u64) {
+            return Err(Error::bad(input.display(), format!("plan schema_version is not {}", plan::SCHEMA_VERSION)));
+        }
+        return serde_json::from_value(value).map_err(|e| Error::bad(input.display(), format!("malformed plan: {e}")));
+    }
+    let target = Target { path: input.to_path_buf(), lazy: lazy.to_string(), dep: dep.to_string(), dep_symbol: Vec::new(), deep: false };
+    let ins = load(&target, quiet)?;
+    let analysis = verdict::analyse(&ins, lazy);
+    Ok(plan::make_plan(&ins, &analysis, lazy))
 }
 
 fn inspect_json(ins: &Inspection, symbols: bool) -> serde_json::Value {

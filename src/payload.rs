@@ -8,7 +8,7 @@
 //! the payload as present (PyTorch's `has_magma`).
 
 use memchr::memmem;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::elf::{ElfView, cstr_at};
 use goblin::elf::sym;
@@ -102,7 +102,7 @@ fn mangled_global_starts_with(name: &str, prefix: &str) -> bool {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Names {
     pub count: usize,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<String>,
 }
 
@@ -157,14 +157,14 @@ impl PayloadFacts {
 }
 
 /// An estimate of how many bytes of a file are payload, with the way each part was counted.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Estimate {
     pub bytes: u64,
     pub method: String,
     pub parts: Vec<EstimatePart>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EstimatePart {
     pub what: String,
     pub bytes: u64,

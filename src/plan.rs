@@ -20,9 +20,9 @@ use crate::verdict::{Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, 
 pub const SCHEMA_NAME: &str = "splitpkg-plan";
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    pub schema: &'static str,
+    pub schema: String,
     pub schema_version: u32,
     pub tool: Tool,
     pub input: InputSummary,
@@ -38,13 +38,13 @@ pub struct Plan {
     pub contract: ContractSummary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tool {
-    pub name: &'static str,
-    pub version: &'static str,
+    pub name: String,
+    pub version: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InputSummary {
     pub path: String,
     pub kind: TreeKind,
@@ -53,9 +53,12 @@ pub struct InputSummary {
     pub files: usize,
     pub elf_files: usize,
     pub bytes: u64,
+    /// Major version of the CUDA runtime the tree NEEDs (`libcudart.so.13` → 13), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanOptions {
     pub lazy: String,
     pub dep: String,
@@ -63,7 +66,7 @@ pub struct PlanOptions {
     pub library_prefixes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PayloadSummary {
     pub files: Vec<PayloadFile>,
     /// Payload libraries the tree requests but does not contain (another package provides them).
@@ -80,20 +83,20 @@ pub enum Role {
     Payload,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Output {
     pub role: Role,
     /// Tree paths (files, hard links and symlinks), sorted.
     pub files: Vec<String>,
     pub bytes: u64,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<Variant>,
     /// Payload libraries this output needs that are not in the tree.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub external: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Variant {
     /// `magma` / `nomagma` (the payload name, with and without `no`).
     pub name: String,
@@ -104,7 +107,7 @@ pub struct Variant {
     pub how: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Saving {
     /// Bytes a slim environment does not install, out of this tree.
     pub bytes: u64,
@@ -112,7 +115,7 @@ pub struct Saving {
     pub how: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContractSummary {
     pub loader_lookups: Vec<String>,
     pub required_exports: Vec<String>,
@@ -246,9 +249,9 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
     }
 
     Plan {
-        schema: SCHEMA_NAME,
+        schema: SCHEMA_NAME.to_string(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "splitpkg", version: env!("CARGO_PKG_VERSION") },
+        tool: Tool { name: "splitpkg".to_string(), version: env!("CARGO_PKG_VERSION").to_string() },
         input: InputSummary {
             path: tree.source.display().to_string(),
             kind: tree.kind,
@@ -256,6 +259,12 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
             files: tree.entries.iter().filter(|e| !matches!(e.kind, EntryKind::Dir)).count(),
             elf_files: ins.files.len(),
             bytes: total,
+            cuda_runtime: ins
+                .files
+                .iter()
+                .flat_map(|f| f.elf.needed.iter())
+                .filter_map(|n| n.strip_prefix("libcudart.so.").and_then(|v| v.split('.').next()?.parse().ok()))
+                .max(),
         },
         options: PlanOptions {
             lazy: lazy_name.to_string(),

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -29,7 +29,7 @@ const MAX_SYMLINK_HOPS: usize = 40;
 /// hostile archive could otherwise make us allocate without bound.
 const MAX_MEMBER_BYTES: u64 = 16 << 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TreeKind {
     Directory,
@@ -85,7 +85,7 @@ pub struct Entry {
 }
 
 /// Package identity found inside the input (conda `info/index.json`, wheel `METADATA`).
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PackageMeta {
     pub name: String,
     pub version: String,

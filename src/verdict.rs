@@ -8,14 +8,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::graph::{Edge, EdgeKind, LoadGraph, NodeKind, Reach};
 use crate::inspect::Inspection;
 use crate::payload::demangle;
 use crate::tree::Tree;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Confined,
@@ -41,7 +41,7 @@ impl Verdict {
 }
 
 /// One step of a witness path.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Step {
     pub from: String,
     pub to: String,
@@ -50,7 +50,7 @@ pub struct Step {
     pub how: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Witness {
     /// One line, e.g. `_C.so → libtorch_python.so (NEEDED) → libtorch_cuda.so (NEEDED) → defines magma_dgetrf_gpu`.
     pub summary: String,
@@ -59,12 +59,12 @@ pub struct Witness {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PayloadFile {
     /// Tree path, or the requested name for payload libraries outside the tree.
     pub path: String,
     /// `library`, `static` or `external`.
-    pub form: &'static str,
+    pub form: String,
     pub reach: Reach,
     /// File size for files in the tree.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,11 +72,11 @@ pub struct PayloadFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimate: Option<crate::payload::Estimate>,
     /// Example payload symbols the file defines.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub symbols: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LazyLibrary {
     pub path: String,
     pub size: u64,
@@ -85,26 +85,26 @@ pub struct LazyLibrary {
     pub loaded_by: Vec<Step>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Warning {
     pub file: String,
     pub what: String,
     pub consequence: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ImportGroup {
     /// Tree path of the providing file, or `system`/`unresolved`.
     pub provider: String,
     pub count: usize,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<String>,
 }
 
 /// The loader ↔ lazy-library contract a replacement (nomagma) library must honour.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Contract {
     /// Symbol names the loader stores next to the library name and the lazy library defines:
     /// looked up by name (`dlsym`) after loading.
@@ -118,7 +118,7 @@ pub struct Contract {
     pub exports: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Analysis {
     pub verdict: Verdict,
     pub reasons: Vec<String>,
@@ -169,7 +169,7 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
         symbols.truncate(8);
         payload.push(PayloadFile {
             path: f.path.clone(),
-            form: if f.payload.library { "library" } else { "static" },
+            form: if f.payload.library { "library" } else { "static" }.to_string(),
             reach: g.nodes[node].reach,
             size: Some(f.size),
             estimate: f.payload.estimate.clone(),
@@ -179,7 +179,7 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
     for n in &g.nodes {
         if n.kind == NodeKind::External && spec.is_payload_library(&n.name) {
             payload_nodes.push(n.id);
-            payload.push(PayloadFile { path: n.name.clone(), form: "external", reach: n.reach, size: None, estimate: None, symbols: Vec::new() });
+            payload.push(PayloadFile { path: n.name.clone(), form: "external".to_string(), reach: n.reach, size: None, estimate: None, symbols: Vec::new() });
         }
     }
     let referencing: Vec<usize> = ins

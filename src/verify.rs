@@ -1,0 +1,126 @@
+//! `splitpkg verify-variant`: check one build of the lazy library against its variant and the
+//! loader contract. Recipes run it in their test section, so a nomagma package that still carries
+//! MAGMA, or one that lost an export the core needs, fails at build time instead of in a user's
+//! first linalg call.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::elf::ElfView;
+use crate::emit::ContractFile;
+use crate::error::{Error, Result};
+use crate::payload::{self, PayloadSpec};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub pass: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub library: String,
+    pub variant: String,
+    pub with_payload: bool,
+    pub pass: bool,
+    pub checks: Vec<Check>,
+}
+
+pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Result<VerifyReport> {
+    let with_payload = if variant == contract.dep {
+        true
+    } else if variant == format!("no{}", contract.dep) {
+        false
+    } else {
+        return Err(Error::Usage(format!("--variant must be {} or no{}, not {variant}", contract.dep, contract.dep)));
+    };
+    let display = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only private map of a file we only read.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let view = ElfView::parse(&map).map_err(|e| Error::bad(&display, e))?;
+    let mut spec = PayloadSpec::for_dep(&contract.dep, &[]);
+    spec.symbol_prefixes = contract.symbol_prefixes.clone();
+    spec.dso_prefixes = contract.library_prefixes.clone();
+    let facts = view.facts(&[spec.word()], None).map_err(|e| Error::bad(&display, e))?;
+    let name = crate::tree::Tree::file_name(&display).to_string();
+    let pay = payload::scan(&view, &facts, &name, map.len() as u64, &spec);
+
+    let mut checks = Vec::new();
+    let mut check = |name: &str, pass: bool, detail: String| checks.push(Check { name: name.into(), pass, detail });
+
+    let soname = facts.soname.clone().unwrap_or_default();
+    check(
+        "soname",
+        soname == contract.library,
+        format!("SONAME {:?}, the loader asks for {:?}", soname, contract.library),
+    );
+    let payload_needed: Vec<&String> = facts.needed.iter().filter(|n| spec.is_payload_library(n)).collect();
+    let payload_code = pay.defined.count + pay.defined_hidden.count;
+    if with_payload {
+        check(
+            "payload present",
+            !payload_needed.is_empty() || payload_code > 0,
+            format!(
+                "{} payload libraries NEEDED ({}), {} payload symbols defined",
+                payload_needed.len(),
+                payload_needed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                payload_code
+            ),
+        );
+    } else {
+        check(
+            "no payload library NEEDED",
+            payload_needed.is_empty(),
+            if payload_needed.is_empty() {
+                "none".into()
+            } else {
+                payload_needed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            },
+        );
+        check(
+            "no payload symbols defined",
+            payload_code == 0,
+            format!("{payload_code} defined (e.g. {})", pay.defined.samples.first().cloned().unwrap_or_default()),
+        );
+        check(
+            "no payload symbols imported",
+            pay.referenced.is_empty(),
+            format!("{} imported (e.g. {})", pay.referenced.count, pay.referenced.samples.first().cloned().unwrap_or_default()),
+        );
+    }
+    for (what, names) in [("exports what the loader looks up", &contract.loader_lookups), ("exports what core files import", &contract.required_exports)] {
+        let missing: Vec<&String> = names.iter().filter(|n| !facts.symbols.defines(n)).collect();
+        check(
+            what,
+            missing.is_empty(),
+            if missing.is_empty() {
+                format!("all {} present", names.len())
+            } else {
+                format!("missing: {}", missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+            },
+        );
+    }
+    let pass = checks.iter().all(|c| c.pass);
+    Ok(VerifyReport {
+        schema: "splitpkg-verify",
+        schema_version: 1,
+        library: display,
+        variant: variant.to_string(),
+        with_payload,
+        pass,
+        checks,
+    })
+}
+
+pub fn report_text(r: &VerifyReport) -> String {
+    let mut s = format!("{} as {}: {}\n", r.library, r.variant, if r.pass { "PASS" } else { "FAIL" });
+    for c in &r.checks {
+        s.push_str(&format!("  {} {:<34} {}\n", if c.pass { "ok  " } else { "FAIL" }, c.name, c.detail));
+    }
+    s
+}

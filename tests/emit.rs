@@ -1,0 +1,314 @@
+//! `splitpkg emit` and `verify-variant`: recipes built by real rattler-build (offline, both
+//! variants, tests run), meta.yaml rendered as conda-build would, match specs parsed strictly,
+//! deterministic output, and the committed real-wheel example kept in sync.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rattler_conda_types::{MatchSpec, ParseStrictness};
+
+fn emit(input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["emit", input.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// A stage directory as build-variants.sh would leave it: core/ plus magma/ and nomagma/ builds.
+fn stage(core: &Path, lazy_rel: &str, magma: &Path, nomagma: &Path) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let st = Command::new("cp").arg("-a").arg(format!("{}/.", core.display())).arg(d.path().join("core")).status().unwrap();
+    assert!(st.success());
+    for (name, lib) in [("magma", magma), ("nomagma", nomagma)] {
+        let dst = d.path().join(name).join(lazy_rel);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(lib, &dst).unwrap();
+    }
+    d
+}
+
+fn rattler_build(recipe_dir: &Path, stage: &Path, payload_version: &str) -> serde_json::Value {
+    let work = tempfile::tempdir().unwrap();
+    let python = python_env();
+    let path = format!("{}:{}", python.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(&python)
+        .env("PATH", path)
+        .arg(repo().join("tests/py/rattler_build_check.py"))
+        .arg(recipe_dir)
+        .arg(stage)
+        .arg(work.path())
+        .arg(bin())
+        .arg(payload_version)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rattler-build failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+fn by_build(built: &serde_json::Value, needle: &str) -> serde_json::Value {
+    built["packages"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|p| p["build"].as_str().unwrap().contains(needle) && p["name"] != "libmagma" && p["name"] != "splitpkg")
+        .unwrap_or_else(|| panic!("no package with build {needle}: {built:#}"))
+        .clone()
+}
+
+fn strict(spec: &str) {
+    MatchSpec::from_str(spec, ParseStrictness::Strict).unwrap_or_else(|e| panic!("{spec:?} does not parse strictly: {e}"));
+}
+
+#[test]
+fn conda_like_recipe_builds_both_variants_with_rattler_build() {
+    let out = tempfile::tempdir().unwrap();
+    let o = emit(&fixture("conda-like"), out.path(), &["--version", "2.5.1", "--build-keys", "cuda126", "--format", "rattler-build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Glue in libtorch_cuda.so: the has_magma note and a warning.
+    assert!(stderr(&o).contains("has_magma"), "{}", stderr(&o));
+    let rb = out.path().join("rattler-build");
+    assert!(rb.join("HAS_MAGMA.md").exists());
+    let recipe = std::fs::read_to_string(rb.join("recipe.yaml")).unwrap();
+    assert!(recipe.contains("down_prioritize_variant"));
+    // The variant key only inside the lazy output: its first use comes after that output starts.
+    let lazy_start = recipe.find("name: libtorch-cuda-linalg").unwrap();
+    let first_use = recipe.lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n");
+    let first_key = first_use.find("linalg_variant").unwrap();
+    assert!(first_key > first_use.find("name: libtorch-cuda-linalg").unwrap(), "variant key used outside the lazy output");
+    assert!(lazy_start > 0);
+
+    let st = stage(
+        &fixture("conda-like"),
+        "lib/libtorch_cuda_linalg.so",
+        &fixture("conda-like/lib/libtorch_cuda_linalg.so"),
+        &fixture("conda-nomagma/lib/libtorch_cuda_linalg.so"),
+    );
+    let built = rattler_build(&rb, st.path(), "2.8.0");
+    assert_eq!(built["rendered_variants"], 4, "{built:#}"); // core and lazy, for each variant value
+
+    let magma = by_build(&built, "_magma_");
+    let nomagma = by_build(&built, "_nomagma_");
+    let core = built["packages"].as_object().unwrap().values().find(|p| p["name"] == "libtorch").unwrap().clone();
+    assert!(magma["build"].as_str().unwrap().starts_with("cuda126_magma_h"));
+    assert!(nomagma["build"].as_str().unwrap().starts_with("cuda126_nomagma_h"));
+    assert_eq!(magma["build_number"], nomagma["build_number"], "no build-number offsets");
+    assert_eq!(magma["track_features"], serde_json::Value::Null);
+    assert_eq!(nomagma["track_features"], "libtorch-cuda-linalg-p-0");
+    assert_eq!(magma["depends"], serde_json::json!(["libmagma >=2.8.0,<2.9.0a0"]));
+    assert_eq!(magma["constrains"], serde_json::json!(["libtorch ==2.5.1 cuda126_*"]));
+    assert_eq!(nomagma["constrains"], serde_json::json!(["libtorch ==2.5.1 cuda126_*", "libmagma <0.0a0"]));
+    assert_eq!(core["depends"], serde_json::json!(["libtorch-cuda-linalg ==2.5.1 cuda126_*"]));
+    for p in [&magma, &nomagma, &core] {
+        for key in ["depends", "constrains"] {
+            for s in p[key].as_array().into_iter().flatten() {
+                strict(s.as_str().unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn static_payload_recipe_has_no_payload_dependency() {
+    let out = tempfile::tempdir().unwrap();
+    let o = emit(&fixture("pip-like"), out.path(), &["--build-keys", "cuda126", "--format", "rattler-build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rb = out.path().join("rattler-build");
+    let st = stage(
+        &fixture("pip-like"),
+        "torch/lib/libtorch_cuda_linalg.so",
+        &fixture("pip-like/torch/lib/libtorch_cuda_linalg.so"),
+        &fixture("conda-nomagma/lib/libtorch_cuda_linalg.so"),
+    );
+    let built = rattler_build(&rb, st.path(), "2.8.0");
+    let magma = by_build(&built, "_magma_");
+    let nomagma = by_build(&built, "_nomagma_");
+    assert_eq!(magma["version"], "2.5.1", "version from the dist-info METADATA");
+    assert_eq!(magma["depends"], serde_json::json!([]), "MAGMA is inside the library");
+    assert_eq!(nomagma["constrains"], serde_json::json!(["libtorch ==2.5.1 cuda126_*", "libmagma <0.0a0"]));
+}
+
+#[test]
+fn prefer_nomagma_flips_the_preference() {
+    let out = tempfile::tempdir().unwrap();
+    let o = emit(&fixture("conda-like"), out.path(), &["--version", "2.5.1", "--build-keys", "cuda126", "--prefer", "nomagma", "--format", "both"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recipe = std::fs::read_to_string(out.path().join("rattler-build/recipe.yaml")).unwrap();
+    assert!(recipe.contains(r#"down_prioritize_variant: ${{ 1 if linalg_variant == "magma" else 0 }}"#), "{recipe}");
+    let meta = render_meta(&out.path().join("conda-build"), "magma");
+    assert_eq!(meta["outputs"][1]["build"]["track_features"], serde_json::json!(["magma"]));
+}
+
+/// Render meta.yaml the way conda-build does: apply `# [selector]` lines for the variant, then
+/// Jinja with the functions conda-build provides, then parse the YAML.
+fn render_meta(dir: &Path, variant: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("meta.yaml")).unwrap();
+    let cbc: BTreeMap<String, Vec<String>> = serde_yaml::from_str(&std::fs::read_to_string(dir.join("conda_build_config.yaml")).unwrap()).unwrap();
+    let key = cbc.keys().next().unwrap().clone();
+    assert!(cbc[&key].contains(&variant.to_string()));
+    let mut env = minijinja::Environment::new();
+    env.add_function("pin_compatible", |name: String, _kw: minijinja::value::Kwargs| format!("{name} >=2.8.0,<2.9.0a0"));
+    env.add_function("pin_subpackage", |name: String, _kw: minijinja::value::Kwargs| name);
+    env.add_function("compiler", |lang: String| format!("{lang}_compiler_stub"));
+    let sel_ctx = minijinja::context! { linux => true, unix => true, win => false, osx => false, linux64 => true, x86_64 => true };
+    let mut kept = Vec::new();
+    for line in text.lines() {
+        if let Some(pos) = line.rfind("# [") {
+            let expr = line[pos + 3..].trim_end().trim_end_matches(']');
+            let expr = expr.replace(&key, &format!("{variant:?}"));
+            let value = env.compile_expression(&expr).unwrap().eval(&sel_ctx).unwrap();
+            if !value.is_true() {
+                continue;
+            }
+            kept.push(line[..pos].trim_end().to_string());
+        } else {
+            kept.push(line.to_string());
+        }
+    }
+    let template = kept.join("\n");
+    let ctx: BTreeMap<String, String> =
+        [("PKG_HASH".to_string(), "1234567".to_string()), ("PKG_BUILDNUM".to_string(), "0".to_string()), (key.clone(), variant.to_string())]
+            .into_iter()
+            .collect();
+    let rendered = env.render_str(&template, ctx).unwrap();
+    serde_yaml::from_str(&rendered).unwrap_or_else(|e| panic!("{e}\n{rendered}"))
+}
+
+#[test]
+fn meta_yaml_renders_as_conda_build_would() {
+    let out = tempfile::tempdir().unwrap();
+    let o = emit(&fixture("conda-like"), out.path(), &["--version", "2.5.1", "--build-keys", "cuda126", "--format", "conda-build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let dir = out.path().join("conda-build");
+    for f in ["meta.yaml", "conda_build_config.yaml", "install_libtorch.sh", "install_libtorch-cuda-linalg.sh", "build-variants.sh", "contract.json", "HAS_MAGMA.md"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    for variant in ["magma", "nomagma"] {
+        let m = render_meta(&dir, variant);
+        assert_eq!(m["package"]["name"], "libtorch-split");
+        let outputs = m["outputs"].as_array().unwrap();
+        assert_eq!(outputs.len(), 2);
+        assert_eq!(outputs[0]["name"], "libtorch");
+        assert_eq!(outputs[0]["requirements"]["run"], serde_json::json!(["libtorch-cuda-linalg ==2.5.1 cuda126_*"]));
+        let lazy = &outputs[1];
+        assert_eq!(lazy["name"], "libtorch-cuda-linalg");
+        assert_eq!(lazy["build"]["string"], format!("cuda126_{variant}_h1234567_0"));
+        let constrained: Vec<String> = lazy["requirements"]["run_constrained"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+        for s in &constrained {
+            strict(s);
+        }
+        if variant == "magma" {
+            assert_eq!(lazy["requirements"]["run"], serde_json::json!(["libmagma >=2.8.0,<2.9.0a0"]));
+            assert_eq!(lazy["requirements"]["host"], serde_json::json!(["libmagma"]));
+            assert!(lazy["build"]["track_features"].is_null());
+            assert_eq!(constrained, vec!["libtorch ==2.5.1 cuda126_*"]);
+        } else {
+            assert!(lazy["requirements"]["run"].is_null());
+            assert_eq!(lazy["build"]["track_features"], serde_json::json!(["nomagma"]));
+            assert_eq!(constrained, vec!["libtorch ==2.5.1 cuda126_*", "libmagma <0.0a0"]);
+        }
+        assert_eq!(lazy["test"]["requires"], serde_json::json!(["splitpkg"]));
+    }
+    // conda-build scans the top-level script and fields for every output: the key must not be
+    // in build-variants.sh or in the core output's script.
+    for f in ["build-variants.sh", "install_libtorch.sh"] {
+        let s = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(!s.contains("linalg_variant"), "{f} mentions the variant key");
+    }
+    assert!(std::fs::read_to_string(dir.join("install_libtorch-cuda-linalg.sh")).unwrap().contains("${linalg_variant}"));
+}
+
+#[test]
+fn emit_is_deterministic_and_refuses_unconfined_plans() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    for d in [&a, &b] {
+        let o = emit(&fixture("conda-like"), d.path(), &["--version", "2.5.1"]);
+        assert_eq!(o.status.code(), Some(0));
+    }
+    for (rel, path) in walk(a.path()) {
+        assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(b.path().join(&rel)).unwrap(), "{rel} differs");
+    }
+    // From a plan JSON too, with the same result.
+    let plan = a.path().join("plan.json");
+    let o = run(&["plan", "--json", "--quiet", fixture("conda-like").to_str().unwrap(), "--out", plan.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let c = tempfile::tempdir().unwrap();
+    assert_eq!(emit(&plan, c.path(), &["--version", "2.5.1"]).status.code(), Some(0));
+    let recipe = |d: &Path| std::fs::read_to_string(d.join("rattler-build/recipe.yaml")).unwrap();
+    assert_eq!(recipe(a.path()).replace("conda-like", "X"), recipe(c.path()).replace("plan.json", "X"));
+
+    let refused = tempfile::tempdir().unwrap();
+    let o = emit(&fixture("eager-leak"), refused.path(), &["--version", "2.5.1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("NOT CONFINED"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(refused.path()).unwrap().count(), 0, "nothing written");
+}
+
+#[test]
+fn verify_variant_checks_payload_and_contract() {
+    let out = tempfile::tempdir().unwrap();
+    assert_eq!(emit(&fixture("conda-like"), out.path(), &["--version", "2.5.1"]).status.code(), Some(0));
+    let contract = out.path().join("rattler-build/contract.json");
+    let c: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&contract).unwrap()).unwrap();
+    assert_eq!(c["loader_lookups"], serde_json::json!(["linalg_entry"]));
+    let verify = |lib: PathBuf, variant: &str| run(&["verify-variant", lib.to_str().unwrap(), "--variant", variant, "--contract", contract.to_str().unwrap(), "--json"]);
+
+    let ok = verify(fixture("conda-nomagma/lib/libtorch_cuda_linalg.so"), "nomagma");
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    assert_eq!(json(&ok)["pass"], true);
+    let ok = verify(fixture("conda-like/lib/libtorch_cuda_linalg.so"), "magma");
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+
+    // The MAGMA build passed off as nomagma fails on the payload checks.
+    let bad = verify(fixture("conda-like/lib/libtorch_cuda_linalg.so"), "nomagma");
+    assert_eq!(bad.status.code(), Some(1));
+    let r = json(&bad);
+    let failed: Vec<&str> = r["checks"].as_array().unwrap().iter().filter(|c| c["pass"] == false).map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(failed, vec!["no payload library NEEDED", "no payload symbols imported"]);
+    // Static MAGMA as nomagma: defined symbols.
+    let bad = verify(fixture("pip-like/torch/lib/libtorch_cuda_linalg.so"), "nomagma");
+    let r = json(&bad);
+    assert!(r["checks"].as_array().unwrap().iter().any(|c| c["name"] == "no payload symbols defined" && c["pass"] == false));
+    // A library that lost the symbol the loader looks up.
+    let wrong = verify(fixture("conda-like/lib/libtorch_cpu.so"), "nomagma");
+    let r = json(&wrong);
+    let failed: Vec<&str> = r["checks"].as_array().unwrap().iter().filter(|c| c["pass"] == false).map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(failed, vec!["soname", "exports what the loader looks up"]);
+    // Bad input.
+    let o = run(&["verify-variant", "/nonexistent.so", "--variant", "nomagma", "--contract", contract.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["verify-variant", fixture("conda-like/lib/libtorch_cpu.so").to_str().unwrap(), "--variant", "blue", "--contract", contract.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn committed_torch_2_11_recipes_match_emit() {
+    let (wheel, _) = corpus("torch-2.11.0-cu130", false);
+    let out = tempfile::tempdir().unwrap();
+    let o = emit(&wheel, out.path(), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let committed = repo().join("recipes/torch-2.11");
+    let produced: Vec<(String, PathBuf)> = walk(out.path());
+    let expected: Vec<(String, PathBuf)> = walk(&committed).into_iter().filter(|(r, _)| r != "README.md").collect();
+    assert_eq!(
+        produced.iter().map(|p| &p.0).collect::<Vec<_>>(),
+        expected.iter().map(|p| &p.0).collect::<Vec<_>>(),
+        "recipes/torch-2.11 has drifted: regenerate with the command in its README.md"
+    );
+    for ((rel, p), (_, e)) in produced.iter().zip(&expected) {
+        assert_eq!(
+            std::fs::read_to_string(p).unwrap(),
+            std::fs::read_to_string(e).unwrap(),
+            "recipes/torch-2.11/{rel} has drifted: regenerate with the command in recipes/torch-2.11/README.md"
+        );
+    }
+}
