@@ -20,6 +20,7 @@ pub mod payload;
 pub mod plan;
 pub mod progress;
 pub mod report;
+pub mod smoke;
 pub mod tree;
 pub mod verdict;
 
