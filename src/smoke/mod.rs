@@ -63,7 +63,14 @@ pub struct VariantPlan {
     pub name: String,
     pub mode: Mode,
     pub table: String,
-    pub cases: Vec<(Case, Expectation)>,
+    pub cases: Vec<PlannedCase>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedCase {
+    #[serde(flatten)]
+    pub case: Case,
+    pub expect: Expectation,
 }
 
 /// Which table a variant is judged by.
@@ -87,8 +94,8 @@ pub fn plan_variant(name: &str, emulated: bool, tables: &Tables, filter: &Filter
     let cases = cases::plan(mode, filter)
         .into_iter()
         .map(|c| {
-            let e = expect::expectation(&tname, table, &c, cuda);
-            (c, e)
+            let expect = expect::expectation(&tname, table, &c, cuda);
+            PlannedCase { case: c, expect }
         })
         .collect();
     Ok(VariantPlan { name: name.to_string(), mode, table: tname, cases })
@@ -434,7 +441,8 @@ fn run_variant(
     let jobs: Vec<runner::Job> = plan
         .cases
         .iter()
-        .map(|(c, _)| {
+        .map(|pc| {
+            let c = &pc.case;
             let mut payload = serde_json::to_value(c).expect("case serialises");
             payload["seed"] = json!(cases::case_seed(seed, &c.id));
             payload["kind"] = json!("check");
@@ -446,8 +454,9 @@ fn run_variant(
     let mut op_start = (String::new(), Instant::now(), 0usize);
     let n = plan.cases.len();
     let raws_done = runner::run_jobs(&spec, plan.mode.base_preference(), &jobs, &limits, |i, raw| {
-        let (case, exp) = plan.cases[i].clone();
-        let report = judge_case(case, cases::case_seed(seed, &plan.cases[i].0.id), exp, raw.clone(), plan.mode);
+        let PlannedCase { case, expect } = plan.cases[i].clone();
+        let seed = cases::case_seed(seed, &case.id);
+        let report = judge_case(case, seed, expect, raw.clone(), plan.mode);
         if !report.status.ok() {
             progress(opts.progress, format!("[{name}] {} {}: {}", report.status.label(), report.case.id, report.reason));
         }
@@ -456,7 +465,7 @@ fn run_variant(
             op_start = (op.clone(), Instant::now(), 0);
         }
         op_start.2 += 1;
-        let last_of_op = i + 1 == n || plan.cases[i + 1].0.op != op;
+        let last_of_op = i + 1 == n || plan.cases[i + 1].case.op != op;
         judged.push(report);
         if last_of_op {
             let of_op: Vec<&CaseReport> = judged.iter().filter(|c| c.case.op == op).collect();
@@ -601,6 +610,7 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
         finish_variant(v, &lazy);
     }
     rep.summary = total(&rep.variants, rep.bench.as_ref());
+    rep.tolerances = eval::tolerance_table();
     rep.options.replayed_from = Some(from.display().to_string());
     rep.options.expect_file = expect_file.map(|p| p.display().to_string());
     Ok(rep)

@@ -181,7 +181,8 @@ pub fn plan_text(plans: &[VariantPlan]) -> String {
     let mut out = String::new();
     for p in plans {
         let _ = writeln!(out, "== variant {} ({:?}), table '{}': {} cases", p.name, p.mode, p.table, p.cases.len());
-        for (c, e) in &p.cases {
+        for pc in &p.cases {
+            let (c, e) = (&pc.case, &pc.expect);
             let mut line = format!("   {:<48} expect {}", c.id, expect_text(e.outcome));
             if let Some(pat) = &e.pattern
                 && e.outcome != Outcome::Pass
