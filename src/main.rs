@@ -131,6 +131,10 @@ struct SmokeArgs {
     /// Seconds one case may take before it counts as a hang.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     case_timeout: f64,
+    /// Wall-time budget for the whole run in seconds: cases and bench items not started by then
+    /// are reported as not run (so a report is always written).
+    #[arg(long, value_name = "SECONDS")]
+    deadline: Option<f64>,
     /// Seed for the random inputs (default: fresh each run; always recorded).
     #[arg(long)]
     seed: Option<u64>,
@@ -255,6 +259,11 @@ fn smoke_cmd(a: SmokeArgs, quiet: bool) -> Result<i32> {
     if !(a.case_timeout > 0.0 && a.case_timeout.is_finite()) {
         return Err(Error::Usage(format!("--case-timeout {}: must be a positive number of seconds", a.case_timeout)));
     }
+    if let Some(d) = a.deadline
+        && !(d > 0.0 && d.is_finite())
+    {
+        return Err(Error::Usage(format!("--deadline {d}: must be a positive number of seconds")));
+    }
     if a.bench_reps == 0 {
         return Err(Error::Usage("--bench-reps must be at least 1".into()));
     }
@@ -274,6 +283,7 @@ fn smoke_cmd(a: SmokeArgs, quiet: bool) -> Result<i32> {
         bench: a.bench,
         bench_reps: a.bench_reps,
         case_timeout: std::time::Duration::from_secs_f64(a.case_timeout),
+        deadline: a.deadline.map(std::time::Duration::from_secs_f64),
         seed: a.seed,
         filter,
         lazy: a.lazy.clone(),

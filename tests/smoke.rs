@@ -482,7 +482,7 @@ fn runner_survives_hangs_and_crashes() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fake_spec(dir.path(), &[]);
     let jobs = vec![job(0, "ok"), job(1, "hang"), job(2, "ok"), job(3, "crash"), job(4, "ok"), job(5, "hang"), job(6, "hang"), job(7, "broken"), job(8, "ok")];
-    let limits = runner::Limits { case_timeout: Duration::from_millis(1500), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2 };
+    let limits = runner::Limits { case_timeout: Duration::from_millis(1500), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
     let mut seen = Vec::new();
     let raws = runner::run_jobs(&spec, "default", &jobs, &limits, |i, r| seen.push((i, r.outcome)));
     use eval::RawOutcome::*;
@@ -512,7 +512,7 @@ fn runner_reports_a_worker_that_cannot_start() {
     }
     let dir = tempfile::tempdir().unwrap();
     let spec = fake_spec(dir.path(), &[("FAKE_NO_START", "1")]);
-    let limits = runner::Limits { case_timeout: Duration::from_secs(5), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2 };
+    let limits = runner::Limits { case_timeout: Duration::from_secs(5), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
     let raws = runner::run_jobs(&spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
     assert!(raws.iter().all(|r| r.outcome == eval::RawOutcome::NotRun));
     assert!(raws[1].detail.as_deref().unwrap().contains("no torch"), "{:?}", raws[1].detail);
@@ -566,4 +566,21 @@ fn variant_paths_resolve_without_importing_torch() {
     assert!(variant::parse_variant("magma").is_err());
     assert!(variant::parse_variant("ma gma=/x").is_err());
     assert_eq!(variant::parse_variant("nomagma=/a=b").unwrap().path, PathBuf::from("/a=b"));
+}
+
+#[test]
+fn runner_stops_at_the_deadline() {
+    if python3().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fake_spec(dir.path(), &[]);
+    let limits = runner::Limits {
+        case_timeout: Duration::from_secs(5),
+        ready_timeout: Duration::from_secs(30),
+        timeouts_per_op: 2,
+        deadline: Some(std::time::Instant::now()),
+    };
+    let raws = runner::run_jobs(&spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
+    assert!(raws.iter().all(|r| r.outcome == eval::RawOutcome::NotRun && r.detail.as_deref().unwrap().contains("--deadline")));
 }

@@ -95,6 +95,9 @@ def selftest():
     line = encode({"residual": float("nan"), "id": "a"})
     assert decode(line) == {"id": "a", "residual": "nan"}
     assert decode("torch printed this") is None
+    assert pref_name("_LinalgBackend.Cusolver") == "cusolver"
+    assert pref_name("torch._C._LinalgBackend.Default") == "default"
+    assert pref_name("LinalgBackend.Magma") == "magma"
     print("selftest ok")
 
 
@@ -164,7 +167,7 @@ class Inputs:
         return (u * self.svals(b, k).to(self.rdt).unsqueeze(-2)) @ v.mH
 
     def signs(self, b, n):
-        s = torch.where(self.uniform(*b, n) < 0.5, -1.0, 1.0)
+        s = 1.0 - 2.0 * (self.uniform(*b, n) < 0.5).to(torch.float64)
         s[..., 0] = 1.0
         s[..., -1] = -1.0
         return s
@@ -695,9 +698,18 @@ def set_pref(name):
     torch.backends.cuda.preferred_linalg_library(name)
 
 
+def pref_name(value):
+    """`torch._C._LinalgBackend.Cusolver` (or any spelling of it) -> `cusolver`."""
+    text = str(value).lower()
+    for name in ("cusolver", "magma", "default"):
+        if name in text:
+            return name
+    return text
+
+
 def current_pref():
     try:
-        return str(torch.backends.cuda.preferred_linalg_library()).split(".")[-1].lower()
+        return pref_name(torch.backends.cuda.preferred_linalg_library())
     except Exception as e:  # noqa: BLE001
         return "unknown: " + first_line(e)
 
@@ -776,10 +788,12 @@ def run_check(case, p, dtype, applied):
 
 
 def run_bench(case, p, dtype, applied):
-    set_pref(applied)
     reps = int(case.get("reps", 5))
     name = case["op"]
+    # Inputs first, under the base preference; then the preference being timed.
     args = bench_args(name, dict(p, seed=case.get("seed", 0)), dtype)
+    torch.cuda.synchronize()
+    set_pref(applied)
     fns = {
         "lu_factor": lambda: torch.linalg.lu_factor(args["A"]),
         "lu_factor_nopiv": lambda: torch.linalg.lu_factor(args["A"], pivot=False),

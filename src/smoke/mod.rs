@@ -49,6 +49,8 @@ pub struct Options {
     pub bench: bool,
     pub bench_reps: u32,
     pub case_timeout: Duration,
+    /// Wall-time budget of the whole run: cases not started by then are reported as not run.
+    pub deadline: Option<Duration>,
     pub seed: Option<u64>,
     pub filter: Filter,
     pub lazy: String,
@@ -110,6 +112,8 @@ pub struct Tool {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunOptions {
     pub case_timeout_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_s: Option<f64>,
     pub bench: bool,
     pub bench_reps: u32,
     pub lazy: String,
@@ -328,6 +332,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         resolved.push((v, emulated, r));
     }
     let seed = opts.seed.unwrap_or_else(random_seed);
+    let deadline = opts.deadline.map(|d| Instant::now() + d);
     let scratch = Scratch::new()?;
     let script = scratch.path.join("battery.py");
     std::fs::write(&script, BATTERY).map_err(|e| Error::io(&script, e))?;
@@ -336,14 +341,14 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     let mut reports = Vec::new();
     let mut magma_spec = None;
     for (arg, emulated, r) in &resolved {
-        let (report, spec) = run_variant(opts, &device, seed, &scratch.path, &script, arg, *emulated, r)?;
+        let (report, spec) = run_variant(opts, &device, seed, deadline, &scratch.path, &script, arg, *emulated, r)?;
         if arg.name == "magma" && !emulated {
             magma_spec = Some(spec);
         }
         reports.push(report);
     }
     let bench = match (opts.bench, magma_spec) {
-        (true, Some(spec)) => Some(run_bench(opts, seed, &spec)),
+        (true, Some(spec)) => Some(run_bench(opts, seed, deadline, &spec)),
         _ => None,
     };
     let summary = total(&reports, bench.as_ref());
@@ -355,6 +360,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         seed,
         options: RunOptions {
             case_timeout_s: opts.case_timeout.as_secs_f64(),
+            deadline_s: opts.deadline.map(|d| d.as_secs_f64()),
             bench: opts.bench,
             bench_reps: opts.bench_reps,
             lazy: opts.lazy.clone(),
@@ -401,6 +407,7 @@ fn run_variant(
     opts: &Options,
     device: &DeviceInfo,
     seed: u64,
+    deadline: Option<Instant>,
     scratch: &Path,
     script: &Path,
     arg: &VariantArg,
@@ -449,7 +456,7 @@ fn run_variant(
             runner::Job { id: c.id.clone(), op: c.op.clone(), payload }
         })
         .collect();
-    let limits = runner::Limits { case_timeout: opts.case_timeout, ready_timeout: Duration::from_secs(300), timeouts_per_op: 2 };
+    let limits = runner::Limits { case_timeout: opts.case_timeout, ready_timeout: Duration::from_secs(300), timeouts_per_op: 2, deadline };
     let mut judged: Vec<CaseReport> = Vec::with_capacity(jobs.len());
     let mut op_start = (String::new(), Instant::now(), 0usize);
     let n = plan.cases.len();
@@ -515,7 +522,7 @@ fn run_variant(
     Ok((report, spec))
 }
 
-fn run_bench(opts: &Options, seed: u64, spec: &runner::PySpec) -> BenchReport {
+fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, spec: &runner::PySpec) -> BenchReport {
     let items = cases::bench_items();
     let mut jobs = Vec::new();
     for it in &items {
@@ -533,6 +540,7 @@ fn run_bench(opts: &Options, seed: u64, spec: &runner::PySpec) -> BenchReport {
         case_timeout: opts.case_timeout.max(Duration::from_secs(180)),
         ready_timeout: Duration::from_secs(300),
         timeouts_per_op: 1,
+        deadline,
     };
     progress(opts.progress, format!("[bench] {} timings (median of {}) on magma", jobs.len(), opts.bench_reps));
     let mut answers: Vec<Option<Value>> = Vec::new();

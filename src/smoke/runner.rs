@@ -219,6 +219,8 @@ pub struct Limits {
     pub ready_timeout: Duration,
     /// After this many timeouts of one op, its remaining cases are not run (reported as timeouts).
     pub timeouts_per_op: u32,
+    /// No job starts after this instant (`--deadline`): the rest are reported as not run.
+    pub deadline: Option<Instant>,
 }
 
 /// One unit of work for the worker: the JSON it gets (an `id` and `op` at least).
@@ -241,6 +243,11 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
             if let Some(reason) = &fatal {
                 let mut r = Raw::new(RawOutcome::NotRun);
                 r.detail = Some(reason.clone());
+                return r;
+            }
+            if limits.deadline.is_some_and(|d| Instant::now() >= d) {
+                let mut r = Raw::new(RawOutcome::NotRun);
+                r.detail = Some("the run's --deadline was reached".into());
                 return r;
             }
             let t = timeouts.get(job.op.as_str()).copied().unwrap_or(0);
