@@ -584,3 +584,117 @@ fn runner_stops_at_the_deadline() {
     let raws = runner::run_jobs(&spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
     assert!(raws.iter().all(|r| r.outcome == eval::RawOutcome::NotRun && r.detail.as_deref().unwrap().contains("--deadline")));
 }
+
+/// A stand-in `torch` package: enough for the probe and the worker to start, with a cholesky that
+/// really loads the fixture's lazy library (so /proc/self/maps shows it), and nothing else.
+const FAKE_TORCH: &str = r#"
+import ctypes, os, types
+__version__ = "0.0.0+fake"
+version = types.SimpleNamespace(cuda="13.0")
+float32 = types.SimpleNamespace(is_complex=False)
+float64 = types.SimpleNamespace(is_complex=False)
+complex64 = types.SimpleNamespace(is_complex=True)
+complex128 = types.SimpleNamespace(is_complex=True)
+_pref = ["Default"]
+class T:
+    def __matmul__(self, o): return self
+    __add__ = __mul__ = __rmul__ = __radd__ = __truediv__ = __matmul__
+    def sum(self): return self
+    def item(self): return 0.0
+    @property
+    def mT(self): return self
+def randn(*a, **k): return T()
+zeros = eye = randn
+def _pref_lib(name=None):
+    if name is not None:
+        _pref[0] = {"default": "Default", "cusolver": "Cusolver", "magma": "Magma"}[name]
+    return "_LinalgBackend." + _pref[0]
+backends = types.SimpleNamespace(cuda=types.SimpleNamespace(preferred_linalg_library=_pref_lib))
+__config__ = types.SimpleNamespace(show=lambda: "  - Magma 2.6.1\n")
+def _cholesky(x):
+    ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libtorch_cuda_linalg.so"))
+    return x
+linalg = types.SimpleNamespace(cholesky=_cholesky)
+cuda = types.SimpleNamespace(
+    has_magma=True, is_available=lambda: True, get_device_name=lambda i: "Fake GPU",
+    get_device_capability=lambda i: (9, 0), init=lambda: None, mem_get_info=lambda: (2**30, 2**31),
+    synchronize=lambda: None)
+"#;
+
+/// `smoke::run` end to end without a GPU: a copy of the pip-like fixture with a fake torch.
+/// Everything but the numbers is real: path resolution, the probe and laziness, the lazy
+/// library's MAGMA facts, the worker, judging, the report and its schema.
+#[test]
+fn run_end_to_end_with_a_fake_torch() {
+    if python3().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let status = std::process::Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&site).status().unwrap();
+    assert!(status.success());
+    std::fs::write(site.join("torch/__init__.py"), FAKE_TORCH).unwrap();
+    let torch = site.join("torch");
+    let opts = smoke::Options {
+        variants: vec![
+            variant::VariantArg { name: "magma".into(), path: torch.clone() },
+            variant::VariantArg { name: "nomagma".into(), path: site.clone() },
+        ],
+        emulate: vec!["nomagma".into()],
+        python: Some("python3".into()),
+        tables: expect::Tables::builtin(),
+        bench: false,
+        bench_reps: 1,
+        case_timeout: Duration::from_secs(30),
+        deadline: None,
+        seed: Some(7),
+        filter: cases::Filter { only: vec!["matrix_exp/16x16/float64/".into()], skip: vec![] },
+        lazy: "libtorch_cuda_linalg.so".into(),
+        spec: splitpkg::payload::PayloadSpec::for_dep("magma", &[]),
+        progress: false,
+        command: vec!["test".into()],
+    };
+    let device = smoke::device::DeviceInfo {
+        ordinal: 0,
+        count: 1,
+        driver_version: 13000,
+        driver_cuda: "13.0".into(),
+        name: "Fake GPU".into(),
+        compute_capability: "9.0".into(),
+        sm: "sm_90".into(),
+    };
+    let rep = smoke::run(&opts, device).unwrap();
+    let v = serde_json::to_value(&rep).unwrap();
+    assert_valid("docs/smoke.schema.json", &v);
+    assert_eq!(rep.seed, 7);
+    assert_eq!(rep.exit_code(), 1, "the fake torch computes nothing");
+    let magma = &rep.variants[0];
+    assert_eq!(magma.layout, Some(variant::Layout::TorchDir));
+    assert_eq!(magma.cases.len(), 3, "default, cusolver, magma");
+    let laziness = &magma.checks[0];
+    assert_eq!(laziness.status, eval::CheckStatus::Pass, "{laziness:?}");
+    let lazy = magma.lazy_library.as_ref().unwrap();
+    assert!(lazy.has_magma && lazy.path.ends_with("torch/lib/libtorch_cuda_linalg.so"), "{lazy:?}");
+    assert_eq!(magma.checks[1].status, eval::CheckStatus::Pass, "has_magma True and the fixture library holds MAGMA");
+    for c in &magma.cases {
+        assert_eq!(c.raw.outcome, eval::RawOutcome::Error, "{c:?}");
+        assert_eq!(c.status, eval::Status::Fail);
+        assert!(c.reason.contains("harness error while building the inputs"), "{}", c.reason);
+        assert_eq!(c.raw.preference_after.as_deref(), Some("default"), "preference reset after the case");
+    }
+    let emu = &rep.variants[1];
+    assert!(emu.emulated);
+    assert_eq!(emu.layout, Some(variant::Layout::SitePackages));
+    assert_eq!(emu.cases.len(), 2, "default and cusolver");
+    assert!(emu.cases.iter().all(|c| c.case.applied_preference == "cusolver" && c.raw.preference_after.as_deref() == Some("cusolver")));
+    assert_eq!(emu.checks[1].status, eval::CheckStatus::NotApplicable);
+    assert_eq!(emu.probe.as_ref().unwrap()["prefer_cusolver_env"], "1");
+    assert_eq!(emu.probe.as_ref().unwrap()["preference_at_start"], "default", "the fake ignores the env variable");
+    // Replaying the report judges it the same way.
+    let f = dir.path().join("rep.json");
+    std::fs::write(&f, serde_json::to_string(&rep).unwrap()).unwrap();
+    let o = run(&["smoke", "--replay", f.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let again = json(&o);
+    assert_eq!(again["summary"], v["summary"]);
+}

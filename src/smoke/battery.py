@@ -761,8 +761,8 @@ def run_check(case, p, dtype, applied):
     except Exception as e:  # noqa: BLE001
         return error_fields(e, "set_preference")
     build, run, check = OPS[case["op"]]
-    inp = Inputs(case["seed"], dtype)
     try:
+        inp = Inputs(case["seed"], dtype)
         args_cpu, ref = build(inp, p)
         args = to_device(args_cpu)
         torch.cuda.synchronize()
