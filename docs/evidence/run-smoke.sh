@@ -22,6 +22,11 @@ OUT=${OUT:-docs/evidence/out}
 mkdir -p "$OUT"
 BIN=${SPLITPKG:-target/release/splitpkg}
 PY=${PYTHON:-python3}
+# The GPU machine's torch lives in /opt/torch/.venv; use it when python3 on PATH has no torch.
+if ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' 2>/dev/null \
+   && [ -z "${PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python3 ]; then
+  PY=/opt/torch/.venv/bin/python3
+fi
 
 {
   date -u +%Y-%m-%dT%H:%M:%SZ

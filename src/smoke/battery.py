@@ -673,7 +673,7 @@ class CaptureFds:
         return False
 
 
-def read_tail(path, limit=4000):
+def read_tail(path, limit=2000):
     try:
         with open(path, "rb") as f:
             data = f.read()
