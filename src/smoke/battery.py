@@ -187,6 +187,16 @@ class Inputs:
         d = (self.svals(b, n) * self.signs(b, n)).to(self.rdt)
         return (q * d.unsqueeze(-2)) @ q.mT
 
+    def ldl_input(self, b, n, hermitian):
+        """Indefinite Hermitian (or symmetric) and strongly diagonally dominant: eigenvalues near
+        ±[1, 2], and Bunch-Kaufman takes every pivot 1x1 without interchange, so the factors can be
+        checked by reconstruction as well as through a solve."""
+        d = ((1 + self.uniform(*b, n)) * self.signs(b, n)).to(self.rdt)
+        e = self.randn(*b, n, n) / (4 * n)
+        e = (e + e.mH) / 2 if hermitian else (e + e.mT) / 2
+        e = e - torch.diag_embed(torch.diagonal(e, dim1=-2, dim2=-1))
+        return torch.diag_embed(d) + e
+
     def diag_dominant(self, b, n):
         eye = torch.eye(n, dtype=self.rdt)
         return self.randn(*b, n, n) / n + eye
@@ -545,8 +555,7 @@ OPS["solve_triangular"] = (_tri_build, _tri, lambda o, ref, p: rel(o, _tri(ref, 
 def _ldl_build(hermitian):
     def build(inp, p):
         b, n, k = _b(p), p["n"], p.get("k", 2)
-        master = inp.hermitian_indefinite(b, n) if hermitian else inp.symmetric_indefinite(b, n)
-        a_low, a_ref = inp.cast(master)
+        a_low, a_ref = inp.cast(inp.ldl_input(b, n, hermitian))
         b_low, b_ref = inp.cast(inp.randn(*b, n, k))
         return {"A": a_low, "B": b_low}, {"A": a_ref, "B": b_ref}
     return build
@@ -554,10 +563,24 @@ def _ldl_build(hermitian):
 
 def _ldl_check(hermitian):
     def check(o, ref, p):
-        # Checked through a solve (MAGMA's hetrf output passes a solve check, not a reconstruction one).
-        ld, piv = cpu(o[0]).to(ref["A"].dtype), cpu(o[1])
-        x = torch.linalg.ldl_solve(ld, piv, ref["B"], hermitian=hermitian)
-        return rel(x, torch.linalg.solve(ref["A"], ref["B"]))
+        # Through a solve with the CPU's LAPACK-convention ldl_solve (MAGMA's hetrf output is known
+        # to pass a solve check), and, when no pivot interchanged rows (the inputs are built for
+        # that), by reconstruction L·D·Lᴴ (Lᵀ for symmetric). Either one shows correct factors.
+        a = ref["A"]
+        ld, piv = cpu(o[0]).to(a.dtype), cpu(o[1])
+        try:
+            x = torch.linalg.ldl_solve(ld, piv, ref["B"], hermitian=hermitian)
+            by_solve = rel(x, torch.linalg.solve(a, ref["B"]))
+        except Exception:  # noqa: BLE001 - the reconstruction may still judge it
+            by_solve = math.inf
+        n = a.shape[-1]
+        if not bool((piv.to(torch.int64) == torch.arange(1, n + 1)).all()):
+            return by_solve
+        lower = torch.tril(ld, -1) + torch.eye(n, dtype=a.dtype)
+        dmat = torch.diag_embed(torch.diagonal(ld, dim1=-2, dim2=-1))
+        rec = lower @ dmat @ (lower.mH if hermitian else lower.mT)
+        finite = [v for v in (by_solve, rel(rec, a)) if math.isfinite(v)]
+        return min(finite) if finite else by_solve
     return check
 
 
