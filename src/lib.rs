@@ -22,6 +22,7 @@ pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod split;
+pub mod smoke;
 pub mod tree;
 pub mod verify;
 pub mod verdict;

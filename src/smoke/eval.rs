@@ -1,0 +1,454 @@
+//! Judging: raw facts from the battery (outcome, residual, error text, stderr) against the
+//! expectation of each case, and the per-variant checks (laziness, has_magma, device code).
+//!
+//! Everything here is a pure function of recorded data, so `--replay` re-judges a recorded run
+//! and CI tests it without a GPU.
+
+use serde::{Deserialize, Serialize};
+
+use super::expect::{Expectation, Outcome};
+
+/// The message MAGMA prints (not raises) when its init hook was not wired up.
+pub const MAGMA_NOT_INITIALIZED: &str = "MAGMA not initialized";
+
+/// Relative-residual tolerance by dtype: single precision 1e-3, double precision 1e-9. The inputs
+/// are built with condition numbers of at most 4, so a correct backend stays orders of magnitude
+/// below these (about n·ε); a wrong result is O(1). eig/eigvals are looser by 10 (non-normal
+/// inputs: eigenvalue sensitivity), matrix_rank is exact (the residual is |rank − r|).
+pub fn tolerance(op: &str, dtype: &str) -> f64 {
+    let base = match dtype {
+        "float32" | "complex64" => 1e-3,
+        _ => 1e-9,
+    };
+    match op {
+        "matrix_rank" => 0.5,
+        "eig" | "eigvals" => base * 10.0,
+        _ => base,
+    }
+}
+
+/// Tolerances as shown in reports and docs.
+pub fn tolerance_table() -> serde_json::Value {
+    serde_json::json!({
+        "float32": tolerance("qr", "float32"),
+        "complex64": tolerance("qr", "complex64"),
+        "float64": tolerance("qr", "float64"),
+        "complex128": tolerance("qr", "complex128"),
+        "eig_eigvals_factor": 10.0,
+        "matrix_rank": "exact",
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawOutcome {
+    /// The op returned; `residual` says how good the numbers are.
+    Ok,
+    /// A Python exception (from setting the preference, the op, or the harness).
+    Error,
+    /// No answer within the case timeout: the process group was killed.
+    Timeout,
+    /// The worker process died during the case (signal, abort, exit).
+    Crash,
+    /// Not run (the op already timed out twice in this variant, or the worker never started).
+    NotRun,
+}
+
+/// What the battery reported for one case, as recorded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Raw {
+    pub outcome: RawOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "lossless")]
+    pub residual: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ms: Option<f64>,
+    /// Where an error came from: `set_preference`, `inputs`, `op`, `check`, `harness`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// The exception is a RuntimeError (or a subclass such as torch.linalg.LinAlgError).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_error: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Everything the process wrote to fd 1 and fd 2 during the case (tail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The preference read back after the reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference_after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_ok: Option<bool>,
+    /// Timeout length, exit status, why not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The worker's whole answer (bench timings live here); not part of the recorded case.
+    #[serde(skip)]
+    pub answer: Option<serde_json::Value>,
+}
+
+impl Raw {
+    pub fn new(outcome: RawOutcome) -> Raw {
+        Raw {
+            outcome,
+            residual: None,
+            time_ms: None,
+            phase: None,
+            error_type: None,
+            runtime_error: None,
+            error: None,
+            stderr: None,
+            warnings: Vec::new(),
+            preference_after: None,
+            context_ok: None,
+            detail: None,
+            answer: None,
+        }
+    }
+
+    /// From one worker answer line (already decoded).
+    pub fn from_worker(v: &serde_json::Value) -> Raw {
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        let f = |k: &str| v.get(k).and_then(num);
+        let outcome = match v.get("outcome").and_then(|x| x.as_str()) {
+            Some("ok") => RawOutcome::Ok,
+            _ => RawOutcome::Error,
+        };
+        let mut raw = Raw::new(outcome);
+        raw.residual = match v.get("residual") {
+            None => None,
+            Some(x) => Some(num(x).unwrap_or(f64::NAN)),
+        };
+        raw.time_ms = f("time_ms");
+        raw.phase = s("phase");
+        raw.error_type = s("error_type");
+        raw.runtime_error = v.get("runtime_error").and_then(|x| x.as_bool());
+        raw.error = s("error");
+        raw.stderr = s("stderr").filter(|t| !t.is_empty());
+        raw.warnings = v.get("warnings").and_then(|w| w.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default();
+        raw.preference_after = s("preference_after");
+        raw.context_ok = v.get("context_ok").and_then(|x| x.as_bool());
+        let mut detail = Vec::new();
+        if let Some(r) = s("reset_error") {
+            detail.push(format!("resetting the preference failed: {r}"));
+        }
+        if let Some(c) = s("context_error") {
+            detail.push(format!("CUDA context broken after the case: {c}"));
+        }
+        if outcome == RawOutcome::Ok && raw.residual.is_none() {
+            raw.residual = Some(f64::NAN);
+        }
+        raw.detail = (!detail.is_empty()).then(|| detail.join("; "));
+        raw.answer = Some(v.clone());
+        raw
+    }
+}
+
+/// A JSON number, or the strings `nan`, `inf`, `-inf` the battery uses for non-finite values.
+pub fn num(v: &serde_json::Value) -> Option<f64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => match s.as_str() {
+            "nan" => Some(f64::NAN),
+            "inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `Option<f64>` that keeps NaN and infinities (as strings) instead of turning them into `null`.
+mod lossless {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(x) if x.is_finite() => s.serialize_f64(*x),
+            Some(x) if x.is_nan() => s.serialize_str("nan"),
+            Some(x) if *x > 0.0 => s.serialize_str("inf"),
+            Some(_) => s.serialize_str("-inf"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        let v = Option::<serde_json::Value>::deserialize(d)?;
+        Ok(v.as_ref().and_then(super::num))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Pass,
+    Fail,
+    ExpectedFail,
+    Timeout,
+    Excluded,
+}
+
+impl Status {
+    /// Whether the case met its expectation.
+    pub fn ok(self) -> bool {
+        matches!(self, Status::Pass | Status::ExpectedFail | Status::Excluded)
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::ExpectedFail => "expected-fail",
+            Status::Timeout => "TIMEOUT",
+            Status::Excluded => "excluded",
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    let line = s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let mut out: String = line.chars().take(200).collect();
+    if line.chars().count() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+fn observed(raw: &Raw) -> String {
+    match raw.outcome {
+        RawOutcome::Ok => match raw.residual {
+            Some(r) => format!("ran, residual {r:.2e}"),
+            None => "ran".into(),
+        },
+        RawOutcome::Error => format!("{}: {}", raw.error_type.as_deref().unwrap_or("error"), first_line(raw.error.as_deref().unwrap_or(""))),
+        RawOutcome::Timeout => "timed out".into(),
+        RawOutcome::Crash => "worker died".into(),
+        RawOutcome::NotRun => "not run".into(),
+    }
+}
+
+fn pattern_matches(pattern: &str, text: &str) -> bool {
+    regex::Regex::new(pattern).map(|r| r.is_match(text)).unwrap_or(false)
+}
+
+/// Judge one case. `base_preference` is what the worker must have reset to.
+pub fn judge(exp: &Expectation, raw: &Raw, tolerance: f64, base_preference: &str) -> (Status, String) {
+    match raw.outcome {
+        RawOutcome::Timeout => {
+            return (Status::Timeout, format!("hang: {}", raw.detail.as_deref().unwrap_or("no answer within the case timeout; process group killed")));
+        }
+        RawOutcome::NotRun => return (Status::Timeout, format!("not run: {}", raw.detail.as_deref().unwrap_or("earlier cases failed"))),
+        RawOutcome::Crash => return (Status::Fail, format!("worker died: {}", raw.detail.as_deref().unwrap_or("no answer and no exit status"))),
+        _ => {}
+    }
+    if let Some(text) = &raw.stderr
+        && text.contains(MAGMA_NOT_INITIALIZED)
+    {
+        return (Status::Fail, "stderr says \"MAGMA not initialized (call magma_init() first)\": the MAGMA init hook is not wired up".into());
+    }
+    if let Some(after) = &raw.preference_after
+        && after != base_preference
+    {
+        return (Status::Fail, format!("the backend preference was not reset: still {after:?} after the case (expected {base_preference:?})"));
+    }
+    let tol_ok = |r: Option<f64>| r.is_some_and(|r| r.is_finite() && r <= tolerance);
+    let residual_text = |r: Option<f64>| r.map(|r| format!("{r:.2e}")).unwrap_or_else(|| "missing".into());
+    if exp.outcome == Outcome::Excluded {
+        let note = exp.note.as_deref().unwrap_or("excluded");
+        let short = note.split(':').next().unwrap_or(note);
+        return (Status::Excluded, format!("{short} (observed: {})", observed(raw)));
+    }
+    match raw.outcome {
+        RawOutcome::Ok => {
+            let ok = tol_ok(raw.residual);
+            match exp.outcome {
+                Outcome::Pass | Outcome::PassOrError if ok => (Status::Pass, String::new()),
+                Outcome::Pass | Outcome::PassOrError => (
+                    Status::Fail,
+                    format!("wrong result: residual {} exceeds the tolerance {tolerance:.0e}", residual_text(raw.residual)),
+                ),
+                Outcome::Error => (
+                    Status::Fail,
+                    format!(
+                        "expected a RuntimeError matching /{}/, but the op ran (residual {})",
+                        exp.pattern.as_deref().unwrap_or(""),
+                        residual_text(raw.residual)
+                    ),
+                ),
+                Outcome::Excluded => unreachable!(),
+            }
+        }
+        RawOutcome::Error => {
+            let phase = raw.phase.as_deref().unwrap_or("op");
+            let text = raw.error.as_deref().unwrap_or("");
+            let line = first_line(text);
+            let ty = raw.error_type.as_deref().unwrap_or("error");
+            if matches!(phase, "inputs" | "check" | "harness") {
+                return (Status::Fail, format!("harness error while {}: {ty}: {line}", phase_words(phase)));
+            }
+            match exp.outcome {
+                Outcome::Pass => (Status::Fail, format!("unexpected {ty}{}: {line}", if phase == "set_preference" { " setting the preference" } else { "" })),
+                Outcome::Error | Outcome::PassOrError => {
+                    let pattern = exp.pattern.as_deref().unwrap_or("");
+                    if raw.runtime_error == Some(false) {
+                        (Status::Fail, format!("expected a clean RuntimeError, got {ty}: {line}"))
+                    } else if pattern_matches(pattern, text) {
+                        (Status::ExpectedFail, format!("{ty}: {line}"))
+                    } else {
+                        (Status::Fail, format!("error does not match /{pattern}/: {ty}: {line}"))
+                    }
+                }
+                Outcome::Excluded => unreachable!(),
+            }
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn phase_words(phase: &str) -> &'static str {
+    match phase {
+        "inputs" => "building the inputs",
+        "check" => "checking the result on the CPU",
+        _ => "running the case",
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckStatus {
+    Pass,
+    Fail,
+    NotApplicable,
+    NotChecked,
+}
+
+impl CheckStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckStatus::Pass => "pass",
+            CheckStatus::Fail => "FAIL",
+            CheckStatus::NotApplicable => "not applicable",
+            CheckStatus::NotChecked => "not checked",
+        }
+    }
+}
+
+/// A per-variant check (laziness, has_magma, device code).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub status: CheckStatus,
+    pub detail: String,
+    /// What a failure means for users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consequence: Option<String>,
+}
+
+fn check(name: &str, status: CheckStatus, detail: impl Into<String>, consequence: Option<String>) -> Check {
+    Check { name: name.to_string(), status, detail: detail.into(), consequence }
+}
+
+/// Laziness from the probe: not mapped after `import torch`, CUDA init and a matmul; mapped
+/// after the first linalg op.
+pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Check {
+    let Some(p) = probe else {
+        return check("laziness", CheckStatus::Fail, "the probe process gave no answer", None);
+    };
+    let get = |k: &str| p.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    if p.get("import_ok").and_then(|v| v.as_bool()) != Some(true) {
+        return check("laziness", CheckStatus::Fail, format!("import torch failed: {}", first_line(&get("import_error").unwrap_or_default())), None);
+    }
+    if let Some(e) = get("cuda_error") {
+        return check("laziness", CheckStatus::Fail, format!("CUDA did not initialise in the variant: {}", first_line(&e)), None);
+    }
+    let eager = |moment: &str, path: String| {
+        check(
+            "laziness",
+            CheckStatus::Fail,
+            format!("{lazy_name} is mapped {moment} ({path})"),
+            Some(format!(
+                "{lazy_name} loads before any linalg op: every process pays its load and GPU memory, and a variant without it would break more than linalg"
+            )),
+        )
+    };
+    if let Some(path) = get("mapped_after_import") {
+        return eager("right after import torch", path);
+    }
+    if let Some(path) = get("mapped_after_cuda_init") {
+        return eager("after CUDA init", path);
+    }
+    if let Some(path) = get("mapped_after_matmul") {
+        return eager("after a CUDA matmul", path);
+    }
+    match get("mapped_after_linalg") {
+        Some(path) => {
+            let grew = p.get("device_memory_growth_mib").and_then(|v| v.as_f64()).map(|m| format!("; device memory in use grew by {m} MiB")).unwrap_or_default();
+            check(
+                "laziness",
+                CheckStatus::Pass,
+                format!("not mapped after import torch, CUDA init and a matmul; mapped after the first cholesky: {path}{grew}"),
+                None,
+            )
+        }
+        None => check(
+            "laziness",
+            CheckStatus::Fail,
+            format!(
+                "{lazy_name} is not mapped after the first linalg op{}",
+                get("first_linalg_error").map(|e| format!(" (cholesky raised: {})", first_line(&e))).unwrap_or_default()
+            ),
+            Some("every CUDA linalg op fails in this variant".into()),
+        ),
+    }
+}
+
+/// `torch.cuda.has_magma` must equal "the loaded lazy library contains MAGMA".
+pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option<bool>, lazy_name: &str, emulated: bool) -> Check {
+    if emulated {
+        return check(
+            "has_magma",
+            CheckStatus::NotApplicable,
+            "not applicable: emulated (same installation as the magma variant; has_magma and the library are the stock ones)",
+            None,
+        );
+    }
+    let reported = probe.and_then(|p| p.get("has_magma")).and_then(|v| v.as_bool());
+    match (reported, lazy_has_magma) {
+        (None, _) => check("has_magma", CheckStatus::Fail, "torch.cuda.has_magma could not be read (torch did not import)", None),
+        (_, None) => check("has_magma", CheckStatus::Fail, format!("could not tell whether {lazy_name} contains MAGMA (library not found or unreadable)"), None),
+        (Some(a), Some(b)) if a == b => check("has_magma", CheckStatus::Pass, format!("torch.cuda.has_magma is {} and {lazy_name} {} MAGMA", py(a), if b { "contains" } else { "does not contain" }), None),
+        (Some(true), Some(false)) => check(
+            "has_magma",
+            CheckStatus::Fail,
+            format!("torch.cuda.has_magma is True but {lazy_name} contains no MAGMA"),
+            Some(format!(
+                "has_magma is compiled into libtorch_cuda.so, not read from {lazy_name}. Code that trusts it takes MAGMA paths that now raise: preferred_linalg_library(\"magma\") is accepted and MAGMA-routed ops fail with \"requires compiling PyTorch with MAGMA\", PyTorch's skipCUDAIfNoMagma tests run and fail, and checks like builder's check_binary.sh pass wrongly. Fix: patch hasMAGMA() to ask the loaded library, or pair this variant with a libtorch_cuda.so built without MAGMA."
+            )),
+        ),
+        (Some(false), Some(true)) => check(
+            "has_magma",
+            CheckStatus::Fail,
+            format!("torch.cuda.has_magma is False but {lazy_name} contains MAGMA"),
+            Some(
+                "MAGMA is present and 2.11's default heuristics use it, but users and test suites are told it is absent: preferred_linalg_library(\"magma\") raises (and, storing before it checks, leaves MAGMA selected anyway), MAGMA tests are skipped, and torch.__config__.show() omits it."
+                    .into(),
+            ),
+        ),
+        _ => unreachable!(),
+    }
+}
+
+fn py(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+/// The device-code check as reported: the hook's answer, or "not checked".
+pub fn device_code_check_report(result: Option<super::device::DeviceCheck>) -> Check {
+    match result {
+        None => check("device_code", CheckStatus::NotChecked, "not checked (fatbin reader unavailable)", None),
+        Some(d) => Check { name: "device_code".into(), status: d.status, detail: d.detail, consequence: d.consequence },
+    }
+}

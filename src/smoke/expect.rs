@@ -1,0 +1,198 @@
+//! Expected-outcome tables: per variant, which cases must pass, which must fail cleanly with a
+//! given message, and which are excluded (known stock bugs). Built-in tables come from
+//! `expect.json` (shipped in the binary); `--expect FILE` adds or replaces tables by name.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::cases::{COMPLEX, Case, REAL};
+use crate::error::{Error, Result};
+
+pub const BUILTIN: &str = include_str!("expect.json");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The op succeeds and its residual is within tolerance.
+    Pass,
+    /// The op raises a RuntimeError whose message matches `pattern`.
+    Error,
+    /// Either of the above.
+    PassOrError,
+    /// Recorded but not judged (a known bug); a timeout or a crash still fails.
+    Excluded,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub op: Vec<String>,
+    /// dtype names, or the classes `real` and `complex`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dtype: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preference: Vec<String>,
+    /// Every listed tag must be on the case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Applies only when torch.version.cuda is lower than this (`12.8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_below: Option<String>,
+    pub expect: Option<Outcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct TableFile {
+    #[serde(default)]
+    schema: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    about: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    schema_version: Option<u32>,
+    tables: BTreeMap<String, Table>,
+}
+
+/// What one case is expected to do, with where that came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Expectation {
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// `table#rule-index` of the deciding rule, or `table#default`.
+    pub rule: String,
+}
+
+/// The tables in force: built-ins plus any user file, by name.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    pub tables: BTreeMap<String, Table>,
+    /// Where each table came from (`built-in` or a file path).
+    pub origin: BTreeMap<String, String>,
+}
+
+impl Tables {
+    pub fn builtin() -> Tables {
+        let file: TableFile = serde_json::from_str(BUILTIN).expect("built-in expect.json parses");
+        let origin = file.tables.keys().map(|k| (k.clone(), "built-in".to_string())).collect();
+        let t = Tables { tables: file.tables, origin };
+        t.validate("built-in expect.json").expect("built-in expect.json is valid");
+        t
+    }
+
+    /// Built-ins, then the tables of `path` on top (same name replaces).
+    pub fn with_file(path: &Path) -> Result<Tables> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let file: TableFile = serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not an expectation table file: {e}")))?;
+        if let Some(s) = &file.schema
+            && s != "splitpkg-smoke-expect"
+        {
+            return Err(Error::bad(path.display(), format!("schema is {s:?}, expected \"splitpkg-smoke-expect\"")));
+        }
+        let mut t = Tables::builtin();
+        let user = Tables {
+            origin: file.tables.keys().map(|k| (k.clone(), path.display().to_string())).collect(),
+            tables: file.tables,
+        };
+        user.validate(&path.display().to_string())?;
+        t.tables.extend(user.tables);
+        t.origin.extend(user.origin);
+        Ok(t)
+    }
+
+    fn validate(&self, what: &str) -> Result<()> {
+        for (name, table) in &self.tables {
+            for (i, r) in table.rules.iter().enumerate() {
+                let at = format!("{what}: table {name:?} rule {i}");
+                let Some(outcome) = r.expect else {
+                    return Err(Error::bad(at, "missing \"expect\" (pass, error, pass-or-error or excluded)"));
+                };
+                if matches!(outcome, Outcome::Error | Outcome::PassOrError) && r.pattern.is_none() {
+                    return Err(Error::bad(at, "an \"error\" rule needs a \"pattern\" the message must match"));
+                }
+                if let Some(p) = &r.pattern {
+                    Regex::new(p).map_err(|e| Error::bad(&at, format!("bad pattern {p:?}: {e}")))?;
+                }
+                if let Some(v) = &r.cuda_below
+                    && parse_version(v).is_none()
+                {
+                    return Err(Error::bad(at, format!("cuda_below {v:?} is not a version like 12.8")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Table> {
+        self.tables.get(name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.tables.keys().cloned().collect()
+    }
+}
+
+fn parse_version(v: &str) -> Option<Vec<u32>> {
+    v.trim().split('.').map(|p| p.parse().ok()).collect()
+}
+
+/// `a < b` for dotted versions (`12.6 < 12.8`, `13.0 ≥ 12.8`).
+pub fn version_below(a: &str, b: &str) -> Option<bool> {
+    let (a, b) = (parse_version(a)?, parse_version(b)?);
+    Some(a < b)
+}
+
+fn dtype_matches(list: &[String], dtype: &str) -> bool {
+    list.is_empty()
+        || list.iter().any(|d| d == dtype || (d == "real" && REAL.contains(&dtype)) || (d == "complex" && COMPLEX.contains(&dtype)))
+}
+
+impl Rule {
+    pub fn matches(&self, case: &Case, cuda: Option<&str>) -> bool {
+        (self.op.is_empty() || self.op.iter().any(|o| *o == case.op))
+            && dtype_matches(&self.dtype, &case.dtype)
+            && (self.preference.is_empty() || self.preference.iter().any(|p| *p == case.preference))
+            && self.tags.iter().all(|t| case.tags.contains(t))
+            && match (&self.cuda_below, cuda) {
+                (None, _) => true,
+                // Unknown CUDA version: the condition cannot be shown to hold.
+                (Some(_), None) => false,
+                (Some(limit), Some(have)) => version_below(have, limit).unwrap_or(false),
+            }
+    }
+}
+
+/// The expectation for `case` under table `name`: the first matching rule, else pass.
+pub fn expectation(table_name: &str, table: &Table, case: &Case, cuda: Option<&str>) -> Expectation {
+    for (i, r) in table.rules.iter().enumerate() {
+        if r.matches(case, cuda) {
+            return Expectation {
+                outcome: r.expect.unwrap_or(Outcome::Pass),
+                pattern: r.pattern.clone(),
+                note: r.note.clone(),
+                rule: format!("{table_name}#{i}"),
+            };
+        }
+    }
+    Expectation { outcome: Outcome::Pass, pattern: None, note: None, rule: format!("{table_name}#default") }
+}

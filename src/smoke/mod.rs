@@ -1,0 +1,631 @@
+//! `splitpkg smoke`: run each variant on a CUDA machine and check its linalg ops, the laziness of
+//! the linalg library and `has_magma`.
+//!
+//! ```text
+//! device probe (cudarc, dynamic) → per variant: resolve PATH → probe (laziness, has_magma)
+//!   → lazy library facts → battery (one case per request, own timeout) → judge vs table
+//!   → bench (magma variant) → report (table / JSON)
+//! ```
+//!
+//! The battery (`battery.py`) only runs cases and reports raw facts; planning ([`cases`]),
+//! expectations ([`expect`]) and judging ([`eval`]) live here, so a recorded run can be judged
+//! again without a GPU (`--replay`).
+
+pub mod cases;
+pub mod device;
+pub mod eval;
+pub mod expect;
+pub mod report;
+pub mod runner;
+pub mod variant;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::payload::PayloadSpec;
+use cases::{Case, Filter, Mode};
+use device::DeviceInfo;
+use eval::{Check, CheckStatus, Raw, RawOutcome, Status};
+use expect::{Expectation, Tables};
+use variant::{LazyFacts, Layout, VariantArg};
+
+/// The battery script, shipped in the binary and written to a temporary directory at run time.
+pub const BATTERY: &str = include_str!("battery.py");
+pub const SCHEMA: &str = "splitpkg-smoke";
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything `splitpkg smoke` was asked to do.
+pub struct Options {
+    pub variants: Vec<VariantArg>,
+    /// Variant names to run as emulations (table `<name>-emulated`).
+    pub emulate: Vec<String>,
+    pub python: Option<String>,
+    pub tables: Tables,
+    pub bench: bool,
+    pub bench_reps: u32,
+    pub case_timeout: Duration,
+    /// Wall-time budget of the whole run: cases not started by then are reported as not run.
+    pub deadline: Option<Duration>,
+    pub seed: Option<u64>,
+    pub filter: Filter,
+    pub lazy: String,
+    pub spec: PayloadSpec,
+    pub progress: bool,
+    pub command: Vec<String>,
+}
+
+/// A variant's plan: its mode, table and cases with expectations (nothing run yet).
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantPlan {
+    pub name: String,
+    pub mode: Mode,
+    pub table: String,
+    pub cases: Vec<PlannedCase>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedCase {
+    #[serde(flatten)]
+    pub case: Case,
+    pub expect: Expectation,
+}
+
+/// Which table a variant is judged by.
+pub fn table_name(name: &str, emulated: bool) -> String {
+    if emulated { format!("{name}-emulated") } else { name.to_string() }
+}
+
+/// Plan one variant: mode, table (must exist) and the cases with their expectations.
+/// `cuda` is torch.version.cuda when known (it decides `cuda_below` rules).
+pub fn plan_variant(name: &str, emulated: bool, tables: &Tables, filter: &Filter, cuda: Option<&str>) -> Result<VariantPlan> {
+    let tname = table_name(name, emulated);
+    let Some(table) = tables.get(&tname) else {
+        let hint = if emulated {
+            format!("--emulate works for variants with a table named '{tname}' (built in: nomagma)")
+        } else {
+            "use magma or nomagma, or pass --expect FILE with a table of that name".to_string()
+        };
+        return Err(Error::Usage(format!("no expected-outcome table named '{tname}' for variant '{name}': {hint}")));
+    };
+    let mode = if emulated { Mode::EmulatedNomagma } else { Mode::Real };
+    let cases = cases::plan(mode, filter)
+        .into_iter()
+        .map(|c| {
+            let expect = expect::expectation(&tname, table, &c, cuda);
+            PlannedCase { case: c, expect }
+        })
+        .collect();
+    Ok(VariantPlan { name: name.to_string(), mode, table: tname, cases })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOptions {
+    pub case_timeout_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_s: Option<f64>,
+    pub bench: bool,
+    pub bench_reps: u32,
+    pub lazy: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emulate: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_file: Option<String>,
+    /// Set when this report was judged again from a recorded one (`--replay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_from: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseReport {
+    #[serde(flatten)]
+    pub case: Case,
+    pub seed: u64,
+    pub expect: Expectation,
+    pub tolerance: f64,
+    pub raw: Raw,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counts {
+    pub cases: usize,
+    pub pass: usize,
+    pub fail: usize,
+    pub expected_fail: usize,
+    pub timeout: usize,
+    pub excluded: usize,
+    pub checks_failed: usize,
+    pub ok: bool,
+}
+
+impl Counts {
+    fn add_case(&mut self, s: Status) {
+        self.cases += 1;
+        match s {
+            Status::Pass => self.pass += 1,
+            Status::Fail => self.fail += 1,
+            Status::ExpectedFail => self.expected_fail += 1,
+            Status::Timeout => self.timeout += 1,
+            Status::Excluded => self.excluded += 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VariantReport {
+    pub name: String,
+    pub path: String,
+    pub mode: Mode,
+    pub emulated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub table: String,
+    pub table_origin: String,
+    pub python: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<Layout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_dir: Option<String>,
+    /// The probe's raw answer: versions, has_magma, where the lazy library was mapped when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lazy_library: Option<LazyFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lazy_error: Option<String>,
+    pub checks: Vec<Check>,
+    pub cases: Vec<CaseReport>,
+    pub summary: Counts,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchCell {
+    pub outcome: RawOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub times_ms: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchRow {
+    pub op: String,
+    pub size: String,
+    pub dtype: String,
+    pub why: String,
+    /// By preference: `default`, `cusolver`, `magma`.
+    pub results: BTreeMap<String, BenchCell>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub magma_over_cusolver: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchReport {
+    pub variant: String,
+    pub reps: u32,
+    pub method: String,
+    pub rows: Vec<BenchRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SmokeReport {
+    pub schema: String,
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub command: Vec<String>,
+    pub seed: u64,
+    pub options: RunOptions,
+    pub tolerances: Value,
+    #[serde(default)]
+    pub device: Option<DeviceInfo>,
+    pub variants: Vec<VariantReport>,
+    #[serde(default)]
+    pub bench: Option<BenchReport>,
+    pub summary: Counts,
+}
+
+impl SmokeReport {
+    pub fn exit_code(&self) -> i32 {
+        if self.summary.ok { 0 } else { 1 }
+    }
+}
+
+const EMULATED_NOTE: &str = "EMULATED: the cuSOLVER preference is forced on a MAGMA installation (default-preference cases run as cusolver; the magma preference is not run; has_magma not applicable). Shows a cuSOLVER path exists for every case; it is not a real nomagma pass.";
+
+fn progress(on: bool, msg: impl AsRef<str>) {
+    if on {
+        eprintln!("smoke: {}", msg.as_ref());
+    }
+}
+
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    cases::case_seed(t ^ ((std::process::id() as u64) << 32), "run")
+}
+
+/// Judge one case of a variant (expectation, tolerance, status).
+fn judge_case(case: Case, seed: u64, expect: Expectation, raw: Raw, mode: Mode) -> CaseReport {
+    let tolerance = eval::tolerance(&case.op, &case.dtype);
+    let (status, reason) = eval::judge(&expect, &raw, tolerance, mode.base_preference());
+    CaseReport { case, seed, expect, tolerance, raw, status, reason }
+}
+
+/// Checks and counts of a variant from its recorded facts. The device-code check is kept as
+/// recorded (it needs the machine's files).
+fn finish_variant(v: &mut VariantReport, lazy_name: &str) {
+    let device = v.checks.iter().find(|c| c.name == "device_code").cloned().unwrap_or_else(|| eval::device_code_check_report(None));
+    v.checks = vec![
+        eval::laziness_check(v.probe.as_ref(), lazy_name),
+        eval::has_magma_check(v.probe.as_ref(), v.lazy_library.as_ref().map(|l| l.has_magma), lazy_name, v.emulated),
+        device,
+    ];
+    let mut c = Counts::default();
+    for case in &v.cases {
+        c.add_case(case.status);
+    }
+    c.checks_failed = v.checks.iter().filter(|k| k.status == CheckStatus::Fail).count();
+    c.ok = c.fail == 0 && c.timeout == 0 && c.checks_failed == 0 && c.cases > 0;
+    v.summary = c;
+}
+
+fn total(variants: &[VariantReport], bench: Option<&BenchReport>) -> Counts {
+    let mut t = Counts { ok: !variants.is_empty(), ..Default::default() };
+    for v in variants {
+        let s = &v.summary;
+        t.cases += s.cases;
+        t.pass += s.pass;
+        t.fail += s.fail;
+        t.expected_fail += s.expected_fail;
+        t.timeout += s.timeout;
+        t.excluded += s.excluded;
+        t.checks_failed += s.checks_failed;
+        t.ok &= s.ok;
+    }
+    let _ = bench; // timings inform, they do not pass or fail
+    t
+}
+
+/// Run the whole smoke test. The device must have been probed (the CLI does that first, so a
+/// machine without CUDA stops before anything else).
+pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
+    for e in &opts.emulate {
+        if !opts.variants.iter().any(|v| &v.name == e) {
+            return Err(Error::Usage(format!("--emulate {e}: no --variant named {e}")));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for v in &opts.variants {
+        if !seen.insert(v.name.as_str()) {
+            return Err(Error::Usage(format!("--variant {}: the name is given twice", v.name)));
+        }
+    }
+    if opts.bench && !opts.variants.iter().any(|v| v.name == "magma" && !opts.emulate.contains(&v.name)) {
+        return Err(Error::Usage("--bench times MAGMA against cuSOLVER on the variant named magma: add --variant magma=PATH".into()));
+    }
+    // Plan (and so check the tables) and resolve every variant before running anything.
+    let mut resolved = Vec::new();
+    for v in &opts.variants {
+        let emulated = opts.emulate.contains(&v.name);
+        plan_variant(&v.name, emulated, &opts.tables, &opts.filter, None)?;
+        let r = variant::resolve(v, opts.python.as_deref())?;
+        resolved.push((v, emulated, r));
+    }
+    let seed = opts.seed.unwrap_or_else(random_seed);
+    let deadline = opts.deadline.map(|d| Instant::now() + d);
+    let scratch = Scratch::new()?;
+    let script = scratch.path.join("battery.py");
+    std::fs::write(&script, BATTERY).map_err(|e| Error::io(&script, e))?;
+    progress(opts.progress, format!("device {} ({}, driver CUDA {}), seed {seed}", device.name, device.sm, device.driver_cuda));
+
+    let mut reports = Vec::new();
+    let mut magma_spec = None;
+    for (arg, emulated, r) in &resolved {
+        let (report, spec) = run_variant(opts, &device, seed, deadline, &scratch.path, &script, arg, *emulated, r)?;
+        if arg.name == "magma" && !emulated {
+            magma_spec = Some(spec);
+        }
+        reports.push(report);
+    }
+    let bench = match (opts.bench, magma_spec) {
+        (true, Some(spec)) => Some(run_bench(opts, seed, deadline, &spec)),
+        _ => None,
+    };
+    let summary = total(&reports, bench.as_ref());
+    Ok(SmokeReport {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        tool: Tool { name: "splitpkg".into(), version: env!("CARGO_PKG_VERSION").into() },
+        command: opts.command.clone(),
+        seed,
+        options: RunOptions {
+            case_timeout_s: opts.case_timeout.as_secs_f64(),
+            deadline_s: opts.deadline.map(|d| d.as_secs_f64()),
+            bench: opts.bench,
+            bench_reps: opts.bench_reps,
+            lazy: opts.lazy.clone(),
+            only: opts.filter.only.clone(),
+            skip: opts.filter.skip.clone(),
+            emulate: opts.emulate.clone(),
+            expect_file: None,
+            replayed_from: None,
+        },
+        tolerances: eval::tolerance_table(),
+        device: Some(device),
+        variants: reports,
+        bench,
+        summary,
+    })
+}
+
+/// A scratch directory removed on drop (kept with SPLITPKG_SMOKE_KEEP=1 for debugging).
+struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Result<Scratch> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let path = std::env::temp_dir().join(format!("splitpkg-smoke-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(Scratch { path })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::env::var_os("SPLITPKG_SMOKE_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.path);
+        } else {
+            eprintln!("smoke: scratch files kept in {}", self.path.display());
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_variant(
+    opts: &Options,
+    device: &DeviceInfo,
+    seed: u64,
+    deadline: Option<Instant>,
+    scratch: &Path,
+    script: &Path,
+    arg: &VariantArg,
+    emulated: bool,
+    r: &variant::Resolved,
+) -> Result<(VariantReport, runner::PySpec)> {
+    let name = &arg.name;
+    let workdir = scratch.join(name);
+    std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
+    let mut env = variant::pythonpath_env(r);
+    if emulated {
+        env.push(("TORCH_LINALG_PREFER_CUSOLVER".into(), "1".into()));
+    }
+    let spec = runner::PySpec { python: r.python.clone(), script: script.to_path_buf(), env, workdir };
+    let started = Instant::now();
+    progress(opts.progress, format!("[{name}] {} via {}{}", r.torch_dir.display(), r.python, if emulated { " (EMULATED nomagma: cuSOLVER forced)" } else { "" }));
+
+    let (probe, probe_error) = match runner::run_probe(&spec, &opts.lazy, Duration::from_secs(300)) {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(e)),
+    };
+    let cuda = probe.as_ref().and_then(|p| p.get("cuda_version")).and_then(|v| v.as_str()).map(str::to_string);
+    let mapped = probe.as_ref().and_then(|p| p.get("mapped_after_linalg")).and_then(|v| v.as_str());
+    let (lazy_library, lazy_error) = match variant::locate_lazy(r, mapped, &opts.lazy) {
+        Some(path) => match variant::lazy_facts(&path, &opts.spec) {
+            Ok(f) => (Some(f), None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+        None => (None, Some(format!("{} not found next to torch ({})", opts.lazy, r.torch_dir.display()))),
+    };
+    let device_check = lazy_library.as_ref().and_then(|l| {
+        let dir = Path::new(&l.path).parent()?.to_path_buf();
+        let site = r.torch_dir.parent().map(Path::to_path_buf);
+        device::device_code_check(&device::variant_libraries(&dir, site.as_deref()), &device.sm)
+    });
+
+    let plan = plan_variant(name, emulated, &opts.tables, &opts.filter, cuda.as_deref())?;
+    let jobs: Vec<runner::Job> = plan
+        .cases
+        .iter()
+        .map(|pc| {
+            let c = &pc.case;
+            let mut payload = serde_json::to_value(c).expect("case serialises");
+            payload["seed"] = json!(cases::case_seed(seed, &c.id));
+            payload["kind"] = json!("check");
+            runner::Job { id: c.id.clone(), op: c.op.clone(), payload }
+        })
+        .collect();
+    let limits = runner::Limits { case_timeout: opts.case_timeout, ready_timeout: Duration::from_secs(300), timeouts_per_op: 2, deadline };
+    let mut judged: Vec<CaseReport> = Vec::with_capacity(jobs.len());
+    let mut op_start = (String::new(), Instant::now(), 0usize);
+    let n = plan.cases.len();
+    let raws_done = runner::run_jobs(&spec, plan.mode.base_preference(), &jobs, &limits, |i, raw| {
+        let PlannedCase { case, expect } = plan.cases[i].clone();
+        let seed = cases::case_seed(seed, &case.id);
+        let report = judge_case(case, seed, expect, raw.clone(), plan.mode);
+        if !report.status.ok() {
+            progress(opts.progress, format!("[{name}] {} {}: {}", report.status.label(), report.case.id, report.reason));
+        }
+        let op = report.case.op.clone();
+        if op_start.0 != op {
+            op_start = (op.clone(), Instant::now(), 0);
+        }
+        op_start.2 += 1;
+        let last_of_op = i + 1 == n || plan.cases[i + 1].case.op != op;
+        judged.push(report);
+        if last_of_op {
+            let of_op: Vec<&CaseReport> = judged.iter().filter(|c| c.case.op == op).collect();
+            let met = of_op.iter().filter(|c| c.status.ok()).count();
+            progress(
+                opts.progress,
+                format!("[{name}] {op:<22} {:>3} cases, {met:>3} as expected ({:.1} s) [{}/{n}]", of_op.len(), op_start.1.elapsed().as_secs_f64(), i + 1),
+            );
+        }
+    });
+    debug_assert_eq!(raws_done.len(), judged.len());
+    let mut report = VariantReport {
+        name: name.clone(),
+        path: arg.path.display().to_string(),
+        mode: plan.mode,
+        emulated,
+        note: emulated.then(|| EMULATED_NOTE.to_string()),
+        table: plan.table.clone(),
+        table_origin: opts.tables.origin.get(&plan.table).cloned().unwrap_or_default(),
+        python: r.python.clone(),
+        layout: Some(r.layout),
+        torch_dir: Some(r.torch_dir.display().to_string()),
+        probe,
+        probe_error,
+        lazy_library,
+        lazy_error,
+        checks: vec![eval::device_code_check_report(device_check)],
+        cases: judged,
+        summary: Counts::default(),
+    };
+    finish_variant(&mut report, &opts.lazy);
+    let s = &report.summary;
+    progress(
+        opts.progress,
+        format!(
+            "[{name}] done in {:.0} s: {} cases, {} pass, {} expected-fail, {} excluded, {} fail, {} timeout; {} check(s) failed",
+            started.elapsed().as_secs_f64(),
+            s.cases,
+            s.pass,
+            s.expected_fail,
+            s.excluded,
+            s.fail,
+            s.timeout,
+            s.checks_failed
+        ),
+    );
+    Ok((report, spec))
+}
+
+fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, spec: &runner::PySpec) -> BenchReport {
+    let items = cases::bench_items();
+    let mut jobs = Vec::new();
+    for it in &items {
+        for pref in cases::PREFERENCES {
+            let id = format!("bench/{}/{}/{}/{pref}", it.op, it.size, it.dtype);
+            let payload = json!({
+                "kind": "bench", "id": id, "op": it.op, "params": (it.params)(), "dtype": it.dtype,
+                "preference": pref, "applied_preference": pref, "reps": opts.bench_reps,
+                "seed": cases::case_seed(seed, &id),
+            });
+            jobs.push(runner::Job { id, op: format!("bench-{}", it.op), payload });
+        }
+    }
+    let limits = runner::Limits {
+        case_timeout: opts.case_timeout.max(Duration::from_secs(180)),
+        ready_timeout: Duration::from_secs(300),
+        timeouts_per_op: 1,
+        deadline,
+    };
+    progress(opts.progress, format!("[bench] {} timings (median of {}) on magma", jobs.len(), opts.bench_reps));
+    let mut answers: Vec<Option<Value>> = Vec::new();
+    let raws = runner::run_jobs(spec, "default", &jobs, &limits, |i, raw| {
+        answers.push(raw.answer.clone());
+        let ms = raw.answer.as_ref().and_then(|a| a.get("median_ms")).and_then(|v| v.as_f64());
+        progress(
+            opts.progress,
+            format!("[bench] {:<48} {}", jobs[i].id, ms.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| eval_brief(raw))),
+        );
+    });
+    let mut rows = Vec::new();
+    for (k, it) in items.iter().enumerate() {
+        let mut results = BTreeMap::new();
+        for (j, pref) in cases::PREFERENCES.iter().enumerate() {
+            let idx = k * cases::PREFERENCES.len() + j;
+            let raw = &raws[idx];
+            let ans = answers[idx].as_ref();
+            let median = ans.and_then(|a| a.get("median_ms")).and_then(|v| v.as_f64()).filter(|_| raw.outcome == RawOutcome::Ok);
+            let times = ans.and_then(|a| a.get("times_ms")).and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|x| x.as_f64()).collect()).unwrap_or_default();
+            let error = (raw.outcome != RawOutcome::Ok).then(|| eval_brief(raw));
+            results.insert(pref.to_string(), BenchCell { outcome: raw.outcome, median_ms: median, times_ms: times, error });
+        }
+        let ratio = match (results.get("magma").and_then(|c| c.median_ms), results.get("cusolver").and_then(|c| c.median_ms)) {
+            (Some(m), Some(c)) if c > 0.0 => Some(m / c),
+            _ => None,
+        };
+        rows.push(BenchRow { op: it.op.into(), size: it.size.into(), dtype: it.dtype.into(), why: it.why.into(), results, magma_over_cusolver: ratio });
+    }
+    BenchReport {
+        variant: "magma".into(),
+        reps: opts.bench_reps,
+        method: format!("one warm-up call, then the median of {} calls timed with CUDA events, per preference, each item in the worker under its own timeout", opts.bench_reps),
+        rows,
+    }
+}
+
+fn eval_brief(raw: &Raw) -> String {
+    match raw.outcome {
+        RawOutcome::Ok => "ok".into(),
+        RawOutcome::Error => {
+            let e = raw.error.as_deref().unwrap_or("");
+            format!("{}: {}", raw.error_type.as_deref().unwrap_or("error"), e.lines().next().unwrap_or("").chars().take(160).collect::<String>())
+        }
+        RawOutcome::Timeout => "timeout".into(),
+        RawOutcome::Crash => format!("crash: {}", raw.detail.as_deref().unwrap_or("")),
+        RawOutcome::NotRun => format!("not run: {}", raw.detail.as_deref().unwrap_or("")),
+    }
+}
+
+/// Judge a recorded report again with `tables` (the tables may have changed since the run).
+pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: Option<&Path>) -> Result<SmokeReport> {
+    if rep.schema != SCHEMA {
+        return Err(Error::bad(from.display(), format!("schema is {:?}, expected {SCHEMA:?}", rep.schema)));
+    }
+    if rep.schema_version != SCHEMA_VERSION {
+        return Err(Error::bad(from.display(), format!("schema_version {} is not supported (this splitpkg writes {SCHEMA_VERSION})", rep.schema_version)));
+    }
+    let lazy = rep.options.lazy.clone();
+    for v in &mut rep.variants {
+        let cuda = v.probe.as_ref().and_then(|p| p.get("cuda_version")).and_then(|x| x.as_str()).map(str::to_string);
+        let table = tables.get(&v.table).ok_or_else(|| {
+            Error::Usage(format!("variant {}: no expected-outcome table named '{}' (pass --expect FILE with it)", v.name, v.table))
+        })?;
+        v.table_origin = tables.origin.get(&v.table).cloned().unwrap_or_default();
+        let mode = v.mode;
+        let old = std::mem::take(&mut v.cases);
+        v.cases = old
+            .into_iter()
+            .map(|c| {
+                let e = expect::expectation(&v.table, table, &c.case, cuda.as_deref());
+                judge_case(c.case, c.seed, e, c.raw, mode)
+            })
+            .collect();
+        finish_variant(v, &lazy);
+    }
+    rep.summary = total(&rep.variants, rep.bench.as_ref());
+    rep.tolerances = eval::tolerance_table();
+    rep.options.replayed_from = Some(from.display().to_string());
+    rep.options.expect_file = expect_file.map(|p| p.display().to_string());
+    Ok(rep)
+}
+
+/// Read a recorded `--json` report.
+pub fn load_report(path: &Path) -> Result<SmokeReport> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not a splitpkg smoke report: {e}")))
+}

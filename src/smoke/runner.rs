@@ -1,0 +1,323 @@
+//! Running the battery: a worker process per variant that takes one case at a time, each under its
+//! own timeout. The worker runs in its own process group; a case that does not answer in time has
+//! the whole group killed (a hang is a result, not a stuck run) and the next case gets a fresh
+//! worker. A worker that dies, or reports a broken CUDA context, is replaced the same way.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::eval::{Raw, RawOutcome};
+
+/// Prefix of protocol lines (anything else the process prints is ignored).
+pub const MARK: &str = "@@SPLITPKG-SMOKE@@ ";
+
+/// How to start the Python side of one variant.
+#[derive(Debug, Clone)]
+pub struct PySpec {
+    pub python: String,
+    pub script: PathBuf,
+    /// Extra environment (PYTHONPATH for a bare torch directory, TORCH_LINALG_PREFER_CUSOLVER when emulating).
+    pub env: Vec<(String, String)>,
+    /// Scratch directory for per-case output files.
+    pub workdir: PathBuf,
+}
+
+impl PySpec {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.python);
+        c.arg("-u").arg(&self.script).args(args);
+        c.current_dir(&self.workdir);
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c.env("PYTHONUNBUFFERED", "1").env("PYTHONDONTWRITEBYTECODE", "1");
+        c.process_group(0);
+        c
+    }
+}
+
+pub fn decode(line: &str) -> Option<Value> {
+    line.strip_prefix(MARK).and_then(|rest| serde_json::from_str(rest.trim_end()).ok())
+}
+
+fn kill_group(child: &mut Child) {
+    let pid = child.id() as i32;
+    // SAFETY: signalling the process group we created (process_group(0) makes pgid == pid).
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn exit_text(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}{}", signal_name(s)),
+        _ => "unknown exit".into(),
+    }
+}
+
+fn signal_name(s: i32) -> &'static str {
+    match s {
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        libc::SIGBUS => " (SIGBUS)",
+        libc::SIGFPE => " (SIGFPE)",
+        libc::SIGILL => " (SIGILL)",
+        libc::SIGKILL => " (SIGKILL)",
+        _ => "",
+    }
+}
+
+pub fn tail_of(path: &Path, limit: usize) -> String {
+    let data = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&data);
+    if text.len() <= limit {
+        return text.into_owned();
+    }
+    let mut start = text.len() - limit;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
+/// Run `battery.py probe` once, with a timeout. Returns the decoded answer or why there is none.
+pub fn run_probe(spec: &PySpec, lazy: &str, timeout: Duration) -> Result<Value, String> {
+    let err_path = spec.workdir.join("probe.stderr");
+    let err = std::fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
+    let mut child = spec
+        .command(&["probe", "--lazy", lazy])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", spec.python))?;
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut found = None;
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(v) = decode(&line) {
+                found = Some(v);
+            }
+        }
+        let _ = tx.send(found);
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(found) => {
+            let status = child.wait().map_err(|e| e.to_string())?;
+            found.ok_or_else(|| format!("probe gave no answer ({}): {}", exit_text(status), tail_of(&err_path, 1500).trim()))
+        }
+        Err(_) => {
+            kill_group(&mut child);
+            Err(format!("probe did not finish within {}s: {}", timeout.as_secs(), tail_of(&err_path, 1500).trim()))
+        }
+    }
+}
+
+enum Recv {
+    Line(Value),
+    Timeout,
+    Eof,
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    rx: Receiver<Option<Value>>,
+    stderr_path: PathBuf,
+}
+
+impl Worker {
+    fn start(spec: &PySpec, base_pref: &str, n: usize, ready_timeout: Duration) -> Result<Worker, String> {
+        let stderr_path = spec.workdir.join(format!("worker-{n}.stderr"));
+        let err = std::fs::File::create(&stderr_path).map_err(|e| format!("{}: {e}", stderr_path.display()))?;
+        let mut child = spec
+            .command(&["worker", "--base-pref", base_pref])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", spec.python))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(v) = decode(&line)
+                    && tx.send(Some(v)).is_err()
+                {
+                    return;
+                }
+            }
+            let _ = tx.send(None);
+        });
+        let mut w = Worker { child, stdin, rx, stderr_path };
+        match w.recv(ready_timeout) {
+            Recv::Line(v) if v.get("ready").and_then(|r| r.as_bool()) == Some(true) => Ok(w),
+            Recv::Line(v) => {
+                let msg = v.get("error").and_then(|e| e.as_str()).unwrap_or("not ready").to_string();
+                w.kill();
+                Err(format!("worker did not start: {}", msg.lines().last().unwrap_or("").trim()))
+            }
+            Recv::Timeout => {
+                w.kill();
+                Err(format!("worker not ready within {}s: {}", ready_timeout.as_secs(), tail_of(&w.stderr_path, 1000).trim()))
+            }
+            Recv::Eof => {
+                let status = w.child.wait().map(exit_text).unwrap_or_default();
+                Err(format!("worker exited before it was ready ({status}): {}", tail_of(&w.stderr_path, 1000).trim()))
+            }
+        }
+    }
+
+    fn recv(&mut self, timeout: Duration) -> Recv {
+        match self.rx.recv_timeout(timeout) {
+            Ok(Some(v)) => Recv::Line(v),
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => Recv::Eof,
+            Err(RecvTimeoutError::Timeout) => Recv::Timeout,
+        }
+    }
+
+    fn send(&mut self, msg: &str) -> std::io::Result<()> {
+        self.stdin.write_all(msg.as_bytes())?;
+        self.stdin.write_all(b"\n")?;
+        self.stdin.flush()
+    }
+
+    fn kill(&mut self) {
+        kill_group(&mut self.child);
+    }
+
+    fn finish(mut self) {
+        let _ = self.send("quit");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+    }
+}
+
+/// Limits for one battery run.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub case_timeout: Duration,
+    pub ready_timeout: Duration,
+    /// After this many timeouts of one op, its remaining cases are not run (reported as timeouts).
+    pub timeouts_per_op: u32,
+    /// No job starts after this instant (`--deadline`): the rest are reported as not run.
+    pub deadline: Option<Instant>,
+}
+
+/// One unit of work for the worker: the JSON it gets (an `id` and `op` at least).
+pub struct Job {
+    pub id: String,
+    pub op: String,
+    pub payload: Value,
+}
+
+/// Run `jobs` in order on workers started from `spec`; `on_result` sees each raw result as it
+/// arrives (for judging and progress). Returns one raw result per job, in order.
+pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, mut on_result: impl FnMut(usize, &Raw)) -> Vec<Raw> {
+    let mut out = Vec::with_capacity(jobs.len());
+    let mut worker: Option<Worker> = None;
+    let mut started = 0usize;
+    let mut timeouts: HashMap<&str, u32> = HashMap::new();
+    let mut fatal: Option<String> = None;
+    for (i, job) in jobs.iter().enumerate() {
+        let raw = (|| {
+            if let Some(reason) = &fatal {
+                let mut r = Raw::new(RawOutcome::NotRun);
+                r.detail = Some(reason.clone());
+                return r;
+            }
+            if limits.deadline.is_some_and(|d| Instant::now() >= d) {
+                let mut r = Raw::new(RawOutcome::NotRun);
+                r.detail = Some("the run's --deadline was reached".into());
+                return r;
+            }
+            let t = timeouts.get(job.op.as_str()).copied().unwrap_or(0);
+            if t >= limits.timeouts_per_op {
+                let mut r = Raw::new(RawOutcome::NotRun);
+                r.detail = Some(format!("{} timed out {t} times already in this variant", job.op));
+                return r;
+            }
+            if worker.is_none() {
+                started += 1;
+                match Worker::start(spec, base_pref, started, limits.ready_timeout) {
+                    Ok(w) => worker = Some(w),
+                    Err(e) => {
+                        // A worker that cannot start will not start for the next case either.
+                        fatal = Some(e.clone());
+                        let mut r = Raw::new(RawOutcome::NotRun);
+                        r.detail = Some(e);
+                        return r;
+                    }
+                }
+            }
+            let w = worker.as_mut().expect("started");
+            let stderr_path = spec.workdir.join(format!("case-{i}.out"));
+            let mut payload = job.payload.clone();
+            payload["stderr_path"] = Value::String(stderr_path.display().to_string());
+            if let Err(e) = w.send(&payload.to_string()) {
+                let status = w.child.wait().map(exit_text).unwrap_or_default();
+                worker.take().map(|mut w| w.kill());
+                let mut r = Raw::new(RawOutcome::Crash);
+                r.detail = Some(format!("worker gone before the case ({e}; {status})"));
+                return r;
+            }
+            let begun = Instant::now();
+            match w.recv(limits.case_timeout) {
+                Recv::Line(v) => {
+                    let r = Raw::from_worker(&v);
+                    if r.context_ok == Some(false) || v.get("reset_error").is_some() {
+                        // The worker exits by itself; make sure it is gone.
+                        worker.take().map(|mut w| w.kill());
+                    }
+                    r
+                }
+                Recv::Timeout => {
+                    worker.take().map(|mut w| w.kill());
+                    *timeouts.entry(job.op.as_str()).or_default() += 1;
+                    let mut r = Raw::new(RawOutcome::Timeout);
+                    r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
+                    r.detail = Some(format!("no answer within {}s; process group killed", limits.case_timeout.as_secs_f64()));
+                    let text = tail_of(&stderr_path, 4000);
+                    r.stderr = (!text.is_empty()).then_some(text);
+                    r
+                }
+                Recv::Eof => {
+                    let mut w = worker.take().expect("worker");
+                    let status = w.child.wait().map(exit_text).unwrap_or_default();
+                    w.kill();
+                    let mut r = Raw::new(RawOutcome::Crash);
+                    r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
+                    let text = tail_of(&stderr_path, 4000);
+                    r.detail = Some(format!("{status}; last output: {}", text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("none").trim()));
+                    r.stderr = (!text.is_empty()).then_some(text);
+                    r
+                }
+            }
+        })();
+        on_result(i, &raw);
+        out.push(raw);
+    }
+    if let Some(w) = worker {
+        w.finish();
+    }
+    out
+}

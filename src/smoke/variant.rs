@@ -1,0 +1,204 @@
+//! Variants: `NAME=PATH` on the command line, where PATH is an env prefix, a torch directory or a
+//! site-packages directory; which Python runs it; and what its lazy library holds.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::elf::ElfView;
+use crate::error::{Error, Result};
+use crate::payload::{self, PayloadSpec};
+
+/// `NAME=PATH` as given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariantArg {
+    pub name: String,
+    pub path: PathBuf,
+}
+
+pub fn parse_variant(s: &str) -> Result<VariantArg> {
+    let Some((name, path)) = s.split_once('=') else {
+        return Err(Error::Usage(format!("--variant {s:?}: expected NAME=PATH (e.g. magma=/opt/env)")));
+    };
+    let ok_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if !ok_name {
+        return Err(Error::Usage(format!("--variant {s:?}: NAME must be letters, digits, '-', '_' or '.'")));
+    }
+    if path.is_empty() {
+        return Err(Error::Usage(format!("--variant {s:?}: PATH is empty")));
+    }
+    Ok(VariantArg { name: name.to_string(), path: PathBuf::from(path) })
+}
+
+/// How PATH was understood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// A prefix with `bin/python` (conda env, venv): its own interpreter.
+    EnvPrefix,
+    /// The `torch` package directory itself.
+    TorchDir,
+    /// A directory that contains `torch/`.
+    SitePackages,
+}
+
+/// A variant ready to run: interpreter, environment and the torch directory it imports.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub layout: Layout,
+    pub python: String,
+    /// Prepended to PYTHONPATH (torch dir / site-packages layouts).
+    pub pythonpath: Option<PathBuf>,
+    pub torch_dir: PathBuf,
+}
+
+/// A directory named `torch` with `__init__.py` (a pip install also has `lib/`; conda's keeps the
+/// libraries in `$PREFIX/lib`).
+fn has_torch_package(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|n| n == "torch") && dir.join("__init__.py").is_file()
+}
+
+/// Understand PATH and ask the variant's Python where it imports torch from (without importing it).
+pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolved> {
+    let p = &arg.path;
+    let what = format!("variant {}: {}", arg.name, p.display());
+    if !p.exists() {
+        return Err(Error::bad(&what, "no such file or directory"));
+    }
+    let p = p.canonicalize().map_err(|e| Error::io(p, e))?;
+    let env_python = ["bin/python3", "bin/python"].iter().map(|b| p.join(b)).find(|b| b.is_file());
+    let (layout, python, pythonpath, expect_dir) = if let Some(py) = env_python {
+        (Layout::EnvPrefix, py.display().to_string(), None, None)
+    } else if has_torch_package(&p) {
+        let parent = p.parent().map(Path::to_path_buf).unwrap_or_else(|| p.clone());
+        (Layout::TorchDir, python_override.unwrap_or("python3").to_string(), Some(parent), Some(p.clone()))
+    } else if has_torch_package(&p.join("torch")) {
+        (Layout::SitePackages, python_override.unwrap_or("python3").to_string(), Some(p.clone()), Some(p.join("torch")))
+    } else {
+        return Err(Error::bad(&what, "not an env prefix (bin/python), a torch directory (torch/__init__.py) or a site-packages directory with torch/"));
+    };
+    let mut r = Resolved { layout, python, pythonpath, torch_dir: PathBuf::new() };
+    let found = find_torch(&r).map_err(|e| Error::bad(&what, e))?;
+    let found = found.canonicalize().unwrap_or(found);
+    if let Some(expect) = expect_dir
+        && found != expect
+    {
+        return Err(Error::bad(&what, format!("{} imports torch from {}, not from this path", r.python, found.display())));
+    }
+    r.torch_dir = found;
+    Ok(r)
+}
+
+/// PYTHONPATH for a resolved variant: its own entry first, then whatever the caller had.
+pub fn pythonpath_env(r: &Resolved) -> Vec<(String, String)> {
+    match &r.pythonpath {
+        None => Vec::new(),
+        Some(pp) => {
+            let mut v = pp.display().to_string();
+            if let Some(old) = std::env::var_os("PYTHONPATH").filter(|o| !o.is_empty()) {
+                v = format!("{v}:{}", old.to_string_lossy());
+            }
+            vec![("PYTHONPATH".to_string(), v)]
+        }
+    }
+}
+
+const FIND_SPEC: &str = "import importlib.util,sys\ns=importlib.util.find_spec('torch')\nif s is None or not s.submodule_search_locations: sys.exit('torch is not importable')\nprint(list(s.submodule_search_locations)[0])";
+
+fn find_torch(r: &Resolved) -> std::result::Result<PathBuf, String> {
+    let mut c = Command::new(&r.python);
+    c.arg("-c").arg(FIND_SPEC);
+    for (k, v) in pythonpath_env(r) {
+        c.env(k, v);
+    }
+    let out = run_with_timeout(c, Duration::from_secs(60)).map_err(|e| format!("cannot run {}: {e}", r.python))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("{} cannot find torch: {}", r.python, err.lines().last().unwrap_or("").trim()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or("").trim();
+    if line.is_empty() {
+        return Err(format!("{} printed no torch location", r.python));
+    }
+    Ok(PathBuf::from(line))
+}
+
+fn run_with_timeout(mut c: Command, timeout: Duration) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    let child = c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(r) => r,
+        Err(_) => {
+            // SAFETY: killing the child we spawned.
+            unsafe {
+                libc::kill(id as i32, libc::SIGKILL);
+            }
+            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {}s", timeout.as_secs())))
+        }
+    }
+}
+
+/// Where the variant's lazy library is: the path mapped in the probe, else the usual places.
+pub fn locate_lazy(r: &Resolved, mapped: Option<&str>, lazy: &str) -> Option<PathBuf> {
+    if let Some(m) = mapped {
+        let p = PathBuf::from(m);
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    let mut candidates = vec![r.torch_dir.join("lib").join(lazy)];
+    // conda layout: $PREFIX/lib/pythonX.Y/site-packages/torch → $PREFIX/lib
+    if let Some(prefix_lib) = r.torch_dir.ancestors().nth(3) {
+        candidates.push(prefix_lib.join(lazy));
+    }
+    candidates.into_iter().find(|c| c.is_file())
+}
+
+/// What the variant's lazy library holds of the payload (same facts the plan uses).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LazyFacts {
+    pub path: String,
+    pub size: u64,
+    /// The library contains MAGMA: defines payload symbols (exported or hidden) or NEEDs a
+    /// payload library.
+    pub has_magma: bool,
+    pub evidence: String,
+    pub defined_symbols: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs_payload_libraries: Vec<String>,
+}
+
+pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only map of a library file; nobody should rewrite an installed library under us.
+    let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+    let view = ElfView::parse(&map).map_err(|e| Error::bad(path.display(), e))?;
+    let facts = view.facts(&[spec.word()], Some(&map)).map_err(|e| Error::bad(path.display(), e))?;
+    let mut deep = spec.clone();
+    deep.deep = true;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let pf = payload::scan(&view, &facts, &name, map.len() as u64, &deep);
+    let needs: Vec<String> = facts.needed.iter().filter(|n| spec.is_payload_library(n)).cloned().collect();
+    let defined = pf.defined.count + pf.defined_hidden.count;
+    let has = pf.holds_code() || !needs.is_empty();
+    let evidence = if pf.library {
+        format!("is itself a {} library", spec.name)
+    } else if defined > 0 {
+        let sample = pf.defined.samples.first().or(pf.defined_hidden.samples.first()).cloned().unwrap_or_default();
+        format!("defines {defined} {} symbols (e.g. {sample})", spec.name)
+    } else if !needs.is_empty() {
+        format!("NEEDs {}", needs.join(", "))
+    } else {
+        format!("no {} symbols defined and no {} library NEEDed", spec.name, spec.name)
+    };
+    Ok(LazyFacts { path: path.display().to_string(), size: map.len() as u64, has_magma: has, evidence, defined_symbols: defined, needs_payload_libraries: needs })
+}
