@@ -269,7 +269,7 @@ fn sum_what_if<'a>(mode: CompressMode, items: impl Iterator<Item = &'a WhatIf>) 
         o.section_now += w.section_now;
         o.section_after += w.section_after;
         o.saving += w.saving;
-        o.cpu_seconds += w.cpu_seconds;
+        o.compress_seconds += w.compress_seconds;
         for t in &w.targets {
             match o.targets.iter_mut().find(|x| x.kind == t.kind && x.name == t.name) {
                 Some(x) => {
@@ -291,7 +291,7 @@ fn sum_what_if<'a>(mode: CompressMode, items: impl Iterator<Item = &'a WhatIf>) 
         saving: 0,
         targets: Vec::new(),
         driver: super::compression_floor([mode.compression()]),
-        cpu_seconds: 0.0,
+        compress_seconds: 0.0,
     });
     out.targets.sort_by_key(|t| (t.arch, t.arch_specific, t.kind));
     out

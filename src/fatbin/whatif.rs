@@ -174,8 +174,9 @@ pub struct WhatIf {
     /// The driver floor this compression would impose.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverReq>,
-    /// CPU seconds spent compressing (summed over threads; decompression is shared between modes).
-    pub cpu_seconds: f64,
+    /// Seconds spent compressing, summed over entries (threads overlap; a busy machine inflates it).
+    /// Decompression is shared between modes and not included.
+    pub compress_seconds: f64,
 }
 
 /// Decompress every entry of `s` once and compress it under each of `modes`. `file` is the whole
@@ -214,12 +215,12 @@ pub fn what_if(file: &[u8], s: &FatbinSummary, modes: &[CompressMode]) -> Result
     let mut results = Vec::with_capacity(modes.len());
     for (i, &mode) in modes.iter().enumerate() {
         let mut targets: Vec<WhatIfTarget> = Vec::new();
-        let (mut now, mut after, mut cpu) = (0u64, 0u64, 0f64);
+        let (mut now, mut after, mut secs) = (0u64, 0u64, 0f64);
         for (e, per) in entries.iter().zip(&sizes) {
             let (n, t) = per[i];
             now += e.stored;
             after += n;
-            cpu += t;
+            secs += t;
             let name = e.name();
             match targets.iter_mut().find(|x| x.kind == e.kind && x.name == name) {
                 Some(x) => {
@@ -249,7 +250,7 @@ pub fn what_if(file: &[u8], s: &FatbinSummary, modes: &[CompressMode]) -> Result
             saving: s.section_size as i64 - section_after as i64,
             targets,
             driver: compression_floor([mode.compression()]),
-            cpu_seconds: cpu,
+            compress_seconds: secs,
         });
     }
     Ok(results)
