@@ -149,3 +149,40 @@ pub fn torch_like(containers: usize, archs: &[u32]) -> Vec<u8> {
         .collect();
     section(&cs, 8)
 }
+
+/// A 64-bit ELF holding `section` as `.nv_fatbin`: header and three section headers (null,
+/// `.nv_fatbin`, `.shstrtab`), nothing else. For fuzz seeds and tests that need no gcc.
+pub fn minimal_elf(section: &[u8]) -> Vec<u8> {
+    let names = b"\0.nv_fatbin\0.shstrtab\0";
+    let data_off = 64u64;
+    let names_off = data_off + section.len() as u64;
+    let shoff = (names_off + names.len() as u64).div_ceil(8) * 8;
+    let mut out = vec![0u8; shoff as usize + 3 * 64];
+    out[..4].copy_from_slice(b"\x7fELF");
+    out[4] = 2; // 64-bit
+    out[5] = 1; // little-endian
+    out[6] = 1;
+    out[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+    out[18..20].copy_from_slice(&62u16.to_le_bytes()); // x86-64
+    out[20..24].copy_from_slice(&1u32.to_le_bytes());
+    out[40..48].copy_from_slice(&shoff.to_le_bytes());
+    out[52..54].copy_from_slice(&64u16.to_le_bytes());
+    out[58..60].copy_from_slice(&64u16.to_le_bytes());
+    out[60..62].copy_from_slice(&3u16.to_le_bytes());
+    out[62..64].copy_from_slice(&2u16.to_le_bytes());
+    out[64..64 + section.len()].copy_from_slice(section);
+    out[names_off as usize..names_off as usize + names.len()].copy_from_slice(names);
+    let sh = |name: u32, typ: u32, off: u64, size: u64| {
+        let mut h = [0u8; 64];
+        h[0..4].copy_from_slice(&name.to_le_bytes());
+        h[4..8].copy_from_slice(&typ.to_le_bytes());
+        h[24..32].copy_from_slice(&off.to_le_bytes());
+        h[32..40].copy_from_slice(&size.to_le_bytes());
+        h[48..56].copy_from_slice(&1u64.to_le_bytes());
+        h
+    };
+    let s = shoff as usize;
+    out[s + 64..s + 128].copy_from_slice(&sh(1, 1, data_off, section.len() as u64));
+    out[s + 128..s + 192].copy_from_slice(&sh(12, 3, names_off, names.len() as u64));
+    out
+}
