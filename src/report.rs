@@ -379,7 +379,7 @@ fn fatbin_block(s: &mut String, f: &crate::fatbin::FatbinSummary, indent: &str) 
     let _ = writeln!(s, "{indent}compression: {}", if comp.is_empty() { "-".into() } else { comp.join(", ") });
     if f.no_ptx && f.elf > 0 {
         let newest = f.targets.iter().filter(|t| t.kind == crate::fatbin::Kind::Elf).map(|t| t.arch / 10).max().unwrap_or(0);
-        let _ = writeln!(s, "{indent}no PTX: SASS only; GPUs of a major above {newest}.x cannot run this code");
+        let _ = writeln!(s, "{indent}no PTX to JIT: only GPUs matching a SASS target above can run this code (none newer than {newest}.x)");
     } else if !f.sass_only.is_empty() {
         let _ = writeln!(s, "{indent}SASS without PTX of the same arch: {}", f.sass_only.join(" "));
     }
