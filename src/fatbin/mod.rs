@@ -270,13 +270,10 @@ pub fn parse(data: &[u8], base: u64) -> Result<Vec<Container>, FatbinError> {
     let at = |pos: usize| base.saturating_add(pos as u64);
     let mut out = Vec::new();
     let mut pos = 0usize;
-    loop {
-        // Padding is zeros in 8-byte steps in every file seen; any run of zeros is accepted, which
-        // is safe because a container must then start with its (non-zero) magic.
-        match data[pos..].iter().position(|&b| b != 0) {
-            Some(skip) => pos += skip,
-            None => break,
-        }
+    // Padding is zeros in 8-byte steps in every file seen; any run of zeros is accepted, which is
+    // safe because a container must then start with its (non-zero) magic.
+    while let Some(skip) = data[pos..].iter().position(|&b| b != 0) {
+        pos += skip;
         if len - pos < CONTAINER_HEADER {
             return Err(FatbinError::at(
                 at(pos),

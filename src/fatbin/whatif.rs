@@ -25,7 +25,7 @@ pub const RATIO_FLOOR: u64 = 64 << 20;
 
 /// The most bytes an entry of `compressed` bytes is allowed to claim.
 pub fn uncompressed_limit(compressed: u64) -> u64 {
-    compressed.saturating_mul(MAX_RATIO).max(RATIO_FLOOR).min(MAX_ENTRY_UNCOMPRESSED)
+    compressed.saturating_mul(MAX_RATIO).clamp(RATIO_FLOOR, MAX_ENTRY_UNCOMPRESSED)
 }
 
 /// A compression to estimate: `none`, `lz4` (LZ4 block, what `-compress-all` writes) or
