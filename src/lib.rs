@@ -9,11 +9,14 @@
 //! ```
 //!
 //! [`inspect::inspect`] runs the first four stages; [`verdict::analyse`] and [`plan::make_plan`]
-//! turn the result into the verdict and the proposed outputs.
+//! turn the result into the verdict and the proposed outputs. [`fatbin`] reads the CUDA device code
+//! (`.nv_fatbin`) of a library from its headers: per-architecture counts and sizes, compression and
+//! the driver it needs, whether it runs on a given GPU.
 
 pub mod elf;
 pub mod emit;
 pub mod error;
+pub mod fatbin;
 pub mod graph;
 pub mod inspect;
 pub mod output;

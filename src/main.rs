@@ -13,7 +13,7 @@ use splitpkg::output::emit;
 use splitpkg::payload::PayloadSpec;
 use splitpkg::progress::Progress;
 use splitpkg::smoke::{self, cases::Filter, expect::Tables};
-use splitpkg::{emit, plan, report, split, verdict, verify};
+use splitpkg::{emit, fatbin, plan, report, split, verdict, verify};
 
 fn emit_out(text: &str) -> Result<()> {
     emit(None, text)
@@ -48,7 +48,7 @@ const DEFAULT_DEP: &str = "magma";
     name = "splitpkg",
     version,
     about = "Prove that MAGMA in a CUDA PyTorch build is reachable only through the lazily loaded linalg library, and split the package along that line.",
-    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json"
+    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json"
 )]
 struct Cli {
     /// No progress bars on stderr.
@@ -176,6 +176,32 @@ enum Command {
     /// Run each variant on a CUDA GPU: linalg battery vs CPU references, laziness, has_magma.
     #[command(after_help = SMOKE_HELP)]
     Smoke(SmokeArgs),
+    /// CUDA device code (.nv_fatbin) per library and for the tree: entries by architecture and kind,
+    /// stored vs uncompressed bytes, compression and the minimum driver it needs, SASS-only targets.
+    #[command(after_help = "Reads headers only (milliseconds per library); --what-if decompresses and recompresses every entry (seconds per GiB).\n\nExit codes: 0 success, 1 some library cannot run on a --device, 2 bad input (a corrupt fatbin is named with its file offset).\n\nExamples:\n  splitpkg fatbin torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg fatbin site-packages/torch/lib/libtorch_cuda.so --time\n  splitpkg fatbin ./torch --what-if lz4 --what-if zstd:19\n  splitpkg fatbin $CONDA_PREFIX --device sm_75 --device sm_120 --json --out fatbin.json")]
+    Fatbin {
+        /// A directory, .whl, .conda, .tar.bz2, or a single ELF file.
+        path: PathBuf,
+        /// JSON (schema docs/fatbin.schema.json, `schema_version` 1).
+        #[arg(long)]
+        json: bool,
+        /// Include every container and entry (file offsets, flags, sizes) in --json.
+        #[arg(long, requires = "json")]
+        entries: bool,
+        /// Estimate the section size under another compression: none, lz4, zstd or zstd:LEVEL
+        /// (repeatable; decompresses every entry once).
+        #[arg(long = "what-if", value_name = "MODE", value_parser = parse_mode)]
+        what_if: Vec<fatbin::CompressMode>,
+        /// Check each library against a GPU: sm_XY or X.Y (repeatable).
+        #[arg(long, value_name = "sm_XY", value_parser = parse_capability)]
+        device: Vec<fatbin::Capability>,
+        /// Print each library's header-walk time on stderr.
+        #[arg(long)]
+        time: bool,
+        /// Write to FILE (atomically) instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -258,6 +284,14 @@ struct SmokeArgs {
     /// The optional component inside it.
     #[arg(long, default_value = DEFAULT_DEP, value_name = "NAME")]
     dep: String,
+}
+
+fn parse_mode(s: &str) -> std::result::Result<fatbin::CompressMode, String> {
+    s.parse()
+}
+
+fn parse_capability(s: &str) -> std::result::Result<fatbin::Capability, String> {
+    s.parse()
 }
 
 fn main() -> ExitCode {
@@ -389,6 +423,13 @@ fn run(cli: Cli) -> Result<i32> {
             // about to exit and the kernel reclaims them anyway.
             std::mem::forget(ins);
             Ok(plan.verdict.exit_code())
+        }
+        Command::Fatbin { path, json, entries, what_if, device, time, out } => {
+            let opts = fatbin::scan::ScanOptions { what_if, devices: device, entries, time };
+            let r = fatbin::scan::scan(&path, &opts, &Progress::new(!cli.quiet))?;
+            let text = if json { to_json(&r)? } else { report::fatbin_text(&r) };
+            emit(out.as_deref(), &text)?;
+            Ok(r.exit_code())
         }
     }
 }

@@ -201,4 +201,28 @@ pub fn python_env() -> PathBuf {
         python
     })
     .clone()
+/// Copy `host` (a gcc-built library) to `out` with `section` added as `.nv_fatbin` (objcopy, from
+/// binutils, which gcc brings). The reader only needs the section header, so it stays non-alloc.
+pub fn embed_fatbin(host: &Path, section: &[u8], out: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("fatbin.bin");
+    std::fs::write(&data, section).unwrap();
+    if let Some(p) = out.parent() {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let o = Command::new("objcopy")
+        .arg("--add-section")
+        .arg(format!(".nv_fatbin={}", data.display()))
+        .arg(host)
+        .arg(out)
+        .output()
+        .expect("run objcopy (binutils)");
+    assert!(o.status.success(), "objcopy: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// File offset of `.nv_fatbin` in an ELF file.
+pub fn fatbin_offset(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    let view = splitpkg::elf::ElfView::parse(&bytes).unwrap();
+    view.section(".nv_fatbin").expect(".nv_fatbin").sh_offset
 }

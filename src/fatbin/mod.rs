@@ -1,0 +1,711 @@
+//! CUDA device code: the `.nv_fatbin` section of a library, read from its headers alone.
+//!
+//! A CUDA build keeps most of its bytes here (318 MiB of torch 2.11's 954 MiB `lib/`), and how that
+//! code is compressed decides which drivers can load it. `cuobjdump --list-elf` answers the first
+//! question in ~10 s per large library and never the second; walking the headers takes
+//! milliseconds. Layout and field meanings: `docs/fatbin.md` (from shared notes `cuda-fatbin.md`).
+//!
+//! The section is a sequence of *containers* (16-byte header, magic `0xBA55ED50`) separated by
+//! zero padding; each container holds *entries* (PTX or ELF/SASS, 64-byte header or longer) back to
+//! back. Every size in a header is untrusted: each step is bounds-checked against the container
+//! and the section, and each step advances by at least one header, so a hostile section can end
+//! the walk with an error but never loop or read out of range.
+//!
+//! Stages: [`read`] (headers only, what `inspect`/`plan` call), [`whatif`] (decompress and
+//! recompress, on request), [`device`] (can a library run on a given GPU), [`scan`] (the
+//! `splitpkg fatbin` command over a whole tree).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::elf::ElfView;
+
+pub mod device;
+pub mod scan;
+pub mod synth;
+pub mod whatif;
+
+pub use device::{Capability, ContainerFit, DeviceVerdict, Runs, device_check};
+pub use whatif::{CompressMode, WhatIf, decompress_entry, what_if};
+
+pub const SECTION: &str = ".nv_fatbin";
+pub const CONTAINER_MAGIC: u32 = 0xBA55_ED50;
+pub const CONTAINER_HEADER: usize = 16;
+/// Smallest entry header; sm_100+ ELF entries use 112 bytes and others have been reported (80).
+pub const ENTRY_HEADER_MIN: usize = 64;
+
+/// Entry flag bits that matter here (names from redplait/denvdis and public CUDA shims).
+pub mod flags {
+    pub const BIT64: u64 = 0x1;
+    pub const DEBUG: u64 = 0x2;
+    /// Older compression flag; the payload format is not known, so it is reported as `unknown`.
+    pub const COMPRESSED_OLD: u64 = 0x1000;
+    /// `-Xfatbin -compress-all`: LZ4 block payload.
+    pub const LZ4: u64 = 0x2000;
+    /// `--compress-mode=size|balance|…`: one zstd frame.
+    pub const ZSTD: u64 = 0x8000;
+    /// Arch-specific target: cuobjdump's `a` suffix (`sm_90a`).
+    pub const ARCH_SPECIFIC: u64 = 0x10_0000;
+}
+
+/// An error in the section, with the file offset where the walk stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FatbinError {
+    pub offset: u64,
+    pub reason: String,
+}
+
+impl FatbinError {
+    fn at(offset: u64, reason: impl Into<String>) -> Self {
+        FatbinError { offset, reason: reason.into() }
+    }
+}
+
+impl fmt::Display for FatbinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{SECTION} at file offset {:#x}: {}", self.offset, self.reason)
+    }
+}
+
+impl std::error::Error for FatbinError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Ptx,
+    /// A cubin: SASS for one architecture.
+    Elf,
+    /// Any other kind code (denvdis lists 4 as an old-style cubin); kept in `Entry::kind_code`.
+    Other,
+}
+
+impl Kind {
+    fn from_code(code: u16) -> Kind {
+        match code {
+            1 => Kind::Ptx,
+            2 => Kind::Elf,
+            _ => Kind::Other,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Ptx => "PTX",
+            Kind::Elf => "SASS",
+            Kind::Other => "other",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Lz4,
+    Zstd,
+    /// The old 0x1000 flag, or both LZ4 and zstd bits at once: compressed, format unknown.
+    Unknown,
+}
+
+impl Compression {
+    pub fn from_flags(f: u64) -> Compression {
+        match (f & flags::ZSTD != 0, f & flags::LZ4 != 0, f & flags::COMPRESSED_OLD != 0) {
+            (true, false, false) => Compression::Zstd,
+            (false, true, false) => Compression::Lz4,
+            (false, false, false) => Compression::None,
+            _ => Compression::Unknown,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+            Compression::Unknown => "unknown",
+        }
+    }
+}
+
+/// One entry, as its header describes it. Offsets are file offsets.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    pub offset: u64,
+    pub kind: Kind,
+    pub kind_code: u16,
+    /// SM number: 90 for sm_90 / compute_90.
+    pub arch: u32,
+    pub arch_specific: bool,
+    pub header_size: u32,
+    pub flags: u64,
+    pub compression: Compression,
+    /// Bytes reserved for the payload (compressed size rounded up to 8).
+    pub stored: u64,
+    /// Exact length of the compressed payload (0 when the header leaves it unset).
+    pub compressed: u64,
+    /// Size after decompression; for an uncompressed entry whose header leaves it 0, `stored`.
+    pub uncompressed: u64,
+}
+
+impl Entry {
+    /// The name cuobjdump uses: `sm_90`, `sm_90a`.
+    pub fn name(&self) -> String {
+        arch_name(self.arch, self.arch_specific)
+    }
+
+    pub fn payload_offset(&self) -> u64 {
+        self.offset + self.header_size as u64
+    }
+}
+
+pub fn arch_name(arch: u32, arch_specific: bool) -> String {
+    format!("sm_{arch}{}", if arch_specific { "a" } else { "" })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Container {
+    pub offset: u64,
+    pub version: u16,
+    pub header_size: u16,
+    pub payload_size: u64,
+    pub entries: Vec<Entry>,
+}
+
+impl Container {
+    pub fn end(&self) -> u64 {
+        self.offset + self.header_size as u64 + self.payload_size
+    }
+}
+
+/// Entries of one (kind, architecture name) in a library or a tree.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TargetStats {
+    pub kind: Kind,
+    /// `sm_90a`.
+    pub name: String,
+    pub arch: u32,
+    pub arch_specific: bool,
+    pub entries: u64,
+    /// Containers holding at least one such entry.
+    pub containers: u64,
+    pub stored: u64,
+    pub uncompressed: u64,
+    pub compression: Vec<Compression>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct CompressionStats {
+    pub compression: Compression,
+    pub entries: u64,
+    pub stored: u64,
+    pub uncompressed: u64,
+}
+
+/// What `splitpkg` knows about one library's device code without decompressing it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FatbinSummary {
+    /// File offset and size of `.nv_fatbin`.
+    pub section_offset: u64,
+    pub section_size: u64,
+    /// Zero bytes between and after containers.
+    pub padding: u64,
+    pub container_count: u64,
+    pub entries: u64,
+    pub ptx: u64,
+    pub elf: u64,
+    pub other: u64,
+    /// Payload bytes reserved in the file (excluding headers).
+    pub stored: u64,
+    pub uncompressed: u64,
+    /// Per (architecture name, kind), ascending by architecture.
+    pub targets: Vec<TargetStats>,
+    pub compression: Vec<CompressionStats>,
+    /// SASS targets with no PTX of the same architecture to JIT from.
+    pub sass_only: Vec<String>,
+    /// True when there is no PTX at all: GPUs newer than every SASS major cannot run this code.
+    pub no_ptx: bool,
+    /// The minimum driver the compression alone requires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression_floor: Option<DriverReq>,
+    /// The format itself (container → entries). Empty when dropped for a compact report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<Container>,
+}
+
+impl FatbinSummary {
+    /// The same summary without the per-entry layout (for compact JSON).
+    pub fn without_containers(mut self) -> Self {
+        self.containers = Vec::new();
+        self
+    }
+
+    /// Entries in file order.
+    pub fn entries_in_order(&self) -> impl Iterator<Item = &Entry> {
+        self.containers.iter().flat_map(|c| c.entries.iter())
+    }
+}
+
+// --- the walk ----------------------------------------------------------------------------------
+
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+/// Walk the bytes of a `.nv_fatbin` section that starts at file offset `base`.
+///
+/// Headers only; payload bytes are never read (except to confirm that a short tail is padding).
+/// Callers must keep every reported offset relative to `base`.
+pub fn parse(data: &[u8], base: u64) -> Result<Vec<Container>, FatbinError> {
+    let len = data.len();
+    let at = |pos: usize| base.saturating_add(pos as u64);
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    // Padding is zeros in 8-byte steps in every file seen; any run of zeros is accepted, which is
+    // safe because a container must then start with its (non-zero) magic.
+    while let Some(skip) = data[pos..].iter().position(|&b| b != 0) {
+        pos += skip;
+        if len - pos < CONTAINER_HEADER {
+            return Err(FatbinError::at(
+                at(pos),
+                format!("truncated container header: {} bytes left in the section, {CONTAINER_HEADER} needed", len - pos),
+            ));
+        }
+        let magic = u32_at(data, pos);
+        if magic != CONTAINER_MAGIC {
+            return Err(FatbinError::at(at(pos), format!("bad container magic {magic:#010x} (expected {CONTAINER_MAGIC:#010x})")));
+        }
+        let version = u16_at(data, pos + 4);
+        let header_size = u16_at(data, pos + 6);
+        let payload_size = u64_at(data, pos + 8);
+        if version != 1 {
+            return Err(FatbinError::at(at(pos), format!("unsupported container version {version} (only 1 is known)")));
+        }
+        if (header_size as usize) < CONTAINER_HEADER {
+            return Err(FatbinError::at(at(pos), format!("container header size {header_size} is below {CONTAINER_HEADER}")));
+        }
+        let end = (pos as u64)
+            .checked_add(header_size as u64)
+            .and_then(|x| x.checked_add(payload_size))
+            .filter(|&e| e <= len as u64)
+            .ok_or_else(|| {
+                FatbinError::at(
+                    at(pos),
+                    format!(
+                        "container of {payload_size} payload bytes runs past the end of the section ({} bytes left after its header)",
+                        (len - pos).saturating_sub(header_size as usize)
+                    ),
+                )
+            })? as usize;
+        let entries = parse_entries(data, pos + header_size as usize, end, base)?;
+        out.push(Container { offset: at(pos), version, header_size, payload_size, entries });
+        pos = end;
+    }
+    Ok(out)
+}
+
+fn parse_entries(data: &[u8], start: usize, end: usize, base: u64) -> Result<Vec<Entry>, FatbinError> {
+    let at = |pos: usize| base.saturating_add(pos as u64);
+    let mut entries = Vec::new();
+    let mut e = start;
+    while e < end {
+        let rest = &data[e..end];
+        // A zero tail inside a container is padding, not an entry (kind 0 does not exist).
+        if rest.len() < ENTRY_HEADER_MIN || u32_at(rest, 4) < ENTRY_HEADER_MIN as u32 {
+            if rest.iter().all(|&b| b == 0) {
+                break;
+            }
+            if rest.len() < ENTRY_HEADER_MIN {
+                return Err(FatbinError::at(
+                    at(e),
+                    format!("truncated entry header: {} bytes left in the container, {ENTRY_HEADER_MIN} needed", rest.len()),
+                ));
+            }
+            return Err(FatbinError::at(at(e), format!("entry header size {} is below {ENTRY_HEADER_MIN}", u32_at(rest, 4))));
+        }
+        let kind_code = u16_at(rest, 0);
+        let header_size = u32_at(rest, 4);
+        let stored = u64_at(rest, 0x08);
+        let compressed = u32_at(rest, 0x10) as u64;
+        let arch = u32_at(rest, 0x1C);
+        let flag_bits = u64_at(rest, 0x28);
+        let uncompressed_field = u64_at(rest, 0x38);
+        let next = (header_size as u64)
+            .checked_add(stored)
+            .filter(|&n| n <= rest.len() as u64)
+            .ok_or_else(|| {
+                FatbinError::at(
+                    at(e),
+                    format!(
+                        "entry of {header_size}-byte header and {stored} payload bytes runs past the end of its container ({} bytes left)",
+                        rest.len()
+                    ),
+                )
+            })? as usize;
+        let compression = Compression::from_flags(flag_bits);
+        let uncompressed = if compression == Compression::None && uncompressed_field == 0 { stored } else { uncompressed_field };
+        entries.push(Entry {
+            offset: at(e),
+            kind: Kind::from_code(kind_code),
+            kind_code,
+            arch,
+            arch_specific: flag_bits & flags::ARCH_SPECIFIC != 0,
+            header_size,
+            flags: flag_bits,
+            compression,
+            stored,
+            compressed,
+            uncompressed,
+        });
+        // next >= header_size >= 64: the walk always moves forward.
+        e += next;
+    }
+    Ok(entries)
+}
+
+/// Per-target and per-compression totals of a walked section.
+pub fn summarise(section_offset: u64, section_size: u64, containers: Vec<Container>) -> FatbinSummary {
+    #[derive(Default)]
+    struct Acc {
+        entries: u64,
+        containers: u64,
+        stored: u64,
+        uncompressed: u64,
+        compression: Vec<Compression>,
+        last_container: Option<usize>,
+    }
+    let mut targets: BTreeMap<(u32, bool, Kind), Acc> = BTreeMap::new();
+    let mut comp: BTreeMap<Compression, CompressionStats> = BTreeMap::new();
+    let (mut ptx, mut elf, mut other, mut stored, mut uncompressed, mut used) = (0, 0, 0, 0u64, 0u64, 0u64);
+    for (ci, c) in containers.iter().enumerate() {
+        used += c.header_size as u64 + c.payload_size;
+        for e in &c.entries {
+            match e.kind {
+                Kind::Ptx => ptx += 1,
+                Kind::Elf => elf += 1,
+                Kind::Other => other += 1,
+            }
+            stored += e.stored;
+            uncompressed = uncompressed.saturating_add(e.uncompressed);
+            let a = targets.entry((e.arch, e.arch_specific, e.kind)).or_default();
+            a.entries += 1;
+            a.stored += e.stored;
+            a.uncompressed = a.uncompressed.saturating_add(e.uncompressed);
+            if !a.compression.contains(&e.compression) {
+                a.compression.push(e.compression);
+                a.compression.sort();
+            }
+            if a.last_container != Some(ci) {
+                a.last_container = Some(ci);
+                a.containers += 1;
+            }
+            let s = comp.entry(e.compression).or_insert(CompressionStats {
+                compression: e.compression,
+                entries: 0,
+                stored: 0,
+                uncompressed: 0,
+            });
+            s.entries += 1;
+            s.stored += e.stored;
+            s.uncompressed = s.uncompressed.saturating_add(e.uncompressed);
+        }
+    }
+    let targets: Vec<TargetStats> = targets
+        .into_iter()
+        .map(|((arch, arch_specific, kind), a)| TargetStats {
+            kind,
+            name: arch_name(arch, arch_specific),
+            arch,
+            arch_specific,
+            entries: a.entries,
+            containers: a.containers,
+            stored: a.stored,
+            uncompressed: a.uncompressed,
+            compression: a.compression,
+        })
+        .collect();
+    let sass_only = sass_only(&targets);
+    let compression: Vec<CompressionStats> = comp.into_values().collect();
+    let compression_floor = compression_floor(compression.iter().map(|c| c.compression));
+    FatbinSummary {
+        section_offset,
+        section_size,
+        padding: section_size.saturating_sub(used),
+        container_count: containers.len() as u64,
+        entries: ptx + elf + other,
+        ptx,
+        elf,
+        other,
+        stored,
+        uncompressed,
+        no_ptx: ptx == 0,
+        sass_only,
+        targets,
+        compression,
+        compression_floor,
+        containers,
+    }
+}
+
+fn sass_only(targets: &[TargetStats]) -> Vec<String> {
+    targets
+        .iter()
+        .filter(|t| t.kind == Kind::Elf)
+        .filter(|t| !targets.iter().any(|p| p.kind == Kind::Ptx && p.arch == t.arch && p.arch_specific == t.arch_specific))
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// The file's `.nv_fatbin`, walked and summarised; `None` when the file has no device code.
+pub fn read(view: &ElfView<'_>) -> Result<Option<FatbinSummary>, FatbinError> {
+    let Some(sh) = view.section(SECTION) else { return Ok(None) };
+    let Some(data) = view.section_bytes(sh) else {
+        return Err(FatbinError::at(
+            sh.sh_offset,
+            format!("section of {} bytes is not in the file ({} bytes) or has no file data", sh.sh_size, view.bytes.len()),
+        ));
+    };
+    let containers = parse(data, sh.sh_offset)?;
+    Ok(Some(summarise(sh.sh_offset, sh.sh_size, containers)))
+}
+
+/// Add up summaries (a tree's libraries) per target and per compression.
+pub fn total<'a>(summaries: impl IntoIterator<Item = &'a FatbinSummary>) -> FatbinSummary {
+    let mut out = summarise(0, 0, Vec::new());
+    let mut targets: BTreeMap<(u32, bool, Kind), TargetStats> = BTreeMap::new();
+    let mut comp: BTreeMap<Compression, CompressionStats> = BTreeMap::new();
+    for s in summaries {
+        out.section_size += s.section_size;
+        out.padding += s.padding;
+        out.container_count += s.container_count;
+        out.entries += s.entries;
+        out.ptx += s.ptx;
+        out.elf += s.elf;
+        out.other += s.other;
+        out.stored += s.stored;
+        out.uncompressed = out.uncompressed.saturating_add(s.uncompressed);
+        for t in &s.targets {
+            let a = targets.entry((t.arch, t.arch_specific, t.kind)).or_insert_with(|| TargetStats {
+                entries: 0,
+                containers: 0,
+                stored: 0,
+                uncompressed: 0,
+                compression: Vec::new(),
+                ..t.clone()
+            });
+            a.entries += t.entries;
+            a.containers += t.containers;
+            a.stored += t.stored;
+            a.uncompressed = a.uncompressed.saturating_add(t.uncompressed);
+            for c in &t.compression {
+                if !a.compression.contains(c) {
+                    a.compression.push(*c);
+                    a.compression.sort();
+                }
+            }
+        }
+        for c in &s.compression {
+            let a = comp
+                .entry(c.compression)
+                .or_insert(CompressionStats { compression: c.compression, entries: 0, stored: 0, uncompressed: 0 });
+            a.entries += c.entries;
+            a.stored += c.stored;
+            a.uncompressed = a.uncompressed.saturating_add(c.uncompressed);
+        }
+    }
+    out.targets = targets.into_values().collect();
+    out.compression = comp.into_values().collect();
+    out.sass_only = sass_only(&out.targets);
+    out.no_ptx = out.ptx == 0;
+    out.compression_floor = compression_floor(out.compression.iter().map(|c| c.compression));
+    out
+}
+
+// --- drivers -----------------------------------------------------------------------------------
+
+/// A minimum NVIDIA driver, with the reason it is needed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DriverReq {
+    /// Linux driver version, e.g. `550.54.14`.
+    pub linux: String,
+    /// The CUDA toolkit release whose driver that is.
+    pub cuda: String,
+    pub why: String,
+}
+
+impl DriverReq {
+    fn new(linux: &str, cuda: &str, why: &str) -> Self {
+        DriverReq { linux: linux.into(), cuda: cuda.into(), why: why.into() }
+    }
+}
+
+/// zstd-compressed fatbins (nvcc `--compress-mode`) are not loadable by drivers released before the
+/// CUDA 12.4 toolkit (nvcc docs); RAPIDS pins that to 550.54.14 on CUDA 12. LZ4 (`-compress-all`)
+/// and uncompressed entries raise nothing.
+pub fn compression_floor(kinds: impl IntoIterator<Item = Compression>) -> Option<DriverReq> {
+    let kinds: Vec<Compression> = kinds.into_iter().collect();
+    if kinds.contains(&Compression::Zstd) {
+        Some(DriverReq::new(
+            "550.54.14",
+            "12.4",
+            "zstd-compressed device code (nvcc --compress-mode) needs a driver from CUDA 12.4 or newer",
+        ))
+    } else {
+        None
+    }
+}
+
+/// The CUDA major version a build targets, and how it was found.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct CudaRuntime {
+    pub major: u32,
+    /// e.g. `NEEDED libcudart.so.13 in lib/libtorch_cuda.so`.
+    pub from: String,
+}
+
+/// Libraries whose SONAME major follows the CUDA major (cuFFT, cuSOLVER, cuRAND and cuDNN do not).
+const CUDA_VERSIONED: [&str; 5] = ["libcudart", "libcublasLt", "libcublas", "libnvrtc", "libnvJitLink"];
+
+/// CUDA major from NEEDED names such as `libcudart.so.13` or auditwheel's `libcudart-3f3c6934.so.11.0`.
+/// Returns the major and the name it came from; cudart wins over the others.
+pub fn cuda_major_from_needed<'a>(needed: impl IntoIterator<Item = &'a str>) -> Option<(u32, String)> {
+    let mut best: Option<(usize, u32, String)> = None;
+    for name in needed {
+        for (rank, stem) in CUDA_VERSIONED.iter().enumerate() {
+            let Some(rest) = name.strip_prefix(stem) else { continue };
+            // `libcublas` must not match `libcublasLt`: what follows is `.so` or `-<hash>.so`.
+            let rest = match rest.strip_prefix('-') {
+                Some(r) => match r.find(".so.") {
+                    Some(i) if r[..i].bytes().all(|b| b.is_ascii_alphanumeric()) => &r[i..],
+                    _ => continue,
+                },
+                None => rest,
+            };
+            let Some(ver) = rest.strip_prefix(".so.") else { continue };
+            let Ok(major) = ver.split('.').next().unwrap_or("").parse::<u32>() else { continue };
+            if best.as_ref().is_none_or(|b| rank < b.0) {
+                best = Some((rank, major, name.to_string()));
+            }
+        }
+    }
+    best.map(|(_, m, n)| (m, n))
+}
+
+/// NEEDED names of a parsed file (bounded by its dynamic table).
+pub fn needed_names<'a>(view: &ElfView<'a>) -> Vec<&'a str> {
+    view.dynamic
+        .iter()
+        .filter(|d| d.d_tag == goblin::elf::dynamic::DT_NEEDED)
+        .filter_map(|d| view.dynstr(d.d_val))
+        .collect()
+}
+
+/// The driver a CUDA runtime of this major needs under minor-version compatibility (NVIDIA,
+/// "CUDA Compatibility", Table 1: 11.x ≥ 450, 12.x ≥ 525, 13.x ≥ 580).
+pub fn runtime_floor(major: u32) -> Option<DriverReq> {
+    match major {
+        11 => Some(DriverReq::new("450.80.02", "11.0", "the CUDA 11 runtime needs driver 450.80.02 or newer")),
+        12 => Some(DriverReq::new("525.60.13", "12.0", "the CUDA 12 runtime needs driver 525.60.13 or newer")),
+        13 => Some(DriverReq::new("580", "13.0", "the CUDA 13 runtime needs driver 580 or newer")),
+        _ => None,
+    }
+}
+
+/// The driver floor of a library or tree: the higher of what the runtime and the compression need.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DriverFloor {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<DriverReq>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression: Option<DriverReq>,
+    /// The higher of the two; absent when neither is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<String>,
+    /// Whether compression raises the floor above what the runtime needs anyway.
+    pub compression_raises_floor: bool,
+}
+
+pub fn driver_floor(cuda_major: Option<u32>, compression: Option<DriverReq>) -> DriverFloor {
+    let runtime = cuda_major.and_then(runtime_floor);
+    let (minimum, raises) = match (&runtime, &compression) {
+        (Some(r), Some(c)) => {
+            if version_cmp(&c.linux, &r.linux).is_gt() {
+                (Some(c.linux.clone()), true)
+            } else {
+                (Some(r.linux.clone()), false)
+            }
+        }
+        (Some(r), None) => (Some(r.linux.clone()), false),
+        (None, Some(c)) => (Some(c.linux.clone()), true),
+        (None, None) => (None, false),
+    };
+    DriverFloor { runtime, compression, minimum, compression_raises_floor: raises }
+}
+
+/// Compare dotted driver versions numerically (`580` > `550.54.14`).
+pub fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let parse = |s: &str| s.split('.').map(|p| p.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    let (mut x, mut y) = (parse(a), parse(b));
+    let n = x.len().max(y.len());
+    x.resize(n, 0);
+    y.resize(n, 0);
+    x.cmp(&y)
+}
+
+#[doc(hidden)]
+/// The fuzz harness (cargo-fuzz target and the stable mutation test share it): every reader on
+/// arbitrary bytes, with decompression capped low so a fuzzer does not spend its time in memset.
+pub fn fuzz_one(data: &[u8]) {
+    if let Ok(containers) = parse(data, 0) {
+        let s = summarise(0, data.len() as u64, containers);
+        for e in s.entries_in_order() {
+            let _ = whatif::decompress_with_limit(data, 0, e, 1 << 20);
+        }
+        for cap in ["sm_75", "sm_90", "sm_121"] {
+            let _ = device_check(&s, cap.parse().expect("static"));
+        }
+        let _ = total([&s]);
+    }
+    if let Ok(view) = ElfView::parse(data) {
+        let _ = read(&view);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_major_names() {
+        assert_eq!(cuda_major_from_needed(["libc.so.6", "libcudart.so.13"]), Some((13, "libcudart.so.13".into())));
+        assert_eq!(cuda_major_from_needed(["libcudart-3f3c6934.so.11.0"]).map(|x| x.0), Some(11));
+        assert_eq!(cuda_major_from_needed(["libcublasLt.so.12", "libcudart.so.13"]).map(|x| x.0), Some(13));
+        assert_eq!(cuda_major_from_needed(["libcublasLt.so.12"]).map(|x| x.0), Some(12));
+        assert_eq!(cuda_major_from_needed(["libcufft.so.11", "libcudnn.so.9"]), None);
+        assert_eq!(cuda_major_from_needed(["libcudart_static.so.1"]), None);
+    }
+
+    #[test]
+    fn floors() {
+        let z = compression_floor([Compression::Zstd]);
+        let f = driver_floor(Some(12), z.clone());
+        assert_eq!(f.minimum.as_deref(), Some("550.54.14"));
+        assert!(f.compression_raises_floor);
+        let f = driver_floor(Some(13), z);
+        assert_eq!(f.minimum.as_deref(), Some("580"));
+        assert!(!f.compression_raises_floor);
+        let f = driver_floor(Some(12), compression_floor([Compression::Lz4]));
+        assert_eq!(f.minimum.as_deref(), Some("525.60.13"));
+        assert!(version_cmp("580", "550.54.14").is_gt());
+        assert!(version_cmp("550.54.14", "550.54.15").is_lt());
+    }
+}

@@ -1,0 +1,298 @@
+//! `splitpkg fatbin`: the device code of every library in a tree (or of one ELF file), with the
+//! optional what-if and device checks, as one serialisable report (`docs/fatbin.schema.json`).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memmap2::Mmap;
+use serde::Serialize;
+
+use super::{
+    Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed,
+    device_check, driver_floor, needed_names, read, total, what_if,
+};
+use crate::elf::{ElfView, file_range};
+use crate::error::{Error, Result};
+use crate::inspect::display_member;
+use crate::progress::Progress;
+use crate::tree::{ElfInput, Tree, TreeKind};
+
+pub const SCHEMA: &str = "splitpkg-fatbin";
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Default)]
+pub struct ScanOptions {
+    /// Estimate the stored size under each of these (decompresses everything: seconds per GiB).
+    pub what_if: Vec<CompressMode>,
+    /// Check each library against these devices.
+    pub devices: Vec<Capability>,
+    /// Keep the container → entry layout in the report.
+    pub entries: bool,
+    /// Print each file's header-walk time on stderr (also with `SPLITPKG_TRACE`).
+    pub time: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Input {
+    pub path: String,
+    /// `directory`, `wheel`, `conda`, `tar-bz2`, or `file` for a single ELF file.
+    pub kind: String,
+    pub elf_files: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Options {
+    pub what_if: Vec<CompressMode>,
+    pub device: Vec<Capability>,
+    pub entries: bool,
+}
+
+/// One library with device code.
+#[derive(Debug, Clone, Serialize)]
+pub struct LibraryFatbin {
+    pub path: String,
+    pub size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime: Option<CudaRuntime>,
+    pub driver: DriverFloor,
+    pub fatbin: FatbinSummary,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub what_if: Vec<WhatIf>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device: Vec<DeviceVerdict>,
+    /// Header walk time (section lookup, walk, summary); not serialised, it varies run to run.
+    #[serde(skip)]
+    pub walk: Duration,
+}
+
+/// A device against the whole tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceTotal {
+    pub device: Capability,
+    /// The worst of the libraries' verdicts.
+    pub runs: Runs,
+    pub jit: Vec<String>,
+    pub cannot_run: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Total {
+    pub libraries: u64,
+    /// Every library's summary added up (without layout).
+    pub fatbin: FatbinSummary,
+    pub driver: DriverFloor,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub what_if: Vec<WhatIf>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device: Vec<DeviceTotal>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FatbinReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub input: Input,
+    pub options: Options,
+    /// The CUDA major the build targets, when a NEEDED name tells it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime: Option<CudaRuntime>,
+    pub libraries: Vec<LibraryFatbin>,
+    pub total: Total,
+}
+
+impl FatbinReport {
+    /// 1 when some library cannot run on a requested device, else 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.total.device.iter().any(|d| d.runs == Runs::No) { 1 } else { 0 }
+    }
+}
+
+struct FileScan {
+    path: String,
+    size: u64,
+    cuda: Option<(u32, String)>,
+    lib: Option<LibraryFatbin>,
+}
+
+fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, trace: bool) -> Result<FileScan> {
+    let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
+    let started = Instant::now();
+    let summary = read(&view).map_err(|e| Error::bad(name(), e))?;
+    let walk = started.elapsed();
+    let cuda = cuda_major_from_needed(needed_names(&view));
+    let size = input.bytes.len() as u64;
+    let Some(mut summary) = summary else {
+        return Ok(FileScan { path: input.path.to_string(), size, cuda, lib: None });
+    };
+    if trace {
+        eprintln!(
+            "fatbin: header walk {:>8.3} ms  {}  ({} containers, {} entries)",
+            walk.as_secs_f64() * 1e3,
+            input.path,
+            summary.container_count,
+            summary.entries
+        );
+    }
+    let mut whatifs = Vec::new();
+    if !opts.what_if.is_empty() {
+        if let Some(r) = file_range(size, summary.section_offset, summary.section_size) {
+            input.prefetch(&[r]);
+        }
+        let t = Instant::now();
+        whatifs = what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::bad(name(), e))?;
+        if trace {
+            eprintln!("fatbin: what-if {:>8.2} s  {}", t.elapsed().as_secs_f64(), input.path);
+        }
+    }
+    let device = opts.devices.iter().map(|&d| device_check(&summary, d)).collect();
+    if !opts.entries {
+        summary = summary.without_containers();
+    }
+    let lib = LibraryFatbin {
+        path: input.path.to_string(),
+        size,
+        cuda_runtime: None,
+        driver: driver_floor(None, None),
+        fatbin: summary,
+        what_if: whatifs,
+        device,
+        walk,
+    };
+    Ok(FileScan { path: input.path.to_string(), size, cuda, lib: Some(lib) })
+}
+
+/// Read every ELF file under `path` (directory, .whl, .conda, .tar.bz2, or one ELF file).
+pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<FatbinReport> {
+    let trace = opts.time || std::env::var_os("SPLITPKG_TRACE").is_some();
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let (kind, mut files) = if meta.is_file() && is_elf_file(path)? {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        // SAFETY: read-only private map; every read of it is bounds-checked.
+        let map = Arc::new(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+        let display = path.display().to_string();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| display.clone());
+        let input = ElfInput { path: &name, bytes: &map, map: Some(&map) };
+        let one = scan_one(input, &|| display.clone(), opts, trace)?;
+        ("file".to_string(), vec![one])
+    } else {
+        let kind = TreeKind::detect(path)?;
+        let (_tree, results) = Tree::open(path, progress, |input| {
+            let member = input.path.to_string();
+            scan_one(input, &|| display_member(path, kind, &member), opts, trace)
+        })?;
+        let kind = serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        (kind, results.into_iter().map(|(_, f)| f).collect())
+    };
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+
+    // The build's CUDA major: from the libraries that carry device code first, then any file.
+    let tree_cuda = files
+        .iter()
+        .filter(|f| f.lib.is_some())
+        .chain(files.iter())
+        .find_map(|f| f.cuda.as_ref().map(|(m, n)| CudaRuntime { major: *m, from: format!("NEEDED {n} in {}", f.path) }));
+    let elf_files = files.len() as u64;
+    let bytes = files.iter().map(|f| f.size).sum();
+    let mut libraries = Vec::new();
+    for f in files {
+        let Some(mut lib) = f.lib else { continue };
+        lib.cuda_runtime = match f.cuda {
+            Some((m, n)) => Some(CudaRuntime { major: m, from: format!("NEEDED {n}") }),
+            None => tree_cuda.clone(),
+        };
+        lib.driver = driver_floor(lib.cuda_runtime.as_ref().map(|c| c.major), lib.fatbin.compression_floor.clone());
+        libraries.push(lib);
+    }
+
+    let fatbin = total(libraries.iter().map(|l| &l.fatbin));
+    let driver = driver_floor(tree_cuda.as_ref().map(|c| c.major), fatbin.compression_floor.clone());
+    let what_if_total = opts.what_if.iter().enumerate().map(|(i, &m)| sum_what_if(m, libraries.iter().map(|l| &l.what_if[i]))).collect();
+    let device = opts
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            let verdicts: Vec<(&str, &DeviceVerdict)> = libraries.iter().map(|l| (l.path.as_str(), &l.device[i])).collect();
+            let pick = |r: Runs| verdicts.iter().filter(|(_, v)| v.runs == r).map(|(p, _)| p.to_string()).collect::<Vec<_>>();
+            let (jit, cannot_run) = (pick(Runs::Jit), pick(Runs::No));
+            let runs = if !cannot_run.is_empty() {
+                Runs::No
+            } else if !jit.is_empty() {
+                Runs::Jit
+            } else {
+                Runs::Yes
+            };
+            DeviceTotal { device: d, runs, jit, cannot_run }
+        })
+        .collect();
+    Ok(FatbinReport {
+        schema: SCHEMA,
+        schema_version: SCHEMA_VERSION,
+        tool: Tool { name: "splitpkg", version: env!("CARGO_PKG_VERSION") },
+        input: Input { path: path.display().to_string(), kind, elf_files, bytes },
+        options: Options { what_if: opts.what_if.clone(), device: opts.devices.clone(), entries: opts.entries },
+        cuda_runtime: tree_cuda,
+        total: Total { libraries: libraries.len() as u64, fatbin, driver, what_if: what_if_total, device },
+        libraries,
+    })
+}
+
+fn is_elf_file(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let n = f.read(&mut head).map_err(|e| Error::io(path, e))?;
+    Ok(n == 4 && &head == b"\x7fELF")
+}
+
+/// The tree's what-if for one mode: the libraries' numbers added up.
+fn sum_what_if<'a>(mode: CompressMode, items: impl Iterator<Item = &'a WhatIf>) -> WhatIf {
+    let mut out: Option<WhatIf> = None;
+    for w in items {
+        let Some(o) = out.as_mut() else {
+            out = Some(w.clone());
+            continue;
+        };
+        o.entries += w.entries;
+        o.uncompressed += w.uncompressed;
+        o.stored_now += w.stored_now;
+        o.stored_after += w.stored_after;
+        o.section_now += w.section_now;
+        o.section_after += w.section_after;
+        o.saving += w.saving;
+        o.compress_seconds += w.compress_seconds;
+        for t in &w.targets {
+            match o.targets.iter_mut().find(|x| x.kind == t.kind && x.name == t.name) {
+                Some(x) => {
+                    x.stored_now += t.stored_now;
+                    x.stored_after += t.stored_after;
+                }
+                None => o.targets.push(t.clone()),
+            }
+        }
+    }
+    let mut out = out.unwrap_or_else(|| WhatIf {
+        mode,
+        entries: 0,
+        uncompressed: 0,
+        stored_now: 0,
+        stored_after: 0,
+        section_now: 0,
+        section_after: 0,
+        saving: 0,
+        targets: Vec::new(),
+        driver: super::compression_floor([mode.compression()]),
+        compress_seconds: 0.0,
+    });
+    out.targets.sort_by_key(|t| (t.arch, t.arch_specific, t.kind));
+    out
+}
