@@ -156,7 +156,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         stage => stage,
         cmake_target => cmake_target.as_str(),
         cuda_floor => to_value(&o.cuda_floor),
-        cuda_floor_why => "the device code is compressed in a way older drivers cannot load (splitpkg fatbin)",
+        cuda_floor_why => plan.device_code.as_ref().map(|d| d.why.clone()).unwrap_or_default(),
         has_glue => split.has_glue,
         glue => to_value(&glue),
     };

@@ -18,6 +18,9 @@ pub struct FileFacts {
     pub size: u64,
     pub elf: ElfFacts,
     pub payload: PayloadFacts,
+    /// CUDA device code (`.nv_fatbin` headers only), without the per-entry layout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fatbin: Option<crate::fatbin::FatbinSummary>,
 }
 
 pub struct Inspection {
@@ -64,6 +67,7 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
         let elf = view.facts(&[spec.word()], input.map).map_err(|e| Error::bad(name(), e))?;
         let parsed = started.map(|t| t.elapsed());
         let payload = payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec);
+        let fatbin = crate::fatbin::read(&view).map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
         if let (Some(t), Some(p), Some(f)) = (started, prefetched, parsed) {
             eprintln!(
                 "trace: {:>9.2?} prefetch {:>9.2?} facts {:>9.2?} payload  {} ({} dynsyms)",
@@ -74,7 +78,7 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
                 elf.symbols.len()
             );
         }
-        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload })
+        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload, fatbin })
     })?;
     let t_open = std::time::Instant::now();
     let files: Vec<FileFacts> = parsed.into_iter().map(|(_, f)| f).collect();

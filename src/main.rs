@@ -361,7 +361,7 @@ fn run(cli: Cli) -> Result<i32> {
                 payload_packages,
                 payload_version: split::payload_version(&plan),
                 build_keys: build_keys.unwrap_or(default_keys),
-                cuda_floor: None,
+                cuda_floor: plan.device_code.as_ref().and_then(|d| d.cuda_floor.as_ref()).map(|v| format!("__cuda >={v}")),
             };
             let split = split::Split::from_plan(&plan, options)?;
             let formats = match format {

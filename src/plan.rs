@@ -36,6 +36,30 @@ pub struct Plan {
     pub saving: Saving,
     pub warnings: Vec<Warning>,
     pub contract: ContractSummary,
+    /// CUDA device code in the tree; absent when no file has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_code: Option<DeviceCode>,
+}
+
+/// The tree's CUDA device code and the driver it needs (from `.nv_fatbin` headers).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceCode {
+    pub libraries: usize,
+    /// Bytes of device code as stored in the files, and after decompression.
+    pub stored: u64,
+    pub uncompressed: u64,
+    pub percent_of_tree: f64,
+    /// Compression kinds present (`zstd`, `lz4`, `none`).
+    pub compression: Vec<String>,
+    /// Minimum Linux driver: the higher of what the CUDA runtime and the compression need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_minimum: Option<String>,
+    /// True when the compression alone needs a newer driver than the CUDA runtime does; then
+    /// `cuda_floor` is the CUDA release whose driver is needed (`12.4` for zstd).
+    pub compression_raises_floor: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_floor: Option<String>,
+    pub why: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,6 +97,9 @@ pub struct PayloadSummary {
     pub external: Vec<String>,
     /// Estimated payload bytes inside the tree.
     pub bytes: u64,
+    /// Of which device code (`.nv_fatbin` attributed to the payload).
+    #[serde(default)]
+    pub device_code: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -94,6 +121,9 @@ pub struct Output {
     /// Payload libraries this output needs that are not in the tree.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub external: Vec<String>,
+    /// Stored `.nv_fatbin` bytes in this output's files.
+    #[serde(default)]
+    pub device_code: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -175,9 +205,14 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
         }
 
         // Assign every tree entry; symlinks and hard links follow what they point at.
+        let device_code_of: BTreeMap<usize, u64> = ins
+            .files
+            .iter()
+            .filter_map(|f| tree.index_of(&f.path).map(|e| (e, f.fatbin.as_ref().map(|s| s.section_size).unwrap_or(0))))
+            .collect();
         let entry_of_file: BTreeMap<usize, usize> =
             ins.files.iter().enumerate().filter_map(|(i, f)| tree.index_of(&f.path).map(|e| (e, i))).collect();
-        let mut buckets: BTreeMap<Role, (Vec<String>, u64)> = BTreeMap::new();
+        let mut buckets: BTreeMap<Role, (Vec<String>, u64, u64)> = BTreeMap::new();
         for (idx, e) in tree.entries.iter().enumerate() {
             let (target_entry, own_bytes) = match &e.kind {
                 EntryKind::Dir => continue,
@@ -195,6 +230,9 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
             let b = buckets.entry(role).or_default();
             b.0.push(e.path.clone());
             b.1 += own_bytes;
+            if own_bytes > 0 {
+                b.2 += device_code_of.get(&idx).copied().unwrap_or(0);
+            }
         }
         let lazy_facts = &ins.files[lazy_file];
         let static_estimate: Option<&Estimate> = lazy_facts.payload.estimate.as_ref().filter(|_| !lazy_facts.payload.library);
@@ -220,7 +258,7 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
             },
         ];
         for role in [Role::Core, Role::Lazy, Role::Payload] {
-            let (files, bytes) = buckets.remove(&role).unwrap_or_default();
+            let (files, bytes, device_code) = buckets.remove(&role).unwrap_or_default();
             if role == Role::Payload && files.is_empty() && external.is_empty() {
                 continue;
             }
@@ -230,6 +268,7 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
                 bytes,
                 variants: if role == Role::Lazy { variants.clone() } else { Vec::new() },
                 external: if role == Role::Payload { external.clone() } else { Vec::new() },
+                device_code,
             });
         }
         let payload_out = outputs.iter().find(|o| o.role == Role::Payload).map(|o| o.bytes).unwrap_or(0);
@@ -259,12 +298,8 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
             files: tree.entries.iter().filter(|e| !matches!(e.kind, EntryKind::Dir)).count(),
             elf_files: ins.files.len(),
             bytes: total,
-            cuda_runtime: ins
-                .files
-                .iter()
-                .flat_map(|f| f.elf.needed.iter())
-                .filter_map(|n| n.strip_prefix("libcudart.so.").and_then(|v| v.split('.').next()?.parse().ok()))
-                .max(),
+            cuda_runtime: crate::fatbin::cuda_major_from_needed(ins.files.iter().flat_map(|f| f.elf.needed.iter().map(String::as_str)))
+                .map(|r| r.0),
         },
         options: PlanOptions {
             lazy: lazy_name.to_string(),
@@ -276,12 +311,56 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
         reasons: analysis.reasons.clone(),
         witnesses: analysis.witnesses.clone(),
         lazy_library: analysis.lazy_library.clone(),
-        payload: PayloadSummary { files: analysis.payload.clone(), external, bytes: payload_bytes },
+        payload: PayloadSummary { files: analysis.payload.clone(), external, bytes: payload_bytes, device_code: payload_device_code(analysis) },
         outputs,
         saving,
         warnings: analysis.warnings.clone(),
         contract: ContractSummary::from(&analysis.contract),
+        device_code: device_code(ins, total),
     }
+}
+
+/// Device code attributed to the payload: the `.nv_fatbin` part of each estimate (all of it for
+/// payload libraries).
+fn payload_device_code(analysis: &Analysis) -> u64 {
+    analysis
+        .payload
+        .iter()
+        .filter_map(|p| p.estimate.as_ref())
+        .flat_map(|e| e.parts.iter())
+        .filter(|p| p.what == ".nv_fatbin")
+        .map(|p| p.bytes)
+        .sum()
+}
+
+fn device_code(ins: &Inspection, tree_bytes: u64) -> Option<DeviceCode> {
+    use crate::fatbin;
+    let summaries: Vec<&fatbin::FatbinSummary> = ins.files.iter().filter_map(|f| f.fatbin.as_ref()).collect();
+    if summaries.is_empty() {
+        return None;
+    }
+    let total = fatbin::total(summaries.iter().copied());
+    let kinds: Vec<fatbin::Compression> = total.compression.iter().map(|c| c.compression).collect();
+    let runtime = fatbin::cuda_major_from_needed(ins.files.iter().flat_map(|f| f.elf.needed.iter().map(String::as_str)));
+    let floor = fatbin::driver_floor(runtime.as_ref().map(|r| r.0), fatbin::compression_floor(kinds.iter().copied()));
+    let why = match (&floor.runtime, &floor.compression) {
+        (_, Some(c)) if floor.compression_raises_floor => c.why.clone(),
+        (Some(r), Some(c)) => format!("{}; {} — the runtime's floor is already higher", r.why, c.why),
+        (Some(r), None) => r.why.clone(),
+        (None, Some(c)) => c.why.clone(),
+        (None, None) => "no CUDA runtime NEEDed and no compressed device code".into(),
+    };
+    Some(DeviceCode {
+        libraries: summaries.len(),
+        stored: total.section_size,
+        uncompressed: total.uncompressed,
+        percent_of_tree: if tree_bytes > 0 { (total.section_size as f64 * 10000.0 / tree_bytes as f64).round() / 100.0 } else { 0.0 },
+        compression: kinds.iter().map(|k| k.label().to_string()).collect(),
+        driver_minimum: floor.minimum.clone(),
+        compression_raises_floor: floor.compression_raises_floor,
+        cuda_floor: floor.compression.as_ref().filter(|_| floor.compression_raises_floor).map(|c| c.cuda.clone()),
+        why,
+    })
 }
 
 /// Nodes reachable from the roots over every edge without entering `avoid`.

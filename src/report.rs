@@ -248,6 +248,26 @@ pub fn plan_text(plan: &Plan) -> String {
             let _ = writeln!(s, "      e.g. {}", p.symbols.iter().take(3).cloned().collect::<Vec<_>>().join(", "));
         }
     }
+    if let Some(d) = &plan.device_code {
+        let _ = writeln!(
+            s,
+            "\ndevice code: {} stored in {} libraries ({:.2} % of the tree), {} uncompressed, {}; of which {} is {}",
+            human_bytes(d.stored),
+            d.libraries,
+            d.percent_of_tree,
+            human_bytes(d.uncompressed),
+            if d.compression.is_empty() { "uncompressed".to_string() } else { d.compression.join(", ") },
+            human_bytes(plan.payload.device_code),
+            plan.options.dep
+        );
+        let _ = writeln!(
+            s,
+            "  driver floor: {}{}  ({})",
+            d.driver_minimum.as_deref().unwrap_or("unknown"),
+            d.cuda_floor.as_deref().map(|c| format!(", raised by compression to the CUDA {c} driver")).unwrap_or_default(),
+            d.why
+        );
+    }
     if !plan.outputs.is_empty() {
         let _ = writeln!(s, "\noutputs:");
         for o in &plan.outputs {
@@ -256,7 +276,13 @@ pub fn plan_text(plan: &Plan) -> String {
                 Role::Lazy => "lazy",
                 Role::Payload => "payload (optional)",
             };
-            let _ = writeln!(s, "  {role:<20} {:>6} files  {:>10}", o.files.len(), human_bytes(o.bytes));
+            let _ = writeln!(
+                s,
+                "  {role:<20} {:>6} files  {:>10}{}",
+                o.files.len(),
+                human_bytes(o.bytes),
+                if o.device_code > 0 { format!("  (device code {})", human_bytes(o.device_code)) } else { String::new() }
+            );
             for v in &o.variants {
                 let _ = writeln!(
                     s,

@@ -312,3 +312,43 @@ fn committed_torch_2_11_recipes_match_emit() {
         );
     }
 }
+
+#[test]
+fn zstd_device_code_on_cuda_12_adds_a_driver_floor() {
+    use splitpkg::fatbin::{Compression, synth::{self, SynthEntry}};
+    // The CUDA 12 fixture plus a zstd fat binary in libtorch_cuda.so: needs the CUDA 12.4 driver,
+    // above the 525 the CUDA 12 runtime needs.
+    let tree = tempfile::tempdir().unwrap();
+    let st = Command::new("cp").arg("-a").arg(format!("{}/.", fixture("cuda12").display())).arg(tree.path()).status().unwrap();
+    assert!(st.success());
+    let lib = tree.path().join("torch/lib/libtorch_cuda.so");
+    let cubin = synth::fake_cubin(90, 4096, 7);
+    let section = synth::section(&[synth::container(&[SynthEntry::elf(90, &cubin, Compression::Zstd)])], 0);
+    let with = tree.path().join("with-fatbin.so");
+    embed_fatbin(&lib, &section, &with);
+    std::fs::rename(&with, &lib).unwrap();
+
+    let plan = json(&run_path(&["plan", "--json", "--quiet"], tree.path()));
+    assert_valid("docs/plan.schema.json", &plan);
+    assert_eq!(plan["input"]["cuda_runtime"], 12);
+    let d = &plan["device_code"];
+    assert_eq!(d["compression"], serde_json::json!(["zstd"]));
+    assert_eq!(d["compression_raises_floor"], true);
+    assert_eq!(d["cuda_floor"], "12.4");
+    assert_eq!(d["driver_minimum"], "550.54.14");
+    assert_eq!(plan["outputs"][0]["device_code"], d["stored"]);
+
+    let out = tempfile::tempdir().unwrap();
+    let o = emit(tree.path(), out.path(), &["--build-keys", "cuda126"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recipe = std::fs::read_to_string(out.path().join("rattler-build/recipe.yaml")).unwrap();
+    assert!(recipe.contains("        - __cuda >=12.4\n"), "{recipe}");
+    assert!(recipe.contains("# zstd-compressed device code"), "{recipe}");
+    let meta = render_meta(&out.path().join("conda-build"), "magma");
+    assert_eq!(meta["outputs"][0]["requirements"]["run"], serde_json::json!(["libtorch-cuda-linalg ==2.5.1 cuda126_*", "__cuda >=12.4"]));
+    strict("__cuda >=12.4");
+
+    // The CUDA 13 torch wheel: zstd too, but the runtime's own floor (580) is higher: no constraint.
+    let recipe = std::fs::read_to_string(repo().join("recipes/torch-2.11/rattler-build/recipe.yaml")).unwrap();
+    assert!(!recipe.contains("__cuda"));
+}

@@ -36,6 +36,17 @@ fn torch_2_11_wheel_and_tree_are_confined() {
         assert!((45_000_000..53_000_000).contains(&est), "estimate {est}");
         let fatbin = files[0]["estimate"]["parts"].as_array().unwrap().iter().find(|x| x["what"] == ".nv_fatbin").unwrap();
         assert_eq!(fatbin["bytes"], 35_280_792, "all device code of the linalg library is MAGMA");
+        // Device code: three libraries; the linalg library's is all MAGMA; the CUDA 13 runtime's
+        // driver floor (580) is above what zstd needs (550.54.14), so no extra constraint.
+        let d = &p["device_code"];
+        assert_eq!(d["libraries"], 3);
+        assert_eq!(d["stored"], 297_806_224u64 + 35_280_792 + 453_568);
+        assert_eq!(d["compression"], serde_json::json!(["zstd"]));
+        assert_eq!(d["driver_minimum"], "580");
+        assert_eq!(d["compression_raises_floor"], false);
+        assert_eq!(p["payload"]["device_code"], 35_280_792);
+        let lazy_out = p["outputs"].as_array().unwrap().iter().find(|o| o["role"] == "lazy").unwrap();
+        assert_eq!(lazy_out["device_code"], 35_280_792);
         // libtorch_cuda.so keeps the has_magma glue.
         assert!(p["warnings"].as_array().unwrap().iter().any(|w| w["file"] == format!("{prefix}lib/libtorch_cuda.so")
             && w["examples"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))));

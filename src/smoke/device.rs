@@ -137,12 +137,59 @@ pub struct LibraryDeviceCode {
     pub runs_on_device: bool,
 }
 
-/// Hook point for the fatbin reader: check that each library in `libraries` carries SASS for
-/// `sm` (e.g. `sm_90`) or PTX the driver can JIT for it. Returns `None` ("not checked") until
-/// `splitpkg::fatbin` is plugged in here.
+/// Check that every library in `libraries` that carries device code has, for each of its fat
+/// binaries, SASS for `sm` (e.g. `sm_90`) or PTX the driver can JIT for it (`splitpkg::fatbin`
+/// reads the headers only). Libraries without `.nv_fatbin` are skipped; `None` when none has any.
 pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck> {
-    let _ = (libraries, sm);
-    None
+    use crate::fatbin::{self, Kind, Runs};
+    let device: fatbin::Capability = sm.parse().ok()?;
+    let mut out = Vec::new();
+    let mut failing = Vec::new();
+    let mut unreadable = Vec::new();
+    for lib in libraries {
+        let Ok(file) = std::fs::File::open(lib) else { continue };
+        // SAFETY: read-only private map; every read is bounds-checked.
+        let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else { continue };
+        let Ok(view) = crate::elf::ElfView::parse(&map) else { continue };
+        let summary = match fatbin::read(&view) {
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
+            Err(e) => {
+                unreadable.push(format!("{}: {e}", lib.display()));
+                continue;
+            }
+        };
+        let verdict = fatbin::device_check(&summary, device);
+        let names = |kind: Kind| -> Vec<String> {
+            let mut v: Vec<String> = summary.targets.iter().filter(|t| t.kind == kind).map(|t| t.name.clone()).collect();
+            v.dedup();
+            v
+        };
+        let runs = verdict.runs != Runs::No;
+        if !runs {
+            failing.push(lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        }
+        out.push(LibraryDeviceCode {
+            file: lib.display().to_string(),
+            sass: names(Kind::Elf),
+            ptx: names(Kind::Ptx).into_iter().map(|n| n.replacen("sm_", "compute_", 1)).collect(),
+            runs_on_device: runs,
+        });
+    }
+    if out.is_empty() && unreadable.is_empty() {
+        return None;
+    }
+    let status = if failing.is_empty() && unreadable.is_empty() { CheckStatus::Pass } else { CheckStatus::Fail };
+    let detail = format!(
+        "{} of {} libraries with device code can run on {sm}{}",
+        out.iter().filter(|l| l.runs_on_device).count(),
+        out.len(),
+        if unreadable.is_empty() { String::new() } else { format!("; unreadable: {}", unreadable.join("; ")) }
+    );
+    let consequence = (!failing.is_empty()).then(|| {
+        format!("kernels in {} have neither SASS for {sm} nor PTX to JIT: they fail to launch on this GPU", failing.join(", "))
+    });
+    Some(DeviceCheck { status, detail, consequence, libraries: out })
 }
 
 /// The CUDA libraries of a variant: every shared object next to the lazy library, plus the pip
