@@ -41,12 +41,16 @@ TORCH=$("$PY" -c 'import importlib.util; print(importlib.util.find_spec("torch")
   exit 2
 }
 
+# DEADLINE, BENCH and SMOKE_EXTRA let docs/evidence/run-gpu.sh make a quick run first.
+# shellcheck disable=SC2206
+extra=(${SMOKE_EXTRA:-})
 cmd=("$BIN" smoke
   --variant "magma=$TORCH"
   --variant "nomagma=$TORCH" --emulate nomagma
   --python "$PY"
-  --bench
-  --deadline 480
+  ${BENCH---bench}
+  --deadline "${DEADLINE:-480}"
+  "${extra[@]}"
   --json --out "$OUT/smoke.json")
 printf '%q ' "${cmd[@]}" | sed "s#$OUT/#\$OUT/#g" > "$OUT/command.txt"
 echo >> "$OUT/command.txt"
