@@ -166,6 +166,9 @@ class Inputs:
         v = self.unitary(b, n)[..., :, :k]
         return (u * self.svals(b, k).to(self.rdt).unsqueeze(-2)) @ v.mH
 
+    def general_square(self, b, n):
+        return self.general(b, n, n)
+
     def signs(self, b, n):
         s = 1.0 - 2.0 * (self.uniform(*b, n) < 0.5).to(torch.float64)
         s[..., 0] = 1.0
@@ -362,7 +365,7 @@ OPS["lu_solve"] = (
     lambda o, ref, p: rel(o, torch.linalg.lu_solve(ref["LU"], ref["piv"], ref["B"])),
 )
 OPS["solve"] = (
-    build_system("general"),
+    build_system("general_square"),
     lambda a, p: torch.linalg.solve(a["A"], a["B"]),
     lambda o, ref, p: rel(o, torch.linalg.solve(ref["A"], ref["B"])),
 )

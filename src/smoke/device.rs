@@ -145,6 +145,7 @@ pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck>
     let device: fatbin::Capability = sm.parse().ok()?;
     let mut out = Vec::new();
     let mut failing = Vec::new();
+    let mut partial = Vec::new();
     let mut unreadable = Vec::new();
     for lib in libraries {
         let Ok(file) = std::fs::File::open(lib) else { continue };
@@ -165,7 +166,18 @@ pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck>
             v.dedup();
             v
         };
-        let runs = verdict.runs != Runs::No;
+        // A library runs on the device when some of its fat binaries have SASS or PTX for it:
+        // cuBLAS, cuDNN and friends ship arch-specific kernels in containers of their own (an
+        // sm_100a-only container is never launched on sm_90), so "every container" is too strict.
+        let runs = verdict.sass + verdict.jit > 0;
+        if runs && verdict.runs == Runs::No {
+            partial.push(format!(
+                "{} ({} of {} fat binaries have no code for {sm}: kernels for other GPUs)",
+                lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                verdict.none,
+                verdict.containers
+            ));
+        }
         if !runs {
             failing.push(lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         }
@@ -181,9 +193,10 @@ pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck>
     }
     let status = if failing.is_empty() && unreadable.is_empty() { CheckStatus::Pass } else { CheckStatus::Fail };
     let detail = format!(
-        "{} of {} libraries with device code can run on {sm}{}",
+        "{} of {} libraries with device code carry SASS or PTX for {sm}{}{}",
         out.iter().filter(|l| l.runs_on_device).count(),
         out.len(),
+        if partial.is_empty() { String::new() } else { format!("; arch-specific kernels elsewhere: {}", partial.join(", ")) },
         if unreadable.is_empty() { String::new() } else { format!("; unreadable: {}", unreadable.join("; ")) }
     );
     let consequence = (!failing.is_empty()).then(|| {
