@@ -140,12 +140,16 @@ pub struct LibraryDeviceCode {
 /// Check that every library in `libraries` that carries device code has, for each of its fat
 /// binaries, SASS for `sm` (e.g. `sm_90`) or PTX the driver can JIT for it (`splitpkg::fatbin`
 /// reads the headers only). Libraries without `.nv_fatbin` are skipped; `None` when none has any.
-pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck> {
+///
+/// Only the variant's own libraries (those in `own_dir`, the lazy library's directory) are judged:
+/// the CUDA dependency wheels are reported alongside.
+pub fn device_code_check(libraries: &[PathBuf], own_dir: Option<&Path>, sm: &str) -> Option<DeviceCheck> {
     use crate::fatbin::{self, Kind, Runs};
     let device: fatbin::Capability = sm.parse().ok()?;
     let mut out = Vec::new();
     let mut failing = Vec::new();
     let mut partial = Vec::new();
+    let mut stubs = Vec::new();
     let mut unreadable = Vec::new();
     for lib in libraries {
         let Ok(file) = std::fs::File::open(lib) else { continue };
@@ -170,6 +174,16 @@ pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck>
         // cuBLAS, cuDNN and friends ship arch-specific kernels in containers of their own (an
         // sm_100a-only container is never launched on sm_90), so "every container" is too strict.
         let runs = verdict.sass + verdict.jit > 0;
+        let own = own_dir.is_none_or(|d| lib.parent() == Some(d));
+        if !runs && !own {
+            // A CUDA dependency wheel: some (cuFFT) register only a stub fat binary and load their
+            // kernels by other means, so its registered device code is reported, not judged.
+            stubs.push(format!(
+                "{} ({} fat binaries, none for {sm})",
+                lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                verdict.containers
+            ));
+        }
         if runs && verdict.runs == Runs::No {
             partial.push(format!(
                 "{} ({} of {} fat binaries have no code for {sm}: kernels for other GPUs)",
@@ -178,7 +192,7 @@ pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck>
                 verdict.containers
             ));
         }
-        if !runs {
+        if !runs && own {
             failing.push(lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         }
         out.push(LibraryDeviceCode {
@@ -193,10 +207,15 @@ pub fn device_code_check(libraries: &[PathBuf], sm: &str) -> Option<DeviceCheck>
     }
     let status = if failing.is_empty() && unreadable.is_empty() { CheckStatus::Pass } else { CheckStatus::Fail };
     let detail = format!(
-        "{} of {} libraries with device code carry SASS or PTX for {sm}{}{}",
+        "{} of {} libraries with device code carry SASS or PTX for {sm}{}{}{}",
         out.iter().filter(|l| l.runs_on_device).count(),
         out.len(),
         if partial.is_empty() { String::new() } else { format!("; arch-specific kernels elsewhere: {}", partial.join(", ")) },
+        if stubs.is_empty() {
+            String::new()
+        } else {
+            format!("; dependencies whose registered device code has nothing for {sm} (not judged: they may load kernels otherwise): {}", stubs.join(", "))
+        },
         if unreadable.is_empty() { String::new() } else { format!("; unreadable: {}", unreadable.join("; ")) }
     );
     let consequence = (!failing.is_empty()).then(|| {
