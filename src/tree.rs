@@ -281,6 +281,16 @@ fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
     Ok(Some(parts.join("/")))
 }
 
+/// Map a whole file read-only. Every reader of the crate goes through bounds-checked accesses on
+/// the map, so a file changed underneath gives wrong answers or errors, never a bad memory access
+/// beyond the mapping (the kernel keeps a truncated file's pages readable as zeros or SIGBUS, the
+/// usual caveat of mmap).
+pub fn map_file(path: &Path) -> Result<Mmap> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only private map; see above.
+    unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))
+}
+
 /// Does this file name look like a shared library (`libfoo.so`, `libfoo.so.1.2`, `_C.cpython-311-x86_64-linux-gnu.so`)?
 pub fn named_like_shared_library(name: &str) -> bool {
     let Some(pos) = name.find(".so") else { return false };
@@ -523,9 +533,7 @@ where
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
 {
     let display = path.display().to_string();
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    // SAFETY: read-only private map; all reads go through the zip reader's bounds checks.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let map = map_file(path)?;
     let bytes: &[u8] = &map;
     let mut archive =
         zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
@@ -633,9 +641,7 @@ where
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
 {
     let display = path.display().to_string();
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    // SAFETY: read-only private map; inner archives are sliced with bounds checks below.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let map = map_file(path)?;
     let bytes: &[u8] = &map;
     let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
         .map_err(|e| Error::bad(&display, format!("not a .conda archive (zip): {e}")))?;

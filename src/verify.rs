@@ -39,9 +39,7 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
         return Err(Error::Usage(format!("--variant must be {} or no{}, not {variant}", contract.dep, contract.dep)));
     };
     let display = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    // SAFETY: read-only private map of a file we only read.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let map = crate::tree::map_file(path)?;
     let view = ElfView::parse(&map).map_err(|e| Error::bad(&display, e))?;
     let mut spec = PayloadSpec::for_dep(&contract.dep, &[]);
     spec.symbol_prefixes = contract.symbol_prefixes.clone();

@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memmap2::Mmap;
 use serde::Serialize;
 
 use super::{
@@ -175,9 +174,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
     let trace = opts.time || std::env::var_os("SPLITPKG_TRACE").is_some();
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let (kind, mut files) = if meta.is_file() && is_elf_file(path)? {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        // SAFETY: read-only private map; every read of it is bounds-checked.
-        let map = Arc::new(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+        let map = Arc::new(crate::tree::map_file(path)?);
         let display = path.display().to_string();
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| display.clone());
         let input = ElfInput { path: &name, bytes: &map, map: Some(&map) };

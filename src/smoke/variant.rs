@@ -178,9 +178,7 @@ pub struct LazyFacts {
 }
 
 pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    // SAFETY: read-only map of a library file; nobody should rewrite an installed library under us.
-    let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+    let map = Arc::new(crate::tree::map_file(path)?);
     let view = ElfView::parse(&map).map_err(|e| Error::bad(path.display(), e))?;
     let facts = view.facts(&[spec.word()], Some(&map)).map_err(|e| Error::bad(path.display(), e))?;
     let mut deep = spec.clone();
