@@ -96,7 +96,7 @@ pub struct Output {
     pub external: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Variant {
     /// `magma` / `nomagma` (the payload name, with and without `no`).
     pub name: String,
