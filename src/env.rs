@@ -187,7 +187,14 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
             build: pr.build.to_string(),
             role: role.into(),
             files: r.paths_data.paths.len(),
-            bytes: r.paths_data.paths.iter().filter_map(|p| p.size_in_bytes).sum(),
+            // File contents only: a symlink's recorded size is the length of its target.
+            bytes: r
+                .paths_data
+                .paths
+                .iter()
+                .filter(|p| !matches!(p.path_type, rattler_conda_types::prefix_record::PathType::SoftLink | rattler_conda_types::prefix_record::PathType::Directory))
+                .filter_map(|p| p.size_in_bytes)
+                .sum(),
             standin,
             represents_bytes: if standin { Some(markers.get(&name).map(|m| m.represents_bytes).unwrap_or(0)) } else { None },
         });

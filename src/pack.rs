@@ -262,11 +262,18 @@ enum Staged {
     Symlink { target: String },
 }
 
-struct WorkDir(PathBuf);
+/// The work directory, removed when pack returns; with it, on failure, any ancestors of `--out`
+/// that pack created (so a failed run leaves nothing behind). Only empty directories are removed.
+struct WorkDir(PathBuf, Vec<PathBuf>, bool);
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        if !self.2 {
+            for d in &self.1 {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
     }
 }
 
@@ -347,9 +354,11 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     // Work directory next to --out, so the final renames stay on one file system.
     let out_abs = absolute(out)?;
     let parent = out_abs.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+    // Deepest first, so that removing them on failure goes bottom-up.
+    let created: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let out_name = out_abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "channel".into());
-    let work = WorkDir(parent.join(format!(".{out_name}.splitpkg-pack-{}", std::process::id())));
+    let mut work = WorkDir(parent.join(format!(".{out_name}.splitpkg-pack-{}", std::process::id())), created, false);
     let _ = std::fs::remove_dir_all(&work.0);
     std::fs::create_dir_all(&work.0).map_err(|e| Error::io(&work.0, e))?;
 
@@ -667,6 +676,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     stale.retain(|f| !keep.contains(f.as_str()));
 
     // Into the channel: packages by rename, stale files of a replaced pack removed, index, description.
+    work.2 = true;
     for sub in [SUBDIR, NOARCH] {
         let d = out_abs.join(sub);
         std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
