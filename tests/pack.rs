@@ -723,3 +723,45 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
         a["solved"].as_array().unwrap().iter().map(|p| format!("{} {} {} ({} B archive, {} B installed)", p["name"], p["version"], p["build"], p["archive_bytes"], p["installed_bytes"])).collect::<Vec<_>>().join("; ")
     );
 }
+
+#[test]
+fn archives_pack_like_the_directory_they_hold() {
+    // The conda-like prefix as a directory, a .conda, a .tar.bz2 and a zip (wheel reader): the
+    // same packages, path for path and hash for hash, symlinks included.
+    let d = tempfile::tempdir().unwrap();
+    let conda = d.path().join("libtorch-2.5.1-cuda126_h0_0.conda");
+    let bz2 = d.path().join("libtorch-2.5.1-cuda126_h0_0.tar.bz2");
+    let whl = d.path().join("prefix-2.5.1-py3-none-any.whl");
+    make_conda(&fixture("conda-like"), &conda);
+    make_tar_bz2(&fixture("conda-like"), &bz2);
+    make_wheel(&fixture("conda-like"), &whl);
+    let paths_of = |ch: &Path| -> BTreeMap<String, PathsJson> {
+        conda_files(ch)
+            .into_iter()
+            .map(|f| {
+                let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&f)).unwrap();
+                (f, p)
+            })
+            .collect()
+    };
+    let dir = d.path().join("from-dir");
+    fixture_channel(&dir, "2.5.1", &[]);
+    let want = paths_of(&dir);
+    for input in [&conda, &bz2] {
+        let ch = d.path().join(format!("from-{}", input.extension().unwrap().to_string_lossy()));
+        let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
+        let r = pack_ok(input, &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
+        assert_eq!(r["lossless"]["placed_once"], 10, "{}", input.display());
+        assert_eq!(paths_of(&ch), want, "{}", input.display());
+    }
+    // A wheel installs under site-packages: the same content one level down.
+    let ch = d.path().join("from-whl");
+    let r = pack_ok(&whl, &ch, &["--version", "2.5.1", "--build-keys", "cuda126"]);
+    assert_eq!(r["lossless"]["placed_once"], 10);
+    let core = conda_files(&ch).into_iter().find(|f| f.contains("/libtorch-2.5.1")).unwrap();
+    let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&core)).unwrap();
+    let want_core = want.iter().find(|(f, _)| f.contains("/libtorch-2.5.1")).unwrap().1;
+    let moved: Vec<(String, Option<u64>)> = want_core.paths.iter().map(|e| (format!("lib/python3/site-packages/{}", e.relative_path.display()), e.size_in_bytes)).collect();
+    let got: Vec<(String, Option<u64>)> = p.paths.iter().map(|e| (e.relative_path.display().to_string(), e.size_in_bytes)).collect();
+    assert_eq!(got, moved);
+}
