@@ -221,6 +221,12 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     match pack {
         Some(p) => {
             let other_pkg = p.packages.iter().find(|x| x.name == opts.lazy_name && x.variant.as_deref() == Some(other.as_str()));
+            if other_pkg.is_none() {
+                notes.push(format!(
+                    "the channel has no {other} build of {} {version}: the commands below fail until one is published",
+                    opts.lazy_name
+                ));
+            }
             match other_pkg {
                 Some(o) => {
                     lazy_after = Some(o.bytes);
