@@ -941,7 +941,7 @@ fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
         let r = records.get(&p.file).ok_or_else(|| Error::other(format!("rattler_index did not index {}", p.file)))?;
         let same = r.name.as_normalized() == p.name
             && r.version.to_string() == p.version
-            && r.build.to_string() == p.build
+            && r.build == p.build
             && r.depends == p.depends
             && r.constrains == p.constrains
             && r.track_features == p.track_features;

@@ -236,7 +236,7 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
         // No machine paths or dates in info/.
         for (r, p) in walk(&x.path().join("info")) {
             let text = std::fs::read_to_string(&p).unwrap();
-            for bad in [s(&fixtures()), s(d.path()), "2025-", "2026-"] {
+            for bad in [s(fixtures()), s(d.path()), "2025-", "2026-"] {
                 assert!(!text.contains(bad), "{f}: info/{r} contains {bad:?}");
             }
         }
