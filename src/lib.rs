@@ -15,17 +15,21 @@
 
 pub mod elf;
 pub mod emit;
+pub mod env;
 pub mod error;
 pub mod fatbin;
 pub mod graph;
 pub mod inspect;
 pub mod output;
+pub mod pack;
 pub mod payload;
 pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod split;
 pub mod smoke;
+pub mod solve;
+pub mod standin;
 pub mod tree;
 pub mod verify;
 pub mod verdict;

@@ -126,7 +126,7 @@ pub struct Output {
     pub device_code: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Variant {
     /// `magma` / `nomagma` (the payload name, with and without `no`).
     pub name: String,

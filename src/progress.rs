@@ -45,6 +45,17 @@ impl Progress {
         *self.bar.lock().unwrap() = Some(bar);
     }
 
+    /// The current bar, for code that drives it directly (a writer's own progress callbacks).
+    pub fn bar(&self) -> Option<ProgressBar> {
+        self.bar.lock().unwrap().clone()
+    }
+
+    pub fn set_message(&self, what: &str) {
+        if let Some(bar) = self.bar.lock().unwrap().as_ref() {
+            bar.set_message(what.to_string());
+        }
+    }
+
     pub fn inc(&self, n: u64) {
         if let Some(bar) = self.bar.lock().unwrap().as_ref() {
             bar.inc(n);

@@ -44,6 +44,12 @@ pub struct SplitOptions {
     pub build_keys: String,
     /// Extra run dependency on the driver (`__cuda >=12.4`) when the device code needs it.
     pub cuda_floor: Option<String>,
+    /// Run dependencies of the core package on libraries the tree NEEDs but does not contain
+    /// (`cuda-cudart >=13.0`). A real build gets these from the run-exports of its host
+    /// environment, so `emit` leaves them out; `pack` has no build environment and fills them from
+    /// the stand-in manifest's `provides` (see [`crate::standin`]).
+    #[serde(default)]
+    pub external_depends: Vec<String>,
 }
 
 /// One variant of the lazy library.
@@ -171,6 +177,7 @@ impl Split {
         if let Some(c) = &o.cuda_floor {
             core_depends.push(c.clone());
         }
+        core_depends.extend(o.external_depends.iter().cloned());
         let mut out = vec![PackageModel {
             name: o.core_name.clone(),
             version: o.version.clone(),
@@ -212,6 +219,76 @@ impl Split {
     /// Where a tree path is installed relative to the environment prefix.
     pub fn install_path(&self, tree_path: &str) -> String {
         format!("{}{tree_path}", self.install_prefix)
+    }
+
+    /// A payload package built from the payload files in the tree (`libmagma` from
+    /// `lib/libmagma.so*`). It has no relations of its own: the lazy variants point at it.
+    pub fn payload_package(&self, name: &str, version: &str) -> PackageModel {
+        PackageModel {
+            name: name.to_string(),
+            version: version.to_string(),
+            build: format!("h{}_0", short_hash(&[name, version])),
+            build_number: 0,
+            depends: Vec::new(),
+            constrains: Vec::new(),
+            track_features: Vec::new(),
+            variant: None,
+        }
+    }
+
+    /// Which payload package a payload file of the tree belongs to: the one whose name (with `-`
+    /// read as `_`) equals the file's stem (`libmagma_sparse.so` → `libmagma_sparse`), else the
+    /// first payload package (`libmagma.so.2.8.0` → `libmagma`). Symlinks go with their name.
+    pub fn payload_package_for(&self, tree_path: &str) -> Option<&str> {
+        let name = crate::tree::Tree::file_name(tree_path);
+        let stem = name.split(".so").next().unwrap_or(name);
+        let packages = &self.options.payload_packages;
+        packages.iter().find(|p| p.replace('-', "_") == stem).or_else(|| packages.first()).map(String::as_str)
+    }
+
+    /// The variant a build string of the lazy package names (`cuda130_nomagma_h…_0` → nomagma).
+    pub fn variant_of_build(&self, build: &str) -> Option<&Variant> {
+        variant_in_build(&self.variants, build)
+    }
+
+    /// The build-string glob that selects `variant` of the lazy package (see [`variant_glob`]).
+    pub fn variant_glob(&self, variant: &str) -> String {
+        let names: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
+        variant_glob(variant, &names, self.options.build_keys.is_empty())
+    }
+}
+
+/// A stand-in for a package the channel lacks (see [`crate::standin`]): no relations, and a build
+/// string that says what it is wherever the package is listed (`conda list`, `pixi list`).
+pub fn standin_package(name: &str, version: &str) -> PackageModel {
+    PackageModel {
+        name: name.to_string(),
+        version: version.to_string(),
+        build: format!("standin_h{}_0", short_hash(&[name, version, "stand-in"])),
+        build_number: 0,
+        depends: Vec::new(),
+        constrains: Vec::new(),
+        track_features: Vec::new(),
+        variant: None,
+    }
+}
+
+/// The variant whose name is one `_`-separated token of `build` (so `nomagma` never reads as
+/// `magma`).
+pub fn variant_in_build<'a>(variants: &'a [Variant], build: &str) -> Option<&'a Variant> {
+    variants.iter().find(|v| build.split('_').any(|t| t == v.name))
+}
+
+/// The build-string glob that selects one variant of the lazy package: `*nomagma*` when no other
+/// variant's name contains this one; otherwise bounded by `_` so that it cannot match the other
+/// (`*_magma_*` after a key prefix such as `cuda130_`, `magma_*` without one).
+pub fn variant_glob(variant: &str, others: &[&str], key_prefix_empty: bool) -> String {
+    if !others.iter().any(|o| *o != variant && o.contains(variant)) {
+        format!("*{variant}*")
+    } else if key_prefix_empty {
+        format!("{variant}_*")
+    } else {
+        format!("*_{variant}_*")
     }
 }
 
@@ -292,6 +369,20 @@ mod tests {
     fn minor_pins() {
         assert_eq!(minor_range("2.8.0"), ("2.8.0".into(), "2.9.0a0".into()));
         assert_eq!(minor_range("2.10"), ("2.10".into(), "2.11.0a0".into()));
+    }
+
+    #[test]
+    fn variant_tokens() {
+        let vs = vec![
+            Variant { name: "magma".into(), with_payload: true, preferred: true },
+            Variant { name: "nomagma".into(), with_payload: false, preferred: false },
+        ];
+        assert_eq!(variant_in_build(&vs, "cuda130_nomagma_h1234567_0").unwrap().name, "nomagma");
+        assert_eq!(variant_in_build(&vs, "cuda130_magma_h1234567_0").unwrap().name, "magma");
+        assert!(variant_in_build(&vs, "cuda130_h1234567_0").is_none());
+        assert_eq!(variant_glob("nomagma", &["magma", "nomagma"], false), "*nomagma*");
+        assert_eq!(variant_glob("magma", &["magma", "nomagma"], false), "*_magma_*");
+        assert_eq!(variant_glob("magma", &["magma", "nomagma"], true), "magma_*");
     }
 
     #[test]

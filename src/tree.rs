@@ -259,7 +259,7 @@ fn split_rev(path: &str) -> Vec<String> {
 }
 
 /// Normalise an archive member name, rejecting anything that could point outside the tree.
-fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
+pub(crate) fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
     if raw.contains('\0') {
         return Err(Error::bad(archive, format!("member name with a NUL byte: {raw:?}")));
     }

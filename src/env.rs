@@ -1,0 +1,558 @@
+//! `splitpkg env PREFIX`: for users of a split environment — which variant of the lazy library is
+//! installed, what switching to the other one would save or cost, the exact command to switch with
+//! conda, mamba and pixi, and an SVG bar chart of the two environments.
+//!
+//! Everything comes from the prefix (`conda-meta/*.json`, and the markers stand-ins install). The
+//! size of the variant that is *not* installed comes from the channel the lazy package was
+//! installed from when that is a local channel made by `splitpkg pack` (its `splitpkg.json`), or
+//! from `--channel`; otherwise it is reported as unknown rather than guessed.
+
+use std::path::{Path, PathBuf};
+
+use rattler_conda_types::{MatchSpec, ParseStrictness, PrefixRecord};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::pack::ChannelInfo;
+use crate::split::{Variant, variant_glob, variant_in_build};
+
+pub struct EnvOptions {
+    pub prefix: PathBuf,
+    pub lazy_name: String,
+    pub dep: String,
+    pub channel: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub prefix: String,
+    pub lazy: String,
+    pub version: String,
+    pub build: String,
+    /// The installed variant (`magma` / `nomagma`), from the build string.
+    pub variant: String,
+    pub track_features: Vec<String>,
+    pub packages: Vec<EnvPackage>,
+    /// Installed bytes of real packages.
+    pub real_bytes: u64,
+    /// Bytes the installed stand-ins represent (not on disk).
+    pub represented_bytes: u64,
+    pub switch: Switch,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvPackage {
+    pub name: String,
+    pub version: String,
+    pub build: String,
+    /// core, lazy, payload or other.
+    pub role: String,
+    pub files: usize,
+    pub bytes: u64,
+    pub standin: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub represents_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Switch {
+    pub to: String,
+    /// Bytes of the lazy package now, and after the switch when known.
+    pub lazy_now: u64,
+    pub lazy_after: Option<u64>,
+    /// Payload packages the switch removes (to the slim variant) or adds.
+    pub payload_removed: Vec<String>,
+    pub payload_added: Vec<String>,
+    /// Change in real installed bytes (negative: a saving), when known.
+    pub real_delta: Option<i64>,
+    /// Change in bytes represented by stand-ins.
+    pub represented_delta: i64,
+    /// Real installed bytes after the switch, when known.
+    pub real_after: Option<u64>,
+    pub represented_after: u64,
+    /// Where the other variant's size comes from, or why it is unknown.
+    pub sizes_from: String,
+    /// The other variant's size is the plan's estimate, not a measured package.
+    pub estimated: bool,
+    pub commands: Commands,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Commands {
+    pub conda: String,
+    pub mamba: String,
+    pub pixi: String,
+    /// The match specs inside the commands (each parses with rattler_conda_types).
+    pub conda_spec: String,
+    pub pixi_spec: String,
+}
+
+/// The commands that switch `lazy` to `variant`, given an installed build string (to tell whether
+/// the builds have a key prefix, which decides the glob).
+pub fn commands(lazy: &str, variant: &str, variants: &[&str], installed_build: &str) -> Result<Commands> {
+    let installed_variant = variants.iter().find(|v| installed_build.split('_').any(|t| t == **v)).copied().unwrap_or(variant);
+    let key_prefix_empty = installed_build.starts_with(&format!("{installed_variant}_"));
+    let glob = variant_glob(variant, variants, key_prefix_empty);
+    let conda_spec = format!("{lazy}=*={glob}");
+    let pixi_spec = format!("{lazy}[build='{glob}']");
+    // conda's `name=version=build` form is lenient-only in rattler; pixi's bracket form is strict.
+    MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient).map_err(|e| Error::other(format!("{conda_spec}: {e}")))?;
+    MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict).map_err(|e| Error::other(format!("{pixi_spec}: {e}")))?;
+    Ok(Commands {
+        conda: format!("conda install \"{conda_spec}\""),
+        mamba: format!("mamba install \"{conda_spec}\""),
+        pixi: format!("pixi add \"{pixi_spec}\""),
+        conda_spec,
+        pixi_spec,
+    })
+}
+
+pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
+    let prefix = &opts.prefix;
+    let meta = prefix.join("conda-meta");
+    if !meta.is_dir() {
+        return Err(Error::bad(prefix.display(), "not a conda environment (no conda-meta/)"));
+    }
+    let mut records: Vec<PrefixRecord> =
+        PrefixRecord::collect_from_prefix::<PrefixRecord>(prefix).map_err(|e| Error::bad(meta.display(), format!("unreadable conda-meta record: {e}")))?;
+    records.sort_by(|a, b| a.repodata_record.package_record.name.as_normalized().cmp(b.repodata_record.package_record.name.as_normalized()));
+    let markers = crate::standin::markers_in_prefix(prefix);
+    let name_of = |r: &PrefixRecord| r.repodata_record.package_record.name.as_normalized().to_string();
+    let lazy = records.iter().find(|r| name_of(r) == opts.lazy_name).ok_or_else(|| {
+        Error::bad(prefix.display(), format!("no {} package installed: not an environment of the split (see --lazy-name)", opts.lazy_name))
+    })?;
+    let with = opts.dep.clone();
+    let without = format!("no{}", opts.dep);
+    let variants = vec![
+        Variant { name: with.clone(), with_payload: true, preferred: false },
+        Variant { name: without.clone(), with_payload: false, preferred: false },
+    ];
+    let lazy_rec = &lazy.repodata_record.package_record;
+    let build = lazy_rec.build.to_string();
+    let variant = variant_in_build(&variants, &build)
+        .map(|v| v.name.clone())
+        .ok_or_else(|| Error::bad(meta.display(), format!("{} {build}: the build string names neither {with} nor {without}", opts.lazy_name)))?;
+    let other = if variant == with { without.clone() } else { with.clone() };
+
+    // The channel that knows the other variant: --channel, or the local one the package came from.
+    let mut notes = Vec::new();
+    let channel_dir = opts.channel.clone().or_else(|| {
+        let url = &lazy.repodata_record.url;
+        (url.scheme() == "file").then(|| url.to_file_path().ok()).flatten().and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
+    });
+    let info = match &channel_dir {
+        Some(d) if d.join(crate::pack::CHANNEL_FILE).exists() => Some(ChannelInfo::load(d)?),
+        Some(d) if opts.channel.is_some() => return Err(Error::bad(d.display(), "not a channel made by `splitpkg pack` (no splitpkg.json)")),
+        _ => None,
+    };
+    let payload_names: Vec<String> = match &info {
+        Some(i) => i.payload_packages.clone(),
+        None => {
+            let prefix_name = format!("lib{}", opts.dep);
+            let mut v: Vec<String> = records
+                .iter()
+                .map(name_of)
+                .filter(|n| n == &prefix_name || n.starts_with(&format!("{prefix_name}_")) || n.starts_with(&format!("{prefix_name}-")))
+                .collect();
+            if v.is_empty() {
+                v.push(prefix_name);
+            }
+            notes.push(format!("payload packages taken by name ({}): no splitpkg channel description found", v.join(", ")));
+            v
+        }
+    };
+
+    let mut packages = Vec::new();
+    for r in &records {
+        let name = name_of(r);
+        let pr = &r.repodata_record.package_record;
+        let standin = markers.contains_key(&name) || pr.license.as_deref() == Some("stand-in");
+        let role = if name == opts.lazy_name {
+            "lazy"
+        } else if payload_names.contains(&name) {
+            "payload"
+        } else if info.as_ref().is_some_and(|i| i.core == name) || pr.depends.iter().any(|d| d.split_whitespace().next() == Some(opts.lazy_name.as_str())) {
+            "core"
+        } else {
+            "other"
+        };
+        packages.push(EnvPackage {
+            name: name.clone(),
+            version: pr.version.to_string(),
+            build: pr.build.to_string(),
+            role: role.into(),
+            files: r.paths_data.paths.len(),
+            // File contents only: a symlink's recorded size is the length of its target.
+            bytes: r
+                .paths_data
+                .paths
+                .iter()
+                .filter(|p| !matches!(p.path_type, rattler_conda_types::prefix_record::PathType::SoftLink | rattler_conda_types::prefix_record::PathType::Directory))
+                .filter_map(|p| p.size_in_bytes)
+                .sum(),
+            standin,
+            represents_bytes: if standin { Some(markers.get(&name).map(|m| m.represents_bytes).unwrap_or(0)) } else { None },
+        });
+    }
+    let real_bytes: u64 = packages.iter().filter(|p| !p.standin).map(|p| p.bytes).sum();
+    let represented_bytes: u64 = packages.iter().filter_map(|p| p.represents_bytes).sum();
+    let lazy_now = packages.iter().find(|p| p.role == "lazy").map(|p| p.bytes).unwrap_or(0);
+
+    // The switch.
+    let to_slim = other == without;
+    let installed_payload: Vec<&EnvPackage> = packages.iter().filter(|p| p.role == "payload").collect();
+    let (payload_removed, mut payload_added) = if to_slim {
+        (installed_payload.iter().map(|p| p.name.clone()).collect::<Vec<_>>(), Vec::new())
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut real_delta: Option<i64> = None;
+    let mut represented_delta: i64 = 0;
+    let mut lazy_after = None;
+    let mut estimated = false;
+    let sizes_from;
+    let version = lazy_rec.version.to_string();
+    let pack = info.as_ref().and_then(|i| i.packs.iter().find(|p| p.version == version));
+    match pack {
+        Some(p) => {
+            let other_pkg = p.packages.iter().find(|x| x.name == opts.lazy_name && x.variant.as_deref() == Some(other.as_str()));
+            if other_pkg.is_none() {
+                notes.push(format!(
+                    "the channel has no {other} build of {} {version}: the commands below fail until one is published",
+                    opts.lazy_name
+                ));
+            }
+            match other_pkg {
+                Some(o) => {
+                    lazy_after = Some(o.bytes);
+                    let mut delta = o.bytes as i64 - lazy_now as i64;
+                    if to_slim {
+                        for pk in &installed_payload {
+                            if pk.standin {
+                                represented_delta -= pk.represents_bytes.unwrap_or(0) as i64;
+                            } else {
+                                delta -= pk.bytes as i64;
+                            }
+                        }
+                    } else if !p.payload_static {
+                        let info = info.as_ref().expect("pack implies info");
+                        for name in &info.payload_packages {
+                            if packages.iter().any(|x| &x.name == name) {
+                                continue;
+                            }
+                            let found = p.packages.iter().chain(info.standins.iter()).find(|x| &x.name == name);
+                            match found {
+                                Some(x) if x.standin => represented_delta += x.represents_bytes.unwrap_or(0) as i64,
+                                Some(x) => delta += x.bytes as i64,
+                                None => notes.push(format!("{name} is not in the channel: its size is not counted")),
+                            }
+                            payload_added.push(name.clone());
+                        }
+                    }
+                    real_delta = Some(delta);
+                    sizes_from = format!("channel {}", channel_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default());
+                }
+                None => match p.variant_sizes.iter().find(|v| v.name == other) {
+                    // Not packed: the plan's estimate for that build, said to be one.
+                    Some(est) => {
+                        lazy_after = Some(est.bytes);
+                        let mut delta = est.bytes as i64 - lazy_now as i64;
+                        for pk in installed_payload.iter().filter(|_| to_slim) {
+                            if pk.standin {
+                                represented_delta -= pk.represents_bytes.unwrap_or(0) as i64;
+                            } else {
+                                delta -= pk.bytes as i64;
+                            }
+                        }
+                        real_delta = Some(delta);
+                        estimated = !est.measured;
+                        sizes_from = format!(
+                            "{} of the {other} build: {} (the channel has no {other} package of {version})",
+                            if est.measured { "measured size" } else { "plan estimate" },
+                            est.how
+                        );
+                    }
+                    None => sizes_from = format!("unknown: the channel has no {other} build of {} {version}", opts.lazy_name),
+                },
+            }
+        }
+        None => {
+            sizes_from = match &channel_dir {
+                Some(d) if info.is_some() => format!("unknown: channel {} has no pack of version {version}", d.display()),
+                _ => format!("unknown: {} was not installed from a splitpkg channel (pass --channel)", opts.lazy_name),
+            };
+            if to_slim {
+                // What leaves with the payload packages is known from the prefix itself.
+                let mut delta = 0i64;
+                for pk in &installed_payload {
+                    if pk.standin {
+                        represented_delta -= pk.represents_bytes.unwrap_or(0) as i64;
+                    } else {
+                        delta -= pk.bytes as i64;
+                    }
+                }
+                notes.push(format!(
+                    "switching removes {} of payload packages; the {other} build's own size is unknown",
+                    crate::report::human_bytes(delta.unsigned_abs())
+                ));
+            }
+        }
+    }
+    let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+    let commands = commands(&opts.lazy_name, &other, &names, &build)?;
+    if to_slim && !payload_removed.is_empty() {
+        notes.push(format!(
+            "the {other} build constrains {} <0.0a0, so the solver removes {} when you switch",
+            payload_names.join(", "),
+            payload_removed.join(", ")
+        ));
+    }
+    let switch = Switch {
+        to: other,
+        lazy_now,
+        lazy_after,
+        payload_removed,
+        payload_added,
+        real_after: real_delta.map(|d| (real_bytes as i64 + d).max(0) as u64),
+        real_delta,
+        represented_after: (represented_bytes as i64 + represented_delta).max(0) as u64,
+        represented_delta,
+        sizes_from,
+        estimated,
+        commands,
+    };
+    Ok(EnvReport {
+        schema: "splitpkg-env",
+        schema_version: 1,
+        prefix: prefix.display().to_string(),
+        lazy: opts.lazy_name.clone(),
+        version,
+        build,
+        variant,
+        track_features: lazy_rec.track_features.clone(),
+        packages,
+        real_bytes,
+        represented_bytes,
+        switch,
+        channel: info.as_ref().and(channel_dir.as_ref()).map(|d| d.display().to_string()),
+        notes,
+    })
+}
+
+fn signed(n: i64) -> String {
+    let h = crate::report::human_bytes(n.unsigned_abs());
+    if n < 0 {
+        format!("saves {h}")
+    } else if n > 0 {
+        format!("costs {h}")
+    } else {
+        "no change".to_string()
+    }
+}
+
+pub fn report_text(r: &EnvReport) -> String {
+    use crate::report::human_bytes;
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "{}: {} {} {} → the {} variant", r.prefix, r.lazy, r.version, r.build, r.variant);
+    let _ = writeln!(
+        s,
+        "installed: {} packages, {} real{}",
+        r.packages.len(),
+        human_bytes(r.real_bytes),
+        if r.represented_bytes > 0 { format!(" + {} represented by stand-ins (not on disk)", human_bytes(r.represented_bytes)) } else { String::new() }
+    );
+    for p in &r.packages {
+        let size = match p.represents_bytes {
+            Some(b) => format!("[stand-in] represents {}", human_bytes(b)),
+            None => human_bytes(p.bytes),
+        };
+        let _ = writeln!(s, "  {:<24} {:<10} {:<34} {:<8} {size}", p.name, p.version, p.build, p.role);
+    }
+    let w = &r.switch;
+    let _ = writeln!(s, "\nswitching to {}:", w.to);
+    match (w.real_delta, w.lazy_after) {
+        (Some(d), Some(after)) => {
+            let _ = writeln!(
+                s,
+                "  {}{} real ({} → {}{}{})",
+                if w.estimated { "estimated: " } else { "" },
+                signed(d),
+                human_bytes(r.real_bytes),
+                human_bytes(w.real_after.unwrap_or(0)),
+                format_args!("; {} {} → {}", r.lazy, human_bytes(w.lazy_now), human_bytes(after)),
+                if w.payload_removed.is_empty() && w.payload_added.is_empty() {
+                    String::new()
+                } else if !w.payload_removed.is_empty() {
+                    format!("; removes {}", w.payload_removed.join(", "))
+                } else {
+                    format!("; adds {}", w.payload_added.join(", "))
+                }
+            );
+        }
+        _ => {
+            let _ = writeln!(s, "  real bytes: {}", w.sizes_from);
+        }
+    }
+    if w.represented_delta != 0 {
+        let _ = writeln!(s, "  and {} represented by stand-ins", signed(w.represented_delta));
+    }
+    let _ = writeln!(s, "  sizes from: {}", w.sizes_from);
+    let _ = writeln!(s, "  conda: {}", w.commands.conda);
+    let _ = writeln!(s, "  mamba: {}", w.commands.mamba);
+    let _ = writeln!(s, "  pixi:  {}", w.commands.pixi);
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+/// A self-contained, deterministic SVG: one bar per environment (now, after switching), split into
+/// other packages, the lazy library and the payload (real, and represented by stand-ins, hatched).
+pub fn svg(r: &EnvReport) -> String {
+    use crate::report::human_bytes;
+    use std::fmt::Write as _;
+    let other_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role != "lazy" && p.role != "payload").map(|p| p.bytes).sum();
+    let payload_real_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role == "payload").map(|p| p.bytes).sum();
+    let payload_rep_now: u64 = r.packages.iter().filter(|p| p.role == "payload").filter_map(|p| p.represents_bytes).sum();
+    let other_rep: u64 = r.packages.iter().filter(|p| p.role != "payload").filter_map(|p| p.represents_bytes).sum();
+    let w = &r.switch;
+    let (payload_real_after, payload_rep_after) = match w.real_delta {
+        Some(d) => {
+            let lazy_after = w.lazy_after.unwrap_or(w.lazy_now) as i64;
+            let pr = (payload_real_now as i64 + d - (lazy_after - w.lazy_now as i64)).max(0) as u64;
+            (pr, (payload_rep_now as i64 + w.represented_delta).max(0) as u64)
+        }
+        None => (if w.payload_removed.is_empty() { payload_real_now } else { 0 }, (payload_rep_now as i64 + w.represented_delta).max(0) as u64),
+    };
+    struct Bar {
+        label: String,
+        segs: Vec<(String, u64, &'static str)>,
+        note: String,
+    }
+    let bars = [
+        Bar {
+            label: format!("now: {}", r.variant),
+            segs: vec![
+                ("other packages".to_string(), other_now, "other"),
+                ("other stand-ins".to_string(), other_rep, "rep"),
+                (r.lazy.clone(), w.lazy_now, "lazy"),
+                ("payload".to_string(), payload_real_now, "payload"),
+                ("payload [stand-in]".to_string(), payload_rep_now, "payload-rep"),
+            ],
+            note: String::new(),
+        },
+        Bar {
+            label: format!("after switching: {}", w.to),
+            segs: vec![
+                ("other packages".to_string(), other_now, "other"),
+                ("other stand-ins".to_string(), other_rep, "rep"),
+                (r.lazy.clone(), w.lazy_after.unwrap_or(0), "lazy"),
+                ("payload".to_string(), payload_real_after, "payload"),
+                ("payload [stand-in]".to_string(), payload_rep_after, "payload-rep"),
+            ],
+            note: if w.lazy_after.is_none() {
+                format!("{} size unknown", r.lazy)
+            } else if w.estimated {
+                format!("{} size estimated", r.lazy)
+            } else {
+                String::new()
+            },
+        },
+    ];
+    let max: u64 = bars.iter().map(|b| b.segs.iter().map(|s| s.1).sum::<u64>()).max().unwrap_or(1).max(1);
+    let (width, left, bar_w, bar_h) = (760.0f64, 190.0f64, 470.0f64, 34.0f64);
+    let height = 210.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"##
+    );
+    let _ = writeln!(s, r##"<title>{}: {} vs {}</title>"##, xml(&r.lazy), xml(&r.variant), xml(&w.to));
+    let _ = writeln!(
+        s,
+        r##"<defs><pattern id="hatch" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fdd0a2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#e6550d" stroke-width="2"/></pattern></defs>"##
+    );
+    let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
+    let _ = writeln!(s, r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##, xml(&format!("{} in {}", r.lazy, r.prefix)));
+    for (i, b) in bars.iter().enumerate() {
+        let y = 45.0 + i as f64 * 55.0;
+        let total: u64 = b.segs.iter().map(|s| s.1).sum();
+        let _ = writeln!(s, r##"<text x="10" y="{:.1}">{}</text>"##, y + bar_h / 2.0 + 4.0, xml(&b.label));
+        let mut x = left;
+        for (name, bytes, class) in &b.segs {
+            if *bytes == 0 {
+                continue;
+            }
+            let wd = bar_w * *bytes as f64 / max as f64;
+            let fill = match *class {
+                "other" => "#bdbdbd",
+                "rep" => "#d9d9d9",
+                "lazy" => "#3182bd",
+                "payload" => "#e6550d",
+                _ => "url(#hatch)",
+            };
+            let _ = writeln!(
+                s,
+                r##"<rect class="{class}" x="{x:.1}" y="{y:.1}" width="{wd:.1}" height="{bar_h}" fill="{fill}"><title>{}: {}</title></rect>"##,
+                xml(name),
+                human_bytes(*bytes)
+            );
+            x += wd;
+        }
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}">{}{}</text>"##,
+            x + 6.0,
+            y + bar_h / 2.0 + 4.0,
+            human_bytes(total),
+            if b.note.is_empty() { String::new() } else { format!(" ({})", xml(&b.note)) }
+        );
+    }
+    let legend = [("#bdbdbd", "other packages"), ("#3182bd", "lazy library"), ("#e6550d", "payload"), ("url(#hatch)", "payload [stand-in], represented")];
+    let mut x = 10.0;
+    for (fill, label) in legend {
+        let _ = writeln!(s, r##"<rect x="{x:.1}" y="168" width="12" height="12" fill="{fill}"/><text x="{:.1}" y="178">{}</text>"##, x + 16.0, xml(label));
+        x += 24.0 + label.len() as f64 * 6.5;
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="10" y="200" font-size="11" fill="#555555">{}</text>"##,
+        xml(&match w.real_delta {
+            Some(d) => format!(
+                "switching {} real bytes{}",
+                signed(d),
+                if w.represented_delta != 0 { format!(", {} represented", signed(w.represented_delta)) } else { String::new() }
+            ),
+            None => format!("sizes after switching: {}", w.sizes_from),
+        })
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_commands_parse_and_select_one_variant() {
+        let c = commands("libtorch-cuda-linalg", "nomagma", &["magma", "nomagma"], "cuda126_magma_h1234567_0").unwrap();
+        assert_eq!(c.conda, r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#);
+        assert_eq!(c.mamba, r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#);
+        assert_eq!(c.pixi, r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#);
+        let back = commands("libtorch-cuda-linalg", "magma", &["magma", "nomagma"], "cuda126_nomagma_h1234567_0").unwrap();
+        assert_eq!(back.conda_spec, "libtorch-cuda-linalg=*=*_magma_*");
+        let bare = commands("libtorch-cuda-linalg", "magma", &["magma", "nomagma"], "nomagma_h1234567_0").unwrap();
+        assert_eq!(bare.pixi_spec, "libtorch-cuda-linalg[build='magma_*']");
+    }
+}

@@ -1,0 +1,786 @@
+//! `splitpkg solve`: prove with a real solver (rattler_solve, resolvo backend), offline, that a
+//! channel made by `splitpkg pack` gives the right variant to the right request.
+//!
+//! Scenarios, each with what it must show:
+//!
+//! * **a** default: the core package alone → the preferred variant (plus the payload packages
+//!   when that variant needs them);
+//! * **b** slim: core + `LAZY * *nomagma*` → the slim variant and no payload package;
+//! * **c** conflict: the slim variant + a payload package → unsatisfiable (the solver's message is
+//!   kept);
+//! * **d** version skew: core of one version + lazy package of another → refused;
+//! * **e** flipped: on a channel packed from the same input with the opposite `--prefer`, the core
+//!   alone → the other variant.
+//!
+//! A scenario whose packages are not in the channel (no slim build packed, one version only, no
+//! flipped channel) is reported as *not applicable* with the reason, never as passed.
+//!
+//! `track_features` semantics differ between solvers: resolvo (rattler, pixi, mamba 2) treats them
+//! as yes/no and ranks "has one" below "has none" *before* version and build number; conda's
+//! classic solver minimises how many features the environment activates. Every scenario says
+//! whether it depends on that rule and whether the two readings agree.
+//!
+//! With `--install DIR`, the solutions of (a) and (b) are installed with rattler's installer from
+//! the `file://` channel into `DIR/default` and `DIR/slim`, and each prefix is planned: the default
+//! must be CONFINED, the slim one must hold no payload (verdict NOT PRESENT, no payload files, no
+//! payload packages).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use rattler_conda_types::{Channel, GenericVirtualPackage, MatchSpec, PackageName, ParseStrictness, RepoData, RepoDataRecord, Version};
+use rattler_solve::{SolveError, SolverImpl, SolverTask};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::pack::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
+use crate::progress::Progress;
+
+pub const SOLVER: &str = "resolvo (rattler_solve 12.0.3)";
+
+pub struct SolveOptions<'a> {
+    pub channel: PathBuf,
+    /// A channel packed from the same input with the opposite `--prefer` (scenario e).
+    pub prefer_channel: Option<PathBuf>,
+    /// `NAME=VERSION` overrides of the default virtual packages; `NAME=none` removes one.
+    pub virtual_packages: Vec<String>,
+    /// The version to test (default: the newest in the channel).
+    pub version: Option<String>,
+    pub install: Option<PathBuf>,
+    pub progress: &'a Progress,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SolveReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub channel: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefer_channel: Option<String>,
+    pub solver: &'static str,
+    pub core: String,
+    pub lazy: String,
+    pub versions: Vec<String>,
+    pub version: String,
+    pub preferred: String,
+    pub virtual_packages: Vec<String>,
+    pub scenarios: Vec<Scenario>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install: Option<InstallReport>,
+    pub pass: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub channel: String,
+    pub specs: Vec<String>,
+    /// What the scenario must show.
+    pub expect: String,
+    /// pass, fail or not-applicable.
+    pub status: &'static str,
+    pub detail: String,
+    pub solved: Vec<Solved>,
+    pub archive_bytes: u64,
+    /// Installed bytes of real content.
+    pub installed_bytes: u64,
+    /// Installed bytes the stand-ins in the set represent (not real bytes).
+    pub represented_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solver_message: Option<String>,
+    pub track_features: Semantics,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Semantics {
+    /// Whether the outcome depends on how track_features rank candidates.
+    pub relied_on: bool,
+    /// Whether resolvo's yes/no reading and conda's count reading give the same outcome.
+    pub solvers_agree: bool,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Solved {
+    pub name: String,
+    pub version: String,
+    pub build: String,
+    /// `linux-64/NAME-VERSION-BUILD.conda`, relative to the channel.
+    pub file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    pub standin: bool,
+    pub archive_bytes: u64,
+    pub installed_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub represents_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstallReport {
+    pub dir: String,
+    pub envs: Vec<EnvCheck>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvCheck {
+    /// default or slim.
+    pub name: &'static str,
+    pub scenario: &'static str,
+    pub prefix: String,
+    /// pass, fail or not-applicable.
+    pub status: &'static str,
+    pub detail: String,
+    pub packages: Vec<String>,
+    /// Verdict of `splitpkg plan` on the installed prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    pub expect: String,
+    /// Payload libraries found in the prefix.
+    pub payload_files: Vec<String>,
+}
+
+/// A channel made by `splitpkg pack`, loaded.
+pub struct Loaded {
+    pub dir: PathBuf,
+    pub info: ChannelInfo,
+    pub records: Vec<RepoDataRecord>,
+    sizes: std::sync::Mutex<HashMap<String, (u64, Option<u64>)>>,
+}
+
+impl Loaded {
+    pub fn open(dir: &Path) -> Result<Loaded> {
+        let abs = if dir.is_absolute() { dir.to_path_buf() } else { std::env::current_dir().map_err(|e| Error::io(".", e))?.join(dir) };
+        if !abs.is_dir() {
+            return Err(Error::bad(dir.display(), "not a directory"));
+        }
+        let info = ChannelInfo::load(&abs)?;
+        let channel = Channel::try_from_directory(&abs).map_err(|e| Error::bad(dir.display(), e))?;
+        let mut records = Vec::new();
+        for sub in [SUBDIR, NOARCH] {
+            let p = abs.join(sub).join("repodata.json");
+            let rd = RepoData::from_path(&p).map_err(|e| Error::bad(p.display(), format!("not an indexed channel: {e}")))?;
+            records.extend(rd.into_repo_data_records(&channel));
+        }
+        Ok(Loaded { dir: abs, info, records, sizes: Default::default() })
+    }
+
+    /// `linux-64/NAME-VERSION-BUILD.conda` of a record.
+    pub fn file_of(r: &RepoDataRecord) -> String {
+        let segs: Vec<&str> = r.url.path_segments().map(|s| s.collect()).unwrap_or_default();
+        match segs.as_slice() {
+            [.., sub, name] => format!("{sub}/{name}"),
+            _ => r.identifier.to_string(),
+        }
+    }
+
+    /// Installed bytes (from the package's paths.json) and, for a stand-in, the bytes it
+    /// represents (from its about.json).
+    pub fn sizes(&self, file: &str) -> Result<(u64, Option<u64>)> {
+        if let Some(s) = self.sizes.lock().unwrap().get(file) {
+            return Ok(*s);
+        }
+        let path = self.dir.join(file);
+        let paths: rattler_conda_types::package::PathsJson =
+            rattler_package_streaming::seek::read_package_file(&path).map_err(|e| Error::bad(path.display(), e))?;
+        let about: rattler_conda_types::package::AboutJson =
+            rattler_package_streaming::seek::read_package_file(&path).map_err(|e| Error::bad(path.display(), e))?;
+        let installed = paths.paths.iter().filter_map(|p| p.size_in_bytes).sum();
+        let represents = (about.extra.get("splitpkg_standin").and_then(|v| v.as_bool()) == Some(true))
+            .then(|| about.extra.get("represents_bytes").and_then(|v| v.as_u64()).unwrap_or(0));
+        self.sizes.lock().unwrap().insert(file.to_string(), (installed, represents));
+        Ok((installed, represents))
+    }
+
+    pub fn versions(&self) -> Vec<String> {
+        let mut v: Vec<(Version, String)> = self
+            .info
+            .packs
+            .iter()
+            .filter_map(|p| Version::from_str(&p.version).ok().map(|x| (x, p.version.clone())))
+            .collect();
+        v.sort();
+        v.dedup_by(|a, b| a.1 == b.1);
+        v.into_iter().map(|(_, s)| s).collect()
+    }
+
+    fn pack(&self, version: &str) -> Option<&PackRecord> {
+        self.info.packs.iter().find(|p| p.version == version)
+    }
+
+    fn has_variant(&self, version: &str, variant: &str) -> bool {
+        self.pack(version).is_some_and(|p| p.packages.iter().any(|x| x.variant.as_deref() == Some(variant)))
+    }
+}
+
+/// Default virtual packages: a Linux x86-64 machine with glibc 2.28 and a CUDA driver matching the
+/// runtime the input NEEDs (13.0 when unknown).
+pub fn virtual_packages(info: &ChannelInfo, overrides: &[String]) -> Result<Vec<GenericVirtualPackage>> {
+    let cuda = info.packs.iter().filter_map(|p| p.cuda_runtime).max().map(|m| format!("{m}.0")).unwrap_or_else(|| "13.0".into());
+    let mut map: BTreeMap<String, String> =
+        [("__unix", "0"), ("__linux", "6.1"), ("__glibc", "2.28"), ("__cuda", cuda.as_str())].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    for o in overrides {
+        let (name, version) = o.split_once('=').ok_or_else(|| Error::Usage(format!("--virtual {o}: expected NAME=VERSION (e.g. __cuda=12.6)")))?;
+        if !name.starts_with("__") {
+            return Err(Error::Usage(format!("--virtual {o}: virtual package names start with __")));
+        }
+        if version == "none" {
+            map.remove(name);
+        } else {
+            map.insert(name.to_string(), version.to_string());
+        }
+    }
+    map.into_iter()
+        .map(|(name, version)| {
+            Ok(GenericVirtualPackage {
+                name: PackageName::try_from(name.as_str()).map_err(|e| Error::Usage(format!("--virtual {name}: {e}")))?,
+                version: Version::from_str(&version).map_err(|e| Error::Usage(format!("--virtual {name}={version}: {e}")))?,
+                build_string: "0".parse().expect("a valid build string"),
+            })
+        })
+        .collect()
+}
+
+/// Solve `specs` over every record of the channel.
+pub fn solve_specs(records: &[RepoDataRecord], specs: &[String], virtual_packages: &[GenericVirtualPackage]) -> Result<std::result::Result<Vec<RepoDataRecord>, String>> {
+    let specs: Vec<MatchSpec> = specs
+        .iter()
+        .map(|s| MatchSpec::from_str(s, ParseStrictness::Strict).map_err(|e| Error::other(format!("spec {s:?}: {e}"))))
+        .collect::<Result<_>>()?;
+    let task = SolverTask { virtual_packages: virtual_packages.to_vec(), specs, ..SolverTask::from_iter([records]) };
+    match rattler_solve::resolvo::Solver.solve(task) {
+        Ok(r) => {
+            let mut recs = r.records;
+            recs.sort_by(|a, b| a.package_record.name.as_normalized().cmp(b.package_record.name.as_normalized()));
+            Ok(Ok(recs))
+        }
+        Err(SolveError::Unsolvable(msgs)) => Ok(Err(msgs.join("\n"))),
+        Err(e) => Err(Error::other(format!("solver: {e}"))),
+    }
+}
+
+struct Ctx<'a> {
+    ch: &'a Loaded,
+    vps: &'a [GenericVirtualPackage],
+}
+
+impl Ctx<'_> {
+    fn solved(&self, recs: &[RepoDataRecord]) -> Result<Vec<Solved>> {
+        let variants: Vec<crate::split::Variant> = self
+            .ch
+            .info
+            .variants
+            .iter()
+            .map(|v| crate::split::Variant { name: v.clone(), with_payload: !v.starts_with("no"), preferred: false })
+            .collect();
+        recs.iter()
+            .map(|r| {
+                let file = Loaded::file_of(r);
+                let (installed, represents) = self.ch.sizes(&file)?;
+                let name = r.package_record.name.as_normalized().to_string();
+                let build = r.package_record.build.to_string();
+                Ok(Solved {
+                    variant: (name == self.ch.info.lazy).then(|| crate::split::variant_in_build(&variants, &build).map(|v| v.name.clone())).flatten(),
+                    name,
+                    version: r.package_record.version.to_string(),
+                    build,
+                    file,
+                    standin: represents.is_some(),
+                    archive_bytes: r.package_record.size.unwrap_or(0),
+                    installed_bytes: installed,
+                    represents_bytes: represents,
+                })
+            })
+            .collect()
+    }
+}
+
+fn scenario(id: &'static str, name: &'static str, channel: &Loaded, specs: Vec<String>, expect: String, semantics: Semantics) -> Scenario {
+    Scenario {
+        id,
+        name,
+        channel: channel.dir.display().to_string(),
+        specs,
+        expect,
+        status: "not-applicable",
+        detail: String::new(),
+        solved: Vec::new(),
+        archive_bytes: 0,
+        installed_bytes: 0,
+        represented_bytes: 0,
+        solver_message: None,
+        track_features: semantics,
+    }
+}
+
+fn fill(s: &mut Scenario, solved: Vec<Solved>) {
+    s.archive_bytes = solved.iter().map(|x| x.archive_bytes).sum();
+    s.installed_bytes = solved.iter().filter(|x| !x.standin).map(|x| x.installed_bytes).sum();
+    s.represented_bytes = solved.iter().filter_map(|x| x.represents_bytes).sum();
+    s.solved = solved;
+}
+
+/// Run the scenarios (and the installs). The records of (a) and (b) are returned for `--install`.
+pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
+    let ch = Loaded::open(&opts.channel)?;
+    let flipped = opts.prefer_channel.as_deref().map(Loaded::open).transpose()?;
+    let info = &ch.info;
+    let vps = virtual_packages(info, &opts.virtual_packages)?;
+    let versions = ch.versions();
+    let version = match &opts.version {
+        Some(v) if versions.contains(v) => v.clone(),
+        Some(v) => return Err(Error::Usage(format!("--version {v}: the channel has {}", versions.join(", ")))),
+        None => versions.last().cloned().ok_or_else(|| Error::bad(opts.channel.display(), "the channel description lists no pack"))?,
+    };
+    let pack = ch.pack(&version).expect("version from the channel").clone();
+    let newest = versions.last() == Some(&version);
+    let core_spec = if newest { info.core.clone() } else { format!("{} =={version}", info.core) };
+    let variants = &info.variants;
+    let with = variants.iter().find(|v| !v.starts_with("no")).cloned().unwrap_or_default();
+    let without = variants.iter().find(|v| v.starts_with("no")).cloned().unwrap_or_default();
+    let glob = |v: &str| {
+        let names: Vec<&str> = variants.iter().map(String::as_str).collect();
+        crate::split::variant_glob(v, &names, pack.build_keys.is_empty())
+    };
+    let preferred = pack.preferred.clone();
+    let other = if preferred == with { without.clone() } else { with.clone() };
+    let payload_needed = |v: &str, p: &PackRecord| v == with && !p.payload_static;
+    let payloads = &info.payload_packages;
+    let ctx = Ctx { ch: &ch, vps: &vps };
+    let feature = pack.track_feature.clone();
+    let mut scenarios = Vec::new();
+    let mut installs: Vec<(&'static str, &'static str, Option<Vec<RepoDataRecord>>)> = Vec::new();
+
+    // (a) default
+    let ranking = |p: &str, np: &str, c: &Loaded, v: &str| {
+        if !c.has_variant(v, np) {
+            return Semantics {
+                relied_on: false,
+                solvers_agree: true,
+                why: format!("not consulted: {v} has no {np} build in the channel, so {p} is the only candidate"),
+            };
+        }
+        Semantics {
+        relied_on: true,
+        solvers_agree: true,
+        why: format!(
+            "only the {np} build carries a track feature ({feature}); both builds share version {v} and build number, so the feature alone decides. resolvo ranks \"no feature\" above \"a feature\" (yes/no, before version and build number); conda's classic solver minimises the number of features. With one featured candidate both pick {p}."
+        ),
+    }
+    };
+    let mut a = scenario(
+        "a",
+        "default",
+        &ch,
+        vec![core_spec.clone()],
+        format!(
+            "{} {version} with the {preferred} {}{}",
+            info.core,
+            info.lazy,
+            if payload_needed(&preferred, &pack) { format!(" and {}", payloads.join(", ")) } else { format!(", no {}", payloads.join(", ")) }
+        ),
+        ranking(&preferred, &other, &ch, &version),
+    );
+    let a_records = if !ch.has_variant(&version, &preferred) {
+        a.detail = format!("not applicable: the preferred variant ({preferred}) of {version} is not in the channel");
+        None
+    } else {
+        match solve_specs(&ch.records, &a.specs, &vps)? {
+            Ok(recs) => {
+                let solved = ctx.solved(&recs)?;
+                let (ok, detail) = check_set(&solved, info, &version, &preferred, payload_needed(&preferred, &pack));
+                a.status = if ok { "pass" } else { "fail" };
+                a.detail = detail;
+                fill(&mut a, solved);
+                Some(recs)
+            }
+            Err(msg) => {
+                a.status = "fail";
+                a.detail = "unsatisfiable".into();
+                a.solver_message = Some(msg);
+                None
+            }
+        }
+    };
+    installs.push(("default", "a", a_records));
+    scenarios.push(a);
+
+    // (b) slim
+    let slim_spec = format!("{} * {}", info.lazy, glob(&without));
+    let mut b = scenario(
+        "b",
+        "slim",
+        &ch,
+        vec![core_spec.clone(), slim_spec.clone()],
+        format!("{} {version} with the {without} {} and no {}", info.core, info.lazy, payloads.join(", ")),
+        Semantics {
+            relied_on: false,
+            solvers_agree: true,
+            why: format!(
+                "not consulted: the build-string spec leaves only {without} builds; the solver only has to honour their constrains ({})",
+                payloads.iter().map(|p| format!("{p} <0.0a0")).collect::<Vec<_>>().join(", ")
+            ),
+        },
+    );
+    let b_records = if !ch.has_variant(&version, &without) {
+        b.detail = format!("not applicable: no {without} build of {} {version} in the channel (pack with --lazy-variant {without}=FILE)", info.lazy);
+        None
+    } else {
+        match solve_specs(&ch.records, &b.specs, &vps)? {
+            Ok(recs) => {
+                let solved = ctx.solved(&recs)?;
+                let (ok, detail) = check_set(&solved, info, &version, &without, false);
+                b.status = if ok { "pass" } else { "fail" };
+                b.detail = detail;
+                fill(&mut b, solved);
+                Some(recs)
+            }
+            Err(msg) => {
+                b.status = "fail";
+                b.detail = "unsatisfiable".into();
+                b.solver_message = Some(msg);
+                None
+            }
+        }
+    };
+    installs.push(("slim", "b", b_records));
+    scenarios.push(b);
+
+    // (c) slim + payload
+    let payload = payloads.first().cloned().unwrap_or_default();
+    let mut c = scenario(
+        "c",
+        "conflict",
+        &ch,
+        vec![slim_spec.clone(), payload.clone()],
+        format!("unsatisfiable: the {without} build constrains {payload} <0.0a0"),
+        Semantics {
+            relied_on: false,
+            solvers_agree: true,
+            why: format!("not consulted: a hard conflict between the requested {payload} and the {without} build's constrains {payload} <0.0a0"),
+        },
+    );
+    let payload_in_channel = ch.records.iter().any(|r| r.package_record.name.as_normalized() == payload);
+    if !versions.iter().any(|v| ch.has_variant(v, &without)) {
+        c.detail = format!("not applicable: no {without} build in the channel");
+    } else if !payload_in_channel {
+        c.detail = format!("not applicable: no {payload} package (real or stand-in) in the channel");
+    } else {
+        unsat(&ctx, &mut c)?;
+    }
+    scenarios.push(c);
+
+    // (d) version skew
+    let mut d = scenario(
+        "d",
+        "version skew",
+        &ch,
+        Vec::new(),
+        format!("unsatisfiable: {} and {} are tied to one version", info.core, info.lazy),
+        Semantics {
+            relied_on: false,
+            solvers_agree: true,
+            why: format!(
+                "not consulted: {} depends on `{} ==VERSION KEYS*` and each {} build constrains `{} ==VERSION KEYS*`",
+                info.core, info.lazy, info.lazy, info.core
+            ),
+        },
+    );
+    if versions.len() < 2 {
+        d.detail = format!("not applicable: one version in the channel ({})", versions.join(", "));
+    } else {
+        let older = versions.iter().rev().find(|v| **v != version).cloned().expect("two versions");
+        d.specs = vec![format!("{} =={version}", info.core), format!("{} =={older}", info.lazy)];
+        unsat(&ctx, &mut d)?;
+    }
+    scenarios.push(d);
+
+    // (e) flipped preference
+    let mut e = scenario(
+        "e",
+        "flipped preference",
+        flipped.as_ref().unwrap_or(&ch),
+        vec![info.core.clone()],
+        format!("on a channel packed with --prefer {other}: the {other} {}", info.lazy),
+        ranking(&other, &preferred, &ch, &version),
+    );
+    match &flipped {
+        None => e.detail = format!("not applicable: no --prefer-channel (pack the same input with --prefer {other} into another channel)"),
+        Some(f) => {
+            let fv = f.versions();
+            let fpack = fv.last().and_then(|v| f.pack(v)).cloned();
+            match fpack {
+                None => e.detail = "not applicable: the --prefer-channel lists no pack".into(),
+                Some(fp) if f.info.core != info.core || f.info.lazy != info.lazy => {
+                    e.status = "fail";
+                    e.detail = format!("the --prefer-channel holds another split ({} / {})", f.info.core, f.info.lazy);
+                    let _ = fp;
+                }
+                Some(fp) if fp.preferred == preferred => {
+                    e.status = "fail";
+                    e.detail = format!("the --prefer-channel prefers {} too: it is not flipped", fp.preferred);
+                }
+                Some(fp) if !f.has_variant(&fp.version, &fp.preferred) => {
+                    e.detail = format!("not applicable: the --prefer-channel lacks its preferred {} build", fp.preferred);
+                }
+                Some(fp) => {
+                    e.expect = format!(
+                        "{} {} with the {} {}{}",
+                        info.core,
+                        fp.version,
+                        fp.preferred,
+                        info.lazy,
+                        if payload_needed(&fp.preferred, &fp) { format!(" and {}", payloads.join(", ")) } else { format!(", no {}", payloads.join(", ")) }
+                    );
+                    e.track_features = ranking(&fp.preferred, &preferred, f, &fp.version);
+                    e.track_features.why = e.track_features.why.replace(&feature, &fp.track_feature);
+                    let fctx = Ctx { ch: f, vps: &vps };
+                    match solve_specs(&f.records, &e.specs, &vps)? {
+                        Ok(recs) => {
+                            let solved = fctx.solved(&recs)?;
+                            let (ok, detail) = check_set(&solved, &f.info, &fp.version, &fp.preferred, payload_needed(&fp.preferred, &fp));
+                            e.status = if ok { "pass" } else { "fail" };
+                            e.detail = detail;
+                            fill(&mut e, solved);
+                        }
+                        Err(msg) => {
+                            e.status = "fail";
+                            e.detail = "unsatisfiable".into();
+                            e.solver_message = Some(msg);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    scenarios.push(e);
+
+    let install = match &opts.install {
+        Some(dir) => Some(install_and_plan(dir, &ch, installs, opts.progress)?),
+        None => None,
+    };
+    let pass = scenarios.iter().all(|s| s.status != "fail") && install.as_ref().is_none_or(|i| i.envs.iter().all(|e| e.status != "fail"));
+    Ok(SolveReport {
+        schema: "splitpkg-solve",
+        schema_version: 1,
+        channel: opts.channel.display().to_string(),
+        prefer_channel: opts.prefer_channel.as_ref().map(|p| p.display().to_string()),
+        solver: SOLVER,
+        core: info.core.clone(),
+        lazy: info.lazy.clone(),
+        versions,
+        version,
+        preferred,
+        virtual_packages: vps.iter().map(|v| format!("{}={}", v.name.as_normalized(), v.version)).collect(),
+        scenarios,
+        install,
+        pass,
+    })
+}
+
+fn unsat(ctx: &Ctx, s: &mut Scenario) -> Result<()> {
+    match solve_specs(&ctx.ch.records, &s.specs, ctx.vps)? {
+        Ok(recs) => {
+            s.status = "fail";
+            s.detail = "solved, but must be unsatisfiable".into();
+            let solved = ctx.solved(&recs)?;
+            fill(s, solved);
+        }
+        Err(msg) => {
+            s.status = "pass";
+            s.detail = "unsatisfiable, as required".into();
+            s.solver_message = Some(msg);
+        }
+    }
+    Ok(())
+}
+
+/// The set has core and lazy at `version`, the lazy package in `variant`, and payload packages
+/// exactly when `payload` says so.
+fn check_set(solved: &[Solved], info: &ChannelInfo, version: &str, variant: &str, payload: bool) -> (bool, String) {
+    let mut problems = Vec::new();
+    match solved.iter().find(|s| s.name == info.core) {
+        Some(c) if c.version == version => {}
+        Some(c) => problems.push(format!("{} {} instead of {version}", info.core, c.version)),
+        None => problems.push(format!("no {}", info.core)),
+    }
+    match solved.iter().find(|s| s.name == info.lazy) {
+        Some(l) if l.version == version && l.variant.as_deref() == Some(variant) => {}
+        Some(l) => problems.push(format!("{} {} {} instead of the {variant} build of {version}", info.lazy, l.version, l.build)),
+        None => problems.push(format!("no {}", info.lazy)),
+    }
+    let present: Vec<&str> = info.payload_packages.iter().filter(|p| solved.iter().any(|s| &s.name == *p)).map(String::as_str).collect();
+    if payload && present.len() != info.payload_packages.len() {
+        problems.push(format!("payload packages missing: has {present:?} of {:?}", info.payload_packages));
+    }
+    if !payload && !present.is_empty() {
+        problems.push(format!("payload packages present: {}", present.join(", ")));
+    }
+    if problems.is_empty() {
+        (true, format!("{variant}{}", if payload { format!(" + {}", info.payload_packages.join(", ")) } else { String::new() }))
+    } else {
+        (false, problems.join("; "))
+    }
+}
+
+fn install_and_plan(dir: &Path, ch: &Loaded, installs: Vec<(&'static str, &'static str, Option<Vec<RepoDataRecord>>)>, progress: &Progress) -> Result<InstallReport> {
+    for (name, _, _) in &installs {
+        let p = dir.join(name);
+        if p.exists() && std::fs::read_dir(&p).map(|mut d| d.next().is_some()).unwrap_or(true) {
+            return Err(Error::Usage(format!("--install {}: {} exists and is not empty", dir.display(), p.display())));
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::other(format!("tokio: {e}")))?;
+    let cache = dir.join("pkgs");
+    let spec = crate::payload::PayloadSpec::for_dep(&ch.info.dep, &[]);
+    let mut envs = Vec::new();
+    for (name, scenario, records) in installs {
+        let prefix = dir.join(name);
+        let (expect, want) = match name {
+            "default" => ("CONFINED".to_string(), crate::verdict::Verdict::Confined),
+            _ => ("NOT PRESENT, no payload files, no payload packages".to_string(), crate::verdict::Verdict::NotPresent),
+        };
+        let Some(records) = records else {
+            envs.push(EnvCheck {
+                name,
+                scenario,
+                prefix: prefix.display().to_string(),
+                status: "not-applicable",
+                detail: format!("scenario ({scenario}) has no solution to install"),
+                packages: Vec::new(),
+                verdict: None,
+                expect,
+                payload_files: Vec::new(),
+            });
+            continue;
+        };
+        let packages: Vec<String> = records.iter().map(|r| format!("{}-{}-{}", r.package_record.name.as_normalized(), r.package_record.version, r.package_record.build)).collect();
+        progress.start_unknown(&format!("install {name}"));
+        let installer = rattler::install::Installer::new()
+            .with_package_cache(rattler::package_cache::PackageCache::new(&cache))
+            .with_target_platform(rattler_conda_types::Subdir::Linux64);
+        rt.block_on(installer.install(&prefix, records)).map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
+        progress.finish();
+        let ins = crate::inspect::inspect(&prefix, &spec, &Progress::hidden())?;
+        let analysis = crate::verdict::analyse(&ins, &ch.info.lazy_library);
+        let plan = crate::plan::make_plan(&ins, &analysis, &ch.info.lazy_library);
+        let payload_files: Vec<String> = ins
+            .tree
+            .entries
+            .iter()
+            .filter(|e| !matches!(e.kind, crate::tree::EntryKind::Dir) && spec.is_payload_library(crate::tree::Tree::file_name(&e.path)))
+            .map(|e| e.path.clone())
+            .collect();
+        let payload_pkgs: Vec<&String> = ch.info.payload_packages.iter().filter(|p| packages.iter().any(|x| x.starts_with(&format!("{p}-")))).collect();
+        let (ok, detail) = if name == "default" {
+            (plan.verdict == want, format!("plan: {}", plan.verdict.label()))
+        } else {
+            let ok = plan.verdict == want && payload_files.is_empty() && payload_pkgs.is_empty();
+            (
+                ok,
+                format!(
+                    "plan: {}; {} payload files; payload packages: {}",
+                    plan.verdict.label(),
+                    payload_files.len(),
+                    if payload_pkgs.is_empty() { "none".to_string() } else { payload_pkgs.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
+                ),
+            )
+        };
+        envs.push(EnvCheck {
+            name,
+            scenario,
+            prefix: prefix.display().to_string(),
+            status: if ok { "pass" } else { "fail" },
+            detail,
+            packages,
+            verdict: Some(plan.verdict.label().to_string()),
+            expect,
+            payload_files,
+        });
+        std::mem::forget(ins);
+    }
+    Ok(InstallReport { dir: dir.display().to_string(), envs })
+}
+
+pub fn report_text(r: &SolveReport) -> String {
+    use crate::report::human_bytes;
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "channel {} ({} / {}; versions {}; preferred {})", r.channel, r.core, r.lazy, r.versions.join(", "), r.preferred);
+    let _ = writeln!(s, "solver: {}; virtual packages: {}", r.solver, r.virtual_packages.join(" "));
+    for sc in &r.scenarios {
+        let status = match sc.status {
+            "pass" => "PASS",
+            "fail" => "FAIL",
+            _ => "not applicable",
+        };
+        let _ = writeln!(s, "\n({}) {}: {}", sc.id, sc.name, status);
+        if !sc.specs.is_empty() {
+            let _ = writeln!(s, "    request: {}", sc.specs.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(" "));
+        }
+        let _ = writeln!(s, "    must show: {}", sc.expect);
+        if !sc.detail.is_empty() {
+            let _ = writeln!(s, "    result: {}", sc.detail);
+        }
+        if !sc.solved.is_empty() {
+            let _ = writeln!(
+                s,
+                "    solved: {} packages, archives {}, installed {}{}",
+                sc.solved.len(),
+                human_bytes(sc.archive_bytes),
+                human_bytes(sc.installed_bytes),
+                if sc.represented_bytes > 0 { format!(" + {} represented by stand-ins", human_bytes(sc.represented_bytes)) } else { String::new() }
+            );
+            for p in &sc.solved {
+                let _ = writeln!(
+                    s,
+                    "      {:<24} {:<10} {:<34} {:>10} archive {:>10} installed{}",
+                    p.name,
+                    p.version,
+                    p.build,
+                    human_bytes(p.archive_bytes),
+                    human_bytes(p.installed_bytes),
+                    match p.represents_bytes {
+                        Some(b) => format!("  [stand-in] represents {}", human_bytes(b)),
+                        None => String::new(),
+                    }
+                );
+            }
+        }
+        if let Some(m) = &sc.solver_message {
+            let _ = writeln!(s, "    solver says:");
+            for l in m.lines() {
+                let _ = writeln!(s, "      {l}");
+            }
+        }
+        let _ = writeln!(
+            s,
+            "    track_features: {}{}",
+            if sc.track_features.relied_on { "relied on — " } else { "" },
+            sc.track_features.why
+        );
+    }
+    if let Some(i) = &r.install {
+        let _ = writeln!(s, "\ninstalled into {}:", i.dir);
+        for e in &i.envs {
+            let _ = writeln!(
+                s,
+                "  {:<8} ({}) {}: {}{}",
+                e.name,
+                e.scenario,
+                match e.status {
+                    "pass" => "PASS",
+                    "fail" => "FAIL",
+                    _ => "not applicable",
+                },
+                e.detail,
+                if e.packages.is_empty() { String::new() } else { format!(" [{}]", e.packages.join(", ")) }
+            );
+        }
+    }
+    let _ = writeln!(s, "\n{}", if r.pass { "all applicable scenarios as required" } else { "SOME SCENARIOS FAILED" });
+    s
+}

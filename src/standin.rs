@@ -1,0 +1,194 @@
+//! Stand-ins: valid conda packages for external packages a local channel lacks (`libmagma`, CUDA
+//! libraries), so that a real solver can be run offline on a channel that holds only the split.
+//!
+//! A stand-in carries the name and version of the package it replaces and a tiny README; it holds
+//! no library. It says what it is everywhere: the build string starts with `standin_`,
+//! `info/index.json` has `license: "stand-in"`, `info/about.json` has
+//! `extra: {"splitpkg_standin": true, "represents_bytes": N, "source": "…"}`, and the package
+//! installs `share/splitpkg-standins/NAME.json` with the same facts so that `splitpkg env` can tell
+//! from an installed prefix alone. Reports count the bytes a stand-in *represents* separately from
+//! real bytes. Stand-ins never carry `track_features` or relations, so they cannot change what the
+//! solver prefers.
+//!
+//! The manifest is YAML or JSON:
+//!
+//! ```yaml
+//! standins:
+//!   - name: libmagma
+//!     version: 2.8.0
+//!     represents_bytes: 293000000
+//!     source: "conda-forge-2024-split.md §7 (libmagma.so, 293 M)"
+//!     provides: [libmagma.so.2]   # optional: sonames; a core file NEEDing one (missing from the
+//!                                 # tree) makes the core package depend on this stand-in
+//! ```
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub standins: Vec<StandIn>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StandIn {
+    pub name: String,
+    pub version: String,
+    /// Installed size of the real package this one stands for.
+    pub represents_bytes: u64,
+    /// Where that size comes from.
+    pub source: String,
+    /// Sonames the real package provides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provides: Vec<String>,
+}
+
+/// Where the built-in sizes come from: hmaarrfk's listing of a fresh `pytorch-gpu` environment in
+/// conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19), as recorded in
+/// `conda-forge-2024-split.md` §7: `libmagma.so` 293 M + `libmagma_sparse.so` 91 M = 385 MB.
+pub const BUILTIN_SOURCE: &str = "conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19): fresh pytorch-gpu env, see conda-forge-2024-split.md §7";
+
+pub fn builtin() -> Manifest {
+    Manifest {
+        standins: vec![
+            StandIn {
+                name: "libmagma".into(),
+                version: "2.8.0".into(),
+                represents_bytes: 293_000_000,
+                source: format!("libmagma.so 293 M; {BUILTIN_SOURCE}"),
+                provides: vec!["libmagma.so.2".into()],
+            },
+            StandIn {
+                name: "libmagma_sparse".into(),
+                version: "2.8.0".into(),
+                represents_bytes: 91_000_000,
+                source: format!("libmagma_sparse.so 91 M; {BUILTIN_SOURCE}"),
+                provides: vec!["libmagma_sparse.so".into()],
+            },
+        ],
+    }
+}
+
+impl Manifest {
+    /// Read and check a manifest (YAML or JSON; JSON is YAML).
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let m: Manifest = serde_yaml::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not a stand-in manifest: {e}")))?;
+        m.check().map_err(|e| Error::bad(path.display(), e))?;
+        Ok(m)
+    }
+
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let mut seen = BTreeSet::new();
+        for s in &self.standins {
+            rattler_conda_types::PackageName::try_from(s.name.as_str()).map_err(|e| format!("stand-in name {:?}: {e}", s.name))?;
+            s.version.parse::<rattler_conda_types::Version>().map_err(|e| format!("stand-in {}: version {:?}: {e}", s.name, s.version))?;
+            if s.source.trim().is_empty() {
+                return Err(format!("stand-in {}: say where represents_bytes comes from (source)", s.name));
+            }
+            if !seen.insert(s.name.clone()) {
+                return Err(format!("stand-in {} is listed twice", s.name));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&StandIn> {
+        self.standins.iter().find(|s| s.name == name)
+    }
+}
+
+/// What a stand-in installs, as `share/splitpkg-standins/NAME.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Marker {
+    pub splitpkg_standin: bool,
+    pub name: String,
+    pub version: String,
+    pub represents_bytes: u64,
+    pub source: String,
+}
+
+pub const MARKER_DIR: &str = "share/splitpkg-standins";
+
+impl StandIn {
+    pub fn marker(&self) -> Marker {
+        Marker {
+            splitpkg_standin: true,
+            name: self.name.clone(),
+            version: self.version.clone(),
+            represents_bytes: self.represents_bytes,
+            source: self.source.clone(),
+        }
+    }
+
+    /// The package content: (path relative to the prefix, bytes).
+    pub fn files(&self) -> Vec<(String, Vec<u8>)> {
+        let readme = format!(
+            "Stand-in for {} {}, made by `splitpkg pack` for offline solver and installer tests.\n\
+             It contains no library. The real package is about {} bytes ({}).\n",
+            self.name, self.version, self.represents_bytes, self.source
+        );
+        let marker = serde_json::to_string_pretty(&self.marker()).expect("marker serialises") + "\n";
+        vec![
+            (format!("{MARKER_DIR}/{}.README", self.name), readme.into_bytes()),
+            (format!("{MARKER_DIR}/{}.json", self.name), marker.into_bytes()),
+        ]
+    }
+
+    /// `info/about.json` `extra` for this stand-in.
+    pub fn about_extra(&self) -> serde_json::Value {
+        serde_json::json!({
+            "splitpkg_standin": true,
+            "represents_bytes": self.represents_bytes,
+            "source": self.source,
+        })
+    }
+}
+
+/// Read the stand-in markers installed in a prefix, by package name.
+pub fn markers_in_prefix(prefix: &Path) -> std::collections::BTreeMap<String, Marker> {
+    let mut out = std::collections::BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir(prefix.join(MARKER_DIR)) {
+        for e in rd.flatten() {
+            if e.path().extension().is_some_and(|x| x == "json")
+                && let Ok(text) = std::fs::read_to_string(e.path())
+                && let Ok(m) = serde_json::from_str::<Marker>(&text)
+                && m.splitpkg_standin
+            {
+                out.insert(m.name.clone(), m);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_is_valid() {
+        let m = builtin();
+        m.check().unwrap();
+        assert_eq!(m.get("libmagma").unwrap().represents_bytes, 293_000_000);
+        assert_eq!(m.get("libmagma_sparse").unwrap().represents_bytes, 91_000_000);
+    }
+
+    #[test]
+    fn bad_manifests_are_refused() {
+        let twice = Manifest { standins: vec![builtin().standins[0].clone(), builtin().standins[0].clone()] };
+        assert!(twice.check().unwrap_err().contains("twice"));
+        let mut bad = builtin();
+        bad.standins[0].version = "not a version!".into();
+        assert!(bad.check().is_err());
+        let mut bad = builtin();
+        bad.standins[0].name = "Bad Name".into();
+        assert!(bad.check().is_err());
+    }
+}

@@ -1,0 +1,767 @@
+//! `splitpkg pack`, `solve` and `env`: real .conda packages read back with rattler, a channel
+//! indexed with rattler_index, scenarios solved with resolvo and again with py-rattler, both
+//! environments installed with rattler's installer and planned, on the gcc fixtures and on the
+//! real torch 2.11 wheel.
+
+mod common;
+use common::*;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rattler_conda_types::package::{AboutJson, IndexJson, PathType, PathsJson};
+use rattler_conda_types::{MatchSpec, ParseStrictness};
+use sha2::Digest;
+
+const NOMAGMA: &str = "conda-nomagma/lib/libtorch_cuda_linalg.so";
+const FEATURE: &str = "libtorch-cuda-linalg-p-0";
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn pack(input: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["pack", s(input), "--out", s(out), "--quiet"];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn pack_ok(input: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut e = extra.to_vec();
+    e.push("--json");
+    let o = pack(input, out, &e);
+    assert_eq!(o.status.code(), Some(0), "pack failed: {}", stderr(&o));
+    let v = json(&o);
+    assert_valid("docs/pack.schema.json", &v);
+    v
+}
+
+/// The fixture's conda-like prefix packed with its nomagma build, as the test scenarios need it.
+fn fixture_channel(out: &Path, version: &str, extra: &[&str]) -> serde_json::Value {
+    let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
+    let mut args = vec!["--version", version, "--build-keys", "cuda126", "--lazy-variant", nomagma.as_str()];
+    args.extend_from_slice(extra);
+    pack_ok(&fixture("conda-like"), out, &args)
+}
+
+fn sha256(path: &Path) -> String {
+    let d = sha2::Sha256::digest(std::fs::read(path).unwrap());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn conda_files(channel: &Path) -> Vec<String> {
+    let mut v: Vec<String> = walk(channel).into_iter().map(|(r, _)| r).filter(|r| r.ends_with(".conda")).collect();
+    v.sort();
+    v
+}
+
+/// The split model the CLI uses, computed through the library from the same fixture.
+fn model(input: &Path, version: &str, keys: &str, prefer: &str) -> Vec<splitpkg::split::PackageModel> {
+    let spec = splitpkg::payload::PayloadSpec::for_dep("magma", &[]);
+    let ins = splitpkg::inspect::inspect(input, &spec, &splitpkg::progress::Progress::hidden()).unwrap();
+    let analysis = splitpkg::verdict::analyse(&ins, "libtorch_cuda_linalg.so");
+    let plan = splitpkg::plan::make_plan(&ins, &analysis, "libtorch_cuda_linalg.so");
+    let options = splitpkg::split::SplitOptions {
+        core_name: "libtorch".into(),
+        lazy_name: "libtorch-cuda-linalg".into(),
+        version: version.into(),
+        build_number: 0,
+        prefer: prefer.into(),
+        variant_key: "linalg_variant".into(),
+        payload_packages: vec!["libmagma".into()],
+        payload_version: splitpkg::split::payload_version(&plan),
+        build_keys: keys.into(),
+        cuda_floor: None,
+        external_depends: Vec::new(),
+    };
+    splitpkg::split::Split::from_plan(&plan, options).unwrap().packages()
+}
+
+fn index_of(pkg: &Path) -> IndexJson {
+    rattler_package_streaming::seek::read_package_file(pkg).unwrap()
+}
+
+fn solve(channel: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
+    let mut args = vec!["solve", s(channel), "--json", "--quiet"];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    let v = json(&o);
+    assert_valid("docs/solve.schema.json", &v);
+    (o, v)
+}
+
+fn scenario<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    r["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap()
+}
+
+/// name → build of a solved set.
+fn set(sc: &serde_json::Value) -> BTreeMap<String, String> {
+    sc["solved"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().to_string(), p["build"].as_str().unwrap().to_string())).collect()
+}
+
+fn one_line_error(o: &Output, code: i32, names: &str) {
+    assert_eq!(o.status.code(), Some(code), "stdout: {}\nstderr: {}", stdout(o), stderr(o));
+    let e = stderr(o);
+    assert_eq!(e.lines().count(), 1, "one line: {e}");
+    assert!(e.starts_with("splitpkg: error: "), "{e}");
+    assert!(e.contains(names), "{e} should name {names}");
+}
+
+/// Solve scenarios with py-rattler over the same file:// channel.
+fn py_rattler(scenarios: &[serde_json::Value]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("scenarios.json");
+    std::fs::write(&f, serde_json::to_vec(scenarios).unwrap()).unwrap();
+    let o = Command::new(python_env()).arg(repo().join("tests/py/solve_check.py")).arg(&f).output().unwrap();
+    assert!(o.status.success(), "py-rattler: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Our solved sets and py-rattler's, scenario by scenario: the same records, or both unsolvable.
+fn cross_check(report: &serde_json::Value, flipped: Option<&Path>) {
+    let vps: Vec<serde_json::Value> = report["virtual_packages"].as_array().unwrap().clone();
+    let mut asks = Vec::new();
+    for sc in report["scenarios"].as_array().unwrap() {
+        if sc["status"] == "not-applicable" {
+            continue;
+        }
+        let channel = if sc["id"] == "e" { flipped.unwrap().to_path_buf() } else { PathBuf::from(report["channel"].as_str().unwrap()) };
+        asks.push(serde_json::json!({"id": sc["id"], "channel": channel, "specs": sc["specs"], "virtual_packages": vps}));
+    }
+    let py = py_rattler(&asks);
+    assert_eq!(py["rattler_version"], "0.28.0");
+    for sc in report["scenarios"].as_array().unwrap().iter().filter(|s| s["status"] != "not-applicable") {
+        let id = sc["id"].as_str().unwrap();
+        let theirs = &py["results"][id];
+        if sc["solved"].as_array().unwrap().is_empty() {
+            assert!(theirs["unsolvable"].is_string(), "({id}) py-rattler solved what resolvo refused: {theirs}");
+        } else {
+            let ours: Vec<serde_json::Value> =
+                sc["solved"].as_array().unwrap().iter().map(|p| serde_json::json!([p["name"], p["version"], p["build"]])).collect();
+            assert_eq!(theirs["solved"], serde_json::Value::Array(ours), "({id}) py-rattler disagrees");
+        }
+    }
+}
+
+#[test]
+fn packages_carry_the_split_model_and_every_file_exactly_once() {
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("channel");
+    let r = fixture_channel(&ch, "2.5.1", &[]);
+    let files = conda_files(&ch);
+    assert_eq!(
+        files,
+        vec![
+            "linux-64/libmagma-2.8.0-h50e331b_0.conda",
+            "linux-64/libtorch-2.5.1-cuda126_h0df9ae8_0.conda",
+            "linux-64/libtorch-cuda-linalg-2.5.1-cuda126_magma_h1e60bb5_0.conda",
+            "linux-64/libtorch-cuda-linalg-2.5.1-cuda126_nomagma_ha0eb17e_0.conda",
+        ]
+    );
+    // Nothing else in the channel (rattler_index's .tmp/ removed) or next to it.
+    let all: BTreeSet<String> = walk(&ch).into_iter().map(|(r, _)| r).collect();
+    let expected_extra: BTreeSet<String> = ["linux-64/repodata.json", "noarch/repodata.json", "splitpkg.json"].into_iter().map(String::from).collect();
+    assert_eq!(all.iter().filter(|f| !f.ends_with(".conda")).cloned().collect::<BTreeSet<_>>(), expected_extra);
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no work directory left next to the channel");
+
+    // index.json is Split::packages(), field by field, plus the payload package.
+    let models = model(&fixture("conda-like"), "2.5.1", "cuda126", "magma");
+    assert_eq!(models.len(), 3);
+    for m in &models {
+        let f = ch.join(format!("linux-64/{}-{}-{}.conda", m.name, m.version, m.build));
+        let idx = index_of(&f);
+        assert_eq!(idx.name.as_normalized(), m.name);
+        assert_eq!(idx.version.to_string(), m.version);
+        assert_eq!(idx.build.to_string(), m.build);
+        assert_eq!(idx.build_number, m.build_number);
+        assert_eq!(idx.depends, m.depends, "{}", m.build);
+        assert_eq!(idx.constrains, m.constrains, "{}", m.build);
+        assert_eq!(idx.track_features, m.track_features, "{}", m.build);
+        assert_eq!(idx.subdir.as_deref(), Some("linux-64"));
+        assert!(idx.timestamp.is_none(), "no dates in metadata");
+    }
+    // …which are these exact relations.
+    let idx = |f: &str| index_of(&ch.join(f));
+    let core = idx(&files[1]);
+    let magma = idx(&files[2]);
+    let nomagma = idx(&files[3]);
+    assert_eq!(core.depends, vec!["libtorch-cuda-linalg ==2.5.1 cuda126_*"]);
+    assert_eq!(magma.depends, vec!["libmagma >=2.8.0,<2.9.0a0"]);
+    assert_eq!(magma.constrains, vec!["libtorch ==2.5.1 cuda126_*"]);
+    assert!(magma.track_features.is_empty());
+    assert!(nomagma.depends.is_empty());
+    assert_eq!(nomagma.constrains, vec!["libtorch ==2.5.1 cuda126_*", "libmagma <0.0a0"]);
+    assert_eq!(nomagma.track_features, vec![FEATURE]);
+    assert_eq!(magma.build_number, nomagma.build_number, "preference by track_features, not build-number offsets");
+    let libmagma = idx(&files[0]);
+    assert_eq!((libmagma.version.to_string(), libmagma.depends.len()), ("2.8.0".to_string(), 0));
+    for spec in core.depends.iter().chain(&magma.depends).chain(&magma.constrains).chain(&nomagma.constrains) {
+        MatchSpec::from_str(spec, ParseStrictness::Strict).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    }
+
+    // paths.json: every file's sha256 and size match the extracted content; the content is the
+    // fixture's; every fixture path is in exactly one of core, magma and libmagma.
+    let tree: BTreeMap<String, PathBuf> = walk(&fixture("conda-like")).into_iter().collect();
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in &files {
+        let x = tempfile::tempdir().unwrap();
+        rattler_package_streaming::fs::extract_conda(&ch.join(f), x.path()).unwrap();
+        let paths: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
+        assert_eq!(paths.paths_version, 1);
+        let on_disk: BTreeSet<String> = walk(x.path()).into_iter().map(|(r, _)| r).filter(|r| !r.starts_with("info/")).collect();
+        let listed: BTreeSet<String> = paths.paths.iter().map(|p| p.relative_path.to_string_lossy().into_owned()).collect();
+        assert_eq!(on_disk, listed, "{f}: paths.json lists exactly the content");
+        for p in &paths.paths {
+            let rel = p.relative_path.to_string_lossy().into_owned();
+            let got = x.path().join(&rel);
+            let src = &tree[&rel];
+            match p.path_type {
+                PathType::HardLink => {
+                    let sha: String = p.sha256.unwrap().iter().map(|b| format!("{b:02x}")).collect();
+                    assert_eq!(sha, sha256(&got), "{f}: {rel} sha256");
+                    assert_eq!(p.size_in_bytes, Some(std::fs::metadata(&got).unwrap().len()), "{f}: {rel} size");
+                    let expect = if f.contains("nomagma") { sha256(&fixture(NOMAGMA)) } else { sha256(src) };
+                    assert_eq!(sha, expect, "{f}: {rel} content");
+                }
+                PathType::SoftLink => {
+                    assert_eq!(std::fs::read_link(&got).unwrap(), std::fs::read_link(src).unwrap(), "{f}: {rel} link target");
+                }
+                PathType::Directory => panic!("{f}: directory entry {rel}"),
+            }
+            if !f.contains("nomagma") {
+                seen.entry(rel).or_default().push(f.clone());
+            }
+        }
+        // No machine paths or dates in info/.
+        for (r, p) in walk(&x.path().join("info")) {
+            let text = std::fs::read_to_string(&p).unwrap();
+            for bad in [s(fixtures()), s(d.path()), "2025-", "2026-"] {
+                assert!(!text.contains(bad), "{f}: info/{r} contains {bad:?}");
+            }
+        }
+    }
+    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), tree.keys().cloned().collect::<BTreeSet<_>>(), "every fixture path packed");
+    for (p, fs) in &seen {
+        assert_eq!(fs.len(), 1, "{p} in {fs:?}");
+    }
+    assert!(seen["lib/libmagma.so.2"][0].contains("libmagma-2.8.0"), "payload symlinks go with the payload");
+    assert!(seen["lib/libmagma_sparse.so"][0].contains("libmagma-2.8.0"));
+
+    // The report says the same.
+    assert_eq!(r["lossless"]["tree_paths"], 10);
+    assert_eq!(r["lossless"]["placed_once"], 10);
+    let report_paths: BTreeMap<String, String> = serde_json::from_value(r["paths"].clone()).unwrap();
+    assert_eq!(report_paths.len(), 10);
+    for (p, fs) in &seen {
+        assert_eq!(&report_paths[p], &fs[0]);
+    }
+    assert_eq!(r["record"]["preferred"], "magma");
+    assert_eq!(r["record"]["missing_variants"], serde_json::json!([]));
+    assert_eq!(r["standins"], serde_json::json!([]), "libmagma is real here: no stand-in");
+    assert_eq!(r["standins_replaced_by_real"], serde_json::json!(["libmagma"]));
+    assert_eq!(r["represented_bytes"], 0);
+    let about: AboutJson = rattler_package_streaming::seek::read_package_file(ch.join(&files[3])).unwrap();
+    assert_eq!(about.extra["splitpkg_variant"], "nomagma");
+    assert_eq!(about.extra["splitpkg_preferred"], false);
+
+    // splitpkg.json describes the split for solve/env.
+    let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
+    assert_eq!(info["core"], "libtorch");
+    assert_eq!(info["lazy"], "libtorch-cuda-linalg");
+    assert_eq!(info["lazy_library"], "libtorch_cuda_linalg.so");
+    assert_eq!(info["variants"], serde_json::json!(["magma", "nomagma"]));
+    assert_eq!(info["payload_packages"], serde_json::json!(["libmagma"]));
+    assert_eq!(info["packs"][0]["input"], "conda-like", "no directories of this machine");
+}
+
+#[test]
+fn packing_is_reproducible_and_replaces_its_own_files() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    fixture_channel(&a, "2.5.1", &[]);
+    fixture_channel(&b, "2.5.1", &["--threads", "1", "--compression-level", "3"]);
+    let fa = conda_files(&a);
+    assert_eq!(fa, conda_files(&b));
+    for f in &fa {
+        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f} differs between two packs");
+    }
+    assert_eq!(std::fs::read(a.join("splitpkg.json")).unwrap(), std::fs::read(b.join("splitpkg.json")).unwrap());
+    // A higher level changes the bytes (the option reaches the writer) but not the content.
+    let c = d.path().join("c");
+    fixture_channel(&c, "2.5.1", &["--compression-level", "19"]);
+    let core = "linux-64/libtorch-2.5.1-cuda126_h0df9ae8_0.conda";
+    assert_ne!(std::fs::read(a.join(core)).unwrap(), std::fs::read(c.join(core)).unwrap());
+    let pa: PathsJson = rattler_package_streaming::seek::read_package_file(a.join(core)).unwrap();
+    let pc: PathsJson = rattler_package_streaming::seek::read_package_file(c.join(core)).unwrap();
+    assert_eq!(pa, pc);
+
+    // Packing the same version again without the nomagma build replaces that pack: its nomagma
+    // package leaves the channel and the index.
+    pack_ok(&fixture("conda-like"), &a, &["--version", "2.5.1", "--build-keys", "cuda126"]);
+    let now = conda_files(&a);
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert!(!now.iter().any(|f| f.contains("nomagma")));
+    let rd: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(a.join("linux-64/repodata.json")).unwrap()).unwrap();
+    assert_eq!(rd["packages.conda"].as_object().unwrap().len(), 3);
+}
+
+#[test]
+fn stand_ins_are_marked_in_metadata_and_in_every_report() {
+    // `missing`: libtorch without libmagma and without the CUDA runtime it NEEDs.
+    let d = tempfile::tempdir().unwrap();
+    let manifest = d.path().join("standins.yaml");
+    std::fs::write(
+        &manifest,
+        "standins:\n  - name: libmagma\n    version: 2.8.0\n    represents_bytes: 293000000\n    source: conda-forge-2024-split.md §7\n  - name: cuda-cudart\n    version: 13.0.96\n    represents_bytes: 1000000\n    source: a test size\n    provides: [libcudart.so.13]\n  - name: libcublas\n    version: 13.1.0\n    represents_bytes: 5\n    source: unused\n    provides: [libcublas.so.13]\n",
+    )
+    .unwrap();
+    let ch = d.path().join("channel");
+    let r = pack_ok(&fixture("missing"), &ch, &["--version", "2.5.1", "--standins", s(&manifest)]);
+    assert_eq!(r["standins_from"], "standins.yaml");
+    let names: Vec<&str> = r["standins"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["libmagma", "cuda-cudart"], "stand-ins for what the split refers to, in manifest order");
+    assert_eq!(r["represented_bytes"], 294_000_000u64);
+    assert!(r["notes"].as_array().unwrap().iter().any(|n| n == "stand-in libcublas not made: nothing in this split refers to it"));
+    let files = conda_files(&ch);
+    let cudart = files.iter().find(|f| f.starts_with("noarch/cuda-cudart-13.0.96-standin_h")).unwrap();
+    let magma_standin = files.iter().find(|f| f.starts_with("noarch/libmagma-2.8.0-standin_h")).unwrap();
+    for f in [cudart, magma_standin] {
+        let idx = index_of(&ch.join(f));
+        assert_eq!(idx.license.as_deref(), Some("stand-in"));
+        assert!(idx.track_features.is_empty() && idx.depends.is_empty() && idx.constrains.is_empty(), "stand-ins change no solver semantics");
+        assert_eq!(idx.noarch.kind(), Some(rattler_conda_types::NoArchKind::Generic));
+        let about: AboutJson = rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
+        assert_eq!(about.extra["splitpkg_standin"], true);
+        assert!(about.extra["represents_bytes"].as_u64().unwrap() > 0);
+        assert!(about.extra["source"].is_string());
+    }
+    // The core depends on what provides the library it NEEDs (what run-exports would add).
+    let core = files.iter().find(|f| f.contains("/libtorch-2.5.1-")).unwrap();
+    assert_eq!(index_of(&ch.join(core)).depends, vec!["libtorch-cuda-linalg ==2.5.1 cuda13_*", "cuda-cudart >=13.0.96"]);
+    let text = stdout(&pack(&fixture("missing"), &d.path().join("again"), &["--version", "2.5.1", "--standins", s(&manifest)]));
+    assert!(text.contains("[stand-in]") && text.contains("represents 293000000 bytes"), "{text}");
+
+    // solve: the stand-ins are in the default set, flagged, with represented bytes apart.
+    let envs = d.path().join("envs");
+    let (o, rep) = solve(&ch, &["--install", s(&envs)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let a = scenario(&rep, "a");
+    let flagged: BTreeMap<String, bool> = a["solved"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().to_string(), p["standin"].as_bool().unwrap())).collect();
+    assert_eq!(
+        flagged,
+        [("cuda-cudart", true), ("libmagma", true), ("libtorch", false), ("libtorch-cuda-linalg", false)].into_iter().map(|(a, b)| (a.to_string(), b)).collect()
+    );
+    assert_eq!(a["represented_bytes"], 294_000_000u64);
+    let real: u64 = a["solved"].as_array().unwrap().iter().filter(|p| p["standin"] == false).map(|p| p["installed_bytes"].as_u64().unwrap()).sum();
+    assert_eq!(a["installed_bytes"], real, "stand-ins' own bytes are not counted as real");
+    let text = stdout(&run(&["solve", s(&ch), "--quiet"]));
+    assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
+    // (b)-(e) cannot run on this channel and say why.
+    for id in ["b", "c", "d", "e"] {
+        assert_eq!(scenario(&rep, id)["status"], "not-applicable", "{id}");
+    }
+    assert!(scenario(&rep, "d")["detail"].as_str().unwrap().contains("one version in the channel"));
+
+    // env: the installed stand-ins are marked and count represented bytes.
+    let e = run(&["env", s(&envs.join("default")), "--json"]);
+    assert_eq!(e.status.code(), Some(0), "{}", stderr(&e));
+    let env = json(&e);
+    assert_valid("docs/env.schema.json", &env);
+    let magma_pkg = env["packages"].as_array().unwrap().iter().find(|p| p["name"] == "libmagma").unwrap();
+    assert_eq!((magma_pkg["standin"].as_bool(), magma_pkg["represents_bytes"].as_u64(), magma_pkg["role"].as_str()), (Some(true), Some(293_000_000), Some("payload")));
+    assert_eq!(env["represented_bytes"], 294_000_000u64);
+    assert_eq!(env["switch"]["represented_delta"], -293_000_000i64, "switching to nomagma drops the libmagma stand-in");
+    let text = stdout(&run(&["env", s(&envs.join("default"))]));
+    assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
+}
+
+#[test]
+fn scenarios_install_plan_env_and_py_rattler_agree() {
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("channel");
+    let flipped = d.path().join("flipped");
+    fixture_channel(&ch, "2.5.1", &[]);
+    fixture_channel(&ch, "2.5.2", &[]);
+    fixture_channel(&flipped, "2.5.2", &["--prefer", "nomagma"]);
+    let envs = d.path().join("envs");
+    let (o, r) = solve(&ch, &["--prefer-channel", s(&flipped), "--install", s(&envs)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(r["pass"], true);
+    assert_eq!(r["versions"], serde_json::json!(["2.5.1", "2.5.2"]));
+    assert_eq!(r["virtual_packages"], serde_json::json!(["__cuda=13.0", "__glibc=2.28", "__linux=6.1", "__unix=0"]));
+
+    let a = scenario(&r, "a");
+    assert_eq!(a["status"], "pass");
+    assert_eq!(a["specs"], serde_json::json!(["libtorch"]));
+    let expect_a: BTreeMap<String, String> = [
+        ("libmagma", "h50e331b_0"),
+        ("libtorch", "cuda126_h0df9ae8_0"),
+        ("libtorch-cuda-linalg", "cuda126_magma_h1e60bb5_0"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(set(a), expect_a);
+    assert!(a["solved"].as_array().unwrap().iter().filter(|p| p["name"] != "libmagma").all(|p| p["version"] == "2.5.2"), "newest version");
+    assert_eq!(a["track_features"]["relied_on"], true);
+    assert_eq!(a["track_features"]["solvers_agree"], true);
+    let lib = |rel: &str| std::fs::metadata(fixture(rel)).unwrap().len();
+    let magma_bytes = lib("conda-like/lib/libmagma.so.2.8.0") + lib("conda-like/lib/libmagma_sparse.so");
+    let tree_bytes: u64 = walk(&fixture("conda-like")).iter().filter(|(_, p)| !std::fs::symlink_metadata(p).unwrap().file_type().is_symlink()).map(|(_, p)| std::fs::metadata(p).unwrap().len()).sum();
+    assert_eq!(a["installed_bytes"], tree_bytes, "the default set installs the whole fixture");
+
+    let b = scenario(&r, "b");
+    assert_eq!(b["status"], "pass");
+    assert_eq!(b["specs"], serde_json::json!(["libtorch", "libtorch-cuda-linalg * *nomagma*"]));
+    assert_eq!(
+        set(b),
+        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    );
+    assert_eq!(b["track_features"]["relied_on"], false);
+
+    let c = scenario(&r, "c");
+    assert_eq!((c["status"].as_str(), c["solved"].as_array().unwrap().len()), (Some("pass"), 0));
+    assert_eq!(c["specs"], serde_json::json!(["libtorch-cuda-linalg * *nomagma*", "libmagma"]));
+    let msg = c["solver_message"].as_str().unwrap();
+    assert!(msg.contains("libmagma <0.0a0, which conflicts"), "{msg}");
+
+    let dd = scenario(&r, "d");
+    assert_eq!(dd["status"], "pass");
+    assert_eq!(dd["specs"], serde_json::json!(["libtorch ==2.5.2", "libtorch-cuda-linalg ==2.5.1"]));
+    assert!(dd["solver_message"].as_str().unwrap().contains("libtorch ==2.5.1 cuda126_*"), "{}", dd["solver_message"]);
+
+    let e = scenario(&r, "e");
+    assert_eq!(e["status"], "pass");
+    assert_eq!(
+        set(e),
+        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    );
+    assert_eq!(e["track_features"]["relied_on"], true);
+    assert!(index_of(&flipped.join("linux-64/libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0.conda")).track_features == vec![FEATURE]);
+
+    // Install: the default prefix is CONFINED, the slim one has no payload at all.
+    let inst = &r["install"]["envs"];
+    assert_eq!(inst[0]["name"], "default");
+    assert_eq!(inst[0]["status"], "pass");
+    assert_eq!(inst[0]["verdict"], "CONFINED");
+    assert_eq!(inst[1]["name"], "slim");
+    assert_eq!(inst[1]["status"], "pass");
+    assert_eq!(inst[1]["verdict"], "NOT PRESENT");
+    assert_eq!(inst[1]["payload_files"], serde_json::json!([]));
+    let default = envs.join("default");
+    let slim = envs.join("slim");
+    assert!(default.join("lib/libmagma.so.2.8.0").exists());
+    assert!(!walk(&slim).iter().any(|(r, _)| r.contains("libmagma")), "no libmagma file in the slim prefix");
+    // `splitpkg plan` on the prefixes, as a user would run it.
+    let p = run(&["plan", s(&default), "--json", "--quiet"]);
+    assert_eq!((p.status.code(), json(&p)["verdict"].as_str().map(str::to_string)), (Some(0), Some("confined".to_string())));
+    let p = run(&["plan", s(&slim), "--json", "--quiet"]);
+    assert_eq!((p.status.code(), json(&p)["verdict"].as_str().map(str::to_string)), (Some(1), Some("not-present".to_string())));
+    let outputs = json(&p)["outputs"].clone();
+    assert_eq!(outputs, serde_json::json!([]), "no split of a slim prefix: nothing to make optional");
+
+    // env on both prefixes.
+    let svg_d = d.path().join("default.svg");
+    let svg_s = d.path().join("slim.svg");
+    let o = run(&["env", s(&default), "--json", "--svg", s(&svg_d)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ed = json(&o);
+    assert_valid("docs/env.schema.json", &ed);
+    assert_eq!(ed["variant"], "magma");
+    assert_eq!(ed["switch"]["to"], "nomagma");
+    let lazy_delta = lib(NOMAGMA) as i64 - lib("conda-like/lib/libtorch_cuda_linalg.so") as i64;
+    assert_eq!(ed["switch"]["real_delta"], lazy_delta - magma_bytes as i64, "saves libmagma plus the lazy delta");
+    assert_eq!(ed["switch"]["payload_removed"], serde_json::json!(["libmagma"]));
+    assert_eq!(ed["switch"]["estimated"], false);
+    assert_eq!(ed["switch"]["commands"]["conda"], r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#);
+    assert_eq!(ed["switch"]["commands"]["mamba"], r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#);
+    assert_eq!(ed["switch"]["commands"]["pixi"], r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#);
+    assert_eq!(ed["channel"], s(&ch), "found from the installed package's file:// URL");
+    let o = run(&["env", s(&slim), "--json", "--svg", s(&svg_s)]);
+    let es = json(&o);
+    assert_eq!(es["variant"], "nomagma");
+    assert_eq!(es["switch"]["real_delta"], magma_bytes as i64 - lazy_delta, "costs libmagma back");
+    assert_eq!(es["switch"]["payload_added"], serde_json::json!(["libmagma"]));
+    assert_eq!(es["switch"]["commands"]["conda_spec"], "libtorch-cuda-linalg=*=*_magma_*");
+    // The switch specs select exactly one variant of the channel's builds.
+    let builds = ["cuda126_magma_h1e60bb5_0", "cuda126_nomagma_ha0eb17e_0"];
+    for (spec, want) in [(&ed["switch"]["commands"]["pixi_spec"], 1), (&es["switch"]["commands"]["pixi_spec"], 0)] {
+        let m = MatchSpec::from_str(spec.as_str().unwrap(), ParseStrictness::Strict).unwrap();
+        let matching: Vec<&str> = builds.iter().filter(|b| m.build.as_ref().unwrap().matches(b)).copied().collect();
+        assert_eq!(matching, vec![builds[want]], "{spec}");
+    }
+    // Well-formed, deterministic SVGs with the payload highlighted only where it is installed.
+    for svg in [&svg_d, &svg_s] {
+        let ok = Command::new("python3").arg("-c").arg("import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == 'svg'").arg(svg).status().unwrap();
+        assert!(ok.success(), "{} is not well-formed XML", svg.display());
+    }
+    let text_d = std::fs::read_to_string(&svg_d).unwrap();
+    let text_s = std::fs::read_to_string(&svg_s).unwrap();
+    assert_eq!(text_d.matches(r#"class="payload""#).count(), 1, "payload in the magma env's 'now' bar only");
+    assert_eq!(text_s.matches(r#"class="payload""#).count(), 1, "payload in the slim env's 'after' bar only");
+    let again = d.path().join("again.svg");
+    run(&["env", s(&default), "--svg", s(&again)]);
+    assert_eq!(std::fs::read(&again).unwrap(), text_d.as_bytes(), "SVG is deterministic");
+
+    // The same scenarios with py-rattler.
+    cross_check(&r, Some(&flipped));
+
+    // Text report: every scenario named with its status.
+    let t = stdout(&run(&["solve", s(&ch), "--prefer-channel", s(&flipped), "--quiet"]));
+    for line in ["(a) default: PASS", "(b) slim: PASS", "(c) conflict: PASS", "(d) version skew: PASS", "(e) flipped preference: PASS", "all applicable scenarios as required"] {
+        assert!(t.contains(line), "{line}\n{t}");
+    }
+}
+
+#[test]
+fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("channel");
+    fixture_channel(&ch, "2.5.1", &[]);
+    // A "flipped" channel that is not flipped fails (e), exit 1.
+    let same = d.path().join("same");
+    fixture_channel(&same, "2.5.1", &[]);
+    let (o, r) = solve(&ch, &["--prefer-channel", s(&same)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(scenario(&r, "e")["status"], "fail");
+    assert_eq!(scenario(&r, "d")["status"], "not-applicable");
+    // Virtual packages are passed through: a channel needs nothing virtual, so __cuda=none still solves.
+    let (o, r) = solve(&ch, &["--virtual", "__cuda=none", "--virtual", "__glibc=2.17"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(r["virtual_packages"], serde_json::json!(["__glibc=2.17", "__linux=6.1", "__unix=0"]));
+    let o = run(&["solve", s(&ch), "--virtual", "cuda=12"]);
+    one_line_error(&o, 2, "--virtual cuda=12");
+    let o = run(&["solve", s(&ch), "--version", "9.9"]);
+    one_line_error(&o, 2, "--version 9.9");
+}
+
+#[test]
+fn pack_and_rattler_build_agree_on_the_relations() {
+    // The same split rendered by emit and built by rattler-build, and packed by pack: the same
+    // depends, constrains and track_features for every package (build-string hashes differ by
+    // design: rattler-build hashes its variant config).
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("channel");
+    fixture_channel(&ch, "2.5.1", &[]);
+    let recipe = d.path().join("recipe");
+    let o = run(&["emit", s(&fixture("conda-like")), "--out", s(&recipe), "--version", "2.5.1", "--build-keys", "cuda126", "--format", "rattler-build", "--quiet"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let stage = d.path().join("stage");
+    std::fs::create_dir_all(&stage).unwrap();
+    assert!(Command::new("cp").arg("-a").arg(fixture("conda-like")).arg(stage.join("core")).status().unwrap().success());
+    for (v, lib) in [("magma", fixture("conda-like/lib/libtorch_cuda_linalg.so")), ("nomagma", fixture(NOMAGMA))] {
+        let dst = stage.join(v).join("lib/libtorch_cuda_linalg.so");
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(lib, dst).unwrap();
+    }
+    let work = d.path().join("work");
+    let python = python_env();
+    let path = format!("{}:{}", python.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(&python)
+        .env("PATH", path)
+        .arg(repo().join("tests/py/rattler_build_check.py"))
+        .arg(recipe.join("rattler-build"))
+        .arg(&stage)
+        .arg(&work)
+        .arg(bin())
+        .arg("2.8.0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "rattler-build: {}", String::from_utf8_lossy(&out.stderr));
+    let built: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let relations = |v: &serde_json::Value| {
+        let list = |k: &str| v[k].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>()).unwrap_or_default();
+        let tf = v["track_features"].as_str().map(|t| t.split(',').map(str::to_string).collect::<Vec<_>>()).unwrap_or_default();
+        (list("depends"), list("constrains"), tf)
+    };
+    let packed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap()).unwrap();
+    let mut compared = 0;
+    for (_, rb) in built["packages"].as_object().unwrap() {
+        let (name, build) = (rb["name"].as_str().unwrap(), rb["build"].as_str().unwrap());
+        if name != "libtorch" && name != "libtorch-cuda-linalg" {
+            continue;
+        }
+        let variant = ["_nomagma_", "_magma_"].into_iter().find(|v| build.contains(v));
+        let ours = packed["packages.conda"]
+            .as_object()
+            .unwrap()
+            .values()
+            .find(|p| p["name"] == name && variant.is_none_or(|v| p["build"].as_str().unwrap().contains(v)))
+            .unwrap();
+        assert_eq!(relations(rb), relations(ours), "{name} {build}");
+        assert_eq!(rb["build_number"], ours["build_number"]);
+        compared += 1;
+    }
+    // libtorch is rendered once per variant value; both renders are compared.
+    assert!(compared >= 3, "{built:#}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("nested/deeper/channel");
+    let fresh = || !d.path().join("nested").exists();
+    // A missing input.
+    let o = pack(Path::new("/nonexistent/tree"), &out, &["--version", "1"]);
+    one_line_error(&o, 2, "/nonexistent/tree");
+    assert!(fresh());
+    // Not confined: refused, exit 1.
+    let o = pack(&fixture("eager-leak"), &out, &["--version", "1"]);
+    one_line_error(&o, 1, "NOT CONFINED");
+    assert!(fresh());
+    // The MAGMA build offered as nomagma: refused by verify-variant, exit 1.
+    let magma_lib = fixture("conda-like/lib/libtorch_cuda_linalg.so");
+    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", &format!("nomagma={}", magma_lib.display())]);
+    one_line_error(&o, 1, "not a nomagma build of libtorch_cuda_linalg.so: no payload library NEEDED (libmagma.so.2)");
+    assert!(fresh());
+    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", "nomagma=/nonexistent/lib.so"]);
+    one_line_error(&o, 2, "/nonexistent/lib.so");
+    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", &format!("magma={}", magma_lib.display())]);
+    one_line_error(&o, 2, "--lazy-variant magma");
+    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", "nomagma"]);
+    one_line_error(&o, 2, "NAME=FILE");
+    // Broken stand-in manifests.
+    let bad = d.path().join("bad.yaml");
+    std::fs::write(&bad, "standins:\n  - name: libmagma\n    version: 2.8.0\n").unwrap();
+    one_line_error(&pack(&fixture("conda-like"), &out, &["--version", "1", "--standins", s(&bad)]), 2, s(&bad));
+    std::fs::write(&bad, "standins:\n  - {name: Bad Name, version: '1', represents_bytes: 1, source: x}\n").unwrap();
+    one_line_error(&pack(&fixture("conda-like"), &out, &["--version", "1", "--standins", s(&bad)]), 2, s(&bad));
+    assert!(fresh());
+    // A broken wheel.
+    let wheel = d.path().join("torch-0-cp311-none-any.whl");
+    std::fs::write(&wheel, b"PK\x03\x04 not really").unwrap();
+    one_line_error(&pack(&wheel, &out, &["--version", "1"]), 2, s(&wheel));
+    assert!(fresh());
+    // --out is a file, or inside the input tree.
+    one_line_error(&pack(&fixture("conda-like"), &bad, &["--version", "1"]), 2, s(&bad));
+    let inside = fixture("conda-like").join("channel");
+    one_line_error(&pack(&fixture("conda-like"), &inside, &["--version", "1"]), 2, "is inside the input tree");
+    assert!(!inside.exists());
+    // A channel that holds another split is not mixed with this one.
+    let ch = d.path().join("channel");
+    fixture_channel(&ch, "2.5.1", &[]);
+    let before = conda_files(&ch);
+    one_line_error(&pack(&fixture("conda-like"), &ch, &["--version", "2.5.2", "--core-name", "other"]), 2, "splitpkg.json");
+    assert_eq!(conda_files(&ch), before);
+    // solve and env on things that are not what they need.
+    one_line_error(&run(&["solve", s(d.path())]), 2, "not a channel made by `splitpkg pack`");
+    one_line_error(&run(&["solve", "/nonexistent/channel"]), 2, "/nonexistent/channel");
+    one_line_error(&run(&["env", s(&fixture("conda-like"))]), 2, "no conda-meta");
+    let envs = d.path().join("envs");
+    std::fs::create_dir_all(envs.join("default")).unwrap();
+    std::fs::write(envs.join("default/keep"), b"user data").unwrap();
+    one_line_error(&run(&["solve", s(&ch), "--install", s(&envs)]), 2, "exists and is not empty");
+    assert!(envs.join("default/keep").exists());
+}
+
+#[test]
+fn torch_2_11_wheel_packs_solves_installs_and_plans() {
+    let (wheel, _) = corpus("torch-2.11.0-cu130", false);
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("channel");
+    let started = std::time::Instant::now();
+    let r = pack_ok(&wheel, &ch, &[]);
+    let pack_time = started.elapsed();
+    assert_eq!(r["lossless"]["tree_paths"], 11843);
+    assert_eq!(r["lossless"]["placed_once"], 11843);
+    assert_eq!(r["record"]["payload_static"], true);
+    assert_eq!(r["record"]["missing_variants"][0]["variant"], "nomagma", "no nomagma invented");
+    let files = conda_files(&ch);
+    assert_eq!(
+        files,
+        vec![
+            "linux-64/libtorch-2.11.0-cuda13_h86dd438_0.conda",
+            "linux-64/libtorch-cuda-linalg-2.11.0-cuda13_magma_hbc75e16_0.conda",
+            "noarch/libmagma-2.8.0-standin_h222d286_0.conda",
+        ]
+    );
+    let core = index_of(&ch.join(&files[0]));
+    assert_eq!(core.depends, vec!["libtorch-cuda-linalg ==2.11.0 cuda13_*"]);
+    let lazy = index_of(&ch.join(&files[1]));
+    assert!(lazy.depends.is_empty(), "MAGMA is linked into the library: no libmagma dependency");
+    assert_eq!(lazy.constrains, vec!["libtorch ==2.11.0 cuda13_*"]);
+    let paths: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&files[1])).unwrap();
+    assert_eq!(paths.paths.len(), 1);
+    assert_eq!(paths.paths[0].relative_path, PathBuf::from("lib/python3.11/site-packages/torch/lib/libtorch_cuda_linalg.so"));
+    assert_eq!(paths.paths[0].size_in_bytes, Some(53_532_193));
+
+    let envs = d.path().join("envs");
+    let started = std::time::Instant::now();
+    let (o, s_) = solve(&ch, &["--install", s(&envs)]);
+    let solve_time = started.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let a = scenario(&s_, "a");
+    assert_eq!(a["status"], "pass");
+    assert_eq!(
+        set(a),
+        [("libtorch", "cuda13_h86dd438_0"), ("libtorch-cuda-linalg", "cuda13_magma_hbc75e16_0")].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    );
+    assert_eq!(a["track_features"]["relied_on"], false, "one candidate: nothing to rank");
+    let lazy_solved = a["solved"].as_array().unwrap().iter().find(|p| p["name"] == "libtorch-cuda-linalg").unwrap();
+    assert_eq!(lazy_solved["installed_bytes"], 53_532_193);
+    assert_eq!(a["installed_bytes"], 1_136_486_950u64, "the whole wheel, installed");
+    for id in ["b", "c", "d", "e"] {
+        assert_eq!(scenario(&s_, id)["status"], "not-applicable", "{id}: the wheel channel has no nomagma build");
+    }
+    let default = &s_["install"]["envs"][0];
+    assert_eq!((default["status"].as_str(), default["verdict"].as_str()), (Some("pass"), Some("CONFINED")));
+    assert_eq!(s_["install"]["envs"][1]["status"], "not-applicable");
+    cross_check(&s_, None);
+
+    let e = run(&["env", s(&envs.join("default")), "--json"]);
+    let env = json(&e);
+    assert_valid("docs/env.schema.json", &env);
+    assert_eq!(env["variant"], "magma");
+    assert_eq!(env["switch"]["estimated"], true, "the nomagma size is the plan's estimate");
+    assert_eq!(env["switch"]["lazy_after"], 2_125_945);
+    assert_eq!(env["switch"]["real_delta"], 2_125_945i64 - 53_532_193);
+    eprintln!(
+        "torch 2.11 wheel: pack {:.1} s, solve+install+plan {:.1} s; (a) {}",
+        pack_time.as_secs_f64(),
+        solve_time.as_secs_f64(),
+        a["solved"].as_array().unwrap().iter().map(|p| format!("{} {} {} ({} B archive, {} B installed)", p["name"], p["version"], p["build"], p["archive_bytes"], p["installed_bytes"])).collect::<Vec<_>>().join("; ")
+    );
+}
+
+#[test]
+fn archives_pack_like_the_directory_they_hold() {
+    // The conda-like prefix as a directory, a .conda, a .tar.bz2 and a zip (wheel reader): the
+    // same packages, path for path and hash for hash, symlinks included.
+    let d = tempfile::tempdir().unwrap();
+    let conda = d.path().join("libtorch-2.5.1-cuda126_h0_0.conda");
+    let bz2 = d.path().join("libtorch-2.5.1-cuda126_h0_0.tar.bz2");
+    let whl = d.path().join("prefix-2.5.1-py3-none-any.whl");
+    make_conda(&fixture("conda-like"), &conda);
+    make_tar_bz2(&fixture("conda-like"), &bz2);
+    make_wheel(&fixture("conda-like"), &whl);
+    let paths_of = |ch: &Path| -> BTreeMap<String, PathsJson> {
+        conda_files(ch)
+            .into_iter()
+            .map(|f| {
+                let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&f)).unwrap();
+                (f, p)
+            })
+            .collect()
+    };
+    let dir = d.path().join("from-dir");
+    fixture_channel(&dir, "2.5.1", &[]);
+    let want = paths_of(&dir);
+    for input in [&conda, &bz2] {
+        let ch = d.path().join(format!("from-{}", input.extension().unwrap().to_string_lossy()));
+        let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
+        let r = pack_ok(input, &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
+        assert_eq!(r["lossless"]["placed_once"], 10, "{}", input.display());
+        assert_eq!(paths_of(&ch), want, "{}", input.display());
+    }
+    // A wheel installs under site-packages: the same content one level down.
+    let ch = d.path().join("from-whl");
+    let r = pack_ok(&whl, &ch, &["--version", "2.5.1", "--build-keys", "cuda126"]);
+    assert_eq!(r["lossless"]["placed_once"], 10);
+    let core = conda_files(&ch).into_iter().find(|f| f.contains("/libtorch-2.5.1")).unwrap();
+    let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&core)).unwrap();
+    let want_core = want.iter().find(|(f, _)| f.contains("/libtorch-2.5.1")).unwrap().1;
+    let moved: Vec<(String, Option<u64>)> = want_core.paths.iter().map(|e| (format!("lib/python3/site-packages/{}", e.relative_path.display()), e.size_in_bytes)).collect();
+    let got: Vec<(String, Option<u64>)> = p.paths.iter().map(|e| (e.relative_path.display().to_string(), e.size_in_bytes)).collect();
+    assert_eq!(got, moved);
+}
