@@ -61,8 +61,8 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
     let (tree, parsed) = Tree::open(path, progress, |input| {
         let name = || display_member(path, kind, input.path);
         let started = trace.then(std::time::Instant::now);
-        let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
-        input.prefetch(&view.fact_ranges());
+        let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?.with_map(input.map.map(|m| &**m));
+        view.prefetch(&view.fact_ranges());
         let prefetched = started.map(|t| t.elapsed());
         let elf = view.facts(&[spec.word()], input.map).map_err(|e| Error::bad(name(), e))?;
         let parsed = started.map(|t| t.elapsed());

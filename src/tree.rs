@@ -122,23 +122,9 @@ pub enum Resolve {
 pub struct ElfInput<'a> {
     pub path: &'a str,
     pub bytes: &'a [u8],
-    /// For memory-mapped files: fault in these byte ranges in one system call each. The reader
-    /// knows which ranges it will touch (string tables, read-only data); populating them up front
-    /// is several times cheaper than one page fault per 4 KiB page.
+    /// The file's memory map, for directories: the reader prefetches the ranges it reads
+    /// ([`crate::elf::ElfView::prefetch`]) and keeps symbol tables borrowed from it.
     pub map: Option<&'a Arc<Mmap>>,
-}
-
-impl ElfInput<'_> {
-    pub fn prefetch(&self, ranges: &[std::ops::Range<usize>]) {
-        if let Some(map) = self.map {
-            for r in ranges {
-                if !r.is_empty() {
-                    // Advice only: an old kernel without MADV_POPULATE_READ just faults as usual.
-                    let _ = map.advise_range(memmap2::Advice::PopulateRead, r.start, r.len());
-                }
-            }
-        }
-    }
 }
 
 impl Tree {
@@ -424,16 +410,21 @@ impl Builder {
 
 // --- directories -------------------------------------------------------------------------------
 
+/// A regular file of a directory tree: (path relative to the root, full path, size).
+type DirFile = (String, PathBuf, u64);
+/// Per file: is it ELF, its first bytes, and the visitor's result when it is.
+type Sniffed<T> = (bool, Vec<u8>, Option<T>);
+
 fn read_directory<T, F>(root: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
 where
     T: Send,
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
 {
     use std::os::unix::fs::MetadataExt;
-    let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
+    let mut files: Vec<DirFile> = Vec::new();
     // Files with several names: (dev, inode) → names. The shortest name becomes the file, the
     // others hard links to it, so reports do not depend on directory order.
-    let mut linked: HashMap<(u64, u64), Vec<(String, PathBuf, u64)>> = HashMap::new();
+    let mut linked: HashMap<(u64, u64), Vec<DirFile>> = HashMap::new();
     let mut hardlinks: Vec<(String, String)> = Vec::new();
     for item in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
         let item = item.map_err(|e| {
@@ -470,13 +461,17 @@ where
         }
         files.push(first);
     }
-    files.sort_by(|a, b| a.0.cmp(&b.0));
+    // Largest first, one file per task: the two 450 MB libraries of a torch tree then start on
+    // different cores instead of queueing behind each other. Results keep this order; the
+    // builder sorts entries by path.
+    files.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
 
     // Sniff magic and parse in parallel; most of the time goes to the few big libraries.
     let total: u64 = files.iter().map(|f| f.2).sum();
     progress.start("reading", total);
-    let sniffed: Vec<Result<(bool, Vec<u8>, Option<T>)>> = files
+    let sniffed: Vec<Result<Sniffed<T>>> = files
         .par_iter()
+        .with_max_len(1)
         .map(|(rel, full, size)| {
             let mut f = File::open(full).map_err(|e| Error::io(full, e))?;
             let mut head = vec![0u8; 256.min(*size as usize)];
@@ -583,7 +578,7 @@ where
     b.package = metadata_text.as_deref().and_then(parse_wheel_metadata);
 
     // Biggest first, so the two cores finish together.
-    elf_members.sort_by(|a, b| b.size.cmp(&a.size));
+    elf_members.sort_by_key(|m| std::cmp::Reverse(m.size));
     let total: u64 = elf_members.iter().map(|m| m.size).sum();
     progress.start("inflating", total);
     let results: Vec<Result<(String, T)>> = elf_members

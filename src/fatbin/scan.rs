@@ -123,7 +123,7 @@ struct FileScan {
 }
 
 fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, trace: bool) -> Result<FileScan> {
-    let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
+    let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?.with_map(input.map.map(|m| &**m));
     let started = Instant::now();
     let summary = read(&view).map_err(|e| Error::bad(name(), e))?;
     let walk = started.elapsed();
@@ -144,7 +144,7 @@ fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, 
     let mut whatifs = Vec::new();
     if !opts.what_if.is_empty() {
         if let Some(r) = file_range(size, summary.section_offset, summary.section_size) {
-            input.prefetch(&[r]);
+            view.prefetch(&[r]);
         }
         let t = Instant::now();
         whatifs = what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::bad(name(), e))?;
