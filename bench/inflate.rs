@@ -26,7 +26,7 @@ fn main() {
             elf.push((i, f.size()));
         }
     }
-    elf.sort_by(|a, b| b.1.cmp(&a.1));
+    elf.sort_by_key(|e| std::cmp::Reverse(e.1));
     let total: u64 = elf
         .par_iter()
         .map_init(

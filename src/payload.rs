@@ -285,7 +285,7 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
     }
 
     let mut parts = Vec::new();
-    let span = if hi > lo { hi - lo } else { 0 };
+    let span = hi.saturating_sub(lo);
     let text_part = span.min(text_size);
     parts.push(EstimatePart {
         what: ".text".into(),

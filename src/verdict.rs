@@ -237,7 +237,7 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
         let node = &g.nodes[ln];
         let loaded_by: Vec<Step> = g.in_edges(ln).filter(|e| e.kind.is_lazy()).map(|e| step(g, e)).collect();
         if node.reach == Reach::Eager {
-            let holds = payload_nodes.iter().any(|&p| p == ln) || reaches_payload(g, ln, &payload_nodes);
+            let holds = payload_nodes.contains(&ln) || reaches_payload(g, ln, &payload_nodes);
             if holds {
                 let steps = g.eager_path(ln);
                 let reason = if node.root.is_some() && steps.is_empty() {
@@ -262,11 +262,8 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
             reasons.push(format!("no lazy library named {lazy_name} in the tree: {} is loaded eagerly", spec.name));
         }
         Verdict::NotConfined
-    } else if lazy_file.is_none() {
-        reasons.push(format!("no lazy library named {lazy_name} in the tree"));
-        Verdict::NotConfined
-    } else {
-        let lf = &ins.files[lazy_file.unwrap()];
+    } else if let Some(lazy_file) = lazy_file {
+        let lf = &ins.files[lazy_file];
         if lazy_library.as_ref().is_some_and(|l| l.loaded_by.is_empty()) {
             reasons.push(format!("{} is never loaded: no loader in the tree names it", lf.path));
         }
@@ -275,6 +272,9 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
             spec.name, lf.path
         ));
         Verdict::Confined
+    } else {
+        reasons.push(format!("no lazy library named {lazy_name} in the tree"));
+        Verdict::NotConfined
     };
 
     let warnings = glue_warnings(ins, &outside, lazy_node);

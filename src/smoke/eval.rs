@@ -118,10 +118,7 @@ impl Raw {
             _ => RawOutcome::Error,
         };
         let mut raw = Raw::new(outcome);
-        raw.residual = match v.get("residual") {
-            None => None,
-            Some(x) => Some(num(x).unwrap_or(f64::NAN)),
-        };
+        raw.residual = v.get("residual").map(|x| num(x).unwrap_or(f64::NAN));
         raw.time_ms = f("time_ms");
         raw.phase = s("phase");
         raw.error_type = s("error_type");

@@ -169,9 +169,9 @@ fn dtype_matches(list: &[String], dtype: &str) -> bool {
 
 impl Rule {
     pub fn matches(&self, case: &Case, cuda: Option<&str>) -> bool {
-        (self.op.is_empty() || self.op.iter().any(|o| *o == case.op))
+        (self.op.is_empty() || self.op.contains(&case.op))
             && dtype_matches(&self.dtype, &case.dtype)
-            && (self.preference.is_empty() || self.preference.iter().any(|p| *p == case.preference))
+            && (self.preference.is_empty() || self.preference.contains(&case.preference))
             && self.tags.iter().all(|t| case.tags.contains(t))
             && match (&self.cuda_below, cuda) {
                 (None, _) => true,

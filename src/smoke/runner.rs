@@ -275,7 +275,7 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
             payload["stderr_path"] = Value::String(stderr_path.display().to_string());
             if let Err(e) = w.send(&payload.to_string()) {
                 let status = w.child.wait().map(exit_text).unwrap_or_default();
-                worker.take().map(|mut w| w.kill());
+                if let Some(mut w) = worker.take() { w.kill() }
                 let mut r = Raw::new(RawOutcome::Crash);
                 r.detail = Some(format!("worker gone before the case ({e}; {status})"));
                 return r;
@@ -286,12 +286,12 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
                     let r = Raw::from_worker(&v);
                     if r.context_ok == Some(false) || v.get("reset_error").is_some() {
                         // The worker exits by itself; make sure it is gone.
-                        worker.take().map(|mut w| w.kill());
+                        if let Some(mut w) = worker.take() { w.kill() }
                     }
                     r
                 }
                 Recv::Timeout => {
-                    worker.take().map(|mut w| w.kill());
+                    if let Some(mut w) = worker.take() { w.kill() }
                     *timeouts.entry(job.op.as_str()).or_default() += 1;
                     let mut r = Raw::new(RawOutcome::Timeout);
                     r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
