@@ -5,6 +5,8 @@
 # no unsafe code, so Rust's own bounds checks and overflow checks stand in for it.
 #
 # Usage: fuzz/run-stable.sh [SECONDS]   (default 60)
+# Env: FUZZ_CORPUS, FUZZ_ARTIFACTS (default fuzz/corpus/fatbin, fuzz/artifacts/fatbin), CARGO_TARGET_DIR.
+# The test suite runs it for 20 s (tests/fatbin.rs, `fuzz_target_builds_and_runs`).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 secs=${1:-60}
@@ -14,11 +16,12 @@ export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-co
  -Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks"
 # --target keeps RUSTFLAGS off build scripts and proc macros, as cargo-fuzz does.
 cargo build --release --manifest-path "$here/Cargo.toml" --target "$target" --bin fatbin
-bin=$here/target/$target/release/fatbin
-corpus=$here/corpus/fatbin
-mkdir -p "$corpus" "$here/artifacts/fatbin"
+bin=${CARGO_TARGET_DIR:-$here/target}/$target/release/fatbin
+corpus=${FUZZ_CORPUS:-$here/corpus/fatbin}
+artifacts=${FUZZ_ARTIFACTS:-$here/artifacts/fatbin}
+mkdir -p "$corpus" "$artifacts"
 # Seeds: synthetic sections, bare and inside a minimal ELF (fuzz/seeds/, written by
 # `cargo test --release --test fatbin -- --ignored write_fuzz_seeds`).
 cp "$here"/seeds/fatbin/* "$corpus"/
 "$bin" "$corpus" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
-  -artifact_prefix="$here/artifacts/fatbin/" -print_final_stats=1
+  -artifact_prefix="$artifacts/" -print_final_stats=1
