@@ -168,6 +168,18 @@ impl Counts {
     }
 }
 
+/// `N cases: N pass, …; N check(s) failed`, the one wording of the counts in progress, tables and
+/// the result line.
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout; {} check(s) failed",
+            self.cases, self.pass, self.expected_fail, self.excluded, self.fail, self.timeout, self.checks_failed
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VariantReport {
     pub name: String,
@@ -289,7 +301,8 @@ fn finish_variant(v: &mut VariantReport, lazy_name: &str) {
     v.summary = c;
 }
 
-fn total(variants: &[VariantReport], bench: Option<&BenchReport>) -> Counts {
+/// Timings (`--bench`) inform; they do not pass or fail, so only the variants count.
+fn total(variants: &[VariantReport]) -> Counts {
     let mut t = Counts { ok: !variants.is_empty(), ..Default::default() };
     for v in variants {
         let s = &v.summary;
@@ -302,7 +315,6 @@ fn total(variants: &[VariantReport], bench: Option<&BenchReport>) -> Counts {
         t.checks_failed += s.checks_failed;
         t.ok &= s.ok;
     }
-    let _ = bench; // timings inform, they do not pass or fail
     t
 }
 
@@ -351,7 +363,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         (true, Some(spec)) => Some(run_bench(opts, seed, deadline, &spec)),
         _ => None,
     };
-    let summary = total(&reports, bench.as_ref());
+    let summary = total(&reports);
     Ok(SmokeReport {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
@@ -507,17 +519,7 @@ fn run_variant(
     let s = &report.summary;
     progress(
         opts.progress,
-        format!(
-            "[{name}] done in {:.0} s: {} cases, {} pass, {} expected-fail, {} excluded, {} fail, {} timeout; {} check(s) failed",
-            started.elapsed().as_secs_f64(),
-            s.cases,
-            s.pass,
-            s.expected_fail,
-            s.excluded,
-            s.fail,
-            s.timeout,
-            s.checks_failed
-        ),
+        format!("[{name}] done in {:.0} s: {s}", started.elapsed().as_secs_f64()),
     );
     Ok((report, spec))
 }
@@ -617,7 +619,7 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
             .collect();
         finish_variant(v, &lazy);
     }
-    rep.summary = total(&rep.variants, rep.bench.as_ref());
+    rep.summary = total(&rep.variants);
     rep.tolerances = eval::tolerance_table();
     rep.options.replayed_from = Some(from.display().to_string());
     rep.options.expect_file = expect_file.map(|p| p.display().to_string());

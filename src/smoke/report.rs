@@ -87,18 +87,7 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
         let _ = writeln!(out, "   ({hidden} passing cases not listed; --all lists them)");
     }
     let s = &v.summary;
-    let _ = writeln!(
-        out,
-        "   {}: {} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout; {} check(s) failed",
-        if s.ok { "OK" } else { "FAIL" },
-        s.cases,
-        s.pass,
-        s.expected_fail,
-        s.excluded,
-        s.fail,
-        s.timeout,
-        s.checks_failed
-    );
+    let _ = writeln!(out, "   {}: {s}", if s.ok { "OK" } else { "FAIL" });
     let _ = writeln!(out);
 }
 
@@ -157,19 +146,7 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
         let _ = writeln!(out);
     }
     let s = &rep.summary;
-    let _ = writeln!(
-        out,
-        "RESULT: {} — {} variant(s), {} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout; {} check(s) failed",
-        if s.ok { "OK" } else { "FAIL" },
-        rep.variants.len(),
-        s.cases,
-        s.pass,
-        s.expected_fail,
-        s.excluded,
-        s.fail,
-        s.timeout,
-        s.checks_failed
-    );
+    let _ = writeln!(out, "RESULT: {} — {} variant(s), {s}", if s.ok { "OK" } else { "FAIL" }, rep.variants.len());
     if rep.variants.iter().any(|v| v.emulated) {
         let _ = writeln!(out, "NOTE: emulated variants ran on a MAGMA installation with cuSOLVER forced; they are not real nomagma results.");
     }
