@@ -174,8 +174,9 @@ Target: header walk on `libtorch_cuda.so` ≤ 50 ms. The walk touches ~3,200 hea
 
 ## Where the time goes
 
-One `SPLITPKG_TRACE=1 splitpkg plan` run on the tree (per file: populating the pages it reads,
-ELF facts, then payload scan + `.nv_fatbin` header walk; files run two at a time, largest first):
+One `SPLITPKG_TRACE=1 splitpkg plan` run on the tree (per file: ELF headers; facts, which fault in
+`.dynstr`, `.dynsym` and `.rodata`; then payload scan + `.nv_fatbin` header walk; files run two at a
+time, largest first):
 
 ```
 {trace(tree)}

@@ -61,16 +61,15 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
     let (tree, parsed) = Tree::open(path, progress, |input| {
         let name = || display_member(path, kind, input.path);
         let started = trace.then(std::time::Instant::now);
-        let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?.with_map(input.map.map(|m| &**m));
-        view.prefetch(&view.fact_ranges());
-        let prefetched = started.map(|t| t.elapsed());
+        let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
+        let headers = started.map(|t| t.elapsed());
         let elf = view.facts(&[spec.word()], input.map).map_err(|e| Error::bad(name(), e))?;
         let parsed = started.map(|t| t.elapsed());
         let payload = payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec);
         let fatbin = crate::fatbin::read(&view).map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
-        if let (Some(t), Some(p), Some(f)) = (started, prefetched, parsed) {
+        if let (Some(t), Some(p), Some(f)) = (started, headers, parsed) {
             eprintln!(
-                "trace: {:>9.2?} prefetch {:>9.2?} facts {:>9.2?} payload  {} ({} dynsyms)",
+                "trace: {:>9.2?} headers  {:>9.2?} facts {:>9.2?} payload  {} ({} dynsyms)",
                 p,
                 f - p,
                 t.elapsed() - f,

@@ -122,8 +122,9 @@ pub enum Resolve {
 pub struct ElfInput<'a> {
     pub path: &'a str,
     pub bytes: &'a [u8],
-    /// The file's memory map, for directories: the reader prefetches the ranges it reads
-    /// ([`crate::elf::ElfView::prefetch`]) and keeps symbol tables borrowed from it.
+    /// The file's memory map, for directories: symbol tables stay borrowed from it. (Populating
+    /// the ranges the reader touches with `MADV_POPULATE_READ` measured 5 % slower than faulting
+    /// them in: the kernel maps 16 pages around each fault already.)
     pub map: Option<&'a Arc<Mmap>>,
 }
 

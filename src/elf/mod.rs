@@ -44,30 +44,9 @@ pub struct ElfView<'a> {
     shstrtab: Range<usize>,
     pub dynamic: Vec<Dyn>,
     dynstr: Range<usize>,
-    /// The file's memory map, when it is mapped: lets stages populate the ranges they are about
-    /// to read in one system call instead of one page fault per page.
-    map: Option<&'a Mmap>,
 }
 
 impl<'a> ElfView<'a> {
-    /// Attach the memory map `bytes` came from (see [`Self::prefetch`]).
-    pub fn with_map(mut self, map: Option<&'a Mmap>) -> Self {
-        self.map = map;
-        self
-    }
-
-    /// Populate the page tables for `ranges` of a mapped file (`MADV_POPULATE_READ`). Page faults
-    /// dominate the reader's cost on virtual machines where one costs several microseconds; a
-    /// no-op for files read into memory (archive members).
-    pub fn prefetch(&self, ranges: &[Range<usize>]) {
-        if let Some(map) = self.map {
-            for r in ranges.iter().filter(|r| !r.is_empty()) {
-                // Advice only: an old kernel without MADV_POPULATE_READ just faults as usual.
-                let _ = map.advise_range(memmap2::Advice::PopulateRead, r.start, r.len());
-            }
-        }
-    }
-
     pub fn parse(bytes: &'a [u8]) -> Result<Self, String> {
         if bytes.len() < 16 || &bytes[..4] != b"\x7fELF" {
             return Err("not an ELF file".into());
@@ -137,7 +116,7 @@ impl<'a> ElfView<'a> {
             .and_then(|s| file_range(len, s.sh_offset, s.sh_size))
             .unwrap_or(0..0);
 
-        let mut view = ElfView { bytes, header, ctx, phdrs, shdrs, shstrtab, dynamic: Vec::new(), dynstr: 0..0, map: None };
+        let mut view = ElfView { bytes, header, ctx, phdrs, shdrs, shstrtab, dynamic: Vec::new(), dynstr: 0..0 };
         view.read_dynamic()?;
         Ok(view)
     }
@@ -235,33 +214,12 @@ impl<'a> ElfView<'a> {
         out
     }
 
-    /// The byte ranges [`Self::facts`] reads beyond the headers: dynamic string and symbol tables,
-    /// version tables and read-only data.
-    pub fn fact_ranges(&self) -> Vec<Range<usize>> {
-        let mut out = vec![self.dynstr.clone()];
-        for sh in &self.shdrs {
-            if matches!(
-                sh.sh_type,
-                section_header::SHT_DYNSYM | section_header::SHT_GNU_VERSYM | section_header::SHT_GNU_HASH
-            ) && let Some(r) = file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size)
-            {
-                out.push(r);
-            }
-        }
-        out.extend(self.rodata_ranges());
-        out
-    }
-
     /// The static symbol table (`.symtab`) and its string table, when the file is not stripped.
-    /// Both are prefetched: every caller walks them whole.
     pub fn symtab(&self) -> Option<(SymTable<'a>, &'a [u8])> {
         let sh = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_SYMTAB)?;
         let strsh = self.shdrs.get(sh.sh_link as usize)?;
         let strs = self.section_bytes(strsh)?;
         let r = file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size)?;
-        if let Some(sr) = file_range(self.bytes.len() as u64, strsh.sh_offset, strsh.sh_size) {
-            self.prefetch(&[r.clone(), sr]);
-        }
         Some((self.sym_table(r), strs))
     }
 }

@@ -11,7 +11,7 @@ use super::{
     Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed,
     device_check, driver_floor, needed_names, read, total, what_if,
 };
-use crate::elf::{ElfView, file_range};
+use crate::elf::ElfView;
 use crate::error::{Error, Result};
 use crate::inspect::display_member;
 use crate::progress::Progress;
@@ -123,7 +123,7 @@ struct FileScan {
 }
 
 fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, trace: bool) -> Result<FileScan> {
-    let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?.with_map(input.map.map(|m| &**m));
+    let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
     let started = Instant::now();
     let summary = read(&view).map_err(|e| Error::bad(name(), e))?;
     let walk = started.elapsed();
@@ -143,9 +143,6 @@ fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, 
     }
     let mut whatifs = Vec::new();
     if !opts.what_if.is_empty() {
-        if let Some(r) = file_range(size, summary.section_offset, summary.section_size) {
-            view.prefetch(&[r]);
-        }
         let t = Instant::now();
         whatifs = what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::bad(name(), e))?;
         if trace {
