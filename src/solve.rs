@@ -387,22 +387,7 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         a.detail = format!("not applicable: the preferred variant ({preferred}) of {version} is not in the channel");
         None
     } else {
-        match solve_specs(&ch.records, &a.specs, &vps)? {
-            Ok(recs) => {
-                let solved = ctx.solved(&recs)?;
-                let (ok, detail) = check_set(&solved, info, &version, &preferred, payload_needed(&preferred, &pack));
-                a.status = if ok { "pass" } else { "fail" };
-                a.detail = detail;
-                fill(&mut a, solved);
-                Some(recs)
-            }
-            Err(msg) => {
-                a.status = "fail";
-                a.detail = "unsatisfiable".into();
-                a.solver_message = Some(msg);
-                None
-            }
-        }
+        expect_set(&ctx, &mut a, &version, &preferred, payload_needed(&preferred, &pack))?
     };
     installs.push(("default", "a", a_records));
     scenarios.push(a);
@@ -428,22 +413,7 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         b.detail = format!("not applicable: no {without} build of {} {version} in the channel (pack with --lazy-variant {without}=FILE)", info.lazy);
         None
     } else {
-        match solve_specs(&ch.records, &b.specs, &vps)? {
-            Ok(recs) => {
-                let solved = ctx.solved(&recs)?;
-                let (ok, detail) = check_set(&solved, info, &version, &without, false);
-                b.status = if ok { "pass" } else { "fail" };
-                b.detail = detail;
-                fill(&mut b, solved);
-                Some(recs)
-            }
-            Err(msg) => {
-                b.status = "fail";
-                b.detail = "unsatisfiable".into();
-                b.solver_message = Some(msg);
-                None
-            }
-        }
+        expect_set(&ctx, &mut b, &version, &without, false)?
     };
     installs.push(("slim", "b", b_records));
     scenarios.push(b);
@@ -537,20 +507,7 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
                     e.track_features = ranking(&fp.preferred, &preferred, f, &fp.version);
                     e.track_features.why = e.track_features.why.replace(&feature, &fp.track_feature);
                     let fctx = Ctx { ch: f, vps: &vps };
-                    match solve_specs(&f.records, &e.specs, &vps)? {
-                        Ok(recs) => {
-                            let solved = fctx.solved(&recs)?;
-                            let (ok, detail) = check_set(&solved, &f.info, &fp.version, &fp.preferred, payload_needed(&fp.preferred, &fp));
-                            e.status = if ok { "pass" } else { "fail" };
-                            e.detail = detail;
-                            fill(&mut e, solved);
-                        }
-                        Err(msg) => {
-                            e.status = "fail";
-                            e.detail = "unsatisfiable".into();
-                            e.solver_message = Some(msg);
-                        }
-                    }
+                    expect_set(&fctx, &mut e, &fp.version, &fp.preferred, payload_needed(&fp.preferred, &fp))?;
                 }
             }
         }
@@ -578,6 +535,27 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         install,
         pass,
     })
+}
+
+/// Solve `s`, which must be satisfiable, and check the set with [`check_set`]. Returns the records
+/// for installing it.
+fn expect_set(ctx: &Ctx, s: &mut Scenario, version: &str, variant: &str, payload: bool) -> Result<Option<Vec<RepoDataRecord>>> {
+    match solve_specs(&ctx.ch.records, &s.specs, ctx.vps)? {
+        Ok(recs) => {
+            let solved = ctx.solved(&recs)?;
+            let (ok, detail) = check_set(&solved, &ctx.ch.info, version, variant, payload);
+            s.status = if ok { "pass" } else { "fail" };
+            s.detail = detail;
+            fill(s, solved);
+            Ok(Some(recs))
+        }
+        Err(msg) => {
+            s.status = "fail";
+            s.detail = "unsatisfiable".into();
+            s.solver_message = Some(msg);
+            Ok(None)
+        }
+    }
 }
 
 fn unsat(ctx: &Ctx, s: &mut Scenario) -> Result<()> {
