@@ -58,27 +58,55 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
     let kind = TreeKind::detect(path)?;
     // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
     let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
+    let t0 = std::time::Instant::now();
     let (tree, parsed) = Tree::open(path, progress, |input| {
         let name = || display_member(path, kind, input.path);
-        let started = trace.then(std::time::Instant::now);
+        let start = t0.elapsed();
         let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
-        let headers = started.map(|t| t.elapsed());
-        let elf = view.facts(&[spec.word()], input.map).map_err(|e| Error::bad(name(), e))?;
-        let parsed = started.map(|t| t.elapsed());
-        let payload = payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec);
-        let fatbin = crate::fatbin::read(&view).map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
-        if let (Some(t), Some(p), Some(f)) = (started, headers, parsed) {
+        let headers = t0.elapsed() - start;
+        let timed = |f: &dyn Fn() -> _| {
+            let t = std::time::Instant::now();
+            (f(), t.elapsed())
+        };
+        // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
+        // idle core can take it (torch's two largest libraries would otherwise serialise on it).
+        let ((facts, t_facts, t_payload), (fatbin, t_fatbin)) = rayon::join(
+            || {
+                let (elf, t_facts) = {
+                    let t = std::time::Instant::now();
+                    (view.facts(&[spec.word()], input.map), t.elapsed())
+                };
+                match elf {
+                    Ok(elf) => {
+                        let t = std::time::Instant::now();
+                        let payload = payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec);
+                        (Ok((elf, payload)), t_facts, t.elapsed())
+                    }
+                    Err(e) => (Err(e), t_facts, Default::default()),
+                }
+            },
+            || timed(&|| crate::fatbin::read_from(&view, input.file)),
+        );
+        let (elf, payload) = facts.map_err(|e| Error::bad(name(), e))?;
+        let fatbin = fatbin.map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
+        if trace {
             eprintln!(
-                "trace: {:>9.2?} headers  {:>9.2?} facts {:>9.2?} payload  {} ({} dynsyms)",
-                p,
-                f - p,
-                t.elapsed() - f,
+                "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin  {} ({} dynsyms)",
+                start.as_secs_f64() * 1e3,
+                t0.elapsed().as_secs_f64() * 1e3,
+                headers,
+                t_facts,
+                t_payload,
+                t_fatbin,
                 input.path,
                 elf.symbols.len()
             );
         }
         Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload, fatbin })
     })?;
+    if trace {
+        eprintln!("trace: files read in {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+    }
     let t_open = std::time::Instant::now();
     let files: Vec<FileFacts> = parsed.into_iter().map(|(_, f)| f).collect();
     let inputs: Vec<GraphInput<'_>> = files.iter().map(|f| GraphInput { path: &f.path, elf: &f.elf }).collect();

@@ -126,6 +126,8 @@ pub struct ElfInput<'a> {
     /// the ranges the reader touches with `MADV_POPULATE_READ` measured 5 % slower than faulting
     /// them in: the kernel maps 16 pages around each fault already.)
     pub map: Option<&'a Arc<Mmap>>,
+    /// The open file behind `map`: scattered small reads (`.nv_fatbin` headers) use `pread`.
+    pub file: Option<&'a File>,
 }
 
 impl Tree {
@@ -470,26 +472,22 @@ where
     // Sniff magic and parse in parallel; most of the time goes to the few big libraries.
     let total: u64 = files.iter().map(|f| f.2).sum();
     progress.start("reading", total);
-    let sniffed: Vec<Result<Sniffed<T>>> = files
-        .par_iter()
-        .with_max_len(1)
-        .map(|(rel, full, size)| {
-            let mut f = File::open(full).map_err(|e| Error::io(full, e))?;
-            let mut head = vec![0u8; 256.min(*size as usize)];
-            f.read_exact(&mut head).map_err(|e| Error::io(full, e))?;
-            if head.starts_with(ELF_MAGIC) {
-                // SAFETY: the map is read-only and private to this call; a concurrent writer could
-                // change bytes under us, which the ELF reader tolerates because every read is bounds-checked.
-                let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(full, e))?);
-                let value = visit(ElfInput { path: rel, bytes: &map, map: Some(&map) })?;
-                progress.inc(*size);
-                Ok((true, Vec::new(), Some(value)))
-            } else {
-                progress.inc(*size);
-                Ok((false, head, None))
-            }
-        })
-        .collect();
+    let sniffed: Vec<Result<Sniffed<T>>> = largest_first(&files, |(rel, full, size)| {
+        let mut f = File::open(full).map_err(|e| Error::io(full, e))?;
+        let mut head = vec![0u8; 256.min(*size as usize)];
+        f.read_exact(&mut head).map_err(|e| Error::io(full, e))?;
+        if head.starts_with(ELF_MAGIC) {
+            // SAFETY: the map is read-only and private to this call; a concurrent writer could
+            // change bytes under us, which the ELF reader tolerates because every read is bounds-checked.
+            let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(full, e))?);
+            let value = visit(ElfInput { path: rel, bytes: &map, map: Some(&map), file: Some(&f) })?;
+            progress.inc(*size);
+            Ok((true, Vec::new(), Some(value)))
+        } else {
+            progress.inc(*size);
+            Ok((false, head, None))
+        }
+    });
     progress.finish();
 
     let mut results = Vec::new();
@@ -506,6 +504,25 @@ where
     b.package = read_directory_package(root);
     b.hardlinks.extend(hardlinks);
     Ok(results)
+}
+
+/// Run `f` on every item, on every thread of the pool, each thread taking the next item in order:
+/// with items sorted by decreasing size this is largest-first list scheduling. (A parallel iterator
+/// splits the index range in halves instead, which put torch's two largest libraries on the same
+/// thread one after the other.) Results come back in item order.
+fn largest_first<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<T>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    rayon::broadcast(|_| {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else { break };
+            let value = f(item);
+            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(value);
+        }
+    });
+    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every item was taken")).collect()
 }
 
 /// An unpacked wheel keeps `*.dist-info/METADATA`; read its name and version if it is there.
@@ -595,14 +612,14 @@ where
                     let end = start.checked_add(m.size as usize).filter(|&e| e <= bytes.len()).ok_or_else(|| {
                         Error::bad(&name, "stored member runs past the end of the archive")
                     })?;
-                    visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None })?
+                    visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None, file: None })?
                 } else {
                     let mut data = Vec::with_capacity(m.size as usize);
                     (&mut f).take(m.size + 1).read_to_end(&mut data).map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
                     if data.len() as u64 != m.size {
                         return Err(Error::bad(&name, format!("member inflates to {} bytes, header says {}", data.len(), m.size)));
                     }
-                    visit(ElfInput { path: &m.path, bytes: &data, map: None })?
+                    visit(ElfInput { path: &m.path, bytes: &data, map: None, file: None })?
                 };
                 progress.inc(m.size);
                 Ok((m.path.clone(), value))
@@ -760,7 +777,7 @@ where
                     let results = &results;
                     let path = rel.clone();
                     scope.spawn(move |_| {
-                        let r = visit(ElfInput { path: &path, bytes: &data, map: None }).map(|v| (path.clone(), v));
+                        let r = visit(ElfInput { path: &path, bytes: &data, map: None, file: None }).map(|v| (path.clone(), v));
                         progress.inc(data.len() as u64);
                         results.lock().unwrap().push(r);
                     });

@@ -15,6 +15,7 @@
 //! recompress, on request), [`device`] (can a library run on a given GPU), [`scan`] (the
 //! `splitpkg fatbin` command over a whole tree).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -261,32 +262,118 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
 }
 
+/// Where the walk reads header bytes from: the section in memory, or the file itself.
+///
+/// A mapped file is the wrong medium for this walk: ~3,200 headers lie spread over 284 MiB of
+/// torch 2.11's `libtorch_cuda.so`, and the kernel maps 16 pages around every page fault, so
+/// touching them through a map costs ~45k page-table entries. Reading each header with `pread`
+/// touches nothing else.
+pub trait Source {
+    /// Section length in bytes.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Exactly `n` bytes at `pos`; the caller guarantees `pos + n <= len()`.
+    fn bytes(&self, pos: usize, n: usize) -> Result<Cow<'_, [u8]>, FatbinError>;
+    /// Position of the first non-zero byte in `from..to`.
+    fn first_nonzero(&self, from: usize, to: usize) -> Result<Option<usize>, FatbinError> {
+        let mut pos = from;
+        while pos < to {
+            let n = (to - pos).min(256);
+            let chunk = self.bytes(pos, n)?;
+            if let Some(i) = chunk.iter().position(|&b| b != 0) {
+                return Ok(Some(pos + i));
+            }
+            pos += n;
+        }
+        Ok(None)
+    }
+}
+
+impl Source for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    fn bytes(&self, pos: usize, n: usize) -> Result<Cow<'_, [u8]>, FatbinError> {
+        Ok(Cow::Borrowed(&self[pos..pos + n]))
+    }
+    fn first_nonzero(&self, from: usize, to: usize) -> Result<Option<usize>, FatbinError> {
+        Ok(self[from..to].iter().position(|&b| b != 0).map(|i| from + i))
+    }
+}
+
+/// A section read from an open file with positioned reads. Reads are served from a small window
+/// so that a container header and its first entry header cost one system call.
+pub struct FileSource<'a> {
+    file: &'a std::fs::File,
+    /// File offset of the section.
+    base: u64,
+    len: usize,
+    window: std::cell::RefCell<(usize, Vec<u8>)>,
+}
+
+impl<'a> FileSource<'a> {
+    const WINDOW: usize = 256;
+
+    pub fn new(file: &'a std::fs::File, base: u64, len: usize) -> Self {
+        FileSource { file, base, len, window: std::cell::RefCell::new((0, Vec::new())) }
+    }
+}
+
+impl Source for FileSource<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn bytes(&self, pos: usize, n: usize) -> Result<Cow<'_, [u8]>, FatbinError> {
+        use std::os::unix::fs::FileExt;
+        let mut w = self.window.borrow_mut();
+        if !(pos >= w.0 && pos + n <= w.0 + w.1.len()) {
+            let want = n.max(Self::WINDOW).min(self.len - pos);
+            w.1.resize(want, 0);
+            let at = self.base.saturating_add(pos as u64);
+            self.file
+                .read_exact_at(&mut w.1, at)
+                .map_err(|e| FatbinError::at(at, format!("cannot read {want} bytes: {e}")))?;
+            w.0 = pos;
+        }
+        let start = pos - w.0;
+        Ok(Cow::Owned(w.1[start..start + n].to_vec()))
+    }
+}
+
 /// Walk the bytes of a `.nv_fatbin` section that starts at file offset `base`.
 ///
 /// Headers only; payload bytes are never read (except to confirm that a short tail is padding).
 /// Callers must keep every reported offset relative to `base`.
 pub fn parse(data: &[u8], base: u64) -> Result<Vec<Container>, FatbinError> {
-    let len = data.len();
+    walk(data, base)
+}
+
+/// [`parse`] over any [`Source`].
+pub fn walk<S: Source + ?Sized>(src: &S, base: u64) -> Result<Vec<Container>, FatbinError> {
+    let len = src.len();
     let at = |pos: usize| base.saturating_add(pos as u64);
     let mut out = Vec::new();
     let mut pos = 0usize;
     // Padding is zeros in 8-byte steps in every file seen; any run of zeros is accepted, which is
     // safe because a container must then start with its (non-zero) magic.
-    while let Some(skip) = data[pos..].iter().position(|&b| b != 0) {
-        pos += skip;
+    while let Some(next) = src.first_nonzero(pos, len)? {
+        pos = next;
         if len - pos < CONTAINER_HEADER {
             return Err(FatbinError::at(
                 at(pos),
                 format!("truncated container header: {} bytes left in the section, {CONTAINER_HEADER} needed", len - pos),
             ));
         }
-        let magic = u32_at(data, pos);
+        let h = src.bytes(pos, CONTAINER_HEADER)?;
+        let magic = u32_at(&h, 0);
         if magic != CONTAINER_MAGIC {
             return Err(FatbinError::at(at(pos), format!("bad container magic {magic:#010x} (expected {CONTAINER_MAGIC:#010x})")));
         }
-        let version = u16_at(data, pos + 4);
-        let header_size = u16_at(data, pos + 6);
-        let payload_size = u64_at(data, pos + 8);
+        let version = u16_at(&h, 4);
+        let header_size = u16_at(&h, 6);
+        let payload_size = u64_at(&h, 8);
         if version != 1 {
             return Err(FatbinError::at(at(pos), format!("unsupported container version {version} (only 1 is known)")));
         }
@@ -306,48 +393,48 @@ pub fn parse(data: &[u8], base: u64) -> Result<Vec<Container>, FatbinError> {
                     ),
                 )
             })? as usize;
-        let entries = parse_entries(data, pos + header_size as usize, end, base)?;
+        let entries = parse_entries(src, pos + header_size as usize, end, base)?;
         out.push(Container { offset: at(pos), version, header_size, payload_size, entries });
         pos = end;
     }
     Ok(out)
 }
 
-fn parse_entries(data: &[u8], start: usize, end: usize, base: u64) -> Result<Vec<Entry>, FatbinError> {
+fn parse_entries<S: Source + ?Sized>(src: &S, start: usize, end: usize, base: u64) -> Result<Vec<Entry>, FatbinError> {
     let at = |pos: usize| base.saturating_add(pos as u64);
     let mut entries = Vec::new();
     let mut e = start;
     while e < end {
-        let rest = &data[e..end];
+        let left = end - e;
+        let rest = src.bytes(e, left.min(ENTRY_HEADER_MIN))?;
         // A zero tail inside a container is padding, not an entry (kind 0 does not exist).
-        if rest.len() < ENTRY_HEADER_MIN || u32_at(rest, 4) < ENTRY_HEADER_MIN as u32 {
-            if rest.iter().all(|&b| b == 0) {
+        if left < ENTRY_HEADER_MIN || u32_at(&rest, 4) < ENTRY_HEADER_MIN as u32 {
+            if src.first_nonzero(e, end)?.is_none() {
                 break;
             }
-            if rest.len() < ENTRY_HEADER_MIN {
+            if left < ENTRY_HEADER_MIN {
                 return Err(FatbinError::at(
                     at(e),
-                    format!("truncated entry header: {} bytes left in the container, {ENTRY_HEADER_MIN} needed", rest.len()),
+                    format!("truncated entry header: {left} bytes left in the container, {ENTRY_HEADER_MIN} needed"),
                 ));
             }
-            return Err(FatbinError::at(at(e), format!("entry header size {} is below {ENTRY_HEADER_MIN}", u32_at(rest, 4))));
+            return Err(FatbinError::at(at(e), format!("entry header size {} is below {ENTRY_HEADER_MIN}", u32_at(&rest, 4))));
         }
-        let kind_code = u16_at(rest, 0);
-        let header_size = u32_at(rest, 4);
-        let stored = u64_at(rest, 0x08);
-        let compressed = u32_at(rest, 0x10) as u64;
-        let arch = u32_at(rest, 0x1C);
-        let flag_bits = u64_at(rest, 0x28);
-        let uncompressed_field = u64_at(rest, 0x38);
+        let kind_code = u16_at(&rest, 0);
+        let header_size = u32_at(&rest, 4);
+        let stored = u64_at(&rest, 0x08);
+        let compressed = u32_at(&rest, 0x10) as u64;
+        let arch = u32_at(&rest, 0x1C);
+        let flag_bits = u64_at(&rest, 0x28);
+        let uncompressed_field = u64_at(&rest, 0x38);
         let next = (header_size as u64)
             .checked_add(stored)
-            .filter(|&n| n <= rest.len() as u64)
+            .filter(|&n| n <= left as u64)
             .ok_or_else(|| {
                 FatbinError::at(
                     at(e),
                     format!(
-                        "entry of {header_size}-byte header and {stored} payload bytes runs past the end of its container ({} bytes left)",
-                        rest.len()
+                        "entry of {header_size}-byte header and {stored} payload bytes runs past the end of its container ({left} bytes left)"
                     ),
                 )
             })? as usize;
@@ -467,6 +554,11 @@ fn sass_only(targets: &[TargetStats]) -> Vec<String> {
 
 /// The file's `.nv_fatbin`, walked and summarised; `None` when the file has no device code.
 pub fn read(view: &ElfView<'_>) -> Result<Option<FatbinSummary>, FatbinError> {
+    read_from(view, None)
+}
+
+/// [`read`], taking the headers from `file` with positioned reads when the view is a map of it.
+pub fn read_from(view: &ElfView<'_>, file: Option<&std::fs::File>) -> Result<Option<FatbinSummary>, FatbinError> {
     let Some(sh) = view.section(SECTION) else { return Ok(None) };
     let Some(data) = view.section_bytes(sh) else {
         return Err(FatbinError::at(
@@ -474,7 +566,10 @@ pub fn read(view: &ElfView<'_>) -> Result<Option<FatbinSummary>, FatbinError> {
             format!("section of {} bytes is not in the file ({} bytes) or has no file data", sh.sh_size, view.bytes.len()),
         ));
     };
-    let containers = parse(data, sh.sh_offset)?;
+    let containers = match file {
+        Some(f) => walk(&FileSource::new(f, sh.sh_offset, data.len()), sh.sh_offset)?,
+        None => parse(data, sh.sh_offset)?,
+    };
     Ok(Some(summarise(sh.sh_offset, sh.sh_size, containers)))
 }
 
@@ -692,6 +787,33 @@ mod tests {
         assert_eq!(cuda_major_from_needed(["libcublasLt.so.12"]).map(|x| x.0), Some(12));
         assert_eq!(cuda_major_from_needed(["libcufft.so.11", "libcudnn.so.9"]), None);
         assert_eq!(cuda_major_from_needed(["libcudart_static.so.1"]), None);
+    }
+
+    /// The positioned-read walk must see exactly what the in-memory walk sees, including where
+    /// and why a broken section stops it.
+    #[test]
+    fn file_walk_matches_memory_walk() {
+        let good = synth::torch_like(5, &[75, 80, 90, 100]);
+        let mut cases = vec![good.clone(), synth::section(std::slice::from_ref(&good), 24)];
+        cases.push(good[..good.len() / 2].to_vec());
+        let mut bad_magic = good.clone();
+        bad_magic[0] ^= 0xff;
+        cases.push(bad_magic);
+        let mut zero_tail = good.clone();
+        zero_tail.extend_from_slice(&[0u8; 5000]);
+        cases.push(zero_tail);
+        for (i, data) in cases.iter().enumerate() {
+            let base = 123u64;
+            let mut tmp = tempfile::NamedTempFile::new().unwrap();
+            std::io::Write::write_all(&mut tmp, &vec![0xAAu8; base as usize]).unwrap();
+            std::io::Write::write_all(&mut tmp, data).unwrap();
+            let file = std::fs::File::open(tmp.path()).unwrap();
+            let from_file = walk(&FileSource::new(&file, base, data.len()), base);
+            let from_memory = parse(data, base);
+            assert_eq!(format!("{from_file:?}"), format!("{from_memory:?}"), "case {i}");
+        }
+        assert!(parse(&cases[0], 0).is_ok_and(|c| c.len() == 5));
+        assert!(parse(&cases[2], 0).is_err() && parse(&cases[3], 0).is_err());
     }
 
     #[test]

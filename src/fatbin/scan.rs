@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{
     Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed,
-    device_check, driver_floor, needed_names, read, total, what_if,
+    device_check, driver_floor, needed_names, read_from, total, what_if,
 };
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
@@ -125,7 +125,7 @@ struct FileScan {
 fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, trace: bool) -> Result<FileScan> {
     let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
     let started = Instant::now();
-    let summary = read(&view).map_err(|e| Error::bad(name(), e))?;
+    let summary = read_from(&view, input.file).map_err(|e| Error::bad(name(), e))?;
     let walk = started.elapsed();
     let cuda = cuda_major_from_needed(needed_names(&view));
     let size = input.bytes.len() as u64;
@@ -171,10 +171,11 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
     let trace = opts.time || std::env::var_os("SPLITPKG_TRACE").is_some();
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let (kind, mut files) = if meta.is_file() && is_elf_file(path)? {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let map = Arc::new(crate::tree::map_file(path)?);
         let display = path.display().to_string();
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| display.clone());
-        let input = ElfInput { path: &name, bytes: &map, map: Some(&map) };
+        let input = ElfInput { path: &name, bytes: &map, map: Some(&map), file: Some(&file) };
         let one = scan_one(input, &|| display.clone(), opts, trace)?;
         ("file".to_string(), vec![one])
     } else {
