@@ -61,10 +61,17 @@ impl PayloadSpec {
     }
 
     /// Cheap pre-filter on the raw bytes of a name: could it pass [`Self::is_payload_symbol`]?
+    /// Runs once per `.symtab` entry (80k in torch's linalg library), so it decides on the first
+    /// bytes and parses a mangled length only for global-scope names.
     pub fn may_be_payload_symbol(&self, raw: &[u8]) -> bool {
         match raw {
-            [b'_', b'Z', c, ..] => c.is_ascii_digit() || *c == b'L',
-            _ => self.symbol_prefixes.iter().any(|p| raw.starts_with(p.as_bytes())),
+            [b'_', b'Z', rest @ ..] => {
+                let rest = rest.strip_prefix(b"L").unwrap_or(rest);
+                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                digits > 0 && self.symbol_prefixes.iter().any(|p| rest[digits..].starts_with(p.as_bytes()))
+            }
+            [first, ..] => self.symbol_prefixes.iter().any(|p| p.as_bytes().first() == Some(first) && raw.starts_with(p.as_bytes())),
+            [] => false,
         }
     }
 
@@ -276,7 +283,7 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
             continue;
         }
         let raw = strs.get(s.name as usize..).unwrap_or(&[]);
-        if !(spec.may_be_payload_symbol(raw) || raw.starts_with(b"_ZL24__sti____cudaRegisterAll") || raw.starts_with(b"__sti____cudaRegisterAll")) {
+        if !(spec.may_be_payload_symbol(raw) || (s.kind() == sym::STT_FUNC && is_cuda_registration(raw))) {
             continue;
         }
         if let Some(name) = cstr_at(strs, s.name as usize) {
@@ -326,6 +333,17 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
         bytes: parts.iter().map(|p| p.bytes).sum(),
         method: "static payload: contiguous archive span in .text, CUDA units inside it, proportional share of tables".into(),
         parts,
+    }
+}
+
+/// `__sti____cudaRegisterAll…` (C) or `_ZL24__sti____cudaRegisterAll…` (C++, internal linkage):
+/// one per CUDA translation unit.
+fn is_cuda_registration(raw: &[u8]) -> bool {
+    const NAME: &[u8] = b"__sti____cudaRegisterAll";
+    match raw {
+        [b'_', b'Z', b'L', ..] => raw[3..].iter().position(|b| !b.is_ascii_digit()).is_some_and(|d| raw[3 + d..].starts_with(NAME)),
+        [b'_', b'_', b's', ..] => raw.starts_with(NAME),
+        _ => false,
     }
 }
 

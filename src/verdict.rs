@@ -447,21 +447,40 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     let core_files: Vec<usize> = (0..ins.files.len())
         .filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap()))
         .collect();
-    let mut required: Vec<String> = Vec::new();
-    for &i in &core_files {
-        for (n, _) in ins.files[i].elf.symbols.undefined_names() {
-            if lazy.elf.symbols.defines(n)
-                && !core_files.iter().any(|&c| ins.files[c].elf.symbols.defines(n))
-                && !required.iter().any(|r| r == n)
-            {
-                required.push(n.to_string());
-            }
-        }
-    }
-    required.sort();
+    // The three questions are independent and each reads different tables: answer them side by
+    // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings).
+    let (required, (imports, exports)) = rayon::join(
+        || required_exports(ins, lazy, &core_files),
+        || rayon::join(|| import_groups(ins, g, lazy_file, lazy_node), || sorted_exports(lazy)),
+    );
+    Contract { loader_lookups, required_exports: required, imports, exports }
+}
 
-    // Imports, attributed to the first provider in the lazy library's NEEDED closure (ld.so's
-    // breadth-first lookup order for the library's local scope).
+/// Symbols core files import that nothing but the lazy library defines.
+fn required_exports(ins: &Inspection, lazy: &crate::inspect::FileFacts, core_files: &[usize]) -> Vec<String> {
+    use rayon::prelude::*;
+    let mut required: Vec<String> = core_files
+        .par_iter()
+        .with_max_len(1)
+        .flat_map_iter(|&i| {
+            ins.files[i]
+                .elf
+                .symbols
+                .undefined_names_by_offset()
+                .filter(|n| lazy.elf.symbols.defines(n) && !core_files.iter().any(|&c| ins.files[c].elf.symbols.defines(n)))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    required.sort();
+    required.dedup();
+    required
+}
+
+/// The lazy library's imports, attributed to the first provider in its NEEDED closure (ld.so's
+/// breadth-first lookup order for the library's local scope).
+fn import_groups(ins: &Inspection, g: &LoadGraph, lazy_file: usize, lazy_node: usize) -> Vec<ImportGroup> {
+    let lazy = &ins.files[lazy_file];
     let order = needed_closure(g, lazy_node);
     let providers: Vec<usize> = order.iter().filter_map(|&n| g.nodes[n].file).filter(|&f| f != lazy_file).collect();
     let system_needed = lazy.elf.needed.iter().any(|n| crate::graph::system_group(n).is_some());
@@ -488,10 +507,15 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     }
     let mut imports: Vec<ImportGroup> = groups.into_values().collect();
     imports.sort_by(|a, b| b.count.cmp(&a.count).then(a.provider.cmp(&b.provider)));
-    let mut all_exports: Vec<String> = lazy.elf.symbols.defined_names().map(str::to_string).collect();
-    all_exports.sort();
-    all_exports.dedup();
-    Contract { loader_lookups, required_exports: required, imports, exports: all_exports }
+    imports
+}
+
+/// Every name the lazy library exports, sorted.
+fn sorted_exports(lazy: &crate::inspect::FileFacts) -> Vec<String> {
+    let mut exports: Vec<&str> = lazy.elf.symbols.defined_names().collect();
+    exports.sort_unstable();
+    exports.dedup();
+    exports.into_iter().map(str::to_string).collect()
 }
 
 /// Nodes reachable from `from` over NEEDED edges, breadth-first, `from` first.

@@ -103,6 +103,11 @@ impl<'a> SymTable<'a> {
     pub fn get(&self, i: usize) -> Option<RawSym> {
         let n = Self::entsize(self.is64);
         let e = self.bytes.get(i.checked_mul(n)?..(i + 1).checked_mul(n)?)?;
+        Some(self.decode(e))
+    }
+
+    /// One entry of exactly `entsize` bytes.
+    fn decode(&self, e: &[u8]) -> RawSym {
         let le = self.le;
         let u16_at = |o: usize| if le { u16::from_le_bytes([e[o], e[o + 1]]) } else { u16::from_be_bytes([e[o], e[o + 1]]) };
         let u32_at = |o: usize| {
@@ -113,15 +118,15 @@ impl<'a> SymTable<'a> {
             let b: [u8; 8] = e[o..o + 8].try_into().expect("8 bytes");
             if le { u64::from_le_bytes(b) } else { u64::from_be_bytes(b) }
         };
-        Some(if self.is64 {
+        if self.is64 {
             RawSym { name: u32_at(0), info: e[4], shndx: u16_at(6), value: u64_at(8), size: u64_at(16) }
         } else {
             RawSym { name: u32_at(0), value: u32_at(4) as u64, size: u32_at(8) as u64, info: e[12], shndx: u16_at(14) }
-        })
+        }
     }
 
     pub fn iter(self) -> impl Iterator<Item = RawSym> + 'a {
-        (0..self.len()).filter_map(move |i| self.get(i))
+        self.bytes.chunks_exact(Self::entsize(self.is64)).map(move |e| self.decode(e))
     }
 }
 
@@ -166,6 +171,10 @@ pub struct DynSymbols {
     le: bool,
     pub defined: usize,
     pub undefined: usize,
+    /// Indices of the imported (undefined, named) entries, found in the one pass that counts them:
+    /// the contract asks for imports of every core file, and 90 % of a big library's entries are
+    /// exports that would otherwise be walked again.
+    imports: Vec<u32>,
 }
 
 impl Default for DynSymbols {
@@ -180,6 +189,7 @@ impl Default for DynSymbols {
             le: true,
             defined: 0,
             undefined: 0,
+            imports: Vec::new(),
         }
     }
 }
@@ -213,15 +223,16 @@ impl DynSymbols {
         is64: bool,
         le: bool,
     ) -> Self {
-        let (mut defined, mut undefined) = (0, 0);
-        for s in SymTable::new(&table, is64, le).iter().skip(1) {
+        let mut defined = 0;
+        let mut imports = Vec::new();
+        for (i, s) in SymTable::new(&table, is64, le).iter().enumerate().skip(1) {
             if s.defined() {
                 defined += 1;
             } else if s.name != 0 {
-                undefined += 1;
+                imports.push(i as u32);
             }
         }
-        DynSymbols { table, strtab, versym, hash, versions, is64, le, defined, undefined }
+        DynSymbols { table, strtab, versym, hash, versions, is64, le, defined, undefined: imports.len(), imports }
     }
 
     fn raw(&self) -> SymTable<'_> {
@@ -275,11 +286,19 @@ impl DynSymbols {
 
     /// Names of imported symbols, with their binding (`STB_WEAK` imports may stay unresolved).
     pub fn undefined_names(&self) -> impl Iterator<Item = (&str, u8)> {
-        self.raw()
-            .iter()
-            .skip(1)
-            .filter(|s| !s.defined() && s.name != 0)
-            .filter_map(|s| self.name_at(s.name).map(|n| (n, s.bind())))
+        let raw = self.raw();
+        self.imports.iter().filter_map(move |&i| raw.get(i as usize)).filter_map(|s| self.name_at(s.name).map(|n| (n, s.bind())))
+    }
+
+    /// Names of imported symbols in string-table order rather than symbol order. A large
+    /// library's names are spread over megabytes; visiting them in address order turns thousands
+    /// of cache and TLB misses into a forward sweep the prefetcher follows.
+    pub fn undefined_names_by_offset(&self) -> impl Iterator<Item = &str> {
+        let raw = self.raw();
+        let mut offs: Vec<u32> = self.imports.iter().filter_map(|&i| raw.get(i as usize)).map(|s| s.name).collect();
+        offs.sort_unstable();
+        offs.dedup();
+        offs.into_iter().filter_map(|o| self.name_at(o))
     }
 
     /// Symbols whose names contain any of `needles`: one search over the string table, then one
