@@ -278,6 +278,9 @@ struct Builder<'t, 'a> {
     file_by_entry: HashMap<usize, usize>,
     /// Path lookups are repeated for every requester sharing an RPATH: remember them.
     lookups: std::cell::RefCell<HashMap<String, Option<usize>>>,
+    /// Search-path entries expanded per object (`None`: outside the tree). torch's libraries carry
+    /// ~20 RPATH entries each and name ~100 libraries: expand each entry once, not per name.
+    expanded: std::cell::RefCell<HashMap<(usize, String), Option<String>>>,
     /// Tree entries by file name, for the "found only elsewhere in the tree" diagnosis.
     by_name: HashMap<&'t str, Vec<usize>>,
 }
@@ -310,7 +313,7 @@ impl<'t, 'a> Builder<'t, 'a> {
                 by_name.entry(Tree::file_name(&e.path)).or_default().push(i);
             }
         }
-        Builder { tree, files, graph, edge_index: HashMap::new(), file_by_entry, lookups: Default::default(), by_name }
+        Builder { tree, files, graph, edge_index: HashMap::new(), file_by_entry, lookups: Default::default(), expanded: Default::default(), by_name }
     }
 
     fn external_node(&mut self, name: &str) -> usize {
@@ -567,6 +570,27 @@ impl<'t, 'a> Builder<'t, 'a> {
 
     /// Expand one search-path entry of object `o` and look for `name` in it.
     fn try_entry(&self, o: usize, entry: &str, name: &str, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<(String, usize)> {
+        let key = (o, entry.to_string());
+        let cached = self.expanded.borrow().get(&key).cloned();
+        let dir = match cached {
+            Some(d) => d,
+            None => {
+                let d = self.expand_entry(o, entry);
+                self.expanded.borrow_mut().insert(key, d.clone());
+                d
+            }
+        };
+        let Some(dir) = dir else {
+            outside.push(entry.to_string());
+            return None;
+        };
+        tried.push(dir.clone());
+        let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+        self.lookup_file(&path).map(|f| (dir, f))
+    }
+
+    /// The tree directory a search-path entry of object `o` names, or `None` when it leaves the tree.
+    fn expand_entry(&self, o: usize, entry: &str) -> Option<String> {
         let origin = Tree::parent(self.files[o].path);
         let elf = self.files[o].elf;
         let lib = if elf.class == 64 { "lib64" } else { "lib" };
@@ -583,23 +607,10 @@ impl<'t, 'a> Builder<'t, 'a> {
             .replace("$LIB", lib)
             .replace("${PLATFORM}", platform)
             .replace("$PLATFORM", platform);
-        let dir = if let Some(rest) = expanded.strip_prefix("\u{0}O") {
-            match normalize(&format!("{origin}{rest}")) {
-                Some(d) => d,
-                None => {
-                    outside.push(entry.to_string());
-                    return None;
-                }
-            }
-        } else {
-            // Absolute paths name the build or target machine, relative ones the current directory:
-            // neither is inside the tree.
-            outside.push(entry.to_string());
-            return None;
-        };
-        tried.push(dir.clone());
-        let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
-        self.lookup_file(&path).map(|f| (dir, f))
+        // Absolute paths name the build or target machine, relative ones the current directory:
+        // neither is inside the tree.
+        let rest = expanded.strip_prefix("\u{0}O")?;
+        normalize(&format!("{origin}{rest}"))
     }
 
     fn lookup_file(&self, path: &str) -> Option<usize> {
