@@ -60,16 +60,13 @@ impl PayloadSpec {
         self.symbol_prefixes.iter().any(|p| name.starts_with(p.as_str()))
     }
 
-    /// Cheap pre-filter on the raw bytes of a name: could it pass [`Self::is_payload_symbol`]?
-    /// Runs once per `.symtab` entry (80k in torch's linalg library), so it decides on the first
-    /// bytes and parses a mangled length only for global-scope names.
+    /// Cheap pre-filter on the raw bytes of a name (running on to the end of the string table):
+    /// could it pass [`Self::is_payload_symbol`]? Runs once per `.symtab` entry (80k in torch's
+    /// linalg library), so it decides on the first bytes and parses a mangled length only for
+    /// global-scope names.
     pub fn may_be_payload_symbol(&self, raw: &[u8]) -> bool {
         match raw {
-            [b'_', b'Z', rest @ ..] => {
-                let rest = rest.strip_prefix(b"L").unwrap_or(rest);
-                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-                digits > 0 && self.symbol_prefixes.iter().any(|p| rest[digits..].starts_with(p.as_bytes()))
-            }
+            [b'_', b'Z', ..] => mangled_global(raw).is_some_and(|(_, ident)| self.symbol_prefixes.iter().any(|p| ident.starts_with(p.as_bytes()))),
             [first, ..] => self.symbol_prefixes.iter().any(|p| p.as_bytes().first() == Some(first) && raw.starts_with(p.as_bytes())),
             [] => false,
         }
@@ -91,19 +88,28 @@ impl PayloadSpec {
     }
 }
 
-/// A mangled C++ function at global scope (`_Z<len><name>…`, or `_ZL…` for internal linkage)
-/// whose name starts with `prefix`. Entities inside a namespace or class (`_ZN…`), such as
-/// `at::cuda::detail::magma_init_fn`, are the host project's glue, not the component itself.
-fn mangled_global_starts_with(name: &str, prefix: &str) -> bool {
-    let rest = name.strip_prefix("_Z").unwrap_or(name);
-    let rest = rest.strip_prefix('L').unwrap_or(rest);
-    let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
+/// A mangled C++ name at global scope (`_Z<len><ident>…`, or `_ZL…` for internal linkage): the
+/// identifier's declared length and the bytes from the identifier on. `None` for anything else,
+/// including entities inside a namespace or class (`_ZN…`).
+fn mangled_global(raw: &[u8]) -> Option<(usize, &[u8])> {
+    let rest = raw.strip_prefix(b"_Z")?;
+    let rest = rest.strip_prefix(b"L").unwrap_or(rest);
+    // Runs for every global-scope name in a `.symtab` (55k of 83k in torch's linalg library):
+    // digits by hand, not through `str::parse`.
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
-        return false;
+        return None;
     }
-    let Ok(len) = rest[..digits].parse::<usize>() else { return false };
-    let ident = &rest[digits..];
-    len >= prefix.len() && ident.len() >= len && ident.starts_with(prefix)
+    let len = rest[..digits].iter().try_fold(0usize, |n, &d| n.checked_mul(10)?.checked_add((d - b'0') as usize))?;
+    Some((len, &rest[digits..]))
+}
+
+/// A mangled C++ function at global scope whose name starts with `prefix`. Entities inside a
+/// namespace or class, such as `at::cuda::detail::magma_init_fn`, are the host project's glue, not
+/// the component itself.
+fn mangled_global_starts_with(name: &str, prefix: &str) -> bool {
+    mangled_global(name.as_bytes())
+        .is_some_and(|(len, ident)| len >= prefix.len() && ident.len() >= len && ident.starts_with(prefix.as_bytes()))
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -336,15 +342,12 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
     }
 }
 
-/// `__sti____cudaRegisterAll…` (C) or `_ZL24__sti____cudaRegisterAll…` (C++, internal linkage):
-/// one per CUDA translation unit.
+/// A CUDA translation unit's registration function (one per unit): `__sti____cudaRegisterAll…` in
+/// C, or that identifier mangled at global scope with internal (`_ZL24__sti____cudaRegisterAllv`)
+/// or external linkage (`_Z24…`, 625 of torch 1.10's 1,354 units).
 fn is_cuda_registration(raw: &[u8]) -> bool {
     const NAME: &[u8] = b"__sti____cudaRegisterAll";
-    match raw {
-        [b'_', b'Z', b'L', ..] => raw[3..].iter().position(|b| !b.is_ascii_digit()).is_some_and(|d| raw[3 + d..].starts_with(NAME)),
-        [b'_', b'_', b's', ..] => raw.starts_with(NAME),
-        _ => false,
-    }
+    raw.starts_with(NAME) || mangled_global(raw).is_some_and(|(_, ident)| ident.starts_with(NAME))
 }
 
 pub fn demangle(name: &str) -> String {

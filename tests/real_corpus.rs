@@ -99,4 +99,9 @@ fn torch_1_10_without_lazy_library_is_refuted_with_the_path() {
     assert!(w.contains("→ libtorch_cuda.so (NEEDED) → defines magma_"), "{w}");
     assert_eq!(p["payload"]["files"][0]["path"], "torch/lib/libtorch_cuda.so");
     assert_eq!(p["payload"]["files"][0]["reach"], "eager");
+    // 1.10 registers 729 CUDA units with `_ZL24__sti____cudaRegisterAllv` and 625 with the
+    // external-linkage `_Z24…` (readelf -s): the static estimate must count both spellings.
+    let parts = p["payload"]["files"][0]["estimate"]["parts"].as_array().unwrap();
+    let device = parts.iter().find(|x| x["what"] == ".nv_fatbin").expect("a device-code part");
+    assert!(device["how"].as_str().unwrap().contains(" of 1354 CUDA translation units"), "{device}");
 }
