@@ -54,6 +54,12 @@ pub fn display_member(tree_source: &Path, kind: TreeKind, member: &str) -> Strin
     }
 }
 
+/// `f`'s result and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, std::time::Duration) {
+    let t = std::time::Instant::now();
+    (f(), t.elapsed())
+}
+
 pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<Inspection> {
     let kind = TreeKind::detect(path)?;
     // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
@@ -64,30 +70,18 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
         let start = t0.elapsed();
         let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
         let headers = t0.elapsed() - start;
-        let timed = |f: &dyn Fn() -> _| {
-            let t = std::time::Instant::now();
-            (f(), t.elapsed())
-        };
         // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
         // idle core can take it (torch's two largest libraries would otherwise serialise on it).
-        let ((facts, t_facts, t_payload), (fatbin, t_fatbin)) = rayon::join(
+        let (facts, (fatbin, t_fatbin)) = rayon::join(
             || {
-                let (elf, t_facts) = {
-                    let t = std::time::Instant::now();
-                    (view.facts(&[spec.word()], input.map), t.elapsed())
-                };
-                match elf {
-                    Ok(elf) => {
-                        let t = std::time::Instant::now();
-                        let payload = payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec);
-                        (Ok((elf, payload)), t_facts, t.elapsed())
-                    }
-                    Err(e) => (Err(e), t_facts, Default::default()),
-                }
+                let (elf, t_facts) = timed(|| view.facts(&[spec.word()], input.map));
+                let elf = elf?;
+                let (payload, t_payload) = timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));
+                Ok::<_, String>((elf, payload, t_facts, t_payload))
             },
-            || timed(&|| crate::fatbin::read_from(&view, input.file)),
+            || timed(|| crate::fatbin::read_from(&view, input.file)),
         );
-        let (elf, payload) = facts.map_err(|e| Error::bad(name(), e))?;
+        let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::bad(name(), e))?;
         let fatbin = fatbin.map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
         if trace {
             eprintln!(

@@ -414,7 +414,7 @@ impl<'a> ElfView<'a> {
         }
 
         let (library_literals, mentions) = self.scan_rodata(words);
-        let dynamic_symbols = SymbolCounts { defined: symbols.defined, undefined: symbols.undefined };
+        let dynamic_symbols = SymbolCounts { defined: symbols.defined, undefined: symbols.undefined() };
         Ok(ElfFacts {
             class: if self.ctx.container.is_big() { 64 } else { 32 },
             machine: header::machine_to_str(h.e_machine).to_string(),

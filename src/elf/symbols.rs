@@ -170,7 +170,6 @@ pub struct DynSymbols {
     is64: bool,
     le: bool,
     pub defined: usize,
-    pub undefined: usize,
     /// Indices of the imported (undefined, named) entries, found in the one pass that counts them:
     /// the contract asks for imports of every core file, and 90 % of a big library's entries are
     /// exports that would otherwise be walked again.
@@ -188,7 +187,6 @@ impl Default for DynSymbols {
             is64: true,
             le: true,
             defined: 0,
-            undefined: 0,
             imports: Vec::new(),
         }
     }
@@ -232,7 +230,12 @@ impl DynSymbols {
                 imports.push(i as u32);
             }
         }
-        DynSymbols { table, strtab, versym, hash, versions, is64, le, defined, undefined: imports.len(), imports }
+        DynSymbols { table, strtab, versym, hash, versions, is64, le, defined, imports }
+    }
+
+    /// Number of imported (undefined, named) symbols.
+    pub fn undefined(&self) -> usize {
+        self.imports.len()
     }
 
     fn raw(&self) -> SymTable<'_> {
