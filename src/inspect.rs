@@ -21,6 +21,17 @@ pub struct FileFacts {
     /// CUDA device code (`.nv_fatbin` headers only), without the per-entry layout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fatbin: Option<crate::fatbin::FatbinSummary>,
+    /// Source files named by `STT_FILE` symbols (`inspect --json`); read only when asked for, since
+    /// walking the local symbols of torch's large tables would cost the plan several ms.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub translation_units: Vec<String>,
+}
+
+/// What to read beyond the facts every command needs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras {
+    /// `STT_FILE` names per file (`FileFacts::translation_units`).
+    pub translation_units: bool,
 }
 
 pub struct Inspection {
@@ -61,6 +72,10 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, std::time::Duration) {
 }
 
 pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<Inspection> {
+    inspect_with(path, spec, progress, Extras::default())
+}
+
+pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras: Extras) -> Result<Inspection> {
     let kind = TreeKind::detect(path)?;
     // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
     let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
@@ -96,7 +111,8 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
                 elf.symbols.len()
             );
         }
-        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload, fatbin })
+        let translation_units = if extras.translation_units { view.translation_units() } else { Vec::new() };
+        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload, fatbin, translation_units })
     })?;
     if trace {
         eprintln!("trace: files read in {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);

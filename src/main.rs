@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use splitpkg::error::{Error, Result};
-use splitpkg::inspect::{Inspection, inspect};
+use splitpkg::inspect::{Extras, Inspection, inspect_with};
 use splitpkg::output::emit;
 use splitpkg::payload::PayloadSpec;
 use splitpkg::progress::Progress;
@@ -48,7 +48,7 @@ const DEFAULT_DEP: &str = "magma";
     name = "splitpkg",
     version,
     about = "Prove that MAGMA in a CUDA PyTorch build is reachable only through the lazily loaded linalg library, and split the package along that line.",
-    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json"
+    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 4 smoke: every variant works but a core flag is stale, 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json"
 )]
 struct Cli {
     /// No progress bars on stderr.
@@ -84,7 +84,7 @@ enum Command {
     Inspect {
         #[command(flatten)]
         target: Target,
-        /// JSON: files, facts, nodes and edges.
+        /// JSON: files, facts (with the translation units named by `.symtab` STT_FILE symbols), nodes and edges.
         #[arg(long, conflicts_with = "dot")]
         json: bool,
         /// Graphviz DOT of the load graph.
@@ -369,11 +369,14 @@ const SMOKE_HELP: &str = "Each case (op, shape, dtype, backend preference) runs 
 
 Statuses: pass, expected-fail (failed the way the table says, with a clean RuntimeError), excluded (known stock bug, not judged), FAIL, TIMEOUT.
 
-Exit codes: 0 every case and check met its expectation, 1 something did not, 2 no CUDA driver or device, or bad input.
+Checks per variant: laziness, has_magma (STALE when the flag compiled into libtorch_cuda.so describes the other variant: the variant works, a core flag is wrong), device_code, identity (a variant named magma must carry MAGMA and one named nomagma must not, by the rule verify-variant applies; also applied on --replay).
+
+Exit codes: 0 every case and check met its expectation, 1 a variant is broken or not what its name says (a case or check failed), 4 every variant works but a core flag is stale (torch.cuda.has_magma), 2 no CUDA driver or device, or bad input.
 
 Examples:
   splitpkg smoke --variant magma=/envs/torch-magma --variant nomagma=/envs/torch-nomagma
   splitpkg smoke --variant magma=$SITE/torch --variant nomagma=$SITE/torch --emulate nomagma --bench --json --out smoke.json
+  splitpkg smoke --variant magma=$SITE/torch --variant nomagma=/tmp/slim/site-packages --bench --json --out smoke.json
   splitpkg smoke --variant nomagma=/envs/x --list
   splitpkg smoke --replay smoke.json --expect my-tables.json";
 
@@ -395,7 +398,8 @@ struct SmokeArgs {
     /// the built-in ones by name.
     #[arg(long, value_name = "FILE")]
     expect: Option<PathBuf>,
-    /// Also time ops under the default, cusolver and magma preferences on the variant named magma.
+    /// Also time ops under the default, cusolver and magma preferences on every real (not emulated)
+    /// variant, and compare the default routing of the variants.
     #[arg(long)]
     bench: bool,
     /// Timed calls per bench item (the median is reported).
@@ -460,9 +464,13 @@ fn main() -> ExitCode {
 }
 
 fn load(target: &Target, quiet: bool) -> Result<Inspection> {
+    load_with(target, quiet, Extras::default())
+}
+
+fn load_with(target: &Target, quiet: bool, extras: Extras) -> Result<Inspection> {
     let mut spec = PayloadSpec::for_dep(&target.dep, &target.dep_symbol);
     spec.deep = target.deep;
-    inspect(&target.path, &spec, &Progress::new(!quiet))
+    inspect_with(&target.path, &spec, &Progress::new(!quiet), extras)
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
@@ -472,7 +480,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Inspect { target, json, dot, symbols, out } => {
-            let ins = load(&target, cli.quiet)?;
+            let ins = load_with(&target, cli.quiet, Extras { translation_units: json })?;
             let text = if json {
                 to_json(&inspect_json(&ins, symbols))?
             } else if dot {

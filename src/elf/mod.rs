@@ -214,6 +214,30 @@ impl<'a> ElfView<'a> {
         out
     }
 
+    /// Source file names of the translation units the linker saw (`STT_FILE` symbols in `.symtab`),
+    /// in table order, each once. Empty for a stripped file. Only the local part of the table
+    /// (`0..sh_info`) can hold them, so the global symbols are never read.
+    pub fn translation_units(&self) -> Vec<String> {
+        let Some(sh) = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_SYMTAB) else { return Vec::new() };
+        let Some((table, strs)) = self.symtab() else { return Vec::new() };
+        let locals = (sh.sh_info as usize).min(table.len());
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for i in 0..locals {
+            let Some(s) = table.get(i) else { break };
+            if s.kind() != goblin::elf::sym::STT_FILE {
+                continue;
+            }
+            if let Some(name) = cstr_at(strs, s.name as usize)
+                && !name.is_empty()
+                && seen.insert(name)
+            {
+                out.push(name.to_string());
+            }
+        }
+        out
+    }
+
     /// The static symbol table (`.symtab`) and its string table, when the file is not stripped.
     pub fn symtab(&self) -> Option<(SymTable<'a>, &'a [u8])> {
         let sh = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_SYMTAB)?;
