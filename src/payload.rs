@@ -169,6 +169,81 @@ impl PayloadFacts {
     }
 }
 
+/// What one build of the lazy library holds of the payload: the facts that say whether it is the
+/// `magma` or the `nomagma` build. `verify-variant` (at package build time) and `smoke`'s identity
+/// check (at run time, and again on `--replay`) judge these same facts with [`Presence::rule`], so
+/// a library is never accepted by one and refused by the other.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Presence {
+    /// Payload libraries in DT_NEEDED.
+    pub needed: Vec<String>,
+    /// Payload symbols defined (exported or hidden).
+    pub defined: usize,
+    pub defined_example: Option<String>,
+    /// Payload symbols imported.
+    pub imported: usize,
+    pub imported_example: Option<String>,
+}
+
+/// One line of the identity rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleCheck {
+    pub name: &'static str,
+    pub pass: bool,
+    pub detail: String,
+}
+
+impl Presence {
+    pub fn scan(facts: &crate::elf::ElfFacts, pay: &PayloadFacts, spec: &PayloadSpec) -> Presence {
+        Presence {
+            needed: facts.needed.iter().filter(|n| spec.is_payload_library(n)).cloned().collect(),
+            defined: pay.defined.count + pay.defined_hidden.count,
+            defined_example: pay.defined.samples.first().or(pay.defined_hidden.samples.first()).cloned(),
+            imported: pay.referenced.count,
+            imported_example: pay.referenced.samples.first().cloned(),
+        }
+    }
+
+    /// The library carries the payload: defines its code or loads a payload library.
+    pub fn contains(&self) -> bool {
+        !self.needed.is_empty() || self.defined > 0
+    }
+
+    /// The rule for a build that must carry the payload (`with_payload`) or must not.
+    pub fn rule(&self, with_payload: bool) -> Vec<RuleCheck> {
+        let example = |e: &Option<String>| e.clone().unwrap_or_default();
+        if with_payload {
+            return vec![RuleCheck {
+                name: "payload present",
+                pass: self.contains(),
+                detail: format!(
+                    "{} payload libraries NEEDED ({}), {} payload symbols defined",
+                    self.needed.len(),
+                    self.needed.join(", "),
+                    self.defined
+                ),
+            }];
+        }
+        vec![
+            RuleCheck {
+                name: "no payload library NEEDED",
+                pass: self.needed.is_empty(),
+                detail: if self.needed.is_empty() { "none".into() } else { self.needed.join(", ") },
+            },
+            RuleCheck {
+                name: "no payload symbols defined",
+                pass: self.defined == 0,
+                detail: format!("{} defined (e.g. {})", self.defined, example(&self.defined_example)),
+            },
+            RuleCheck {
+                name: "no payload symbols imported",
+                pass: self.imported == 0,
+                detail: format!("{} imported (e.g. {})", self.imported, example(&self.imported_example)),
+            },
+        ]
+    }
+}
+
 /// An estimate of how many bytes of a file are payload, with the way each part was counted.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Estimate {

@@ -57,39 +57,8 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
         soname == contract.library,
         format!("SONAME {:?}, the loader asks for {:?}", soname, contract.library),
     );
-    let payload_needed: Vec<&String> = facts.needed.iter().filter(|n| spec.is_payload_library(n)).collect();
-    let payload_code = pay.defined.count + pay.defined_hidden.count;
-    if with_payload {
-        check(
-            "payload present",
-            !payload_needed.is_empty() || payload_code > 0,
-            format!(
-                "{} payload libraries NEEDED ({}), {} payload symbols defined",
-                payload_needed.len(),
-                payload_needed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
-                payload_code
-            ),
-        );
-    } else {
-        check(
-            "no payload library NEEDED",
-            payload_needed.is_empty(),
-            if payload_needed.is_empty() {
-                "none".into()
-            } else {
-                payload_needed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-            },
-        );
-        check(
-            "no payload symbols defined",
-            payload_code == 0,
-            format!("{payload_code} defined (e.g. {})", pay.defined.samples.first().cloned().unwrap_or_default()),
-        );
-        check(
-            "no payload symbols imported",
-            pay.referenced.is_empty(),
-            format!("{} imported (e.g. {})", pay.referenced.count, pay.referenced.samples.first().cloned().unwrap_or_default()),
-        );
+    for rc in payload::Presence::scan(&facts, &pay, &spec).rule(with_payload) {
+        check(rc.name, rc.pass, rc.detail);
     }
     for (what, names) in [("exports what the loader looks up", &contract.loader_lookups), ("exports what core files import", &contract.required_exports)] {
         let missing: Vec<&String> = names.iter().filter(|n| !facts.symbols.defines(n)).collect();

@@ -179,6 +179,13 @@ fn expectations_per_variant() {
     assert_eq!(outcome(nomagma, "qr/64x32/float64/magma"), "pass");
     assert_eq!(outcome(nomagma, "svd/64x32/float64/magma"), "excluded");
     assert!(case(nomagma, "svd/64x32/float64/magma")["expect"]["note"].as_str().unwrap().contains("stock bug"));
+    // Fixed from the real nomagma run: eigh/eigvalsh up to 128x128 take a CPU path under the magma
+    // preference and work; larger ones take the MAGMA branch and must raise.
+    for id in ["eigh/64x64/float32/magma", "eigh/8x32x32/complex128/magma", "eigvalsh/4x128x128/float64/magma"] {
+        assert_eq!(outcome(nomagma, id), "pass", "nomagma {id}");
+        assert!(case(nomagma, id)["expect"]["note"].as_str().unwrap().contains("docs/evidence/nomagma-real"), "{id} names the run that showed it");
+    }
+    assert_eq!(outcome(nomagma, "eigh/256x256/float64/magma"), "error");
 
     // Emulated nomagma: complex Hermitian LDL fails under forced cuSOLVER; the rest passes.
     let emu = list(&["--variant", "nomagma=/y", "--emulate", "nomagma"]);
@@ -270,11 +277,19 @@ fn replay_broken_nomagma_fails_with_reasons() {
     expect("matrix_exp/16x16/float32/default", "fail", "MAGMA not initialized");
     expect("ldl_factor_hermitian/32x32/complex64/default", "expected-fail", "not supported with cuSOLVER backend");
     expect("svd/64x32/float64/magma", "excluded", "known stock bug");
+    // has_magma True over a library without MAGMA: a stale core flag, reported apart from the
+    // failures above (which alone make this run exit 1).
     let hm = &rep["variants"][0]["checks"][1];
     assert_eq!(hm["name"], "has_magma");
-    assert_eq!(hm["status"], "fail");
-    assert!(hm["detail"].as_str().unwrap().contains("has_magma is True but"), "{hm}");
+    assert_eq!(hm["status"], "stale");
+    assert!(hm["detail"].as_str().unwrap().contains("stale core flag: torch.cuda.has_magma is True but"), "{hm}");
     assert!(hm["consequence"].as_str().unwrap().contains("skipCUDAIfNoMagma"), "{hm}");
+    assert!(hm["consequence"].as_str().unwrap().contains("Measured remedy"), "{hm}");
+    assert_eq!(rep["summary"]["stale_flags"], 1);
+    assert_eq!(rep["result"], "fail", "broken cases win over a stale flag");
+    // The library has no MAGMA, so it is what the name nomagma says.
+    let id = &rep["variants"][0]["checks"][3];
+    assert_eq!((id["name"].as_str(), id["status"].as_str()), (Some("identity"), Some("pass")), "{id}");
 
     let o = run(&["smoke", "--replay", repo().join("tests/data/smoke-synthetic-broken.json").to_str().unwrap(), "--all"]);
     assert_eq!(o.status.code(), Some(1));
@@ -282,6 +297,146 @@ fn replay_broken_nomagma_fails_with_reasons() {
     assert!(text.contains("RESULT: FAIL"), "{text}");
     assert!(text.contains("consequence:"), "{text}");
     assert!(text.contains("cholesky_solve/32x32,k=2/float32/default"), "--all lists passing cases");
+}
+
+/// A recorded report (schema version 1, as the synthetic fixtures and the first H200 run are)
+/// changed by `edit`, written to a temporary file and replayed.
+fn replay_edited(file: &str, edit: impl FnOnce(&mut Value)) -> (Value, i32, String) {
+    let mut rep: Value = serde_json::from_str(&std::fs::read_to_string(repo().join(file)).unwrap()).unwrap();
+    edit(&mut rep);
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("edited.json");
+    std::fs::write(&f, rep.to_string()).unwrap();
+    let o = run(&["smoke", "--replay", f.to_str().unwrap(), "--json"]);
+    let text = run(&["smoke", "--replay", f.to_str().unwrap()]);
+    (json(&o), o.status.code().unwrap(), stdout(&text))
+}
+
+fn check<'a>(rep: &'a Value, variant: usize, name: &str) -> &'a Value {
+    rep["variants"][variant]["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no check {name}"))
+}
+
+#[test]
+fn stale_core_flag_is_told_apart_from_a_broken_variant() {
+    // Every case passes; only has_magma disagrees with the library: exit 4, result ok-stale-flag.
+    let (rep, code, text) = replay_edited("tests/data/smoke-synthetic-ok.json", |r| r["variants"][0]["probe"]["has_magma"] = false.into());
+    assert_eq!(code, 4, "{}", rep["summary"]);
+    assert_valid("docs/smoke.schema.json", &rep);
+    assert_eq!(rep["result"], "ok-stale-flag");
+    assert_eq!(rep["summary"]["ok"], true);
+    assert_eq!(rep["summary"]["stale_flags"], 1);
+    assert_eq!(rep["summary"]["checks_failed"], 0);
+    assert_eq!(check(&rep, 0, "has_magma")["status"], "stale");
+    assert!(text.contains("RESULT: OK, STALE CORE FLAG"), "{text}");
+    assert!(text.contains("Exit code 4"), "{text}");
+    assert!(text.contains("consequence:"), "the stale check explains itself: {text}");
+    // The same recording unedited: exit 0, result ok.
+    let (rep, code, _) = replay("tests/data/smoke-synthetic-ok.json", &[]);
+    assert_eq!((code, rep["result"].as_str()), (0, Some("ok")));
+    assert_eq!(rep["schema_version"], 2, "judged again, so written as today's schema");
+}
+
+#[test]
+fn identity_check_applies_to_old_recordings() {
+    // A run whose variant is called nomagma but whose library carries MAGMA (what `smoke` passed
+    // before the identity check): the replay of that recording fails it.
+    let (rep, code, text) = replay_edited("tests/data/smoke-synthetic-ok.json", |r| {
+        r["variants"][0]["name"] = "nomagma".into();
+        r["variants"].as_array_mut().unwrap().truncate(1);
+    });
+    assert_eq!(code, 1, "{}", rep["summary"]);
+    assert_valid("docs/smoke.schema.json", &rep);
+    let id = check(&rep, 0, "identity");
+    assert_eq!(id["status"], "fail", "{id}");
+    let detail = id["detail"].as_str().unwrap();
+    assert!(detail.contains("variant \"nomagma\" but libtorch_cuda_linalg.so is a magma build"), "{detail}");
+    assert!(detail.contains("no payload symbols defined"), "names the rule that failed: {detail}");
+    assert!(text.contains("identity") && text.contains("RESULT: FAIL"), "{text}");
+    // And a magma variant whose library has no MAGMA.
+    let (rep, code, _) = replay_edited("tests/data/smoke-synthetic-ok.json", |r| {
+        let l = &mut r["variants"][0]["lazy_library"];
+        l["has_magma"] = false.into();
+        l["defined_symbols"] = 0.into();
+        r["variants"][0]["probe"]["has_magma"] = false.into();
+    });
+    assert_eq!(code, 1);
+    let id = check(&rep, 0, "identity");
+    assert_eq!(id["status"], "fail");
+    assert!(id["detail"].as_str().unwrap().contains("is not a magma build"), "{id}");
+    assert!(id["detail"].as_str().unwrap().contains("payload present"), "{id}");
+    // Emulated variants and other names are not judged by name.
+    let (rep, _, _) = replay("tests/data/smoke-synthetic-ok.json", &[]);
+    assert_eq!(check(&rep, 0, "identity")["status"], "pass");
+    assert_eq!(check(&rep, 1, "identity")["status"], "not-applicable");
+}
+
+/// The identity rule on real fixture libraries gives what `verify-variant` says of the same
+/// files: one rule, two places.
+#[test]
+fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
+    let spec = splitpkg::payload::PayloadSpec::for_dep("magma", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan_file = dir.path().join("plan.json");
+    let o = run(&["plan", fixture("conda-like").to_str().unwrap(), "--json", "--out", plan_file.to_str().unwrap(), "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (tree, lib) in [("pip-like", "torch/lib/libtorch_cuda_linalg.so"), ("conda-like", "lib/libtorch_cuda_linalg.so"), ("conda-nomagma", "lib/libtorch_cuda_linalg.so")]
+    {
+        let path = fixture(tree).join(lib);
+        let facts = variant::lazy_facts(&path, &spec).unwrap();
+        for name in ["magma", "nomagma"] {
+            let c = eval::identity_check(name, "magma", false, Some(&facts.presence()), "libtorch_cuda_linalg.so");
+            let o = run(&["verify-variant", path.to_str().unwrap(), "--variant", name, "--plan", plan_file.to_str().unwrap(), "--json"]);
+            let v = json(&o);
+            let rule_ok = v["checks"].as_array().unwrap().iter().filter(|c| c["name"].as_str().unwrap().contains("payload")).all(|c| c["pass"] == true);
+            assert_eq!(c.status == eval::CheckStatus::Pass, rule_ok, "{tree} as {name}: smoke says {c:?}, verify-variant says {v}");
+            let holds = facts.has_magma;
+            assert_eq!(rule_ok, (name == "magma") == holds, "{tree} as {name}");
+        }
+    }
+}
+
+#[test]
+fn replay_of_the_committed_h200_evidence() {
+    // The first H200 run (schema 1, nomagma emulated, bench as one object) is still read.
+    let (rep, code, err) = replay("docs/evidence/smoke.json", &[]);
+    assert_eq!(code, 0, "{err}\n{}", rep["summary"]);
+    assert_valid("docs/smoke.schema.json", &rep);
+    let bench = rep["bench"].as_array().unwrap();
+    assert_eq!(bench.len(), 1);
+    assert_eq!(bench[0]["variant"], "magma");
+    assert!(rep["default_routing"].is_null(), "one variant timed: nothing to compare");
+    assert_eq!(check(&rep, 1, "identity")["status"], "not-applicable", "emulated");
+}
+
+#[test]
+fn default_routing_compares_each_variant_under_its_own_default() {
+    let cell = |ms: Option<f64>| smoke::BenchCell {
+        outcome: if ms.is_some() { eval::RawOutcome::Ok } else { eval::RawOutcome::Error },
+        median_ms: ms,
+        times_ms: vec![],
+        error: ms.is_none().then(|| "RuntimeError".into()),
+    };
+    let bench = |variant: &str, default: Option<f64>, emulated: bool| smoke::BenchReport {
+        variant: variant.into(),
+        emulated,
+        reps: 5,
+        method: "m".into(),
+        rows: vec![smoke::BenchRow {
+            op: "cholesky_inverse".into(),
+            size: "1024x64x64".into(),
+            dtype: "float64".into(),
+            why: "w".into(),
+            results: [("default".to_string(), cell(default)), ("magma".to_string(), cell(None))].into_iter().collect(),
+            magma_over_cusolver: None,
+        }],
+    };
+    let rows = smoke::default_routing(&[bench("magma", Some(0.25), false), bench("nomagma", Some(40.0), false)], "magma");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].slim_over_full, Some(160.0));
+    assert_eq!(rows[0].median_ms["nomagma"], Some(40.0));
+    let rows = smoke::default_routing(&[bench("magma", Some(0.25), false), bench("nomagma", None, false)], "magma");
+    assert_eq!((rows[0].median_ms["nomagma"], rows[0].slim_over_full), (None, None), "an op that fails has no ratio");
+    assert!(smoke::default_routing(&[bench("magma", Some(1.0), false), bench("nomagma", Some(1.0), true)], "magma").is_empty(), "emulated timings are not a variant's");
 }
 
 #[test]

@@ -931,6 +931,17 @@ def probe(lazy):
         out["first_linalg_ok"] = False
         out["first_linalg_error"] = str(e)[:2000]
     out["mapped_after_linalg"] = maps_path(lazy)
+    # The runtime test for MAGMA that does not trust has_magma (compiled into libtorch_cuda.so):
+    # look magma_init up in the lazy library this process actually loaded. RTLD_NOLOAD never loads
+    # anything new, so the answer is about this process.
+    if out["mapped_after_linalg"]:
+        try:
+            import ctypes
+
+            lib = ctypes.CDLL(out["mapped_after_linalg"], mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            out["loaded_library_exports_magma_init"] = hasattr(lib, "magma_init")
+        except OSError as e:
+            out["loaded_library_probe_error"] = first_line(e)
     try:
         free1, _ = torch.cuda.mem_get_info()
         out["device_memory_growth_mib"] = round((free0 - free1) / 2**20, 1)

@@ -318,6 +318,9 @@ fn phase_words(phase: &str) -> &'static str {
 pub enum CheckStatus {
     Pass,
     Fail,
+    /// The variant works, but a flag compiled into a core file describes the other variant
+    /// (`torch.cuda.has_magma`): not a broken variant, and reported apart from one.
+    Stale,
     NotApplicable,
     NotChecked,
 }
@@ -327,6 +330,7 @@ impl CheckStatus {
         match self {
             CheckStatus::Pass => "pass",
             CheckStatus::Fail => "FAIL",
+            CheckStatus::Stale => "STALE",
             CheckStatus::NotApplicable => "not applicable",
             CheckStatus::NotChecked => "not checked",
         }
@@ -402,7 +406,14 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
     }
 }
 
-/// `torch.cuda.has_magma` must equal "the loaded lazy library contains MAGMA".
+/// The measured way to ask whether MAGMA is really there: the probe looks `magma_init` up in the
+/// lazy library it saw mapped (`ctypes.CDLL(path, os.RTLD_NOLOAD)`), the library PyTorch loaded.
+pub const RUNTIME_TEST: &str = "hasattr(ctypes.CDLL(<loaded libtorch_cuda_linalg.so>, os.RTLD_NOLOAD), 'magma_init')";
+
+/// `torch.cuda.has_magma` should equal "the loaded lazy library contains MAGMA". It is compiled
+/// into `libtorch_cuda.so`, so with only the lazy library swapped it keeps describing the stock
+/// build: that is a stale core flag ([`CheckStatus::Stale`]), not a broken variant; whether the
+/// variant works is what its cases and the other checks say.
 pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option<bool>, lazy_name: &str, emulated: bool) -> Check {
     if emulated {
         return check(
@@ -413,29 +424,82 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
         );
     }
     let reported = probe.and_then(|p| p.get("has_magma")).and_then(|v| v.as_bool());
+    // What the measured remedy answered in this process (recordings before it have no answer).
+    let runtime = probe.and_then(|p| p.get("loaded_library_exports_magma_init")).and_then(|v| v.as_bool());
+    let runtime_text = match (runtime, lazy_has_magma) {
+        (Some(r), Some(b)) if r == b => format!("; the runtime test {RUNTIME_TEST} answered {} (right)", py(r)),
+        (Some(r), _) => format!("; the runtime test {RUNTIME_TEST} answered {} (does not match the library file)", py(r)),
+        (None, _) => String::new(),
+    };
     match (reported, lazy_has_magma) {
         (None, _) => check("has_magma", CheckStatus::Fail, "torch.cuda.has_magma could not be read (torch did not import)", None),
         (_, None) => check("has_magma", CheckStatus::Fail, format!("could not tell whether {lazy_name} contains MAGMA (library not found or unreadable)"), None),
-        (Some(a), Some(b)) if a == b => check("has_magma", CheckStatus::Pass, format!("torch.cuda.has_magma is {} and {lazy_name} {} MAGMA", py(a), if b { "contains" } else { "does not contain" }), None),
+        (Some(a), Some(b)) if a == b => check(
+            "has_magma",
+            CheckStatus::Pass,
+            format!("torch.cuda.has_magma is {} and {lazy_name} {} MAGMA{runtime_text}", py(a), if b { "contains" } else { "does not contain" }),
+            None,
+        ),
         (Some(true), Some(false)) => check(
             "has_magma",
-            CheckStatus::Fail,
-            format!("torch.cuda.has_magma is True but {lazy_name} contains no MAGMA"),
+            CheckStatus::Stale,
+            format!("stale core flag: torch.cuda.has_magma is True but {lazy_name} contains no MAGMA{runtime_text}"),
             Some(format!(
-                "has_magma is compiled into libtorch_cuda.so, not read from {lazy_name}. Code that trusts it takes MAGMA paths that now raise: preferred_linalg_library(\"magma\") is accepted and MAGMA-routed ops fail with \"requires compiling PyTorch with MAGMA\", PyTorch's skipCUDAIfNoMagma tests run and fail, and checks like builder's check_binary.sh pass wrongly. Fix: patch hasMAGMA() to ask the loaded library, or pair this variant with a libtorch_cuda.so built without MAGMA."
+                "has_magma is compiled into libtorch_cuda.so, not read from {lazy_name}. Code that trusts it takes MAGMA paths that now raise: preferred_linalg_library(\"magma\") is accepted and MAGMA-routed ops fail with \"requires compiling PyTorch with MAGMA\", PyTorch's skipCUDAIfNoMagma tests run and fail, and checks like builder's check_binary.sh pass wrongly. Measured remedy: ask the loaded library instead ({RUNTIME_TEST}; right on both variants on the H200, docs/evidence/nomagma-real/). Not measured: patching hasMAGMA() in libtorch_cuda.so to do the same, or pairing this variant with a libtorch_cuda.so built without MAGMA."
             )),
         ),
         (Some(false), Some(true)) => check(
             "has_magma",
-            CheckStatus::Fail,
-            format!("torch.cuda.has_magma is False but {lazy_name} contains MAGMA"),
-            Some(
-                "MAGMA is present and 2.11's default heuristics use it, but users and test suites are told it is absent: preferred_linalg_library(\"magma\") raises (and, storing before it checks, leaves MAGMA selected anyway), MAGMA tests are skipped, and torch.__config__.show() omits it."
-                    .into(),
-            ),
+            CheckStatus::Stale,
+            format!("stale core flag: torch.cuda.has_magma is False but {lazy_name} contains MAGMA{runtime_text}"),
+            Some(format!(
+                "MAGMA is present and 2.11's default heuristics use it, but users and test suites are told it is absent: preferred_linalg_library(\"magma\") raises (and, storing before it checks, leaves MAGMA selected anyway), MAGMA tests are skipped, and torch.__config__.show() omits it. Measured remedy: ask the loaded library ({RUNTIME_TEST})."
+            )),
         ),
         _ => unreachable!(),
     }
+}
+
+/// Is the variant what its name says? `magma` must carry the payload and `nomagma` must not, by
+/// the rule `verify-variant` applies ([`crate::payload::Presence::rule`]), judged from the facts
+/// recorded about the library the variant loaded, so `--replay` applies it to old recordings too.
+pub fn identity_check(variant: &str, dep: &str, emulated: bool, presence: Option<&crate::payload::Presence>, lazy_name: &str) -> Check {
+    let with_payload = if variant == dep {
+        true
+    } else if variant == format!("no{dep}") {
+        false
+    } else {
+        return check("identity", CheckStatus::NotApplicable, format!("not applicable: the variant name {variant:?} is neither {dep} nor no{dep}"), None);
+    };
+    if emulated {
+        return check(
+            "identity",
+            CheckStatus::NotApplicable,
+            format!("not applicable: emulated (runs the {dep} installation with cuSOLVER forced; its library is the {dep} build by design)"),
+            None,
+        );
+    }
+    let Some(p) = presence else {
+        return check("identity", CheckStatus::Fail, format!("could not tell whether {lazy_name} is the {variant} build (library not found or unreadable)"), None);
+    };
+    let rules = p.rule(with_payload);
+    let failed: Vec<String> = rules.iter().filter(|r| !r.pass).map(|r| format!("{}: {}", r.name, r.detail)).collect();
+    if failed.is_empty() {
+        let said: Vec<&str> = rules.iter().map(|r| r.name).collect();
+        return check("identity", CheckStatus::Pass, format!("{lazy_name} is a {variant} build ({})", said.join("; ")), None);
+    }
+    check(
+        "identity",
+        CheckStatus::Fail,
+        format!(
+            "variant {variant:?} but {lazy_name} is {} build, by the rule verify-variant applies: {}",
+            if with_payload { format!("not a {dep}") } else { format!("a {dep}") },
+            failed.join("; ")
+        ),
+        Some(format!(
+            "this run does not test the {variant} variant: every result above describes the other build. Point --variant {variant}= at an installation whose {lazy_name} is the {variant} build"
+        )),
+    )
 }
 
 fn py(b: bool) -> &'static str {

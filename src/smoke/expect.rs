@@ -36,6 +36,10 @@ pub struct Rule {
     pub dtype: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preference: Vec<String>,
+    /// Shapes as the case ids spell them (`64x64`, `8x32x32`): a rule about sizes names them
+    /// exactly, so it also holds for recordings made before a tag existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape: Vec<String>,
     /// Every listed tag must be on the case.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
@@ -172,6 +176,7 @@ impl Rule {
         (self.op.is_empty() || self.op.contains(&case.op))
             && dtype_matches(&self.dtype, &case.dtype)
             && (self.preference.is_empty() || self.preference.contains(&case.preference))
+            && (self.shape.is_empty() || self.shape.contains(&case.shape))
             && self.tags.iter().all(|t| case.tags.contains(t))
             && match (&self.cuda_below, cuda) {
                 (None, _) => true,

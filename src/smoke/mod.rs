@@ -37,7 +37,10 @@ use variant::{LazyFacts, Layout, VariantArg};
 /// The battery script, shipped in the binary and written to a temporary directory at run time.
 pub const BATTERY: &str = include_str!("battery.py");
 pub const SCHEMA: &str = "splitpkg-smoke";
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: identity check, `stale` check status and `result`, benches of every real variant (`bench`
+/// is a list) and `default_routing`. Recordings of version 1 are still read and judged again.
+pub const SCHEMA_VERSION: u32 = 2;
+const READS_SCHEMA_VERSIONS: [u32; 2] = [1, 2];
 
 /// Everything `splitpkg smoke` was asked to do.
 pub struct Options {
@@ -117,6 +120,9 @@ pub struct RunOptions {
     pub bench: bool,
     pub bench_reps: u32,
     pub lazy: String,
+    /// The optional component the variants are named after (`magma` → `magma`/`nomagma`).
+    #[serde(default = "default_dep")]
+    pub dep: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub only: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -128,6 +134,10 @@ pub struct RunOptions {
     /// Set when this report was judged again from a recorded one (`--replay`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed_from: Option<String>,
+}
+
+fn default_dep() -> String {
+    "magma".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,6 +162,9 @@ pub struct Counts {
     pub timeout: usize,
     pub excluded: usize,
     pub checks_failed: usize,
+    /// Checks whose status is `stale`: a core flag that describes the other variant.
+    #[serde(default)]
+    pub stale_flags: usize,
     pub ok: bool,
 }
 
@@ -176,7 +189,50 @@ impl std::fmt::Display for Counts {
             f,
             "{} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout; {} check(s) failed",
             self.cases, self.pass, self.expected_fail, self.excluded, self.fail, self.timeout, self.checks_failed
-        )
+        )?;
+        if self.stale_flags > 0 {
+            write!(f, ", {} stale core flag(s)", self.stale_flags)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the run says, for people and for CI (each has its own exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every case and check met its expectation. Exit 0.
+    Ok,
+    /// Every variant works, but a flag compiled into a core file describes the other variant
+    /// (`torch.cuda.has_magma`). Exit 4, so CI can accept it knowingly or not at all.
+    OkStaleFlag,
+    /// A case or check failed: at least one variant is broken or is not what its name says. Exit 1.
+    Fail,
+}
+
+impl Verdict {
+    pub fn of(c: &Counts) -> Verdict {
+        match (c.ok, c.stale_flags) {
+            (false, _) => Verdict::Fail,
+            (true, 0) => Verdict::Ok,
+            (true, _) => Verdict::OkStaleFlag,
+        }
+    }
+
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Ok => 0,
+            Verdict::Fail => 1,
+            Verdict::OkStaleFlag => 4,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Ok => "OK",
+            Verdict::OkStaleFlag => "OK, STALE CORE FLAG",
+            Verdict::Fail => "FAIL",
+        }
     }
 }
 
@@ -235,6 +291,9 @@ pub struct BenchRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchReport {
     pub variant: String,
+    /// Timings of an emulated variant would be the magma installation's: never taken.
+    #[serde(default)]
+    pub emulated: bool,
     pub reps: u32,
     pub method: String,
     pub rows: Vec<BenchRow>,
@@ -252,14 +311,75 @@ pub struct SmokeReport {
     #[serde(default)]
     pub device: Option<DeviceInfo>,
     pub variants: Vec<VariantReport>,
-    #[serde(default)]
-    pub bench: Option<BenchReport>,
+    /// One timing table per real variant (`--bench`); version 1 recorded one object (magma only).
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub bench: Vec<BenchReport>,
+    /// The default-preference timing of each bench row on every variant: what each variant's users get.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_routing: Vec<RoutingRow>,
     pub summary: Counts,
+    #[serde(default = "unknown_verdict")]
+    pub result: Verdict,
+}
+
+fn unknown_verdict() -> Verdict {
+    Verdict::Fail
+}
+
+/// `bench` as recorded by schema version 1 (one object or null) or 2 (a list).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<BenchReport>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(BenchReport),
+        Many(Vec<BenchReport>),
+    }
+    Ok(match Option::<OneOrMany>::deserialize(d)? {
+        None => Vec::new(),
+        Some(OneOrMany::One(b)) => vec![b],
+        Some(OneOrMany::Many(v)) => v,
+    })
+}
+
+/// One bench item under the default preference on each variant, and slim / magma.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoutingRow {
+    pub op: String,
+    pub size: String,
+    pub dtype: String,
+    /// Median ms by variant name; `None` when the op failed there (the error is in that bench).
+    pub median_ms: BTreeMap<String, Option<f64>>,
+    /// `no<dep>` over `<dep>` (above 1: the slim variant is slower).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slim_over_full: Option<f64>,
+}
+
+/// The default-routing comparison from the benches of real variants (empty with fewer than two).
+pub fn default_routing(benches: &[BenchReport], dep: &str) -> Vec<RoutingRow> {
+    let real: Vec<&BenchReport> = benches.iter().filter(|b| !b.emulated).collect();
+    if real.len() < 2 {
+        return Vec::new();
+    }
+    let slim = format!("no{dep}");
+    let mut rows = Vec::new();
+    for r in &real[0].rows {
+        let mut median_ms = BTreeMap::new();
+        for b in &real {
+            let cell = b.rows.iter().find(|x| x.op == r.op && x.size == r.size && x.dtype == r.dtype);
+            median_ms.insert(b.variant.clone(), cell.and_then(|c| c.results.get("default")).and_then(|c| c.median_ms));
+        }
+        let ratio = match (median_ms.get(&slim).copied().flatten(), median_ms.get(dep).copied().flatten()) {
+            (Some(s), Some(f)) if f > 0.0 => Some(s / f),
+            _ => None,
+        };
+        rows.push(RoutingRow { op: r.op.clone(), size: r.size.clone(), dtype: r.dtype.clone(), median_ms, slim_over_full: ratio });
+    }
+    rows
 }
 
 impl SmokeReport {
     pub fn exit_code(&self) -> i32 {
-        if self.summary.ok { 0 } else { 1 }
+        self.result.exit_code()
     }
 }
 
@@ -285,18 +405,21 @@ fn judge_case(case: Case, seed: u64, expect: Expectation, raw: Raw, mode: Mode) 
 
 /// Checks and counts of a variant from its recorded facts. The device-code check is kept as
 /// recorded (it needs the machine's files).
-fn finish_variant(v: &mut VariantReport, lazy_name: &str) {
+fn finish_variant(v: &mut VariantReport, lazy_name: &str, dep: &str) {
     let device = v.checks.iter().find(|c| c.name == "device_code").cloned().unwrap_or_else(|| eval::device_code_check_report(None));
+    let presence = v.lazy_library.as_ref().map(LazyFacts::presence);
     v.checks = vec![
         eval::laziness_check(v.probe.as_ref(), lazy_name),
         eval::has_magma_check(v.probe.as_ref(), v.lazy_library.as_ref().map(|l| l.has_magma), lazy_name, v.emulated),
         device,
+        eval::identity_check(&v.name, dep, v.emulated, presence.as_ref(), lazy_name),
     ];
     let mut c = Counts::default();
     for case in &v.cases {
         c.add_case(case.status);
     }
     c.checks_failed = v.checks.iter().filter(|k| k.status == CheckStatus::Fail).count();
+    c.stale_flags = v.checks.iter().filter(|k| k.status == CheckStatus::Stale).count();
     c.ok = c.fail == 0 && c.timeout == 0 && c.checks_failed == 0 && c.cases > 0;
     v.summary = c;
 }
@@ -313,6 +436,7 @@ fn total(variants: &[VariantReport]) -> Counts {
         t.timeout += s.timeout;
         t.excluded += s.excluded;
         t.checks_failed += s.checks_failed;
+        t.stale_flags += s.stale_flags;
         t.ok &= s.ok;
     }
     t
@@ -332,8 +456,8 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
             return Err(Error::Usage(format!("--variant {}: the name is given twice", v.name)));
         }
     }
-    if opts.bench && !opts.variants.iter().any(|v| v.name == "magma" && !opts.emulate.contains(&v.name)) {
-        return Err(Error::Usage("--bench times MAGMA against cuSOLVER on the variant named magma: add --variant magma=PATH".into()));
+    if opts.bench && !opts.variants.iter().any(|v| !opts.emulate.contains(&v.name)) {
+        return Err(Error::Usage("--bench times each real variant under every preference; an emulated variant has no timings of its own: add a --variant that is not emulated".into()));
     }
     // Plan (and so check the tables) and resolve every variant before running anything.
     let mut resolved = Vec::new();
@@ -351,19 +475,21 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     progress(opts.progress, format!("device {} ({}, driver CUDA {}), seed {seed}", device.name, device.sm, device.driver_cuda));
 
     let mut reports = Vec::new();
-    let mut magma_spec = None;
+    let mut bench_specs = Vec::new();
     for (arg, emulated, r) in &resolved {
         let (report, spec) = run_variant(opts, &device, seed, deadline, &scratch.path, &script, arg, *emulated, r)?;
-        if arg.name == "magma" && !emulated {
-            magma_spec = Some(spec);
+        if !emulated {
+            bench_specs.push((arg.name.clone(), spec));
         }
         reports.push(report);
     }
-    let bench = match (opts.bench, magma_spec) {
-        (true, Some(spec)) => Some(run_bench(opts, seed, deadline, &spec)),
-        _ => None,
-    };
+    // Every real variant is timed the same way, so each variant's default routing can be compared:
+    // that, not a forced preference, is what its users get.
+    let bench: Vec<BenchReport> =
+        if opts.bench { bench_specs.iter().map(|(name, spec)| run_bench(opts, seed, deadline, name, spec)).collect() } else { Vec::new() };
+    let default_routing = default_routing(&bench, &opts.spec.name);
     let summary = total(&reports);
+    let result = Verdict::of(&summary);
     Ok(SmokeReport {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
@@ -376,6 +502,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
             bench: opts.bench,
             bench_reps: opts.bench_reps,
             lazy: opts.lazy.clone(),
+            dep: opts.spec.name.clone(),
             only: opts.filter.only.clone(),
             skip: opts.filter.skip.clone(),
             emulate: opts.emulate.clone(),
@@ -386,7 +513,9 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         device: Some(device),
         variants: reports,
         bench,
+        default_routing,
         summary,
+        result,
     })
 }
 
@@ -515,7 +644,7 @@ fn run_variant(
         cases: judged,
         summary: Counts::default(),
     };
-    finish_variant(&mut report, &opts.lazy);
+    finish_variant(&mut report, &opts.lazy, &opts.spec.name);
     let s = &report.summary;
     progress(
         opts.progress,
@@ -524,7 +653,7 @@ fn run_variant(
     Ok((report, spec))
 }
 
-fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, spec: &runner::PySpec) -> BenchReport {
+fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, variant: &str, spec: &runner::PySpec) -> BenchReport {
     let items = cases::bench_items();
     let mut jobs = Vec::new();
     for it in &items {
@@ -544,14 +673,14 @@ fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, spec: &runner
         timeouts_per_op: 1,
         deadline,
     };
-    progress(opts.progress, format!("[bench] {} timings (median of {}) on magma", jobs.len(), opts.bench_reps));
+    progress(opts.progress, format!("[bench {variant}] {} timings (median of {})", jobs.len(), opts.bench_reps));
     let mut answers: Vec<Option<Value>> = Vec::new();
     let raws = runner::run_jobs(spec, "default", &jobs, &limits, |i, raw| {
         answers.push(raw.answer.clone());
         let ms = raw.answer.as_ref().and_then(|a| a.get("median_ms")).and_then(|v| v.as_f64());
         progress(
             opts.progress,
-            format!("[bench] {:<48} {}", jobs[i].id, ms.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| eval_brief(raw))),
+            format!("[bench {variant}] {:<48} {}", jobs[i].id, ms.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| eval_brief(raw))),
         );
     });
     let mut rows = Vec::new();
@@ -573,7 +702,8 @@ fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, spec: &runner
         rows.push(BenchRow { op: it.op.into(), size: it.size.into(), dtype: it.dtype.into(), why: it.why.into(), results, magma_over_cusolver: ratio });
     }
     BenchReport {
-        variant: "magma".into(),
+        variant: variant.into(),
+        emulated: false,
         reps: opts.bench_reps,
         method: format!("one warm-up call, then the median of {} calls timed with CUDA events, per preference, each item in the worker under its own timeout", opts.bench_reps),
         rows,
@@ -598,10 +728,16 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
     if rep.schema != SCHEMA {
         return Err(Error::bad(from.display(), format!("schema is {:?}, expected {SCHEMA:?}", rep.schema)));
     }
-    if rep.schema_version != SCHEMA_VERSION {
-        return Err(Error::bad(from.display(), format!("schema_version {} is not supported (this splitpkg writes {SCHEMA_VERSION})", rep.schema_version)));
+    if !READS_SCHEMA_VERSIONS.contains(&rep.schema_version) {
+        return Err(Error::bad(
+            from.display(),
+            format!("schema_version {} is not supported (this splitpkg reads {READS_SCHEMA_VERSIONS:?} and writes {SCHEMA_VERSION})", rep.schema_version),
+        ));
     }
+    // Judged again with today's rules, so written as today's schema.
+    rep.schema_version = SCHEMA_VERSION;
     let lazy = rep.options.lazy.clone();
+    let dep = rep.options.dep.clone();
     for v in &mut rep.variants {
         let cuda = v.probe.as_ref().and_then(|p| p.get("cuda_version")).and_then(|x| x.as_str()).map(str::to_string);
         let table = tables.get(&v.table).ok_or_else(|| {
@@ -617,9 +753,11 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
                 judge_case(c.case, c.seed, e, c.raw, mode)
             })
             .collect();
-        finish_variant(v, &lazy);
+        finish_variant(v, &lazy, &dep);
     }
     rep.summary = total(&rep.variants);
+    rep.result = Verdict::of(&rep.summary);
+    rep.default_routing = default_routing(&rep.bench, &dep);
     rep.tolerances = eval::tolerance_table();
     rep.options.replayed_from = Some(from.display().to_string());
     rep.options.expect_file = expect_file.map(|p| p.display().to_string());

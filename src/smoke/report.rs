@@ -55,7 +55,7 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
     let _ = writeln!(out, "   checks:");
     for c in &v.checks {
         let _ = writeln!(out, "     {:<12} {:<14} {}", c.name, c.status.label(), c.detail);
-        if let (CheckStatus::Fail, Some(cons)) = (c.status, &c.consequence) {
+        if let (CheckStatus::Fail | CheckStatus::Stale, Some(cons)) = (c.status, &c.consequence) {
             let _ = writeln!(out, "     {:<12} {:<14} consequence: {cons}", "", "");
         }
     }
@@ -106,7 +106,7 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
     for v in &rep.variants {
         variant_text(&mut out, v, all_cases);
     }
-    if let Some(b) = &rep.bench {
+    for b in &rep.bench {
         let _ = writeln!(out, "== bench on variant {} (ms; {})", b.variant, b.method);
         let _ = writeln!(
             out,
@@ -145,12 +145,46 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
         }
         let _ = writeln!(out);
     }
+    if !rep.default_routing.is_empty() {
+        routing_text(&mut out, rep);
+    }
     let s = &rep.summary;
-    let _ = writeln!(out, "RESULT: {} — {} variant(s), {s}", if s.ok { "OK" } else { "FAIL" }, rep.variants.len());
+    let _ = writeln!(out, "RESULT: {} — {} variant(s), {s}", rep.result.label(), rep.variants.len());
+    if rep.result == super::Verdict::OkStaleFlag {
+        let _ = writeln!(
+            out,
+            "NOTE: every variant works; a flag compiled into a core file describes the other variant (see the STALE check's consequence). Exit code 4."
+        );
+    }
     if rep.variants.iter().any(|v| v.emulated) {
         let _ = writeln!(out, "NOTE: emulated variants ran on a MAGMA installation with cuSOLVER forced; they are not real nomagma results.");
     }
     out
+}
+
+/// Each bench item under the default preference on every variant: what each variant's users get.
+fn routing_text(out: &mut String, rep: &SmokeReport) {
+    let names: Vec<String> = rep.bench.iter().filter(|b| !b.emulated).map(|b| b.variant.clone()).collect();
+    let dep = &rep.options.dep;
+    let _ = writeln!(out, "== default routing on each variant (ms, median; no{dep} / {dep}: above 1 is slower without {dep})");
+    let mut head = format!("   {:<18} {:<18} {:<8}", "op", "size", "dtype");
+    for n in &names {
+        let _ = write!(head, " {n:>10}");
+    }
+    let _ = writeln!(out, "{head} {:>9}", "slim/full");
+    for r in &rep.default_routing {
+        let mut line = format!("   {:<18} {:<18} {:<8}", r.op, r.size, r.dtype);
+        for n in &names {
+            let cell = match r.median_ms.get(n).copied().flatten() {
+                Some(m) => format!("{m:.3}"),
+                None => "error".into(),
+            };
+            let _ = write!(line, " {cell:>10}");
+        }
+        let ratio = r.slim_over_full.map(|x| format!("{x:.2}×")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(out, "{line} {ratio:>9}");
+    }
+    let _ = writeln!(out);
 }
 
 /// `--list`: the planned cases per variant with their expectations.

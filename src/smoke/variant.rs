@@ -175,6 +175,26 @@ pub struct LazyFacts {
     pub defined_symbols: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs_payload_libraries: Vec<String>,
+    /// Payload symbols the library imports (recordings before this field read as 0).
+    #[serde(default)]
+    pub imported_symbols: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defined_example: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_example: Option<String>,
+}
+
+impl LazyFacts {
+    /// The recorded facts as the identity rule reads them.
+    pub fn presence(&self) -> payload::Presence {
+        payload::Presence {
+            needed: self.needs_payload_libraries.clone(),
+            defined: self.defined_symbols,
+            defined_example: self.defined_example.clone(),
+            imported: self.imported_symbols,
+            imported_example: self.imported_example.clone(),
+        }
+    }
 }
 
 pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
@@ -185,18 +205,28 @@ pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
     deep.deep = true;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let pf = payload::scan(&view, &facts, &name, map.len() as u64, &deep);
-    let needs: Vec<String> = facts.needed.iter().filter(|n| spec.is_payload_library(n)).cloned().collect();
-    let defined = pf.defined.count + pf.defined_hidden.count;
-    let has = pf.holds_code() || !needs.is_empty();
+    let presence = payload::Presence::scan(&facts, &pf, &deep);
+    let has = pf.holds_code() || presence.contains();
     let evidence = if pf.library {
         format!("is itself a {} library", spec.name)
-    } else if defined > 0 {
-        let sample = pf.defined.samples.first().or(pf.defined_hidden.samples.first()).cloned().unwrap_or_default();
-        format!("defines {defined} {} symbols (e.g. {sample})", spec.name)
-    } else if !needs.is_empty() {
-        format!("NEEDs {}", needs.join(", "))
+    } else if presence.defined > 0 {
+        format!("defines {} {} symbols (e.g. {})", presence.defined, spec.name, presence.defined_example.clone().unwrap_or_default())
+    } else if !presence.needed.is_empty() {
+        format!("NEEDs {}", presence.needed.join(", "))
+    } else if presence.imported > 0 {
+        format!("imports {} {} symbols (e.g. {})", presence.imported, spec.name, presence.imported_example.clone().unwrap_or_default())
     } else {
         format!("no {} symbols defined and no {} library NEEDed", spec.name, spec.name)
     };
-    Ok(LazyFacts { path: path.display().to_string(), size: map.len() as u64, has_magma: has, evidence, defined_symbols: defined, needs_payload_libraries: needs })
+    Ok(LazyFacts {
+        path: path.display().to_string(),
+        size: map.len() as u64,
+        has_magma: has,
+        evidence,
+        defined_symbols: presence.defined,
+        needs_payload_libraries: presence.needed,
+        imported_symbols: presence.imported,
+        defined_example: presence.defined_example,
+        imported_example: presence.imported_example,
+    })
 }
