@@ -355,6 +355,110 @@ fn signed(n: i64) -> String {
     }
 }
 
+/// What `env --switch` did: the solve and the installer's transaction, then the environment again.
+#[derive(Debug, Clone, Serialize)]
+pub struct SwitchReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub prefix: String,
+    pub channel: String,
+    pub from: String,
+    pub to: String,
+    /// The match specs solved: every other installed package pinned exactly, the lazy package by
+    /// the other variant's build glob, payload packages left to the solver.
+    pub specs: Vec<String>,
+    /// `name-version-build` the installer removed and installed.
+    pub removed: Vec<String>,
+    pub installed: Vec<String>,
+    pub before: EnvReport,
+    pub after: EnvReport,
+}
+
+/// Switch the environment to the other variant with rattler's solver and installer, from the
+/// splitpkg channel the lazy package came from (or `--channel`). Nothing is touched unless the
+/// solve succeeds; the installer then applies the transaction (remove the old lazy build and, to
+/// the slim variant, the payload packages; link the new build).
+pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
+    let before = env(opts)?;
+    let channel = match (&opts.channel, &before.channel) {
+        (Some(c), _) => c.clone(),
+        (None, Some(c)) => PathBuf::from(c),
+        (None, None) => return Err(Error::Usage(format!("--switch: {} was not installed from a splitpkg channel; pass --channel CHANNEL", opts.lazy_name))),
+    };
+    let ch = crate::solve::Loaded::open(&channel)?;
+    let glob = before.switch.commands.pixi_spec.split("build='").nth(1).and_then(|g| g.strip_suffix("']")).unwrap_or("*").to_string();
+    let mut specs = Vec::new();
+    for p in &before.packages {
+        match p.role.as_str() {
+            "lazy" => specs.push(format!("{} =={} {glob}", p.name, p.version)),
+            "payload" => {}
+            _ => specs.push(format!("{} =={} {}", p.name, p.version, p.build)),
+        }
+    }
+    let vps = crate::solve::virtual_packages(&ch.info, &[])?;
+    let records = match crate::solve::solve_specs(&ch.records, &specs, &vps)? {
+        Ok(r) => r,
+        Err(msg) => {
+            return Err(Error::bad(
+                channel.display(),
+                format!("cannot switch to {}: {}", before.switch.to, msg.lines().map(str::trim).collect::<Vec<_>>().join(" ")),
+            ));
+        }
+    };
+    let prefix = &opts.prefix;
+    // The package cache sits next to the prefix (same file system: the installer hard-links from it)
+    // and goes away afterwards; the prefix keeps its files.
+    let parent = prefix.canonicalize().map_err(|e| Error::io(prefix, e))?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let cache = parent.join(format!(".splitpkg-switch-pkgs-{}", std::process::id()));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::other(format!("tokio: {e}")))?;
+    let installer = rattler::install::Installer::new()
+        .with_package_cache(rattler::package_cache::PackageCache::new(&cache))
+        .with_target_platform(rattler_conda_types::Subdir::Linux64);
+    let result = rt.block_on(installer.install(prefix, records));
+    let _ = std::fs::remove_dir_all(&cache);
+    let result = result.map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
+    let id = |r: &rattler_conda_types::PackageRecord| format!("{}-{}-{}", r.name.as_normalized(), r.version, r.build);
+    let mut removed: Vec<String> = result.transaction.removed_packages().map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build())).collect();
+    let mut installed: Vec<String> = result.transaction.installed_packages().map(|r| id(&r.package_record)).collect();
+    removed.sort();
+    installed.sort();
+    let after = env(opts)?;
+    Ok(SwitchReport {
+        schema: "splitpkg-env-switch",
+        schema_version: 1,
+        prefix: prefix.display().to_string(),
+        channel: channel.display().to_string(),
+        from: before.variant.clone(),
+        to: after.variant.clone(),
+        specs,
+        removed,
+        installed,
+        before,
+        after,
+    })
+}
+
+pub fn switch_text(r: &SwitchReport) -> String {
+    let mut s = format!("switched {} from {} to {} (rattler installer, channel {})\n", r.prefix, r.from, r.to, r.channel);
+    s.push_str(&format!("  solved: {}\n", r.specs.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(" ")));
+    for x in &r.removed {
+        s.push_str(&format!("  - {x}\n"));
+    }
+    for x in &r.installed {
+        s.push_str(&format!("  + {x}\n"));
+    }
+    let delta = r.after.real_bytes as i64 - r.before.real_bytes as i64;
+    s.push_str(&format!(
+        "  installed bytes: {} → {} ({}{})\n\n",
+        r.before.real_bytes,
+        r.after.real_bytes,
+        if delta >= 0 { "+" } else { "" },
+        delta
+    ));
+    s.push_str(&report_text(&r.after));
+    s
+}
+
 pub fn report_text(r: &EnvReport) -> String {
     use crate::report::human_bytes;
     use std::fmt::Write as _;

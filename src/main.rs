@@ -208,6 +208,10 @@ enum Command {
         /// Also write an SVG bar chart of the environment now and after switching (atomically).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Switch the environment to the other variant now, with rattler's solver and installer
+        /// (offline, from the splitpkg channel), and report the transaction and the new state.
+        #[arg(long, conflicts_with = "svg")]
+        switch: bool,
         /// JSON (schema docs/env.schema.json, `schema_version` 1).
         #[arg(long)]
         json: bool,
@@ -358,12 +362,15 @@ const ENV_HELP: &str = "Reads PREFIX/conda-meta/*.json. The variant comes from t
 
 The commands select the variant by build string: conda and mamba take `NAME=VERSION=BUILD` (\"libtorch-cuda-linalg=*=*nomagma*\"), pixi takes the bracket form (\"libtorch-cuda-linalg[build='*nomagma*']\"); both parse with rattler_conda_types. Switching to nomagma removes libmagma because the nomagma build constrains libmagma <0.0a0.
 
-Exit codes: 0 success, 2 bad input (not a conda prefix, no lazy package).
+With --switch the environment is changed: the other variant is solved from the splitpkg channel (every other package pinned as installed) and rattler's installer applies the transaction; nothing is touched when the solve fails.
+
+Exit codes: 0 success, 2 bad input (not a conda prefix, no lazy package; --switch: the channel has no other variant to switch to).
 
 Examples:
   splitpkg env $CONDA_PREFIX
   splitpkg env .pixi/envs/default --svg env.svg
-  splitpkg env /tmp/envs/default --channel channel/ --json";
+  splitpkg env /tmp/envs/default --channel channel/ --json
+  splitpkg env /tmp/envs/default --switch     # to the other variant, then the report again";
 
 const SMOKE_HELP: &str = "Each case (op, shape, dtype, backend preference) runs in a worker process under its own timeout (a hang is a failure, and the worker is replaced), with random inputs from the recorded seed, checked against a CPU float64/complex128 reference. Results are judged against an expected-outcome table per variant (built in: magma, nomagma, nomagma-emulated; see docs/smoke.md).
 
@@ -561,8 +568,15 @@ fn run(cli: Cli) -> Result<i32> {
             emit(out.as_deref(), &text)?;
             Ok(if report.pass { 0 } else { 1 })
         }
-        Command::Env { prefix, lazy_name, dep, channel, svg, json, out } => {
-            let report = splitpkg::env::env(&splitpkg::env::EnvOptions { prefix, lazy_name, dep, channel })?;
+        Command::Env { prefix, lazy_name, dep, channel, svg, switch, json, out } => {
+            let opts = splitpkg::env::EnvOptions { prefix, lazy_name, dep, channel };
+            if switch {
+                let r = splitpkg::env::switch(&opts)?;
+                let text = if json { to_json(&r)? } else { splitpkg::env::switch_text(&r) };
+                emit(out.as_deref(), &text)?;
+                return Ok(0);
+            }
+            let report = splitpkg::env::env(&opts)?;
             if let Some(svg) = &svg {
                 splitpkg::output::write_atomic(svg, splitpkg::env::svg(&report).as_bytes())?;
             }

@@ -514,6 +514,43 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
     }
 }
 
+/// `env --switch` changes a real environment with rattler's installer, both ways: the slim one
+/// loses libmagma and plans NOT PRESENT, the way back brings it again and plans CONFINED. A channel
+/// without the other variant refuses the switch and leaves the environment as it was.
+#[test]
+fn env_switch_changes_the_environment_with_rattlers_installer() {
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("channel");
+    fixture_channel(&ch, "2.5.2", &[]);
+    let (o, _) = solve(&ch, &["--install", s(&d.path().join("envs"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let env = d.path().join("envs/default");
+    let o = run(&["env", s(&env), "--switch", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    assert_eq!((r["from"].as_str(), r["to"].as_str()), (Some("magma"), Some("nomagma")));
+    assert_eq!(r["removed"], serde_json::json!(["libmagma-2.8.0-h50e331b_0", "libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0"]));
+    assert_eq!(r["installed"], serde_json::json!(["libtorch-cuda-linalg-2.5.2-cuda126_nomagma_ha0eb17e_0"]));
+    assert_eq!(r["after"]["real_bytes"].as_i64().unwrap() - r["before"]["real_bytes"].as_i64().unwrap(), r["before"]["switch"]["real_delta"].as_i64().unwrap(), "the switch saved what env predicted");
+    assert!(!env.join("lib/libmagma.so.2").exists(), "libmagma left the environment");
+    let o = run(&["plan", s(&env), "--json", "-q"]);
+    assert_eq!(json(&o)["verdict"], "not-present", "{}", stdout(&o));
+    assert_eq!(json(&run(&["env", s(&env), "--json"]))["variant"], "nomagma");
+    // And back.
+    let o = run(&["env", s(&env), "--switch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("switched") && stdout(&o).contains("+ libmagma-2.8.0-h50e331b_0"), "{}", stdout(&o));
+    assert!(env.join("lib/libmagma.so.2").exists());
+    assert_eq!(json(&run(&["plan", s(&env), "--json", "-q"]))["verdict"], "confined");
+    // A channel without the nomagma build: refused, one line, nothing changed.
+    let only = d.path().join("only-magma");
+    pack_ok(&fixture("conda-like"), &only, &["--version", "2.5.2", "--build-keys", "cuda126"]);
+    let before = walk(&env);
+    let o = run(&["env", s(&env), "--switch", "--channel", s(&only)]);
+    one_line_error(&o, 2, "cannot switch to nomagma");
+    assert_eq!(walk(&env), before, "the environment is untouched");
+}
+
 #[test]
 fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
     let d = tempfile::tempdir().unwrap();
