@@ -211,7 +211,7 @@ impl Presence {
 
     /// The rule for a build that must carry the payload (`with_payload`) or must not.
     pub fn rule(&self, with_payload: bool) -> Vec<RuleCheck> {
-        let example = |e: &Option<String>| e.clone().unwrap_or_default();
+        let example = |e: &Option<String>| e.as_ref().map(|x| format!(" (e.g. {x})")).unwrap_or_default();
         if with_payload {
             return vec![RuleCheck {
                 name: "payload present",
@@ -233,12 +233,12 @@ impl Presence {
             RuleCheck {
                 name: "no payload symbols defined",
                 pass: self.defined == 0,
-                detail: format!("{} defined (e.g. {})", self.defined, example(&self.defined_example)),
+                detail: format!("{} defined{}", self.defined, example(&self.defined_example)),
             },
             RuleCheck {
                 name: "no payload symbols imported",
                 pass: self.imported == 0,
-                detail: format!("{} imported (e.g. {})", self.imported, example(&self.imported_example)),
+                detail: format!("{} imported{}", self.imported, example(&self.imported_example)),
             },
         ]
     }

@@ -408,6 +408,49 @@ fn replay_of_the_committed_h200_evidence() {
     assert_eq!(check(&rep, 1, "identity")["status"], "not-applicable", "emulated");
 }
 
+/// The real nomagma run on the H200 (docs/evidence/nomagma-real: the MAGMA-free library built by
+/// tools/build-lazy-variant, on a copied tree and on the environments `solve --install` made):
+/// every case as expected, both variants what their names say, has_magma a stale core flag.
+#[test]
+fn replay_of_the_real_nomagma_runs() {
+    for file in ["docs/evidence/nomagma-real/smoke-copy.json", "docs/evidence/nomagma-real/smoke-envs.json"] {
+        let (rep, code, err) = replay(file, &[]);
+        assert_eq!(code, 4, "{file}: {err}\n{}", rep["summary"]);
+        assert_valid("docs/smoke.schema.json", &rep);
+        assert_eq!(rep["result"], "ok-stale-flag", "{file}");
+        assert_eq!((rep["summary"]["fail"].as_u64(), rep["summary"]["timeout"].as_u64()), (Some(0), Some(0)), "{file}");
+        assert_eq!(rep["summary"]["cases"], 1368);
+        for (i, name) in [(0, "magma"), (1, "nomagma")] {
+            let v = &rep["variants"][i];
+            assert_eq!((v["name"].as_str(), v["emulated"].as_bool()), (Some(name), Some(false)), "{file}: both variants real");
+            assert_eq!(check(&rep, i, "identity")["status"], "pass", "{file} {name}");
+            assert_eq!(check(&rep, i, "laziness")["status"], "pass", "{file} {name}");
+            let runtime = v["probe"]["loaded_library_exports_magma_init"].as_bool();
+            assert_eq!(runtime, Some(name == "magma"), "{file}: the measured remedy answers right on {name}");
+        }
+        assert_eq!(check(&rep, 0, "has_magma")["status"], "pass");
+        assert_eq!(check(&rep, 1, "has_magma")["status"], "stale");
+        // The table fix this run showed, and the MAGMA branch that must still raise cleanly.
+        assert_eq!(status_of(&rep, 1, "eigh/64x64/float64/magma").0, "pass");
+        assert_eq!(status_of(&rep, 1, "eigvalsh/4x128x128/complex64/magma").0, "pass");
+        assert_eq!(status_of(&rep, 1, "eigh/256x256/float64/magma").0, "expected-fail");
+        assert_eq!(status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0, "expected-fail");
+        assert_eq!(status_of(&rep, 1, "cholesky_inverse/16x64x64/float64/default").0, "pass", "MAGMA-by-default shape on cuSOLVER");
+        // Both variants timed; default routing compared.
+        assert_eq!(rep["bench"].as_array().unwrap().len(), 2);
+        let ci = rep["default_routing"].as_array().unwrap().iter().find(|r| r["op"] == "cholesky_inverse").unwrap();
+        assert!(ci["slim_over_full"].as_f64().unwrap() > 100.0, "{ci}");
+    }
+    // The same recording with the names swapped: the identity check fails both variants.
+    let (rep, code, _) = replay_edited("docs/evidence/nomagma-real/smoke-copy.json", |r| {
+        r["variants"][0]["name"] = "nomagma".into();
+        r["variants"][1]["name"] = "magma".into();
+    });
+    assert_eq!(code, 1);
+    assert_eq!(check(&rep, 0, "identity")["status"], "fail");
+    assert_eq!(check(&rep, 1, "identity")["status"], "fail");
+}
+
 #[test]
 fn default_routing_compares_each_variant_under_its_own_default() {
     let cell = |ms: Option<f64>| smoke::BenchCell {
