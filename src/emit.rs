@@ -130,6 +130,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         command => command,
         core => o.core_name.as_str(),
         lazy => o.lazy_name.as_str(),
+        lazy_library => lazy_name,
         version => o.version.as_str(),
         build_number => o.build_number,
         build_keys => o.build_keys.as_str(),

@@ -76,7 +76,11 @@ fn conda_like_recipe_builds_both_variants_with_rattler_build() {
     // Glue in libtorch_cuda.so: the has_magma note and a warning.
     assert!(stderr(&o).contains("has_magma"), "{}", stderr(&o));
     let rb = out.path().join("rattler-build");
-    assert!(rb.join("HAS_MAGMA.md").exists());
+    // It points at the remedy that was measured (asking the loaded library), not a guess, and
+    // says how smoke tells a stale flag from a broken variant.
+    let note = std::fs::read_to_string(rb.join("HAS_MAGMA.md")).unwrap();
+    assert!(note.contains("**Measured:**") && note.contains("os.RTLD_NOLOAD") && note.contains(r#"endswith("/libtorch_cuda_linalg.so")"#), "{note}");
+    assert!(note.contains("exit code 4") && note.contains("Not measured: patch `CUDAHooks::hasMAGMA()`"), "{note}");
     let recipe = std::fs::read_to_string(rb.join("recipe.yaml")).unwrap();
     assert!(recipe.contains("down_prioritize_variant"));
     // The variant key only inside the lazy output: its first use comes after that output starts.
