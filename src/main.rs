@@ -362,7 +362,7 @@ const ENV_HELP: &str = "Reads PREFIX/conda-meta/*.json. The variant comes from t
 
 The commands select the variant by build string: conda and mamba take `NAME=VERSION=BUILD` (\"libtorch-cuda-linalg=*=*nomagma*\"), pixi takes the bracket form (\"libtorch-cuda-linalg[build='*nomagma*']\"); both parse with rattler_conda_types. Switching to nomagma removes libmagma because the nomagma build constrains libmagma <0.0a0.
 
-With --switch the environment is changed: the other variant is solved from the splitpkg channel (every other package pinned as installed) and rattler's installer applies the transaction; nothing is touched when the solve fails.
+With --switch the environment is changed: the other variant is solved from the splitpkg channel (every other package pinned as installed) and rattler's installer applies the transaction; nothing is touched when the solve fails. JSON: docs/env-switch.schema.json.
 
 Exit codes: 0 success, 2 bad input (not a conda prefix, no lazy package; --switch: the channel has no other variant to switch to).
 

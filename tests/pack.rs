@@ -528,6 +528,8 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
     let o = run(&["env", s(&env), "--switch", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
+    assert_valid("docs/env-switch.schema.json", &r);
+    assert_valid("docs/env.schema.json", &r["after"]);
     assert_eq!((r["from"].as_str(), r["to"].as_str()), (Some("magma"), Some("nomagma")));
     assert_eq!(r["removed"], serde_json::json!(["libmagma-2.8.0-h50e331b_0", "libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0"]));
     assert_eq!(r["installed"], serde_json::json!(["libtorch-cuda-linalg-2.5.2-cuda126_nomagma_ha0eb17e_0"]));
