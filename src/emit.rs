@@ -104,6 +104,12 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
             .map_err(|e| Error::other(format!("template syntax: {e}")))?,
     );
     env.add_filter("basename", |s: String| crate::tree::Tree::file_name(&s).to_string());
+    // Tree paths are checked by `split::check_recipe_path` and then quoted for where they land;
+    // for ordinary paths every filter is the identity, so typical recipes read as before.
+    env.add_filter("dq", |s: String| quote::shell_double(&s));
+    env.add_filter("yq", |s: String| quote::yaml_double(&s));
+    env.add_filter("yline", |s: String| quote::yaml_item(&s));
+    env.add_filter("glob", |s: String| quote::glob_literal(&s));
     for (name, text) in TEMPLATES {
         env.add_template(name, text).map_err(|e| Error::other(format!("template {name}: {e}")))?;
     }
@@ -121,6 +127,13 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         .collect();
     core_checks.sort();
     core_checks.dedup();
+    for c in &core_checks {
+        crate::split::check_recipe_path(c).map_err(|why| Error::bad(format!("{}:{c}", plan.input.path), format!("cannot go into a generated recipe: {why}")))?;
+    }
+    // Header comments: conda-build renders meta.yaml as Jinja and reads `# [...]` as a selector
+    // even in comments, so the input path and command line are made inert there.
+    let source = &quote::comment(source);
+    let command = &quote::comment(command);
     let lazy_name = split.lazy_files.first().map(|f| crate::tree::Tree::file_name(f).to_string()).unwrap_or_default();
     let cmake_target = lazy_name.trim_start_matches("lib").split(".so").next().unwrap_or_default().to_string();
     let glue: Vec<&crate::verdict::Warning> = plan.warnings.iter().filter(|w| !w.examples.is_empty()).collect();
@@ -236,4 +249,84 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Quoting for the contexts a (checked) tree path reaches in generated files.
+pub mod quote {
+    /// Inside `"…"` in sh/bash: only `\`, `"`, `$` and `` ` `` are special there.
+    pub fn shell_double(s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        for c in s.chars() {
+            if matches!(c, '\\' | '"' | '$' | '`') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// Inside `"…"` in YAML (a double-quoted scalar): `\` and `"` are escaped.
+    pub fn yaml_double(s: &str) -> String {
+        let j = serde_json::to_string(s).expect("a string serialises");
+        j[1..j.len() - 1].to_string()
+    }
+
+    /// A YAML sequence item: left plain when YAML reads it back unchanged, else double-quoted.
+    pub fn yaml_item(s: &str) -> String {
+        let first = s.chars().next();
+        let plain = !s.is_empty()
+            && !s.chars().any(|c| c.is_control())
+            && !s.contains(": ")
+            && !s.contains(" #")
+            && !s.ends_with([':', ' '])
+            && !first.is_some_and(|c| " -?:,[]{}#&*!|>'\"%@`".contains(c));
+        if plain { s.to_string() } else { serde_json::to_string(s).expect("a string serialises") }
+    }
+
+    /// A literal file name in a glob (rattler-build `files`, `package_contents`): every glob
+    /// metacharacter in a one-character class.
+    pub fn glob_literal(s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        for c in s.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') {
+                out.push('[');
+                out.push(c);
+                out.push(']');
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Text for a generated comment line: control characters, Jinja delimiters and selector
+    /// brackets cannot survive into it.
+    pub fn comment(s: &str) -> String {
+        s.chars().map(|c| if c.is_control() { '?' } else { c }).collect::<String>().replace('{', "(").replace('}', ")").replace('[', "(").replace(']', ")")
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn ordinary_paths_are_unchanged() {
+            let p = "lib/python3.11/site-packages/torch/lib/libtorch_cuda_linalg.so";
+            assert_eq!(shell_double(p), p);
+            assert_eq!(yaml_double(p), p);
+            assert_eq!(glob_literal(p), p);
+            assert_eq!(yaml_item(&format!("test -f \"$PREFIX/{p}\"")), format!("test -f \"$PREFIX/{p}\""));
+        }
+
+        #[test]
+        fn hostile_paths_are_inert() {
+            assert_eq!(shell_double("a$(touch${IFS}X)`id`\"b"), "a\\$(touch\\${IFS}X)\\`id\\`\\\"b");
+            assert_eq!(yaml_double("a\"b"), "a\\\"b");
+            assert_eq!(yaml_item("rm -f a: b"), "\"rm -f a: b\"");
+            assert_eq!(yaml_item("x #y"), "\"x #y\"");
+            assert_eq!(yaml_item("'q"), "\"'q\"");
+            assert_eq!(glob_literal("lib[1]*.so{a}"), "lib[[]1[]][*].so[{]a[}]");
+            assert_eq!(comment("a{{ x }}\n# [win]"), "a(( x ))?# (win)");
+        }
+    }
 }

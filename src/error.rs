@@ -48,8 +48,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             // Keep each variant to one line: CI logs and users grep for the file name.
-            Error::BadInput { file, reason } => write!(f, "{file}: {}", one_line(reason)),
-            Error::Io { path, source } => write!(f, "{}: {}", path.display(), one_line(&source.to_string())),
+            Error::BadInput { file, reason } => write!(f, "{}: {}", printable(file), one_line(reason)),
+            Error::Io { path, source } => write!(f, "{}: {}", printable(&path.display().to_string()), one_line(&source.to_string())),
             Error::Usage(msg) | Error::Refused(msg) => write!(f, "{}", one_line(msg)),
             Error::Other(msg) => write!(f, "{}", one_line(msg)),
         }
@@ -57,6 +57,12 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// A file or member name as it can be shown on one line: control characters (a newline in a
+/// hostile member name) escaped, everything else as it is.
+fn printable(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -121,6 +121,57 @@ impl Split {
             has_glue: plan.warnings.iter().any(|w| w.consequence.contains("has_magma")),
             options,
         })
+        .and_then(|split| {
+            split.validate(&plan.input.path, &plan.options.dep)?;
+            Ok(split)
+        })
+    }
+
+    /// Every name and path that reaches a generated recipe, script or package, checked before
+    /// anything is written: package names, versions and keys by conda's rules (so they need no
+    /// quoting, and `../` can never become a file name); tree paths by the rules in
+    /// [`check_recipe_path`], after which `emit` quotes them for each context.
+    fn validate(&self, input: &str, dep: &str) -> Result<()> {
+        let o = &self.options;
+        let name_ok = |n: &str| {
+            !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-' | b'.'))
+                && !n.starts_with(['.', '-'])
+        };
+        for (flag, n) in [("--core-name", &o.core_name), ("--lazy-name", &o.lazy_name)] {
+            if !name_ok(n) {
+                return Err(Error::Usage(format!("{flag} {n:?}: a conda package name is lowercase letters, digits, '_', '-' and '.', not starting with '.' or '-'")));
+            }
+        }
+        for n in &o.payload_packages {
+            if !name_ok(n) {
+                return Err(Error::Usage(format!("--payload-package {n:?}: a conda package name is lowercase letters, digits, '_', '-' and '.', not starting with '.' or '-'")));
+            }
+        }
+        if o.core_name == o.lazy_name {
+            return Err(Error::Usage(format!("--core-name and --lazy-name are both {:?}", o.core_name)));
+        }
+        let version_ok = |v: &str| v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'!')) && !v.starts_with('.');
+        if o.version.is_empty() || !version_ok(&o.version) {
+            return Err(Error::Usage(format!("--version {:?}: a conda version is letters, digits, '_', '.', '+' and '!'", o.version)));
+        }
+        if !version_ok(&o.payload_version) {
+            return Err(Error::bad(input, format!("payload version {:?} is not a conda version", o.payload_version)));
+        }
+        if !o.build_keys.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')) {
+            return Err(Error::Usage(format!("--build-keys {:?}: a build string is letters, digits, '_' and '.'", o.build_keys)));
+        }
+        let ident = |k: &str| k.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_') && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ident(&o.variant_key) {
+            return Err(Error::Usage(format!("--variant-key {:?}: a variant key is an identifier (letters, digits, '_')", o.variant_key)));
+        }
+        if !ident(dep) {
+            return Err(Error::Usage(format!("--dep {dep:?}: the component name names the variants and must be an identifier")));
+        }
+        for f in self.lazy_files.iter().chain(&self.payload_files) {
+            check_recipe_path(f).map_err(|why| Error::bad(format!("{input}:{f}"), format!("cannot go into a generated recipe: {why}")))?;
+        }
+        Ok(())
     }
 
     pub fn preferred(&self) -> &Variant {
@@ -301,6 +352,38 @@ fn site_packages_for(wheel: &str) -> String {
         Some(d) => format!("lib/python{}.{}/site-packages/", &d[..1], &d[1..]),
         None => "lib/python3/site-packages/".to_string(),
     }
+}
+
+/// Whether a tree path may be written into generated recipes and scripts, where `emit` quotes it
+/// for the shell, YAML and glob contexts it lands in. Refused, because no quoting makes them
+/// inert in every one of those contexts: empty, absolute, `.`/`..` components (an install script
+/// would reach outside `$PREFIX`), control characters (a newline ends a YAML item or a shell
+/// command), backslashes, `#` (conda-build reads `# [...]` anywhere on a line as a selector) and
+/// Jinja delimiters (`{{`, `{%`, `{#`, and their closers: conda-build renders all of meta.yaml as
+/// Jinja before reading it, rattler-build renders `${{ }}` in every string).
+pub fn check_recipe_path(p: &str) -> std::result::Result<(), String> {
+    if p.is_empty() {
+        return Err("empty path".into());
+    }
+    if p.starts_with('/') {
+        return Err("absolute path".into());
+    }
+    if p.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err("empty, '.' or '..' path component".into());
+    }
+    if let Some(c) = p.chars().find(|c| c.is_control()) {
+        return Err(format!("control character {c:?}"));
+    }
+    if p.contains('\\') {
+        return Err("backslash".into());
+    }
+    if p.contains('#') {
+        return Err("'#' (conda-build selectors)".into());
+    }
+    if let Some(d) = ["{{", "{%", "{#", "}}", "%}", "#}"].iter().find(|d| p.contains(**d)) {
+        return Err(format!("Jinja delimiter {d:?}"));
+    }
+    Ok(())
 }
 
 /// `2.8.0` → (`2.8.0`, `2.9.0a0`): what an `x.x` upper bound pins to.

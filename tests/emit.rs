@@ -356,3 +356,70 @@ fn zstd_device_code_on_cuda_12_adds_a_driver_floor() {
     let recipe = std::fs::read_to_string(repo().join("recipes/torch-2.11/rattler-build/recipe.yaml")).unwrap();
     assert!(!recipe.contains("__cuda"));
 }
+
+/// File names that attack each context a tree path reaches — shell command substitution, quotes,
+/// YAML `: `, a leading quote — are quoted where they land: the generated install script runs
+/// without executing anything and removes exactly that file, and both recipes parse to the literal
+/// name (meta.yaml after conda-build's Jinja and selector pass). Names no quoting can make inert
+/// everywhere (newline, `..`, Jinja delimiters, `#`) and package names or versions with `../` are
+/// refused before anything is written.
+#[test]
+fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
+    let d = tempfile::tempdir().unwrap();
+    let tree = d.path().join("tree");
+    assert!(Command::new("cp").arg("-a").arg(fixture("conda-like")).arg(&tree).status().unwrap().success());
+    let evil = "lib/libmagma_$(touch${IFS}PWNED)`touch${IFS}PWNED2`'q\": b.so";
+    std::fs::copy(tree.join("lib/libmagma_sparse.so"), tree.join(evil)).unwrap();
+    let out = d.path().join("out");
+    let o = emit(&tree, &out, &["--version", "2.5.1", "--build-keys", "cuda126"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // The install script of the core output, run as conda-build would (cwd = the staged source).
+    let work = d.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    assert!(Command::new("cp").arg("-a").arg(&tree).arg(work.join("core")).status().unwrap().success());
+    let prefix = d.path().join("prefix");
+    std::fs::create_dir_all(&prefix).unwrap();
+    let st = Command::new("bash").arg(out.join("conda-build/install_libtorch.sh")).current_dir(&work).env("PREFIX", &prefix).status().unwrap();
+    assert!(st.success());
+    assert!(!prefix.join(evil).exists(), "the payload file is removed from the core output");
+    assert!(prefix.join("lib/libtorch_cuda.so").exists(), "the rest is installed");
+    for dir in [&work, &prefix, &d.path().to_path_buf(), &repo()] {
+        assert!(!dir.join("PWNED").exists() && !dir.join("PWNED2").exists(), "a file name ran as code in {}", dir.display());
+    }
+
+    // Both recipes read back with the literal name.
+    let recipe: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(out.join("rattler-build/recipe.yaml")).unwrap()).unwrap();
+    let text = serde_json::to_string(&recipe).unwrap();
+    let glob = splitpkg::emit::quote::glob_literal(evil);
+    assert!(text.contains(&serde_json::to_string(&glob).unwrap()), "the exclude glob is the escaped literal name: {text}");
+    let meta = render_meta(&out.join("conda-build"), "nomagma");
+    assert_eq!(meta["outputs"][0]["name"], "libtorch");
+    let script = std::fs::read_to_string(out.join("conda-build/install_libtorch.sh")).unwrap();
+    assert!(script.contains(r#"libmagma_\$(touch\${IFS}PWNED)\`touch\${IFS}PWNED2\`'q\": b.so"#), "{script}");
+
+    // Refused: one line naming the file, exit 2, nothing written.
+    for (bad, why) in [("lib/libmagma_a\nb.so", "control character"), ("lib/libmagma_{{ x }}.so", "Jinja delimiter"), ("lib/libmagma_#x.so", "selectors")] {
+        let t = d.path().join("bad-tree");
+        let _ = std::fs::remove_dir_all(&t);
+        assert!(Command::new("cp").arg("-a").arg(fixture("conda-like")).arg(&t).status().unwrap().success());
+        std::fs::copy(t.join("lib/libmagma_sparse.so"), t.join(bad)).unwrap();
+        let o2 = d.path().join("out2");
+        let o = emit(&t, &o2, &["--version", "2.5.1"]);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        assert!(stderr(&o).contains(why) && stderr(&o).contains("libmagma_"), "{bad:?}: {}", stderr(&o));
+        assert!(!o2.exists(), "nothing written for {bad:?}");
+    }
+    for (flag, value) in [("--core-name", "../../escape"), ("--lazy-name", "Lib/x"), ("--version", "1.0/../../x"), ("--variant-key", "a b"), ("--build-keys", "cu$(id)")] {
+        let o2 = d.path().join("out3");
+        let o = emit(&fixture("conda-like"), &o2, &["--version", "2.5.1", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {}", stderr(&o));
+        assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+        assert!(!o2.exists() && !d.path().join("escape").exists(), "nothing written for {flag} {value}");
+        let ch = d.path().join("channel");
+        let o = run(&["pack", fixture("conda-like").to_str().unwrap(), "--out", ch.to_str().unwrap(), "--version", "2.5.1", flag, value, "-q"]);
+        assert_eq!(o.status.code(), Some(2), "pack {flag} {value}: {}", stderr(&o));
+        assert!(!ch.exists() && !d.path().join("escape").exists(), "pack wrote nothing for {flag} {value}");
+    }
+}
