@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use std::path::Path;
 
 use splitpkg::fatbin::synth::{self, SynthEntry};
 use splitpkg::fatbin::{self, Capability, CompressMode, Compression, Kind, Runs};
@@ -594,35 +595,63 @@ fn mutations_of_synthetic_sections_never_panic() {
     assert!(started.elapsed() < std::time::Duration::from_secs(120), "{:?}", started.elapsed());
 }
 
-/// The cargo-fuzz target builds (on stable, with coverage instrumentation; `fuzz/run-stable.sh`)
-/// and runs briefly from the committed seeds without a crash, hang or leak. The long runs are by
-/// hand (docs/fatbin.md); this keeps the target compiling and the reader panic-free on what
-/// libFuzzer finds in 20 seconds.
-#[test]
-fn fuzz_target_builds_and_runs() {
+/// Run one cargo-fuzz target for `secs` through `fuzz/run-stable.sh` (stable Rust, coverage
+/// instrumentation, unoptimised: it builds in half the time and keeps overflow checks) and return
+/// the executions; fails on a crash, hang, leak or out-of-memory artifact.
+fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
     let work = tempfile::tempdir().unwrap();
     let (corpus, artifacts) = (work.path().join("corpus"), work.path().join("artifacts"));
-    let out = std::process::Command::new("bash")
-        .arg(repo().join("fuzz/run-stable.sh"))
-        .arg("20")
-        // Unoptimised: builds in half the time; 20 s still run ~150k inputs, with overflow checks.
-        .env("FUZZ_PROFILE", "dev")
-        .env("FUZZ_CORPUS", &corpus)
-        .env("FUZZ_ARTIFACTS", &artifacts)
-        .output()
-        .unwrap();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(repo().join("fuzz/run-stable.sh")).arg(target).arg(secs.to_string());
+    cmd.env("FUZZ_PROFILE", "dev").env("FUZZ_CORPUS", &corpus).env("FUZZ_ARTIFACTS", &artifacts);
+    if let Some(s) = seeds {
+        cmd.env("FUZZ_SEEDS", s);
+    }
+    let out = cmd.output().unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "fuzz/run-stable.sh failed:\n{}", &log[log.len().saturating_sub(4000)..]);
+    assert!(out.status.success(), "fuzz/run-stable.sh {target} failed:\n{}", &log[log.len().saturating_sub(4000)..]);
     let runs: u64 = log
         .lines()
         .find_map(|l| l.strip_prefix("stat::number_of_executed_units:"))
         .and_then(|n| n.trim().parse().ok())
         .expect("libFuzzer final stats");
-    assert!(runs > 10_000, "only {runs} inputs in 20 s");
+    assert!(runs > min_runs, "{target}: only {runs} inputs in {secs} s");
     let crashes: Vec<_> = std::fs::read_dir(&artifacts).unwrap().collect();
-    assert!(crashes.is_empty(), "crash artifacts: {crashes:?}");
-    // The seeds alone give coverage; libFuzzer keeping new inputs shows the instrumentation works.
-    assert!(std::fs::read_dir(&corpus).unwrap().count() > std::fs::read_dir(repo().join("fuzz/seeds/fatbin")).unwrap().count());
+    assert!(crashes.is_empty(), "{target}: crash artifacts: {crashes:?}");
+    // libFuzzer keeping new inputs shows the instrumentation works.
+    let seeded = seeds.map(|s| std::fs::read_dir(s).unwrap().count()).unwrap_or(0)
+        + std::fs::read_dir(repo().join("fuzz/seeds")).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name() == target).map(|e| std::fs::read_dir(e.path()).unwrap().count()).sum::<usize>();
+    assert!(std::fs::read_dir(&corpus).unwrap().count() > seeded, "{target}: no new coverage");
+}
+
+/// Every cargo-fuzz target builds (on stable, with coverage instrumentation) and runs briefly
+/// without a crash, hang or leak: fatbin from its committed seeds, elf from the gcc-built fixture
+/// libraries, plan_json from their plans, archive from fixture trees packed as .whl, .tar.bz2 and
+/// .conda. The long runs are by hand (docs/security.md); this keeps the targets compiling and the
+/// readers panic-free on what libFuzzer finds in a few seconds each.
+#[test]
+fn fuzz_targets_build_and_run() {
+    let seeds = tempfile::tempdir().unwrap();
+    let (elf, plans, archives) = (seeds.path().join("elf"), seeds.path().join("plan_json"), seeds.path().join("archive"));
+    for d in [&elf, &plans, &archives] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for lib in ["libtorch_cuda.so", "libtorch_cuda_linalg.so", "libmagma.so.2.8.0"] {
+        std::fs::copy(fixture("conda-like/lib").join(lib), elf.join(lib)).unwrap();
+    }
+    for tree in ["conda-like", "pip-like"] {
+        let f = plans.join(format!("{tree}.json"));
+        let o = run(&["plan", fixture(tree).to_str().unwrap(), "--json", "--out", f.to_str().unwrap(), "-q"]);
+        assert_eq!(o.status.code(), Some(0));
+    }
+    make_wheel(&fixture("pip-like"), &archives.join("a.whl"));
+    make_tar_bz2(&fixture("conda-like"), &archives.join("b.tar.bz2"));
+    make_conda(&fixture("conda-like"), &archives.join("c.conda"));
+    // The first run builds all four targets.
+    fuzz("fatbin", 20, None, 10_000);
+    fuzz("elf", 10, Some(&elf), 500);
+    fuzz("plan_json", 10, Some(&plans), 5_000);
+    fuzz("archive", 10, Some(&archives), 200);
 }
 
 /// Regenerate the committed seed corpus of the cargo-fuzz target (fuzz/seeds/fatbin/).

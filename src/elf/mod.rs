@@ -884,3 +884,24 @@ mod tests {
         assert!(ElfView::parse(b"\x7fELF\x02\x01").is_err());
     }
 }
+
+#[doc(hidden)]
+/// The fuzz harness for the ELF readers (cargo-fuzz target `elf`): headers, dynamic tables, symbols
+/// through the hash tables and versions, `.rodata` literals, `.symtab` translation units, and the
+/// payload scan and identity rule on top. Any panic or hang is a bug.
+pub fn fuzz_one(data: &[u8]) {
+    let Ok(view) = ElfView::parse(data) else { return };
+    let _ = view.translation_units();
+    let mut spec = crate::payload::PayloadSpec::for_dep("magma", &[]);
+    spec.deep = true;
+    if let Ok(facts) = view.facts(&[spec.word()], None) {
+        for name in ["magma_init", "dlopen", "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE", ""] {
+            let _ = facts.symbols.defines(name);
+        }
+        let _ = facts.symbols.to_list();
+        let pay = crate::payload::scan(&view, &facts, "libtorch_cuda_linalg.so", data.len() as u64, &spec);
+        for with in [true, false] {
+            let _ = crate::payload::Presence::scan(&facts, &pay, &spec).rule(with);
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The ELF readers on arbitrary bytes (`splitpkg::elf::fuzz_one`): headers, dynamic tables,
+//! symbols through the hash tables, versions, `.rodata` literals, `.symtab` translation units and
+//! the payload scan. Any panic, hang or out-of-memory is a bug.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    splitpkg::elf::fuzz_one(data);
+});
