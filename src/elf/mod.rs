@@ -852,6 +852,27 @@ pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
     Some(if le { u32::from_le_bytes(s) } else { u32::from_be_bytes(s) })
 }
 
+#[doc(hidden)]
+/// The fuzz harness for the ELF readers (cargo-fuzz target `elf`): headers, dynamic tables, symbols
+/// through the hash tables and versions, `.rodata` literals, `.symtab` translation units, and the
+/// payload scan and identity rule on top. Any panic or hang is a bug.
+pub fn fuzz_one(data: &[u8]) {
+    let Ok(view) = ElfView::parse(data) else { return };
+    let _ = view.translation_units();
+    let mut spec = crate::payload::PayloadSpec::for_dep("magma", &[]);
+    spec.deep = true;
+    if let Ok(facts) = view.facts(&[spec.word()], None) {
+        for name in ["magma_init", "dlopen", "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE", ""] {
+            let _ = facts.symbols.defines(name);
+        }
+        let _ = facts.symbols.to_list();
+        let pay = crate::payload::scan(&view, &facts, "libtorch_cuda_linalg.so", data.len() as u64, &spec);
+        for with in [true, false] {
+            let _ = crate::payload::Presence::scan(&facts, &pay, &spec).rule(with);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -885,23 +906,3 @@ mod tests {
     }
 }
 
-#[doc(hidden)]
-/// The fuzz harness for the ELF readers (cargo-fuzz target `elf`): headers, dynamic tables, symbols
-/// through the hash tables and versions, `.rodata` literals, `.symtab` translation units, and the
-/// payload scan and identity rule on top. Any panic or hang is a bug.
-pub fn fuzz_one(data: &[u8]) {
-    let Ok(view) = ElfView::parse(data) else { return };
-    let _ = view.translation_units();
-    let mut spec = crate::payload::PayloadSpec::for_dep("magma", &[]);
-    spec.deep = true;
-    if let Ok(facts) = view.facts(&[spec.word()], None) {
-        for name in ["magma_init", "dlopen", "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE", ""] {
-            let _ = facts.symbols.defines(name);
-        }
-        let _ = facts.symbols.to_list();
-        let pay = crate::payload::scan(&view, &facts, "libtorch_cuda_linalg.so", data.len() as u64, &spec);
-        for with in [true, false] {
-            let _ = crate::payload::Presence::scan(&facts, &pay, &spec).rule(with);
-        }
-    }
-}
