@@ -161,6 +161,10 @@ enum Command {
         /// JSON report (schema docs/pack.schema.json), including every tree path → package.
         #[arg(long)]
         json: bool,
+        /// Pack symlinks that point outside the tree (an absolute target, or one climbing above the
+        /// root) as they are; without it such a link is refused (exit 2; docs/security.md).
+        #[arg(long)]
+        allow_absolute_symlinks: bool,
         #[command(flatten)]
         split: SplitArgs,
     },
@@ -521,7 +525,7 @@ fn run(cli: Cli) -> Result<i32> {
             emit_out(&listing)?;
             Ok(0)
         }
-        Command::Pack { target, out, lazy_variant, standins, compression_level, threads, json, split: split_args } => {
+        Command::Pack { target, out, lazy_variant, standins, compression_level, threads, json, allow_absolute_symlinks, split: split_args } => {
             let lazy_variant = lazy_variant
                 .map(|v| {
                     let (name, file) = v.split_once('=').ok_or_else(|| Error::Usage(format!("--lazy-variant {v}: expected NAME=FILE")))?;
@@ -552,6 +556,7 @@ fn run(cli: Cli) -> Result<i32> {
                 standins_from,
                 compression_level,
                 threads,
+                allow_absolute_symlinks,
                 progress: &progress,
             };
             let report = splitpkg::pack::pack(&ins, &plan, &split, &opts)?;

@@ -46,7 +46,7 @@ use crate::plan::{Plan, Role};
 use crate::progress::Progress;
 use crate::split::{PackageModel, Split, SplitOptions};
 use crate::standin::{Manifest, StandIn};
-use crate::tree::{Tree, TreeKind, safe_member_path};
+use crate::tree::{MemberKind, Members, Tree, TreeKind, safe_member_path};
 
 pub const CHANNEL_FILE: &str = "splitpkg.json";
 pub const CHANNEL_SCHEMA: &str = "splitpkg-channel";
@@ -65,6 +65,8 @@ pub struct PackOptions<'a> {
     pub standins_from: String,
     pub compression_level: i32,
     pub threads: Option<u32>,
+    /// Pack symlinks that point outside the tree instead of refusing them.
+    pub allow_absolute_symlinks: bool,
     pub progress: &'a Progress,
 }
 
@@ -310,6 +312,16 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         )));
     }
 
+    // A link out of the tree would point wherever the installing machine has that path.
+    if !opts.allow_absolute_symlinks
+        && let Some((path, target)) = ins.tree.outside_symlinks().next()
+    {
+        return Err(Error::bad(
+            member_name(&ins.tree, path),
+            format!("symlink to {target} points outside the package; refusing (pass --allow-absolute-symlinks to pack it as it is)"),
+        ));
+    }
+
     let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::other("a confined plan without a lazy library"))?;
     let with = split.variants.iter().find(|v| v.with_payload).expect("payload variant").clone();
     let without = split.variants.iter().find(|v| !v.with_payload).expect("slim variant").clone();
@@ -350,6 +362,15 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
             None
         }
     };
+
+    // Names, versions and build strings become file names: only conda's characters, no `/`.
+    for m in split.packages() {
+        for (what, v) in [("name", &m.name), ("version", &m.version), ("build", &m.build)] {
+            if v.is_empty() || v.starts_with('.') || !v.chars().all(|c| c.is_ascii_alphanumeric() || "._+!-".contains(c)) {
+                return Err(Error::bad(input.display(), format!("package {what} {v:?} is not a conda {what} (letters, digits and ._+!- only); refusing")));
+            }
+        }
+    }
 
     // Work directory next to --out, so the final renames stay on one file system.
     let out_abs = absolute(out)?;
@@ -417,7 +438,11 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
                     }
                 }
             };
-            placement.insert(path.clone(), (idx, split.install_path(path)));
+            let rel = split.install_path(path);
+            if rel == "info" || rel.starts_with("info/") {
+                return Err(Error::bad(member_name(&ins.tree, path), "would land in the package's info/ (its metadata); refusing"));
+            }
+            placement.insert(path.clone(), (idx, rel));
         }
     }
     let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
@@ -439,7 +464,9 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
             format!("--lazy-variant {}", Tree::file_name(&file.display().to_string())),
             format!("{} {version_text}, {} variant", Tree::file_name(&lazy_lib.path), without.name),
         );
-        let lazy_paths: Vec<String> = plan.outputs.iter().filter(|o| o.role == Role::Lazy).flat_map(|o| o.files.clone()).collect();
+        let mut lazy_paths: Vec<String> = plan.outputs.iter().filter(|o| o.role == Role::Lazy).flat_map(|o| o.files.clone()).collect();
+        // Files first, links last: nothing is ever written through a link.
+        lazy_paths.sort_by_key(|p| matches!(staged[p], Staged::Symlink { .. }));
         for path in lazy_paths {
             let rel = split.install_path(&path);
             let dst = b.stage.join(&rel);
@@ -633,7 +660,30 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         variant_sizes: plan.outputs.iter().filter(|o| o.role == Role::Lazy).flat_map(|o| o.variants.clone()).collect(),
     };
     let standins: Vec<PackedPackage> = packed.iter().filter(|p| p.standin).cloned().collect();
-    let mut info = existing.clone().unwrap_or_else(|| ChannelInfo {
+
+    // Into the channel, under its lock (so parallel packs into one channel take turns): the
+    // channel description read again and merged, packages by rename, stale files of a replaced
+    // pack removed, index, description. A failure from here on leaves the new packages in the
+    // channel; running the same pack again (same bytes) completes it (docs/security.md).
+    work.2 = true;
+    std::fs::create_dir_all(&out_abs).map_err(|e| Error::io(&out_abs, e))?;
+    let _lock = lock_channel(&out_abs)?;
+    let existing = if out_abs.join(CHANNEL_FILE).exists() { Some(ChannelInfo::load(&out_abs)?) } else { None };
+    if let Some(e) = &existing
+        && (e.core != o.core_name || e.lazy != o.lazy_name || e.dep != plan.options.dep)
+    {
+        return Err(Error::Usage(format!(
+            "{}: the channel holds the split {} / {} ({}); this one is {} / {} ({}): use another --out",
+            out.join(CHANNEL_FILE).display(),
+            e.core,
+            e.lazy,
+            e.dep,
+            o.core_name,
+            o.lazy_name,
+            plan.options.dep
+        )));
+    }
+    let mut info = existing.unwrap_or_else(|| ChannelInfo {
         schema: CHANNEL_SCHEMA.into(),
         schema_version: 1,
         core: o.core_name.clone(),
@@ -675,8 +725,6 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let keep: BTreeSet<&str> = info.all_packages().map(|p| p.file.as_str()).collect();
     stale.retain(|f| !keep.contains(f.as_str()));
 
-    // Into the channel: packages by rename, stale files of a replaced pack removed, index, description.
-    work.2 = true;
     for sub in [SUBDIR, NOARCH] {
         let d = out_abs.join(sub);
         std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
@@ -735,6 +783,20 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         indexed,
         notes,
     })
+}
+
+/// `CHANNEL/.splitpkg.lock`, held exclusively (flock) until dropped. The file stays: removing a
+/// lock file while another process waits on it would let a third lock a new one beside it.
+fn lock_channel(channel: &Path) -> Result<File> {
+    let path = channel.join(".splitpkg.lock");
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+    f.lock().map_err(|e| Error::io(&path, e))?;
+    Ok(f)
+}
+
+/// How a refusal names a tree path: `ARCHIVE:MEMBER`, or the file's path for a directory.
+fn member_name(tree: &Tree, path: &str) -> String {
+    if tree.kind == TreeKind::Directory { tree.source.join(path).display().to_string() } else { format!("{}:{path}", tree.source.display()) }
 }
 
 fn first(v: &[String]) -> Vec<&String> {
@@ -972,12 +1034,14 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
 
 /// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
 fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, String)> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(p) = dst.parent() {
         std::fs::create_dir_all(p)?;
     }
     let _ = std::fs::remove_file(dst);
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, File::create(dst)?);
+    // A new file, never through a link: O_EXCL refuses any name that exists (a symlink included).
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(dst)?;
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
@@ -1006,6 +1070,12 @@ fn make_symlink(target: &str, dst: &Path) -> Result<()> {
 }
 
 /// Put every planned tree path into its package's stage; returns what was staged per tree path.
+///
+/// Archives are walked with the same member rules as the tree reader ([`Members`]), so a member
+/// the plan did not see is refused, not staged. Nothing is written through a link: regular files
+/// are created new with `O_NOFOLLOW` while the stages hold no symlink at all, hard links are
+/// copied from the staged member they name (never from the file system), and symlinks are
+/// created last.
 fn stage_tree(
     input: &Path,
     kind: TreeKind,
@@ -1016,7 +1086,7 @@ fn stage_tree(
     let display = input.display().to_string();
     let dst_of = |path: &str| -> Option<PathBuf> { placement.get(path).map(|(i, rel)| stages[*i].join(rel)) };
     let unplanned = |path: &str| Error::other(format!("{display}: {path} is in the input but not in the plan"));
-    match kind {
+    let out = match kind {
         TreeKind::Directory => {
             let total: u64 = placement.keys().filter_map(|p| std::fs::symlink_metadata(input.join(p)).ok()).map(|m| m.len()).sum();
             progress.start("staging", total);
@@ -1028,18 +1098,17 @@ fn stage_tree(
                     let meta = std::fs::symlink_metadata(&src).map_err(|e| Error::io(&src, e))?;
                     if meta.file_type().is_symlink() {
                         let target = std::fs::read_link(&src).map_err(|e| Error::io(&src, e))?.to_string_lossy().into_owned();
-                        make_symlink(&target, dst)?;
                         return Ok(((*path).clone(), Staged::Symlink { target }));
                     }
-                    use std::os::unix::fs::PermissionsExt;
+                    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
                     let exec = meta.permissions().mode() & 0o111 != 0;
-                    let f = File::open(&src).map_err(|e| Error::io(&src, e))?;
+                    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src).map_err(|e| Error::io(&src, e))?;
                     let (size, sha256) = write_hashed(dst, f, exec, progress).map_err(|e| Error::io(dst, e))?;
                     Ok(((*path).clone(), Staged::File { size, sha256 }))
                 })
                 .collect();
             progress.finish();
-            results.into_iter().collect()
+            results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
         }
         TreeKind::Wheel => {
             let file = File::open(input).map_err(|e| Error::io(input, e))?;
@@ -1047,13 +1116,25 @@ fn stage_tree(
             let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(input, e))?;
             let bytes: &[u8] = &map;
             let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+            if archive.has_duplicate_names() {
+                return Err(crate::tree::duplicate_zip_name(&display, bytes, &archive));
+            }
             let mut members = Vec::new();
+            let mut rules = Members::default();
             let mut total = 0;
             for i in 0..archive.len() {
                 let f = archive.by_index_raw(i).map_err(|e| Error::bad(&display, e))?;
                 let raw = f.name().map_err(|e| Error::bad(&display, e))?.into_owned();
                 let Some(rel) = safe_member_path(&display, &raw)? else { continue };
-                if f.is_dir() {
+                let kind = if f.is_dir() {
+                    MemberKind::Dir
+                } else if f.is_symlink() {
+                    MemberKind::Symlink
+                } else {
+                    MemberKind::File
+                };
+                rules.check(&display, &rel, kind, None)?;
+                if kind == MemberKind::Dir {
                     continue;
                 }
                 total += f.size();
@@ -1071,7 +1152,6 @@ fn stage_tree(
                         if f.is_symlink() {
                             let mut target = String::new();
                             (&mut f).take(4096).read_to_string(&mut target).map_err(|e| Error::bad(&name, e))?;
-                            make_symlink(&target, &dst)?;
                             return Ok((rel.clone(), Staged::Symlink { target }));
                         }
                         let exec = f.unix_mode().is_some_and(|m| m & 0o111 != 0);
@@ -1085,13 +1165,7 @@ fn stage_tree(
                 )
                 .collect();
             progress.finish();
-            // Later members of the same name win, as in the tree reader.
-            let mut out = BTreeMap::new();
-            for r in results {
-                let (k, v) = r?;
-                out.insert(k, v);
-            }
-            Ok(out)
+            results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
         }
         TreeKind::Conda => {
             let file = File::open(input).map_err(|e| Error::io(input, e))?;
@@ -1101,18 +1175,28 @@ fn stage_tree(
                 .ok_or_else(|| Error::bad(&display, "a .conda must hold pkg-*.tar.zst"))?;
             let f = archive.by_index(pkg).map_err(|e| Error::bad(&display, e))?;
             let dec = zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad(&display, format!("pkg archive: {e}")))?;
-            stage_tar(&display, dec, false, &dst_of, progress)
+            stage_tar(&display, dec, false, &dst_of, progress)?
         }
         TreeKind::TarBz2 => {
             let file = File::open(input).map_err(|e| Error::io(input, e))?;
             let dec = bzip2::read::MultiBzDecoder::new(std::io::BufReader::new(file));
-            stage_tar(&display, dec, true, &dst_of, progress)
+            stage_tar(&display, dec, true, &dst_of, progress)?
+        }
+    };
+    // Links last, into stages that hold only directories and regular files.
+    for (path, staged) in &out {
+        if let Staged::Symlink { target } = staged {
+            make_symlink(target, &dst_of(path).ok_or_else(|| unplanned(path))?)?;
         }
     }
+    Ok(out)
 }
 
 fn stage_tar(display: &str, reader: impl Read, has_info: bool, dst_of: &dyn Fn(&str) -> Option<PathBuf>, progress: &Progress) -> Result<BTreeMap<String, Staged>> {
     let mut out = BTreeMap::new();
+    let mut rules = Members::default();
+    // (link, member it names), copied once every regular file is staged.
+    let mut hardlinks: Vec<(String, String)> = Vec::new();
     progress.start_unknown("unpacking");
     let mut tar = tar::Archive::new(reader);
     let entries = tar.entries().map_err(|e| Error::bad(display, format!("not a tar archive: {e}")))?;
@@ -1123,6 +1207,7 @@ fn stage_tar(display: &str, reader: impl Read, has_info: bool, dst_of: &dyn Fn(&
         if has_info && (rel == "info" || rel.starts_with("info/")) {
             continue;
         }
+        crate::tree::check_tar_member(display, &mut rules, &rel, &entry)?;
         let etype = entry.header().entry_type();
         if etype.is_dir() {
             continue;
@@ -1138,20 +1223,13 @@ fn stage_tar(display: &str, reader: impl Read, has_info: bool, dst_of: &dyn Fn(&
         };
         if etype.is_symlink() {
             let target = link()?;
-            make_symlink(&target, &dst)?;
             out.insert(rel, Staged::Symlink { target });
         } else if etype.is_hard_link() {
             let target = link()?;
             let Some(target) = safe_member_path(display, &target)? else {
                 return Err(Error::bad(display, format!("{rel}: hard link with an empty target")));
             };
-            let src = dst_of(&target).ok_or_else(|| Error::bad(display, format!("{rel}: hard link to a missing member {target}")))?;
-            let staged = out.get(&target).cloned().ok_or_else(|| Error::bad(display, format!("{rel}: hard link to a missing member {target}")))?;
-            use std::os::unix::fs::PermissionsExt;
-            let exec = std::fs::metadata(&src).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
-            let f = File::open(&src).map_err(|e| Error::io(&src, e))?;
-            write_hashed(&dst, f, exec, progress).map_err(|e| Error::io(&dst, e))?;
-            out.insert(rel, staged);
+            hardlinks.push((rel, target));
         } else if etype.is_file() || etype == tar::EntryType::Continuous {
             let exec = entry.header().mode().map(|m| m & 0o111 != 0).unwrap_or(false);
             let expect = entry.size();
@@ -1161,6 +1239,22 @@ fn stage_tar(display: &str, reader: impl Read, has_info: bool, dst_of: &dyn Fn(&
             }
             out.insert(rel, Staged::File { size, sha256 });
         }
+    }
+    // Hard links, in archive order: each names an earlier file member (the rules above), so its
+    // content is that member's staged copy, a regular file.
+    for (rel, target) in hardlinks {
+        let name = format!("{display}:{rel}");
+        let staged = match out.get(&target) {
+            Some(s @ Staged::File { .. }) => s.clone(),
+            _ => return Err(Error::bad(&name, format!("hard link to {target}, which is not an earlier regular file member; refusing"))),
+        };
+        let src = dst_of(&target).ok_or_else(|| Error::bad(&name, format!("hard link to a missing member {target}")))?;
+        let dst = dst_of(&rel).ok_or_else(|| Error::other(format!("{display}: {rel} is in the input but not in the plan")))?;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src).map_err(|e| Error::io(&src, e))?;
+        let exec = f.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+        write_hashed(&dst, f, exec, progress).map_err(|e| Error::io(&dst, e))?;
+        out.insert(rel, staged);
     }
     progress.finish();
     Ok(out)

@@ -314,10 +314,22 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
         payload: PayloadSummary { files: analysis.payload.clone(), external, bytes: payload_bytes, device_code: payload_device_code(analysis) },
         outputs,
         saving,
-        warnings: analysis.warnings.clone(),
+        warnings: analysis.warnings.iter().cloned().chain(outside_symlinks(tree)).collect(),
         contract: ContractSummary::from(&analysis.contract),
         device_code: device_code(ins, total),
     }
+}
+
+/// Symlinks pointing outside the tree: not followed, and refused by `pack` unless allowed.
+fn outside_symlinks(tree: &crate::tree::Tree) -> Vec<Warning> {
+    tree.outside_symlinks()
+        .map(|(path, target)| Warning {
+            file: path.to_string(),
+            what: format!("symlink to {target} points outside the tree"),
+            consequence: "not followed; `splitpkg pack` refuses it unless --allow-absolute-symlinks (docs/security.md)".into(),
+            examples: Vec::new(),
+        })
+        .collect()
 }
 
 /// Device code attributed to the payload: the `.nv_fatbin` part of each estimate (all of it for

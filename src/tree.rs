@@ -28,6 +28,13 @@ const MAX_SYMLINK_HOPS: usize = 40;
 /// Refuse archive members that claim to be larger than this: no torch library is near it, and a
 /// hostile archive could otherwise make us allocate without bound.
 const MAX_MEMBER_BYTES: u64 = 16 << 30;
+/// An ELF member is inflated into memory to be parsed: refuse one larger than this (docs/security.md).
+/// The largest real one seen is torch 1.10.0's `libtorch_cuda.so`, 1.22 GB (torch 2.11: 456 MB).
+pub const MAX_ELF_MEMBER_BYTES: u64 = 4 << 30;
+/// Inflated ELF bytes held in memory at once, over all threads: a member waits until its bytes fit
+/// (one larger than the budget waits until it is alone). Peak memory for archives is therefore about
+/// max(budget, largest ELF member) plus the process's baseline, whatever the archive's ratio.
+pub const INFLATE_BUDGET_BYTES: u64 = 2 << 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -222,6 +229,16 @@ impl Tree {
         Resolve::Dir
     }
 
+    /// Symlinks whose target leaves the tree: absolute, or climbing above the root from the
+    /// link's directory (read lexically; other links on the way are not followed). `plan` warns
+    /// about them and `pack` refuses them unless told otherwise (docs/security.md).
+    pub fn outside_symlinks(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().filter_map(|e| match &e.kind {
+            EntryKind::Symlink { target } if symlink_leaves(&e.path, target) => Some((e.path.as_str(), target.as_str())),
+            _ => None,
+        })
+    }
+
     /// Total bytes of regular files, counting hard-linked data once.
     pub fn total_file_bytes(&self) -> u64 {
         self.entries
@@ -241,6 +258,25 @@ impl Tree {
     pub fn file_name(path: &str) -> &str {
         path.rfind('/').map(|i| &path[i + 1..]).unwrap_or(path)
     }
+}
+
+/// Does a symlink at `path` with `target` point outside the tree (absolute, or above the root)?
+pub fn symlink_leaves(path: &str, target: &str) -> bool {
+    if target.starts_with('/') {
+        return true;
+    }
+    let mut depth = Tree::parent(path).split('/').filter(|p| !p.is_empty()).count() as isize;
+    for p in target.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => depth -= 1,
+            _ => depth += 1,
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
 }
 
 fn split_rev(path: &str) -> Vec<String> {
@@ -268,6 +304,169 @@ pub(crate) fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String
         return Ok(None);
     }
     Ok(Some(parts.join("/")))
+}
+
+/// What an archive member is, for [`Members::check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemberKind {
+    Dir,
+    File,
+    Symlink,
+    /// A tar hard link, with the (normalised) member it names.
+    Hardlink,
+}
+
+/// The member rules every archive walk applies, in archive order: the tree readers behind `plan`
+/// and the stager of `pack` run the same checks on the same members, so what one accepts the
+/// other stages (docs/security.md):
+///
+/// - a name (after normalising `./` and `//`) appears once; only a directory may be listed again;
+/// - no member lies under a symlink or a file member, and no symlink or file takes the name of a
+///   directory that earlier members implied;
+/// - a hard link names an earlier regular file (or hard link) member: never a symlink, a later
+///   member or anything outside the archive.
+#[derive(Default)]
+pub(crate) struct Members {
+    kinds: HashMap<String, MemberKind>,
+    /// Every proper prefix of a member seen so far.
+    dirs: std::collections::HashSet<String>,
+}
+
+impl Members {
+    pub(crate) fn check(&mut self, archive: &str, rel: &str, kind: MemberKind, link_target: Option<&str>) -> Result<()> {
+        let name = || format!("{archive}:{rel}");
+        for (i, _) in rel.match_indices('/') {
+            let parent = &rel[..i];
+            match self.kinds.get(parent) {
+                Some(MemberKind::Symlink) => {
+                    return Err(Error::bad(
+                        name(),
+                        format!("its parent {parent} is a symlink in the archive; refusing (extracting it would write through the link)"),
+                    ));
+                }
+                Some(MemberKind::File | MemberKind::Hardlink) => {
+                    return Err(Error::bad(name(), format!("its parent {parent} is a file in the archive; refusing")));
+                }
+                Some(MemberKind::Dir) | None => {}
+            }
+        }
+        if let Some(&prev) = self.kinds.get(rel)
+            && !(prev == MemberKind::Dir && kind == MemberKind::Dir)
+        {
+            return Err(Error::bad(name(), "the archive holds this name twice; refusing (which one wins would depend on the extractor)"));
+        }
+        if kind != MemberKind::Dir && self.dirs.contains(rel) {
+            return Err(Error::bad(name(), "is also a directory in the archive (earlier members lie under it); refusing"));
+        }
+        if kind == MemberKind::Hardlink {
+            let target = link_target.unwrap_or_default();
+            match self.kinds.get(target) {
+                Some(MemberKind::File | MemberKind::Hardlink) => {}
+                Some(MemberKind::Symlink) => {
+                    return Err(Error::bad(name(), format!("hard link to {target}, which is a symlink in the archive; refusing")));
+                }
+                _ => {
+                    return Err(Error::bad(name(), format!("hard link to {target}, which is not an earlier regular file member; refusing")));
+                }
+            }
+        }
+        self.kinds.insert(rel.to_string(), kind);
+        for (i, _) in rel.match_indices('/').collect::<Vec<_>>().into_iter().rev() {
+            if !self.dirs.insert(rel[..i].to_string()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A zip central directory that lists a name twice (the zip reader keeps one): the first such name.
+pub(crate) fn zip_duplicate_name(bytes: &[u8], cd_start: u64, entries: usize) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut at = usize::try_from(cd_start).ok()?;
+    for _ in 0..entries {
+        let h = bytes.get(at..at.checked_add(46)?)?;
+        if h[..4] != [0x50, 0x4b, 0x01, 0x02] {
+            return None;
+        }
+        let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]) as usize;
+        let (n, x, c) = (u16_at(28), u16_at(30), u16_at(32));
+        let raw = bytes.get(at + 46..at + 46 + n)?;
+        let name = String::from_utf8_lossy(raw).into_owned();
+        if !seen.insert(name.clone()) {
+            return Some(name);
+        }
+        at += 46 + n + x + c;
+    }
+    None
+}
+
+/// Refuse an ELF member above [`MAX_ELF_MEMBER_BYTES`]: checked on the size the archive claims,
+/// before anything is inflated (a member that inflates past its claim is an error of its own).
+fn check_elf_size(name: &str, size: u64) -> Result<()> {
+    if size > MAX_ELF_MEMBER_BYTES {
+        return Err(Error::bad(
+            name,
+            format!(
+                "ELF member of {size} bytes (inflated) is above the {} GiB cap for one library; refusing (docs/security.md)",
+                MAX_ELF_MEMBER_BYTES >> 30
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A buffer for `size` inflated bytes, or a clean error when memory cannot be had.
+fn inflate_buffer(name: &str, size: u64) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    data.try_reserve_exact(size as usize).map_err(|_| Error::bad(name, format!("cannot allocate {size} bytes to inflate it")))?;
+    Ok(data)
+}
+
+/// Bytes of inflated ELF members in memory, bounded by [`INFLATE_BUDGET_BYTES`].
+struct Budget {
+    used: Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+struct Held<'a> {
+    budget: &'a Budget,
+    bytes: u64,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Budget { used: Mutex::new(0), freed: std::sync::Condvar::new() }
+    }
+
+    /// Wait until `bytes` fit (or nothing else is held). `cooperative`: the caller may be a pool
+    /// thread whose pending jobs are what will free the budget, so it runs them while it waits.
+    fn take(&self, bytes: u64, cooperative: bool) -> Held<'_> {
+        let bytes = bytes.min(INFLATE_BUDGET_BYTES);
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        while *used != 0 && *used + bytes > INFLATE_BUDGET_BYTES {
+            if cooperative {
+                drop(used);
+                if !matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
+                    let g = self.used.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = self.freed.wait_timeout(g, std::time::Duration::from_millis(2));
+                }
+                used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+            } else {
+                used = self.freed.wait(used).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        *used += bytes;
+        Held { budget: self, bytes }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut used = self.budget.used.lock().unwrap_or_else(|e| e.into_inner());
+        *used -= self.bytes;
+        self.budget.freed.notify_all();
+    }
 }
 
 /// Map a whole file read-only. Every reader of the crate goes through bounds-checked accesses on
@@ -558,14 +757,20 @@ where
     }
     let mut elf_members = Vec::new();
     let mut metadata_text = None;
+    if archive.has_duplicate_names() {
+        return Err(duplicate_zip_name(&display, bytes, &archive));
+    }
+    let mut members = Members::default();
     for i in 0..archive.len() {
         let mut f = archive.by_index(i).map_err(|e| Error::bad(&display, format!("member {i}: {e}")))?;
         let raw = f.name().map_err(|e| Error::bad(&display, format!("member {i}: {e}")))?.into_owned();
         let Some(rel) = safe_member_path(&display, &raw)? else { continue };
         if f.is_dir() {
+            members.check(&display, &rel, MemberKind::Dir, None)?;
             b.add(rel, EntryKind::Dir);
             continue;
         }
+        members.check(&display, &rel, if f.is_symlink() { MemberKind::Symlink } else { MemberKind::File }, None)?;
         if f.size() > MAX_MEMBER_BYTES {
             return Err(Error::bad(&display, format!("member {rel} claims {} bytes; refusing", f.size())));
         }
@@ -580,6 +785,7 @@ where
         (&mut f).take(256).read_to_end(&mut head).map_err(|e| Error::bad(&display, format!("{rel}: {e}")))?;
         let elf = head.starts_with(ELF_MAGIC);
         if elf {
+            check_elf_size(&format!("{display}:{rel}"), size)?;
             elf_members.push(Member { index: i, path: rel.clone(), size });
         } else {
             b.check_non_elf(&format!("{display}:{rel}"), &rel, &head)?;
@@ -599,6 +805,7 @@ where
     elf_members.sort_by_key(|m| std::cmp::Reverse(m.size));
     let total: u64 = elf_members.iter().map(|m| m.size).sum();
     progress.start("inflating", total);
+    let budget = Budget::new();
     let results: Vec<Result<(String, T)>> = elf_members
         .par_iter()
         .map_init(
@@ -614,7 +821,8 @@ where
                     })?;
                     visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None, file: None })?
                 } else {
-                    let mut data = Vec::with_capacity(m.size as usize);
+                    let _held = budget.take(m.size, false);
+                    let mut data = inflate_buffer(&name, m.size)?;
                     (&mut f).take(m.size + 1).read_to_end(&mut data).map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
                     if data.len() as u64 != m.size {
                         return Err(Error::bad(&name, format!("member inflates to {} bytes, header says {}", data.len(), m.size)));
@@ -705,6 +913,40 @@ fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
     })
 }
 
+/// [`Members::check`] for a tar member (directories, symlinks, hard links and regular files; other
+/// types are not package content and are skipped by every walk).
+pub(crate) fn check_tar_member<R: Read>(display: &str, members: &mut Members, rel: &str, entry: &tar::Entry<'_, R>) -> Result<()> {
+    let etype = entry.header().entry_type();
+    let kind = if etype.is_dir() {
+        MemberKind::Dir
+    } else if etype.is_symlink() {
+        MemberKind::Symlink
+    } else if etype.is_hard_link() {
+        MemberKind::Hardlink
+    } else if etype.is_file() || etype == tar::EntryType::Continuous {
+        MemberKind::File
+    } else {
+        return Ok(());
+    };
+    let target = if kind == MemberKind::Hardlink {
+        let raw = entry.link_name().map_err(|e| Error::bad(format!("{display}:{rel}"), e))?.map(|t| t.to_string_lossy().into_owned()).unwrap_or_default();
+        safe_member_path(display, &raw)?
+    } else {
+        None
+    };
+    members.check(display, rel, kind, target.as_deref())
+}
+
+/// The zip reader keeps one entry per name; say which name the central directory lists twice.
+pub(crate) fn duplicate_zip_name<R: Read + std::io::Seek>(display: &str, bytes: &[u8], archive: &zip::ZipArchive<R>) -> Error {
+    let raw_count = archive.len() + 1;
+    // The raw count is not exposed; scan up to the end of the central directory.
+    match zip_duplicate_name(bytes, archive.central_directory_start(), raw_count.max(1 << 20)) {
+        Some(name) => Error::bad(format!("{display}:{name}"), "the archive holds this name twice; refusing (which one wins would depend on the extractor)"),
+        None => Error::bad(display, "the zip central directory lists a name twice; refusing"),
+    }
+}
+
 /// Stream a tar archive: decompression is sequential, ELF parsing runs on the pool meanwhile.
 fn read_tar<R, T, F>(
     display: &str,
@@ -721,6 +963,8 @@ where
 {
     let results: Mutex<Vec<Result<(String, T)>>> = Mutex::new(Vec::new());
     let mut hardlinks = Vec::new();
+    let mut members = Members::default();
+    let budget = Budget::new();
     progress.start_unknown("decompressing");
     let outcome: Result<()> = rayon::in_place_scope(|scope| {
         let mut tar = tar::Archive::new(reader);
@@ -740,6 +984,7 @@ where
             }
             let header = entry.header();
             let etype = header.entry_type();
+            check_tar_member(display, &mut members, &rel, &entry)?;
             if etype.is_dir() {
                 b.add(rel, EntryKind::Dir);
             } else if etype.is_symlink() {
@@ -768,7 +1013,12 @@ where
                 (&mut entry).take(256).read_to_end(&mut head).map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
                 let elf = head.starts_with(ELF_MAGIC);
                 if elf {
-                    let mut data = Vec::with_capacity(size as usize);
+                    let name = format!("{display}:{rel}");
+                    check_elf_size(&name, size)?;
+                    // Held until the visitor is done with the bytes; the walk waits here while
+                    // the members in flight use up the budget.
+                    let held = budget.take(size, true);
+                    let mut data = inflate_buffer(&name, size)?;
                     data.extend_from_slice(&head);
                     entry.read_to_end(&mut data).map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
                     if data.len() as u64 != size {
@@ -779,6 +1029,8 @@ where
                     scope.spawn(move |_| {
                         let r = visit(ElfInput { path: &path, bytes: &data, map: None, file: None }).map(|v| (path.clone(), v));
                         progress.inc(data.len() as u64);
+                        drop(data);
+                        drop(held);
                         results.lock().unwrap().push(r);
                     });
                 } else {

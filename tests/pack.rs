@@ -159,9 +159,11 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
             "linux-64/libtorch-cuda-linalg-2.5.1-cuda126_nomagma_ha0eb17e_0.conda",
         ]
     );
-    // Nothing else in the channel (rattler_index's .tmp/ removed) or next to it.
+    // Nothing else in the channel (rattler_index's .tmp/ removed; the lock file stays, see
+    // docs/security.md) or next to it.
     let all: BTreeSet<String> = walk(&ch).into_iter().map(|(r, _)| r).collect();
-    let expected_extra: BTreeSet<String> = ["linux-64/repodata.json", "noarch/repodata.json", "splitpkg.json"].into_iter().map(String::from).collect();
+    let expected_extra: BTreeSet<String> =
+        [".splitpkg.lock", "linux-64/repodata.json", "noarch/repodata.json", "splitpkg.json"].into_iter().map(String::from).collect();
     assert_eq!(all.iter().filter(|f| !f.ends_with(".conda")).cloned().collect::<BTreeSet<_>>(), expected_extra);
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no work directory left next to the channel");
 

@@ -407,13 +407,30 @@ impl DynSymbols {
         }
         let hash = sysv_hash(name.as_bytes()) as usize;
         let mut idx = self.u32_at(h, 8 + (hash % nbucket) * 4)? as usize;
+        // A chain visits each symbol at most once: bounded by the chain table and the symbol
+        // table, and a cycle (a hostile table) is caught by Brent's method within a few times its
+        // length instead of walking all of nchain for every lookup.
+        let limit = nchain.min(self.raw().len());
+        let (mut tortoise, mut power, mut lam) = (idx, 1usize, 0usize);
         let mut steps = 0;
-        while idx != 0 && steps <= nchain {
+        while idx != 0 && steps <= limit {
             if self.matches(idx, name) {
                 return Some(true);
             }
+            if idx >= nchain {
+                return Some(false);
+            }
             idx = self.u32_at(h, 8 + nbucket * 4 + idx * 4)? as usize;
             steps += 1;
+            if idx == tortoise {
+                return Some(false);
+            }
+            lam += 1;
+            if lam == power {
+                tortoise = idx;
+                power *= 2;
+                lam = 0;
+            }
         }
         Some(false)
     }
@@ -443,5 +460,26 @@ mod tests {
         assert_eq!(gnu_hash(b"printf"), 0x156b_2bb8);
         assert_eq!(gnu_hash(b"exit"), 0x7c96_7e3f);
         assert_eq!(sysv_hash(b"printf"), 0x0779_05a6);
+    }
+
+    /// A SysV chain that loops (hostile, issue 12): every lookup ends at once, not after nchain steps.
+    #[test]
+    fn sysv_chain_cycles_end_the_lookup() {
+        let nsyms = 1 << 20;
+        let table = Bytes::Owned(Arc::from(vec![0u8; nsyms * 24]));
+        let strtab = Bytes::Owned(Arc::from(&b"\0x\0"[..]));
+        for chain in [[1u32, 1, 0], [1, 2, 1]] {
+            // nbucket 1, nchain u32::MAX (claimed), bucket[0] = 1, then chain[0..3].
+            let mut h = Vec::new();
+            for w in [1u32, u32::MAX, 1].into_iter().chain(chain) {
+                h.extend_from_slice(&w.to_le_bytes());
+            }
+            let syms = DynSymbols::new(table.clone(), strtab.clone(), None, Some((HashKind::Sysv, Bytes::Owned(Arc::from(h)))), HashMap::new(), true, true);
+            let started = std::time::Instant::now();
+            for _ in 0..10_000 {
+                assert!(!syms.defines("x"));
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        }
     }
 }
