@@ -2,8 +2,12 @@
 //! loader at run time), and *how* ld.so would find each one.
 //!
 //! Each root is run as its own process: its NEEDED entries are loaded breadth-first, as ld.so does,
-//! with the loader chain's DT_RPATH stack, then DT_RUNPATH, then the tree's default library
-//! directories. Only after the eager closure is complete are the lazy edges of the loaded files
+//! with the loader chain's DT_RPATH stack, then `--ld-library-path`, then DT_RUNPATH, then the
+//! system directories (unless DF_1_NODEFLIB). `$ORIGIN` is the directory an object was opened from
+//! (a symlink's, not its target's); candidates of another ELF class or machine are skipped, as
+//! ld.so skips them. The search depends on the process (an inherited DT_RPATH, what is already
+//! loaded), so an edge records the roots whose processes took it, and one request may have several
+//! edges. Only after the eager closure is complete are the lazy edges of the loaded files
 //! followed, and what they bring in is marked as reached lazily. A node reached eagerly by any root
 //! is eager.
 //!
@@ -11,12 +15,12 @@
 //! that nothing in the tree loads: something outside the tree (ctypes, another package) may load it
 //! at start-up, so it is conservatively treated as eager.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::elf::ElfFacts;
-use crate::tree::{Resolve, Tree};
+use crate::tree::{Resolve, Tree, TreeKind};
 
 /// Libraries every Linux system provides: classified, not reported missing.
 const SYSTEM_LIBRARIES: &[(&str, &[&str])] = &[
@@ -32,9 +36,19 @@ const SYSTEM_LIBRARIES: &[(&str, &[&str])] = &[
     ("NVIDIA driver", &["libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1", "libnvidia-ml.so", "libnvcuvid.so.1", "libnvidia-encode.so.1"]),
 ];
 
-/// Directories a prefix-shaped tree exposes to every object, standing in for ld.so.cache and the
-/// default paths.
-const TREE_DEFAULT_DIRS: &[&str] = &["lib", "lib64", "usr/lib", "usr/lib64"];
+/// A conda prefix's python carries DT_RPATH `$ORIGIN/../lib`: in a process that python starts, every
+/// object without DT_RUNPATH also searches the prefix's `lib/` (ld.so tries the executable's
+/// DT_RPATH after the loader chain's). Only that is modelled: ld.so has no default directory inside
+/// a prefix, so a wheel's `lib/`, or a prefix's `lib/` for its own executables, is never searched.
+const PREFIX_LIB: &str = "lib";
+
+/// What the loader is given besides the files: `LD_LIBRARY_PATH`.
+#[derive(Debug, Clone, Default)]
+pub struct LoaderEnv {
+    /// `LD_LIBRARY_PATH` entries, in order. Absolute ones are mapped into the tree when they point
+    /// inside it (directory inputs); relative ones name tree directories.
+    pub ld_library_path: Vec<String>,
+}
 
 pub fn system_group(name: &str) -> Option<&'static str> {
     if name.starts_with("libnss_") {
@@ -123,8 +137,13 @@ pub enum How {
     Rpath { of: String, entry: String, dir: String },
     /// The requester's own DT_RUNPATH.
     Runpath { entry: String, dir: String },
-    /// The tree's default library directories (a prefix's `lib/`), standing in for ld.so.cache.
+    /// An `LD_LIBRARY_PATH` entry (`--ld-library-path`).
+    LdLibraryPath { entry: String, dir: String },
+    /// A conda prefix's `lib/`, standing in for the DT_RPATH `$ORIGIN/../lib` of the prefix's python
+    /// that loads this root from outside the tree (see [`PREFIX_LIB`]).
     TreeDefault { dir: String },
+    /// The NEEDED entry is a path (absolute: mapped into the tree when it points inside it).
+    Path { path: String },
     /// A library with this soname is already loaded in the process.
     AlreadyLoaded { by: String },
     /// Not on any search path, but a file of that name exists in the tree: ld.so would not find it
@@ -132,6 +151,10 @@ pub enum How {
     TreeElsewhere { dir: String },
     /// A classified system library.
     System { group: String },
+    /// A system library ld.so will not load for this requester: it has DF_1_NODEFLIB, which rules
+    /// out the default directories and the ld.so.cache entries in them, and nothing in the process
+    /// loaded the library before.
+    Nodeflib { group: String },
     /// Not found. `tried` lists the directories searched; `outside` lists search-path entries that
     /// point outside the tree (e.g. `$ORIGIN/../../nvidia/cu13/lib`), which were not searched.
     NotFound {
@@ -146,10 +169,13 @@ impl How {
         match self {
             How::Rpath { of, entry, dir } => format!("rpath of {} ({entry} → {})", file_name(of), show_dir(dir)),
             How::Runpath { entry, dir } => format!("runpath ({entry} → {})", show_dir(dir)),
-            How::TreeDefault { dir } => format!("tree default dir {}", show_dir(dir)),
+            How::LdLibraryPath { entry, dir } => format!("LD_LIBRARY_PATH ({entry} → {})", show_dir(dir)),
+            How::TreeDefault { dir } => format!("prefix {}/ (its python's DT_RPATH $ORIGIN/../lib)", show_dir(dir)),
+            How::Path { path } => format!("by path {path}"),
             How::AlreadyLoaded { by } => format!("already loaded (by {})", file_name(by)),
             How::TreeElsewhere { dir } => format!("NOT on the search path; only by name in {}", show_dir(dir)),
             How::System { group } => format!("system ({group})"),
+            How::Nodeflib { group } => format!("NOT found: DF_1_NODEFLIB rules out the system dirs ({group})"),
             How::NotFound { outside, .. } if !outside.is_empty() => {
                 format!("not found in the tree (external; search path leaves the tree: {})", outside.join(", "))
             }
@@ -175,6 +201,8 @@ pub struct Edge {
     pub name: String,
     pub kind: EdgeKind,
     pub how: How,
+    /// Node ids of the roots whose processes resolved the request this way.
+    pub roots: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -229,7 +257,12 @@ impl LoadGraph {
 
     /// Build the graph. `files` are the tree's ELF files; `tree` answers path lookups.
     pub fn build(tree: &Tree, files: &[GraphInput<'_>], is_payload_library: impl Fn(&str) -> bool) -> LoadGraph {
-        let mut b = Builder::new(tree, files);
+        Self::build_with(tree, files, is_payload_library, &LoaderEnv::default())
+    }
+
+    /// [`LoadGraph::build`] with the loader's environment.
+    pub fn build_with(tree: &Tree, files: &[GraphInput<'_>], is_payload_library: impl Fn(&str) -> bool, env: &LoaderEnv) -> LoadGraph {
+        let mut b = Builder::new(tree, files, env);
         let entry_roots: Vec<(usize, RootKind)> = files
             .iter()
             .enumerate()
@@ -273,20 +306,86 @@ struct Builder<'t, 'a> {
     tree: &'t Tree,
     files: &'t [GraphInput<'a>],
     graph: LoadGraph,
-    /// (from node, name, kind) → edge id, so each request is resolved and recorded once.
-    edge_index: HashMap<(usize, String, EdgeKind), usize>,
+    /// (from node, name, kind, to node) → edge id: a request that several processes resolve the same
+    /// way is one edge (the first process's `how`); resolved differently, it is several.
+    edge_index: HashMap<(usize, String, EdgeKind, usize), usize>,
     file_by_entry: HashMap<usize, usize>,
     /// Path lookups are repeated for every requester sharing an RPATH: remember them.
     lookups: std::cell::RefCell<HashMap<String, Option<usize>>>,
-    /// Search-path entries expanded per object (`None`: outside the tree). torch's libraries carry
-    /// ~20 RPATH entries each and name ~100 libraries: expand each entry once, not per name.
-    expanded: std::cell::RefCell<HashMap<(usize, String), Option<String>>>,
+    /// Search-path entries expanded per object and the directory it was opened from (`None`:
+    /// outside the tree). torch's libraries carry ~20 RPATH entries each and name ~100 libraries:
+    /// expand each entry once, not per name.
+    expanded: std::cell::RefCell<HashMap<(usize, String, String), Option<String>>>,
     /// Tree entries by file name, for the "found only elsewhere in the tree" diagnosis.
     by_name: HashMap<&'t str, Vec<usize>>,
+    /// The tree's root as an absolute path (as given, and canonical) without the leading `/`:
+    /// absolute search-path entries and NEEDED paths under it are inside the tree. Empty for
+    /// archives, whose install location is unknown.
+    root_abs: Vec<String>,
+    /// `LD_LIBRARY_PATH` entries and the tree directory each names (`None`: outside the tree).
+    ld_library_path: Vec<(String, Option<String>)>,
+    /// A conda prefix: a conda package, or a directory with `conda-meta/` or
+    /// `lib/python3.*/site-packages/` (see [`PREFIX_LIB`]).
+    prefix: bool,
+    /// Everything a search-path walk depends on besides requester and name (the process's ELF class
+    /// and machine, whether a prefix python runs it, the directories the requester and the loader
+    /// chain's DT_RPATH holders were opened from), interned.
+    contexts: HashMap<Vec<(usize, String)>, usize>,
+    /// (requester, context, name) → the walk's result, shared by every process with that context.
+    walks: HashMap<(usize, usize, String), std::rc::Rc<Walk>>,
+}
+
+/// The result of walking DT_RPATH, LD_LIBRARY_PATH and DT_RUNPATH for one name.
+struct Walk {
+    /// The file, how, and the tree path it was opened by.
+    found: Option<(usize, How, String)>,
+    tried: Vec<String>,
+    outside: Vec<String>,
+}
+
+/// One process: what ld.so has loaded so far, and from where.
+struct Process {
+    /// The root file and its node.
+    root: usize,
+    root_node: usize,
+    /// Started by a conda prefix's python, outside the tree (see [`PREFIX_LIB`]).
+    prefix_python: bool,
+    /// Loaded objects by soname and by file name (what ld.so matches a request against).
+    loaded: HashMap<String, usize>,
+    /// System libraries loaded (and ld.so itself, always there).
+    system_loaded: HashSet<String>,
+    in_process: Vec<bool>,
+    /// For each loaded file, the objects that loaded it, root first.
+    chains: HashMap<usize, Vec<usize>>,
+    /// The tree path each loaded file was opened by: its `$ORIGIN` is that path's directory.
+    opened: HashMap<usize, String>,
+    /// Each loaded file's search context (index into `Builder::contexts`).
+    context: HashMap<usize, usize>,
+}
+
+impl Process {
+    fn new(root: usize, root_node: usize, prefix_python: bool, files: usize) -> Process {
+        let system_loaded = SYSTEM_LIBRARIES[0].1.iter().filter(|n| n.starts_with("ld")).map(|n| n.to_string()).collect();
+        Process {
+            root,
+            root_node,
+            prefix_python,
+            loaded: HashMap::new(),
+            system_loaded,
+            in_process: vec![false; files],
+            chains: HashMap::new(),
+            opened: HashMap::new(),
+            context: HashMap::new(),
+        }
+    }
+
+    fn origin(&self, f: usize) -> &str {
+        self.opened.get(&f).map(|p| Tree::parent(p)).unwrap_or("")
+    }
 }
 
 impl<'t, 'a> Builder<'t, 'a> {
-    fn new(tree: &'t Tree, files: &'t [GraphInput<'a>]) -> Self {
+    fn new(tree: &'t Tree, files: &'t [GraphInput<'a>], env: &LoaderEnv) -> Self {
         let mut graph = LoadGraph { nodes: Vec::new(), edges: Vec::new(), by_file: HashMap::new(), by_external: HashMap::new() };
         let mut file_by_entry = HashMap::new();
         for (i, f) in files.iter().enumerate() {
@@ -308,12 +407,53 @@ impl<'t, 'a> Builder<'t, 'a> {
             }
         }
         let mut by_name: HashMap<&'t str, Vec<usize>> = HashMap::new();
+        let mut site_packages = false;
         for (i, e) in tree.entries.iter().enumerate() {
             if !matches!(e.kind, crate::tree::EntryKind::Dir) {
                 by_name.entry(Tree::file_name(&e.path)).or_default().push(i);
             }
+            site_packages |= e.path.strip_prefix("lib/python3.").and_then(|r| r.split_once('/')).is_some_and(|(_, r)| r == "site-packages" || r.starts_with("site-packages/"));
         }
-        Builder { tree, files, graph, edge_index: HashMap::new(), file_by_entry, lookups: Default::default(), expanded: Default::default(), by_name }
+        let prefix = site_packages || matches!(tree.kind, TreeKind::Conda | TreeKind::TarBz2) || tree.index_of("conda-meta").is_some();
+        let mut root_abs = Vec::new();
+        if tree.kind == TreeKind::Directory {
+            for p in [std::path::absolute(&tree.source).ok(), std::fs::canonicalize(&tree.source).ok()].into_iter().flatten() {
+                if let Some(n) = p.to_str().and_then(normalize)
+                    && !root_abs.contains(&n)
+                {
+                    root_abs.push(n);
+                }
+            }
+        }
+        let mut b = Builder {
+            tree,
+            files,
+            graph,
+            edge_index: HashMap::new(),
+            file_by_entry,
+            lookups: Default::default(),
+            expanded: Default::default(),
+            by_name,
+            root_abs,
+            ld_library_path: Vec::new(),
+            prefix,
+            contexts: HashMap::new(),
+            walks: HashMap::new(),
+        };
+        // An empty entry is the current directory, as in ld.so; relative entries are taken from the
+        // tree's root (an archive has no other directory to be in).
+        b.ld_library_path = env.ld_library_path.iter().map(|e| (e.clone(), if e.starts_with('/') { b.abs_to_tree(e) } else { normalize(e) })).collect();
+        b
+    }
+
+    /// The tree path an absolute path names, if it lies inside the tree.
+    fn abs_to_tree(&self, path: &str) -> Option<String> {
+        let p = normalize(path)?;
+        self.root_abs.iter().find_map(|root| match p.strip_prefix(root.as_str()) {
+            Some("") => Some(String::new()),
+            Some(rest) => rest.strip_prefix('/').map(str::to_string),
+            None => None,
+        })
     }
 
     fn external_node(&mut self, name: &str) -> usize {
@@ -337,14 +477,26 @@ impl<'t, 'a> Builder<'t, 'a> {
         id
     }
 
+    /// A process with `root` opened and loaded, nothing else.
+    fn start(&self, root: usize, prefix_python: bool) -> Process {
+        let mut p = Process::new(root, self.graph.by_file[&root], prefix_python, self.files.len());
+        p.opened.insert(root, self.files[root].path.to_string());
+        self.mark_loaded(root, &mut p.loaded);
+        p.in_process[root] = true;
+        p.chains.insert(root, Vec::new());
+        p
+    }
+
     /// Which files some other file would load by its own search path alone (no inherited RPATH):
     /// used only to pick unreferenced roots in a sensible order.
-    fn tentative_targets(&self) -> HashMap<usize, ()> {
+    fn tentative_targets(&mut self) -> HashMap<usize, ()> {
         let mut out = HashMap::new();
         for (i, f) in self.files.iter().enumerate() {
+            let mut p = self.start(i, self.prefix && !f.elf.is_executable());
+            p.loaded.clear();
             let names = f.elf.needed.iter().chain(f.elf.library_literals.iter().map(|l| &l.name));
             for name in names {
-                if let (Some(t), _) = self.search(name, i, &[], &HashMap::new())
+                if let (Some(t), _, _) = self.search(name, i, &mut p)
                     && t != i
                 {
                     out.insert(t, ());
@@ -361,40 +513,31 @@ impl<'t, 'a> Builder<'t, 'a> {
             self.graph.nodes[root_node].root = Some(kind);
         }
         self.graph.nodes[root_node].reach = Reach::Eager;
-        // Objects loaded in this process, by soname and by file name (what ld.so matches against).
-        let mut loaded: HashMap<String, usize> = HashMap::new();
-        let mut in_process: Vec<bool> = vec![false; self.files.len()];
-        let mut chains: HashMap<usize, Vec<usize>> = HashMap::new();
-        self.mark_loaded(root, &mut loaded);
-        in_process[root] = true;
-        chains.insert(root, Vec::new());
+        // A tree executable is the process's program; anything else in a prefix is loaded by the
+        // prefix's python.
+        let mut p = self.start(root, self.prefix && kind != RootKind::Executable);
 
         let mut queue: VecDeque<usize> = VecDeque::from([root]);
-        self.bfs(&mut queue, &mut loaded, &mut in_process, &mut chains, false);
+        self.bfs(&mut queue, &mut p, false);
 
         // Lazy phase: files loaded so far may dlopen names; what that brings in is lazy.
         let mut lazy_done: Vec<bool> = vec![false; self.files.len()];
         loop {
             let mut progressed = false;
-            let candidates: Vec<usize> = (0..self.files.len()).filter(|&f| in_process[f] && !lazy_done[f]).collect();
+            let candidates: Vec<usize> = (0..self.files.len()).filter(|&f| p.in_process[f] && !lazy_done[f]).collect();
             for f in candidates {
                 lazy_done[f] = true;
                 let requests = self.lazy_requests(f);
                 for (name, ekind) in requests {
-                    let chain = chains.get(&f).cloned().unwrap_or_default();
                     let from = self.graph.by_file[&f];
-                    let edge = self.resolve_edge(from, f, &name, ekind, &chain, &loaded);
+                    let edge = self.resolve_edge(from, f, &name, ekind, &mut p);
                     let tnode = self.graph.edges[edge].to;
                     if let Some(tf) = self.graph.nodes[tnode].file {
-                        if !in_process[tf] {
-                            in_process[tf] = true;
-                            self.mark_loaded(tf, &mut loaded);
-                            let mut c = chain.clone();
-                            c.push(f);
-                            chains.insert(tf, c);
+                        if !p.in_process[tf] {
+                            self.load(f, tf, &mut p);
                             self.reach(tnode, edge, true);
                             let mut q = VecDeque::from([tf]);
-                            self.bfs(&mut q, &mut loaded, &mut in_process, &mut chains, true);
+                            self.bfs(&mut q, &mut p, true);
                             progressed = true;
                         }
                     } else {
@@ -426,34 +569,30 @@ impl<'t, 'a> Builder<'t, 'a> {
         out
     }
 
-    fn bfs(
-        &mut self,
-        queue: &mut VecDeque<usize>,
-        loaded: &mut HashMap<String, usize>,
-        in_process: &mut [bool],
-        chains: &mut HashMap<usize, Vec<usize>>,
-        lazy: bool,
-    ) {
+    fn bfs(&mut self, queue: &mut VecDeque<usize>, p: &mut Process, lazy: bool) {
         while let Some(f) = queue.pop_front() {
-            let chain = chains.get(&f).cloned().unwrap_or_default();
-            let needed = self.files[f].elf.needed.clone();
             let from = self.graph.by_file[&f];
-            for name in needed {
-                let edge = self.resolve_edge(from, f, &name, EdgeKind::Needed, &chain, loaded);
+            for name in &self.files[f].elf.needed {
+                let edge = self.resolve_edge(from, f, name, EdgeKind::Needed, p);
                 let tnode = self.graph.edges[edge].to;
                 self.reach(tnode, edge, lazy);
                 if let Some(tf) = self.graph.nodes[tnode].file
-                    && !in_process[tf]
+                    && !p.in_process[tf]
                 {
-                    in_process[tf] = true;
-                    self.mark_loaded(tf, loaded);
-                    let mut c = chain.clone();
-                    c.push(f);
-                    chains.insert(tf, c);
+                    self.load(f, tf, p);
                     queue.push_back(tf);
                 }
             }
         }
+    }
+
+    /// `f` loads `tf` into the process (its opened path is already recorded by the search).
+    fn load(&self, f: usize, tf: usize, p: &mut Process) {
+        p.in_process[tf] = true;
+        self.mark_loaded(tf, &mut p.loaded);
+        let mut c = p.chains.get(&f).cloned().unwrap_or_default();
+        c.push(f);
+        p.chains.insert(tf, c);
     }
 
     fn reach(&mut self, node: usize, edge: usize, lazy: bool) {
@@ -481,101 +620,183 @@ impl<'t, 'a> Builder<'t, 'a> {
         }
     }
 
-    /// The edge for `name` requested by file `f` (node `from`): resolved by the first process that
-    /// asks, reused by later ones.
-    fn resolve_edge(&mut self, from: usize, f: usize, name: &str, kind: EdgeKind, chain: &[usize], loaded: &HashMap<String, usize>) -> usize {
-        let key = (from, name.to_string(), kind);
-        if let Some(&e) = self.edge_index.get(&key) {
-            return e;
-        }
-        let (target, how) = self.search(name, f, chain, loaded);
-        self.add_edge(key, target, how)
-    }
-
-    fn add_edge(&mut self, key: (usize, String, EdgeKind), target: Option<usize>, how: How) -> usize {
-        let (from, name, kind) = (key.0, key.1.clone(), key.2);
-        let id = self.graph.edges.len();
+    /// The edge for `name` requested by file `f` (node `from`) in process `p`: resolved by this
+    /// process; an earlier process's edge is reused when it led to the same place.
+    fn resolve_edge(&mut self, from: usize, f: usize, name: &str, kind: EdgeKind, p: &mut Process) -> usize {
+        let (target, how, opened) = self.search(name, f, p);
         let to = match target {
-            Some(f) => self.graph.by_file[&f],
-            None => self.external_node(Tree::file_name(&name)),
+            Some(t) => {
+                if let Some(o) = opened
+                    && !p.in_process[t]
+                {
+                    p.opened.insert(t, o);
+                }
+                self.graph.by_file[&t]
+            }
+            None => self.external_node(Tree::file_name(name)),
         };
-        self.graph.edges.push(Edge { id, from, to, name, kind, how });
-        self.edge_index.insert(key, id);
+        let key = (from, name.to_string(), kind, to);
+        let id = match self.edge_index.get(&key) {
+            Some(&e) => e,
+            None => {
+                let id = self.graph.edges.len();
+                self.graph.edges.push(Edge { id, from, to, name: name.to_string(), kind, how, roots: Vec::new() });
+                self.edge_index.insert(key, id);
+                id
+            }
+        };
+        let roots = &mut self.graph.edges[id].roots;
+        if !roots.contains(&p.root_node) {
+            roots.push(p.root_node);
+        }
         id
     }
-
 }
 
 impl<'t, 'a> Builder<'t, 'a> {
-    /// The ld.so search for `name` requested by file `req`, whose loaders (root first) are `chain`:
-    /// the tree file that satisfies it, if any, and how it was (or was not) found.
-    fn search(&self, name: &str, req: usize, chain: &[usize], loaded: &HashMap<String, usize>) -> (Option<usize>, How) {
+    /// The ld.so search for `name` requested by file `req` in process `p`: the tree file that
+    /// satisfies it, if any, how it was (or was not) found, and the tree path it is opened by.
+    fn search(&mut self, name: &str, req: usize, p: &mut Process) -> (Option<usize>, How, Option<String>) {
         let elf = self.files[req].elf;
         if name.contains('/') {
-            // A path: ld.so opens it as given. Only a tree-relative one can be answered here.
-            let f = self.lookup_file(name.trim_start_matches('/'));
-            return match f {
-                Some(f) => (Some(f), How::TreeDefault { dir: Tree::parent(name).to_string() }),
-                None => (None, How::NotFound { tried: vec![name.to_string()], outside: Vec::new() }),
+            // A path: ld.so opens it as given. An absolute one is answered when it points into the
+            // tree; a relative one (from the current directory) is taken from the tree's root.
+            let rel = if name.starts_with('/') { self.abs_to_tree(name) } else { normalize(name) };
+            let Some(rel) = rel else {
+                return (None, How::NotFound { tried: Vec::new(), outside: vec![name.to_string()] }, None);
+            };
+            return match self.lookup_loadable(&rel, p) {
+                Some(f) => (Some(f), How::Path { path: name.to_string() }, Some(rel)),
+                None => (None, How::NotFound { tried: vec![name.to_string()], outside: Vec::new() }, None),
             };
         }
-        if let Some(&f) = loaded.get(name) {
-            return (Some(f), How::AlreadyLoaded { by: self.files[f].path.to_string() });
+        if let Some(&f) = p.loaded.get(name) {
+            return (Some(f), How::AlreadyLoaded { by: self.files[f].path.to_string() }, None);
         }
+        let group = system_group(name);
+        if let Some(g) = group
+            && p.system_loaded.contains(name)
+        {
+            return (None, How::System { group: g.to_string() }, None);
+        }
+        let ctx = self.context(req, p);
+        let key = (req, ctx, name.to_string());
+        let walk = match self.walks.get(&key) {
+            Some(w) => w.clone(),
+            None => {
+                let w = std::rc::Rc::new(self.walk(name, req, p));
+                self.walks.insert(key, w.clone());
+                w
+            }
+        };
+        if let Some((f, how, opened)) = &walk.found {
+            return (Some(*f), how.clone(), Some(opened.clone()));
+        }
+        // 4./5. ld.so.cache and the default directories: the system's, never the tree's.
+        if let Some(g) = group {
+            if elf.nodeflib {
+                return (None, How::Nodeflib { group: g.to_string() }, None);
+            }
+            p.system_loaded.insert(name.to_string());
+            return (None, How::System { group: g.to_string() }, None);
+        }
+        // Not on any search path. Point at a same-named file elsewhere in the tree, flagged.
+        if let Some(f) = self.find_by_name(name, p) {
+            return (Some(f), How::TreeElsewhere { dir: Tree::parent(self.files[f].path).to_string() }, Some(self.files[f].path.to_string()));
+        }
+        let (mut tried, mut outside) = (walk.tried.clone(), walk.outside.clone());
+        tried.dedup();
+        outside.dedup();
+        (None, How::NotFound { tried, outside }, None)
+    }
+
+    /// The search context of `req` in `p` (see `Builder::contexts`).
+    fn context(&mut self, req: usize, p: &mut Process) -> usize {
+        if let Some(&c) = p.context.get(&req) {
+            return c;
+        }
+        let root = self.files[p.root].elf;
+        let mut key = vec![(usize::MAX, format!("{} {} {}", root.class, root.machine, p.prefix_python))];
+        key.push((req, p.origin(req).to_string()));
+        if self.files[req].elf.runpath.is_none() {
+            for &o in p.chains.get(&req).into_iter().flatten() {
+                if self.files[o].elf.rpath.is_some() {
+                    key.push((o, p.origin(o).to_string()));
+                }
+            }
+        }
+        let n = self.contexts.len();
+        let c = *self.contexts.entry(key).or_insert(n);
+        p.context.insert(req, c);
+        c
+    }
+
+    /// DT_RPATH (the requester's and the loader chain's, or the prefix python's), LD_LIBRARY_PATH,
+    /// DT_RUNPATH, in ld.so's order.
+    fn walk(&self, name: &str, req: usize, p: &Process) -> Walk {
+        let elf = self.files[req].elf;
         let mut tried = Vec::new();
         let mut outside = Vec::new();
-        // 1. DT_RPATH of the requester and of every object up the loader chain, unless the
-        //    requester has DT_RUNPATH.
+        let found = |dir: String, f: usize, how: How| {
+            let opened = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+            Some((f, how, opened))
+        };
+        // 1. DT_RPATH of the requester and of every object up the loader chain, then the
+        //    program's, unless the requester has DT_RUNPATH.
         if elf.runpath.is_none() {
             let mut objs = vec![req];
-            objs.extend(chain.iter().rev().copied());
+            objs.extend(p.chains.get(&req).into_iter().flatten().rev().copied());
             for o in objs {
                 let Some(rpath) = &self.files[o].elf.rpath else { continue };
                 for entry in rpath {
-                    if let Some(f) = self.try_entry(o, entry, name, &mut tried, &mut outside) {
-                        return (Some(f.1), How::Rpath { of: self.files[o].path.to_string(), entry: entry.clone(), dir: f.0 });
+                    if let Some((dir, f)) = self.try_entry(o, p, entry, name, &mut tried, &mut outside) {
+                        let how = How::Rpath { of: self.files[o].path.to_string(), entry: entry.clone(), dir: dir.clone() };
+                        return Walk { found: found(dir, f, how), tried, outside };
                     }
                 }
             }
+            if p.prefix_python {
+                tried.push(PREFIX_LIB.to_string());
+                if let Some(f) = self.lookup_loadable(&format!("{PREFIX_LIB}/{name}"), p) {
+                    return Walk { found: found(PREFIX_LIB.to_string(), f, How::TreeDefault { dir: PREFIX_LIB.to_string() }), tried, outside };
+                }
+            }
         }
-        // 2. LD_LIBRARY_PATH is the user's environment, not the package's: not modelled.
+        // 2. LD_LIBRARY_PATH.
+        for (entry, dir) in &self.ld_library_path {
+            let Some(dir) = dir else {
+                outside.push(entry.clone());
+                continue;
+            };
+            tried.push(dir.clone());
+            let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+            if let Some(f) = self.lookup_loadable(&path, p) {
+                let how = How::LdLibraryPath { entry: entry.clone(), dir: dir.clone() };
+                return Walk { found: found(dir.clone(), f, how), tried, outside };
+            }
+        }
         // 3. The requester's own DT_RUNPATH (not inherited).
         if let Some(runpath) = &elf.runpath {
             for entry in runpath {
-                if let Some(f) = self.try_entry(req, entry, name, &mut tried, &mut outside) {
-                    return (Some(f.1), How::Runpath { entry: entry.clone(), dir: f.0 });
+                if let Some((dir, f)) = self.try_entry(req, p, entry, name, &mut tried, &mut outside) {
+                    let how = How::Runpath { entry: entry.clone(), dir: dir.clone() };
+                    return Walk { found: found(dir, f, how), tried, outside };
                 }
             }
         }
-        // 4./5. ld.so.cache and default directories, unless DF_1_NODEFLIB.
-        if !elf.nodeflib {
-            for dir in TREE_DEFAULT_DIRS {
-                tried.push(dir.to_string());
-                if let Some(f) = self.lookup_file(&format!("{dir}/{name}")) {
-                    return (Some(f), How::TreeDefault { dir: dir.to_string() });
-                }
-            }
-        }
-        if let Some(group) = system_group(name) {
-            return (None, How::System { group: group.to_string() });
-        }
-        // Not on any search path. Point at a same-named file elsewhere in the tree, flagged.
-        if let Some(f) = self.find_by_name(name) {
-            return (Some(f), How::TreeElsewhere { dir: Tree::parent(self.files[f].path).to_string() });
-        }
-        tried.dedup();
-        outside.dedup();
-        (None, How::NotFound { tried, outside })
+        Walk { found: None, tried, outside }
     }
 
-    /// Expand one search-path entry of object `o` and look for `name` in it.
-    fn try_entry(&self, o: usize, entry: &str, name: &str, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<(String, usize)> {
-        let key = (o, entry.to_string());
+    /// Expand one search-path entry of object `o` (opened in `p` from its `$ORIGIN`) and look for
+    /// `name` in it.
+    fn try_entry(&self, o: usize, p: &Process, entry: &str, name: &str, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<(String, usize)> {
+        let origin = p.origin(o);
+        let key = (o, origin.to_string(), entry.to_string());
         let cached = self.expanded.borrow().get(&key).cloned();
         let dir = match cached {
             Some(d) => d,
             None => {
-                let d = self.expand_entry(o, entry);
+                let d = self.expand_entry(o, origin, entry);
                 self.expanded.borrow_mut().insert(key, d.clone());
                 d
             }
@@ -586,12 +807,12 @@ impl<'t, 'a> Builder<'t, 'a> {
         };
         tried.push(dir.clone());
         let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
-        self.lookup_file(&path).map(|f| (dir, f))
+        self.lookup_loadable(&path, p).map(|f| (dir, f))
     }
 
-    /// The tree directory a search-path entry of object `o` names, or `None` when it leaves the tree.
-    fn expand_entry(&self, o: usize, entry: &str) -> Option<String> {
-        let origin = Tree::parent(self.files[o].path);
+    /// The tree directory a search-path entry of object `o`, opened from directory `origin`,
+    /// names, or `None` when it leaves the tree.
+    fn expand_entry(&self, o: usize, origin: &str, entry: &str) -> Option<String> {
         let elf = self.files[o].elf;
         let lib = if elf.class == 64 { "lib64" } else { "lib" };
         let platform = match elf.machine.as_str() {
@@ -607,10 +828,12 @@ impl<'t, 'a> Builder<'t, 'a> {
             .replace("$LIB", lib)
             .replace("${PLATFORM}", platform)
             .replace("$PLATFORM", platform);
-        // Absolute paths name the build or target machine, relative ones the current directory:
-        // neither is inside the tree.
-        let rest = expanded.strip_prefix("\u{0}O")?;
-        normalize(&format!("{origin}{rest}"))
+        if let Some(rest) = expanded.strip_prefix("\u{0}O") {
+            return normalize(&format!("{origin}{rest}"));
+        }
+        // An absolute path is inside the tree when the tree is a directory at that place; a
+        // relative one names the current directory, which is nowhere in particular.
+        if expanded.starts_with('/') { self.abs_to_tree(&expanded) } else { None }
     }
 
     fn lookup_file(&self, path: &str) -> Option<usize> {
@@ -625,11 +848,22 @@ impl<'t, 'a> Builder<'t, 'a> {
         found
     }
 
-    fn find_by_name(&self, name: &str) -> Option<usize> {
+    /// A file at `path` that ld.so would load into `p`: one of another ELF class or machine is
+    /// skipped (and the search goes on), as ld.so skips it.
+    fn lookup_loadable(&self, path: &str, p: &Process) -> Option<usize> {
+        self.lookup_file(path).filter(|&f| self.loadable(f, p))
+    }
+
+    fn loadable(&self, f: usize, p: &Process) -> bool {
+        let (a, b) = (self.files[f].elf, self.files[p.root].elf);
+        a.class == b.class && a.machine == b.machine
+    }
+
+    fn find_by_name(&self, name: &str, p: &Process) -> Option<usize> {
         let mut best: Option<usize> = None;
         for &i in self.by_name.get(name).into_iter().flatten() {
             let e = &self.tree.entries[i];
-            if let Some(f) = self.lookup_file(&e.path) {
+            if let Some(f) = self.lookup_loadable(&e.path, p) {
                 // Deterministic: the shortest, then lexicographically first path.
                 let better = best.is_none_or(|b| {
                     let (bp, ep) = (self.files[b].path, self.files[f].path);

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::elf::{ElfFacts, ElfView};
 use crate::error::{Error, Result};
-use crate::graph::{GraphInput, LoadGraph};
+use crate::graph::{GraphInput, LoadGraph, LoaderEnv};
 use crate::payload::{self, PayloadFacts, PayloadSpec};
 use crate::progress::Progress;
 use crate::tree::{Tree, TreeKind};
@@ -28,10 +28,12 @@ pub struct FileFacts {
 }
 
 /// What to read beyond the facts every command needs.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Extras {
     /// `STT_FILE` names per file (`FileFacts::translation_units`).
     pub translation_units: bool,
+    /// `LD_LIBRARY_PATH` entries for the modelled processes (`--ld-library-path`).
+    pub ld_library_path: Vec<String>,
 }
 
 pub struct Inspection {
@@ -120,7 +122,8 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
     let t_open = std::time::Instant::now();
     let files: Vec<FileFacts> = parsed.into_iter().map(|(_, f)| f).collect();
     let inputs: Vec<GraphInput<'_>> = files.iter().map(|f| GraphInput { path: &f.path, elf: &f.elf }).collect();
-    let graph = LoadGraph::build(&tree, &inputs, |name| spec.is_payload_library(name));
+    let env = LoaderEnv { ld_library_path: extras.ld_library_path };
+    let graph = LoadGraph::build_with(&tree, &inputs, |name| spec.is_payload_library(name), &env);
     if trace {
         eprintln!("trace: graph {:?}", t_open.elapsed());
     }

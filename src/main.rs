@@ -75,6 +75,11 @@ pub(crate) struct Target {
     /// the static symbol tables, ~170 MiB for torch 2.11).
     #[arg(long)]
     deep: bool,
+    /// LD_LIBRARY_PATH for the modelled processes (colon-separated): searched after DT_RPATH,
+    /// before DT_RUNPATH. Absolute directories count inside a directory input; relative ones are
+    /// tree directories.
+    #[arg(long, value_name = "DIRS")]
+    ld_library_path: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -481,7 +486,8 @@ fn load(target: &Target, quiet: bool) -> Result<Inspection> {
 fn load_with(target: &Target, quiet: bool, extras: Extras) -> Result<Inspection> {
     let mut spec = PayloadSpec::for_dep(&target.dep, &target.dep_symbol);
     spec.deep = target.deep;
-    inspect_with(&target.path, &spec, &Progress::new(!quiet), extras)
+    let ld_library_path = target.ld_library_path.as_deref().map(|d| d.split(':').map(str::to_string).collect()).unwrap_or_default();
+    inspect_with(&target.path, &spec, &Progress::new(!quiet), Extras { ld_library_path, ..extras })
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
@@ -491,7 +497,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Inspect { target, json, dot, symbols, out } => {
-            let ins = load_with(&target, cli.quiet, Extras { translation_units: json })?;
+            let ins = load_with(&target, cli.quiet, Extras { translation_units: json, ..Default::default() })?;
             let text = if json {
                 to_json(&inspect_json(&ins, symbols))?
             } else if dot {
@@ -653,7 +659,7 @@ fn load_plan(input: &std::path::Path, lazy: &str, dep: &str, quiet: bool) -> Res
         }
         return serde_json::from_value(value).map_err(|e| Error::bad(input.display(), format!("malformed plan: {e}")));
     }
-    let target = Target { path: input.to_path_buf(), lazy: lazy.to_string(), dep: dep.to_string(), dep_symbol: Vec::new(), deep: false };
+    let target = Target { path: input.to_path_buf(), lazy: lazy.to_string(), dep: dep.to_string(), dep_symbol: Vec::new(), deep: false, ld_library_path: None };
     let ins = load(&target, quiet)?;
     let analysis = verdict::analyse(&ins, lazy);
     Ok(plan::make_plan(&ins, &analysis, lazy))
