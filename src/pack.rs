@@ -297,20 +297,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     }
     // The channel's description first: a channel that holds another split is refused before any work.
     let existing = if out.join(CHANNEL_FILE).exists() { Some(ChannelInfo::load(out)?) } else { None };
-    if let Some(e) = &existing
-        && (e.core != o.core_name || e.lazy != o.lazy_name || e.dep != plan.options.dep)
-    {
-        return Err(Error::Usage(format!(
-            "{}: the channel holds the split {} / {} ({}); this one is {} / {} ({}): use another --out",
-            out.join(CHANNEL_FILE).display(),
-            e.core,
-            e.lazy,
-            e.dep,
-            o.core_name,
-            o.lazy_name,
-            plan.options.dep
-        )));
-    }
+    same_split(existing.as_ref(), o, &plan.options.dep, out)?;
 
     // A link out of the tree would point wherever the installing machine has that path.
     if !opts.allow_absolute_symlinks
@@ -669,20 +656,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     std::fs::create_dir_all(&out_abs).map_err(|e| Error::io(&out_abs, e))?;
     let _lock = lock_channel(&out_abs)?;
     let existing = if out_abs.join(CHANNEL_FILE).exists() { Some(ChannelInfo::load(&out_abs)?) } else { None };
-    if let Some(e) = &existing
-        && (e.core != o.core_name || e.lazy != o.lazy_name || e.dep != plan.options.dep)
-    {
-        return Err(Error::Usage(format!(
-            "{}: the channel holds the split {} / {} ({}); this one is {} / {} ({}): use another --out",
-            out.join(CHANNEL_FILE).display(),
-            e.core,
-            e.lazy,
-            e.dep,
-            o.core_name,
-            o.lazy_name,
-            plan.options.dep
-        )));
-    }
+    same_split(existing.as_ref(), o, &plan.options.dep, out)?;
     let mut info = existing.unwrap_or_else(|| ChannelInfo {
         schema: CHANNEL_SCHEMA.into(),
         schema_version: 1,
@@ -783,6 +757,23 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         indexed,
         notes,
     })
+}
+
+/// A channel holds one split: refuse to add another (checked before any work and again under the
+/// channel lock, where a concurrent pack may have created the channel meanwhile).
+fn same_split(existing: Option<&ChannelInfo>, o: &crate::split::SplitOptions, dep: &str, out: &Path) -> Result<()> {
+    match existing {
+        Some(e) if e.core != o.core_name || e.lazy != o.lazy_name || e.dep != dep => Err(Error::Usage(format!(
+            "{}: the channel holds the split {} / {} ({}); this one is {} / {} ({dep}): use another --out",
+            out.join(CHANNEL_FILE).display(),
+            e.core,
+            e.lazy,
+            e.dep,
+            o.core_name,
+            o.lazy_name,
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// `CHANNEL/.splitpkg.lock`, held exclusively (flock) until dropped. The file stays: removing a

@@ -211,16 +211,8 @@ impl Tree {
                     }
                     cur.pop();
                     // Depth check: a relative target may not climb above the root.
-                    let mut depth = cur.len() as isize;
-                    for p in target.split('/') {
-                        match p {
-                            "" | "." => {}
-                            ".." => depth -= 1,
-                            _ => depth += 1,
-                        }
-                        if depth < 0 {
-                            return Resolve::Escapes { link: joined, target: target.clone() };
-                        }
+                    if climbs_above_root(cur.len(), target) {
+                        return Resolve::Escapes { link: joined, target: target.clone() };
                     }
                     pending.extend(split_rev(target));
                 }
@@ -265,7 +257,13 @@ pub fn symlink_leaves(path: &str, target: &str) -> bool {
     if target.starts_with('/') {
         return true;
     }
-    let mut depth = Tree::parent(path).split('/').filter(|p| !p.is_empty()).count() as isize;
+    climbs_above_root(Tree::parent(path).split('/').filter(|p| !p.is_empty()).count(), target)
+}
+
+/// Does relative `target`, followed from a directory `depth` levels below the root, step above it
+/// at any point?
+fn climbs_above_root(depth: usize, target: &str) -> bool {
+    let mut depth = depth as isize;
     for p in target.split('/') {
         match p {
             "" | "." => {}
