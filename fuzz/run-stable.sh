@@ -30,6 +30,8 @@ mkdir -p "$corpus" "$artifacts"
 # `cargo test --release --test fatbin -- --ignored write_fuzz_seeds`); for the others, FUZZ_SEEDS
 # (the test suite passes fixture libraries, plans and archives built with gcc).
 if [[ -d $here/seeds/$name ]]; then cp "$here"/seeds/"$name"/* "$corpus"/; fi
+# Inputs that once crashed a target (fuzz/regressions/TARGET/): every run starts by replaying them.
+if [[ -d $here/regressions/$name ]]; then cp "$here"/regressions/"$name"/* "$corpus"/; fi
 if [[ -n ${FUZZ_SEEDS:-} ]]; then cp "$FUZZ_SEEDS"/* "$corpus"/; fi
 limit=(-max_total_time="$secs")
 [[ -n ${FUZZ_RUNS:-} ]] && limit=(-runs="$FUZZ_RUNS")

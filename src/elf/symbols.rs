@@ -375,7 +375,10 @@ impl DynSymbols {
         } else {
             self.u32_at(h, bloom_at)? as u64
         };
-        let mask = (1u64 << (hash as usize % word_bits)) | (1u64 << ((hash >> bloom_shift) as usize % word_bits));
+        // A hostile shift of 32 or more: C's `hash >> shift` is undefined there and x86, where
+        // ld.so runs, masks the count to 5 bits; wrapping_shr does the same instead of panicking
+        // (found by the `elf` fuzz target).
+        let mask = (1u64 << (hash as usize % word_bits)) | (1u64 << (hash.wrapping_shr(bloom_shift) as usize % word_bits));
         if word & mask != mask {
             return Some(false);
         }
