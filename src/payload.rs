@@ -346,10 +346,11 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
         }
         if kind == sym::STT_FUNC && Some(shndx as usize) == text_idx && size > 0 {
             lo = lo.min(value);
-            hi = hi.max(value + size);
-            named_bytes += size;
+            // Symbol values and sizes come from the file: saturate rather than wrap.
+            hi = hi.max(value.saturating_add(size));
+            named_bytes = named_bytes.saturating_add(size);
         } else if kind == sym::STT_OBJECT {
-            object_bytes += size;
+            object_bytes = object_bytes.saturating_add(size);
         }
     };
     let (table, strs) = match table {

@@ -427,14 +427,17 @@ impl<'a> ElfView<'a> {
         for sh in &self.shdrs {
             let name = self.section_name(sh);
             let size = if sh.sh_type == section_header::SHT_NOBITS { 0 } else { sh.sh_size };
-            match name {
-                ".text" => sections.text += size,
-                ".nv_fatbin" => sections.nv_fatbin += size,
-                ".symtab" | ".strtab" => sections.symtab += size,
-                n if n.starts_with(".rodata") => sections.rodata += size,
-                n if n.starts_with(".debug_") || n.starts_with(".zdebug_") => sections.debug += size,
-                _ => {}
-            }
+            // Sizes come from the file: saturate rather than wrap on hostile headers (found by the
+            // `elf` fuzz target).
+            let slot = match name {
+                ".text" => &mut sections.text,
+                ".nv_fatbin" => &mut sections.nv_fatbin,
+                ".symtab" | ".strtab" => &mut sections.symtab,
+                n if n.starts_with(".rodata") => &mut sections.rodata,
+                n if n.starts_with(".debug_") || n.starts_with(".zdebug_") => &mut sections.debug,
+                _ => continue,
+            };
+            *slot = slot.saturating_add(size);
         }
 
         let (library_literals, mentions) = self.scan_rodata(words);
