@@ -92,12 +92,18 @@ pub struct Commands {
     pub pixi_spec: String,
 }
 
+/// The build-string glob that selects `variant`'s builds, given an installed build string (its
+/// key prefix, or none, decides the glob's shape).
+fn switch_glob(variant: &str, variants: &[&str], installed_build: &str) -> String {
+    let installed_variant = variants.iter().find(|v| installed_build.split('_').any(|t| t == **v)).copied().unwrap_or(variant);
+    let key_prefix_empty = installed_build.starts_with(&format!("{installed_variant}_"));
+    variant_glob(variant, variants, key_prefix_empty)
+}
+
 /// The commands that switch `lazy` to `variant`, given an installed build string (to tell whether
 /// the builds have a key prefix, which decides the glob).
 pub fn commands(lazy: &str, variant: &str, variants: &[&str], installed_build: &str) -> Result<Commands> {
-    let installed_variant = variants.iter().find(|v| installed_build.split('_').any(|t| t == **v)).copied().unwrap_or(variant);
-    let key_prefix_empty = installed_build.starts_with(&format!("{installed_variant}_"));
-    let glob = variant_glob(variant, variants, key_prefix_empty);
+    let glob = switch_glob(variant, variants, installed_build);
     let conda_spec = format!("{lazy}=*={glob}");
     let pixi_spec = format!("{lazy}[build='{glob}']");
     // conda's `name=version=build` form is lenient-only in rattler; pixi's bracket form is strict.
@@ -386,7 +392,8 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
         (None, None) => return Err(Error::Usage(format!("--switch: {} was not installed from a splitpkg channel; pass --channel CHANNEL", opts.lazy_name))),
     };
     let ch = crate::solve::Loaded::open(&channel)?;
-    let glob = before.switch.commands.pixi_spec.split("build='").nth(1).and_then(|g| g.strip_suffix("']")).unwrap_or("*").to_string();
+    let without = format!("no{}", opts.dep);
+    let glob = switch_glob(&before.switch.to, &[opts.dep.as_str(), without.as_str()], &before.build);
     let mut specs = Vec::new();
     for p in &before.packages {
         match p.role.as_str() {
@@ -410,18 +417,9 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     // and goes away afterwards; the prefix keeps its files.
     let parent = prefix.canonicalize().map_err(|e| Error::io(prefix, e))?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let cache = parent.join(format!(".splitpkg-switch-pkgs-{}", std::process::id()));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::other(format!("tokio: {e}")))?;
-    let installer = rattler::install::Installer::new()
-        .with_package_cache(rattler::package_cache::PackageCache::new(&cache))
-        .with_target_platform(rattler_conda_types::Subdir::Linux64);
-    let result = rt.block_on(installer.install(prefix, records));
+    let result = crate::solve::install(&crate::solve::runtime()?, &cache, prefix, records);
     let _ = std::fs::remove_dir_all(&cache);
-    let result = result.map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
-    let id = |r: &rattler_conda_types::PackageRecord| format!("{}-{}-{}", r.name.as_normalized(), r.version, r.build);
-    let mut removed: Vec<String> = result.transaction.removed_packages().map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build())).collect();
-    let mut installed: Vec<String> = result.transaction.installed_packages().map(|r| id(&r.package_record)).collect();
-    removed.sort();
-    installed.sort();
+    let (removed, installed) = result?;
     let after = env(opts)?;
     Ok(SwitchReport {
         schema: "splitpkg-env-switch",

@@ -951,11 +951,7 @@ fn check_index(index: &rattler_conda_types::package::IndexJson, m: &PackageModel
 
 /// Index the channel with rattler_index and remove its `.tmp/` work directory.
 fn index_channel(channel: &Path) -> Result<Vec<String>> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::other(format!("tokio: {e}")))?;
+    let rt = crate::solve::runtime()?;
     let config = rattler_index::IndexFsConfig {
         channel: channel.to_path_buf(),
         target_platform: None,

@@ -603,6 +603,33 @@ fn check_set(solved: &[Solved], info: &ChannelInfo, version: &str, variant: &str
     }
 }
 
+/// The small tokio runtime the rattler calls run on (index, install).
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::other(format!("tokio: {e}")))
+}
+
+/// Install `records` into `prefix` with rattler's installer (linux-64), from the package cache
+/// `cache`; the transaction against what the prefix already holds is the installer's. Used by
+/// `solve --install` and `env --switch`. Returns what it removed and what it linked, as sorted
+/// `name-version-build`.
+pub fn install(rt: &tokio::runtime::Runtime, cache: &Path, prefix: &Path, records: Vec<RepoDataRecord>) -> Result<(Vec<String>, Vec<String>)> {
+    let installer = rattler::install::Installer::new()
+        .with_package_cache(rattler::package_cache::PackageCache::new(cache))
+        .with_target_platform(rattler_conda_types::Subdir::Linux64);
+    let result = rt.block_on(installer.install(prefix, records)).map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
+    let t = &result.transaction;
+    let mut removed: Vec<String> = t.removed_packages().map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build())).collect();
+    let mut installed: Vec<String> = t.installed_packages().map(|r| record_id(&r.package_record)).collect();
+    removed.sort();
+    installed.sort();
+    Ok((removed, installed))
+}
+
+/// `name-version-build`, as conda-meta names its records.
+pub fn record_id(r: &rattler_conda_types::PackageRecord) -> String {
+    format!("{}-{}-{}", r.name.as_normalized(), r.version, r.build)
+}
+
 fn install_and_plan(dir: &Path, ch: &Loaded, installs: Vec<(&'static str, &'static str, Option<Vec<RepoDataRecord>>)>, progress: &Progress) -> Result<InstallReport> {
     for (name, _, _) in &installs {
         let p = dir.join(name);
@@ -611,7 +638,7 @@ fn install_and_plan(dir: &Path, ch: &Loaded, installs: Vec<(&'static str, &'stat
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::other(format!("tokio: {e}")))?;
+    let rt = runtime()?;
     let cache = dir.join("pkgs");
     let spec = crate::payload::PayloadSpec::for_dep(&ch.info.dep, &[]);
     let mut envs = Vec::new();
@@ -635,12 +662,9 @@ fn install_and_plan(dir: &Path, ch: &Loaded, installs: Vec<(&'static str, &'stat
             });
             continue;
         };
-        let packages: Vec<String> = records.iter().map(|r| format!("{}-{}-{}", r.package_record.name.as_normalized(), r.package_record.version, r.package_record.build)).collect();
+        let packages: Vec<String> = records.iter().map(|r| record_id(&r.package_record)).collect();
         progress.start_unknown(&format!("install {name}"));
-        let installer = rattler::install::Installer::new()
-            .with_package_cache(rattler::package_cache::PackageCache::new(&cache))
-            .with_target_platform(rattler_conda_types::Subdir::Linux64);
-        rt.block_on(installer.install(&prefix, records)).map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
+        install(&rt, &cache, &prefix, records)?;
         progress.finish();
         let ins = crate::inspect::inspect(&prefix, &spec, &Progress::hidden())?;
         let analysis = crate::verdict::analyse(&ins, &ch.info.lazy_library);
