@@ -193,6 +193,18 @@ pub struct RuleCheck {
     pub detail: String,
 }
 
+/// Whether a variant named `variant` must carry the payload `dep` (`magma`: yes, `nomagma`: no);
+/// `None` for any other name. The one naming rule of `verify-variant` and `smoke`'s identity check.
+pub fn variant_carries(variant: &str, dep: &str) -> Option<bool> {
+    if variant == dep {
+        Some(true)
+    } else if variant.strip_prefix("no") == Some(dep) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 impl Presence {
     pub fn scan(facts: &crate::elf::ElfFacts, pay: &PayloadFacts, spec: &PayloadSpec) -> Presence {
         Presence {

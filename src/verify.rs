@@ -31,11 +31,7 @@ pub struct VerifyReport {
 }
 
 pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Result<VerifyReport> {
-    let with_payload = if variant == contract.dep {
-        true
-    } else if variant == format!("no{}", contract.dep) {
-        false
-    } else {
+    let Some(with_payload) = payload::variant_carries(variant, &contract.dep) else {
         return Err(Error::Usage(format!("--variant must be {} or no{}, not {variant}", contract.dep, contract.dep)));
     };
     let display = path.display().to_string();

@@ -464,11 +464,7 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
 /// the rule `verify-variant` applies ([`crate::payload::Presence::rule`]), judged from the facts
 /// recorded about the library the variant loaded, so `--replay` applies it to old recordings too.
 pub fn identity_check(variant: &str, dep: &str, emulated: bool, presence: Option<&crate::payload::Presence>, lazy_name: &str) -> Check {
-    let with_payload = if variant == dep {
-        true
-    } else if variant == format!("no{dep}") {
-        false
-    } else {
+    let Some(with_payload) = crate::payload::variant_carries(variant, dep) else {
         return check("identity", CheckStatus::NotApplicable, format!("not applicable: the variant name {variant:?} is neither {dep} nor no{dep}"), None);
     };
     if emulated {
