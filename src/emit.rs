@@ -120,15 +120,13 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
     let key_prefix = if o.build_keys.is_empty() { String::new() } else { format!("{}_", o.build_keys) };
     let lazy_globs: Vec<String> = split.lazy_files.iter().map(|f| split.install_path(f)).collect();
     // Files whose presence shows the core output is whole: the loaders of the lazy library.
-    let mut core_checks: Vec<String> = plan
-        .lazy_library
-        .iter()
-        .flat_map(|l| l.loaded_by.iter().map(|s| split.install_path(&s.from)))
-        .collect();
+    let mut core_checks: Vec<String> =
+        plan.lazy_library.iter().flat_map(|l| l.loaded_by.iter().map(|s| split.install_path(&s.from))).collect();
     core_checks.sort();
     core_checks.dedup();
     for c in &core_checks {
-        crate::split::check_recipe_path(c).map_err(|why| Error::bad(format!("{}:{c}", plan.input.path), format!("cannot go into a generated recipe: {why}")))?;
+        crate::split::check_recipe_path(c)
+            .map_err(|why| Error::bad(format!("{}:{c}", plan.input.path), format!("cannot go into a generated recipe: {why}")))?;
     }
     // Header comments: conda-build renders meta.yaml as Jinja and reads `# [...]` as a selector
     // even in comments, so the input path and command line are made inert there.
@@ -175,10 +173,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         glue => to_value(&glue),
     };
     let render = |name: &str| -> Result<String> {
-        let mut text = env
-            .get_template(name)
-            .and_then(|t| t.render(&ctx))
-            .map_err(|e| Error::other(format!("rendering {name}: {e:#}")))?;
+        let mut text = env.get_template(name).and_then(|t| t.render(&ctx)).map_err(|e| Error::other(format!("rendering {name}: {e:#}")))?;
         // trim_blocks eats the newline after a closing tag at the end of a template.
         if !text.ends_with('\n') {
             text.push('\n');
@@ -302,7 +297,13 @@ pub mod quote {
     /// Text for a generated comment line: control characters, Jinja delimiters and selector
     /// brackets cannot survive into it.
     pub fn comment(s: &str) -> String {
-        s.chars().map(|c| if c.is_control() { '?' } else { c }).collect::<String>().replace('{', "(").replace('}', ")").replace('[', "(").replace(']', ")")
+        s.chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect::<String>()
+            .replace('{', "(")
+            .replace('}', ")")
+            .replace('[', "(")
+            .replace(']', ")")
     }
 
     #[cfg(test)]
@@ -353,7 +354,11 @@ pub fn fuzz_plan_json(data: &[u8]) {
     let Ok(split) = Split::from_plan(&plan, options) else { return };
     if let Ok(out) = render(&plan, &split, &[Format::RattlerBuild, Format::CondaBuild], "stage", "fuzz", "fuzz") {
         for f in &out.files {
-            assert!(f.path.components().all(|c| matches!(c, std::path::Component::Normal(_))), "{} leaves the output directory", f.path.display());
+            assert!(
+                f.path.components().all(|c| matches!(c, std::path::Component::Normal(_))),
+                "{} leaves the output directory",
+                f.path.display()
+            );
         }
         for p in split.lazy_files.iter().chain(&split.payload_files) {
             assert!(crate::split::check_recipe_path(p).is_ok(), "{p:?} reached a recipe unchecked");

@@ -124,9 +124,10 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     if !meta.is_dir() {
         return Err(Error::bad(prefix.display(), "not a conda environment (no conda-meta/)"));
     }
-    let mut records: Vec<PrefixRecord> =
-        PrefixRecord::collect_from_prefix::<PrefixRecord>(prefix).map_err(|e| Error::bad(meta.display(), format!("unreadable conda-meta record: {e}")))?;
-    records.sort_by(|a, b| a.repodata_record.package_record.name.as_normalized().cmp(b.repodata_record.package_record.name.as_normalized()));
+    let mut records: Vec<PrefixRecord> = PrefixRecord::collect_from_prefix::<PrefixRecord>(prefix)
+        .map_err(|e| Error::bad(meta.display(), format!("unreadable conda-meta record: {e}")))?;
+    records
+        .sort_by(|a, b| a.repodata_record.package_record.name.as_normalized().cmp(b.repodata_record.package_record.name.as_normalized()));
     let markers = crate::standin::markers_in_prefix(prefix);
     let name_of = |r: &PrefixRecord| r.repodata_record.package_record.name.as_normalized().to_string();
     let lazy = records.iter().find(|r| name_of(r) == opts.lazy_name).ok_or_else(|| {
@@ -140,9 +141,9 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     ];
     let lazy_rec = &lazy.repodata_record.package_record;
     let build = lazy_rec.build.to_string();
-    let variant = variant_in_build(&variants, &build)
-        .map(|v| v.name.clone())
-        .ok_or_else(|| Error::bad(meta.display(), format!("{} {build}: the build string names neither {with} nor {without}", opts.lazy_name)))?;
+    let variant = variant_in_build(&variants, &build).map(|v| v.name.clone()).ok_or_else(|| {
+        Error::bad(meta.display(), format!("{} {build}: the build string names neither {with} nor {without}", opts.lazy_name))
+    })?;
     let other = if variant == with { without.clone() } else { with.clone() };
 
     // The channel that knows the other variant: --channel, or the local one the package came from.
@@ -153,7 +154,9 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     });
     let info = match &channel_dir {
         Some(d) if d.join(crate::pack::CHANNEL_FILE).exists() => Some(ChannelInfo::load(d)?),
-        Some(d) if opts.channel.is_some() => return Err(Error::bad(d.display(), "not a channel made by `splitpkg pack` (no splitpkg.json)")),
+        Some(d) if opts.channel.is_some() => {
+            return Err(Error::bad(d.display(), "not a channel made by `splitpkg pack` (no splitpkg.json)"));
+        }
         _ => None,
     };
     let payload_names: Vec<String> = match &info {
@@ -182,7 +185,9 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
             "lazy"
         } else if payload_names.contains(&name) {
             "payload"
-        } else if info.as_ref().is_some_and(|i| i.core == name) || pr.depends.iter().any(|d| d.split_whitespace().next() == Some(opts.lazy_name.as_str())) {
+        } else if info.as_ref().is_some_and(|i| i.core == name)
+            || pr.depends.iter().any(|d| d.split_whitespace().next() == Some(opts.lazy_name.as_str()))
+        {
             "core"
         } else {
             "other"
@@ -198,7 +203,12 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
                 .paths_data
                 .paths
                 .iter()
-                .filter(|p| !matches!(p.path_type, rattler_conda_types::prefix_record::PathType::SoftLink | rattler_conda_types::prefix_record::PathType::Directory))
+                .filter(|p| {
+                    !matches!(
+                        p.path_type,
+                        rattler_conda_types::prefix_record::PathType::SoftLink | rattler_conda_types::prefix_record::PathType::Directory
+                    )
+                })
                 .filter_map(|p| p.size_in_bytes)
                 .sum(),
             standin,
@@ -212,11 +222,8 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     // The switch.
     let to_slim = other == without;
     let installed_payload: Vec<&EnvPackage> = packages.iter().filter(|p| p.role == "payload").collect();
-    let (payload_removed, mut payload_added) = if to_slim {
-        (installed_payload.iter().map(|p| p.name.clone()).collect::<Vec<_>>(), Vec::new())
-    } else {
-        (Vec::new(), Vec::new())
-    };
+    let (payload_removed, mut payload_added) =
+        if to_slim { (installed_payload.iter().map(|p| p.name.clone()).collect::<Vec<_>>(), Vec::new()) } else { (Vec::new(), Vec::new()) };
     let mut real_delta: Option<i64> = None;
     let mut represented_delta: i64 = 0;
     let mut lazy_after = None;
@@ -389,7 +396,12 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     let channel = match (&opts.channel, &before.channel) {
         (Some(c), _) => c.clone(),
         (None, Some(c)) => PathBuf::from(c),
-        (None, None) => return Err(Error::Usage(format!("--switch: {} was not installed from a splitpkg channel; pass --channel CHANNEL", opts.lazy_name))),
+        (None, None) => {
+            return Err(Error::Usage(format!(
+                "--switch: {} was not installed from a splitpkg channel; pass --channel CHANNEL",
+                opts.lazy_name
+            )));
+        }
     };
     let ch = crate::solve::Loaded::open(&channel)?;
     let without = format!("no{}", opts.dep);
@@ -415,7 +427,8 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     let prefix = &opts.prefix;
     // The package cache sits next to the prefix (same file system: the installer hard-links from it)
     // and goes away afterwards; the prefix keeps its files.
-    let parent = prefix.canonicalize().map_err(|e| Error::io(prefix, e))?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let parent =
+        prefix.canonicalize().map_err(|e| Error::io(prefix, e))?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let cache = parent.join(format!(".splitpkg-switch-pkgs-{}", std::process::id()));
     let result = crate::solve::install(&crate::solve::runtime()?, &cache, prefix, records);
     let _ = std::fs::remove_dir_all(&cache);
@@ -467,7 +480,11 @@ pub fn report_text(r: &EnvReport) -> String {
         "installed: {} packages, {} real{}",
         r.packages.len(),
         human_bytes(r.real_bytes),
-        if r.represented_bytes > 0 { format!(" + {} represented by stand-ins (not on disk)", human_bytes(r.represented_bytes)) } else { String::new() }
+        if r.represented_bytes > 0 {
+            format!(" + {} represented by stand-ins (not on disk)", human_bytes(r.represented_bytes))
+        } else {
+            String::new()
+        }
     );
     for p in &r.packages {
         let size = match p.represents_bytes {
@@ -530,7 +547,9 @@ pub fn svg(r: &EnvReport) -> String {
             let pr = (payload_real_now as i64 + d - (lazy_after - w.lazy_now as i64)).max(0) as u64;
             (pr, (payload_rep_now as i64 + w.represented_delta).max(0) as u64)
         }
-        None => (if w.payload_removed.is_empty() { payload_real_now } else { 0 }, (payload_rep_now as i64 + w.represented_delta).max(0) as u64),
+        None => {
+            (if w.payload_removed.is_empty() { payload_real_now } else { 0 }, (payload_rep_now as i64 + w.represented_delta).max(0) as u64)
+        }
     };
     struct Bar {
         label: String,
@@ -581,7 +600,8 @@ pub fn svg(r: &EnvReport) -> String {
         r##"<defs><pattern id="hatch" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fdd0a2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#e6550d" stroke-width="2"/></pattern></defs>"##
     );
     let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
-    let _ = writeln!(s, r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##, xml(&format!("{} in {}", r.lazy, r.prefix)));
+    let _ =
+        writeln!(s, r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##, xml(&format!("{} in {}", r.lazy, r.prefix)));
     for (i, b) in bars.iter().enumerate() {
         let y = 45.0 + i as f64 * 55.0;
         let total: u64 = b.segs.iter().map(|s| s.1).sum();
@@ -616,10 +636,20 @@ pub fn svg(r: &EnvReport) -> String {
             if b.note.is_empty() { String::new() } else { format!(" ({})", xml(&b.note)) }
         );
     }
-    let legend = [("#bdbdbd", "other packages"), ("#3182bd", "lazy library"), ("#e6550d", "payload"), ("url(#hatch)", "payload [stand-in], represented")];
+    let legend = [
+        ("#bdbdbd", "other packages"),
+        ("#3182bd", "lazy library"),
+        ("#e6550d", "payload"),
+        ("url(#hatch)", "payload [stand-in], represented"),
+    ];
     let mut x = 10.0;
     for (fill, label) in legend {
-        let _ = writeln!(s, r##"<rect x="{x:.1}" y="168" width="12" height="12" fill="{fill}"/><text x="{:.1}" y="178">{}</text>"##, x + 16.0, xml(label));
+        let _ = writeln!(
+            s,
+            r##"<rect x="{x:.1}" y="168" width="12" height="12" fill="{fill}"/><text x="{:.1}" y="178">{}</text>"##,
+            x + 16.0,
+            xml(label)
+        );
         x += 24.0 + label.len() as f64 * 6.5;
     }
     let _ = writeln!(

@@ -27,9 +27,24 @@ const SYSTEM_LIBRARIES: &[(&str, &[&str])] = &[
     (
         "glibc",
         &[
-            "libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libutil.so.1", "libresolv.so.2",
-            "libanl.so.1", "libnsl.so.1", "libcrypt.so.1", "libmvec.so.1", "libBrokenLocale.so.1", "libthread_db.so.1",
-            "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "ld-linux.so.2", "ld64.so.2", "ld-linux-armhf.so.3",
+            "libc.so.6",
+            "libm.so.6",
+            "libdl.so.2",
+            "libpthread.so.0",
+            "librt.so.1",
+            "libutil.so.1",
+            "libresolv.so.2",
+            "libanl.so.1",
+            "libnsl.so.1",
+            "libcrypt.so.1",
+            "libmvec.so.1",
+            "libBrokenLocale.so.1",
+            "libthread_db.so.1",
+            "ld-linux-x86-64.so.2",
+            "ld-linux-aarch64.so.1",
+            "ld-linux.so.2",
+            "ld64.so.2",
+            "ld-linux-armhf.so.3",
         ],
     ),
     ("gcc runtime", &["libstdc++.so.6", "libgcc_s.so.1"]),
@@ -412,7 +427,11 @@ impl<'t, 'a> Builder<'t, 'a> {
             if !matches!(e.kind, crate::tree::EntryKind::Dir) {
                 by_name.entry(Tree::file_name(&e.path)).or_default().push(i);
             }
-            site_packages |= e.path.strip_prefix("lib/python3.").and_then(|r| r.split_once('/')).is_some_and(|(_, r)| r == "site-packages" || r.starts_with("site-packages/"));
+            site_packages |= e
+                .path
+                .strip_prefix("lib/python3.")
+                .and_then(|r| r.split_once('/'))
+                .is_some_and(|(_, r)| r == "site-packages" || r.starts_with("site-packages/"));
         }
         let prefix = site_packages || matches!(tree.kind, TreeKind::Conda | TreeKind::TarBz2) || tree.index_of("conda-meta").is_some();
         let mut root_abs = Vec::new();
@@ -442,7 +461,8 @@ impl<'t, 'a> Builder<'t, 'a> {
         };
         // An empty entry is the current directory, as in ld.so; relative entries are taken from the
         // tree's root (an archive has no other directory to be in).
-        b.ld_library_path = env.ld_library_path.iter().map(|e| (e.clone(), if e.starts_with('/') { b.abs_to_tree(e) } else { normalize(e) })).collect();
+        b.ld_library_path =
+            env.ld_library_path.iter().map(|e| (e.clone(), if e.starts_with('/') { b.abs_to_tree(e) } else { normalize(e) })).collect();
         b
     }
 
@@ -702,7 +722,11 @@ impl<'t, 'a> Builder<'t, 'a> {
         }
         // Not on any search path. Point at a same-named file elsewhere in the tree, flagged.
         if let Some(f) = self.find_by_name(name, p) {
-            return (Some(f), How::TreeElsewhere { dir: Tree::parent(self.files[f].path).to_string() }, Some(self.files[f].path.to_string()));
+            return (
+                Some(f),
+                How::TreeElsewhere { dir: Tree::parent(self.files[f].path).to_string() },
+                Some(self.files[f].path.to_string()),
+            );
         }
         let (mut tried, mut outside) = (walk.tried.clone(), walk.outside.clone());
         tried.dedup();
@@ -758,7 +782,11 @@ impl<'t, 'a> Builder<'t, 'a> {
             if p.prefix_python {
                 tried.push(PREFIX_LIB.to_string());
                 if let Some(f) = self.lookup_loadable(&format!("{PREFIX_LIB}/{name}"), p) {
-                    return Walk { found: found(PREFIX_LIB.to_string(), f, How::TreeDefault { dir: PREFIX_LIB.to_string() }), tried, outside };
+                    return Walk {
+                        found: found(PREFIX_LIB.to_string(), f, How::TreeDefault { dir: PREFIX_LIB.to_string() }),
+                        tried,
+                        outside,
+                    };
                 }
             }
         }
@@ -789,7 +817,15 @@ impl<'t, 'a> Builder<'t, 'a> {
 
     /// Expand one search-path entry of object `o` (opened in `p` from its `$ORIGIN`) and look for
     /// `name` in it.
-    fn try_entry(&self, o: usize, p: &Process, entry: &str, name: &str, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<(String, usize)> {
+    fn try_entry(
+        &self,
+        o: usize,
+        p: &Process,
+        entry: &str,
+        name: &str,
+        tried: &mut Vec<String>,
+        outside: &mut Vec<String>,
+    ) -> Option<(String, usize)> {
         let origin = p.origin(o);
         let key = (o, origin.to_string(), entry.to_string());
         let cached = self.expanded.borrow().get(&key).cloned();

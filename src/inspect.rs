@@ -93,7 +93,8 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
             || {
                 let (elf, t_facts) = timed(|| view.facts(&[spec.word()], input.map));
                 let elf = elf?;
-                let (payload, t_payload) = timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));
+                let (payload, t_payload) =
+                    timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));
                 Ok::<_, String>((elf, payload, t_facts, t_payload))
             },
             || timed(|| crate::fatbin::read_from(&view, input.file)),

@@ -32,15 +32,15 @@ pub mod payload;
 pub mod plan;
 pub mod progress;
 pub mod report;
-pub mod split;
 #[cfg(feature = "gpu")]
 pub mod smoke;
 #[cfg(feature = "channel")]
 pub mod solve;
+pub mod split;
 #[cfg(feature = "channel")]
 pub mod standin;
 pub mod tree;
-pub mod verify;
 pub mod verdict;
+pub mod verify;
 
 pub use error::{Error, Result};

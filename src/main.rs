@@ -85,7 +85,9 @@ pub(crate) struct Target {
 #[derive(Subcommand)]
 enum Command {
     /// Per-file ELF facts and the load graph, with how each edge resolves.
-    #[command(after_help = "Examples:\n  splitpkg inspect torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg inspect ./torch --json --symbols > facts.json\n  splitpkg inspect ./torch --dot | dot -Tsvg > load.svg")]
+    #[command(
+        after_help = "Examples:\n  splitpkg inspect torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg inspect ./torch --json --symbols > facts.json\n  splitpkg inspect ./torch --dot | dot -Tsvg > load.svg"
+    )]
     Inspect {
         #[command(flatten)]
         target: Target,
@@ -103,7 +105,9 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// The verdict and the proposed outputs: core, lazy library (magma/nomagma), optional payload.
-    #[command(after_help = "Exit codes: 0 CONFINED, 1 NOT CONFINED or NOT PRESENT, 2 bad input.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg plan libtorch-2.5.1-cuda126_h0_300.conda --lazy libtorch_cuda_linalg.so --yaml")]
+    #[command(
+        after_help = "Exit codes: 0 CONFINED, 1 NOT CONFINED or NOT PRESENT, 2 bad input.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg plan libtorch-2.5.1-cuda126_h0_300.conda --lazy libtorch_cuda_linalg.so --yaml"
+    )]
     Plan {
         #[command(flatten)]
         target: Target,
@@ -118,7 +122,9 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Generate conda-build and rattler-build recipes with magma/nomagma variants from a plan.
-    #[command(after_help = "INPUT is a plan (`splitpkg plan --json` output) or anything `plan` reads.\n\nWrites DIR/rattler-build/{recipe.yaml,variants.yaml,...} and DIR/conda-build/{meta.yaml,conda_build_config.yaml,...}, plus build-variants.sh (build both variants in one job), contract.json (for verify-variant) and HAS_MAGMA.md when core files keep MAGMA state.\n\nExamples:\n  splitpkg emit torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out recipes/torch-2.11\n  splitpkg plan $PREFIX --json --out plan.json && splitpkg emit plan.json --format rattler-build --out recipe/\n  splitpkg emit plan.json --prefer nomagma --variant-key with_magma --out recipe/")]
+    #[command(
+        after_help = "INPUT is a plan (`splitpkg plan --json` output) or anything `plan` reads.\n\nWrites DIR/rattler-build/{recipe.yaml,variants.yaml,...} and DIR/conda-build/{meta.yaml,conda_build_config.yaml,...}, plus build-variants.sh (build both variants in one job), contract.json (for verify-variant) and HAS_MAGMA.md when core files keep MAGMA state.\n\nExamples:\n  splitpkg emit torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out recipes/torch-2.11\n  splitpkg plan $PREFIX --json --out plan.json && splitpkg emit plan.json --format rattler-build --out recipe/\n  splitpkg emit plan.json --prefer nomagma --variant-key with_magma --out recipe/"
+    )]
     Emit {
         /// PLAN.json, or a tree/.whl/.conda/.tar.bz2 to plan first.
         input: PathBuf,
@@ -229,7 +235,9 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Check one build of the lazy library against its variant and the loader contract.
-    #[command(after_help = "Exit codes: 0 pass, 1 a check failed, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant magma --plan plan.json --json")]
+    #[command(
+        after_help = "Exit codes: 0 pass, 1 a check failed, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant magma --plan plan.json --json"
+    )]
     VerifyVariant {
         /// The lazy library file to check.
         library: PathBuf,
@@ -250,7 +258,9 @@ enum Command {
     Smoke(SmokeArgs),
     /// CUDA device code (.nv_fatbin) per library and for the tree: entries by architecture and kind,
     /// stored vs uncompressed bytes, compression and the minimum driver it needs, SASS-only targets.
-    #[command(after_help = "Reads headers only (milliseconds per library); --what-if decompresses and recompresses every entry (seconds per GiB).\n\nExit codes: 0 success, 1 some library cannot run on a --device, 2 bad input (a corrupt fatbin is named with its file offset).\n\nExamples:\n  splitpkg fatbin torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg fatbin site-packages/torch/lib/libtorch_cuda.so --time\n  splitpkg fatbin ./torch --what-if lz4 --what-if zstd:19\n  splitpkg fatbin $CONDA_PREFIX --device sm_75 --device sm_120 --json --out fatbin.json")]
+    #[command(
+        after_help = "Reads headers only (milliseconds per library); --what-if decompresses and recompresses every entry (seconds per GiB).\n\nExit codes: 0 success, 1 some library cannot run on a --device, 2 bad input (a corrupt fatbin is named with its file offset).\n\nExamples:\n  splitpkg fatbin torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg fatbin site-packages/torch/lib/libtorch_cuda.so --time\n  splitpkg fatbin ./torch --what-if lz4 --what-if zstd:19\n  splitpkg fatbin $CONDA_PREFIX --device sm_75 --device sm_120 --json --out fatbin.json"
+    )]
     Fatbin {
         /// A directory, .whl, .conda, .tar.bz2, or a single ELF file.
         path: PathBuf,
@@ -308,9 +318,11 @@ struct SplitArgs {
 impl SplitArgs {
     fn options(&self, plan: &plan::Plan, input: &std::path::Path) -> Result<split::SplitOptions> {
         let (default_version, default_keys) = split::default_version_and_keys(plan);
-        let version = self.version.clone().or(default_version).ok_or_else(|| {
-            Error::Usage(format!("{}: no package version in the input; pass --version", input.display()))
-        })?;
+        let version = self
+            .version
+            .clone()
+            .or(default_version)
+            .ok_or_else(|| Error::Usage(format!("{}: no package version in the input; pass --version", input.display())))?;
         let payload_packages =
             if self.payload_package.is_empty() { vec![format!("lib{}", plan.options.dep)] } else { self.payload_package.clone() };
         Ok(split::SplitOptions {
@@ -531,7 +543,17 @@ fn run(cli: Cli) -> Result<i32> {
             emit_out(&listing)?;
             Ok(0)
         }
-        Command::Pack { target, out, lazy_variant, standins, compression_level, threads, json, allow_absolute_symlinks, split: split_args } => {
+        Command::Pack {
+            target,
+            out,
+            lazy_variant,
+            standins,
+            compression_level,
+            threads,
+            json,
+            allow_absolute_symlinks,
+            split: split_args,
+        } => {
             let lazy_variant = lazy_variant
                 .map(|v| {
                     let (name, file) = v.split_once('=').ok_or_else(|| Error::Usage(format!("--lazy-variant {v}: expected NAME=FILE")))?;
@@ -539,7 +561,9 @@ fn run(cli: Cli) -> Result<i32> {
                 })
                 .transpose()?;
             let (manifest, standins_from) = match &standins {
-                Some(f) => (splitpkg::standin::Manifest::load(f)?, f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+                Some(f) => {
+                    (splitpkg::standin::Manifest::load(f)?, f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                }
                 None => (splitpkg::standin::builtin(), "built-in".to_string()),
             };
             let progress = Progress::new(!cli.quiet);
@@ -599,7 +623,8 @@ fn run(cli: Cli) -> Result<i32> {
             let contract = match (contract, plan) {
                 (Some(c), _) => {
                     let text = std::fs::read_to_string(&c).map_err(|e| Error::io(&c, e))?;
-                    serde_json::from_str::<emit::ContractFile>(&text).map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
+                    serde_json::from_str::<emit::ContractFile>(&text)
+                        .map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
                 }
                 (None, Some(p)) => {
                     let plan = load_plan(&p, DEFAULT_LAZY, DEFAULT_DEP, true)?;
@@ -659,7 +684,14 @@ fn load_plan(input: &std::path::Path, lazy: &str, dep: &str, quiet: bool) -> Res
         }
         return serde_json::from_value(value).map_err(|e| Error::bad(input.display(), format!("malformed plan: {e}")));
     }
-    let target = Target { path: input.to_path_buf(), lazy: lazy.to_string(), dep: dep.to_string(), dep_symbol: Vec::new(), deep: false, ld_library_path: None };
+    let target = Target {
+        path: input.to_path_buf(),
+        lazy: lazy.to_string(),
+        dep: dep.to_string(),
+        dep_symbol: Vec::new(),
+        deep: false,
+        ld_library_path: None,
+    };
     let ins = load(&target, quiet)?;
     let analysis = verdict::analyse(&ins, lazy);
     Ok(plan::make_plan(&ins, &analysis, lazy))

@@ -223,7 +223,8 @@ pub struct PackInput {
 /// a core file NEEDs and the tree lacks (what run-exports would add in a real build), and the
 /// payload pin falls back to the payload stand-in's version when the tree has no payload library.
 pub fn options_for_pack(mut options: SplitOptions, ins: &Inspection, plan: &Plan, manifest: &Manifest) -> SplitOptions {
-    let core: BTreeSet<&str> = plan.outputs.iter().filter(|o| o.role == Role::Core).flat_map(|o| o.files.iter().map(String::as_str)).collect();
+    let core: BTreeSet<&str> =
+        plan.outputs.iter().filter(|o| o.role == Role::Core).flat_map(|o| o.files.iter().map(String::as_str)).collect();
     let g = &ins.graph;
     let mut deps = BTreeSet::new();
     for n in g.nodes.iter().filter(|n| n.kind == NodeKind::External) {
@@ -354,7 +355,10 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     for m in split.packages() {
         for (what, v) in [("name", &m.name), ("version", &m.version), ("build", &m.build)] {
             if v.is_empty() || v.starts_with('.') || !v.chars().all(|c| c.is_ascii_alphanumeric() || "._+!-".contains(c)) {
-                return Err(Error::bad(input.display(), format!("package {what} {v:?} is not a conda {what} (letters, digits and ._+!- only); refusing")));
+                return Err(Error::bad(
+                    input.display(),
+                    format!("package {what} {v:?} is not a conda {what} (letters, digits and ._+!- only); refusing"),
+                ));
             }
         }
     }
@@ -408,7 +412,9 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
                 Role::Core => 0,
                 Role::Lazy => 1,
                 Role::Payload => {
-                    let name = split.payload_package_for(path).ok_or_else(|| Error::Usage("the plan has payload files but no --payload-package".into()))?;
+                    let name = split
+                        .payload_package_for(path)
+                        .ok_or_else(|| Error::Usage("the plan has payload files but no --payload-package".into()))?;
                     match builds.iter().position(|b| b.role == Role::Payload && b.model.name == name) {
                         Some(i) => i,
                         None => {
@@ -438,7 +444,9 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let stages: Vec<PathBuf> = builds.iter().map(|b| b.stage.clone()).collect();
     let staged = stage_tree(input, ins.tree.kind, &placement, &stages, opts.progress)?;
     for (path, (idx, rel)) in &placement {
-        let s = staged.get(path).ok_or_else(|| Error::other(format!("{}: {path} was planned but not found while unpacking", input.display())))?;
+        let s = staged
+            .get(path)
+            .ok_or_else(|| Error::other(format!("{}: {path} was planned but not found while unpacking", input.display())))?;
         builds[*idx].content.insert(rel.clone(), s.clone());
     }
 
@@ -539,7 +547,10 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         let dst = dir.join(format!("{stem}.conda"));
         let f = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
         opts.progress.set_message(&b.model.name);
-        let bar = opts.progress.bar().map(|bar| Box::new(Bar { bar, base, content: content_bytes(&b.content), phase: 0 }) as Box<dyn rattler_package_streaming::write::ProgressBar>);
+        let bar = opts.progress.bar().map(|bar| {
+            Box::new(Bar { bar, base, content: content_bytes(&b.content), phase: 0 })
+                as Box<dyn rattler_package_streaming::write::ProgressBar>
+        });
         rattler_package_streaming::write::write_conda_package(
             std::io::BufWriter::new(f),
             &b.stage,
@@ -574,7 +585,8 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         if content != expected {
             return Err(Error::other(format!("{file}: paths.json lists {} paths, {} were staged", content.len(), expected.len())));
         }
-        let counts_for_tree = b.standin.is_none() && !(b.role == Role::Lazy && b.model.variant.as_ref().is_some_and(|v| v.name == without.name));
+        let counts_for_tree =
+            b.standin.is_none() && !(b.role == Role::Lazy && b.model.variant.as_ref().is_some_and(|v| v.name == without.name));
         if counts_for_tree {
             for rel in &content {
                 let tree_path = rel.strip_prefix(&split.install_prefix).unwrap_or(rel);
@@ -787,7 +799,11 @@ fn lock_channel(channel: &Path) -> Result<File> {
 
 /// How a refusal names a tree path: `ARCHIVE:MEMBER`, or the file's path for a directory.
 fn member_name(tree: &Tree, path: &str) -> String {
-    if tree.kind == TreeKind::Directory { tree.source.join(path).display().to_string() } else { format!("{}:{path}", tree.source.display()) }
+    if tree.kind == TreeKind::Directory {
+        tree.source.join(path).display().to_string()
+    } else {
+        format!("{}:{path}", tree.source.display())
+    }
 }
 
 fn first(v: &[String]) -> Vec<&String> {
@@ -807,11 +823,7 @@ fn content_bytes(c: &BTreeMap<String, Staged>) -> u64 {
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
-    if p.is_absolute() {
-        Ok(p.to_path_buf())
-    } else {
-        Ok(std::env::current_dir().map_err(|e| Error::io(".", e))?.join(p))
-    }
+    if p.is_absolute() { Ok(p.to_path_buf()) } else { Ok(std::env::current_dir().map_err(|e| Error::io(".", e))?.join(p)) }
 }
 
 /// The nearest existing ancestor of `p`, canonicalized (for "is --out inside the input").
@@ -881,7 +893,9 @@ fn info_files(b: &Build, split: &Split, plan: &Plan, input_name: &str) -> Result
         .content
         .iter()
         .map(|(rel, s)| match s {
-            Staged::File { size, sha256 } => serde_json::json!({"_path": rel, "path_type": "hardlink", "sha256": sha256, "size_in_bytes": size}),
+            Staged::File { size, sha256 } => {
+                serde_json::json!({"_path": rel, "path_type": "hardlink", "sha256": sha256, "size_in_bytes": size})
+            }
             Staged::Symlink { .. } => serde_json::json!({"_path": rel, "path_type": "softlink"}),
         })
         .collect();
@@ -942,7 +956,15 @@ fn check_index(index: &rattler_conda_types::package::IndexJson, m: &PackageModel
         index.constrains.clone(),
         index.track_features.clone(),
     );
-    let want = (m.name.clone(), m.version.clone(), m.build.clone(), m.build_number, m.depends.clone(), m.constrains.clone(), m.track_features.clone());
+    let want = (
+        m.name.clone(),
+        m.version.clone(),
+        m.build.clone(),
+        m.build_number,
+        m.depends.clone(),
+        m.constrains.clone(),
+        m.track_features.clone(),
+    );
     if got != want {
         return Err(Error::other(format!("{file}: index.json read back as {got:?}, the split says {want:?}")));
     }
@@ -1089,7 +1111,8 @@ fn stage_tree(
                     }
                     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
                     let exec = meta.permissions().mode() & 0o111 != 0;
-                    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src).map_err(|e| Error::io(&src, e))?;
+                    let f =
+                        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src).map_err(|e| Error::io(&src, e))?;
                     let (size, sha256) = write_hashed(dst, f, exec, progress).map_err(|e| Error::io(dst, e))?;
                     Ok(((*path).clone(), Staged::File { size, sha256 }))
                 })
@@ -1102,7 +1125,8 @@ fn stage_tree(
             // SAFETY: read-only private map; the zip reader bounds-checks every access.
             let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(input, e))?;
             let bytes: &[u8] = &map;
-            let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+            let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+                .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
             if archive.has_duplicate_names() {
                 return Err(crate::tree::duplicate_zip_name(&display, bytes, &archive));
             }
@@ -1143,7 +1167,8 @@ fn stage_tree(
                         }
                         let exec = f.unix_mode().is_some_and(|m| m & 0o111 != 0);
                         let expect = f.size();
-                        let (size, sha256) = write_hashed(&dst, &mut f, exec, progress).map_err(|e| Error::bad(&name, format!("cannot unpack: {e}")))?;
+                        let (size, sha256) =
+                            write_hashed(&dst, &mut f, exec, progress).map_err(|e| Error::bad(&name, format!("cannot unpack: {e}")))?;
                         if size != expect {
                             return Err(Error::bad(&name, format!("member inflates to {size} bytes, header says {expect}")));
                         }
@@ -1158,7 +1183,13 @@ fn stage_tree(
             let file = File::open(input).map_err(|e| Error::io(input, e))?;
             let mut archive = zip::ZipArchive::new(file).map_err(|e| Error::bad(&display, format!("not a .conda archive (zip): {e}")))?;
             let pkg = (0..archive.len())
-                .find(|&i| archive.by_index_raw(i).ok().and_then(|f| f.name().ok().map(|n| n.starts_with("pkg-") && n.ends_with(".tar.zst"))).unwrap_or(false))
+                .find(|&i| {
+                    archive
+                        .by_index_raw(i)
+                        .ok()
+                        .and_then(|f| f.name().ok().map(|n| n.starts_with("pkg-") && n.ends_with(".tar.zst")))
+                        .unwrap_or(false)
+                })
                 .ok_or_else(|| Error::bad(&display, "a .conda must hold pkg-*.tar.zst"))?;
             let f = archive.by_index(pkg).map_err(|e| Error::bad(&display, e))?;
             let dec = zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad(&display, format!("pkg archive: {e}")))?;
@@ -1179,7 +1210,13 @@ fn stage_tree(
     Ok(out)
 }
 
-fn stage_tar(display: &str, reader: impl Read, has_info: bool, dst_of: &dyn Fn(&str) -> Option<PathBuf>, progress: &Progress) -> Result<BTreeMap<String, Staged>> {
+fn stage_tar(
+    display: &str,
+    reader: impl Read,
+    has_info: bool,
+    dst_of: &dyn Fn(&str) -> Option<PathBuf>,
+    progress: &Progress,
+) -> Result<BTreeMap<String, Staged>> {
     let mut out = BTreeMap::new();
     let mut rules = Members::default();
     // (link, member it names), copied once every regular file is staged.
@@ -1206,7 +1243,11 @@ fn stage_tar(display: &str, reader: impl Read, has_info: bool, dst_of: &dyn Fn(&
             continue;
         };
         let link = || -> Result<String> {
-            Ok(entry.link_name().map_err(|e| Error::bad(display, format!("{rel}: {e}")))?.map(|t| t.to_string_lossy().into_owned()).unwrap_or_default())
+            Ok(entry
+                .link_name()
+                .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default())
         };
         if etype.is_symlink() {
             let target = link()?;
@@ -1253,7 +1294,11 @@ pub fn report_text(r: &PackReport) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "packed {} ({}) into {}", r.input.path, r.input.verdict, r.channel);
-    let _ = writeln!(s, "split: {} / {} ({} preferred; the other carries track_features {})", r.core, r.lazy, r.record.preferred, r.record.track_feature);
+    let _ = writeln!(
+        s,
+        "split: {} / {} ({} preferred; the other carries track_features {})",
+        r.core, r.lazy, r.record.preferred, r.record.track_feature
+    );
     for p in r.record.packages.iter().chain(&r.standins) {
         let what = match (&p.variant, p.preferred) {
             (Some(v), Some(true)) => format!("{} {v} (preferred)", p.role),

@@ -46,9 +46,9 @@ impl PayloadSpec {
     /// `_` or `-` after the prefix so that `libmagmatic.so` is not taken for MAGMA.
     pub fn is_payload_library(&self, file_name: &str) -> bool {
         self.dso_prefixes.iter().any(|p| {
-            file_name.strip_prefix(p.as_str()).is_some_and(|rest| {
-                (rest.starts_with(".so") || rest.starts_with('_') || rest.starts_with('-')) && rest.contains(".so")
-            })
+            file_name
+                .strip_prefix(p.as_str())
+                .is_some_and(|rest| (rest.starts_with(".so") || rest.starts_with('_') || rest.starts_with('-')) && rest.contains(".so"))
         })
     }
 
@@ -66,7 +66,9 @@ impl PayloadSpec {
     /// global-scope names.
     pub fn may_be_payload_symbol(&self, raw: &[u8]) -> bool {
         match raw {
-            [b'_', b'Z', ..] => mangled_global(raw).is_some_and(|(_, ident)| self.symbol_prefixes.iter().any(|p| ident.starts_with(p.as_bytes()))),
+            [b'_', b'Z', ..] => {
+                mangled_global(raw).is_some_and(|(_, ident)| self.symbol_prefixes.iter().any(|p| ident.starts_with(p.as_bytes())))
+            }
             [first, ..] => self.symbol_prefixes.iter().any(|p| p.as_bytes().first() == Some(first) && raw.starts_with(p.as_bytes())),
             [] => false,
         }
@@ -391,17 +393,10 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
     parts.push(EstimatePart {
         what: ".text".into(),
         bytes: text_part,
-        how: format!(
-            "address span of payload functions in {source} ({} bytes in named payload functions)",
-            named_bytes
-        ),
+        how: format!("address span of payload functions in {source} ({} bytes in named payload functions)", named_bytes),
     });
     if object_bytes > 0 {
-        parts.push(EstimatePart {
-            what: "data".into(),
-            bytes: object_bytes,
-            how: format!("sizes of payload data objects in {source}"),
-        });
+        parts.push(EstimatePart { what: "data".into(), bytes: object_bytes, how: format!("sizes of payload data objects in {source}") });
     }
     if facts.sections.nv_fatbin > 0 {
         let inside = cuda_units.iter().filter(|&&a| a >= lo && a < hi).count();

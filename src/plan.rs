@@ -282,7 +282,11 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
                 payload_out,
                 lazy_delta,
                 ins.spec.name,
-                if external.is_empty() { String::new() } else { format!("; plus the external package(s) providing {}", external.join(", ")) }
+                if external.is_empty() {
+                    String::new()
+                } else {
+                    format!("; plus the external package(s) providing {}", external.join(", "))
+                }
             ),
         };
     }
@@ -311,7 +315,12 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
         reasons: analysis.reasons.clone(),
         witnesses: analysis.witnesses.clone(),
         lazy_library: analysis.lazy_library.clone(),
-        payload: PayloadSummary { files: analysis.payload.clone(), external, bytes: payload_bytes, device_code: payload_device_code(analysis) },
+        payload: PayloadSummary {
+            files: analysis.payload.clone(),
+            external,
+            bytes: payload_bytes,
+            device_code: payload_device_code(analysis),
+        },
         outputs,
         saving,
         warnings: analysis.warnings.iter().cloned().chain(outside_symlinks(tree)).collect(),

@@ -207,14 +207,7 @@ pub fn plan_text(plan: &Plan) -> String {
     let mut s = String::new();
     let i = &plan.input;
     let pkg = i.package.as_ref().map(|p| format!("{} {}, ", p.name, p.version)).unwrap_or_default();
-    let _ = writeln!(
-        s,
-        "{} ({pkg}{} files, {} ELF, {})",
-        i.path,
-        i.files,
-        i.elf_files,
-        human_bytes(i.bytes)
-    );
+    let _ = writeln!(s, "{} ({pkg}{} files, {} ELF, {})", i.path, i.files, i.elf_files, human_bytes(i.bytes));
     let _ = writeln!(s, "\nverdict: {}  ({} via --lazy {})", plan.verdict.label(), plan.options.dep, plan.options.lazy);
     for r in &plan.reasons {
         let _ = writeln!(s, "  {r}");
@@ -324,7 +317,10 @@ pub fn plan_text(plan: &Plan) -> String {
         let c = &plan.contract;
         let _ = writeln!(s, "\ncontract (loader ↔ lazy library):");
         if c.loader_lookups.is_empty() {
-            let _ = writeln!(s, "  looked up by name: none (no exported name stored next to the library name; the library acts through its static initialisers)");
+            let _ = writeln!(
+                s,
+                "  looked up by name: none (no exported name stored next to the library name; the library acts through its static initialisers)"
+            );
         } else {
             let _ = writeln!(s, "  looked up by name: {}", c.loader_lookups.join(", "));
         }
@@ -336,7 +332,13 @@ pub fn plan_text(plan: &Plan) -> String {
         let total: usize = c.imports.iter().map(|g| g.count).sum();
         let _ = writeln!(s, "  it imports {total} symbols, exports {}:", c.exports);
         for g in &c.imports {
-            let _ = writeln!(s, "    {:>6} from {}  (e.g. {})", g.count, g.provider, g.samples.iter().take(3).cloned().collect::<Vec<_>>().join(", "));
+            let _ = writeln!(
+                s,
+                "    {:>6} from {}  (e.g. {})",
+                g.count,
+                g.provider,
+                g.samples.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            );
         }
     }
     s
@@ -484,7 +486,12 @@ pub fn fatbin_text(r: &crate::fatbin::scan::FatbinReport) -> String {
                 Runs::Jit => format!("runs, {} containers only through PTX JIT", thousands(d.jit)),
                 Runs::No => format!("CANNOT RUN: {} of {} containers have no code for it", thousands(d.none), thousands(d.containers)),
             };
-            let _ = writeln!(s, "  device {}: {verdict}{}", d.device, if via.is_empty() { String::new() } else { format!("  [{}]", via.join(", ")) });
+            let _ = writeln!(
+                s,
+                "  device {}: {verdict}{}",
+                d.device,
+                if via.is_empty() { String::new() } else { format!("  [{}]", via.join(", ")) }
+            );
         }
     }
     let t = &r.total;

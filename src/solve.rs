@@ -195,12 +195,8 @@ impl Loaded {
     }
 
     pub fn versions(&self) -> Vec<String> {
-        let mut v: Vec<(Version, String)> = self
-            .info
-            .packs
-            .iter()
-            .filter_map(|p| Version::from_str(&p.version).ok().map(|x| (x, p.version.clone())))
-            .collect();
+        let mut v: Vec<(Version, String)> =
+            self.info.packs.iter().filter_map(|p| Version::from_str(&p.version).ok().map(|x| (x, p.version.clone()))).collect();
         v.sort();
         v.dedup_by(|a, b| a.1 == b.1);
         v.into_iter().map(|(_, s)| s).collect()
@@ -219,10 +215,13 @@ impl Loaded {
 /// runtime the input NEEDs (13.0 when unknown).
 pub fn virtual_packages(info: &ChannelInfo, overrides: &[String]) -> Result<Vec<GenericVirtualPackage>> {
     let cuda = info.packs.iter().filter_map(|p| p.cuda_runtime).max().map(|m| format!("{m}.0")).unwrap_or_else(|| "13.0".into());
-    let mut map: BTreeMap<String, String> =
-        [("__unix", "0"), ("__linux", "6.1"), ("__glibc", "2.28"), ("__cuda", cuda.as_str())].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let mut map: BTreeMap<String, String> = [("__unix", "0"), ("__linux", "6.1"), ("__glibc", "2.28"), ("__cuda", cuda.as_str())]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     for o in overrides {
-        let (name, version) = o.split_once('=').ok_or_else(|| Error::Usage(format!("--virtual {o}: expected NAME=VERSION (e.g. __cuda=12.6)")))?;
+        let (name, version) =
+            o.split_once('=').ok_or_else(|| Error::Usage(format!("--virtual {o}: expected NAME=VERSION (e.g. __cuda=12.6)")))?;
         if !name.starts_with("__") {
             return Err(Error::Usage(format!("--virtual {o}: virtual package names start with __")));
         }
@@ -244,7 +243,11 @@ pub fn virtual_packages(info: &ChannelInfo, overrides: &[String]) -> Result<Vec<
 }
 
 /// Solve `specs` over every record of the channel.
-pub fn solve_specs(records: &[RepoDataRecord], specs: &[String], virtual_packages: &[GenericVirtualPackage]) -> Result<std::result::Result<Vec<RepoDataRecord>, String>> {
+pub fn solve_specs(
+    records: &[RepoDataRecord],
+    specs: &[String],
+    virtual_packages: &[GenericVirtualPackage],
+) -> Result<std::result::Result<Vec<RepoDataRecord>, String>> {
     let specs: Vec<MatchSpec> = specs
         .iter()
         .map(|s| MatchSpec::from_str(s, ParseStrictness::Strict).map_err(|e| Error::other(format!("spec {s:?}: {e}"))))
@@ -282,7 +285,9 @@ impl Ctx<'_> {
                 let name = r.package_record.name.as_normalized().to_string();
                 let build = r.package_record.build.to_string();
                 Ok(Solved {
-                    variant: (name == self.ch.info.lazy).then(|| crate::split::variant_in_build(&variants, &build).map(|v| v.name.clone())).flatten(),
+                    variant: (name == self.ch.info.lazy)
+                        .then(|| crate::split::variant_in_build(&variants, &build).map(|v| v.name.clone()))
+                        .flatten(),
                     name,
                     version: r.package_record.version.to_string(),
                     build,
@@ -363,12 +368,12 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
             };
         }
         Semantics {
-        relied_on: true,
-        solvers_agree: true,
-        why: format!(
-            "only the {np} build carries a track feature ({feature}); both builds share version {v} and build number, so the feature alone decides. resolvo ranks \"no feature\" above \"a feature\" (yes/no, before version and build number); conda's classic solver minimises the number of features. With one featured candidate both pick {p}."
-        ),
-    }
+            relied_on: true,
+            solvers_agree: true,
+            why: format!(
+                "only the {np} build carries a track feature ({feature}); both builds share version {v} and build number, so the feature alone decides. resolvo ranks \"no feature\" above \"a feature\" (yes/no, before version and build number); conda's classic solver minimises the number of features. With one featured candidate both pick {p}."
+            ),
+        }
     };
     let mut a = scenario(
         "a",
@@ -379,7 +384,11 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
             "{} {version} with the {preferred} {}{}",
             info.core,
             info.lazy,
-            if payload_needed(&preferred, &pack) { format!(" and {}", payloads.join(", ")) } else { format!(", no {}", payloads.join(", ")) }
+            if payload_needed(&preferred, &pack) {
+                format!(" and {}", payloads.join(", "))
+            } else {
+                format!(", no {}", payloads.join(", "))
+            }
         ),
         ranking(&preferred, &other, &ch, &version),
     );
@@ -410,7 +419,10 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         },
     );
     let b_records = if !ch.has_variant(&version, &without) {
-        b.detail = format!("not applicable: no {without} build of {} {version} in the channel (pack with --lazy-variant {without}=FILE)", info.lazy);
+        b.detail = format!(
+            "not applicable: no {without} build of {} {version} in the channel (pack with --lazy-variant {without}=FILE)",
+            info.lazy
+        );
         None
     } else {
         expect_set(&ctx, &mut b, &version, &without, false)?
@@ -429,7 +441,9 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         Semantics {
             relied_on: false,
             solvers_agree: true,
-            why: format!("not consulted: a hard conflict between the requested {payload} and the {without} build's constrains {payload} <0.0a0"),
+            why: format!(
+                "not consulted: a hard conflict between the requested {payload} and the {without} build's constrains {payload} <0.0a0"
+            ),
         },
     );
     let payload_in_channel = ch.records.iter().any(|r| r.package_record.name.as_normalized() == payload);
@@ -502,7 +516,11 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
                         fp.version,
                         fp.preferred,
                         info.lazy,
-                        if payload_needed(&fp.preferred, &fp) { format!(" and {}", payloads.join(", ")) } else { format!(", no {}", payloads.join(", ")) }
+                        if payload_needed(&fp.preferred, &fp) {
+                            format!(" and {}", payloads.join(", "))
+                        } else {
+                            format!(", no {}", payloads.join(", "))
+                        }
                     );
                     e.track_features = ranking(&fp.preferred, &preferred, f, &fp.version);
                     e.track_features.why = e.track_features.why.replace(&feature, &fp.track_feature);
@@ -612,13 +630,20 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// `cache`; the transaction against what the prefix already holds is the installer's. Used by
 /// `solve --install` and `env --switch`. Returns what it removed and what it linked, as sorted
 /// `name-version-build`.
-pub fn install(rt: &tokio::runtime::Runtime, cache: &Path, prefix: &Path, records: Vec<RepoDataRecord>) -> Result<(Vec<String>, Vec<String>)> {
+pub fn install(
+    rt: &tokio::runtime::Runtime,
+    cache: &Path,
+    prefix: &Path,
+    records: Vec<RepoDataRecord>,
+) -> Result<(Vec<String>, Vec<String>)> {
     let installer = rattler::install::Installer::new()
         .with_package_cache(rattler::package_cache::PackageCache::new(cache))
         .with_target_platform(rattler_conda_types::Subdir::Linux64);
-    let result = rt.block_on(installer.install(prefix, records)).map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
+    let result =
+        rt.block_on(installer.install(prefix, records)).map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
     let t = &result.transaction;
-    let mut removed: Vec<String> = t.removed_packages().map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build())).collect();
+    let mut removed: Vec<String> =
+        t.removed_packages().map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build())).collect();
     let mut installed: Vec<String> = t.installed_packages().map(|r| record_id(&r.package_record)).collect();
     removed.sort();
     installed.sort();
@@ -630,7 +655,12 @@ pub fn record_id(r: &rattler_conda_types::PackageRecord) -> String {
     format!("{}-{}-{}", r.name.as_normalized(), r.version, r.build)
 }
 
-fn install_and_plan(dir: &Path, ch: &Loaded, installs: Vec<(&'static str, &'static str, Option<Vec<RepoDataRecord>>)>, progress: &Progress) -> Result<InstallReport> {
+fn install_and_plan(
+    dir: &Path,
+    ch: &Loaded,
+    installs: Vec<(&'static str, &'static str, Option<Vec<RepoDataRecord>>)>,
+    progress: &Progress,
+) -> Result<InstallReport> {
     for (name, _, _) in &installs {
         let p = dir.join(name);
         if p.exists() && std::fs::read_dir(&p).map(|mut d| d.next().is_some()).unwrap_or(true) {
@@ -676,7 +706,8 @@ fn install_and_plan(dir: &Path, ch: &Loaded, installs: Vec<(&'static str, &'stat
             .filter(|e| !matches!(e.kind, crate::tree::EntryKind::Dir) && spec.is_payload_library(crate::tree::Tree::file_name(&e.path)))
             .map(|e| e.path.clone())
             .collect();
-        let payload_pkgs: Vec<&String> = ch.info.payload_packages.iter().filter(|p| packages.iter().any(|x| x.starts_with(&format!("{p}-")))).collect();
+        let payload_pkgs: Vec<&String> =
+            ch.info.payload_packages.iter().filter(|p| packages.iter().any(|x| x.starts_with(&format!("{p}-")))).collect();
         let (ok, detail) = if name == "default" {
             (plan.verdict == want, format!("plan: {}", plan.verdict.label()))
         } else {
@@ -687,7 +718,11 @@ fn install_and_plan(dir: &Path, ch: &Loaded, installs: Vec<(&'static str, &'stat
                     "plan: {}; {} payload files; payload packages: {}",
                     plan.verdict.label(),
                     payload_files.len(),
-                    if payload_pkgs.is_empty() { "none".to_string() } else { payload_pkgs.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
+                    if payload_pkgs.is_empty() {
+                        "none".to_string()
+                    } else {
+                        payload_pkgs.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    }
                 ),
             )
         };
@@ -734,7 +769,11 @@ pub fn report_text(r: &SolveReport) -> String {
                 sc.solved.len(),
                 human_bytes(sc.archive_bytes),
                 human_bytes(sc.installed_bytes),
-                if sc.represented_bytes > 0 { format!(" + {} represented by stand-ins", human_bytes(sc.represented_bytes)) } else { String::new() }
+                if sc.represented_bytes > 0 {
+                    format!(" + {} represented by stand-ins", human_bytes(sc.represented_bytes))
+                } else {
+                    String::new()
+                }
             );
             for p in &sc.solved {
                 let _ = writeln!(
@@ -758,12 +797,8 @@ pub fn report_text(r: &SolveReport) -> String {
                 let _ = writeln!(s, "      {l}");
             }
         }
-        let _ = writeln!(
-            s,
-            "    track_features: {}{}",
-            if sc.track_features.relied_on { "relied on — " } else { "" },
-            sc.track_features.why
-        );
+        let _ =
+            writeln!(s, "    track_features: {}{}", if sc.track_features.relied_on { "relied on — " } else { "" }, sc.track_features.why);
     }
     if let Some(i) = &r.install {
         let _ = writeln!(s, "\ninstalled into {}:", i.dir);

@@ -140,18 +140,23 @@ impl Split {
         };
         for (flag, n) in [("--core-name", &o.core_name), ("--lazy-name", &o.lazy_name)] {
             if !name_ok(n) {
-                return Err(Error::Usage(format!("{flag} {n:?}: a conda package name is lowercase letters, digits, '_', '-' and '.', not starting with '.' or '-'")));
+                return Err(Error::Usage(format!(
+                    "{flag} {n:?}: a conda package name is lowercase letters, digits, '_', '-' and '.', not starting with '.' or '-'"
+                )));
             }
         }
         for n in &o.payload_packages {
             if !name_ok(n) {
-                return Err(Error::Usage(format!("--payload-package {n:?}: a conda package name is lowercase letters, digits, '_', '-' and '.', not starting with '.' or '-'")));
+                return Err(Error::Usage(format!(
+                    "--payload-package {n:?}: a conda package name is lowercase letters, digits, '_', '-' and '.', not starting with '.' or '-'"
+                )));
             }
         }
         if o.core_name == o.lazy_name {
             return Err(Error::Usage(format!("--core-name and --lazy-name are both {:?}", o.core_name)));
         }
-        let version_ok = |v: &str| v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'!')) && !v.starts_with('.');
+        let version_ok =
+            |v: &str| v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'!')) && !v.starts_with('.');
         if o.version.is_empty() || !version_ok(&o.version) {
             return Err(Error::Usage(format!("--version {:?}: a conda version is letters, digits, '_', '.', '+' and '!'", o.version)));
         }
@@ -161,7 +166,10 @@ impl Split {
         if !o.build_keys.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')) {
             return Err(Error::Usage(format!("--build-keys {:?}: a build string is letters, digits, '_' and '.'", o.build_keys)));
         }
-        let ident = |k: &str| k.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_') && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let ident = |k: &str| {
+            k.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        };
         if !ident(&o.variant_key) {
             return Err(Error::Usage(format!("--variant-key {:?}: a variant key is an identifier (letters, digits, '_')", o.variant_key)));
         }
@@ -415,7 +423,8 @@ pub fn payload_version(plan: &Plan) -> String {
         .filter_map(|f| {
             let name = crate::tree::Tree::file_name(&f.path);
             let v = name.split(".so.").nth(1)?;
-            (v.split('.').count() >= 2 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))).then(|| v.to_string())
+            (v.split('.').count() >= 2 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+                .then(|| v.to_string())
         })
         .max_by_key(|v| v.len())
         .unwrap_or_default()

@@ -52,7 +52,8 @@ pub struct StandIn {
 /// Where the built-in sizes come from: hmaarrfk's listing of a fresh `pytorch-gpu` environment in
 /// conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19), as recorded in
 /// `conda-forge-2024-split.md` §7: `libmagma.so` 293 M + `libmagma_sparse.so` 91 M = 385 MB.
-pub const BUILTIN_SOURCE: &str = "conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19): fresh pytorch-gpu env, see conda-forge-2024-split.md §7";
+pub const BUILTIN_SOURCE: &str =
+    "conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19): fresh pytorch-gpu env, see conda-forge-2024-split.md §7";
 
 pub fn builtin() -> Manifest {
     Manifest {

@@ -59,10 +59,7 @@ impl TreeKind {
         } else if name.ends_with(".tar.bz2") {
             Ok(TreeKind::TarBz2)
         } else {
-            Err(Error::bad(
-                path.display(),
-                "not a directory, .whl, .conda or .tar.bz2 (the kind is taken from the name)",
-            ))
+            Err(Error::bad(path.display(), "not a directory, .whl, .conda or .tar.bz2 (the kind is taken from the name)"))
         }
     }
 }
@@ -121,7 +118,10 @@ pub enum Resolve {
     Dir,
     Missing,
     /// A symlink on the way points outside the tree; it was not followed.
-    Escapes { link: String, target: String },
+    Escapes {
+        link: String,
+        target: String,
+    },
     Loop,
 }
 
@@ -364,7 +364,10 @@ impl Members {
                     return Err(Error::bad(name(), format!("hard link to {target}, which is a symlink in the archive; refusing")));
                 }
                 _ => {
-                    return Err(Error::bad(name(), format!("hard link to {target}, which is not an earlier regular file member; refusing")));
+                    return Err(Error::bad(
+                        name(),
+                        format!("hard link to {target}, which is not an earlier regular file member; refusing"),
+                    ));
                 }
             }
         }
@@ -486,7 +489,9 @@ pub fn named_like_shared_library(name: &str) -> bool {
         start = start + 3 + next;
     }
     let rest = &name[start + 3..];
-    start > 0 && (rest.is_empty() || rest.split('.').skip(1).all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) && rest.starts_with('.'))
+    start > 0
+        && (rest.is_empty()
+            || rest.split('.').skip(1).all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) && rest.starts_with('.'))
 }
 
 /// What the first bytes of a non-ELF file named like a library say it is.
@@ -526,14 +531,7 @@ struct Builder {
 
 impl Builder {
     fn new(source: &Path, kind: TreeKind) -> Self {
-        Builder {
-            source: source.to_path_buf(),
-            kind,
-            entries: BTreeMap::new(),
-            package: None,
-            notes: Vec::new(),
-            hardlinks: Vec::new(),
-        }
+        Builder { source: source.to_path_buf(), kind, entries: BTreeMap::new(), package: None, notes: Vec::new(), hardlinks: Vec::new() }
     }
 
     fn add(&mut self, path: String, kind: EntryKind) {
@@ -814,9 +812,10 @@ where
                 let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some() {
                     // Stored members are already plain bytes in the map: no copy.
                     let start = f.data_start().unwrap() as usize;
-                    let end = start.checked_add(m.size as usize).filter(|&e| e <= bytes.len()).ok_or_else(|| {
-                        Error::bad(&name, "stored member runs past the end of the archive")
-                    })?;
+                    let end = start
+                        .checked_add(m.size as usize)
+                        .filter(|&e| e <= bytes.len())
+                        .ok_or_else(|| Error::bad(&name, "stored member runs past the end of the archive"))?;
                     visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None, file: None })?
                 } else {
                     let _held = budget.take(m.size, false);
@@ -862,8 +861,8 @@ where
     let display = path.display().to_string();
     let map = map_file(path)?;
     let bytes: &[u8] = &map;
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| Error::bad(&display, format!("not a .conda archive (zip): {e}")))?;
+    let mut archive =
+        zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| Error::bad(&display, format!("not a .conda archive (zip): {e}")))?;
     let mut pkg = None;
     let mut info = None;
     for i in 0..archive.len() {
@@ -900,8 +899,7 @@ where
 }
 
 fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
     Ok(PackageMeta {
         name: s("name").ok_or_else(|| Error::bad(display, "info/index.json has no name"))?,
@@ -927,7 +925,11 @@ pub(crate) fn check_tar_member<R: Read>(display: &str, members: &mut Members, re
         return Ok(());
     };
     let target = if kind == MemberKind::Hardlink {
-        let raw = entry.link_name().map_err(|e| Error::bad(format!("{display}:{rel}"), e))?.map(|t| t.to_string_lossy().into_owned()).unwrap_or_default();
+        let raw = entry
+            .link_name()
+            .map_err(|e| Error::bad(format!("{display}:{rel}"), e))?
+            .map(|t| t.to_string_lossy().into_owned())
+            .unwrap_or_default();
         safe_member_path(display, &raw)?
     } else {
         None
@@ -940,20 +942,16 @@ pub(crate) fn duplicate_zip_name<R: Read + std::io::Seek>(display: &str, bytes: 
     let raw_count = archive.len() + 1;
     // The raw count is not exposed; scan up to the end of the central directory.
     match zip_duplicate_name(bytes, archive.central_directory_start(), raw_count.max(1 << 20)) {
-        Some(name) => Error::bad(format!("{display}:{name}"), "the archive holds this name twice; refusing (which one wins would depend on the extractor)"),
+        Some(name) => Error::bad(
+            format!("{display}:{name}"),
+            "the archive holds this name twice; refusing (which one wins would depend on the extractor)",
+        ),
         None => Error::bad(display, "the zip central directory lists a name twice; refusing"),
     }
 }
 
 /// Stream a tar archive: decompression is sequential, ELF parsing runs on the pool meanwhile.
-fn read_tar<R, T, F>(
-    display: &str,
-    reader: R,
-    b: &mut Builder,
-    progress: &Progress,
-    visit: &F,
-    has_info: bool,
-) -> Result<Vec<(String, T)>>
+fn read_tar<R, T, F>(display: &str, reader: R, b: &mut Builder, progress: &Progress, visit: &F, has_info: bool) -> Result<Vec<(String, T)>>
 where
     R: Read,
     T: Send,
@@ -1034,8 +1032,7 @@ where
                 } else {
                     b.check_non_elf(&format!("{display}:{rel}"), &rel, &head)?;
                     // Drain so a truncated archive is noticed here, not silently at the next header.
-                    std::io::copy(&mut entry, &mut std::io::sink())
-                        .map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
+                    std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
                 }
                 b.add(rel, EntryKind::File { size, elf, hardlink_of: None });
             }

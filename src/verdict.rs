@@ -144,11 +144,7 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
 
     let lazy_candidates = ins.files_named(lazy_name);
     if lazy_candidates.len() > 1 {
-        reasons.push(format!(
-            "{} files are named {lazy_name}; using {}",
-            lazy_candidates.len(),
-            ins.files[lazy_candidates[0]].path
-        ));
+        reasons.push(format!("{} files are named {lazy_name}; using {}", lazy_candidates.len(), ins.files[lazy_candidates[0]].path));
     }
     let lazy_file = lazy_candidates.first().copied();
     let lazy_node = lazy_file.and_then(|f| g.node_of_file(f));
@@ -179,16 +175,18 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
     for n in &g.nodes {
         if n.kind == NodeKind::External && spec.is_payload_library(&n.name) {
             payload_nodes.push(n.id);
-            payload.push(PayloadFile { path: n.name.clone(), form: "external".to_string(), reach: n.reach, size: None, estimate: None, symbols: Vec::new() });
+            payload.push(PayloadFile {
+                path: n.name.clone(),
+                form: "external".to_string(),
+                reach: n.reach,
+                size: None,
+                estimate: None,
+                symbols: Vec::new(),
+            });
         }
     }
-    let referencing: Vec<usize> = ins
-        .files
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| !f.payload.referenced.is_empty() && !f.payload.holds_code())
-        .map(|(i, _)| i)
-        .collect();
+    let referencing: Vec<usize> =
+        ins.files.iter().enumerate().filter(|(_, f)| !f.payload.referenced.is_empty() && !f.payload.holds_code()).map(|(i, _)| i).collect();
 
     // Reachability with the lazy library cut out: anything payload-related reached here is exposed.
     let (outside, parent) = reach_without(g, lazy_node);
@@ -343,13 +341,7 @@ fn path_to(g: &LoadGraph, parent: &HashMap<usize, usize>, node: usize) -> Vec<Ed
 }
 
 fn step(g: &LoadGraph, e: &Edge) -> Step {
-    Step {
-        from: g.nodes[e.from].name.clone(),
-        to: g.nodes[e.to].name.clone(),
-        name: e.name.clone(),
-        kind: e.kind,
-        how: e.how.describe(),
-    }
+    Step { from: g.nodes[e.from].name.clone(), to: g.nodes[e.to].name.clone(), name: e.name.clone(), kind: e.kind, how: e.how.describe() }
 }
 
 fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> Witness {
@@ -444,9 +436,8 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     loader_lookups.sort();
 
     // Symbols core files import that nothing but the lazy library defines.
-    let core_files: Vec<usize> = (0..ins.files.len())
-        .filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap()))
-        .collect();
+    let core_files: Vec<usize> =
+        (0..ins.files.len()).filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap())).collect();
     // The three questions are independent and each reads different tables: answer them side by
     // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings).
     let (required, (imports, exports)) = rayon::join(
@@ -486,11 +477,8 @@ fn import_groups(ins: &Inspection, g: &LoadGraph, lazy_file: usize, lazy_node: u
     let system_needed = lazy.elf.needed.iter().any(|n| crate::graph::system_group(n).is_some());
     let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
     for (name, bind) in lazy.elf.symbols.undefined_names() {
-        let provider = providers
-            .iter()
-            .find(|&&f| ins.files[f].elf.symbols.defines(name))
-            .map(|&f| ins.files[f].path.clone())
-            .unwrap_or_else(|| {
+        let provider =
+            providers.iter().find(|&&f| ins.files[f].elf.symbols.defines(name)).map(|&f| ins.files[f].path.clone()).unwrap_or_else(|| {
                 if bind == goblin::elf::sym::STB_WEAK {
                     "weak (may stay unresolved)".to_string()
                 } else if system_needed {

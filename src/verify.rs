@@ -48,15 +48,13 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
     let mut check = |name: &str, pass: bool, detail: String| checks.push(Check { name: name.into(), pass, detail });
 
     let soname = facts.soname.clone().unwrap_or_default();
-    check(
-        "soname",
-        soname == contract.library,
-        format!("SONAME {:?}, the loader asks for {:?}", soname, contract.library),
-    );
+    check("soname", soname == contract.library, format!("SONAME {:?}, the loader asks for {:?}", soname, contract.library));
     for rc in payload::Presence::scan(&facts, &pay, &spec).rule(with_payload) {
         check(rc.name, rc.pass, rc.detail);
     }
-    for (what, names) in [("exports what the loader looks up", &contract.loader_lookups), ("exports what core files import", &contract.required_exports)] {
+    for (what, names) in
+        [("exports what the loader looks up", &contract.loader_lookups), ("exports what core files import", &contract.required_exports)]
+    {
         let missing: Vec<&String> = names.iter().filter(|n| !facts.symbols.defines(n)).collect();
         check(
             what,

@@ -79,7 +79,10 @@ fn conda_like_recipe_builds_both_variants_with_rattler_build() {
     // It points at the remedy that was measured (asking the loaded library), not a guess, and
     // says how smoke tells a stale flag from a broken variant.
     let note = std::fs::read_to_string(rb.join("HAS_MAGMA.md")).unwrap();
-    assert!(note.contains("**Measured:**") && note.contains("os.RTLD_NOLOAD") && note.contains(r#"endswith("/libtorch_cuda_linalg.so")"#), "{note}");
+    assert!(
+        note.contains("**Measured:**") && note.contains("os.RTLD_NOLOAD") && note.contains(r#"endswith("/libtorch_cuda_linalg.so")"#),
+        "{note}"
+    );
     assert!(note.contains("exit code 4") && note.contains("Not measured: patch `CUDAHooks::hasMAGMA()`"), "{note}");
     let recipe = std::fs::read_to_string(rb.join("recipe.yaml")).unwrap();
     assert!(recipe.contains("down_prioritize_variant"));
@@ -143,7 +146,11 @@ fn static_payload_recipe_has_no_payload_dependency() {
 #[test]
 fn prefer_nomagma_flips_the_preference() {
     let out = tempfile::tempdir().unwrap();
-    let o = emit(&fixture("conda-like"), out.path(), &["--version", "2.5.1", "--build-keys", "cuda126", "--prefer", "nomagma", "--format", "both"]);
+    let o = emit(
+        &fixture("conda-like"),
+        out.path(),
+        &["--version", "2.5.1", "--build-keys", "cuda126", "--prefer", "nomagma", "--format", "both"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let recipe = std::fs::read_to_string(out.path().join("rattler-build/recipe.yaml")).unwrap();
     assert!(recipe.contains(r#"down_prioritize_variant: ${{ 1 if linalg_variant == "magma" else 0 }}"#), "{recipe}");
@@ -155,7 +162,8 @@ fn prefer_nomagma_flips_the_preference() {
 /// Jinja with the functions conda-build provides, then parse the YAML.
 fn render_meta(dir: &Path, variant: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("meta.yaml")).unwrap();
-    let cbc: BTreeMap<String, Vec<String>> = serde_yaml::from_str(&std::fs::read_to_string(dir.join("conda_build_config.yaml")).unwrap()).unwrap();
+    let cbc: BTreeMap<String, Vec<String>> =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("conda_build_config.yaml")).unwrap()).unwrap();
     let key = cbc.keys().next().unwrap().clone();
     assert!(cbc[&key].contains(&variant.to_string()));
     let mut env = minijinja::Environment::new();
@@ -178,10 +186,13 @@ fn render_meta(dir: &Path, variant: &str) -> serde_json::Value {
         }
     }
     let template = kept.join("\n");
-    let ctx: BTreeMap<String, String> =
-        [("PKG_HASH".to_string(), "1234567".to_string()), ("PKG_BUILDNUM".to_string(), "0".to_string()), (key.clone(), variant.to_string())]
-            .into_iter()
-            .collect();
+    let ctx: BTreeMap<String, String> = [
+        ("PKG_HASH".to_string(), "1234567".to_string()),
+        ("PKG_BUILDNUM".to_string(), "0".to_string()),
+        (key.clone(), variant.to_string()),
+    ]
+    .into_iter()
+    .collect();
     let rendered = env.render_str(&template, ctx).unwrap();
     serde_yaml::from_str(&rendered).unwrap_or_else(|e| panic!("{e}\n{rendered}"))
 }
@@ -192,7 +203,15 @@ fn meta_yaml_renders_as_conda_build_would() {
     let o = emit(&fixture("conda-like"), out.path(), &["--version", "2.5.1", "--build-keys", "cuda126", "--format", "conda-build"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let dir = out.path().join("conda-build");
-    for f in ["meta.yaml", "conda_build_config.yaml", "install_libtorch.sh", "install_libtorch-cuda-linalg.sh", "build-variants.sh", "contract.json", "HAS_MAGMA.md"] {
+    for f in [
+        "meta.yaml",
+        "conda_build_config.yaml",
+        "install_libtorch.sh",
+        "install_libtorch-cuda-linalg.sh",
+        "build-variants.sh",
+        "contract.json",
+        "HAS_MAGMA.md",
+    ] {
         assert!(dir.join(f).exists(), "{f}");
     }
     for variant in ["magma", "nomagma"] {
@@ -205,7 +224,8 @@ fn meta_yaml_renders_as_conda_build_would() {
         let lazy = &outputs[1];
         assert_eq!(lazy["name"], "libtorch-cuda-linalg");
         assert_eq!(lazy["build"]["string"], format!("cuda126_{variant}_h1234567_0"));
-        let constrained: Vec<String> = lazy["requirements"]["run_constrained"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+        let constrained: Vec<String> =
+            lazy["requirements"]["run_constrained"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
         for s in &constrained {
             strict(s);
         }
@@ -264,7 +284,9 @@ fn verify_variant_checks_payload_and_contract() {
     let contract = out.path().join("rattler-build/contract.json");
     let c: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&contract).unwrap()).unwrap();
     assert_eq!(c["loader_lookups"], serde_json::json!(["linalg_entry"]));
-    let verify = |lib: PathBuf, variant: &str| run(&["verify-variant", lib.to_str().unwrap(), "--variant", variant, "--contract", contract.to_str().unwrap(), "--json"]);
+    let verify = |lib: PathBuf, variant: &str| {
+        run(&["verify-variant", lib.to_str().unwrap(), "--variant", variant, "--contract", contract.to_str().unwrap(), "--json"])
+    };
 
     let ok = verify(fixture("conda-nomagma/lib/libtorch_cuda_linalg.so"), "nomagma");
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
@@ -276,7 +298,8 @@ fn verify_variant_checks_payload_and_contract() {
     let bad = verify(fixture("conda-like/lib/libtorch_cuda_linalg.so"), "nomagma");
     assert_eq!(bad.status.code(), Some(1));
     let r = json(&bad);
-    let failed: Vec<&str> = r["checks"].as_array().unwrap().iter().filter(|c| c["pass"] == false).map(|c| c["name"].as_str().unwrap()).collect();
+    let failed: Vec<&str> =
+        r["checks"].as_array().unwrap().iter().filter(|c| c["pass"] == false).map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(failed, vec!["no payload library NEEDED", "no payload symbols imported"]);
     // Static MAGMA as nomagma: defined symbols.
     let bad = verify(fixture("pip-like/torch/lib/libtorch_cuda_linalg.so"), "nomagma");
@@ -285,12 +308,20 @@ fn verify_variant_checks_payload_and_contract() {
     // A library that lost the symbol the loader looks up.
     let wrong = verify(fixture("conda-like/lib/libtorch_cpu.so"), "nomagma");
     let r = json(&wrong);
-    let failed: Vec<&str> = r["checks"].as_array().unwrap().iter().filter(|c| c["pass"] == false).map(|c| c["name"].as_str().unwrap()).collect();
+    let failed: Vec<&str> =
+        r["checks"].as_array().unwrap().iter().filter(|c| c["pass"] == false).map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(failed, vec!["soname", "exports what the loader looks up"]);
     // Bad input.
     let o = run(&["verify-variant", "/nonexistent.so", "--variant", "nomagma", "--contract", contract.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    let o = run(&["verify-variant", fixture("conda-like/lib/libtorch_cpu.so").to_str().unwrap(), "--variant", "blue", "--contract", contract.to_str().unwrap()]);
+    let o = run(&[
+        "verify-variant",
+        fixture("conda-like/lib/libtorch_cpu.so").to_str().unwrap(),
+        "--variant",
+        "blue",
+        "--contract",
+        contract.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -319,7 +350,10 @@ fn committed_torch_2_11_recipes_match_emit() {
 
 #[test]
 fn zstd_device_code_on_cuda_12_adds_a_driver_floor() {
-    use splitpkg::fatbin::{Compression, synth::{self, SynthEntry}};
+    use splitpkg::fatbin::{
+        Compression,
+        synth::{self, SynthEntry},
+    };
     // The CUDA 12 fixture plus a zstd fat binary in libtorch_cuda.so: needs the CUDA 12.4 driver,
     // above the 525 the CUDA 12 runtime needs.
     let tree = tempfile::tempdir().unwrap();
@@ -380,7 +414,8 @@ fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
     assert!(Command::new("cp").arg("-a").arg(&tree).arg(work.join("core")).status().unwrap().success());
     let prefix = d.path().join("prefix");
     std::fs::create_dir_all(&prefix).unwrap();
-    let st = Command::new("bash").arg(out.join("conda-build/install_libtorch.sh")).current_dir(&work).env("PREFIX", &prefix).status().unwrap();
+    let st =
+        Command::new("bash").arg(out.join("conda-build/install_libtorch.sh")).current_dir(&work).env("PREFIX", &prefix).status().unwrap();
     assert!(st.success());
     assert!(!prefix.join(evil).exists(), "the payload file is removed from the core output");
     assert!(prefix.join("lib/libtorch_cuda.so").exists(), "the rest is installed");
@@ -399,7 +434,9 @@ fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
     assert!(script.contains(r#"libmagma_\$(touch\${IFS}PWNED)\`touch\${IFS}PWNED2\`'q\": b.so"#), "{script}");
 
     // Refused: one line naming the file, exit 2, nothing written.
-    for (bad, why) in [("lib/libmagma_a\nb.so", "control character"), ("lib/libmagma_{{ x }}.so", "Jinja delimiter"), ("lib/libmagma_#x.so", "selectors")] {
+    for (bad, why) in
+        [("lib/libmagma_a\nb.so", "control character"), ("lib/libmagma_{{ x }}.so", "Jinja delimiter"), ("lib/libmagma_#x.so", "selectors")]
+    {
         let t = d.path().join("bad-tree");
         let _ = std::fs::remove_dir_all(&t);
         assert!(Command::new("cp").arg("-a").arg(fixture("conda-like")).arg(&t).status().unwrap().success());
@@ -411,14 +448,21 @@ fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
         assert!(stderr(&o).contains(why) && stderr(&o).contains("libmagma_"), "{bad:?}: {}", stderr(&o));
         assert!(!o2.exists(), "nothing written for {bad:?}");
     }
-    for (flag, value) in [("--core-name", "../../escape"), ("--lazy-name", "Lib/x"), ("--version", "1.0/../../x"), ("--variant-key", "a b"), ("--build-keys", "cu$(id)")] {
+    for (flag, value) in [
+        ("--core-name", "../../escape"),
+        ("--lazy-name", "Lib/x"),
+        ("--version", "1.0/../../x"),
+        ("--variant-key", "a b"),
+        ("--build-keys", "cu$(id)"),
+    ] {
         let o2 = d.path().join("out3");
         let o = emit(&fixture("conda-like"), &o2, &["--version", "2.5.1", flag, value]);
         assert_eq!(o.status.code(), Some(2), "{flag} {value}: {}", stderr(&o));
         assert!(stderr(&o).contains(flag), "{}", stderr(&o));
         assert!(!o2.exists() && !d.path().join("escape").exists(), "nothing written for {flag} {value}");
         let ch = d.path().join("channel");
-        let o = run(&["pack", fixture("conda-like").to_str().unwrap(), "--out", ch.to_str().unwrap(), "--version", "2.5.1", flag, value, "-q"]);
+        let o =
+            run(&["pack", fixture("conda-like").to_str().unwrap(), "--out", ch.to_str().unwrap(), "--version", "2.5.1", flag, value, "-q"]);
         assert_eq!(o.status.code(), Some(2), "pack {flag} {value}: {}", stderr(&o));
         assert!(!ch.exists() && !d.path().join("escape").exists(), "pack wrote nothing for {flag} {value}");
     }

@@ -52,13 +52,10 @@ fn torch_shaped_section() {
     assert_eq!(s.padding, 24, "8 bytes after each container");
     assert!(s.no_ptx);
     assert_eq!(s.sass_only.len(), 5);
-    assert_eq!(s.targets.iter().map(|t| (t.name.as_str(), t.entries, t.containers)).collect::<Vec<_>>(), [
-        ("sm_80", 3, 3),
-        ("sm_86", 3, 3),
-        ("sm_90", 3, 3),
-        ("sm_100", 3, 3),
-        ("sm_120", 3, 3)
-    ]);
+    assert_eq!(
+        s.targets.iter().map(|t| (t.name.as_str(), t.entries, t.containers)).collect::<Vec<_>>(),
+        [("sm_80", 3, 3), ("sm_86", 3, 3), ("sm_90", 3, 3), ("sm_100", 3, 3), ("sm_120", 3, 3)]
+    );
     assert_eq!(s.compression_floor.as_ref().unwrap().linux, "550.54.14");
 }
 
@@ -266,7 +263,8 @@ fn what_if_sizes() {
 #[test]
 fn device_check_per_container() {
     let raw = synth::fake_cubin(80, 200, 4);
-    let full = synth::container(&[SynthEntry::elf(80, &raw, Compression::Zstd), SynthEntry::elf(90, &raw, Compression::Zstd).arch_specific()]);
+    let full =
+        synth::container(&[SynthEntry::elf(80, &raw, Compression::Zstd), SynthEntry::elf(90, &raw, Compression::Zstd).arch_specific()]);
     let ptx = synth::container(&[SynthEntry::ptx(75, b".version 8.0\n.target sm_75\n", Compression::None)]);
     let only86 = synth::container(&[SynthEntry::elf(86, &raw, Compression::Zstd)]);
     let sec = synth::section(&[full, ptx, only86], 0);
@@ -450,16 +448,28 @@ fn torch_2_11_matches_cuobjdump() {
     let cuda = lib_of("libtorch_cuda.so");
     let f = &cuda["fatbin"];
     assert_eq!(f["section_size"], 297_806_224);
-    assert_eq!((f["container_count"].as_u64(), f["entries"].as_u64(), f["elf"].as_u64(), f["ptx"].as_u64()), (Some(444), Some(2789), Some(2789), Some(0)));
-    let counts: Vec<(String, u64)> =
-        f["targets"].as_array().unwrap().iter().map(|t| (t["name"].as_str().unwrap().to_string(), t["entries"].as_u64().unwrap())).collect();
+    assert_eq!(
+        (f["container_count"].as_u64(), f["entries"].as_u64(), f["elf"].as_u64(), f["ptx"].as_u64()),
+        (Some(444), Some(2789), Some(2789), Some(0))
+    );
+    let counts: Vec<(String, u64)> = f["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap().to_string(), t["entries"].as_u64().unwrap()))
+        .collect();
     assert_eq!(counts, CUDA_COUNTS.iter().map(|(n, c)| (n.to_string(), *c)).collect::<Vec<_>>());
     assert!(f["targets"].as_array().unwrap().iter().all(|t| t["kind"] == "elf" && t["compression"] == serde_json::json!(["zstd"])));
     assert_eq!(f["compression"].as_array().unwrap().len(), 1);
     assert_eq!(f["compression"][0]["compression"], "zstd");
     assert!((mib(&f["stored"]) - 283.79).abs() < 0.005, "{}", mib(&f["stored"]));
     assert!((mib(&f["uncompressed"]) - 4488.86).abs() < 0.005, "{}", mib(&f["uncompressed"]));
-    let headers: Vec<u64> = f["containers"].as_array().unwrap().iter().flat_map(|c| c["entries"].as_array().unwrap().iter().map(|e| e["header_size"].as_u64().unwrap())).collect();
+    let headers: Vec<u64> = f["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["entries"].as_array().unwrap().iter().map(|e| e["header_size"].as_u64().unwrap()))
+        .collect();
     assert_eq!(headers.iter().filter(|&&h| h == 64).count(), 1781);
     assert_eq!(headers.iter().filter(|&&h| h == 112).count(), 1008);
     assert_eq!(f["no_ptx"], true);
@@ -620,7 +630,12 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
     assert!(crashes.is_empty(), "{target}: crash artifacts: {crashes:?}");
     // libFuzzer keeping new inputs shows the instrumentation works.
     let seeded = seeds.map(|s| std::fs::read_dir(s).unwrap().count()).unwrap_or(0)
-        + std::fs::read_dir(repo().join("fuzz/seeds")).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name() == target).map(|e| std::fs::read_dir(e.path()).unwrap().count()).sum::<usize>();
+        + std::fs::read_dir(repo().join("fuzz/seeds"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name() == target)
+            .map(|e| std::fs::read_dir(e.path()).unwrap().count())
+            .sum::<usize>();
     assert!(std::fs::read_dir(&corpus).unwrap().count() > seeded, "{target}: no new coverage");
 }
 

@@ -19,7 +19,11 @@ fn scenarios() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = repo().join("target").join("fixtures").join(format!("loader-{}", std::process::id()));
-        let o = Command::new("bash").arg(repo().join("fixtures/loader/build.sh")).arg(&out).output().expect("run fixtures/loader/build.sh (needs bash and gcc)");
+        let o = Command::new("bash")
+            .arg(repo().join("fixtures/loader/build.sh"))
+            .arg(&out)
+            .output()
+            .expect("run fixtures/loader/build.sh (needs bash and gcc)");
         assert!(o.status.success(), "fixtures/loader/build.sh failed: {}", String::from_utf8_lossy(&o.stderr));
         eprint!("{}", String::from_utf8_lossy(&o.stderr));
         out
@@ -72,7 +76,12 @@ fn process<'a>(ins: &'a Value, root: &str) -> BTreeMap<String, (&'a Value, &'a V
         if e["kind"] == "needed" && e["roots"].as_array().unwrap().contains(&id) {
             let prev = out.insert(e["name"].as_str().unwrap().to_string(), (&nodes[e["to"].as_u64().unwrap() as usize], &e["how"]));
             if let Some((p, _)) = prev {
-                assert_eq!(p["name"], nodes[e["to"].as_u64().unwrap() as usize]["name"], "{root}: {} resolved two ways in one process", e["name"]);
+                assert_eq!(
+                    p["name"],
+                    nodes[e["to"].as_u64().unwrap() as usize]["name"],
+                    "{root}: {} resolved two ways in one process",
+                    e["name"]
+                );
             }
         }
     }
@@ -102,12 +111,30 @@ fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option<PathBuf>)]
             }
             Some(p) => {
                 // Outside the tree: a system library, or a search-path entry that leaves the tree.
-                assert_ne!(node["kind"], "file", "{root}: {name}: ld.so loaded {} outside the tree, splitpkg: {}", p.display(), node["name"]);
+                assert_ne!(
+                    node["kind"],
+                    "file",
+                    "{root}: {name}: ld.so loaded {} outside the tree, splitpkg: {}",
+                    p.display(),
+                    node["name"]
+                );
                 let dir = p.parent().unwrap();
-                let outside = how["outside"].as_array().into_iter().flatten().any(|o| Path::new(o.as_str().unwrap()) == dir || canon(Path::new(o.as_str().unwrap())) == canon(dir));
-                assert!(via == "system" || (via == "not-found" && outside) || (via == "not-found" && name.starts_with('/')), "{root}: {name} → {}: {how}", p.display());
+                let outside = how["outside"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|o| Path::new(o.as_str().unwrap()) == dir || canon(Path::new(o.as_str().unwrap())) == canon(dir));
+                assert!(
+                    via == "system" || (via == "not-found" && outside) || (via == "not-found" && name.starts_with('/')),
+                    "{root}: {name} → {}: {how}",
+                    p.display()
+                );
             }
-            None => assert!(["not-found", "nodeflib", "tree-elsewhere"].contains(&via), "{root}: ld.so did not find {name}, splitpkg: {} {how}", node["name"]),
+            None => assert!(
+                ["not-found", "nodeflib", "tree-elsewhere"].contains(&via),
+                "{root}: ld.so did not find {name}, splitpkg: {} {how}",
+                node["name"]
+            ),
         }
     }
 }
@@ -164,7 +191,10 @@ fn absolute_entries_are_searched_inside_the_tree_and_reported_outside_it() {
     }
     let abs = |rel: &str| t.join(rel).to_str().unwrap().to_string();
     let (to, how) = edge(&ins, "bin/app", "libab.so");
-    assert_eq!((to, &how["via"], &how["entry"], &how["dir"]), ("lib/libab.so", &Value::from("rpath"), &Value::from(abs("lib")), &Value::from("lib")));
+    assert_eq!(
+        (to, &how["via"], &how["entry"], &how["dir"]),
+        ("lib/libab.so", &Value::from("rpath"), &Value::from(abs("lib")), &Value::from("lib"))
+    );
     let (to, how) = edge(&ins, "bin/app", &abs("opt/libpath.so"));
     assert_eq!((to, &how["via"]), ("opt/libpath.so", &Value::from("path")));
     let (to, how) = edge(&ins, "bin/app", "libout.so");
@@ -178,7 +208,8 @@ fn absolute_entries_are_searched_inside_the_tree_and_reported_outside_it() {
 fn a_prefix_lib_dir_stands_in_for_its_pythons_rpath_only_where_ld_so_would_use_it() {
     let t = scenario("prefix-lib");
     let sp = t.join("lib/python3.11/site-packages");
-    let out = Command::new(t.join("bin/python")).arg(sp.join("ext.so")).arg(sp.join("ext_rn.so")).env_remove("LD_LIBRARY_PATH").output().unwrap();
+    let out =
+        Command::new(t.join("bin/python")).arg(sp.join("ext.so")).arg(sp.join("ext_rn.so")).env_remove("LD_LIBRARY_PATH").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let loaded: Vec<PathBuf> = text.lines().filter_map(|l| l.strip_prefix("loaded /")).map(|p| canon(&Path::new("/").join(p))).collect();
     assert!(loaded.contains(&canon(&t.join("lib/libp2.so"))), "{text}");
@@ -223,7 +254,8 @@ fn an_inherited_rpath_belongs_to_the_process() {
     for exe in ["bin/app-a", "bin/app-b"] {
         agrees(&t, &ins, exe, &ld_list(&t.join(exe), None));
     }
-    let mut to: Vec<(&str, String)> = edges(&ins, "lib/libshared.so", "libdep.so").into_iter().map(|(t, h)| (t, h["of"].as_str().unwrap().to_string())).collect();
+    let mut to: Vec<(&str, String)> =
+        edges(&ins, "lib/libshared.so", "libdep.so").into_iter().map(|(t, h)| (t, h["of"].as_str().unwrap().to_string())).collect();
     to.sort();
     assert_eq!(to, vec![("a/libdep.so", "bin/app-a".to_string()), ("b/libdep.so", "bin/app-b".to_string())]);
 }

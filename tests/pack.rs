@@ -97,7 +97,12 @@ fn scenario<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
 
 /// name → build of a solved set.
 fn set(sc: &serde_json::Value) -> BTreeMap<String, String> {
-    sc["solved"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().to_string(), p["build"].as_str().unwrap().to_string())).collect()
+    sc["solved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_string(), p["build"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 fn one_line_error(o: &Output, code: i32, names: &str) {
@@ -331,7 +336,10 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     for f in [cudart, magma_standin] {
         let idx = index_of(&ch.join(f));
         assert_eq!(idx.license.as_deref(), Some("stand-in"));
-        assert!(idx.track_features.is_empty() && idx.depends.is_empty() && idx.constrains.is_empty(), "stand-ins change no solver semantics");
+        assert!(
+            idx.track_features.is_empty() && idx.depends.is_empty() && idx.constrains.is_empty(),
+            "stand-ins change no solver semantics"
+        );
         assert_eq!(idx.noarch.kind(), Some(rattler_conda_types::NoArchKind::Generic));
         let about: AboutJson = rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
         assert_eq!(about.extra["splitpkg_standin"], true);
@@ -349,13 +357,22 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     let (o, rep) = solve(&ch, &["--install", s(&envs)]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let a = scenario(&rep, "a");
-    let flagged: BTreeMap<String, bool> = a["solved"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().to_string(), p["standin"].as_bool().unwrap())).collect();
+    let flagged: BTreeMap<String, bool> = a["solved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_string(), p["standin"].as_bool().unwrap()))
+        .collect();
     assert_eq!(
         flagged,
-        [("cuda-cudart", true), ("libmagma", true), ("libtorch", false), ("libtorch-cuda-linalg", false)].into_iter().map(|(a, b)| (a.to_string(), b)).collect()
+        [("cuda-cudart", true), ("libmagma", true), ("libtorch", false), ("libtorch-cuda-linalg", false)]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b))
+            .collect()
     );
     assert_eq!(a["represented_bytes"], 294_000_000u64);
-    let real: u64 = a["solved"].as_array().unwrap().iter().filter(|p| p["standin"] == false).map(|p| p["installed_bytes"].as_u64().unwrap()).sum();
+    let real: u64 =
+        a["solved"].as_array().unwrap().iter().filter(|p| p["standin"] == false).map(|p| p["installed_bytes"].as_u64().unwrap()).sum();
     assert_eq!(a["installed_bytes"], real, "stand-ins' own bytes are not counted as real");
     let text = stdout(&run(&["solve", s(&ch), "--quiet"]));
     assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
@@ -371,7 +388,10 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     let env = json(&e);
     assert_valid("docs/env.schema.json", &env);
     let magma_pkg = env["packages"].as_array().unwrap().iter().find(|p| p["name"] == "libmagma").unwrap();
-    assert_eq!((magma_pkg["standin"].as_bool(), magma_pkg["represents_bytes"].as_u64(), magma_pkg["role"].as_str()), (Some(true), Some(293_000_000), Some("payload")));
+    assert_eq!(
+        (magma_pkg["standin"].as_bool(), magma_pkg["represents_bytes"].as_u64(), magma_pkg["role"].as_str()),
+        (Some(true), Some(293_000_000), Some("payload"))
+    );
     assert_eq!(env["represented_bytes"], 294_000_000u64);
     assert_eq!(env["switch"]["represented_delta"], -293_000_000i64, "switching to nomagma drops the libmagma stand-in");
     let text = stdout(&run(&["env", s(&envs.join("default"))]));
@@ -396,21 +416,22 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
     let a = scenario(&r, "a");
     assert_eq!(a["status"], "pass");
     assert_eq!(a["specs"], serde_json::json!(["libtorch"]));
-    let expect_a: BTreeMap<String, String> = [
-        ("libmagma", "h50e331b_0"),
-        ("libtorch", "cuda126_h0df9ae8_0"),
-        ("libtorch-cuda-linalg", "cuda126_magma_h1e60bb5_0"),
-    ]
-    .into_iter()
-    .map(|(a, b)| (a.to_string(), b.to_string()))
-    .collect();
+    let expect_a: BTreeMap<String, String> =
+        [("libmagma", "h50e331b_0"), ("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_magma_h1e60bb5_0")]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
     assert_eq!(set(a), expect_a);
     assert!(a["solved"].as_array().unwrap().iter().filter(|p| p["name"] != "libmagma").all(|p| p["version"] == "2.5.2"), "newest version");
     assert_eq!(a["track_features"]["relied_on"], true);
     assert_eq!(a["track_features"]["solvers_agree"], true);
     let lib = |rel: &str| std::fs::metadata(fixture(rel)).unwrap().len();
     let magma_bytes = lib("conda-like/lib/libmagma.so.2.8.0") + lib("conda-like/lib/libmagma_sparse.so");
-    let tree_bytes: u64 = walk(&fixture("conda-like")).iter().filter(|(_, p)| !std::fs::symlink_metadata(p).unwrap().file_type().is_symlink()).map(|(_, p)| std::fs::metadata(p).unwrap().len()).sum();
+    let tree_bytes: u64 = walk(&fixture("conda-like"))
+        .iter()
+        .filter(|(_, p)| !std::fs::symlink_metadata(p).unwrap().file_type().is_symlink())
+        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+        .sum();
     assert_eq!(a["installed_bytes"], tree_bytes, "the default set installs the whole fixture");
 
     let b = scenario(&r, "b");
@@ -418,7 +439,10 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
     assert_eq!(b["specs"], serde_json::json!(["libtorch", "libtorch-cuda-linalg * *nomagma*"]));
     assert_eq!(
         set(b),
-        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     );
     assert_eq!(b["track_features"]["relied_on"], false);
 
@@ -437,7 +461,10 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
     assert_eq!(e["status"], "pass");
     assert_eq!(
         set(e),
-        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     );
     assert_eq!(e["track_features"]["relied_on"], true);
     assert!(index_of(&flipped.join("linux-64/libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0.conda")).track_features == vec![FEATURE]);
@@ -495,7 +522,12 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
     }
     // Well-formed, deterministic SVGs with the payload highlighted only where it is installed.
     for svg in [&svg_d, &svg_s] {
-        let ok = Command::new("python3").arg("-c").arg("import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == 'svg'").arg(svg).status().unwrap();
+        let ok = Command::new("python3")
+            .arg("-c")
+            .arg("import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == 'svg'")
+            .arg(svg)
+            .status()
+            .unwrap();
         assert!(ok.success(), "{} is not well-formed XML", svg.display());
     }
     let text_d = std::fs::read_to_string(&svg_d).unwrap();
@@ -511,7 +543,14 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
 
     // Text report: every scenario named with its status.
     let t = stdout(&run(&["solve", s(&ch), "--prefer-channel", s(&flipped), "--quiet"]));
-    for line in ["(a) default: PASS", "(b) slim: PASS", "(c) conflict: PASS", "(d) version skew: PASS", "(e) flipped preference: PASS", "all applicable scenarios as required"] {
+    for line in [
+        "(a) default: PASS",
+        "(b) slim: PASS",
+        "(c) conflict: PASS",
+        "(d) version skew: PASS",
+        "(e) flipped preference: PASS",
+        "all applicable scenarios as required",
+    ] {
         assert!(t.contains(line), "{line}\n{t}");
     }
 }
@@ -535,7 +574,11 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
     assert_eq!((r["from"].as_str(), r["to"].as_str()), (Some("magma"), Some("nomagma")));
     assert_eq!(r["removed"], serde_json::json!(["libmagma-2.8.0-h50e331b_0", "libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0"]));
     assert_eq!(r["installed"], serde_json::json!(["libtorch-cuda-linalg-2.5.2-cuda126_nomagma_ha0eb17e_0"]));
-    assert_eq!(r["after"]["real_bytes"].as_i64().unwrap() - r["before"]["real_bytes"].as_i64().unwrap(), r["before"]["switch"]["real_delta"].as_i64().unwrap(), "the switch saved what env predicted");
+    assert_eq!(
+        r["after"]["real_bytes"].as_i64().unwrap() - r["before"]["real_bytes"].as_i64().unwrap(),
+        r["before"]["switch"]["real_delta"].as_i64().unwrap(),
+        "the switch saved what env predicted"
+    );
     assert!(!env.join("lib/libmagma.so.2").exists(), "libmagma left the environment");
     let o = run(&["plan", s(&env), "--json", "-q"]);
     assert_eq!(json(&o)["verdict"], "not-present", "{}", stdout(&o));
@@ -586,7 +629,19 @@ fn pack_and_rattler_build_agree_on_the_relations() {
     let ch = d.path().join("channel");
     fixture_channel(&ch, "2.5.1", &[]);
     let recipe = d.path().join("recipe");
-    let o = run(&["emit", s(&fixture("conda-like")), "--out", s(&recipe), "--version", "2.5.1", "--build-keys", "cuda126", "--format", "rattler-build", "--quiet"]);
+    let o = run(&[
+        "emit",
+        s(&fixture("conda-like")),
+        "--out",
+        s(&recipe),
+        "--version",
+        "2.5.1",
+        "--build-keys",
+        "cuda126",
+        "--format",
+        "rattler-build",
+        "--quiet",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let stage = d.path().join("stage");
     std::fs::create_dir_all(&stage).unwrap();
@@ -612,7 +667,8 @@ fn pack_and_rattler_build_agree_on_the_relations() {
     assert!(out.status.success(), "rattler-build: {}", String::from_utf8_lossy(&out.stderr));
     let built: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     let relations = |v: &serde_json::Value| {
-        let list = |k: &str| v[k].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>()).unwrap_or_default();
+        let list =
+            |k: &str| v[k].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>()).unwrap_or_default();
         let tf = v["track_features"].as_str().map(|t| t.split(',').map(str::to_string).collect::<Vec<_>>()).unwrap_or_default();
         (list("depends"), list("constrains"), tf)
     };
@@ -736,7 +792,10 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     assert_eq!(a["status"], "pass");
     assert_eq!(
         set(a),
-        [("libtorch", "cuda13_h86dd438_0"), ("libtorch-cuda-linalg", "cuda13_magma_hbc75e16_0")].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        [("libtorch", "cuda13_h86dd438_0"), ("libtorch-cuda-linalg", "cuda13_magma_hbc75e16_0")]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     );
     assert_eq!(a["track_features"]["relied_on"], false, "one candidate: nothing to rank");
     let lazy_solved = a["solved"].as_array().unwrap().iter().find(|p| p["name"] == "libtorch-cuda-linalg").unwrap();
@@ -761,7 +820,16 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
         "torch 2.11 wheel: pack {:.1} s, solve+install+plan {:.1} s; (a) {}",
         pack_time.as_secs_f64(),
         solve_time.as_secs_f64(),
-        a["solved"].as_array().unwrap().iter().map(|p| format!("{} {} {} ({} B archive, {} B installed)", p["name"], p["version"], p["build"], p["archive_bytes"], p["installed_bytes"])).collect::<Vec<_>>().join("; ")
+        a["solved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| format!(
+                "{} {} {} ({} B archive, {} B installed)",
+                p["name"], p["version"], p["build"], p["archive_bytes"], p["installed_bytes"]
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
     );
 }
 
@@ -802,7 +870,8 @@ fn archives_pack_like_the_directory_they_hold() {
     let core = conda_files(&ch).into_iter().find(|f| f.contains("/libtorch-2.5.1")).unwrap();
     let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&core)).unwrap();
     let want_core = want.iter().find(|(f, _)| f.contains("/libtorch-2.5.1")).unwrap().1;
-    let moved: Vec<(String, Option<u64>)> = want_core.paths.iter().map(|e| (format!("lib/python3/site-packages/{}", e.relative_path.display()), e.size_in_bytes)).collect();
+    let moved: Vec<(String, Option<u64>)> =
+        want_core.paths.iter().map(|e| (format!("lib/python3/site-packages/{}", e.relative_path.display()), e.size_in_bytes)).collect();
     let got: Vec<(String, Option<u64>)> = p.paths.iter().map(|e| (e.relative_path.display().to_string(), e.size_in_bytes)).collect();
     assert_eq!(got, moved);
 }

@@ -40,10 +40,7 @@ fn conda_like_is_confined_with_shared_magma_optional() {
 
     // Payload output: both MAGMA libraries and the soname symlinks; nothing else.
     let out = output(&p, "payload").expect("payload output");
-    assert_eq!(
-        strings(&out["files"]),
-        vec!["lib/libmagma.so", "lib/libmagma.so.2", "lib/libmagma.so.2.8.0", "lib/libmagma_sparse.so"]
-    );
+    assert_eq!(strings(&out["files"]), vec!["lib/libmagma.so", "lib/libmagma.so.2", "lib/libmagma.so.2.8.0", "lib/libmagma_sparse.so"]);
     let lazy = output(&p, "lazy").unwrap();
     assert_eq!(strings(&lazy["files"]), vec!["lib/libtorch_cuda_linalg.so"]);
     let names: Vec<&str> = lazy["variants"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
@@ -191,6 +188,7 @@ fn plan_output_is_deterministic_and_written_atomically() {
     assert_eq!(b.status.code(), Some(0));
     assert_eq!(first, std::fs::read(&out).unwrap());
     // Only the result is left in the directory: no temporary files.
-    let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["plan.json"]);
 }

@@ -62,7 +62,11 @@ fn torch_2_11_wheel_and_tree_are_confined() {
         .filter(|e| e["kind"] == "lazy" && nodes[e["from"].as_u64().unwrap() as usize]["name"] == "lib/libtorch_cuda.so")
         .map(|e| {
             let to = &nodes[e["to"].as_u64().unwrap() as usize];
-            (e["name"].as_str().unwrap().to_string(), to["kind"].as_str().unwrap().to_string(), e["how"]["via"].as_str().unwrap().to_string())
+            (
+                e["name"].as_str().unwrap().to_string(),
+                to["kind"].as_str().unwrap().to_string(),
+                e["how"]["via"].as_str().unwrap().to_string(),
+            )
         })
         .collect();
     for want in [

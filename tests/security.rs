@@ -151,7 +151,11 @@ fn archive(dir: &Path, kind: Kind, members: &[M]) -> PathBuf {
 
 /// Every path under `dir` (relative, sorted), directories included.
 fn listing(dir: &Path) -> Vec<String> {
-    walkdir::WalkDir::new(dir).sort_by_file_name().into_iter().map(|e| e.unwrap().path().strip_prefix(dir).unwrap().display().to_string()).collect()
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap().path().strip_prefix(dir).unwrap().display().to_string())
+        .collect()
 }
 
 /// The refusal contract: exit 2, one line naming the archive and the member, saying `says`.
@@ -192,7 +196,12 @@ fn member_under_a_symlink_is_refused() {
         // The reported exploit: a link out of the tree, then a member through it.
         both_refuse(kind, &[M::Symlink("torch/evil", OUTSIDE), M::File("torch/evil/x.txt", b"pwned")], "torch/evil/x.txt", "is a symlink");
         // A link that stays inside is refused all the same: the rule is about the member's path.
-        both_refuse(kind, &[M::Dir("torch/lib"), M::Symlink("torch/l", "lib"), M::File("torch/l/x.txt", b"x")], "torch/l/x.txt", "is a symlink");
+        both_refuse(
+            kind,
+            &[M::Dir("torch/lib"), M::Symlink("torch/l", "lib"), M::File("torch/l/x.txt", b"x")],
+            "torch/l/x.txt",
+            "is a symlink",
+        );
         // The other order: the directory first, then a link of the same name.
         both_refuse(kind, &[M::File("torch/evil/x.txt", b"x"), M::Symlink("torch/evil", OUTSIDE)], "torch/evil", "directory");
     }
@@ -221,7 +230,12 @@ fn duplicate_member_names_are_refused() {
     for kind in [Kind::Whl, Kind::TarBz2, Kind::Conda] {
         both_refuse(kind, &[M::File("torch/a.txt", b"1"), M::File("torch/a.txt", b"2")], "torch/a.txt", "twice");
         // A symlink and a file of one name, in either order.
-        both_refuse(kind, &[M::Symlink("torch/a.txt", "b"), M::File("torch/b", b"b"), M::File("torch/a.txt", b"2")], "torch/a.txt", "twice");
+        both_refuse(
+            kind,
+            &[M::Symlink("torch/a.txt", "b"), M::File("torch/b", b"b"), M::File("torch/a.txt", b"2")],
+            "torch/a.txt",
+            "twice",
+        );
         // A file used as a directory.
         both_refuse(kind, &[M::File("torch/a", b"1"), M::File("torch/a/b", b"2")], "torch/a/b", "is a file");
     }
@@ -262,27 +276,74 @@ fn zip64_claiming(name: &str, size: u64, data: &[u8]) -> Vec<u8> {
     let n = name.as_bytes();
     let mut z = Vec::new();
     let extra = [&1u16.to_le_bytes()[..], &16u16.to_le_bytes(), &size.to_le_bytes(), &(data.len() as u64).to_le_bytes()].concat();
-    for v in [&0x04034b50u32.to_le_bytes()[..], &45u16.to_le_bytes(), &0u16.to_le_bytes(), &0u16.to_le_bytes(), &0u32.to_le_bytes(), &crc.to_le_bytes(),
-        &u32::MAX.to_le_bytes(), &u32::MAX.to_le_bytes(), &(n.len() as u16).to_le_bytes(), &(extra.len() as u16).to_le_bytes(), n, &extra, data]
-    {
+    for v in [
+        &0x04034b50u32.to_le_bytes()[..],
+        &45u16.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &0u32.to_le_bytes(),
+        &crc.to_le_bytes(),
+        &u32::MAX.to_le_bytes(),
+        &u32::MAX.to_le_bytes(),
+        &(n.len() as u16).to_le_bytes(),
+        &(extra.len() as u16).to_le_bytes(),
+        n,
+        &extra,
+        data,
+    ] {
         z.extend_from_slice(v);
     }
     let cd = z.len() as u64;
-    let extra = [&1u16.to_le_bytes()[..], &24u16.to_le_bytes(), &size.to_le_bytes(), &(data.len() as u64).to_le_bytes(), &0u64.to_le_bytes()].concat();
-    for v in [&0x02014b50u32.to_le_bytes()[..], &((3u16 << 8) | 45).to_le_bytes(), &45u16.to_le_bytes(), &0u16.to_le_bytes(), &0u16.to_le_bytes(),
-        &0u32.to_le_bytes(), &crc.to_le_bytes(), &u32::MAX.to_le_bytes(), &u32::MAX.to_le_bytes(), &(n.len() as u16).to_le_bytes(),
-        &(extra.len() as u16).to_le_bytes(), &0u16.to_le_bytes(), &0u16.to_le_bytes(), &0u16.to_le_bytes(), &(0o100755u32 << 16).to_le_bytes(),
-        &u32::MAX.to_le_bytes(), n, &extra]
-    {
+    let extra =
+        [&1u16.to_le_bytes()[..], &24u16.to_le_bytes(), &size.to_le_bytes(), &(data.len() as u64).to_le_bytes(), &0u64.to_le_bytes()]
+            .concat();
+    for v in [
+        &0x02014b50u32.to_le_bytes()[..],
+        &((3u16 << 8) | 45).to_le_bytes(),
+        &45u16.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &0u32.to_le_bytes(),
+        &crc.to_le_bytes(),
+        &u32::MAX.to_le_bytes(),
+        &u32::MAX.to_le_bytes(),
+        &(n.len() as u16).to_le_bytes(),
+        &(extra.len() as u16).to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &(0o100755u32 << 16).to_le_bytes(),
+        &u32::MAX.to_le_bytes(),
+        n,
+        &extra,
+    ] {
         z.extend_from_slice(v);
     }
     let end = z.len() as u64;
-    for v in [&0x06064b50u32.to_le_bytes()[..], &44u64.to_le_bytes(), &45u16.to_le_bytes(), &45u16.to_le_bytes(), &0u32.to_le_bytes(), &0u32.to_le_bytes(),
-        &1u64.to_le_bytes(), &1u64.to_le_bytes(), &(end - cd).to_le_bytes(), &cd.to_le_bytes(),
-        &0x07064b50u32.to_le_bytes(), &0u32.to_le_bytes(), &end.to_le_bytes(), &1u32.to_le_bytes(),
-        &0x06054b50u32.to_le_bytes(), &0u16.to_le_bytes(), &0u16.to_le_bytes(), &u16::MAX.to_le_bytes(), &u16::MAX.to_le_bytes(),
-        &u32::MAX.to_le_bytes(), &u32::MAX.to_le_bytes(), &0u16.to_le_bytes()]
-    {
+    for v in [
+        &0x06064b50u32.to_le_bytes()[..],
+        &44u64.to_le_bytes(),
+        &45u16.to_le_bytes(),
+        &45u16.to_le_bytes(),
+        &0u32.to_le_bytes(),
+        &0u32.to_le_bytes(),
+        &1u64.to_le_bytes(),
+        &1u64.to_le_bytes(),
+        &(end - cd).to_le_bytes(),
+        &cd.to_le_bytes(),
+        &0x07064b50u32.to_le_bytes(),
+        &0u32.to_le_bytes(),
+        &end.to_le_bytes(),
+        &1u32.to_le_bytes(),
+        &0x06054b50u32.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &0u16.to_le_bytes(),
+        &u16::MAX.to_le_bytes(),
+        &u16::MAX.to_le_bytes(),
+        &u32::MAX.to_le_bytes(),
+        &u32::MAX.to_le_bytes(),
+        &0u16.to_le_bytes(),
+    ] {
         z.extend_from_slice(v);
     }
     z

@@ -37,7 +37,20 @@ fn help_describes_smoke() {
     let o = run(&["smoke", "--help"]);
     assert_eq!(o.status.code(), Some(0));
     let h = stdout(&o);
-    for needle in ["--variant", "NAME=PATH", "--python", "--emulate", "--bench", "--json", "--expect", "--replay", "--list", "--case-timeout", "Exit codes", "expected-fail"] {
+    for needle in [
+        "--variant",
+        "NAME=PATH",
+        "--python",
+        "--emulate",
+        "--bench",
+        "--json",
+        "--expect",
+        "--replay",
+        "--list",
+        "--case-timeout",
+        "Exit codes",
+        "expected-fail",
+    ] {
         assert!(h.contains(needle), "smoke --help lacks {needle}:\n{h}");
     }
     let top = stdout(&run(&["--help"]));
@@ -89,9 +102,35 @@ fn bad_usage_exits_2() {
 fn battery_plan_covers_ops_shapes_dtypes() {
     let ops = cases::ops();
     for op in [
-        "cholesky", "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_nopiv", "lu", "lu_solve", "solve", "inv", "det",
-        "slogdet", "qr", "geqrf", "householder_product", "ormqr", "eigh", "eigvalsh", "eig", "eigvals", "svd", "svdvals", "pinv",
-        "matrix_rank", "lstsq", "solve_triangular", "ldl_factor", "ldl_factor_hermitian", "ldl_solve", "matrix_exp",
+        "cholesky",
+        "cholesky_solve",
+        "cholesky_inverse",
+        "lu_factor",
+        "lu_factor_nopiv",
+        "lu",
+        "lu_solve",
+        "solve",
+        "inv",
+        "det",
+        "slogdet",
+        "qr",
+        "geqrf",
+        "householder_product",
+        "ormqr",
+        "eigh",
+        "eigvalsh",
+        "eig",
+        "eigvals",
+        "svd",
+        "svdvals",
+        "pinv",
+        "matrix_rank",
+        "lstsq",
+        "solve_triangular",
+        "ldl_factor",
+        "ldl_factor_hermitian",
+        "ldl_solve",
+        "matrix_exp",
     ] {
         assert!(ops.contains(&op), "no {op} in the catalog");
     }
@@ -104,7 +143,25 @@ fn battery_plan_covers_ops_shapes_dtypes() {
         }
     }
     let has = |op: &str, tag: &str| cat.iter().any(|e| e.op == op && e.tags.contains(&tag));
-    for op in ["cholesky", "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_nopiv", "lu", "solve", "inv", "det", "slogdet", "qr", "svd", "eigh", "eig", "lstsq", "solve_triangular", "ldl_factor"] {
+    for op in [
+        "cholesky",
+        "cholesky_solve",
+        "cholesky_inverse",
+        "lu_factor",
+        "lu_factor_nopiv",
+        "lu",
+        "solve",
+        "inv",
+        "det",
+        "slogdet",
+        "qr",
+        "svd",
+        "eigh",
+        "eig",
+        "lstsq",
+        "solve_triangular",
+        "ldl_factor",
+    ] {
         assert!(has(op, "batched"), "{op}: no batched shape");
     }
     for op in ["lu_factor", "lu", "qr", "svd", "lstsq", "pinv"] {
@@ -183,7 +240,10 @@ fn expectations_per_variant() {
     // preference and work; larger ones take the MAGMA branch and must raise.
     for id in ["eigh/64x64/float32/magma", "eigh/8x32x32/complex128/magma", "eigvalsh/4x128x128/float64/magma"] {
         assert_eq!(outcome(nomagma, id), "pass", "nomagma {id}");
-        assert!(case(nomagma, id)["expect"]["note"].as_str().unwrap().contains("docs/evidence/nomagma-real"), "{id} names the run that showed it");
+        assert!(
+            case(nomagma, id)["expect"]["note"].as_str().unwrap().contains("docs/evidence/nomagma-real"),
+            "{id} names the run that showed it"
+        );
     }
     assert_eq!(outcome(nomagma, "eigh/256x256/float64/magma"), "error");
 
@@ -379,15 +439,23 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
     let plan_file = dir.path().join("plan.json");
     let o = run(&["plan", fixture("conda-like").to_str().unwrap(), "--json", "--out", plan_file.to_str().unwrap(), "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    for (tree, lib) in [("pip-like", "torch/lib/libtorch_cuda_linalg.so"), ("conda-like", "lib/libtorch_cuda_linalg.so"), ("conda-nomagma", "lib/libtorch_cuda_linalg.so")]
-    {
+    for (tree, lib) in [
+        ("pip-like", "torch/lib/libtorch_cuda_linalg.so"),
+        ("conda-like", "lib/libtorch_cuda_linalg.so"),
+        ("conda-nomagma", "lib/libtorch_cuda_linalg.so"),
+    ] {
         let path = fixture(tree).join(lib);
         let facts = variant::lazy_facts(&path, &spec).unwrap();
         for name in ["magma", "nomagma"] {
             let c = eval::identity_check(name, "magma", false, Some(&facts.presence()), "libtorch_cuda_linalg.so");
             let o = run(&["verify-variant", path.to_str().unwrap(), "--variant", name, "--plan", plan_file.to_str().unwrap(), "--json"]);
             let v = json(&o);
-            let rule_ok = v["checks"].as_array().unwrap().iter().filter(|c| c["name"].as_str().unwrap().contains("payload")).all(|c| c["pass"] == true);
+            let rule_ok = v["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["name"].as_str().unwrap().contains("payload"))
+                .all(|c| c["pass"] == true);
             assert_eq!(c.status == eval::CheckStatus::Pass, rule_ok, "{tree} as {name}: smoke says {c:?}, verify-variant says {v}");
             let holds = facts.has_magma;
             assert_eq!(rule_ok, (name == "magma") == holds, "{tree} as {name}");
@@ -479,7 +547,10 @@ fn default_routing_compares_each_variant_under_its_own_default() {
     assert_eq!(rows[0].median_ms["nomagma"], Some(40.0));
     let rows = smoke::default_routing(&[bench("magma", Some(0.25), false), bench("nomagma", None, false)], "magma");
     assert_eq!((rows[0].median_ms["nomagma"], rows[0].slim_over_full), (None, None), "an op that fails has no ratio");
-    assert!(smoke::default_routing(&[bench("magma", Some(1.0), false), bench("nomagma", Some(1.0), true)], "magma").is_empty(), "emulated timings are not a variant's");
+    assert!(
+        smoke::default_routing(&[bench("magma", Some(1.0), false), bench("nomagma", Some(1.0), true)], "magma").is_empty(),
+        "emulated timings are not a variant's"
+    );
 }
 
 #[test]
@@ -679,8 +750,23 @@ fn runner_survives_hangs_and_crashes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let spec = fake_spec(dir.path(), &[]);
-    let jobs = vec![job(0, "ok"), job(1, "hang"), job(2, "ok"), job(3, "crash"), job(4, "ok"), job(5, "hang"), job(6, "hang"), job(7, "broken"), job(8, "ok")];
-    let limits = runner::Limits { case_timeout: Duration::from_millis(1500), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
+    let jobs = vec![
+        job(0, "ok"),
+        job(1, "hang"),
+        job(2, "ok"),
+        job(3, "crash"),
+        job(4, "ok"),
+        job(5, "hang"),
+        job(6, "hang"),
+        job(7, "broken"),
+        job(8, "ok"),
+    ];
+    let limits = runner::Limits {
+        case_timeout: Duration::from_millis(1500),
+        ready_timeout: Duration::from_secs(30),
+        timeouts_per_op: 2,
+        deadline: None,
+    };
     let mut seen = Vec::new();
     let raws = runner::run_jobs(&spec, "default", &jobs, &limits, |i, r| seen.push((i, r.outcome)));
     use eval::RawOutcome::*;
@@ -710,7 +796,8 @@ fn runner_reports_a_worker_that_cannot_start() {
     }
     let dir = tempfile::tempdir().unwrap();
     let spec = fake_spec(dir.path(), &[("FAKE_NO_START", "1")]);
-    let limits = runner::Limits { case_timeout: Duration::from_secs(5), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
+    let limits =
+        runner::Limits { case_timeout: Duration::from_secs(5), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
     let raws = runner::run_jobs(&spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
     assert!(raws.iter().all(|r| r.outcome == eval::RawOutcome::NotRun));
     assert!(raws[1].detail.as_deref().unwrap().contains("no torch"), "{:?}", raws[1].detail);

@@ -99,10 +99,7 @@ impl<'a> ElfView<'a> {
             // e_shnum == 0 with a table means the count lives in section 0's sh_size; goblin handles it.
             let need = header.e_shoff.checked_add(count.max(1) * entsize);
             if need.is_none_or(|n| n > len) {
-                return Err(format!(
-                    "truncated: section headers at {:#x} run past the end of the file ({len} bytes)",
-                    header.e_shoff
-                ));
+                return Err(format!("truncated: section headers at {:#x} run past the end of the file ({len} bytes)", header.e_shoff));
             }
             SectionHeader::parse(bytes, header.e_shoff as usize, header.e_shnum as usize, ctx)
                 .map_err(|e| format!("bad section headers: {e}"))?
@@ -111,10 +108,7 @@ impl<'a> ElfView<'a> {
         if shstrndx == section_header::SHN_XINDEX as usize {
             shstrndx = shdrs.first().map(|s| s.sh_link as usize).unwrap_or(0);
         }
-        let shstrtab = shdrs
-            .get(shstrndx)
-            .and_then(|s| file_range(len, s.sh_offset, s.sh_size))
-            .unwrap_or(0..0);
+        let shstrtab = shdrs.get(shstrndx).and_then(|s| file_range(len, s.sh_offset, s.sh_size)).unwrap_or(0..0);
 
         let mut view = ElfView { bytes, header, ctx, phdrs, shdrs, shstrtab, dynamic: Vec::new(), dynstr: 0..0 };
         view.read_dynamic()?;
@@ -130,10 +124,7 @@ impl<'a> ElfView<'a> {
         let count = ph.p_filesz as usize / size;
         let mut out = Vec::with_capacity(count.min(4096));
         for i in 0..count {
-            let d: Dyn = self
-                .bytes
-                .pread_with(start + i * size, self.ctx)
-                .map_err(|e| format!("bad dynamic entry {i}: {e}"))?;
+            let d: Dyn = self.bytes.pread_with(start + i * size, self.ctx).map_err(|e| format!("bad dynamic entry {i}: {e}"))?;
             if d.d_tag == dynamic::DT_NULL {
                 break;
             }
@@ -141,9 +132,7 @@ impl<'a> ElfView<'a> {
         }
         self.dynamic = out;
         if let (Some(addr), Some(sz)) = (self.dyn_val(dynamic::DT_STRTAB), self.dyn_val(dynamic::DT_STRSZ)) {
-            let off = self
-                .vaddr_to_offset(addr)
-                .ok_or_else(|| format!("DT_STRTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
+            let off = self.vaddr_to_offset(addr).ok_or_else(|| format!("DT_STRTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
             self.dynstr = file_range(self.bytes.len() as u64, off as u64, sz)
                 .ok_or_else(|| format!("dynamic string table at {off:#x} (+{sz}) runs past the end of the file"))?;
         }
@@ -477,9 +466,7 @@ impl<'a> ElfView<'a> {
         let Some(addr) = self.dyn_val(dynamic::DT_SYMTAB) else {
             return Ok(None);
         };
-        let off = self
-            .vaddr_to_offset(addr)
-            .ok_or_else(|| format!("DT_SYMTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
+        let off = self.vaddr_to_offset(addr).ok_or_else(|| format!("DT_SYMTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
         let count = self.dynsym_count(off)?;
         let entsize = SymTable::entsize(self.ctx.container.is_big());
         count
@@ -523,7 +510,8 @@ impl<'a> ElfView<'a> {
     fn loader_imports(&self, symbols: &DynSymbols) -> (Vec<String>, bool) {
         const NAMES: [&str; 5] = ["dlopen", "dlmopen", DYNAMIC_LIBRARY_CTORS[0], DYNAMIC_LIBRARY_CTORS[1], "PyInit_"];
         let text = &self.bytes[self.dynstr.clone()];
-        let ac = aho_corasick::AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(NAMES).expect("static patterns");
+        let ac =
+            aho_corasick::AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(NAMES).expect("static patterns");
         let mut hits: Vec<(u32, usize)> = Vec::new();
         for m in ac.find_iter(text) {
             let at_start = m.start() == 0 || text[m.start() - 1] == 0;
@@ -745,7 +733,8 @@ impl<'a> ElfView<'a> {
             let Some(data) = self.section_bytes(sh) else { continue };
             let mut off = 0usize;
             while off + 12 <= data.len() {
-                let (Some(namesz), Some(descsz), Some(ntype)) = (read_u32(data, off, le), read_u32(data, off + 4, le), read_u32(data, off + 8, le))
+                let (Some(namesz), Some(descsz), Some(ntype)) =
+                    (read_u32(data, off, le), read_u32(data, off + 4, le), read_u32(data, off + 8, le))
                 else {
                     break;
                 };
@@ -908,4 +897,3 @@ mod tests {
         assert!(ElfView::parse(b"\x7fELF\x02\x01").is_err());
     }
 }
-

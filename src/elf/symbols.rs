@@ -477,7 +477,15 @@ mod tests {
             for w in [1u32, u32::MAX, 1].into_iter().chain(chain) {
                 h.extend_from_slice(&w.to_le_bytes());
             }
-            let syms = DynSymbols::new(table.clone(), strtab.clone(), None, Some((HashKind::Sysv, Bytes::Owned(Arc::from(h)))), HashMap::new(), true, true);
+            let syms = DynSymbols::new(
+                table.clone(),
+                strtab.clone(),
+                None,
+                Some((HashKind::Sysv, Bytes::Owned(Arc::from(h)))),
+                HashMap::new(),
+                true,
+                true,
+            );
             let started = std::time::Instant::now();
             for _ in 0..10_000 {
                 assert!(!syms.defines("x"));

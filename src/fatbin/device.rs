@@ -159,7 +159,8 @@ pub struct Via {
 /// Needs the per-container layout (`FatbinSummary::containers`); with it dropped, the verdict is
 /// computed from the per-target table and is exact only when every target is in every container.
 pub fn device_check(s: &FatbinSummary, device: Capability) -> DeviceVerdict {
-    let mut v = DeviceVerdict { device, runs: Runs::Yes, containers: 0, sass: 0, jit: 0, none: 0, via: Vec::new(), missing_examples: Vec::new() };
+    let mut v =
+        DeviceVerdict { device, runs: Runs::Yes, containers: 0, sass: 0, jit: 0, none: 0, via: Vec::new(), missing_examples: Vec::new() };
     let mut add_via = |kind: Kind, name: String, n: u64| match v.via.iter_mut().find(|x| x.kind == kind && x.name == name) {
         Some(x) => x.containers += n,
         None => v.via.push(Via { kind, name, containers: n }),
@@ -230,7 +231,6 @@ pub fn device_check(s: &FatbinSummary, device: Capability) -> DeviceVerdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     #[test]
     fn parse_capability() {

@@ -332,9 +332,7 @@ impl Source for FileSource<'_> {
             let want = n.max(Self::WINDOW).min(self.len - pos);
             w.1.resize(want, 0);
             let at = self.base.saturating_add(pos as u64);
-            self.file
-                .read_exact_at(&mut w.1, at)
-                .map_err(|e| FatbinError::at(at, format!("cannot read {want} bytes: {e}")))?;
+            self.file.read_exact_at(&mut w.1, at).map_err(|e| FatbinError::at(at, format!("cannot read {want} bytes: {e}")))?;
             w.0 = pos;
         }
         let start = pos - w.0;
@@ -380,19 +378,18 @@ pub fn walk<S: Source + ?Sized>(src: &S, base: u64) -> Result<Vec<Container>, Fa
         if (header_size as usize) < CONTAINER_HEADER {
             return Err(FatbinError::at(at(pos), format!("container header size {header_size} is below {CONTAINER_HEADER}")));
         }
-        let end = (pos as u64)
-            .checked_add(header_size as u64)
-            .and_then(|x| x.checked_add(payload_size))
-            .filter(|&e| e <= len as u64)
-            .ok_or_else(|| {
-                FatbinError::at(
-                    at(pos),
-                    format!(
-                        "container of {payload_size} payload bytes runs past the end of the section ({} bytes left after its header)",
-                        (len - pos).saturating_sub(header_size as usize)
-                    ),
-                )
-            })? as usize;
+        let end =
+            (pos as u64).checked_add(header_size as u64).and_then(|x| x.checked_add(payload_size)).filter(|&e| e <= len as u64).ok_or_else(
+                || {
+                    FatbinError::at(
+                        at(pos),
+                        format!(
+                            "container of {payload_size} payload bytes runs past the end of the section ({} bytes left after its header)",
+                            (len - pos).saturating_sub(header_size as usize)
+                        ),
+                    )
+                },
+            )? as usize;
         let entries = parse_entries(src, pos + header_size as usize, end, base)?;
         out.push(Container { offset: at(pos), version, header_size, payload_size, entries });
         pos = end;
@@ -427,17 +424,14 @@ fn parse_entries<S: Source + ?Sized>(src: &S, start: usize, end: usize, base: u6
         let arch = u32_at(&rest, 0x1C);
         let flag_bits = u64_at(&rest, 0x28);
         let uncompressed_field = u64_at(&rest, 0x38);
-        let next = (header_size as u64)
-            .checked_add(stored)
-            .filter(|&n| n <= left as u64)
-            .ok_or_else(|| {
-                FatbinError::at(
-                    at(e),
-                    format!(
-                        "entry of {header_size}-byte header and {stored} payload bytes runs past the end of its container ({left} bytes left)"
-                    ),
-                )
-            })? as usize;
+        let next = (header_size as u64).checked_add(stored).filter(|&n| n <= left as u64).ok_or_else(|| {
+            FatbinError::at(
+                at(e),
+                format!(
+                    "entry of {header_size}-byte header and {stored} payload bytes runs past the end of its container ({left} bytes left)"
+                ),
+            )
+        })? as usize;
         let compression = Compression::from_flags(flag_bits);
         let uncompressed = if compression == Compression::None && uncompressed_field == 0 { stored } else { uncompressed_field };
         entries.push(Entry {
@@ -609,9 +603,12 @@ pub fn total<'a>(summaries: impl IntoIterator<Item = &'a FatbinSummary>) -> Fatb
             }
         }
         for c in &s.compression {
-            let a = comp
-                .entry(c.compression)
-                .or_insert(CompressionStats { compression: c.compression, entries: 0, stored: 0, uncompressed: 0 });
+            let a = comp.entry(c.compression).or_insert(CompressionStats {
+                compression: c.compression,
+                entries: 0,
+                stored: 0,
+                uncompressed: 0,
+            });
             a.entries += c.entries;
             a.stored += c.stored;
             a.uncompressed = a.uncompressed.saturating_add(c.uncompressed);
@@ -697,11 +694,7 @@ pub fn cuda_major_from_needed<'a>(needed: impl IntoIterator<Item = &'a str>) -> 
 
 /// NEEDED names of a parsed file (bounded by its dynamic table).
 pub fn needed_names<'a>(view: &ElfView<'a>) -> Vec<&'a str> {
-    view.dynamic
-        .iter()
-        .filter(|d| d.d_tag == goblin::elf::dynamic::DT_NEEDED)
-        .filter_map(|d| view.dynstr(d.d_val))
-        .collect()
+    view.dynamic.iter().filter(|d| d.d_tag == goblin::elf::dynamic::DT_NEEDED).filter_map(|d| view.dynstr(d.d_val)).collect()
 }
 
 /// The driver a CUDA runtime of this major needs under minor-version compatibility (NVIDIA,

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{
-    Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed,
-    device_check, driver_floor, needed_names, read_from, total, what_if,
+    Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed, device_check,
+    driver_floor, needed_names, read_from, total, what_if,
 };
 use crate::elf::ElfView;
 use crate::error::{Error, Result};

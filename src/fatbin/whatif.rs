@@ -81,11 +81,7 @@ impl FromStr for CompressMode {
         {
             return Ok(CompressMode::Zstd(level));
         }
-        Err(format!(
-            "unknown compression {s:?}: expected none, lz4, zstd or zstd:LEVEL ({}..={})",
-            range.start(),
-            range.end()
-        ))
+        Err(format!("unknown compression {s:?}: expected none, lz4, zstd or zstd:LEVEL ({}..={})", range.start(), range.end()))
     }
 }
 
@@ -190,7 +186,12 @@ pub fn what_if(file: &[u8], s: &FatbinSummary, modes: &[CompressMode]) -> Result
     let sizes: Vec<Vec<(u64, f64)>> = entries
         .par_iter()
         .map_init(
-            || modes.iter().map(|m| if let CompressMode::Zstd(l) = m { zstd::bulk::Compressor::new(*l).ok() } else { None }).collect::<Vec<_>>(),
+            || {
+                modes
+                    .iter()
+                    .map(|m| if let CompressMode::Zstd(l) = m { zstd::bulk::Compressor::new(*l).ok() } else { None })
+                    .collect::<Vec<_>>()
+            },
             |ctx, e| -> Result<Vec<(u64, f64)>, FatbinError> {
                 let raw = decompress_entry(file, 0, e)?;
                 let mut out = Vec::with_capacity(modes.len());

@@ -212,13 +212,15 @@ pub fn device_code_check(libraries: &[PathBuf], own_dir: Option<&Path>, sm: &str
         if stubs.is_empty() {
             String::new()
         } else {
-            format!("; dependencies whose registered device code has nothing for {sm} (not judged: they may load kernels otherwise): {}", stubs.join(", "))
+            format!(
+                "; dependencies whose registered device code has nothing for {sm} (not judged: they may load kernels otherwise): {}",
+                stubs.join(", ")
+            )
         },
         if unreadable.is_empty() { String::new() } else { format!("; unreadable: {}", unreadable.join("; ")) }
     );
-    let consequence = (!failing.is_empty()).then(|| {
-        format!("kernels in {} have neither SASS for {sm} nor PTX to JIT: they fail to launch on this GPU", failing.join(", "))
-    });
+    let consequence = (!failing.is_empty())
+        .then(|| format!("kernels in {} have neither SASS for {sm} nor PTX to JIT: they fail to launch on this GPU", failing.join(", ")));
     Some(DeviceCheck { status, detail, consequence, libraries: out })
 }
 

@@ -125,7 +125,11 @@ impl Raw {
         raw.runtime_error = v.get("runtime_error").and_then(|x| x.as_bool());
         raw.error = s("error");
         raw.stderr = s("stderr").filter(|t| !t.is_empty());
-        raw.warnings = v.get("warnings").and_then(|w| w.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default();
+        raw.warnings = v
+            .get("warnings")
+            .and_then(|w| w.as_array())
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
         raw.preference_after = s("preference_after");
         raw.context_ok = v.get("context_ok").and_then(|x| x.as_bool());
         let mut detail = Vec::new();
@@ -220,7 +224,9 @@ fn observed(raw: &Raw) -> String {
             Some(r) => format!("ran, residual {r:.2e}"),
             None => "ran".into(),
         },
-        RawOutcome::Error => format!("{}: {}", raw.error_type.as_deref().unwrap_or("error"), first_line(raw.error.as_deref().unwrap_or(""))),
+        RawOutcome::Error => {
+            format!("{}: {}", raw.error_type.as_deref().unwrap_or("error"), first_line(raw.error.as_deref().unwrap_or("")))
+        }
         RawOutcome::Timeout => "timed out".into(),
         RawOutcome::Crash => "worker died".into(),
         RawOutcome::NotRun => "not run".into(),
@@ -235,21 +241,32 @@ fn pattern_matches(pattern: &str, text: &str) -> bool {
 pub fn judge(exp: &Expectation, raw: &Raw, tolerance: f64, base_preference: &str) -> (Status, String) {
     match raw.outcome {
         RawOutcome::Timeout => {
-            return (Status::Timeout, format!("hang: {}", raw.detail.as_deref().unwrap_or("no answer within the case timeout; process group killed")));
+            return (
+                Status::Timeout,
+                format!("hang: {}", raw.detail.as_deref().unwrap_or("no answer within the case timeout; process group killed")),
+            );
         }
         RawOutcome::NotRun => return (Status::Timeout, format!("not run: {}", raw.detail.as_deref().unwrap_or("earlier cases failed"))),
-        RawOutcome::Crash => return (Status::Fail, format!("worker died: {}", raw.detail.as_deref().unwrap_or("no answer and no exit status"))),
+        RawOutcome::Crash => {
+            return (Status::Fail, format!("worker died: {}", raw.detail.as_deref().unwrap_or("no answer and no exit status")));
+        }
         _ => {}
     }
     if let Some(text) = &raw.stderr
         && text.contains(MAGMA_NOT_INITIALIZED)
     {
-        return (Status::Fail, "stderr says \"MAGMA not initialized (call magma_init() first)\": the MAGMA init hook is not wired up".into());
+        return (
+            Status::Fail,
+            "stderr says \"MAGMA not initialized (call magma_init() first)\": the MAGMA init hook is not wired up".into(),
+        );
     }
     if let Some(after) = &raw.preference_after
         && after != base_preference
     {
-        return (Status::Fail, format!("the backend preference was not reset: still {after:?} after the case (expected {base_preference:?})"));
+        return (
+            Status::Fail,
+            format!("the backend preference was not reset: still {after:?} after the case (expected {base_preference:?})"),
+        );
     }
     let tol_ok = |r: Option<f64>| r.is_some_and(|r| r.is_finite() && r <= tolerance);
     let residual_text = |r: Option<f64>| r.map(|r| format!("{r:.2e}")).unwrap_or_else(|| "missing".into());
@@ -263,10 +280,9 @@ pub fn judge(exp: &Expectation, raw: &Raw, tolerance: f64, base_preference: &str
             let ok = tol_ok(raw.residual);
             match exp.outcome {
                 Outcome::Pass | Outcome::PassOrError if ok => (Status::Pass, String::new()),
-                Outcome::Pass | Outcome::PassOrError => (
-                    Status::Fail,
-                    format!("wrong result: residual {} exceeds the tolerance {tolerance:.0e}", residual_text(raw.residual)),
-                ),
+                Outcome::Pass | Outcome::PassOrError => {
+                    (Status::Fail, format!("wrong result: residual {} exceeds the tolerance {tolerance:.0e}", residual_text(raw.residual)))
+                }
                 Outcome::Error => (
                     Status::Fail,
                     format!(
@@ -287,7 +303,10 @@ pub fn judge(exp: &Expectation, raw: &Raw, tolerance: f64, base_preference: &str
                 return (Status::Fail, format!("harness error while {}: {ty}: {line}", phase_words(phase)));
             }
             match exp.outcome {
-                Outcome::Pass => (Status::Fail, format!("unexpected {ty}{}: {line}", if phase == "set_preference" { " setting the preference" } else { "" })),
+                Outcome::Pass => (
+                    Status::Fail,
+                    format!("unexpected {ty}{}: {line}", if phase == "set_preference" { " setting the preference" } else { "" }),
+                ),
                 Outcome::Error | Outcome::PassOrError => {
                     let pattern = exp.pattern.as_deref().unwrap_or("");
                     if raw.runtime_error == Some(false) {
@@ -360,7 +379,12 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
     };
     let get = |k: &str| p.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if p.get("import_ok").and_then(|v| v.as_bool()) != Some(true) {
-        return check("laziness", CheckStatus::Fail, format!("import torch failed: {}", first_line(&get("import_error").unwrap_or_default())), None);
+        return check(
+            "laziness",
+            CheckStatus::Fail,
+            format!("import torch failed: {}", first_line(&get("import_error").unwrap_or_default())),
+            None,
+        );
     }
     if let Some(e) = get("cuda_error") {
         return check("laziness", CheckStatus::Fail, format!("CUDA did not initialise in the variant: {}", first_line(&e)), None);
@@ -386,7 +410,11 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
     }
     match get("mapped_after_linalg") {
         Some(path) => {
-            let grew = p.get("device_memory_growth_mib").and_then(|v| v.as_f64()).map(|m| format!("; device memory in use grew by {m} MiB")).unwrap_or_default();
+            let grew = p
+                .get("device_memory_growth_mib")
+                .and_then(|v| v.as_f64())
+                .map(|m| format!("; device memory in use grew by {m} MiB"))
+                .unwrap_or_default();
             check(
                 "laziness",
                 CheckStatus::Pass,
@@ -433,11 +461,20 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
     };
     match (reported, lazy_has_magma) {
         (None, _) => check("has_magma", CheckStatus::Fail, "torch.cuda.has_magma could not be read (torch did not import)", None),
-        (_, None) => check("has_magma", CheckStatus::Fail, format!("could not tell whether {lazy_name} contains MAGMA (library not found or unreadable)"), None),
+        (_, None) => check(
+            "has_magma",
+            CheckStatus::Fail,
+            format!("could not tell whether {lazy_name} contains MAGMA (library not found or unreadable)"),
+            None,
+        ),
         (Some(a), Some(b)) if a == b => check(
             "has_magma",
             CheckStatus::Pass,
-            format!("torch.cuda.has_magma is {} and {lazy_name} {} MAGMA{runtime_text}", py(a), if b { "contains" } else { "does not contain" }),
+            format!(
+                "torch.cuda.has_magma is {} and {lazy_name} {} MAGMA{runtime_text}",
+                py(a),
+                if b { "contains" } else { "does not contain" }
+            ),
             None,
         ),
         (Some(true), Some(false)) => check(
@@ -465,18 +502,30 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
 /// recorded about the library the variant loaded, so `--replay` applies it to old recordings too.
 pub fn identity_check(variant: &str, dep: &str, emulated: bool, presence: Option<&crate::payload::Presence>, lazy_name: &str) -> Check {
     let Some(with_payload) = crate::payload::variant_carries(variant, dep) else {
-        return check("identity", CheckStatus::NotApplicable, format!("not applicable: the variant name {variant:?} is neither {dep} nor no{dep}"), None);
+        return check(
+            "identity",
+            CheckStatus::NotApplicable,
+            format!("not applicable: the variant name {variant:?} is neither {dep} nor no{dep}"),
+            None,
+        );
     };
     if emulated {
         return check(
             "identity",
             CheckStatus::NotApplicable,
-            format!("not applicable: emulated (runs the {dep} installation with cuSOLVER forced; its library is the {dep} build by design)"),
+            format!(
+                "not applicable: emulated (runs the {dep} installation with cuSOLVER forced; its library is the {dep} build by design)"
+            ),
             None,
         );
     }
     let Some(p) = presence else {
-        return check("identity", CheckStatus::Fail, format!("could not tell whether {lazy_name} is the {variant} build (library not found or unreadable)"), None);
+        return check(
+            "identity",
+            CheckStatus::Fail,
+            format!("could not tell whether {lazy_name} is the {variant} build (library not found or unreadable)"),
+            None,
+        );
     };
     let rules = p.rule(with_payload);
     let failed: Vec<String> = rules.iter().filter(|r| !r.pass).map(|r| format!("{}: {}", r.name, r.detail)).collect();

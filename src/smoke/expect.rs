@@ -107,17 +107,15 @@ impl Tables {
     /// Built-ins, then the tables of `path` on top (same name replaces).
     pub fn with_file(path: &Path) -> Result<Tables> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let file: TableFile = serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not an expectation table file: {e}")))?;
+        let file: TableFile =
+            serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not an expectation table file: {e}")))?;
         if let Some(s) = &file.schema
             && s != "splitpkg-smoke-expect"
         {
             return Err(Error::bad(path.display(), format!("schema is {s:?}, expected \"splitpkg-smoke-expect\"")));
         }
         let mut t = Tables::builtin();
-        let user = Tables {
-            origin: file.tables.keys().map(|k| (k.clone(), path.display().to_string())).collect(),
-            tables: file.tables,
-        };
+        let user = Tables { origin: file.tables.keys().map(|k| (k.clone(), path.display().to_string())).collect(), tables: file.tables };
         user.validate(&path.display().to_string())?;
         t.tables.extend(user.tables);
         t.origin.extend(user.origin);

@@ -32,7 +32,7 @@ use cases::{Case, Filter, Mode};
 use device::DeviceInfo;
 use eval::{Check, CheckStatus, Raw, RawOutcome, Status};
 use expect::{Expectation, Tables};
-use variant::{LazyFacts, Layout, VariantArg};
+use variant::{Layout, LazyFacts, VariantArg};
 
 /// The battery script, shipped in the binary and written to a temporary directory at run time.
 pub const BATTERY: &str = include_str!("battery.py");
@@ -564,7 +564,15 @@ fn run_variant(
     }
     let spec = runner::PySpec { python: r.python.clone(), script: script.to_path_buf(), env, workdir };
     let started = Instant::now();
-    progress(opts.progress, format!("[{name}] {} via {}{}", r.torch_dir.display(), r.python, if emulated { " (EMULATED nomagma: cuSOLVER forced)" } else { "" }));
+    progress(
+        opts.progress,
+        format!(
+            "[{name}] {} via {}{}",
+            r.torch_dir.display(),
+            r.python,
+            if emulated { " (EMULATED nomagma: cuSOLVER forced)" } else { "" }
+        ),
+    );
 
     let (probe, probe_error) = match runner::run_probe(&spec, &opts.lazy, Duration::from_secs(300)) {
         Ok(v) => (Some(v), None),
@@ -620,7 +628,12 @@ fn run_variant(
             let met = of_op.iter().filter(|c| c.status.ok()).count();
             progress(
                 opts.progress,
-                format!("[{name}] {op:<22} {:>3} cases, {met:>3} as expected ({:.1} s) [{}/{n}]", of_op.len(), op_start.1.elapsed().as_secs_f64(), i + 1),
+                format!(
+                    "[{name}] {op:<22} {:>3} cases, {met:>3} as expected ({:.1} s) [{}/{n}]",
+                    of_op.len(),
+                    op_start.1.elapsed().as_secs_f64(),
+                    i + 1
+                ),
             );
         }
     });
@@ -646,10 +659,7 @@ fn run_variant(
     };
     finish_variant(&mut report, &opts.lazy, &opts.spec.name);
     let s = &report.summary;
-    progress(
-        opts.progress,
-        format!("[{name}] done in {:.0} s: {s}", started.elapsed().as_secs_f64()),
-    );
+    progress(opts.progress, format!("[{name}] done in {:.0} s: {s}", started.elapsed().as_secs_f64()));
     Ok((report, spec))
 }
 
@@ -691,7 +701,11 @@ fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, variant: &str
             let raw = &raws[idx];
             let ans = answers[idx].as_ref();
             let median = ans.and_then(|a| a.get("median_ms")).and_then(|v| v.as_f64()).filter(|_| raw.outcome == RawOutcome::Ok);
-            let times = ans.and_then(|a| a.get("times_ms")).and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|x| x.as_f64()).collect()).unwrap_or_default();
+            let times = ans
+                .and_then(|a| a.get("times_ms"))
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+                .unwrap_or_default();
             let error = (raw.outcome != RawOutcome::Ok).then(|| eval_brief(raw));
             results.insert(pref.to_string(), BenchCell { outcome: raw.outcome, median_ms: median, times_ms: times, error });
         }
@@ -699,13 +713,23 @@ fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, variant: &str
             (Some(m), Some(c)) if c > 0.0 => Some(m / c),
             _ => None,
         };
-        rows.push(BenchRow { op: it.op.into(), size: it.size.into(), dtype: it.dtype.into(), why: it.why.into(), results, magma_over_cusolver: ratio });
+        rows.push(BenchRow {
+            op: it.op.into(),
+            size: it.size.into(),
+            dtype: it.dtype.into(),
+            why: it.why.into(),
+            results,
+            magma_over_cusolver: ratio,
+        });
     }
     BenchReport {
         variant: variant.into(),
         emulated: false,
         reps: opts.bench_reps,
-        method: format!("one warm-up call, then the median of {} calls timed with CUDA events, per preference, each item in the worker under its own timeout", opts.bench_reps),
+        method: format!(
+            "one warm-up call, then the median of {} calls timed with CUDA events, per preference, each item in the worker under its own timeout",
+            opts.bench_reps
+        ),
         rows,
     }
 }
@@ -715,7 +739,11 @@ fn eval_brief(raw: &Raw) -> String {
         RawOutcome::Ok => "ok".into(),
         RawOutcome::Error => {
             let e = raw.error.as_deref().unwrap_or("");
-            format!("{}: {}", raw.error_type.as_deref().unwrap_or("error"), e.lines().next().unwrap_or("").chars().take(160).collect::<String>())
+            format!(
+                "{}: {}",
+                raw.error_type.as_deref().unwrap_or("error"),
+                e.lines().next().unwrap_or("").chars().take(160).collect::<String>()
+            )
         }
         RawOutcome::Timeout => "timeout".into(),
         RawOutcome::Crash => format!("crash: {}", raw.detail.as_deref().unwrap_or("")),
@@ -731,7 +759,10 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
     if !READS_SCHEMA_VERSIONS.contains(&rep.schema_version) {
         return Err(Error::bad(
             from.display(),
-            format!("schema_version {} is not supported (this splitpkg reads {READS_SCHEMA_VERSIONS:?} and writes {SCHEMA_VERSION})", rep.schema_version),
+            format!(
+                "schema_version {} is not supported (this splitpkg reads {READS_SCHEMA_VERSIONS:?} and writes {SCHEMA_VERSION})",
+                rep.schema_version
+            ),
         ));
     }
     // Judged again with today's rules, so written as today's schema.

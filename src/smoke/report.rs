@@ -96,12 +96,19 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "splitpkg smoke (seed {}, case timeout {} s)", rep.seed, rep.options.case_timeout_s);
     if let Some(d) = &rep.device {
-        let _ = writeln!(out, "device {}: {} (compute capability {}, {}), driver supports CUDA {}", d.ordinal, d.name, d.compute_capability, d.sm, d.driver_cuda);
+        let _ = writeln!(
+            out,
+            "device {}: {} (compute capability {}, {}), driver supports CUDA {}",
+            d.ordinal, d.name, d.compute_capability, d.sm, d.driver_cuda
+        );
     }
     if let Some(from) = &rep.options.replayed_from {
         let _ = writeln!(out, "judged again from the recorded run {from}");
     }
-    let _ = writeln!(out, "tolerances (relative residual): float32/complex64 1e-3, float64/complex128 1e-9, eig/eigvals ×10, matrix_rank exact");
+    let _ = writeln!(
+        out,
+        "tolerances (relative residual): float32/complex64 1e-3, float64/complex128 1e-9, eig/eigvals ×10, matrix_rank exact"
+    );
     let _ = writeln!(out);
     for v in &rep.variants {
         variant_text(&mut out, v, all_cases);
@@ -157,7 +164,8 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
         );
     }
     if rep.variants.iter().any(|v| v.emulated) {
-        let _ = writeln!(out, "NOTE: emulated variants ran on a MAGMA installation with cuSOLVER forced; they are not real nomagma results.");
+        let _ =
+            writeln!(out, "NOTE: emulated variants ran on a MAGMA installation with cuSOLVER forced; they are not real nomagma results.");
     }
     out
 }

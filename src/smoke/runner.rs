@@ -275,7 +275,9 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
             payload["stderr_path"] = Value::String(stderr_path.display().to_string());
             if let Err(e) = w.send(&payload.to_string()) {
                 let status = w.child.wait().map(exit_text).unwrap_or_default();
-                if let Some(mut w) = worker.take() { w.kill() }
+                if let Some(mut w) = worker.take() {
+                    w.kill()
+                }
                 let mut r = Raw::new(RawOutcome::Crash);
                 r.detail = Some(format!("worker gone before the case ({e}; {status})"));
                 return r;
@@ -286,12 +288,16 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
                     let r = Raw::from_worker(&v);
                     if r.context_ok == Some(false) || v.get("reset_error").is_some() {
                         // The worker exits by itself; make sure it is gone.
-                        if let Some(mut w) = worker.take() { w.kill() }
+                        if let Some(mut w) = worker.take() {
+                            w.kill()
+                        }
                     }
                     r
                 }
                 Recv::Timeout => {
-                    if let Some(mut w) = worker.take() { w.kill() }
+                    if let Some(mut w) = worker.take() {
+                        w.kill()
+                    }
                     *timeouts.entry(job.op.as_str()).or_default() += 1;
                     let mut r = Raw::new(RawOutcome::Timeout);
                     r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
@@ -307,7 +313,10 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
                     let mut r = Raw::new(RawOutcome::Crash);
                     r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
                     let text = tail_of(&stderr_path, 4000);
-                    r.detail = Some(format!("{status}; last output: {}", text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("none").trim()));
+                    r.detail = Some(format!(
+                        "{status}; last output: {}",
+                        text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("none").trim()
+                    ));
                     r.stderr = (!text.is_empty()).then_some(text);
                     r
                 }

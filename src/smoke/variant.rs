@@ -78,7 +78,10 @@ pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolv
     } else if has_torch_package(&p.join("torch")) {
         (Layout::SitePackages, python_override.unwrap_or("python3").to_string(), Some(p.clone()), Some(p.join("torch")))
     } else {
-        return Err(Error::bad(&what, "not an env prefix (bin/python), a torch directory (torch/__init__.py) or a site-packages directory with torch/"));
+        return Err(Error::bad(
+            &what,
+            "not an env prefix (bin/python), a torch directory (torch/__init__.py) or a site-packages directory with torch/",
+        ));
     };
     let mut r = Resolved { layout, python, pythonpath, torch_dir: PathBuf::new() };
     let found = find_torch(&r).map_err(|e| Error::bad(&what, e))?;
