@@ -1,46 +1,31 @@
 //! splitpkg: prove from the binaries that an optional component (MAGMA) of a CUDA PyTorch build is
 //! reachable only through a lazily loaded library, and split the package along that line.
 //!
-//! Data flows one way, one module per stage:
+//! Data flows one way, one folder per stage (docs/architecture.md):
 //!
 //! ```text
-//! tree (dir/.whl/.conda/.tar.bz2) → elf (facts) → payload (scan) → graph (ld.so model)
-//!      → verdict (proof) → plan → emit | pack | solve | smoke
+//! input (dir/.whl/.conda/.tar.bz2) → elf, fatbin (facts) → analysis (payload, load graph, verdict,
+//!      plan) → recipe (split model, emit, verify-variant) → channel (pack, solve, env) | smoke
 //! ```
 //!
-//! [`inspect::inspect`] runs the first four stages; [`verdict::analyse`] and [`plan::make_plan`]
-//! turn the result into the verdict and the proposed outputs. [`fatbin`] reads the CUDA device code
-//! (`.nv_fatbin`) of a library from its headers: per-architecture counts and sizes, compression and
-//! the driver it needs, whether it runs on a given GPU.
+//! [`analysis::pipeline::plan_tree`] is the one inspect → analyse → plan sequence every command
+//! uses. [`fatbin`] reads the CUDA device code (`.nv_fatbin`) of a library from its headers.
 //!
-//! Features (all default): `cli` (clap, for the binary), `channel` (pack, solve, env: the rattler
-//! crates) and `gpu` (smoke: cudarc). Without them the library is the readers, the proof, plan and
-//! emit; the fuzz target links that.
+//! Features (all default): `cli` (clap, for the binary), `channel` (the [`channel`] folder: the
+//! rattler crates) and `gpu` (the [`smoke`] folder: cudarc). Without them the library is the
+//! readers, the proof, plan and emit; the fuzz targets link that.
 
-pub mod elf;
-pub mod emit;
+pub mod analysis;
 #[cfg(feature = "channel")]
-pub mod env;
+pub mod channel;
+pub mod elf;
 pub mod error;
 pub mod fatbin;
-pub mod graph;
-pub mod inspect;
+pub mod input;
 pub mod output;
-#[cfg(feature = "channel")]
-pub mod pack;
-pub mod payload;
-pub mod plan;
 pub mod progress;
-pub mod report;
+pub mod recipe;
 #[cfg(feature = "gpu")]
 pub mod smoke;
-#[cfg(feature = "channel")]
-pub mod solve;
-pub mod split;
-#[cfg(feature = "channel")]
-pub mod standin;
-pub mod tree;
-pub mod verdict;
-pub mod verify;
 
 pub use error::{Error, Result};

@@ -7,13 +7,15 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use splitpkg::analysis::inspect::{Extras, Inspection, inspect_with};
+use splitpkg::analysis::payload::PayloadSpec;
+use splitpkg::analysis::{plan, text as report, verdict};
 use splitpkg::error::{Error, Result};
-use splitpkg::inspect::{Extras, Inspection, inspect_with};
+use splitpkg::fatbin;
 use splitpkg::output::emit;
-use splitpkg::payload::PayloadSpec;
 use splitpkg::progress::Progress;
+use splitpkg::recipe::{emit, split, verify};
 use splitpkg::smoke::{self, cases::Filter, expect::Tables};
-use splitpkg::{emit, fatbin, plan, report, split, verdict, verify};
 
 fn emit_out(text: &str) -> Result<()> {
     emit(None, text)
@@ -164,7 +166,7 @@ enum Command {
         standins: Option<PathBuf>,
         /// zstd level of the inner archives, 1-22. The default 3 packs the 1.1 GB torch 2.11 wheel
         /// in well under a minute on 2 cores; 19 (conda-forge's) is several times slower for ~10 % less.
-        #[arg(long, default_value_t = splitpkg::pack::DEFAULT_COMPRESSION, value_name = "LEVEL")]
+        #[arg(long, default_value_t = splitpkg::channel::pack::DEFAULT_COMPRESSION, value_name = "LEVEL")]
         compression_level: i32,
         /// zstd worker threads [default: all cores]; the bytes written do not depend on it.
         #[arg(long, value_name = "N")]
@@ -561,10 +563,11 @@ fn run(cli: Cli) -> Result<i32> {
                 })
                 .transpose()?;
             let (manifest, standins_from) = match &standins {
-                Some(f) => {
-                    (splitpkg::standin::Manifest::load(f)?, f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
-                }
-                None => (splitpkg::standin::builtin(), "built-in".to_string()),
+                Some(f) => (
+                    splitpkg::channel::standin::Manifest::load(f)?,
+                    f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                ),
+                None => (splitpkg::channel::standin::builtin(), "built-in".to_string()),
             };
             let progress = Progress::new(!cli.quiet);
             let ins = load(&target, cli.quiet)?;
@@ -577,9 +580,9 @@ fn run(cli: Cli) -> Result<i32> {
                     plan.verdict.label()
                 )));
             }
-            let options = splitpkg::pack::options_for_pack(split_args.options(&plan, &target.path)?, &ins, &plan, &manifest);
+            let options = splitpkg::channel::pack::options_for_pack(split_args.options(&plan, &target.path)?, &ins, &plan, &manifest);
             let split = split::Split::from_plan(&plan, options)?;
-            let opts = splitpkg::pack::PackOptions {
+            let opts = splitpkg::channel::pack::PackOptions {
                 out,
                 lazy_variant,
                 standins: manifest,
@@ -589,33 +592,34 @@ fn run(cli: Cli) -> Result<i32> {
                 allow_absolute_symlinks,
                 progress: &progress,
             };
-            let report = splitpkg::pack::pack(&ins, &plan, &split, &opts)?;
-            let text = if json { to_json(&report)? } else { splitpkg::pack::report_text(&report) };
+            let report = splitpkg::channel::pack::pack(&ins, &plan, &split, &opts)?;
+            let text = if json { to_json(&report)? } else { splitpkg::channel::pack::report_text(&report) };
             emit_out(&text)?;
             std::mem::forget(ins);
             Ok(0)
         }
         Command::Solve { channel, prefer_channel, virtual_packages, version, install, json, out } => {
             let progress = Progress::new(!cli.quiet);
-            let opts = splitpkg::solve::SolveOptions { channel, prefer_channel, virtual_packages, version, install, progress: &progress };
-            let report = splitpkg::solve::run(&opts)?;
-            let text = if json { to_json(&report)? } else { splitpkg::solve::report_text(&report) };
+            let opts =
+                splitpkg::channel::solve::SolveOptions { channel, prefer_channel, virtual_packages, version, install, progress: &progress };
+            let report = splitpkg::channel::solve::run(&opts)?;
+            let text = if json { to_json(&report)? } else { splitpkg::channel::solve::report_text(&report) };
             emit(out.as_deref(), &text)?;
             Ok(if report.pass { 0 } else { 1 })
         }
         Command::Env { prefix, lazy_name, dep, channel, svg, switch, json, out } => {
-            let opts = splitpkg::env::EnvOptions { prefix, lazy_name, dep, channel };
+            let opts = splitpkg::channel::env::EnvOptions { prefix, lazy_name, dep, channel };
             if switch {
-                let r = splitpkg::env::switch(&opts)?;
-                let text = if json { to_json(&r)? } else { splitpkg::env::switch_text(&r) };
+                let r = splitpkg::channel::env::switch(&opts)?;
+                let text = if json { to_json(&r)? } else { splitpkg::channel::env::switch_text(&r) };
                 emit(out.as_deref(), &text)?;
                 return Ok(0);
             }
-            let report = splitpkg::env::env(&opts)?;
+            let report = splitpkg::channel::env::env(&opts)?;
             if let Some(svg) = &svg {
-                splitpkg::output::write_atomic(svg, splitpkg::env::svg(&report).as_bytes())?;
+                splitpkg::output::write_atomic(svg, splitpkg::channel::env::svg(&report).as_bytes())?;
             }
-            let text = if json { to_json(&report)? } else { splitpkg::env::report_text(&report) };
+            let text = if json { to_json(&report)? } else { splitpkg::channel::env::report_text(&report) };
             emit(out.as_deref(), &text)?;
             Ok(0)
         }

@@ -851,16 +851,16 @@ pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
 pub fn fuzz_one(data: &[u8]) {
     let Ok(view) = ElfView::parse(data) else { return };
     let _ = view.translation_units();
-    let mut spec = crate::payload::PayloadSpec::for_dep("magma", &[]);
+    let mut spec = crate::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     spec.deep = true;
     if let Ok(facts) = view.facts(&[spec.word()], None) {
         for name in ["magma_init", "dlopen", "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE", ""] {
             let _ = facts.symbols.defines(name);
         }
         let _ = facts.symbols.to_list();
-        let pay = crate::payload::scan(&view, &facts, "libtorch_cuda_linalg.so", data.len() as u64, &spec);
+        let pay = crate::analysis::payload::scan(&view, &facts, "libtorch_cuda_linalg.so", data.len() as u64, &spec);
         for with in [true, false] {
-            let _ = crate::payload::Presence::scan(&facts, &pay, &spec).rule(with);
+            let _ = crate::analysis::payload::Presence::scan(&facts, &pay, &spec).rule(with);
         }
     }
 }

@@ -11,11 +11,11 @@ use super::{
     Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed, device_check,
     driver_floor, needed_names, read_from, total, what_if,
 };
+use crate::analysis::inspect::display_member;
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
-use crate::inspect::display_member;
+use crate::input::{ElfInput, Tree, TreeKind};
 use crate::progress::Progress;
-use crate::tree::{ElfInput, Tree, TreeKind};
 
 pub const SCHEMA: &str = "splitpkg-fatbin";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -172,7 +172,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let (kind, mut files) = if meta.is_file() && is_elf_file(path)? {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let map = Arc::new(crate::tree::map_file(path)?);
+        let map = Arc::new(crate::input::map_file(path)?);
         let display = path.display().to_string();
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| display.clone());
         let input = ElfInput { path: &name, bytes: &map, map: Some(&map), file: Some(&file) };

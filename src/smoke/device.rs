@@ -152,7 +152,7 @@ pub fn device_code_check(libraries: &[PathBuf], own_dir: Option<&Path>, sm: &str
     let mut stubs = Vec::new();
     let mut unreadable = Vec::new();
     for lib in libraries {
-        let Ok(map) = crate::tree::map_file(lib) else { continue };
+        let Ok(map) = crate::input::map_file(lib) else { continue };
         let Ok(view) = crate::elf::ElfView::parse(&map) else { continue };
         let summary = match fatbin::read(&view) {
             Ok(Some(s)) => s,

@@ -498,10 +498,16 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
 }
 
 /// Is the variant what its name says? `magma` must carry the payload and `nomagma` must not, by
-/// the rule `verify-variant` applies ([`crate::payload::Presence::rule`]), judged from the facts
+/// the rule `verify-variant` applies ([`crate::analysis::payload::Presence::rule`]), judged from the facts
 /// recorded about the library the variant loaded, so `--replay` applies it to old recordings too.
-pub fn identity_check(variant: &str, dep: &str, emulated: bool, presence: Option<&crate::payload::Presence>, lazy_name: &str) -> Check {
-    let Some(with_payload) = crate::payload::variant_carries(variant, dep) else {
+pub fn identity_check(
+    variant: &str,
+    dep: &str,
+    emulated: bool,
+    presence: Option<&crate::analysis::payload::Presence>,
+    lazy_name: &str,
+) -> Check {
+    let Some(with_payload) = crate::analysis::payload::variant_carries(variant, dep) else {
         return check(
             "identity",
             CheckStatus::NotApplicable,

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::analysis::payload::PayloadSpec;
 use crate::error::{Error, Result};
-use crate::payload::PayloadSpec;
 use cases::{Case, Filter, Mode};
 use device::DeviceInfo;
 use eval::{Check, CheckStatus, Raw, RawOutcome, Status};

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::payload::{self, PayloadSpec};
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
-use crate::payload::{self, PayloadSpec};
 
 /// `NAME=PATH` as given.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,7 +201,7 @@ impl LazyFacts {
 }
 
 pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
-    let map = Arc::new(crate::tree::map_file(path)?);
+    let map = Arc::new(crate::input::map_file(path)?);
     let view = ElfView::parse(&map).map_err(|e| Error::bad(path.display(), e))?;
     let facts = view.facts(&[spec.word()], Some(&map)).map_err(|e| Error::bad(path.display(), e))?;
     let mut deep = spec.clone();

@@ -2,7 +2,7 @@
 //!
 //! CONFINED means: with the lazy library removed from the graph, no root can reach a file that holds
 //! or references payload code, by any edge, eager or lazy; and the lazy library itself is reached
-//! only lazily. Both halves are checked on the graph ld.so would build (see [`crate::graph`]), and a
+//! only lazily. Both halves are checked on the graph ld.so would build (see [`crate::analysis::graph`]), and a
 //! refutation comes with the shortest witness path. Payload-aware glue left in eagerly loaded files
 //! does not break confinement but changes what the core reports, so it is listed as warnings.
 
@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::graph::{Edge, EdgeKind, LoadGraph, NodeKind, Reach};
-use crate::inspect::Inspection;
-use crate::payload::demangle;
-use crate::tree::Tree;
+use crate::analysis::graph::{Edge, EdgeKind, LoadGraph, NodeKind, Reach};
+use crate::analysis::inspect::Inspection;
+use crate::analysis::payload::demangle;
+use crate::input::Tree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -70,7 +70,7 @@ pub struct PayloadFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub estimate: Option<crate::payload::Estimate>,
+    pub estimate: Option<crate::analysis::payload::Estimate>,
     /// Example payload symbols the file defines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub symbols: Vec<String>,
@@ -448,7 +448,7 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
 }
 
 /// Symbols core files import that nothing but the lazy library defines.
-fn required_exports(ins: &Inspection, lazy: &crate::inspect::FileFacts, core_files: &[usize]) -> Vec<String> {
+fn required_exports(ins: &Inspection, lazy: &crate::analysis::inspect::FileFacts, core_files: &[usize]) -> Vec<String> {
     use rayon::prelude::*;
     let mut required: Vec<String> = core_files
         .par_iter()
@@ -474,7 +474,7 @@ fn import_groups(ins: &Inspection, g: &LoadGraph, lazy_file: usize, lazy_node: u
     let lazy = &ins.files[lazy_file];
     let order = needed_closure(g, lazy_node);
     let providers: Vec<usize> = order.iter().filter_map(|&n| g.nodes[n].file).filter(|&f| f != lazy_file).collect();
-    let system_needed = lazy.elf.needed.iter().any(|n| crate::graph::system_group(n).is_some());
+    let system_needed = lazy.elf.needed.iter().any(|n| crate::analysis::graph::system_group(n).is_some());
     let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
     for (name, bind) in lazy.elf.symbols.undefined_names() {
         let provider =
@@ -499,7 +499,7 @@ fn import_groups(ins: &Inspection, g: &LoadGraph, lazy_file: usize, lazy_node: u
 }
 
 /// Every name the lazy library exports, sorted.
-fn sorted_exports(lazy: &crate::inspect::FileFacts) -> Vec<String> {
+fn sorted_exports(lazy: &crate::analysis::inspect::FileFacts) -> Vec<String> {
     let mut exports: Vec<&str> = lazy.elf.symbols.defined_names().collect();
     exports.sort_unstable();
     exports.dedup();

@@ -5,12 +5,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::analysis::graph::{GraphInput, LoadGraph, LoaderEnv};
+use crate::analysis::payload::{self, PayloadFacts, PayloadSpec};
 use crate::elf::{ElfFacts, ElfView};
 use crate::error::{Error, Result};
-use crate::graph::{GraphInput, LoadGraph, LoaderEnv};
-use crate::payload::{self, PayloadFacts, PayloadSpec};
+use crate::input::{Tree, TreeKind};
 use crate::progress::Progress;
-use crate::tree::{Tree, TreeKind};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FileFacts {

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::analysis::payload::{self, PayloadSpec};
 use crate::elf::ElfView;
-use crate::emit::ContractFile;
 use crate::error::{Error, Result};
-use crate::payload::{self, PayloadSpec};
+use crate::recipe::emit::ContractFile;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
@@ -35,13 +35,13 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
         return Err(Error::Usage(format!("--variant must be {} or no{}, not {variant}", contract.dep, contract.dep)));
     };
     let display = path.display().to_string();
-    let map = crate::tree::map_file(path)?;
+    let map = crate::input::map_file(path)?;
     let view = ElfView::parse(&map).map_err(|e| Error::bad(&display, e))?;
     let mut spec = PayloadSpec::for_dep(&contract.dep, &[]);
     spec.symbol_prefixes = contract.symbol_prefixes.clone();
     spec.dso_prefixes = contract.library_prefixes.clone();
     let facts = view.facts(&[spec.word()], None).map_err(|e| Error::bad(&display, e))?;
-    let name = crate::tree::Tree::file_name(&display).to_string();
+    let name = crate::input::Tree::file_name(&display).to_string();
     let pay = payload::scan(&view, &facts, &name, map.len() as u64, &spec);
 
     let mut checks = Vec::new();

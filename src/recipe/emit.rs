@@ -1,4 +1,4 @@
-//! Recipe generation: render the split (see [`crate::split`]) into conda-build `meta.yaml` and
+//! Recipe generation: render the split (see [`crate::recipe::split`]) into conda-build `meta.yaml` and
 //! rattler-build `recipe.yaml` (v1) outputs, with their variant files, install scripts, the one-job
 //! build snippet, the symbol contract for `verify-variant`, and the has_magma note when the plan
 //! found payload-aware glue in core files.
@@ -12,19 +12,19 @@ use std::path::{Path, PathBuf};
 use minijinja::{Environment, context, syntax::SyntaxConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::plan::Plan;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
-use crate::split::Split;
+use crate::recipe::split::Split;
 
 const TEMPLATES: &[(&str, &str)] = &[
-    ("recipe.yaml", include_str!("../templates/recipe.yaml.j2")),
-    ("variants.yaml", include_str!("../templates/variants.yaml.j2")),
-    ("meta.yaml", include_str!("../templates/meta.yaml.j2")),
-    ("conda_build_config.yaml", include_str!("../templates/conda_build_config.yaml.j2")),
-    ("install_core.sh", include_str!("../templates/install_core.sh.j2")),
-    ("install_lazy.sh", include_str!("../templates/install_lazy.sh.j2")),
-    ("build-variants.sh", include_str!("../templates/build-variants.sh.j2")),
-    ("HAS_MAGMA.md", include_str!("../templates/HAS_MAGMA.md.j2")),
+    ("recipe.yaml", include_str!("../../templates/recipe.yaml.j2")),
+    ("variants.yaml", include_str!("../../templates/variants.yaml.j2")),
+    ("meta.yaml", include_str!("../../templates/meta.yaml.j2")),
+    ("conda_build_config.yaml", include_str!("../../templates/conda_build_config.yaml.j2")),
+    ("install_core.sh", include_str!("../../templates/install_core.sh.j2")),
+    ("install_lazy.sh", include_str!("../../templates/install_lazy.sh.j2")),
+    ("build-variants.sh", include_str!("../../templates/build-variants.sh.j2")),
+    ("HAS_MAGMA.md", include_str!("../../templates/HAS_MAGMA.md.j2")),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl ContractFile {
         Some(ContractFile {
             schema: "splitpkg-contract".into(),
             schema_version: 1,
-            library: crate::tree::Tree::file_name(&lazy.path).to_string(),
+            library: crate::input::Tree::file_name(&lazy.path).to_string(),
             dep: plan.options.dep.clone(),
             symbol_prefixes: plan.options.symbol_prefixes.clone(),
             library_prefixes: plan.options.library_prefixes.clone(),
@@ -103,7 +103,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
             .build()
             .map_err(|e| Error::other(format!("template syntax: {e}")))?,
     );
-    env.add_filter("basename", |s: String| crate::tree::Tree::file_name(&s).to_string());
+    env.add_filter("basename", |s: String| crate::input::Tree::file_name(&s).to_string());
     // Tree paths are checked by `split::check_recipe_path` and then quoted for where they land;
     // for ordinary paths every filter is the identity, so typical recipes read as before.
     env.add_filter("dq", |s: String| quote::shell_double(&s));
@@ -125,16 +125,16 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
     core_checks.sort();
     core_checks.dedup();
     for c in &core_checks {
-        crate::split::check_recipe_path(c)
+        crate::recipe::split::check_recipe_path(c)
             .map_err(|why| Error::bad(format!("{}:{c}", plan.input.path), format!("cannot go into a generated recipe: {why}")))?;
     }
     // Header comments: conda-build renders meta.yaml as Jinja and reads `# [...]` as a selector
     // even in comments, so the input path and command line are made inert there.
     let source = &quote::comment(source);
     let command = &quote::comment(command);
-    let lazy_name = split.lazy_files.first().map(|f| crate::tree::Tree::file_name(f).to_string()).unwrap_or_default();
+    let lazy_name = split.lazy_files.first().map(|f| crate::input::Tree::file_name(f).to_string()).unwrap_or_default();
     let cmake_target = lazy_name.trim_start_matches("lib").split(".so").next().unwrap_or_default().to_string();
-    let glue: Vec<&crate::verdict::Warning> = plan.warnings.iter().filter(|w| !w.examples.is_empty()).collect();
+    let glue: Vec<&crate::analysis::verdict::Warning> = plan.warnings.iter().filter(|w| !w.examples.is_empty()).collect();
     let ctx = context! {
         tool_version => env!("CARGO_PKG_VERSION"),
         source => source,
@@ -338,7 +338,7 @@ pub mod quote {
 /// rendered file stays inside the output directory and no tree path reaches a recipe unchecked.
 pub fn fuzz_plan_json(data: &[u8]) {
     let Ok(plan) = serde_json::from_slice::<Plan>(data) else { return };
-    let options = crate::split::SplitOptions {
+    let options = crate::recipe::split::SplitOptions {
         core_name: "libtorch".into(),
         lazy_name: "libtorch-cuda-linalg".into(),
         version: "2.11.0".into(),
@@ -346,7 +346,7 @@ pub fn fuzz_plan_json(data: &[u8]) {
         prefer: plan.options.dep.clone(),
         variant_key: "linalg_variant".into(),
         payload_packages: vec![format!("lib{}", plan.options.dep)],
-        payload_version: crate::split::payload_version(&plan),
+        payload_version: crate::recipe::split::payload_version(&plan),
         build_keys: "cuda13".into(),
         cuda_floor: None,
         external_depends: Vec::new(),
@@ -361,7 +361,7 @@ pub fn fuzz_plan_json(data: &[u8]) {
             );
         }
         for p in split.lazy_files.iter().chain(&split.payload_files) {
-            assert!(crate::split::check_recipe_path(p).is_ok(), "{p:?} reached a recipe unchecked");
+            assert!(crate::recipe::split::check_recipe_path(p).is_ok(), "{p:?} reached a recipe unchecked");
         }
     }
 }

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::elf::ElfFacts;
-use crate::tree::{Resolve, Tree, TreeKind};
+use crate::input::{Resolve, Tree, TreeKind};
 
 /// Libraries every Linux system provides: classified, not reported missing.
 const SYSTEM_LIBRARIES: &[(&str, &[&str])] = &[
@@ -424,7 +424,7 @@ impl<'t, 'a> Builder<'t, 'a> {
         let mut by_name: HashMap<&'t str, Vec<usize>> = HashMap::new();
         let mut site_packages = false;
         for (i, e) in tree.entries.iter().enumerate() {
-            if !matches!(e.kind, crate::tree::EntryKind::Dir) {
+            if !matches!(e.kind, crate::input::EntryKind::Dir) {
                 by_name.entry(Tree::file_name(&e.path)).or_default().push(i);
             }
             site_packages |= e

@@ -19,9 +19,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::plan::{Plan, Role};
 use crate::error::{Error, Result};
-use crate::plan::{Plan, Role};
-use crate::tree::TreeKind;
+use crate::input::TreeKind;
 
 /// Options that shape the packages; defaults come from the plan where it knows better.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,7 +47,7 @@ pub struct SplitOptions {
     /// Run dependencies of the core package on libraries the tree NEEDs but does not contain
     /// (`cuda-cudart >=13.0`). A real build gets these from the run-exports of its host
     /// environment, so `emit` leaves them out; `pack` has no build environment and fills them from
-    /// the stand-in manifest's `provides` (see [`crate::standin`]).
+    /// the stand-in manifest's `provides` (see [`crate::channel::standin`]).
     #[serde(default)]
     pub external_depends: Vec<String>,
 }
@@ -94,7 +94,7 @@ pub struct Split {
 
 impl Split {
     pub fn from_plan(plan: &Plan, options: SplitOptions) -> Result<Split> {
-        if plan.verdict != crate::verdict::Verdict::Confined {
+        if plan.verdict != crate::analysis::verdict::Verdict::Confined {
             return Err(Error::Refused(format!(
                 "the plan for {} is {}: there is no safe split to emit (see `splitpkg plan`)",
                 plan.input.path,
@@ -299,7 +299,7 @@ impl Split {
     /// read as `_`) equals the file's stem (`libmagma_sparse.so` → `libmagma_sparse`), else the
     /// first payload package (`libmagma.so.2.8.0` → `libmagma`). Symlinks go with their name.
     pub fn payload_package_for(&self, tree_path: &str) -> Option<&str> {
-        let name = crate::tree::Tree::file_name(tree_path);
+        let name = crate::input::Tree::file_name(tree_path);
         let stem = name.split(".so").next().unwrap_or(name);
         let packages = &self.options.payload_packages;
         packages.iter().find(|p| p.replace('-', "_") == stem).or_else(|| packages.first()).map(String::as_str)
@@ -317,7 +317,7 @@ impl Split {
     }
 }
 
-/// A stand-in for a package the channel lacks (see [`crate::standin`]): no relations, and a build
+/// A stand-in for a package the channel lacks (see [`crate::channel::standin`]): no relations, and a build
 /// string that says what it is wherever the package is listed (`conda list`, `pixi list`).
 pub fn standin_package(name: &str, version: &str) -> PackageModel {
     PackageModel {
@@ -354,7 +354,7 @@ pub fn variant_glob(variant: &str, others: &[&str], key_prefix_empty: bool) -> S
 /// `lib/python3.11/site-packages/` from a wheel named `…-cp311-…whl`; `lib/python3/site-packages/`
 /// when the tag says nothing.
 fn site_packages_for(wheel: &str) -> String {
-    let name = crate::tree::Tree::file_name(wheel);
+    let name = crate::input::Tree::file_name(wheel);
     let tag = name.split('-').find_map(|p| p.strip_prefix("cp").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit())));
     match tag {
         Some(d) => format!("lib/python{}.{}/site-packages/", &d[..1], &d[1..]),
@@ -421,7 +421,7 @@ pub fn payload_version(plan: &Plan) -> String {
         .iter()
         .filter(|f| f.form == "library")
         .filter_map(|f| {
-            let name = crate::tree::Tree::file_name(&f.path);
+            let name = crate::input::Tree::file_name(&f.path);
             let v = name.split(".so.").nth(1)?;
             (v.split('.').count() >= 2 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
                 .then(|| v.to_string())

@@ -11,11 +11,11 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::graph::{NodeKind, Reach};
-use crate::inspect::Inspection;
-use crate::payload::{Estimate, PayloadSpec};
-use crate::tree::{EntryKind, PackageMeta, Resolve, TreeKind};
-use crate::verdict::{Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, Verdict, Warning, Witness};
+use crate::analysis::graph::{NodeKind, Reach};
+use crate::analysis::inspect::Inspection;
+use crate::analysis::payload::{Estimate, PayloadSpec};
+use crate::analysis::verdict::{Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, Verdict, Warning, Witness};
+use crate::input::{EntryKind, PackageMeta, Resolve, TreeKind};
 
 pub const SCHEMA_NAME: &str = "splitpkg-plan";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -330,7 +330,7 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
 }
 
 /// Symlinks pointing outside the tree: not followed, and refused by `pack` unless allowed.
-fn outside_symlinks(tree: &crate::tree::Tree) -> Vec<Warning> {
+fn outside_symlinks(tree: &crate::input::Tree) -> Vec<Warning> {
     tree.outside_symlinks()
         .map(|(path, target)| Warning {
             file: path.to_string(),

@@ -33,8 +33,8 @@ use rattler_conda_types::{Channel, GenericVirtualPackage, MatchSpec, PackageName
 use rattler_solve::{SolveError, SolverImpl, SolverTask};
 use serde::Serialize;
 
+use crate::channel::pack::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
 use crate::error::{Error, Result};
-use crate::pack::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
 use crate::progress::Progress;
 
 pub const SOLVER: &str = "resolvo (rattler_solve 12.0.3)";
@@ -271,12 +271,12 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn solved(&self, recs: &[RepoDataRecord]) -> Result<Vec<Solved>> {
-        let variants: Vec<crate::split::Variant> = self
+        let variants: Vec<crate::recipe::split::Variant> = self
             .ch
             .info
             .variants
             .iter()
-            .map(|v| crate::split::Variant { name: v.clone(), with_payload: !v.starts_with("no"), preferred: false })
+            .map(|v| crate::recipe::split::Variant { name: v.clone(), with_payload: !v.starts_with("no"), preferred: false })
             .collect();
         recs.iter()
             .map(|r| {
@@ -286,7 +286,7 @@ impl Ctx<'_> {
                 let build = r.package_record.build.to_string();
                 Ok(Solved {
                     variant: (name == self.ch.info.lazy)
-                        .then(|| crate::split::variant_in_build(&variants, &build).map(|v| v.name.clone()))
+                        .then(|| crate::recipe::split::variant_in_build(&variants, &build).map(|v| v.name.clone()))
                         .flatten(),
                     name,
                     version: r.package_record.version.to_string(),
@@ -347,7 +347,7 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
     let without = variants.iter().find(|v| v.starts_with("no")).cloned().unwrap_or_default();
     let glob = |v: &str| {
         let names: Vec<&str> = variants.iter().map(String::as_str).collect();
-        crate::split::variant_glob(v, &names, pack.build_keys.is_empty())
+        crate::recipe::split::variant_glob(v, &names, pack.build_keys.is_empty())
     };
     let preferred = pack.preferred.clone();
     let other = if preferred == with { without.clone() } else { with.clone() };
@@ -670,13 +670,13 @@ fn install_and_plan(
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let rt = runtime()?;
     let cache = dir.join("pkgs");
-    let spec = crate::payload::PayloadSpec::for_dep(&ch.info.dep, &[]);
+    let spec = crate::analysis::payload::PayloadSpec::for_dep(&ch.info.dep, &[]);
     let mut envs = Vec::new();
     for (name, scenario, records) in installs {
         let prefix = dir.join(name);
         let (expect, want) = match name {
-            "default" => ("CONFINED".to_string(), crate::verdict::Verdict::Confined),
-            _ => ("NOT PRESENT, no payload files, no payload packages".to_string(), crate::verdict::Verdict::NotPresent),
+            "default" => ("CONFINED".to_string(), crate::analysis::verdict::Verdict::Confined),
+            _ => ("NOT PRESENT, no payload files, no payload packages".to_string(), crate::analysis::verdict::Verdict::NotPresent),
         };
         let Some(records) = records else {
             envs.push(EnvCheck {
@@ -696,14 +696,14 @@ fn install_and_plan(
         progress.start_unknown(&format!("install {name}"));
         install(&rt, &cache, &prefix, records)?;
         progress.finish();
-        let ins = crate::inspect::inspect(&prefix, &spec, &Progress::hidden())?;
-        let analysis = crate::verdict::analyse(&ins, &ch.info.lazy_library);
-        let plan = crate::plan::make_plan(&ins, &analysis, &ch.info.lazy_library);
+        let ins = crate::analysis::inspect::inspect(&prefix, &spec, &Progress::hidden())?;
+        let analysis = crate::analysis::verdict::analyse(&ins, &ch.info.lazy_library);
+        let plan = crate::analysis::plan::make_plan(&ins, &analysis, &ch.info.lazy_library);
         let payload_files: Vec<String> = ins
             .tree
             .entries
             .iter()
-            .filter(|e| !matches!(e.kind, crate::tree::EntryKind::Dir) && spec.is_payload_library(crate::tree::Tree::file_name(&e.path)))
+            .filter(|e| !matches!(e.kind, crate::input::EntryKind::Dir) && spec.is_payload_library(crate::input::Tree::file_name(&e.path)))
             .map(|e| e.path.clone())
             .collect();
         let payload_pkgs: Vec<&String> =
@@ -743,7 +743,7 @@ fn install_and_plan(
 }
 
 pub fn report_text(r: &SolveReport) -> String {
-    use crate::report::human_bytes;
+    use crate::analysis::text::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "channel {} ({} / {}; versions {}; preferred {})", r.channel, r.core, r.lazy, r.versions.join(", "), r.preferred);

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use rattler_conda_types::{MatchSpec, ParseStrictness, PrefixRecord};
 use serde::Serialize;
 
+use crate::channel::pack::ChannelInfo;
 use crate::error::{Error, Result};
-use crate::pack::ChannelInfo;
-use crate::split::{Variant, variant_glob, variant_in_build};
+use crate::recipe::split::{Variant, variant_glob, variant_in_build};
 
 pub struct EnvOptions {
     pub prefix: PathBuf,
@@ -128,7 +128,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         .map_err(|e| Error::bad(meta.display(), format!("unreadable conda-meta record: {e}")))?;
     records
         .sort_by(|a, b| a.repodata_record.package_record.name.as_normalized().cmp(b.repodata_record.package_record.name.as_normalized()));
-    let markers = crate::standin::markers_in_prefix(prefix);
+    let markers = crate::channel::standin::markers_in_prefix(prefix);
     let name_of = |r: &PrefixRecord| r.repodata_record.package_record.name.as_normalized().to_string();
     let lazy = records.iter().find(|r| name_of(r) == opts.lazy_name).ok_or_else(|| {
         Error::bad(prefix.display(), format!("no {} package installed: not an environment of the split (see --lazy-name)", opts.lazy_name))
@@ -153,7 +153,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         (url.scheme() == "file").then(|| url.to_file_path().ok()).flatten().and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
     });
     let info = match &channel_dir {
-        Some(d) if d.join(crate::pack::CHANNEL_FILE).exists() => Some(ChannelInfo::load(d)?),
+        Some(d) if d.join(crate::channel::pack::CHANNEL_FILE).exists() => Some(ChannelInfo::load(d)?),
         Some(d) if opts.channel.is_some() => {
             return Err(Error::bad(d.display(), "not a channel made by `splitpkg pack` (no splitpkg.json)"));
         }
@@ -311,7 +311,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
                 }
                 notes.push(format!(
                     "switching removes {} of payload packages; the {other} build's own size is unknown",
-                    crate::report::human_bytes(delta.unsigned_abs())
+                    crate::analysis::text::human_bytes(delta.unsigned_abs())
                 ));
             }
         }
@@ -358,7 +358,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
 }
 
 fn signed(n: i64) -> String {
-    let h = crate::report::human_bytes(n.unsigned_abs());
+    let h = crate::analysis::text::human_bytes(n.unsigned_abs());
     if n < 0 {
         format!("saves {h}")
     } else if n > 0 {
@@ -403,7 +403,7 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
             )));
         }
     };
-    let ch = crate::solve::Loaded::open(&channel)?;
+    let ch = crate::channel::solve::Loaded::open(&channel)?;
     let without = format!("no{}", opts.dep);
     let glob = switch_glob(&before.switch.to, &[opts.dep.as_str(), without.as_str()], &before.build);
     let mut specs = Vec::new();
@@ -414,8 +414,8 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
             _ => specs.push(format!("{} =={} {}", p.name, p.version, p.build)),
         }
     }
-    let vps = crate::solve::virtual_packages(&ch.info, &[])?;
-    let records = match crate::solve::solve_specs(&ch.records, &specs, &vps)? {
+    let vps = crate::channel::solve::virtual_packages(&ch.info, &[])?;
+    let records = match crate::channel::solve::solve_specs(&ch.records, &specs, &vps)? {
         Ok(r) => r,
         Err(msg) => {
             return Err(Error::bad(
@@ -430,7 +430,7 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     let parent =
         prefix.canonicalize().map_err(|e| Error::io(prefix, e))?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let cache = parent.join(format!(".splitpkg-switch-pkgs-{}", std::process::id()));
-    let result = crate::solve::install(&crate::solve::runtime()?, &cache, prefix, records);
+    let result = crate::channel::solve::install(&crate::channel::solve::runtime()?, &cache, prefix, records);
     let _ = std::fs::remove_dir_all(&cache);
     let (removed, installed) = result?;
     let after = env(opts)?;
@@ -471,7 +471,7 @@ pub fn switch_text(r: &SwitchReport) -> String {
 }
 
 pub fn report_text(r: &EnvReport) -> String {
-    use crate::report::human_bytes;
+    use crate::analysis::text::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "{}: {} {} {} → the {} variant", r.prefix, r.lazy, r.version, r.build, r.variant);
@@ -534,7 +534,7 @@ pub fn report_text(r: &EnvReport) -> String {
 /// A self-contained, deterministic SVG: one bar per environment (now, after switching), split into
 /// other packages, the lazy library and the payload (real, and represented by stand-ins, hatched).
 pub fn svg(r: &EnvReport) -> String {
-    use crate::report::human_bytes;
+    use crate::analysis::text::human_bytes;
     use std::fmt::Write as _;
     let other_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role != "lazy" && p.role != "payload").map(|p| p.bytes).sum();
     let payload_real_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role == "payload").map(|p| p.bytes).sum();

@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use crate::graph::{EdgeKind, LoadGraph, NodeKind, Reach};
-use crate::inspect::Inspection;
-use crate::plan::{Plan, Role};
-use crate::tree::Tree;
+use crate::analysis::graph::{EdgeKind, LoadGraph, NodeKind, Reach};
+use crate::analysis::inspect::Inspection;
+use crate::analysis::plan::{Plan, Role};
+use crate::input::Tree;
 
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -124,7 +124,7 @@ pub fn inspect_text(ins: &Inspection) -> String {
 fn load_tree(g: &LoadGraph) -> String {
     let mut s = String::new();
     let mut shown: HashSet<usize> = HashSet::new();
-    let mut roots: Vec<&crate::graph::Node> = g.nodes.iter().filter(|n| n.root.is_some()).collect();
+    let mut roots: Vec<&crate::analysis::graph::Node> = g.nodes.iter().filter(|n| n.root.is_some()).collect();
     roots.sort_by_key(|n| (n.root, n.name.clone()));
     for r in roots {
         let kind = serde_json::to_value(r.root).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
@@ -136,7 +136,7 @@ fn load_tree(g: &LoadGraph) -> String {
 }
 
 fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s: &mut String) {
-    let mut edges: Vec<&crate::graph::Edge> = g.out_edges(node).collect();
+    let mut edges: Vec<&crate::analysis::graph::Edge> = g.out_edges(node).collect();
     // NEEDED entries in file order first (as ld.so loads them), then lazy ones.
     edges.sort_by_key(|e| e.kind.is_lazy());
     let count = edges.len();

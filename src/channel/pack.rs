@@ -2,7 +2,7 @@
 //! indexed with `rattler_index`.
 //!
 //! What goes where comes from the plan (every tree path is in exactly one output) and the metadata
-//! from [`crate::split`] (names, versions, build strings, depends, constrains, track_features):
+//! from [`crate::recipe::split`] (names, versions, build strings, depends, constrains, track_features):
 //! pack writes `Split::packages()` into `info/index.json` as they are. Packages:
 //!
 //! * **core** and the **lazy** library's variant found in the tree (`magma`);
@@ -10,7 +10,7 @@
 //!   `verify-variant` against the plan's contract; without it no such package is invented;
 //! * **payload** packages (`libmagma`) from the payload files in the tree, at the version the
 //!   payload library names (`libmagma.so.2.8.0` → 2.8.0);
-//! * **stand-ins** (see [`crate::standin`]) for manifest entries no real package provides.
+//! * **stand-ins** (see [`crate::channel::standin`]) for manifest entries no real package provides.
 //!
 //! Guarantees, each checked before the channel is touched:
 //!
@@ -38,15 +38,15 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::emit::ContractFile;
+use crate::analysis::graph::NodeKind;
+use crate::analysis::inspect::Inspection;
+use crate::analysis::plan::{Plan, Role};
+use crate::channel::standin::{Manifest, StandIn};
 use crate::error::{Error, Result};
-use crate::graph::NodeKind;
-use crate::inspect::Inspection;
-use crate::plan::{Plan, Role};
+use crate::input::{MemberKind, Members, Tree, TreeKind, safe_member_path};
 use crate::progress::Progress;
-use crate::split::{PackageModel, Split, SplitOptions};
-use crate::standin::{Manifest, StandIn};
-use crate::tree::{MemberKind, Members, Tree, TreeKind, safe_member_path};
+use crate::recipe::emit::ContractFile;
+use crate::recipe::split::{PackageModel, Split, SplitOptions};
 
 pub const CHANNEL_FILE: &str = "splitpkg.json";
 pub const CHANNEL_SCHEMA: &str = "splitpkg-channel";
@@ -121,7 +121,7 @@ pub struct PackRecord {
     /// The plan's size of each variant of the lazy library (measured for the tree's own build,
     /// estimated for the other), for reports when a variant was not packed.
     #[serde(default)]
-    pub variant_sizes: Vec<crate::plan::Variant>,
+    pub variant_sizes: Vec<crate::analysis::plan::Variant>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -325,7 +325,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
                 )));
             }
             let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::other("a confined plan without a lazy library"))?;
-            let report = crate::verify::verify_variant(file, name, &contract)?;
+            let report = crate::recipe::verify::verify_variant(file, name, &contract)?;
             if !report.pass {
                 let failed: Vec<String> = report.checks.iter().filter(|c| !c.pass).map(|c| format!("{} ({})", c.name, c.detail)).collect();
                 return Err(Error::Refused(format!(
@@ -500,7 +500,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
             continue;
         }
         let mut b = new_build(
-            crate::split::standin_package(&s.name, &s.version),
+            crate::recipe::split::standin_package(&s.name, &s.version),
             Role::Payload,
             NOARCH,
             format!("stand-in manifest ({})", opts.standins_from),
@@ -773,7 +773,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
 
 /// A channel holds one split: refuse to add another (checked before any work and again under the
 /// channel lock, where a concurrent pack may have created the channel meanwhile).
-fn same_split(existing: Option<&ChannelInfo>, o: &crate::split::SplitOptions, dep: &str, out: &Path) -> Result<()> {
+fn same_split(existing: Option<&ChannelInfo>, o: &crate::recipe::split::SplitOptions, dep: &str, out: &Path) -> Result<()> {
     match existing {
         Some(e) if e.core != o.core_name || e.lazy != o.lazy_name || e.dep != dep => Err(Error::Usage(format!(
             "{}: the channel holds the split {} / {} ({}); this one is {} / {} ({dep}): use another --out",
@@ -973,7 +973,7 @@ fn check_index(index: &rattler_conda_types::package::IndexJson, m: &PackageModel
 
 /// Index the channel with rattler_index and remove its `.tmp/` work directory.
 fn index_channel(channel: &Path) -> Result<Vec<String>> {
-    let rt = crate::solve::runtime()?;
+    let rt = crate::channel::solve::runtime()?;
     let config = rattler_index::IndexFsConfig {
         channel: channel.to_path_buf(),
         target_platform: None,
@@ -1128,7 +1128,7 @@ fn stage_tree(
             let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
                 .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
             if archive.has_duplicate_names() {
-                return Err(crate::tree::duplicate_zip_name(&display, bytes, &archive));
+                return Err(crate::input::duplicate_zip_name(&display, bytes, &archive));
             }
             let mut members = Vec::new();
             let mut rules = Members::default();
@@ -1231,7 +1231,7 @@ fn stage_tar(
         if has_info && (rel == "info" || rel.starts_with("info/")) {
             continue;
         }
-        crate::tree::check_tar_member(display, &mut rules, &rel, &entry)?;
+        crate::input::check_tar_member(display, &mut rules, &rel, &entry)?;
         let etype = entry.header().entry_type();
         if etype.is_dir() {
             continue;
@@ -1290,7 +1290,7 @@ fn stage_tar(
 
 /// Text report of a pack.
 pub fn report_text(r: &PackReport) -> String {
-    use crate::report::human_bytes;
+    use crate::analysis::text::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "packed {} ({}) into {}", r.input.path, r.input.verdict, r.channel);

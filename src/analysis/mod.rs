@@ -1,0 +1,12 @@
+//! Analysis: from the facts the readers collect to the proof and the proposed outputs.
+//!
+//! [`inspect`] reads a tree into per-file facts and the load graph ([`graph`], the ld.so model),
+//! with [`payload`] (what counts as MAGMA) found on the way; [`verdict`] proves or refutes
+//! confinement; [`plan`] proposes the outputs; [`text`] renders them for people.
+
+pub mod graph;
+pub mod inspect;
+pub mod payload;
+pub mod plan;
+pub mod text;
+pub mod verdict;
