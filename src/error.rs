@@ -1,25 +1,49 @@
-//! One error type for the library, with the exit code the CLI maps it to.
+//! The library's error type (`thiserror`), with the exit code the CLI maps it to — in one place,
+//! [`Error::exit_code`].
 //!
-//! The CLI contract (see README) is: 0 success/confined, 1 a negative verdict, 2 bad input or usage.
-//! Every `BadInput` names the file it is about, so the one-line message is enough to act on.
+//! The CLI contract (see README) is: 0 success/confined, 1 a negative verdict, 2 bad input or usage,
+//! 3 a failure of the tool or of a library it drives. Every `BadInput` names the file it is about,
+//! and every error prints as one line that keeps its cause chain (`context: cause: cause's cause`),
+//! so the message is enough to act on and greppable in CI logs. Layers with errors of their own
+//! (the ELF reader, the smoke runner) convert into this one with `#[from]`, keeping them as source.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-#[derive(Debug)]
+/// A cause kept as `#[source]`: an error from zip, serde, rattler, minijinja, tokio….
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Hostile, broken or unsupported input. Exit code 2.
+    #[error("{}: {}", printable(file), one_line(reason))]
     BadInput { file: String, reason: String },
     /// An I/O failure on a named path. Exit code 2: the input could not be read.
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {}", printable(&path.display().to_string()), chain(source))]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// A command-line combination that cannot work. Exit code 2.
+    #[error("{}", one_line(.0))]
     Usage(String),
-    /// The input is fine but the answer is no (emit on a plan that is not confined). Exit code 1.
+    /// The input is fine but the answer is no (pack on a plan that is not confined). Exit code 1.
+    #[error("{}", one_line(.0))]
     Refused(String),
-    /// A failure of the tool itself or of a downstream step (solver, writer). Exit code 3.
-    Other(String),
+    /// A library the tool drives failed (writer, solver, indexer, template engine). Exit code 3.
+    #[error("{}: {}", one_line(context), chain(source.as_ref()))]
+    Failed {
+        context: String,
+        #[source]
+        source: Cause,
+    },
+    /// An invariant of the tool itself does not hold (a bug, or a lossless check that failed).
+    /// Exit code 3.
+    #[error("{}", one_line(.0))]
+    Internal(String),
 }
 
 impl Error {
@@ -31,32 +55,40 @@ impl Error {
         Error::Io { path: path.as_ref().to_path_buf(), source }
     }
 
-    pub fn other(msg: impl fmt::Display) -> Self {
-        Error::Other(msg.to_string())
+    /// A library call failed: `context` says what the tool was doing, `source` is kept as the cause.
+    pub fn failed(context: impl fmt::Display, source: impl Into<Cause>) -> Self {
+        Error::Failed { context: context.to_string(), source: source.into() }
+    }
+
+    /// A broken invariant of the tool (exit 3).
+    pub fn internal(msg: impl fmt::Display) -> Self {
+        Error::Internal(msg.to_string())
     }
 
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Refused(_) => 1,
             Error::BadInput { .. } | Error::Io { .. } | Error::Usage(_) => 2,
-            Error::Other(_) => 3,
+            Error::Failed { .. } | Error::Internal(_) => 3,
         }
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            // Keep each variant to one line: CI logs and users grep for the file name.
-            Error::BadInput { file, reason } => write!(f, "{}: {}", printable(file), one_line(reason)),
-            Error::Io { path, source } => write!(f, "{}: {}", printable(&path.display().to_string()), one_line(&source.to_string())),
-            Error::Usage(msg) | Error::Refused(msg) => write!(f, "{}", one_line(msg)),
-            Error::Other(msg) => write!(f, "{}", one_line(msg)),
+/// An error and its sources on one line, `a: b: c`, skipping a source whose text its parent
+/// already ends with (many libraries repeat their cause in their own message).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = one_line(&e.to_string());
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = one_line(&s.to_string());
+        if !text.is_empty() && !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
         }
+        cur = s.source();
     }
+    printable(&out)
 }
-
-impl std::error::Error for Error {}
 
 /// A file or member name as it can be shown on one line: control characters (a newline in a
 /// hostile member name) escaped, everything else as it is.
@@ -66,4 +98,37 @@ fn printable(s: &str) -> String {
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer failure")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn failed_keeps_the_cause_chain_on_one_line() {
+        let cause = Outer(std::io::Error::internal("disk\nfull"));
+        let e = Error::failed("writing x.conda", cause);
+        assert_eq!(e.to_string(), "writing x.conda: outer failure: disk full");
+        assert_eq!(e.exit_code(), 3);
+        assert!(std::error::Error::source(&e).is_some(), "the cause is kept as source");
+    }
+
+    #[test]
+    fn io_errors_name_the_path_and_escape_control_characters() {
+        let e = Error::io("a\nb", std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(e.to_string(), "a\\nb: entity not found");
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn exit_codes_are_mapped_in_one_place() {
+        assert_eq!(Error::Refused("no".into()).exit_code(), 1);
+        assert_eq!(Error::Usage("no".into()).exit_code(), 2);
+        assert_eq!(Error::bad("f", "r").exit_code(), 2);
+        assert_eq!(Error::internal("bug").exit_code(), 3);
+    }
 }

@@ -505,7 +505,7 @@ fn load_with(target: &Target, quiet: bool, extras: Extras) -> Result<Inspection>
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string_pretty(v).map(|s| s + "\n").map_err(|e| Error::other(format!("JSON: {e}")))
+    serde_json::to_string_pretty(v).map(|s| s + "\n").map_err(|e| Error::failed("JSON", e))
 }
 
 fn run(cli: Cli) -> Result<i32> {
@@ -655,7 +655,7 @@ fn run(cli: Cli) -> Result<i32> {
             let text = if json {
                 to_json(&plan)?
             } else if yaml {
-                serde_yaml::to_string(&plan).map_err(|e| Error::other(format!("YAML: {e}")))?
+                serde_yaml::to_string(&plan).map_err(|e| Error::failed("YAML", e))?
             } else {
                 report::plan_text(&plan)
             };

@@ -36,7 +36,7 @@ pub fn emit(path: Option<&Path>, data: &str) -> Result<()> {
             // A closed pipe (`| head`) is the reader's choice, not an error worth a message.
             match out.write_all(data.as_bytes()).and_then(|_| out.flush()) {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                Err(e) => Err(Error::other(format!("stdout: {e}"))),
+                Err(e) => Err(Error::failed("writing to stdout", e)),
                 Ok(()) => Ok(()),
             }
         }

@@ -107,8 +107,8 @@ pub fn commands(lazy: &str, variant: &str, variants: &[&str], installed_build: &
     let conda_spec = format!("{lazy}=*={glob}");
     let pixi_spec = format!("{lazy}[build='{glob}']");
     // conda's `name=version=build` form is lenient-only in rattler; pixi's bracket form is strict.
-    MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient).map_err(|e| Error::other(format!("{conda_spec}: {e}")))?;
-    MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict).map_err(|e| Error::other(format!("{pixi_spec}: {e}")))?;
+    MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient).map_err(|e| Error::failed(&conda_spec, e))?;
+    MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict).map_err(|e| Error::failed(&pixi_spec, e))?;
     Ok(Commands {
         conda: format!("conda install \"{conda_spec}\""),
         mamba: format!("mamba install \"{conda_spec}\""),

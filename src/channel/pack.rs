@@ -310,7 +310,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         ));
     }
 
-    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::other("a confined plan without a lazy library"))?;
+    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
     let with = split.variants.iter().find(|v| v.with_payload).expect("payload variant").clone();
     let without = split.variants.iter().find(|v| !v.with_payload).expect("slim variant").clone();
     let mut missing_variants = Vec::new();
@@ -324,7 +324,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
                     without.name, with.name
                 )));
             }
-            let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::other("a confined plan without a lazy library"))?;
+            let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
             let report = crate::recipe::verify::verify_variant(file, name, &contract)?;
             if !report.pass {
                 let failed: Vec<String> = report.checks.iter().filter(|c| !c.pass).map(|c| format!("{} ({})", c.name, c.detail)).collect();
@@ -446,7 +446,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     for (path, (idx, rel)) in &placement {
         let s = staged
             .get(path)
-            .ok_or_else(|| Error::other(format!("{}: {path} was planned but not found while unpacking", input.display())))?;
+            .ok_or_else(|| Error::internal(format!("{}: {path} was planned but not found while unpacking", input.display())))?;
         builds[*idx].content.insert(rel.clone(), s.clone());
     }
 
@@ -561,7 +561,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
             None,
             bar,
         )
-        .map_err(|e| Error::other(format!("writing {}: {e}", dst.display())))?;
+        .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
         base += content_bytes(&b.content) * 2;
         written.push((format!("{}/{stem}.conda", b.subdir), dst));
         // The stage is no longer needed: free its disk space before the next package.
@@ -576,14 +576,14 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let mut packed = Vec::new();
     for (b, (file, path)) in builds.iter().zip(&written) {
         let index: rattler_conda_types::package::IndexJson =
-            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::other(format!("reading back {file}: {e}")))?;
+            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::failed(format!("reading back {file}"), e))?;
         check_index(&index, &b.model, file)?;
         let paths: rattler_conda_types::package::PathsJson =
-            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::other(format!("reading back {file}: {e}")))?;
+            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::failed(format!("reading back {file}"), e))?;
         let content: BTreeSet<String> = paths.paths.iter().map(|p| p.relative_path.to_string_lossy().replace('\\', "/")).collect();
         let expected: BTreeSet<String> = b.content.keys().cloned().collect();
         if content != expected {
-            return Err(Error::other(format!("{file}: paths.json lists {} paths, {} were staged", content.len(), expected.len())));
+            return Err(Error::internal(format!("{file}: paths.json lists {} paths, {} were staged", content.len(), expected.len())));
         }
         let counts_for_tree =
             b.standin.is_none() && !(b.role == Role::Lazy && b.model.variant.as_ref().is_some_and(|v| v.name == without.name));
@@ -633,7 +633,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         extra,
     };
     if !lossless.ok {
-        return Err(Error::other(format!(
+        return Err(Error::internal(format!(
             "not lossless: {} of {} tree paths placed once ({} in the plan); missing {:?}, doubled {:?}, not from the tree {:?}",
             lossless.placed_once,
             lossless.tree_paths,
@@ -724,7 +724,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     }
     let indexed = index_channel(&out_abs)?;
     check_repodata(&out_abs, &packed)?;
-    let text = serde_json::to_string_pretty(&info).map_err(|e| Error::other(e.to_string()))? + "\n";
+    let text = serde_json::to_string_pretty(&info).map_err(|e| Error::failed("JSON", e))? + "\n";
     crate::output::write_atomic(&out_abs.join(CHANNEL_FILE), text.as_bytes())?;
 
     if other_file.is_none() {
@@ -886,8 +886,8 @@ fn info_files(b: &Build, split: &Split, plan: &Plan, input_name: &str) -> Result
         index["license"] = serde_json::json!("stand-in");
     }
     let parsed: rattler_conda_types::package::IndexJson =
-        serde_json::from_value(index).map_err(|e| Error::other(format!("index.json for {}: {e}", m.name)))?;
-    let index_text = serde_json::to_string_pretty(&parsed).map_err(|e| Error::other(e.to_string()))? + "\n";
+        serde_json::from_value(index).map_err(|e| Error::failed(format!("index.json for {}", m.name), e))?;
+    let index_text = serde_json::to_string_pretty(&parsed).map_err(|e| Error::failed("JSON", e))? + "\n";
 
     let entries: Vec<serde_json::Value> = b
         .content
@@ -902,11 +902,11 @@ fn info_files(b: &Build, split: &Split, plan: &Plan, input_name: &str) -> Result
     let paths = serde_json::json!({"paths": entries, "paths_version": 1});
     // Through rattler's own type, so a field it would reject fails here, not in an installer.
     let parsed: rattler_conda_types::package::PathsJson =
-        serde_json::from_value(paths.clone()).map_err(|e| Error::other(format!("paths.json for {}: {e}", m.name)))?;
+        serde_json::from_value(paths.clone()).map_err(|e| Error::failed(format!("paths.json for {}", m.name), e))?;
     if parsed.paths.len() != b.content.len() {
-        return Err(Error::other(format!("paths.json for {}: lost entries", m.name)));
+        return Err(Error::internal(format!("paths.json for {}: lost entries", m.name)));
     }
-    let paths_text = serde_json::to_string_pretty(&paths).map_err(|e| Error::other(e.to_string()))? + "\n";
+    let paths_text = serde_json::to_string_pretty(&paths).map_err(|e| Error::failed("JSON", e))? + "\n";
 
     let extra = match &b.standin {
         Some(s) => s.about_extra(),
@@ -936,8 +936,8 @@ fn info_files(b: &Build, split: &Split, plan: &Plan, input_name: &str) -> Result
         about["license"] = serde_json::json!("stand-in");
     }
     let _: rattler_conda_types::package::AboutJson =
-        serde_json::from_value(about.clone()).map_err(|e| Error::other(format!("about.json for {}: {e}", m.name)))?;
-    let about_text = serde_json::to_string_pretty(&about).map_err(|e| Error::other(e.to_string()))? + "\n";
+        serde_json::from_value(about.clone()).map_err(|e| Error::failed(format!("about.json for {}", m.name), e))?;
+    let about_text = serde_json::to_string_pretty(&about).map_err(|e| Error::failed("JSON", e))? + "\n";
     Ok(vec![
         ("info/about.json".into(), about_text.into_bytes()),
         ("info/index.json".into(), index_text.into_bytes()),
@@ -966,7 +966,7 @@ fn check_index(index: &rattler_conda_types::package::IndexJson, m: &PackageModel
         m.track_features.clone(),
     );
     if got != want {
-        return Err(Error::other(format!("{file}: index.json read back as {got:?}, the split says {want:?}")));
+        return Err(Error::internal(format!("{file}: index.json read back as {got:?}, the split says {want:?}")));
     }
     Ok(())
 }
@@ -986,7 +986,7 @@ fn index_channel(channel: &Path) -> Result<Vec<String>> {
         max_parallel: 4,
         multi_progress: None,
     };
-    rt.block_on(rattler_index::index_fs(config)).map_err(|e| Error::other(format!("rattler_index on {}: {e:#}", channel.display())))?;
+    rt.block_on(rattler_index::index_fs(config)).map_err(|e| Error::failed(format!("rattler_index on {}", channel.display()), e))?;
     let _ = std::fs::remove_dir_all(channel.join(".tmp"));
     let mut out = Vec::new();
     for sub in [SUBDIR, NOARCH] {
@@ -1003,13 +1003,13 @@ fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
     let mut records: HashMap<String, rattler_conda_types::PackageRecord> = HashMap::new();
     for sub in [SUBDIR, NOARCH] {
         let p = channel.join(sub).join("repodata.json");
-        let rd = rattler_conda_types::RepoData::from_path(&p).map_err(|e| Error::other(format!("{}: {e}", p.display())))?;
+        let rd = rattler_conda_types::RepoData::from_path(&p).map_err(|e| Error::failed(p.display(), e))?;
         for (id, rec) in rd.conda_packages {
             records.insert(format!("{sub}/{}", id), rec);
         }
     }
     for p in packed {
-        let r = records.get(&p.file).ok_or_else(|| Error::other(format!("rattler_index did not index {}", p.file)))?;
+        let r = records.get(&p.file).ok_or_else(|| Error::internal(format!("rattler_index did not index {}", p.file)))?;
         let same = r.name.as_normalized() == p.name
             && r.version.to_string() == p.version
             && r.build == p.build
@@ -1017,7 +1017,7 @@ fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
             && r.constrains == p.constrains
             && r.track_features == p.track_features;
         if !same {
-            return Err(Error::other(format!("{}: repodata.json disagrees with the package metadata", p.file)));
+            return Err(Error::internal(format!("{}: repodata.json disagrees with the package metadata", p.file)));
         }
     }
     Ok(())
@@ -1094,7 +1094,7 @@ fn stage_tree(
 ) -> Result<BTreeMap<String, Staged>> {
     let display = input.display().to_string();
     let dst_of = |path: &str| -> Option<PathBuf> { placement.get(path).map(|(i, rel)| stages[*i].join(rel)) };
-    let unplanned = |path: &str| Error::other(format!("{display}: {path} is in the input but not in the plan"));
+    let unplanned = |path: &str| Error::internal(format!("{display}: {path} is in the input but not in the plan"));
     let out = match kind {
         TreeKind::Directory => {
             let total: u64 = placement.keys().filter_map(|p| std::fs::symlink_metadata(input.join(p)).ok()).map(|m| m.len()).sum();
@@ -1238,7 +1238,7 @@ fn stage_tar(
         }
         let Some(dst) = dst_of(&rel) else {
             if etype.is_file() || etype.is_symlink() || etype.is_hard_link() || etype == tar::EntryType::Continuous {
-                return Err(Error::other(format!("{display}: {rel} is in the input but not in the plan")));
+                return Err(Error::internal(format!("{display}: {rel} is in the input but not in the plan")));
             }
             continue;
         };
@@ -1277,7 +1277,7 @@ fn stage_tar(
             _ => return Err(Error::bad(&name, format!("hard link to {target}, which is not an earlier regular file member; refusing"))),
         };
         let src = dst_of(&target).ok_or_else(|| Error::bad(&name, format!("hard link to a missing member {target}")))?;
-        let dst = dst_of(&rel).ok_or_else(|| Error::other(format!("{display}: {rel} is in the input but not in the plan")))?;
+        let dst = dst_of(&rel).ok_or_else(|| Error::internal(format!("{display}: {rel} is in the input but not in the plan")))?;
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src).map_err(|e| Error::io(&src, e))?;
         let exec = f.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);

@@ -250,7 +250,7 @@ pub fn solve_specs(
 ) -> Result<std::result::Result<Vec<RepoDataRecord>, String>> {
     let specs: Vec<MatchSpec> = specs
         .iter()
-        .map(|s| MatchSpec::from_str(s, ParseStrictness::Strict).map_err(|e| Error::other(format!("spec {s:?}: {e}"))))
+        .map(|s| MatchSpec::from_str(s, ParseStrictness::Strict).map_err(|e| Error::failed(format!("spec {s:?}"), e)))
         .collect::<Result<_>>()?;
     let task = SolverTask { virtual_packages: virtual_packages.to_vec(), specs, ..SolverTask::from_iter([records]) };
     match rattler_solve::resolvo::Solver.solve(task) {
@@ -260,7 +260,7 @@ pub fn solve_specs(
             Ok(Ok(recs))
         }
         Err(SolveError::Unsolvable(msgs)) => Ok(Err(msgs.join("\n"))),
-        Err(e) => Err(Error::other(format!("solver: {e}"))),
+        Err(e) => Err(Error::failed("solver", e)),
     }
 }
 
@@ -623,7 +623,7 @@ fn check_set(solved: &[Solved], info: &ChannelInfo, version: &str, variant: &str
 
 /// The small tokio runtime the rattler calls run on (index, install).
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::other(format!("tokio: {e}")))
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::failed("tokio", e))
 }
 
 /// Install `records` into `prefix` with rattler's installer (linux-64), from the package cache
@@ -640,7 +640,7 @@ pub fn install(
         .with_package_cache(rattler::package_cache::PackageCache::new(cache))
         .with_target_platform(rattler_conda_types::Subdir::Linux64);
     let result =
-        rt.block_on(installer.install(prefix, records)).map_err(|e| Error::other(format!("installing into {}: {e}", prefix.display())))?;
+        rt.block_on(installer.install(prefix, records)).map_err(|e| Error::failed(format!("installing into {}", prefix.display()), e))?;
     let t = &result.transaction;
     let mut removed: Vec<String> =
         t.removed_packages().map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build())).collect();

@@ -101,7 +101,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
             .lstrip_blocks(true)
             .keep_trailing_newline(true)
             .build()
-            .map_err(|e| Error::other(format!("template syntax: {e}")))?,
+            .map_err(|e| Error::failed("template syntax", e))?,
     );
     env.add_filter("basename", |s: String| crate::input::Tree::file_name(&s).to_string());
     // Tree paths are checked by `split::check_recipe_path` and then quoted for where they land;
@@ -111,7 +111,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
     env.add_filter("yline", |s: String| quote::yaml_item(&s));
     env.add_filter("glob", |s: String| quote::glob_literal(&s));
     for (name, text) in TEMPLATES {
-        env.add_template(name, text).map_err(|e| Error::other(format!("template {name}: {e}")))?;
+        env.add_template(name, text).map_err(|e| Error::failed(format!("template {name}"), e))?;
     }
 
     let o = &split.options;
@@ -173,7 +173,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         glue => to_value(&glue),
     };
     let render = |name: &str| -> Result<String> {
-        let mut text = env.get_template(name).and_then(|t| t.render(&ctx)).map_err(|e| Error::other(format!("rendering {name}: {e:#}")))?;
+        let mut text = env.get_template(name).and_then(|t| t.render(&ctx)).map_err(|e| Error::failed(format!("rendering {name}"), e))?;
         // trim_blocks eats the newline after a closing tag at the end of a template.
         if !text.ends_with('\n') {
             text.push('\n');
@@ -182,7 +182,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
     };
 
     let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::Usage("the plan has no lazy library".into()))?;
-    let contract_text = serde_json::to_string_pretty(&contract).map_err(|e| Error::other(e.to_string()))? + "\n";
+    let contract_text = serde_json::to_string_pretty(&contract).map_err(|e| Error::failed("JSON", e))? + "\n";
     let mut files = Vec::new();
     for &f in formats {
         let dir = Path::new(f.dir());
