@@ -9,7 +9,7 @@ use crate::analysis::graph::{GraphInput, LoadGraph, LoaderEnv};
 use crate::analysis::payload::{self, PayloadFacts, PayloadSpec};
 use crate::elf::{ElfFacts, ElfView};
 use crate::error::{Error, Result};
-use crate::input::{Tree, TreeKind};
+use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
 
 #[derive(Debug, Clone, Serialize)]
@@ -56,14 +56,6 @@ impl Inspection {
             .filter(|(_, f)| Tree::file_name(&f.path) == name || f.elf.soname.as_deref() == Some(name))
             .map(|(i, _)| i)
             .collect()
-    }
-}
-
-/// How a member is named in messages: a real path for directories, `archive:member` otherwise.
-pub fn display_member(tree_source: &Path, kind: TreeKind, member: &str) -> String {
-    match kind {
-        TreeKind::Directory => tree_source.join(member).display().to_string(),
-        _ => format!("{}:{member}", tree_source.display()),
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod graph;
 pub mod inspect;
 pub mod payload;
+pub mod pipeline;
 pub mod plan;
 pub mod text;
 pub mod verdict;

@@ -33,6 +33,7 @@ use rattler_conda_types::{Channel, GenericVirtualPackage, MatchSpec, PackageName
 use rattler_solve::{SolveError, SolverImpl, SolverTask};
 use serde::Serialize;
 
+use crate::analysis::pipeline::{Planned, Request, plan_tree};
 use crate::channel::pack::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -696,9 +697,8 @@ fn install_and_plan(
         progress.start_unknown(&format!("install {name}"));
         install(&rt, &cache, &prefix, records)?;
         progress.finish();
-        let ins = crate::analysis::inspect::inspect(&prefix, &spec, &Progress::hidden())?;
-        let analysis = crate::analysis::verdict::analyse(&ins, &ch.info.lazy_library);
-        let plan = crate::analysis::plan::make_plan(&ins, &analysis, &ch.info.lazy_library);
+        let req = Request { path: prefix.clone(), lazy: ch.info.lazy_library.clone(), spec: spec.clone(), extras: Default::default() };
+        let Planned { inspection: ins, plan, .. } = plan_tree(&req, &Progress::hidden())?;
         let payload_files: Vec<String> = ins
             .tree
             .entries
@@ -737,7 +737,6 @@ fn install_and_plan(
             expect,
             payload_files,
         });
-        std::mem::forget(ins);
     }
     Ok(InstallReport { dir: dir.display().to_string(), envs })
 }

@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
+mod display;
+pub use display::display_member;
+
 /// Symlink hops before a lookup is declared a loop (the kernel's own limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
 /// Refuse archive members that claim to be larger than this: no torch library is near it, and a

@@ -2,7 +2,11 @@
 //! expectation of each case, and the per-variant checks (laziness, has_magma, device code).
 //!
 //! Everything here is a pure function of recorded data, so `--replay` re-judges a recorded run
-//! and CI tests it without a GPU.
+//! and CI tests it without a GPU — except [`device_code_check`], which reads the variant's
+//! `.nv_fatbin` headers (files, not the GPU) and is recorded as a check for replay. The GPU itself
+//! is probed only in `device.rs`.
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -558,9 +562,119 @@ fn py(b: bool) -> &'static str {
 }
 
 /// The device-code check as reported: the hook's answer, or "not checked".
-pub fn device_code_check_report(result: Option<super::device::DeviceCheck>) -> Check {
+pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
     match result {
         None => check("device_code", CheckStatus::NotChecked, "not checked (fatbin reader unavailable)", None),
         Some(d) => Check { name: "device_code".into(), status: d.status, detail: d.detail, consequence: d.consequence },
     }
+}
+
+/// The result of checking a variant's CUDA libraries for code that runs on the device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceCheck {
+    pub status: CheckStatus,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consequence: Option<String>,
+    /// Per library: which SASS and PTX targets it carries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<LibraryDeviceCode>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LibraryDeviceCode {
+    pub file: String,
+    /// SASS architectures, e.g. `sm_90`.
+    pub sass: Vec<String>,
+    /// PTX virtual architectures, e.g. `compute_90`.
+    pub ptx: Vec<String>,
+    /// SASS for the device's capability, or PTX at or below it the driver can JIT.
+    pub runs_on_device: bool,
+}
+
+/// Check that every library in `libraries` that carries device code has, for each of its fat
+/// binaries, SASS for `sm` (e.g. `sm_90`) or PTX the driver can JIT for it (`splitpkg::fatbin`
+/// reads the headers only). Libraries without `.nv_fatbin` are skipped; `None` when none has any.
+///
+/// Only the variant's own libraries (those in `own_dir`, the lazy library's directory) are judged:
+/// the CUDA dependency wheels are reported alongside.
+pub fn device_code_check(libraries: &[PathBuf], own_dir: Option<&Path>, sm: &str) -> Option<DeviceCheck> {
+    use crate::fatbin::{self, Kind, Runs};
+    let device: fatbin::Capability = sm.parse().ok()?;
+    let mut out = Vec::new();
+    let mut failing = Vec::new();
+    let mut partial = Vec::new();
+    let mut stubs = Vec::new();
+    let mut unreadable = Vec::new();
+    for lib in libraries {
+        let Ok(map) = crate::input::map_file(lib) else { continue };
+        let Ok(view) = crate::elf::ElfView::parse(&map) else { continue };
+        let summary = match fatbin::read(&view) {
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
+            Err(e) => {
+                unreadable.push(format!("{}: {e}", lib.display()));
+                continue;
+            }
+        };
+        let verdict = fatbin::device_check(&summary, device);
+        let names = |kind: Kind| -> Vec<String> {
+            let mut v: Vec<String> = summary.targets.iter().filter(|t| t.kind == kind).map(|t| t.name.clone()).collect();
+            v.dedup();
+            v
+        };
+        // A library runs on the device when some of its fat binaries have SASS or PTX for it:
+        // cuBLAS, cuDNN and friends ship arch-specific kernels in containers of their own (an
+        // sm_100a-only container is never launched on sm_90), so "every container" is too strict.
+        let runs = verdict.sass + verdict.jit > 0;
+        let own = own_dir.is_none_or(|d| lib.parent() == Some(d));
+        if !runs && !own {
+            // A CUDA dependency wheel: some (cuFFT) register only a stub fat binary and load their
+            // kernels by other means, so its registered device code is reported, not judged.
+            stubs.push(format!(
+                "{} ({} fat binaries, none for {sm})",
+                lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                verdict.containers
+            ));
+        }
+        if runs && verdict.runs == Runs::No {
+            partial.push(format!(
+                "{} ({} of {} fat binaries have no code for {sm}: kernels for other GPUs)",
+                lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                verdict.none,
+                verdict.containers
+            ));
+        }
+        if !runs && own {
+            failing.push(lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        }
+        out.push(LibraryDeviceCode {
+            file: lib.display().to_string(),
+            sass: names(Kind::Elf),
+            ptx: names(Kind::Ptx).into_iter().map(|n| n.replacen("sm_", "compute_", 1)).collect(),
+            runs_on_device: runs,
+        });
+    }
+    if out.is_empty() && unreadable.is_empty() {
+        return None;
+    }
+    let status = if failing.is_empty() && unreadable.is_empty() { CheckStatus::Pass } else { CheckStatus::Fail };
+    let detail = format!(
+        "{} of {} libraries with device code carry SASS or PTX for {sm}{}{}{}",
+        out.iter().filter(|l| l.runs_on_device).count(),
+        out.len(),
+        if partial.is_empty() { String::new() } else { format!("; arch-specific kernels elsewhere: {}", partial.join(", ")) },
+        if stubs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; dependencies whose registered device code has nothing for {sm} (not judged: they may load kernels otherwise): {}",
+                stubs.join(", ")
+            )
+        },
+        if unreadable.is_empty() { String::new() } else { format!("; unreadable: {}", unreadable.join("; ")) }
+    );
+    let consequence = (!failing.is_empty())
+        .then(|| format!("kernels in {} have neither SASS for {sm} nor PTX to JIT: they fail to launch on this GPU", failing.join(", ")));
+    Some(DeviceCheck { status, detail, consequence, libraries: out })
 }

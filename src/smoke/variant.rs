@@ -233,3 +233,31 @@ pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
         imported_example: presence.imported_example,
     })
 }
+
+/// The CUDA libraries of a variant: every shared object next to the lazy library, plus the pip
+/// `nvidia/*/lib` directories of a wheel install.
+pub fn variant_libraries(lazy_dir: &Path, site_packages: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut add_dir = |d: &Path| {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            let mut v: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(".so")))
+                .collect();
+            v.sort();
+            out.extend(v);
+        }
+    };
+    add_dir(lazy_dir);
+    if let Some(sp) = site_packages
+        && let Ok(rd) = std::fs::read_dir(sp.join("nvidia"))
+    {
+        let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path().join("lib")).filter(|p| p.is_dir()).collect();
+        dirs.sort();
+        for d in dirs {
+            add_dir(&d);
+        }
+    }
+    out
+}

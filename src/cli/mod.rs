@@ -1,0 +1,211 @@
+//! The command line: clap types and one function per command, grouped by stage. `main.rs` only
+//! parses and dispatches; each command builds a library request, calls the library (the analysis
+//! goes through [`splitpkg::analysis::pipeline`]) and maps the outcome to an exit code: 0
+//! confined/ok, 1 negative verdict, 2 bad input or usage, 3 internal failure, 4 (smoke) stale flag.
+
+mod channel;
+mod recipe;
+mod smoke;
+mod tree;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+use splitpkg::analysis::inspect::Extras;
+use splitpkg::analysis::payload::PayloadSpec;
+use splitpkg::analysis::pipeline::{self, Request};
+use splitpkg::analysis::plan::{self, Plan};
+use splitpkg::error::{Error, Result};
+use splitpkg::progress::Progress;
+use splitpkg::recipe::split;
+
+pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
+pub use recipe::{EmitArgs, VerifyVariantArgs};
+pub use smoke::{SMOKE_HELP, SmokeArgs};
+pub use tree::{FatbinArgs, InspectArgs, PlanArgs};
+
+const DEFAULT_LAZY: &str = "libtorch_cuda_linalg.so";
+const DEFAULT_DEP: &str = "magma";
+
+#[derive(Parser)]
+#[command(
+    name = "splitpkg",
+    version,
+    about = "Prove that MAGMA in a CUDA PyTorch build is reachable only through the lazily loaded linalg library, and split the package along that line.",
+    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 4 smoke: every variant works but a core flag is stale, 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json"
+)]
+pub struct Cli {
+    /// No progress bars on stderr.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Per-file ELF facts and the load graph, with how each edge resolves.
+    #[command(
+        after_help = "Examples:\n  splitpkg inspect torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg inspect ./torch --json --symbols > facts.json\n  splitpkg inspect ./torch --dot | dot -Tsvg > load.svg"
+    )]
+    Inspect(InspectArgs),
+    /// The verdict and the proposed outputs: core, lazy library (magma/nomagma), optional payload.
+    #[command(
+        after_help = "Exit codes: 0 CONFINED, 1 NOT CONFINED or NOT PRESENT, 2 bad input.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg plan libtorch-2.5.1-cuda126_h0_300.conda --lazy libtorch_cuda_linalg.so --yaml"
+    )]
+    Plan(PlanArgs),
+    /// Generate conda-build and rattler-build recipes with magma/nomagma variants from a plan.
+    #[command(
+        after_help = "INPUT is a plan (`splitpkg plan --json` output) or anything `plan` reads.\n\nWrites DIR/rattler-build/{recipe.yaml,variants.yaml,...} and DIR/conda-build/{meta.yaml,conda_build_config.yaml,...}, plus build-variants.sh (build both variants in one job), contract.json (for verify-variant) and HAS_MAGMA.md when core files keep MAGMA state.\n\nExamples:\n  splitpkg emit torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out recipes/torch-2.11\n  splitpkg plan $PREFIX --json --out plan.json && splitpkg emit plan.json --format rattler-build --out recipe/\n  splitpkg emit plan.json --prefer nomagma --variant-key with_magma --out recipe/"
+    )]
+    Emit(EmitArgs),
+    /// Write real .conda packages for every output of a confined plan into a local channel (indexed with rattler_index).
+    #[command(after_help = PACK_HELP)]
+    Pack(PackArgs),
+    /// Solve install scenarios (default, slim, conflict, version skew, flipped preference) on a channel made by `pack`, offline, with rattler's resolvo solver.
+    #[command(after_help = SOLVE_HELP)]
+    Solve(SolveArgs),
+    /// For an installed environment: which variant of the lazy library it has, what switching would save, and the command to switch.
+    #[command(after_help = ENV_HELP)]
+    Env(EnvArgs),
+    /// Check one build of the lazy library against its variant and the loader contract.
+    #[command(
+        after_help = "Exit codes: 0 pass, 1 a check failed, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant magma --plan plan.json --json"
+    )]
+    VerifyVariant(VerifyVariantArgs),
+    /// Run each variant on a CUDA GPU: linalg battery vs CPU references, laziness, has_magma.
+    #[command(after_help = SMOKE_HELP)]
+    Smoke(SmokeArgs),
+    /// CUDA device code (.nv_fatbin) per library and for the tree: entries by architecture and kind,
+    /// stored vs uncompressed bytes, compression and the minimum driver it needs, SASS-only targets.
+    #[command(
+        after_help = "Reads headers only (milliseconds per library); --what-if decompresses and recompresses every entry (seconds per GiB).\n\nExit codes: 0 success, 1 some library cannot run on a --device, 2 bad input (a corrupt fatbin is named with its file offset).\n\nExamples:\n  splitpkg fatbin torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg fatbin site-packages/torch/lib/libtorch_cuda.so --time\n  splitpkg fatbin ./torch --what-if lz4 --what-if zstd:19\n  splitpkg fatbin $CONDA_PREFIX --device sm_75 --device sm_120 --json --out fatbin.json"
+    )]
+    Fatbin(FatbinArgs),
+}
+
+/// Run one parsed command line; the exit code on success, the error (with its own code) otherwise.
+pub fn run(cli: Cli) -> Result<i32> {
+    let quiet = cli.quiet;
+    match cli.command {
+        Command::Inspect(a) => tree::inspect(a, quiet),
+        Command::Plan(a) => tree::plan(a, quiet),
+        Command::Fatbin(a) => tree::fatbin(a, quiet),
+        Command::Emit(a) => recipe::emit(a, quiet),
+        Command::VerifyVariant(a) => recipe::verify_variant(a),
+        Command::Pack(a) => channel::pack(a, quiet),
+        Command::Solve(a) => channel::solve(a, quiet),
+        Command::Env(a) => channel::env(a),
+        Command::Smoke(a) => smoke::smoke(a, quiet),
+    }
+}
+
+#[derive(Args, Clone)]
+pub struct Target {
+    /// A directory (build output, env prefix, unpacked wheel), a .whl, a .conda or a .tar.bz2.
+    path: PathBuf,
+    /// The lazily loaded library (file name or SONAME).
+    #[arg(long, default_value = DEFAULT_LAZY, value_name = "NAME")]
+    lazy: String,
+    /// The optional component: libraries `lib<NAME>*.so*`, symbols `<NAME>_*`.
+    #[arg(long, default_value = DEFAULT_DEP, value_name = "NAME")]
+    dep: String,
+    /// Extra symbol prefix that marks payload code (repeatable), e.g. `--dep-symbol magmablas_`.
+    #[arg(long, value_name = "PREFIX")]
+    dep_symbol: Vec<String>,
+    /// Also search every file's .symtab for payload code with hidden visibility (slower: reads
+    /// the static symbol tables, ~170 MiB for torch 2.11).
+    #[arg(long)]
+    deep: bool,
+    /// LD_LIBRARY_PATH for the modelled processes (colon-separated): searched after DT_RPATH,
+    /// before DT_RUNPATH. Absolute directories count inside a directory input; relative ones are
+    /// tree directories.
+    #[arg(long, value_name = "DIRS")]
+    ld_library_path: Option<String>,
+}
+
+impl Target {
+    /// The pipeline request these options describe.
+    fn request(&self, extras: Extras) -> Request {
+        let mut spec = PayloadSpec::for_dep(&self.dep, &self.dep_symbol);
+        spec.deep = self.deep;
+        let ld_library_path = self.ld_library_path.as_deref().map(|d| d.split(':').map(str::to_string).collect()).unwrap_or_default();
+        Request { path: self.path.clone(), lazy: self.lazy.clone(), spec, extras: Extras { ld_library_path, ..extras } }
+    }
+}
+
+/// Names, version and preference of the split: shared by `emit` and `pack`, so recipes and
+/// packages get the same metadata from the same flags.
+#[derive(Args, Clone)]
+struct SplitArgs {
+    /// Name of the core package.
+    #[arg(long, default_value = "libtorch", value_name = "NAME")]
+    core_name: String,
+    /// Name of the lazy-library package.
+    #[arg(long, default_value = "libtorch-cuda-linalg", value_name = "NAME")]
+    lazy_name: String,
+    /// Package version (default: from the input's metadata, without a local `+cu130` part).
+    #[arg(long)]
+    version: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    build_number: u64,
+    /// The variant a plain install gets (`magma` or `nomagma` for --dep magma).
+    #[arg(long, value_name = "VARIANT")]
+    prefer: Option<String>,
+    /// Variant key, confined to the lazy output.
+    #[arg(long, default_value = "linalg_variant", value_name = "KEY")]
+    variant_key: String,
+    /// Package(s) providing the payload (repeatable; default lib<dep>).
+    #[arg(long, value_name = "NAME")]
+    payload_package: Vec<String>,
+    /// Build-string prefix for the keys that shape the binary (default: from the input, e.g. cuda130).
+    #[arg(long, value_name = "KEYS")]
+    build_keys: Option<String>,
+}
+
+impl SplitArgs {
+    fn options(&self, plan: &Plan, input: &Path) -> Result<split::SplitOptions> {
+        let (default_version, default_keys) = split::default_version_and_keys(plan);
+        let version = self
+            .version
+            .clone()
+            .or(default_version)
+            .ok_or_else(|| Error::Usage(format!("{}: no package version in the input; pass --version", input.display())))?;
+        let payload_packages =
+            if self.payload_package.is_empty() { vec![format!("lib{}", plan.options.dep)] } else { self.payload_package.clone() };
+        Ok(split::SplitOptions {
+            core_name: self.core_name.clone(),
+            lazy_name: self.lazy_name.clone(),
+            version,
+            build_number: self.build_number,
+            prefer: self.prefer.clone().unwrap_or_else(|| plan.options.dep.clone()),
+            variant_key: self.variant_key.clone(),
+            payload_packages,
+            payload_version: split::payload_version(plan),
+            build_keys: self.build_keys.clone().unwrap_or(default_keys),
+            cuda_floor: plan.device_code.as_ref().and_then(|d| d.cuda_floor.as_ref()).map(|v| format!("__cuda >={v}")),
+            external_depends: Vec::new(),
+        })
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string_pretty(v).map(|s| s + "\n").map_err(|e| Error::failed("JSON", e))
+}
+
+/// A plan from PLAN.json or by planning a tree.
+fn load_plan(input: &Path, lazy: &str, dep: &str, quiet: bool) -> Result<Plan> {
+    if input.extension().is_some_and(|e| e == "json") {
+        let text = std::fs::read_to_string(input).map_err(|e| Error::io(input, e))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::bad(input.display(), format!("not JSON: {e}")))?;
+        if value.get("schema").and_then(|s| s.as_str()) != Some(plan::SCHEMA_NAME) {
+            return Err(Error::bad(input.display(), "not a splitpkg plan (no \"schema\": \"splitpkg-plan\")"));
+        }
+        if value.get("schema_version").and_then(|s| s.as_u64()) != Some(plan::SCHEMA_VERSION as u64) {
+            return Err(Error::bad(input.display(), format!("plan schema_version is not {}", plan::SCHEMA_VERSION)));
+        }
+        return serde_json::from_value(value).map_err(|e| Error::bad(input.display(), format!("malformed plan: {e}")));
+    }
+    Ok(pipeline::plan_tree(&Request::new(input, lazy, dep), &Progress::new(!quiet))?.leak_at_exit())
+}

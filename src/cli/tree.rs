@@ -1,0 +1,150 @@
+//! `inspect`, `plan` and `fatbin`: the facts, the proof and the device code of one tree.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use splitpkg::analysis::inspect::{Extras, Inspection};
+use splitpkg::analysis::pipeline;
+use splitpkg::analysis::text as report;
+use splitpkg::error::{Error, Result};
+use splitpkg::fatbin;
+use splitpkg::output::emit;
+use splitpkg::progress::Progress;
+
+use super::{Target, to_json};
+
+#[derive(Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    target: Target,
+    /// JSON: files, facts (with the translation units named by `.symtab` STT_FILE symbols), nodes and edges.
+    #[arg(long, conflicts_with = "dot")]
+    json: bool,
+    /// Graphviz DOT of the load graph.
+    #[arg(long)]
+    dot: bool,
+    /// Include every dynamic symbol (name, version, size) in --json.
+    #[arg(long, requires = "json")]
+    symbols: bool,
+    /// Write to FILE (atomically) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    target: Target,
+    /// JSON (schema docs/plan.schema.json, `schema_version` 1).
+    #[arg(long, conflicts_with = "yaml")]
+    json: bool,
+    /// YAML of the same document.
+    #[arg(long)]
+    yaml: bool,
+    /// Write to FILE (atomically) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct FatbinArgs {
+    /// A directory, .whl, .conda, .tar.bz2, or a single ELF file.
+    path: PathBuf,
+    /// JSON (schema docs/fatbin.schema.json, `schema_version` 1).
+    #[arg(long)]
+    json: bool,
+    /// Include every container and entry (file offsets, flags, sizes) in --json.
+    #[arg(long, requires = "json")]
+    entries: bool,
+    /// Estimate the section size under another compression: none, lz4, zstd or zstd:LEVEL
+    /// (repeatable; decompresses every entry once).
+    #[arg(long = "what-if", value_name = "MODE", value_parser = parse_mode)]
+    what_if: Vec<fatbin::CompressMode>,
+    /// Check each library against a GPU: sm_XY or X.Y (repeatable).
+    #[arg(long, value_name = "sm_XY", value_parser = parse_capability)]
+    device: Vec<fatbin::Capability>,
+    /// Print each library's header-walk time on stderr.
+    #[arg(long)]
+    time: bool,
+    /// Write to FILE (atomically) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
+    let InspectArgs { target, json, dot, symbols, out } = a;
+    let req = target.request(Extras { translation_units: json, ..Default::default() });
+    let ins = pipeline::inspect_tree(&req, &Progress::new(!quiet))?;
+    let text = if json {
+        to_json(&inspect_json(&ins, symbols))?
+    } else if dot {
+        report::dot(&ins, &target.lazy)
+    } else {
+        report::inspect_text(&ins)
+    };
+    emit(out.as_deref(), &text)?;
+    Ok(0)
+}
+
+pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
+    let PlanArgs { target, json, yaml, out } = a;
+    let planned = pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
+    let plan = &planned.plan;
+    let text = if json {
+        to_json(plan)?
+    } else if yaml {
+        serde_yaml::to_string(plan).map_err(|e| Error::failed("YAML", e))?
+    } else {
+        report::plan_text(plan)
+    };
+    emit(out.as_deref(), &text)?;
+    Ok(planned.leak_at_exit().verdict.exit_code())
+}
+
+pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<i32> {
+    let FatbinArgs { path, json, entries, what_if, device, time, out } = a;
+    let opts = fatbin::scan::ScanOptions { what_if, devices: device, entries, time };
+    let r = fatbin::scan::scan(&path, &opts, &Progress::new(!quiet))?;
+    let text = if json { to_json(&r)? } else { report::fatbin_text(&r) };
+    emit(out.as_deref(), &text)?;
+    Ok(r.exit_code())
+}
+
+fn parse_mode(s: &str) -> std::result::Result<fatbin::CompressMode, String> {
+    s.parse()
+}
+
+fn parse_capability(s: &str) -> std::result::Result<fatbin::Capability, String> {
+    s.parse()
+}
+
+fn inspect_json(ins: &Inspection, symbols: bool) -> serde_json::Value {
+    let files: Vec<serde_json::Value> = ins
+        .files
+        .iter()
+        .map(|f| {
+            let mut v = serde_json::to_value(f).unwrap_or_default();
+            if symbols {
+                v["elf"]["symbols"] = serde_json::to_value(f.elf.symbols.to_list()).unwrap_or_default();
+            }
+            v
+        })
+        .collect();
+    serde_json::json!({
+        "schema": "splitpkg-inspect",
+        "schema_version": 1,
+        "input": {
+            "path": ins.tree.source.display().to_string(),
+            "kind": ins.tree.kind,
+            "package": ins.tree.package,
+            "entries": ins.tree.entries.len(),
+            "bytes": ins.tree.total_file_bytes(),
+            "notes": ins.tree.notes,
+        },
+        "dep": ins.spec,
+        "files": files,
+        "nodes": ins.graph.nodes,
+        "edges": ins.graph.edges,
+    })
+}
