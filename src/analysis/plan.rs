@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::graph::{NodeKind, Reach};
 use crate::analysis::inspect::Inspection;
 use crate::analysis::payload::{Estimate, PayloadSpec};
-use crate::analysis::verdict::{Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, Verdict, Warning, Witness};
+use crate::analysis::verdict::{Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, PayloadForm, Verdict, Warning, Witness};
 use crate::input::{EntryKind, PackageMeta, Resolve, TreeKind};
 
 pub const SCHEMA_NAME: &str = "splitpkg-plan";
@@ -173,7 +173,7 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
     let g = &ins.graph;
     let total = tree.total_file_bytes();
 
-    let external: Vec<String> = analysis.payload.iter().filter(|p| p.form == "external").map(|p| p.path.clone()).collect();
+    let external: Vec<String> = analysis.payload.iter().filter(|p| p.form == PayloadForm::External).map(|p| p.path.clone()).collect();
     let payload_bytes: u64 = analysis.payload.iter().filter_map(|p| p.estimate.as_ref().map(|e| e.bytes)).sum();
 
     let mut outputs = Vec::new();

@@ -231,7 +231,7 @@ pub fn plan_text(plan: &Plan) -> String {
     for p in &plan.payload.files {
         let est = p.estimate.as_ref().map(|e| format!("≈ {}", human_bytes(e.bytes))).unwrap_or_default();
         let size = p.size.map(|b| format!(" of {}", human_bytes(b))).unwrap_or_default();
-        let _ = writeln!(s, "  {}  {}  {}  {est}{size}", p.path, p.form, reach_label(p.reach));
+        let _ = writeln!(s, "  {}  {}  {}  {est}{size}", p.path, p.form.label(), reach_label(p.reach));
         if let Some(e) = &p.estimate {
             for part in &e.parts {
                 let _ = writeln!(s, "      {:<32} {:>10}  {}", part.what, human_bytes(part.bytes), part.how);

@@ -59,12 +59,33 @@ pub struct Witness {
     pub reason: String,
 }
 
+/// How the payload sits in (or outside) the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadForm {
+    /// A payload library file (`libmagma.so`).
+    Library,
+    /// Payload code linked into another file (MAGMA inside `libtorch_cuda_linalg.so`).
+    Static,
+    /// A payload library NEEDed but not in the tree (another package provides it).
+    External,
+}
+
+impl PayloadForm {
+    pub fn label(self) -> &'static str {
+        match self {
+            PayloadForm::Library => "library",
+            PayloadForm::Static => "static",
+            PayloadForm::External => "external",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PayloadFile {
     /// Tree path, or the requested name for payload libraries outside the tree.
     pub path: String,
-    /// `library`, `static` or `external`.
-    pub form: String,
+    pub form: PayloadForm,
     pub reach: Reach,
     /// File size for files in the tree.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +113,29 @@ pub struct Warning {
     pub consequence: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
+}
+
+/// What a [`Warning`] is about, for decisions (the recipe's HAS_MAGMA.md); the text is for people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarningKind {
+    /// PyTorch's MAGMA state (`hasMAGMA`, `set_magma_init_fn`) is compiled into a core file: the
+    /// slim variant still reports `torch.cuda.has_magma == True`.
+    CoreState,
+    /// Other payload-aware code or text in the core.
+    Other,
+}
+
+/// The consequence of [`WarningKind::CoreState`]. The plan JSON (schema version 1) has no kind
+/// field, so the kind is recovered from this exact text — one constant, written and compared here
+/// only — which keeps a plan read back from JSON deciding the same as the plan it was written from.
+const CORE_STATE_CONSEQUENCE: &str = "MAGMA state is compiled into this core file: with only the nomagma lazy library installed, \
+torch.cuda.has_magma stays True, torch.__config__.show() still lists Magma, and \
+preferred_linalg_library('magma') is still accepted (the MAGMA-only ops then fail at run time)";
+
+impl Warning {
+    pub fn kind(&self) -> WarningKind {
+        if self.consequence == CORE_STATE_CONSEQUENCE { WarningKind::CoreState } else { WarningKind::Other }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,7 +209,7 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
         symbols.truncate(8);
         payload.push(PayloadFile {
             path: f.path.clone(),
-            form: if f.payload.library { "library" } else { "static" }.to_string(),
+            form: if f.payload.library { PayloadForm::Library } else { PayloadForm::Static },
             reach: g.nodes[node].reach,
             size: Some(f.size),
             estimate: f.payload.estimate.clone(),
@@ -177,7 +221,7 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
             payload_nodes.push(n.id);
             payload.push(PayloadFile {
                 path: n.name.clone(),
-                form: "external".to_string(),
+                form: PayloadForm::External,
                 reach: n.reach,
                 size: None,
                 estimate: None,
@@ -381,10 +425,7 @@ fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_node: Option<u
         if !f.payload.glue_symbols.is_empty() {
             let torch_state = f.payload.glue_symbols.samples.iter().any(|s| s.contains("hasMAGMA") || s.contains("set_magma_init_fn"));
             let consequence = if torch_state {
-                "MAGMA state is compiled into this core file: with only the nomagma lazy library installed, \
-                 torch.cuda.has_magma stays True, torch.__config__.show() still lists Magma, and \
-                 preferred_linalg_library('magma') is still accepted (the MAGMA-only ops then fail at run time)"
-                    .to_string()
+                CORE_STATE_CONSEQUENCE.to_string()
             } else {
                 format!(
                     "this core file carries {dep}-aware code compiled with {dep} enabled; a no-{dep} variant of the lazy \

@@ -11,9 +11,9 @@ use super::{
     Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed, device_check,
     driver_floor, needed_names, read_from, total, what_if,
 };
-use crate::input::display_member;
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
+use crate::input::display_member;
 use crate::input::{ElfInput, Tree, TreeKind};
 use crate::progress::Progress;
 

@@ -20,6 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::plan::{Plan, Role};
+use crate::analysis::verdict::{PayloadForm, WarningKind};
 use crate::error::{Error, Result};
 use crate::input::TreeKind;
 
@@ -111,14 +112,14 @@ impl Split {
             Variant { name: without.clone(), with_payload: false, preferred: options.prefer == without },
         ];
         let files = |role| plan.outputs.iter().find(|o| o.role == role).map(|o| o.files.clone()).unwrap_or_default();
-        let payload_static = plan.payload.files.iter().any(|f| f.form == "static");
+        let payload_static = plan.payload.files.iter().any(|f| f.form == PayloadForm::Static);
         Ok(Split {
             variants,
             payload_static,
             lazy_files: files(Role::Lazy),
             payload_files: files(Role::Payload),
             install_prefix: if plan.input.kind == TreeKind::Wheel { site_packages_for(&plan.input.path) } else { String::new() },
-            has_glue: plan.warnings.iter().any(|w| w.consequence.contains("has_magma")),
+            has_glue: plan.warnings.iter().any(|w| w.kind() == WarningKind::CoreState),
             options,
         })
         .and_then(|split| {
@@ -419,7 +420,7 @@ pub fn payload_version(plan: &Plan) -> String {
     plan.payload
         .files
         .iter()
-        .filter(|f| f.form == "library")
+        .filter(|f| f.form == PayloadForm::Library)
         .filter_map(|f| {
             let name = crate::input::Tree::file_name(&f.path);
             let v = name.split(".so.").nth(1)?;

@@ -4,9 +4,7 @@
 //! Nothing here links against CUDA: `libcuda.so.1` is opened at run time, so the binary starts
 //! on a machine without a driver and says why it stops.
 
-
 use serde::{Deserialize, Serialize};
-
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DeviceInfo {
@@ -111,4 +109,3 @@ fn probe_inner(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
         sm: format!("sm_{major}{minor}"),
     })
 }
-
