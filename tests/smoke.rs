@@ -813,7 +813,8 @@ fn probe_answers_and_times_out() {
     assert_eq!(v["mapped_after_linalg"], "/x/libtorch_cuda_linalg.so");
     let started = std::time::Instant::now();
     let e = runner::run_probe(&fake_spec(dir.path(), &[("FAKE_PROBE_HANG", "1")]), "x", Duration::from_secs(1)).unwrap_err();
-    assert!(e.contains("did not finish"), "{e}");
+    assert!(matches!(e, runner::RunError::Timeout { .. }), "{e}");
+    assert!(e.to_string().starts_with("probe did not finish within 1s"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 

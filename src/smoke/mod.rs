@@ -576,7 +576,7 @@ fn run_variant(
 
     let (probe, probe_error) = match runner::run_probe(&spec, &opts.lazy, Duration::from_secs(300)) {
         Ok(v) => (Some(v), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.to_string())),
     };
     let cuda = probe.as_ref().and_then(|p| p.get("cuda_version")).and_then(|v| v.as_str()).map(str::to_string);
     let mapped = probe.as_ref().and_then(|p| p.get("mapped_after_linalg")).and_then(|v| v.as_str());

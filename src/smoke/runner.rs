@@ -79,8 +79,12 @@ fn signal_name(s: i32) -> &'static str {
 }
 
 pub fn tail_of(path: &Path, limit: usize) -> String {
-    let data = std::fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&data);
+    tail_text(&std::fs::read(path).unwrap_or_default(), limit)
+}
+
+/// The last `limit` bytes of a process's output, cut at a character boundary.
+fn tail_text(data: &[u8], limit: usize) -> String {
+    let text = String::from_utf8_lossy(data);
     if text.len() <= limit {
         return text.into_owned();
     }
@@ -91,38 +95,65 @@ pub fn tail_of(path: &Path, limit: usize) -> String {
     format!("…{}", &text[start..])
 }
 
-/// Run `battery.py probe` once, with a timeout. Returns the decoded answer or why there is none.
-pub fn run_probe(spec: &PySpec, lazy: &str, timeout: Duration) -> Result<Value, String> {
-    let err_path = spec.workdir.join("probe.stderr");
-    let err = std::fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
-    let mut child = spec
-        .command(&["probe", "--lazy", lazy])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", spec.python))?;
-    let stdout = child.stdout.take().expect("piped");
+/// Why a Python process of the smoke run gave no usable answer. Cloneable text, because a worker
+/// that cannot start is reported on every case it would have run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot run {program}: {reason}")]
+    Spawn { program: String, reason: String },
+    #[error("{path}: {reason}")]
+    Scratch { path: String, reason: String },
+    #[error("{what} did not finish within {secs}s: {stderr}")]
+    Timeout { what: String, secs: u64, stderr: String },
+    #[error("{what} gave no answer ({status}): {stderr}")]
+    NoAnswer { what: String, status: String, stderr: String },
+    #[error("worker did not start: {0}")]
+    WorkerFailed(String),
+    #[error("worker not ready within {secs}s: {stderr}")]
+    WorkerNotReady { secs: u64, stderr: String },
+    #[error("worker exited before it was ready ({status}): {stderr}")]
+    WorkerExited { status: String, stderr: String },
+}
+
+fn spawn_error(c: &Command, e: std::io::Error) -> RunError {
+    RunError::Spawn { program: c.get_program().to_string_lossy().into_owned(), reason: e.to_string() }
+}
+
+/// Run a one-shot command (no stdin) in its own process group and collect its output; on
+/// `timeout` the whole group is killed and what it printed on stderr so far is kept. The one
+/// bounded run of the smoke stage (`find_torch`, the probe); the long-lived workers have their own
+/// line protocol below.
+pub fn run_bounded(mut c: Command, what: &str, timeout: Duration) -> Result<std::process::Output, RunError> {
+    c.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = c.spawn().map_err(|e| spawn_error(&c, e))?;
+    let pid = child.id() as i32;
     let (tx, rx) = channel();
     std::thread::spawn(move || {
-        let mut found = None;
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(v) = decode(&line) {
-                found = Some(v);
-            }
-        }
-        let _ = tx.send(found);
+        let _ = tx.send(child.wait_with_output());
     });
     match rx.recv_timeout(timeout) {
-        Ok(found) => {
-            let status = child.wait().map_err(|e| e.to_string())?;
-            found.ok_or_else(|| format!("probe gave no answer ({}): {}", exit_text(status), tail_of(&err_path, 1500).trim()))
-        }
+        Ok(r) => r.map_err(|e| spawn_error(&c, e)),
         Err(_) => {
-            kill_group(&mut child);
-            Err(format!("probe did not finish within {}s: {}", timeout.as_secs(), tail_of(&err_path, 1500).trim()))
+            // SAFETY: signalling the process group we created (process_group(0) makes pgid == pid).
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+            // With the group dead its pipes close, and the waiting thread returns what was printed.
+            let stderr = rx.recv_timeout(Duration::from_secs(5)).ok().and_then(|r| r.ok()).map(|o| o.stderr).unwrap_or_default();
+            Err(RunError::Timeout { what: what.to_string(), secs: timeout.as_secs(), stderr: tail_text(&stderr, 1500).trim().to_string() })
         }
     }
+}
+
+/// Run `battery.py probe` once, with a timeout. Returns the decoded answer or why there is none.
+pub fn run_probe(spec: &PySpec, lazy: &str, timeout: Duration) -> Result<Value, RunError> {
+    let out = run_bounded(spec.command(&["probe", "--lazy", lazy]), "probe", timeout)?;
+    let found = String::from_utf8_lossy(&out.stdout).lines().filter_map(decode).last();
+    found.ok_or_else(|| RunError::NoAnswer {
+        what: "probe".into(),
+        status: exit_text(out.status),
+        stderr: tail_text(&out.stderr, 1500).trim().to_string(),
+    })
 }
 
 enum Recv {
@@ -139,16 +170,17 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(spec: &PySpec, base_pref: &str, n: usize, ready_timeout: Duration) -> Result<Worker, String> {
+    fn start(spec: &PySpec, base_pref: &str, n: usize, ready_timeout: Duration) -> Result<Worker, RunError> {
         let stderr_path = spec.workdir.join(format!("worker-{n}.stderr"));
-        let err = std::fs::File::create(&stderr_path).map_err(|e| format!("{}: {e}", stderr_path.display()))?;
+        let err = std::fs::File::create(&stderr_path)
+            .map_err(|e| RunError::Scratch { path: stderr_path.display().to_string(), reason: e.to_string() })?;
         let mut child = spec
             .command(&["worker", "--base-pref", base_pref])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(err)
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", spec.python))?;
+            .map_err(|e| RunError::Spawn { program: spec.python.clone(), reason: e.to_string() })?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (tx, rx) = channel();
@@ -168,15 +200,15 @@ impl Worker {
             Recv::Line(v) => {
                 let msg = v.get("error").and_then(|e| e.as_str()).unwrap_or("not ready").to_string();
                 w.kill();
-                Err(format!("worker did not start: {}", msg.lines().last().unwrap_or("").trim()))
+                Err(RunError::WorkerFailed(msg.lines().last().unwrap_or("").trim().to_string()))
             }
             Recv::Timeout => {
                 w.kill();
-                Err(format!("worker not ready within {}s: {}", ready_timeout.as_secs(), tail_of(&w.stderr_path, 1000).trim()))
+                Err(RunError::WorkerNotReady { secs: ready_timeout.as_secs(), stderr: tail_of(&w.stderr_path, 1000).trim().to_string() })
             }
             Recv::Eof => {
                 let status = w.child.wait().map(exit_text).unwrap_or_default();
-                Err(format!("worker exited before it was ready ({status}): {}", tail_of(&w.stderr_path, 1000).trim()))
+                Err(RunError::WorkerExited { status, stderr: tail_of(&w.stderr_path, 1000).trim().to_string() })
             }
         }
     }
@@ -237,12 +269,12 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
     let mut worker: Option<Worker> = None;
     let mut started = 0usize;
     let mut timeouts: HashMap<&str, u32> = HashMap::new();
-    let mut fatal: Option<String> = None;
+    let mut fatal: Option<RunError> = None;
     for (i, job) in jobs.iter().enumerate() {
         let raw = (|| {
             if let Some(reason) = &fatal {
                 let mut r = Raw::new(RawOutcome::NotRun);
-                r.detail = Some(reason.clone());
+                r.detail = Some(reason.to_string());
                 return r;
             }
             if limits.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -262,9 +294,9 @@ pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, m
                     Ok(w) => worker = Some(w),
                     Err(e) => {
                         // A worker that cannot start will not start for the next case either.
-                        fatal = Some(e.clone());
                         let mut r = Raw::new(RawOutcome::NotRun);
-                        r.detail = Some(e);
+                        r.detail = Some(e.to_string());
+                        fatal = Some(e);
                         return r;
                     }
                 }

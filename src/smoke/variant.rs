@@ -117,7 +117,8 @@ fn find_torch(r: &Resolved) -> std::result::Result<PathBuf, String> {
     for (k, v) in pythonpath_env(r) {
         c.env(k, v);
     }
-    let out = run_with_timeout(c, Duration::from_secs(60)).map_err(|e| format!("cannot run {}: {e}", r.python))?;
+    let out =
+        super::runner::run_bounded(c, &format!("{} (finding torch)", r.python), Duration::from_secs(60)).map_err(|e| e.to_string())?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!("{} cannot find torch: {}", r.python, err.lines().last().unwrap_or("").trim()));
@@ -128,26 +129,6 @@ fn find_torch(r: &Resolved) -> std::result::Result<PathBuf, String> {
         return Err(format!("{} printed no torch location", r.python));
     }
     Ok(PathBuf::from(line))
-}
-
-fn run_with_timeout(mut c: Command, timeout: Duration) -> std::io::Result<std::process::Output> {
-    use std::process::Stdio;
-    let child = c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-    let id = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(r) => r,
-        Err(_) => {
-            // SAFETY: killing the child we spawned.
-            unsafe {
-                libc::kill(id as i32, libc::SIGKILL);
-            }
-            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {}s", timeout.as_secs())))
-        }
-    }
 }
 
 /// Where the variant's lazy library is: the path mapped in the probe, else the usual places.
