@@ -4,6 +4,7 @@
 //! with [`payload`] (what counts as MAGMA) found on the way; [`verdict`] proves or refutes
 //! confinement; [`plan`] proposes the outputs; [`text`] renders them for people.
 
+pub mod contract;
 pub mod graph;
 pub mod inspect;
 pub mod payload;

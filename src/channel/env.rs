@@ -311,7 +311,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
                 }
                 notes.push(format!(
                     "switching removes {} of payload packages; the {other} build's own size is unknown",
-                    crate::analysis::text::human_bytes(delta.unsigned_abs())
+                    crate::output::human_bytes(delta.unsigned_abs())
                 ));
             }
         }
@@ -358,7 +358,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
 }
 
 fn signed(n: i64) -> String {
-    let h = crate::analysis::text::human_bytes(n.unsigned_abs());
+    let h = crate::output::human_bytes(n.unsigned_abs());
     if n < 0 {
         format!("saves {h}")
     } else if n > 0 {
@@ -471,7 +471,7 @@ pub fn switch_text(r: &SwitchReport) -> String {
 }
 
 pub fn report_text(r: &EnvReport) -> String {
-    use crate::analysis::text::human_bytes;
+    use crate::output::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "{}: {} {} {} → the {} variant", r.prefix, r.lazy, r.version, r.build, r.variant);
@@ -534,7 +534,7 @@ pub fn report_text(r: &EnvReport) -> String {
 /// A self-contained, deterministic SVG: one bar per environment (now, after switching), split into
 /// other packages, the lazy library and the payload (real, and represented by stand-ins, hatched).
 pub fn svg(r: &EnvReport) -> String {
-    use crate::analysis::text::human_bytes;
+    use crate::output::human_bytes;
     use std::fmt::Write as _;
     let other_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role != "lazy" && p.role != "payload").map(|p| p.bytes).sum();
     let payload_real_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role == "payload").map(|p| p.bytes).sum();

@@ -38,6 +38,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::analysis::contract::ContractFile;
 use crate::analysis::graph::NodeKind;
 use crate::analysis::inspect::Inspection;
 use crate::analysis::plan::{Plan, Role};
@@ -45,7 +46,6 @@ use crate::channel::standin::{Manifest, StandIn};
 use crate::error::{Error, Result};
 use crate::input::{MemberKind, Members, Tree, TreeKind, safe_member_path};
 use crate::progress::Progress;
-use crate::recipe::emit::ContractFile;
 use crate::recipe::split::{PackageModel, Split, SplitOptions};
 
 pub const CHANNEL_FILE: &str = "splitpkg.json";
@@ -1290,7 +1290,7 @@ fn stage_tar(
 
 /// Text report of a pack.
 pub fn report_text(r: &PackReport) -> String {
-    use crate::analysis::text::human_bytes;
+    use crate::output::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "packed {} ({}) into {}", r.input.path, r.input.verdict, r.channel);

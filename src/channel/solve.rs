@@ -742,7 +742,7 @@ fn install_and_plan(
 }
 
 pub fn report_text(r: &SolveReport) -> String {
-    use crate::analysis::text::human_bytes;
+    use crate::output::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "channel {} ({} / {}; versions {}; preferred {})", r.channel, r.core, r.lazy, r.versions.join(", "), r.preferred);

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::analysis::contract::ContractFile;
 use splitpkg::error::{Error, Result};
 use splitpkg::output::emit as write_out;
 use splitpkg::recipe::{emit, split, verify};
@@ -108,11 +109,11 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
     let contract = match (contract, plan) {
         (Some(c), _) => {
             let text = std::fs::read_to_string(&c).map_err(|e| Error::io(&c, e))?;
-            serde_json::from_str::<emit::ContractFile>(&text).map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
+            serde_json::from_str::<ContractFile>(&text).map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
         }
         (None, Some(p)) => {
             let plan = load_plan(&p, DEFAULT_LAZY, DEFAULT_DEP, true)?;
-            emit::ContractFile::from_plan(&plan).ok_or_else(|| Error::bad(p.display(), "the plan has no lazy library"))?
+            ContractFile::from_plan(&plan).ok_or_else(|| Error::bad(p.display(), "the plan has no lazy library"))?
         }
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };

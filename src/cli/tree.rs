@@ -106,7 +106,7 @@ pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<i32> {
     let FatbinArgs { path, json, entries, what_if, device, time, out } = a;
     let opts = fatbin::scan::ScanOptions { what_if, devices: device, entries, time };
     let r = fatbin::scan::scan(&path, &opts, &Progress::new(!quiet))?;
-    let text = if json { to_json(&r)? } else { report::fatbin_text(&r) };
+    let text = if json { to_json(&r)? } else { fatbin::text::fatbin_text(&r) };
     emit(out.as_deref(), &text)?;
     Ok(r.exit_code())
 }

@@ -26,6 +26,7 @@ use crate::elf::ElfView;
 pub mod device;
 pub mod scan;
 pub mod synth;
+pub mod text;
 pub mod whatif;
 
 pub use device::{Capability, ContainerFit, DeviceVerdict, Runs, device_check};

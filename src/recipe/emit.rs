@@ -10,8 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use minijinja::{Environment, context, syntax::SyntaxConfig};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+use crate::analysis::contract::ContractFile;
 use crate::analysis::plan::Plan;
 use crate::error::{Error, Result};
 use crate::recipe::split::Split;
@@ -39,38 +40,6 @@ impl Format {
             Format::RattlerBuild => "rattler-build",
             Format::CondaBuild => "conda-build",
         }
-    }
-}
-
-/// The loader ↔ lazy-library contract, as shipped next to a recipe for `splitpkg verify-variant`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ContractFile {
-    pub schema: String,
-    pub schema_version: u32,
-    /// File name of the lazy library.
-    pub library: String,
-    pub dep: String,
-    pub symbol_prefixes: Vec<String>,
-    pub library_prefixes: Vec<String>,
-    /// Names the loader looks up by name: every variant must export them.
-    pub loader_lookups: Vec<String>,
-    /// Names core files import from the lazy library: every variant must export them.
-    pub required_exports: Vec<String>,
-}
-
-impl ContractFile {
-    pub fn from_plan(plan: &Plan) -> Option<ContractFile> {
-        let lazy = plan.lazy_library.as_ref()?;
-        Some(ContractFile {
-            schema: "splitpkg-contract".into(),
-            schema_version: 1,
-            library: crate::input::Tree::file_name(&lazy.path).to_string(),
-            dep: plan.options.dep.clone(),
-            symbol_prefixes: plan.options.symbol_prefixes.clone(),
-            library_prefixes: plan.options.library_prefixes.clone(),
-            loader_lookups: plan.contract.loader_lookups.clone(),
-            required_exports: plan.contract.required_exports.clone(),
-        })
     }
 }
 

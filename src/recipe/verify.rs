@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::analysis::contract::ContractFile;
 use crate::analysis::payload::{self, PayloadSpec};
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
-use crate::recipe::emit::ContractFile;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
