@@ -197,6 +197,12 @@ pub struct RuleCheck {
 
 /// Whether a variant named `variant` must carry the payload `dep` (`magma`: yes, `nomagma`: no);
 /// `None` for any other name. The one naming rule of `verify-variant` and `smoke`'s identity check.
+/// The name of the variant built without the payload: `nomagma` for `magma`. The one place the
+/// naming rule is written; [`variant_carries`] reads it back.
+pub fn slim_variant(dep: &str) -> String {
+    format!("no{dep}")
+}
+
 pub fn variant_carries(variant: &str, dep: &str) -> Option<bool> {
     if variant == dep {
         Some(true)

@@ -165,7 +165,7 @@ impl From<&Contract> for ContractSummary {
 }
 
 pub fn variant_names(spec: &PayloadSpec) -> (String, String) {
-    (spec.name.clone(), format!("no{}", spec.name))
+    (spec.name.clone(), crate::analysis::payload::slim_variant(&spec.name))
 }
 
 pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan {

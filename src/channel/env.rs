@@ -134,7 +134,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         Error::bad(prefix.display(), format!("no {} package installed: not an environment of the split (see --lazy-name)", opts.lazy_name))
     })?;
     let with = opts.dep.clone();
-    let without = format!("no{}", opts.dep);
+    let without = crate::analysis::payload::slim_variant(&opts.dep);
     let variants = vec![
         Variant { name: with.clone(), with_payload: true, preferred: false },
         Variant { name: without.clone(), with_payload: false, preferred: false },
@@ -404,7 +404,7 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
         }
     };
     let ch = crate::channel::solve::Loaded::open(&channel)?;
-    let without = format!("no{}", opts.dep);
+    let without = crate::analysis::payload::slim_variant(&opts.dep);
     let glob = switch_glob(&before.switch.to, &[opts.dep.as_str(), without.as_str()], &before.build);
     let mut specs = Vec::new();
     for p in &before.packages {

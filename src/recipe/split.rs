@@ -102,7 +102,7 @@ impl Split {
                 plan.verdict.label()
             )));
         }
-        let without = format!("no{}", plan.options.dep);
+        let without = crate::analysis::payload::slim_variant(&plan.options.dep);
         let with = plan.options.dep.clone();
         if options.prefer != with && options.prefer != without {
             return Err(Error::Usage(format!("--prefer must be {with} or {without}, not {}", options.prefer)));

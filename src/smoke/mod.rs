@@ -360,7 +360,7 @@ pub fn default_routing(benches: &[BenchReport], dep: &str) -> Vec<RoutingRow> {
     if real.len() < 2 {
         return Vec::new();
     }
-    let slim = format!("no{dep}");
+    let slim = crate::analysis::payload::slim_variant(dep);
     let mut rows = Vec::new();
     for r in &real[0].rows {
         let mut median_ms = BTreeMap::new();
