@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Before/after: time two splitpkg binaries on the same real inputs, interleaved (A, B, A, B, …) so
+machine noise hits both alike; report medians, spread and the ratio B/A. For refactors that must
+not cost speed (issue 13): `bench/ab.py OLD_BIN NEW_BIN [--runs N]`.
+
+Inputs come from fixtures/corpus/fetch (torch 2.11 wheel and its unpacked tree). Outputs go to
+/dev/null; each command runs once per binary to warm the page cache first.
+"""
+import argparse, os, statistics, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def corpus():
+    out = subprocess.run([os.path.join(ROOT, "fixtures/corpus/fetch"), "--unpack", "torch-2.11.0-cu130"],
+                         check=True, capture_output=True, text=True).stdout
+    f = dict(line.split(None, 2)[0::2] for line in out.splitlines() if line.strip())
+    return f["wheel"], f["tree"]
+
+
+def run(cmd):
+    t = time.perf_counter()
+    rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    return time.perf_counter() - t, rc
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("a"); ap.add_argument("b")
+    ap.add_argument("--runs", type=int, default=11)
+    args = ap.parse_args()
+    wheel, tree = corpus()
+    cases = [
+        ("plan tree", ["plan", "-q", tree]),
+        ("plan --json tree", ["plan", "-q", "--json", tree]),
+        ("inspect --json tree", ["inspect", "-q", "--json", tree]),
+        ("plan --deep tree", ["plan", "-q", "--deep", tree]),
+        ("fatbin lib/", ["fatbin", "-q", os.path.join(tree, "lib")]),
+        ("plan .whl", ["plan", "-q", wheel]),
+    ]
+    print(f"A = {args.a}\nB = {args.b}\nruns = {args.runs} each, interleaved\n")
+    print("| command | A median | A min–max | B median | B min–max | B/A |\n|---|---|---|---|---|---|")
+    for name, cmd in cases:
+        runs = args.runs if "whl" not in name else max(3, args.runs // 3)
+        ta, tb = [], []
+        for binary in (args.a, args.b):
+            run([binary] + cmd)
+        for _ in range(runs):
+            for binary, acc in ((args.a, ta), (args.b, tb)):
+                t, rc = run([binary] + cmd)
+                if rc not in (0, 1):
+                    sys.exit(f"{binary} {' '.join(cmd)}: exit {rc}")
+                acc.append(t)
+        ma, mb = statistics.median(ta), statistics.median(tb)
+        ms = lambda v: f"{v * 1e3:.0f} ms"
+        print(f"| `{name}` | {ms(ma)} | {ms(min(ta))}–{ms(max(ta))} | {ms(mb)} | {ms(min(tb))}–{ms(max(tb))} | {mb / ma:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
