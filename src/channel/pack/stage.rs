@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -15,7 +16,9 @@ use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{NOARCH, SUBDIR};
 use crate::channel::standin::StandIn;
 use crate::error::{Error, Result};
-use crate::input::{MemberKind, Members, Tree, TreeKind, safe_member_path};
+use crate::input::{
+    Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, open_nofollow, open_zip, tar_bz2, walk_dir, walk_tar, walk_zip,
+};
 use crate::progress::Progress;
 use crate::recipe::split::{PackageModel, Split};
 
@@ -310,13 +313,12 @@ pub(super) fn standins(
     Ok(replaced)
 }
 
-/// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
 pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
 pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, String)> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(p) = dst.parent() {
         std::fs::create_dir_all(p)?;
     }
@@ -354,99 +356,76 @@ fn make_symlink(target: &str, dst: &Path) -> Result<()> {
 /// Stage every planned tree path at `stages[package]/path-in-package`; returns what was staged per
 /// tree path.
 ///
-/// Archives are walked with the same member rules as the tree reader ([`Members`]), so a member
-/// the plan did not see is refused, not staged. Nothing is written through a link: regular files
-/// are created new with `O_NOFOLLOW` while the stages hold no symlink at all, hard links are
+/// The input is walked with the tree reader's own walker ([`crate::input::walk_dir`],
+/// [`walk_zip`], [`walk_tar`]): the same members, the same member rules, so a member the plan did
+/// not see is refused, not staged. Nothing is written through a link: regular files are created
+/// new with `O_NOFOLLOW` while the stages hold no symlink at all, an archive's hard links are
 /// copied from the staged member they name (never from the file system), and symlinks are
 /// created last.
 fn stage_members(
     input: &Path,
     kind: TreeKind,
-    placement: &BTreeMap<String, (usize, String)>,
+    placement: &Placement,
     stages: &[PathBuf],
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
     let display = input.display().to_string();
-    let dst_of = |path: &str| -> Option<PathBuf> { placement.get(path).map(|(i, rel)| stages[*i].join(rel)) };
-    let unplanned = |path: &str| Error::internal(format!("{display}: {path} is in the input but not in the plan"));
+    let dst_of = |path: &str| -> Result<PathBuf> {
+        placement
+            .get(path)
+            .map(|(i, rel)| stages[*i].join(rel))
+            .ok_or_else(|| Error::internal(format!("{display}: {path} is in the input but not in the plan")))
+    };
     let out = match kind {
         TreeKind::Directory => {
-            let total: u64 = placement.keys().filter_map(|p| std::fs::symlink_metadata(input.join(p)).ok()).map(|m| m.len()).sum();
-            progress.start("staging", total);
-            let items: Vec<(&String, PathBuf)> = placement.keys().map(|p| (p, dst_of(p).expect("planned"))).collect();
-            let results: Vec<Result<(String, Staged)>> = items
+            // A directory's hard links are names of one file: each is copied by its own name.
+            let members: Vec<Member> = walk_dir(input)?.into_iter().filter(|m| m.kind != MemberKind::Dir).collect();
+            progress.start("staging", members.iter().map(|m| m.size).sum());
+            let results: Vec<Result<(String, Staged)>> = members
                 .par_iter()
-                .map(|(path, dst)| {
-                    let src = input.join(path);
-                    let meta = std::fs::symlink_metadata(&src).map_err(|e| Error::io(&src, e))?;
-                    if meta.file_type().is_symlink() {
-                        let target = std::fs::read_link(&src).map_err(|e| Error::io(&src, e))?.to_string_lossy().into_owned();
-                        return Ok(((*path).clone(), Staged::Symlink { target }));
+                .map(|m| {
+                    let dst = dst_of(&m.path)?;
+                    if let Some(staged) = symlink(m) {
+                        return Ok((m.path.clone(), staged));
                     }
-                    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-                    let exec = meta.permissions().mode() & 0o111 != 0;
-                    let f =
-                        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src).map_err(|e| Error::io(&src, e))?;
-                    let (size, sha256) = write_hashed(dst, f, exec, progress).map_err(|e| Error::io(dst, e))?;
-                    Ok(((*path).clone(), Staged::File { size, sha256 }))
+                    let src = input.join(&m.path);
+                    let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
+                    let (size, sha256) = write_hashed(&dst, f, m.executable(), progress).map_err(|e| Error::io(&dst, e))?;
+                    Ok((m.path.clone(), Staged::File { size, sha256 }))
                 })
                 .collect();
             progress.finish();
             results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
         }
         TreeKind::Wheel => {
-            let file = File::open(input).map_err(|e| Error::io(input, e))?;
-            // SAFETY: read-only private map; the zip reader bounds-checks every access.
-            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(input, e))?;
+            let map = crate::input::map_file(input)?;
             let bytes: &[u8] = &map;
-            let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-                .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
-            if archive.has_duplicate_names() {
-                return Err(crate::input::duplicate_zip_name(&display, bytes, &archive));
-            }
+            let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
             let mut members = Vec::new();
-            let mut rules = Members::default();
-            let mut total = 0;
-            for i in 0..archive.len() {
-                let f = archive.by_index_raw(i).map_err(|e| Error::bad(&display, e))?;
-                let raw = f.name().map_err(|e| Error::bad(&display, e))?.into_owned();
-                let Some(rel) = safe_member_path(&display, &raw)? else { continue };
-                let kind = if f.is_dir() {
-                    MemberKind::Dir
-                } else if f.is_symlink() {
-                    MemberKind::Symlink
-                } else {
-                    MemberKind::File
-                };
-                rules.check(&display, &rel, kind, None)?;
-                if kind == MemberKind::Dir {
-                    continue;
+            walk_zip(&display, bytes, &mut archive, |m, _| {
+                if m.kind != MemberKind::Dir {
+                    members.push(m.clone());
                 }
-                total += f.size();
-                members.push((i, rel));
-            }
-            progress.start("unpacking", total);
+                Ok(())
+            })?;
+            progress.start("unpacking", members.iter().map(|m| m.size).sum());
             let results: Vec<Result<(String, Staged)>> = members
                 .par_iter()
                 .map_init(
                     || archive.clone(),
-                    |archive, (i, rel)| {
-                        let name = format!("{display}:{rel}");
-                        let mut f = archive.by_index(*i).map_err(|e| Error::bad(&name, e))?;
-                        let dst = dst_of(rel).ok_or_else(|| unplanned(rel))?;
-                        if f.is_symlink() {
-                            let mut target = String::new();
-                            (&mut f).take(4096).read_to_string(&mut target).map_err(|e| Error::bad(&name, e))?;
-                            return Ok((rel.clone(), Staged::Symlink { target }));
+                    |archive, m| {
+                        let name = format!("{display}:{}", m.path);
+                        let dst = dst_of(&m.path)?;
+                        if let Some(staged) = symlink(m) {
+                            return Ok((m.path.clone(), staged));
                         }
-                        let exec = f.unix_mode().is_some_and(|m| m & 0o111 != 0);
-                        let expect = f.size();
-                        let (size, sha256) =
-                            write_hashed(&dst, &mut f, exec, progress).map_err(|e| Error::bad(&name, format!("cannot unpack: {e}")))?;
-                        if size != expect {
-                            return Err(Error::bad(&name, format!("member inflates to {size} bytes, header says {expect}")));
+                        let mut f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+                        let (size, sha256) = write_hashed(&dst, &mut f, m.executable(), progress)
+                            .map_err(|e| Error::bad(&name, format!("cannot unpack: {e}")))?;
+                        if size != m.size {
+                            return Err(Error::bad(&name, format!("member inflates to {size} bytes, header says {}", m.size)));
                         }
-                        Ok((rel.clone(), Staged::File { size, sha256 }))
+                        Ok((m.path.clone(), Staged::File { size, sha256 }))
                     },
                 )
                 .collect();
@@ -454,106 +433,70 @@ fn stage_members(
             results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
         }
         TreeKind::Conda => {
-            let file = File::open(input).map_err(|e| Error::io(input, e))?;
-            let mut archive = zip::ZipArchive::new(file).map_err(|e| Error::bad(&display, format!("not a .conda archive (zip): {e}")))?;
-            let pkg = (0..archive.len())
-                .find(|&i| {
-                    archive
-                        .by_index_raw(i)
-                        .ok()
-                        .and_then(|f| f.name().ok().map(|n| n.starts_with("pkg-") && n.ends_with(".tar.zst")))
-                        .unwrap_or(false)
-                })
-                .ok_or_else(|| Error::bad(&display, "a .conda must hold pkg-*.tar.zst"))?;
-            let f = archive.by_index(pkg).map_err(|e| Error::bad(&display, e))?;
-            let dec = zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad(&display, format!("pkg archive: {e}")))?;
-            stage_tar(&display, dec, false, &dst_of, progress)?
+            let map = crate::input::map_file(input)?;
+            let mut archive = open_zip(&display, &map, "not a .conda archive (zip)")?;
+            let (pkg, _) = conda_parts(&display, &mut archive)?;
+            stage_tar(&display, conda_tar(&display, &mut archive, pkg, "pkg archive")?, false, &dst_of, progress)?
         }
-        TreeKind::TarBz2 => {
-            let file = File::open(input).map_err(|e| Error::io(input, e))?;
-            let dec = bzip2::read::MultiBzDecoder::new(std::io::BufReader::new(file));
-            stage_tar(&display, dec, true, &dst_of, progress)?
-        }
+        TreeKind::TarBz2 => stage_tar(&display, tar_bz2(input)?, true, &dst_of, progress)?,
     };
     // Links last, into stages that hold only directories and regular files.
     for (path, staged) in &out {
         if let Staged::Symlink { target } = staged {
-            make_symlink(target, &dst_of(path).ok_or_else(|| unplanned(path))?)?;
+            make_symlink(target, &dst_of(path)?)?;
         }
     }
     Ok(out)
 }
 
+/// A symlink member as staged (created once every file is).
+fn symlink(m: &Member) -> Option<Staged> {
+    (m.kind == MemberKind::Symlink).then(|| Staged::Symlink { target: m.link.clone().unwrap_or_default() })
+}
+
+/// Stage a tar archive's members; `info_is_metadata` for a `.tar.bz2`, whose `info/` is not content.
 fn stage_tar(
     display: &str,
     reader: impl Read,
-    has_info: bool,
-    dst_of: &dyn Fn(&str) -> Option<PathBuf>,
+    info_is_metadata: bool,
+    dst_of: &dyn Fn(&str) -> Result<PathBuf>,
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
     let mut out = BTreeMap::new();
-    let mut rules = Members::default();
-    // (link, member it names), copied once every regular file is staged.
-    let mut hardlinks: Vec<(String, String)> = Vec::new();
+    // (link, its destination, the member it names), copied once every regular file is staged.
+    let mut hardlinks: Vec<(String, PathBuf, String)> = Vec::new();
     progress.start_unknown("unpacking");
-    let mut tar = tar::Archive::new(reader);
-    let entries = tar.entries().map_err(|e| Error::bad(display, format!("not a tar archive: {e}")))?;
-    for entry in entries {
-        let mut entry = entry.map_err(|e| Error::bad(display, format!("broken tar archive: {e}")))?;
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let Some(rel) = safe_member_path(display, &raw)? else { continue };
-        if has_info && (rel == "info" || rel.starts_with("info/")) {
-            continue;
+    let mut skip = |_: &str, _: &mut dyn Read| Ok(());
+    let metadata: Metadata<'_> = if info_is_metadata { Some(&mut skip) } else { None };
+    walk_tar(display, reader, metadata, |m, r| {
+        if m.kind == MemberKind::Dir {
+            return Ok(());
         }
-        crate::input::check_tar_member(display, &mut rules, &rel, &entry)?;
-        let etype = entry.header().entry_type();
-        if etype.is_dir() {
-            continue;
-        }
-        let Some(dst) = dst_of(&rel) else {
-            if etype.is_file() || etype.is_symlink() || etype.is_hard_link() || etype == tar::EntryType::Continuous {
-                return Err(Error::internal(format!("{display}: {rel} is in the input but not in the plan")));
+        let dst = dst_of(&m.path)?;
+        if let Some(staged) = symlink(m) {
+            out.insert(m.path.clone(), staged);
+        } else if m.kind == MemberKind::Hardlink {
+            hardlinks.push((m.path.clone(), dst, m.link.clone().unwrap_or_default()));
+        } else {
+            let (size, sha256) =
+                write_hashed(&dst, r, m.executable(), progress).map_err(|e| Error::bad(display, format!("{}: {e}", m.path)))?;
+            if size != m.size {
+                return Err(Error::bad(display, format!("{}: member is truncated", m.path)));
             }
-            continue;
-        };
-        let link = || -> Result<String> {
-            Ok(entry
-                .link_name()
-                .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?
-                .map(|t| t.to_string_lossy().into_owned())
-                .unwrap_or_default())
-        };
-        if etype.is_symlink() {
-            let target = link()?;
-            out.insert(rel, Staged::Symlink { target });
-        } else if etype.is_hard_link() {
-            let target = link()?;
-            let Some(target) = safe_member_path(display, &target)? else {
-                return Err(Error::bad(display, format!("{rel}: hard link with an empty target")));
-            };
-            hardlinks.push((rel, target));
-        } else if etype.is_file() || etype == tar::EntryType::Continuous {
-            let exec = entry.header().mode().map(|m| m & 0o111 != 0).unwrap_or(false);
-            let expect = entry.size();
-            let (size, sha256) = write_hashed(&dst, &mut entry, exec, progress).map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
-            if size != expect {
-                return Err(Error::bad(display, format!("{rel}: member is truncated")));
-            }
-            out.insert(rel, Staged::File { size, sha256 });
+            out.insert(m.path.clone(), Staged::File { size, sha256 });
         }
-    }
-    // Hard links, in archive order: each names an earlier file member (the rules above), so its
+        Ok(())
+    })?;
+    // Hard links, in archive order: each names an earlier file member (the member rules), so its
     // content is that member's staged copy, a regular file.
-    for (rel, target) in hardlinks {
+    for (rel, dst, target) in hardlinks {
         let name = format!("{display}:{rel}");
         let staged = match out.get(&target) {
             Some(s @ Staged::File { .. }) => s.clone(),
             _ => return Err(Error::bad(&name, format!("hard link to {target}, which is not an earlier regular file member; refusing"))),
         };
-        let src = dst_of(&target).ok_or_else(|| Error::bad(&name, format!("hard link to a missing member {target}")))?;
-        let dst = dst_of(&rel).ok_or_else(|| Error::internal(format!("{display}: {rel} is in the input but not in the plan")))?;
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src).map_err(|e| Error::io(&src, e))?;
+        let src = dst_of(&target).map_err(|_| Error::bad(&name, format!("hard link to a missing member {target}")))?;
+        let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
         let exec = f.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
         write_hashed(&dst, f, exec, progress).map_err(|e| Error::io(&dst, e))?;
         out.insert(rel, staged);
