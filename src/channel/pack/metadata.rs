@@ -51,7 +51,7 @@ pub(super) fn info_files(b: &Build, split: &Split, plan: &Plan, input_name: &str
         .iter()
         .map(|(rel, s)| match s {
             Staged::File { size, sha256 } => {
-                serde_json::json!({"_path": rel, "path_type": "hardlink", "sha256": sha256, "size_in_bytes": size})
+                serde_json::json!({"_path": rel, "path_type": "hardlink", "sha256": hex::encode(sha256), "size_in_bytes": size})
             }
             Staged::Symlink { .. } => serde_json::json!({"_path": rel, "path_type": "softlink"}),
         })

@@ -4,13 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use super::metadata::{check_index, info_files, role_name};
-use super::stage::{Build, WorkDir, hex, write_hashed};
+use super::stage::{Build, WorkDir, write_hashed};
 use super::{Lossless, PackOptions};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{CHANNEL_FILE, ChannelInfo, NOARCH, PackRecord, PackedPackage, SUBDIR};
@@ -126,7 +123,7 @@ pub(super) fn read_back(
             bytes: b.content_bytes(),
             represents_bytes: b.standin.as_ref().map(|s| s.represents_bytes),
             archive_bytes: meta.len(),
-            sha256: sha256_file(path).map_err(|e| Error::io(path, e))?,
+            sha256: hex::encode(rattler_digest::compute_file_digest::<rattler_digest::Sha256>(path).map_err(|e| Error::io(path, e))?),
             from: b.from.clone(),
             depends: b.model.depends.clone(),
             constrains: b.model.constrains.clone(),
@@ -335,18 +332,4 @@ fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex(&h.finalize()))
 }

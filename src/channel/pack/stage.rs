@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use rattler_digest::{HashingWriter, Sha256, Sha256Hash};
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 
 use super::{PackOptions, member_name};
 use crate::analysis::plan::{Plan, Role};
@@ -62,7 +62,7 @@ impl Build {
 
 #[derive(Debug, Clone)]
 pub(super) enum Staged {
-    File { size: u64, sha256: String },
+    File { size: u64, sha256: Sha256Hash },
     Symlink { target: String },
 }
 
@@ -313,20 +313,15 @@ pub(super) fn standins(
     Ok(replaced)
 }
 
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
-pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, String)> {
+pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
     if let Some(p) = dst.parent() {
         std::fs::create_dir_all(p)?;
     }
     let _ = std::fs::remove_file(dst);
     // A new file, never through a link: O_EXCL refuses any name that exists (a symlink included).
     let file = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(dst)?;
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, file);
-    let mut h = Sha256::new();
+    let mut f = HashingWriter::<_, Sha256>::new(std::io::BufWriter::with_capacity(1 << 20, file));
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
     loop {
@@ -334,15 +329,14 @@ pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &
         if k == 0 {
             break;
         }
-        h.update(&buf[..k]);
         f.write_all(&buf[..k])?;
         n += k as u64;
         progress.inc(k as u64);
     }
-    f.flush()?;
-    drop(f);
+    let (f, sha256) = f.finalize();
+    f.into_inner().map_err(|e| e.into_error())?;
     std::fs::set_permissions(dst, std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }))?;
-    Ok((n, hex(&h.finalize())))
+    Ok((n, sha256))
 }
 
 fn make_symlink(target: &str, dst: &Path) -> Result<()> {
