@@ -49,7 +49,7 @@ use crate::analysis::verdict::LazyLibrary;
 use crate::channel::info::{CHANNEL_FILE, CHANNEL_SCHEMA, ChannelInfo, MissingVariant, PackRecord, PackedPackage};
 use crate::channel::standin::Manifest;
 use crate::error::{Error, Result};
-use crate::input::{Tree, TreeKind};
+use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
 use crate::recipe::split::{Split, SplitOptions, Variant};
 
@@ -274,7 +274,7 @@ fn check_request(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOption
         && let Some((path, target)) = ins.tree.outside_symlinks().next()
     {
         return Err(Error::bad(
-            member_name(&ins.tree, path),
+            display_member(&ins.tree.source, ins.tree.kind, path),
             format!("symlink to {target} points outside the package; refusing (pass --allow-absolute-symlinks to pack it as it is)"),
         ));
     }
@@ -334,15 +334,6 @@ fn check_names(split: &Split, input: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// How a refusal names a tree path: `ARCHIVE:MEMBER`, or the file's path for a directory.
-fn member_name(tree: &Tree, path: &str) -> String {
-    if tree.kind == TreeKind::Directory {
-        tree.source.join(path).display().to_string()
-    } else {
-        format!("{}:{path}", tree.source.display())
-    }
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {

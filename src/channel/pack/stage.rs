@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use rattler_digest::{HashingWriter, Sha256, Sha256Hash};
 use rayon::prelude::*;
 
-use super::{PackOptions, member_name};
+use super::PackOptions;
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{NOARCH, SUBDIR};
 use crate::channel::standin::StandIn;
 use crate::error::{Error, Result};
 use crate::input::{
-    Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, open_nofollow, open_zip, tar_bz2, walk_dir, walk_tar, walk_zip,
+    Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member, open_nofollow, open_zip, tar_bz2, walk_dir,
+    walk_tar, walk_zip,
 };
 use crate::progress::Progress;
 use crate::recipe::split::{PackageModel, Split};
@@ -181,7 +182,10 @@ pub(super) fn layout(
             };
             let rel = split.install_path(path);
             if rel == "info" || rel.starts_with("info/") {
-                return Err(Error::bad(member_name(tree, path), "would land in the package's info/ (its metadata); refusing"));
+                return Err(Error::bad(
+                    display_member(&tree.source, tree.kind, path),
+                    "would land in the package's info/ (its metadata); refusing",
+                ));
             }
             placement.insert(path.clone(), (idx, rel));
         }
