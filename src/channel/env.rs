@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use rattler_conda_types::{MatchSpec, ParseStrictness, PrefixRecord};
 use serde::Serialize;
 
-use crate::channel::pack::ChannelInfo;
+use crate::channel::info::ChannelInfo;
 use crate::error::{Error, Result};
 use crate::recipe::split::{Variant, variant_glob, variant_in_build};
 
@@ -153,7 +153,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         (url.scheme() == "file").then(|| url.to_file_path().ok()).flatten().and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
     });
     let info = match &channel_dir {
-        Some(d) if d.join(crate::channel::pack::CHANNEL_FILE).exists() => Some(ChannelInfo::load(d)?),
+        Some(d) if d.join(crate::channel::info::CHANNEL_FILE).exists() => Some(ChannelInfo::load(d)?),
         Some(d) if opts.channel.is_some() => {
             return Err(Error::bad(d.display(), "not a channel made by `splitpkg pack` (no splitpkg.json)"));
         }

@@ -34,7 +34,7 @@ use rattler_solve::{SolveError, SolverImpl, SolverTask};
 use serde::Serialize;
 
 use crate::analysis::pipeline::{Planned, Request, plan_tree};
-use crate::channel::pack::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
+use crate::channel::info::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 

@@ -115,6 +115,14 @@ pub struct Marker {
     pub source: String,
 }
 
+/// A stand-in's `info/about.json` `extra` (fields in this order: it is part of the package bytes).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AboutExtra {
+    pub splitpkg_standin: bool,
+    pub represents_bytes: u64,
+    pub source: String,
+}
+
 pub const MARKER_DIR: &str = "share/splitpkg-standins";
 
 impl StandIn {
@@ -143,12 +151,8 @@ impl StandIn {
     }
 
     /// `info/about.json` `extra` for this stand-in.
-    pub fn about_extra(&self) -> serde_json::Value {
-        serde_json::json!({
-            "splitpkg_standin": true,
-            "represents_bytes": self.represents_bytes,
-            "source": self.source,
-        })
+    pub fn about_extra(&self) -> AboutExtra {
+        AboutExtra { splitpkg_standin: true, represents_bytes: self.represents_bytes, source: self.source.clone() }
     }
 }
 

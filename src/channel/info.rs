@@ -1,0 +1,118 @@
+//! `CHANNEL/splitpkg.json`: what `splitpkg pack` recorded about a channel (every split packed into
+//! it: names, variants, which is preferred, payload packages, stand-ins), and the channel's layout.
+//! `pack` writes it ([`crate::channel::pack`]); `solve` and `env` read it, so they need no flags.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+pub const CHANNEL_FILE: &str = "splitpkg.json";
+pub const CHANNEL_SCHEMA: &str = "splitpkg-channel";
+/// The subdirectories packages go into: the tree's packages, and the stand-ins.
+pub const SUBDIR: &str = "linux-64";
+pub const NOARCH: &str = "noarch";
+
+/// One package written by `pack`, as reported and as recorded in `splitpkg.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PackedPackage {
+    /// `linux-64/libtorch-2.5.1-cuda126_h…_0.conda`, relative to the channel.
+    pub file: String,
+    pub name: String,
+    pub version: String,
+    pub build: String,
+    pub build_number: u64,
+    /// core, lazy, payload or standin.
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<bool>,
+    pub standin: bool,
+    /// Paths in the package (files and symlinks), without `info/`.
+    pub files: usize,
+    /// Installed bytes of real content (for a stand-in: its README and marker).
+    pub bytes: u64,
+    /// For a stand-in: the installed size of the package it stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub represents_bytes: Option<u64>,
+    pub archive_bytes: u64,
+    pub sha256: String,
+    /// Where the content came from: `tree`, `--lazy-variant FILE-NAME`, `stand-in manifest (…)`.
+    pub from: String,
+    pub depends: Vec<String>,
+    pub constrains: Vec<String>,
+    pub track_features: Vec<String>,
+}
+
+/// One `splitpkg pack` run into a channel.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PackRecord {
+    pub version: String,
+    pub build_keys: String,
+    pub prefer: String,
+    pub preferred: String,
+    pub track_feature: String,
+    pub payload_static: bool,
+    /// File name of the input (no directories: the channel must not depend on the machine).
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime: Option<u32>,
+    pub packages: Vec<PackedPackage>,
+    /// Variants of the lazy library that were not packed, with why.
+    pub missing_variants: Vec<MissingVariant>,
+    /// The plan's size of each variant of the lazy library (measured for the tree's own build,
+    /// estimated for the other), for reports when a variant was not packed.
+    #[serde(default)]
+    pub variant_sizes: Vec<crate::analysis::plan::Variant>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MissingVariant {
+    pub variant: String,
+    pub why: String,
+}
+
+/// `CHANNEL/splitpkg.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ChannelInfo {
+    pub schema: String,
+    pub schema_version: u32,
+    pub core: String,
+    pub lazy: String,
+    pub dep: String,
+    /// File name of the lazy library (`libtorch_cuda_linalg.so`).
+    pub lazy_library: String,
+    pub variants: Vec<String>,
+    pub payload_packages: Vec<String>,
+    pub packs: Vec<PackRecord>,
+    pub standins: Vec<PackedPackage>,
+}
+
+impl ChannelInfo {
+    pub fn load(channel: &Path) -> Result<ChannelInfo> {
+        let path = channel.join(CHANNEL_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::bad(channel.display(), format!("not a channel made by `splitpkg pack` (no {CHANNEL_FILE})"))
+            } else {
+                Error::io(&path, e)
+            }
+        })?;
+        let info: ChannelInfo = serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("malformed: {e}")))?;
+        if info.schema != CHANNEL_SCHEMA || info.schema_version != 1 {
+            return Err(Error::bad(path.display(), format!("not a {CHANNEL_SCHEMA} version 1 file")));
+        }
+        Ok(info)
+    }
+
+    /// Every package the channel description knows, stand-ins included.
+    pub fn all_packages(&self) -> impl Iterator<Item = &PackedPackage> {
+        self.packs.iter().flat_map(|p| p.packages.iter()).chain(self.standins.iter())
+    }
+
+    pub fn package_by_file(&self, file: &str) -> Option<&PackedPackage> {
+        self.all_packages().find(|p| p.file == file)
+    }
+}

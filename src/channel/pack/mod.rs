@@ -1,0 +1,434 @@
+//! `splitpkg pack`: real `.conda` packages for every output of a confined plan, in a local channel
+//! indexed with `rattler_index`.
+//!
+//! What goes where comes from the plan (every tree path is in exactly one output) and the metadata
+//! from [`crate::recipe::split`] (names, versions, build strings, depends, constrains, track_features):
+//! pack writes `Split::packages()` into `info/index.json` as they are. Packages:
+//!
+//! * **core** and the **lazy** library's variant found in the tree (`magma`);
+//! * the other variant (`nomagma`) only from `--lazy-variant nomagma=FILE`, after FILE passed
+//!   `verify-variant` against the plan's contract; without it no such package is invented;
+//! * **payload** packages (`libmagma`) from the payload files in the tree, at the version the
+//!   payload library names (`libmagma.so.2.8.0` → 2.8.0);
+//! * **stand-ins** (see [`crate::channel::standin`]) for manifest entries no real package provides.
+//!
+//! Guarantees, each checked before the channel is touched:
+//!
+//! * *lossless*: the packages are read back and every tree path is in exactly one of core, the
+//!   tree's lazy variant and the payload packages (the other variant is an alternative to the lazy
+//!   output, not part of the tree);
+//! * *reproducible*: sorted paths, fixed archive timestamps (`timestamp: None` in
+//!   `rattler_package_streaming`), deterministic tar headers, no absolute paths or dates in
+//!   `info/`; build-string hashes come from names and keys, not from the clock. zstd's
+//!   multithreaded output does not depend on the thread count, so the bytes do not depend on the
+//!   machine either;
+//! * *atomic*: everything is built in a work directory next to `--out`; packages are renamed into
+//!   the channel one by one (rename is atomic), the channel is indexed last, and
+//!   `splitpkg.json` is replaced atomically. A failure before that leaves the channel untouched.
+//!
+//! `CHANNEL/splitpkg.json` describes every split packed into the channel (names, variants, which is
+//!
+//! The stages, one file each: [`stage`] lays the tree out into one directory per package,
+//! [`metadata`] writes each package's `info/`, [`publish`] writes the `.conda` files, reads them
+//! back, moves them into the channel, indexes it and records the pack in `splitpkg.json`.
+
+mod metadata;
+mod publish;
+mod stage;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::analysis::contract::ContractFile;
+use crate::analysis::graph::NodeKind;
+use crate::analysis::inspect::Inspection;
+use crate::analysis::plan::{Plan, Role};
+use crate::analysis::verdict::LazyLibrary;
+use crate::channel::info::{CHANNEL_FILE, CHANNEL_SCHEMA, ChannelInfo, MissingVariant, PackRecord, PackedPackage};
+use crate::channel::standin::Manifest;
+use crate::error::{Error, Result};
+use crate::input::{Tree, TreeKind, display_member};
+use crate::progress::Progress;
+use crate::recipe::split::{Split, SplitOptions, Variant};
+
+pub use metadata::role_name;
+
+/// zstd level for the inner archives: 3 packs the 1.1 GB torch 2.11 wheel in well under a minute
+/// on 2 cores; conda-forge uploads use 19 (several times slower, ~10 % smaller).
+pub const DEFAULT_COMPRESSION: i32 = 3;
+
+pub struct PackOptions<'a> {
+    pub out: PathBuf,
+    /// The nomagma build of the lazy library (`--lazy-variant nomagma=FILE`).
+    pub lazy_variant: Option<(String, PathBuf)>,
+    pub standins: Manifest,
+    /// `built-in` or the manifest's file name, for the report.
+    pub standins_from: String,
+    pub compression_level: i32,
+    pub threads: Option<u32>,
+    /// Pack symlinks that point outside the tree instead of refusing them.
+    pub allow_absolute_symlinks: bool,
+    pub progress: &'a Progress,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Lossless {
+    /// Tree paths (files, hard links, symlinks) the plan assigns.
+    pub tree_paths: usize,
+    /// Tree paths found in exactly one package after reading the packages back.
+    pub placed_once: usize,
+    pub missing: Vec<String>,
+    pub doubled: Vec<String>,
+    /// Package paths that are not tree paths (must be none).
+    pub extra: Vec<String>,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PackReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub input: PackInput,
+    pub channel: String,
+    pub core: String,
+    pub lazy: String,
+    pub dep: String,
+    pub record: PackRecord,
+    pub standins: Vec<PackedPackage>,
+    /// Stand-ins not written because a real package of that name is in this pack.
+    pub standins_replaced_by_real: Vec<String>,
+    pub standins_from: String,
+    pub lossless: Lossless,
+    /// Every tree path → the package file that holds it.
+    pub paths: BTreeMap<String, String>,
+    pub real_bytes: u64,
+    pub represented_bytes: u64,
+    pub compression_level: i32,
+    pub indexed: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PackInput {
+    pub path: String,
+    pub kind: TreeKind,
+    pub verdict: String,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// Adjust the emit-style options for packing: core depends on stand-ins that provide a library
+/// a core file NEEDs and the tree lacks (what run-exports would add in a real build), and the
+/// payload pin falls back to the payload stand-in's version when the tree has no payload library.
+pub fn options_for_pack(mut options: SplitOptions, ins: &Inspection, plan: &Plan, manifest: &Manifest) -> SplitOptions {
+    let core: BTreeSet<&str> =
+        plan.outputs.iter().filter(|o| o.role == Role::Core).flat_map(|o| o.files.iter().map(String::as_str)).collect();
+    let g = &ins.graph;
+    let mut deps = BTreeSet::new();
+    for n in g.nodes.iter().filter(|n| n.kind == NodeKind::External) {
+        if !g.in_edges(n.id).any(|e| core.contains(g.nodes[e.from].name.as_str())) {
+            continue;
+        }
+        if let Some(s) = manifest.standins.iter().find(|s| s.provides.iter().any(|p| p == &n.name))
+            && !options.payload_packages.contains(&s.name)
+        {
+            deps.insert(format!("{} >={}", s.name, s.version));
+        }
+    }
+    options.external_depends = deps.into_iter().collect();
+    if options.payload_version.is_empty()
+        && let Some(s) = options.payload_packages.first().and_then(|p| manifest.get(p))
+    {
+        options.payload_version = s.version.clone();
+    }
+    options
+}
+
+pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) -> Result<PackReport> {
+    let o = &split.options;
+    let input = &ins.tree.source;
+    let out = &opts.out;
+    check_request(ins, plan, split, opts)?;
+    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let lazy_file = Tree::file_name(&lazy_lib.path);
+    let variant = |payload: bool| {
+        split.variants.iter().find(|v| v.with_payload == payload).cloned().ok_or_else(|| Error::internal("a split without both variants"))
+    };
+    let (with, without) = (variant(true)?, variant(false)?);
+    let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, lazy_lib)?;
+    check_names(split, input)?;
+
+    // Lay the packages out in a work directory next to --out and stage their content.
+    let out_abs = absolute(out)?;
+    let mut work = stage::WorkDir::create(&out_abs)?;
+    let input_name = Tree::file_name(&input.display().to_string()).to_string();
+    let (mut builds, placement) = stage::layout(&ins.tree, plan, split, &with.name, &input_name, &work.dir)?;
+    let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
+    let staged = stage::stage_tree(&ins.tree, &placement, &mut builds, opts.progress)?;
+    if let Some(file) = &other_file {
+        builds.push(stage::other_variant(file, &without.name, plan, split, &staged, &work.dir, opts.progress)?);
+    }
+    let mut notes = Vec::new();
+    let replaced = stage::standins(&mut builds, split, opts, &with.name, &work.dir, &mut notes)?;
+
+    // Write, read back (lossless, metadata as modelled), then into the channel.
+    let written = publish::write_packages(&builds, split, plan, &input_name, &work.dir, opts)?;
+    let (packed, lossless, paths) = publish::read_back(&builds, &written, split, plan, &tree_paths, &without.name)?;
+    let record = PackRecord {
+        version: o.version.clone(),
+        build_keys: o.build_keys.clone(),
+        prefer: o.prefer.clone(),
+        preferred: split.preferred().name.clone(),
+        track_feature: split.track_feature(),
+        payload_static: split.payload_static,
+        input: input_name.clone(),
+        cuda_runtime: plan.input.cuda_runtime,
+        packages: packed.iter().filter(|p| !p.standin).cloned().collect(),
+        missing_variants,
+        variant_sizes: plan.outputs.iter().filter(|o| o.role == Role::Lazy).flat_map(|o| o.variants.clone()).collect(),
+    };
+    let standins: Vec<PackedPackage> = packed.iter().filter(|p| p.standin).cloned().collect();
+    let this = ChannelInfo {
+        schema: CHANNEL_SCHEMA.into(),
+        schema_version: 1,
+        core: o.core_name.clone(),
+        lazy: o.lazy_name.clone(),
+        dep: plan.options.dep.clone(),
+        lazy_library: lazy_file.to_string(),
+        variants: split.variants.iter().map(|v| v.name.clone()).collect(),
+        payload_packages: o.payload_packages.clone(),
+        packs: vec![record.clone()],
+        standins: standins.clone(),
+    };
+    let indexed = publish::publish(&out_abs, out, &mut work, this, &written, &packed)?;
+
+    if other_file.is_none() {
+        notes.push(format!(
+            "only the {} variant of {} was packed: scenarios that need {} are not applicable on this channel",
+            with.name, o.lazy_name, without.name
+        ));
+    }
+    if split.payload_static {
+        notes.push(format!(
+            "{} is linked into {lazy_file} (static): the {} variant carries it and depends on no payload package",
+            plan.options.dep, with.name
+        ));
+    }
+    let real_bytes = packed.iter().filter(|p| !p.standin).map(|p| p.bytes).sum();
+    let represented_bytes = packed.iter().filter_map(|p| p.represents_bytes).sum();
+    Ok(PackReport {
+        schema: "splitpkg-pack",
+        schema_version: 1,
+        input: PackInput {
+            path: input.display().to_string(),
+            kind: ins.tree.kind,
+            verdict: plan.verdict.label().into(),
+            files: plan.input.files,
+            bytes: plan.input.bytes,
+        },
+        channel: out.display().to_string(),
+        core: o.core_name.clone(),
+        lazy: o.lazy_name.clone(),
+        dep: plan.options.dep.clone(),
+        record,
+        standins,
+        standins_replaced_by_real: replaced,
+        standins_from: opts.standins_from.clone(),
+        lossless,
+        paths,
+        real_bytes,
+        represented_bytes,
+        compression_level: opts.compression_level,
+        indexed,
+        notes,
+    })
+}
+
+/// Refusals that need no work: `--out` and the compression level, a channel that holds another
+/// split, links out of the tree.
+fn check_request(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) -> Result<()> {
+    let input = &ins.tree.source;
+    let out = &opts.out;
+    if out.exists() && !out.is_dir() {
+        return Err(Error::Usage(format!("--out {}: exists and is not a directory", out.display())));
+    }
+    if !(1..=22).contains(&opts.compression_level) {
+        return Err(Error::Usage(format!("--compression-level {}: zstd levels are 1 to 22", opts.compression_level)));
+    }
+    if ins.tree.kind == TreeKind::Directory
+        && let (Ok(i), Some(parent)) = (input.canonicalize(), absolute_parent(out))
+        && parent.starts_with(&i)
+    {
+        return Err(Error::Usage(format!("--out {} is inside the input tree {}", out.display(), input.display())));
+    }
+    // The channel's description first: a channel that holds another split is refused before any work.
+    if out.join(CHANNEL_FILE).exists() {
+        let o = &split.options;
+        publish::same_split(&ChannelInfo::load(out)?, &o.core_name, &o.lazy_name, &plan.options.dep, out)?;
+    }
+
+    // A link out of the tree would point wherever the installing machine has that path.
+    if !opts.allow_absolute_symlinks
+        && let Some((path, target)) = ins.tree.outside_symlinks().next()
+    {
+        return Err(Error::bad(
+            display_member(&ins.tree.source, ins.tree.kind, path),
+            format!("symlink to {target} points outside the package; refusing (pass --allow-absolute-symlinks to pack it as it is)"),
+        ));
+    }
+    Ok(())
+}
+/// The other variant of the lazy library: `--lazy-variant` must name it, and its file must pass
+/// `verify-variant` against the plan's contract. Without it, the variant is recorded as missing.
+fn other_variant(
+    plan: &Plan,
+    opts: &PackOptions,
+    with: &Variant,
+    without: &Variant,
+    lazy_lib: &LazyLibrary,
+) -> Result<(Option<PathBuf>, Vec<MissingVariant>)> {
+    let Some((name, file)) = &opts.lazy_variant else {
+        let missing = MissingVariant {
+            variant: without.name.clone(),
+            why: format!(
+                "no {} build of {} was given (--lazy-variant {}=FILE); none was invented",
+                without.name,
+                Tree::file_name(&lazy_lib.path),
+                without.name
+            ),
+        };
+        return Ok((None, vec![missing]));
+    };
+    if name != &without.name {
+        return Err(Error::Usage(format!(
+            "--lazy-variant {name}=…: only the {} build can be added; the {} build is the tree's own",
+            without.name, with.name
+        )));
+    }
+    let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let report = crate::recipe::verify::verify_variant(file, name, &contract)?;
+    if !report.pass {
+        let failed: Vec<String> = report.checks.iter().filter(|c| !c.pass).map(|c| format!("{} ({})", c.name, c.detail)).collect();
+        return Err(Error::Refused(format!(
+            "{}: not a {name} build of {}: {}",
+            file.display(),
+            Tree::file_name(&lazy_lib.path),
+            failed.join("; ")
+        )));
+    }
+    Ok((Some(file.clone()), Vec::new()))
+}
+
+/// Names, versions and build strings become file names: only conda's characters, no `/`.
+fn check_names(split: &Split, input: &Path) -> Result<()> {
+    for m in split.packages() {
+        for (what, v) in [("name", &m.name), ("version", &m.version), ("build", &m.build)] {
+            if v.is_empty() || v.starts_with('.') || !v.chars().all(|c| c.is_ascii_alphanumeric() || "._+!-".contains(c)) {
+                return Err(Error::bad(
+                    input.display(),
+                    format!("package {what} {v:?} is not a conda {what} (letters, digits and ._+!- only); refusing"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    if p.is_absolute() { Ok(p.to_path_buf()) } else { Ok(std::env::current_dir().map_err(|e| Error::io(".", e))?.join(p)) }
+}
+
+/// The nearest existing ancestor of `p`, canonicalized (for "is --out inside the input").
+fn absolute_parent(p: &Path) -> Option<PathBuf> {
+    let mut cur = absolute(p).ok()?;
+    loop {
+        if let Ok(c) = cur.canonicalize() {
+            return Some(c);
+        }
+        if !cur.pop() {
+            return None;
+        }
+    }
+}
+
+/// Text report of a pack.
+pub fn report_text(r: &PackReport) -> String {
+    use crate::output::human_bytes;
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "packed {} ({}) into {}", r.input.path, r.input.verdict, r.channel);
+    let _ = writeln!(
+        s,
+        "split: {} / {} ({} preferred; the other carries track_features {})",
+        r.core, r.lazy, r.record.preferred, r.record.track_feature
+    );
+    for p in r.record.packages.iter().chain(&r.standins) {
+        let what = match (&p.variant, p.preferred) {
+            (Some(v), Some(true)) => format!("{} {v} (preferred)", p.role),
+            (Some(v), _) => format!("{} {v}", p.role),
+            _ if p.standin => "[stand-in]".to_string(),
+            _ => p.role.clone(),
+        };
+        let size = match p.represents_bytes {
+            Some(b) => format!("represents {b} bytes ({}), not real bytes", human_bytes(b)),
+            None => format!("{} files, {}", p.files, human_bytes(p.bytes)),
+        };
+        let _ = writeln!(s, "  {:<70} {:<22} {size}, archive {}", p.file, what, human_bytes(p.archive_bytes));
+        if p.from != "tree" {
+            let _ = writeln!(s, "  {:<70} from {}", "", p.from);
+        }
+    }
+    for m in &r.record.missing_variants {
+        let _ = writeln!(s, "  no {} package: {}", m.variant, m.why);
+    }
+    if !r.standins_replaced_by_real.is_empty() {
+        let _ = writeln!(s, "  no stand-in for {}: real package(s) from the tree", r.standins_replaced_by_real.join(", "));
+    }
+    let l = &r.lossless;
+    let mut per: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in r.paths.values() {
+        *per.entry(f.as_str()).or_default() += 1;
+    }
+    let _ = writeln!(
+        s,
+        "lossless: {} of {} tree paths are in exactly one package ({}); none missing, none doubled",
+        l.placed_once,
+        l.tree_paths,
+        per.iter().map(|(f, n)| format!("{} {n}", f.rsplit('/').next().unwrap_or(f))).collect::<Vec<_>>().join(", ")
+    );
+    let _ = writeln!(
+        s,
+        "bytes: {} real in {} packages; stand-ins represent {} more (counted apart)",
+        human_bytes(r.real_bytes),
+        r.record.packages.len(),
+        human_bytes(r.represented_bytes)
+    );
+    let _ = writeln!(s, "indexed with rattler_index: {}", r.indexed.join(", "));
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    /// zstd's multithreaded output does not depend on the worker count: what makes packages
+    /// byte-identical across machines with different core counts.
+    #[test]
+    fn zstd_output_does_not_depend_on_threads() {
+        let data: Vec<u8> = (0..24u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f).collect();
+        let compress = |threads: u32| {
+            let mut enc = zstd::Encoder::new(Vec::new(), 3).unwrap();
+            enc.multithread(threads).unwrap();
+            enc.set_pledged_src_size(Some(data.len() as u64)).unwrap();
+            enc.include_contentsize(true).unwrap();
+            std::io::Write::write_all(&mut enc, &data).unwrap();
+            enc.finish().unwrap()
+        };
+        let one = compress(1);
+        assert_eq!(one, compress(2));
+        assert_eq!(one, compress(4));
+    }
+}

@@ -1,0 +1,335 @@
+//! Publishing: every package written as a `.conda`, read back (metadata as modelled, content
+//! lossless), then moved into the channel, the channel indexed with `rattler_index`, and the pack
+//! merged into `CHANNEL/splitpkg.json` — the last three under the channel's lock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use super::metadata::{check_index, info_files, role_name};
+use super::stage::{Build, WorkDir, write_hashed};
+use super::{Lossless, PackOptions};
+use crate::analysis::plan::{Plan, Role};
+use crate::channel::info::{CHANNEL_FILE, ChannelInfo, NOARCH, PackRecord, PackedPackage, SUBDIR};
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::recipe::split::Split;
+
+/// Write every package into `WORK/pkgs/SUBDIR/`; returns (path in the channel, written file) per
+/// build, in the builds' order. Each stage is removed once its package is written.
+pub(super) fn write_packages(
+    builds: &[Build],
+    split: &Split,
+    plan: &Plan,
+    input_name: &str,
+    work: &Path,
+    opts: &PackOptions,
+) -> Result<Vec<(String, PathBuf)>> {
+    let total: u64 = builds.iter().map(|b| b.content_bytes() * 2).sum();
+    opts.progress.start("packing", total);
+    let mut written = Vec::new();
+    let mut base = 0u64;
+    for b in builds {
+        let info = info_files(b, split, plan, input_name)?;
+        for (rel, bytes) in &info {
+            let dst = b.stage.join(rel);
+            write_hashed(&dst, &bytes[..], false, &Progress::hidden()).map_err(|e| Error::io(&dst, e))?;
+        }
+        let mut rels: Vec<String> = b.content.keys().cloned().chain(info.iter().map(|(r, _)| r.clone())).collect();
+        rels.sort();
+        let paths: Vec<PathBuf> = rels.iter().map(|r| b.stage.join(r)).collect();
+        let stem = b.stem();
+        let dir = work.join("pkgs").join(b.subdir);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let dst = dir.join(format!("{stem}.conda"));
+        let f = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
+        opts.progress.set_message(&b.model.name);
+        let bar = opts.progress.bar().map(|bar| {
+            Box::new(Bar { bar, base, content: b.content_bytes(), phase: 0 }) as Box<dyn rattler_package_streaming::write::ProgressBar>
+        });
+        rattler_package_streaming::write::write_conda_package(
+            std::io::BufWriter::new(f),
+            &b.stage,
+            &paths,
+            rattler_conda_types::compression_level::CompressionLevel::Numeric(opts.compression_level),
+            opts.threads,
+            &stem,
+            None,
+            bar,
+        )
+        .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
+        base += b.content_bytes() * 2;
+        written.push((format!("{}/{stem}.conda", b.subdir), dst));
+        // The stage is no longer needed: free its disk space before the next package.
+        let _ = std::fs::remove_dir_all(&b.stage);
+    }
+    opts.progress.finish();
+    Ok(written)
+}
+
+/// Read the written packages back: `index.json` must be the model, `paths.json` must list exactly
+/// what was staged, and every tree path must be in exactly one of the packages that make up the
+/// tree (core, the tree's lazy variant — not `without`, the other one — and the payload packages).
+/// Returns each package as recorded, the lossless account, and every tree path → its package file.
+pub(super) fn read_back(
+    builds: &[Build],
+    written: &[(String, PathBuf)],
+    split: &Split,
+    plan: &Plan,
+    tree_paths: &BTreeSet<String>,
+    without: &str,
+) -> Result<(Vec<PackedPackage>, Lossless, BTreeMap<String, String>)> {
+    let mut count: BTreeMap<String, usize> = tree_paths.iter().map(|p| (p.clone(), 0)).collect();
+    let mut paths_map = BTreeMap::new();
+    let mut extra = Vec::new();
+    let mut packed = Vec::new();
+    for (b, (file, path)) in builds.iter().zip(written) {
+        let index: rattler_conda_types::package::IndexJson =
+            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+        check_index(&index, &b.model, file)?;
+        let paths: rattler_conda_types::package::PathsJson =
+            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+        let content: BTreeSet<String> = paths.paths.iter().map(|p| p.relative_path.to_string_lossy().replace('\\', "/")).collect();
+        let expected: BTreeSet<String> = b.content.keys().cloned().collect();
+        if content != expected {
+            return Err(Error::internal(format!("{file}: paths.json lists {} paths, {} were staged", content.len(), expected.len())));
+        }
+        let counts_for_tree = b.standin.is_none() && !(b.role == Role::Lazy && b.model.variant.as_ref().is_some_and(|v| v.name == without));
+        if counts_for_tree {
+            for rel in &content {
+                let tree_path = rel.strip_prefix(&split.install_prefix).unwrap_or(rel);
+                match count.get_mut(tree_path) {
+                    Some(c) => {
+                        *c += 1;
+                        paths_map.insert(tree_path.to_string(), file.clone());
+                    }
+                    None => extra.push(format!("{file}: {rel}")),
+                }
+            }
+        }
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let variant = b.model.variant.as_ref();
+        packed.push(PackedPackage {
+            file: file.clone(),
+            name: b.model.name.clone(),
+            version: b.model.version.clone(),
+            build: b.model.build.clone(),
+            build_number: b.model.build_number,
+            role: if b.standin.is_some() { "standin".into() } else { role_name(b.role).into() },
+            variant: variant.map(|v| v.name.clone()),
+            preferred: variant.map(|v| v.preferred),
+            standin: b.standin.is_some(),
+            files: content.len(),
+            bytes: b.content_bytes(),
+            represents_bytes: b.standin.as_ref().map(|s| s.represents_bytes),
+            archive_bytes: meta.len(),
+            sha256: hex::encode(rattler_digest::compute_file_digest::<rattler_digest::Sha256>(path).map_err(|e| Error::io(path, e))?),
+            from: b.from.clone(),
+            depends: b.model.depends.clone(),
+            constrains: b.model.constrains.clone(),
+            track_features: b.model.track_features.clone(),
+        });
+    }
+    let missing: Vec<String> = count.iter().filter(|(_, c)| **c == 0).map(|(p, _)| p.clone()).collect();
+    let doubled: Vec<String> = count.iter().filter(|(_, c)| **c > 1).map(|(p, _)| p.clone()).collect();
+    let lossless = Lossless {
+        tree_paths: tree_paths.len(),
+        placed_once: count.values().filter(|c| **c == 1).count(),
+        ok: missing.is_empty() && doubled.is_empty() && extra.is_empty() && tree_paths.len() == plan.input.files,
+        missing,
+        doubled,
+        extra,
+    };
+    if !lossless.ok {
+        return Err(Error::internal(format!(
+            "not lossless: {} of {} tree paths placed once ({} in the plan); missing {:?}, doubled {:?}, not from the tree {:?}",
+            lossless.placed_once,
+            lossless.tree_paths,
+            plan.input.files,
+            first(&lossless.missing),
+            first(&lossless.doubled),
+            first(&lossless.extra)
+        )));
+    }
+    Ok((packed, lossless, paths_map))
+}
+
+/// Into the channel, under its lock (so parallel packs into one channel take turns): the channel
+/// description read again and merged with `this` pack's, packages by rename, stale files of a
+/// replaced pack removed, index, description. A failure from here on leaves the new packages in
+/// the channel; running the same pack again (same bytes) completes it (docs/security.md).
+/// Returns the repodata files written.
+pub(super) fn publish(
+    channel: &Path,
+    out: &Path,
+    work: &mut WorkDir,
+    this: ChannelInfo,
+    written: &[(String, PathBuf)],
+    packed: &[PackedPackage],
+) -> Result<Vec<String>> {
+    work.keep_created();
+    std::fs::create_dir_all(channel).map_err(|e| Error::io(channel, e))?;
+    let _lock = lock_channel(channel)?;
+    let existing = if channel.join(CHANNEL_FILE).exists() { Some(ChannelInfo::load(channel)?) } else { None };
+    if let Some(e) = &existing {
+        same_split(e, &this.core, &this.lazy, &this.dep, out)?;
+    }
+    let (info, stale) = merge(existing, this);
+    for sub in [SUBDIR, NOARCH] {
+        let d = channel.join(sub);
+        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+    }
+    for (file, path) in written {
+        let dst = channel.join(file);
+        std::fs::rename(path, &dst).map_err(|e| Error::io(&dst, e))?;
+    }
+    for f in &stale {
+        let _ = std::fs::remove_file(channel.join(f));
+    }
+    let indexed = index_channel(channel)?;
+    check_repodata(channel, packed)?;
+    let text = serde_json::to_string_pretty(&info).map_err(|e| Error::failed("JSON", e))? + "\n";
+    crate::output::write_atomic(&channel.join(CHANNEL_FILE), text.as_bytes())?;
+    Ok(indexed)
+}
+
+/// The channel description with `this` pack's merged in (a new one when the channel has none):
+/// a pack of the same version and build keys is replaced, stand-ins by name, a real package
+/// replaces a stand-in of its name, payload package names are added. Returns it with the files of
+/// replaced packages that no record names any more.
+fn merge(existing: Option<ChannelInfo>, this: ChannelInfo) -> (ChannelInfo, Vec<String>) {
+    let ChannelInfo { packs, standins, payload_packages, .. } = this.clone();
+    let mut info = existing.unwrap_or(ChannelInfo { packs: Vec::new(), standins: Vec::new(), payload_packages: Vec::new(), ..this });
+    let mut stale: Vec<String> = Vec::new();
+    for record in &packs {
+        let same = |p: &PackRecord| p.version == record.version && p.build_keys == record.build_keys;
+        if let Some(old) = info.packs.iter().find(|p| same(p)) {
+            stale.extend(old.packages.iter().map(|p| p.file.clone()));
+        }
+        info.packs.retain(|p| !same(p));
+        info.packs.push(record.clone());
+    }
+    info.packs.sort_by(|a, b| (&a.version, &a.build_keys).cmp(&(&b.version, &b.build_keys)));
+    for s in &standins {
+        if let Some(old) = info.standins.iter().find(|x| x.name == s.name) {
+            stale.push(old.file.clone());
+        }
+        info.standins.retain(|x| x.name != s.name);
+        info.standins.push(s.clone());
+    }
+    // A real package replaces a stand-in of the same name.
+    for p in packs.iter().flat_map(|r| &r.packages) {
+        if let Some(old) = info.standins.iter().find(|x| x.name == p.name) {
+            stale.push(old.file.clone());
+        }
+        info.standins.retain(|x| x.name != p.name);
+    }
+    info.standins.sort_by(|a, b| a.name.cmp(&b.name));
+    for p in payload_packages {
+        if !info.payload_packages.contains(&p) {
+            info.payload_packages.push(p);
+        }
+    }
+    let keep: BTreeSet<&str> = info.all_packages().map(|p| p.file.as_str()).collect();
+    stale.retain(|f| !keep.contains(f.as_str()));
+    (info, stale)
+}
+
+/// A channel holds one split: refuse to add another (checked before any work and again under the
+/// channel lock, where a concurrent pack may have created the channel meanwhile).
+pub(super) fn same_split(existing: &ChannelInfo, core: &str, lazy: &str, dep: &str, out: &Path) -> Result<()> {
+    if existing.core == core && existing.lazy == lazy && existing.dep == dep {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{}: the channel holds the split {} / {} ({}); this one is {core} / {lazy} ({dep}): use another --out",
+        out.join(CHANNEL_FILE).display(),
+        existing.core,
+        existing.lazy,
+        existing.dep,
+    )))
+}
+
+/// `CHANNEL/.splitpkg.lock`, held exclusively (flock) until dropped. The file stays: removing a
+/// lock file while another process waits on it would let a third lock a new one beside it.
+fn lock_channel(channel: &Path) -> Result<File> {
+    let path = channel.join(".splitpkg.lock");
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+    f.lock().map_err(|e| Error::io(&path, e))?;
+    Ok(f)
+}
+
+fn first(v: &[String]) -> Vec<&String> {
+    v.iter().take(5).collect()
+}
+
+/// Progress of one package on the shared bar: the writer reports the tar phase and then the
+/// compression phase, each from 0 to about the content size.
+struct Bar {
+    bar: indicatif::ProgressBar,
+    base: u64,
+    content: u64,
+    phase: u64,
+}
+
+impl rattler_package_streaming::write::ProgressBar for Bar {
+    fn set_progress(&mut self, progress: u64, _message: &str) {
+        self.bar.set_position(self.base + (self.phase.saturating_sub(1)) * self.content + progress.min(self.content));
+    }
+
+    fn set_total(&mut self, _total: u64) {
+        self.phase = (self.phase + 1).min(2);
+    }
+}
+
+/// Index the channel with rattler_index and remove its `.tmp/` work directory.
+fn index_channel(channel: &Path) -> Result<Vec<String>> {
+    let rt = crate::channel::solve::runtime()?;
+    let config = rattler_index::IndexFsConfig {
+        channel: channel.to_path_buf(),
+        target_platform: None,
+        repodata_patch: None,
+        write_zst: false,
+        write_shards: false,
+        repodata_revisions: Vec::new(),
+        package_revision_assignment: rattler_index::PackageRevisionAssignment::default(),
+        force: true,
+        max_parallel: 4,
+        multi_progress: None,
+    };
+    rt.block_on(rattler_index::index_fs(config)).map_err(|e| Error::failed(format!("rattler_index on {}", channel.display()), e))?;
+    let _ = std::fs::remove_dir_all(channel.join(".tmp"));
+    let mut out = Vec::new();
+    for sub in [SUBDIR, NOARCH] {
+        let p = channel.join(sub).join("repodata.json");
+        if p.exists() {
+            out.push(format!("{sub}/repodata.json"));
+        }
+    }
+    Ok(out)
+}
+
+/// Every package we wrote is in the index with the metadata we wrote.
+fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
+    let mut records: HashMap<String, rattler_conda_types::PackageRecord> = HashMap::new();
+    for sub in [SUBDIR, NOARCH] {
+        let p = channel.join(sub).join("repodata.json");
+        let rd = rattler_conda_types::RepoData::from_path(&p).map_err(|e| Error::failed(p.display(), e))?;
+        for (id, rec) in rd.conda_packages {
+            records.insert(format!("{sub}/{}", id), rec);
+        }
+    }
+    for p in packed {
+        let r = records.get(&p.file).ok_or_else(|| Error::internal(format!("rattler_index did not index {}", p.file)))?;
+        let same = r.name.as_normalized() == p.name
+            && r.version.to_string() == p.version
+            && r.build == p.build
+            && r.depends == p.depends
+            && r.constrains == p.constrains
+            && r.track_features == p.track_features;
+        if !same {
+            return Err(Error::internal(format!("{}: repodata.json disagrees with the package metadata", p.file)));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,504 @@
+//! Staging: the tree's content laid out into one directory per package, in a work directory next
+//! to `--out`, with the size and SHA-256 of every file as it was written. Nothing is written
+//! through a link (docs/security.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rattler_digest::{HashingWriter, Sha256, Sha256Hash};
+use rayon::prelude::*;
+
+use super::PackOptions;
+use crate::analysis::plan::{Plan, Role};
+use crate::channel::info::{NOARCH, SUBDIR};
+use crate::channel::standin::StandIn;
+use crate::error::{Error, Result};
+use crate::input::{
+    Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member, open_nofollow, open_zip, tar_bz2, walk_dir,
+    walk_tar, walk_zip,
+};
+use crate::progress::Progress;
+use crate::recipe::split::{PackageModel, Split};
+
+/// What one package is made of before it is written.
+pub(super) struct Build {
+    pub model: PackageModel,
+    pub role: Role,
+    pub standin: Option<StandIn>,
+    pub subdir: &'static str,
+    pub stage: PathBuf,
+    /// Content paths (relative to the prefix) → what is there.
+    pub content: BTreeMap<String, Staged>,
+    pub from: String,
+    pub summary: String,
+}
+
+impl Build {
+    fn new(work: &Path, model: PackageModel, role: Role, subdir: &'static str, from: String, summary: String) -> Build {
+        Build {
+            stage: work.join("stage").join(format!("{}-{}-{}", model.name, model.version, model.build)),
+            model,
+            role,
+            standin: None,
+            subdir,
+            content: BTreeMap::new(),
+            from,
+            summary,
+        }
+    }
+
+    /// `NAME-VERSION-BUILD`, the package's file name without `.conda`.
+    pub fn stem(&self) -> String {
+        format!("{}-{}-{}", self.model.name, self.model.version, self.model.build)
+    }
+
+    /// Bytes of the package's regular files.
+    pub fn content_bytes(&self) -> u64 {
+        self.content.values().map(|s| if let Staged::File { size, .. } = s { *size } else { 0 }).sum()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Staged {
+    File { size: u64, sha256: Sha256Hash },
+    Symlink { target: String },
+}
+
+/// Every planned tree path → (index of its package in the builds, path in the package).
+pub(super) type Placement = BTreeMap<String, (usize, String)>;
+
+/// The work directory, removed when pack returns; with it, on failure, any ancestors of `--out`
+/// that pack created (so a failed run leaves nothing behind). Only empty directories are removed.
+pub(super) struct WorkDir {
+    pub dir: PathBuf,
+    /// Ancestors of `--out` this run created, deepest first.
+    created: Vec<PathBuf>,
+    /// Set once the channel is being written: the created ancestors stay.
+    keep_created: bool,
+}
+
+impl WorkDir {
+    /// `.OUT.splitpkg-pack-PID` next to `out` (absolute), so the final renames stay on one file system.
+    pub fn create(out: &Path) -> Result<WorkDir> {
+        let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+        // Deepest first, so that removing them on failure goes bottom-up.
+        let created: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
+        std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+        let out_name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "channel".into());
+        let work = WorkDir { dir: parent.join(format!(".{out_name}.splitpkg-pack-{}", std::process::id())), created, keep_created: false };
+        let _ = std::fs::remove_dir_all(&work.dir);
+        std::fs::create_dir_all(&work.dir).map_err(|e| Error::io(&work.dir, e))?;
+        Ok(work)
+    }
+
+    pub fn keep_created(&mut self) {
+        self.keep_created = true;
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.keep_created {
+            for d in &self.created {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+}
+
+/// The model of the lazy package's variant `name`.
+fn variant_model(split: &Split, name: &str) -> Result<PackageModel> {
+    split
+        .packages()
+        .into_iter()
+        .find(|m| m.variant.as_ref().is_some_and(|v| v.name == name))
+        .ok_or_else(|| Error::internal(format!("the split has no {name} package")))
+}
+
+/// The packages the tree's content goes into — core, the tree's lazy variant (`with`), and a
+/// payload package per name the plan's payload files map to — and where every tree path goes.
+pub(super) fn layout(
+    tree: &Tree,
+    plan: &Plan,
+    split: &Split,
+    with: &str,
+    input_name: &str,
+    work: &Path,
+) -> Result<(Vec<Build>, Placement)> {
+    let o = &split.options;
+    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let lazy_file = Tree::file_name(&lazy_lib.path);
+    let core_model =
+        split.packages().into_iter().find(|m| m.variant.is_none()).ok_or_else(|| Error::internal("the split has no core package"))?;
+    let version_text = &o.version;
+    let mut builds = vec![
+        Build::new(
+            work,
+            core_model,
+            Role::Core,
+            SUBDIR,
+            "tree".into(),
+            format!("{} {version_text}: everything of {input_name} except {lazy_file}", o.core_name),
+        ),
+        Build::new(
+            work,
+            variant_model(split, with)?,
+            Role::Lazy,
+            SUBDIR,
+            "tree".into(),
+            format!("{lazy_file} {version_text}, {with} variant (the build in {input_name})"),
+        ),
+    ];
+    let mut placement = Placement::new();
+    for output in &plan.outputs {
+        for path in &output.files {
+            let idx = match output.role {
+                Role::Core => 0,
+                Role::Lazy => 1,
+                Role::Payload => {
+                    let name = split
+                        .payload_package_for(path)
+                        .ok_or_else(|| Error::Usage("the plan has payload files but no --payload-package".into()))?;
+                    match builds.iter().position(|b| b.role == Role::Payload && b.model.name == name) {
+                        Some(i) => i,
+                        None => {
+                            let version = if o.payload_version.is_empty() { "0".to_string() } else { o.payload_version.clone() };
+                            builds.push(Build::new(
+                                work,
+                                split.payload_package(name, &version),
+                                Role::Payload,
+                                SUBDIR,
+                                "tree".into(),
+                                format!("{name} {version}: the {} payload files of {input_name}", plan.options.dep),
+                            ));
+                            builds.len() - 1
+                        }
+                    }
+                }
+            };
+            let rel = split.install_path(path);
+            if rel == "info" || rel.starts_with("info/") {
+                return Err(Error::bad(
+                    display_member(&tree.source, tree.kind, path),
+                    "would land in the package's info/ (its metadata); refusing",
+                ));
+            }
+            placement.insert(path.clone(), (idx, rel));
+        }
+    }
+    Ok((builds, placement))
+}
+
+/// Stage the tree's content into the builds' stages; returns what was staged per tree path.
+pub(super) fn stage_tree(
+    tree: &Tree,
+    placement: &Placement,
+    builds: &mut [Build],
+    progress: &Progress,
+) -> Result<BTreeMap<String, Staged>> {
+    let stages: Vec<PathBuf> = builds.iter().map(|b| b.stage.clone()).collect();
+    let staged = stage_members(&tree.source, tree.kind, placement, &stages, progress)?;
+    for (path, (idx, rel)) in placement {
+        let s = staged
+            .get(path)
+            .ok_or_else(|| Error::internal(format!("{}: {path} was planned but not found while unpacking", tree.source.display())))?;
+        builds[*idx].content.insert(rel.clone(), s.clone());
+    }
+    Ok(staged)
+}
+
+/// The other variant: the given file where the tree has the library, the same links around it.
+pub(super) fn other_variant(
+    file: &Path,
+    without: &str,
+    plan: &Plan,
+    split: &Split,
+    staged: &BTreeMap<String, Staged>,
+    work: &Path,
+    progress: &Progress,
+) -> Result<Build> {
+    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let mut b = Build::new(
+        work,
+        variant_model(split, without)?,
+        Role::Lazy,
+        SUBDIR,
+        format!("--lazy-variant {}", Tree::file_name(&file.display().to_string())),
+        format!("{} {}, {without} variant", Tree::file_name(&lazy_lib.path), split.options.version),
+    );
+    let mut lazy: Vec<(String, &Staged)> = plan
+        .outputs
+        .iter()
+        .filter(|o| o.role == Role::Lazy)
+        .flat_map(|o| o.files.iter())
+        .map(|p| staged.get(p).map(|s| (p.clone(), s)).ok_or_else(|| Error::internal(format!("{p} is in the plan but was not staged"))))
+        .collect::<Result<_>>()?;
+    // Files first, links last: nothing is ever written through a link.
+    lazy.sort_by_key(|(_, s)| matches!(s, Staged::Symlink { .. }));
+    for (path, staged) in lazy {
+        let rel = split.install_path(&path);
+        let dst = b.stage.join(&rel);
+        match staged {
+            Staged::Symlink { target } => {
+                make_symlink(target, &dst)?;
+                b.content.insert(rel, Staged::Symlink { target: target.clone() });
+            }
+            Staged::File { .. } => {
+                let src = File::open(file).map_err(|e| Error::io(file, e))?;
+                let (size, sha256) = write_hashed(&dst, src, true, progress).map_err(|e| Error::io(&dst, e))?;
+                b.content.insert(rel, Staged::File { size, sha256 });
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// Stand-ins for the packages the split refers to (payload packages, providers of the core's
+/// external libraries) that no real package here provides. Returns the stand-ins not made because
+/// a real package of that name is in this pack; says in `notes` what else was left out.
+pub(super) fn standins(
+    builds: &mut Vec<Build>,
+    split: &Split,
+    opts: &PackOptions,
+    with: &str,
+    work: &Path,
+    notes: &mut Vec<String>,
+) -> Result<Vec<String>> {
+    let o = &split.options;
+    let real_names: BTreeSet<String> = builds.iter().map(|b| b.model.name.clone()).collect();
+    let referenced: BTreeSet<String> = o
+        .payload_packages
+        .iter()
+        .cloned()
+        .chain(o.external_depends.iter().filter_map(|d| d.split_whitespace().next().map(str::to_string)))
+        .collect();
+    let mut replaced = Vec::new();
+    for s in &opts.standins.standins {
+        if real_names.contains(&s.name) {
+            replaced.push(s.name.clone());
+            continue;
+        }
+        if !referenced.contains(&s.name) {
+            notes.push(format!("stand-in {} not made: nothing in this split refers to it", s.name));
+            continue;
+        }
+        let mut b = Build::new(
+            work,
+            crate::recipe::split::standin_package(&s.name, &s.version),
+            Role::Payload,
+            NOARCH,
+            format!("stand-in manifest ({})", opts.standins_from),
+            format!("stand-in for {} {}: no library inside; represents {} bytes", s.name, s.version, s.represents_bytes),
+        );
+        for (rel, bytes) in s.files() {
+            let dst = b.stage.join(&rel);
+            let (size, sha256) = write_hashed(&dst, &bytes[..], false, &Progress::hidden()).map_err(|e| Error::io(&dst, e))?;
+            b.content.insert(rel, Staged::File { size, sha256 });
+        }
+        b.standin = Some(s.clone());
+        builds.push(b);
+    }
+    for p in &referenced {
+        if !builds.iter().any(|b| &b.model.name == p) {
+            notes.push(format!(
+                "{p} is neither in the tree nor in the stand-in manifest{}",
+                if o.payload_packages.contains(p) && !split.payload_static {
+                    format!(": the {with} variant cannot be installed from this channel alone")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    Ok(replaced)
+}
+
+/// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
+pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
+    if let Some(p) = dst.parent() {
+        std::fs::create_dir_all(p)?;
+    }
+    let _ = std::fs::remove_file(dst);
+    // A new file, never through a link: O_EXCL refuses any name that exists (a symlink included).
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(dst)?;
+    let mut f = HashingWriter::<_, Sha256>::new(std::io::BufWriter::with_capacity(1 << 20, file));
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = r.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        f.write_all(&buf[..k])?;
+        n += k as u64;
+        progress.inc(k as u64);
+    }
+    let (f, sha256) = f.finalize();
+    f.into_inner().map_err(|e| e.into_error())?;
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }))?;
+    Ok((n, sha256))
+}
+
+fn make_symlink(target: &str, dst: &Path) -> Result<()> {
+    if let Some(p) = dst.parent() {
+        std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+    }
+    let _ = std::fs::remove_file(dst);
+    std::os::unix::fs::symlink(target, dst).map_err(|e| Error::io(dst, e))
+}
+
+/// Stage every planned tree path at `stages[package]/path-in-package`; returns what was staged per
+/// tree path.
+///
+/// The input is walked with the tree reader's own walker ([`crate::input::walk_dir`],
+/// [`walk_zip`], [`walk_tar`]): the same members, the same member rules, so a member the plan did
+/// not see is refused, not staged. Nothing is written through a link: regular files are created
+/// new with `O_NOFOLLOW` while the stages hold no symlink at all, an archive's hard links are
+/// copied from the staged member they name (never from the file system), and symlinks are
+/// created last.
+fn stage_members(
+    input: &Path,
+    kind: TreeKind,
+    placement: &Placement,
+    stages: &[PathBuf],
+    progress: &Progress,
+) -> Result<BTreeMap<String, Staged>> {
+    let display = input.display().to_string();
+    let dst_of = |path: &str| -> Result<PathBuf> {
+        placement
+            .get(path)
+            .map(|(i, rel)| stages[*i].join(rel))
+            .ok_or_else(|| Error::internal(format!("{display}: {path} is in the input but not in the plan")))
+    };
+    let out = match kind {
+        TreeKind::Directory => {
+            // A directory's hard links are names of one file: each is copied by its own name.
+            let members: Vec<Member> = walk_dir(input)?.into_iter().filter(|m| m.kind != MemberKind::Dir).collect();
+            progress.start("staging", members.iter().map(|m| m.size).sum());
+            let results: Vec<Result<(String, Staged)>> = members
+                .par_iter()
+                .map(|m| {
+                    let dst = dst_of(&m.path)?;
+                    if let Some(staged) = symlink(m) {
+                        return Ok((m.path.clone(), staged));
+                    }
+                    let src = input.join(&m.path);
+                    let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
+                    let (size, sha256) = write_hashed(&dst, f, m.executable(), progress).map_err(|e| Error::io(&dst, e))?;
+                    Ok((m.path.clone(), Staged::File { size, sha256 }))
+                })
+                .collect();
+            progress.finish();
+            results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
+        }
+        TreeKind::Wheel => {
+            let map = crate::input::map_file(input)?;
+            let bytes: &[u8] = &map;
+            let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
+            let mut members = Vec::new();
+            walk_zip(&display, bytes, &mut archive, |m, _| {
+                if m.kind != MemberKind::Dir {
+                    members.push(m.clone());
+                }
+                Ok(())
+            })?;
+            progress.start("unpacking", members.iter().map(|m| m.size).sum());
+            let results: Vec<Result<(String, Staged)>> = members
+                .par_iter()
+                .map_init(
+                    || archive.clone(),
+                    |archive, m| {
+                        let name = format!("{display}:{}", m.path);
+                        let dst = dst_of(&m.path)?;
+                        if let Some(staged) = symlink(m) {
+                            return Ok((m.path.clone(), staged));
+                        }
+                        let mut f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+                        let (size, sha256) = write_hashed(&dst, &mut f, m.executable(), progress)
+                            .map_err(|e| Error::bad(&name, format!("cannot unpack: {e}")))?;
+                        if size != m.size {
+                            return Err(Error::bad(&name, format!("member inflates to {size} bytes, header says {}", m.size)));
+                        }
+                        Ok((m.path.clone(), Staged::File { size, sha256 }))
+                    },
+                )
+                .collect();
+            progress.finish();
+            results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
+        }
+        TreeKind::Conda => {
+            let map = crate::input::map_file(input)?;
+            let mut archive = open_zip(&display, &map, "not a .conda archive (zip)")?;
+            let (pkg, _) = conda_parts(&display, &mut archive)?;
+            stage_tar(&display, conda_tar(&display, &mut archive, pkg, "pkg archive")?, false, &dst_of, progress)?
+        }
+        TreeKind::TarBz2 => stage_tar(&display, tar_bz2(input)?, true, &dst_of, progress)?,
+    };
+    // Links last, into stages that hold only directories and regular files.
+    for (path, staged) in &out {
+        if let Staged::Symlink { target } = staged {
+            make_symlink(target, &dst_of(path)?)?;
+        }
+    }
+    Ok(out)
+}
+
+/// A symlink member as staged (created once every file is).
+fn symlink(m: &Member) -> Option<Staged> {
+    (m.kind == MemberKind::Symlink).then(|| Staged::Symlink { target: m.link.clone().unwrap_or_default() })
+}
+
+/// Stage a tar archive's members; `info_is_metadata` for a `.tar.bz2`, whose `info/` is not content.
+fn stage_tar(
+    display: &str,
+    reader: impl Read,
+    info_is_metadata: bool,
+    dst_of: &dyn Fn(&str) -> Result<PathBuf>,
+    progress: &Progress,
+) -> Result<BTreeMap<String, Staged>> {
+    let mut out = BTreeMap::new();
+    // (link, its destination, the member it names), copied once every regular file is staged.
+    let mut hardlinks: Vec<(String, PathBuf, String)> = Vec::new();
+    progress.start_unknown("unpacking");
+    let mut skip = |_: &str, _: &mut dyn Read| Ok(());
+    let metadata: Metadata<'_> = if info_is_metadata { Some(&mut skip) } else { None };
+    walk_tar(display, reader, metadata, |m, r| {
+        if m.kind == MemberKind::Dir {
+            return Ok(());
+        }
+        let dst = dst_of(&m.path)?;
+        if let Some(staged) = symlink(m) {
+            out.insert(m.path.clone(), staged);
+        } else if m.kind == MemberKind::Hardlink {
+            hardlinks.push((m.path.clone(), dst, m.link.clone().unwrap_or_default()));
+        } else {
+            let (size, sha256) =
+                write_hashed(&dst, r, m.executable(), progress).map_err(|e| Error::bad(display, format!("{}: {e}", m.path)))?;
+            if size != m.size {
+                return Err(Error::bad(display, format!("{}: member is truncated", m.path)));
+            }
+            out.insert(m.path.clone(), Staged::File { size, sha256 });
+        }
+        Ok(())
+    })?;
+    // Hard links, in archive order: each names an earlier file member (the member rules), so its
+    // content is that member's staged copy, a regular file.
+    for (rel, dst, target) in hardlinks {
+        let name = format!("{display}:{rel}");
+        let staged = match out.get(&target) {
+            Some(s @ Staged::File { .. }) => s.clone(),
+            _ => return Err(Error::bad(&name, format!("hard link to {target}, which is not an earlier regular file member; refusing"))),
+        };
+        let src = dst_of(&target).map_err(|_| Error::bad(&name, format!("hard link to a missing member {target}")))?;
+        let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
+        let exec = f.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+        write_hashed(&dst, f, exec, progress).map_err(|e| Error::io(&dst, e))?;
+        out.insert(rel, staged);
+    }
+    progress.finish();
+    Ok(out)
+}
