@@ -476,7 +476,9 @@ impl<'a> ElfView<'a> {
             .ok_or_else(|| format!("dynamic symbol table at {off:#x} ({count} entries) runs past the end of the file"))
     }
 
-    fn dynamic_symbols(&self, map: Option<&Arc<Mmap>>) -> Result<DynSymbols, String> {
+    /// The dynamic symbols, their versions and hash table, found through the dynamic table as the
+    /// loader finds them. `map` as in [`Self::facts`].
+    pub fn dynamic_symbols(&self, map: Option<&Arc<Mmap>>) -> Result<DynSymbols, String> {
         let Some(range) = self.dynsym_range()? else {
             return Ok(DynSymbols::default());
         };
@@ -569,14 +571,20 @@ impl<'a> ElfView<'a> {
         if let Some(sh) = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_DYNSYM && s.sh_offset as usize == off) {
             return Ok((sh.sh_size / entsize) as usize);
         }
+        Ok(self.hash_symbol_count()?.unwrap_or(0))
+    }
+
+    /// Number of dynamic symbols as the hash tables give it (DT_HASH's `nchain`, else the end of
+    /// DT_GNU_HASH's last chain); `None` without a hash table.
+    pub fn hash_symbol_count(&self) -> Result<Option<usize>, String> {
         let le = self.ctx.is_little_endian();
         if let Some(hash) = self.dyn_val(dynamic::DT_HASH).and_then(|a| self.vaddr_to_offset(a)) {
-            return read_u32(self.bytes, hash + 4, le).map(|n| n as usize).ok_or_else(|| "DT_HASH table is truncated".to_string());
+            return read_u32(self.bytes, hash + 4, le).map(|n| Some(n as usize)).ok_or_else(|| "DT_HASH table is truncated".to_string());
         }
         if let Some(gh) = self.dyn_val(dynamic::DT_GNU_HASH).and_then(|a| self.vaddr_to_offset(a)) {
-            return self.gnu_hash_count(gh).ok_or_else(|| "DT_GNU_HASH table is truncated or inconsistent".to_string());
+            return self.gnu_hash_count(gh).map(Some).ok_or_else(|| "DT_GNU_HASH table is truncated or inconsistent".to_string());
         }
-        Ok(0)
+        Ok(None)
     }
 
     fn gnu_hash_count(&self, off: usize) -> Option<usize> {
