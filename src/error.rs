@@ -20,6 +20,14 @@ pub enum Error {
     /// Hostile, broken or unsupported input. Exit code 2.
     #[error("{}: {}", printable(file), one_line(reason))]
     BadInput { file: String, reason: String },
+    /// An ELF file the reader refuses (not ELF, truncated, offsets outside the file). Exit code 2;
+    /// prints as a `BadInput` would, with the reader's error kept as the source.
+    #[error("{}: {}", printable(file), chain(source))]
+    Elf {
+        file: String,
+        #[source]
+        source: crate::elf::ElfError,
+    },
     /// An I/O failure on a named path. Exit code 2: the input could not be read.
     #[error("{}: {}", printable(&path.display().to_string()), chain(source))]
     Io {
@@ -51,6 +59,11 @@ impl Error {
         Error::BadInput { file: file.to_string(), reason: reason.to_string() }
     }
 
+    /// The ELF reader refused `file`.
+    pub fn elf(file: impl fmt::Display, source: crate::elf::ElfError) -> Self {
+        Error::Elf { file: file.to_string(), source }
+    }
+
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Error::Io { path: path.as_ref().to_path_buf(), source }
     }
@@ -68,7 +81,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Refused(_) => 1,
-            Error::BadInput { .. } | Error::Io { .. } | Error::Usage(_) => 2,
+            Error::BadInput { .. } | Error::Elf { .. } | Error::Io { .. } | Error::Usage(_) => 2,
             Error::Failed { .. } | Error::Internal(_) => 3,
         }
     }
@@ -110,7 +123,7 @@ mod tests {
 
     #[test]
     fn failed_keeps_the_cause_chain_on_one_line() {
-        let cause = Outer(std::io::Error::internal("disk\nfull"));
+        let cause = Outer(std::io::Error::other("disk\nfull"));
         let e = Error::failed("writing x.conda", cause);
         assert_eq!(e.to_string(), "writing x.conda: outer failure: disk full");
         assert_eq!(e.exit_code(), 3);
@@ -122,6 +135,15 @@ mod tests {
         let e = Error::io("a\nb", std::io::Error::from(std::io::ErrorKind::NotFound));
         assert_eq!(e.to_string(), "a\\nb: entity not found");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn elf_errors_read_as_bad_input_and_keep_their_cause() {
+        let e = Error::elf("lib/libx.so", crate::elf::ElfView::parse(b"\x7fELF\x03\x01 and more bytes").err().unwrap());
+        assert_eq!(e.to_string(), "lib/libx.so: unknown ELF class 3");
+        assert_eq!(e.to_string(), Error::bad("lib/libx.so", "unknown ELF class 3").to_string());
+        assert_eq!(e.exit_code(), 2);
+        assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<crate::elf::ElfError>()));
     }
 
     #[test]

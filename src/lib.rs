@@ -27,5 +27,6 @@ pub mod progress;
 pub mod recipe;
 #[cfg(feature = "gpu")]
 pub mod smoke;
+pub mod version;
 
 pub use error::{Error, Result};

@@ -77,7 +77,7 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
     let (tree, parsed) = Tree::open(path, progress, |input| {
         let name = || display_member(path, kind, input.path);
         let start = t0.elapsed();
-        let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
+        let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
         let headers = t0.elapsed() - start;
         // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
         // idle core can take it (torch's two largest libraries would otherwise serialise on it).
@@ -87,11 +87,11 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
                 let elf = elf?;
                 let (payload, t_payload) =
                     timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));
-                Ok::<_, String>((elf, payload, t_facts, t_payload))
+                Ok::<_, crate::elf::ElfError>((elf, payload, t_facts, t_payload))
             },
             || timed(|| crate::fatbin::read_from(&view, input.file)),
         );
-        let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::bad(name(), e))?;
+        let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
         let fatbin = fatbin.map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
         if trace {
             eprintln!(

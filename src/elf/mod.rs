@@ -8,7 +8,7 @@
 //! and offset differ.
 //!
 //! Every offset and size read from the file is bounds-checked; a broken or truncated file yields an
-//! error string, never a panic or an out-of-range read.
+//! [`ElfError`], never a panic or an out-of-range read.
 
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::{self, Dyn};
@@ -22,8 +22,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use memmap2::Mmap;
+use object::Endianness;
 
+mod error;
 mod symbols;
+pub use error::ElfError;
 pub use symbols::{Bytes, DynSymbols, HashKind, RawSym, Sym, SymTable, SymbolRecord};
 
 /// Bytes either side of a library-name literal searched for symbol names the loader looks up.
@@ -47,19 +50,19 @@ pub struct ElfView<'a> {
 }
 
 impl<'a> ElfView<'a> {
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, ElfError> {
         if bytes.len() < 16 || &bytes[..4] != b"\x7fELF" {
-            return Err("not an ELF file".into());
+            return Err(ElfError::NotElf);
         }
         let class = bytes[header::EI_CLASS];
         let data = bytes[header::EI_DATA];
         if class != header::ELFCLASS32 && class != header::ELFCLASS64 {
-            return Err(format!("unknown ELF class {class}"));
+            return Err(ElfError::BadClass(class));
         }
         if data != header::ELFDATA2LSB && data != header::ELFDATA2MSB {
-            return Err(format!("unknown ELF data encoding {data}"));
+            return Err(ElfError::BadEncoding(data));
         }
-        let header: Header = bytes.pread(0).map_err(|_| "truncated ELF header".to_string())?;
+        let header: Header = bytes.pread(0).map_err(|_| ElfError::TruncatedHeader)?;
         let container = if class == header::ELFCLASS64 { Container::Big } else { Container::Little };
         let endian = if data == header::ELFDATA2LSB { Endian::Little } else { Endian::Big };
         let ctx = Ctx::new(container, endian);
@@ -70,23 +73,21 @@ impl<'a> ElfView<'a> {
         } else {
             let need = header.e_phoff.checked_add(header.e_phnum as u64 * ProgramHeader::size(ctx) as u64);
             if need.is_none_or(|n| n > len) {
-                return Err(format!(
-                    "truncated: program headers at {:#x} ({} entries) run past the end of the file ({len} bytes)",
-                    header.e_phoff, header.e_phnum
-                ));
+                return Err(ElfError::ProgramHeadersPastEnd { offset: header.e_phoff, count: header.e_phnum, len });
             }
             ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx)
-                .map_err(|e| format!("bad program headers: {e}"))?
+                .map_err(|source| ElfError::Headers { what: "program headers", source })?
         };
         for (i, ph) in phdrs.iter().enumerate() {
             if ph.p_type == program_header::PT_LOAD || ph.p_type == program_header::PT_DYNAMIC {
                 let end = ph.p_offset.checked_add(ph.p_filesz);
                 if end.is_none_or(|e| e > len) {
-                    return Err(format!(
-                        "truncated: segment {i} ({}) ends at {:#x}, past the end of the file ({len} bytes)",
-                        program_header::pt_to_str(ph.p_type),
-                        ph.p_offset.saturating_add(ph.p_filesz)
-                    ));
+                    return Err(ElfError::SegmentPastEnd {
+                        index: i,
+                        kind: program_header::pt_to_str(ph.p_type),
+                        end: ph.p_offset.saturating_add(ph.p_filesz),
+                        len,
+                    });
                 }
             }
         }
@@ -99,10 +100,10 @@ impl<'a> ElfView<'a> {
             // e_shnum == 0 with a table means the count lives in section 0's sh_size; goblin handles it.
             let need = header.e_shoff.checked_add(count.max(1) * entsize);
             if need.is_none_or(|n| n > len) {
-                return Err(format!("truncated: section headers at {:#x} run past the end of the file ({len} bytes)", header.e_shoff));
+                return Err(ElfError::SectionHeadersPastEnd { offset: header.e_shoff, len });
             }
             SectionHeader::parse(bytes, header.e_shoff as usize, header.e_shnum as usize, ctx)
-                .map_err(|e| format!("bad section headers: {e}"))?
+                .map_err(|source| ElfError::Headers { what: "section headers", source })?
         };
         let mut shstrndx = header.e_shstrndx as usize;
         if shstrndx == section_header::SHN_XINDEX as usize {
@@ -115,7 +116,7 @@ impl<'a> ElfView<'a> {
         Ok(view)
     }
 
-    fn read_dynamic(&mut self) -> Result<(), String> {
+    fn read_dynamic(&mut self) -> Result<(), ElfError> {
         let Some(ph) = self.phdrs.iter().find(|p| p.p_type == program_header::PT_DYNAMIC) else {
             return Ok(());
         };
@@ -124,7 +125,7 @@ impl<'a> ElfView<'a> {
         let count = ph.p_filesz as usize / size;
         let mut out = Vec::with_capacity(count.min(4096));
         for i in 0..count {
-            let d: Dyn = self.bytes.pread_with(start + i * size, self.ctx).map_err(|e| format!("bad dynamic entry {i}: {e}"))?;
+            let d: Dyn = self.bytes.pread_with(start + i * size, self.ctx).map_err(|source| ElfError::DynamicEntry { index: i, source })?;
             if d.d_tag == dynamic::DT_NULL {
                 break;
             }
@@ -132,9 +133,9 @@ impl<'a> ElfView<'a> {
         }
         self.dynamic = out;
         if let (Some(addr), Some(sz)) = (self.dyn_val(dynamic::DT_STRTAB), self.dyn_val(dynamic::DT_STRSZ)) {
-            let off = self.vaddr_to_offset(addr).ok_or_else(|| format!("DT_STRTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
-            self.dynstr = file_range(self.bytes.len() as u64, off as u64, sz)
-                .ok_or_else(|| format!("dynamic string table at {off:#x} (+{sz}) runs past the end of the file"))?;
+            let off = self.vaddr_to_offset(addr).ok_or(ElfError::Unmapped { tag: "DT_STRTAB", addr })?;
+            self.dynstr =
+                file_range(self.bytes.len() as u64, off as u64, sz).ok_or(ElfError::StringTablePastEnd { offset: off, size: sz })?;
         }
         Ok(())
     }
@@ -228,6 +229,11 @@ impl<'a> ElfView<'a> {
     }
 
     /// The static symbol table (`.symtab`) and its string table, when the file is not stripped.
+    ///
+    /// The entries decode through `object` ([`SymTable`]), but the table is walked here rather than
+    /// through `object`'s `SymbolTable`/`StringTable`, whose names come only whole (a NUL search per
+    /// symbol): the `--deep` scan rejects ~all of 80k names on their first bytes. Measured with
+    /// `bench/symbols.rs` (`symtab`): `object` took 1.23–1.29× this walk's time per run.
     pub fn symtab(&self) -> Option<(SymTable<'a>, &'a [u8])> {
         let sh = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_SYMTAB)?;
         let strsh = self.shdrs.get(sh.sh_link as usize)?;
@@ -373,7 +379,7 @@ impl<'a> ElfView<'a> {
     /// same pass as the library-name literals; the strings holding them are returned as mentions.
     /// `map` is the file's shared memory map, when there is one: the symbol view then borrows the
     /// tables from it instead of copying them.
-    pub fn facts(&self, words: &[&str], map: Option<&Arc<Mmap>>) -> Result<ElfFacts, String> {
+    pub fn facts(&self, words: &[&str], map: Option<&Arc<Mmap>>) -> Result<ElfFacts, ElfError> {
         let h = &self.header;
         let interp_ph = self.phdrs.iter().find(|p| p.p_type == program_header::PT_INTERP);
         let interpreter = interp_ph
@@ -394,11 +400,7 @@ impl<'a> ElfView<'a> {
         let mut runpath: Option<Vec<String>> = None;
         let mut nodeflib = false;
         for d in &self.dynamic {
-            let s = || {
-                self.dynstr(d.d_val)
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("dynamic entry {} points outside the string table", dynamic::tag_to_str(d.d_tag)))
-            };
+            let s = || self.dynstr(d.d_val).map(str::to_string).ok_or(ElfError::BadString { tag: dynamic::tag_to_str(d.d_tag) });
             match d.d_tag {
                 dynamic::DT_NEEDED => needed.push(s()?),
                 dynamic::DT_SONAME => soname = Some(s()?),
@@ -462,21 +464,23 @@ impl<'a> ElfView<'a> {
         SymTable::new(&self.bytes[range], self.ctx.container.is_big(), self.ctx.is_little_endian())
     }
 
-    fn dynsym_range(&self) -> Result<Option<Range<usize>>, String> {
+    fn dynsym_range(&self) -> Result<Option<Range<usize>>, ElfError> {
         let Some(addr) = self.dyn_val(dynamic::DT_SYMTAB) else {
             return Ok(None);
         };
-        let off = self.vaddr_to_offset(addr).ok_or_else(|| format!("DT_SYMTAB address {addr:#x} is not inside any PT_LOAD segment"))?;
+        let off = self.vaddr_to_offset(addr).ok_or(ElfError::Unmapped { tag: "DT_SYMTAB", addr })?;
         let count = self.dynsym_count(off)?;
         let entsize = SymTable::entsize(self.ctx.container.is_big());
         count
             .checked_mul(entsize)
             .and_then(|n| file_range(self.bytes.len() as u64, off as u64, n as u64))
             .map(Some)
-            .ok_or_else(|| format!("dynamic symbol table at {off:#x} ({count} entries) runs past the end of the file"))
+            .ok_or(ElfError::SymbolTablePastEnd { offset: off, count })
     }
 
-    fn dynamic_symbols(&self, map: Option<&Arc<Mmap>>) -> Result<DynSymbols, String> {
+    /// The dynamic symbols, their versions and hash table, found through the dynamic table as the
+    /// loader finds them. `map` as in [`Self::facts`].
+    pub fn dynamic_symbols(&self, map: Option<&Arc<Mmap>>) -> Result<DynSymbols, ElfError> {
         let Some(range) = self.dynsym_range()? else {
             return Ok(DynSymbols::default());
         };
@@ -564,19 +568,32 @@ impl<'a> ElfView<'a> {
 
     /// Number of dynamic symbols: from the section header when present, else from the hash tables
     /// (what a loader has to do with a section-stripped file).
-    fn dynsym_count(&self, off: usize) -> Result<usize, String> {
+    fn dynsym_count(&self, off: usize) -> Result<usize, ElfError> {
         let entsize = SymTable::entsize(self.ctx.container.is_big()) as u64;
         if let Some(sh) = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_DYNSYM && s.sh_offset as usize == off) {
             return Ok((sh.sh_size / entsize) as usize);
         }
+        Ok(self.hash_symbol_count()?.unwrap_or(0))
+    }
+
+    /// Number of dynamic symbols as the hash tables give it (DT_HASH's `nchain`, else the end of
+    /// DT_GNU_HASH's last chain); `None` without a hash table.
+    ///
+    /// Kept hand-written although `object`'s `symbol_table_length` is faster (`bench/symbols.rs`,
+    /// `hash-count`: 0.01 against 0.10 ms for torch 2.11's 13 files, parse included): it answers
+    /// `None` for a valid GNU table that hashes no symbol (torch's `libtorch_global_deps.so`: symbol
+    /// base 1, every bucket empty; the count is 1) and for a symbol base of 0, so a section-stripped
+    /// library that exports nothing would lose its dynamic symbols. The count is read only for
+    /// files without section headers, 5 µs a file.
+    pub fn hash_symbol_count(&self) -> Result<Option<usize>, ElfError> {
         let le = self.ctx.is_little_endian();
         if let Some(hash) = self.dyn_val(dynamic::DT_HASH).and_then(|a| self.vaddr_to_offset(a)) {
-            return read_u32(self.bytes, hash + 4, le).map(|n| n as usize).ok_or_else(|| "DT_HASH table is truncated".to_string());
+            return read_u32(self.bytes, hash + 4, le).map(|n| Some(n as usize)).ok_or(ElfError::HashTruncated);
         }
         if let Some(gh) = self.dyn_val(dynamic::DT_GNU_HASH).and_then(|a| self.vaddr_to_offset(a)) {
-            return self.gnu_hash_count(gh).ok_or_else(|| "DT_GNU_HASH table is truncated or inconsistent".to_string());
+            return self.gnu_hash_count(gh).map(Some).ok_or(ElfError::GnuHashBroken);
         }
-        Ok(0)
+        Ok(None)
     }
 
     fn gnu_hash_count(&self, off: usize) -> Option<usize> {
@@ -606,59 +623,73 @@ impl<'a> ElfView<'a> {
         }
     }
 
-    /// Version index → name, from both DT_VERDEF (defined) and DT_VERNEED (required) chains.
-    fn version_names(&self) -> std::collections::HashMap<u16, String> {
-        let mut out = std::collections::HashMap::new();
-        let le = self.ctx.is_little_endian();
+    /// Version index → name, from both DT_VERDEF (defined) and DT_VERNEED (required) chains. The
+    /// chains are found through the dynamic table, as ld.so finds them: `object`'s `VersionTable`
+    /// reads them only from section headers, which a section-stripped library lacks (as it reads
+    /// `.dynsym` itself: its `ElfFile::parse` leaves DT_SYMTAB without sections as a TODO). That
+    /// costs speed: listing every dynamic symbol with its version took `object` 0.66–0.87× of this
+    /// reader's time per run (`bench/symbols.rs`, `dynsym`). The records themselves are decoded by
+    /// `object`'s ELF types.
+    fn version_names(&self) -> Vec<Option<String>> {
+        use object::elf::{Verdaux, Verdef, Vernaux, Verneed};
+        let mut out: Vec<Option<String>> = Vec::new();
+        // A symbol's version index has 15 bits (`.gnu.version` masks the hidden bit): larger ones
+        // can never be asked for.
+        let mut insert = |index: u16, name: &str| {
+            let i = index as usize;
+            if i > 0x7fff {
+                return;
+            }
+            if out.len() <= i {
+                out.resize(i + 1, None);
+            }
+            out[i] = Some(name.to_string());
+        };
+        let e = self.endian();
         let b = self.bytes;
         let strtab = &b[self.dynstr.clone()];
         if let Some(mut off) = self.dyn_val(dynamic::DT_VERDEF).and_then(|a| self.vaddr_to_offset(a)) {
             let num = self.dyn_val(dynamic::DT_VERDEFNUM).unwrap_or(0).min(65535);
             for _ in 0..num {
-                let (Some(ndx), Some(cnt), Some(aux), Some(next)) =
-                    (read_u16(b, off + 4, le), read_u16(b, off + 6, le), read_u32(b, off + 12, le), read_u32(b, off + 16, le))
-                else {
-                    break;
-                };
-                if cnt > 0
-                    && let Some(name) = read_u32(b, off + aux as usize, le).and_then(|n| cstr_at(strtab, n as usize))
+                let Some(def) = record::<Verdef<Endianness>>(b, off) else { break };
+                if def.vd_cnt.get(e) > 0
+                    && let Some(name) = record::<Verdaux<Endianness>>(b, off + def.vd_aux.get(e) as usize)
+                        .and_then(|aux| cstr_at(strtab, aux.vda_name.get(e) as usize))
                 {
-                    out.insert(ndx, name.to_string());
+                    insert(def.vd_ndx.get(e).0, name);
                 }
-                if next == 0 {
-                    break;
+                match def.vd_next.get(e) {
+                    0 => break,
+                    next => off += next as usize,
                 }
-                off += next as usize;
             }
         }
         if let Some(mut off) = self.dyn_val(dynamic::DT_VERNEED).and_then(|a| self.vaddr_to_offset(a)) {
             let num = self.dyn_val(dynamic::DT_VERNEEDNUM).unwrap_or(0).min(65535);
             for _ in 0..num {
-                let (Some(cnt), Some(aux), Some(next)) = (read_u16(b, off + 2, le), read_u32(b, off + 8, le), read_u32(b, off + 12, le))
-                else {
-                    break;
-                };
-                let mut a = off + aux as usize;
-                for _ in 0..cnt {
-                    let (Some(other), Some(name), Some(anext)) = (read_u16(b, a + 6, le), read_u32(b, a + 8, le), read_u32(b, a + 12, le))
-                    else {
-                        break;
-                    };
-                    if let Some(n) = cstr_at(strtab, name as usize) {
-                        out.insert(other & 0x7fff, n.to_string());
+                let Some(need) = record::<Verneed<Endianness>>(b, off) else { break };
+                let mut a = off + need.vn_aux.get(e) as usize;
+                for _ in 0..need.vn_cnt.get(e) {
+                    let Some(aux) = record::<Vernaux<Endianness>>(b, a) else { break };
+                    if let Some(n) = cstr_at(strtab, aux.vna_name.get(e) as usize) {
+                        insert(aux.vna_other(e).index().0, n);
                     }
-                    if anext == 0 {
-                        break;
+                    match aux.vna_next.get(e) {
+                        0 => break,
+                        next => a += next as usize,
                     }
-                    a += anext as usize;
                 }
-                if next == 0 {
-                    break;
+                match need.vn_next.get(e) {
+                    0 => break,
+                    next => off += next as usize,
                 }
-                off += next as usize;
             }
         }
         out
+    }
+
+    fn endian(&self) -> Endianness {
+        if self.ctx.is_little_endian() { Endianness::Little } else { Endianness::Big }
     }
 
     /// One pass over read-only data for library-name literals (`lib*.so[.N…]`, optionally with a
@@ -834,9 +865,9 @@ fn split_path_list(s: &str) -> Vec<String> {
     s.split(':').filter(|p| !p.is_empty()).map(str::to_string).collect()
 }
 
-fn read_u16(b: &[u8], off: usize, le: bool) -> Option<u16> {
-    let s: [u8; 2] = b.get(off..off.checked_add(2)?)?.try_into().ok()?;
-    Some(if le { u16::from_le_bytes(s) } else { u16::from_be_bytes(s) })
+/// The fixed-size ELF record (an `object::elf` type) at `off`; `None` when it runs past the end.
+fn record<T: object::pod::Pod>(b: &[u8], off: usize) -> Option<&T> {
+    object::pod::from_bytes(b.get(off..)?).ok().map(|(t, _)| t)
 }
 
 pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
@@ -889,6 +920,21 @@ mod tests {
         assert!(!is_library_name(std::str::from_utf8(&data[s..e]).unwrap()));
         let pos3 = memchr::memmem::find(&data[38..], b".so").unwrap() + 38;
         assert_eq!(literal_bounds(data, pos3), None);
+    }
+
+    /// The refusals print as they did when they were strings (tests and scripts grep for them).
+    #[test]
+    fn refusals_keep_their_messages() {
+        assert_eq!(ElfView::parse(b"hello world, not an elf").err().unwrap().to_string(), "not an ELF file");
+        let mut h = vec![0u8; 64];
+        h[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+        h[0x20..0x28].copy_from_slice(&(1u64 << 40).to_le_bytes()); // e_phoff
+        h[0x34..0x36].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+        h[0x36..0x38].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        h[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        let e = ElfView::parse(&h).err().unwrap();
+        assert!(matches!(e, ElfError::ProgramHeadersPastEnd { count: 1, len: 64, .. }), "{e:?}");
+        assert_eq!(e.to_string(), "truncated: program headers at 0x10000000000 (1 entries) run past the end of the file (64 bytes)");
     }
 
     #[test]

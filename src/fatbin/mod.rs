@@ -727,7 +727,7 @@ pub fn driver_floor(cuda_major: Option<u32>, compression: Option<DriverReq>) -> 
     let runtime = cuda_major.and_then(runtime_floor);
     let (minimum, raises) = match (&runtime, &compression) {
         (Some(r), Some(c)) => {
-            if version_cmp(&c.linux, &r.linux).is_gt() {
+            if crate::version::compare(&c.linux, &r.linux).is_some_and(|o| o.is_gt()) {
                 (Some(c.linux.clone()), true)
             } else {
                 (Some(r.linux.clone()), false)
@@ -738,16 +738,6 @@ pub fn driver_floor(cuda_major: Option<u32>, compression: Option<DriverReq>) -> 
         (None, None) => (None, false),
     };
     DriverFloor { runtime, compression, minimum, compression_raises_floor: raises }
-}
-
-/// Compare dotted driver versions numerically (`580` > `550.54.14`).
-pub fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let parse = |s: &str| s.split('.').map(|p| p.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
-    let (mut x, mut y) = (parse(a), parse(b));
-    let n = x.len().max(y.len());
-    x.resize(n, 0);
-    y.resize(n, 0);
-    x.cmp(&y)
 }
 
 #[doc(hidden)]
@@ -821,7 +811,5 @@ mod tests {
         assert!(!f.compression_raises_floor);
         let f = driver_floor(Some(12), compression_floor([Compression::Lz4]));
         assert_eq!(f.minimum.as_deref(), Some("525.60.13"));
-        assert!(version_cmp("580", "550.54.14").is_gt());
-        assert!(version_cmp("550.54.14", "550.54.15").is_lt());
     }
 }

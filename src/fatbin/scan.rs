@@ -123,7 +123,7 @@ struct FileScan {
 }
 
 fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, trace: bool) -> Result<FileScan> {
-    let view = ElfView::parse(input.bytes).map_err(|e| Error::bad(name(), e))?;
+    let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
     let started = Instant::now();
     let summary = read_from(&view, input.file).map_err(|e| Error::bad(name(), e))?;
     let walk = started.elapsed();

@@ -424,10 +424,10 @@ pub fn payload_version(plan: &Plan) -> String {
         .filter_map(|f| {
             let name = crate::input::Tree::file_name(&f.path);
             let v = name.split(".so.").nth(1)?;
-            (v.split('.').count() >= 2 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
-                .then(|| v.to_string())
+            crate::version::parse(v).is_some_and(|p| p.len() >= 2).then(|| v.to_string())
         })
-        .max_by_key(|v| v.len())
+        // The highest version; of equal ones (`2.8`, `2.8.0`) the longer spelling.
+        .max_by(|a, b| crate::version::compare(a, b).unwrap_or(std::cmp::Ordering::Equal).then(a.len().cmp(&b.len())))
         .unwrap_or_default()
 }
 

@@ -136,7 +136,7 @@ impl Tables {
                     Regex::new(p).map_err(|e| Error::bad(&at, format!("bad pattern {p:?}: {e}")))?;
                 }
                 if let Some(v) = &r.cuda_below
-                    && parse_version(v).is_none()
+                    && crate::version::parse(v.trim()).is_none()
                 {
                     return Err(Error::bad(at, format!("cuda_below {v:?} is not a version like 12.8")));
                 }
@@ -154,14 +154,9 @@ impl Tables {
     }
 }
 
-fn parse_version(v: &str) -> Option<Vec<u32>> {
-    v.trim().split('.').map(|p| p.parse().ok()).collect()
-}
-
 /// `a < b` for dotted versions (`12.6 < 12.8`, `13.0 ≥ 12.8`).
 pub fn version_below(a: &str, b: &str) -> Option<bool> {
-    let (a, b) = (parse_version(a)?, parse_version(b)?);
-    Some(a < b)
+    crate::version::compare(a.trim(), b.trim()).map(|o| o.is_lt())
 }
 
 fn dtype_matches(list: &[String], dtype: &str) -> bool {
