@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn failed_keeps_the_cause_chain_on_one_line() {
-        let cause = Outer(std::io::Error::internal("disk\nfull"));
+        let cause = Outer(std::io::Error::other("disk\nfull"));
         let e = Error::failed("writing x.conda", cause);
         assert_eq!(e.to_string(), "writing x.conda: outer failure: disk full");
         assert_eq!(e.exit_code(), 3);

@@ -426,7 +426,7 @@ fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
     // Both recipes read back with the literal name.
     let recipe: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(out.join("rattler-build/recipe.yaml")).unwrap()).unwrap();
     let text = serde_json::to_string(&recipe).unwrap();
-    let glob = splitpkg::emit::quote::glob_literal(evil);
+    let glob = splitpkg::recipe::emit::quote::glob_literal(evil);
     assert!(text.contains(&serde_json::to_string(&glob).unwrap()), "the exclude glob is the escaped literal name: {text}");
     let meta = render_meta(&out.join("conda-build"), "nomagma");
     assert_eq!(meta["outputs"][0]["name"], "libtorch");

@@ -57,12 +57,12 @@ fn conda_files(channel: &Path) -> Vec<String> {
 }
 
 /// The split model the CLI uses, computed through the library from the same fixture.
-fn model(input: &Path, version: &str, keys: &str, prefer: &str) -> Vec<splitpkg::split::PackageModel> {
-    let spec = splitpkg::payload::PayloadSpec::for_dep("magma", &[]);
-    let ins = splitpkg::inspect::inspect(input, &spec, &splitpkg::progress::Progress::hidden()).unwrap();
-    let analysis = splitpkg::verdict::analyse(&ins, "libtorch_cuda_linalg.so");
-    let plan = splitpkg::plan::make_plan(&ins, &analysis, "libtorch_cuda_linalg.so");
-    let options = splitpkg::split::SplitOptions {
+fn model(input: &Path, version: &str, keys: &str, prefer: &str) -> Vec<splitpkg::recipe::split::PackageModel> {
+    let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
+    let ins = splitpkg::analysis::inspect::inspect(input, &spec, &splitpkg::progress::Progress::hidden()).unwrap();
+    let analysis = splitpkg::analysis::verdict::analyse(&ins, "libtorch_cuda_linalg.so");
+    let plan = splitpkg::analysis::plan::make_plan(&ins, &analysis, "libtorch_cuda_linalg.so");
+    let options = splitpkg::recipe::split::SplitOptions {
         core_name: "libtorch".into(),
         lazy_name: "libtorch-cuda-linalg".into(),
         version: version.into(),
@@ -70,12 +70,12 @@ fn model(input: &Path, version: &str, keys: &str, prefer: &str) -> Vec<splitpkg:
         prefer: prefer.into(),
         variant_key: "linalg_variant".into(),
         payload_packages: vec!["libmagma".into()],
-        payload_version: splitpkg::split::payload_version(&plan),
+        payload_version: splitpkg::recipe::split::payload_version(&plan),
         build_keys: keys.into(),
         cuda_floor: None,
         external_depends: Vec::new(),
     };
-    splitpkg::split::Split::from_plan(&plan, options).unwrap().packages()
+    splitpkg::recipe::split::Split::from_plan(&plan, options).unwrap().packages()
 }
 
 fn index_of(pkg: &Path) -> IndexJson {

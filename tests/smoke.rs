@@ -434,7 +434,7 @@ fn identity_check_applies_to_old_recordings() {
 /// files: one rule, two places.
 #[test]
 fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
-    let spec = splitpkg::payload::PayloadSpec::for_dep("magma", &[]);
+    let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     let dir = tempfile::tempdir().unwrap();
     let plan_file = dir.path().join("plan.json");
     let o = run(&["plan", fixture("conda-like").to_str().unwrap(), "--json", "--out", plan_file.to_str().unwrap(), "-q"]);
@@ -819,7 +819,7 @@ fn probe_answers_and_times_out() {
 
 #[test]
 fn lazy_library_facts_on_fixture_trees() {
-    let spec = splitpkg::payload::PayloadSpec::for_dep("magma", &[]);
+    let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     let pip = variant::lazy_facts(&fixture("pip-like").join("torch/lib/libtorch_cuda_linalg.so"), &spec).unwrap();
     assert!(pip.has_magma, "{pip:?}");
     assert!(pip.defined_symbols > 0 && pip.evidence.starts_with("defines"), "{pip:?}");
@@ -935,7 +935,7 @@ fn run_end_to_end_with_a_fake_torch() {
         seed: Some(7),
         filter: cases::Filter { only: vec!["matrix_exp/16x16/float64/".into()], skip: vec![] },
         lazy: "libtorch_cuda_linalg.so".into(),
-        spec: splitpkg::payload::PayloadSpec::for_dep("magma", &[]),
+        spec: splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]),
         progress: false,
         command: vec!["test".into()],
     };
