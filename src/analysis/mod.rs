@@ -8,5 +8,7 @@ pub mod graph;
 pub mod inspect;
 pub mod payload;
 pub mod plan;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod text;
 pub mod verdict;
