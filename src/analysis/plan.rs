@@ -408,7 +408,7 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
-    use crate::analysis::testkit::{LAZY, MAGMA, Scratch, conda_layout, loader, wheel_layout};
+    use crate::analysis::testkit::{LAZY, Scratch, conda_layout, conda_prefix, loader, wheel_layout};
 
     fn output(plan: &Plan, role: Role) -> Option<&Output> {
         plan.outputs.iter().find(|o| o.role == role)
@@ -440,34 +440,6 @@ mod tests {
             seen.values().sum()
         };
         (all, bytes)
-    }
-
-    /// The conda layout with a real MAGMA package: versioned file and soname symlinks, a helper
-    /// only MAGMA needs, a second payload library nothing loads, and links of every kind.
-    fn conda_prefix() -> Scratch {
-        let mut s = Scratch::new();
-        s.lib("lib/libtorch_cpu.so", "int torch_cpu_fn(int x) { return x + 1; }\n", &[])
-            .lib("lib/libmagma_helper.so", "int helper_fn(int x) { return x; }\n", &[])
-            .lib_as("lib/libmagma.so.2.8.0", "libmagma.so.2", MAGMA, &["lib/libmagma_helper.so", "lib/libtorch_cpu.so"])
-            .symlink("lib/libmagma.so.2", "libmagma.so.2.8.0")
-            .symlink("lib/libmagma.so", "libmagma.so.2")
-            .lib(
-                "lib/libmagma_sparse.so",
-                "extern int magma_dgetrf_gpu(int);\nint magma_dcg(int x) { return magma_dgetrf_gpu(x); }\n",
-                &["lib/libmagma.so.2"],
-            )
-            .lib(
-                "lib/libtorch_cuda_linalg.so",
-                "extern int magma_dgetrf_gpu(int);\nextern int torch_cpu_fn(int);\n\
-                 int linalg_entry(int x) { return magma_dgetrf_gpu(x) + torch_cpu_fn(x); }\n",
-                &["lib/libmagma.so.2", "lib/libtorch_cpu.so"],
-            )
-            .lib("lib/libtorch_cuda.so", &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"), &["lib/libtorch_cpu.so"])
-            .symlink("lib/liblinalg-alias.so", LAZY)
-            .hardlink("lib/helper-link.so", "lib/libmagma_helper.so")
-            .symlink("lib/dangling.so", "nowhere.so")
-            .file("lib/python3.11/site-packages/torch/version.txt", b"2.5.1\n");
-        s
     }
 
     #[test]

@@ -712,7 +712,7 @@ mod tests {
     #[test]
     fn a_payload_library_the_tree_lacks_is_external() {
         // The lazy library NEEDs libmagma.so.2 but another package ships it.
-        let mut s = conda_layout();
+        let s = conda_layout();
         std::fs::remove_file(s.tree().join("lib/libmagma.so.2")).unwrap();
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
