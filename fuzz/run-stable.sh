@@ -9,7 +9,8 @@
 # Env: FUZZ_CORPUS, FUZZ_ARTIFACTS (default fuzz/corpus/TARGET, fuzz/artifacts/TARGET), FUZZ_SEEDS
 #      (a directory of extra seed files), FUZZ_RUNS (stop after N executions instead), CARGO_TARGET_DIR,
 #      FUZZ_PROFILE (release, or dev).
-# The test suite runs every target briefly (tests/fatbin.rs, `fuzz_targets_build_and_run`).
+# The full test tier runs every target briefly (`cargo test --release --features full-tests`;
+# tests/fatbin.rs, `fuzz_targets_build_and_run`).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ ${1:-} =~ ^[0-9]+$ || -z ${1:-} ]]; then name=fatbin; secs=${1:-60}; else name=$1; secs=${2:-60}; fi

@@ -437,6 +437,7 @@ fn mib(n: &serde_json::Value) -> f64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheels: cargo test --release --features full-tests")]
 fn torch_2_11_matches_cuobjdump() {
     let (wheel, tree) = corpus("torch-2.11.0-cu130", true);
     let lib = tree.unwrap().join("lib");
@@ -519,6 +520,7 @@ fn torch_2_11_matches_cuobjdump() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheels: cargo test --release --features full-tests")]
 fn mutations_of_a_real_section_never_panic() {
     let (_, tree) = corpus("torch-2.11.0-cu130", true);
     let bytes = std::fs::read(tree.unwrap().join("lib/libtorch_cuda_linalg.so")).unwrap();
@@ -645,6 +647,7 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
 /// .conda. The long runs are by hand (docs/security.md); this keeps the targets compiling and the
 /// readers panic-free on what libFuzzer finds in a few seconds each.
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, builds the cargo-fuzz targets: cargo test --release --features full-tests")]
 fn fuzz_targets_build_and_run() {
     let seeds = tempfile::tempdir().unwrap();
     let (elf, plans, archives) = (seeds.path().join("elf"), seeds.path().join("plan_json"), seeds.path().join("archive"));

@@ -398,14 +398,21 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
 }
 
-#[test]
-fn scenarios_install_plan_env_and_py_rattler_agree() {
-    let d = tempfile::tempdir().unwrap();
-    let ch = d.path().join("channel");
-    let flipped = d.path().join("flipped");
+/// The scenario channels of the fixture: two releases in `channel`, and a `flipped` channel
+/// preferring nomagma for (e).
+fn scenario_channels(d: &Path) -> (PathBuf, PathBuf) {
+    let ch = d.join("channel");
+    let flipped = d.join("flipped");
     fixture_channel(&ch, "2.5.1", &[]);
     fixture_channel(&ch, "2.5.2", &[]);
     fixture_channel(&flipped, "2.5.2", &["--prefer", "nomagma"]);
+    (ch, flipped)
+}
+
+#[test]
+fn scenarios_install_plan_and_env() {
+    let d = tempfile::tempdir().unwrap();
+    let (ch, flipped) = scenario_channels(d.path());
     let envs = d.path().join("envs");
     let (o, r) = solve(&ch, &["--prefer-channel", s(&flipped), "--install", s(&envs)]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
@@ -538,9 +545,6 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
     run(&["env", s(&default), "--svg", s(&again)]);
     assert_eq!(std::fs::read(&again).unwrap(), text_d.as_bytes(), "SVG is deterministic");
 
-    // The same scenarios with py-rattler.
-    cross_check(&r, Some(&flipped));
-
     // Text report: every scenario named with its status.
     let t = stdout(&run(&["solve", s(&ch), "--prefer-channel", s(&flipped), "--quiet"]));
     for line in [
@@ -553,6 +557,19 @@ fn scenarios_install_plan_env_and_py_rattler_agree() {
     ] {
         assert!(t.contains(line), "{line}\n{t}");
     }
+}
+
+/// The scenarios of `scenarios_install_plan_and_env`, solved again with py-rattler over the same
+/// channels: the same records, or both unsolvable.
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, py-rattler in a pip venv: cargo test --release --features full-tests")]
+fn scenarios_agree_with_py_rattler() {
+    let d = tempfile::tempdir().unwrap();
+    let (ch, flipped) = scenario_channels(d.path());
+    let (o, r) = solve(&ch, &["--prefer-channel", s(&flipped)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(r["pass"], true);
+    cross_check(&r, Some(&flipped));
 }
 
 /// `env --switch` changes a real environment with rattler's installer, both ways: the slim one
@@ -621,6 +638,7 @@ fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests")]
 fn pack_and_rattler_build_agree_on_the_relations() {
     // The same split rendered by emit and built by rattler-build, and packed by pack: the same
     // depends, constrains and track_features for every package (build-string hashes differ by
@@ -753,6 +771,7 @@ fn bad_input_is_one_line_and_writes_nothing() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheel + py-rattler: cargo test --release --features full-tests")]
 fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     let (wheel, _) = corpus("torch-2.11.0-cu130", false);
     let d = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@ fn plan(path: &std::path::Path) -> serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheels: cargo test --release --features full-tests")]
 fn torch_2_11_wheel_and_tree_are_confined() {
     let (wheel, tree) = corpus("torch-2.11.0-cu130", true);
     let tree = tree.unwrap();
@@ -85,6 +86,7 @@ fn torch_2_11_wheel_and_tree_are_confined() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheels: cargo test --release --features full-tests")]
 fn torch_1_13_split_cuda_library_is_confined() {
     let (wheel, _) = corpus("torch-1.13.1-cu117", false);
     let p = plan(&wheel);
@@ -94,6 +96,7 @@ fn torch_1_13_split_cuda_library_is_confined() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheels: cargo test --release --features full-tests")]
 fn torch_1_10_without_lazy_library_is_refuted_with_the_path() {
     let (wheel, _) = corpus("torch-1.10.0-cu102", false);
     let p = plan(&wheel);

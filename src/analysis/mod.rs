@@ -10,5 +10,7 @@ pub mod inspect;
 pub mod payload;
 pub mod pipeline;
 pub mod plan;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod text;
 pub mod verdict;

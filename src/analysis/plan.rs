@@ -400,3 +400,188 @@ fn reach_avoiding(ins: &Inspection, avoid: &HashSet<usize>) -> HashSet<usize> {
     seen.retain(|&n| g.nodes[n].reach != Reach::Unreached || g.nodes[n].root.is_some());
     seen
 }
+
+#[cfg(test)]
+mod tests {
+    //! Which file goes to which output, on small gcc-built trees (see [`crate::analysis::testkit`]).
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+    use crate::analysis::testkit::{LAZY, Scratch, conda_layout, conda_prefix, loader, wheel_layout};
+
+    fn output(plan: &Plan, role: Role) -> Option<&Output> {
+        plan.outputs.iter().find(|o| o.role == role)
+    }
+
+    fn files(plan: &Plan, role: Role) -> BTreeSet<&str> {
+        output(plan, role).map(|o| o.files.iter().map(String::as_str).collect()).unwrap_or_default()
+    }
+
+    /// Every non-directory path of the tree on disk, and the bytes of each group of paths counted
+    /// once per inode (symlinks count nothing), for checking the buckets against the file system.
+    fn on_disk(s: &Scratch) -> (BTreeSet<String>, impl Fn(&BTreeSet<&str>) -> u64) {
+        let root = s.tree();
+        let mut all = BTreeSet::new();
+        for e in walkdir::WalkDir::new(&root) {
+            let e = e.unwrap();
+            if !e.file_type().is_dir() {
+                all.insert(e.path().strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+        let bytes = move |paths: &BTreeSet<&str>| {
+            let mut seen = BTreeMap::new();
+            for p in paths {
+                let m = std::fs::symlink_metadata(root.join(p)).unwrap();
+                if m.file_type().is_file() {
+                    seen.insert(m.ino(), m.len());
+                }
+            }
+            seen.values().sum()
+        };
+        (all, bytes)
+    }
+
+    #[test]
+    fn every_path_lands_in_exactly_one_output_and_links_follow_their_targets() {
+        let s = conda_prefix();
+        let plan = s.plan();
+        assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
+        let roles: Vec<Role> = plan.outputs.iter().map(|o| o.role).collect();
+        assert_eq!(roles, vec![Role::Core, Role::Lazy, Role::Payload]);
+        assert_eq!(files(&plan, Role::Lazy), BTreeSet::from(["lib/libtorch_cuda_linalg.so", "lib/liblinalg-alias.so"]));
+        assert_eq!(
+            files(&plan, Role::Payload),
+            BTreeSet::from([
+                "lib/helper-link.so",
+                "lib/libmagma.so",
+                "lib/libmagma.so.2",
+                "lib/libmagma.so.2.8.0",
+                "lib/libmagma_helper.so",
+                "lib/libmagma_sparse.so",
+            ]),
+            "payload libraries, their links, and what only they need"
+        );
+        assert_eq!(
+            files(&plan, Role::Core),
+            BTreeSet::from([
+                "lib/dangling.so",
+                "lib/libtorch_cpu.so",
+                "lib/libtorch_cuda.so",
+                "lib/python3.11/site-packages/torch/version.txt",
+            ]),
+            "libtorch_cpu.so stays in core although libmagma needs it too"
+        );
+        let (all, bytes) = on_disk(&s);
+        let mut placed: Vec<&str> = plan.outputs.iter().flat_map(|o| o.files.iter().map(String::as_str)).collect();
+        placed.sort();
+        assert_eq!(placed, all.iter().map(String::as_str).collect::<Vec<_>>(), "each tree path once");
+        for o in &plan.outputs {
+            let mut sorted = o.files.clone();
+            sorted.sort();
+            assert_eq!(o.files, sorted, "{:?} files are sorted", o.role);
+            assert_eq!(o.bytes, bytes(&files(&plan, o.role)), "{:?}: a hard-linked file counts once, a symlink not at all", o.role);
+        }
+        assert_eq!(plan.input.bytes, plan.outputs.iter().map(|o| o.bytes).sum::<u64>());
+    }
+
+    #[test]
+    fn shared_payload_saving_is_the_payload_output_and_variants_are_named_after_the_dep() {
+        let s = conda_prefix();
+        let plan = s.plan();
+        let lazy = output(&plan, Role::Lazy).unwrap();
+        let size = s.size("lib/libtorch_cuda_linalg.so");
+        let v: Vec<(&str, bool, u64, bool)> =
+            lazy.variants.iter().map(|v| (v.name.as_str(), v.with_payload, v.bytes, v.measured)).collect();
+        assert_eq!(v, vec![("magma", true, size, true), ("nomagma", false, size, false)], "linked dynamically: nomagma is the same size");
+        assert!(lazy.variants[1].how.contains("links magma dynamically"), "{}", lazy.variants[1].how);
+        let payload = output(&plan, Role::Payload).unwrap();
+        assert_eq!(plan.saving.bytes, payload.bytes);
+        let expected = (payload.bytes as f64 * 10000.0 / plan.input.bytes as f64).round() / 100.0;
+        assert_eq!(plan.saving.percent_of_tree, expected);
+        assert!(payload.external.is_empty());
+        assert!(lazy.external.is_empty() && lazy.device_code == 0);
+        assert_eq!(plan.options.dep, "magma");
+        assert_eq!(plan.options.symbol_prefixes, vec!["magma_", "magmablas_"]);
+        assert_eq!(plan.options.library_prefixes, vec!["libmagma"]);
+    }
+
+    #[test]
+    fn static_payload_has_no_payload_output_and_nomagma_is_the_estimate_less() {
+        let s = wheel_layout();
+        let plan = s.plan();
+        assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
+        assert!(output(&plan, Role::Payload).is_none(), "the payload is inside the lazy library");
+        let estimate = plan.payload.files[0].estimate.as_ref().unwrap().bytes;
+        assert_eq!(plan.payload.bytes, estimate);
+        let size = s.size("torch/lib/libtorch_cuda_linalg.so");
+        let lazy = output(&plan, Role::Lazy).unwrap();
+        assert_eq!((lazy.variants[1].bytes, lazy.variants[1].measured), (size - estimate, false));
+        assert!(lazy.variants[1].how.starts_with(&format!("this library minus the estimated static magma ({estimate} bytes")));
+        assert_eq!(plan.saving.bytes, estimate);
+        assert_eq!(files(&plan, Role::Core), BTreeSet::from(["torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"]));
+    }
+
+    #[test]
+    fn an_unconfined_tree_gets_no_outputs() {
+        let mut s = conda_layout();
+        s.lib(
+            "lib/libtorch_cuda.so",
+            &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"),
+            &["lib/libtorch_cpu.so", "lib/libmagma.so.2"],
+        );
+        let plan = s.plan();
+        assert_eq!(plan.verdict, Verdict::NotConfined);
+        assert!(plan.outputs.is_empty());
+        assert_eq!((plan.saving.bytes, plan.saving.how.as_str()), (0, "no split: the payload is not confined"));
+        // The facts are still all there.
+        assert_eq!(plan.payload.files.len(), 1);
+        assert_eq!(plan.input.elf_files, 4);
+    }
+
+    #[test]
+    fn a_payload_library_from_another_package_is_listed_as_external() {
+        let s = conda_layout();
+        std::fs::remove_file(s.tree().join("lib/libmagma.so.2")).unwrap();
+        let plan = s.plan();
+        assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
+        assert_eq!(plan.payload.external, vec!["libmagma.so.2"]);
+        let payload = output(&plan, Role::Payload).expect("a payload output for the external library");
+        assert!(payload.files.is_empty() && payload.bytes == 0);
+        assert_eq!(payload.external, vec!["libmagma.so.2"]);
+        assert!(plan.saving.how.ends_with("; plus the external package(s) providing libmagma.so.2"), "{}", plan.saving.how);
+    }
+
+    #[test]
+    fn another_component_names_its_own_variants() {
+        assert_eq!(variant_names(&PayloadSpec::for_dep("Foo", &[])), ("foo".to_string(), "nofoo".to_string()));
+        let mut s = Scratch::new();
+        s.lib("lib/libfoo.so.1", "int foo_solve(int x) { return x; }\n", &[])
+            .lib(
+                "lib/libtorch_cuda_linalg.so",
+                "extern int foo_solve(int);\nint linalg_entry(int x) { return foo_solve(x); }\n",
+                &["lib/libfoo.so.1"],
+            )
+            .lib("lib/libtorch_cuda.so", &loader("call", LAZY, "linalg_entry"), &[]);
+        let ins = s.inspect("foo");
+        let a = crate::analysis::verdict::analyse(&ins, LAZY);
+        let plan = make_plan(&ins, &a, LAZY);
+        assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
+        let names: Vec<&str> = output(&plan, Role::Lazy).unwrap().variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, vec!["foo", "nofoo"]);
+        assert_eq!(files(&plan, Role::Payload), BTreeSet::from(["lib/libfoo.so.1"]));
+        assert_eq!((plan.options.dep.as_str(), plan.options.lazy.as_str()), ("foo", LAZY));
+        assert_eq!(plan.options.symbol_prefixes, vec!["foo_"]);
+        // The same tree read for MAGMA has nothing to split.
+        assert_eq!(Scratch::plan(&s).verdict, Verdict::NotPresent);
+    }
+
+    #[test]
+    fn the_plan_round_trips_through_its_json() {
+        let plan = conda_prefix().plan();
+        let text = serde_json::to_string(&plan).unwrap();
+        let back: Plan = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        assert_eq!((back.schema.as_str(), back.schema_version), (SCHEMA_NAME, SCHEMA_VERSION));
+    }
+}

@@ -563,3 +563,267 @@ fn needed_closure(g: &LoadGraph, from: usize) -> Vec<usize> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    //! The confinement rules on small gcc-built trees (see [`crate::analysis::testkit`]).
+    use super::*;
+    use crate::analysis::testkit::{LAZY, MAGMA, Scratch, conda_layout, loader, wheel_layout};
+
+    /// (from, to, kind) of each step: the path a witness walks.
+    fn walk(w: &Witness) -> Vec<(&str, &str, EdgeKind)> {
+        w.steps.iter().map(|s| (s.from.as_str(), s.to.as_str(), s.kind)).collect()
+    }
+
+    fn form(p: &PayloadFile) -> serde_json::Value {
+        serde_json::to_value(&p.form).unwrap()
+    }
+
+    #[test]
+    fn confined_when_the_payload_is_reached_only_through_the_lazy_edge() {
+        let (_, a) = conda_layout().analyse();
+        assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
+        assert_eq!(a.verdict.exit_code(), 0);
+        assert!(a.witnesses.is_empty());
+        let lazy = a.lazy_library.as_ref().unwrap();
+        assert_eq!((lazy.path.as_str(), lazy.reach), ("lib/libtorch_cuda_linalg.so", Reach::Lazy));
+        let loaders: Vec<(&str, EdgeKind)> = lazy.loaded_by.iter().map(|s| (s.from.as_str(), s.kind)).collect();
+        assert_eq!(loaders, vec![("lib/libtorch_cuda.so", EdgeKind::Lazy)]);
+        // libmagma is a payload library, reached only after the lazy edge.
+        let magma: Vec<(&str, serde_json::Value, Reach)> = a.payload.iter().map(|p| (p.path.as_str(), form(p), p.reach)).collect();
+        assert_eq!(magma, vec![("lib/libmagma.so.2", serde_json::json!("library"), Reach::Lazy)]);
+        assert!(a.reasons.iter().any(|r| r.contains("crosses a lazy edge into lib/libtorch_cuda_linalg.so")), "{:?}", a.reasons);
+        // The loader keeps `linalg_entry` next to the library name, and the library defines it.
+        assert_eq!(a.contract.loader_lookups, vec!["linalg_entry"]);
+        assert!(a.contract.exports.contains(&"linalg_entry".to_string()));
+        let magma_imports = a.contract.imports.iter().find(|g| g.provider == "lib/libmagma.so.2").expect("imports from libmagma");
+        assert_eq!(magma_imports.samples, vec!["magma_dgetrf_gpu"]);
+    }
+
+    #[test]
+    fn static_payload_inside_the_lazy_library_is_confined() {
+        let (_, a) = wheel_layout().analyse();
+        assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
+        assert_eq!(a.payload.len(), 1);
+        let p = &a.payload[0];
+        assert_eq!((p.path.as_str(), form(p), p.reach), ("torch/lib/libtorch_cuda_linalg.so", serde_json::json!("static"), Reach::Lazy));
+        for s in ["magma_dgetrf_gpu", "magmablas_dgemm"] {
+            assert!(p.symbols.iter().any(|x| x == s), "{:?}", p.symbols);
+        }
+        let est = p.estimate.as_ref().expect("static payload is estimated");
+        assert!(est.bytes > 0 && est.bytes < p.size.unwrap(), "{est:?}");
+    }
+
+    #[test]
+    fn an_eager_edge_to_the_payload_is_refuted_with_the_path() {
+        // An executable NEEDs libtorch_cuda.so, which NEEDs libmagma directly.
+        let mut s = conda_layout();
+        s.lib(
+            "lib/libtorch_cuda.so",
+            &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"),
+            &["lib/libtorch_cpu.so", "lib/libmagma.so.2"],
+        )
+        .exe(
+            "bin/app",
+            "extern int torch_cuda_linalg_call(int);\nint main(void) { return torch_cuda_linalg_call(1); }\n",
+            &["lib/libtorch_cuda.so"],
+        );
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        assert_eq!(a.verdict.exit_code(), 1);
+        let w = &a.witnesses[0];
+        assert_eq!(
+            walk(w),
+            vec![("bin/app", "lib/libtorch_cuda.so", EdgeKind::Needed), ("lib/libtorch_cuda.so", "lib/libmagma.so.2", EdgeKind::Needed)]
+        );
+        assert_eq!(w.reason, "is payload library libmagma.so.2");
+        assert_eq!(w.summary, "app → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED) → is payload library libmagma.so.2");
+        assert_eq!(a.payload[0].reach, Reach::Eager);
+    }
+
+    #[test]
+    fn a_lazy_edge_that_bypasses_the_lazy_library_is_not_confinement() {
+        // Loaded by name too, but by libtorch_cuda.so itself, not through the lazy library: the
+        // rule counts every edge outside the lazy library, eager or lazy.
+        let mut s = conda_layout();
+        s.lib(
+            "lib/libtorch_cuda.so",
+            &format!(
+                "{}{}",
+                loader("torch_cuda_linalg_call", LAZY, "linalg_entry"),
+                loader("load_magma_directly", "libmagma.so.2", "magma_init")
+            ),
+            &["lib/libtorch_cpu.so"],
+        );
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        assert_eq!(walk(&a.witnesses[0]), vec![("lib/libtorch_cuda.so", "lib/libmagma.so.2", EdgeKind::Lazy)], "{:#?}", a.witnesses);
+    }
+
+    #[test]
+    fn a_lazy_library_that_is_needed_loads_at_start_up() {
+        let mut s = conda_layout();
+        s.lib(
+            "lib/libtorch_cuda.so",
+            &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"),
+            &["lib/libtorch_cpu.so", "lib/libtorch_cuda_linalg.so"],
+        );
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        assert_eq!(a.lazy_library.as_ref().unwrap().reach, Reach::Eager);
+        let w = &a.witnesses[0];
+        assert_eq!(w.reason, "the lazy library is NEEDed, so it loads at start-up");
+        assert_eq!(walk(w), vec![("lib/libtorch_cuda.so", "lib/libtorch_cuda_linalg.so", EdgeKind::Needed)]);
+        // Cut out the lazy library and libmagma is unreachable: it is the only witness.
+        assert_eq!(a.witnesses.len(), 1, "{:#?}", a.witnesses);
+    }
+
+    #[test]
+    fn a_lazy_library_nothing_names_is_a_root() {
+        // No loader names the library: something outside may load it at start-up.
+        let mut s = conda_layout();
+        s.lib(
+            "lib/libtorch_cuda.so",
+            "extern int torch_cpu_fn(int);\nint torch_cuda_fn(int x) { return torch_cpu_fn(x); }\n",
+            &["lib/libtorch_cpu.so"],
+        );
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        let w = &a.witnesses[0];
+        assert!(w.steps.is_empty());
+        assert_eq!(
+            w.reason,
+            "libtorch_cuda_linalg.so is loaded at start-up: nothing in the tree NEEDs or names it, so something outside may load it"
+        );
+        assert_eq!(w.summary, format!("libtorch_cuda_linalg.so (root) → {}", w.reason));
+    }
+
+    #[test]
+    fn a_reference_in_an_eagerly_loaded_file_is_enough_to_refute() {
+        // libtorch_cpu.so imports a MAGMA symbol (no libmagma NEEDed): whoever provides it, it
+        // is bound at start-up.
+        let mut s = conda_layout();
+        s.lib("lib/libtorch_cpu.so", "extern int magma_dgetrf_gpu(int);\nint torch_cpu_fn(int x) { return magma_dgetrf_gpu(x); }\n", &[]);
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        let w = a.witnesses.iter().find(|w| w.reason == "references magma_dgetrf_gpu").expect("a reference witness");
+        assert_eq!(w.steps.last().unwrap().to, "lib/libtorch_cpu.so");
+        // Files holding payload code come first among witnesses; none is exposed here.
+        assert_eq!(a.witnesses.len(), 1, "{:#?}", a.witnesses);
+    }
+
+    #[test]
+    fn without_a_lazy_library_an_eager_payload_is_refuted() {
+        let mut s = Scratch::new();
+        s.lib("lib/libtorch_cuda.so", MAGMA, &[]);
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        assert!(a.lazy_library.is_none());
+        assert!(
+            a.reasons.iter().any(|r| r == "no lazy library named libtorch_cuda_linalg.so in the tree: magma is loaded eagerly"),
+            "{:?}",
+            a.reasons
+        );
+        assert_eq!(a.witnesses[0].reason, "defines magma_dgetrf_gpu");
+        assert!(a.contract.loader_lookups.is_empty() && a.contract.required_exports.is_empty() && a.contract.exports.is_empty());
+    }
+
+    #[test]
+    fn not_present_without_payload_code_libraries_or_references() {
+        let mut s = Scratch::new();
+        s.lib("lib/libtorch_cpu.so", "int torch_cpu_fn(int x) { return x + 1; }\n", &[]).lib(
+            "lib/libtorch_cuda_linalg.so",
+            "extern int torch_cpu_fn(int);\nint linalg_entry(int x) { return torch_cpu_fn(x); }\n",
+            &["lib/libtorch_cpu.so"],
+        );
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::NotPresent);
+        assert_eq!(a.verdict.exit_code(), 1);
+        assert_eq!(a.verdict.label(), "NOT PRESENT");
+        assert!(a.payload.is_empty() && a.witnesses.is_empty());
+        assert_eq!(a.reasons, vec!["no magma code, library or reference found in the tree"]);
+        // Another component's name gives another verdict on the same tree.
+        let mut t = Scratch::new();
+        t.lib("lib/libfoo.so.1", "int foo_solve(int x) { return x; }\n", &[]);
+        let ins = t.inspect("foo");
+        assert_eq!(analyse(&ins, LAZY).verdict, Verdict::NotConfined);
+        assert_eq!(analyse(&t.inspect("magma"), LAZY).verdict, Verdict::NotPresent);
+    }
+
+    #[test]
+    fn a_payload_library_the_tree_lacks_is_external() {
+        // The lazy library NEEDs libmagma.so.2 but another package ships it.
+        let s = conda_layout();
+        std::fs::remove_file(s.tree().join("lib/libmagma.so.2")).unwrap();
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
+        let ext: Vec<(&str, serde_json::Value, Option<u64>)> = a.payload.iter().map(|p| (p.path.as_str(), form(p), p.size)).collect();
+        assert_eq!(ext, vec![("libmagma.so.2", serde_json::json!("external"), None)]);
+        // NEEDed by a core file instead, the missing library is a witness of its own.
+        let mut s2 = Scratch::new();
+        s2.lib("lib/libmagma.so.2", MAGMA, &[]).lib("lib/libtorch_cpu.so", "int g(int x) { return x; }\n", &["lib/libmagma.so.2"]);
+        std::fs::remove_file(s2.tree().join("lib/libmagma.so.2")).unwrap();
+        let (_, b) = s2.analyse();
+        assert_eq!(b.verdict, Verdict::NotConfined);
+        assert_eq!(b.witnesses[0].reason, "needs payload library libmagma.so.2 (not in the tree)");
+    }
+
+    #[test]
+    fn glue_in_core_files_is_a_warning_not_a_refutation() {
+        let mut s = conda_layout();
+        let glue = "void set_magma_init_fn(void (*fn)(void)) __asm__(\"_ZN2at4cuda6detail17set_magma_init_fnEPFvvE\");\n\
+                    void set_magma_init_fn(void (*fn)(void)) { (void)fn; }\n\
+                    const char *torch_cuda_config(void) { return \"  - Magma 2.8.0\"; }\n";
+        s.lib(
+            "lib/libtorch_cuda.so",
+            &format!("{glue}{}", loader("torch_cuda_linalg_call", LAZY, "linalg_entry")),
+            &["lib/libtorch_cpu.so"],
+        );
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
+        let on_cuda: Vec<&Warning> = a.warnings.iter().filter(|w| w.file == "lib/libtorch_cuda.so").collect();
+        assert_eq!(on_cuda.len(), 2, "{on_cuda:#?}");
+        let sym = on_cuda.iter().find(|w| !w.examples.is_empty() && w.examples[0].contains("set_magma_init_fn")).expect("glue symbol");
+        assert!(sym.consequence.contains("torch.cuda.has_magma stays True"), "{}", sym.consequence);
+        let text = on_cuda.iter().find(|w| w.what.contains("read-only string")).expect("build-config text");
+        assert!(text.examples.iter().any(|e| e.contains("Magma 2.8.0")), "{text:?}");
+        // The lazy library itself never warns: its MAGMA awareness is what the split is for.
+        assert!(a.warnings.iter().all(|w| w.file != "lib/libtorch_cuda_linalg.so"));
+    }
+
+    #[test]
+    fn required_exports_are_what_only_the_lazy_library_defines() {
+        let mut s = conda_layout();
+        s.lib(
+            "lib/libtorch_cuda_linalg.so",
+            "extern int magma_dgetrf_gpu(int);\nint linalg_entry(int x) { return magma_dgetrf_gpu(x); }\n\
+             int linalg_only(int x) { return x; }\nint torch_cpu_fn(int x) { return x; }\n",
+            &["lib/libmagma.so.2"],
+        );
+        // libtorch_cuda.so imports linalg_only (only the lazy library has it) and torch_cpu_fn
+        // (libtorch_cpu.so has it too).
+        s.lib(
+            "lib/libtorch_cuda.so",
+            &format!(
+                "extern int linalg_only(int);\nextern int torch_cpu_fn(int);\nint both(int x) {{ return linalg_only(x) + torch_cpu_fn(x); }}\n{}",
+                loader("torch_cuda_linalg_call", LAZY, "linalg_entry")
+            ),
+            &["lib/libtorch_cpu.so"],
+        );
+        let (_, a) = s.analyse();
+        assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
+        assert_eq!(a.contract.required_exports, vec!["linalg_only"]);
+    }
+
+    #[test]
+    fn two_files_with_the_lazy_name_are_reported() {
+        let mut s = conda_layout();
+        s.lib("lib/other/libtorch_cuda_linalg.so", "int other(int x) { return x; }\n", &[]);
+        let (_, a) = s.analyse();
+        assert!(
+            a.reasons.iter().any(|r| r == "2 files are named libtorch_cuda_linalg.so; using lib/libtorch_cuda_linalg.so"),
+            "{:?}",
+            a.reasons
+        );
+    }
+}

@@ -334,3 +334,277 @@ pub fn fuzz_plan_json(data: &[u8]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The quoting filters checked by reading their output back with the tool that reads each
+    //! context (bash, a YAML parser, Jinja, bash pattern matching), and the render rules on the plan
+    //! of a small gcc-built tree (see [`crate::analysis::testkit`]).
+    use std::process::Command;
+
+    use super::quote::*;
+    use super::*;
+    use crate::analysis::testkit::{LAZY, conda_prefix, loader};
+    use crate::recipe::split::{SplitOptions, check_recipe_path, payload_version};
+
+    /// Names that attack each context: shell expansion, quotes, YAML indicators and comments,
+    /// glob metacharacters, and a few that are harmless but unusual.
+    const HOSTILE: &[&str] = &[
+        "lib/libmagma_$(touch PWNED).so",
+        "lib/libmagma_`touch PWNED`.so",
+        "lib/libmagma_${IFS}x.so",
+        "lib/a\"b'c.so",
+        "lib/a: b.so",
+        "lib/a #b.so",
+        "lib/trailing:",
+        "lib/trailing ",
+        "-leading-dash",
+        "? question",
+        "'quoted'",
+        "\"double\"",
+        "*star.so",
+        "&anchor",
+        "!tag",
+        "|pipe",
+        ">fold",
+        "%percent",
+        "@at",
+        "`tick",
+        "[flow]",
+        "{flow}",
+        ",comma",
+        "lib/lib*?.so",
+        "lib/lib[1-3].so",
+        "lib/lib{a,b}.so",
+        "lib/ünïcödé ✓.so",
+        "lib/yes",
+        "null",
+        "~",
+        "0x10",
+        "1e3",
+        "lib/a\\$b",
+        "lib/x\ny.so",
+        "lib/x\ty.so",
+        "lib/x\u{85}y.so",
+    ];
+
+    fn bash(script: &str, dir: &Path) -> String {
+        let o = Command::new("bash").arg("-c").arg(script).current_dir(dir).output().expect("run bash");
+        assert!(o.status.success(), "bash: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    #[test]
+    fn shell_double_reads_back_literally_and_runs_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let script: String = HOSTILE.iter().map(|s| format!("printf '%s\\0' \"{}\"\n", shell_double(s))).collect();
+        let out = bash(&script, d.path());
+        let back: Vec<&str> = out.split_terminator('\0').collect();
+        assert_eq!(back, HOSTILE);
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "a name ran as code");
+    }
+
+    #[test]
+    fn yaml_quotes_read_back_literally() {
+        // What check_recipe_path lets through (the filters are only ever given checked paths).
+        let checked: Vec<&str> = HOSTILE.iter().copied().filter(|s| check_recipe_path(s).is_ok()).collect();
+        let doc: String = checked.iter().map(|s| format!("- \"{}\"\n- {}\n", yaml_double(s), yaml_item(s))).collect();
+        let back: Vec<String> = serde_yaml::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
+        let want: Vec<&str> = checked.iter().flat_map(|s| [*s, *s]).collect();
+        assert_eq!(back, want, "{doc}");
+        // Plain where YAML reads the text back unchanged: recipes stay readable.
+        for s in ["lib/libtorch_cuda_linalg.so", "test -f \"$PREFIX/lib/x.so\"", "a:b", "a#b"] {
+            assert_eq!(yaml_item(s), s);
+        }
+    }
+
+    #[test]
+    fn a_literal_glob_matches_its_own_name_only() {
+        // bash pattern matching: every metacharacter of the name must match only itself.
+        let d = tempfile::tempdir().unwrap();
+        let siblings = |s: &str| -> Vec<String> {
+            let mut v: Vec<String> =
+                ["*", "?", "[", "]", "{", "}"].iter().filter(|m| s.contains(**m)).map(|m| s.replacen(m, "X", 1)).collect();
+            v.push(format!("{s}x"));
+            v
+        };
+        // The pattern comes from a variable: `[[ $s == $p ]]` matches against its value as a
+        // pattern, with no further expansion.
+        let mut script = String::from("shopt -u extglob\n");
+        let test = |name: &str, glob: &str| {
+            format!("s=\"{}\" p=\"{}\"; [[ $s == $p ]] && printf 1 || printf 0\n", shell_double(name), shell_double(glob))
+        };
+        for s in HOSTILE.iter().filter(|s| check_recipe_path(s).is_ok()) {
+            let g = glob_literal(s);
+            script.push_str(&test(s, &g));
+            for other in siblings(s) {
+                script.push_str(&test(&other, &g));
+            }
+        }
+        let out = bash(&script, d.path());
+        let mut expect = String::new();
+        for s in HOSTILE.iter().filter(|s| check_recipe_path(s).is_ok()) {
+            expect.push('1');
+            expect.push_str(&"0".repeat(siblings(s).len()));
+        }
+        assert_eq!(out, expect);
+    }
+
+    #[test]
+    fn comments_are_inert_for_jinja_and_selectors() {
+        let env = minijinja::Environment::new();
+        for s in HOSTILE.iter().copied().chain(["{{ 7*7 }}", "{% if x %}", "{# c #}", "# [win]", "a}}b{%c"]) {
+            let c = comment(s);
+            assert!(!c.chars().any(|ch| ch.is_control() || "{}[]".contains(ch)), "{c:?}");
+            let line = format!("# {c}");
+            assert_eq!(env.render_str(&line, ()).unwrap(), line, "Jinja changed {c:?}");
+            assert_eq!(c.chars().count(), s.chars().count(), "one character for one: the comment stays recognisable");
+        }
+    }
+
+    #[test]
+    fn recipe_paths_are_refused_by_rule() {
+        for ok in ["lib/libtorch_cuda_linalg.so", "torch/lib/libmagma.so.2", "lib/a b$c`d'e\"f: g.so", "lib/ünï.so", "a"] {
+            assert_eq!(check_recipe_path(ok), Ok(()), "{ok:?}");
+        }
+        for (bad, why) in [
+            ("", "empty path"),
+            ("/lib/x.so", "absolute path"),
+            ("lib/../x.so", "'..' path component"),
+            ("./x.so", "'.' or '..'"),
+            ("lib//x.so", "empty,"),
+            ("lib/", "empty,"),
+            ("lib/x\ny.so", "control character '\\n'"),
+            ("lib/x\u{85}y.so", "control character"),
+            ("lib\\x.so", "backslash"),
+            ("lib/x#y.so", "selectors"),
+            ("lib/{{x", "Jinja delimiter \"{{\""),
+            ("lib/{%x", "Jinja delimiter"),
+            ("lib/x%}", "Jinja delimiter"),
+            ("lib/x}}", "Jinja delimiter"),
+        ] {
+            let e = check_recipe_path(bad).expect_err(bad);
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    fn split_of(plan: &Plan) -> Split {
+        let options = SplitOptions {
+            core_name: "libtorch".into(),
+            lazy_name: "libtorch-cuda-linalg".into(),
+            version: "2.5.1".into(),
+            build_number: 0,
+            prefer: "magma".into(),
+            variant_key: "linalg_variant".into(),
+            payload_packages: vec!["libmagma".into()],
+            payload_version: payload_version(plan),
+            build_keys: "cuda126".into(),
+            cuda_floor: None,
+            external_depends: Vec::new(),
+        };
+        Split::from_plan(plan, options).unwrap()
+    }
+
+    const BOTH: &[Format] = &[Format::RattlerBuild, Format::CondaBuild];
+
+    #[test]
+    fn render_writes_each_format_in_its_own_directory_with_the_contract() {
+        let plan = conda_prefix().plan();
+        let split = split_of(&plan);
+        let out = render(&plan, &split, BOTH, "stage", "tree", "splitpkg emit tree").unwrap();
+        let listed: Vec<(String, bool)> = out.files.iter().map(|g| (g.path.display().to_string(), g.executable)).collect();
+        let want: Vec<(String, bool)> = [
+            ("rattler-build/recipe.yaml", false),
+            ("rattler-build/variants.yaml", false),
+            ("rattler-build/build-variants.sh", true),
+            ("rattler-build/contract.json", false),
+            ("conda-build/meta.yaml", false),
+            ("conda-build/conda_build_config.yaml", false),
+            ("conda-build/install_libtorch.sh", true),
+            ("conda-build/install_libtorch-cuda-linalg.sh", true),
+            ("conda-build/build-variants.sh", true),
+            ("conda-build/contract.json", false),
+        ]
+        .iter()
+        .map(|(p, x)| (p.to_string(), *x))
+        .collect();
+        assert_eq!(listed, want, "no glue in this tree: no HAS_MAGMA.md");
+        assert!(out.warnings.is_empty());
+        let contract: ContractFile = serde_json::from_str(&out.files[3].text).unwrap();
+        assert_eq!(Some(contract.clone()), ContractFile::from_plan(&plan));
+        assert_eq!((contract.library.as_str(), contract.loader_lookups.as_slice()), (LAZY, ["linalg_entry".to_string()].as_slice()));
+        let recipe: serde_yaml::Value = serde_yaml::from_str(&out.files[0].text).unwrap();
+        let packages: Vec<&str> = recipe["outputs"].as_sequence().unwrap().iter().filter_map(|o| o["package"]["name"].as_str()).collect();
+        assert_eq!(packages, vec!["libtorch", "libtorch-cuda-linalg"], "{recipe:?}");
+        // Deterministic.
+        let again = render(&plan, &split, BOTH, "stage", "tree", "splitpkg emit tree").unwrap();
+        assert!(out.files.iter().zip(&again.files).all(|(a, b)| a.path == b.path && a.text == b.text));
+        // One format alone writes only its directory.
+        let rb = render(&plan, &split, &[Format::RattlerBuild], "stage", "tree", "c").unwrap();
+        assert!(rb.files.iter().all(|g| g.path.starts_with("rattler-build")));
+    }
+
+    #[test]
+    fn glue_in_the_core_brings_the_has_magma_note() {
+        let mut s = conda_prefix();
+        let glue = "void set_magma_init_fn(void (*fn)(void)) __asm__(\"_ZN2at4cuda6detail17set_magma_init_fnEPFvvE\");\n\
+                    void set_magma_init_fn(void (*fn)(void)) { (void)fn; }\n";
+        s.lib(
+            "lib/libtorch_cuda.so",
+            &format!("{glue}{}", loader("torch_cuda_linalg_call", LAZY, "linalg_entry")),
+            &["lib/libtorch_cpu.so"],
+        );
+        let plan = s.plan();
+        let split = split_of(&plan);
+        assert!(split.has_glue);
+        let out = render(&plan, &split, BOTH, "stage", "tree", "c").unwrap();
+        let notes: Vec<String> =
+            out.files.iter().filter(|g| g.path.ends_with("HAS_MAGMA.md")).map(|g| g.path.display().to_string()).collect();
+        assert_eq!(notes, vec!["rattler-build/HAS_MAGMA.md", "conda-build/HAS_MAGMA.md"]);
+        assert_eq!(out.warnings.len(), 1);
+        assert!(out.warnings[0].starts_with("MAGMA state is compiled into core files: with the nomagma variant"), "{}", out.warnings[0]);
+    }
+
+    #[test]
+    fn hostile_names_reach_the_recipes_quoted_and_headers_stay_inert() {
+        let mut s = conda_prefix();
+        let evil = "lib/libmagma_$(touch PWNED)`x`'q\": b [c]*.so";
+        std::fs::copy(s.tree().join("lib/libmagma_helper.so"), s.tree().join(evil)).unwrap();
+        s.file("lib/unused.txt", b"");
+        let plan = s.plan();
+        let split = split_of(&plan);
+        assert!(split.payload_files.iter().any(|f| f == evil), "{:?}", split.payload_files);
+        let out = render(&plan, &split, BOTH, "stage", "in{{ 7*7 }}[win]\nput", "splitpkg emit {% x %} # [osx]").unwrap();
+        // The rattler-build recipe parses, and the payload exclusion is the literal glob.
+        let recipe: serde_yaml::Value = serde_yaml::from_str(&out.files[0].text).unwrap();
+        let text = serde_json::to_string(&recipe).unwrap();
+        assert!(text.contains(&serde_json::to_string(&glob_literal(evil)).unwrap()), "{text}");
+        // Header comments carry the source and command without Jinja or selectors.
+        for g in &out.files {
+            for bad in ["{{ 7*7 }}", "[win]", "{% x %}", "[osx]"] {
+                assert!(!g.text.contains(bad), "{} contains {bad}", g.path.display());
+            }
+        }
+        // A loader path that cannot be quoted everywhere is refused, naming it.
+        let mut plan = plan;
+        plan.lazy_library.as_mut().unwrap().loaded_by[0].from = "lib/x#y.so".into();
+        let err = render(&plan, &split, BOTH, "stage", "tree", "c").err().expect("refused").to_string();
+        assert!(err.contains("lib/x#y.so") && err.contains("cannot go into a generated recipe"), "{err}");
+    }
+
+    /// U+2028/U+2029 are not control characters, so `check_recipe_path` lets them through, but
+    /// YAML 1.1 readers (libyaml behind serde_yaml, PyYAML behind conda-build) take them for line
+    /// breaks: a plain item breaks the document, a quoted one is folded to a space. Fails today.
+    #[test]
+    #[ignore = "known gap: check_recipe_path accepts U+2028/U+2029, which YAML 1.1 reads as line breaks (reported to the lead)"]
+    fn unicode_line_separators_are_refused_or_quoted() {
+        for s in ["lib/x\u{2028}y.so", "lib/x\u{2029}- y.so"] {
+            if check_recipe_path(s).is_err() {
+                continue;
+            }
+            let doc = format!("- \"{}\"\n- {}\n", yaml_double(s), yaml_item(s));
+            let back: Result<Vec<String>, _> = serde_yaml::from_str(&doc);
+            assert_eq!(back.map_err(|e| e.to_string()), Ok(vec![s.to_string(), s.to_string()]), "{s:?}");
+        }
+    }
+}

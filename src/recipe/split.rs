@@ -485,3 +485,228 @@ mod tests {
         assert_eq!(short_hash(&["x"]).len(), 7);
     }
 }
+
+#[cfg(test)]
+mod rules {
+    //! The package relations, checked with rattler's own match-spec semantics on plans of small
+    //! gcc-built trees (see [`crate::analysis::testkit`]).
+    use std::str::FromStr;
+
+    use rattler_conda_types::package::BuildString;
+    use rattler_conda_types::{MatchSpec, Matches, PackageName, PackageRecord, ParseStrictness, VersionWithSource};
+
+    use super::*;
+    use crate::analysis::plan::Plan;
+    use crate::analysis::testkit::{conda_layout, conda_prefix, wheel_layout};
+
+    fn options(plan: &Plan, prefer: &str, keys: &str) -> SplitOptions {
+        SplitOptions {
+            core_name: "libtorch".into(),
+            lazy_name: "libtorch-cuda-linalg".into(),
+            version: "2.5.1".into(),
+            build_number: 0,
+            prefer: prefer.into(),
+            variant_key: "linalg_variant".into(),
+            payload_packages: vec!["libmagma".into()],
+            payload_version: payload_version(plan),
+            build_keys: keys.into(),
+            cuda_floor: None,
+            external_depends: Vec::new(),
+        }
+    }
+
+    fn record(name: &str, version: &str, build: &str) -> PackageRecord {
+        PackageRecord::new(
+            PackageName::from_str(name).unwrap(),
+            VersionWithSource::from_str(version).unwrap(),
+            BuildString::from_str(build).unwrap_or_else(|e| panic!("{build:?} is not a valid build string: {e}")),
+        )
+    }
+
+    fn of(p: &PackageModel) -> PackageRecord {
+        record(&p.name, &p.version, &p.build)
+    }
+
+    fn spec(s: &str) -> MatchSpec {
+        MatchSpec::from_str(s, ParseStrictness::Strict).unwrap_or_else(|e| panic!("{s:?} does not parse strictly: {e}"))
+    }
+
+    /// Whether any spec of `specs` names `r`'s package, and all of those match it.
+    fn allows(specs: &[String], r: &PackageRecord) -> bool {
+        specs.iter().map(|s| spec(s)).filter(|m| m.name.matches(&r.name)).all(|m| m.matches(r))
+    }
+
+    #[test]
+    fn versions_are_tied_both_ways_and_nomagma_forbids_the_payload() {
+        let plan = conda_prefix().plan();
+        let split = Split::from_plan(&plan, options(&plan, "magma", "cuda126")).unwrap();
+        let pkgs = split.packages();
+        let names: Vec<(&str, Option<&str>)> =
+            pkgs.iter().map(|p| (p.name.as_str(), p.variant.as_ref().map(|v| v.name.as_str()))).collect();
+        assert_eq!(names, vec![("libtorch", None), ("libtorch-cuda-linalg", Some("magma")), ("libtorch-cuda-linalg", Some("nomagma"))]);
+        let (core, magma, nomagma) = (&pkgs[0], &pkgs[1], &pkgs[2]);
+        // Core depends on the lazy package at its version and keys, either variant.
+        assert_eq!(core.depends.len(), 1);
+        assert!(spec(&core.depends[0]).matches(&of(magma)) && spec(&core.depends[0]).matches(&of(nomagma)));
+        let skewed = record("libtorch-cuda-linalg", "2.5.2", &magma.build);
+        let other_keys = record("libtorch-cuda-linalg", "2.5.1", &magma.build.replace("cuda126_", "cuda118_"));
+        assert!(!spec(&core.depends[0]).matches(&skewed) && !spec(&core.depends[0]).matches(&other_keys));
+        // Each lazy build constrains core the same way back.
+        for lazy in [magma, nomagma] {
+            assert!(allows(&lazy.constrains, &of(core)), "{:?}", lazy.constrains);
+            assert!(!allows(&lazy.constrains, &record("libtorch", "2.5.2", &core.build)));
+        }
+        // magma needs libmagma from the host's minor series; nomagma allows no libmagma at all.
+        let libmagma = |v: &str| of(&split.payload_package("libmagma", v));
+        assert!(allows(&magma.depends, &libmagma("2.8.0")) && allows(&magma.depends, &libmagma("2.8.9")));
+        assert!(!allows(&magma.depends, &libmagma("2.9.0")) && !allows(&magma.depends, &libmagma("2.7.2")));
+        for v in ["0.0.1", "2.8.0", "99"] {
+            assert!(!allows(&nomagma.constrains, &libmagma(v)), "nomagma must forbid libmagma {v}");
+            assert!(allows(&magma.constrains, &libmagma(v)), "magma does not constrain libmagma");
+        }
+        assert!(nomagma.depends.is_empty());
+        // Preference through track_features only: same build number, the other variant weighed down.
+        assert_eq!((magma.build_number, nomagma.build_number), (0, 0));
+        assert!(magma.track_features.is_empty());
+        assert_eq!(nomagma.track_features, vec!["libtorch-cuda-linalg-p-0"]);
+        let flipped = Split::from_plan(&plan, options(&plan, "nomagma", "cuda126")).unwrap().packages();
+        assert_eq!((flipped[1].track_features.len(), flipped[2].track_features.len()), (1, 0));
+        assert_eq!(flipped[1].build, magma.build, "the preference does not change what is built");
+    }
+
+    #[test]
+    fn variant_globs_select_exactly_their_own_build() {
+        let plan = conda_prefix().plan();
+        for keys in ["cuda126", ""] {
+            let split = Split::from_plan(&plan, options(&plan, "magma", keys)).unwrap();
+            let lazy: Vec<PackageModel> = split.packages().into_iter().filter(|p| p.variant.is_some()).collect();
+            for v in &split.variants {
+                let glob = split.variant_glob(&v.name);
+                let m = spec(&format!("libtorch-cuda-linalg * {glob}"));
+                let hits: Vec<&str> =
+                    lazy.iter().filter(|p| m.matches(&of(p))).map(|p| p.variant.as_ref().unwrap().name.as_str()).collect();
+                assert_eq!(hits, vec![v.name.as_str()], "keys {keys:?}: {glob} selects {hits:?}");
+                assert_eq!(split.variant_of_build(&lazy.iter().find(|p| p.variant.as_ref() == Some(v)).unwrap().build), Some(v));
+            }
+            for p in &lazy {
+                assert!(p.build.starts_with(&split.key_prefix()), "{} starts with the keys", p.build);
+            }
+        }
+    }
+
+    #[test]
+    fn a_static_payload_is_no_dependency_and_a_wheel_installs_into_site_packages() {
+        let mut plan = wheel_layout().plan();
+        let split = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap();
+        assert!(split.payload_static);
+        assert!(split.payload_depends().is_empty());
+        assert!(split.packages()[1].depends.is_empty(), "MAGMA is inside the library");
+        assert_eq!(split.install_prefix, "", "a directory tree keeps its paths");
+        assert_eq!(split.lazy_files, vec!["torch/lib/libtorch_cuda_linalg.so"]);
+        assert!(split.payload_files.is_empty());
+        plan.input.kind = TreeKind::Wheel;
+        for (wheel, prefix) in [
+            ("/x/torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl", "lib/python3.11/site-packages/"),
+            ("torch-1.10.0-cp39-cp39-manylinux1_x86_64.whl", "lib/python3.9/site-packages/"),
+            ("torch-0.1-py3-none-any.whl", "lib/python3/site-packages/"),
+        ] {
+            plan.input.path = wheel.into();
+            let split = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap();
+            assert_eq!(split.install_path("torch/lib/x.so"), format!("{prefix}torch/lib/x.so"));
+        }
+    }
+
+    #[test]
+    fn only_a_confined_plan_with_sound_names_is_split() {
+        let mut plan = conda_layout().plan();
+        let err = Split::from_plan(&plan, options(&plan, "both", "")).unwrap_err().to_string();
+        assert!(err.contains("--prefer must be magma or nomagma, not both"), "{err}");
+        for (edit, flag) in [
+            (&(|o: &mut SplitOptions| o.core_name = "../escape".into()) as &dyn Fn(&mut SplitOptions), "--core-name"),
+            (&|o: &mut SplitOptions| o.lazy_name = "Lib".into(), "--lazy-name"),
+            (&|o: &mut SplitOptions| o.lazy_name = "libtorch".into(), "--core-name and --lazy-name"),
+            (&|o: &mut SplitOptions| o.payload_packages = vec!["lib magma".into()], "--payload-package"),
+            (&|o: &mut SplitOptions| o.version = "1.0/../x".into(), "--version"),
+            (&|o: &mut SplitOptions| o.version = String::new(), "--version"),
+            (&|o: &mut SplitOptions| o.build_keys = "cu$(id)".into(), "--build-keys"),
+            (&|o: &mut SplitOptions| o.variant_key = "1key".into(), "--variant-key"),
+        ] {
+            let mut o = options(&plan, "magma", "");
+            edit(&mut o);
+            let err = Split::from_plan(&plan, o).unwrap_err().to_string();
+            assert!(err.contains(flag), "{flag}: {err}");
+        }
+        // A tree path no quoting makes inert everywhere is refused, naming it.
+        let lazy = plan.outputs.iter_mut().find(|o| o.role == Role::Lazy).unwrap();
+        lazy.files.push("lib/{{ x }}.so".into());
+        let err = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap_err().to_string();
+        assert!(err.contains("lib/{{ x }}.so") && err.contains("Jinja delimiter"), "{err}");
+        // Not confined: no split at all.
+        plan.verdict = crate::analysis::verdict::Verdict::NotConfined;
+        let err = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap_err().to_string();
+        assert!(err.contains("is NOT CONFINED: there is no safe split"), "{err}");
+    }
+
+    #[test]
+    fn payload_version_and_package_come_from_the_file_names() {
+        assert_eq!(payload_version(&conda_prefix().plan()), "2.8.0", "libmagma.so.2.8.0");
+        assert_eq!(payload_version(&conda_layout().plan()), "", "libmagma.so.2 names no minor version");
+        assert_eq!(payload_version(&wheel_layout().plan()), "", "no payload library");
+        let plan = conda_prefix().plan();
+        let mut o = options(&plan, "magma", "");
+        o.payload_packages = vec!["libmagma".into(), "libmagma-sparse".into()];
+        let split = Split::from_plan(&plan, o).unwrap();
+        for (path, pkg) in [
+            ("lib/libmagma_sparse.so", "libmagma-sparse"),
+            ("lib/libmagma.so.2.8.0", "libmagma"),
+            ("lib/libmagma.so", "libmagma"),
+            ("lib/libmagma_helper.so", "libmagma"),
+        ] {
+            assert_eq!(split.payload_package_for(path), Some(pkg), "{path}");
+        }
+        assert_eq!(split.forbid_payload(), vec!["libmagma <0.0a0", "libmagma-sparse <0.0a0"]);
+    }
+
+    #[test]
+    fn default_version_and_keys_follow_the_package_then_the_cuda_runtime() {
+        let mut plan = conda_layout().plan();
+        let meta = |v: &str| Some(crate::input::PackageMeta { name: "torch".into(), version: v.into(), build: None, subdir: None });
+        for (version, runtime, want) in [
+            (meta("2.11.0+cu130"), None, (Some("2.11.0"), "cuda130")),
+            (meta("2.11.0+cu130"), Some(12), (Some("2.11.0"), "cuda130")),
+            (meta("2.5.1+rocm6"), None, (Some("2.5.1"), "rocm6")),
+            (meta("2.5.1"), Some(12), (Some("2.5.1"), "cuda12")),
+            (None, Some(13), (None, "cuda13")),
+            (None, None, (None, "")),
+        ] {
+            plan.input.package = version;
+            plan.input.cuda_runtime = runtime;
+            let (v, k) = default_version_and_keys(&plan);
+            assert_eq!((v.as_deref(), k.as_str()), want);
+        }
+    }
+
+    #[test]
+    fn a_variant_glob_never_matches_the_other_variant() {
+        // The variants are always `DEP` and `noDEP` (DEP an identifier): for any DEP, with and
+        // without a key prefix, each glob selects its own build string and not the other, as
+        // conda's build-string matching reads it, and the build string names its variant.
+        for dep in ["magma", "cpu", "a", "no", "on", "o", "magma2"] {
+            let variants = [
+                Variant { name: dep.to_string(), with_payload: true, preferred: true },
+                Variant { name: format!("no{dep}"), with_payload: false, preferred: false },
+            ];
+            let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+            for prefix in ["cuda130_", ""] {
+                let builds: Vec<String> = names.iter().map(|n| format!("{prefix}{n}_h1234567_0")).collect();
+                for (i, v) in variants.iter().enumerate() {
+                    let glob = variant_glob(&v.name, &names, prefix.is_empty());
+                    let m = spec(&format!("x * {glob}"));
+                    let hits: Vec<&str> = builds.iter().filter(|b| m.matches(&record("x", "1", b))).map(String::as_str).collect();
+                    assert_eq!(hits, vec![builds[i].as_str()], "{dep} {prefix:?}: {glob}");
+                    assert_eq!(variant_in_build(&variants, &builds[i]), Some(v), "{}", builds[i]);
+                }
+            }
+        }
+    }
+}
