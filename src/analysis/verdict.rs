@@ -576,7 +576,7 @@ mod tests {
     }
 
     fn form(p: &PayloadFile) -> serde_json::Value {
-        serde_json::to_value(&p.form).unwrap()
+        serde_json::to_value(p.form).unwrap()
     }
 
     #[test]

@@ -148,7 +148,7 @@ pub fn run_bounded(mut c: Command, what: &str, timeout: Duration) -> Result<std:
 /// Run `battery.py probe` once, with a timeout. Returns the decoded answer or why there is none.
 pub fn run_probe(spec: &PySpec, lazy: &str, timeout: Duration) -> Result<Value, RunError> {
     let out = run_bounded(spec.command(&["probe", "--lazy", lazy]), "probe", timeout)?;
-    let found = String::from_utf8_lossy(&out.stdout).lines().filter_map(decode).last();
+    let found = String::from_utf8_lossy(&out.stdout).lines().filter_map(decode).next_back();
     found.ok_or_else(|| RunError::NoAnswer {
         what: "probe".into(),
         status: exit_text(out.status),
