@@ -344,7 +344,9 @@ impl DynSymbols {
     /// input kept in `fuzz/regressions/elf/gnu-bloom-shift-overflow`; and SysV `find` follows a
     /// looping chain up to `nchain` steps per lookup, where [`Self::sysv_lookup`] stops at the cycle.
     ///
-    ///     cargo run --release --example symbols -- $(fixtures/corpus/fetch --unpack torch-2.11.0-cu130 | awk '$1=="tree"{print $3}')
+    /// ```text
+    /// cargo run --release --example symbols -- $(fixtures/corpus/fetch --unpack torch-2.11.0-cu130 | awk '$1=="tree"{print $3}')
+    /// ```
     pub fn defines(&self, name: &str) -> bool {
         match &self.hash {
             Some((HashKind::Gnu, h)) => self.gnu_lookup(h, name).unwrap_or(false),
