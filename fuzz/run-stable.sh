@@ -4,7 +4,7 @@
 # sections, and fuzz for a bounded time. No AddressSanitizer (that needs nightly); the reader has
 # no unsafe code, so Rust's own bounds checks and overflow checks stand in for it.
 #
-# Usage: fuzz/run-stable.sh [TARGET] [SECONDS]   (targets: fatbin elf plan_json archive; default
+# Usage: fuzz/run-stable.sh [TARGET] [SECONDS]   (targets: fatbin elf plan_json archive smoke_json; default
 #        fatbin, 60 s; a lone number is the seconds for fatbin, as before)
 # Env: FUZZ_CORPUS, FUZZ_ARTIFACTS (default fuzz/corpus/TARGET, fuzz/artifacts/TARGET), FUZZ_SEEDS
 #      (a directory of extra seed files), FUZZ_RUNS (stop after N executions instead), CARGO_TARGET_DIR,
@@ -14,7 +14,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ ${1:-} =~ ^[0-9]+$ || -z ${1:-} ]]; then name=fatbin; secs=${1:-60}; else name=$1; secs=${2:-60}; fi
-case $name in fatbin|elf|plan_json|archive) ;; *) echo "run-stable.sh: no fuzz target $name (fatbin elf plan_json archive)" >&2; exit 2 ;; esac
+case $name in fatbin|elf|plan_json|archive|smoke_json) ;; *) echo "run-stable.sh: no fuzz target $name (fatbin elf plan_json archive smoke_json)" >&2; exit 2 ;; esac
 target=$(rustc -vV | sed -n 's/^host: //p')
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
  -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \

@@ -107,16 +107,21 @@ impl Tables {
     /// Built-ins, then the tables of `path` on top (same name replaces).
     pub fn with_file(path: &Path) -> Result<Tables> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let file: TableFile =
-            serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not an expectation table file: {e}")))?;
+        Tables::with_text(&text, &path.display().to_string())
+    }
+
+    /// Built-ins, then the tables of a table file's `text` on top; `origin` names the file in
+    /// errors and in each table's origin. `with_file` and the fuzz harness both read through here.
+    pub fn with_text(text: &str, origin: &str) -> Result<Tables> {
+        let file: TableFile = serde_json::from_str(text).map_err(|e| Error::bad(origin, format!("not an expectation table file: {e}")))?;
         if let Some(s) = &file.schema
             && s != "splitpkg-smoke-expect"
         {
-            return Err(Error::bad(path.display(), format!("schema is {s:?}, expected \"splitpkg-smoke-expect\"")));
+            return Err(Error::bad(origin, format!("schema is {s:?}, expected \"splitpkg-smoke-expect\"")));
         }
         let mut t = Tables::builtin();
-        let user = Tables { origin: file.tables.keys().map(|k| (k.clone(), path.display().to_string())).collect(), tables: file.tables };
-        user.validate(&path.display().to_string())?;
+        let user = Tables { origin: file.tables.keys().map(|k| (k.clone(), origin.to_string())).collect(), tables: file.tables };
+        user.validate(origin)?;
         t.tables.extend(user.tables);
         t.origin.extend(user.origin);
         Ok(t)
