@@ -470,3 +470,48 @@ fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
         assert!(!ch.exists() && !d.path().join("escape").exists(), "pack wrote nothing for {flag} {value}");
     }
 }
+
+/// The names that pass validation but attack the shell, YAML and glob contexts, built by real
+/// rattler-build: both variants build, the payload-named file stays out of the core package, a
+/// hostile data file lands in it under its literal name, and nothing in a name ran. The commands
+/// inside the names write into `$PREFIX` (so a file would ship in the package) and into
+/// `$RECIPE_DIR` (which outlives the build); both are checked.
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests")]
+fn hostile_names_build_inert_with_rattler_build() {
+    let d = tempfile::tempdir().unwrap();
+    let tree = d.path().join("tree");
+    assert!(Command::new("cp").arg("-a").arg(fixture("conda-like")).arg(&tree).status().unwrap().success());
+    let payload = "lib/libmagma_$(cd${IFS}$PREFIX;touch${IFS}PWNED)`cd${IFS}$RECIPE_DIR;touch${IFS}PWNED2`'q\": b.so";
+    let data = "share/hostile/a $(cd${IFS}$PREFIX;touch${IFS}PWNED3) `cd${IFS}$RECIPE_DIR;touch${IFS}PWNED4` 'q\": &x *y [z] - ?.txt";
+    std::fs::copy(tree.join("lib/libmagma_sparse.so"), tree.join(payload)).unwrap();
+    std::fs::create_dir_all(tree.join("share/hostile")).unwrap();
+    std::fs::write(tree.join(data), b"literal\n").unwrap();
+    let out = d.path().join("out");
+    let o = emit(&tree, &out, &["--version", "2.5.1", "--build-keys", "cuda126", "--format", "rattler-build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let st = stage(
+        &tree,
+        "lib/libtorch_cuda_linalg.so",
+        &fixture("conda-like/lib/libtorch_cuda_linalg.so"),
+        &fixture("conda-nomagma/lib/libtorch_cuda_linalg.so"),
+    );
+    let built = rattler_build(&out.join("rattler-build"), st.path(), "2.8.0");
+    assert_eq!(built["pwned"], serde_json::json!([]), "a file name ran as code: {built:#}");
+    let packages = built["packages"].as_object().unwrap();
+    let core = packages.values().find(|p| p["name"] == "libtorch").unwrap_or_else(|| panic!("no core package: {built:#}"));
+    let paths: Vec<&str> = core["paths"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(paths.contains(&data), "the data file is in the core package under its literal name: {paths:#?}");
+    assert!(!paths.contains(&payload), "the payload-named file is excluded from the core package: {paths:#?}");
+    assert!(paths.contains(&"lib/libtorch_cuda.so") && !paths.contains(&"lib/libtorch_cuda_linalg.so"), "{paths:#?}");
+    for p in packages.values() {
+        let listed = p["paths"].as_array().unwrap();
+        let created = |f: &serde_json::Value| f.as_str().unwrap().rsplit('/').next().unwrap().starts_with("PWNED");
+        assert!(!listed.iter().any(created), "a file name ran as code inside {}: {listed:#?}", p["name"]);
+    }
+    for variant in ["_magma_", "_nomagma_"] {
+        let lazy = by_build(&built, variant);
+        assert_eq!(lazy["paths"], serde_json::json!(["lib/libtorch_cuda_linalg.so"]), "{variant}: {lazy:#}");
+    }
+}

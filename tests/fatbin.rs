@@ -644,8 +644,9 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
 /// Every cargo-fuzz target builds (on stable, with coverage instrumentation) and runs briefly
 /// without a crash, hang or leak: fatbin from its committed seeds, elf from the gcc-built fixture
 /// libraries, plan_json from their plans, archive from fixture trees packed as .whl, .tar.bz2 and
-/// .conda. The long runs are by hand (docs/security.md); this keeps the targets compiling and the
-/// readers panic-free on what libFuzzer finds in a few seconds each.
+/// .conda, smoke_json from the committed H200 recordings. The long runs are by hand
+/// (docs/security.md); this keeps the targets compiling and the readers panic-free on what
+/// libFuzzer finds in a few seconds each.
 #[test]
 #[cfg_attr(not(feature = "full-tests"), ignore = "full tier, builds the cargo-fuzz targets: cargo test --release --features full-tests")]
 fn fuzz_targets_build_and_run() {
@@ -665,11 +666,28 @@ fn fuzz_targets_build_and_run() {
     make_wheel(&fixture("pip-like"), &archives.join("a.whl"));
     make_tar_bz2(&fixture("conda-like"), &archives.join("b.tar.bz2"));
     make_conda(&fixture("conda-like"), &archives.join("c.conda"));
-    // The first run builds all four targets.
+    // smoke_json: the committed H200 recordings cut to a few cases per variant (libFuzzer's
+    // max_len is 64 KiB), and the built-in expectation tables.
+    let smoke = seeds.path().join("smoke_json");
+    std::fs::create_dir_all(&smoke).unwrap();
+    for rec in ["docs/evidence/smoke.json", "docs/evidence/nomagma-real/smoke-after-switch.json"] {
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(repo().join(rec)).unwrap()).unwrap();
+        for variant in v["variants"].as_array_mut().unwrap() {
+            variant["cases"].as_array_mut().unwrap().truncate(4);
+        }
+        if let Some(rows) = v["bench"].get_mut("rows").and_then(|r| r.as_array_mut()) {
+            rows.truncate(3);
+        }
+        let name = rec.replace('/', "_");
+        std::fs::write(smoke.join(name), serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+    std::fs::copy(repo().join("src/smoke/expect.json"), smoke.join("expect.json")).unwrap();
+    // The first run builds all five targets.
     fuzz("fatbin", 20, None, 10_000);
     fuzz("elf", 10, Some(&elf), 500);
     fuzz("plan_json", 10, Some(&plans), 5_000);
     fuzz("archive", 10, Some(&archives), 200);
+    fuzz("smoke_json", 10, Some(&smoke), 500);
 }
 
 /// Regenerate the committed seed corpus of the cargo-fuzz target (fuzz/seeds/fatbin/).

@@ -13,6 +13,7 @@ import pathlib
 import shutil
 import sys
 
+import rattler
 import rattler_build as rb
 
 recipe_dir, stage_dir, work, splitpkg_bin, payload_version = map(str, sys.argv[1:6])
@@ -71,7 +72,14 @@ repodata = json.loads((channel / "linux-64" / "repodata.json").read_text())
 packages = {}
 for fn, rec in sorted(repodata.get("packages.conda", {}).items()):
     packages[fn] = {k: rec.get(k) for k in ("name", "version", "build", "build_number", "depends", "constrains", "track_features")}
+    # The files each package holds, read back from the archive by rattler (hostile-name tests
+    # check that a name landed literally).
+    paths = rattler.PathsJson.from_package_archive(channel / "linux-64" / fn)
+    packages[fn]["paths"] = sorted(str(e.relative_path) for e in paths.paths)
+# A file name that ran as code (tests name such files PWNED*) would have left one behind.
+pwned = sorted(str(p) for p in work.rglob("PWNED*"))
 print(json.dumps({
+    "pwned": pwned,
     "rendered_variants": len(rendered),
     "built": sorted({f"{r.name}-{r.version}-{r.build_string}" for r in results}),
     "packages": packages,
