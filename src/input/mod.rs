@@ -27,9 +27,11 @@ mod display;
 mod walk;
 
 pub use display::display_member;
-pub(crate) use walk::{
-    Member, MemberKind, Metadata, conda_parts, conda_tar, open_nofollow, open_zip, tar_bz2, walk_dir, walk_tar, walk_zip,
-};
+// `Member` by name is pack's (the `channel` feature); plan's readers only see members through
+// the walk functions.
+#[cfg(feature = "channel")]
+pub(crate) use walk::Member;
+pub(crate) use walk::{MemberKind, Metadata, conda_parts, conda_tar, open_nofollow, open_zip, tar_bz2, walk_dir, walk_tar, walk_zip};
 
 /// Symlink hops before a lookup is declared a loop (the kernel's own limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;

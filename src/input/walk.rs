@@ -28,7 +28,9 @@ pub(crate) struct Member {
     /// A regular file's size (for an archive, as the archive claims it: the reader of its content
     /// checks what it gets). 0 for the other kinds.
     pub size: u64,
-    /// Unix mode bits, when the tree records them.
+    /// Unix mode bits, when the tree records them (pack keeps the execute bits; plan has no use
+    /// for them).
+    #[cfg_attr(not(feature = "channel"), allow(dead_code))]
     pub mode: Option<u32>,
     /// A symlink's target as stored; a hard link's first name (for an archive, the normalised
     /// earlier member it names; for a directory, the shortest name of the same file).
@@ -39,6 +41,7 @@ pub(crate) struct Member {
 
 impl Member {
     /// Is any execute bit set?
+    #[cfg_attr(not(feature = "channel"), allow(dead_code))]
     pub(crate) fn executable(&self) -> bool {
         self.mode.is_some_and(|m| m & 0o111 != 0)
     }
