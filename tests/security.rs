@@ -437,3 +437,65 @@ fn parallel_packs_into_one_channel_are_all_recorded() {
     let o = run(&["solve", s(&ch), "--json", "--quiet"]);
     assert!(o.status.code() == Some(0) || o.status.code() == Some(1), "{}", stderr(&o));
 }
+
+/// Disk: an archive that unpacks to more than `pack` may write is refused before it fills the
+/// disk. Hard links in a tar cost nothing in the archive but are staged as copies, and zeros
+/// deflate a thousandfold: a 4 MiB member named by ten hard links (`.tar.bz2`) or five 4 MiB
+/// members (`.whl`) around a packable fixture tree pass `--max-unpacked 16M` at the member that
+/// crosses it (a wheel stages in parallel: one of the big members): exit 2, one line naming
+/// ARCHIVE:MEMBER, nothing written. Without the flag (the
+/// default is the free space of the disk) the same archives pack.
+#[test]
+fn archives_unpacking_past_the_disk_budget_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let zeros = vec![0u8; 4 << 20];
+    // .tar.bz2: the conda-like fixture, then share/big and ten hard links to it.
+    let tbz = d.path().join("libtorch-2.5.1-h0_0.tar.bz2");
+    {
+        let enc = bzip2::write::BzEncoder::new(std::fs::File::create(&tbz).unwrap(), bzip2::Compression::fast());
+        let mut t = tar::Builder::new(enc);
+        t.append_dir_all(".", fixture("conda-like")).unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(zeros.len() as u64);
+        h.set_mode(0o644);
+        t.append_data(&mut h, "share/big", &zeros[..]).unwrap();
+        for i in 0..10 {
+            let mut l = tar::Header::new_gnu();
+            l.set_entry_type(tar::EntryType::Link);
+            l.set_size(0);
+            t.append_link(&mut l, format!("share/big.{i}"), "share/big").unwrap();
+        }
+        t.into_inner().unwrap().finish().unwrap();
+    }
+    // .whl: the pip-like fixture, then five members of zeros.
+    let whl = d.path().join("torch-2.5.1-cp311-cp311-linux_x86_64.whl");
+    {
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+        let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        for e in walkdir::WalkDir::new(fixture("pip-like")).sort_by_file_name() {
+            let e = e.unwrap();
+            if e.file_type().is_file() {
+                let rel = e.path().strip_prefix(fixture("pip-like")).unwrap().to_str().unwrap().to_string();
+                z.start_file(rel, o).unwrap();
+                z.write_all(&std::fs::read(e.path()).unwrap()).unwrap();
+            }
+        }
+        for i in 0..5 {
+            z.start_file(format!("torch/share/big.{i}"), o).unwrap();
+            z.write_all(&zeros).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    assert!(std::fs::metadata(&tbz).unwrap().len() < 64 << 10 && std::fs::metadata(&whl).unwrap().len() < 256 << 10);
+    for (a, member) in [(&tbz, "share/big.2"), (&whl, "torch/share/big.")] {
+        let before = listing(d.path());
+        let out = d.path().join("nested/channel");
+        let o = run(&["pack", s(a), "--version", "2.5.1", "--quiet", "--max-unpacked", "16M", "--out", s(&out)]);
+        refused(&o, a, member, "more than --max-unpacked 16.0 MiB");
+        assert_eq!(listing(d.path()), before, "{}: nothing may be written", a.display());
+        let ok = d.path().join("ok-channel");
+        let o = run(&["pack", s(a), "--version", "2.5.1", "--quiet", "--out", s(&ok)]);
+        assert_eq!(o.status.code(), Some(0), "{}: {}", a.display(), stderr(&o));
+        std::fs::remove_dir_all(&ok).unwrap();
+    }
+}

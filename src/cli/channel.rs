@@ -45,8 +45,34 @@ pub struct PackArgs {
     /// root) as they are; without it such a link is refused (exit 2; docs/security.md).
     #[arg(long)]
     allow_absolute_symlinks: bool,
+    /// The most bytes pack may unpack while staging (e.g. `64G`, `500M`; K, M, G, T are powers of
+    /// 1024) [default: the free space of the file system --out is on]. An archive that would
+    /// unpack to more is refused before it fills the disk (exit 2).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_unpacked: Option<u64>,
     #[command(flatten)]
     split: SplitArgs,
+}
+
+/// `123`, `64K`, `500M`, `2G`, `1T` (powers of 1024; an optional trailing `B` or `iB`).
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("{s:?}: unknown unit {c:?} (K, M, G or T)")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("{s:?}: not a size (e.g. 500M, 64G)"))?;
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{s:?}: too large"))
 }
 
 #[derive(Args)]
@@ -150,7 +176,18 @@ Examples:
   splitpkg env /tmp/envs/default --switch     # to the other variant, then the report again";
 
 pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
-    let PackArgs { target, out, lazy_variant, standins, compression_level, threads, json, allow_absolute_symlinks, split: split_args } = a;
+    let PackArgs {
+        target,
+        out,
+        lazy_variant,
+        standins,
+        compression_level,
+        threads,
+        json,
+        allow_absolute_symlinks,
+        max_unpacked,
+        split: split_args,
+    } = a;
     let lazy_variant = lazy_variant
         .map(|v| {
             let (name, file) = v.split_once('=').ok_or_else(|| Error::Usage(format!("--lazy-variant {v}: expected NAME=FILE")))?;
@@ -181,6 +218,7 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
         compression_level,
         threads,
         allow_absolute_symlinks,
+        max_unpacked,
         progress: &progress,
     };
     let report = packcmd::pack(ins, plan, &split, &opts)?;

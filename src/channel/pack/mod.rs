@@ -70,6 +70,9 @@ pub struct PackOptions<'a> {
     pub threads: Option<u32>,
     /// Pack symlinks that point outside the tree instead of refusing them.
     pub allow_absolute_symlinks: bool,
+    /// The most bytes staging may unpack (`--max-unpacked`); `None`: the free space of the file
+    /// system the work directory is on.
+    pub max_unpacked: Option<u64>,
     pub progress: &'a Progress,
 }
 
@@ -166,7 +169,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let input_name = Tree::file_name(&input.display().to_string()).to_string();
     let (mut builds, placement) = stage::layout(&ins.tree, plan, split, &with.name, &input_name, &work.dir)?;
     let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
-    let staged = stage::stage_tree(&ins.tree, &placement, &mut builds, opts.progress)?;
+    let staged = stage::stage_tree(&ins.tree, &placement, &mut builds, &work.dir, opts.max_unpacked, opts.progress)?;
     if let Some(file) = &other_file {
         builds.push(stage::other_variant(file, &without.name, plan, split, &staged, &work.dir, opts.progress)?);
     }

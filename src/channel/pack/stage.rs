@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rattler_digest::{HashingWriter, Sha256, Sha256Hash};
 use rayon::prelude::*;
@@ -20,6 +21,7 @@ use crate::input::{
     Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member, open_nofollow, open_zip, tar_bz2, walk_dir,
     walk_tar, walk_zip,
 };
+use crate::output::{human_bytes, thousands};
 use crate::progress::Progress;
 use crate::recipe::split::{PackageModel, Split};
 
@@ -198,10 +200,13 @@ pub(super) fn stage_tree(
     tree: &Tree,
     placement: &Placement,
     builds: &mut [Build],
+    work: &Path,
+    max_unpacked: Option<u64>,
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
     let stages: Vec<PathBuf> = builds.iter().map(|b| b.stage.clone()).collect();
-    let staged = stage_members(&tree.source, tree.kind, placement, &stages, progress)?;
+    let budget = DiskBudget::new(&tree.source, work, max_unpacked)?;
+    let staged = stage_members(&tree.source, tree.kind, placement, &stages, &budget, progress)?;
     for (path, (idx, rel)) in placement {
         let s = staged
             .get(path)
@@ -317,6 +322,45 @@ pub(super) fn standins(
     Ok(replaced)
 }
 
+/// How many bytes staging may write: `--max-unpacked`, else what the work directory's file system
+/// has free. Charged with each member's size before it is written (archive members never write
+/// more than they claim), so an archive that would fill the disk — a bzip2 of zeros, or one member
+/// named again by a thousand hard links, each staged as a copy — is refused with one line, before
+/// the disk is full, instead of failing with ENOSPC somewhere in the middle (docs/security.md).
+pub(super) struct DiskBudget {
+    input: String,
+    limit: u64,
+    /// `--max-unpacked` or the free space: named in the refusal.
+    why: String,
+    used: AtomicU64,
+}
+
+impl DiskBudget {
+    fn new(input: &Path, work: &Path, max_unpacked: Option<u64>) -> Result<DiskBudget> {
+        let (limit, why) = match max_unpacked {
+            Some(n) => (n, format!("--max-unpacked {}", human_bytes(n))),
+            None => {
+                // What an unprivileged writer may still use (statvfs f_bavail), through rattler's fs4.
+                let free = fs4::available_space(work).map_err(|e| Error::io(work, e))?;
+                (free, format!("the {} free in {}", human_bytes(free), work.parent().unwrap_or(work).display()))
+            }
+        };
+        Ok(DiskBudget { input: input.display().to_string(), limit, why, used: AtomicU64::new(0) })
+    }
+
+    fn charge(&self, member: &str, bytes: u64) -> Result<()> {
+        let before = self.used.fetch_add(bytes, Ordering::Relaxed);
+        let total = before.saturating_add(bytes);
+        if total > self.limit {
+            return Err(Error::bad(
+                format!("{}:{member}", self.input),
+                format!("unpacking reaches {} bytes here, more than {}; refusing", thousands(total), self.why),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
 pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
     if let Some(p) = dst.parent() {
@@ -365,6 +409,7 @@ fn stage_members(
     kind: TreeKind,
     placement: &Placement,
     stages: &[PathBuf],
+    budget: &DiskBudget,
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
     let display = input.display().to_string();
@@ -386,6 +431,7 @@ fn stage_members(
                     if let Some(staged) = symlink(m) {
                         return Ok((m.path.clone(), staged));
                     }
+                    budget.charge(&m.path, m.size)?;
                     let src = input.join(&m.path);
                     let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
                     let (size, sha256) = write_hashed(&dst, f, m.executable(), progress).map_err(|e| Error::io(&dst, e))?;
@@ -417,8 +463,11 @@ fn stage_members(
                         if let Some(staged) = symlink(m) {
                             return Ok((m.path.clone(), staged));
                         }
-                        let mut f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
-                        let (size, sha256) = write_hashed(&dst, &mut f, m.executable(), progress)
+                        budget.charge(&m.path, m.size)?;
+                        let f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+                        // Never more than the header says (plus one byte, to see the lie): the
+                        // budget is charged by the claimed size.
+                        let (size, sha256) = write_hashed(&dst, f.take(m.size.saturating_add(1)), m.executable(), progress)
                             .map_err(|e| Error::bad(&name, format!("cannot unpack: {e}")))?;
                         if size != m.size {
                             return Err(Error::bad(&name, format!("member inflates to {size} bytes, header says {}", m.size)));
@@ -434,9 +483,9 @@ fn stage_members(
             let map = crate::input::map_file(input)?;
             let mut archive = open_zip(&display, &map, "not a .conda archive (zip)")?;
             let (pkg, _) = conda_parts(&display, &mut archive)?;
-            stage_tar(&display, conda_tar(&display, &mut archive, pkg, "pkg archive")?, false, &dst_of, progress)?
+            stage_tar(&display, conda_tar(&display, &mut archive, pkg, "pkg archive")?, false, &dst_of, budget, progress)?
         }
-        TreeKind::TarBz2 => stage_tar(&display, tar_bz2(input)?, true, &dst_of, progress)?,
+        TreeKind::TarBz2 => stage_tar(&display, tar_bz2(input)?, true, &dst_of, budget, progress)?,
     };
     // Links last, into stages that hold only directories and regular files.
     for (path, staged) in &out {
@@ -458,6 +507,7 @@ fn stage_tar(
     reader: impl Read,
     info_is_metadata: bool,
     dst_of: &dyn Fn(&str) -> Result<PathBuf>,
+    budget: &DiskBudget,
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
     let mut out = BTreeMap::new();
@@ -476,6 +526,7 @@ fn stage_tar(
         } else if m.kind == MemberKind::Hardlink {
             hardlinks.push((m.path.clone(), dst, m.link.clone().unwrap_or_default()));
         } else {
+            budget.charge(&m.path, m.size)?;
             let (size, sha256) =
                 write_hashed(&dst, r, m.executable(), progress).map_err(|e| Error::bad(display, format!("{}: {e}", m.path)))?;
             if size != m.size {
@@ -493,6 +544,10 @@ fn stage_tar(
             Some(s @ Staged::File { .. }) => s.clone(),
             _ => return Err(Error::bad(&name, format!("hard link to {target}, which is not an earlier regular file member; refusing"))),
         };
+        // Each link is staged as a full copy: free in the archive, not on disk.
+        if let Staged::File { size, .. } = &staged {
+            budget.charge(&rel, *size)?;
+        }
         let src = dst_of(&target).map_err(|_| Error::bad(&name, format!("hard link to a missing member {target}")))?;
         let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
         let exec = f.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
