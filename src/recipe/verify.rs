@@ -3,14 +3,17 @@
 //! MAGMA, or one that lost an export the core needs, fails at build time instead of in a user's
 //! first linalg call.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::analysis::contract::ContractFile;
 use crate::analysis::payload::{self, PayloadSpec};
+use crate::analysis::plan::Plan;
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
+use crate::input::Tree;
+use crate::recipe::split::Variant;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
@@ -84,4 +87,41 @@ pub fn report_text(r: &VerifyReport) -> String {
         s.push_str(&format!("  {} {:<34} {}\n", if c.pass { "ok  " } else { "FAIL" }, c.name, c.detail));
     }
     s
+}
+
+/// The other build of the lazy library for an output format (`pack`, `wheel`): `given`
+/// (`--lazy-variant NAME=FILE`) must name the variant the tree does not carry (`without`), and the
+/// file must pass `verify-variant` against the plan's contract. `Ok(None)` when none was given:
+/// the other variant is then reported missing ([`missing_variant_reason`]), never invented.
+pub fn other_variant_file(plan: &Plan, given: Option<&(String, PathBuf)>, with: &Variant, without: &Variant) -> Result<Option<PathBuf>> {
+    let Some((name, file)) = given else { return Ok(None) };
+    if name != &without.name {
+        return Err(Error::Usage(format!(
+            "--lazy-variant {name}=…: only the {} build can be added; the {} build is the tree's own",
+            without.name, with.name
+        )));
+    }
+    let lazy = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let report = verify_variant(file, name, &contract)?;
+    if !report.pass {
+        let failed: Vec<String> = report.checks.iter().filter(|c| !c.pass).map(|c| format!("{} ({})", c.name, c.detail)).collect();
+        return Err(Error::Refused(format!(
+            "{}: not a {name} build of {}: {}",
+            file.display(),
+            Tree::file_name(&lazy.path),
+            failed.join("; ")
+        )));
+    }
+    Ok(Some(file.clone()))
+}
+
+/// Why the other variant is missing when no `--lazy-variant` was given.
+pub fn missing_variant_reason(without: &Variant, lazy_path: &str) -> String {
+    format!(
+        "no {} build of {} was given (--lazy-variant {}=FILE); none was invented",
+        without.name,
+        Tree::file_name(lazy_path),
+        without.name
+    )
 }

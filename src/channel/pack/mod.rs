@@ -41,7 +41,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::analysis::contract::ContractFile;
 use crate::analysis::graph::NodeKind;
 use crate::analysis::inspect::Inspection;
 use crate::analysis::plan::{Plan, Role};
@@ -283,8 +282,8 @@ fn check_request(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOption
     }
     Ok(())
 }
-/// The other variant of the lazy library: `--lazy-variant` must name it, and its file must pass
-/// `verify-variant` against the plan's contract. Without it, the variant is recorded as missing.
+/// The other variant of the lazy library (`--lazy-variant`, checked by `verify-variant`), or why
+/// it is missing.
 fn other_variant(
     plan: &Plan,
     opts: &PackOptions,
@@ -292,36 +291,16 @@ fn other_variant(
     without: &Variant,
     lazy_lib: &LazyLibrary,
 ) -> Result<(Option<PathBuf>, Vec<MissingVariant>)> {
-    let Some((name, file)) = &opts.lazy_variant else {
-        let missing = MissingVariant {
-            variant: without.name.clone(),
-            why: format!(
-                "no {} build of {} was given (--lazy-variant {}=FILE); none was invented",
-                without.name,
-                Tree::file_name(&lazy_lib.path),
-                without.name
-            ),
-        };
-        return Ok((None, vec![missing]));
-    };
-    if name != &without.name {
-        return Err(Error::Usage(format!(
-            "--lazy-variant {name}=…: only the {} build can be added; the {} build is the tree's own",
-            without.name, with.name
-        )));
+    match crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), with, without)? {
+        Some(file) => Ok((Some(file), Vec::new())),
+        None => Ok((
+            None,
+            vec![MissingVariant {
+                variant: without.name.clone(),
+                why: crate::recipe::verify::missing_variant_reason(without, &lazy_lib.path),
+            }],
+        )),
     }
-    let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
-    let report = crate::recipe::verify::verify_variant(file, name, &contract)?;
-    if !report.pass {
-        let failed: Vec<String> = report.checks.iter().filter(|c| !c.pass).map(|c| format!("{} ({})", c.name, c.detail)).collect();
-        return Err(Error::Refused(format!(
-            "{}: not a {name} build of {}: {}",
-            file.display(),
-            Tree::file_name(&lazy_lib.path),
-            failed.join("; ")
-        )));
-    }
-    Ok((Some(file.clone()), Vec::new()))
 }
 
 /// Names, versions and build strings become file names: only conda's characters, no `/`.
