@@ -28,5 +28,6 @@ pub mod recipe;
 #[cfg(feature = "gpu")]
 pub mod smoke;
 pub mod version;
+pub mod wheel;
 
 pub use error::{Error, Result};

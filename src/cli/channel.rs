@@ -188,12 +188,7 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
         max_unpacked,
         split: split_args,
     } = a;
-    let lazy_variant = lazy_variant
-        .map(|v| {
-            let (name, file) = v.split_once('=').ok_or_else(|| Error::Usage(format!("--lazy-variant {v}: expected NAME=FILE")))?;
-            Ok::<_, Error>((name.to_string(), PathBuf::from(file)))
-        })
-        .transpose()?;
+    let lazy_variant = super::parse_lazy_variant(lazy_variant.as_deref())?;
     let (manifest, standins_from) = match &standins {
         Some(f) => (standin::Manifest::load(f)?, f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
         None => (standin::builtin(), "built-in".to_string()),

@@ -7,6 +7,7 @@ mod channel;
 mod recipe;
 mod smoke;
 mod tree;
+mod wheel;
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,7 @@ pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs}
 pub use recipe::{EmitArgs, VerifyVariantArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};
 pub use tree::{FatbinArgs, InspectArgs, PlanArgs};
+pub use wheel::{WHEEL_HELP, WheelArgs};
 
 const DEFAULT_LAZY: &str = "libtorch_cuda_linalg.so";
 const DEFAULT_DEP: &str = "magma";
@@ -83,6 +85,9 @@ pub enum Command {
         after_help = "Reads headers only (milliseconds per library); --what-if decompresses and recompresses every entry (seconds per GiB).\n\nExit codes: 0 success, 1 some library cannot run on a --device, 2 bad input (a corrupt fatbin is named with its file offset).\n\nExamples:\n  splitpkg fatbin torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg fatbin site-packages/torch/lib/libtorch_cuda.so --time\n  splitpkg fatbin ./torch --what-if lz4 --what-if zstd:19\n  splitpkg fatbin $CONDA_PREFIX --device sm_75 --device sm_120 --json --out fatbin.json"
     )]
     Fatbin(FatbinArgs),
+    /// Split a CUDA torch wheel into pip wheels: the core, and the lazy library in its magma/nomagma variants.
+    #[command(after_help = WHEEL_HELP)]
+    Wheel(WheelArgs),
 }
 
 /// Run one parsed command line; the exit code on success, the error (with its own code) otherwise.
@@ -98,6 +103,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Solve(a) => channel::solve(a, quiet),
         Command::Env(a) => channel::env(a),
         Command::Smoke(a) => smoke::smoke(a, quiet),
+        Command::Wheel(a) => wheel::wheel(a, quiet),
     }
 }
 
@@ -162,6 +168,31 @@ struct SplitArgs {
     /// Build-string prefix for the keys that shape the binary (default: from the input, e.g. cuda130).
     #[arg(long, value_name = "KEYS")]
     build_keys: Option<String>,
+}
+
+impl Default for SplitArgs {
+    /// The flags' defaults, for commands that take only some of them (`wheel`).
+    fn default() -> Self {
+        SplitArgs {
+            core_name: "libtorch".into(),
+            lazy_name: "libtorch-cuda-linalg".into(),
+            version: None,
+            build_number: 0,
+            prefer: None,
+            variant_key: "linalg_variant".into(),
+            payload_package: Vec::new(),
+            build_keys: None,
+        }
+    }
+}
+
+/// `--lazy-variant NAME=FILE`.
+fn parse_lazy_variant(v: Option<&str>) -> Result<Option<(String, PathBuf)>> {
+    v.map(|v| {
+        let (name, file) = v.split_once('=').ok_or_else(|| Error::Usage(format!("--lazy-variant {v}: expected NAME=FILE")))?;
+        Ok((name.to_string(), PathBuf::from(file)))
+    })
+    .transpose()
 }
 
 impl SplitArgs {

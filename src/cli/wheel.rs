@@ -1,0 +1,83 @@
+//! `wheel`: split a CUDA torch wheel into pip wheels (core + lazy variants).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use splitpkg::analysis::inspect::Extras;
+use splitpkg::analysis::pipeline;
+use splitpkg::analysis::verdict::Verdict;
+use splitpkg::error::{Error, Result};
+use splitpkg::output::emit;
+use splitpkg::progress::Progress;
+use splitpkg::recipe::split;
+use splitpkg::wheel;
+
+use super::{SplitArgs, Target, parse_lazy_variant, to_json};
+
+pub const WHEEL_HELP: &str = "Writes into DIR:
+  the core wheel      TORCH-VERSION+split-TAGS.whl: the input without the lazy library, every other member byte-identical (copied as its compressed stream), METADATA requiring the lazy distribution at the same version, RECORD regenerated
+  one lazy wheel per variant  torch_cuda_linalg-VERSION+1.magma-TAGS.whl (the input's own build) and, with --lazy-variant, torch_cuda_linalg-VERSION+0.nomagma-TAGS.whl; each holds the library, WHEEL and the licence files, and requires exactly the core
+
+Installers take the highest local label, so the preferred variant's label sorts highest (+1.…): `pip install --find-links DIR torch` gets it, and one pin selects the other. Each lazy wheel requires torch==VERSION+split, which a monolithic torch does not satisfy, so it cannot be installed beside one (docs/evidence/wheel-installers/ has what pip and uv were measured to do).
+
+Before anything is renamed into DIR: the input RECORD is verified, every written wheel is read back against its own RECORD, and the core plus each lazy wheel must hold exactly the input's files. The other variant is only ever the file given to --lazy-variant, after it passes verify-variant; none is invented.
+
+Exit codes: 0 written, 1 the plan is not CONFINED (nothing safe to split), 2 bad input (not a wheel, no lazy library, RECORD mismatch, corrupt zip, --out a file).
+
+Examples:
+  splitpkg wheel torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out wheels/
+  splitpkg wheel torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out wheels/ --lazy-variant nomagma=build/libtorch_cuda_linalg.so
+  pip install --no-index --find-links wheels/ torch                                          # core + preferred
+  pip install --no-index --find-links wheels/ torch \"torch-cuda-linalg==2.11.0+0.nomagma\"     # core + slim";
+
+#[derive(Args)]
+pub struct WheelArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The directory the wheels are written into (created).
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// The other build of the lazy library, NAME=FILE (`nomagma=build/lib/libtorch_cuda_linalg.so`).
+    /// It must pass `verify-variant` against the plan's contract.
+    #[arg(long = "lazy-variant", value_name = "NAME=FILE")]
+    lazy_variant: Option<String>,
+    /// The variant a plain `pip install` gets (`magma` or `nomagma` for --dep magma) [default: magma].
+    #[arg(long, value_name = "VARIANT")]
+    prefer: Option<String>,
+    /// Name of the lazy distribution [default: from the lazy library: torch-cuda-linalg].
+    #[arg(long, value_name = "NAME")]
+    lazy_dist: Option<String>,
+    /// JSON report: the wheels written, their hashes, the checks and the install commands.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
+    let WheelArgs { target, out, lazy_variant, prefer, lazy_dist, json } = a;
+    let lazy_variant = parse_lazy_variant(lazy_variant.as_deref())?;
+    let progress = Progress::new(!quiet);
+    let planned = pipeline::plan_tree(&target.request(Extras::default()), &progress)?;
+    let (ins, plan) = (&planned.inspection, &planned.plan);
+    // No lazy library is bad input for `wheel` (there is nothing to split out), not a verdict.
+    if plan.lazy_library.is_none() {
+        return Err(Error::bad(target.path.display(), format!("has no {} (--lazy): nothing to split out", target.lazy)));
+    }
+    if plan.verdict != Verdict::Confined {
+        return Err(Error::Refused(format!(
+            "the plan for {} is {}: there is nothing safe to split (see `splitpkg plan`)",
+            target.path.display(),
+            plan.verdict.label()
+        )));
+    }
+    // The split model decides the variants and which one is preferred, as for recipes and .conda
+    // packages; its conda names do not reach the wheels.
+    let split_args = SplitArgs { prefer, ..SplitArgs::default() };
+    let split = split::Split::from_plan(plan, split_args.options(plan, &target.path)?)?;
+    let opts = wheel::WheelOptions { out, lazy_dist, lazy_variant, progress: &progress };
+    let report = wheel::split_wheel(ins, plan, &split, &opts)?;
+    let text = if json { to_json(&report)? } else { wheel::report_text(&report) };
+    emit(None, &text)?;
+    planned.leak_at_exit();
+    Ok(0)
+}

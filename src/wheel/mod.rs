@@ -1,0 +1,689 @@
+//! `splitpkg wheel`: a CUDA torch wheel split into pip wheels — the **core** (the input without
+//! the lazy library, under the input's own distribution name) and one **lazy** wheel per variant
+//! of the lazy library (`torch-cuda-linalg`), driven by the same plan and split model as the conda
+//! side (`recipe::split`: which variants exist, which one is preferred, what the other must pass).
+//!
+//! How the wheels find each other is designed from what real pip and uv do, measured on stand-in
+//! wheels (`tools/wheel-installer-facts.py`, docs/evidence/wheel-installers/):
+//! - the core's version gains the local label `split` (`2.11.0+split`, `2.11.0+cu130.split`) and
+//!   requires the lazy distribution at the same public version (`torch-cuda-linalg==2.11.0`);
+//! - each lazy wheel requires exactly that core (`torch==2.11.0+split`), which a monolithic
+//!   `torch 2.11.0` does not satisfy: installing a lazy wheel over a monolithic torch replaces it
+//!   with the core, so `torch/lib/libtorch_cuda_linalg.so` has one owner;
+//! - installers take the highest local label, so the preferred variant's label sorts highest
+//!   (`+1.magma` over `+0.nomagma`); the slim install is one pin
+//!   (`torch-cuda-linalg==2.11.0+0.nomagma`).
+//!
+//! Members travel as their raw compressed streams (never inflated and deflated again); only the
+//! dist-info files are written fresh. One inflate pass verifies the input RECORD, one reads every
+//! written wheel back against its own RECORD, and the union of the core and each lazy wheel is
+//! checked to be the input's content (lossless).
+
+pub mod record;
+
+use std::collections::BTreeMap;
+use std::io::{Cursor, Read, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+
+use crate::analysis::inspect::Inspection;
+use crate::analysis::plan::Plan;
+use crate::error::{Error, Result};
+use crate::input::{Tree, TreeKind, map_file};
+use crate::progress::Progress;
+use crate::recipe::split::{Split, Variant};
+use record::Entry;
+
+pub const SCHEMA: &str = "splitpkg-wheel";
+
+/// What `wheel` is asked to do beyond the split.
+pub struct WheelOptions<'a> {
+    /// The directory the wheels go into (created; wheels of the same names are replaced).
+    pub out: PathBuf,
+    /// The lazy distribution's name [default: from the lazy library, `libtorch_cuda_linalg.so` →
+    /// `torch-cuda-linalg`].
+    pub lazy_dist: Option<String>,
+    /// The other build of the lazy library (`--lazy-variant nomagma=FILE`).
+    pub lazy_variant: Option<(String, PathBuf)>,
+    pub progress: &'a Progress,
+}
+
+/// One wheel written.
+#[derive(Debug, Clone, Serialize)]
+pub struct WrittenWheel {
+    pub file: String,
+    pub distribution: String,
+    pub version: String,
+    /// The lazy library's variant (`magma`, `nomagma`); none for the core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// The variant a plain `pip install` gets.
+    pub preferred: bool,
+    pub bytes: u64,
+    pub sha256: String,
+    pub members: usize,
+}
+
+/// The variant that could not be written, and why (never invented).
+#[derive(Debug, Clone, Serialize)]
+pub struct MissingWheel {
+    pub variant: String,
+    pub why: String,
+}
+
+/// Installer commands for the written set (a `--find-links` directory).
+#[derive(Debug, Clone, Serialize)]
+pub struct Commands {
+    pub default: String,
+    /// The non-preferred variant, when it was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other: Option<String>,
+    pub uv_default: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uv_other: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WheelReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub input: String,
+    pub out: String,
+    pub core: WrittenWheel,
+    pub lazy: Vec<WrittenWheel>,
+    pub missing: Vec<MissingWheel>,
+    /// Input members whose bytes matched the input RECORD (all of them, or `wheel` refused).
+    pub input_record_verified: usize,
+    /// Members of the written wheels read back and matched against their own RECORD.
+    pub written_record_verified: usize,
+    /// The core plus each lazy wheel hold exactly the input's files (the other variant: all but
+    /// the lazy library byte-identical).
+    pub lossless: bool,
+    pub commands: Commands,
+}
+
+/// The input wheel as `wheel` needs it: its distribution, dist-info, tags and verified RECORD.
+struct Input<'a> {
+    display: String,
+    archive: ZipArchive<Cursor<&'a [u8]>>,
+    name: String,
+    version: String,
+    /// `torch-2.11.0` (the prefix of `.dist-info/` and `.data/`).
+    dist_info_stem: String,
+    /// `cp311-cp311-manylinux_2_28_x86_64`.
+    tags: String,
+    metadata: String,
+    /// Member path → (RECORD hash, size), every member but RECORD.
+    record: BTreeMap<String, (String, u64)>,
+    /// Member paths in archive order, with their index.
+    members: Vec<(usize, String)>,
+}
+
+/// Split `ins` (a `.whl` the plan proved CONFINED) into the core and lazy wheels under `opts.out`.
+pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOptions) -> Result<WheelReport> {
+    let source = &ins.tree.source;
+    if ins.tree.kind != TreeKind::Wheel {
+        return Err(Error::Usage(format!("{}: `wheel` splits a .whl; for a tree or a conda package use `pack`", source.display())));
+    }
+    let out = &opts.out;
+    if out.exists() && !out.is_dir() {
+        return Err(Error::Usage(format!("--out {}: exists and is not a directory", out.display())));
+    }
+    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let variant = |payload: bool| {
+        split.variants.iter().find(|v| v.with_payload == payload).cloned().ok_or_else(|| Error::internal("a split without both variants"))
+    };
+    let (with, without) = (variant(true)?, variant(false)?);
+    let other_file = crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), &with, &without)?;
+
+    let map = map_file(source)?;
+    let mut input = Input::open(source, &map, opts.progress)?;
+    if !input.record.contains_key(&lazy_lib.path) {
+        return Err(Error::bad(&input.display, format!("has no {} (the plan's lazy library)", lazy_lib.path)));
+    }
+    let lazy_dist = match &opts.lazy_dist {
+        Some(n) => n.clone(),
+        None => default_lazy_dist(&lazy_lib.path),
+    };
+    check_dist_name(&lazy_dist)?;
+    let (public, local) = match input.version.split_once('+') {
+        Some((p, l)) => (p.to_string(), Some(l.to_string())),
+        None => (input.version.clone(), None),
+    };
+    let label = |rest: &str| match &local {
+        Some(l) => format!("{public}+{l}.{rest}"),
+        None => format!("{public}+{rest}"),
+    };
+    let core_version = label("split");
+    let lazy_version = |v: &Variant| label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name));
+
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let mut pending = Pending::default();
+    opts.progress.start_unknown("writing wheels");
+    let core = write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_lib.path, out, &mut pending)?;
+    let mut lazy = Vec::new();
+    let mut missing = Vec::new();
+    for v in [&with, &without] {
+        let content = if v.with_payload == with.with_payload {
+            LazyContent::Member
+        } else if let Some(f) = &other_file {
+            LazyContent::File(f.clone())
+        } else {
+            missing.push(MissingWheel { variant: v.name.clone(), why: crate::recipe::verify::missing_variant_reason(v, &lazy_lib.path) });
+            continue;
+        };
+        let requires = format!("{}=={core_version}", input.name);
+        lazy.push(write_lazy(&mut input, &lazy_dist, &lazy_version(v), v, &requires, &lazy_lib.path, content, out, &mut pending)?);
+    }
+    opts.progress.finish();
+
+    // Read every written wheel back against its own RECORD, then check the union.
+    let mut read_back = 0;
+    let mut contents = Vec::new();
+    for w in std::iter::once(&core).chain(&lazy) {
+        let (n, files) = verify_written(&pending.tmp_of(&w.file))?;
+        read_back += n;
+        contents.push(files);
+    }
+    let lossless = lossless(&input, &contents, &lazy, &lazy_lib.path, &with);
+    if !lossless {
+        return Err(Error::internal(format!("{}: the written wheels do not reproduce the input's files", input.display)));
+    }
+    pending.commit()?;
+
+    let find_links = out.display().to_string();
+    let pin = |w: &WrittenWheel| format!("\"{}=={}\"", w.distribution, w.version);
+    let other = lazy.iter().find(|w| !w.preferred);
+    let commands = Commands {
+        default: format!("pip install --find-links {find_links} {}", input.name),
+        other: other.map(|w| format!("pip install --find-links {find_links} {} {}", input.name, pin(w))),
+        uv_default: format!("uv pip install --find-links {find_links} {}", input.name),
+        uv_other: other.map(|w| format!("uv pip install --find-links {find_links} {} {}", input.name, pin(w))),
+    };
+    Ok(WheelReport {
+        schema: SCHEMA,
+        schema_version: 1,
+        input: input.display.clone(),
+        out: find_links,
+        core,
+        lazy,
+        missing,
+        input_record_verified: input.record.len(),
+        written_record_verified: read_back,
+        lossless,
+        commands,
+    })
+}
+
+/// `libtorch_cuda_linalg.so` → `torch-cuda-linalg`.
+fn default_lazy_dist(lazy_path: &str) -> String {
+    let file = Tree::file_name(lazy_path);
+    let stem = file.split(".so").next().unwrap_or(file);
+    stem.strip_prefix("lib").unwrap_or(stem).replace('_', "-")
+}
+
+/// PEP 508 names: letters, digits, `.`, `_`, `-`, starting and ending with a letter or digit.
+fn check_dist_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok { Ok(()) } else { Err(Error::Usage(format!("--lazy-dist {name:?}: not a distribution name (PEP 508)"))) }
+}
+
+/// A distribution name as it appears in wheel and dist-info file names (PEP 427 escaping).
+fn escaped(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
+}
+
+impl<'a> Input<'a> {
+    fn open(path: &Path, bytes: &'a [u8], progress: &Progress) -> Result<Input<'a>> {
+        let display = path.display().to_string();
+        let file = Tree::file_name(&display).to_string();
+        let mut archive =
+            ZipArchive::new(Cursor::new(bytes)).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        let mut members = Vec::with_capacity(archive.len());
+        for i in 0..archive.len() {
+            let f = archive.by_index_raw(i).map_err(|e| Error::bad(&display, e))?;
+            let name = f.name().map_err(|e| Error::bad(&display, e))?.into_owned();
+            if !f.is_dir() {
+                members.push((i, name));
+            }
+        }
+        // The one dist-info directory with a METADATA.
+        let metas: Vec<&String> =
+            members.iter().map(|(_, n)| n).filter(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1).collect();
+        let [meta_path] = metas.as_slice() else {
+            return Err(Error::bad(&display, format!("{} .dist-info/METADATA files at the top level, expected one", metas.len())));
+        };
+        let dist_info_stem = meta_path.trim_end_matches(".dist-info/METADATA").to_string();
+        let metadata = read_member(&mut archive, &display, meta_path)?;
+        let field =
+            |key: &str| metadata.lines().take_while(|l| !l.is_empty()).find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
+        let name = field("Name:").ok_or_else(|| Error::bad(format!("{display}:{meta_path}"), "no Name"))?;
+        let version = field("Version:").ok_or_else(|| Error::bad(format!("{display}:{meta_path}"), "no Version"))?;
+        // Tags: the last three dash-separated parts of the file name.
+        let parts: Vec<&str> = file.trim_end_matches(".whl").split('-').collect();
+        if parts.len() < 5 {
+            return Err(Error::bad(&display, "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl)"));
+        }
+        let tags = parts[parts.len() - 3..].join("-");
+        let record_path = format!("{dist_info_stem}.dist-info/RECORD");
+        let record_text = read_member(&mut archive, &display, &record_path)?;
+        let entries = record::parse(&record_text).map_err(|e| Error::bad(format!("{display}:{record_path}"), e))?;
+        let mut record = BTreeMap::new();
+        for e in entries {
+            if let (Some(h), Some(n)) = (e.hash, e.size) {
+                record.insert(e.path, (h, n));
+            }
+        }
+        let input = Input { display, archive, name, version, dist_info_stem, tags, metadata, record, members };
+        input.verify_record(&record_path, progress)?;
+        Ok(input)
+    }
+
+    /// Every member but RECORD (and its signatures) is in RECORD with its bytes' hash and size.
+    fn verify_record(&self, record_path: &str, progress: &Progress) -> Result<()> {
+        let signatures = [format!("{record_path}.jws"), format!("{record_path}.p7s")];
+        let todo: Vec<&(usize, String)> = self.members.iter().filter(|(_, n)| n != record_path && !signatures.contains(n)).collect();
+        progress.start("verifying RECORD", todo.len() as u64);
+        let result = todo
+            .par_iter()
+            .map_init(
+                || self.archive.clone(),
+                |archive, (i, name)| {
+                    let at = format!("{}:{name}", self.display);
+                    let Some((hash, size)) = self.record.get(name) else {
+                        return Err(Error::bad(&at, "not listed in RECORD"));
+                    };
+                    let (got_hash, got_size) = hash_member(archive, *i, &at)?;
+                    progress.inc(1);
+                    if &got_hash != hash || got_size != *size {
+                        return Err(Error::bad(
+                            &at,
+                            format!("RECORD says {hash} ({size} bytes), the member is {got_hash} ({got_size} bytes)"),
+                        ));
+                    }
+                    Ok(())
+                },
+            )
+            .collect::<Result<()>>();
+        progress.finish();
+        result
+    }
+
+    fn is_dist_info(&self, path: &str) -> bool {
+        path.starts_with(&format!("{}.dist-info/", self.dist_info_stem))
+    }
+
+    fn index_of(&self, path: &str) -> Option<usize> {
+        self.members.iter().find(|(_, n)| n == path).map(|(i, _)| *i)
+    }
+}
+
+fn read_member(archive: &mut ZipArchive<Cursor<&[u8]>>, display: &str, path: &str) -> Result<String> {
+    let at = format!("{display}:{path}");
+    let mut f = archive.by_name(path).map_err(|e| Error::bad(&at, e))?;
+    let mut s = String::new();
+    // Metadata files are small: a cap keeps a hostile one from inflating without bound.
+    (&mut f).take(64 << 20).read_to_string(&mut s).map_err(|e| Error::bad(&at, e))?;
+    Ok(s)
+}
+
+/// RECORD hash and size of member `i`, inflated once.
+fn hash_member(archive: &mut ZipArchive<Cursor<&[u8]>>, i: usize, at: &str) -> Result<(String, u64)> {
+    let mut f = archive.by_index(i).map_err(|e| Error::bad(at, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf).map_err(|e| Error::bad(at, e))?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((record::hash_field(&h.finalize()), n))
+}
+
+/// Wheels written under temporary names in `--out`, renamed into place only once all are written
+/// and read back; removed on failure.
+#[derive(Default)]
+struct Pending {
+    /// (temporary path, final path)
+    files: Vec<(PathBuf, PathBuf)>,
+    committed: bool,
+}
+
+impl Pending {
+    fn add(&mut self, out: &Path, file: &str) -> PathBuf {
+        let tmp = out.join(format!(".{file}.splitpkg-tmp-{}", std::process::id()));
+        self.files.push((tmp.clone(), out.join(file)));
+        tmp
+    }
+
+    fn tmp_of(&self, file: &str) -> PathBuf {
+        self.files.iter().find(|(_, f)| f.file_name().is_some_and(|n| n == file)).map(|(t, _)| t.clone()).unwrap_or_default()
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        for (tmp, dst) in &self.files {
+            std::fs::rename(tmp, dst).map_err(|e| Error::io(dst, e))?;
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.committed {
+            for (tmp, _) in &self.files {
+                let _ = std::fs::remove_file(tmp);
+            }
+        }
+    }
+}
+
+/// A wheel being written: its members and RECORD rows, in the order written.
+struct Writer {
+    zip: ZipWriter<std::io::BufWriter<std::fs::File>>,
+    rows: Vec<Entry>,
+    dist_info: String,
+    /// Timestamp and mode of the new files: the input METADATA's, so the output is deterministic.
+    time: DateTime,
+}
+
+impl Writer {
+    fn create(tmp: &Path, dist_info: String, time: DateTime) -> Result<Writer> {
+        let f = std::fs::File::create(tmp).map_err(|e| Error::io(tmp, e))?;
+        Ok(Writer { zip: ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, f)), rows: Vec::new(), dist_info, time })
+    }
+
+    /// Copy input member `path` as its raw compressed stream, renamed to `to`.
+    fn copy(&mut self, input: &mut Input, path: &str, to: &str) -> Result<()> {
+        let i = input.index_of(path).ok_or_else(|| Error::internal(format!("{path} vanished from the input")))?;
+        let (hash, size) = input.record.get(path).cloned().ok_or_else(|| Error::internal(format!("{path} not in the verified RECORD")))?;
+        let f = input.archive.by_index_raw(i).map_err(|e| Error::bad(format!("{}:{path}", input.display), e))?;
+        self.zip.raw_copy_file_rename(f, to).map_err(|e| Error::failed(format!("writing {to}"), e))?;
+        self.rows.push(Entry { path: to.to_string(), hash: Some(hash), size: Some(size) });
+        Ok(())
+    }
+
+    /// A new member (deflated), e.g. METADATA or another build of the lazy library.
+    fn add(&mut self, to: &str, mut content: impl Read, mode: u32) -> Result<()> {
+        let opts = SimpleFileOptions::default()
+            .compression_method(CompressionMethod::Deflated)
+            .last_modified_time(self.time)
+            .unix_permissions(mode)
+            .large_file(true);
+        self.zip.start_file(to, opts).map_err(|e| Error::failed(format!("writing {to}"), e))?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        loop {
+            let k = content.read(&mut buf).map_err(|e| Error::failed(format!("reading {to}"), e))?;
+            if k == 0 {
+                break;
+            }
+            h.update(&buf[..k]);
+            self.zip.write_all(&buf[..k]).map_err(|e| Error::failed(format!("writing {to}"), e))?;
+            n += k as u64;
+        }
+        self.rows.push(Entry { path: to.to_string(), hash: Some(record::hash_field(&h.finalize())), size: Some(n) });
+        Ok(())
+    }
+
+    /// RECORD last, then the archive closed; returns (bytes, sha256 hex, members).
+    fn finish(mut self, tmp: &Path) -> Result<(u64, String, usize)> {
+        let record_path = format!("{}/RECORD", self.dist_info);
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.push(Entry { path: record_path.clone(), hash: None, size: None });
+        let text = record::write(&rows);
+        let opts = SimpleFileOptions::default()
+            .compression_method(CompressionMethod::Deflated)
+            .last_modified_time(self.time)
+            .unix_permissions(0o644);
+        self.zip.start_file(record_path.as_str(), opts).map_err(|e| Error::failed("writing RECORD", e))?;
+        self.zip.write_all(text.as_bytes()).map_err(|e| Error::failed("writing RECORD", e))?;
+        let w = self.zip.finish().map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
+        w.into_inner().map_err(|e| Error::io(tmp, e.into_error()))?.sync_all().map_err(|e| Error::io(tmp, e))?;
+        let bytes = std::fs::read(tmp).map_err(|e| Error::io(tmp, e))?;
+        Ok((bytes.len() as u64, hex(&Sha256::digest(&bytes)), rows.len()))
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The timestamp new members get: the input METADATA's (deterministic, and plausible).
+fn metadata_time(input: &mut Input) -> Result<DateTime> {
+    let path = format!("{}.dist-info/METADATA", input.dist_info_stem);
+    let i = input.index_of(&path).ok_or_else(|| Error::internal("METADATA vanished"))?;
+    let f = input.archive.by_index_raw(i).map_err(|e| Error::bad(&input.display, e))?;
+    Ok(f.last_modified().unwrap_or_default())
+}
+
+/// The METADATA header with `Version` replaced and `extra` lines added at the end of the header.
+fn edit_metadata(metadata: &str, version: &str, extra: &[String]) -> String {
+    let (head, body) = match metadata.find("\n\n") {
+        Some(i) => (&metadata[..i], &metadata[i..]),
+        None => (metadata.trim_end_matches('\n'), "\n"),
+    };
+    let mut out: Vec<String> =
+        head.lines().map(|l| if l.starts_with("Version:") { format!("Version: {version}") } else { l.to_string() }).collect();
+    out.extend(extra.iter().cloned());
+    format!("{}{}", out.join("\n"), if body.is_empty() { "\n" } else { body })
+}
+
+fn write_core(
+    input: &mut Input,
+    version: &str,
+    lazy_dist: &str,
+    public: &str,
+    lazy_path: &str,
+    out: &Path,
+    pending: &mut Pending,
+) -> Result<WrittenWheel> {
+    let esc = escaped(&input.name);
+    let file = format!("{esc}-{version}-{}.whl", input.tags);
+    let tmp = pending.add(out, &file);
+    let old = input.dist_info_stem.clone();
+    let new = format!("{esc}-{version}");
+    let time = metadata_time(input)?;
+    let mut w = Writer::create(&tmp, format!("{new}.dist-info"), time)?;
+    let meta_path = format!("{old}.dist-info/METADATA");
+    let record_path = format!("{old}.dist-info/RECORD");
+    let renamed = |p: &str| -> String {
+        for suffix in [".dist-info/", ".data/"] {
+            if let Some(rest) = p.strip_prefix(&format!("{old}{suffix}")) {
+                return format!("{new}{suffix}{rest}");
+            }
+        }
+        p.to_string()
+    };
+    let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
+    for path in &members {
+        if path == lazy_path || path == &record_path || path.starts_with(&format!("{record_path}.")) {
+            continue;
+        }
+        if path == &meta_path {
+            let text = edit_metadata(&input.metadata, version, &[format!("Requires-Dist: {lazy_dist}=={public}")]);
+            w.add(&renamed(path), text.as_bytes(), 0o644)?;
+        } else {
+            w.copy(input, path, &renamed(path))?;
+        }
+    }
+    let (bytes, sha256, members) = w.finish(&tmp)?;
+    Ok(WrittenWheel {
+        file,
+        distribution: input.name.clone(),
+        version: version.to_string(),
+        variant: None,
+        preferred: true,
+        bytes,
+        sha256,
+        members,
+    })
+}
+
+/// Where a lazy wheel's library comes from.
+enum LazyContent {
+    /// The input's own member (the variant the tree carries).
+    Member,
+    /// Another build (`--lazy-variant`), already checked by `verify-variant`.
+    File(PathBuf),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_lazy(
+    input: &mut Input,
+    dist: &str,
+    version: &str,
+    variant: &Variant,
+    requires: &str,
+    lazy_path: &str,
+    content: LazyContent,
+    out: &Path,
+    pending: &mut Pending,
+) -> Result<WrittenWheel> {
+    let esc = escaped(dist);
+    let file = format!("{esc}-{version}-{}.whl", input.tags);
+    let tmp = pending.add(out, &file);
+    let dist_info = format!("{esc}-{version}.dist-info");
+    let time = metadata_time(input)?;
+    let mut w = Writer::create(&tmp, dist_info.clone(), time)?;
+    match content {
+        LazyContent::Member => w.copy(input, lazy_path, lazy_path)?,
+        LazyContent::File(f) => {
+            let file = crate::input::open_nofollow(&f).map_err(|e| Error::io(&f, e))?;
+            w.add(lazy_path, file, 0o755)?;
+        }
+    }
+    let old = input.dist_info_stem.clone();
+    let summary = format!(
+        "{} of {} {} ({} variant, {}), split out by splitpkg",
+        Tree::file_name(lazy_path),
+        input.name,
+        input.version,
+        variant.name,
+        if variant.with_payload { "with the payload" } else { "without the payload" }
+    );
+    let meta = format!("Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: {summary}\nRequires-Dist: {requires}\n");
+    w.add(&format!("{dist_info}/METADATA"), meta.as_bytes(), 0o644)?;
+    // WHEEL (same tags) and the licence files travel with the library.
+    let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
+    for path in &members {
+        let Some(rest) = path.strip_prefix(&format!("{old}.dist-info/")) else { continue };
+        let upper = rest.to_ascii_uppercase();
+        if rest == "WHEEL" || rest.starts_with("licenses/") || ["LICENSE", "NOTICE", "COPYING"].iter().any(|p| upper.starts_with(p)) {
+            w.copy(input, path, &format!("{dist_info}/{rest}"))?;
+        }
+    }
+    let (bytes, sha256, members) = w.finish(&tmp)?;
+    Ok(WrittenWheel {
+        file,
+        distribution: dist.to_string(),
+        version: version.to_string(),
+        variant: Some(variant.name.clone()),
+        preferred: variant.preferred,
+        bytes,
+        sha256,
+        members,
+    })
+}
+
+/// Read a written wheel back: every member against its RECORD; returns the count and the
+/// non-dist-info files with their hashes.
+fn verify_written(path: &Path) -> Result<(usize, BTreeMap<String, String>)> {
+    let display = path.display().to_string();
+    let map = map_file(path)?;
+    let mut archive =
+        ZipArchive::new(Cursor::new(&map[..])).map_err(|e| Error::internal(format!("{display}: written wheel unreadable: {e}")))?;
+    let names: Vec<String> = archive
+        .file_names()
+        .map(|n| n.map(|n| n.into_owned()))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::internal(format!("{display}: written wheel unreadable: {e}")))?;
+    let record_path =
+        names.iter().find(|n| n.ends_with(".dist-info/RECORD")).cloned().ok_or_else(|| Error::internal("no RECORD written"))?;
+    let text = read_member(&mut archive, &display, &record_path)?;
+    let rows = record::parse(&text).map_err(Error::internal)?;
+    let mut files = BTreeMap::new();
+    let mut n = 0;
+    for row in &rows {
+        let (Some(hash), Some(size)) = (&row.hash, row.size) else { continue };
+        let i = archive
+            .index_for_name(&row.path)
+            .ok_or_else(|| Error::internal(format!("{display}: RECORD lists {} but it is not in the archive", row.path)))?;
+        let (got, got_size) = hash_member(&mut archive, i, &display)?;
+        if &got != hash || got_size != size {
+            return Err(Error::internal(format!(
+                "{display}:{}: read back as {got} ({got_size} bytes), RECORD says {hash} ({size})",
+                row.path
+            )));
+        }
+        n += 1;
+        if !row.path.contains(".dist-info/") {
+            files.insert(row.path.clone(), hash.clone());
+        }
+    }
+    if rows.len() != names.len() {
+        return Err(Error::internal(format!("{display}: {} members, RECORD lists {}", names.len(), rows.len())));
+    }
+    Ok((n, files))
+}
+
+/// The core plus each lazy wheel hold exactly the input's files outside dist-info; the tree's own
+/// variant byte for byte, the other all but the lazy library.
+fn lossless(input: &Input, contents: &[BTreeMap<String, String>], lazy: &[WrittenWheel], lazy_path: &str, with: &Variant) -> bool {
+    let want: BTreeMap<&String, &String> = input.record.iter().filter(|(p, _)| !input.is_dist_info(p)).map(|(p, (h, _))| (p, h)).collect();
+    let Some((core, lazies)) = contents.split_first() else { return false };
+    lazies.iter().zip(lazy).all(|(l, w)| {
+        if core.keys().any(|k| l.contains_key(k)) {
+            return false; // one path, two distributions
+        }
+        let union: BTreeMap<&String, &String> = core.iter().chain(l.iter()).collect();
+        let own = w.variant.as_deref() == Some(with.name.as_str());
+        union.len() == want.len() && union.iter().all(|(p, h)| want.get(p).is_some_and(|w| w == h || (!own && p.as_str() == lazy_path)))
+    })
+}
+
+/// The report as text: the wheels, and the commands that install them.
+pub fn report_text(r: &WheelReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "{} → {}", r.input, r.out);
+    let _ = writeln!(s, "  core  {}  ({})", r.core.file, crate::output::human_bytes(r.core.bytes));
+    for w in &r.lazy {
+        let _ = writeln!(
+            s,
+            "  lazy  {}  ({}){}",
+            w.file,
+            crate::output::human_bytes(w.bytes),
+            if w.preferred { "  ← a plain install gets this one" } else { "" }
+        );
+    }
+    for m in &r.missing {
+        let _ = writeln!(s, "  not written: {} ({})", m.variant, m.why);
+    }
+    let _ = writeln!(
+        s,
+        "checked: input RECORD ({} members), written wheels read back ({} members), lossless: {}",
+        r.input_record_verified,
+        r.written_record_verified,
+        if r.lossless { "yes" } else { "NO" }
+    );
+    let _ = writeln!(s, "install (add --no-index to stay offline):\n  {}\n  {}", r.commands.default, r.commands.uv_default);
+    if let (Some(o), Some(u)) = (&r.commands.other, &r.commands.uv_other) {
+        let _ = writeln!(s, "the other variant (also switches an installed environment):\n  {o}\n  {u}");
+    }
+    s
+}

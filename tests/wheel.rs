@@ -1,0 +1,326 @@
+//! `splitpkg wheel` on a fixture wheel built here from the gcc-built pip-like tree (with a real
+//! WHEEL and RECORD): the split is lossless and deterministic, every RECORD holds, refusals write
+//! nothing, and real pip (the system Python's, into fresh venvs, offline) installs the default and
+//! the slim set, switches both ways, uninstalls the lazy wheel without touching the core, and
+//! replaces a monolithic torch instead of sharing its file.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use splitpkg::wheel::record;
+
+const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
+const LAZY: &str = "torch/lib/libtorch_cuda_linalg.so";
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A wheel of `tree` (a pip layout: torch/ and torch-2.5.1.dist-info/METADATA) with WHEEL and
+/// RECORD, files in sorted order; `tamper` changes one RECORD hash.
+fn make_wheel(tree: &Path, out: &Path, tamper: bool) {
+    let mut files: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(tree)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().strip_prefix(tree).unwrap().to_str().unwrap().to_string(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    files.push((
+        "torch-2.5.1.dist-info/WHEEL".into(),
+        b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n".to_vec(),
+    ));
+    let mut rows: Vec<record::Entry> =
+        files.iter().map(|(p, d)| record::Entry { path: p.clone(), hash: Some(record::hash_of(d)), size: Some(d.len() as u64) }).collect();
+    if tamper {
+        rows[0].hash = Some(record::hash_of(b"not this"));
+    }
+    rows.push(record::Entry { path: "torch-2.5.1.dist-info/RECORD".into(), hash: None, size: None });
+    files.push(("torch-2.5.1.dist-info/RECORD".into(), record::write(&rows).into_bytes()));
+    let mut z = zip::ZipWriter::new(std::fs::File::create(out).unwrap());
+    let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).unix_permissions(0o755);
+    for (p, d) in files {
+        z.start_file(p, o).unwrap();
+        z.write_all(&d).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+fn fixture_wheel(dir: &Path) -> PathBuf {
+    let w = dir.join(WHEEL_NAME);
+    make_wheel(&fixture("pip-like"), &w, false);
+    w
+}
+
+fn nomagma_lib() -> PathBuf {
+    fixture("conda-nomagma/lib/libtorch_cuda_linalg.so")
+}
+
+/// Every member of a wheel with its bytes.
+fn members(whl: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut z = zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap();
+    (0..z.len())
+        .map(|i| {
+            let mut f = z.by_index(i).unwrap();
+            let mut d = Vec::new();
+            f.read_to_end(&mut d).unwrap();
+            (f.name().unwrap().to_string(), d)
+        })
+        .collect()
+}
+
+/// The RECORD of a wheel lists every member with its hash and size, itself without.
+fn assert_record_holds(whl: &Path) {
+    let m = members(whl);
+    let (record_path, text) = m.iter().find(|(p, _)| p.ends_with(".dist-info/RECORD")).unwrap();
+    let rows = record::parse(std::str::from_utf8(text).unwrap()).unwrap();
+    assert_eq!(rows.len(), m.len(), "{}: RECORD lists every member once", whl.display());
+    for r in rows {
+        if &r.path == record_path {
+            assert_eq!((r.hash, r.size), (None, None));
+            continue;
+        }
+        let d = &m[&r.path];
+        assert_eq!(r.hash.as_deref(), Some(record::hash_of(d).as_str()), "{}: {}", whl.display(), r.path);
+        assert_eq!(r.size, Some(d.len() as u64));
+    }
+}
+
+fn wheel_cmd(input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["wheel", s(input), "--out", s(out), "--quiet"];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn split_is_lossless_deterministic_and_every_record_holds() {
+    let d = tempfile::tempdir().unwrap();
+    let input = fixture_wheel(d.path());
+    let nomagma = format!("nomagma={}", nomagma_lib().display());
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    for out in [&a, &b] {
+        let o = wheel_cmd(&input, out, &["--lazy-variant", &nomagma, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let r = json(&o);
+        assert_eq!(r["lossless"], true);
+        assert_eq!(r["input_record_verified"], 7);
+        assert_eq!(r["lazy"].as_array().unwrap().len(), 2);
+        assert_eq!(r["missing"], serde_json::json!([]));
+    }
+    let names = files_in(&a);
+    assert_eq!(
+        names,
+        [
+            "torch-2.5.1+split-cp311-cp311-linux_x86_64.whl",
+            "torch_cuda_linalg-2.5.1+0.nomagma-cp311-cp311-linux_x86_64.whl",
+            "torch_cuda_linalg-2.5.1+1.magma-cp311-cp311-linux_x86_64.whl",
+        ]
+    );
+    for n in &names {
+        assert_eq!(std::fs::read(a.join(n)).unwrap(), std::fs::read(b.join(n)).unwrap(), "{n}: same input, same bytes");
+        assert_record_holds(&a.join(n));
+    }
+    let input_m = members(&input);
+    let core = members(&a.join(&names[0]));
+    let magma = members(&a.join(&names[2]));
+    let slim = members(&a.join(&names[1]));
+    // The core: everything but the lazy library, byte-identical; dist-info renamed to the new version.
+    assert!(!core.contains_key(LAZY));
+    for (p, data) in input_m.iter().filter(|(p, _)| !p.contains(".dist-info/") && p.as_str() != LAZY) {
+        assert_eq!(core.get(p), Some(data), "{p}");
+    }
+    let meta = String::from_utf8(core["torch-2.5.1+split.dist-info/METADATA"].clone()).unwrap();
+    assert!(meta.contains("Name: torch\n") && meta.contains("Version: 2.5.1+split\n"), "{meta}");
+    assert!(meta.contains("Requires-Dist: torch-cuda-linalg==2.5.1\n"), "{meta}");
+    assert_eq!(core["torch-2.5.1+split.dist-info/WHEEL"], input_m["torch-2.5.1.dist-info/WHEEL"]);
+    // The lazy wheels: the library (the input's own, or the given build), WHEEL, METADATA, RECORD.
+    assert_eq!(magma[LAZY], input_m[LAZY]);
+    assert_eq!(slim[LAZY], std::fs::read(nomagma_lib()).unwrap());
+    for (w, label) in [(&magma, "1.magma"), (&slim, "0.nomagma")] {
+        let di = format!("torch_cuda_linalg-2.5.1+{label}.dist-info");
+        let keys: Vec<&str> = w.keys().map(String::as_str).collect();
+        assert_eq!(keys, [LAZY.to_string(), format!("{di}/METADATA"), format!("{di}/RECORD"), format!("{di}/WHEEL")]);
+        let meta = String::from_utf8(w[&format!("{di}/METADATA")].clone()).unwrap();
+        assert!(meta.contains(&format!("Version: 2.5.1+{label}\n")) && meta.contains("Requires-Dist: torch==2.5.1+split\n"), "{meta}");
+    }
+}
+
+#[test]
+fn refusals_name_the_file_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let input = fixture_wheel(d.path());
+    let out = d.path().join("out");
+    let one_line = |o: &std::process::Output, code: i32, says: &str| {
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+        assert_eq!(stderr(o).lines().count(), 1, "{}", stderr(o));
+        assert!(stderr(o).contains(says), "should say {says:?}: {}", stderr(o));
+        assert!(!out.exists() || files_in(&out).is_empty(), "nothing written: {:?}", files_in(&out));
+    };
+    // A RECORD that does not match the bytes.
+    let tampered = d.path().join("t").join(WHEEL_NAME);
+    std::fs::create_dir_all(tampered.parent().unwrap()).unwrap();
+    make_wheel(&fixture("pip-like"), &tampered, true);
+    one_line(&wheel_cmd(&tampered, &out, &[]), 2, "RECORD says");
+    // A corrupt zip.
+    let corrupt = d.path().join("c").join(WHEEL_NAME);
+    std::fs::create_dir_all(corrupt.parent().unwrap()).unwrap();
+    std::fs::write(&corrupt, &std::fs::read(&input).unwrap()[..300]).unwrap();
+    one_line(&wheel_cmd(&corrupt, &out, &[]), 2, s(&corrupt));
+    // --out is a file.
+    let file = d.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let o = wheel_cmd(&input, &file, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
+    // Not a wheel.
+    one_line(&wheel_cmd(&fixture("pip-like"), &out, &[]), 2, "splits a .whl");
+    // The tree's own variant cannot be given again; a magma build is not a nomagma build.
+    let magma = format!("magma={}", nomagma_lib().display());
+    one_line(&wheel_cmd(&input, &out, &["--lazy-variant", &magma]), 2, "--lazy-variant magma");
+    let not_slim = format!("nomagma={}", fixture("pip-like/torch/lib/libtorch_cuda_linalg.so").display());
+    one_line(&wheel_cmd(&input, &out, &["--lazy-variant", &not_slim]), 1, "not a nomagma build");
+    // A wheel whose payload is reachable without the lazy library: a negative verdict (exit 1).
+    let leak = d.path().join("leak-tree");
+    assert!(Command::new("cp").arg("-a").arg(fixture("eager-leak")).arg(&leak).status().unwrap().success());
+    std::fs::create_dir_all(leak.join("torch-2.5.1.dist-info")).unwrap();
+    std::fs::write(leak.join("torch-2.5.1.dist-info/METADATA"), "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\n").unwrap();
+    let leaky = d.path().join("l").join(WHEEL_NAME);
+    std::fs::create_dir_all(leaky.parent().unwrap()).unwrap();
+    make_wheel(&leak, &leaky, false);
+    one_line(&wheel_cmd(&leaky, &out, &[]), 1, "NOT CONFINED");
+    // A wheel without the lazy library: bad input, nothing to split out.
+    let bare = d.path().join("bare-tree");
+    assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&bare).status().unwrap().success());
+    std::fs::remove_file(bare.join(LAZY)).unwrap();
+    let no_lazy = d.path().join("n").join(WHEEL_NAME);
+    std::fs::create_dir_all(no_lazy.parent().unwrap()).unwrap();
+    make_wheel(&bare, &no_lazy, false);
+    one_line(&wheel_cmd(&no_lazy, &out, &[]), 2, "has no libtorch_cuda_linalg.so");
+}
+
+/// A fresh venv without pip; the system Python's pip installs into it (`pip --python`), offline.
+struct Venv {
+    python: PathBuf,
+    site: PathBuf,
+}
+
+impl Venv {
+    fn new(dir: &Path) -> Venv {
+        assert!(Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(dir).status().unwrap().success());
+        let python = dir.join("bin/python");
+        let site = Command::new(&python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().unwrap();
+        Venv { python, site: PathBuf::from(String::from_utf8(site.stdout).unwrap().trim()) }
+    }
+
+    fn pip(&self, args: &[&str]) -> std::process::Output {
+        Command::new("python3")
+            .args(["-m", "pip", "--disable-pip-version-check", "--python", s(&self.python)])
+            .args(args)
+            .env("PIP_NO_INDEX", "1")
+            .env_remove("PIP_FIND_LINKS")
+            .output()
+            .unwrap()
+    }
+
+    fn install(&self, links: &Path, reqs: &[&str]) {
+        let mut args = vec!["install", "-q", "--no-index", "--find-links", s(links)];
+        args.extend_from_slice(reqs);
+        let o = self.pip(&args);
+        assert!(o.status.success(), "pip install {reqs:?}: {}", stderr(&o));
+    }
+
+    /// Installed torch distributions, and how many of them list the lazy library in RECORD.
+    fn state(&self) -> (Vec<String>, usize) {
+        let mut dists = Vec::new();
+        let mut owners = 0;
+        for e in std::fs::read_dir(&self.site).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".dist-info")
+                && stem.starts_with("torch")
+            {
+                dists.push(stem.to_string());
+                let rec = std::fs::read_to_string(self.site.join(&name).join("RECORD")).unwrap();
+                owners += rec.lines().filter(|l| l.starts_with(&format!("{LAZY},"))).count();
+            }
+        }
+        dists.sort();
+        (dists, owners)
+    }
+
+    fn lazy_bytes(&self) -> Option<Vec<u8>> {
+        std::fs::read(self.site.join(LAZY)).ok()
+    }
+
+    fn check_clean(&self) {
+        let o = self.pip(&["check"]);
+        assert!(o.status.success(), "pip check: {}{}", stdout(&o), stderr(&o));
+    }
+}
+
+#[test]
+fn real_pip_installs_default_slim_switches_and_uninstalls() {
+    if Command::new("python3").args(["-m", "pip", "--version"]).output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("note: python3 -m pip not available; skipping the real-pip checks");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let input = fixture_wheel(d.path());
+    let out = d.path().join("wheels");
+    let nomagma = format!("nomagma={}", nomagma_lib().display());
+    let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY)).unwrap();
+    let slim_bytes = std::fs::read(nomagma_lib()).unwrap();
+    let core = ["torch-2.5.1+split".to_string()];
+    let with = |label: &str| vec![core[0].clone(), format!("torch_cuda_linalg-2.5.1+{label}")];
+
+    // Default: core + the preferred variant.
+    let v = Venv::new(&d.path().join("default"));
+    v.install(&out, &["torch"]);
+    assert_eq!(v.state(), (with("1.magma"), 1));
+    assert_eq!(v.lazy_bytes().unwrap(), magma_bytes);
+    v.check_clean();
+    // Switch to slim, and back: one owner after each.
+    v.install(&out, &["torch-cuda-linalg==2.5.1+0.nomagma"]);
+    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes.clone()));
+    v.check_clean();
+    v.install(&out, &["torch-cuda-linalg==2.5.1+1.magma"]);
+    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("1.magma"), 1), magma_bytes.clone()));
+    // Uninstalling the lazy distribution leaves every core file.
+    let o = v.pip(&["uninstall", "-q", "-y", "torch-cuda-linalg"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(v.state(), (core.to_vec(), 0));
+    assert!(v.lazy_bytes().is_none());
+    for f in ["torch/__init__.py", "torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cpu.so"] {
+        assert!(v.site.join(f).exists(), "{f} is still there");
+    }
+
+    // The slim set in one command.
+    let v = Venv::new(&d.path().join("slim"));
+    v.install(&out, &["torch", "torch-cuda-linalg==2.5.1+0.nomagma"]);
+    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes.clone()));
+    v.check_clean();
+
+    // A monolithic torch of the same version installed first: installing a lazy wheel replaces it
+    // with the core (the lazy wheel requires torch==2.5.1+split); the file never has two owners.
+    let mono = d.path().join("mono");
+    std::fs::create_dir_all(&mono).unwrap();
+    std::fs::copy(&input, mono.join(WHEEL_NAME)).unwrap();
+    let v = Venv::new(&d.path().join("mono-env"));
+    v.install(&mono, &["torch"]);
+    assert_eq!(v.state(), (vec!["torch-2.5.1".to_string()], 1));
+    v.install(&out, &["torch-cuda-linalg==2.5.1+0.nomagma"]);
+    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes));
+    v.check_clean();
+}
