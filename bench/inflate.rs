@@ -2,14 +2,18 @@
 //! with the same zip reader, the same zlib-rs inflater and the same two-thread split as splitpkg.
 //! The ratio plan/inflate is the cost of all the analysis on top of reading the bytes.
 //!
-//! Usage: cargo run --release --example inflate -- WHEEL
+//! Usage: cargo run --release --example inflate -- WHEEL [--all]
+//!
+//! `--all` inflates every member (not only ELF ones): the floor for `splitpkg wheel`, which must
+//! read every member's bytes to verify the input RECORD.
 
 use std::io::Read;
 
 use rayon::prelude::*;
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: inflate WHEEL");
+    let path = std::env::args().nth(1).expect("usage: inflate WHEEL [--all]");
+    let all = std::env::args().any(|a| a == "--all");
     let file = std::fs::File::open(&path).expect("open wheel");
     // SAFETY: read-only map of a file nobody modifies during the run.
     let map = unsafe { memmap2::Mmap::map(&file) }.expect("map wheel");
@@ -22,7 +26,7 @@ fn main() {
             continue;
         }
         let mut head = [0u8; 4];
-        if f.read_exact(&mut head).is_ok() && &head == b"\x7fELF" {
+        if all || (f.read_exact(&mut head).is_ok() && &head == b"\x7fELF") {
             elf.push((i, f.size()));
         }
     }
@@ -39,5 +43,5 @@ fn main() {
             },
         )
         .sum();
-    println!("inflated {} ELF members, {} bytes", elf.len(), total);
+    println!("inflated {} {}members, {} bytes", elf.len(), if all { "" } else { "ELF " }, total);
 }

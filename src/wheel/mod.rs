@@ -165,7 +165,8 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let mut pending = Pending::default();
     opts.progress.start_unknown("writing wheels");
-    let core = write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_lib.path, out, &mut pending)?;
+    let (mut core, core_copies) = write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_lib.path, out, &mut pending)?;
+    let mut copies = vec![core_copies];
     let mut lazy = Vec::new();
     let mut missing = Vec::new();
     for v in [&with, &without] {
@@ -178,17 +179,20 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
             continue;
         };
         let requires = format!("{}=={core_version}", input.name);
-        lazy.push(write_lazy(&mut input, &lazy_dist, &lazy_version(v), v, &requires, &lazy_lib.path, content, out, &mut pending)?);
+        let (w, c) = write_lazy(&mut input, &lazy_dist, &lazy_version(v), v, &requires, &lazy_lib.path, content, out, &mut pending)?;
+        lazy.push(w);
+        copies.push(c);
     }
     opts.progress.finish();
 
     // Read every written wheel back against its own RECORD, then check the union.
     let mut read_back = 0;
     let mut contents = Vec::new();
-    for w in std::iter::once(&core).chain(&lazy) {
-        let (n, files) = verify_written(&pending.tmp_of(&w.file))?;
+    for (w, c) in std::iter::once(&mut core).chain(lazy.iter_mut()).zip(&copies) {
+        let (n, files, sha256) = verify_written(&pending.tmp_of(&w.file), &input, c)?;
         read_back += n;
         contents.push(files);
+        w.sha256 = sha256;
     }
     let lossless = lossless(&input, &contents, &lazy, &lazy_lib.path, &with);
     if !lossless {
@@ -391,10 +395,14 @@ impl Drop for Pending {
     }
 }
 
+/// Members of a written wheel copied as raw streams: path in the wheel → index in the input.
+type Copies = BTreeMap<String, usize>;
+
 /// A wheel being written: its members and RECORD rows, in the order written.
 struct Writer {
     zip: ZipWriter<std::io::BufWriter<std::fs::File>>,
     rows: Vec<Entry>,
+    copies: Copies,
     dist_info: String,
     /// Timestamp and mode of the new files: the input METADATA's, so the output is deterministic.
     time: DateTime,
@@ -403,7 +411,13 @@ struct Writer {
 impl Writer {
     fn create(tmp: &Path, dist_info: String, time: DateTime) -> Result<Writer> {
         let f = std::fs::File::create(tmp).map_err(|e| Error::io(tmp, e))?;
-        Ok(Writer { zip: ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, f)), rows: Vec::new(), dist_info, time })
+        Ok(Writer {
+            zip: ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, f)),
+            rows: Vec::new(),
+            copies: Copies::new(),
+            dist_info,
+            time,
+        })
     }
 
     /// Copy input member `path` as its raw compressed stream, renamed to `to`.
@@ -412,6 +426,7 @@ impl Writer {
         let (hash, size) = input.record.get(path).cloned().ok_or_else(|| Error::internal(format!("{path} not in the verified RECORD")))?;
         let f = input.archive.by_index_raw(i).map_err(|e| Error::bad(format!("{}:{path}", input.display), e))?;
         self.zip.raw_copy_file_rename(f, to).map_err(|e| Error::failed(format!("writing {to}"), e))?;
+        self.copies.insert(to.to_string(), i);
         self.rows.push(Entry { path: to.to_string(), hash: Some(hash), size: Some(size) });
         Ok(())
     }
@@ -440,8 +455,8 @@ impl Writer {
         Ok(())
     }
 
-    /// RECORD last, then the archive closed; returns (bytes, sha256 hex, members).
-    fn finish(mut self, tmp: &Path) -> Result<(u64, String, usize)> {
+    /// RECORD last, then the archive closed; returns (bytes, members, the raw copies).
+    fn finish(mut self, tmp: &Path) -> Result<(u64, usize, Copies)> {
         let record_path = format!("{}/RECORD", self.dist_info);
         let mut rows = std::mem::take(&mut self.rows);
         rows.push(Entry { path: record_path.clone(), hash: None, size: None });
@@ -454,8 +469,8 @@ impl Writer {
         self.zip.write_all(text.as_bytes()).map_err(|e| Error::failed("writing RECORD", e))?;
         let w = self.zip.finish().map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
         w.into_inner().map_err(|e| Error::io(tmp, e.into_error()))?.sync_all().map_err(|e| Error::io(tmp, e))?;
-        let bytes = std::fs::read(tmp).map_err(|e| Error::io(tmp, e))?;
-        Ok((bytes.len() as u64, hex(&Sha256::digest(&bytes)), rows.len()))
+        let bytes = std::fs::metadata(tmp).map_err(|e| Error::io(tmp, e))?.len();
+        Ok((bytes, rows.len(), self.copies))
     }
 }
 
@@ -491,7 +506,7 @@ fn write_core(
     lazy_path: &str,
     out: &Path,
     pending: &mut Pending,
-) -> Result<WrittenWheel> {
+) -> Result<(WrittenWheel, Copies)> {
     let esc = escaped(&input.name);
     let file = format!("{esc}-{version}-{}.whl", input.tags);
     let tmp = pending.add(out, &file);
@@ -521,8 +536,9 @@ fn write_core(
             w.copy(input, path, &renamed(path))?;
         }
     }
-    let (bytes, sha256, members) = w.finish(&tmp)?;
-    Ok(WrittenWheel {
+    let (bytes, members, copies) = w.finish(&tmp)?;
+    let sha256 = String::new(); // set by the read-back
+    let wheel = WrittenWheel {
         file,
         distribution: input.name.clone(),
         version: version.to_string(),
@@ -531,7 +547,8 @@ fn write_core(
         bytes,
         sha256,
         members,
-    })
+    };
+    Ok((wheel, copies))
 }
 
 /// Where a lazy wheel's library comes from.
@@ -553,7 +570,7 @@ fn write_lazy(
     content: LazyContent,
     out: &Path,
     pending: &mut Pending,
-) -> Result<WrittenWheel> {
+) -> Result<(WrittenWheel, Copies)> {
     let esc = escaped(dist);
     let file = format!("{esc}-{version}-{}.whl", input.tags);
     let tmp = pending.add(out, &file);
@@ -587,8 +604,9 @@ fn write_lazy(
             w.copy(input, path, &format!("{dist_info}/{rest}"))?;
         }
     }
-    let (bytes, sha256, members) = w.finish(&tmp)?;
-    Ok(WrittenWheel {
+    let (bytes, members, copies) = w.finish(&tmp)?;
+    let sha256 = String::new(); // set by the read-back
+    let wheel = WrittenWheel {
         file,
         distribution: dist.to_string(),
         version: version.to_string(),
@@ -597,48 +615,95 @@ fn write_lazy(
         bytes,
         sha256,
         members,
-    })
+    };
+    Ok((wheel, copies))
 }
 
-/// Read a written wheel back: every member against its RECORD; returns the count and the
-/// non-dist-info files with their hashes.
-fn verify_written(path: &Path) -> Result<(usize, BTreeMap<String, String>)> {
+/// Read a written wheel back against its own RECORD; returns the members checked, the
+/// non-dist-info files with their hashes, and the wheel's SHA-256.
+///
+/// A member copied as a raw stream is checked by comparing its compressed bytes, CRC-32 and sizes
+/// with the input member it came from, whose content the input RECORD check already hashed: the
+/// bytes written are the bytes verified, without inflating them again (one inflate pass verifies
+/// the input and checks the output). New members (METADATA, another build of the lazy library)
+/// are inflated and hashed.
+fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize, BTreeMap<String, String>, String)> {
     let display = path.display().to_string();
     let map = map_file(path)?;
-    let mut archive =
-        ZipArchive::new(Cursor::new(&map[..])).map_err(|e| Error::internal(format!("{display}: written wheel unreadable: {e}")))?;
-    let names: Vec<String> = archive
-        .file_names()
-        .map(|n| n.map(|n| n.into_owned()))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::internal(format!("{display}: written wheel unreadable: {e}")))?;
+    let bytes: &[u8] = &map;
+    let unreadable = |e: zip::result::ZipError| Error::internal(format!("{display}: written wheel unreadable: {e}"));
+    let mut archive = ZipArchive::new(Cursor::new(bytes)).map_err(unreadable)?;
+    let names: Vec<String> =
+        archive.file_names().map(|n| n.map(|n| n.into_owned())).collect::<std::result::Result<_, _>>().map_err(unreadable)?;
     let record_path =
         names.iter().find(|n| n.ends_with(".dist-info/RECORD")).cloned().ok_or_else(|| Error::internal("no RECORD written"))?;
     let text = read_member(&mut archive, &display, &record_path)?;
     let rows = record::parse(&text).map_err(Error::internal)?;
-    let mut files = BTreeMap::new();
-    let mut n = 0;
-    for row in &rows {
-        let (Some(hash), Some(size)) = (&row.hash, row.size) else { continue };
-        let i = archive
-            .index_for_name(&row.path)
-            .ok_or_else(|| Error::internal(format!("{display}: RECORD lists {} but it is not in the archive", row.path)))?;
-        let (got, got_size) = hash_member(&mut archive, i, &display)?;
-        if &got != hash || got_size != size {
-            return Err(Error::internal(format!(
-                "{display}:{}: read back as {got} ({got_size} bytes), RECORD says {hash} ({size})",
-                row.path
-            )));
-        }
-        n += 1;
-        if !row.path.contains(".dist-info/") {
-            files.insert(row.path.clone(), hash.clone());
-        }
-    }
     if rows.len() != names.len() {
         return Err(Error::internal(format!("{display}: {} members, RECORD lists {}", names.len(), rows.len())));
     }
-    Ok((n, files))
+    type Zip<'b> = ZipArchive<Cursor<&'b [u8]>>;
+    let check = |archive: &mut Zip, inp: &mut Zip, row: &Entry| -> Result<bool> {
+        let (Some(hash), Some(size)) = (&row.hash, row.size) else { return Ok(false) };
+        let at = format!("{display}:{}", row.path);
+        let bug = |e: &dyn std::fmt::Display| Error::internal(format!("{at}: {e}"));
+        let j = archive.index_for_name(&row.path).ok_or_else(|| bug(&"in RECORD, not in the archive"))?;
+        match copies.get(&row.path) {
+            Some(&i) => {
+                let mut a = archive.by_index_raw(j).map_err(|e| bug(&e))?;
+                let mut b = inp.by_index_raw(i).map_err(|e| bug(&e))?;
+                let same_header = a.crc32() == b.crc32() && a.size() == b.size() && a.size() == size && a.compression() == b.compression();
+                if !same_header || !same_stream(&mut a, &mut b).map_err(|e| bug(&e))? {
+                    return Err(bug(&"not the input's bytes"));
+                }
+            }
+            None => {
+                let (got, got_size) = hash_member(archive, j, &at)?;
+                if &got != hash || got_size != size {
+                    return Err(bug(&format!("read back as {got} ({got_size} bytes), RECORD says {hash} ({size})")));
+                }
+            }
+        }
+        Ok(true)
+    };
+    let (sha256, checked) = rayon::join(
+        || hex(&Sha256::digest(bytes)),
+        || {
+            rows.par_iter()
+                .map_init(|| (archive.clone(), input.archive.clone()), |(a, b), row| check(a, b, row))
+                .collect::<Result<Vec<bool>>>()
+        },
+    );
+    let n = checked?.into_iter().filter(|c| *c).count();
+    let files =
+        rows.iter().filter(|r| !r.path.contains(".dist-info/")).filter_map(|r| r.hash.clone().map(|h| (r.path.clone(), h))).collect();
+    Ok((n, files, sha256))
+}
+
+/// Two raw (compressed) streams hold the same bytes.
+fn same_stream(a: &mut impl Read, b: &mut impl Read) -> std::io::Result<bool> {
+    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = read_full(a, &mut x)?;
+        let m = read_full(b, &mut y)?;
+        if n != m || x[..n] != y[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
 }
 
 /// The core plus each lazy wheel hold exactly the input's files outside dist-info; the tree's own
