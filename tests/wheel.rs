@@ -324,3 +324,108 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes));
     v.check_clean();
 }
+
+/// PyPA `installer` and uv, pinned, in a venv under target/ (full tier: they come from PyPI).
+fn wheel_tools() -> PathBuf {
+    static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        const PINS: &[&str] = &["installer==1.1.0", "uv==0.13.9"];
+        let dir = repo().join("target/pyenv-wheel-tools-installer-1.1.0-uv-0.13.9");
+        if dir.join("bin/uv").exists() {
+            return dir;
+        }
+        let tmp = repo().join(format!("target/pyenv-wheel-tools-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().unwrap().success());
+        let o = Command::new(tmp.join("bin/python"))
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .args(PINS)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "pip install {PINS:?}: {}", stderr(&o));
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        dir
+    })
+    .clone()
+}
+
+/// Every written wheel passes `python -m installer --validate-record all`.
+fn installer_accepts(tools: &Path, whl: &Path, dest: &Path) {
+    let o = Command::new(tools.join("bin/python"))
+        .args(["-m", "installer", "--validate-record", "all", "--destdir"])
+        .arg(dest)
+        .arg(whl)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "installer --validate-record all {}: {}{}", whl.display(), stdout(&o), stderr(&o));
+}
+
+/// The fixture split through PyPA `installer` (every RECORD row validated) and uv: the default
+/// install gets the preferred variant, one pin the slim one, `uv pip check` is clean, one owner.
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, installer and uv from PyPI: cargo test --release --features full-tests")]
+fn installer_and_uv_accept_the_split() {
+    let tools = wheel_tools();
+    let uv = tools.join("bin/uv");
+    let d = tempfile::tempdir().unwrap();
+    let input = fixture_wheel(d.path());
+    let out = d.path().join("wheels");
+    let nomagma = format!("nomagma={}", nomagma_lib().display());
+    let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (i, n) in files_in(&out).iter().enumerate() {
+        installer_accepts(&tools, &out.join(n), &d.path().join(format!("dest{i}")));
+    }
+    let uv_run = |v: &Venv, args: &[&str]| {
+        let o = Command::new(&uv).args(["pip"]).args(args).arg("--python").arg(&v.python).env("UV_NO_CACHE", "1").output().unwrap();
+        assert!(o.status.success(), "uv pip {args:?}: {}", stderr(&o));
+    };
+    let links = s(&out);
+    let v = Venv::new(&d.path().join("uv-default"));
+    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch"]);
+    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1));
+    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+0.nomagma"]);
+    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
+    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    uv_run(&v, &["check"]);
+}
+
+/// The real torch 2.11 CUDA wheel: split losslessly and deterministically (two runs, same bytes),
+/// and PyPA `installer` validates every RECORD row of the core (11,8xx members) and the lazy wheel.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, the real torch 2.11 wheel and installer from PyPI: cargo test --release --features full-tests"
+)]
+fn torch_2_11_wheel_splits_losslessly_and_installer_validates_it() {
+    let (whl, _) = corpus("torch-2.11.0-cu130", false);
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let mut reports = Vec::new();
+    for out in [&a, &b] {
+        let o = wheel_cmd(&whl, out, &["--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        reports.push(json(&o));
+    }
+    let r = &reports[0];
+    assert_eq!(r["lossless"], true);
+    assert_eq!(r["core"]["file"], "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl");
+    assert_eq!(r["lazy"][0]["file"], "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl");
+    assert_eq!(r["missing"][0]["variant"], "nomagma");
+    assert!(r["input_record_verified"].as_u64().unwrap() > 10_000);
+    for k in ["core", "lazy"] {
+        assert_eq!(reports[0][k], reports[1][k], "{k}: same input, same wheels");
+    }
+    let tools = wheel_tools();
+    for (i, n) in files_in(&a).iter().enumerate() {
+        installer_accepts(&tools, &a.join(n), &d.path().join(format!("dest{i}")));
+    }
+    // The lazy wheel holds the library the input had, byte for byte.
+    let lazy = members(&a.join(r["lazy"][0]["file"].as_str().unwrap()));
+    let mut z = zip::ZipArchive::new(std::fs::File::open(&whl).unwrap()).unwrap();
+    let mut want = Vec::new();
+    z.by_name(LAZY).unwrap().read_to_end(&mut want).unwrap();
+    assert_eq!(lazy[LAZY], want);
+}
