@@ -5,6 +5,7 @@
 
 mod channel;
 mod recipe;
+mod report;
 mod smoke;
 mod tree;
 
@@ -22,6 +23,7 @@ use splitpkg::recipe::split;
 
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
 pub use recipe::{EmitArgs, VerifyVariantArgs};
+pub use report::{REPORT_HELP, ReportArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};
 pub use tree::{FatbinArgs, InspectArgs, PlanArgs};
 
@@ -33,7 +35,7 @@ const DEFAULT_DEP: &str = "magma";
     name = "splitpkg",
     version,
     about = "Prove that MAGMA in a CUDA PyTorch build is reachable only through the lazily loaded linalg library, and split the package along that line.",
-    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 4 smoke: every variant works but a core flag is stale, 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json"
+    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 4 smoke: every variant works but a core flag is stale, 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json\n  splitpkg report --plan plan.json --smoke smoke.json --out report.html"
 )]
 pub struct Cli {
     /// No progress bars on stderr.
@@ -83,6 +85,10 @@ pub enum Command {
         after_help = "Reads headers only (milliseconds per library); --what-if decompresses and recompresses every entry (seconds per GiB).\n\nExit codes: 0 success, 1 some library cannot run on a --device, 2 bad input (a corrupt fatbin is named with its file offset).\n\nExamples:\n  splitpkg fatbin torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg fatbin site-packages/torch/lib/libtorch_cuda.so --time\n  splitpkg fatbin ./torch --what-if lz4 --what-if zstd:19\n  splitpkg fatbin $CONDA_PREFIX --device sm_75 --device sm_120 --json --out fatbin.json"
     )]
     Fatbin(FatbinArgs),
+    /// One self-contained page (HTML with inline SVG, or Markdown) that answers "should this package
+    /// split out MAGMA?" from plan, smoke, fatbin and pack JSON.
+    #[command(after_help = REPORT_HELP)]
+    Report(ReportArgs),
 }
 
 /// Run one parsed command line; the exit code on success, the error (with its own code) otherwise.
@@ -98,6 +104,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Solve(a) => channel::solve(a, quiet),
         Command::Env(a) => channel::env(a),
         Command::Smoke(a) => smoke::smoke(a, quiet),
+        Command::Report(a) => report::report(a),
     }
 }
 
