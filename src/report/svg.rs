@@ -138,7 +138,14 @@ pub fn ratio_chart(rows: &[BackendLine]) -> String {
                 let off = log_offset(ratio);
                 let (x, w) = if off >= 0.0 { (centre, off) } else { (centre + off, -off) };
                 let pattern = if ratio >= 1.0 { "cross" } else { "dots" };
-                let verdict = if ratio >= 1.0 { "MAGMA slower" } else { "MAGMA faster" };
+                // Within the noise band the direction is not worth a word.
+                let verdict = if ratio > super::SAME_WITHIN {
+                    "MAGMA slower"
+                } else if ratio < 1.0 / super::SAME_WITHIN {
+                    "MAGMA faster"
+                } else {
+                    "about the same"
+                };
                 let _ = write!(
                     s,
                     "<rect x=\"{x:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{h:.0}\" fill=\"url(#chart-ratio-{pattern})\" stroke=\"#222\" data-value=\"{ratio}\"/>\
