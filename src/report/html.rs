@@ -39,7 +39,7 @@ pub fn render(r: &Report) -> String {
         Some(s) => {
             let _ = writeln!(
                 h,
-                "<li>A slim ({}) environment saves <strong>{}</strong>, <strong>{:.2} %</strong> of the {} environment ({}). <small>{}</small></li>",
+                "<li>A slim ({}) environment saves <strong>{}</strong>, <strong>{:.2} %</strong> of the {} installation as planned ({}: the tree, with the payload closure in it). <small>{}</small></li>",
                 esc(&r.slim),
                 bytes(s.bytes),
                 s.percent,

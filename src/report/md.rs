@@ -45,7 +45,7 @@ pub fn render(r: &Report) -> String {
         Some(s) => {
             let _ = writeln!(
                 m,
-                "- A slim ({}) environment saves **{}**, **{:.2} %** of the {} environment ({}). {}",
+                "- A slim ({}) environment saves **{}**, **{:.2} %** of the {} installation as planned ({}: the tree, with the payload closure in it). {}",
                 esc(&r.slim),
                 bytes(s.bytes),
                 s.percent,
