@@ -25,6 +25,8 @@ pub mod input;
 pub mod output;
 pub mod progress;
 pub mod recipe;
+/// The one-page answer from every stage's JSON; reads them through typed views, so it needs no feature.
+pub mod report;
 #[cfg(feature = "gpu")]
 pub mod smoke;
 pub mod version;

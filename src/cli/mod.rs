@@ -5,6 +5,7 @@
 
 mod channel;
 mod recipe;
+mod report;
 mod smoke;
 mod tree;
 mod wheel;
@@ -23,6 +24,7 @@ use splitpkg::recipe::split;
 
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
 pub use recipe::{EmitArgs, VerifyVariantArgs};
+pub use report::{REPORT_HELP, ReportArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};
 pub use tree::{FatbinArgs, InspectArgs, PlanArgs};
 pub use wheel::{WHEEL_HELP, WheelArgs};
@@ -35,7 +37,7 @@ const DEFAULT_DEP: &str = "magma";
     name = "splitpkg",
     version,
     about = "Prove that MAGMA in a CUDA PyTorch build is reachable only through the lazily loaded linalg library, and split the package along that line.",
-    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 4 smoke: every variant works but a core flag is stale, 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json"
+    after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 4 smoke: every variant works but a core flag is stale, 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant nomagma=/envs/nomagma --json --out smoke.json\n  splitpkg report --plan plan.json --smoke smoke.json --out report.html"
 )]
 pub struct Cli {
     /// No progress bars on stderr.
@@ -88,6 +90,10 @@ pub enum Command {
     /// Split a CUDA torch wheel into pip wheels: the core, and the lazy library in its magma/nomagma variants.
     #[command(after_help = WHEEL_HELP)]
     Wheel(WheelArgs),
+    /// One self-contained page (HTML with inline SVG, or Markdown) that answers "should this package
+    /// split out MAGMA?" from plan, smoke, fatbin and pack JSON.
+    #[command(after_help = REPORT_HELP)]
+    Report(ReportArgs),
 }
 
 /// Run one parsed command line; the exit code on success, the error (with its own code) otherwise.
@@ -104,6 +110,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Env(a) => channel::env(a),
         Command::Smoke(a) => smoke::smoke(a, quiet),
         Command::Wheel(a) => wheel::wheel(a, quiet),
+        Command::Report(a) => report::report(a),
     }
 }
 

@@ -1,0 +1,58 @@
+//! `report`: one page from the documents of plan, smoke, fatbin and pack.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use splitpkg::error::Result;
+use splitpkg::output::write_atomic;
+use splitpkg::report::{self, Format, Paths};
+
+pub const REPORT_HELP: &str = "Any input may be left out: the page then says what is not known instead of guessing. Inputs from different trees (torch version, CUDA runtime, lazy-library or tree bytes that differ) are refused with exit 2 and nothing is written. An EMULATED smoke variant is labelled so wherever it appears. The same inputs give the same bytes.
+
+Exit codes: 0 written, 2 bad input (not JSON, wrong schema, inputs from different trees) or usage, 3 internal error.
+
+Examples:
+  splitpkg report --plan plan.json --smoke smoke.json --out report.html
+  splitpkg report --plan plan.json --smoke smoke.json --fatbin fatbin.json --pack pack.json --out report.html
+  splitpkg report --plan plan.json --smoke smoke.json --format md --out report.md
+  splitpkg plan torch/ --json --out plan.json && splitpkg report --plan plan.json --out report.html";
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Html,
+    Md,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// A plan (`splitpkg plan --json`).
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
+    /// A smoke run (`splitpkg smoke --json`, with --bench for timings).
+    #[arg(long, value_name = "FILE")]
+    smoke: Option<PathBuf>,
+    /// A device-code scan (`splitpkg fatbin --json`).
+    #[arg(long, value_name = "FILE")]
+    fatbin: Option<PathBuf>,
+    /// A pack report (`splitpkg pack --json`).
+    #[arg(long, value_name = "FILE")]
+    pack: Option<PathBuf>,
+    /// Where to write the page (atomically).
+    #[arg(long, short, value_name = "FILE")]
+    out: PathBuf,
+    /// html: one self-contained file with inline SVG charts; md: GitHub Markdown with tables.
+    #[arg(long, value_enum, default_value = "html")]
+    format: FormatArg,
+}
+
+pub fn report(a: ReportArgs) -> Result<i32> {
+    let paths = Paths { plan: a.plan, smoke: a.smoke, fatbin: a.fatbin, pack: a.pack };
+    let format = match a.format {
+        FormatArg::Html => Format::Html,
+        FormatArg::Md => Format::Md,
+    };
+    let page = report::run(&paths, format)?;
+    write_atomic(&a.out, page.as_bytes())?;
+    Ok(0)
+}

@@ -1,0 +1,368 @@
+//! `splitpkg report`: determinism, what is not known, refusal of mixed trees, failures and EMULATED
+//! variants shown as such, escaping of hostile names, and the values the SVG charts plot. Inputs are
+//! the committed evidence (docs/evidence: the real H200 smoke run, the torch 2.11 plan, fatbin and
+//! pack JSON) and gcc-built fixtures; no network, no corpus.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fixture, repo, run, stderr};
+use serde_json::Value;
+
+fn evidence(p: &str) -> PathBuf {
+    repo().join("docs/evidence").join(p)
+}
+
+fn plan() -> PathBuf {
+    evidence("report-inputs/plan.json")
+}
+fn smoke_real() -> PathBuf {
+    evidence("nomagma-real/smoke-envs.json")
+}
+fn smoke_emulated() -> PathBuf {
+    evidence("smoke.json")
+}
+fn fatbin() -> PathBuf {
+    evidence("report-inputs/fatbin.json")
+}
+fn pack() -> PathBuf {
+    evidence("report-inputs/pack.json")
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn write_json(dir: &Path, name: &str, v: &Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
+    p
+}
+
+/// Run `report` with the given inputs (flag, path) and return (exit code, page or "", stderr).
+fn report(inputs: &[(&str, &Path)], format: &str, out: &Path) -> (i32, String, String) {
+    let mut args: Vec<String> = vec!["report".into()];
+    for (flag, p) in inputs {
+        args.push(format!("--{flag}"));
+        args.push(p.to_str().unwrap().into());
+    }
+    args.extend(["--format".into(), format.into(), "--out".into(), out.to_str().unwrap().into()]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&argv);
+    let page = std::fs::read_to_string(out).unwrap_or_default();
+    (o.status.code().unwrap_or(-1), page, stderr(&o))
+}
+
+fn full_inputs() -> Vec<(&'static str, PathBuf)> {
+    vec![("plan", plan()), ("smoke", smoke_real()), ("fatbin", fatbin()), ("pack", pack())]
+}
+
+fn html_of(inputs: &[(&str, PathBuf)]) -> String {
+    let d = tempfile::tempdir().unwrap();
+    let refs: Vec<(&str, &Path)> = inputs.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    let (code, page, err) = report(&refs, "html", &d.path().join("r.html"));
+    assert_eq!(code, 0, "{err}");
+    page
+}
+
+#[test]
+fn same_inputs_give_the_same_bytes_and_the_committed_report_is_current() {
+    let d = tempfile::tempdir().unwrap();
+    let inputs = full_inputs();
+    let refs: Vec<(&str, &Path)> = inputs.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    for format in ["html", "md"] {
+        let (c1, a, e1) = report(&refs, format, &d.path().join(format!("a.{format}")));
+        let (c2, b, e2) = report(&refs, format, &d.path().join(format!("b.{format}")));
+        assert_eq!((c1, c2), (0, 0), "{e1}{e2}");
+        assert_eq!(a, b, "two runs differ ({format})");
+    }
+    // The committed page is what make-report.sh writes from the committed inputs (paths relative
+    // to the repository), so regenerating it here with those paths must give the same bytes.
+    let out = d.path().join("c.html");
+    let o = std::process::Command::new(common::bin())
+        .current_dir(repo())
+        .args([
+            "report",
+            "--plan",
+            "docs/evidence/report-inputs/plan.json",
+            "--smoke",
+            "docs/evidence/nomagma-real/smoke-envs.json",
+            "--fatbin",
+            "docs/evidence/report-inputs/fatbin.json",
+            "--pack",
+            "docs/evidence/report-inputs/pack.json",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(evidence("report.html")).unwrap(),
+        "docs/evidence/report.html is stale: run docs/evidence/make-report.sh"
+    );
+}
+
+#[test]
+fn the_answer_comes_first_with_measured_numbers() {
+    let h = html_of(&full_inputs());
+    let answer = h.find("id=\"answer\"").unwrap();
+    let charts = h.find("id=\"charts\"").unwrap();
+    assert!(answer < charts);
+    let first = &h[answer..charts];
+    assert!(first.contains("YES: the payload is confined"), "{first}");
+    // 53,532,193 (magma lazy library) − 623,656 (the real nomagma one, installed) = 52,908,537.
+    assert!(first.contains("52,908,537 B"), "{first}");
+    assert!(first.contains("5.29 %"), "{first}");
+    assert!(first.contains("ldl_factor_hermitian"), "the op lost under default routing");
+    assert!(first.contains("cholesky_inverse 1024x64x64 float64</code>: <strong>slower</strong> 195.91×"), "{first}");
+    assert!(first.contains("NVIDIA H200 (sm_90), driver 13000 (CUDA 13.0), torch 2.11.0+cu130"), "{first}");
+    assert!(!h.contains("<script"), "no script");
+    assert!(!h.replace("http://www.w3.org/2000/svg", "").contains("http"), "nothing fetched: the SVG namespace is the only URL");
+}
+
+#[test]
+fn every_missing_input_is_said_to_be_not_known() {
+    let all = full_inputs();
+    let probes = [
+        ("plan", "Bytes saved: not known"),
+        ("smoke", "Ops that stop working in the slim variant: not known"),
+        ("fatbin", "Device code per architecture: not known"),
+        ("pack", "Package (.conda) sizes: not known"),
+    ];
+    for mask in 1u32..16 {
+        let given: Vec<(&str, PathBuf)> = all.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, x)| x.clone()).collect();
+        for fmt in ["html", "md"] {
+            let d = tempfile::tempdir().unwrap();
+            let refs: Vec<(&str, &Path)> = given.iter().map(|(f, p)| (*f, p.as_path())).collect();
+            let (code, page, err) = report(&refs, fmt, &d.path().join("r"));
+            assert_eq!(code, 0, "mask {mask}: {err}");
+            for (i, (input, phrase)) in probes.iter().enumerate() {
+                let missing = mask & (1 << i) == 0;
+                assert_eq!(page.contains(phrase), missing, "mask {mask} {fmt}: {input} missing={missing}, phrase {phrase:?}");
+            }
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (code, _, err) = report(&[], "html", &d.path().join("r"));
+    assert_eq!(code, 2, "{err}");
+}
+
+fn assert_refused(inputs: &[(&str, &Path)], file: &Path, words: &str) {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r.html");
+    let (code, _, err) = report(inputs, "html", &out);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(file.to_str().unwrap()), "names {}: {err}", file.display());
+    assert!(err.contains(words), "{words:?} in {err}");
+    assert!(!out.exists(), "nothing written");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "no temporary file left");
+}
+
+#[test]
+fn inputs_from_different_trees_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    // A plan of torch 2.11 (package metadata added) with a smoke run of torch 2.8.
+    let mut p = read_json(&plan());
+    p["input"]["package"] = serde_json::json!({"name": "torch", "version": "2.11.0"});
+    let p211 = write_json(d.path(), "plan-2.11.json", &p);
+    let mut s = read_json(&smoke_real());
+    for v in s["variants"].as_array_mut().unwrap() {
+        v["probe"]["torch_version"] = Value::from("2.8.0+cu128");
+    }
+    let s28 = write_json(d.path(), "smoke-2.8.json", &s);
+    assert_refused(&[("plan", &p211), ("smoke", &s28)], &s28, "torch 2.8.0 here, 2.11.0 there");
+
+    // A plan of the gcc fixture tree with the torch smoke run: the lazy library differs.
+    let o = run(&["plan", fixture("conda-like").to_str().unwrap(), "--json"]);
+    let fixture_plan = write_json(d.path(), "fixture-plan.json", &serde_json::from_slice(&o.stdout).unwrap());
+    let smoke = smoke_real();
+    assert_refused(&[("plan", &fixture_plan), ("smoke", &smoke)], &smoke, "different tree");
+    // The fixture plan alone is fine.
+    assert_eq!(report(&[("plan", &fixture_plan)], "html", &d.path().join("ok.html")).0, 0);
+
+    // A pack of another version, and a fatbin scan of another lazy library.
+    let mut k = read_json(&pack());
+    k["record"]["version"] = Value::from("2.8.0");
+    let k28 = write_json(d.path(), "pack-2.8.json", &k);
+    let plan = plan();
+    assert_refused(&[("plan", &p211), ("pack", &k28)], &k28, "torch 2.8.0 here, 2.11.0 there");
+    let mut f = read_json(&fatbin());
+    for l in f["libraries"].as_array_mut().unwrap() {
+        if l["path"].as_str().unwrap().ends_with("libtorch_cuda_linalg.so") {
+            l["size"] = Value::from(1234);
+        }
+    }
+    let fx = write_json(d.path(), "fatbin-other.json", &f);
+    assert_refused(&[("plan", &plan), ("fatbin", &fx)], &fx, "different tree");
+    // Not a smoke report at all.
+    assert_refused(&[("smoke", &plan)], &plan, "not a splitpkg smoke report");
+}
+
+#[test]
+fn failures_are_shown_not_hidden() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = read_json(&smoke_real());
+    let v = s["variants"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == "nomagma").unwrap();
+    let case = &mut v["cases"][0];
+    case["status"] = Value::from("fail");
+    case["reason"] = Value::from("residual 1e3 > tolerance <boom>");
+    let id = case["id"].as_str().unwrap().to_string();
+    v["summary"]["fail"] = Value::from(1);
+    v["summary"]["ok"] = Value::from(false);
+    s["result"] = Value::from("fail");
+    let sp = write_json(d.path(), "smoke-fail.json", &s);
+    let h = html_of(&[("plan", plan()), ("smoke", sp.clone())]);
+    assert!(h.contains("NOT YET: the payload is confined, but the smoke run recorded failures"));
+    assert!(h.contains("recorded 1 failure(s)"));
+    assert!(h.contains(&format!("case {id}")));
+    assert!(h.contains("residual 1e3 &gt; tolerance &lt;boom&gt;"));
+    assert!(h.contains("Smoke result: <strong>FAIL</strong>"));
+    let (code, m, _) = report(&[("smoke", &sp)], "md", &d.path().join("r.md"));
+    assert_eq!(code, 0);
+    assert!(m.contains("| nomagma (real) |") && m.contains("| **FAIL** |"), "{m}");
+}
+
+#[test]
+fn an_emulated_variant_is_labelled_everywhere() {
+    let h = html_of(&[("plan", plan()), ("smoke", smoke_emulated())]);
+    assert!(h.contains("YES, UNTESTED"), "never presented as a real nomagma result");
+    assert!(h.contains("nomagma <span class=\"emulated\">EMULATED</span>"));
+    assert!(!h.contains("nomagma (real)"));
+    assert!(h.contains("the nomagma variant was <span class=\"emulated\">EMULATED</span>"));
+    assert!(h.contains("an EMULATED variant is never timed"));
+    // No slim timing and no lost op is claimed from an emulation.
+    assert!(!h.contains("Default routing: nomagma vs magma"));
+    assert!(!h.contains("stop working</strong>"));
+    // The saving falls back to the plan's estimate: the emulated variant's library is magma's.
+    assert!(h.contains("51,406,248 B") && h.contains("plan estimate"));
+    let d = tempfile::tempdir().unwrap();
+    let (_, m, _) = report(&[("smoke", &smoke_emulated())], "md", &d.path().join("r.md"));
+    assert!(m.contains("nomagma **EMULATED**"), "{m}");
+    assert!(!m.contains("nomagma (real)"));
+}
+
+#[test]
+fn hostile_names_are_escaped() {
+    let d = tempfile::tempdir().unwrap();
+    let evil = "<img src=x onerror=alert(1)>&\"'|[x](javascript:1)";
+    let dir = d.path().join(evil);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = read_json(&smoke_real());
+    s["variants"][1]["note"] = Value::from(format!("<script>alert(2)</script>{evil}"));
+    s["command"][1] = Value::from(evil);
+    let sp = write_json(&dir, "smoke.json", &s);
+    let mut p = read_json(&plan());
+    p["reasons"][0] = Value::from(evil);
+    let pp = write_json(&dir, "plan.json", &p);
+    let h = html_of(&[("plan", pp.clone()), ("smoke", sp.clone())]);
+    assert!(!h.contains("<img") && !h.contains("<script"), "raw markup from an input");
+    assert!(h.contains("&lt;img src=x onerror=alert(1)&gt;&amp;&quot;&#39;|[x](javascript:1)"));
+    let (code, m, _) = report(&[("plan", &pp), ("smoke", &sp)], "md", &d.path().join("r.md"));
+    assert_eq!(code, 0);
+    assert!(!m.contains("<img") && !m.contains("<script") && !m.contains("[x](javascript"), "{m}");
+}
+
+/// The `<svg … id="ID"> … </svg>` element of a page.
+fn svg<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no chart {id}"));
+    let start = page[..start].rfind("<svg").unwrap();
+    let end = start + page[start..].find("</svg>").unwrap();
+    &page[start..end]
+}
+
+fn attr(tag: &str, name: &str) -> Option<f64> {
+    let tag = format!(" {tag}");
+    let k = format!(" {name}=\"");
+    let i = tag.find(&k)? + k.len();
+    tag[i..i + tag[i..].find('"')?].parse().ok()
+}
+
+/// (data-value, x, width) of every bar.
+fn bars(svg: &str) -> Vec<(f64, f64, f64)> {
+    svg.split("<rect ")
+        .skip(1)
+        .filter_map(|r| {
+            let tag = &r[..r.find('>').unwrap()];
+            Some((attr(tag, "data-value")?, attr(tag, "x")?, attr(tag, "width")?))
+        })
+        .collect()
+}
+
+#[test]
+fn the_charts_plot_the_values() {
+    let h = html_of(&full_inputs());
+    // Bytes: width proportional to bytes, the largest (core) at full length.
+    let b = bars(svg(&h, "chart-bytes"));
+    let values: Vec<f64> = b.iter().map(|x| x.0).collect();
+    assert_eq!(values, vec![946490832.0, 53532193.0, 623656.0, 0.0], "core, lazy magma, lazy nomagma (measured), payload");
+    for (v, _, w) in &b {
+        assert!((w - v / 946490832.0 * 480.0).abs() < 0.01, "bar {v}: width {w}");
+    }
+    assert!(svg(&h, "chart-bytes").contains("623,656 B"), "the label says the value");
+    // Ratios on a log scale: |log10(ratio)| × 120 units, right of 1× when MAGMA is slower.
+    let r = svg(&h, "chart-ratio");
+    let b = bars(r);
+    assert_eq!(b.len(), 13, "14 ops, svd has no MAGMA timing");
+    let centre = 230.0 + 240.0;
+    for (ratio, x, w) in &b {
+        let off = ratio.log10().clamp(-2.0, 2.0) * 120.0;
+        assert!((w - off.abs()).abs() < 0.01, "ratio {ratio}: width {w}");
+        if *ratio >= 1.0 { assert!((x - centre).abs() < 0.01) } else { assert!((x + w - centre).abs() < 0.01) }
+    }
+    assert!(r.contains("5.99× MAGMA slower (215.404 vs 35.963 ms)"), "{r}");
+    assert!(r.contains("MAGMA failed (no ratio)"));
+    // Fatbin: one bar per architecture with the stored bytes of the scan.
+    let f = read_json(&fatbin());
+    let mut want: Vec<f64> = Vec::new();
+    let mut targets: Vec<(String, f64)> = f["total"]["fatbin"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (format!("{} {}", t["name"].as_str().unwrap(), t["kind"].as_str().unwrap()), t["stored"].as_f64().unwrap()))
+        .collect();
+    targets.sort_by(|a, b| a.0.cmp(&b.0));
+    want.extend(targets.iter().map(|t| t.1));
+    let got: Vec<f64> = bars(svg(&h, "chart-fatbin")).iter().map(|x| x.0).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn markdown_has_tables_and_no_svg() {
+    let d = tempfile::tempdir().unwrap();
+    let inputs = full_inputs();
+    let refs: Vec<(&str, &Path)> = inputs.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    let (code, m, err) = report(&refs, "md", &d.path().join("r.md"));
+    assert_eq!(code, 0, "{err}");
+    assert!(m.starts_with("# Should torch split out MAGMA?"));
+    assert!(!m.contains("<svg"));
+    assert!(m.contains("| lazy nomagma | 609.0 KiB (623,656 B) | measured |"), "{m}");
+    assert!(m.contains("| lu\\_factor 8192x8192 float64 | 215.404 ms | 35.963 ms | 5.99× |"), "{m}");
+    assert!(m.contains("Verdict: **CONFINED**."));
+}
+
+/// Debian's chromium renders the page from disk: no console errors, the key numbers in the text.
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, headless chromium: cargo test --release --features full-tests")]
+fn renders_in_headless_chromium() {
+    let page = evidence("report.html");
+    let profile = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium (apt-get install chromium; .ci/run installs it)");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dom = String::from_utf8_lossy(&o.stdout);
+    for key in ["52,908,537 B", "5.29 %", "195.91×", "5.99× MAGMA slower", "CONFINED", "NVIDIA H200", "ldl_factor_hermitian", "317.8 MiB"]
+    {
+        assert!(dom.contains(key), "{key} not in the rendered page");
+    }
+    let err = stderr(&o);
+    let console: Vec<&str> = err.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("net::ERR")).collect();
+    assert!(console.is_empty(), "console errors: {console:?}");
+}
