@@ -5,8 +5,7 @@
 use std::fmt::Write;
 
 use super::svg::{self, esc};
-use super::{Change, Report, SlimSmoke, fmt_ms, fmt_ratio};
-use crate::output::{human_bytes, thousands};
+use super::{Change, Report, SlimSmoke, bytes, fmt_ms, fmt_ratio};
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:72rem;margin:1.5rem auto;padding:0 1rem;line-height:1.45;color:#111}\
 h1{font-size:1.6rem}h2{border-bottom:1px solid #999;margin-top:2rem}table{border-collapse:collapse;margin:.5rem 0}\
@@ -17,10 +16,6 @@ svg.chart{max-width:100%;height:auto;display:block;margin:.5rem 0}";
 
 fn variant_label(name: &str, emulated: bool) -> String {
     if emulated { format!("{} <span class=\"emulated\">EMULATED</span>", esc(name)) } else { format!("{} (real)", esc(name)) }
-}
-
-fn bytes(n: u64) -> String {
-    format!("{} ({} B)", human_bytes(n), thousands(n))
 }
 
 pub fn render(r: &Report) -> String {
@@ -233,12 +228,7 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(
             h,
             "<p>Smoke result: <strong>{}</strong>.</p>\n<table><tr><th>variant</th><th>torch</th><th>lazy library</th><th>cases</th><th>checks</th></tr>",
-            esc(match r.smoke_result {
-                Some(super::SmokeResult::Ok) => "OK",
-                Some(super::SmokeResult::OkStaleFlag) => "OK, STALE CORE FLAG",
-                Some(super::SmokeResult::Fail) => "FAIL",
-                None => "not recorded",
-            })
+            esc(super::SmokeResult::label(r.smoke_result))
         );
         for v in &r.variants {
             let c = &v.counts;

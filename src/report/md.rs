@@ -4,8 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{Change, Report, SlimSmoke, fmt_ms, fmt_ratio};
-use crate::output::{human_bytes, thousands};
+use super::{Change, Report, SlimSmoke, bytes, fmt_ms, fmt_ratio};
 
 /// Escape Markdown and inline HTML; newlines become spaces (a cell or list item is one line).
 pub fn esc(s: &str) -> String {
@@ -27,10 +26,6 @@ pub fn esc(s: &str) -> String {
         }
     }
     out
-}
-
-fn bytes(n: u64) -> String {
-    format!("{} ({} B)", human_bytes(n), thousands(n))
 }
 
 fn variant_label(name: &str, emulated: bool) -> String {
@@ -217,12 +212,7 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(
             m,
             "Smoke result: **{}**.\n\n| variant | torch | lazy library | cases | checks |\n|---|---|---:|---|---|",
-            match r.smoke_result {
-                Some(super::SmokeResult::Ok) => "OK",
-                Some(super::SmokeResult::OkStaleFlag) => "OK, STALE CORE FLAG",
-                Some(super::SmokeResult::Fail) => "FAIL",
-                None => "not recorded",
-            }
+            super::SmokeResult::label(r.smoke_result)
         );
         for v in &r.variants {
             let c = &v.counts;

@@ -112,6 +112,23 @@ pub enum SmokeResult {
     Fail,
 }
 
+impl SmokeResult {
+    /// How both page formats name the result (as `smoke`'s own text does).
+    pub fn label(result: Option<SmokeResult>) -> &'static str {
+        match result {
+            Some(SmokeResult::Ok) => "OK",
+            Some(SmokeResult::OkStaleFlag) => "OK, STALE CORE FLAG",
+            Some(SmokeResult::Fail) => "FAIL",
+            None => "not recorded",
+        }
+    }
+}
+
+/// A byte count as both page formats print it: `51.1 MiB (53,532,193 B)`.
+pub(crate) fn bytes(n: u64) -> String {
+    format!("{} ({} B)", crate::output::human_bytes(n), crate::output::thousands(n))
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct DeviceView {
     #[serde(default)]
