@@ -24,6 +24,8 @@ pub mod fatbin;
 pub mod input;
 pub mod output;
 pub mod progress;
+/// Tool, command and date every JSON document records.
+pub mod provenance;
 pub mod recipe;
 /// The one-page answer from every stage's JSON; reads them through typed views, so it needs no feature.
 pub mod report;

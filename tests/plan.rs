@@ -4,6 +4,7 @@ mod common;
 use common::*;
 
 use std::collections::BTreeSet;
+use std::process::Command;
 
 fn plan(name: &str) -> (serde_json::Value, i32) {
     let o = run_path(&["plan", "--json", "--quiet"], &fixture(name));
@@ -191,4 +192,24 @@ fn plan_output_is_deterministic_and_written_atomically() {
     let names: Vec<String> =
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["plan.json"]);
+}
+
+/// Provenance: every plan records the exact command and the tool; a date only when
+/// SOURCE_DATE_EPOCH is set (so the same input still gives the same bytes), and the document
+/// validates against the schema either way.
+#[test]
+fn plan_records_its_command_and_a_date_only_from_source_date_epoch() {
+    let tree = fixture("pip-like");
+    let args = ["plan", tree.to_str().unwrap(), "--json"];
+    let plain = Command::new(bin()).args(args).env_remove("SOURCE_DATE_EPOCH").output().unwrap();
+    let dated = Command::new(bin()).args(args).env("SOURCE_DATE_EPOCH", "1764547200").output().unwrap();
+    let (p, d) = (json(&plain), json(&dated));
+    assert_eq!(p["command"], serde_json::json!([bin().to_str().unwrap(), "plan", tree.to_str().unwrap(), "--json"]));
+    assert_eq!(p["tool"]["name"], "splitpkg");
+    assert!(p.get("date").is_none(), "no date without SOURCE_DATE_EPOCH: {}", p["date"]);
+    assert_eq!(d["date"], "2025-12-01T00:00:00Z");
+    assert_eq!(stdout(&plain), stdout(&Command::new(bin()).args(args).env_remove("SOURCE_DATE_EPOCH").output().unwrap()), "deterministic");
+    for v in [&p, &d] {
+        assert_valid("docs/plan.schema.json", v);
+    }
 }

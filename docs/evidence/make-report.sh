@@ -4,23 +4,34 @@
 #           nomagma variant, with --bench; see nomagma-real/SOURCES.md)
 #   plan    docs/evidence/report-inputs/plan.json, fatbin.json, pack.json, made from the torch 2.11
 #           tree (fixtures/corpus/fetch --unpack torch-2.11.0-cu130) by the commands below when
-#           --inputs is given (needs the corpus; pack takes about a minute on 2 cores).
+#           --inputs is given (needs the corpus; pack takes about a minute on 2 cores). When the
+#           real nomagma build is at third_party/build/libtorch_cuda_linalg.so
+#           (tools/build-lazy-variant, nomagma-real/SOURCES.md), pack carries it as the nomagma
+#           variant; otherwise the channel has the magma variant only and the report says so.
+#           Each input records the command that made it and, through SOURCE_DATE_EPOCH (the
+#           reproducible-builds convention; default: now), the date it was made.
 # Usage: docs/evidence/make-report.sh [--inputs] [BIN]   (BIN defaults to target/release/splitpkg)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 inputs=0
 if [ "${1:-}" = --inputs ]; then inputs=1; shift; fi
-bin=${1:-target/release/splitpkg}
+bin=$(realpath "${1:-target/release/splitpkg}")
 E=docs/evidence
 R=$E/report-inputs
 if [ "$inputs" = 1 ]; then
+  export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(date +%s)}
   tree=$(fixtures/corpus/fetch --unpack torch-2.11.0-cu130 | awk '$1 == "tree" {print $3}')
-  channel=$(mktemp -d)
+  nomagma=third_party/build/libtorch_cuda_linalg.so
+  other=()
+  [ -f "$nomagma" ] && other=(--lazy-variant "nomagma=$(realpath $nomagma)")
   "$bin" -q plan "$tree" --json --out $R/plan.json
   "$bin" -q fatbin "$tree/lib" --json --out $R/fatbin.json
-  # The unpacked tree has no package metadata: the version is given.
-  "$bin" -q pack "$tree" --version 2.11.0 --out "$channel/channel" --json > $R/pack.json
-  rm -rf "$channel"
+  # The channel is a scratch directory: run pack inside it with a relative --out so the recorded
+  # command and paths do not name a random temporary directory. The unpacked tree has no package
+  # metadata: the version is given.
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && "$bin" -q pack "$tree" --version 2.11.0 "${other[@]}" --out channel --json) > $R/pack.json
 fi
 args=(--plan $R/plan.json --smoke $E/nomagma-real/smoke-envs.json --fatbin $R/fatbin.json --pack $R/pack.json)
 "$bin" report "${args[@]}" --out $E/report.html

@@ -12,6 +12,7 @@ use splitpkg::channel::{env as envcmd, pack as packcmd, solve as solvecmd, stand
 use splitpkg::error::{Error, Result};
 use splitpkg::output::{emit, write_atomic};
 use splitpkg::progress::Progress;
+use splitpkg::provenance;
 use splitpkg::recipe::split;
 
 use super::{DEFAULT_DEP, SplitArgs, Target, to_json};
@@ -216,7 +217,9 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
         max_unpacked,
         progress: &progress,
     };
-    let report = packcmd::pack(ins, plan, &split, &opts)?;
+    let mut report = packcmd::pack(ins, plan, &split, &opts)?;
+    report.command = provenance::command();
+    report.date = provenance::source_date();
     let text = if json { to_json(&report)? } else { packcmd::report_text(&report) };
     emit(None, &text)?;
     planned.leak_at_exit();

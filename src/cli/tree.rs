@@ -11,6 +11,7 @@ use splitpkg::error::{Error, Result};
 use splitpkg::fatbin;
 use splitpkg::output::emit;
 use splitpkg::progress::Progress;
+use splitpkg::provenance;
 
 use super::{Target, to_json};
 
@@ -89,7 +90,9 @@ pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
 
 pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
     let PlanArgs { target, json, yaml, out } = a;
-    let planned = pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
+    let mut planned = pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
+    planned.plan.command = provenance::command();
+    planned.plan.date = provenance::source_date();
     let plan = &planned.plan;
     let text = if json {
         to_json(plan)?
@@ -105,7 +108,9 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
 pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<i32> {
     let FatbinArgs { path, json, entries, what_if, device, time, out } = a;
     let opts = fatbin::scan::ScanOptions { what_if, devices: device, entries, time };
-    let r = fatbin::scan::scan(&path, &opts, &Progress::new(!quiet))?;
+    let mut r = fatbin::scan::scan(&path, &opts, &Progress::new(!quiet))?;
+    r.command = provenance::command();
+    r.date = provenance::source_date();
     let text = if json { to_json(&r)? } else { fatbin::text::fatbin_text(&r) };
     emit(out.as_deref(), &text)?;
     Ok(r.exit_code())

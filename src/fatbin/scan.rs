@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::input::display_member;
 use crate::input::{ElfInput, Tree, TreeKind};
 use crate::progress::Progress;
+pub use crate::provenance::Tool;
 
 pub const SCHEMA: &str = "splitpkg-fatbin";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -30,12 +31,6 @@ pub struct ScanOptions {
     pub entries: bool,
     /// Print each file's header-walk time on stderr (also with `SPLITPKG_TRACE`).
     pub time: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Tool {
-    pub name: &'static str,
-    pub version: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,6 +94,11 @@ pub struct FatbinReport {
     pub schema: &'static str,
     pub schema_version: u32,
     pub tool: Tool,
+    /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
     pub input: Input,
     pub options: Options,
     /// The CUDA major the build targets, when a NEEDED name tells it.
@@ -232,7 +232,9 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
     Ok(FatbinReport {
         schema: SCHEMA,
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "splitpkg", version: env!("CARGO_PKG_VERSION") },
+        tool: Tool::this(),
+        command: Vec::new(),
+        date: None,
         input: Input { path: path.display().to_string(), kind, elf_files, bytes },
         options: Options { what_if: opts.what_if.clone(), device: opts.devices.clone(), entries: opts.entries },
         cuda_runtime: tree_cuda,

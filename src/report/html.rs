@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::NOT_RECORDED;
 use super::svg::{self, esc};
 use super::{Change, Report, SlimSmoke, bytes, fmt_ms, fmt_ratio};
 
@@ -298,12 +299,13 @@ pub fn render(r: &Report) -> String {
     for p in &r.provenance {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>not recorded in the document</td></tr>",
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(p.input),
             esc(&p.file),
             esc(&p.schema),
-            esc(p.tool.as_deref().unwrap_or("not recorded in the document")),
-            p.command.as_ref().map(|c| format!("<code>{}</code>", esc(c))).unwrap_or_else(|| "not recorded in the document".into())
+            esc(p.tool.as_deref().unwrap_or(NOT_RECORDED)),
+            p.command.as_ref().map(|c| format!("<code>{}</code>", esc(c))).unwrap_or_else(|| NOT_RECORDED.into()),
+            esc(&p.date)
         );
     }
     h.push_str("</table>\n");

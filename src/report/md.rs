@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::NOT_RECORDED;
 use super::{Change, Report, SlimSmoke, bytes, fmt_ms, fmt_ratio};
 
 /// Escape Markdown and inline HTML; newlines become spaces (a cell or list item is one line).
@@ -268,12 +269,13 @@ pub fn render(r: &Report) -> String {
     for p in &r.provenance {
         let _ = writeln!(
             m,
-            "| {} | {} | {} | {} | {} | not recorded in the document |",
+            "| {} | {} | {} | {} | {} | {} |",
             esc(p.input),
             esc(&p.file),
             esc(&p.schema),
-            esc(p.tool.as_deref().unwrap_or("not recorded in the document")),
-            p.command.as_deref().map(esc).unwrap_or_else(|| "not recorded in the document".into())
+            esc(p.tool.as_deref().unwrap_or(NOT_RECORDED)),
+            p.command.as_deref().map(esc).unwrap_or_else(|| NOT_RECORDED.into()),
+            esc(&p.date)
         );
     }
     if !r.unknown.is_empty() {

@@ -53,11 +53,13 @@ pub struct Loaded<T> {
     pub doc: T,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct ToolView {
-    pub name: String,
-    pub version: String,
-}
+/// What the provenance table says where a document lacks a field.
+pub const NOT_RECORDED: &str = "not recorded in the document";
+/// Deterministic documents (plan, fatbin, pack) carry a date only when made with `SOURCE_DATE_EPOCH`.
+pub const NO_DATE: &str = "not recorded (deterministic output; set SOURCE_DATE_EPOCH to record one)";
+
+/// The `tool` object every document records.
+pub use crate::provenance::Tool as ToolView;
 
 // ---- smoke (a view of smoke::SmokeReport, schema versions 1 and 2) ----
 
@@ -68,6 +70,8 @@ pub struct SmokeDoc {
     pub tool: ToolView,
     #[serde(default)]
     pub command: Vec<String>,
+    #[serde(default)]
+    pub date: Option<String>,
     #[serde(default)]
     pub seed: Option<u64>,
     #[serde(default)]
@@ -330,6 +334,10 @@ pub struct FatbinDoc {
     pub schema: String,
     pub schema_version: u32,
     pub tool: ToolView,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub date: Option<String>,
     pub input: FatbinInput,
     #[serde(default)]
     pub cuda_runtime: Option<CudaRuntimeView>,
@@ -397,6 +405,13 @@ pub struct TargetView {
 pub struct PackDoc {
     pub schema: String,
     pub schema_version: u32,
+    /// Absent in documents written before pack recorded its provenance.
+    #[serde(default)]
+    pub tool: Option<ToolView>,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub date: Option<String>,
     pub input: PackInputView,
     pub record: PackRecordView,
     #[serde(default)]
@@ -732,6 +747,8 @@ pub struct Provenance {
     pub schema: String,
     pub tool: Option<String>,
     pub command: Option<String>,
+    /// The date, or why there is none ([`NO_DATE`], [`NOT_RECORDED`]).
+    pub date: String,
 }
 
 /// Everything the page shows, computed once; `html` and `md` only lay it out.
@@ -1176,51 +1193,55 @@ pub fn build(inputs: &Inputs) -> Report {
 }
 
 fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
+    /// `deterministic`: the document is byte-identical for the same input, so it has a date only
+    /// when SOURCE_DATE_EPOCH was set; a smoke run records its own, so one without predates the field.
+    fn row(
+        input: &'static str,
+        file: &str,
+        schema: (&str, u32),
+        tool: Option<&ToolView>,
+        command: &[String],
+        date: Option<&str>,
+        deterministic: bool,
+    ) -> Provenance {
+        Provenance {
+            input,
+            file: file.to_string(),
+            schema: format!("{} v{}", schema.0, schema.1),
+            tool: tool.map(|t| format!("{} {}", t.name, t.version)),
+            command: if command.is_empty() { None } else { Some(command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")) },
+            date: date.map(str::to_string).unwrap_or_else(|| if deterministic { NO_DATE } else { NOT_RECORDED }.to_string()),
+        }
+    }
     let mut out = Vec::new();
-    let not_given = |unknown: &mut Vec<String>, what: &str| unknown.push(format!("Provenance of the {what}: not known (not given)."));
+    let mut not_given = |what: &str| unknown.push(format!("Provenance of the {what}: not known (not given)."));
     match &inputs.plan {
-        Some(p) => out.push(Provenance {
-            input: "plan",
-            file: p.file.clone(),
-            schema: format!("{} v{}", p.doc.schema, p.doc.schema_version),
-            tool: Some(format!("{} {}", p.doc.tool.name, p.doc.tool.version)),
-            command: None,
-        }),
-        None => not_given(unknown, "plan"),
+        Some(p) => {
+            let d = &p.doc;
+            out.push(row("plan", &p.file, (&d.schema, d.schema_version), Some(&d.tool), &d.command, d.date.as_deref(), true))
+        }
+        None => not_given("plan"),
     }
     match &inputs.smoke {
-        Some(s) => out.push(Provenance {
-            input: "smoke",
-            file: s.file.clone(),
-            schema: format!("{} v{}", s.doc.schema, s.doc.schema_version),
-            tool: Some(format!("{} {}", s.doc.tool.name, s.doc.tool.version)),
-            command: if s.doc.command.is_empty() {
-                None
-            } else {
-                Some(s.doc.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))
-            },
-        }),
-        None => not_given(unknown, "smoke run"),
+        Some(s) => {
+            let d = &s.doc;
+            out.push(row("smoke", &s.file, (&d.schema, d.schema_version), Some(&d.tool), &d.command, d.date.as_deref(), false))
+        }
+        None => not_given("smoke run"),
     }
     match &inputs.fatbin {
-        Some(f) => out.push(Provenance {
-            input: "fatbin",
-            file: f.file.clone(),
-            schema: format!("{} v{}", f.doc.schema, f.doc.schema_version),
-            tool: Some(format!("{} {}", f.doc.tool.name, f.doc.tool.version)),
-            command: None,
-        }),
-        None => not_given(unknown, "fatbin scan"),
+        Some(f) => {
+            let d = &f.doc;
+            out.push(row("fatbin", &f.file, (&d.schema, d.schema_version), Some(&d.tool), &d.command, d.date.as_deref(), true))
+        }
+        None => not_given("fatbin scan"),
     }
     match &inputs.pack {
-        Some(p) => out.push(Provenance {
-            input: "pack",
-            file: p.file.clone(),
-            schema: format!("{} v{}", p.doc.schema, p.doc.schema_version),
-            tool: None,
-            command: None,
-        }),
-        None => not_given(unknown, "pack report"),
+        Some(p) => {
+            let d = &p.doc;
+            out.push(row("pack", &p.file, (&d.schema, d.schema_version), d.tool.as_ref(), &d.command, d.date.as_deref(), true))
+        }
+        None => not_given("pack report"),
     }
     out
 }

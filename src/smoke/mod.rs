@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::analysis::payload::PayloadSpec;
 use crate::error::{Error, Result};
+pub use crate::provenance::Tool;
 use cases::{Case, Filter, Mode};
 use device::DeviceInfo;
 use eval::{Check, CheckStatus, Raw, RawOutcome, Status};
@@ -104,12 +105,6 @@ pub fn plan_variant(name: &str, emulated: bool, tables: &Tables, filter: &Filter
         })
         .collect();
     Ok(VariantPlan { name: name.to_string(), mode, table: tname, cases })
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Tool {
-    pub name: String,
-    pub version: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -305,6 +300,9 @@ pub struct SmokeReport {
     pub schema_version: u32,
     pub tool: Tool,
     pub command: Vec<String>,
+    /// When the run started (RFC 3339 UTC; `SOURCE_DATE_EPOCH` when set); absent in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
     pub seed: u64,
     pub options: RunOptions,
     pub tolerances: Value,
@@ -445,6 +443,7 @@ fn total(variants: &[VariantReport]) -> Counts {
 /// Run the whole smoke test. The device must have been probed (the CLI does that first, so a
 /// machine without CUDA stops before anything else).
 pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
+    let date = crate::provenance::run_date();
     for e in &opts.emulate {
         if !opts.variants.iter().any(|v| &v.name == e) {
             return Err(Error::Usage(format!("--emulate {e}: no --variant named {e}")));
@@ -493,8 +492,9 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     Ok(SmokeReport {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "splitpkg".into(), version: env!("CARGO_PKG_VERSION").into() },
+        tool: Tool::this(),
         command: opts.command.clone(),
+        date,
         seed,
         options: RunOptions {
             case_timeout_s: opts.case_timeout.as_secs_f64(),

@@ -92,6 +92,12 @@ pub struct Lossless {
 pub struct PackReport {
     pub schema: &'static str,
     pub schema_version: u32,
+    pub tool: crate::provenance::Tool,
+    /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
     pub input: PackInput,
     pub channel: String,
     pub core: String,
@@ -223,6 +229,9 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     Ok(PackReport {
         schema: "splitpkg-pack",
         schema_version: 1,
+        tool: crate::provenance::Tool::this(),
+        command: Vec::new(),
+        date: None,
         input: PackInput {
             path: input.display().to_string(),
             kind: ins.tree.kind,
