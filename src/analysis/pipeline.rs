@@ -63,7 +63,10 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
     let read = started.elapsed();
     let analysis = analyse(&inspection, &req.lazy);
     let proved = started.elapsed();
-    let plan = make_plan(&inspection, &analysis, &req.lazy);
+    let mut plan = make_plan(&inspection, &analysis, &req.lazy);
+    if let Some(l) = &plan.lazy_library {
+        plan.installed = crate::analysis::plan::installed(&inspection.tree, &l.path)?;
+    }
     let timings = [read, proved - read, started.elapsed() - proved];
     if std::env::var_os("SPLITPKG_TRACE").is_some() {
         eprintln!("trace: inspect {:?} verdict {:?} plan {:?}", timings[0], timings[1], timings[2]);

@@ -15,7 +15,9 @@ use crate::analysis::graph::{NodeKind, Reach};
 use crate::analysis::inspect::Inspection;
 use crate::analysis::payload::{Estimate, PayloadSpec};
 use crate::analysis::verdict::{Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, PayloadForm, Verdict, Warning, Witness};
+use crate::input::pip::Owner;
 use crate::input::{EntryKind, PackageMeta, Resolve, TreeKind};
+pub use crate::provenance::Tool;
 
 pub const SCHEMA_NAME: &str = "splitpkg-plan";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -25,6 +27,12 @@ pub struct Plan {
     pub schema: String,
     pub schema_version: u32,
     pub tool: Tool,
+    /// The command that wrote this plan (filled by the CLI; empty from a library caller).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Only with `SOURCE_DATE_EPOCH` set, so the same input gives the same bytes (`provenance`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
     pub input: InputSummary,
     pub options: PlanOptions,
     pub verdict: Verdict,
@@ -39,6 +47,64 @@ pub struct Plan {
     /// CUDA device code in the tree; absent when no file has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_code: Option<DeviceCode>,
+    /// A pip environment (a directory with `*.dist-info`): who owns the lazy library there and
+    /// which variant it is. Absent for every other input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed: Option<Installed>,
+}
+
+/// The lazy library as installed by pip: its owners (RECORD), the variant (`splitpkg wheel`'s
+/// marker), and what switching to each other variant would save.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Installed {
+    pub owners: Vec<Owner>,
+    /// The installed variant, when the one owner is a `splitpkg wheel` lazy wheel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    #[serde(default)]
+    pub switch: Vec<SwitchTo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwitchTo {
+    pub variant: String,
+    /// Bytes the environment loses by switching (negative: it grows).
+    pub saves_bytes: i64,
+    /// What to give pip or uv (a requirement, or a variant wheel's file name).
+    pub install: String,
+}
+
+/// Who owns `lazy_path` in a pip environment `tree` (a directory with top-level `*.dist-info`).
+pub fn installed(tree: &crate::input::Tree, lazy_path: &str) -> crate::error::Result<Option<Installed>> {
+    if tree.kind != TreeKind::Directory {
+        return Ok(None);
+    }
+    let dist_infos: Vec<&str> = tree
+        .entries
+        .iter()
+        .filter(|e| matches!(e.kind, EntryKind::Dir) && !e.path.contains('/') && e.path.ends_with(".dist-info"))
+        .map(|e| e.path.as_str())
+        .collect();
+    if dist_infos.is_empty() {
+        return Ok(None);
+    }
+    let owners = crate::input::pip::owners(&tree.source, &dist_infos, lazy_path)?;
+    let marker = match owners.as_slice() {
+        [one] => one.marker.as_ref(),
+        _ => None,
+    };
+    let variant = marker.map(|m| m.variant.clone());
+    let switch = marker
+        .map(|m| {
+            let own = m.variants.iter().find(|v| v.name == m.variant).map(|v| v.library_bytes).unwrap_or_default();
+            m.variants
+                .iter()
+                .filter(|v| v.name != m.variant)
+                .map(|v| SwitchTo { variant: v.name.clone(), saves_bytes: own as i64 - v.library_bytes as i64, install: v.install.clone() })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Some(Installed { owners, variant, switch }))
 }
 
 /// The tree's CUDA device code and the driver it needs (from `.nv_fatbin` headers).
@@ -60,12 +126,6 @@ pub struct DeviceCode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_floor: Option<String>,
     pub why: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Tool {
-    pub name: String,
-    pub version: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -294,7 +354,9 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
     Plan {
         schema: SCHEMA_NAME.to_string(),
         schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "splitpkg".to_string(), version: env!("CARGO_PKG_VERSION").to_string() },
+        tool: Tool::this(),
+        command: Vec::new(),
+        date: None,
         input: InputSummary {
             path: tree.source.display().to_string(),
             kind: tree.kind,
@@ -326,6 +388,7 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
         warnings: analysis.warnings.iter().cloned().chain(outside_symlinks(tree)).collect(),
         contract: ContractSummary::from(&analysis.contract),
         device_code: device_code(ins, total),
+        installed: None,
     }
 }
 

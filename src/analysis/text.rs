@@ -214,6 +214,9 @@ pub fn plan_text(plan: &Plan) -> String {
             let _ = writeln!(s, "  loaded by {} → {} [{}; {}]", st.from, st.name, kind_label(st.kind), st.how);
         }
     }
+    if let Some(inst) = &plan.installed {
+        installed_text(&mut s, inst, plan);
+    }
     let _ = writeln!(s, "\npayload ({}):", plan.options.dep);
     if plan.payload.files.is_empty() {
         let _ = writeln!(s, "  none found");
@@ -339,5 +342,44 @@ fn kind_label(k: EdgeKind) -> &'static str {
         EdgeKind::Needed => "NEEDED",
         EdgeKind::Lazy => "lazy",
         EdgeKind::DlopenNote => "dlopen note",
+    }
+}
+
+/// A pip environment: who owns the lazy library, which variant, what switching saves.
+fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan: &Plan) {
+    let lazy = plan.lazy_library.as_ref().map(|l| l.path.as_str()).unwrap_or_default();
+    match inst.owners.as_slice() {
+        [] => {
+            let _ = writeln!(s, "\ninstalled (pip): no installed distribution lists {lazy} in its RECORD");
+        }
+        [one] => {
+            let what = match (&inst.variant, &one.marker) {
+                (Some(v), Some(m)) => format!(
+                    "variant {v}{}{}",
+                    if m.preferred { ", the preferred one" } else { "" },
+                    if one.pep825_variant { ", from a PEP 825 variant wheel" } else { "" }
+                ),
+                _ => "not a split (the library came with the distribution itself)".to_string(),
+            };
+            let _ = writeln!(s, "\ninstalled (pip): {} {} owns {lazy}: {what}", one.name, one.version);
+            for t in &inst.switch {
+                let change = if t.saves_bytes >= 0 {
+                    format!("saves {}", human_bytes(t.saves_bytes as u64))
+                } else {
+                    format!("adds {}", human_bytes(t.saves_bytes.unsigned_abs()))
+                };
+                let _ =
+                    writeln!(s, "  switch to {}: {change}: pip install {} (from the directory or index that has it)", t.variant, t.install);
+            }
+        }
+        many => {
+            let names: Vec<String> = many.iter().map(|o| format!("{} {}", o.name, o.version)).collect();
+            let _ = writeln!(
+                s,
+                "\ninstalled (pip): WARNING: {} distributions own {lazy} ({}): uninstalling one deletes the other's file (pypa/pip#4625)",
+                many.len(),
+                names.join(", ")
+            );
+        }
     }
 }

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::progress::Progress;
 
 mod display;
+pub mod pip;
 mod walk;
 
 pub use display::display_member;
