@@ -103,6 +103,16 @@ fn files_in(dir: &Path) -> Vec<String> {
     v
 }
 
+/// The wheels directly in `dir`.
+fn wheels_in(dir: &Path) -> Vec<String> {
+    files_in(dir).into_iter().filter(|n| n.ends_with(".whl")).collect()
+}
+
+/// A member as JSON.
+fn member_json(m: &BTreeMap<String, Vec<u8>>, path: &str) -> serde_json::Value {
+    serde_json::from_slice(m.get(path).unwrap_or_else(|| panic!("no {path}"))).unwrap()
+}
+
 #[test]
 fn split_is_lossless_deterministic_and_every_record_holds() {
     let d = tempfile::tempdir().unwrap();
@@ -118,7 +128,7 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
         assert_eq!(r["lazy"].as_array().unwrap().len(), 2);
         assert_eq!(r["missing"], serde_json::json!([]));
     }
-    let names = files_in(&a);
+    let names = wheels_in(&a);
     assert_eq!(
         names,
         [
@@ -127,10 +137,27 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
             "torch_cuda_linalg-2.5.1+1.magma-cp311-cp311-linux_x86_64.whl",
         ]
     );
-    for n in &names {
+    assert_eq!(files_in(&a).len(), 4, "the three wheels and variants/");
+    let variant_names = files_in(&a.join("variants"));
+    assert_eq!(
+        variant_names,
+        [
+            "torch-2.5.1+split-cp311-cp311-linux_x86_64.whl",
+            "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-magma.whl",
+            "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl",
+            "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl",
+            "torch_cuda_linalg-2.5.1-variants.json",
+        ]
+    );
+    let every: Vec<String> = names.iter().cloned().chain(variant_names.iter().map(|n| format!("variants/{n}"))).collect();
+    for n in &every {
         assert_eq!(std::fs::read(a.join(n)).unwrap(), std::fs::read(b.join(n)).unwrap(), "{n}: same input, same bytes");
-        assert_record_holds(&a.join(n));
+        if n.ends_with(".whl") {
+            assert_record_holds(&a.join(n));
+        }
     }
+    // The core is the same file in both sets.
+    assert_eq!(std::fs::read(a.join(&names[0])).unwrap(), std::fs::read(a.join("variants").join(&names[0])).unwrap());
     let input_m = members(&input);
     let core = members(&a.join(&names[0]));
     let magma = members(&a.join(&names[2]));
@@ -150,10 +177,48 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     for (w, label) in [(&magma, "1.magma"), (&slim, "0.nomagma")] {
         let di = format!("torch_cuda_linalg-2.5.1+{label}.dist-info");
         let keys: Vec<&str> = w.keys().map(String::as_str).collect();
-        assert_eq!(keys, [LAZY.to_string(), format!("{di}/METADATA"), format!("{di}/RECORD"), format!("{di}/WHEEL")]);
+        assert_eq!(
+            keys,
+            [
+                LAZY.to_string(),
+                format!("{di}/METADATA"),
+                format!("{di}/RECORD"),
+                format!("{di}/WHEEL"),
+                format!("{di}/splitpkg-variant.json")
+            ]
+        );
         let meta = String::from_utf8(w[&format!("{di}/METADATA")].clone()).unwrap();
         assert!(meta.contains(&format!("Version: 2.5.1+{label}\n")) && meta.contains("Requires-Dist: torch==2.5.1+split\n"), "{meta}");
+        // The marker names this variant and how to get each one in this layout.
+        let m = member_json(w, &format!("{di}/splitpkg-variant.json"));
+        assert_eq!(m["variant"], label.split('.').nth(1).unwrap());
+        let installs: Vec<&str> = m["variants"].as_array().unwrap().iter().map(|v| v["install"].as_str().unwrap()).collect();
+        assert_eq!(installs, ["torch-cuda-linalg==2.5.1+1.magma", "torch-cuda-linalg==2.5.1+0.nomagma"]);
+        assert_eq!(m["variants"][1]["library_bytes"], std::fs::read(nomagma_lib()).unwrap().len());
     }
+
+    // The PEP 825 set: each variant wheel carries exactly one variant, labelled as its file name
+    // says; the plain fallback is the preferred variant without variant.json; the index lists both,
+    // preferred first in the static property's values (the default order).
+    let v = a.join("variants");
+    let di = "torch_cuda_linalg-2.5.1.dist-info";
+    for (label, lib) in [("magma", &input_m[LAZY]), ("nomagma", &std::fs::read(nomagma_lib()).unwrap())] {
+        let w = members(&v.join(format!("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-{label}.whl")));
+        assert_eq!(&w[LAZY], lib);
+        let vj = member_json(&w, &format!("{di}/variant.json"));
+        assert_eq!(vj["$schema"], "https://variants-schema.wheelnext.dev/v0.2.0.json");
+        assert_eq!(vj["variants"], serde_json::json!({ label: { "torch": { "torch_cuda_linalg": [label] } } }));
+        assert_eq!(vj["providers"]["torch"]["static-properties"]["torch_cuda_linalg"], serde_json::json!(["magma", "nomagma"]));
+        let meta = String::from_utf8(w[&format!("{di}/METADATA")].clone()).unwrap();
+        assert!(meta.contains("Version: 2.5.1\n") && meta.contains("Requires-Dist: torch==2.5.1+split\n"), "{meta}");
+    }
+    let plain = members(&v.join("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl"));
+    assert_eq!(plain[LAZY], input_m[LAZY]);
+    assert!(!plain.contains_key(&format!("{di}/variant.json")));
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(v.join("torch_cuda_linalg-2.5.1-variants.json")).unwrap()).unwrap();
+    assert_eq!(index["variants"].as_object().unwrap().len(), 2);
+    assert_eq!(index["default-priorities"]["namespace"], serde_json::json!(["torch"]));
 }
 
 #[test]
@@ -297,6 +362,17 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     v.check_clean();
     v.install(&out, &["torch-cuda-linalg==2.5.1+1.magma"]);
     assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("1.magma"), 1), magma_bytes.clone()));
+    // `splitpkg plan` on the environment says which variant is installed and what switching saves.
+    let o = run(&["plan", s(&v.site), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let inst = &json(&o)["installed"];
+    assert_eq!(inst["variant"], "magma", "{inst}");
+    assert_eq!(inst["owners"].as_array().unwrap().len(), 1);
+    assert_eq!(inst["switch"][0]["variant"], "nomagma");
+    assert_eq!(inst["switch"][0]["saves_bytes"], magma_bytes.len() as i64 - slim_bytes.len() as i64);
+    assert_eq!(inst["switch"][0]["install"], "torch-cuda-linalg==2.5.1+0.nomagma");
+    let text = stdout(&run(&["plan", s(&v.site)]));
+    assert!(text.contains("installed (pip): torch-cuda-linalg 2.5.1+1.magma owns torch/lib/libtorch_cuda_linalg.so"), "{text}");
     // Uninstalling the lazy distribution leaves every core file.
     let o = v.pip(&["uninstall", "-q", "-y", "torch-cuda-linalg"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -310,6 +386,17 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     let v = Venv::new(&d.path().join("slim"));
     v.install(&out, &["torch", "torch-cuda-linalg==2.5.1+0.nomagma"]);
     assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes.clone()));
+    v.check_clean();
+    let o = run(&["plan", s(&v.site), "--json"]);
+    let inst = &json(&o)["installed"];
+    assert_eq!((&inst["variant"], &inst["switch"][0]["variant"]), (&serde_json::json!("nomagma"), &serde_json::json!("magma")), "{inst}");
+
+    // pip without variant support, pointed at the PEP 825 set, takes the plain fallback (the
+    // preferred variant) and ignores the variant wheels.
+    let v = Venv::new(&d.path().join("variants-dir"));
+    v.install(&out.join("variants"), &["torch"]);
+    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((vec![core[0].clone(), "torch_cuda_linalg-2.5.1".into()], 1), magma_bytes.clone()));
+    assert!(!v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists());
     v.check_clean();
 
     // A monolithic torch of the same version installed first: installing a lazy wheel replaces it
@@ -325,12 +412,12 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     v.check_clean();
 }
 
-/// PyPA `installer` and uv, pinned, in a venv under target/ (full tier: they come from PyPI).
+/// PyPA `installer`, uv and variantlib (PEP 825's reference implementation), pinned, in a venv under target/ (full tier: they come from PyPI).
 fn wheel_tools() -> PathBuf {
     static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     ENV.get_or_init(|| {
-        const PINS: &[&str] = &["installer==1.1.0", "uv==0.13.9"];
-        let dir = repo().join("target/pyenv-wheel-tools-installer-1.1.0-uv-0.13.9");
+        const PINS: &[&str] = &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2"];
+        let dir = repo().join("target/pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2");
         if dir.join("bin/uv").exists() {
             return dir;
         }
@@ -375,11 +462,26 @@ fn installer_and_uv_accept_the_split() {
     let nomagma = format!("nomagma={}", nomagma_lib().display());
     let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    for (i, n) in files_in(&out).iter().enumerate() {
-        installer_accepts(&tools, &out.join(n), &d.path().join(format!("dest{i}")));
+    let vdir = out.join("variants");
+    let every = wheels_in(&out).into_iter().map(|n| out.join(n)).chain(wheels_in(&vdir).into_iter().map(|n| vdir.join(n)));
+    for (i, w) in every.enumerate() {
+        installer_accepts(&tools, &w, &d.path().join(format!("dest{i}")));
     }
+    // variantlib validates the PEP 825 set: each variant wheel's variant.json against its label
+    // and against the index file.
+    let o = Command::new(tools.join("bin/python")).arg(repo().join("tools/check-variant-wheels.py")).arg(&vdir).output().unwrap();
+    assert!(o.status.success(), "check-variant-wheels: {}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o).lines().filter(|l| l.starts_with("ok ")).count(), 5, "{}", stdout(&o));
     let uv_run = |v: &Venv, args: &[&str]| {
-        let o = Command::new(&uv).args(["pip"]).args(args).arg("--python").arg(&v.python).env("UV_NO_CACHE", "1").output().unwrap();
+        let o = Command::new(&uv)
+            .args(["pip"])
+            .args(args)
+            .arg("--python")
+            .arg(&v.python)
+            .env("UV_NO_CACHE", "1")
+            .env_remove("UV_FIND_LINKS")
+            .output()
+            .unwrap();
         assert!(o.status.success(), "uv pip {args:?}: {}", stderr(&o));
     };
     let links = s(&out);
@@ -389,6 +491,24 @@ fn installer_and_uv_accept_the_split() {
     uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+0.nomagma"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
     assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    uv_run(&v, &["check"]);
+
+    // uv's variant mode (preview) on the PEP 825 set: the default is the preferred variant; the
+    // other one is chosen by installing its variant wheel by path; one owner all along.
+    let vlinks = s(&vdir);
+    let variant_mode = ["install", "-q", "--offline", "--no-index", "--preview-features", "wheel-variants", "--find-links", vlinks];
+    let v = Venv::new(&d.path().join("uv-variants"));
+    uv_run(&v, &[&variant_mode[..], &["torch"]].concat());
+    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1".into()], 1));
+    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY)).unwrap());
+    assert!(v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists(), "installed from the magma variant wheel");
+    let slim = vdir.join("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl");
+    uv_run(&v, &[&variant_mode[..], &["--reinstall-package", "torch-cuda-linalg", s(&slim)]].concat());
+    assert_eq!(v.state().1, 1);
+    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    let o = run(&["plan", s(&v.site), "--json"]);
+    assert_eq!(json(&o)["installed"]["variant"], "nomagma");
+    assert_eq!(json(&o)["installed"]["owners"][0]["pep825_variant"], true);
     uv_run(&v, &["check"]);
 }
 
@@ -419,7 +539,7 @@ fn torch_2_11_wheel_splits_losslessly_and_installer_validates_it() {
         assert_eq!(reports[0][k], reports[1][k], "{k}: same input, same wheels");
     }
     let tools = wheel_tools();
-    for (i, n) in files_in(&a).iter().enumerate() {
+    for (i, n) in wheels_in(&a).iter().enumerate() {
         installer_accepts(&tools, &a.join(n), &d.path().join(format!("dest{i}")));
     }
     // The lazy wheel holds the library the input had, byte for byte.

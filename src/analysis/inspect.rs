@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use serde::Serialize;
+use sha2::Digest as _;
 
 use crate::analysis::graph::{GraphInput, LoadGraph, LoaderEnv};
 use crate::analysis::payload::{self, PayloadFacts, PayloadSpec};
@@ -25,6 +26,10 @@ pub struct FileFacts {
     /// walking the local symbols of torch's large tables would cost the plan several ms.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub translation_units: Vec<String>,
+    /// SHA-256 of the file's bytes, when asked for (`Extras::digests`): `wheel` verifies the
+    /// input RECORD with it, so the ELF members are inflated once for the plan and the check.
+    #[serde(skip)]
+    pub sha256: Option<[u8; 32]>,
 }
 
 /// What to read beyond the facts every command needs.
@@ -34,6 +39,8 @@ pub struct Extras {
     pub translation_units: bool,
     /// `LD_LIBRARY_PATH` entries for the modelled processes (`--ld-library-path`).
     pub ld_library_path: Vec<String>,
+    /// SHA-256 of every ELF file's bytes (`FileFacts::sha256`), hashed while they are in memory.
+    pub digests: bool,
 }
 
 pub struct Inspection {
@@ -81,16 +88,20 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
         let headers = t0.elapsed() - start;
         // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
         // idle core can take it (torch's two largest libraries would otherwise serialise on it).
-        let (facts, (fatbin, t_fatbin)) = rayon::join(
-            || {
-                let (elf, t_facts) = timed(|| view.facts(&[spec.word()], input.map));
-                let elf = elf?;
-                let (payload, t_payload) =
-                    timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));
-                Ok::<_, crate::elf::ElfError>((elf, payload, t_facts, t_payload))
-            },
-            || timed(|| crate::fatbin::read_from(&view, input.file)),
-        );
+        // The digest is a third independent task, for the same reason.
+        let digest = || extras.digests.then(|| <[u8; 32]>::from(sha2::Sha256::digest(input.bytes)));
+        let (sha256, (facts, (fatbin, t_fatbin))) = rayon::join(digest, || {
+            rayon::join(
+                || {
+                    let (elf, t_facts) = timed(|| view.facts(&[spec.word()], input.map));
+                    let elf = elf?;
+                    let (payload, t_payload) =
+                        timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));
+                    Ok::<_, crate::elf::ElfError>((elf, payload, t_facts, t_payload))
+                },
+                || timed(|| crate::fatbin::read_from(&view, input.file)),
+            )
+        });
         let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
         let fatbin = fatbin.map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
         if trace {
@@ -107,7 +118,7 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
             );
         }
         let translation_units = if extras.translation_units { view.translation_units() } else { Vec::new() };
-        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload, fatbin, translation_units })
+        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload, fatbin, translation_units, sha256 })
     })?;
     if trace {
         eprintln!("trace: files read in {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);

@@ -10,6 +10,7 @@ use splitpkg::analysis::verdict::Verdict;
 use splitpkg::error::{Error, Result};
 use splitpkg::output::emit;
 use splitpkg::progress::Progress;
+use splitpkg::provenance;
 use splitpkg::recipe::split;
 use splitpkg::wheel;
 
@@ -57,7 +58,7 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
     let WheelArgs { target, out, lazy_variant, prefer, lazy_dist, json } = a;
     let lazy_variant = parse_lazy_variant(lazy_variant.as_deref())?;
     let progress = Progress::new(!quiet);
-    let planned = pipeline::plan_tree(&target.request(Extras::default()), &progress)?;
+    let planned = pipeline::plan_tree(&target.request(Extras { digests: true, ..Extras::default() }), &progress)?;
     let (ins, plan) = (&planned.inspection, &planned.plan);
     // No lazy library is bad input for `wheel` (there is nothing to split out), not a verdict.
     if plan.lazy_library.is_none() {
@@ -75,7 +76,9 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
     let split_args = SplitArgs { prefer, ..SplitArgs::default() };
     let split = split::Split::from_plan(plan, split_args.options(plan, &target.path)?)?;
     let opts = wheel::WheelOptions { out, lazy_dist, lazy_variant, progress: &progress };
-    let report = wheel::split_wheel(ins, plan, &split, &opts)?;
+    let mut report = wheel::split_wheel(ins, plan, &split, &opts)?;
+    report.command = provenance::command();
+    report.date = provenance::source_date();
     let text = if json { to_json(&report)? } else { wheel::report_text(&report) };
     emit(None, &text)?;
     planned.leak_at_exit();

@@ -34,6 +34,7 @@ use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 use crate::analysis::inspect::Inspection;
 use crate::analysis::plan::Plan;
 use crate::error::{Error, Result};
+use crate::input::pip::{MARKER, MARKER_SCHEMA, MarkerVariant, VariantMarker};
 use crate::input::{Tree, TreeKind, map_file};
 use crate::progress::Progress;
 use crate::recipe::split::{Split, Variant};
@@ -53,10 +54,27 @@ pub struct WheelOptions<'a> {
     pub progress: &'a Progress,
 }
 
+/// Which installers a wheel is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// The core, in both directories.
+    Core,
+    /// `--out`: the variant in the local version label (`2.11.0+1.magma`), for today's pip and uv.
+    LocalLabel,
+    /// `--out/variants/`: a Draft PEP 825 variant wheel (`…-magma.whl` with `variant.json`).
+    Variant,
+    /// `--out/variants/`: the plain wheel beside the variants, the preferred variant's content,
+    /// for installers without variant support.
+    PlainFallback,
+}
+
 /// One wheel written.
 #[derive(Debug, Clone, Serialize)]
 pub struct WrittenWheel {
+    /// The path under `--out` (`variants/…` for the PEP 825 set).
     pub file: String,
+    pub layout: Layout,
     pub distribution: String,
     pub version: String,
     /// The lazy library's variant (`magma`, `nomagma`); none for the core.
@@ -92,6 +110,12 @@ pub struct Commands {
 pub struct WheelReport {
     pub schema: &'static str,
     pub schema_version: u32,
+    pub tool: crate::provenance::Tool,
+    /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
     pub input: String,
     pub out: String,
     pub core: WrittenWheel,
@@ -105,6 +129,27 @@ pub struct WheelReport {
     /// the lazy library byte-identical).
     pub lossless: bool,
     pub commands: Commands,
+    /// The Draft PEP 825 set in `--out/variants/`.
+    pub variants: VariantSet,
+}
+
+/// The Draft PEP 825 set: variant wheels, the plain fallback, the index file, and the core (linked).
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantSet {
+    pub dir: String,
+    /// The variant metadata format followed (`$schema`): variantlib 0.2.2's, format 0.2.0.
+    pub schema: &'static str,
+    /// `{name}-{version}-variants.json`.
+    pub index: String,
+    /// `namespace :: feature`, each variant one value (`torch :: torch_cuda_linalg :: magma`).
+    pub property: String,
+    pub wheels: Vec<WrittenWheel>,
+    /// uv's variant support (`--preview-features wheel-variants`): the preferred variant by default,
+    /// the other by its file; pip (no variant support) takes the plain fallback.
+    pub uv_default: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uv_other: Option<String>,
+    pub pip_default: String,
 }
 
 /// The input wheel as `wheel` needs it: its distribution, dist-info, tags and verified RECORD.
@@ -142,7 +187,11 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let other_file = crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), &with, &without)?;
 
     let map = map_file(source)?;
-    let mut input = Input::open(source, &map, opts.progress)?;
+    // ELF members were hashed while the plan had them inflated (`Extras::digests`): the RECORD
+    // check inflates only the rest, so every member is inflated once in all.
+    let known: BTreeMap<&str, (String, u64)> =
+        ins.files.iter().filter_map(|f| f.sha256.map(|h| (f.path.as_str(), (record::hash_field(&h), f.size)))).collect();
+    let mut input = Input::open(source, &map, &known, opts.progress)?;
     if !input.record.contains_key(&lazy_lib.path) {
         return Err(Error::bad(&input.display, format!("has no {} (the plan's lazy library)", lazy_lib.path)));
     }
@@ -162,43 +211,73 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let core_version = label("split");
     let lazy_version = |v: &Variant| label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name));
 
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let mut pending = Pending::default();
-    opts.progress.start_unknown("writing wheels");
-    let (mut core, core_copies) = write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_lib.path, out, &mut pending)?;
-    let mut copies = vec![core_copies];
-    let mut lazy = Vec::new();
+    let variants_dir = out.join(VARIANTS_DIR);
+    for d in [out, &variants_dir] {
+        if d.exists() && !d.is_dir() {
+            return Err(Error::Usage(format!("{}: exists and is not a directory", d.display())));
+        }
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+    }
+    // What each variant is, for the markers and the PEP 825 metadata: (variant, content, bytes).
+    let lazy_size = input.record.get(&lazy_lib.path).map(|r| r.1).unwrap_or_default();
+    let mut available: Vec<(&Variant, LazyContent, u64)> = Vec::new();
     let mut missing = Vec::new();
-    for v in [&with, &without] {
-        let content = if v.with_payload == with.with_payload {
-            LazyContent::Member
+    for v in split.variants.iter().filter(|v| v.preferred).chain(split.variants.iter().filter(|v| !v.preferred)) {
+        if v.with_payload == with.with_payload {
+            available.push((v, LazyContent::Member, lazy_size));
         } else if let Some(f) = &other_file {
-            LazyContent::File(f.clone())
+            let n = std::fs::metadata(f).map_err(|e| Error::io(f, e))?.len();
+            available.push((v, LazyContent::File(f.clone()), n));
         } else {
             missing.push(MissingWheel { variant: v.name.clone(), why: crate::recipe::verify::missing_variant_reason(v, &lazy_lib.path) });
-            continue;
-        };
-        let requires = format!("{}=={core_version}", input.name);
-        let (w, c) = write_lazy(&mut input, &lazy_dist, &lazy_version(v), v, &requires, &lazy_lib.path, content, out, &mut pending)?;
-        lazy.push(w);
-        copies.push(c);
+        }
     }
+    let pep825 = Pep825::new(&input.name, &lazy_dist, available.iter().map(|(v, _, _)| v.name.as_str()))?;
+    let requires = format!("{}=={core_version}", input.name);
+
+    let mut pending = Pending::default();
+    opts.progress.start_unknown("writing wheels");
+    // Each written wheel travels with the members it copied raw, for its read-back check.
+    let mut written = vec![write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_lib.path, out, &mut pending)?];
+    for (v, content, _) in &available {
+        // The same variant in each layout: local label (today's installers), PEP 825 variant, and
+        // for the preferred one the plain fallback beside the variants.
+        let mut layouts = vec![(Layout::LocalLabel, lazy_version(v)), (Layout::Variant, input.version.clone())];
+        if v.preferred {
+            layouts.push((Layout::PlainFallback, input.version.clone()));
+        }
+        for (layout, version) in layouts {
+            let marker = marker(&lazy_lib.path, v, layout, &available, &lazy_dist, &lazy_version, (&input.version, &input.tags));
+            let spec = LazySpec { layout, version, variant: v, requires: &requires, marker, pep825: &pep825 };
+            let dir = if layout == Layout::LocalLabel { out.as_path() } else { variants_dir.as_path() };
+            written.push(write_lazy(&mut input, &lazy_dist, &spec, &lazy_lib.path, content, dir, &mut pending)?);
+        }
+    }
+    // The index file of the PEP 825 set, written and committed with the wheels.
+    let index = format!("{}-{}-variants.json", escaped(&lazy_dist), input.version);
+    std::fs::write(pending.add(&variants_dir, &index), pep825.index_json()).map_err(|e| Error::io(variants_dir.join(&index), e))?;
     opts.progress.finish();
 
     // Read every written wheel back against its own RECORD, then check the union.
     let mut read_back = 0;
     let mut contents = Vec::new();
-    for (w, c) in std::iter::once(&mut core).chain(lazy.iter_mut()).zip(&copies) {
-        let (n, files, sha256) = verify_written(&pending.tmp_of(&w.file), &input, c)?;
+    for (w, c) in written.iter_mut() {
+        let (n, files, sha256) = verify_written(&pending.tmp_of(&out.join(&w.file)), &input, c)?;
         read_back += n;
         contents.push(files);
         w.sha256 = sha256;
     }
-    let lossless = lossless(&input, &contents, &lazy, &lazy_lib.path, &with);
+    let mut written = written.into_iter().map(|(w, _)| w);
+    let core = written.next().ok_or_else(|| Error::internal("no core wheel written"))?;
+    let all_lazy: Vec<WrittenWheel> = written.collect();
+    let lossless = lossless(&input, &contents, &all_lazy, &lazy_lib.path, &with);
+    let (lazy, variant_wheels): (Vec<WrittenWheel>, Vec<WrittenWheel>) = all_lazy.into_iter().partition(|w| w.layout == Layout::LocalLabel);
     if !lossless {
         return Err(Error::internal(format!("{}: the written wheels do not reproduce the input's files", input.display)));
     }
     pending.commit()?;
+    // The core belongs to both sets: linked (one copy on disk), copied where links cannot be made.
+    link_or_copy(&out.join(&core.file), &variants_dir.join(&core.file))?;
 
     let find_links = out.display().to_string();
     let pin = |w: &WrittenWheel| format!("\"{}=={}\"", w.distribution, w.version);
@@ -209,9 +288,27 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         uv_default: format!("uv pip install --find-links {find_links} {}", input.name),
         uv_other: other.map(|w| format!("uv pip install --find-links {find_links} {} {}", input.name, pin(w))),
     };
+    let vdir = variants_dir.display().to_string();
+    let uv_variants = format!("uv pip install --preview-features wheel-variants --find-links {vdir} {}", input.name);
+    let variants = VariantSet {
+        dir: vdir.clone(),
+        schema: VARIANT_SCHEMA,
+        index,
+        property: format!("{} :: {}", pep825.namespace, pep825.feature),
+        uv_other: variant_wheels
+            .iter()
+            .find(|w| w.layout == Layout::Variant && !w.preferred)
+            .map(|w| format!("{uv_variants} {}", out.join(&w.file).display())),
+        uv_default: uv_variants,
+        pip_default: format!("pip install --find-links {vdir} {}", input.name),
+        wheels: variant_wheels,
+    };
     Ok(WheelReport {
         schema: SCHEMA,
         schema_version: 1,
+        tool: crate::provenance::Tool::this(),
+        command: Vec::new(),
+        date: None,
         input: input.display.clone(),
         out: find_links,
         core,
@@ -221,7 +318,74 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         written_record_verified: read_back,
         lossless,
         commands,
+        variants,
     })
+}
+
+/// The subdirectory of `--out` with the PEP 825 set. It is apart from the local-label wheels
+/// because installers compare versions before variants: a `2.11.0+1.magma` next to the variants
+/// of `2.11.0` would win over them in uv's variant mode (docs/evidence/wheel-installers/).
+pub const VARIANTS_DIR: &str = "variants";
+
+/// The variant metadata format followed: variantlib 0.2.2's `VARIANT_INFO_SCHEMA_URL` (PEP 825's
+/// package format with the providers draft's `static-properties`). variantlib does not check
+/// `$schema` itself; `tools/check-variant-wheels.py` does.
+pub const VARIANT_SCHEMA: &str = "https://variants-schema.wheelnext.dev/v0.2.0.json";
+
+/// The PEP 825 metadata of one split: one static property `namespace :: feature` whose values are
+/// the variant names, listed preferred first (the order is the default preference).
+struct Pep825 {
+    namespace: String,
+    feature: String,
+    labels: Vec<String>,
+}
+
+impl Pep825 {
+    fn new<'v>(core: &str, lazy_dist: &str, variants: impl Iterator<Item = &'v str>) -> Result<Pep825> {
+        // Namespaces and features are `[a-z0-9_]+`, values and labels `[0-9a-z._]+` (variantlib).
+        let ident = |s: &str| s.to_ascii_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>();
+        let labels: Vec<String> = variants.map(str::to_string).collect();
+        if let Some(bad) =
+            labels.iter().find(|l| l.is_empty() || l.len() > 16 || !l.chars().all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.')))
+        {
+            return Err(Error::Usage(format!("variant {bad:?}: not a PEP 825 variant label ([0-9a-z._], at most 16 characters)")));
+        }
+        Ok(Pep825 { namespace: ident(core), feature: ident(lazy_dist), labels })
+    }
+
+    /// The metadata for `labels` (one for a wheel's `variant.json`, all for the index file).
+    fn json(&self, labels: &[&String]) -> String {
+        use serde_json::json;
+        let variants: serde_json::Map<String, serde_json::Value> =
+            labels.iter().map(|l| (l.to_string(), json!({ &self.namespace: { &self.feature: [l] } }))).collect();
+        let doc = json!({
+            "$schema": VARIANT_SCHEMA,
+            "default-priorities": { "namespace": [&self.namespace] },
+            "providers": { &self.namespace: { "static-properties": { &self.feature: &self.labels } } },
+            "variants": variants,
+        });
+        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    fn variant_json(&self, label: &str) -> String {
+        self.json(&self.labels.iter().filter(|l| l.as_str() == label).collect::<Vec<_>>())
+    }
+
+    fn index_json(&self) -> String {
+        self.json(&self.labels.iter().collect::<Vec<_>>())
+    }
+}
+
+/// `dst` as a hard link to `src` (replacing it atomically), or a copy across file systems.
+fn link_or_copy(src: &Path, dst: &Path) -> Result<()> {
+    let tmp = dst.with_file_name(format!(".{}.splitpkg-tmp-{}", Tree::file_name(&dst.display().to_string()), std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    if std::fs::hard_link(src, &tmp).is_err() {
+        std::fs::copy(src, &tmp).map_err(|e| Error::io(dst, e))?;
+    }
+    std::fs::rename(&tmp, dst).map_err(|e| Error::io(dst, e))
 }
 
 /// `libtorch_cuda_linalg.so` → `torch-cuda-linalg`.
@@ -246,7 +410,7 @@ fn escaped(name: &str) -> String {
 }
 
 impl<'a> Input<'a> {
-    fn open(path: &Path, bytes: &'a [u8], progress: &Progress) -> Result<Input<'a>> {
+    fn open(path: &Path, bytes: &'a [u8], known: &BTreeMap<&str, (String, u64)>, progress: &Progress) -> Result<Input<'a>> {
         let display = path.display().to_string();
         let file = Tree::file_name(&display).to_string();
         let mut archive =
@@ -287,12 +451,13 @@ impl<'a> Input<'a> {
             }
         }
         let input = Input { display, archive, name, version, dist_info_stem, tags, metadata, record, members };
-        input.verify_record(&record_path, progress)?;
+        input.verify_record(&record_path, known, progress)?;
         Ok(input)
     }
 
-    /// Every member but RECORD (and its signatures) is in RECORD with its bytes' hash and size.
-    fn verify_record(&self, record_path: &str, progress: &Progress) -> Result<()> {
+    /// Every member but RECORD (and its signatures) is in RECORD with its bytes' hash and size;
+    /// members in `known` were hashed already (by the plan's pass) and are not inflated again.
+    fn verify_record(&self, record_path: &str, known: &BTreeMap<&str, (String, u64)>, progress: &Progress) -> Result<()> {
         let signatures = [format!("{record_path}.jws"), format!("{record_path}.p7s")];
         let todo: Vec<&(usize, String)> = self.members.iter().filter(|(_, n)| n != record_path && !signatures.contains(n)).collect();
         progress.start("verifying RECORD", todo.len() as u64);
@@ -305,7 +470,10 @@ impl<'a> Input<'a> {
                     let Some((hash, size)) = self.record.get(name) else {
                         return Err(Error::bad(&at, "not listed in RECORD"));
                     };
-                    let (got_hash, got_size) = hash_member(archive, *i, &at)?;
+                    let (got_hash, got_size) = match known.get(name.as_str()) {
+                        Some(k) => k.clone(),
+                        None => hash_member(archive, *i, &at)?,
+                    };
                     progress.inc(1);
                     if &got_hash != hash || got_size != *size {
                         return Err(Error::bad(
@@ -372,8 +540,9 @@ impl Pending {
         tmp
     }
 
-    fn tmp_of(&self, file: &str) -> PathBuf {
-        self.files.iter().find(|(_, f)| f.file_name().is_some_and(|n| n == file)).map(|(t, _)| t.clone()).unwrap_or_default()
+    /// The temporary path of final path `dst`.
+    fn tmp_of(&self, dst: &Path) -> PathBuf {
+        self.files.iter().find(|(_, f)| f == dst).map(|(t, _)| t.clone()).unwrap_or_default()
     }
 
     fn commit(&mut self) -> Result<()> {
@@ -540,6 +709,7 @@ fn write_core(
     let sha256 = String::new(); // set by the read-back
     let wheel = WrittenWheel {
         file,
+        layout: Layout::Core,
         distribution: input.name.clone(),
         version: version.to_string(),
         variant: None,
@@ -559,28 +729,79 @@ enum LazyContent {
     File(PathBuf),
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One lazy wheel to write: a variant in one layout.
+struct LazySpec<'a> {
+    layout: Layout,
+    version: String,
+    variant: &'a Variant,
+    /// `torch==2.11.0+split`.
+    requires: &'a str,
+    marker: VariantMarker,
+    pep825: &'a Pep825,
+}
+
+/// The marker a lazy wheel carries (`input::pip`), so `plan` on an installed environment can say
+/// which variant is there and how to get the other.
+fn marker(
+    lazy_path: &str,
+    v: &Variant,
+    layout: Layout,
+    available: &[(&Variant, LazyContent, u64)],
+    dist: &str,
+    local_version: &dyn Fn(&Variant) -> String,
+    (version, tags): (&str, &str),
+) -> VariantMarker {
+    let variants = available
+        .iter()
+        .map(|(o, _, bytes)| MarkerVariant {
+            name: o.name.clone(),
+            with_payload: o.with_payload,
+            library_bytes: *bytes,
+            install: match layout {
+                Layout::LocalLabel => format!("{dist}=={}", local_version(o)),
+                _ => lazy_file_name(dist, version, tags, Some(&o.name)),
+            },
+        })
+        .collect();
+    VariantMarker {
+        schema: MARKER_SCHEMA.into(),
+        schema_version: 1,
+        lazy_library: lazy_path.to_string(),
+        variant: v.name.clone(),
+        with_payload: v.with_payload,
+        preferred: v.preferred,
+        variants,
+    }
+}
+
+/// `{dist}-{version}-{tags}[-{label}].whl` (PEP 427 escaping; the label is PEP 825's).
+fn lazy_file_name(dist: &str, version: &str, tags: &str, label: Option<&str>) -> String {
+    match label {
+        Some(l) => format!("{}-{version}-{tags}-{l}.whl", escaped(dist)),
+        None => format!("{}-{version}-{tags}.whl", escaped(dist)),
+    }
+}
+
 fn write_lazy(
     input: &mut Input,
     dist: &str,
-    version: &str,
-    variant: &Variant,
-    requires: &str,
+    spec: &LazySpec,
     lazy_path: &str,
-    content: LazyContent,
-    out: &Path,
+    content: &LazyContent,
+    dir: &Path,
     pending: &mut Pending,
 ) -> Result<(WrittenWheel, Copies)> {
-    let esc = escaped(dist);
-    let file = format!("{esc}-{version}-{}.whl", input.tags);
-    let tmp = pending.add(out, &file);
-    let dist_info = format!("{esc}-{version}.dist-info");
+    let (version, variant) = (&spec.version, spec.variant);
+    let label = (spec.layout == Layout::Variant).then_some(variant.name.as_str());
+    let file = lazy_file_name(dist, version, &input.tags, label);
+    let tmp = pending.add(dir, &file);
+    let dist_info = format!("{}-{version}.dist-info", escaped(dist));
     let time = metadata_time(input)?;
     let mut w = Writer::create(&tmp, dist_info.clone(), time)?;
     match content {
         LazyContent::Member => w.copy(input, lazy_path, lazy_path)?,
         LazyContent::File(f) => {
-            let file = crate::input::open_nofollow(&f).map_err(|e| Error::io(&f, e))?;
+            let file = crate::input::open_nofollow(f).map_err(|e| Error::io(f, e))?;
             w.add(lazy_path, file, 0o755)?;
         }
     }
@@ -593,8 +814,13 @@ fn write_lazy(
         variant.name,
         if variant.with_payload { "with the payload" } else { "without the payload" }
     );
-    let meta = format!("Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: {summary}\nRequires-Dist: {requires}\n");
+    let meta = format!("Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: {summary}\nRequires-Dist: {}\n", spec.requires);
     w.add(&format!("{dist_info}/METADATA"), meta.as_bytes(), 0o644)?;
+    let marker = serde_json::to_string_pretty(&spec.marker).map_err(|e| Error::internal(e.to_string()))? + "\n";
+    w.add(&format!("{dist_info}/{MARKER}"), marker.as_bytes(), 0o644)?;
+    if label.is_some() {
+        w.add(&format!("{dist_info}/variant.json"), spec.pep825.variant_json(&variant.name).as_bytes(), 0o644)?;
+    }
     // WHEEL (same tags) and the licence files travel with the library.
     let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
     for path in &members {
@@ -606,8 +832,10 @@ fn write_lazy(
     }
     let (bytes, members, copies) = w.finish(&tmp)?;
     let sha256 = String::new(); // set by the read-back
+    let rel = if spec.layout == Layout::LocalLabel { file } else { format!("{VARIANTS_DIR}/{file}") };
     let wheel = WrittenWheel {
-        file,
+        file: rel,
+        layout: spec.layout,
         distribution: dist.to_string(),
         version: version.to_string(),
         variant: Some(variant.name.clone()),
@@ -749,6 +977,21 @@ pub fn report_text(r: &WheelReport) -> String {
     let _ = writeln!(s, "install (add --no-index to stay offline):\n  {}\n  {}", r.commands.default, r.commands.uv_default);
     if let (Some(o), Some(u)) = (&r.commands.other, &r.commands.uv_other) {
         let _ = writeln!(s, "the other variant (also switches an installed environment):\n  {o}\n  {u}");
+    }
+    let v = &r.variants;
+    let _ = writeln!(s, "Draft PEP 825 set in {} ({}; {}):", v.dir, v.index, v.property);
+    for w in &v.wheels {
+        let what = match w.layout {
+            Layout::PlainFallback => "plain fallback (installers without variant support)",
+            _ if w.preferred => "variant, preferred",
+            _ => "variant",
+        };
+        let _ =
+            writeln!(s, "  {}  ({})  {what}", w.file.trim_start_matches(&format!("{VARIANTS_DIR}/")), crate::output::human_bytes(w.bytes));
+    }
+    let _ = writeln!(s, "  {}", v.uv_default);
+    if let Some(o) = &v.uv_other {
+        let _ = writeln!(s, "  {o}");
     }
     s
 }
