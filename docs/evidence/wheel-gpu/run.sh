@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `splitpkg wheel` on the GPU machine (NVIDIA H200, torch 2.11.0+cu130 installed with pip, no
+# network), in one device call from the repository root:
+#
+#     bash docs/evidence/wheel-gpu/run.sh
+#
+# Needs dist/splitpkg (a stripped release build carried from the Rust machine) and the real
+# MAGMA-free lazy library (default third_party/build/libtorch_cuda_linalg.so, built by
+# tools/build-lazy-variant, carried, never committed).
+#
+#  1. The machine has the installed torch, not its wheel (no network): the wheel is rebuilt from
+#     the install with tools/repack-installed-wheel.py (every file checked against the install's
+#     RECORD; stored members). It is a RE-PACKED wheel, not PyPI's; the split of PyPI's own
+#     wheel is tested in the full tier (tests/wheel.rs) and shown in the README.
+#  2. splitpkg wheel on it with --lazy-variant nomagma=<real build>.
+#  3. pip install --no-index --no-deps --target: "default" (the documented default command) and
+#     "slim" (the documented slim command); nvidia/ linked beside each, as torch's RPATH reaches the
+#     CUDA libraries through $ORIGIN/../../nvidia; every other dependency from the machine's own
+#     site-packages.
+#  4. splitpkg plan on each target (which variant is installed, what switching saves).
+#  5. splitpkg smoke --variant magma=<default target> --variant nomagma=<slim target> --bench.
+#  6. A switch inside a --target directory: pip has no uninstall for --target, so installing the
+#     magma wheel over the slim target (--upgrade) leaves both dist-infos listing the library.
+#     plan must say so (two owners, the pypa/pip#4625 warning). Switching in a venv is one
+#     command and is tested with real pip and uv in tests/wheel.rs; with --target, install the
+#     other variant into a fresh directory.
+#
+# Writes to $OUT (default docs/evidence/wheel-gpu/out); copy it into docs/evidence/wheel-gpu/.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+OUT=${OUT:-docs/evidence/wheel-gpu/out}
+mkdir -p "$OUT"
+BIN=${SPLITPKG:-$PWD/dist/splitpkg}
+NOMAGMA=$(realpath "${NOMAGMA:-third_party/build/libtorch_cuda_linalg.so}")
+PY=${PY:-python3}
+[ -n "${TORCH:-}" ] || "$PY" -c 'import torch' 2>/dev/null || PY=/opt/torch/.venv/bin/python3
+# TORCH may be given (a dry run of the packaging steps on a machine without a GPU).
+TORCH=${TORCH:-$("$PY" -c 'import importlib.util; print(importlib.util.find_spec("torch").submodule_search_locations[0])')}
+SITE=$(dirname "$TORCH")
+W=${WORK:-/tmp/splitpkg-wheel-gpu}
+rm -rf "$W"; mkdir -p "$W"
+PIP=("$PY" -m pip --disable-pip-version-check)
+step() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$OUT/steps.log" >&2; }
+run() { # run NAME CMD...: stdout+stderr to $OUT/NAME.txt, the command and its exit code appended
+  local name=$1; shift
+  local start; start=$(date +%s%N)
+  "$@" > "$OUT/$name.txt" 2>&1
+  local rc=$?
+  local ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  printf '\n$ %s\nexit code %d after %d.%03d s\n' "$(printf '%q ' "$@" | sed "s#$W#\$W#g; s#$PWD/##g")" "$rc" $((ms / 1000)) $((ms % 1000)) >> "$OUT/$name.txt"
+  echo "   $name: exit $rc" | tee -a "$OUT/steps.log" >&2
+  return 0
+}
+owners() { # owners TARGET: installed distributions whose RECORD lists the lazy library
+  grep -l '^torch/lib/libtorch_cuda_linalg.so,' "$1"/*.dist-info/RECORD 2>/dev/null | xargs -r -n1 dirname | xargs -r -n1 basename
+}
+
+step environment
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  uname -srm
+  nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv 2>&1
+  "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], sys.executable); print("torch", torch.__version__, "cuda", torch.version.cuda, "has_magma", torch.cuda.has_magma)' 2>&1
+  "${PIP[@]}" --version
+  "$BIN" --version
+  echo "stock   $(stat -c %s "$TORCH/lib/libtorch_cuda_linalg.so") bytes  sha256 $(sha256sum < "$TORCH/lib/libtorch_cuda_linalg.so" | cut -c1-64)"
+  echo "nomagma $(stat -c %s "$NOMAGMA") bytes  sha256 $(sha256sum < "$NOMAGMA" | cut -c1-64)  (tools/build-lazy-variant)"
+} > "$OUT/environment.txt" 2>&1
+
+step "repack the installed torch as a wheel"
+run repack "$PY" tools/repack-installed-wheel.py torch "$SITE" "$W/input"
+WHL=$(ls "$W"/input/*.whl)
+
+step "split"
+start=$(date +%s%N)
+"$BIN" wheel "$WHL" --lazy-variant "nomagma=$NOMAGMA" --out "$W/wheels" --json > "$OUT/wheel.json" 2> "$OUT/wheel.stderr"
+echo "exit $? after $(( ($(date +%s%N) - start) / 1000000 )) ms" >> "$OUT/wheel.stderr"
+ls -l "$W/wheels" "$W/wheels/variants" > "$OUT/wheels-ls.txt" 2>&1
+# The lazy distribution's requirement for each variant, from the report.
+req() { "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(*["%s==%s" % (w["distribution"], w["version"]) for w in r["lazy"] if w["variant"] == sys.argv[2]])' "$OUT/wheel.json" "$1"; }
+SLIM_REQ=$(req nomagma)
+MAGMA_REQ=$(req magma)
+echo "slim: $SLIM_REQ  magma: $MAGMA_REQ" >> "$OUT/steps.log"
+
+step "pip install --target: default and slim"
+run pip-default "${PIP[@]}" install --no-index --no-deps --find-links "$W/wheels" --target "$W/default" torch torch-cuda-linalg
+run pip-slim "${PIP[@]}" install --no-index --no-deps --find-links "$W/wheels" --target "$W/slim" torch "$SLIM_REQ"
+for t in default slim; do
+  ln -s "$SITE/nvidia" "$W/$t/nvidia"
+  echo "$t: $(owners "$W/$t" | tr '\n' ' ')" >> "$OUT/owners.txt"
+done
+du -sb "$W/default/torch" "$W/slim/torch" "$TORCH" > "$OUT/du.txt" 2>&1
+
+step "plan on each target"
+run plan-default "$BIN" plan "$W/default" --quiet
+run plan-slim "$BIN" plan "$W/slim" --quiet
+
+step "smoke: default vs slim target"
+run smoke "$BIN" smoke --variant "magma=$W/default" --variant "nomagma=$W/slim" --python "$PY" --bench --deadline 300 --json --out "$OUT/smoke.json"
+"$BIN" smoke --replay "$OUT/smoke.json" --all > "$OUT/smoke-table.txt" 2>&1
+
+step "switch inside the slim --target directory (pip cannot uninstall there)"
+run pip-switch "${PIP[@]}" install --no-index --no-deps --upgrade --find-links "$W/wheels" --target "$W/slim" "$MAGMA_REQ"
+echo "slim after switch: $(owners "$W/slim" | tr '\n' ' ')" >> "$OUT/owners.txt"
+run plan-after-switch "$BIN" plan "$W/slim" --quiet
+step done
