@@ -156,6 +156,8 @@ pub struct VariantSet {
 struct Input<'a> {
     display: String,
     archive: ZipArchive<Cursor<&'a [u8]>>,
+    /// The mapped wheel the archive reads.
+    data: &'a [u8],
     name: String,
     version: String,
     /// `torch-2.11.0` (the prefix of `.dist-info/` and `.data/`).
@@ -191,7 +193,15 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     // check inflates only the rest, so every member is inflated once in all.
     let known: BTreeMap<&str, (String, u64)> =
         ins.files.iter().filter_map(|f| f.sha256.map(|h| (f.path.as_str(), (record::hash_field(&h), f.size)))).collect();
+    // SPLITPKG_TRACE=1: how long each step took, on stderr (bench/ uses it to explain its numbers).
+    let started = std::time::Instant::now();
+    let trace = |step: &str| {
+        if std::env::var_os("SPLITPKG_TRACE").is_some() {
+            eprintln!("trace: wheel {step} done at {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
+        }
+    };
     let mut input = Input::open(source, &map, &known, opts.progress)?;
+    trace("input RECORD verified");
     if !input.record.contains_key(&lazy_lib.path) {
         return Err(Error::bad(&input.display, format!("has no {} (the plan's lazy library)", lazy_lib.path)));
     }
@@ -259,6 +269,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     opts.progress.finish();
 
     // Read every written wheel back against its own RECORD, then check the union.
+    trace("wheels written");
     let mut read_back = 0;
     let mut contents = Vec::new();
     for (w, c) in written.iter_mut() {
@@ -275,9 +286,11 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     if !lossless {
         return Err(Error::internal(format!("{}: the written wheels do not reproduce the input's files", input.display)));
     }
+    trace("read back");
     pending.commit()?;
     // The core belongs to both sets: linked (one copy on disk), copied where links cannot be made.
     link_or_copy(&out.join(&core.file), &variants_dir.join(&core.file))?;
+    trace("committed");
 
     let find_links = out.display().to_string();
     let pin = |w: &WrittenWheel| format!("\"{}=={}\"", w.distribution, w.version);
@@ -450,7 +463,7 @@ impl<'a> Input<'a> {
                 record.insert(e.path, (h, n));
             }
         }
-        let input = Input { display, archive, name, version, dist_info_stem, tags, metadata, record, members };
+        let input = Input { display, archive, data: bytes, name, version, dist_info_stem, tags, metadata, record, members };
         input.verify_record(&record_path, known, progress)?;
         Ok(input)
     }
@@ -493,8 +506,10 @@ impl<'a> Input<'a> {
         path.starts_with(&format!("{}.dist-info/", self.dist_info_stem))
     }
 
+    /// The archive's own name index (a hash map): a linear search per member made writing the
+    /// core quadratic in the member count (11,842 in torch 2.11).
     fn index_of(&self, path: &str) -> Option<usize> {
-        self.members.iter().find(|(_, n)| n == path).map(|(i, _)| *i)
+        self.archive.index_for_name(path)
     }
 }
 
@@ -509,18 +524,22 @@ fn read_member(archive: &mut ZipArchive<Cursor<&[u8]>>, display: &str, path: &st
 
 /// RECORD hash and size of member `i`, inflated once.
 fn hash_member(archive: &mut ZipArchive<Cursor<&[u8]>>, i: usize, at: &str) -> Result<(String, u64)> {
+    // One buffer per thread: a fresh 1 MiB per member meant zeroing gigabytes for the
+    // ~11,000 small members of a torch wheel.
+    thread_local!(static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 1 << 20]));
     let mut f = archive.by_index(i).map_err(|e| Error::bad(at, e))?;
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf).map_err(|e| Error::bad(at, e))?;
-        if k == 0 {
-            break;
+    BUF.with_borrow_mut(|buf| {
+        loop {
+            let k = f.read(buf).map_err(|e| Error::bad(at, e))?;
+            if k == 0 {
+                return Ok(());
+            }
+            h.update(&buf[..k]);
+            n += k as u64;
         }
-        h.update(&buf[..k]);
-        n += k as u64;
-    }
+    })?;
     Ok((record::hash_field(&h.finalize()), n))
 }
 
@@ -878,10 +897,22 @@ fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize,
         let j = archive.index_for_name(&row.path).ok_or_else(|| bug(&"in RECORD, not in the archive"))?;
         match copies.get(&row.path) {
             Some(&i) => {
-                let mut a = archive.by_index_raw(j).map_err(|e| bug(&e))?;
-                let mut b = inp.by_index_raw(i).map_err(|e| bug(&e))?;
-                let same_header = a.crc32() == b.crc32() && a.size() == b.size() && a.size() == size && a.compression() == b.compression();
-                if !same_header || !same_stream(&mut a, &mut b).map_err(|e| bug(&e))? {
+                let a = archive.by_index_raw(j).map_err(|e| bug(&e))?;
+                let b = inp.by_index_raw(i).map_err(|e| bug(&e))?;
+                let same_header = a.crc32() == b.crc32()
+                    && a.size() == b.size()
+                    && a.size() == size
+                    && a.compression() == b.compression()
+                    && a.compressed_size() == b.compressed_size();
+                // Both archives are mapped: compare the compressed streams in place.
+                let same = match (
+                    raw_stream(bytes, a.data_start(), a.compressed_size()),
+                    raw_stream(input.data, b.data_start(), b.compressed_size()),
+                ) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => false,
+                };
+                if !same_header || !same {
                     return Err(bug(&"not the input's bytes"));
                 }
             }
@@ -908,30 +939,11 @@ fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize,
     Ok((n, files, sha256))
 }
 
-/// Two raw (compressed) streams hold the same bytes.
-fn same_stream(a: &mut impl Read, b: &mut impl Read) -> std::io::Result<bool> {
-    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let n = read_full(a, &mut x)?;
-        let m = read_full(b, &mut y)?;
-        if n != m || x[..n] != y[..m] {
-            return Ok(false);
-        }
-        if n == 0 {
-            return Ok(true);
-        }
-    }
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
+/// A member's compressed stream inside a mapped archive, if its bounds are sane.
+fn raw_stream(data: &[u8], start: Option<u64>, len: u64) -> Option<&[u8]> {
+    let start = usize::try_from(start?).ok()?;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    data.get(start..end)
 }
 
 /// The core plus each lazy wheel hold exactly the input's files outside dist-info; the tree's own
