@@ -83,7 +83,7 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
         // idle core can take it (torch's two largest libraries would otherwise serialise on it).
         let (facts, (fatbin, t_fatbin)) = rayon::join(
             || {
-                let (elf, t_facts) = timed(|| view.facts(&[spec.word()], input.map));
+                let (elf, t_facts) = timed(|| view.facts(&spec.mention_words(), input.map));
                 let elf = elf?;
                 let (payload, t_payload) =
                     timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));

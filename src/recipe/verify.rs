@@ -43,7 +43,7 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
     let mut spec = PayloadSpec::for_dep(&contract.dep, &[]);
     spec.symbol_prefixes = contract.symbol_prefixes.clone();
     spec.dso_prefixes = contract.library_prefixes.clone();
-    let facts = view.facts(&[spec.word()], None).map_err(|e| Error::elf(&display, e))?;
+    let facts = view.facts(&spec.mention_words(), None).map_err(|e| Error::elf(&display, e))?;
     let name = crate::input::Tree::file_name(&display).to_string();
     let pay = payload::scan(&view, &facts, &name, map.len() as u64, &spec);
 
