@@ -120,7 +120,8 @@ fn torch_1_10_without_lazy_library_is_refuted_with_the_path() {
 #[test]
 #[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real onnxruntime-gpu wheel: cargo test --release --features full-tests")]
 fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
-    let (wheel, _) = corpus("onnxruntime-gpu-1.31.1", false);
+    let (wheel, tree) = corpus("onnxruntime-gpu-1.31.1", true);
+    let capi = tree.unwrap().join("capi");
     let args = ["--lazy", "libonnxruntime_providers_*.so", "--dep", "cublas", "--dep", "cudnn"];
     let p = plan_with(&wheel, &args);
     assert_eq!(p["verdict"], "confined", "{:#}", p["witnesses"]);
@@ -170,7 +171,17 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
 
     // The recipe forbids both payload packages in the slim variant; wheel refuses several providers.
     let dir = tempfile::tempdir().unwrap();
-    let mut emit = vec!["emit", "--quiet", "--core-name", "onnxruntime", "--lazy-name", "onnxruntime-providers", "--out"];
+    let mut emit = vec![
+        "emit",
+        "--quiet",
+        "--core-name",
+        "onnxruntime",
+        "--lazy-name",
+        "onnxruntime-providers",
+        "--variant-key",
+        "providers_variant",
+        "--out",
+    ];
     let out = dir.path().join("recipes");
     emit.push(out.to_str().unwrap());
     emit.extend(args);
@@ -178,6 +189,19 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let recipe = std::fs::read_to_string(out.join("rattler-build/recipe.yaml")).unwrap();
     assert!(recipe.contains("- libcublas <0.0a0") && recipe.contains("- cudnn <0.0a0"), "{recipe}");
+    // Each provider passes verify-variant with its own contract, as the recipe's test runs it: the
+    // CUDA and TensorRT providers (no SONAME: known by file name) as the build with the payload,
+    // providers_shared (no payload in either build) always as the slim one.
+    for (lib, variant) in [("cuda", "${{ providers_variant }}"), ("shared", "nocublas_cudnn"), ("tensorrt", "${{ providers_variant }}")] {
+        let line =
+            format!("libonnxruntime_providers_{lib}.so\" --variant {variant} --contract contract-libonnxruntime_providers_{lib}.so.json");
+        assert!(recipe.contains(&line), "{line}");
+        let file = capi.join(format!("libonnxruntime_providers_{lib}.so"));
+        let contract = out.join(format!("rattler-build/contract-libonnxruntime_providers_{lib}.so.json"));
+        let v = if lib == "shared" { "nocublas_cudnn" } else { "cublas_cudnn" };
+        let o = run(&["verify-variant", file.to_str().unwrap(), "--variant", v, "--contract", contract.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    }
     let wheels = dir.path().join("wheels");
     let mut wheel_args = vec!["wheel", "--quiet", "--out", wheels.to_str().unwrap()];
     wheel_args.extend(args);

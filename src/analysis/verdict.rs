@@ -168,6 +168,11 @@ pub struct Contract {
     /// Every dynamic symbol the lazy library defines (for `verify-variant`).
     #[serde(skip)]
     pub exports: Vec<String>,
+    /// With several lazy libraries, whether this one's build in the tree carries the payload itself
+    /// (defines it or NEEDs a payload library). One that does not (onnxruntime's providers_shared)
+    /// is the same in both variants and is checked as the variant without the payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carries_payload: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -358,8 +363,10 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         [one] => contract(ins, *one, &outside),
         several => {
             let each: Vec<Contract> = several.iter().map(|&lf| contract(ins, lf, &outside)).collect();
-            for (l, c) in lazy_libraries.iter_mut().zip(&each) {
-                l.contract = Some(c.clone());
+            for ((l, c), &lf) in lazy_libraries.iter_mut().zip(&each).zip(several) {
+                let f = &ins.files[lf];
+                let carries = f.payload.holds_code() || f.elf.needed.iter().any(|n| spec.is_payload_library(n));
+                l.contract = Some(Contract { carries_payload: Some(carries), ..c.clone() });
             }
             merge_contracts(&each)
         }
@@ -393,6 +400,7 @@ fn merge_contracts(each: &[Contract]) -> Contract {
         required_exports: union(&|c| &c.required_exports),
         imports,
         exports: union(&|c| &c.exports),
+        carries_payload: None,
     }
 }
 
@@ -484,7 +492,8 @@ fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> 
 /// Payload-aware code outside the lazy library: it stays in the core, compiled with the payload on.
 fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_nodes: &HashSet<usize>) -> Vec<Warning> {
     let g = &ins.graph;
-    let dep = &ins.spec.name;
+    // Several components are named each (`cublas or cudnn`); one reads as before.
+    let dep = &ins.spec.component_names().join(" or ");
     let mut out = Vec::new();
     for (i, f) in ins.files.iter().enumerate() {
         let node = g.node_of_file(i).unwrap();
@@ -554,7 +563,7 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
         || required_exports(ins, lazy, &core_files),
         || rayon::join(|| import_groups(ins, g, lazy_file, lazy_node), || sorted_exports(lazy)),
     );
-    Contract { loader_lookups, required_exports: required, imports, exports }
+    Contract { loader_lookups, required_exports: required, imports, exports, carries_payload: None }
 }
 
 /// Symbols core files import that nothing but the lazy library defines.

@@ -119,7 +119,15 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         }
     };
     let verify: Vec<serde_json::Value> = if several {
-        plan.lazy_libraries.iter().zip(&contracts).map(|(l, c)| serde_json::json!({"file": l.path, "contract": contract_file(c)})).collect()
+        plan.lazy_libraries
+            .iter()
+            .zip(&contracts)
+            .map(|(l, c)| {
+                // A library without the payload in either build is checked as the slim variant.
+                let fixed = l.contract.as_ref().and_then(|c| c.carries_payload).is_some_and(|carries| !carries).then_some(&without);
+                serde_json::json!({"file": l.path, "contract": contract_file(c), "fixed": fixed})
+            })
+            .collect()
     } else {
         split.lazy_files.iter().map(|f| serde_json::json!({"file": f, "contract": "contract.json"})).collect()
     };
