@@ -60,8 +60,8 @@ fn conda_files(channel: &Path) -> Vec<String> {
 fn model(input: &Path, version: &str, keys: &str, prefer: &str) -> Vec<splitpkg::recipe::split::PackageModel> {
     let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     let ins = splitpkg::analysis::inspect::inspect(input, &spec, &splitpkg::progress::Progress::hidden()).unwrap();
-    let analysis = splitpkg::analysis::verdict::analyse(&ins, "libtorch_cuda_linalg.so");
-    let plan = splitpkg::analysis::plan::make_plan(&ins, &analysis, "libtorch_cuda_linalg.so");
+    let analysis = splitpkg::analysis::verdict::analyse(&ins, &["libtorch_cuda_linalg.so"]);
+    let plan = splitpkg::analysis::plan::make_plan(&ins, &analysis, &["libtorch_cuda_linalg.so"]);
     let options = splitpkg::recipe::split::SplitOptions {
         core_name: "libtorch".into(),
         lazy_name: "libtorch-cuda-linalg".into(),

@@ -112,3 +112,109 @@ fn torch_1_10_without_lazy_library_is_refuted_with_the_path() {
     let device = parts.iter().find(|x| x["what"] == ".nv_fatbin").expect("a device-code part");
     assert!(device["how"].as_str().unwrap().contains(" of 1354 CUDA translation units"), "{device}");
 }
+
+/// onnxruntime-gpu 1.31.1 (CUDA 13): the runtime and its Python module dlopen the execution
+/// providers by name; the CUDA and TensorRT providers NEED cuBLAS (both) and cuDNN (TensorRT),
+/// which NVIDIA's wheels provide. One glob selects the providers; two --dep make cuBLAS and cuDNN
+/// one payload.
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real onnxruntime-gpu wheel: cargo test --release --features full-tests")]
+fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
+    let (wheel, tree) = corpus("onnxruntime-gpu-1.31.1", true);
+    let capi = tree.unwrap().join("capi");
+    let args = ["--lazy", "libonnxruntime_providers_*.so", "--dep", "cublas", "--dep", "cudnn"];
+    let p = plan_with(&wheel, &args);
+    assert_eq!(p["verdict"], "confined", "{:#}", p["witnesses"]);
+    assert!(p["lazy_library"].is_null());
+    let lazy: Vec<(&str, u64)> =
+        p["lazy_libraries"].as_array().unwrap().iter().map(|l| (l["path"].as_str().unwrap(), l["size"].as_u64().unwrap())).collect();
+    assert_eq!(
+        lazy,
+        [
+            ("onnxruntime/capi/libonnxruntime_providers_cuda.so", 284_014_752),
+            ("onnxruntime/capi/libonnxruntime_providers_shared.so", 14_632),
+            ("onnxruntime/capi/libonnxruntime_providers_tensorrt.so", 994_968),
+        ]
+    );
+    for l in p["lazy_libraries"].as_array().unwrap() {
+        assert_eq!(l["reach"], "lazy", "{l:#}");
+        let from: Vec<&str> = l["loaded_by"].as_array().unwrap().iter().map(|s| s["from"].as_str().unwrap()).collect();
+        assert!(from.contains(&"onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so"), "{from:?}");
+    }
+    // The payload is outside the wheel; the table names the NVIDIA wheels and conda-forge packages.
+    let ext: Vec<(&str, &str, &serde_json::Value)> = p["payload"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["form"].as_str().unwrap(), &f["provider"]))
+        .collect();
+    let cublas = serde_json::json!({"pip": "nvidia-cublas", "conda": "libcublas"});
+    let cudnn = serde_json::json!({"pip": "nvidia-cudnn-cu13", "conda": "cudnn"});
+    for want in [
+        ("libcublas.so.13", "external", &cublas),
+        ("libcublasLt.so.13", "external", &cublas),
+        ("libcudnn.so.9", "external", &cudnn),
+        ("libcudnn.so", "external", &cudnn),
+    ] {
+        assert!(ext.contains(&want), "{want:?} not in {ext:?}");
+    }
+    assert_eq!(p["input"]["cuda_runtime"], 13);
+    let lazy_out = p["outputs"].as_array().unwrap().iter().find(|o| o["role"] == "lazy").unwrap();
+    assert_eq!(lazy_out["bytes"], 284_014_752u64 + 14_632 + 994_968);
+    assert_eq!(lazy_out["variants"][0]["name"], "cublas_cudnn");
+
+    // The CUDA provider alone is not enough: the TensorRT provider also reaches cuBLAS.
+    let one = plan_with(&wheel, &["--lazy", "libonnxruntime_providers_cuda.so", "--dep", "cublas", "--dep", "cudnn"]);
+    assert_eq!(one["verdict"], "not-confined");
+    let w = one["witnesses"][0]["summary"].as_str().unwrap();
+    assert!(w.contains("→ libonnxruntime_providers_tensorrt.so (lazy) → "), "{w}");
+
+    // The recipe forbids both payload packages in the slim variant; wheel refuses several providers.
+    let dir = tempfile::tempdir().unwrap();
+    let mut emit = vec![
+        "emit",
+        "--quiet",
+        "--core-name",
+        "onnxruntime",
+        "--lazy-name",
+        "onnxruntime-providers",
+        "--variant-key",
+        "providers_variant",
+        "--out",
+    ];
+    let out = dir.path().join("recipes");
+    emit.push(out.to_str().unwrap());
+    emit.extend(args);
+    let o = run_path(&emit, &wheel);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recipe = std::fs::read_to_string(out.join("rattler-build/recipe.yaml")).unwrap();
+    assert!(recipe.contains("- libcublas <0.0a0") && recipe.contains("- cudnn <0.0a0"), "{recipe}");
+    // Each provider passes verify-variant with its own contract, as the recipe's test runs it: the
+    // CUDA and TensorRT providers (no SONAME: known by file name) as the build with the payload,
+    // providers_shared (no payload in either build) always as the slim one.
+    for (lib, variant) in [("cuda", "${{ providers_variant }}"), ("shared", "nocublas_cudnn"), ("tensorrt", "${{ providers_variant }}")] {
+        let line =
+            format!("libonnxruntime_providers_{lib}.so\" --variant {variant} --contract contract-libonnxruntime_providers_{lib}.so.json");
+        assert!(recipe.contains(&line), "{line}");
+        let file = capi.join(format!("libonnxruntime_providers_{lib}.so"));
+        let contract = out.join(format!("rattler-build/contract-libonnxruntime_providers_{lib}.so.json"));
+        let v = if lib == "shared" { "nocublas_cudnn" } else { "cublas_cudnn" };
+        let o = run(&["verify-variant", file.to_str().unwrap(), "--variant", v, "--contract", contract.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    }
+    let wheels = dir.path().join("wheels");
+    let mut wheel_args = vec!["wheel", "--quiet", "--out", wheels.to_str().unwrap()];
+    wheel_args.extend(args);
+    let o = run_path(&wheel_args, &wheel);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+fn plan_with(path: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["plan", "--json", "--quiet"];
+    all.extend_from_slice(args);
+    let o = run_path(&all, path);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let p = json(&o);
+    assert_valid("docs/plan.schema.json", &p);
+    p
+}

@@ -93,7 +93,7 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
         let (sha256, (facts, (fatbin, t_fatbin))) = rayon::join(digest, || {
             rayon::join(
                 || {
-                    let (elf, t_facts) = timed(|| view.facts(&[spec.word()], input.map));
+                    let (elf, t_facts) = timed(|| view.facts(&spec.mention_words(), input.map));
                     let elf = elf?;
                     let (payload, t_payload) =
                         timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));

@@ -7,9 +7,11 @@
 pub mod contract;
 pub mod graph;
 pub mod inspect;
+pub mod lazy;
 pub mod payload;
 pub mod pipeline;
 pub mod plan;
+pub mod providers;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod text;

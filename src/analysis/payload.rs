@@ -27,6 +27,10 @@ pub struct PayloadSpec {
     /// Also walk `.symtab` of every file for payload code with hidden visibility (not exported).
     /// Off by default: the symbol tables of torch's tree are ~170 MiB that the dynamic facts never need.
     pub deep: bool,
+    /// The components when `--dep` names several (`name` is then their names joined by `_`, which
+    /// names the variants: `cublas_cudnn` / `nocublas_cudnn`); empty for one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
 }
 
 impl PayloadSpec {
@@ -39,16 +43,52 @@ impl PayloadSpec {
             symbol_prefixes.push("magmablas_".to_string());
         }
         symbol_prefixes.extend(extra_symbol_prefixes.iter().cloned());
-        PayloadSpec { name: lower.clone(), dso_prefixes: vec![format!("lib{lower}")], symbol_prefixes, deep: false }
+        PayloadSpec { name: lower.clone(), dso_prefixes: vec![format!("lib{lower}")], symbol_prefixes, deep: false, components: Vec::new() }
+    }
+
+    /// The spec for `--dep A --dep B ...`: the union of each component's rules (libraries `libA*`
+    /// and `libB*`, symbols `A_*` and `B_*`), named `a_b`. One name is [`Self::for_dep`].
+    pub fn for_deps<S: AsRef<str>>(names: &[S], extra_symbol_prefixes: &[String]) -> Self {
+        let mut components: Vec<String> = Vec::new();
+        for n in names {
+            let lower = n.as_ref().to_ascii_lowercase();
+            if !components.contains(&lower) {
+                components.push(lower);
+            }
+        }
+        if components.len() <= 1 {
+            return Self::for_dep(components.first().map(String::as_str).unwrap_or("magma"), extra_symbol_prefixes);
+        }
+        let mut spec = PayloadSpec {
+            name: components.join("_"),
+            dso_prefixes: Vec::new(),
+            symbol_prefixes: Vec::new(),
+            deep: false,
+            components: components.clone(),
+        };
+        for c in &components {
+            let one = Self::for_dep(c, &[]);
+            spec.dso_prefixes.extend(one.dso_prefixes);
+            spec.symbol_prefixes.extend(one.symbol_prefixes);
+        }
+        spec.symbol_prefixes.extend(extra_symbol_prefixes.iter().cloned());
+        spec
+    }
+
+    /// The component names: `[name]` for one `--dep`, each of them for several.
+    pub fn component_names(&self) -> Vec<&str> {
+        if self.components.is_empty() { vec![self.name.as_str()] } else { self.components.iter().map(String::as_str).collect() }
     }
 
     /// `libmagma.so`, `libmagma.so.2`, `libmagma_sparse.so` — the name must continue with `.so`,
-    /// `_` or `-` after the prefix so that `libmagmatic.so` is not taken for MAGMA.
+    /// `_`, `-` or a capital letter after the prefix (`libcublasLt.so.13` is cuBLAS's), so that
+    /// `libmagmatic.so` is not taken for MAGMA.
     pub fn is_payload_library(&self, file_name: &str) -> bool {
         self.dso_prefixes.iter().any(|p| {
-            file_name
-                .strip_prefix(p.as_str())
-                .is_some_and(|rest| (rest.starts_with(".so") || rest.starts_with('_') || rest.starts_with('-')) && rest.contains(".so"))
+            file_name.strip_prefix(p.as_str()).is_some_and(|rest| {
+                (rest.starts_with(".so") || rest.starts_with(['_', '-']) || rest.starts_with(|c: char| c.is_ascii_uppercase()))
+                    && rest.contains(".so")
+            })
         })
     }
 
@@ -74,19 +114,23 @@ impl PayloadSpec {
         }
     }
 
-    /// The word searched (case-insensitively) in read-only strings.
-    pub fn word(&self) -> &str {
-        &self.name
+    /// The words searched (case-insensitively) in read-only strings: each component's name.
+    pub fn mention_words(&self) -> Vec<&str> {
+        self.component_names()
     }
 
     /// Spellings searched for in symbol names. Exact case variants keep the search a plain memmem.
-    fn words(&self) -> [String; 3] {
-        let lower = self.name.to_ascii_lowercase();
-        let mut cap = lower.clone();
-        if let Some(f) = cap.get_mut(0..1) {
-            f.make_ascii_uppercase();
+    fn words(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in self.component_names() {
+            let lower = c.to_ascii_lowercase();
+            let mut cap = lower.clone();
+            if let Some(f) = cap.get_mut(0..1) {
+                f.make_ascii_uppercase();
+            }
+            out.extend([lower.clone(), cap, lower.to_ascii_uppercase()]);
         }
-        [lower.clone(), cap, lower.to_ascii_uppercase()]
+        out
     }
 }
 
@@ -480,5 +524,28 @@ mod tests {
         assert!(!spec.is_payload_symbol("_ZN2at4cuda6detailL13magma_init_fnE"));
         assert!(!spec.is_payload_symbol("_ZTS19magma_slaqtrsd_task"));
         assert!(spec.is_payload_symbol("_ZL15magma_zlarfb_xPi"));
+        assert!(!spec.is_payload_library("libmagmatic.so") && !spec.is_payload_library("libmagma2.so"));
+        assert!(PayloadSpec::for_dep("cublas", &[]).is_payload_library("libcublasLt.so.13"), "a capital letter continues the family");
+    }
+
+    #[test]
+    fn several_components_are_one_payload() {
+        let spec = PayloadSpec::for_deps(&["cuBLAS", "cudnn", "cublas"], &["cudnn".to_string()]);
+        assert_eq!(
+            (spec.name.as_str(), spec.components.as_slice()),
+            ("cublas_cudnn", ["cublas".to_string(), "cudnn".to_string()].as_slice())
+        );
+        assert_eq!(spec.dso_prefixes, vec!["libcublas", "libcudnn"]);
+        assert_eq!(spec.symbol_prefixes, vec!["cublas_", "cudnn_", "cudnn"]);
+        for lib in ["libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libcudnn_ops.so.9"] {
+            assert!(spec.is_payload_library(lib), "{lib}");
+        }
+        assert!(spec.is_payload_symbol("cudnnCreate") && !spec.is_payload_symbol("cufftPlan1d"));
+        assert_eq!(spec.mention_words(), vec!["cublas", "cudnn"]);
+        assert_eq!(spec.words().len(), 6);
+        // One name is the single-component spec, unchanged (and serialised without `components`).
+        let one = PayloadSpec::for_deps(&["magma"], &[]);
+        assert_eq!(serde_json::to_value(&one).unwrap(), serde_json::to_value(PayloadSpec::for_dep("magma", &[])).unwrap());
+        assert!(serde_json::to_value(&one).unwrap().get("components").is_none());
     }
 }

@@ -10,7 +10,7 @@ use crate::analysis::inspect::{Extras, Inspection, inspect_with};
 use crate::analysis::payload::PayloadSpec;
 use crate::analysis::plan::{Plan, make_plan};
 use crate::analysis::verdict::{Analysis, analyse};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::progress::Progress;
 
 /// What to read and how to model it: the input, the lazy library, the payload, the loader options.
@@ -18,17 +18,23 @@ use crate::progress::Progress;
 pub struct Request {
     /// A directory, `.whl`, `.conda` or `.tar.bz2`.
     pub path: PathBuf,
-    /// The lazily loaded library (file name or SONAME).
-    pub lazy: String,
+    /// The lazily loaded libraries: file names or SONAMEs, or globs over them (`--lazy`, repeatable;
+    /// see [`crate::analysis::lazy`]).
+    pub lazy: Vec<String>,
     pub spec: PayloadSpec,
     /// Translation units and `LD_LIBRARY_PATH` (see [`Extras`]).
     pub extras: Extras,
 }
 
 impl Request {
-    /// The default payload rules for `dep` (`--dep`), nothing extra.
-    pub fn new(path: &Path, lazy: &str, dep: &str) -> Self {
-        Request { path: path.to_path_buf(), lazy: lazy.to_string(), spec: PayloadSpec::for_dep(dep, &[]), extras: Extras::default() }
+    /// The default payload rules for `deps` (`--dep`, one or several), nothing extra.
+    pub fn new<S: AsRef<str>>(path: &Path, lazy: &[S], deps: &[S]) -> Self {
+        Request {
+            path: path.to_path_buf(),
+            lazy: lazy.iter().map(|l| l.as_ref().to_string()).collect(),
+            spec: PayloadSpec::for_deps(deps, &[]),
+            extras: Extras::default(),
+        }
     }
 }
 
@@ -60,6 +66,13 @@ pub fn inspect_tree(req: &Request, progress: &Progress) -> Result<Inspection> {
 pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
     let started = Instant::now();
     let inspection = inspect_tree(req, progress)?;
+    // A glob that selects nothing is a mistake in the command line, not an answer about the tree.
+    if let Some(glob) = crate::analysis::lazy::select(&inspection, &req.lazy).empty_globs.first() {
+        return Err(Error::bad(
+            req.path.display(),
+            format!("--lazy {glob:?} matches no ELF file by name or SONAME; `splitpkg inspect` lists the files"),
+        ));
+    }
     let read = started.elapsed();
     let analysis = analyse(&inspection, &req.lazy);
     let proved = started.elapsed();

@@ -39,6 +39,10 @@ pub struct Plan {
     pub reasons: Vec<String>,
     pub witnesses: Vec<Witness>,
     pub lazy_library: Option<LazyLibrary>,
+    /// With several lazy libraries (`--lazy` repeated or a glob), all of them, and `lazy_library`
+    /// is null: they share one lazy output. Absent for one. See [`Plan::all_lazy`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lazy_libraries: Vec<LazyLibrary>,
     pub payload: PayloadSummary,
     pub outputs: Vec<Output>,
     pub saving: Saving,
@@ -144,10 +148,16 @@ pub struct InputSummary {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanOptions {
+    /// The `--lazy` argument; several are joined with `, ` and listed in `lazy_patterns`.
     pub lazy: String,
+    /// The payload's name: the `--dep` argument, or several joined with `_` (listed in `deps`).
     pub dep: String,
     pub symbol_prefixes: Vec<String>,
     pub library_prefixes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lazy_patterns: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deps: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -228,7 +238,14 @@ pub fn variant_names(spec: &PayloadSpec) -> (String, String) {
     (spec.name.clone(), crate::analysis::payload::slim_variant(&spec.name))
 }
 
-pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan {
+impl Plan {
+    /// Every lazy library: the one of `lazy_library`, or the several of `lazy_libraries`.
+    pub fn all_lazy(&self) -> Vec<&LazyLibrary> {
+        self.lazy_library.iter().chain(&self.lazy_libraries).collect()
+    }
+}
+
+pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S]) -> Plan {
     let tree = &ins.tree;
     let g = &ins.graph;
     let total = tree.total_file_bytes();
@@ -238,9 +255,8 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
 
     let mut outputs = Vec::new();
     let mut saving = Saving { bytes: 0, percent_of_tree: 0.0, how: "no split: the payload is not confined".into() };
-    if analysis.verdict == Verdict::Confined
-        && let Some(lazy_file) = analysis.lazy_file_id
-    {
+    if analysis.verdict == Verdict::Confined && !analysis.lazy_file_ids.is_empty() {
+        let lazy_files = &analysis.lazy_file_ids;
         // Payload libraries and what only they need.
         let payload_lib_nodes: HashSet<usize> = analysis
             .payload_file_ids
@@ -283,7 +299,7 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
                 },
             };
             let role = match entry_of_file.get(&target_entry) {
-                Some(&f) if f == lazy_file => Role::Lazy,
+                Some(f) if lazy_files.contains(f) => Role::Lazy,
                 Some(f) if payload_files.contains(f) => Role::Payload,
                 _ => Role::Core,
             };
@@ -294,26 +310,37 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
                 b.2 += device_code_of.get(&idx).copied().unwrap_or(0);
             }
         }
-        let lazy_facts = &ins.files[lazy_file];
-        let static_estimate: Option<&Estimate> = lazy_facts.payload.estimate.as_ref().filter(|_| !lazy_facts.payload.library);
+        // One shared lazy output: its variants are the sums over its libraries.
+        let static_estimate =
+            |f: usize| -> Option<&Estimate> { ins.files[f].payload.estimate.as_ref().filter(|_| !ins.files[f].payload.library) };
+        let lazy_size: u64 = lazy_files.iter().map(|&f| ins.files[f].size).sum();
+        let static_bytes: u64 = lazy_files.iter().filter_map(|&f| static_estimate(f)).map(|e| e.bytes).sum();
         let (with, without) = variant_names(&ins.spec);
-        let nomagma_bytes = lazy_facts.size.saturating_sub(static_estimate.map(|e| e.bytes).unwrap_or(0));
+        let nomagma_bytes: u64 =
+            lazy_files.iter().map(|&f| ins.files[f].size.saturating_sub(static_estimate(f).map(|e| e.bytes).unwrap_or(0))).sum();
+        let several = lazy_files.len() > 1;
         let variants = vec![
             Variant {
                 name: with.clone(),
                 with_payload: true,
-                bytes: lazy_facts.size,
+                bytes: lazy_size,
                 measured: true,
-                how: "the library in this tree".into(),
+                how: if several { format!("the {} libraries in this tree", lazy_files.len()) } else { "the library in this tree".into() },
             },
             Variant {
                 name: without.clone(),
                 with_payload: false,
                 bytes: nomagma_bytes,
                 measured: false,
-                how: match static_estimate {
-                    Some(e) => format!("this library minus the estimated static {} ({} bytes: {})", ins.spec.name, e.bytes, e.method),
-                    None => format!("same code without the {} dependency (it links {} dynamically)", ins.spec.name, ins.spec.name),
+                how: match (several, static_estimate(lazy_files[0])) {
+                    (false, Some(e)) => {
+                        format!("this library minus the estimated static {} ({} bytes: {})", ins.spec.name, e.bytes, e.method)
+                    }
+                    (false, None) => format!("same code without the {} dependency (it links {} dynamically)", ins.spec.name, ins.spec.name),
+                    (true, _) if static_bytes > 0 => {
+                        format!("these libraries minus the estimated static {} ({static_bytes} bytes)", ins.spec.name)
+                    }
+                    (true, _) => format!("same code without the {} dependency (they link {} dynamically)", ins.spec.name, ins.spec.name),
                 },
             },
         ];
@@ -332,7 +359,7 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
             });
         }
         let payload_out = outputs.iter().find(|o| o.role == Role::Payload).map(|o| o.bytes).unwrap_or(0);
-        let lazy_delta = lazy_facts.size - nomagma_bytes;
+        let lazy_delta = lazy_size - nomagma_bytes;
         let bytes = payload_out + lazy_delta;
         saving = Saving {
             bytes,
@@ -368,15 +395,18 @@ pub fn make_plan(ins: &Inspection, analysis: &Analysis, lazy_name: &str) -> Plan
                 .map(|r| r.0),
         },
         options: PlanOptions {
-            lazy: lazy_name.to_string(),
+            lazy: lazy.iter().map(|l| l.as_ref()).collect::<Vec<_>>().join(", "),
             dep: ins.spec.name.clone(),
             symbol_prefixes: ins.spec.symbol_prefixes.clone(),
             library_prefixes: ins.spec.dso_prefixes.clone(),
+            lazy_patterns: if lazy.len() > 1 { lazy.iter().map(|l| l.as_ref().to_string()).collect() } else { Vec::new() },
+            deps: ins.spec.components.clone(),
         },
         verdict: analysis.verdict,
         reasons: analysis.reasons.clone(),
         witnesses: analysis.witnesses.clone(),
-        lazy_library: analysis.lazy_library.clone(),
+        lazy_library: if analysis.lazy_libraries.len() == 1 { analysis.lazy_libraries.first().cloned() } else { None },
+        lazy_libraries: if analysis.lazy_libraries.len() > 1 { analysis.lazy_libraries.clone() } else { Vec::new() },
         payload: PayloadSummary {
             files: analysis.payload.clone(),
             external,
@@ -471,7 +501,7 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
-    use crate::analysis::testkit::{LAZY, Scratch, conda_layout, conda_prefix, loader, wheel_layout};
+    use crate::analysis::testkit::{LAZY, Scratch, conda_layout, conda_prefix, loader, providers_layout, wheel_layout};
 
     fn output(plan: &Plan, role: Role) -> Option<&Output> {
         plan.outputs.iter().find(|o| o.role == role)
@@ -627,8 +657,8 @@ mod tests {
             )
             .lib("lib/libtorch_cuda.so", &loader("call", LAZY, "linalg_entry"), &[]);
         let ins = s.inspect("foo");
-        let a = crate::analysis::verdict::analyse(&ins, LAZY);
-        let plan = make_plan(&ins, &a, LAZY);
+        let a = crate::analysis::verdict::analyse(&ins, &[LAZY]);
+        let plan = make_plan(&ins, &a, &[LAZY]);
         assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
         let names: Vec<&str> = output(&plan, Role::Lazy).unwrap().variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, vec!["foo", "nofoo"]);
@@ -646,5 +676,52 @@ mod tests {
         let back: Plan = serde_json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), text);
         assert_eq!((back.schema.as_str(), back.schema_version), (SCHEMA_NAME, SCHEMA_VERSION));
+    }
+
+    #[test]
+    fn several_lazy_libraries_share_one_lazy_output() {
+        let s = providers_layout();
+        let ins = s.inspect("heavy");
+        let glob = ["libfoo_providers_*.so"];
+        let plan = make_plan(&ins, &crate::analysis::verdict::analyse(&ins, &glob), &glob);
+        assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
+        let roles: Vec<Role> = plan.outputs.iter().map(|o| o.role).collect();
+        assert_eq!(roles, vec![Role::Core, Role::Lazy, Role::Payload]);
+        assert_eq!(files(&plan, Role::Lazy), BTreeSet::from(["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]));
+        assert_eq!(files(&plan, Role::Payload), BTreeSet::from(["lib/libheavy.so.1"]), "shared by both, needed by neither core file");
+        assert_eq!(files(&plan, Role::Core), BTreeSet::from(["bin/foo_run", "lib/libfoo_core.so"]));
+        // One lazy output, its variants the sums over both libraries.
+        let both = s.size("lib/libfoo_providers_a.so") + s.size("lib/libfoo_providers_b.so");
+        let lazy = output(&plan, Role::Lazy).unwrap();
+        let v: Vec<(&str, u64, &str)> = lazy.variants.iter().map(|v| (v.name.as_str(), v.bytes, v.how.as_str())).collect();
+        assert_eq!(
+            v,
+            vec![
+                ("heavy", both, "the 2 libraries in this tree"),
+                ("noheavy", both, "same code without the heavy dependency (they link heavy dynamically)")
+            ]
+        );
+        assert_eq!(plan.saving.bytes, s.size("lib/libheavy.so.1"));
+        // JSON: no single lazy library, the list instead; one pattern stays a string.
+        assert!(plan.lazy_library.is_none());
+        assert_eq!(plan.all_lazy().len(), 2);
+        let json = serde_json::to_value(&plan).unwrap();
+        assert!(json["lazy_library"].is_null() && json["lazy_libraries"].as_array().unwrap().len() == 2);
+        assert_eq!(json["options"]["lazy"], "libfoo_providers_*.so");
+        assert!(json["options"].get("lazy_patterns").is_none() && json["options"].get("deps").is_none());
+        let back: Plan = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+        // Two names: `lazy` joins them and the list says which.
+        let names = ["libfoo_providers_a.so", "libfoo_providers_b.so"];
+        let plan2 = make_plan(&ins, &crate::analysis::verdict::analyse(&ins, &names), &names);
+        assert_eq!(plan2.options.lazy, "libfoo_providers_a.so, libfoo_providers_b.so");
+        assert_eq!(plan2.options.lazy_patterns, names);
+        assert_eq!(
+            plan2.outputs.iter().map(|o| o.files.clone()).collect::<Vec<_>>(),
+            plan.outputs.iter().map(|o| o.files.clone()).collect::<Vec<_>>()
+        );
+        // A single lazy library keeps the one-library form: no list in the JSON.
+        let single = conda_prefix().plan();
+        assert!(single.lazy_libraries.is_empty() && serde_json::to_value(&single).unwrap().get("lazy_libraries").is_none());
     }
 }

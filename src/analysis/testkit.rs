@@ -131,14 +131,14 @@ impl Scratch {
     /// The verdict for `--dep magma --lazy libtorch_cuda_linalg.so`.
     pub fn analyse(&self) -> (Inspection, Analysis) {
         let ins = self.inspect("magma");
-        let a = analyse(&ins, LAZY);
+        let a = analyse(&ins, &[LAZY]);
         (ins, a)
     }
 
     /// The plan for `--dep magma --lazy libtorch_cuda_linalg.so`.
     pub fn plan(&self) -> Plan {
         let (ins, a) = self.analyse();
-        make_plan(&ins, &a, LAZY)
+        make_plan(&ins, &a, &[LAZY])
     }
 }
 
@@ -214,4 +214,24 @@ pub fn conda_prefix() -> Scratch {
         .symlink("lib/dangling.so", "nowhere.so")
         .file("lib/python3.11/site-packages/torch/version.txt", b"2.5.1\n");
     s
+}
+
+/// Two lazily loaded providers sharing one payload, as onnxruntime's CUDA and TensorRT providers
+/// share cuBLAS: `lib/libfoo_core.so` dlopens `libfoo_providers_a.so` and `libfoo_providers_b.so`
+/// (looking `provider_entry` up in each), both NEED `lib/libheavy.so.1` (`--dep heavy`), and
+/// `bin/foo_run` NEEDs the core.
+pub fn providers_layout() -> Scratch {
+    let mut s = Scratch::new();
+    let provider = |n: u32| format!("extern int heavy_solve(int);\nint provider_entry(int x) {{ return heavy_solve(x) + {n}; }}\n");
+    s.lib("lib/libheavy.so.1", "int heavy_solve(int x) { return 3 * x; }\n", &[])
+        .lib("lib/libfoo_providers_a.so", &provider(1), &["lib/libheavy.so.1"])
+        .lib("lib/libfoo_providers_b.so", &provider(2), &["lib/libheavy.so.1"])
+        .lib("lib/libfoo_core.so", &providers_loader(), &[])
+        .exe("bin/foo_run", "int main(void) { return 0; }\n", &["lib/libfoo_core.so"]);
+    s
+}
+
+/// The core of [`providers_layout`]: loads each provider by name on demand.
+pub fn providers_loader() -> String {
+    format!("{}{}", loader("use_a", "libfoo_providers_a.so", "provider_entry"), loader("use_b", "libfoo_providers_b.so", "provider_entry"))
 }

@@ -152,8 +152,10 @@ fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s:
 
 /// Graphviz: files as boxes (payload in red, the lazy library in blue), system libraries dashed,
 /// external ones grey; lazy edges dashed.
-pub fn dot(ins: &Inspection, lazy_name: &str) -> String {
+pub fn dot<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> String {
     let g = &ins.graph;
+    let lazy: Vec<crate::analysis::lazy::LazyPattern> =
+        lazy.iter().map(|l| crate::analysis::lazy::LazyPattern::parse(l.as_ref())).collect();
     let mut s = String::from("digraph load {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n");
     for n in &g.nodes {
         if n.reach == Reach::Unreached && n.root.is_none() && n.kind != NodeKind::File {
@@ -163,7 +165,7 @@ pub fn dot(ins: &Inspection, lazy_name: &str) -> String {
         let style = match n.kind {
             NodeKind::File => {
                 let f = &ins.files[n.file.unwrap()];
-                if Tree::file_name(&f.path) == lazy_name || f.elf.soname.as_deref() == Some(lazy_name) {
+                if lazy.iter().any(|p| p.matches(Tree::file_name(&f.path), f.elf.soname.as_deref())) {
                     "shape=box, color=blue, penwidth=2".to_string()
                 } else if f.payload.holds_code() {
                     "shape=box, color=red, penwidth=2".to_string()
@@ -198,7 +200,12 @@ pub fn plan_text(plan: &Plan) -> String {
     let i = &plan.input;
     let pkg = i.package.as_ref().map(|p| format!("{} {}, ", p.name, p.version)).unwrap_or_default();
     let _ = writeln!(s, "{} ({pkg}{} files, {} ELF, {})", i.path, i.files, i.elf_files, human_bytes(i.bytes));
-    let _ = writeln!(s, "\nverdict: {}  ({} via --lazy {})", plan.verdict.label(), plan.options.dep, plan.options.lazy);
+    let lazy_flags = if plan.options.lazy_patterns.is_empty() {
+        format!("--lazy {}", plan.options.lazy)
+    } else {
+        plan.options.lazy_patterns.iter().map(|p| format!("--lazy {p}")).collect::<Vec<_>>().join(" ")
+    };
+    let _ = writeln!(s, "\nverdict: {}  ({} via {lazy_flags})", plan.verdict.label(), plan.options.dep);
     for r in &plan.reasons {
         let _ = writeln!(s, "  {r}");
     }
@@ -214,6 +221,15 @@ pub fn plan_text(plan: &Plan) -> String {
             let _ = writeln!(s, "  loaded by {} → {} [{}; {}]", st.from, st.name, kind_label(st.kind), st.how);
         }
     }
+    if !plan.lazy_libraries.is_empty() {
+        let _ = writeln!(s, "\nlazy libraries ({}, one shared lazy output):", plan.lazy_libraries.len());
+        for l in &plan.lazy_libraries {
+            let _ = writeln!(s, "  {} ({}, reached {})", l.path, human_bytes(l.size), reach_label(l.reach));
+            for st in &l.loaded_by {
+                let _ = writeln!(s, "    loaded by {} → {} [{}; {}]", st.from, st.name, kind_label(st.kind), st.how);
+            }
+        }
+    }
     if let Some(inst) = &plan.installed {
         installed_text(&mut s, inst, plan);
     }
@@ -224,7 +240,16 @@ pub fn plan_text(plan: &Plan) -> String {
     for p in &plan.payload.files {
         let est = p.estimate.as_ref().map(|e| format!("≈ {}", human_bytes(e.bytes))).unwrap_or_default();
         let size = p.size.map(|b| format!(" of {}", human_bytes(b))).unwrap_or_default();
-        let _ = writeln!(s, "  {}  {}  {}  {est}{size}", p.path, p.form.label(), reach_label(p.reach));
+        let provider = p
+            .provider
+            .as_ref()
+            .map(|pr| {
+                let names: Vec<String> =
+                    [("pip", &pr.pip), ("conda", &pr.conda)].iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}"))).collect();
+                format!("  provided by {}", names.join(", "))
+            })
+            .unwrap_or_default();
+        let _ = writeln!(s, "  {}  {}  {}  {est}{size}{provider}", p.path, p.form.label(), reach_label(p.reach));
         if let Some(e) = &p.estimate {
             for part in &e.parts {
                 let _ = writeln!(s, "      {:<32} {:>10}  {}", part.what, human_bytes(part.bytes), part.how);
@@ -307,34 +332,55 @@ pub fn plan_text(plan: &Plan) -> String {
         }
     }
     if plan.lazy_library.is_some() {
-        let c = &plan.contract;
         let _ = writeln!(s, "\ncontract (loader ↔ lazy library):");
-        if c.loader_lookups.is_empty() {
-            let _ = writeln!(
-                s,
-                "  looked up by name: none (no exported name stored next to the library name; the library acts through its static initialisers)"
-            );
-        } else {
-            let _ = writeln!(s, "  looked up by name: {}", c.loader_lookups.join(", "));
-        }
-        if c.required_exports.is_empty() {
-            let _ = writeln!(s, "  imported from it by core files: none");
-        } else {
-            let _ = writeln!(s, "  imported from it by core files: {}", c.required_exports.join(", "));
-        }
-        let total: usize = c.imports.iter().map(|g| g.count).sum();
-        let _ = writeln!(s, "  it imports {total} symbols, exports {}:", c.exports);
-        for g in &c.imports {
-            let _ = writeln!(
-                s,
-                "    {:>6} from {}  (e.g. {})",
-                g.count,
-                g.provider,
-                g.samples.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-            );
+        contract_text(
+            &mut s,
+            &plan.contract.loader_lookups,
+            &plan.contract.required_exports,
+            &plan.contract.imports,
+            plan.contract.exports,
+        );
+    }
+    for l in &plan.lazy_libraries {
+        if let Some(c) = &l.contract {
+            let _ = writeln!(s, "\ncontract (loader ↔ {}):", l.path);
+            contract_text(&mut s, &c.loader_lookups, &c.required_exports, &c.imports, c.exports.len());
         }
     }
     s
+}
+
+fn contract_text(
+    s: &mut String,
+    loader_lookups: &[String],
+    required_exports: &[String],
+    imports: &[crate::analysis::verdict::ImportGroup],
+    exports: usize,
+) {
+    if loader_lookups.is_empty() {
+        let _ = writeln!(
+            s,
+            "  looked up by name: none (no exported name stored next to the library name; the library acts through its static initialisers)"
+        );
+    } else {
+        let _ = writeln!(s, "  looked up by name: {}", loader_lookups.join(", "));
+    }
+    if required_exports.is_empty() {
+        let _ = writeln!(s, "  imported from it by core files: none");
+    } else {
+        let _ = writeln!(s, "  imported from it by core files: {}", required_exports.join(", "));
+    }
+    let total: usize = imports.iter().map(|g| g.count).sum();
+    let _ = writeln!(s, "  it imports {total} symbols, exports {}:", exports);
+    for g in imports {
+        let _ = writeln!(
+            s,
+            "    {:>6} from {}  (e.g. {})",
+            g.count,
+            g.provider,
+            g.samples.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
 }
 
 fn kind_label(k: EdgeKind) -> &'static str {

@@ -95,6 +95,10 @@ pub struct PayloadFile {
     /// Example payload symbols the file defines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub symbols: Vec<String>,
+    /// For an external payload library: the package that provides it, where `data/providers.json`
+    /// knows (see [`crate::analysis::providers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<crate::analysis::providers::Provider>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,6 +108,10 @@ pub struct LazyLibrary {
     pub reach: Reach,
     /// Lazy edges into it: `libtorch_cuda.so → libtorch_cuda_linalg.so via rpath of libtorch_cuda.so ($ORIGIN → lib)`.
     pub loaded_by: Vec<Step>,
+    /// Its own loader contract, when the plan has several lazy libraries (the plan's `contract` is
+    /// then their union); absent for one, whose contract is the plan's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Contract>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -160,6 +168,11 @@ pub struct Contract {
     /// Every dynamic symbol the lazy library defines (for `verify-variant`).
     #[serde(skip)]
     pub exports: Vec<String>,
+    /// With several lazy libraries, whether this one's build in the tree carries the payload itself
+    /// (defines it or NEEDs a payload library). One that does not (onnxruntime's providers_shared)
+    /// is the same in both variants and is checked as the variant without the payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carries_payload: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -167,31 +180,35 @@ pub struct Analysis {
     pub verdict: Verdict,
     pub reasons: Vec<String>,
     pub witnesses: Vec<Witness>,
-    pub lazy_library: Option<LazyLibrary>,
+    /// Every lazy library `--lazy` selected, sorted by path (none, one, or several).
+    pub lazy_libraries: Vec<LazyLibrary>,
     pub payload: Vec<PayloadFile>,
     pub warnings: Vec<Warning>,
     pub contract: Contract,
     /// Tree file indices that hold payload code (for the planner).
     #[serde(skip)]
     pub payload_file_ids: Vec<usize>,
+    /// Tree file indices of the lazy libraries, in the order of `lazy_libraries`.
     #[serde(skip)]
-    pub lazy_file_id: Option<usize>,
+    pub lazy_file_ids: Vec<usize>,
 }
 
 const MAX_WITNESSES: usize = 5;
 
-pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
+/// The proof for the lazy libraries `lazy` selects (`--lazy`, exact names or globs; see
+/// [`crate::analysis::lazy`]): with all of them cut out of the graph no root may reach payload code,
+/// and each must be reached only lazily.
+pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
     let g = &ins.graph;
     let spec = &ins.spec;
-    let mut reasons = Vec::new();
     let mut witnesses = Vec::new();
+    let lazy_label = lazy.iter().map(|s| s.as_ref()).collect::<Vec<_>>().join(", ");
 
-    let lazy_candidates = ins.files_named(lazy_name);
-    if lazy_candidates.len() > 1 {
-        reasons.push(format!("{} files are named {lazy_name}; using {}", lazy_candidates.len(), ins.files[lazy_candidates[0]].path));
-    }
-    let lazy_file = lazy_candidates.first().copied();
-    let lazy_node = lazy_file.and_then(|f| g.node_of_file(f));
+    let selection = crate::analysis::lazy::select(ins, lazy);
+    let mut reasons = selection.reasons.clone();
+    let lazy_files = selection.files;
+    let cut: HashSet<usize> = lazy_files.iter().filter_map(|&f| g.node_of_file(f)).collect();
+    let cuda = crate::fatbin::cuda_major_from_needed(ins.files.iter().flat_map(|f| f.elf.needed.iter().map(String::as_str))).map(|r| r.0);
 
     // Payload nodes: files holding payload code, and payload libraries requested but not in the tree.
     let mut payload = Vec::new();
@@ -214,6 +231,7 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
             size: Some(f.size),
             estimate: f.payload.estimate.clone(),
             symbols,
+            provider: None,
         });
     }
     for n in &g.nodes {
@@ -226,14 +244,15 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
                 size: None,
                 estimate: None,
                 symbols: Vec::new(),
+                provider: crate::analysis::providers::lookup(&n.name, cuda),
             });
         }
     }
     let referencing: Vec<usize> =
         ins.files.iter().enumerate().filter(|(_, f)| !f.payload.referenced.is_empty() && !f.payload.holds_code()).map(|(i, _)| i).collect();
 
-    // Reachability with the lazy library cut out: anything payload-related reached here is exposed.
-    let (outside, parent) = reach_without(g, lazy_node);
+    // Reachability with the lazy libraries cut out: anything payload-related reached here is exposed.
+    let (outside, parent) = reach_without(g, &cut);
 
     let witness_end = |node: usize| -> Option<String> {
         let n = &g.nodes[node];
@@ -256,10 +275,10 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
         }
     };
 
-    let mut exposed: Vec<usize> = payload_nodes.iter().copied().filter(|n| outside.contains(n) && Some(*n) != lazy_node).collect();
+    let mut exposed: Vec<usize> = payload_nodes.iter().copied().filter(|n| outside.contains(n) && !cut.contains(n)).collect();
     for &f in &referencing {
         let n = g.node_of_file(f).unwrap();
-        if outside.contains(&n) && Some(n) != lazy_node {
+        if outside.contains(&n) && !cut.contains(&n) {
             exposed.push(n);
         }
     }
@@ -273,9 +292,11 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
         witnesses.push(make_witness(g, steps, reason, n));
     }
 
-    // The lazy library itself must be reached only lazily.
-    let mut lazy_library = None;
-    if let (Some(lf), Some(ln)) = (lazy_file, lazy_node) {
+    // Each lazy library must be reached only lazily.
+    let mut lazy_libraries = Vec::new();
+    let mut eager = Vec::new();
+    for &lf in &lazy_files {
+        let Some(ln) = g.node_of_file(lf) else { continue };
         let node = &g.nodes[ln];
         let loaded_by: Vec<Step> = g.in_edges(ln).filter(|e| e.kind.is_lazy()).map(|e| step(g, e)).collect();
         if node.reach == Reach::Eager {
@@ -290,49 +311,105 @@ pub fn analyse(ins: &Inspection, lazy_name: &str) -> Analysis {
                 } else {
                     "the lazy library is NEEDed, so it loads at start-up".to_string()
                 };
-                witnesses.insert(0, make_witness(g, steps.into_iter().cloned().collect(), reason, ln));
+                eager.push(make_witness(g, steps.into_iter().cloned().collect(), reason, ln));
             }
         }
-        lazy_library = Some(LazyLibrary { path: ins.files[lf].path.clone(), size: ins.files[lf].size, reach: node.reach, loaded_by });
+        lazy_libraries.push(LazyLibrary {
+            path: ins.files[lf].path.clone(),
+            size: ins.files[lf].size,
+            reach: node.reach,
+            loaded_by,
+            contract: None,
+        });
+    }
+    // Those witnesses come first, in path order.
+    for w in eager.into_iter().rev() {
+        witnesses.insert(0, w);
     }
 
     let verdict = if payload.is_empty() && referencing.is_empty() {
         reasons.push(format!("no {} code, library or reference found in the tree", spec.name));
         Verdict::NotPresent
     } else if !witnesses.is_empty() {
-        if lazy_file.is_none() {
-            reasons.push(format!("no lazy library named {lazy_name} in the tree: {} is loaded eagerly", spec.name));
+        if lazy_files.is_empty() {
+            reasons.push(format!("no lazy library named {lazy_label} in the tree: {} is loaded eagerly", spec.name));
         }
         Verdict::NotConfined
-    } else if let Some(lazy_file) = lazy_file {
-        let lf = &ins.files[lazy_file];
-        if lazy_library.as_ref().is_some_and(|l| l.loaded_by.is_empty()) {
-            reasons.push(format!("{} is never loaded: no loader in the tree names it", lf.path));
+    } else if !lazy_libraries.is_empty() {
+        for l in lazy_libraries.iter().filter(|l| l.loaded_by.is_empty()) {
+            reasons.push(format!("{} is never loaded: no loader in the tree names it", l.path));
         }
-        reasons.push(format!(
-            "every path from a root to {} code crosses a lazy edge into {}, which nothing loads eagerly",
-            spec.name, lf.path
-        ));
+        match lazy_libraries.as_slice() {
+            [one] => reasons.push(format!(
+                "every path from a root to {} code crosses a lazy edge into {}, which nothing loads eagerly",
+                spec.name, one.path
+            )),
+            several => reasons.push(format!(
+                "every path from a root to {} code crosses a lazy edge into one of {} lazy libraries ({}), none of which anything loads eagerly",
+                spec.name,
+                several.len(),
+                several.iter().map(|l| l.path.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        }
         Verdict::Confined
     } else {
-        reasons.push(format!("no lazy library named {lazy_name} in the tree"));
+        reasons.push(format!("no lazy library named {lazy_label} in the tree"));
         Verdict::NotConfined
     };
 
-    let warnings = glue_warnings(ins, &outside, lazy_node);
-    let contract = match lazy_file {
-        Some(lf) => contract(ins, lf, &outside),
-        None => Contract::default(),
+    let warnings = glue_warnings(ins, &outside, &cut);
+    let contract = match lazy_files.as_slice() {
+        [] => Contract::default(),
+        [one] => contract(ins, *one, &outside),
+        several => {
+            let each: Vec<Contract> = several.iter().map(|&lf| contract(ins, lf, &outside)).collect();
+            for ((l, c), &lf) in lazy_libraries.iter_mut().zip(&each).zip(several) {
+                let f = &ins.files[lf];
+                let carries = f.payload.holds_code() || f.elf.needed.iter().any(|n| spec.is_payload_library(n));
+                l.contract = Some(Contract { carries_payload: Some(carries), ..c.clone() });
+            }
+            merge_contracts(&each)
+        }
     };
-    Analysis { verdict, reasons, witnesses, lazy_library, payload, warnings, contract, payload_file_ids, lazy_file_id: lazy_file }
+    Analysis { verdict, reasons, witnesses, lazy_libraries, payload, warnings, contract, payload_file_ids, lazy_file_ids: lazy_files }
+}
+
+/// The contract of several lazy libraries as one: every name any of them must export or is looked
+/// up by, and their imports by provider.
+fn merge_contracts(each: &[Contract]) -> Contract {
+    let union = |f: &dyn Fn(&Contract) -> &Vec<String>| {
+        let mut v: Vec<String> = each.iter().flat_map(|c| f(c).iter().cloned()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
+    for g in each.iter().flat_map(|c| c.imports.iter()) {
+        let e = groups.entry(g.provider.clone()).or_insert(ImportGroup { provider: g.provider.clone(), count: 0, samples: Vec::new() });
+        e.count += g.count;
+        for s in &g.samples {
+            if e.samples.len() < 6 && !e.samples.contains(s) {
+                e.samples.push(s.clone());
+            }
+        }
+    }
+    let mut imports: Vec<ImportGroup> = groups.into_values().collect();
+    imports.sort_by(|a, b| b.count.cmp(&a.count).then(a.provider.cmp(&b.provider)));
+    Contract {
+        loader_lookups: union(&|c| &c.loader_lookups),
+        required_exports: union(&|c| &c.required_exports),
+        imports,
+        exports: union(&|c| &c.exports),
+        carries_payload: None,
+    }
 }
 
 /// BFS over every edge from every root, never entering `cut`. Returns the reached set and parents.
-fn reach_without(g: &LoadGraph, cut: Option<usize>) -> (HashSet<usize>, HashMap<usize, usize>) {
+fn reach_without(g: &LoadGraph, cut: &HashSet<usize>) -> (HashSet<usize>, HashMap<usize, usize>) {
     let mut seen = HashSet::new();
     let mut parent: HashMap<usize, usize> = HashMap::new();
     let mut q = VecDeque::new();
-    let mut roots: Vec<usize> = g.nodes.iter().filter(|n| n.root.is_some() && Some(n.id) != cut).map(|n| n.id).collect();
+    let mut roots: Vec<usize> = g.nodes.iter().filter(|n| n.root.is_some() && !cut.contains(&n.id)).map(|n| n.id).collect();
     roots.sort_by_key(|&r| (g.nodes[r].root, r));
     for r in roots {
         seen.insert(r);
@@ -344,7 +421,7 @@ fn reach_without(g: &LoadGraph, cut: Option<usize>) -> (HashSet<usize>, HashMap<
     }
     while let Some(n) = q.pop_front() {
         for e in adj.get(&n).into_iter().flatten() {
-            if Some(e.to) == cut || !seen.insert(e.to) {
+            if cut.contains(&e.to) || !seen.insert(e.to) {
                 continue;
             }
             parent.insert(e.to, e.id);
@@ -413,13 +490,14 @@ fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> 
 }
 
 /// Payload-aware code outside the lazy library: it stays in the core, compiled with the payload on.
-fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_node: Option<usize>) -> Vec<Warning> {
+fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_nodes: &HashSet<usize>) -> Vec<Warning> {
     let g = &ins.graph;
-    let dep = &ins.spec.name;
+    // Several components are named each (`cublas or cudnn`); one reads as before.
+    let dep = &ins.spec.component_names().join(" or ");
     let mut out = Vec::new();
     for (i, f) in ins.files.iter().enumerate() {
         let node = g.node_of_file(i).unwrap();
-        if Some(node) == lazy_node || !outside.contains(&node) || f.payload.holds_code() || !f.payload.is_glue() {
+        if lazy_nodes.contains(&node) || !outside.contains(&node) || f.payload.holds_code() || !f.payload.is_glue() {
             continue;
         }
         if !f.payload.glue_symbols.is_empty() {
@@ -485,7 +563,7 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
         || required_exports(ins, lazy, &core_files),
         || rayon::join(|| import_groups(ins, g, lazy_file, lazy_node), || sorted_exports(lazy)),
     );
-    Contract { loader_lookups, required_exports: required, imports, exports }
+    Contract { loader_lookups, required_exports: required, imports, exports, carries_payload: None }
 }
 
 /// Symbols core files import that nothing but the lazy library defines.
@@ -568,7 +646,7 @@ fn needed_closure(g: &LoadGraph, from: usize) -> Vec<usize> {
 mod tests {
     //! The confinement rules on small gcc-built trees (see [`crate::analysis::testkit`]).
     use super::*;
-    use crate::analysis::testkit::{LAZY, MAGMA, Scratch, conda_layout, loader, wheel_layout};
+    use crate::analysis::testkit::{LAZY, MAGMA, Scratch, conda_layout, loader, providers_layout, providers_loader, wheel_layout};
 
     /// (from, to, kind) of each step: the path a witness walks.
     fn walk(w: &Witness) -> Vec<(&str, &str, EdgeKind)> {
@@ -585,7 +663,7 @@ mod tests {
         assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
         assert_eq!(a.verdict.exit_code(), 0);
         assert!(a.witnesses.is_empty());
-        let lazy = a.lazy_library.as_ref().unwrap();
+        let lazy = &a.lazy_libraries[0];
         assert_eq!((lazy.path.as_str(), lazy.reach), ("lib/libtorch_cuda_linalg.so", Reach::Lazy));
         let loaders: Vec<(&str, EdgeKind)> = lazy.loaded_by.iter().map(|s| (s.from.as_str(), s.kind)).collect();
         assert_eq!(loaders, vec![("lib/libtorch_cuda.so", EdgeKind::Lazy)]);
@@ -670,7 +748,7 @@ mod tests {
         );
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::NotConfined);
-        assert_eq!(a.lazy_library.as_ref().unwrap().reach, Reach::Eager);
+        assert_eq!(a.lazy_libraries[0].reach, Reach::Eager);
         let w = &a.witnesses[0];
         assert_eq!(w.reason, "the lazy library is NEEDed, so it loads at start-up");
         assert_eq!(walk(w), vec![("lib/libtorch_cuda.so", "lib/libtorch_cuda_linalg.so", EdgeKind::Needed)]);
@@ -718,7 +796,7 @@ mod tests {
         s.lib("lib/libtorch_cuda.so", MAGMA, &[]);
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::NotConfined);
-        assert!(a.lazy_library.is_none());
+        assert!(a.lazy_libraries.is_empty());
         assert!(
             a.reasons.iter().any(|r| r == "no lazy library named libtorch_cuda_linalg.so in the tree: magma is loaded eagerly"),
             "{:?}",
@@ -746,8 +824,8 @@ mod tests {
         let mut t = Scratch::new();
         t.lib("lib/libfoo.so.1", "int foo_solve(int x) { return x; }\n", &[]);
         let ins = t.inspect("foo");
-        assert_eq!(analyse(&ins, LAZY).verdict, Verdict::NotConfined);
-        assert_eq!(analyse(&t.inspect("magma"), LAZY).verdict, Verdict::NotPresent);
+        assert_eq!(analyse(&ins, &[LAZY]).verdict, Verdict::NotConfined);
+        assert_eq!(analyse(&t.inspect("magma"), &[LAZY]).verdict, Verdict::NotPresent);
     }
 
     #[test]
@@ -825,5 +903,96 @@ mod tests {
             "{:?}",
             a.reasons
         );
+    }
+
+    #[test]
+    fn two_lazy_libraries_sharing_a_payload_are_confined_and_one_alone_is_not() {
+        let s = providers_layout();
+        let ins = s.inspect("heavy");
+        for lazy in [&["libfoo_providers_*.so"][..], &["libfoo_providers_a.so", "libfoo_providers_b.so"]] {
+            let a = analyse(&ins, lazy);
+            assert_eq!(a.verdict, Verdict::Confined, "{lazy:?}: {:#?}", a.witnesses);
+            let paths: Vec<(&str, Reach)> = a.lazy_libraries.iter().map(|l| (l.path.as_str(), l.reach)).collect();
+            assert_eq!(paths, vec![("lib/libfoo_providers_a.so", Reach::Lazy), ("lib/libfoo_providers_b.so", Reach::Lazy)]);
+            assert_eq!(
+                a.reasons.last().unwrap(),
+                "every path from a root to heavy code crosses a lazy edge into one of 2 lazy libraries \
+                 (lib/libfoo_providers_a.so, lib/libfoo_providers_b.so), none of which anything loads eagerly"
+            );
+            // Each library has its own contract; the plan's is their union.
+            for l in &a.lazy_libraries {
+                assert_eq!(l.contract.as_ref().unwrap().loader_lookups, vec!["provider_entry"], "{}", l.path);
+            }
+            assert_eq!(a.contract.loader_lookups, vec!["provider_entry"]);
+        }
+        // Either provider alone leaves the other's path open: the witness walks it.
+        let a = analyse(&ins, &["libfoo_providers_a.so"]);
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        assert_eq!(
+            walk(&a.witnesses[0]),
+            vec![
+                ("bin/foo_run", "lib/libfoo_core.so", EdgeKind::Needed),
+                ("lib/libfoo_core.so", "lib/libfoo_providers_b.so", EdgeKind::Lazy),
+                ("lib/libfoo_providers_b.so", "lib/libheavy.so.1", EdgeKind::Needed)
+            ]
+        );
+        assert_eq!(a.witnesses[0].reason, "is payload library libheavy.so.1");
+        assert!(
+            a.contract.loader_lookups == vec!["provider_entry"] && a.lazy_libraries[0].contract.is_none(),
+            "one library: the plan's contract"
+        );
+    }
+
+    #[test]
+    fn a_provider_a_core_file_needs_is_refuted_through_that_file() {
+        let mut s = providers_layout();
+        s.lib("lib/libfoo_core.so", &providers_loader(), &["lib/libfoo_providers_b.so"]);
+        let a = analyse(&s.inspect("heavy"), &["libfoo_providers_*.so"]);
+        assert_eq!(a.verdict, Verdict::NotConfined);
+        let w = &a.witnesses[0];
+        assert_eq!(
+            walk(w),
+            vec![
+                ("bin/foo_run", "lib/libfoo_core.so", EdgeKind::Needed),
+                ("lib/libfoo_core.so", "lib/libfoo_providers_b.so", EdgeKind::Needed)
+            ]
+        );
+        assert_eq!(w.reason, "the lazy library is NEEDed, so it loads at start-up");
+        assert_eq!(
+            w.summary,
+            "foo_run → libfoo_core.so (NEEDED) → libfoo_providers_b.so (NEEDED) → the lazy library is NEEDed, so it loads at start-up"
+        );
+        assert_eq!(a.witnesses.len(), 1, "libheavy is reached only through the providers: {:#?}", a.witnesses);
+        let reach: Vec<Reach> = a.lazy_libraries.iter().map(|l| l.reach).collect();
+        assert_eq!(reach, vec![Reach::Lazy, Reach::Eager]);
+    }
+
+    #[test]
+    fn an_unmatched_name_among_several_is_a_note_and_an_external_payload_names_its_provider() {
+        let mut s = providers_layout();
+        // Provider a also NEEDs cuDNN and the CUDA 12 runtime, which other packages ship.
+        s.lib("lib/libcudnn.so.9", "int cudnnCreate(void) { return 0; }\n", &[])
+            .lib("lib/libcudart.so.12", "int cudaFree(void *p) { (void)p; return 0; }\n", &[])
+            .lib(
+                "lib/libfoo_providers_a.so",
+                "extern int heavy_solve(int);\nint provider_entry(int x) { return heavy_solve(x); }\n",
+                &["lib/libheavy.so.1", "lib/libcudnn.so.9", "lib/libcudart.so.12"],
+            );
+        std::fs::remove_file(s.tree().join("lib/libcudnn.so.9")).unwrap();
+        std::fs::remove_file(s.tree().join("lib/libcudart.so.12")).unwrap();
+        let ins = crate::analysis::inspect::inspect(
+            &s.tree(),
+            &crate::analysis::payload::PayloadSpec::for_deps(&["heavy", "cudnn"], &[]),
+            &crate::progress::Progress::hidden(),
+        )
+        .unwrap();
+        let a = analyse(&ins, &["libfoo_providers_*.so", "libfoo_providers_gpu.so"]);
+        assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
+        assert_eq!(a.reasons[0], "--lazy libfoo_providers_gpu.so: no file has this name or SONAME");
+        let cudnn = a.payload.iter().find(|p| p.path == "libcudnn.so.9").expect("cuDNN is payload");
+        assert_eq!((cudnn.form, cudnn.reach), (PayloadForm::External, Reach::Lazy));
+        let p = cudnn.provider.as_ref().expect("the table knows cuDNN");
+        assert_eq!((p.pip.as_deref(), p.conda.as_deref()), (Some("nvidia-cudnn-cu12"), Some("cudnn")), "CUDA 12 from libcudart.so.12");
+        assert!(a.payload.iter().find(|p| p.path == "lib/libheavy.so.1").unwrap().provider.is_none());
     }
 }

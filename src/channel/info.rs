@@ -88,9 +88,26 @@ pub struct ChannelInfo {
     pub payload_packages: Vec<String>,
     pub packs: Vec<PackRecord>,
     pub standins: Vec<PackedPackage>,
+    /// File names of every lazy library, when the lazy package holds several (`lazy_library` is
+    /// then the first); absent for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lazy_libraries: Vec<String>,
+    /// The payload's components when `--dep` named several (`dep` is then their names joined by `_`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deps: Vec<String>,
 }
 
 impl ChannelInfo {
+    /// What `--lazy` selects the lazy libraries by when an installed environment is planned.
+    pub fn lazy_names(&self) -> Vec<String> {
+        if self.lazy_libraries.is_empty() { vec![self.lazy_library.clone()] } else { self.lazy_libraries.clone() }
+    }
+
+    /// The payload's components (`--dep`).
+    pub fn dep_names(&self) -> Vec<String> {
+        if self.deps.is_empty() { vec![self.dep.clone()] } else { self.deps.clone() }
+    }
+
     pub fn load(channel: &Path) -> Result<ChannelInfo> {
         let path = channel.join(CHANNEL_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| {

@@ -671,7 +671,7 @@ fn install_and_plan(
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let rt = runtime()?;
     let cache = dir.join("pkgs");
-    let spec = crate::analysis::payload::PayloadSpec::for_dep(&ch.info.dep, &[]);
+    let spec = crate::analysis::payload::PayloadSpec::for_deps(&ch.info.dep_names(), &[]);
     let mut envs = Vec::new();
     for (name, scenario, records) in installs {
         let prefix = dir.join(name);
@@ -697,7 +697,7 @@ fn install_and_plan(
         progress.start_unknown(&format!("install {name}"));
         install(&rt, &cache, &prefix, records)?;
         progress.finish();
-        let req = Request { path: prefix.clone(), lazy: ch.info.lazy_library.clone(), spec: spec.clone(), extras: Default::default() };
+        let req = Request { path: prefix.clone(), lazy: ch.info.lazy_names(), spec: spec.clone(), extras: Default::default() };
         let Planned { inspection: ins, plan, .. } = plan_tree(&req, &Progress::hidden())?;
         let payload_files: Vec<String> = ins
             .tree

@@ -118,12 +118,16 @@ pub fn run(cli: Cli) -> Result<i32> {
 pub struct Target {
     /// A directory (build output, env prefix, unpacked wheel), a .whl, a .conda or a .tar.bz2.
     path: PathBuf,
-    /// The lazily loaded library (file name or SONAME).
+    /// The lazily loaded library: file name or SONAME, or a glob over them (`'libfoo_providers_*.so'`:
+    /// `*`, `?`, `[...]`). Repeatable: the payload is confined when every path to it crosses a lazy
+    /// edge into one of them; they share one lazy output. A glob that matches nothing is an error.
     #[arg(long, default_value = DEFAULT_LAZY, value_name = "NAME")]
-    lazy: String,
-    /// The optional component: libraries `lib<NAME>*.so*`, symbols `<NAME>_*`.
+    lazy: Vec<String>,
+    /// The optional component: libraries `lib<NAME>*.so*`, symbols `<NAME>_*`. Repeatable: several
+    /// components form one payload, named by their names joined with `_` (`--dep cublas --dep cudnn`
+    /// → variants cublas_cudnn / nocublas_cudnn).
     #[arg(long, default_value = DEFAULT_DEP, value_name = "NAME")]
-    dep: String,
+    dep: Vec<String>,
     /// Extra symbol prefix that marks payload code (repeatable), e.g. `--dep-symbol magmablas_`.
     #[arg(long, value_name = "PREFIX")]
     dep_symbol: Vec<String>,
@@ -141,7 +145,7 @@ pub struct Target {
 impl Target {
     /// The pipeline request these options describe.
     fn request(&self, extras: Extras) -> Request {
-        let mut spec = PayloadSpec::for_dep(&self.dep, &self.dep_symbol);
+        let mut spec = PayloadSpec::for_deps(&self.dep, &self.dep_symbol);
         spec.deep = self.deep;
         let ld_library_path = self.ld_library_path.as_deref().map(|d| d.split(':').map(str::to_string).collect()).unwrap_or_default();
         Request { path: self.path.clone(), lazy: self.lazy.clone(), spec, extras: Extras { ld_library_path, ..extras } }
@@ -169,7 +173,8 @@ struct SplitArgs {
     /// Variant key, confined to the lazy output.
     #[arg(long, default_value = "linalg_variant", value_name = "KEY")]
     variant_key: String,
-    /// Package(s) providing the payload (repeatable; default lib<dep>).
+    /// Package(s) providing the payload (repeatable; default: for external payload libraries the
+    /// conda package data/providers.json names, else lib<dep> for each --dep).
     #[arg(long, value_name = "NAME")]
     payload_package: Vec<String>,
     /// Build-string prefix for the keys that shape the binary (default: from the input, e.g. cuda130).
@@ -211,7 +216,7 @@ impl SplitArgs {
             .or(default_version)
             .ok_or_else(|| Error::Usage(format!("{}: no package version in the input; pass --version", input.display())))?;
         let payload_packages =
-            if self.payload_package.is_empty() { vec![format!("lib{}", plan.options.dep)] } else { self.payload_package.clone() };
+            if self.payload_package.is_empty() { split::default_payload_packages(plan) } else { self.payload_package.clone() };
         Ok(split::SplitOptions {
             core_name: self.core_name.clone(),
             lazy_name: self.lazy_name.clone(),
@@ -233,7 +238,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
 }
 
 /// A plan from PLAN.json or by planning a tree.
-fn load_plan(input: &Path, lazy: &str, dep: &str, quiet: bool) -> Result<Plan> {
+fn load_plan(input: &Path, lazy: &[String], dep: &[String], quiet: bool) -> Result<Plan> {
     if input.extension().is_some_and(|e| e == "json") {
         let text = std::fs::read_to_string(input).map_err(|e| Error::io(input, e))?;
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::bad(input.display(), format!("not JSON: {e}")))?;

@@ -26,12 +26,12 @@ pub struct EmitArgs {
     /// Source directory the recipes read the staged build from, relative to the recipe.
     #[arg(long, default_value = "stage", value_name = "DIR")]
     stage: String,
-    /// The lazily loaded library (when INPUT is not a plan).
+    /// The lazily loaded library, or a glob (when INPUT is not a plan; repeatable, as for `plan`).
     #[arg(long, default_value = DEFAULT_LAZY, value_name = "NAME")]
-    lazy: String,
-    /// The optional component (when INPUT is not a plan).
+    lazy: Vec<String>,
+    /// The optional component (when INPUT is not a plan; repeatable, as for `plan`).
     #[arg(long, default_value = DEFAULT_DEP, value_name = "NAME")]
-    dep: String,
+    dep: Vec<String>,
 }
 
 #[derive(Args)]
@@ -112,8 +112,9 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
             serde_json::from_str::<ContractFile>(&text).map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
         }
         (None, Some(p)) => {
-            let plan = load_plan(&p, DEFAULT_LAZY, DEFAULT_DEP, true)?;
-            ContractFile::from_plan(&plan).ok_or_else(|| Error::bad(p.display(), "the plan has no lazy library"))?
+            let plan = load_plan(&p, &[DEFAULT_LAZY.into()], &[DEFAULT_DEP.into()], true)?;
+            let name = library.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            ContractFile::for_library(&plan, &name).map_err(|why| Error::bad(p.display(), why))?
         }
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };

@@ -884,7 +884,7 @@ pub fn fuzz_one(data: &[u8]) {
     let _ = view.translation_units();
     let mut spec = crate::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     spec.deep = true;
-    if let Ok(facts) = view.facts(&[spec.word()], None) {
+    if let Ok(facts) = view.facts(&spec.mention_words(), None) {
         for name in ["magma_init", "dlopen", "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE", ""] {
             let _ = facts.symbols.defines(name);
         }

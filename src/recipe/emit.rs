@@ -90,7 +90,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
     let lazy_globs: Vec<String> = split.lazy_files.iter().map(|f| split.install_path(f)).collect();
     // Files whose presence shows the core output is whole: the loaders of the lazy library.
     let mut core_checks: Vec<String> =
-        plan.lazy_library.iter().flat_map(|l| l.loaded_by.iter().map(|s| split.install_path(&s.from))).collect();
+        plan.all_lazy().iter().flat_map(|l| l.loaded_by.iter().map(|s| split.install_path(&s.from))).collect();
     core_checks.sort();
     core_checks.dedup();
     for c in &core_checks {
@@ -102,7 +102,36 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
     let source = &quote::comment(source);
     let command = &quote::comment(command);
     let lazy_name = split.lazy_files.first().map(|f| crate::input::Tree::file_name(f).to_string()).unwrap_or_default();
-    let cmake_target = lazy_name.trim_start_matches("lib").split(".so").next().unwrap_or_default().to_string();
+    let target_of = |name: &str| name.trim_start_matches("lib").split(".so").next().unwrap_or_default().to_string();
+    // Several lazy libraries (one shared lazy output): each has its own contract file and target.
+    let contracts = ContractFile::each(plan);
+    if contracts.is_empty() {
+        return Err(Error::Usage("the plan has no lazy library".into()));
+    }
+    let several = contracts.len() > 1;
+    let cmake_target =
+        if several { contracts.iter().map(|c| target_of(&c.library)).collect::<Vec<_>>().join(" ") } else { target_of(&lazy_name) };
+    let contract_file = |c: &ContractFile| {
+        if several {
+            format!("contract-{}.json", c.library.replace(|ch: char| !(ch.is_ascii_alphanumeric() || "._-".contains(ch)), "_"))
+        } else {
+            "contract.json".to_string()
+        }
+    };
+    let verify: Vec<serde_json::Value> = if several {
+        plan.lazy_libraries
+            .iter()
+            .zip(&contracts)
+            .map(|(l, c)| {
+                // A library without the payload in either build is checked as the slim variant.
+                let fixed = l.contract.as_ref().and_then(|c| c.carries_payload).is_some_and(|carries| !carries).then_some(&without);
+                serde_json::json!({"file": l.path, "contract": contract_file(c), "fixed": fixed})
+            })
+            .collect()
+    } else {
+        split.lazy_files.iter().map(|f| serde_json::json!({"file": f, "contract": "contract.json"})).collect()
+    };
+    let contract_names: Vec<String> = contracts.iter().map(contract_file).collect();
     let glue: Vec<&crate::analysis::verdict::Warning> = plan.warnings.iter().filter(|w| !w.examples.is_empty()).collect();
     let ctx = context! {
         tool_version => env!("CARGO_PKG_VERSION"),
@@ -129,6 +158,8 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         forbid => to_value(&split.forbid_payload()),
         lazy_files => to_value(&split.lazy_files),
         lazy_globs => to_value(&lazy_globs),
+        verify => to_value(&verify),
+        contracts => to_value(&contract_names),
         payload_globs => to_value(&split.payload_files.iter().map(|f| split.install_path(f)).collect::<Vec<_>>()),
         payload_files => to_value(&split.payload_files),
         core_checks => to_value(&core_checks),
@@ -150,8 +181,10 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         Ok(text)
     };
 
-    let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::Usage("the plan has no lazy library".into()))?;
-    let contract_text = serde_json::to_string_pretty(&contract).map_err(|e| Error::failed("JSON", e))? + "\n";
+    let mut contract_texts = Vec::new();
+    for (c, name) in contracts.iter().zip(&contract_names) {
+        contract_texts.push((name.clone(), serde_json::to_string_pretty(c).map_err(|e| Error::failed("JSON", e))? + "\n"));
+    }
     let mut files = Vec::new();
     for &f in formats {
         let dir = Path::new(f.dir());
@@ -169,7 +202,9 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
             }
         }
         add("build-variants.sh", render("build-variants.sh")?, true);
-        add("contract.json", contract_text.clone(), false);
+        for (name, text) in &contract_texts {
+            add(name, text.clone(), false);
+        }
         if split.has_glue {
             add("HAS_MAGMA.md", render("HAS_MAGMA.md")?, false);
         }

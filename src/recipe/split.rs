@@ -333,10 +333,11 @@ pub fn standin_package(name: &str, version: &str) -> PackageModel {
     }
 }
 
-/// The variant whose name is one `_`-separated token of `build` (so `nomagma` never reads as
-/// `magma`).
+/// The variant whose name is a run of whole `_`-separated tokens of `build` (so `nomagma` never
+/// reads as `magma`, and a payload of several components, `cublas_cudnn`, spans two tokens).
 pub fn variant_in_build<'a>(variants: &'a [Variant], build: &str) -> Option<&'a Variant> {
-    variants.iter().find(|v| build.split('_').any(|t| t == v.name))
+    let bounded = format!("_{build}_");
+    variants.iter().find(|v| bounded.contains(&format!("_{}_", v.name)))
 }
 
 /// The build-string glob that selects one variant of the lazy package: `*nomagma*` when no other
@@ -431,6 +432,38 @@ pub fn payload_version(plan: &Plan) -> String {
         .unwrap_or_default()
 }
 
+/// The payload packages a split constrains when `--payload-package` is not given: for each payload
+/// component (`--dep`), the conda packages `data/providers.json` names for its external libraries
+/// (`libcudnn.so.9` → `cudnn`), or `lib<component>` when the tree holds its payload itself or the
+/// table does not know the provider. In the order of the components, each once.
+pub fn default_payload_packages(plan: &Plan) -> Vec<String> {
+    let components: Vec<String> = if plan.options.deps.is_empty() { vec![plan.options.dep.clone()] } else { plan.options.deps.clone() };
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |p: String| {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    for c in &components {
+        let spec = crate::analysis::payload::PayloadSpec::for_dep(c, &[]);
+        let files: Vec<_> = plan.payload.files.iter().filter(|f| spec.is_payload_library(crate::input::Tree::file_name(&f.path))).collect();
+        let known: Vec<String> = files
+            .iter()
+            .filter(|f| f.form == PayloadForm::External)
+            .filter_map(|f| f.provider.as_ref().and_then(|p| p.conda.clone()))
+            .collect();
+        let in_tree_or_unknown = files.is_empty()
+            || files.iter().any(|f| f.form != PayloadForm::External || f.provider.as_ref().is_none_or(|p| p.conda.is_none()));
+        for k in known {
+            add(k);
+        }
+        if in_tree_or_unknown {
+            add(format!("lib{c}"));
+        }
+    }
+    out
+}
+
 /// Defaults derived from a plan: version without its local part, build keys from the local part
 /// (`2.11.0+cu130` → `cuda130`) or else from the CUDA runtime the tree NEEDs (`cuda13`).
 pub fn default_version_and_keys(plan: &Plan) -> (Option<String>, String) {
@@ -473,6 +506,14 @@ mod tests {
         assert_eq!(variant_in_build(&vs, "cuda130_nomagma_h1234567_0").unwrap().name, "nomagma");
         assert_eq!(variant_in_build(&vs, "cuda130_magma_h1234567_0").unwrap().name, "magma");
         assert!(variant_in_build(&vs, "cuda130_h1234567_0").is_none());
+        let two = vec![
+            Variant { name: "cublas_cudnn".into(), with_payload: true, preferred: true },
+            Variant { name: "nocublas_cudnn".into(), with_payload: false, preferred: false },
+        ];
+        assert_eq!(variant_in_build(&two, "cuda13_nocublas_cudnn_h1234567_0").unwrap().name, "nocublas_cudnn");
+        assert_eq!(variant_in_build(&two, "cuda13_cublas_cudnn_h1234567_0").unwrap().name, "cublas_cudnn");
+        assert_eq!(variant_in_build(&two, "cublas_cudnn_h1234567_0").unwrap().name, "cublas_cudnn");
+        assert!(variant_in_build(&two, "cuda13_cublas_h1234567_0").is_none());
         assert_eq!(variant_glob("nomagma", &["magma", "nomagma"], false), "*nomagma*");
         assert_eq!(variant_glob("magma", &["magma", "nomagma"], false), "*_magma_*");
         assert_eq!(variant_glob("magma", &["magma", "nomagma"], true), "magma_*");

@@ -184,7 +184,7 @@ impl LazyFacts {
 pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
     let map = Arc::new(crate::input::map_file(path)?);
     let view = ElfView::parse(&map).map_err(|e| Error::elf(path.display(), e))?;
-    let facts = view.facts(&[spec.word()], Some(&map)).map_err(|e| Error::elf(path.display(), e))?;
+    let facts = view.facts(&spec.mention_words(), Some(&map)).map_err(|e| Error::elf(path.display(), e))?;
     let mut deep = spec.clone();
     deep.deep = true;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

@@ -159,13 +159,17 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let input = &ins.tree.source;
     let out = &opts.out;
     check_request(ins, plan, split, opts)?;
-    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
-    let lazy_file = Tree::file_name(&lazy_lib.path);
+    // Several lazy libraries share one lazy package (the plan's one lazy output).
+    let lazy_libs = plan.all_lazy();
+    if lazy_libs.is_empty() {
+        return Err(Error::internal("a confined plan without a lazy library"));
+    }
+    let lazy_file = lazy_libs.iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ");
     let variant = |payload: bool| {
         split.variants.iter().find(|v| v.with_payload == payload).cloned().ok_or_else(|| Error::internal("a split without both variants"))
     };
     let (with, without) = (variant(true)?, variant(false)?);
-    let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, lazy_lib)?;
+    let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, &lazy_libs)?;
     check_names(split, input)?;
 
     // Lay the packages out in a work directory next to --out and stage their content.
@@ -204,11 +208,17 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         core: o.core_name.clone(),
         lazy: o.lazy_name.clone(),
         dep: plan.options.dep.clone(),
-        lazy_library: lazy_file.to_string(),
+        lazy_library: Tree::file_name(&lazy_libs[0].path).to_string(),
         variants: split.variants.iter().map(|v| v.name.clone()).collect(),
         payload_packages: o.payload_packages.clone(),
         packs: vec![record.clone()],
         standins: standins.clone(),
+        lazy_libraries: if lazy_libs.len() > 1 {
+            lazy_libs.iter().map(|l| Tree::file_name(&l.path).to_string()).collect()
+        } else {
+            Vec::new()
+        },
+        deps: plan.options.deps.clone(),
     };
     let indexed = publish::publish(&out_abs, out, &mut work, this, &written, &packed)?;
 
@@ -298,15 +308,23 @@ fn other_variant(
     opts: &PackOptions,
     with: &Variant,
     without: &Variant,
-    lazy_lib: &LazyLibrary,
+    lazy_libs: &[&LazyLibrary],
 ) -> Result<(Option<PathBuf>, Vec<MissingVariant>)> {
+    if let (Some((name, _)), [_, _, ..]) = (&opts.lazy_variant, lazy_libs) {
+        return Err(Error::Usage(format!(
+            "--lazy-variant {name}=FILE is one library, and this plan's lazy package holds {} ({}): packing another variant of several lazy libraries is not supported; pack without --lazy-variant",
+            lazy_libs.len(),
+            lazy_libs.iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let lazy_names = lazy_libs.iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ");
     match crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), with, without)? {
         Some(file) => Ok((Some(file), Vec::new())),
         None => Ok((
             None,
             vec![MissingVariant {
                 variant: without.name.clone(),
-                why: crate::recipe::verify::missing_variant_reason(without, &lazy_lib.path),
+                why: crate::recipe::verify::missing_variant_reason(without, &lazy_names),
             }],
         )),
     }

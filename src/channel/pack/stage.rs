@@ -132,8 +132,10 @@ pub(super) fn layout(
     work: &Path,
 ) -> Result<(Vec<Build>, Placement)> {
     let o = &split.options;
-    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
-    let lazy_file = Tree::file_name(&lazy_lib.path);
+    let lazy_file = plan.all_lazy().iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ");
+    if lazy_file.is_empty() {
+        return Err(Error::internal("a confined plan without a lazy library"));
+    }
     let core_model =
         split.packages().into_iter().find(|m| m.variant.is_none()).ok_or_else(|| Error::internal("the split has no core package"))?;
     let version_text = &o.version;

@@ -1,0 +1,252 @@
+//! Beyond one lazy library and one payload (issue 16), on the gcc-built `providers` trees
+//! (fixtures/build.sh) through the command line: a runtime that dlopens two providers which share a
+//! heavy dependency; `--lazy` as a glob and repeated, `--dep` repeated, external payload libraries
+//! with the packages that provide them, and what emit, pack, verify-variant and wheel do with it.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeSet;
+
+const GLOB: &str = "libfoo_providers_*.so";
+
+fn plan(tree: &str, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mut all = vec!["plan", "--json", "--quiet"];
+    all.extend_from_slice(args);
+    let o = run_path(&all, &fixture(tree));
+    let p = json(&o);
+    assert_valid("docs/plan.schema.json", &p);
+    (o.status.code(), p)
+}
+
+fn paths(v: &serde_json::Value, key: &str) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|x| x[key].as_str().unwrap().to_string()).collect()
+}
+
+fn output<'a>(plan: &'a serde_json::Value, role: &str) -> &'a serde_json::Value {
+    plan["outputs"].as_array().unwrap().iter().find(|o| o["role"] == role).unwrap_or_else(|| panic!("no {role} output"))
+}
+
+#[test]
+fn two_providers_sharing_a_payload_are_confined_and_share_one_lazy_output() {
+    for lazy in [&["--lazy", GLOB][..], &["--lazy", "libfoo_providers_a.so", "--lazy", "libfoo_providers_b.so"]] {
+        let mut args = lazy.to_vec();
+        args.extend(["--dep", "heavy"]);
+        let (code, p) = plan("providers", &args);
+        assert_eq!((code, p["verdict"].as_str()), (Some(0), Some("confined")), "{lazy:?}: {:#}", p["witnesses"]);
+        assert!(p["lazy_library"].is_null());
+        assert_eq!(paths(&p["lazy_libraries"], "path"), ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]);
+        for l in p["lazy_libraries"].as_array().unwrap() {
+            assert_eq!((l["reach"].as_str(), l["loaded_by"][0]["from"].as_str()), (Some("lazy"), Some("lib/libfoo_core.so")));
+            assert_eq!(l["contract"]["loader_lookups"], serde_json::json!(["provider_entry"]));
+        }
+        assert_eq!(output(&p, "lazy")["files"], serde_json::json!(["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]));
+        assert_eq!(output(&p, "payload")["files"], serde_json::json!(["lib/libheavy.so.1"]));
+        let core: BTreeSet<&str> = output(&p, "core")["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        assert_eq!(core, BTreeSet::from(["bin/foo_run", "lib/VERSION", "lib/libfoo_core.so"]));
+    }
+    let (_, p) = plan("providers", &["--lazy", GLOB, "--dep", "heavy"]);
+    assert_eq!(p["options"]["lazy"], GLOB, "one --lazy stays a string");
+    let o = run_path(&["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy"], &fixture("providers"));
+    let text = stdout(&o);
+    assert!(text.contains("verdict: CONFINED  (heavy via --lazy libfoo_providers_*.so)"), "{text}");
+    assert!(text.contains("lazy libraries (2, one shared lazy output):\n  lib/libfoo_providers_a.so"), "{text}");
+    assert!(text.contains("contract (loader ↔ lib/libfoo_providers_b.so):"), "{text}");
+}
+
+#[test]
+fn one_provider_named_alone_is_refuted_with_the_path_through_the_other() {
+    let (code, p) = plan("providers", &["--lazy", "libfoo_providers_a.so", "--dep", "heavy"]);
+    assert_eq!((code, p["verdict"].as_str()), (Some(1), Some("not-confined")));
+    assert_eq!(
+        p["witnesses"][0]["summary"],
+        "foo_run → libfoo_core.so (NEEDED) → libfoo_providers_b.so (lazy) → libheavy.so.1 (NEEDED) → is payload library libheavy.so.1"
+    );
+    assert_eq!(p["lazy_library"]["path"], "lib/libfoo_providers_a.so", "one lazy library keeps the one-library form");
+    assert!(p.get("lazy_libraries").is_none());
+}
+
+#[test]
+fn a_provider_a_core_file_needs_is_refuted_with_the_path_through_that_file() {
+    let (code, p) = plan("providers-leak", &["--lazy", GLOB, "--dep", "heavy"]);
+    assert_eq!((code, p["verdict"].as_str()), (Some(1), Some("not-confined")));
+    let w = &p["witnesses"][0];
+    assert_eq!(
+        w["summary"],
+        "foo_run → libfoo_core.so (NEEDED) → libfoo_providers_b.so (NEEDED) → the lazy library is NEEDed, so it loads at start-up"
+    );
+    assert_eq!(w["steps"][1]["from"], "lib/libfoo_core.so");
+    assert_eq!(paths(&p["lazy_libraries"], "reach"), ["lazy", "eager"]);
+    assert!(p["outputs"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_glob_that_matches_nothing_is_refused_with_one_line_naming_the_input() {
+    let tree = fixture("providers");
+    let out = tempfile::tempdir().unwrap();
+    let channel = out.path().join("channel");
+    for args in [
+        vec!["plan", "--lazy", "libbar_*.so", "--dep", "heavy"],
+        vec!["plan", "--lazy", GLOB, "--lazy", "libbar_*.so", "--dep", "heavy", "--json"],
+        vec!["pack", "--lazy", "libbar_*.so", "--dep", "heavy", "--version", "1.0", "--out", channel.to_str().unwrap()],
+    ] {
+        let o = run_path(&args, &tree);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(
+            err.trim_end(),
+            format!(
+                "splitpkg: error: {}: --lazy \"libbar_*.so\" matches no ELF file by name or SONAME; `splitpkg inspect` lists the files",
+                tree.display()
+            )
+        );
+    }
+    assert!(!channel.exists(), "nothing written");
+    // An exact name that matches nothing is an answer, as for torch 1.10: not confined.
+    let (code, p) = plan("providers", &["--lazy", "libbar.so", "--dep", "heavy"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(p["reasons"][0], "no lazy library named libbar.so in the tree: heavy is loaded eagerly");
+}
+
+#[test]
+fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
+    let (code, p) = plan("providers", &["--lazy", GLOB, "--dep", "heavy", "--dep", "cudnn"]);
+    assert_eq!(code, Some(0), "{:#}", p["witnesses"]);
+    assert_eq!((p["options"]["dep"].as_str(), &p["options"]["deps"]), (Some("heavy_cudnn"), &serde_json::json!(["heavy", "cudnn"])));
+    assert_eq!(p["options"]["library_prefixes"], serde_json::json!(["libheavy", "libcudnn"]));
+    let files = p["payload"]["files"].as_array().unwrap();
+    let cudnn = files.iter().find(|f| f["path"] == "libcudnn.so.9").expect("cuDNN is payload");
+    assert_eq!((cudnn["form"].as_str(), cudnn["reach"].as_str()), (Some("external"), Some("lazy")));
+    assert_eq!(cudnn["provider"], serde_json::json!({"pip": "nvidia-cudnn-cu12", "conda": "cudnn"}), "CUDA 12: libcudart.so.12");
+    assert!(files.iter().find(|f| f["path"] == "lib/libheavy.so.1").unwrap().get("provider").is_none());
+    assert_eq!(p["payload"]["external"], serde_json::json!(["libcudnn.so.9"]));
+    assert_eq!(output(&p, "lazy")["variants"][1]["name"], "noheavy_cudnn");
+    // libcudart is not payload: it stays a plain external library.
+    assert!(!files.iter().any(|f| f["path"] == "libcudart.so.12"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let plan_file = dir.path().join("plan.json");
+    let o = run_path(
+        &["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--dep", "cudnn", "--json", "--out", plan_file.to_str().unwrap()],
+        &fixture("providers"),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recipes = dir.path().join("recipes");
+    let o = run(&["emit", plan_file.to_str().unwrap(), "--version", "1.0", "--out", recipes.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recipe = std::fs::read_to_string(recipes.join("rattler-build/recipe.yaml")).unwrap();
+    let meta = std::fs::read_to_string(recipes.join("conda-build/meta.yaml")).unwrap();
+    for (text, name) in [(&recipe, "recipe.yaml"), (&meta, "meta.yaml")] {
+        for forbid in ["libheavy <0.0a0", "cudnn <0.0a0"] {
+            assert!(text.contains(forbid), "{name}: the slim variant forbids {forbid}");
+        }
+        for lib in ["a", "b"] {
+            assert!(
+                text.contains(&format!("lib/libfoo_providers_{lib}.so\" --variant "))
+                    && text.contains(&format!("--contract contract-libfoo_providers_{lib}.so.json")),
+                "{name}: verify-variant per library with its own contract"
+            );
+        }
+    }
+    // The magma-style variant depends on both payload packages; rattler-build reads the recipe.
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&recipe).unwrap();
+    assert!(yaml["outputs"].as_sequence().unwrap().len() >= 3);
+    assert!(recipe.contains("            - libheavy\n            - cudnn\n"), "{recipe}");
+    assert!(std::fs::read_to_string(recipes.join("rattler-build/variants.yaml")).unwrap().contains("noheavy_cudnn"));
+    for lib in ["a", "b"] {
+        let c: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(recipes.join(format!("rattler-build/contract-libfoo_providers_{lib}.so.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (c["library"].as_str(), &c["loader_lookups"]),
+            (Some(format!("libfoo_providers_{lib}.so").as_str()), &serde_json::json!(["provider_entry"]))
+        );
+    }
+    assert!(!recipes.join("rattler-build/contract.json").exists());
+    assert!(
+        std::fs::read_to_string(recipes.join("rattler-build/build-variants.sh"))
+            .unwrap()
+            .contains("--target foo_providers_a foo_providers_b\n")
+    );
+
+    // verify-variant --plan takes the contract of the library it checks.
+    let lib_b = fixture("providers").join("lib/libfoo_providers_b.so");
+    let o = run(&["verify-variant", lib_b.to_str().unwrap(), "--variant", "heavy_cudnn", "--plan", plan_file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let core = fixture("providers").join("lib/libfoo_core.so");
+    let o = run(&["verify-variant", core.to_str().unwrap(), "--variant", "heavy_cudnn", "--plan", plan_file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o)
+            .contains("the plan has 2 lazy libraries (libfoo_providers_a.so, libfoo_providers_b.so) and none is named libfoo_core.so"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let channel = dir.path().join("channel");
+    let ch = channel.to_str().unwrap();
+    let o =
+        run_path(&["pack", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--version", "1.0", "--json", "--out", ch], &fixture("providers"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    let paths = r["paths"].as_object().unwrap();
+    let a = paths["lib/libfoo_providers_a.so"].as_str().unwrap();
+    assert_eq!(paths["lib/libfoo_providers_b.so"].as_str().unwrap(), a, "one lazy package holds both providers");
+    assert!(a.contains("/libtorch-cuda-linalg-1.0-cuda12_heavy_h"), "{a}");
+    assert!(paths["lib/libheavy.so.1"].as_str().unwrap().contains("/libheavy-"), "{paths:?}");
+    assert!(paths["lib/libfoo_core.so"].as_str().unwrap().contains("/libtorch-1.0-"));
+    assert_eq!(r["lossless"]["ok"], true, "{:#}", r["lossless"]);
+    let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(channel.join("splitpkg.json")).unwrap()).unwrap();
+    assert_eq!(info["lazy_libraries"], serde_json::json!(["libfoo_providers_a.so", "libfoo_providers_b.so"]));
+
+    // The default environment gets the providers and libheavy, and plans as CONFINED again.
+    let envs = dir.path().join("envs");
+    let o = run(&["solve", ch, "--quiet", "--json", "--install", envs.to_str().unwrap()]);
+    let s = json(&o);
+    let default = s["install"]["envs"].as_array().unwrap().iter().find(|e| e["name"] == "default").unwrap();
+    assert_eq!((default["status"].as_str(), default["verdict"].as_str()), (Some("pass"), Some("CONFINED")), "{default:#}");
+    assert!(envs.join("default/lib/libfoo_providers_b.so").exists() && envs.join("default/lib/libheavy.so.1").exists());
+
+    // Another build of several libraries at once is not supported: refused before anything is written.
+    let other = dir.path().join("channel2");
+    let lib = fixture("providers").join("lib/libfoo_providers_a.so");
+    let lv = format!("noheavy={}", lib.display());
+    let o = run_path(
+        &["pack", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--version", "1.0", "--lazy-variant", &lv, "--out", other.to_str().unwrap()],
+        &fixture("providers"),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("packing another variant of several lazy libraries is not supported"), "{}", stderr(&o));
+    assert!(!other.exists());
+}
+
+#[test]
+fn wheel_refuses_several_lazy_libraries_and_several_deps() {
+    let dir = tempfile::tempdir().unwrap();
+    let whl = dir.path().join("foo-1.0-py3-none-any.whl");
+    make_wheel(&fixture("providers"), &whl);
+    let out = dir.path().join("wheels");
+    for (args, says) in [
+        (vec!["--lazy", GLOB, "--dep", "heavy"], "--lazy selects 2 libraries (lib/libfoo_providers_a.so, lib/libfoo_providers_b.so)"),
+        (vec!["--lazy", "libfoo_providers_a.so", "--lazy", "libfoo_providers_b.so", "--dep", "heavy"], "several are not supported yet"),
+        (vec!["--lazy", "libfoo_providers_a.so", "--dep", "heavy", "--dep", "cudnn"], "--dep names 2 components (heavy, cudnn)"),
+    ] {
+        let mut all = vec!["wheel", "--quiet", "--out", out.to_str().unwrap()];
+        all.extend(args);
+        let o = run_path(&all, &whl);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.starts_with(&format!("splitpkg: error: {}: ", whl.display())) && err.contains(says) && err.lines().count() == 1,
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+}
