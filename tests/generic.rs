@@ -250,3 +250,24 @@ fn wheel_refuses_several_lazy_libraries_and_several_deps() {
         assert!(!out.exists());
     }
 }
+
+/// `report` on a plan with several lazy libraries: the proof lists every lazy edge, the answer
+/// is the plan's (no smoke: untested), nothing about a single lazy library is invented.
+#[test]
+fn report_on_several_lazy_libraries_lists_every_lazy_edge() {
+    let d = tempfile::tempdir().unwrap();
+    let plan_json = d.path().join("plan.json");
+    let o = run_path(
+        &["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--json", "--out", plan_json.to_str().unwrap()],
+        &fixture("providers"),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = d.path().join("report.md");
+    let o = run(&["report", "--plan", plan_json.to_str().unwrap(), "--format", "md", "--out", md.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("YES, UNTESTED"), "{text}");
+    for lib in ["libfoo_providers_a.so", "libfoo_providers_b.so"] {
+        assert!(text.contains(&format!("lib/libfoo\\_core.so → lib/{}", lib.replace('_', "\\_"))), "edge into {lib}: {text}");
+    }
+}

@@ -449,8 +449,11 @@ fn installer_accepts(tools: &Path, whl: &Path, dest: &Path) {
     assert!(o.status.success(), "installer --validate-record all {}: {}{}", whl.display(), stdout(&o), stderr(&o));
 }
 
-/// The fixture split through PyPA `installer` (every RECORD row validated) and uv: the default
-/// install gets the preferred variant, one pin the slim one, `uv pip check` is clean, one owner.
+/// The fixture split through PyPA `installer` (every RECORD row validated), variantlib and uv:
+/// the default install gets the preferred variant, one pin the slim one, switching back and
+/// uninstalling the lazy distribution keep the core, a monolithic torch is replaced, uv's variant
+/// mode picks the preferred variant wheel; `uv pip check` is clean and one distribution owns the
+/// library throughout.
 #[test]
 #[cfg_attr(not(feature = "full-tests"), ignore = "full tier, installer and uv from PyPI: cargo test --release --features full-tests")]
 fn installer_and_uv_accept_the_split() {
@@ -488,6 +491,26 @@ fn installer_and_uv_accept_the_split() {
     let v = Venv::new(&d.path().join("uv-default"));
     uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1));
+    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+0.nomagma"]);
+    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
+    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    uv_run(&v, &["check"]);
+    // Switch back, then uninstall the lazy distribution: every core file stays.
+    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+1.magma"]);
+    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1));
+    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY)).unwrap());
+    uv_run(&v, &["uninstall", "-q", "torch-cuda-linalg"]);
+    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into()], 0));
+    for f in ["torch/__init__.py", "torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cpu.so"] {
+        assert!(v.site.join(f).exists(), "{f} is still there");
+    }
+    // A monolithic torch installed first: the slim pin replaces it with the core; one owner.
+    let mono = d.path().join("mono");
+    std::fs::create_dir_all(&mono).unwrap();
+    std::fs::copy(&input, mono.join(WHEEL_NAME)).unwrap();
+    let v = Venv::new(&d.path().join("uv-mono"));
+    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", s(&mono), "torch"]);
+    assert_eq!(v.state(), (vec!["torch-2.5.1".into()], 1));
     uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+0.nomagma"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
     assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());

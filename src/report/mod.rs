@@ -1106,12 +1106,14 @@ pub fn build(inputs: &Inputs) -> Report {
         }
         core_state_warnings.sort();
         other_warnings.sort();
-        if let Some(l) = &p.lazy_library {
+        // Every lazy library's edges: with several (`--lazy` repeated or a glob) the plan lists them
+        // in `lazy_libraries` and `lazy_library` is absent.
+        for l in p.all_lazy() {
             for s in &l.loaded_by {
                 lazy_edges.push(format!("{} → {} ({})", s.from, s.to, s.how));
             }
-            lazy_edges.sort();
         }
+        lazy_edges.sort();
         witnesses = p.witnesses.iter().map(|w| w.summary.clone()).collect();
         witnesses.sort();
         reasons = p.reasons.clone();

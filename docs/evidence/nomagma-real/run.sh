@@ -32,17 +32,7 @@ TORCH=$("$PY" -c 'import importlib.util; print(importlib.util.find_spec("torch")
 SITE=$(dirname "$TORCH")
 W=${WORK:-/tmp/splitpkg-nomagma-real}
 rm -rf "$W"; mkdir -p "$W"
-step() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$OUT/steps.log" >&2; }
-run() { # run NAME CMD...: stdout+stderr to $OUT/NAME.txt, the command and its exit code appended
-  local name=$1; shift
-  local start; start=$(date +%s%N)
-  "$@" > "$OUT/$name.txt" 2>&1
-  local rc=$?
-  local ms=$(( ($(date +%s%N) - start) / 1000000 ))
-  printf '\n$ %s\nexit code %d after %d.%03d s\n' "$(printf '%q ' "$@" | sed "s#$W#\$W#g; s#$PWD/##g")" "$rc" $((ms / 1000)) $((ms % 1000)) >> "$OUT/$name.txt"
-  echo "   $name: exit $rc" | tee -a "$OUT/steps.log" >&2
-  return 0
-}
+. docs/evidence/steps.sh
 
 step environment
 {

@@ -40,17 +40,7 @@ SITE=$(dirname "$TORCH")
 W=${WORK:-/tmp/splitpkg-wheel-gpu}
 rm -rf "$W"; mkdir -p "$W"
 PIP=("$PY" -m pip --disable-pip-version-check)
-step() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$OUT/steps.log" >&2; }
-run() { # run NAME CMD...: stdout+stderr to $OUT/NAME.txt, the command and its exit code appended
-  local name=$1; shift
-  local start; start=$(date +%s%N)
-  "$@" > "$OUT/$name.txt" 2>&1
-  local rc=$?
-  local ms=$(( ($(date +%s%N) - start) / 1000000 ))
-  printf '\n$ %s\nexit code %d after %d.%03d s\n' "$(printf '%q ' "$@" | sed "s#$W#\$W#g; s#$PWD/##g")" "$rc" $((ms / 1000)) $((ms % 1000)) >> "$OUT/$name.txt"
-  echo "   $name: exit $rc" | tee -a "$OUT/steps.log" >&2
-  return 0
-}
+. docs/evidence/steps.sh
 owners() { # owners TARGET: installed distributions whose RECORD lists the lazy library
   grep -l '^torch/lib/libtorch_cuda_linalg.so,' "$1"/*.dist-info/RECORD 2>/dev/null | xargs -r -n1 dirname | xargs -r -n1 basename
 }
