@@ -227,28 +227,77 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
     assert!(!other.exists());
 }
 
+/// `wheel` with several lazy libraries: they travel together in one lazy distribution (named by
+/// the words their names share), the core holds everything else, RECORDs hold, the split is
+/// lossless; another variant cannot be one file for two libraries, and several `--dep` are refused.
 #[test]
-fn wheel_refuses_several_lazy_libraries_and_several_deps() {
+fn wheel_puts_several_lazy_libraries_in_one_lazy_wheel() {
     let dir = tempfile::tempdir().unwrap();
-    let whl = dir.path().join("foo-1.0-py3-none-any.whl");
-    make_wheel(&fixture("providers"), &whl);
+    let tree = dir.path().join("tree");
+    assert!(std::process::Command::new("cp").arg("-a").arg(fixture("providers")).arg(&tree).status().unwrap().success());
+    std::fs::create_dir_all(tree.join("foo-1.0.dist-info")).unwrap();
+    std::fs::write(tree.join("foo-1.0.dist-info/METADATA"), "Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n").unwrap();
+    let whl = dir.path().join("foo-1.0-py3-none-linux_x86_64.whl");
+    make_pip_wheel(&tree, &whl, "py3-none-linux_x86_64", false);
     let out = dir.path().join("wheels");
-    for (args, says) in [
-        (vec!["--lazy", GLOB, "--dep", "heavy"], "--lazy selects 2 libraries (lib/libfoo_providers_a.so, lib/libfoo_providers_b.so)"),
-        (vec!["--lazy", "libfoo_providers_a.so", "--lazy", "libfoo_providers_b.so", "--dep", "heavy"], "several are not supported yet"),
-        (vec!["--lazy", "libfoo_providers_a.so", "--dep", "heavy", "--dep", "cudnn"], "--dep names 2 components (heavy, cudnn)"),
-    ] {
-        let mut all = vec!["wheel", "--quiet", "--out", out.to_str().unwrap()];
-        all.extend(args);
-        let o = run_path(&all, &whl);
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(
-            err.starts_with(&format!("splitpkg: error: {}: ", whl.display())) && err.contains(says) && err.lines().count() == 1,
-            "{err}"
-        );
-        assert!(!out.exists());
+    let o = run(&["wheel", whl.to_str().unwrap(), "--lazy", GLOB, "--dep", "heavy", "--out", out.to_str().unwrap(), "--quiet", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    assert_eq!(r["lossless"], true);
+    assert_eq!(r["core"]["file"], "foo-1.0+split-py3-none-linux_x86_64.whl");
+    assert_eq!(r["lazy"][0]["file"], "foo_providers-1.0+1.heavy-py3-none-linux_x86_64.whl");
+    assert_eq!(r["missing"][0]["variant"], "noheavy");
+    let names = |w: &str| -> BTreeSet<String> {
+        let z = zip::ZipArchive::new(std::fs::File::open(out.join(w)).unwrap()).unwrap();
+        z.file_names().map(|n| n.unwrap().into_owned()).collect()
+    };
+    let lazy = names(r["lazy"][0]["file"].as_str().unwrap());
+    let core = names(r["core"]["file"].as_str().unwrap());
+    for lib in ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"] {
+        assert!(lazy.contains(lib) && !core.contains(lib), "{lib}: in the lazy wheel only");
     }
+    assert!(core.contains("lib/libfoo_core.so") && core.contains("lib/libheavy.so.1"));
+    // The other variant: one file cannot stand for two libraries.
+    let other = dir.path().join("other");
+    let lib = fixture("providers").join("lib/libfoo_providers_a.so");
+    let o = run(&[
+        "wheel",
+        whl.to_str().unwrap(),
+        "--lazy",
+        GLOB,
+        "--dep",
+        "heavy",
+        "--lazy-variant",
+        &format!("noheavy={}", lib.display()),
+        "--out",
+        other.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("one file cannot stand for 2 lazy libraries"), "{}", stderr(&o));
+    assert!(!other.exists() || std::fs::read_dir(&other).unwrap().next().is_none());
+    // Several --dep: refused with one line naming the file.
+    let o = run(&[
+        "wheel",
+        whl.to_str().unwrap(),
+        "--lazy",
+        "libfoo_providers_a.so",
+        "--dep",
+        "heavy",
+        "--dep",
+        "cudnn",
+        "--out",
+        other.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!("splitpkg: error: {}: ", whl.display()))
+            && err.contains("--dep names 2 components (heavy, cudnn)")
+            && err.lines().count() == 1,
+        "{err}"
+    );
 }
 
 /// `report` on a plan with several lazy libraries: the proof lists every lazy edge, the answer

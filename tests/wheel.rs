@@ -8,7 +8,7 @@ mod common;
 use common::*;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -22,33 +22,9 @@ fn s(p: &Path) -> &str {
 }
 
 /// A wheel of `tree` (a pip layout: torch/ and torch-2.5.1.dist-info/METADATA) with WHEEL and
-/// RECORD, files in sorted order; `tamper` changes one RECORD hash.
+/// RECORD; `tamper` changes one RECORD hash.
 fn make_wheel(tree: &Path, out: &Path, tamper: bool) {
-    let mut files: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(tree)
-        .sort_by_file_name()
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file())
-        .map(|e| (e.path().strip_prefix(tree).unwrap().to_str().unwrap().to_string(), std::fs::read(e.path()).unwrap()))
-        .collect();
-    files.push((
-        "torch-2.5.1.dist-info/WHEEL".into(),
-        b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n".to_vec(),
-    ));
-    let mut rows: Vec<record::Entry> =
-        files.iter().map(|(p, d)| record::Entry { path: p.clone(), hash: Some(record::hash_of(d)), size: Some(d.len() as u64) }).collect();
-    if tamper {
-        rows[0].hash = Some(record::hash_of(b"not this"));
-    }
-    rows.push(record::Entry { path: "torch-2.5.1.dist-info/RECORD".into(), hash: None, size: None });
-    files.push(("torch-2.5.1.dist-info/RECORD".into(), record::write(&rows).into_bytes()));
-    let mut z = zip::ZipWriter::new(std::fs::File::create(out).unwrap());
-    let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).unix_permissions(0o755);
-    for (p, d) in files {
-        z.start_file(p, o).unwrap();
-        z.write_all(&d).unwrap();
-    }
-    z.finish().unwrap();
+    make_pip_wheel(tree, out, "cp311-cp311-linux_x86_64", tamper)
 }
 
 fn fixture_wheel(dir: &Path) -> PathBuf {

@@ -60,20 +60,9 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
     let progress = Progress::new(!quiet);
     let planned = pipeline::plan_tree(&target.request(Extras { digests: true, ..Extras::default() }), &progress)?;
     let (ins, plan) = (&planned.inspection, &planned.plan);
-    // Several lazy libraries or payload components: `pack` and `emit` put them in one shared lazy
-    // package; the wheel layout (one lazy distribution per variant of one library, variant labels
-    // from one component name) is not there yet. Refused, rather than split half.
-    let lazy = plan.all_lazy();
-    if lazy.len() > 1 {
-        return Err(Error::bad(
-            target.path.display(),
-            format!(
-                "--lazy selects {} libraries ({}): `wheel` splits out one lazy library; several are not supported yet (`pack` and `emit` put them in one lazy package)",
-                lazy.len(),
-                lazy.iter().map(|l| l.path.as_str()).collect::<Vec<_>>().join(", ")
-            ),
-        ));
-    }
+    // Several payload components: the variant names would join them (`heavy_cudnn`), which local
+    // version labels normalise (`_` → `.`) differently from the dist-info names written. Refused,
+    // rather than split half. Several lazy libraries travel together in one lazy distribution.
     if !plan.options.deps.is_empty() {
         return Err(Error::bad(
             target.path.display(),
@@ -85,7 +74,7 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
         ));
     }
     // No lazy library is bad input for `wheel` (there is nothing to split out), not a verdict.
-    if plan.lazy_library.is_none() {
+    if plan.all_lazy().is_empty() {
         return Err(Error::bad(target.path.display(), format!("has no {} (--lazy): nothing to split out", target.lazy.join(", "))));
     }
     if plan.verdict != Verdict::Confined {

@@ -20,7 +20,8 @@ pub const MARKER_SCHEMA: &str = "splitpkg-wheel-variant";
 pub struct VariantMarker {
     pub schema: String,
     pub schema_version: u32,
-    /// The lazy library's path in the environment (`torch/lib/libtorch_cuda_linalg.so`).
+    /// The lazy library's path in the environment (`torch/lib/libtorch_cuda_linalg.so`); the
+    /// first of them when several travel in one lazy wheel.
     pub lazy_library: String,
     pub variant: String,
     pub with_payload: bool,

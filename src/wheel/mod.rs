@@ -181,7 +181,17 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     if out.exists() && !out.is_dir() {
         return Err(Error::Usage(format!("--out {}: exists and is not a directory", out.display())));
     }
-    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    // One lazy library, or several (`--lazy` repeated or a glob) that travel together in one lazy
+    // distribution, as `pack` puts them in one lazy package.
+    let lazy_paths: Vec<String> = plan.all_lazy().iter().map(|l| l.path.clone()).collect();
+    let Some(first_lazy) = lazy_paths.first().cloned() else { return Err(Error::internal("a confined plan without a lazy library")) };
+    if lazy_paths.len() > 1 && opts.lazy_variant.is_some() {
+        return Err(Error::Usage(format!(
+            "--lazy-variant: one file cannot stand for {} lazy libraries ({}); another variant of several libraries is not supported",
+            lazy_paths.len(),
+            lazy_paths.join(", ")
+        )));
+    }
     let variant = |payload: bool| {
         split.variants.iter().find(|v| v.with_payload == payload).cloned().ok_or_else(|| Error::internal("a split without both variants"))
     };
@@ -202,12 +212,12 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     };
     let mut input = Input::open(source, &map, &known, opts.progress)?;
     trace("input RECORD verified");
-    if !input.record.contains_key(&lazy_lib.path) {
-        return Err(Error::bad(&input.display, format!("has no {} (the plan's lazy library)", lazy_lib.path)));
+    if let Some(absent) = lazy_paths.iter().find(|p| !input.record.contains_key(*p)) {
+        return Err(Error::bad(&input.display, format!("has no {absent} (the plan's lazy library)")));
     }
     let lazy_dist = match &opts.lazy_dist {
         Some(n) => n.clone(),
-        None => default_lazy_dist(&lazy_lib.path),
+        None => default_lazy_dist(&lazy_paths)?,
     };
     check_dist_name(&lazy_dist)?;
     let (public, local) = match input.version.split_once('+') {
@@ -229,7 +239,9 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
     }
     // What each variant is, for the markers and the PEP 825 metadata: (variant, content, bytes).
-    let lazy_size = input.record.get(&lazy_lib.path).map(|r| r.1).unwrap_or_default();
+    // The libraries by file name, for messages (`a.so, b.so`).
+    let lazy_names = lazy_paths.iter().map(|p| Tree::file_name(p)).collect::<Vec<_>>().join(", ");
+    let lazy_size: u64 = lazy_paths.iter().filter_map(|p| input.record.get(p)).map(|r| r.1).sum();
     let mut available: Vec<(&Variant, LazyContent, u64)> = Vec::new();
     let mut missing = Vec::new();
     for v in split.variants.iter().filter(|v| v.preferred).chain(split.variants.iter().filter(|v| !v.preferred)) {
@@ -239,7 +251,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
             let n = std::fs::metadata(f).map_err(|e| Error::io(f, e))?.len();
             available.push((v, LazyContent::File(f.clone()), n));
         } else {
-            missing.push(MissingWheel { variant: v.name.clone(), why: crate::recipe::verify::missing_variant_reason(v, &lazy_lib.path) });
+            missing.push(MissingWheel { variant: v.name.clone(), why: crate::recipe::verify::missing_variant_reason(v, &lazy_names) });
         }
     }
     let pep825 = Pep825::new(&input.name, &lazy_dist, available.iter().map(|(v, _, _)| v.name.as_str()))?;
@@ -248,7 +260,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let mut pending = Pending::default();
     opts.progress.start_unknown("writing wheels");
     // Each written wheel travels with the members it copied raw, for its read-back check.
-    let mut written = vec![write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_lib.path, out, &mut pending)?];
+    let mut written = vec![write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_paths, out, &mut pending)?];
     for (v, content, _) in &available {
         // The same variant in each layout: local label (today's installers), PEP 825 variant, and
         // for the preferred one the plain fallback beside the variants.
@@ -257,10 +269,10 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
             layouts.push((Layout::PlainFallback, input.version.clone()));
         }
         for (layout, version) in layouts {
-            let marker = marker(&lazy_lib.path, v, layout, &available, &lazy_dist, &lazy_version, (&input.version, &input.tags));
+            let marker = marker(&first_lazy, v, layout, &available, &lazy_dist, &lazy_version, (&input.version, &input.tags));
             let spec = LazySpec { layout, version, variant: v, requires: &requires, marker, pep825: &pep825 };
             let dir = if layout == Layout::LocalLabel { out.as_path() } else { variants_dir.as_path() };
-            written.push(write_lazy(&mut input, &lazy_dist, &spec, &lazy_lib.path, content, dir, &mut pending)?);
+            written.push(write_lazy(&mut input, &lazy_dist, &spec, &lazy_paths, content, dir, &mut pending)?);
         }
     }
     // The index file of the PEP 825 set, written and committed with the wheels.
@@ -281,7 +293,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let mut written = written.into_iter().map(|(w, _)| w);
     let core = written.next().ok_or_else(|| Error::internal("no core wheel written"))?;
     let all_lazy: Vec<WrittenWheel> = written.collect();
-    let lossless = lossless(&input, &contents, &all_lazy, &lazy_lib.path, &with);
+    let lossless = lossless(&input, &contents, &all_lazy, &lazy_paths, &with);
     let (lazy, variant_wheels): (Vec<WrittenWheel>, Vec<WrittenWheel>) = all_lazy.into_iter().partition(|w| w.layout == Layout::LocalLabel);
     if !lossless {
         return Err(Error::internal(format!("{}: the written wheels do not reproduce the input's files", input.display)));
@@ -401,11 +413,26 @@ fn link_or_copy(src: &Path, dst: &Path) -> Result<()> {
     std::fs::rename(&tmp, dst).map_err(|e| Error::io(dst, e))
 }
 
-/// `libtorch_cuda_linalg.so` → `torch-cuda-linalg`.
-fn default_lazy_dist(lazy_path: &str) -> String {
-    let file = Tree::file_name(lazy_path);
-    let stem = file.split(".so").next().unwrap_or(file);
-    stem.strip_prefix("lib").unwrap_or(stem).replace('_', "-")
+/// `libtorch_cuda_linalg.so` → `torch-cuda-linalg`; several libraries → the words their names
+/// share (`libfoo_providers_a.so`, `libfoo_providers_b.so` → `foo-providers`).
+fn default_lazy_dist(lazy_paths: &[String]) -> Result<String> {
+    let name = |p: &String| {
+        let file = Tree::file_name(p);
+        let stem = file.split(".so").next().unwrap_or(file);
+        stem.strip_prefix("lib").unwrap_or(stem).replace('_', "-")
+    };
+    let names: Vec<String> = lazy_paths.iter().map(name).collect();
+    let Some((first, rest)) = names.split_first() else { return Err(Error::internal("no lazy library")) };
+    let words: Vec<&str> = first.split('-').collect();
+    let shared =
+        (0..=words.len()).rev().map(|n| words[..n].join("-")).find(|w| rest.iter().all(|r| r == w || r.starts_with(&format!("{w}-"))));
+    match shared {
+        Some(w) if !w.is_empty() => Ok(w),
+        _ => Err(Error::Usage(format!(
+            "the lazy libraries ({}) share no name: give the lazy distribution's name with --lazy-dist",
+            lazy_paths.join(", ")
+        ))),
+    }
 }
 
 /// PEP 508 names: letters, digits, `.`, `_`, `-`, starting and ending with a letter or digit.
@@ -691,7 +718,7 @@ fn write_core(
     version: &str,
     lazy_dist: &str,
     public: &str,
-    lazy_path: &str,
+    lazy_paths: &[String],
     out: &Path,
     pending: &mut Pending,
 ) -> Result<(WrittenWheel, Copies)> {
@@ -714,7 +741,7 @@ fn write_core(
     };
     let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
     for path in &members {
-        if path == lazy_path || path == &record_path || path.starts_with(&format!("{record_path}.")) {
+        if lazy_paths.contains(path) || path == &record_path || path.starts_with(&format!("{record_path}.")) {
             continue;
         }
         if path == &meta_path {
@@ -805,7 +832,7 @@ fn write_lazy(
     input: &mut Input,
     dist: &str,
     spec: &LazySpec,
-    lazy_path: &str,
+    lazy_paths: &[String],
     content: &LazyContent,
     dir: &Path,
     pending: &mut Pending,
@@ -818,16 +845,21 @@ fn write_lazy(
     let time = metadata_time(input)?;
     let mut w = Writer::create(&tmp, dist_info.clone(), time)?;
     match content {
-        LazyContent::Member => w.copy(input, lazy_path, lazy_path)?,
+        LazyContent::Member => {
+            for p in lazy_paths {
+                w.copy(input, p, p)?;
+            }
+        }
+        // Only with one lazy library (`--lazy-variant` is refused for several).
         LazyContent::File(f) => {
             let file = crate::input::open_nofollow(f).map_err(|e| Error::io(f, e))?;
-            w.add(lazy_path, file, 0o755)?;
+            w.add(&lazy_paths[0], file, 0o755)?;
         }
     }
     let old = input.dist_info_stem.clone();
     let summary = format!(
         "{} of {} {} ({} variant, {}), split out by splitpkg",
-        Tree::file_name(lazy_path),
+        lazy_paths.iter().map(|p| Tree::file_name(p)).collect::<Vec<_>>().join(", "),
         input.name,
         input.version,
         variant.name,
@@ -948,7 +980,7 @@ fn raw_stream(data: &[u8], start: Option<u64>, len: u64) -> Option<&[u8]> {
 
 /// The core plus each lazy wheel hold exactly the input's files outside dist-info; the tree's own
 /// variant byte for byte, the other all but the lazy library.
-fn lossless(input: &Input, contents: &[BTreeMap<String, String>], lazy: &[WrittenWheel], lazy_path: &str, with: &Variant) -> bool {
+fn lossless(input: &Input, contents: &[BTreeMap<String, String>], lazy: &[WrittenWheel], lazy_paths: &[String], with: &Variant) -> bool {
     let want: BTreeMap<&String, &String> = input.record.iter().filter(|(p, _)| !input.is_dist_info(p)).map(|(p, (h, _))| (p, h)).collect();
     let Some((core, lazies)) = contents.split_first() else { return false };
     lazies.iter().zip(lazy).all(|(l, w)| {
@@ -957,7 +989,7 @@ fn lossless(input: &Input, contents: &[BTreeMap<String, String>], lazy: &[Writte
         }
         let union: BTreeMap<&String, &String> = core.iter().chain(l.iter()).collect();
         let own = w.variant.as_deref() == Some(with.name.as_str());
-        union.len() == want.len() && union.iter().all(|(p, h)| want.get(p).is_some_and(|w| w == h || (!own && p.as_str() == lazy_path)))
+        union.len() == want.len() && union.iter().all(|(p, h)| want.get(p).is_some_and(|w| w == h || (!own && lazy_paths.contains(p))))
     })
 }
 

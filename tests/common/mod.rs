@@ -229,3 +229,39 @@ pub fn fatbin_offset(path: &Path) -> u64 {
     let view = splitpkg::elf::ElfView::parse(&bytes).unwrap();
     view.section(".nv_fatbin").expect(".nv_fatbin").sh_offset
 }
+
+/// A wheel of `tree` (a pip layout with one top-level `NAME-VERSION.dist-info/METADATA`) with
+/// WHEEL (tag `tag`) and RECORD, members in sorted order; `tamper` changes one RECORD hash.
+pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {
+    use splitpkg::wheel::record;
+    let mut files: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(tree)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().strip_prefix(tree).unwrap().to_str().unwrap().to_string(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    let dist_info = files
+        .iter()
+        .find_map(|(p, _)| p.strip_suffix("/METADATA").filter(|d| d.ends_with(".dist-info") && !d.contains('/')))
+        .expect("a top-level *.dist-info/METADATA")
+        .to_string();
+    files.push((
+        format!("{dist_info}/WHEEL"),
+        format!("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n").into_bytes(),
+    ));
+    let mut rows: Vec<record::Entry> =
+        files.iter().map(|(p, d)| record::Entry { path: p.clone(), hash: Some(record::hash_of(d)), size: Some(d.len() as u64) }).collect();
+    if tamper {
+        rows[0].hash = Some(record::hash_of(b"not this"));
+    }
+    rows.push(record::Entry { path: format!("{dist_info}/RECORD"), hash: None, size: None });
+    files.push((format!("{dist_info}/RECORD"), record::write(&rows).into_bytes()));
+    let mut z = zip::ZipWriter::new(std::fs::File::create(out).unwrap());
+    let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).unix_permissions(0o755);
+    for (p, d) in files {
+        z.start_file(p, o).unwrap();
+        z.write_all(&d).unwrap();
+    }
+    z.finish().unwrap();
+}
