@@ -2,9 +2,15 @@
 //! run never leaves a half-written plan or recipe where a CI job expects a whole one.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+
+/// Where `path` is written before it is renamed into place: a hidden name in the same directory
+/// (so the rename is atomic), matched by `.gitignore` (`*.splitpkg-tmp-*`).
+pub fn temp_path(dir: &Path, file: &str) -> PathBuf {
+    dir.join(format!(".{file}.splitpkg-tmp-{}", std::process::id()))
+}
 
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     let dir = match path.parent() {
@@ -13,7 +19,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     };
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    let tmp = dir.join(format!(".{name}.splitpkg-tmp-{}", std::process::id()));
+    let tmp = temp_path(dir, &name);
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(data)?;

@@ -66,15 +66,15 @@ pub fn inspect_tree(req: &Request, progress: &Progress) -> Result<Inspection> {
 pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
     let started = Instant::now();
     let inspection = inspect_tree(req, progress)?;
+    let read = started.elapsed();
+    let analysis = analyse(&inspection, &req.lazy);
     // A glob that selects nothing is a mistake in the command line, not an answer about the tree.
-    if let Some(glob) = crate::analysis::lazy::select(&inspection, &req.lazy).empty_globs.first() {
+    if let Some(glob) = analysis.empty_globs.first() {
         return Err(Error::bad(
             req.path.display(),
             format!("--lazy {glob:?} matches no ELF file by name or SONAME; `splitpkg inspect` lists the files"),
         ));
     }
-    let read = started.elapsed();
-    let analysis = analyse(&inspection, &req.lazy);
     let proved = started.elapsed();
     let mut plan = make_plan(&inspection, &analysis, &req.lazy);
     if let Some(l) = &plan.lazy_library {

@@ -191,6 +191,9 @@ pub struct Analysis {
     /// Tree file indices of the lazy libraries, in the order of `lazy_libraries`.
     #[serde(skip)]
     pub lazy_file_ids: Vec<usize>,
+    /// `--lazy` globs that selected no file (a command-line mistake the pipeline refuses).
+    #[serde(skip)]
+    pub empty_globs: Vec<String>,
 }
 
 const MAX_WITNESSES: usize = 5;
@@ -206,7 +209,7 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
 
     let selection = crate::analysis::lazy::select(ins, lazy);
     let mut reasons = selection.reasons.clone();
-    let lazy_files = selection.files;
+    let (lazy_files, empty_globs) = (selection.files, selection.empty_globs);
     let cut: HashSet<usize> = lazy_files.iter().filter_map(|&f| g.node_of_file(f)).collect();
     let cuda = crate::fatbin::cuda_major_from_needed(ins.files.iter().flat_map(|f| f.elf.needed.iter().map(String::as_str))).map(|r| r.0);
 
@@ -371,7 +374,18 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
             merge_contracts(&each)
         }
     };
-    Analysis { verdict, reasons, witnesses, lazy_libraries, payload, warnings, contract, payload_file_ids, lazy_file_ids: lazy_files }
+    Analysis {
+        verdict,
+        reasons,
+        witnesses,
+        lazy_libraries,
+        payload,
+        warnings,
+        contract,
+        payload_file_ids,
+        lazy_file_ids: lazy_files,
+        empty_globs,
+    }
 }
 
 /// The contract of several lazy libraries as one: every name any of them must export or is looked

@@ -232,11 +232,8 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let lazy_version = |v: &Variant| label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name));
 
     let variants_dir = out.join(VARIANTS_DIR);
-    for d in [out, &variants_dir] {
-        if d.exists() && !d.is_dir() {
-            return Err(Error::Usage(format!("{}: exists and is not a directory", d.display())));
-        }
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+    if variants_dir.exists() && !variants_dir.is_dir() {
+        return Err(Error::Usage(format!("{}: exists and is not a directory", variants_dir.display())));
     }
     // What each variant is, for the markers and the PEP 825 metadata: (variant, content, bytes).
     // The libraries by file name, for messages (`a.so, b.so`).
@@ -257,6 +254,10 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let pep825 = Pep825::new(&input.name, &lazy_dist, available.iter().map(|(v, _, _)| v.name.as_str()))?;
     let requires = format!("{}=={core_version}", input.name);
 
+    // Every check on the input and the options is behind us: only now does anything appear in `--out`.
+    for d in [out, &variants_dir] {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+    }
     let mut pending = Pending::default();
     opts.progress.start_unknown("writing wheels");
     // Each written wheel travels with the members it copied raw, for its read-back check.
@@ -298,10 +299,14 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     if !lossless {
         return Err(Error::internal(format!("{}: the written wheels do not reproduce the input's files", input.display)));
     }
+    // The core belongs to both sets: linked (one copy on disk), copied where links cannot be made,
+    // and committed with the rest.
+    let (core_tmp, core_linked) = (pending.tmp_of(&out.join(&core.file)), pending.add(&variants_dir, &core.file));
+    if std::fs::hard_link(&core_tmp, &core_linked).is_err() {
+        std::fs::copy(&core_tmp, &core_linked).map_err(|e| Error::io(variants_dir.join(&core.file), e))?;
+    }
     trace("read back");
     pending.commit()?;
-    // The core belongs to both sets: linked (one copy on disk), copied where links cannot be made.
-    link_or_copy(&out.join(&core.file), &variants_dir.join(&core.file))?;
     trace("committed");
 
     let find_links = out.display().to_string();
@@ -401,16 +406,6 @@ impl Pep825 {
     fn index_json(&self) -> String {
         self.json(&self.labels.iter().collect::<Vec<_>>())
     }
-}
-
-/// `dst` as a hard link to `src` (replacing it atomically), or a copy across file systems.
-fn link_or_copy(src: &Path, dst: &Path) -> Result<()> {
-    let tmp = dst.with_file_name(format!(".{}.splitpkg-tmp-{}", Tree::file_name(&dst.display().to_string()), std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    if std::fs::hard_link(src, &tmp).is_err() {
-        std::fs::copy(src, &tmp).map_err(|e| Error::io(dst, e))?;
-    }
-    std::fs::rename(&tmp, dst).map_err(|e| Error::io(dst, e))
 }
 
 /// `libtorch_cuda_linalg.so` → `torch-cuda-linalg`; several libraries → the words their names
@@ -581,7 +576,7 @@ struct Pending {
 
 impl Pending {
     fn add(&mut self, out: &Path, file: &str) -> PathBuf {
-        let tmp = out.join(format!(".{file}.splitpkg-tmp-{}", std::process::id()));
+        let tmp = crate::output::temp_path(out, file);
         self.files.push((tmp.clone(), out.join(file)));
         tmp
     }
