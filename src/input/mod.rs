@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -643,35 +642,32 @@ where
     let total: u64 = elf_members.iter().map(|m| m.size).sum();
     progress.start("inflating", total);
     let budget = Budget::new();
-    let results: Vec<Result<(String, T)>> = elf_members
-        .par_iter()
-        .map_init(
-            || archive.clone(),
-            |archive, m| {
-                let name = format!("{display}:{}", m.path);
-                let mut f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
-                let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some() {
-                    // Stored members are already plain bytes in the map: no copy.
-                    let start = f.data_start().unwrap() as usize;
-                    let end = start
-                        .checked_add(m.size as usize)
-                        .filter(|&e| e <= bytes.len())
-                        .ok_or_else(|| Error::bad(&name, "stored member runs past the end of the archive"))?;
-                    visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None, file: None })?
-                } else {
-                    let _held = budget.take(m.size, false);
-                    let mut data = inflate_buffer(&name, m.size)?;
-                    (&mut f).take(m.size + 1).read_to_end(&mut data).map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
-                    if data.len() as u64 != m.size {
-                        return Err(Error::bad(&name, format!("member inflates to {} bytes, header says {}", data.len(), m.size)));
-                    }
-                    visit(ElfInput { path: &m.path, bytes: &data, map: None, file: None })?
-                };
-                progress.inc(m.size);
-                Ok((m.path.clone(), value))
-            },
-        )
-        .collect();
+    // Largest first on every thread: torch's two biggest libraries start at once, each on its own
+    // core (a parallel iterator's halving had the biggest one wait for a run of smaller ones).
+    let results: Vec<Result<(String, T)>> = largest_first(&elf_members, |m| {
+        let mut archive = archive.clone();
+        let name = format!("{display}:{}", m.path);
+        let mut f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+        let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some() {
+            // Stored members are already plain bytes in the map: no copy.
+            let start = f.data_start().unwrap() as usize;
+            let end = start
+                .checked_add(m.size as usize)
+                .filter(|&e| e <= bytes.len())
+                .ok_or_else(|| Error::bad(&name, "stored member runs past the end of the archive"))?;
+            visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None, file: None })?
+        } else {
+            let _held = budget.take(m.size, false);
+            let mut data = inflate_buffer(&name, m.size)?;
+            (&mut f).take(m.size + 1).read_to_end(&mut data).map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
+            if data.len() as u64 != m.size {
+                return Err(Error::bad(&name, format!("member inflates to {} bytes, header says {}", data.len(), m.size)));
+            }
+            visit(ElfInput { path: &m.path, bytes: &data, map: None, file: None })?
+        };
+        progress.inc(m.size);
+        Ok((m.path.clone(), value))
+    });
     progress.finish();
     results.into_iter().collect()
 }
