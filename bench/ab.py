@@ -6,7 +6,7 @@ not cost speed (issue 13): `bench/ab.py OLD_BIN NEW_BIN [--runs N]`.
 Inputs come from fixtures/corpus/fetch (torch 2.11 wheel and its unpacked tree). Outputs go to
 /dev/null; each command runs once per binary to warm the page cache first.
 """
-import argparse, os, statistics, subprocess, sys, time
+import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,8 +28,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("a"); ap.add_argument("b")
     ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--only", help="run only the cases whose name contains this")
     args = ap.parse_args()
     wheel, tree = corpus()
+    scratch = tempfile.mkdtemp(prefix="splitpkg-ab-")
     cases = [
         ("plan tree", ["plan", "-q", tree]),
         ("plan --json tree", ["plan", "-q", "--json", tree]),
@@ -37,7 +39,9 @@ def main():
         ("plan --deep tree", ["plan", "-q", "--deep", tree]),
         ("fatbin lib/", ["fatbin", "-q", os.path.join(tree, "lib")]),
         ("plan .whl", ["plan", "-q", wheel]),
+        ("wheel .whl", ["wheel", "-q", wheel, "--out", os.path.join(scratch, "wheels")]),
     ]
+    cases = [c for c in cases if not args.only or args.only in c[0]]
     print(f"A = {args.a}\nB = {args.b}\nruns = {args.runs} each, interleaved\n")
     print("| command | A median | A min–max | B median | B min–max | B/A |\n|---|---|---|---|---|---|")
     for name, cmd in cases:
@@ -54,6 +58,7 @@ def main():
         ma, mb = statistics.median(ta), statistics.median(tb)
         ms = lambda v: f"{v * 1e3:.0f} ms"
         print(f"| `{name}` | {ms(ma)} | {ms(min(ta))}–{ms(max(ta))} | {ms(mb)} | {ms(min(tb))}–{ms(max(tb))} | {mb / ma:.2f} |", flush=True)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

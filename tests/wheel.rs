@@ -95,10 +95,12 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     let input = fixture_wheel(d.path());
     let nomagma = format!("nomagma={}", nomagma_lib().display());
     let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let mut reports = Vec::new();
     for out in [&a, &b] {
         let o = wheel_cmd(&input, out, &["--lazy-variant", &nomagma, "--json"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let r = json(&o);
+        reports.push(r.clone());
         assert_eq!(r["lossless"], true);
         assert_eq!(r["input_record_verified"], 7);
         assert_eq!(r["lazy"].as_array().unwrap().len(), 2);
@@ -131,6 +133,18 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
         if n.ends_with(".whl") {
             assert_record_holds(&a.join(n));
         }
+    }
+    // Each wheel's SHA-256 in the report (taken while it was written) is the file's on disk.
+    let r = &reports[0];
+    let listed: Vec<&serde_json::Value> =
+        std::iter::once(&r["core"]).chain(r["lazy"].as_array().unwrap()).chain(r["variants"]["wheels"].as_array().unwrap()).collect();
+    assert_eq!(listed.len(), 6, "core, two local-label wheels, two variants and the fallback");
+    for w in listed {
+        use sha2::Digest;
+        let file = w["file"].as_str().unwrap();
+        let on_disk: String = sha2::Sha256::digest(std::fs::read(a.join(file)).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(w["sha256"].as_str().unwrap(), on_disk, "{file}");
+        assert_eq!(w["bytes"].as_u64().unwrap(), std::fs::metadata(a.join(file)).unwrap().len(), "{file}");
     }
     // The core is the same file in both sets.
     assert_eq!(std::fs::read(a.join(&names[0])).unwrap(), std::fs::read(a.join("variants").join(&names[0])).unwrap());

@@ -20,16 +20,16 @@
 //! checked to be the input's content (lossless).
 
 pub mod record;
+mod writer;
 
 use std::collections::BTreeMap;
-use std::io::{Cursor, Read, Write};
+use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use zip::write::SimpleFileOptions;
-use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+use zip::{DateTime, ZipArchive};
 
 use crate::analysis::inspect::Inspection;
 use crate::analysis::plan::Plan;
@@ -39,6 +39,7 @@ use crate::input::{Tree, TreeKind, map_file};
 use crate::progress::Progress;
 use crate::recipe::split::{Split, Variant};
 use record::Entry;
+use writer::{Copies, Finished, Pending, Writer};
 
 pub const SCHEMA: &str = "splitpkg-wheel";
 
@@ -286,10 +287,9 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let mut read_back = 0;
     let mut contents = Vec::new();
     for (w, c) in written.iter_mut() {
-        let (n, files, sha256) = verify_written(&pending.tmp_of(&out.join(&w.file)), &input, c)?;
+        let (n, files) = verify_written(&pending.tmp_of(&out.join(&w.file)), &input, c)?;
         read_back += n;
         contents.push(files);
-        w.sha256 = sha256;
     }
     let mut written = written.into_iter().map(|(w, _)| w);
     let core = written.next().ok_or_else(|| Error::internal("no core wheel written"))?;
@@ -533,6 +533,14 @@ impl<'a> Input<'a> {
     fn index_of(&self, path: &str) -> Option<usize> {
         self.archive.index_for_name(path)
     }
+
+    /// Copy member `path` into `w` as its raw compressed stream, renamed to `to`, with its row
+    /// from the verified RECORD.
+    fn copy_into(&mut self, w: &mut Writer, path: &str, to: &str) -> Result<()> {
+        let i = self.index_of(path).ok_or_else(|| Error::internal(format!("{path} vanished from the input")))?;
+        let row = self.record.get(path).cloned().ok_or_else(|| Error::internal(format!("{path} not in the verified RECORD")))?;
+        w.copy(&mut self.archive, i, &format!("{}:{path}", self.display), to, row)
+    }
 }
 
 fn read_member(archive: &mut ZipArchive<Cursor<&[u8]>>, display: &str, path: &str) -> Result<String> {
@@ -563,129 +571,6 @@ fn hash_member(archive: &mut ZipArchive<Cursor<&[u8]>>, i: usize, at: &str) -> R
         }
     })?;
     Ok((record::hash_field(&h.finalize()), n))
-}
-
-/// Wheels written under temporary names in `--out`, renamed into place only once all are written
-/// and read back; removed on failure.
-#[derive(Default)]
-struct Pending {
-    /// (temporary path, final path)
-    files: Vec<(PathBuf, PathBuf)>,
-    committed: bool,
-}
-
-impl Pending {
-    fn add(&mut self, out: &Path, file: &str) -> PathBuf {
-        let tmp = crate::output::temp_path(out, file);
-        self.files.push((tmp.clone(), out.join(file)));
-        tmp
-    }
-
-    /// The temporary path of final path `dst`.
-    fn tmp_of(&self, dst: &Path) -> PathBuf {
-        self.files.iter().find(|(_, f)| f == dst).map(|(t, _)| t.clone()).unwrap_or_default()
-    }
-
-    fn commit(&mut self) -> Result<()> {
-        for (tmp, dst) in &self.files {
-            std::fs::rename(tmp, dst).map_err(|e| Error::io(dst, e))?;
-        }
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.committed {
-            for (tmp, _) in &self.files {
-                let _ = std::fs::remove_file(tmp);
-            }
-        }
-    }
-}
-
-/// Members of a written wheel copied as raw streams: path in the wheel → index in the input.
-type Copies = BTreeMap<String, usize>;
-
-/// A wheel being written: its members and RECORD rows, in the order written.
-struct Writer {
-    zip: ZipWriter<std::io::BufWriter<std::fs::File>>,
-    rows: Vec<Entry>,
-    copies: Copies,
-    dist_info: String,
-    /// Timestamp and mode of the new files: the input METADATA's, so the output is deterministic.
-    time: DateTime,
-}
-
-impl Writer {
-    fn create(tmp: &Path, dist_info: String, time: DateTime) -> Result<Writer> {
-        let f = std::fs::File::create(tmp).map_err(|e| Error::io(tmp, e))?;
-        Ok(Writer {
-            zip: ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, f)),
-            rows: Vec::new(),
-            copies: Copies::new(),
-            dist_info,
-            time,
-        })
-    }
-
-    /// Copy input member `path` as its raw compressed stream, renamed to `to`.
-    fn copy(&mut self, input: &mut Input, path: &str, to: &str) -> Result<()> {
-        let i = input.index_of(path).ok_or_else(|| Error::internal(format!("{path} vanished from the input")))?;
-        let (hash, size) = input.record.get(path).cloned().ok_or_else(|| Error::internal(format!("{path} not in the verified RECORD")))?;
-        let f = input.archive.by_index_raw(i).map_err(|e| Error::bad(format!("{}:{path}", input.display), e))?;
-        self.zip.raw_copy_file_rename(f, to).map_err(|e| Error::failed(format!("writing {to}"), e))?;
-        self.copies.insert(to.to_string(), i);
-        self.rows.push(Entry { path: to.to_string(), hash: Some(hash), size: Some(size) });
-        Ok(())
-    }
-
-    /// A new member (deflated), e.g. METADATA or another build of the lazy library.
-    fn add(&mut self, to: &str, mut content: impl Read, mode: u32) -> Result<()> {
-        let opts = SimpleFileOptions::default()
-            .compression_method(CompressionMethod::Deflated)
-            .last_modified_time(self.time)
-            .unix_permissions(mode)
-            .large_file(true);
-        self.zip.start_file(to, opts).map_err(|e| Error::failed(format!("writing {to}"), e))?;
-        let mut h = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut n = 0u64;
-        loop {
-            let k = content.read(&mut buf).map_err(|e| Error::failed(format!("reading {to}"), e))?;
-            if k == 0 {
-                break;
-            }
-            h.update(&buf[..k]);
-            self.zip.write_all(&buf[..k]).map_err(|e| Error::failed(format!("writing {to}"), e))?;
-            n += k as u64;
-        }
-        self.rows.push(Entry { path: to.to_string(), hash: Some(record::hash_field(&h.finalize())), size: Some(n) });
-        Ok(())
-    }
-
-    /// RECORD last, then the archive closed; returns (bytes, members, the raw copies).
-    fn finish(mut self, tmp: &Path) -> Result<(u64, usize, Copies)> {
-        let record_path = format!("{}/RECORD", self.dist_info);
-        let mut rows = std::mem::take(&mut self.rows);
-        rows.push(Entry { path: record_path.clone(), hash: None, size: None });
-        let text = record::write(&rows);
-        let opts = SimpleFileOptions::default()
-            .compression_method(CompressionMethod::Deflated)
-            .last_modified_time(self.time)
-            .unix_permissions(0o644);
-        self.zip.start_file(record_path.as_str(), opts).map_err(|e| Error::failed("writing RECORD", e))?;
-        self.zip.write_all(text.as_bytes()).map_err(|e| Error::failed("writing RECORD", e))?;
-        let w = self.zip.finish().map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
-        w.into_inner().map_err(|e| Error::io(tmp, e.into_error()))?.sync_all().map_err(|e| Error::io(tmp, e))?;
-        let bytes = std::fs::metadata(tmp).map_err(|e| Error::io(tmp, e))?.len();
-        Ok((bytes, rows.len(), self.copies))
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The timestamp new members get: the input METADATA's (deterministic, and plausible).
@@ -743,11 +628,10 @@ fn write_core(
             let text = edit_metadata(&input.metadata, version, &[format!("Requires-Dist: {lazy_dist}=={public}")]);
             w.add(&renamed(path), text.as_bytes(), 0o644)?;
         } else {
-            w.copy(input, path, &renamed(path))?;
+            input.copy_into(&mut w, path, &renamed(path))?;
         }
     }
-    let (bytes, members, copies) = w.finish(&tmp)?;
-    let sha256 = String::new(); // set by the read-back
+    let Finished { bytes, members, copies, sha256 } = w.finish(&tmp, pending)?;
     let wheel = WrittenWheel {
         file,
         layout: Layout::Core,
@@ -842,7 +726,7 @@ fn write_lazy(
     match content {
         LazyContent::Member => {
             for p in lazy_paths {
-                w.copy(input, p, p)?;
+                input.copy_into(&mut w, p, p)?;
             }
         }
         // Only with one lazy library (`--lazy-variant` is refused for several).
@@ -873,11 +757,10 @@ fn write_lazy(
         let Some(rest) = path.strip_prefix(&format!("{old}.dist-info/")) else { continue };
         let upper = rest.to_ascii_uppercase();
         if rest == "WHEEL" || rest.starts_with("licenses/") || ["LICENSE", "NOTICE", "COPYING"].iter().any(|p| upper.starts_with(p)) {
-            w.copy(input, path, &format!("{dist_info}/{rest}"))?;
+            input.copy_into(&mut w, path, &format!("{dist_info}/{rest}"))?;
         }
     }
-    let (bytes, members, copies) = w.finish(&tmp)?;
-    let sha256 = String::new(); // set by the read-back
+    let Finished { bytes, members, copies, sha256 } = w.finish(&tmp, pending)?;
     let rel = if spec.layout == Layout::LocalLabel { file } else { format!("{VARIANTS_DIR}/{file}") };
     let wheel = WrittenWheel {
         file: rel,
@@ -893,15 +776,15 @@ fn write_lazy(
     Ok((wheel, copies))
 }
 
-/// Read a written wheel back against its own RECORD; returns the members checked, the
-/// non-dist-info files with their hashes, and the wheel's SHA-256.
+/// Read a written wheel back against its own RECORD; returns the members checked and the
+/// non-dist-info files with their hashes. (The wheel's SHA-256 was taken while it was written.)
 ///
 /// A member copied as a raw stream is checked by comparing its compressed bytes, CRC-32 and sizes
 /// with the input member it came from, whose content the input RECORD check already hashed: the
 /// bytes written are the bytes verified, without inflating them again (one inflate pass verifies
 /// the input and checks the output). New members (METADATA, another build of the lazy library)
 /// are inflated and hashed.
-fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize, BTreeMap<String, String>, String)> {
+fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize, BTreeMap<String, String>)> {
     let display = path.display().to_string();
     let map = map_file(path)?;
     let bytes: &[u8] = &map;
@@ -952,18 +835,14 @@ fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize,
         }
         Ok(true)
     };
-    let (sha256, checked) = rayon::join(
-        || hex(&Sha256::digest(bytes)),
-        || {
-            rows.par_iter()
-                .map_init(|| (archive.clone(), input.archive.clone()), |(a, b), row| check(a, b, row))
-                .collect::<Result<Vec<bool>>>()
-        },
-    );
+    let checked = rows
+        .par_iter()
+        .map_init(|| (archive.clone(), input.archive.clone()), |(a, b), row| check(a, b, row))
+        .collect::<Result<Vec<bool>>>();
     let n = checked?.into_iter().filter(|c| *c).count();
     let files =
         rows.iter().filter(|r| !r.path.contains(".dist-info/")).filter_map(|r| r.hash.clone().map(|h| (r.path.clone(), h))).collect();
-    Ok((n, files, sha256))
+    Ok((n, files))
 }
 
 /// A member's compressed stream inside a mapped archive, if its bounds are sane.
