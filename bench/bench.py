@@ -130,20 +130,27 @@ def main():
     plan_whl = timed([SPLITPKG, "plan", "-q", a.wheel], a.runs)
     rows_whl = [
         ("splitpkg plan", "same analysis, read from the .whl in place", plan_whl),
-        ("inflate only (bench/inflate.rs)", "inflate every ELF member, same zip + zlib-rs, 2 threads, no analysis", timed([INFLATE, a.wheel], a.runs)),
+        ("inflate only (bench/inflate.rs)", "inflate every ELF member, same zip + zlib-rs, 2 threads largest first, no analysis", timed([INFLATE, a.wheel], a.runs)),
         ("unzip -p (Info-ZIP)", "inflate the same members to /dev/null, 1 thread", timed(["sh", "-c", f"unzip -p '{a.wheel}' 'torch/lib/*' 'torch/_C*.so' 'torch/bin/*' > /dev/null"], max(3, a.runs // 3))),
         ("auditwheel show --json", "NEEDED closure + policy check (unzips to a temp dir)", timed([a.auditwheel, "show", "--json", a.wheel], a.slow_runs)),
     ]
 
     # `splitpkg wheel`: plan, input RECORD check, core + lazy wheels written, read back, lossless
-    # check. Floor: inflating every member once (same reader, 2 threads); cp: writing the bytes.
+    # check. References: inflating every member once (the baseline), the same plus SHA-256
+    # of every member (what any RECORD check must do: the floor before a byte is written), cp.
     split_dir = tempfile.mkdtemp(prefix="splitpkg-bench-wheel-")
-    wheel_split = timed([SPLITPKG, "wheel", "-q", a.wheel, "--out", os.path.join(split_dir, "out")], a.runs)
+    split_cmd = [SPLITPKG, "wheel", "-q", a.wheel, "--out", os.path.join(split_dir, "out")]
+    wheel_split = timed(split_cmd, a.runs)
     rows_split = [
         ("splitpkg wheel", "plan + verify input RECORD + write core and lazy wheels + read back + lossless check", wheel_split),
-        ("inflate all (bench/inflate.rs --all)", "inflate every member once, same zip + zlib-rs, 2 threads", timed([INFLATE, a.wheel, "--all"], a.runs)),
+        ("inflate all (bench/inflate.rs --all)", "inflate every member once, same zip + zlib-rs, 2 threads, largest first", timed([INFLATE, a.wheel, "--all"], a.runs)),
+        ("inflate + SHA-256 all (bench/inflate.rs --all --sha256)", "the same, and hash every member: the least a RECORD check does", timed([INFLATE, a.wheel, "--all", "--sha256"], a.runs)),
         ("cp", "copy the wheel's bytes to a new file", timed(["cp", a.wheel, os.path.join(split_dir, "copy.whl")], a.runs)),
     ]
+    p = subprocess.run(split_cmd, env={**os.environ, "SPLITPKG_TRACE": "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wheel_trace = "\n".join(
+        l.removeprefix("trace: ") for l in p.stderr.splitlines() if l.startswith(("trace: inspect", "trace: files read", "trace: wheel"))
+    )
     shutil.rmtree(split_dir, ignore_errors=True)
 
     walks = [fatbin_walk(os.path.join(tree, "lib", name), a.runs) for name in ("libtorch_cuda.so", "libtorch_cuda_linalg.so")]
@@ -191,10 +198,23 @@ plan within 2× of libtree is below the cost of reading its inputs. splitpkg's o
 
 {table(rows_split, wheel_split)}
 
-**splitpkg wheel vs inflating every member once: {wheel_split['median'] / rows_split[1][2]['median']:.2f}×** (target: within 1.3×).
-Members travel as their raw deflate streams; the ELF members are hashed for the input RECORD while the
-plan has them inflated, the rest are inflated once for the check, and the written wheels are read back
-by comparing their raw streams with the verified input's.
+**splitpkg wheel vs inflating every member once: {wheel_split['median'] / rows_split[1][2]['median']:.2f}×** (target: within 1.3×: not met).
+**vs inflating and hashing every member: {wheel_split['median'] / rows_split[2][2]['median']:.2f}×.**
+Copies of this file before 2026-12-01 reported 1.33–1.41× against a baseline whose parallel iterator
+put torch's two largest libraries on one thread, one after the other (2.4 s instead of 1.3 s); the
+baseline now takes the largest member first on each thread, as splitpkg does.
+
+The target is below the floor on this machine: hashing every member, which verifying the input
+RECORD requires, already costs {rows_split[2][2]['median'] / rows_split[1][2]['median']:.2f}× of inflating, and writing the two wheels is about
+another cp ({rows_split[3][2]['median'] / rows_split[1][2]['median']:.2f}×). Members travel as their raw deflate streams (never deflated again); ELF
+members are hashed while the plan has them inflated, the rest once for the check; each written
+wheel is hashed as it is written (a helper thread reads it back from the page cache) and flushed to
+disk in the background while the next one is written; the read-back compares raw streams with the
+verified input's. One `SPLITPKG_TRACE=1` run (times since the start of each phase):
+
+```
+{wheel_trace}
+```
 
 ## Device code: `.nv_fatbin` header walk
 
