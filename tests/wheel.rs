@@ -136,6 +136,7 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     }
     // Each wheel's SHA-256 in the report (taken while it was written) is the file's on disk.
     let r = &reports[0];
+    assert_valid("docs/wheel.schema.json", r);
     let listed: Vec<&serde_json::Value> =
         std::iter::once(&r["core"]).chain(r["lazy"].as_array().unwrap()).chain(r["variants"]["wheels"].as_array().unwrap()).collect();
     assert_eq!(listed.len(), 6, "core, two local-label wheels, two variants and the fallback");
@@ -543,6 +544,7 @@ fn torch_2_11_wheel_splits_losslessly_and_installer_validates_it() {
         reports.push(json(&o));
     }
     let r = &reports[0];
+    assert_valid("docs/wheel.schema.json", r);
     assert_eq!(r["lossless"], true);
     assert_eq!(r["core"]["file"], "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl");
     assert_eq!(r["lazy"][0]["file"], "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl");
