@@ -30,6 +30,26 @@ impl Default for Tool {
     }
 }
 
+/// The command that wrote a document and, where it can be had, the date: flattened into every
+/// document (`"command": [...], "date": "..."`), each absent when not recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    /// argv of the run (filled by the CLI; empty from a library caller, which never guesses one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// RFC 3339 UTC (see the module docs for when a document has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+}
+
+impl Stamp {
+    /// For a document that must be byte-identical for the same input: this process's command
+    /// line, and a date only from `SOURCE_DATE_EPOCH`.
+    pub fn reproducible() -> Stamp {
+        Stamp { command: command(), date: source_date() }
+    }
+}
+
 /// The command line of this process, as given (`argv`, lossily decoded). Empty when a library
 /// caller builds a document itself: the CLI fills it, the library never guesses one.
 pub fn command() -> Vec<String> {

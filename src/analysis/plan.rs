@@ -27,12 +27,10 @@ pub struct Plan {
     pub schema: String,
     pub schema_version: u32,
     pub tool: Tool,
-    /// The command that wrote this plan (filled by the CLI; empty from a library caller).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
-    /// Only with `SOURCE_DATE_EPOCH` set, so the same input gives the same bytes (`provenance`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub date: Option<String>,
+    /// The command that wrote this plan (filled by the CLI; empty from a library caller) and a
+    /// date only with `SOURCE_DATE_EPOCH` set, so the same input gives the same bytes.
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
     pub input: InputSummary,
     pub options: PlanOptions,
     pub verdict: Verdict,
@@ -382,8 +380,7 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
         schema: SCHEMA_NAME.to_string(),
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
-        command: Vec::new(),
-        date: None,
+        stamp: crate::provenance::Stamp::default(),
         input: InputSummary {
             path: tree.source.display().to_string(),
             kind: tree.kind,

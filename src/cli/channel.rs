@@ -218,8 +218,7 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
         progress: &progress,
     };
     let mut report = packcmd::pack(ins, plan, &split, &opts)?;
-    report.command = provenance::command();
-    report.date = provenance::source_date();
+    report.stamp = provenance::Stamp::reproducible();
     let text = if json { to_json(&report)? } else { packcmd::report_text(&report) };
     emit(None, &text)?;
     planned.leak_at_exit();

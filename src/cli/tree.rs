@@ -91,8 +91,7 @@ pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
 pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
     let PlanArgs { target, json, yaml, out } = a;
     let mut planned = pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
-    planned.plan.command = provenance::command();
-    planned.plan.date = provenance::source_date();
+    planned.plan.stamp = provenance::Stamp::reproducible();
     let plan = &planned.plan;
     let text = if json {
         to_json(plan)?
@@ -109,8 +108,7 @@ pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<i32> {
     let FatbinArgs { path, json, entries, what_if, device, time, out } = a;
     let opts = fatbin::scan::ScanOptions { what_if, devices: device, entries, time };
     let mut r = fatbin::scan::scan(&path, &opts, &Progress::new(!quiet))?;
-    r.command = provenance::command();
-    r.date = provenance::source_date();
+    r.stamp = provenance::Stamp::reproducible();
     let text = if json { to_json(&r)? } else { fatbin::text::fatbin_text(&r) };
     emit(out.as_deref(), &text)?;
     Ok(r.exit_code())

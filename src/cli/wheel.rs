@@ -90,8 +90,7 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
     let split = split::Split::from_plan(plan, split_args.options(plan, &target.path)?)?;
     let opts = wheel::WheelOptions { out, lazy_dist, lazy_variant, progress: &progress };
     let mut report = wheel::split_wheel(ins, plan, &split, &opts)?;
-    report.command = provenance::command();
-    report.date = provenance::source_date();
+    report.stamp = provenance::Stamp::reproducible();
     let text = if json { to_json(&report)? } else { wheel::report_text(&report) };
     emit(None, &text)?;
     planned.leak_at_exit();

@@ -95,10 +95,8 @@ pub struct FatbinReport {
     pub schema_version: u32,
     pub tool: Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub date: Option<String>,
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
     pub input: Input,
     pub options: Options,
     /// The CUDA major the build targets, when a NEEDED name tells it.
@@ -233,8 +231,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
         schema: SCHEMA,
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
-        command: Vec::new(),
-        date: None,
+        stamp: crate::provenance::Stamp::default(),
         input: Input { path: path.display().to_string(), kind, elf_files, bytes },
         options: Options { what_if: opts.what_if.clone(), device: opts.devices.clone(), entries: opts.entries },
         cuda_runtime: tree_cuda,

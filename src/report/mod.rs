@@ -68,10 +68,8 @@ pub struct SmokeDoc {
     pub schema: String,
     pub schema_version: u32,
     pub tool: ToolView,
-    #[serde(default)]
-    pub command: Vec<String>,
-    #[serde(default)]
-    pub date: Option<String>,
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
     #[serde(default)]
     pub seed: Option<u64>,
     #[serde(default)]
@@ -334,10 +332,8 @@ pub struct FatbinDoc {
     pub schema: String,
     pub schema_version: u32,
     pub tool: ToolView,
-    #[serde(default)]
-    pub command: Vec<String>,
-    #[serde(default)]
-    pub date: Option<String>,
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
     pub input: FatbinInput,
     #[serde(default)]
     pub cuda_runtime: Option<CudaRuntimeView>,
@@ -408,10 +404,8 @@ pub struct PackDoc {
     /// Absent in documents written before pack recorded its provenance.
     #[serde(default)]
     pub tool: Option<ToolView>,
-    #[serde(default)]
-    pub command: Vec<String>,
-    #[serde(default)]
-    pub date: Option<String>,
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
     pub input: PackInputView,
     pub record: PackRecordView,
     #[serde(default)]
@@ -1202,8 +1196,7 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
         file: &str,
         schema: (&str, u32),
         tool: Option<&ToolView>,
-        command: &[String],
-        date: Option<&str>,
+        stamp: &crate::provenance::Stamp,
         deterministic: bool,
     ) -> Provenance {
         Provenance {
@@ -1211,8 +1204,12 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
             file: file.to_string(),
             schema: format!("{} v{}", schema.0, schema.1),
             tool: tool.map(|t| format!("{} {}", t.name, t.version)),
-            command: if command.is_empty() { None } else { Some(command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")) },
-            date: date.map(str::to_string).unwrap_or_else(|| if deterministic { NO_DATE } else { NOT_RECORDED }.to_string()),
+            command: if stamp.command.is_empty() {
+                None
+            } else {
+                Some(stamp.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))
+            },
+            date: stamp.date.clone().unwrap_or_else(|| if deterministic { NO_DATE } else { NOT_RECORDED }.to_string()),
         }
     }
     let mut out = Vec::new();
@@ -1220,28 +1217,28 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
     match &inputs.plan {
         Some(p) => {
             let d = &p.doc;
-            out.push(row("plan", &p.file, (&d.schema, d.schema_version), Some(&d.tool), &d.command, d.date.as_deref(), true))
+            out.push(row("plan", &p.file, (&d.schema, d.schema_version), Some(&d.tool), &d.stamp, true))
         }
         None => not_given("plan"),
     }
     match &inputs.smoke {
         Some(s) => {
             let d = &s.doc;
-            out.push(row("smoke", &s.file, (&d.schema, d.schema_version), Some(&d.tool), &d.command, d.date.as_deref(), false))
+            out.push(row("smoke", &s.file, (&d.schema, d.schema_version), Some(&d.tool), &d.stamp, false))
         }
         None => not_given("smoke run"),
     }
     match &inputs.fatbin {
         Some(f) => {
             let d = &f.doc;
-            out.push(row("fatbin", &f.file, (&d.schema, d.schema_version), Some(&d.tool), &d.command, d.date.as_deref(), true))
+            out.push(row("fatbin", &f.file, (&d.schema, d.schema_version), Some(&d.tool), &d.stamp, true))
         }
         None => not_given("fatbin scan"),
     }
     match &inputs.pack {
         Some(p) => {
             let d = &p.doc;
-            out.push(row("pack", &p.file, (&d.schema, d.schema_version), d.tool.as_ref(), &d.command, d.date.as_deref(), true))
+            out.push(row("pack", &p.file, (&d.schema, d.schema_version), d.tool.as_ref(), &d.stamp, true))
         }
         None => not_given("pack report"),
     }

@@ -113,10 +113,8 @@ pub struct WheelReport {
     pub schema_version: u32,
     pub tool: crate::provenance::Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub date: Option<String>,
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
     pub input: String,
     pub out: String,
     pub core: WrittenWheel,
@@ -337,8 +335,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         schema: SCHEMA,
         schema_version: 1,
         tool: crate::provenance::Tool::this(),
-        command: Vec::new(),
-        date: None,
+        stamp: crate::provenance::Stamp::default(),
         input: input.display.clone(),
         out: find_links,
         core,

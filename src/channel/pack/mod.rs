@@ -94,10 +94,8 @@ pub struct PackReport {
     pub schema_version: u32,
     pub tool: crate::provenance::Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub date: Option<String>,
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
     pub input: PackInput,
     pub channel: String,
     pub core: String,
@@ -240,8 +238,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         schema: "splitpkg-pack",
         schema_version: 1,
         tool: crate::provenance::Tool::this(),
-        command: Vec::new(),
-        date: None,
+        stamp: crate::provenance::Stamp::default(),
         input: PackInput {
             path: input.display().to_string(),
             kind: ins.tree.kind,
