@@ -107,7 +107,7 @@ impl Writer {
     }
 }
 
-pub(super) fn hex(b: &[u8]) -> String {
+fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -241,5 +241,29 @@ impl Drop for Pending {
                 let _ = std::fs::remove_file(tmp);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashed_file_digest_is_the_files_and_seeking_back_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("f");
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let mut w = HashedFile::new(f).unwrap();
+        // More than one buffer's worth, in uneven pieces, so several ranges reach the hasher.
+        let data: Vec<u8> = (0..(CHUNK * 2 + 12_345)).map(|i| (i % 251) as u8).collect();
+        for piece in data.chunks(70_001) {
+            w.write_all(piece).unwrap();
+        }
+        assert_eq!(w.stream_position().unwrap(), data.len() as u64);
+        assert!(w.seek(SeekFrom::Start(0)).is_err(), "a seek back must be refused");
+        let (_, n, digest) = HashedFile::finish(w).unwrap();
+        assert_eq!(n, data.len() as u64);
+        assert_eq!(std::fs::read(&path).unwrap(), data);
+        assert_eq!(digest, <[u8; 32]>::from(Sha256::digest(&data)));
     }
 }
