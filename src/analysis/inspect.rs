@@ -54,16 +54,6 @@ impl Inspection {
     pub fn file(&self, path: &str) -> Option<&FileFacts> {
         self.files.iter().find(|f| f.path == path)
     }
-
-    /// Files whose name or SONAME is `name` (how `--lazy` picks the lazy library).
-    pub fn files_named(&self, name: &str) -> Vec<usize> {
-        self.files
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| Tree::file_name(&f.path) == name || f.elf.soname.as_deref() == Some(name))
-            .map(|(i, _)| i)
-            .collect()
-    }
 }
 
 /// `f`'s result and how long it took.

@@ -241,6 +241,11 @@ impl Plan {
     pub fn all_lazy(&self) -> Vec<&LazyLibrary> {
         self.lazy_library.iter().chain(&self.lazy_libraries).collect()
     }
+
+    /// Their file names, for messages: `libfoo_a.so, libfoo_b.so` (empty without one).
+    pub fn lazy_file_names(&self) -> String {
+        self.all_lazy().iter().map(|l| crate::input::Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ")
+    }
 }
 
 pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S]) -> Plan {

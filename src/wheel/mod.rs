@@ -235,8 +235,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         return Err(Error::Usage(format!("{}: exists and is not a directory", variants_dir.display())));
     }
     // What each variant is, for the markers and the PEP 825 metadata: (variant, content, bytes).
-    // The libraries by file name, for messages (`a.so, b.so`).
-    let lazy_names = lazy_paths.iter().map(|p| Tree::file_name(p)).collect::<Vec<_>>().join(", ");
+    let lazy_names = plan.lazy_file_names();
     let lazy_size: u64 = lazy_paths.iter().filter_map(|p| input.record.get(p)).map(|r| r.1).sum();
     let mut available: Vec<(&Variant, LazyContent, u64)> = Vec::new();
     let mut missing = Vec::new();
@@ -270,7 +269,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         }
         for (layout, version) in layouts {
             let marker = marker(&first_lazy, v, layout, &available, &lazy_dist, &lazy_version, (&input.version, &input.tags));
-            let spec = LazySpec { layout, version, variant: v, requires: &requires, marker, pep825: &pep825 };
+            let spec = LazySpec { layout, version, variant: v, requires: &requires, marker, pep825: &pep825, library_names: &lazy_names };
             let dir = if layout == Layout::LocalLabel { out.as_path() } else { variants_dir.as_path() };
             written.push(write_lazy(&mut input, &lazy_dist, &spec, &lazy_paths, content, dir, &mut pending)?);
         }
@@ -660,6 +659,8 @@ struct LazySpec<'a> {
     requires: &'a str,
     marker: VariantMarker,
     pep825: &'a Pep825,
+    /// The libraries by file name (`a.so, b.so`), for the summary.
+    library_names: &'a str,
 }
 
 /// The marker a lazy wheel carries (`input::pip`), so `plan` on an installed environment can say
@@ -735,7 +736,7 @@ fn write_lazy(
     let old = input.dist_info_stem.clone();
     let summary = format!(
         "{} of {} {} ({} variant, {}), split out by splitpkg",
-        lazy_paths.iter().map(|p| Tree::file_name(p)).collect::<Vec<_>>().join(", "),
+        spec.library_names,
         input.name,
         input.version,
         variant.name,

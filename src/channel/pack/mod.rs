@@ -162,7 +162,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     if lazy_libs.is_empty() {
         return Err(Error::internal("a confined plan without a lazy library"));
     }
-    let lazy_file = lazy_libs.iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ");
+    let lazy_file = plan.lazy_file_names();
     let variant = |payload: bool| {
         split.variants.iter().find(|v| v.with_payload == payload).cloned().ok_or_else(|| Error::internal("a split without both variants"))
     };
@@ -311,17 +311,16 @@ fn other_variant(
         return Err(Error::Usage(format!(
             "--lazy-variant {name}=FILE is one library, and this plan's lazy package holds {} ({}): packing another variant of several lazy libraries is not supported; pack without --lazy-variant",
             lazy_libs.len(),
-            lazy_libs.iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ")
+            plan.lazy_file_names()
         )));
     }
-    let lazy_names = lazy_libs.iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ");
     match crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), with, without)? {
         Some(file) => Ok((Some(file), Vec::new())),
         None => Ok((
             None,
             vec![MissingVariant {
                 variant: without.name.clone(),
-                why: crate::recipe::verify::missing_variant_reason(without, &lazy_names),
+                why: crate::recipe::verify::missing_variant_reason(without, &plan.lazy_file_names()),
             }],
         )),
     }

@@ -132,7 +132,7 @@ pub(super) fn layout(
     work: &Path,
 ) -> Result<(Vec<Build>, Placement)> {
     let o = &split.options;
-    let lazy_file = plan.all_lazy().iter().map(|l| Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ");
+    let lazy_file = plan.lazy_file_names();
     if lazy_file.is_empty() {
         return Err(Error::internal("a confined plan without a lazy library"));
     }
