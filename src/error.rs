@@ -10,6 +10,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+// File and member names, reasons and causes: control characters (a newline or an escape sequence
+// in a hostile name or JSON value) are escaped, everything else is shown as it is.
+use crate::sanitize::printable;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A cause kept as `#[source]`: an error from zip, serde, rattler, minijinja, tokio….
@@ -18,7 +22,7 @@ pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Hostile, broken or unsupported input. Exit code 2.
-    #[error("{}: {}", printable(file), one_line(reason))]
+    #[error("{}: {}", printable(file), printable(&one_line(reason)))]
     BadInput { file: String, reason: String },
     /// An ELF file the reader refuses (not ELF, truncated, offsets outside the file). Exit code 2;
     /// prints as a `BadInput` would, with the reader's error kept as the source.
@@ -36,13 +40,13 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A command-line combination that cannot work. Exit code 2.
-    #[error("{}", one_line(.0))]
+    #[error("{}", printable(&one_line(.0)))]
     Usage(String),
     /// The input is fine but the answer is no (pack on a plan that is not confined). Exit code 1.
-    #[error("{}", one_line(.0))]
+    #[error("{}", printable(&one_line(.0)))]
     Refused(String),
     /// A library the tool drives failed (writer, solver, indexer, template engine). Exit code 3.
-    #[error("{}: {}", one_line(context), chain(source.as_ref()))]
+    #[error("{}: {}", printable(&one_line(context)), chain(source.as_ref()))]
     Failed {
         context: String,
         #[source]
@@ -50,7 +54,7 @@ pub enum Error {
     },
     /// An invariant of the tool itself does not hold (a bug, or a lossless check that failed).
     /// Exit code 3.
-    #[error("{}", one_line(.0))]
+    #[error("{}", printable(&one_line(.0)))]
     Internal(String),
 }
 
@@ -101,12 +105,6 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     printable(&out)
-}
-
-/// A file or member name as it can be shown on one line: control characters (a newline in a
-/// hostile member name) escaped, everything else as it is.
-fn printable(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 fn one_line(s: &str) -> String {

@@ -29,6 +29,8 @@ pub mod provenance;
 pub mod recipe;
 /// The one-page answer from every stage's JSON; reads them through typed views, so it needs no feature.
 pub mod report;
+/// The one sanitiser for input strings that reach a terminal, a file name, a header or a shell command.
+pub mod sanitize;
 #[cfg(feature = "gpu")]
 pub mod smoke;
 pub mod version;

@@ -6,13 +6,29 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use clap::error::ErrorKind;
 
 fn main() -> ExitCode {
-    match cli::run(cli::Cli::parse()) {
+    let parsed = cli::Cli::try_parse().unwrap_or_else(|e| usage_error(e));
+    match cli::run(parsed) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("splitpkg: error: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
     }
+}
+
+/// A command line clap refuses: one line, as every other error (the first paragraph of clap's message,
+/// control characters in the echoed value escaped), exit 2. Help and version print as clap has them.
+fn usage_error(e: clap::Error) -> ! {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        e.exit();
+    }
+    // The first paragraph is the error (with the missing arguments listed below its first line).
+    let text = e.render().to_string();
+    let first: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).flat_map(str::split_whitespace).collect();
+    let message = first.join(" ");
+    eprintln!("splitpkg: error: {} (see --help)", splitpkg::sanitize::printable(message.trim_start_matches("error: ")));
+    std::process::exit(2);
 }

@@ -33,8 +33,11 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Write to `path`, or to stdout when `path` is `None` or `-`.
+/// Write to `path`, or to stdout when `path` is `None` or `-`. Every report goes through here:
+/// control characters that came from an input (an escape sequence in a member name) are escaped
+/// (`crate::sanitize::terminal_text`), so no output can drive the terminal that shows it.
 pub fn emit(path: Option<&Path>, data: &str) -> Result<()> {
+    let data = &*crate::sanitize::terminal_text(data);
     match path {
         Some(p) if p != Path::new("-") => write_atomic(p, data.as_bytes()),
         _ => {

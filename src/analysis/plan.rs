@@ -102,11 +102,18 @@ pub fn installed(tree: &crate::input::Tree, lazy_path: &str) -> crate::error::Re
             m.variants
                 .iter()
                 .filter(|v| v.name != m.variant)
-                .map(|v| SwitchTo { variant: v.name.clone(), saves_bytes: own as i64 - v.library_bytes as i64, install: v.install.clone() })
+                .map(|v| SwitchTo { variant: v.name.clone(), saves_bytes: saves(own, v.library_bytes), install: v.install.clone() })
                 .collect()
         })
         .unwrap_or_default();
     Ok(Some(Installed { owners, variant, switch }))
+}
+
+/// Bytes saved going from `own` to `other` (negative: it grows), saturating: the sizes come from a
+/// marker in the environment, and `u64` sizes do not fit `i64` arithmetic.
+fn saves(own: u64, other: u64) -> i64 {
+    let d = i128::from(own) - i128::from(other);
+    i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
 }
 
 /// The tree's CUDA device code and the driver it needs (from `.nv_fatbin` headers).
@@ -725,5 +732,13 @@ mod tests {
         // A single lazy library keeps the one-library form: no list in the JSON.
         let single = conda_prefix().plan();
         assert!(single.lazy_libraries.is_empty() && serde_json::to_value(&single).unwrap().get("lazy_libraries").is_none());
+    }
+
+    #[test]
+    fn savings_saturate_instead_of_wrapping() {
+        assert_eq!(super::saves(1000, 400), 600);
+        assert_eq!(super::saves(400, 1000), -600);
+        assert_eq!(super::saves(0, u64::MAX), i64::MIN);
+        assert_eq!(super::saves(u64::MAX, 0), i64::MAX);
     }
 }

@@ -393,6 +393,9 @@ fn kind_label(k: EdgeKind) -> &'static str {
 
 /// A pip environment: who owns the lazy library, which variant, what switching saves.
 fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan: &Plan) {
+    // Read from the environment (a plan JSON may also come from elsewhere): shown escaped, and the
+    // requirement as one shell word.
+    use crate::sanitize::{printable, shell_word};
     let lazy = plan.lazy_library.as_ref().map(|l| l.path.as_str()).unwrap_or_default();
     match inst.owners.as_slice() {
         [] => {
@@ -407,15 +410,19 @@ fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan:
                 ),
                 _ => "not a split (the library came with the distribution itself)".to_string(),
             };
-            let _ = writeln!(s, "\ninstalled (pip): {} {} owns {lazy}: {what}", one.name, one.version);
+            let _ = writeln!(s, "\ninstalled (pip): {} {} owns {lazy}: {what}", printable(&one.name), printable(&one.version));
             for t in &inst.switch {
                 let change = if t.saves_bytes >= 0 {
                     format!("saves {}", human_bytes(t.saves_bytes as u64))
                 } else {
                     format!("adds {}", human_bytes(t.saves_bytes.unsigned_abs()))
                 };
-                let _ =
-                    writeln!(s, "  switch to {}: {change}: pip install {} (from the directory or index that has it)", t.variant, t.install);
+                let _ = writeln!(
+                    s,
+                    "  switch to {}: {change}: pip install {} (from the directory or index that has it)",
+                    printable(&t.variant),
+                    shell_word(&t.install)
+                );
             }
         }
         many => {

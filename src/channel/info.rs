@@ -110,13 +110,15 @@ impl ChannelInfo {
 
     pub fn load(channel: &Path) -> Result<ChannelInfo> {
         let path = channel.join(CHANNEL_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        use crate::input::file::{Links, MAX_DOCUMENT_BYTES, open_regular_io, read_capped_text};
+        let file = open_regular_io(&path, Links::Follow).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 Error::bad(channel.display(), format!("not a channel made by `splitpkg pack` (no {CHANNEL_FILE})"))
             } else {
                 Error::io(&path, e)
             }
         })?;
+        let text = read_capped_text(file, &path.display().to_string(), MAX_DOCUMENT_BYTES, CHANNEL_FILE)?;
         let info: ChannelInfo = serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("malformed: {e}")))?;
         if info.schema != CHANNEL_SCHEMA || info.schema_version != 1 {
             return Err(Error::bad(path.display(), format!("not a {CHANNEL_SCHEMA} version 1 file")));

@@ -79,7 +79,8 @@ pub fn builtin() -> Manifest {
 impl Manifest {
     /// Read and check a manifest (YAML or JSON; JSON is YAML).
     pub fn load(path: &Path) -> Result<Manifest> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text =
+            crate::input::file::read_text(path, crate::input::file::Links::Follow, crate::input::file::MAX_DOCUMENT_BYTES, "manifest")?;
         let m: Manifest = serde_yaml::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not a stand-in manifest: {e}")))?;
         m.check().map_err(|e| Error::bad(path.display(), e))?;
         Ok(m)
@@ -162,7 +163,12 @@ pub fn markers_in_prefix(prefix: &Path) -> std::collections::BTreeMap<String, Ma
     if let Ok(rd) = std::fs::read_dir(prefix.join(MARKER_DIR)) {
         for e in rd.flatten() {
             if e.path().extension().is_some_and(|x| x == "json")
-                && let Ok(text) = std::fs::read_to_string(e.path())
+                && let Ok(text) = crate::input::file::read_text(
+                    &e.path(),
+                    crate::input::file::Links::Refuse,
+                    crate::input::file::MAX_METADATA_BYTES,
+                    "marker",
+                )
                 && let Ok(m) = serde_json::from_str::<Marker>(&text)
                 && m.splitpkg_standin
             {

@@ -19,6 +19,7 @@ use splitpkg::analysis::payload::PayloadSpec;
 use splitpkg::analysis::pipeline::{self, Request};
 use splitpkg::analysis::plan::{self, Plan};
 use splitpkg::error::{Error, Result};
+use splitpkg::input::file;
 use splitpkg::progress::Progress;
 use splitpkg::recipe::split;
 
@@ -240,7 +241,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
 /// A plan from PLAN.json or by planning a tree.
 fn load_plan(input: &Path, lazy: &[String], dep: &[String], quiet: bool) -> Result<Plan> {
     if input.extension().is_some_and(|e| e == "json") {
-        let text = std::fs::read_to_string(input).map_err(|e| Error::io(input, e))?;
+        let text = file::read_text(input, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "plan")?;
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::bad(input.display(), format!("not JSON: {e}")))?;
         if value.get("schema").and_then(|s| s.as_str()) != Some(plan::SCHEMA_NAME) {
             return Err(Error::bad(input.display(), "not a splitpkg plan (no \"schema\": \"splitpkg-plan\")"));

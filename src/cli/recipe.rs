@@ -6,6 +6,7 @@ use clap::Args;
 
 use splitpkg::analysis::contract::ContractFile;
 use splitpkg::error::{Error, Result};
+use splitpkg::input::file;
 use splitpkg::output::emit as write_out;
 use splitpkg::recipe::{emit, split, verify};
 
@@ -108,7 +109,7 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
     let VerifyVariantArgs { library, variant, contract, plan, json } = a;
     let contract = match (contract, plan) {
         (Some(c), _) => {
-            let text = std::fs::read_to_string(&c).map_err(|e| Error::io(&c, e))?;
+            let text = file::read_text(&c, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "contract")?;
             serde_json::from_str::<ContractFile>(&text).map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
         }
         (None, Some(p)) => {

@@ -169,7 +169,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
     let trace = opts.time || std::env::var_os("SPLITPKG_TRACE").is_some();
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let (kind, mut files) = if meta.is_file() && is_elf_file(path)? {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
         let map = Arc::new(crate::input::map_file(path)?);
         let display = path.display().to_string();
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| display.clone());
@@ -243,7 +243,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
 fn is_elf_file(path: &Path) -> Result<bool> {
     use std::io::Read;
     let mut head = [0u8; 4];
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut f = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
     let n = f.read(&mut head).map_err(|e| Error::io(path, e))?;
     Ok(n == 4 && &head == b"\x7fELF")
 }

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::progress::Progress;
 
 mod display;
+pub mod file;
 pub mod pip;
 mod walk;
 
@@ -357,7 +358,7 @@ impl Drop for Held<'_> {
 /// beyond the mapping (the kernel keeps a truncated file's pages readable as zeros or SIGBUS, the
 /// usual caveat of mmap).
 pub fn map_file(path: &Path) -> Result<Mmap> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = file::open_regular(path, file::Links::Follow)?;
     // SAFETY: read-only private map; see above.
     unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))
 }
@@ -550,7 +551,7 @@ where
             results.push((rel, v));
         }
     }
-    b.package = read_directory_package(root);
+    b.package = read_directory_package(root)?;
     b.hardlinks.extend(hardlinks);
     Ok(results)
 }
@@ -575,16 +576,30 @@ fn largest_first<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> V
 }
 
 /// An unpacked wheel keeps `*.dist-info/METADATA`; read its name and version if it is there.
-fn read_directory_package(root: &Path) -> Option<PackageMeta> {
-    let rd = std::fs::read_dir(root).ok()?;
+/// A METADATA that is there but cannot be read (a FIFO, `/dev/zero` behind a symlink, too large,
+/// a hostile Name) is an error naming it; a dist-info without one names nothing.
+fn read_directory_package(root: &Path) -> Result<Option<PackageMeta>> {
+    let Ok(rd) = std::fs::read_dir(root) else { return Ok(None) };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.ends_with(".dist-info") {
-            let text = std::fs::read_to_string(e.path().join("METADATA")).ok()?;
-            return parse_wheel_metadata(&text);
+            let path = e.path().join("METADATA");
+            if std::fs::symlink_metadata(&path).is_err() {
+                return Ok(None);
+            }
+            let text = file::read_text(&path, file::Links::Refuse, file::MAX_METADATA_BYTES, "METADATA")?;
+            return parse_wheel_metadata(&text).map(|m| checked_dist(m, &path.display().to_string())).transpose();
         }
     }
-    None
+    Ok(None)
+}
+
+/// A wheel's Name and Version as the PyPA specifications allow them: they reach file names,
+/// headers and printed install commands.
+fn checked_dist(meta: PackageMeta, at: &str) -> Result<PackageMeta> {
+    crate::sanitize::check_dist_name(&meta.name).map_err(|why| Error::bad(at, format!("Name: {why}")))?;
+    crate::sanitize::check_version(&meta.version).map_err(|why| Error::bad(at, format!("Version: {why}")))?;
+    Ok(meta)
 }
 
 // --- wheels (zip) ------------------------------------------------------------------------------
@@ -627,7 +642,7 @@ where
                         // The first MiB, as text (empty when it is not UTF-8).
                         let mut text = head;
                         let _ = r.take((1 << 20) - text.len() as u64).read_to_end(&mut text);
-                        metadata_text = Some(String::from_utf8(text).unwrap_or_default());
+                        metadata_text = Some((format!("{display}:{rel}"), String::from_utf8(text).unwrap_or_default()));
                     }
                 }
                 b.add(rel.clone(), EntryKind::File { size, elf, hardlink_of: None });
@@ -635,7 +650,10 @@ where
         }
         Ok(())
     })?;
-    b.package = metadata_text.as_deref().and_then(parse_wheel_metadata);
+    b.package = match metadata_text {
+        Some((at, text)) => parse_wheel_metadata(&text).map(|m| checked_dist(m, &at)).transpose()?,
+        None => None,
+    };
 
     // Biggest first, so the two cores finish together.
     elf_members.sort_by_key(|m| std::cmp::Reverse(m.size));
@@ -717,20 +735,33 @@ where
 
 /// The package identity in `info/index.json` (its first MiB).
 fn read_index_json(display: &str, r: &mut dyn Read) -> Result<PackageMeta> {
-    let mut text = String::new();
-    r.take(1 << 20).read_to_string(&mut text).map_err(|e| Error::bad(display, e))?;
+    let text = file::read_capped_text(r, &format!("{display}:info/index.json"), 1 << 20, "info/index.json")?;
     parse_index_json(display, &text)
 }
 
 fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
-    Ok(PackageMeta {
+    let meta = PackageMeta {
         name: s("name").ok_or_else(|| Error::bad(display, "info/index.json has no name"))?,
         version: s("version").ok_or_else(|| Error::bad(display, "info/index.json has no version"))?,
         build: s("build"),
         subdir: s("subdir"),
-    })
+    };
+    // Conda's own rules (names `[a-z0-9._-]`, versions and builds without spaces or shell
+    // characters), checked as loosely as conda reads them: these reach plans, recipes and text.
+    let conda_word = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "._-+!*".contains(c));
+    for (key, value) in
+        [("name", Some(&meta.name)), ("version", Some(&meta.version)), ("build", meta.build.as_ref()), ("subdir", meta.subdir.as_ref())]
+    {
+        if let Some(v) = value.filter(|v| !conda_word(v)) {
+            return Err(Error::bad(
+                format!("{display}:info/index.json"),
+                format!("{key} {} holds characters conda does not allow", crate::sanitize::quoted(v)),
+            ));
+        }
+    }
+    Ok(meta)
 }
 
 /// Stream a tar archive: decompression is sequential, ELF parsing runs on the pool meanwhile.

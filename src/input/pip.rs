@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::sanitize;
 
 /// The marker's file name inside a lazy wheel's dist-info.
 pub const MARKER: &str = "splitpkg-variant.json";
@@ -73,23 +74,24 @@ pub fn owners(root: &Path, dist_infos: &[&str], path: &str) -> Result<Vec<Owner>
         if !text.lines().any(|l| record_path(l) == Some(path)) {
             continue;
         }
-        let meta = read_small(&dir.join("METADATA"))?;
+        let meta_path = dir.join("METADATA");
+        let meta = read_small(&meta_path)?;
         let field = |key: &str| meta.lines().take_while(|l| !l.is_empty()).find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
+        // Shown in `plan`'s text next to install commands: the PyPA grammar or nothing.
+        let (name, version) = (field("Name:").unwrap_or_default(), field("Version:").unwrap_or_default());
+        let at = |why: String| Error::bad(meta_path.display(), why);
+        sanitize::check_dist_name(&name).map_err(|why| at(format!("Name: {why}")))?;
+        sanitize::check_version(&version).map_err(|why| at(format!("Version: {why}")))?;
         let marker_path = dir.join(MARKER);
-        let marker = if marker_path.is_file() {
+        let marker = if std::fs::symlink_metadata(&marker_path).is_ok() {
             let m: VariantMarker = serde_json::from_str(&read_small(&marker_path)?)
                 .map_err(|e| Error::bad(marker_path.display(), format!("not a {MARKER_SCHEMA} document: {e}")))?;
+            m.check().map_err(|why| Error::bad(marker_path.display(), why))?;
             (m.schema == MARKER_SCHEMA).then_some(m)
         } else {
             None
         };
-        out.push(Owner {
-            dist_info: d.to_string(),
-            name: field("Name:").unwrap_or_default(),
-            version: field("Version:").unwrap_or_default(),
-            marker,
-            pep825_variant: dir.join("variant.json").is_file(),
-        });
+        out.push(Owner { dist_info: d.to_string(), name, version, marker, pep825_variant: dir.join("variant.json").is_file() });
     }
     Ok(out)
 }
@@ -104,13 +106,51 @@ fn record_path(line: &str) -> Option<&str> {
     line.split(',').next().filter(|p| !p.is_empty())
 }
 
-/// Dist-info files are small; a cap keeps a hostile one from being read without bound.
+/// Dist-info files are small regular files inside the environment: a FIFO, a symlink (to
+/// `/dev/zero`, or out of the environment) or one above the cap is refused, naming it.
 fn read_small(path: &Path) -> Result<String> {
-    use std::io::Read;
-    let f = super::open_nofollow(path).map_err(|e| Error::io(path, e))?;
-    let mut s = String::new();
-    f.take(64 << 20).read_to_string(&mut s).map_err(|e| Error::bad(path.display(), format!("unreadable: {e}")))?;
-    Ok(s)
+    use super::file::{Links, MAX_METADATA_BYTES, read_text};
+    read_text(path, Links::Refuse, MAX_METADATA_BYTES, "dist-info file")
+}
+
+impl VariantMarker {
+    /// What a marker says is printed as switch commands and sizes: variant names are PEP 825
+    /// labels, `install` a requirement (`NAME==VERSION`) or a wheel file name whose parts follow
+    /// the PyPA grammar, library sizes within what one library can be.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let label = |v: &str| {
+            if !v.is_empty() && v.len() <= 16 && v.chars().all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.')) {
+                Ok(())
+            } else {
+                Err(format!("variant {} is not a variant label ([0-9a-z._], at most 16 characters)", sanitize::quoted(v)))
+            }
+        };
+        label(&self.variant)?;
+        for v in &self.variants {
+            label(&v.name)?;
+            if v.library_bytes > super::MAX_ELF_MEMBER_BYTES {
+                return Err(format!("variant {}: library_bytes {} is above what one library can be", v.name, v.library_bytes));
+            }
+            check_install(&v.install).map_err(|why| format!("variant {}: install {}: {why}", v.name, sanitize::quoted(&v.install)))?;
+        }
+        Ok(())
+    }
+}
+
+/// `NAME==VERSION`, or `NAME-VERSION-TAG-TAG-TAG[-LABEL].whl`.
+fn check_install(s: &str) -> std::result::Result<(), String> {
+    if let Some((name, version)) = s.split_once("==") {
+        sanitize::check_dist_name(name)?;
+        return sanitize::check_version(version);
+    }
+    let Some(stem) = s.strip_suffix(".whl") else { return Err("neither NAME==VERSION nor a wheel file name".into()) };
+    let parts: Vec<&str> = stem.split('-').collect();
+    if !(5..=6).contains(&parts.len()) {
+        return Err("not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM[-LABEL].whl)".into());
+    }
+    sanitize::check_dist_name(parts[0])?;
+    sanitize::check_version(parts[1])?;
+    parts[2..].iter().try_for_each(|t| sanitize::check_wheel_tag(t))
 }
 
 #[cfg(test)]

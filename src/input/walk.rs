@@ -9,7 +9,6 @@
 //! never through a link ([`open_nofollow`]).
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -153,9 +152,7 @@ pub(crate) fn walk_zip(
             return Err(Error::bad(display, format!("member {path} claims {} bytes; refusing", f.size())));
         }
         let link = if kind == MemberKind::Symlink {
-            let mut target = String::new();
-            (&mut f).take(4096).read_to_string(&mut target).map_err(|e| Error::bad(display, format!("{path}: {e}")))?;
-            Some(target)
+            Some(super::file::read_capped_text(&mut f, &format!("{display}:{path}"), 4096, "symlink target")?)
         } else {
             None
         };
@@ -193,7 +190,7 @@ pub(crate) fn conda_tar<'a>(display: &str, archive: &'a mut Zip<'_>, index: usiz
 
 /// A `.tar.bz2` as a tar stream (multi-stream bzip2, as conda writes it).
 pub(crate) fn tar_bz2(path: &Path) -> Result<impl Read> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = super::file::open_regular(path, super::file::Links::Follow)?;
     Ok(bzip2::read::MultiBzDecoder::new(std::io::BufReader::new(file)))
 }
 
@@ -245,12 +242,10 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
     Ok(members)
 }
 
-/// Open a file for reading, refusing a symlink in its last component (`O_NOFOLLOW`): a directory
-/// member is read by its name, and a name swapped for a link since the walk is not followed.
-pub(crate) fn open_nofollow(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
-}
+/// Open a file for reading, refusing a symlink in its last component (`O_NOFOLLOW`) and anything
+/// but a regular file: a directory member is read by its name, and a name swapped for a link or
+/// a FIFO since the walk is neither followed nor blocks (the one opener, `input::file`).
+pub(crate) use super::file::open_nofollow;
 
 /// Normalise an archive member name, rejecting anything that could point outside the tree.
 fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {

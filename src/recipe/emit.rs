@@ -109,8 +109,12 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         return Err(Error::Usage("the plan has no lazy library".into()));
     }
     let several = contracts.len() > 1;
-    let cmake_target =
-        if several { contracts.iter().map(|c| target_of(&c.library)).collect::<Vec<_>>().join(" ") } else { target_of(&lazy_name) };
+    // Shell words in build-variants.sh: a target is named after a file of the tree.
+    let cmake_target = if several {
+        contracts.iter().map(|c| quote::shell_word(&target_of(&c.library))).collect::<Vec<_>>().join(" ")
+    } else {
+        quote::shell_word(&target_of(&lazy_name))
+    };
     let contract_file = |c: &ContractFile| {
         if several {
             format!("contract-{}.json", c.library.replace(|ch: char| !(ch.is_ascii_alphanumeric() || "._-".contains(ch)), "_"))
@@ -250,91 +254,9 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
     Ok(())
 }
 
-/// Quoting for the contexts a (checked) tree path reaches in generated files.
-pub mod quote {
-    /// Inside `"…"` in sh/bash: only `\`, `"`, `$` and `` ` `` are special there.
-    pub fn shell_double(s: &str) -> String {
-        let mut out = String::with_capacity(s.len());
-        for c in s.chars() {
-            if matches!(c, '\\' | '"' | '$' | '`') {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-        out
-    }
-
-    /// Inside `"…"` in YAML (a double-quoted scalar): `\` and `"` are escaped.
-    pub fn yaml_double(s: &str) -> String {
-        let j = serde_json::to_string(s).expect("a string serialises");
-        j[1..j.len() - 1].to_string()
-    }
-
-    /// A YAML sequence item: left plain when YAML reads it back unchanged, else double-quoted.
-    pub fn yaml_item(s: &str) -> String {
-        let first = s.chars().next();
-        let plain = !s.is_empty()
-            && !s.chars().any(|c| c.is_control())
-            && !s.contains(": ")
-            && !s.contains(" #")
-            && !s.ends_with([':', ' '])
-            && !first.is_some_and(|c| " -?:,[]{}#&*!|>'\"%@`".contains(c));
-        if plain { s.to_string() } else { serde_json::to_string(s).expect("a string serialises") }
-    }
-
-    /// A literal file name in a glob (rattler-build `files`, `package_contents`): every glob
-    /// metacharacter in a one-character class.
-    pub fn glob_literal(s: &str) -> String {
-        let mut out = String::with_capacity(s.len());
-        for c in s.chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') {
-                out.push('[');
-                out.push(c);
-                out.push(']');
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    }
-
-    /// Text for a generated comment line: control characters, Jinja delimiters and selector
-    /// brackets cannot survive into it.
-    pub fn comment(s: &str) -> String {
-        s.chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect::<String>()
-            .replace('{', "(")
-            .replace('}', ")")
-            .replace('[', "(")
-            .replace(']', ")")
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn ordinary_paths_are_unchanged() {
-            let p = "lib/python3.11/site-packages/torch/lib/libtorch_cuda_linalg.so";
-            assert_eq!(shell_double(p), p);
-            assert_eq!(yaml_double(p), p);
-            assert_eq!(glob_literal(p), p);
-            assert_eq!(yaml_item(&format!("test -f \"$PREFIX/{p}\"")), format!("test -f \"$PREFIX/{p}\""));
-        }
-
-        #[test]
-        fn hostile_paths_are_inert() {
-            assert_eq!(shell_double("a$(touch${IFS}X)`id`\"b"), "a\\$(touch\\${IFS}X)\\`id\\`\\\"b");
-            assert_eq!(yaml_double("a\"b"), "a\\\"b");
-            assert_eq!(yaml_item("rm -f a: b"), "\"rm -f a: b\"");
-            assert_eq!(yaml_item("x #y"), "\"x #y\"");
-            assert_eq!(yaml_item("'q"), "\"'q\"");
-            assert_eq!(glob_literal("lib[1]*.so{a}"), "lib[[]1[]][*].so[{]a[}]");
-            assert_eq!(comment("a{{ x }}\n# [win]"), "a(( x ))?# (win)");
-        }
-    }
-}
+/// Quoting for the contexts a (checked) tree path reaches in generated files: the one sanitiser
+/// ([`crate::sanitize`]), under the name the templates' filters use.
+pub use crate::sanitize as quote;
 
 #[doc(hidden)]
 /// The fuzz harness for untrusted plans (cargo-fuzz target `plan_json`): a plan document from bytes,

@@ -466,7 +466,7 @@ pub struct Inputs {
 /// Read one JSON document, check its `schema` name, and deserialise it into `T`.
 fn load_doc<T: serde::de::DeserializeOwned>(path: &Path, schema: &str, what: &str) -> Result<Loaded<T>> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::input::file::read_text(path, crate::input::file::Links::Follow, crate::input::file::MAX_DOCUMENT_BYTES, what)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::bad(&file, format!("not JSON: {e}")))?;
     if value.get("schema").and_then(|s| s.as_str()) != Some(schema) {
         return Err(Error::bad(&file, format!("not a splitpkg {what} (no \"schema\": \"{schema}\")")));

@@ -106,7 +106,12 @@ impl Tables {
 
     /// Built-ins, then the tables of `path` on top (same name replaces).
     pub fn with_file(path: &Path) -> Result<Tables> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::input::file::read_text(
+            path,
+            crate::input::file::Links::Follow,
+            crate::input::file::MAX_DOCUMENT_BYTES,
+            "expectation table",
+        )?;
         Tables::with_text(&text, &path.display().to_string())
     }
 

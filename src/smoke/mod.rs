@@ -797,7 +797,8 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
 
 /// Read a recorded `--json` report.
 pub fn load_report(path: &Path) -> Result<SmokeReport> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text =
+        crate::input::file::read_text(path, crate::input::file::Links::Follow, crate::input::file::MAX_DOCUMENT_BYTES, "smoke report")?;
     parse_report(&text, path)
 }
 

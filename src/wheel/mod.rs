@@ -38,6 +38,7 @@ use crate::input::pip::{MARKER, MARKER_SCHEMA, MarkerVariant, VariantMarker};
 use crate::input::{Tree, TreeKind, map_file};
 use crate::progress::Progress;
 use crate::recipe::split::{Split, Variant};
+use crate::sanitize::{self, shell_word};
 use record::Entry;
 use writer::{Copies, Finished, Pending, Writer};
 
@@ -218,7 +219,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         Some(n) => n.clone(),
         None => default_lazy_dist(&lazy_paths)?,
     };
-    check_dist_name(&lazy_dist)?;
+    sanitize::check_dist_name(&lazy_dist).map_err(|why| Error::Usage(format!("--lazy-dist: {why}")))?;
     let (public, local) = match input.version.split_once('+') {
         Some((p, l)) => (p.to_string(), Some(l.to_string())),
         None => (input.version.clone(), None),
@@ -306,17 +307,22 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     pending.commit()?;
     trace("committed");
 
+    // Printed for the user to paste: every word quoted for the shell (the names and versions are
+    // checked already; `--out` is the user's own path, spaces and all).
     let find_links = out.display().to_string();
-    let pin = |w: &WrittenWheel| format!("\"{}=={}\"", w.distribution, w.version);
+    let links = shell_word(&find_links);
+    let dist = shell_word(&input.name);
+    let pin = |w: &WrittenWheel| shell_word(&format!("{}=={}", w.distribution, w.version));
     let other = lazy.iter().find(|w| !w.preferred);
     let commands = Commands {
-        default: format!("pip install --find-links {find_links} {}", input.name),
-        other: other.map(|w| format!("pip install --find-links {find_links} {} {}", input.name, pin(w))),
-        uv_default: format!("uv pip install --find-links {find_links} {}", input.name),
-        uv_other: other.map(|w| format!("uv pip install --find-links {find_links} {} {}", input.name, pin(w))),
+        default: format!("pip install --find-links {links} {dist}"),
+        other: other.map(|w| format!("pip install --find-links {links} {dist} {}", pin(w))),
+        uv_default: format!("uv pip install --find-links {links} {dist}"),
+        uv_other: other.map(|w| format!("uv pip install --find-links {links} {dist} {}", pin(w))),
     };
     let vdir = variants_dir.display().to_string();
-    let uv_variants = format!("uv pip install --preview-features wheel-variants --find-links {vdir} {}", input.name);
+    let vlinks = shell_word(&vdir);
+    let uv_variants = format!("uv pip install --preview-features wheel-variants --find-links {vlinks} {dist}");
     let variants = VariantSet {
         dir: vdir.clone(),
         schema: VARIANT_SCHEMA,
@@ -325,9 +331,9 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         uv_other: variant_wheels
             .iter()
             .find(|w| w.layout == Layout::Variant && !w.preferred)
-            .map(|w| format!("{uv_variants} {}", out.join(&w.file).display())),
+            .map(|w| format!("{uv_variants} {}", shell_word(&out.join(&w.file).display().to_string()))),
         uv_default: uv_variants,
-        pip_default: format!("pip install --find-links {vdir} {}", input.name),
+        pip_default: format!("pip install --find-links {vlinks} {dist}"),
         wheels: variant_wheels,
     };
     Ok(WheelReport {
@@ -426,15 +432,6 @@ fn default_lazy_dist(lazy_paths: &[String]) -> Result<String> {
     }
 }
 
-/// PEP 508 names: letters, digits, `.`, `_`, `-`, starting and ending with a letter or digit.
-fn check_dist_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if ok { Ok(()) } else { Err(Error::Usage(format!("--lazy-dist {name:?}: not a distribution name (PEP 508)"))) }
-}
-
 /// A distribution name as it appears in wheel and dist-info file names (PEP 427 escaping).
 fn escaped(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
@@ -464,12 +461,20 @@ impl<'a> Input<'a> {
         let metadata = read_member(&mut archive, &display, meta_path)?;
         let field =
             |key: &str| metadata.lines().take_while(|l| !l.is_empty()).find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
-        let name = field("Name:").ok_or_else(|| Error::bad(format!("{display}:{meta_path}"), "no Name"))?;
-        let version = field("Version:").ok_or_else(|| Error::bad(format!("{display}:{meta_path}"), "no Version"))?;
-        // Tags: the last three dash-separated parts of the file name.
+        let at = format!("{display}:{meta_path}");
+        let name = field("Name:").ok_or_else(|| Error::bad(&at, "no Name"))?;
+        let version = field("Version:").ok_or_else(|| Error::bad(&at, "no Version"))?;
+        // Name, version and the header go into new METADATA, file names and printed commands.
+        sanitize::check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
+        sanitize::check_version(&version).map_err(|why| Error::bad(&at, format!("Version: {why}")))?;
+        check_header(&metadata).map_err(|why| Error::bad(&at, why))?;
+        // Tags: the last three dash-separated parts of the file name; they name the written wheels.
         let parts: Vec<&str> = file.trim_end_matches(".whl").split('-').collect();
         if parts.len() < 5 {
             return Err(Error::bad(&display, "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl)"));
+        }
+        for t in &parts[parts.len() - 3..] {
+            sanitize::check_wheel_tag(t).map_err(|why| Error::bad(&display, format!("file name: {why}")))?;
         }
         let tags = parts[parts.len() - 3..].join("-");
         let record_path = format!("{dist_info_stem}.dist-info/RECORD");
@@ -540,12 +545,21 @@ impl<'a> Input<'a> {
 }
 
 fn read_member(archive: &mut ZipArchive<Cursor<&[u8]>>, display: &str, path: &str) -> Result<String> {
+    use crate::input::file::{MAX_METADATA_BYTES, read_capped_text};
     let at = format!("{display}:{path}");
-    let mut f = archive.by_name(path).map_err(|e| Error::bad(&at, e))?;
-    let mut s = String::new();
-    // Metadata files are small: a cap keeps a hostile one from inflating without bound.
-    (&mut f).take(64 << 20).read_to_string(&mut s).map_err(|e| Error::bad(&at, e))?;
-    Ok(s)
+    let f = archive.by_name(path).map_err(|e| Error::bad(&at, e))?;
+    // Metadata files are small: above the cap the wheel is refused (never a truncated copy).
+    read_capped_text(f, &at, MAX_METADATA_BYTES, "dist-info file")
+}
+
+/// The METADATA header is copied into the core wheel: a carriage return or another control
+/// character in it is a header Python's parser reads and ours does not (`Name: x\rRequires-Dist: y`).
+fn check_header(metadata: &str) -> std::result::Result<(), String> {
+    let head = metadata.split("\n\n").next().unwrap_or_default();
+    match head.lines().flat_map(|l| l.chars()).find(|&c| c.is_control() && c != '\t') {
+        Some(c) => Err(format!("header with the control character {}: refusing to copy it", c.escape_default())),
+        None => Ok(()),
+    }
 }
 
 /// RECORD hash and size of member `i`, inflated once.
@@ -621,7 +635,8 @@ fn write_core(
             continue;
         }
         if path == &meta_path {
-            let text = edit_metadata(&input.metadata, version, &[format!("Requires-Dist: {lazy_dist}=={public}")]);
+            let requires = sanitize::header_line("Requires-Dist", &format!("{lazy_dist}=={public}")).map_err(Error::internal)?;
+            let text = edit_metadata(&input.metadata, version, &[requires]);
             w.add(&renamed(path), text.as_bytes(), 0o644)?;
         } else {
             input.copy_into(&mut w, path, &renamed(path))?;
@@ -742,7 +757,16 @@ fn write_lazy(
         variant.name,
         if variant.with_payload { "with the payload" } else { "without the payload" }
     );
-    let meta = format!("Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: {summary}\nRequires-Dist: {}\n", spec.requires);
+    let header = |key: &str, value: &str| sanitize::header_line(key, value).map_err(|why| Error::bad(&input.display, why));
+    let meta = [
+        header("Metadata-Version", "2.1")?,
+        header("Name", dist)?,
+        header("Version", version)?,
+        header("Summary", &summary)?,
+        header("Requires-Dist", spec.requires)?,
+    ]
+    .join("\n")
+        + "\n";
     w.add(&format!("{dist_info}/METADATA"), meta.as_bytes(), 0o644)?;
     let marker = serde_json::to_string_pretty(&spec.marker).map_err(|e| Error::internal(e.to_string()))? + "\n";
     w.add(&format!("{dist_info}/{MARKER}"), marker.as_bytes(), 0o644)?;

@@ -3,7 +3,6 @@
 //! through a link (docs/security.md).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -255,7 +254,7 @@ pub(super) fn other_variant(
                 b.content.insert(rel, Staged::Symlink { target: target.clone() });
             }
             Staged::File { .. } => {
-                let src = File::open(file).map_err(|e| Error::io(file, e))?;
+                let src = crate::input::file::open_regular(file, crate::input::file::Links::Follow)?;
                 let (size, sha256) = write_hashed(&dst, src, true, progress).map_err(|e| Error::io(&dst, e))?;
                 b.content.insert(rel, Staged::File { size, sha256 });
             }
