@@ -334,7 +334,7 @@ fn command_line_value_errors_are_one_line() {
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
     for (args, says) in [
-        (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "lots"], "not a size"),
+        (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "x12"], "not a size"),
         (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "99999999T"], "too large"),
         (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "5Q"], "unknown unit"),
         (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "1\x1b[31mG"], "\\u{1b}[31m"),
