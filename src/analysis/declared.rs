@@ -21,13 +21,8 @@ const EXAMPLES: usize = 6;
 
 /// The dlopen-note warnings of every file, in file order.
 pub fn note_warnings(ins: &Inspection) -> Vec<Warning> {
-    let in_tree: HashSet<&str> = ins
-        .tree
-        .entries
-        .iter()
-        .map(|e| Tree::file_name(&e.path))
-        .chain(ins.files.iter().filter_map(|f| f.elf.soname.as_deref()))
-        .collect();
+    let in_tree: HashSet<&str> =
+        ins.tree.entries.iter().map(|e| Tree::file_name(&e.path)).chain(ins.files.iter().filter_map(|f| f.elf.soname.as_deref())).collect();
     let mut out = Vec::new();
     for (i, f) in ins.files.iter().enumerate() {
         let e = &f.elf;

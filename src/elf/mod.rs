@@ -844,7 +844,8 @@ pub fn fuzz_one(data: &[u8]) {
     let Ok(view) = ElfView::parse(data) else { return };
     let _ = view.translation_units();
     let _ = view.dlopen_notes();
-    let entry = DlopenEntry { soname: vec!["libfuzz.so.1".into()], feature: Some("f".into()), description: None, priority: Priority::Required };
+    let entry =
+        DlopenEntry { soname: vec!["libfuzz.so.1".into()], feature: Some("f".into()), description: None, priority: Priority::Required };
     if let Ok((out, _)) = note::add_note(data, entry.clone()) {
         let back = ElfView::parse(&out).expect("a file add_note wrote parses").dlopen_notes();
         assert!(back.entries.contains(&entry), "the note add_note wrote reads back: {back:?}");

@@ -136,7 +136,9 @@ impl fmt::Display for NoteProblem {
             NoteProblem::Misaligned { offset, align } => {
                 write!(f, ".note.dlopen at {offset:#x} is aligned to {align}, not 4 as the spec requires")
             }
-            NoteProblem::TooLarge { offset, size } => write!(f, ".note.dlopen at {offset:#x} has a {size}-byte descriptor (limit {MAX_DESC})"),
+            NoteProblem::TooLarge { offset, size } => {
+                write!(f, ".note.dlopen at {offset:#x} has a {size}-byte descriptor (limit {MAX_DESC})")
+            }
             NoteProblem::Unterminated { offset } => write!(f, ".note.dlopen at {offset:#x}: descriptor is not NUL-terminated"),
             NoteProblem::NotUtf8 { offset } => write!(f, ".note.dlopen at {offset:#x}: descriptor is not UTF-8"),
             NoteProblem::BadJson { offset, error } => write!(f, ".note.dlopen at {offset:#x}: not a JSON array: {error}"),
@@ -153,8 +155,9 @@ impl fmt::Display for NoteProblem {
 pub struct DlopenNotes {
     pub entries: Vec<DlopenEntry>,
     pub problems: Vec<NoteProblem>,
-    /// File offsets of the notes read (to read each once).
-    seen: HashSet<u64>,
+    /// File offsets (and padding) of the notes read, to read each once: a hostile section that
+    /// covers the same bytes with another alignment reads them differently and must not hide them.
+    seen: HashSet<(u64, usize)>,
 }
 
 impl DlopenNotes {
@@ -232,7 +235,7 @@ fn walk_notes(file: &[u8], c: &Container, le: bool, out: &mut DlopenNotes) {
             }
             break;
         }
-        if is_ours && out.seen.insert(at) {
+        if is_ours && out.seen.insert((at, pad)) {
             if c.align != 4 || at % 4 != 0 {
                 out.problem(NoteProblem::Misaligned { offset: at, align: if at % 4 != 0 { 1 } else { c.align } });
             }
@@ -556,7 +559,14 @@ mod tests {
         w.write_shdr(&mut hdrs, &Shdr::default());
         let note = Shdr { name: 1, sh_type: 7, offset: data_off as u64, size: data.len() as u64, addralign: align, ..Shdr::default() };
         w.write_shdr(&mut hdrs, &note);
-        let strtab = Shdr { name: 2 + name.len() as u32, sh_type: 3, offset: names_off as u64, size: names.len() as u64, addralign: 1, ..Shdr::default() };
+        let strtab = Shdr {
+            name: 2 + name.len() as u32,
+            sh_type: 3,
+            offset: names_off as u64,
+            size: names.len() as u64,
+            addralign: 1,
+            ..Shdr::default()
+        };
         w.write_shdr(&mut hdrs, &strtab);
         out[shoff..].copy_from_slice(&hdrs);
         out
@@ -599,14 +609,18 @@ mod tests {
     /// Each malformation is one typed problem, and what is fine in the same note is still read.
     #[test]
     fn malformed_notes_are_problems() {
-        let cases: Vec<(&str, Vec<u8>, u64, fn(&NoteProblem) -> bool)> = vec![
+        type Is = fn(&NoteProblem) -> bool;
+        let cases: Vec<(&str, Vec<u8>, u64, Is)> = vec![
             ("bad json", note_bytes("[{\"soname\":", true), 4, |p| matches!(p, NoteProblem::BadJson { .. })),
             ("not an array", note_bytes("{}", true), 4, |p| matches!(p, NoteProblem::BadJson { .. })),
             ("alignment", note_bytes(GOOD, true), 8, |p| matches!(p, NoteProblem::Misaligned { align: 8, .. })),
             ("truncated", note_bytes(GOOD, true)[..40].to_vec(), 4, |p| matches!(p, NoteProblem::Truncated { .. })),
-            ("slash", note_bytes(r#"[{"soname":["/usr/lib/libx.so","libx.so"]}]"#, true), 4, |p| {
-                matches!(p, NoteProblem::SonameWithSlash { soname, .. } if soname == "/usr/lib/libx.so")
-            }),
+            (
+                "slash",
+                note_bytes(r#"[{"soname":["/usr/lib/libx.so","libx.so"]}]"#, true),
+                4,
+                |p| matches!(p, NoteProblem::SonameWithSlash { soname, .. } if soname == "/usr/lib/libx.so"),
+            ),
             ("priority", note_bytes(r#"[{"soname":["libx.so"],"priority":"must"}]"#, true), 4, |p| {
                 matches!(p, NoteProblem::BadEntry { index: 0, .. })
             }),
@@ -658,7 +672,12 @@ mod tests {
     #[test]
     fn writing_merges_and_reads_back() {
         let elf = elf_with_section(SECTION, &note_bytes(GOOD, true), 4);
-        let add = DlopenEntry { soname: vec!["libz.so.1".into()], feature: Some("zlib".into()), description: None, priority: Priority::Suggested };
+        let add = DlopenEntry {
+            soname: vec!["libz.so.1".into()],
+            feature: Some("zlib".into()),
+            description: None,
+            priority: Priority::Suggested,
+        };
         let (out, written) = add_note(&elf, add.clone()).unwrap();
         assert!(written.merged_existing);
         let n = ElfView::parse(&out).unwrap().dlopen_notes();
