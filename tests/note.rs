@@ -327,3 +327,36 @@ fn emit_renders_the_note_step_only_when_asked_and_the_step_runs() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(std::fs::read_to_string(d.path().join("f/conda-build/build-variants.sh")).unwrap().contains("--feature \"magma-linalg\""));
 }
+
+/// Real world: luma-engine 0.2.5 on PyPI bundles SDL3 builds whose `.note.dlopen` SDL's own
+/// macros wrote (docs/evidence/dlopen-note/real-world.txt has the reference reader's view).
+/// `inspect` reads the wheel in place: 8 entries in SDL3.so, 6 in SDL3_mixer.so, no problem, and
+/// on SDL3.so every declared library is also a `dlopen` literal.
+#[test]
+#[cfg_attr(not(feature = "full-tests"), ignore = "full tier: downloads luma-engine 0.2.5 (6 MB) from PyPI")]
+fn real_world_sdl3_notes_from_pypi() {
+    let dir = repo().join("target/dlopen-note-wheels");
+    let whl = dir.join("luma_engine-0.2.5-py3-none-any.whl");
+    if !whl.exists() {
+        let o = Command::new("python3")
+            .args(["-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-d"])
+            .arg(&dir)
+            .arg("luma-engine==0.2.5")
+            .output()
+            .expect("python3 -m pip");
+        assert!(o.status.success(), "pip download: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = run(&["inspect", whl.to_str().unwrap(), "--json", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let facts = json(&o);
+    let file = |name: &str| facts["files"].as_array().unwrap().iter().find(|f| f["path"] == name).unwrap_or_else(|| panic!("{name}")).clone();
+    let sdl = file("luma/lib/SDL3.so");
+    let notes = sdl["elf"]["dlopen_notes"].as_array().unwrap().clone();
+    assert_eq!(notes.len(), 8);
+    assert!(notes.iter().any(|n| n["soname"] == serde_json::json!(["libGL.so.1", "libOpenGL.so.0"]) && n["feature"] == "egl-opengl"));
+    assert!(notes.iter().all(|n| n["priority"] == "suggested"));
+    let literals: Vec<&str> = sdl["elf"]["library_literals"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert!(notes.iter().all(|n| n["soname"].as_array().unwrap().iter().all(|s| literals.contains(&s.as_str().unwrap()))));
+    assert_eq!(file("luma/lib/SDL3_mixer.so")["elf"]["dlopen_notes"].as_array().unwrap().len(), 6);
+    assert!(facts["files"].as_array().unwrap().iter().all(|f| f["elf"].get("dlopen_note_problems").is_none()));
+}
