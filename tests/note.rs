@@ -203,7 +203,8 @@ fn note_refuses_bad_input_with_one_line() {
 fn written_note_reads_back_loads_and_leaves_loaded_bytes_alone() {
     let (_d, tree) = copy_fixture("conda-like");
     let lib = tree.join("lib/libtorch_cuda.so");
-    let orig = tree.join("libtorch_cuda.so.orig");
+    // Next to it, so its $ORIGIN RPATH finds libtorch_cpu.so as the original's does.
+    let orig = tree.join("lib/orig-libtorch_cuda.so");
     std::fs::copy(&lib, &orig).unwrap();
     let before = Command::new(tree.join("bin/torch_smoke")).output().unwrap();
     // In place (atomically), as the recipe step does.
@@ -349,7 +350,8 @@ fn real_world_sdl3_notes_from_pypi() {
     let o = run(&["inspect", whl.to_str().unwrap(), "--json", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let facts = json(&o);
-    let file = |name: &str| facts["files"].as_array().unwrap().iter().find(|f| f["path"] == name).unwrap_or_else(|| panic!("{name}")).clone();
+    let file =
+        |name: &str| facts["files"].as_array().unwrap().iter().find(|f| f["path"] == name).unwrap_or_else(|| panic!("{name}")).clone();
     let sdl = file("luma/lib/SDL3.so");
     let notes = sdl["elf"]["dlopen_notes"].as_array().unwrap().clone();
     assert_eq!(notes.len(), 8);

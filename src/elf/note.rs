@@ -236,8 +236,8 @@ fn walk_notes(file: &[u8], c: &Container, le: bool, out: &mut DlopenNotes) {
             break;
         }
         if is_ours && out.seen.insert((at, pad)) {
-            if c.align != 4 || at % 4 != 0 {
-                out.problem(NoteProblem::Misaligned { offset: at, align: if at % 4 != 0 { 1 } else { c.align } });
+            if c.align != 4 || !at.is_multiple_of(4) {
+                out.problem(NoteProblem::Misaligned { offset: at, align: if at.is_multiple_of(4) { c.align } else { 1 } });
             }
             read_desc(&data[desc_start..desc_end], at, out);
         }
