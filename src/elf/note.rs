@@ -227,6 +227,11 @@ fn walk_notes(file: &[u8], c: &Container, le: bool, out: &mut DlopenNotes) {
         };
         let name = data.get(off + 12..).and_then(|r| r.get(..namesz as usize));
         let is_ours = ntype == NT_FDO_DLOPEN_METADATA && name == Some(&OWNER[..]);
+        // The spec's alignment is 4: read otherwise, the descriptor would start elsewhere.
+        if is_ours && (c.align != 4 || !at.is_multiple_of(4)) {
+            out.problem(NoteProblem::Misaligned { offset: at, align: if at.is_multiple_of(4) { c.align } else { 1 } });
+            break;
+        }
         let desc_start = (off + 12).saturating_add(round_up(namesz as usize, pad));
         let desc_end = desc_start.saturating_add(descsz as usize);
         if desc_end > data.len() {
@@ -236,9 +241,6 @@ fn walk_notes(file: &[u8], c: &Container, le: bool, out: &mut DlopenNotes) {
             break;
         }
         if is_ours && out.seen.insert((at, pad)) {
-            if c.align != 4 || !at.is_multiple_of(4) {
-                out.problem(NoteProblem::Misaligned { offset: at, align: if at.is_multiple_of(4) { c.align } else { 1 } });
-            }
             read_desc(&data[desc_start..desc_end], at, out);
         }
         off = desc_start.saturating_add(round_up(descsz as usize, pad));
