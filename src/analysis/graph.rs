@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::elf::ElfFacts;
+use crate::elf::{DlopenEntry, ElfFacts};
 use crate::input::{Resolve, Tree, TreeKind};
 
 /// Libraries every Linux system provides: classified, not reported missing.
@@ -134,7 +134,7 @@ pub enum EdgeKind {
     Needed,
     /// A library-name literal in a file that imports a loader: loaded when that code runs.
     Lazy,
-    /// Declared in a `.note.dlopen` ELF note.
+    /// Declared in the requester's `.note.dlopen` ELF note (UAPI.12); the edge carries the entry.
     DlopenNote,
 }
 
@@ -218,6 +218,51 @@ pub struct Edge {
     pub how: How,
     /// Node ids of the roots whose processes resolved the request this way.
     pub roots: Vec<usize>,
+    /// For a [`EdgeKind::DlopenNote`] edge: the note's entry (every alternative, feature,
+    /// description, priority). `name` is the alternative the ld.so model resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<DlopenEntry>,
+    /// A declared edge whose name the requester also holds as a `dlopen` literal: declared and
+    /// found agree.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub literal_too: bool,
+}
+
+impl Edge {
+    /// `how` for people: a declared edge says so before how ld.so finds it.
+    pub fn how_text(&self) -> String {
+        match &self.declared {
+            Some(d) => format!("{}; {}", declared_text(d, self.literal_too), self.how.describe()),
+            None => self.how.describe(),
+        }
+    }
+}
+
+/// `declared by .note.dlopen (feature linalg, required: "…"; also a literal)`.
+pub fn declared_text(d: &DlopenEntry, literal_too: bool) -> String {
+    let mut parts = Vec::new();
+    if let Some(f) = &d.feature {
+        parts.push(format!("feature {f}"));
+    }
+    parts.push(d.priority.as_str().to_string());
+    if d.soname.len() > 1 {
+        parts.push(format!("alternatives {}", d.soname.join(", ")));
+    }
+    if let Some(text) = &d.description {
+        parts.push(format!("{text:?}"));
+    }
+    if literal_too {
+        parts.push("also a dlopen literal".into());
+    }
+    format!("declared by .note.dlopen ({})", parts.join(", "))
+}
+
+/// One lazy request of a file: a literal, or a note entry's alternatives (most preferred first).
+struct LazyRequest<'e> {
+    names: Vec<String>,
+    kind: EdgeKind,
+    declared: Option<&'e DlopenEntry>,
+    literal_too: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -514,7 +559,8 @@ impl<'t, 'a> Builder<'t, 'a> {
         for (i, f) in self.files.iter().enumerate() {
             let mut p = self.start(i, self.prefix && !f.elf.is_executable());
             p.loaded.clear();
-            let names = f.elf.needed.iter().chain(f.elf.library_literals.iter().map(|l| &l.name));
+            let declared = f.elf.dlopen_notes.iter().flat_map(|d| d.soname.first());
+            let names = f.elf.needed.iter().chain(f.elf.library_literals.iter().map(|l| &l.name)).chain(declared);
             for name in names {
                 if let (Some(t), _, _) = self.search(name, i, &mut p)
                     && t != i
@@ -548,9 +594,15 @@ impl<'t, 'a> Builder<'t, 'a> {
             for f in candidates {
                 lazy_done[f] = true;
                 let requests = self.lazy_requests(f);
-                for (name, ekind) in requests {
+                for r in requests {
                     let from = self.graph.by_file[&f];
-                    let edge = self.resolve_edge(from, f, &name, ekind, &mut p);
+                    let name = self.pick_alternative(&r.names, f, &mut p);
+                    let edge = self.resolve_edge(from, f, &name, r.kind, &mut p);
+                    if let Some(d) = r.declared {
+                        let e = &mut self.graph.edges[edge];
+                        e.declared = Some(d.clone());
+                        e.literal_too |= r.literal_too;
+                    }
                     let tnode = self.graph.edges[edge].to;
                     if let Some(tf) = self.graph.nodes[tnode].file {
                         if !p.in_process[tf] {
@@ -571,22 +623,45 @@ impl<'t, 'a> Builder<'t, 'a> {
         }
     }
 
-    fn lazy_requests(&self, f: usize) -> Vec<(String, EdgeKind)> {
-        let elf = self.files[f].elf;
-        let mut out: Vec<(String, EdgeKind)> = Vec::new();
+    /// The file's lazy requests: its `dlopen` literals (when it imports a loader) and its
+    /// `.note.dlopen` entries. A literal a note also declares is one request, the declared one.
+    fn lazy_requests(&self, f: usize) -> Vec<LazyRequest<'a>> {
+        let elf: &'a ElfFacts = self.files[f].elf;
+        let declares = |name: &str| elf.dlopen_notes.iter().any(|d| d.soname.iter().any(|s| s == name));
+        let mut out = Vec::new();
+        let mut literal_names: Vec<&str> = Vec::new();
         if elf.imports_loader() {
             for lit in &elf.library_literals {
                 // A literal equal to the file's own soname is the library naming itself.
                 if elf.soname.as_deref() == Some(lit.name.as_str()) {
                     continue;
                 }
-                out.push((lit.full.clone().unwrap_or_else(|| lit.name.clone()), EdgeKind::Lazy));
+                let name = lit.full.as_deref().unwrap_or(&lit.name);
+                literal_names.push(name);
+                if !declares(name) {
+                    out.push(LazyRequest { names: vec![name.to_string()], kind: EdgeKind::Lazy, declared: None, literal_too: false });
+                }
             }
         }
-        for n in &elf.dlopen_notes {
-            out.push((n.clone(), EdgeKind::DlopenNote));
+        for d in &elf.dlopen_notes {
+            let literal_too = d.soname.iter().any(|s| literal_names.contains(&s.as_str()));
+            out.push(LazyRequest { names: d.soname.clone(), kind: EdgeKind::DlopenNote, declared: Some(d), literal_too });
         }
         out
+    }
+
+    /// The first alternative ld.so would find for `f` in `p` (a tree file or a system library),
+    /// else the most preferred one: a program tries a note's sonames in order.
+    fn pick_alternative(&mut self, names: &[String], f: usize, p: &mut Process) -> String {
+        if names.len() > 1 {
+            for n in names {
+                let (target, how, _) = self.search(n, f, p);
+                if target.is_some() || matches!(how, How::System { .. }) {
+                    return n.clone();
+                }
+            }
+        }
+        names.first().cloned().unwrap_or_default()
     }
 
     fn bfs(&mut self, queue: &mut VecDeque<usize>, p: &mut Process, lazy: bool) {
@@ -660,7 +735,8 @@ impl<'t, 'a> Builder<'t, 'a> {
             Some(&e) => e,
             None => {
                 let id = self.graph.edges.len();
-                self.graph.edges.push(Edge { id, from, to, name: name.to_string(), kind, how, roots: Vec::new() });
+                let edge = Edge { id, from, to, name: name.to_string(), kind, how, roots: Vec::new(), declared: None, literal_too: false };
+                self.graph.edges.push(edge);
                 self.edge_index.insert(key, id);
                 id
             }

@@ -5,6 +5,7 @@
 //! confinement; [`plan`] proposes the outputs; [`text`] renders them for people.
 
 pub mod contract;
+pub mod declared;
 pub mod graph;
 pub mod inspect;
 pub mod lazy;

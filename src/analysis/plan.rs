@@ -439,6 +439,7 @@ fn outside_symlinks(tree: &crate::input::Tree) -> Vec<Warning> {
             what: format!("symlink to {target} points outside the tree"),
             consequence: "not followed; `splitpkg pack` refuses it unless --allow-absolute-symlinks (docs/security.md)".into(),
             examples: Vec::new(),
+            kind: None,
         })
         .collect()
 }

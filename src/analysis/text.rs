@@ -69,6 +69,12 @@ pub fn inspect_text(ins: &Inspection) -> String {
             let names: Vec<&str> = e.library_literals.iter().map(|l| l.name.as_str()).collect();
             let _ = writeln!(s, "    literals {}", names.join(", "));
         }
+        for d in &e.dlopen_notes {
+            let _ = writeln!(s, "    declared {} [{}]", d.soname.join(" | "), crate::analysis::graph::declared_text(d, false));
+        }
+        for p in &e.dlopen_note_problems {
+            let _ = writeln!(s, "    ! {p}");
+        }
         let sec = &e.sections;
         let _ = writeln!(
             s,
@@ -108,7 +114,23 @@ pub fn inspect_text(ins: &Inspection) -> String {
     }
     let _ = writeln!(s, "\nLOAD TREE (─ NEEDED, ┄ lazy; [how ld.so finds it])");
     s.push_str(&load_tree(&ins.graph));
+    let notes = crate::analysis::declared::note_warnings(ins);
+    if !notes.is_empty() {
+        let _ = writeln!(s, "\nwarnings (.note.dlopen):");
+        warnings_text(&mut s, &notes);
+    }
     s
+}
+
+/// Each warning: file and what, a few examples, the consequence.
+fn warnings_text(s: &mut String, warnings: &[crate::analysis::verdict::Warning]) {
+    for w in warnings {
+        let _ = writeln!(s, "  ! {}: {}", w.file, w.what);
+        for e in w.examples.iter().take(3) {
+            let _ = writeln!(s, "      e.g. {e}");
+        }
+        let _ = writeln!(s, "      → {}", w.consequence);
+    }
 }
 
 fn load_tree(g: &LoadGraph) -> String {
@@ -141,7 +163,7 @@ fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s:
             "{prefix}{branch}{line} {}{} [{}]{}",
             e.name,
             if to.kind == NodeKind::File && Tree::file_name(&to.name) != e.name { format!(" = {}", to.name) } else { String::new() },
-            e.how.describe(),
+            e.how_text(),
             if repeat { " (see above)" } else { "" }
         );
         if to.kind == NodeKind::File && !repeat {
@@ -184,7 +206,7 @@ pub fn dot<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> String {
             EdgeKind::Needed => String::new(),
             _ => ", style=dashed, label=\"lazy\"".to_string(),
         };
-        let _ = writeln!(s, "  n{} -> n{} [tooltip=\"{}\"{style}];", e.from, e.to, escape(&e.how.describe()));
+        let _ = writeln!(s, "  n{} -> n{} [tooltip=\"{}\"{style}];", e.from, e.to, escape(&e.how_text()));
     }
     s.push_str("}\n");
     s
@@ -323,13 +345,7 @@ pub fn plan_text(plan: &Plan) -> String {
     }
     if !plan.warnings.is_empty() {
         let _ = writeln!(s, "\nwarnings:");
-        for w in &plan.warnings {
-            let _ = writeln!(s, "  ! {}: {}", w.file, w.what);
-            for e in w.examples.iter().take(3) {
-                let _ = writeln!(s, "      e.g. {e}");
-            }
-            let _ = writeln!(s, "      → {}", w.consequence);
-        }
+        warnings_text(&mut s, &plan.warnings);
     }
     if plan.lazy_library.is_some() {
         let _ = writeln!(s, "\ncontract (loader ↔ lazy library):");

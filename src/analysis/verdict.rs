@@ -48,6 +48,9 @@ pub struct Step {
     pub name: String,
     pub kind: EdgeKind,
     pub how: String,
+    /// For a step declared by the requester's `.note.dlopen`: the entry (feature, priority, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<crate::elf::DlopenEntry>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,16 +124,27 @@ pub struct Warning {
     pub consequence: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
+    /// The kind, written for the kinds added after schema version 1 first shipped (the
+    /// `.note.dlopen` ones); absent otherwise, and [`Warning::kind`] reads the text as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<WarningKind>,
 }
 
 /// What a [`Warning`] is about, for decisions (the recipe's HAS_MAGMA.md); the text is for people.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum WarningKind {
     /// PyTorch's MAGMA state (`hasMAGMA`, `set_magma_init_fn`) is compiled into a core file: the
     /// slim variant still reports `torch.cuda.has_magma == True`.
     CoreState,
     /// Other payload-aware code or text in the core.
     Other,
+    /// A `dlopen` literal that the file's `.note.dlopen` does not declare.
+    UndeclaredDlopen,
+    /// A library a `.note.dlopen` declares that is not in the tree (nor a system library).
+    DeclaredNotFound,
+    /// A `.note.dlopen` that could not be read whole (bad JSON, alignment, truncated, …).
+    MalformedNote,
 }
 
 /// The consequence of [`WarningKind::CoreState`]. The plan JSON (schema version 1) has no kind
@@ -142,6 +156,9 @@ preferred_linalg_library('magma') is still accepted (the MAGMA-only ops then fai
 
 impl Warning {
     pub fn kind(&self) -> WarningKind {
+        if let Some(k) = self.kind {
+            return k;
+        }
         if self.consequence == CORE_STATE_CONSEQUENCE { WarningKind::CoreState } else { WarningKind::Other }
     }
 }
@@ -360,7 +377,8 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         Verdict::NotConfined
     };
 
-    let warnings = glue_warnings(ins, &outside, &cut);
+    let mut warnings = glue_warnings(ins, &outside, &cut);
+    warnings.extend(crate::analysis::declared::note_warnings(ins));
     let contract = match lazy_files.as_slice() {
         [] => Contract::default(),
         [one] => contract(ins, *one, &outside),
@@ -476,7 +494,14 @@ fn path_to(g: &LoadGraph, parent: &HashMap<usize, usize>, node: usize) -> Vec<Ed
 }
 
 fn step(g: &LoadGraph, e: &Edge) -> Step {
-    Step { from: g.nodes[e.from].name.clone(), to: g.nodes[e.to].name.clone(), name: e.name.clone(), kind: e.kind, how: e.how.describe() }
+    Step {
+        from: g.nodes[e.from].name.clone(),
+        to: g.nodes[e.to].name.clone(),
+        name: e.name.clone(),
+        kind: e.kind,
+        how: e.how_text(),
+        declared: e.declared.clone(),
+    }
 }
 
 fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> Witness {
@@ -529,6 +554,7 @@ fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_nodes: &HashSe
                 what: format!("{} {dep}-aware dynamic symbol(s) outside the lazy library", f.payload.glue_symbols.count),
                 consequence,
                 examples: f.payload.glue_symbols.samples.clone(),
+                kind: None,
             });
         }
         if !f.payload.mentions.is_empty() {
@@ -540,6 +566,7 @@ fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_nodes: &HashSe
                      build-config summary) will claim {dep} is present in the slim variant"
                 ),
                 examples: f.payload.mentions.samples.clone(),
+                kind: None,
             });
         }
     }

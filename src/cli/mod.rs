@@ -4,6 +4,7 @@
 //! confined/ok, 1 negative verdict, 2 bad input or usage, 3 internal failure, 4 (smoke) stale flag.
 
 mod channel;
+mod note;
 mod recipe;
 mod report;
 mod smoke;
@@ -24,6 +25,7 @@ use splitpkg::progress::Progress;
 use splitpkg::recipe::split;
 
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
+pub use note::{NOTE_HELP, NoteArgs};
 pub use recipe::{EmitArgs, VerifyVariantArgs};
 pub use report::{REPORT_HELP, ReportArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};
@@ -95,6 +97,9 @@ pub enum Command {
     /// split out MAGMA?" from plan, smoke, fatbin and pack JSON.
     #[command(after_help = REPORT_HELP)]
     Report(ReportArgs),
+    /// Write a copy of an ELF library with a .note.dlopen entry (UAPI.12) declaring a library it loads at run time.
+    #[command(after_help = NOTE_HELP)]
+    Note(NoteArgs),
 }
 
 /// Run one parsed command line; the exit code on success, the error (with its own code) otherwise.
@@ -112,6 +117,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Smoke(a) => smoke::smoke(a, quiet),
         Command::Wheel(a) => wheel::wheel(a, quiet),
         Command::Report(a) => report::report(a),
+        Command::Note(a) => note::note(a),
     }
 }
 

@@ -8,7 +8,7 @@ use splitpkg::analysis::contract::ContractFile;
 use splitpkg::error::{Error, Result};
 use splitpkg::input::file;
 use splitpkg::output::emit as write_out;
-use splitpkg::recipe::{emit, split, verify};
+use splitpkg::recipe::{emit, note, split, verify};
 
 use super::{DEFAULT_DEP, DEFAULT_LAZY, SplitArgs, load_plan, to_json};
 
@@ -33,6 +33,14 @@ pub struct EmitArgs {
     /// The optional component (when INPUT is not a plan; repeatable, as for `plan`).
     #[arg(long, default_value = DEFAULT_DEP, value_name = "NAME")]
     dep: Vec<String>,
+    /// End build-variants.sh with `splitpkg note` calls that declare each lazy library, required,
+    /// in the .note.dlopen of the core file that loads it (docs/dlopen-note.md).
+    #[arg(long)]
+    dlopen_note: bool,
+    /// The note's feature name (default: what the lazy library's file name adds to its loader's,
+    /// `linalg` for libtorch_cuda.so → libtorch_cuda_linalg.so).
+    #[arg(long, value_name = "NAME", requires = "dlopen_note")]
+    dlopen_feature: Option<String>,
 }
 
 #[derive(Args)]
@@ -60,7 +68,7 @@ enum FormatArg {
 }
 
 /// The command line recorded in generated recipe headers: options only, no machine paths.
-fn emit_command(source: &str, split: &split::Split, format: FormatArg, stage: &str) -> String {
+fn emit_command(source: &str, split: &split::Split, format: FormatArg, stage: &str, note: &str) -> String {
     let o = &split.options;
     let format = match format {
         FormatArg::RattlerBuild => "rattler-build",
@@ -77,11 +85,11 @@ fn emit_command(source: &str, split: &split::Split, format: FormatArg, stage: &s
         o.variant_key,
         o.build_keys,
         o.payload_packages.iter().map(|p| format!(" --payload-package {p}")).collect::<String>()
-    )
+    ) + note
 }
 
 pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
-    let EmitArgs { input, format, out, split: split_args, stage, lazy, dep } = a;
+    let EmitArgs { input, format, out, split: split_args, stage, lazy, dep, dlopen_note, dlopen_feature } = a;
     let plan = load_plan(&input, &lazy, &dep, quiet)?;
     let options = split_args.options(&plan, &input)?;
     let split = split::Split::from_plan(&plan, options)?;
@@ -91,8 +99,14 @@ pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
         FormatArg::Both => vec![emit::Format::RattlerBuild, emit::Format::CondaBuild],
     };
     let source = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let command = emit_command(&source, &split, format, &stage);
-    let emitted = emit::render(&plan, &split, &formats, &stage, &source, &command)?;
+    let note = dlopen_note.then(|| note::NoteStep::from_plan(&plan, &split, dlopen_feature.as_deref()));
+    let note_flags = match (&note, &dlopen_feature) {
+        (None, _) => String::new(),
+        (Some(_), None) => " --dlopen-note".to_string(),
+        (Some(_), Some(f)) => format!(" --dlopen-note --dlopen-feature {f}"),
+    };
+    let command = emit_command(&source, &split, format, &stage, &note_flags);
+    let emitted = emit::render_with(&plan, &split, &formats, &stage, &source, &command, note.as_ref())?;
     emit::write(&out, &emitted)?;
     for w in &emitted.warnings {
         eprintln!("splitpkg: warning: {w}");

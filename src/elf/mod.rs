@@ -25,16 +25,16 @@ use memmap2::Mmap;
 use object::Endianness;
 
 mod error;
+pub mod note;
 mod symbols;
 pub use error::ElfError;
+pub use note::{DlopenEntry, DlopenNotes, NoteProblem, Priority};
 pub use symbols::{Bytes, DynSymbols, HashKind, RawSym, Sym, SymTable, SymbolRecord};
 
 /// Bytes either side of a library-name literal searched for symbol names the loader looks up.
 const NEIGHBOUR_WINDOW: usize = 512;
 /// Longest C string accepted as a library-name literal.
 const MAX_LITERAL: usize = 256;
-/// ELF note type of the systemd/FDO `.note.dlopen` metadata (owner "FDO").
-const NT_FDO_DLOPEN_METADATA: u32 = 0x407c_0c0a;
 
 /// A parsed ELF whose bytes are still in memory. Later stages (payload scan, fatbin walk) read
 /// through it while the caller keeps the map or buffer alive.
@@ -333,9 +333,13 @@ pub struct ElfFacts {
     pub library_literals: Vec<LibLiteral>,
     /// Read-only strings containing one of the words asked for (the payload name).
     pub mentions: Mentions,
-    /// Sonames declared in a systemd-style `.note.dlopen` (the one standard way to declare lazy edges).
+    /// Libraries declared in the file's `.note.dlopen` (UAPI.12, the one standard way to declare
+    /// lazy edges): see [`note`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub dlopen_notes: Vec<String>,
+    pub dlopen_notes: Vec<DlopenEntry>,
+    /// What was wrong with those notes (the malformed parts are skipped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dlopen_note_problems: Vec<NoteProblem>,
     /// Exports a `PyInit_*` function: a CPython extension module.
     pub python_extension: bool,
     pub dynamic_symbols: SymbolCounts,
@@ -432,6 +436,7 @@ impl<'a> ElfView<'a> {
         }
 
         let (library_literals, mentions) = self.scan_rodata(words);
+        let notes = self.dlopen_notes();
         let dynamic_symbols = SymbolCounts { defined: symbols.defined, undefined: symbols.undefined() };
         Ok(ElfFacts {
             class: if self.ctx.container.is_big() { 64 } else { 32 },
@@ -447,7 +452,8 @@ impl<'a> ElfView<'a> {
             loader_imports,
             library_literals,
             mentions,
-            dlopen_notes: self.dlopen_notes(),
+            dlopen_notes: notes.entries,
+            dlopen_note_problems: notes.problems,
             python_extension,
             dynamic_symbols,
             symbols,
@@ -752,52 +758,6 @@ impl<'a> ElfView<'a> {
         }
         (literals, mentions)
     }
-
-    /// Sonames from `.note.dlopen` notes (owner "FDO", JSON array of `{soname: [...]}` objects).
-    fn dlopen_notes(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let le = self.ctx.is_little_endian();
-        for sh in &self.shdrs {
-            if sh.sh_type != section_header::SHT_NOTE || self.section_name(sh) != ".note.dlopen" {
-                continue;
-            }
-            let Some(data) = self.section_bytes(sh) else { continue };
-            let mut off = 0usize;
-            while off + 12 <= data.len() {
-                let (Some(namesz), Some(descsz), Some(ntype)) =
-                    (read_u32(data, off, le), read_u32(data, off + 4, le), read_u32(data, off + 8, le))
-                else {
-                    break;
-                };
-                let name_start = off + 12;
-                let desc_start = name_start + align4(namesz as usize);
-                let desc_end = desc_start.saturating_add(descsz as usize);
-                if desc_end > data.len() {
-                    break;
-                }
-                let owner = data.get(name_start..name_start + namesz as usize).unwrap_or(&[]);
-                if ntype == NT_FDO_DLOPEN_METADATA && owner.starts_with(b"FDO") {
-                    let desc = &data[desc_start..desc_end];
-                    let text = String::from_utf8_lossy(desc.split(|&b| b == 0).next().unwrap_or(&[]));
-                    if let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(&text) {
-                        for item in items {
-                            for s in item.get("soname").and_then(|v| v.as_array()).into_iter().flatten() {
-                                if let Some(s) = s.as_str() {
-                                    out.push(s.to_string());
-                                }
-                            }
-                        }
-                    }
-                }
-                off = desc_start + align4(descsz as usize);
-            }
-        }
-        out
-    }
-}
-
-fn align4(n: usize) -> usize {
-    n.saturating_add(3) & !3
 }
 
 /// Given the position of ".so" in `data`, return the bounds of the whole C string around it if that
@@ -878,10 +838,18 @@ pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
 #[doc(hidden)]
 /// The fuzz harness for the ELF readers (cargo-fuzz target `elf`): headers, dynamic tables, symbols
 /// through the hash tables and versions, `.rodata` literals, `.symtab` translation units, and the
-/// payload scan and identity rule on top. Any panic or hang is a bug.
+/// payload scan and identity rule on top, and the `.note.dlopen` reader and writer (what the
+/// writer adds must read back). Any panic or hang is a bug.
 pub fn fuzz_one(data: &[u8]) {
     let Ok(view) = ElfView::parse(data) else { return };
     let _ = view.translation_units();
+    let _ = view.dlopen_notes();
+    let entry =
+        DlopenEntry { soname: vec!["libfuzz.so.1".into()], feature: Some("f".into()), description: None, priority: Priority::Required };
+    if let Ok((out, _)) = note::add_note(data, entry.clone()) {
+        let back = ElfView::parse(&out).expect("a file add_note wrote parses").dlopen_notes();
+        assert!(back.entries.contains(&entry), "the note add_note wrote reads back: {back:?}");
+    }
     let mut spec = crate::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     spec.deep = true;
     if let Ok(facts) = view.facts(&spec.mention_words(), None) {

@@ -60,6 +60,20 @@ pub struct Emitted {
 /// Render the recipes. `source` and `command` go into the generated headers; keep them free of
 /// machine-specific paths so committed recipes do not drift between machines.
 pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, source: &str, command: &str) -> Result<Emitted> {
+    render_with(plan, split, formats, stage, source, command, None)
+}
+
+/// [`render`], with `build-variants.sh` ending in the `.note.dlopen` step when `note` is given
+/// (`emit --dlopen-note`; see [`crate::recipe::note`]).
+pub fn render_with(
+    plan: &Plan,
+    split: &Split,
+    formats: &[Format],
+    stage: &str,
+    source: &str,
+    command: &str,
+    note: Option<&crate::recipe::note::NoteStep>,
+) -> Result<Emitted> {
     let mut env = Environment::new();
     env.set_syntax(
         SyntaxConfig::builder()
@@ -175,6 +189,7 @@ pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, sourc
         cuda_floor_why => plan.device_code.as_ref().map(|d| d.why.clone()).unwrap_or_default(),
         has_glue => split.has_glue,
         glue => to_value(&glue),
+        note_step => note.map(|n| crate::recipe::note::note_step(n, "$INSTALL").trim_end().to_string()).unwrap_or_default(),
     };
     let render = |name: &str| -> Result<String> {
         let mut text = env.get_template(name).and_then(|t| t.render(&ctx)).map_err(|e| Error::failed(format!("rendering {name}"), e))?;

@@ -1095,7 +1095,7 @@ pub fn build(inputs: &Inputs) -> Report {
             let line = (w.file.clone(), format!("{} — {}", w.what, w.consequence));
             match w.kind() {
                 WarningKind::CoreState => core_state_warnings.push(line),
-                WarningKind::Other => other_warnings.push(line),
+                _ => other_warnings.push(line),
             }
         }
         core_state_warnings.sort();
