@@ -455,7 +455,7 @@ fn latest_pip_uv_and_twine_over_http() {
     // twine check: every wheel of both indexes.
     for dir in [&out, &vout] {
         let all: Vec<PathBuf> = walk(dir).into_iter().filter(|(r, _)| r.ends_with(".whl")).map(|(_, p)| p).collect();
-        let o = Command::new(tools.join("bin/twine")).arg("check").args(&all).output().unwrap();
+        let o = Command::new(tools.join("bin/python")).args(["-m", "twine", "check"]).args(&all).output().unwrap();
         assert!(o.status.success(), "twine check: {}{}", stdout(&o), stderr(&o));
         assert_eq!(stdout(&o).matches("PASSED").count(), all.len(), "{}", stdout(&o));
     }
