@@ -67,8 +67,11 @@ fn fixture_split(dir: &Path, marker: &str) -> PathBuf {
     let tree = dir.join("tree");
     std::fs::create_dir_all(dir).unwrap();
     assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&tree).status().unwrap().success());
-    std::fs::write(tree.join("torch-2.5.1.dist-info/METADATA"), "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\nRequires-Python: >=3.8\n\n")
-        .unwrap();
+    std::fs::write(
+        tree.join("torch-2.5.1.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\nRequires-Python: >=3.8\n\n",
+    )
+    .unwrap();
     std::fs::write(tree.join("torch/__init__.py"), format!("# {marker}\n")).unwrap();
     let input = dir.join("in").join(WHEEL_NAME);
     std::fs::create_dir_all(input.parent().unwrap()).unwrap();
@@ -137,7 +140,10 @@ fn pages_metadata_updates_and_refusals() {
     assert_valid("docs/index.schema.json", &r);
     assert_eq!((r["layout"].as_str(), r["added"].as_u64(), r["unchanged"].as_u64()), (Some("local-label"), Some(3), Some(0)));
     let root = std::fs::read_to_string(out.join("index.html")).unwrap();
-    assert!(root.contains("<a href=\"torch/\">torch</a>") && root.contains("<a href=\"torch-cuda-linalg/\">torch-cuda-linalg</a>"), "{root}");
+    assert!(
+        root.contains("<a href=\"torch/\">torch</a>") && root.contains("<a href=\"torch-cuda-linalg/\">torch-cuda-linalg</a>"),
+        "{root}"
+    );
     let root_json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
     assert_eq!(root_json["projects"], serde_json::json!([{"name": "torch"}, {"name": "torch-cuda-linalg"}]));
     assert_eq!(root_json["meta"]["api-version"], "1.1");
@@ -267,8 +273,14 @@ fn hostile_wheels_are_refused_and_nothing_is_written() {
         assert!(!out.exists(), "nothing written for {}", w.display());
     };
     let ok = "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n\n";
-    refused(&hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", "Metadata-Version: 2.1\nName: x<script>\nVersion: 1.0\n\n"), "not a distribution name");
-    refused(&hostile_wheel(d.path(), "x-1.0+A-py3-none-any.whl", "Metadata-Version: 2.1\nName: x\nVersion: 1.0+A\n\n"), "not a normalised PEP 440");
+    refused(
+        &hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", "Metadata-Version: 2.1\nName: x<script>\nVersion: 1.0\n\n"),
+        "not a distribution name",
+    );
+    refused(
+        &hostile_wheel(d.path(), "x-1.0+A-py3-none-any.whl", "Metadata-Version: 2.1\nName: x\nVersion: 1.0+A\n\n"),
+        "not a normalised PEP 440",
+    );
     refused(&hostile_wheel(d.path(), "evil-1.0-py3-none-any.whl", ok), "METADATA says x 1.0");
     refused(&hostile_wheel(d.path(), "x-1.0-py3-none-any-magma.whl", ok), "no x.dist-info/variant.json");
     let quote = "Metadata-Version: 2.1\nName: x\nVersion: 1.0\nRequires-Python: >=3\"><script>\n\n";
@@ -322,7 +334,11 @@ fn system_pip_installs_the_split_from_the_index_over_http() {
     };
     install(&["torch"]);
     let core = "torch-2.5.1+split".to_string();
-    assert_eq!(v.state(), (vec![core.clone(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1), "the core and, by its dependency, the preferred variant");
+    assert_eq!(
+        v.state(),
+        (vec![core.clone(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1),
+        "the core and, by its dependency, the preferred variant"
+    );
     install(&["torch-cuda-linalg==2.5.1+0.nomagma"]);
     assert_eq!(v.state(), (vec![core.clone(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
     assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
@@ -401,7 +417,11 @@ fn latest_pip_uv_and_twine_over_http() {
     assert_eq!(got, [CORE, MAGMA]);
     // uv pip compile, plain: the same pair.
     let compiled = stdout(&ok(uv_compile(&tools, &v, &["--index-url", url], "torch\n"), "uv pip compile"));
-    assert_eq!(compiled.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>(), ["torch==2.5.1+split", "torch-cuda-linalg==2.5.1+1.magma"], "{compiled}");
+    assert_eq!(
+        compiled.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>(),
+        ["torch==2.5.1+split", "torch-cuda-linalg==2.5.1+1.magma"],
+        "{compiled}"
+    );
     // pip 26.3 on the variant index: no variant support, it takes the plain fallback.
     let v = Venv::new(&d.path().join("pip-variants"));
     ok(v.pip_from(&py, &["install", "-q", "--index-url", vurl, "torch"]), "pip install from the variant index");
@@ -435,7 +455,10 @@ fn latest_pip_uv_and_twine_over_http() {
     // uv without variant mode on the same index: the plain fallback, as pip.
     let v = Venv::new(&d.path().join("uv-plain"));
     ok(uv(&tools, &v, &["install", "-q", "--index-url", vurl, "torch"]), "uv install, no variant mode");
-    assert!(v.site.join("torch_cuda_linalg-2.5.1.dist-info").is_dir() && !v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists());
+    assert!(
+        v.site.join("torch_cuda_linalg-2.5.1.dist-info").is_dir()
+            && !v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists()
+    );
     // An index without the slim variant (a split without --lazy-variant): the plain install still
     // gets magma, and asking for the slim wheel fails with the index's 404, installing nothing.
     let lone = d.path().join("lone");
@@ -446,7 +469,8 @@ fn latest_pip_uv_and_twine_over_http() {
     assert_eq!(index(&[&lone.join("wheels/variants")], &lout).status.code(), Some(0));
     let lserver = Server::start(&lout);
     let v = Venv::new(&d.path().join("uv-lacking"));
-    let lacking = format!("torch-cuda-linalg @ {}torch-cuda-linalg/torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl", lserver.url);
+    let lacking =
+        format!("torch-cuda-linalg @ {}torch-cuda-linalg/torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl", lserver.url);
     let o = uv(&tools, &v, &["install", "--preview-features", "wheel-variants", "--index-url", &lserver.url, "torch", &lacking]);
     assert!(!o.status.success() && stderr(&o).contains("404"), "{}", stderr(&o));
     assert_eq!(v.state(), (Vec::<String>::new(), 0), "nothing installed");
@@ -467,7 +491,10 @@ fn latest_pip_uv_and_twine_over_http() {
 /// PyPI (metadata only; the full tier reaches PyPI anyway). Installing the 1 GB of torch is left
 /// to the GPU machine (docs/evidence/wheel-gpu/).
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, the real torch 2.11 wheel, pip and uv from PyPI: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, the real torch 2.11 wheel, pip and uv from PyPI: cargo test --release --features full-tests"
+)]
 fn torch_2_11_split_from_the_index_pip_download_and_uv_compile() {
     let (whl, _) = corpus("torch-2.11.0-cu130", false);
     let tools = wheel_tools();

@@ -23,8 +23,8 @@ use splitpkg::error::{Error, Result};
 use splitpkg::progress::Progress;
 use splitpkg::recipe::split;
 
-pub use index::{INDEX_HELP, IndexArgs};
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
+pub use index::{INDEX_HELP, IndexArgs};
 pub use recipe::{EmitArgs, VerifyVariantArgs};
 pub use report::{REPORT_HELP, ReportArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};

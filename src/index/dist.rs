@@ -70,7 +70,8 @@ pub fn is_version(v: &str) -> bool {
         Some((p, l)) => (p, Some(l)),
         None => (v, None),
     };
-    let local_ok = local.is_none_or(|l| l.split('.').all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())));
+    let local_ok =
+        local.is_none_or(|l| l.split('.').all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())));
     let public = match public.split_once('!') {
         Some((epoch, rest)) if !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit()) => rest,
         Some(_) => return false,
@@ -177,7 +178,17 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
     if hashed != size {
         return Err(Error::bad(&display, "changed while it was read"));
     }
-    Ok(IndexedWheel { path: path.to_path_buf(), filename, project: normalize(&name), version, requires_python, variant, metadata, sha256, size })
+    Ok(IndexedWheel {
+        path: path.to_path_buf(),
+        filename,
+        project: normalize(&name),
+        version,
+        requires_python,
+        variant,
+        metadata,
+        sha256,
+        size,
+    })
 }
 
 /// The wheel's `variant.json`: an object whose `variants` holds exactly its own label.

@@ -137,7 +137,10 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     wheels.sort_by(|a, b| a.filename.cmp(&b.filename));
     wheels.dedup_by(|a, b| a.filename == b.filename && a.sha256 == b.sha256);
     if let Some(w) = wheels.windows(2).find(|w| w[0].filename == w[1].filename) {
-        return Err(Error::bad(w[1].path.display(), format!("{} is also given as {}, with other bytes", w[1].filename, w[0].path.display())));
+        return Err(Error::bad(
+            w[1].path.display(),
+            format!("{} is also given as {}, with other bytes", w[1].filename, w[0].path.display()),
+        ));
     }
     let mut by_project: BTreeMap<String, Vec<&IndexedWheel>> = BTreeMap::new();
     for w in &wheels {
@@ -179,7 +182,9 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
         serve: format!("python3 -m http.server --bind 127.0.0.1 --directory {} 8000", out.display()),
         pip: format!("pip install --index-url {url} {}", names.first().copied().unwrap_or("NAME")),
         uv: match layout {
-            Layout::Variants => format!("uv pip install --preview-features wheel-variants --index-url {url} {}", names.first().copied().unwrap_or("NAME")),
+            Layout::Variants => {
+                format!("uv pip install --preview-features wheel-variants --index-url {url} {}", names.first().copied().unwrap_or("NAME"))
+            }
             _ => format!("uv pip install --index-url {url} {}", names.first().copied().unwrap_or("NAME")),
         },
     };
@@ -230,7 +235,9 @@ fn wheel_paths(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// `path` may not be a symbolic link (the index would be written where it points) or a file.
 fn not_a_link_or_file(path: &Path, what: &str) -> Result<()> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err(Error::Usage(format!("{what} {}: is a symbolic link; give the directory itself", path.display()))),
+        Ok(m) if m.file_type().is_symlink() => {
+            Err(Error::Usage(format!("{what} {}: is a symbolic link; give the directory itself", path.display())))
+        }
         Ok(m) if !m.is_dir() => Err(Error::Usage(format!("{what} {}: exists and is not a directory", path.display()))),
         _ => Ok(()),
     }
@@ -251,7 +258,13 @@ fn report_file(f: &FileEntry, status: FileStatus, variant: Option<String>) -> In
 fn load_project(dir: &Path, name: &str) -> Result<ProjectPage> {
     let path = dir.join("index.json");
     if !path.exists() {
-        return Ok(ProjectPage { meta: Meta::default(), name: name.to_string(), files: Vec::new(), versions: Vec::new(), other: BTreeMap::new() });
+        return Ok(ProjectPage {
+            meta: Meta::default(),
+            name: name.to_string(),
+            files: Vec::new(),
+            versions: Vec::new(),
+            other: BTreeMap::new(),
+        });
     }
     let page: ProjectPage = read_json(&path)?;
     let at = path.display().to_string();
@@ -310,8 +323,12 @@ fn update_project(out: &Path, name: &str, new: &[&IndexedWheel], pending: &mut P
     update_variant_sets(&dir, new, &mut page, &mut status, pending)?;
     refuse_mixed_sets(&dir, &page)?;
     page.files.sort_by(|a, b| a.filename.cmp(&b.filename));
-    let versions: BTreeSet<String> =
-        page.files.iter().filter(|f| f.filename.ends_with(".whl")).filter_map(|f| f.filename.split('-').nth(1).map(str::to_string)).collect();
+    let versions: BTreeSet<String> = page
+        .files
+        .iter()
+        .filter(|f| f.filename.ends_with(".whl"))
+        .filter_map(|f| f.filename.split('-').nth(1).map(str::to_string))
+        .collect();
     page.versions = versions.into_iter().collect();
     stage_if_changed(&dir, "index.json", to_json(&page)?.as_bytes(), pending)?;
     stage_if_changed(&dir, "index.html", project_html(&page).as_bytes(), pending)?;
@@ -512,7 +529,11 @@ pub fn report_text(r: &IndexReport) -> String {
             let _ = writeln!(s, "    {:<9} {}  ({}){variant}{yanked}", status, f.filename, crate::output::human_bytes(f.size));
         }
     }
-    let _ = writeln!(s, "serve (any static server; see docs/wheel.md):\n  {}\ninstall:\n  {}\n  {}", r.commands.serve, r.commands.pip, r.commands.uv);
+    let _ = writeln!(
+        s,
+        "serve (any static server; see docs/wheel.md):\n  {}\ninstall:\n  {}\n  {}",
+        r.commands.serve, r.commands.pip, r.commands.uv
+    );
     s
 }
 

@@ -88,7 +88,9 @@ struct RootPage {
 pub fn url_of(filename: &str) -> String {
     filename
         .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') { (b as char).to_string() } else { format!("%{b:02X}") }
+        })
         .collect()
 }
 

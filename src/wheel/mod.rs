@@ -36,10 +36,10 @@ use crate::analysis::plan::Plan;
 use crate::error::{Error, Result};
 use crate::input::pip::{MARKER, MARKER_SCHEMA, MarkerVariant, VariantMarker};
 use crate::input::{Tree, TreeKind, map_file};
+use crate::output::Pending;
 use crate::progress::Progress;
 use crate::recipe::split::{Split, Variant};
 use record::Entry;
-use crate::output::Pending;
 use writer::{Copies, Finished, Writer};
 
 pub const SCHEMA: &str = "splitpkg-wheel";

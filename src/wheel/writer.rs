@@ -108,7 +108,6 @@ impl Writer {
     }
 }
 
-
 /// The buffer in front of [`HashedFile`]: one `write` and one message to the hasher per MiB.
 /// (4 MiB writes took 0.3 s more system time for the torch core on the 2-core test VM.)
 const CHUNK: usize = 1 << 20;

@@ -26,8 +26,8 @@
 #     other variant into a fresh directory.
 #
 #  7. (issue 26) splitpkg index on the split, served by `python3 -m http.server` on the machine's
-#     loopback; pip installs from it into venvs over the machine's python (--system-site-packages:
-#     torch's other dependencies are installed there, the machine has no network): `pip install
+#     loopback; pip installs from it into venvs that see the machine's site-packages after their own
+#     (torch's other dependencies are installed there, the machine has no network): `pip install
 #     --upgrade torch` gets the core and, through its dependency, the preferred lazy wheel; the slim
 #     pin gets nomagma; pip check, plan and smoke on each. Output under $OUT/index/.
 #
@@ -123,11 +123,14 @@ sets=(default)
 [ -n "$SLIM_REQ" ] && sets+=(slim)
 for t in "${sets[@]}"; do
   V="$W/index-$t"
-  "$PY" -m venv --system-site-packages "$V"
+  # The machine's site-packages after the venv's own (a .pth line): torch's other dependencies
+  # are found there; torch itself comes from the index (pip leaves the machine's torch alone).
+  "$PY" -m venv --without-pip "$V"
   VSITE=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$SITE" > "$VSITE/zz-machine-site.pth"
   if [ "$t" = default ]; then reqs=(torch); else reqs=(torch "$SLIM_REQ"); fi
-  run "index/pip-$t" "$V/bin/python" -m pip install --disable-pip-version-check --upgrade --index-url "$URL" "${reqs[@]}"
-  run "index/pip-check-$t" "$V/bin/python" -m pip check
+  run "index/pip-$t" "${PIP[@]}" --python "$V/bin/python" install --upgrade --index-url "$URL" "${reqs[@]}"
+  run "index/pip-check-$t" "${PIP[@]}" --python "$V/bin/python" check
   ln -s "$SITE/nvidia" "$VSITE/nvidia"
   echo "$t: $(owners "$VSITE" | tr '\n' ' ')" >> "$I/owners.txt"
   run "index/plan-$t" "$BIN" plan "$VSITE" --quiet
