@@ -262,8 +262,7 @@ fn refusals_name_the_file_and_write_nothing() {
 
 #[test]
 fn real_pip_installs_default_slim_switches_and_uninstalls() {
-    if Command::new("python3").args(["-m", "pip", "--version"]).output().map(|o| !o.status.success()).unwrap_or(true) {
-        eprintln!("note: python3 -m pip not available; skipping the real-pip checks");
+    if !system_pip() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
