@@ -21,6 +21,7 @@ pub mod channel;
 pub mod elf;
 pub mod error;
 pub mod fatbin;
+pub mod index;
 pub mod input;
 pub mod output;
 pub mod progress;

@@ -33,6 +33,71 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Files written under temporary names (`temp_path`) and renamed into place together, in the
+/// order added, once all are complete; removed if dropped uncommitted. `wheel` stages its wheels
+/// here, `index` its files and pages.
+#[derive(Default)]
+pub struct Pending {
+    /// (temporary path, final path)
+    files: Vec<(PathBuf, PathBuf)>,
+    /// `fsync` of each finished file, running.
+    syncing: Vec<(PathBuf, std::thread::JoinHandle<std::io::Result<()>>)>,
+    committed: bool,
+}
+
+impl Pending {
+    pub fn add(&mut self, out: &Path, file: &str) -> PathBuf {
+        let tmp = temp_path(out, file);
+        self.files.push((tmp.clone(), out.join(file)));
+        tmp
+    }
+
+    /// The temporary path of final path `dst`.
+    pub fn tmp_of(&self, dst: &Path) -> PathBuf {
+        self.files.iter().find(|(_, f)| f == dst).map(|(t, _)| t.clone()).unwrap_or_default()
+    }
+
+    /// `fsync` the finished file `tmp` on a helper thread; `commit` waits for it.
+    pub fn sync_in_background(&mut self, tmp: &Path, file: std::fs::File) {
+        self.syncing.push((tmp.to_path_buf(), std::thread::spawn(move || file.sync_all())));
+    }
+
+    /// Every file on disk first, then every rename: a crash leaves either the old set or files
+    /// whose data is complete.
+    pub fn commit(&mut self) -> Result<()> {
+        for (tmp, sync) in self.syncing.drain(..) {
+            sync.join()
+                .map_err(|_| Error::internal(format!("{}: the fsync thread failed", tmp.display())))?
+                .map_err(|e| Error::io(&tmp, e))?;
+        }
+        for (tmp, dst) in &self.files {
+            std::fs::rename(tmp, dst).map_err(|e| Error::io(dst, e))?;
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.committed {
+            for (tmp, _) in &self.files {
+                let _ = std::fs::remove_file(tmp);
+            }
+        }
+    }
+}
+
+/// `DIR/.splitpkg.lock`, held exclusively (flock) until dropped, so that commands updating one
+/// output directory (`pack` into a channel, `index` into an index) take turns. The file stays:
+/// removing a lock file while another process waits on it would let a third lock a new one beside it.
+pub fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join(".splitpkg.lock");
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+    f.lock().map_err(|e| Error::io(&path, e))?;
+    Ok(f)
+}
+
 /// Write to `path`, or to stdout when `path` is `None` or `-`. Every report goes through here:
 /// control characters that came from an input (an escape sequence in a member name) are escaped
 /// (`crate::sanitize::terminal_text`), so no output can drive the terminal that shows it.
@@ -50,6 +115,11 @@ pub fn emit(path: Option<&Path>, data: &str) -> Result<()> {
             }
         }
     }
+}
+
+/// Bytes as lower-case hex (a SHA-256 as pip, uv and indexes write it).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// `1536` → `1.5 KiB` (binary units, one decimal).

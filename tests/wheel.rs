@@ -15,11 +15,6 @@ use std::process::Command;
 use splitpkg::wheel::record;
 
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
-const LAZY: &str = "torch/lib/libtorch_cuda_linalg.so";
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// A wheel of `tree` (a pip layout: torch/ and torch-2.5.1.dist-info/METADATA) with WHEEL and
 /// RECORD; `tamper` changes one RECORD hash.
@@ -154,8 +149,8 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     let magma = members(&a.join(&names[2]));
     let slim = members(&a.join(&names[1]));
     // The core: everything but the lazy library, byte-identical; dist-info renamed to the new version.
-    assert!(!core.contains_key(LAZY));
-    for (p, data) in input_m.iter().filter(|(p, _)| !p.contains(".dist-info/") && p.as_str() != LAZY) {
+    assert!(!core.contains_key(LAZY_LIB));
+    for (p, data) in input_m.iter().filter(|(p, _)| !p.contains(".dist-info/") && p.as_str() != LAZY_LIB) {
         assert_eq!(core.get(p), Some(data), "{p}");
     }
     let meta = String::from_utf8(core["torch-2.5.1+split.dist-info/METADATA"].clone()).unwrap();
@@ -163,15 +158,15 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     assert!(meta.contains("Requires-Dist: torch-cuda-linalg==2.5.1\n"), "{meta}");
     assert_eq!(core["torch-2.5.1+split.dist-info/WHEEL"], input_m["torch-2.5.1.dist-info/WHEEL"]);
     // The lazy wheels: the library (the input's own, or the given build), WHEEL, METADATA, RECORD.
-    assert_eq!(magma[LAZY], input_m[LAZY]);
-    assert_eq!(slim[LAZY], std::fs::read(nomagma_lib()).unwrap());
+    assert_eq!(magma[LAZY_LIB], input_m[LAZY_LIB]);
+    assert_eq!(slim[LAZY_LIB], std::fs::read(nomagma_lib()).unwrap());
     for (w, label) in [(&magma, "1.magma"), (&slim, "0.nomagma")] {
         let di = format!("torch_cuda_linalg-2.5.1+{label}.dist-info");
         let keys: Vec<&str> = w.keys().map(String::as_str).collect();
         assert_eq!(
             keys,
             [
-                LAZY.to_string(),
+                LAZY_LIB.to_string(),
                 format!("{di}/METADATA"),
                 format!("{di}/RECORD"),
                 format!("{di}/WHEEL"),
@@ -193,9 +188,9 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     // preferred first in the static property's values (the default order).
     let v = a.join("variants");
     let di = "torch_cuda_linalg-2.5.1.dist-info";
-    for (label, lib) in [("magma", &input_m[LAZY]), ("nomagma", &std::fs::read(nomagma_lib()).unwrap())] {
+    for (label, lib) in [("magma", &input_m[LAZY_LIB]), ("nomagma", &std::fs::read(nomagma_lib()).unwrap())] {
         let w = members(&v.join(format!("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-{label}.whl")));
-        assert_eq!(&w[LAZY], lib);
+        assert_eq!(&w[LAZY_LIB], lib);
         let vj = member_json(&w, &format!("{di}/variant.json"));
         assert_eq!(vj["$schema"], "https://variants-schema.wheelnext.dev/v0.2.0.json");
         assert_eq!(vj["variants"], serde_json::json!({ label: { "torch": { "torch_cuda_linalg": [label] } } }));
@@ -204,7 +199,7 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
         assert!(meta.contains("Version: 2.5.1\n") && meta.contains("Requires-Dist: torch==2.5.1+split\n"), "{meta}");
     }
     let plain = members(&v.join("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl"));
-    assert_eq!(plain[LAZY], input_m[LAZY]);
+    assert_eq!(plain[LAZY_LIB], input_m[LAZY_LIB]);
     assert!(!plain.contains_key(&format!("{di}/variant.json")));
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(v.join("torch_cuda_linalg-2.5.1-variants.json")).unwrap()).unwrap();
@@ -258,76 +253,16 @@ fn refusals_name_the_file_and_write_nothing() {
     // A wheel without the lazy library: bad input, nothing to split out.
     let bare = d.path().join("bare-tree");
     assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&bare).status().unwrap().success());
-    std::fs::remove_file(bare.join(LAZY)).unwrap();
+    std::fs::remove_file(bare.join(LAZY_LIB)).unwrap();
     let no_lazy = d.path().join("n").join(WHEEL_NAME);
     std::fs::create_dir_all(no_lazy.parent().unwrap()).unwrap();
     make_wheel(&bare, &no_lazy, false);
     one_line(&wheel_cmd(&no_lazy, &out, &[]), 2, "has no libtorch_cuda_linalg.so");
 }
 
-/// A fresh venv without pip; the system Python's pip installs into it (`pip --python`), offline.
-struct Venv {
-    python: PathBuf,
-    site: PathBuf,
-}
-
-impl Venv {
-    fn new(dir: &Path) -> Venv {
-        assert!(Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(dir).status().unwrap().success());
-        let python = dir.join("bin/python");
-        let site = Command::new(&python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().unwrap();
-        Venv { python, site: PathBuf::from(String::from_utf8(site.stdout).unwrap().trim()) }
-    }
-
-    fn pip(&self, args: &[&str]) -> std::process::Output {
-        Command::new("python3")
-            .args(["-m", "pip", "--disable-pip-version-check", "--python", s(&self.python)])
-            .args(args)
-            .env("PIP_NO_INDEX", "1")
-            .env_remove("PIP_FIND_LINKS")
-            .output()
-            .unwrap()
-    }
-
-    fn install(&self, links: &Path, reqs: &[&str]) {
-        let mut args = vec!["install", "-q", "--no-index", "--find-links", s(links)];
-        args.extend_from_slice(reqs);
-        let o = self.pip(&args);
-        assert!(o.status.success(), "pip install {reqs:?}: {}", stderr(&o));
-    }
-
-    /// Installed torch distributions, and how many of them list the lazy library in RECORD.
-    fn state(&self) -> (Vec<String>, usize) {
-        let mut dists = Vec::new();
-        let mut owners = 0;
-        for e in std::fs::read_dir(&self.site).unwrap() {
-            let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            if let Some(stem) = name.strip_suffix(".dist-info")
-                && stem.starts_with("torch")
-            {
-                dists.push(stem.to_string());
-                let rec = std::fs::read_to_string(self.site.join(&name).join("RECORD")).unwrap();
-                owners += rec.lines().filter(|l| l.starts_with(&format!("{LAZY},"))).count();
-            }
-        }
-        dists.sort();
-        (dists, owners)
-    }
-
-    fn lazy_bytes(&self) -> Option<Vec<u8>> {
-        std::fs::read(self.site.join(LAZY)).ok()
-    }
-
-    fn check_clean(&self) {
-        let o = self.pip(&["check"]);
-        assert!(o.status.success(), "pip check: {}{}", stdout(&o), stderr(&o));
-    }
-}
-
 #[test]
 fn real_pip_installs_default_slim_switches_and_uninstalls() {
-    if Command::new("python3").args(["-m", "pip", "--version"]).output().map(|o| !o.status.success()).unwrap_or(true) {
-        eprintln!("note: python3 -m pip not available; skipping the real-pip checks");
+    if !system_pip() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -336,7 +271,7 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     let nomagma = format!("nomagma={}", nomagma_lib().display());
     let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY)).unwrap();
+    let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
     let slim_bytes = std::fs::read(nomagma_lib()).unwrap();
     let core = ["torch-2.5.1+split".to_string()];
     let with = |label: &str| vec![core[0].clone(), format!("torch_cuda_linalg-2.5.1+{label}")];
@@ -403,32 +338,6 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     v.check_clean();
 }
 
-/// PyPA `installer`, uv and variantlib (PEP 825's reference implementation), pinned, in a venv under target/ (full tier: they come from PyPI).
-fn wheel_tools() -> PathBuf {
-    static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ENV.get_or_init(|| {
-        const PINS: &[&str] = &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2"];
-        let dir = repo().join("target/pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2");
-        if dir.join("bin/uv").exists() {
-            return dir;
-        }
-        let tmp = repo().join(format!("target/pyenv-wheel-tools-tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().unwrap().success());
-        let o = Command::new(tmp.join("bin/python"))
-            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-            .args(PINS)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "pip install {PINS:?}: {}", stderr(&o));
-        if std::fs::rename(&tmp, &dir).is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        dir
-    })
-    .clone()
-}
-
 /// Every written wheel passes `python -m installer --validate-record all`.
 fn installer_accepts(tools: &Path, whl: &Path, dest: &Path) {
     let o = Command::new(tools.join("bin/python"))
@@ -489,7 +398,7 @@ fn installer_and_uv_accept_the_split() {
     // Switch back, then uninstall the lazy distribution: every core file stays.
     uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+1.magma"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY)).unwrap());
+    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap());
     uv_run(&v, &["uninstall", "-q", "torch-cuda-linalg"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into()], 0));
     for f in ["torch/__init__.py", "torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cpu.so"] {
@@ -514,7 +423,7 @@ fn installer_and_uv_accept_the_split() {
     let v = Venv::new(&d.path().join("uv-variants"));
     uv_run(&v, &[&variant_mode[..], &["torch"]].concat());
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1".into()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY)).unwrap());
+    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap());
     assert!(v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists(), "installed from the magma variant wheel");
     let slim = vdir.join("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl");
     uv_run(&v, &[&variant_mode[..], &["--reinstall-package", "torch-cuda-linalg", s(&slim)]].concat());
@@ -561,6 +470,6 @@ fn torch_2_11_wheel_splits_losslessly_and_installer_validates_it() {
     let lazy = members(&a.join(r["lazy"][0]["file"].as_str().unwrap()));
     let mut z = zip::ZipArchive::new(std::fs::File::open(&whl).unwrap()).unwrap();
     let mut want = Vec::new();
-    z.by_name(LAZY).unwrap().read_to_end(&mut want).unwrap();
-    assert_eq!(lazy[LAZY], want);
+    z.by_name(LAZY_LIB).unwrap().read_to_end(&mut want).unwrap();
+    assert_eq!(lazy[LAZY_LIB], want);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Validate Draft PEP 825 variant wheels and `{name}-{version}-variants.json` files in a directory
+"""Validate PEP 825 variant wheels and `{name}-{version}-variants.json` files in a directory
 with variantlib, the reference implementation.
 
 Usage: python3 tools/check-variant-wheels.py DIR

@@ -5,6 +5,7 @@
 
 mod channel;
 mod note;
+mod index;
 mod recipe;
 mod report;
 mod smoke;
@@ -26,6 +27,7 @@ use splitpkg::recipe::split;
 
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
 pub use note::{NOTE_HELP, NoteArgs};
+pub use index::{INDEX_HELP, IndexArgs};
 pub use recipe::{EmitArgs, VerifyVariantArgs};
 pub use report::{REPORT_HELP, ReportArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};
@@ -93,6 +95,9 @@ pub enum Command {
     /// Split a CUDA torch wheel into pip wheels: the core, and the lazy library in its magma/nomagma variants.
     #[command(after_help = WHEEL_HELP)]
     Wheel(WheelArgs),
+    /// Write or update a static simple index (PEP 503 HTML + PEP 691 JSON, PEP 658 metadata, PEP 825 variants.json) of wheels.
+    #[command(after_help = INDEX_HELP)]
+    Index(IndexArgs),
     /// One self-contained page (HTML with inline SVG, or Markdown) that answers "should this package
     /// split out MAGMA?" from plan, smoke, fatbin and pack JSON.
     #[command(after_help = REPORT_HELP)]
@@ -116,6 +121,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Env(a) => channel::env(a),
         Command::Smoke(a) => smoke::smoke(a, quiet),
         Command::Wheel(a) => wheel::wheel(a, quiet),
+        Command::Index(a) => index::index(a, quiet),
         Command::Report(a) => report::report(a),
         Command::Note(a) => note::note(a),
     }

@@ -52,7 +52,7 @@ pub struct Owner {
     /// The `splitpkg wheel` marker, when the distribution is one of its lazy wheels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marker: Option<VariantMarker>,
-    /// `variant.json` (Draft PEP 825) is present: installed from a variant wheel.
+    /// `variant.json` (PEP 825) is present: installed from a variant wheel.
     pub pep825_variant: bool,
 }
 

@@ -36,11 +36,12 @@ use crate::analysis::plan::Plan;
 use crate::error::{Error, Result};
 use crate::input::pip::{MARKER, MARKER_SCHEMA, MarkerVariant, VariantMarker};
 use crate::input::{Tree, TreeKind, map_file};
+use crate::output::Pending;
 use crate::progress::Progress;
 use crate::recipe::split::{Split, Variant};
 use crate::sanitize::{self, shell_word};
 use record::Entry;
-use writer::{Copies, Finished, Pending, Writer};
+use writer::{Copies, Finished, Writer};
 
 pub const SCHEMA: &str = "splitpkg-wheel";
 
@@ -64,7 +65,7 @@ pub enum Layout {
     Core,
     /// `--out`: the variant in the local version label (`2.11.0+1.magma`), for today's pip and uv.
     LocalLabel,
-    /// `--out/variants/`: a Draft PEP 825 variant wheel (`…-magma.whl` with `variant.json`).
+    /// `--out/variants/`: a PEP 825 variant wheel (`…-magma.whl` with `variant.json`).
     Variant,
     /// `--out/variants/`: the plain wheel beside the variants, the preferred variant's content,
     /// for installers without variant support.
@@ -129,11 +130,11 @@ pub struct WheelReport {
     /// the lazy library byte-identical).
     pub lossless: bool,
     pub commands: Commands,
-    /// The Draft PEP 825 set in `--out/variants/`.
+    /// The PEP 825 set in `--out/variants/`.
     pub variants: VariantSet,
 }
 
-/// The Draft PEP 825 set: variant wheels, the plain fallback, the index file, and the core (linked).
+/// The PEP 825 set: variant wheels, the plain fallback, the index file, and the core (linked).
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantSet {
     pub dir: String,
@@ -433,7 +434,7 @@ fn default_lazy_dist(lazy_paths: &[String]) -> Result<String> {
 }
 
 /// A distribution name as it appears in wheel and dist-info file names (PEP 427 escaping).
-fn escaped(name: &str) -> String {
+pub(crate) fn escaped(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
 }
 
@@ -919,7 +920,7 @@ pub fn report_text(r: &WheelReport) -> String {
         let _ = writeln!(s, "the other variant (also switches an installed environment):\n  {o}\n  {u}");
     }
     let v = &r.variants;
-    let _ = writeln!(s, "Draft PEP 825 set in {} ({}; {}):", v.dir, v.index, v.property);
+    let _ = writeln!(s, "PEP 825 set in {} ({}; {}):", v.dir, v.index, v.property);
     for w in &v.wheels {
         let what = match w.layout {
             Layout::PlainFallback => "plain fallback (installers without variant support)",

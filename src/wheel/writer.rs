@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Cursor, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 
@@ -15,6 +15,7 @@ use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 
 use super::record::{self, Entry};
 use crate::error::{Error, Result};
+use crate::output::Pending;
 
 /// Members of a written wheel copied as raw streams: path in the wheel → index in the input.
 pub(super) type Copies = BTreeMap<String, usize>;
@@ -102,13 +103,9 @@ impl Writer {
         self.add_unlisted(&record_path, record::write(&rows).as_bytes(), 0o644)?;
         let hashed = self.zip.finish().map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
         let (file, bytes, digest) = HashedFile::finish(hashed).map_err(|e| Error::io(tmp, e))?;
-        pending.syncing.push((tmp.to_path_buf(), std::thread::spawn(move || file.sync_all())));
-        Ok(Finished { bytes, members: rows.len(), copies: self.copies, sha256: hex(&digest) })
+        pending.sync_in_background(tmp, file);
+        Ok(Finished { bytes, members: rows.len(), copies: self.copies, sha256: crate::output::hex(&digest) })
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The buffer in front of [`HashedFile`]: one `write` and one message to the hasher per MiB.
@@ -191,55 +188,6 @@ impl Seek for HashedFile {
             SeekFrom::Current(0) | SeekFrom::End(0) => Ok(self.pos),
             SeekFrom::Start(p) if p == self.pos => Ok(self.pos),
             other => Err(std::io::Error::other(format!("a wheel is written front to back; the zip writer asked for {other:?}"))),
-        }
-    }
-}
-
-/// Wheels written under temporary names in `--out`, renamed into place only once all are written
-/// and read back; removed on failure.
-#[derive(Default)]
-pub(super) struct Pending {
-    /// (temporary path, final path)
-    files: Vec<(PathBuf, PathBuf)>,
-    /// `fsync` of each finished wheel, running.
-    syncing: Vec<(PathBuf, JoinHandle<std::io::Result<()>>)>,
-    committed: bool,
-}
-
-impl Pending {
-    pub fn add(&mut self, out: &Path, file: &str) -> PathBuf {
-        let tmp = crate::output::temp_path(out, file);
-        self.files.push((tmp.clone(), out.join(file)));
-        tmp
-    }
-
-    /// The temporary path of final path `dst`.
-    pub fn tmp_of(&self, dst: &Path) -> PathBuf {
-        self.files.iter().find(|(_, f)| f == dst).map(|(t, _)| t.clone()).unwrap_or_default()
-    }
-
-    /// Every wheel on disk first, then every rename: a crash leaves either the old set or files
-    /// whose data is complete.
-    pub fn commit(&mut self) -> Result<()> {
-        for (tmp, sync) in self.syncing.drain(..) {
-            sync.join()
-                .map_err(|_| Error::internal(format!("{}: the fsync thread failed", tmp.display())))?
-                .map_err(|e| Error::io(&tmp, e))?;
-        }
-        for (tmp, dst) in &self.files {
-            std::fs::rename(tmp, dst).map_err(|e| Error::io(dst, e))?;
-        }
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.committed {
-            for (tmp, _) in &self.files {
-                let _ = std::fs::remove_file(tmp);
-            }
         }
     }
 }

@@ -265,3 +265,120 @@ pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {
     }
     z.finish().unwrap();
 }
+
+/// PyPA `installer`, uv, variantlib (PEP 825's reference implementation), pip and twine, pinned,
+/// in a venv under target/ (full tier: they come from PyPI). Shared by tests/wheel.rs and tests/index.rs.
+pub fn wheel_tools() -> PathBuf {
+    static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        const PINS: &[&str] = &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2", "pip==26.3", "twine==7.0.0"];
+        let dir = repo().join("target/pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2-pip-26.3-twine-7.0.0");
+        if dir.join("bin/uv").exists() {
+            return dir;
+        }
+        let tmp = repo().join(format!("target/pyenv-wheel-tools-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().unwrap().success());
+        let o = Command::new(tmp.join("bin/python"))
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .args(PINS)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "pip install {PINS:?}: {}", stderr(&o));
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        dir
+    })
+    .clone()
+}
+
+/// The lazy library of the fixture and torch wheels.
+pub const LAZY_LIB: &str = "torch/lib/libtorch_cuda_linalg.so";
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A fresh venv without pip; the system Python's pip installs into it (`pip --python`), offline.
+pub struct Venv {
+    pub python: PathBuf,
+    pub site: PathBuf,
+}
+
+impl Venv {
+    pub fn new(dir: &Path) -> Venv {
+        assert!(Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(dir).status().unwrap().success());
+        let python = dir.join("bin/python");
+        let site = Command::new(&python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().unwrap();
+        Venv { python, site: PathBuf::from(String::from_utf8(site.stdout).unwrap().trim()) }
+    }
+
+    pub fn pip(&self, args: &[&str]) -> std::process::Output {
+        Command::new("python3")
+            .args(["-m", "pip", "--disable-pip-version-check", "--python", s(&self.python)])
+            .args(args)
+            .env("PIP_NO_INDEX", "1")
+            .env_remove("PIP_FIND_LINKS")
+            .output()
+            .unwrap()
+    }
+
+    /// `pip_python`'s pip (another version than the system's) acting on this venv, with no index
+    /// or find-links from the environment: the arguments say where wheels come from.
+    pub fn pip_from(&self, pip_python: &Path, args: &[&str]) -> std::process::Output {
+        Command::new(pip_python)
+            .args(["-m", "pip", "--disable-pip-version-check", "--no-cache-dir", "--python", s(&self.python)])
+            .args(args)
+            .env_remove("PIP_FIND_LINKS")
+            .env_remove("PIP_INDEX_URL")
+            .env_remove("PIP_EXTRA_INDEX_URL")
+            .env_remove("PIP_NO_INDEX")
+            .output()
+            .unwrap()
+    }
+
+    pub fn install(&self, links: &Path, reqs: &[&str]) {
+        let mut args = vec!["install", "-q", "--no-index", "--find-links", s(links)];
+        args.extend_from_slice(reqs);
+        let o = self.pip(&args);
+        assert!(o.status.success(), "pip install {reqs:?}: {}", stderr(&o));
+    }
+
+    /// Installed torch distributions, and how many of them list the lazy library in RECORD.
+    pub fn state(&self) -> (Vec<String>, usize) {
+        let mut dists = Vec::new();
+        let mut owners = 0;
+        for e in std::fs::read_dir(&self.site).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".dist-info")
+                && stem.starts_with("torch")
+            {
+                dists.push(stem.to_string());
+                let rec = std::fs::read_to_string(self.site.join(&name).join("RECORD")).unwrap();
+                owners += rec.lines().filter(|l| l.starts_with(&format!("{LAZY_LIB},"))).count();
+            }
+        }
+        dists.sort();
+        (dists, owners)
+    }
+
+    pub fn lazy_bytes(&self) -> Option<Vec<u8>> {
+        std::fs::read(self.site.join(LAZY_LIB)).ok()
+    }
+
+    pub fn check_clean(&self) {
+        let o = self.pip(&["check"]);
+        assert!(o.status.success(), "pip check: {}{}", stdout(&o), stderr(&o));
+    }
+}
+
+/// Whether the system Python has pip (the fast tier's pip tests need it; they say so and pass
+/// without it).
+pub fn system_pip() -> bool {
+    let ok = Command::new("python3").args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: python3 -m pip not available; skipping the real-pip checks");
+    }
+    ok
+}

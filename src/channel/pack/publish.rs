@@ -169,7 +169,7 @@ pub(super) fn publish(
 ) -> Result<Vec<String>> {
     work.keep_created();
     std::fs::create_dir_all(channel).map_err(|e| Error::io(channel, e))?;
-    let _lock = lock_channel(channel)?;
+    let _lock = crate::output::lock_dir(channel)?;
     let existing = if channel.join(CHANNEL_FILE).exists() { Some(ChannelInfo::load(channel)?) } else { None };
     if let Some(e) = &existing {
         same_split(e, &this.core, &this.lazy, &this.dep, out)?;
@@ -248,15 +248,6 @@ pub(super) fn same_split(existing: &ChannelInfo, core: &str, lazy: &str, dep: &s
         existing.lazy,
         existing.dep,
     )))
-}
-
-/// `CHANNEL/.splitpkg.lock`, held exclusively (flock) until dropped. The file stays: removing a
-/// lock file while another process waits on it would let a third lock a new one beside it.
-fn lock_channel(channel: &Path) -> Result<File> {
-    let path = channel.join(".splitpkg.lock");
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
-    f.lock().map_err(|e| Error::io(&path, e))?;
-    Ok(f)
 }
 
 fn first(v: &[String]) -> Vec<&String> {

@@ -1,0 +1,57 @@
+//! `index`: write or update a static simple index (PEP 503/691) of wheels.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use splitpkg::error::Result;
+use splitpkg::index;
+use splitpkg::output::emit;
+use splitpkg::progress::Progress;
+use splitpkg::provenance;
+
+use super::to_json;
+
+pub const INDEX_HELP: &str = "Writes into INDEX (created, or updated in place):
+  index.html, index.json            the projects (PEP 503 HTML and PEP 691 JSON side by side)
+  NAME/index.html, NAME/index.json  each project's files: #sha256= fragments, data-requires-python, data-core-metadata (PEP 658/714), yanked flags as the JSON page has them
+  NAME/FILE.whl, NAME/FILE.whl.metadata   the wheel and its METADATA
+  NAME/DIST-VERSION-variants.json   for PEP 825 variant wheels: every variant of that version (the union of their variant.json)
+
+An update keeps every file already there (under INDEX/.splitpkg.lock); the same file again changes nothing; another file under a published name is refused. To yank a file, set \"yanked\" in its project's index.json; index keeps it.
+
+One index holds one of `splitpkg wheel`'s sets: the local-label wheels (DIR) or the PEP 825 set (DIR/variants). Installers compare versions before variants, so a +1.magma label would beat every variant: a project with both is refused. A directory argument gives the .whl files directly in it.
+
+Serve INDEX with any static server (docs/wheel.md has nginx and S3 notes).
+
+Exit codes: 0 written, 2 bad input (a broken or hostile wheel, a published name with other bytes, the two sets in one index, --out a file).
+
+Examples:
+  splitpkg index wheels/ --out index/
+  splitpkg index wheels/variants/ --out index-variants/
+  python3 -m http.server --bind 127.0.0.1 --directory index/ 8000
+  pip install --index-url http://127.0.0.1:8000/ torch
+  uv pip install --preview-features wheel-variants --index-url http://127.0.0.1:8001/ torch";
+
+#[derive(Args)]
+pub struct IndexArgs {
+    /// Wheels, or directories of wheels (the .whl files directly in them).
+    #[arg(required = true, value_name = "WHEEL_OR_DIR")]
+    inputs: Vec<PathBuf>,
+    /// The index directory (created, or updated in place).
+    #[arg(long, short, value_name = "INDEX")]
+    out: PathBuf,
+    /// JSON report: every file of the index, what this run did with it, and how to serve it.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn index(a: IndexArgs, quiet: bool) -> Result<i32> {
+    let progress = Progress::new(!quiet);
+    let opts = index::IndexOptions { out: a.out, progress: &progress };
+    let mut report = index::update_index(&a.inputs, &opts)?;
+    report.stamp = provenance::Stamp::reproducible();
+    let text = if a.json { to_json(&report)? } else { index::report_text(&report) };
+    emit(None, &text)?;
+    Ok(0)
+}

@@ -1,0 +1,559 @@
+//! `splitpkg index`: a static simple index of wheels, written or updated in place — what a release
+//! engineer puts behind any static web server (`python3 -m http.server`, nginx, S3) so pip and uv
+//! install the split from an index URL, as PyTorch serves its own (variant) wheels.
+//!
+//! Layout (one directory per project, PEP 503-normalised, the files beside their page):
+//!
+//! ```text
+//! INDEX/index.html, INDEX/index.json                 the projects (PEP 503 HTML, PEP 691 JSON)
+//! INDEX/torch/index.html, INDEX/torch/index.json     the files, `#sha256=`, `data-requires-python`,
+//!                                                    `data-core-metadata` (PEP 658/714)
+//! INDEX/torch/torch-2.11.0+split-….whl               the wheel
+//! INDEX/torch/torch-2.11.0+split-….whl.metadata      its METADATA (PEP 658)
+//! INDEX/torch-cuda-linalg/torch_cuda_linalg-2.11.0-variants.json   PEP 825, for a variant set
+//! ```
+//!
+//! An update keeps every file already there, under the directory's lock (`output::lock_dir`, as
+//! `pack` takes its channel's): a file given again with the same bytes changes nothing, a different
+//! file under a published name is refused. Only a `-variants.json` changes, as PEP 825 lets it: it
+//! is the union of every variant wheel's `variant.json` of that version.
+//!
+//! One index holds one of `splitpkg wheel`'s two sets: installers compare versions before variants,
+//! so a local-label wheel (`2.11.0+1.magma`) would win over every PEP 825 variant of `2.11.0`. A
+//! project with both is refused.
+
+pub mod dist;
+pub mod page;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::output::Pending;
+use crate::progress::Progress;
+use dist::{IndexedWheel, check_file_name, read_wheel, sha256_file, variants_file_name};
+use page::{FileEntry, Meta, ProjectPage, project_html, read_json, root_pages, to_json, url_of};
+
+pub const SCHEMA: &str = "splitpkg-index";
+
+pub struct IndexOptions<'a> {
+    /// The index directory (created; updated in place).
+    pub out: PathBuf,
+    pub progress: &'a Progress,
+}
+
+/// What happened to a file of the index in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileStatus {
+    /// Written by this run.
+    Added,
+    /// Given again with the bytes the index has: nothing written.
+    Unchanged,
+    /// In the index already and not given: left as it is.
+    Kept,
+    /// A `-variants.json` rewritten with more variants (PEP 825 lets it change).
+    Updated,
+}
+
+/// Which of `splitpkg wheel`'s sets the index holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// PEP 825 variant wheels (with their `-variants.json`) and their plain fallbacks.
+    Variants,
+    /// Versions with local labels (`+1.magma`, `+0.nomagma`), for installers without variants.
+    LocalLabel,
+    /// Neither: plain wheels.
+    Plain,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexedFile {
+    pub filename: String,
+    pub status: FileStatus,
+    pub sha256: String,
+    pub size: u64,
+    /// The PEP 825 variant label of a variant wheel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub yanked: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectReport {
+    /// PEP 503-normalised: the page is `NAME/`.
+    pub name: String,
+    pub files: Vec<IndexedFile>,
+}
+
+/// How to serve and install from the index.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexCommands {
+    pub serve: String,
+    pub pip: String,
+    pub uv: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexReport {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub tool: crate::provenance::Tool,
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
+    pub out: String,
+    pub layout: Layout,
+    pub projects: Vec<ProjectReport>,
+    pub added: usize,
+    pub unchanged: usize,
+    pub kept: usize,
+    pub commands: IndexCommands,
+}
+
+/// Write or update the index `opts.out` with the wheels in `inputs` (`.whl` files, or directories
+/// whose `.whl` files are taken, not their subdirectories).
+pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexReport> {
+    let out = &opts.out;
+    not_a_link_or_file(out, "--out")?;
+    let paths = wheel_paths(inputs)?;
+    opts.progress.start("reading wheels", paths.len() as u64);
+    let read: Result<Vec<IndexedWheel>> = paths
+        .par_iter()
+        .map(|p| {
+            let w = read_wheel(p);
+            opts.progress.inc(1);
+            w
+        })
+        .collect();
+    opts.progress.finish();
+    let mut wheels = read?;
+    wheels.sort_by(|a, b| a.filename.cmp(&b.filename));
+    wheels.dedup_by(|a, b| a.filename == b.filename && a.sha256 == b.sha256);
+    if let Some(w) = wheels.windows(2).find(|w| w[0].filename == w[1].filename) {
+        return Err(Error::bad(
+            w[1].path.display(),
+            format!("{} is also given as {}, with other bytes", w[1].filename, w[0].path.display()),
+        ));
+    }
+    let mut by_project: BTreeMap<String, Vec<&IndexedWheel>> = BTreeMap::new();
+    for w in &wheels {
+        by_project.entry(w.project.clone()).or_default().push(w);
+    }
+
+    // Every input is read and checked: only now does anything appear in --out.
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let _lock = crate::output::lock_dir(out)?;
+    let mut pending = Pending::default();
+    let mut projects = Vec::new();
+    opts.progress.start_unknown("writing the index");
+    for (name, new) in &by_project {
+        projects.push(update_project(out, name, new, &mut pending)?);
+    }
+    let listed = write_root(out, &by_project.keys().cloned().collect(), &mut pending)?;
+    pending.commit()?;
+    opts.progress.finish();
+
+    // Projects already in the index and not touched are reported as kept.
+    for name in listed.iter().filter(|n| !by_project.contains_key(*n)) {
+        let page: ProjectPage = read_json(&out.join(name).join("index.json"))?;
+        let files = page.files.iter().map(|f| report_file(f, FileStatus::Kept, None)).collect();
+        projects.push(ProjectReport { name: name.clone(), files });
+    }
+    projects.sort_by(|a, b| a.name.cmp(&b.name));
+    let count = |s: FileStatus| projects.iter().flat_map(|p| &p.files).filter(|f| f.status == s).count();
+    let all_files = || projects.iter().flat_map(|p| &p.files);
+    let layout = if all_files().any(|f| f.filename.ends_with(VARIANTS_SUFFIX)) {
+        Layout::Variants
+    } else if all_files().any(|f| f.filename.contains('+')) {
+        Layout::LocalLabel
+    } else {
+        Layout::Plain
+    };
+    let url = "http://127.0.0.1:8000/";
+    let names: Vec<&str> = projects.iter().map(|p| p.name.as_str()).collect();
+    let commands = IndexCommands {
+        serve: format!("python3 -m http.server --bind 127.0.0.1 --directory {} 8000", out.display()),
+        pip: format!("pip install --index-url {url} {}", names.first().copied().unwrap_or("NAME")),
+        uv: match layout {
+            Layout::Variants => {
+                format!("uv pip install --preview-features wheel-variants --index-url {url} {}", names.first().copied().unwrap_or("NAME"))
+            }
+            _ => format!("uv pip install --index-url {url} {}", names.first().copied().unwrap_or("NAME")),
+        },
+    };
+    Ok(IndexReport {
+        schema: SCHEMA,
+        schema_version: 1,
+        tool: crate::provenance::Tool::this(),
+        stamp: crate::provenance::Stamp::default(),
+        out: out.display().to_string(),
+        layout,
+        added: count(FileStatus::Added) + count(FileStatus::Updated),
+        unchanged: count(FileStatus::Unchanged),
+        kept: count(FileStatus::Kept),
+        projects,
+        commands,
+    })
+}
+
+const VARIANTS_SUFFIX: &str = "-variants.json";
+
+/// The wheels named by `inputs`, in order: a file is taken as it is (it must be a `.whl`), a
+/// directory for the `.whl` files directly in it.
+fn wheel_paths(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for i in inputs {
+        let meta = std::fs::metadata(i).map_err(|e| Error::io(i, e))?;
+        if meta.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(i)
+                .map_err(|e| Error::io(i, e))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "whl") && p.is_file())
+                .collect();
+            if found.is_empty() {
+                return Err(Error::bad(i.display(), "has no .whl files (a directory gives the wheels directly in it)"));
+            }
+            found.sort();
+            out.extend(found);
+        } else if i.extension().is_some_and(|e| e == "whl") {
+            out.push(i.clone());
+        } else {
+            return Err(Error::bad(i.display(), "not a .whl or a directory of them (a -variants.json is written from the variant wheels)"));
+        }
+    }
+    Ok(out)
+}
+
+/// `path` may not be a symbolic link (the index would be written where it points) or a file.
+fn not_a_link_or_file(path: &Path, what: &str) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Err(Error::Usage(format!("{what} {}: is a symbolic link; give the directory itself", path.display())))
+        }
+        Ok(m) if !m.is_dir() => Err(Error::Usage(format!("{what} {}: exists and is not a directory", path.display()))),
+        _ => Ok(()),
+    }
+}
+
+fn report_file(f: &FileEntry, status: FileStatus, variant: Option<String>) -> IndexedFile {
+    IndexedFile {
+        filename: f.filename.clone(),
+        status,
+        sha256: f.sha256().unwrap_or_default().to_string(),
+        size: f.size.unwrap_or_default(),
+        variant,
+        yanked: f.yanked.as_ref().is_some_and(|y| y != &serde_json::Value::Bool(false)),
+    }
+}
+
+/// The project's page as the index has it (every entry checked), or a new one.
+fn load_project(dir: &Path, name: &str) -> Result<ProjectPage> {
+    let path = dir.join("index.json");
+    if !path.exists() {
+        return Ok(ProjectPage {
+            meta: Meta::default(),
+            name: name.to_string(),
+            files: Vec::new(),
+            versions: Vec::new(),
+            other: BTreeMap::new(),
+        });
+    }
+    let page: ProjectPage = read_json(&path)?;
+    let at = path.display().to_string();
+    if page.name != name {
+        return Err(Error::bad(&at, format!("is the page of {:?}, in the directory of {name:?}", page.name)));
+    }
+    for f in &page.files {
+        check_file_name(&f.filename, &at)?;
+        let m = std::fs::symlink_metadata(dir.join(&f.filename));
+        if !m.is_ok_and(|m| m.is_file()) {
+            return Err(Error::bad(&at, format!("lists {}, which is not a file in {}", f.filename, dir.display())));
+        }
+    }
+    Ok(page)
+}
+
+/// Add `new` to the project `name`'s directory and pages, staged in `pending`.
+fn update_project(out: &Path, name: &str, new: &[&IndexedWheel], pending: &mut Pending) -> Result<ProjectReport> {
+    let dir = out.join(name);
+    not_a_link_or_file(&dir, "the project directory")?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let mut page = load_project(&dir, name)?;
+    let mut status: BTreeMap<String, (FileStatus, Option<String>)> =
+        page.files.iter().map(|f| (f.filename.clone(), (FileStatus::Kept, None))).collect();
+    for w in new {
+        let label = w.variant.as_ref().map(|(l, _)| l.clone());
+        let on_disk = dir.join(&w.filename);
+        let present = std::fs::symlink_metadata(&on_disk).is_ok();
+        if present {
+            same_file(&on_disk, w)?;
+        } else {
+            stage_copy(w, &dir, pending)?;
+        }
+        let meta_name = format!("{}.metadata", w.filename);
+        let meta_hash = crate::output::hex(&Sha256::digest(&w.metadata));
+        if !present || !dir.join(&meta_name).is_file() {
+            stage_bytes(&dir, &meta_name, &w.metadata, pending)?;
+        }
+        if !page.files.iter().any(|f| f.filename == w.filename) {
+            let digest = serde_json::json!({ "sha256": meta_hash });
+            page.files.push(FileEntry {
+                filename: w.filename.clone(),
+                url: url_of(&w.filename),
+                hashes: BTreeMap::from([("sha256".to_string(), w.sha256.clone())]),
+                requires_python: w.requires_python.clone(),
+                core_metadata: Some(digest.clone()),
+                dist_info_metadata: Some(digest),
+                yanked: None,
+                size: Some(w.size),
+                other: BTreeMap::new(),
+            });
+        }
+        let s = if present && status.contains_key(&w.filename) { FileStatus::Unchanged } else { FileStatus::Added };
+        status.insert(w.filename.clone(), (s, label));
+    }
+    update_variant_sets(&dir, new, &mut page, &mut status, pending)?;
+    refuse_mixed_sets(&dir, &page)?;
+    page.files.sort_by(|a, b| a.filename.cmp(&b.filename));
+    let versions: BTreeSet<String> = page
+        .files
+        .iter()
+        .filter(|f| f.filename.ends_with(".whl"))
+        .filter_map(|f| f.filename.split('-').nth(1).map(str::to_string))
+        .collect();
+    page.versions = versions.into_iter().collect();
+    stage_if_changed(&dir, "index.json", to_json(&page)?.as_bytes(), pending)?;
+    stage_if_changed(&dir, "index.html", project_html(&page).as_bytes(), pending)?;
+    let files = page
+        .files
+        .iter()
+        .map(|f| {
+            let (s, v) = status.get(&f.filename).cloned().unwrap_or((FileStatus::Kept, None));
+            report_file(f, s, v)
+        })
+        .collect();
+    Ok(ProjectReport { name: name.to_string(), files })
+}
+
+/// A file already in the index under `w`'s name must be `w`'s bytes: a published file is never
+/// replaced (installers and their caches trust a name once seen).
+fn same_file(on_disk: &Path, w: &IndexedWheel) -> Result<()> {
+    let (sha, size) = sha256_file(on_disk)?;
+    if sha == w.sha256 && size == w.size {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{}: the index already has this file name with other bytes (sha256 {sha}); {} is sha256 {}: a published file is never replaced, give the new build another version or build tag",
+        on_disk.display(),
+        w.path.display(),
+        w.sha256
+    )))
+}
+
+/// Copy `w` into `dir` under a temporary name, hashing as it goes: the copy must be the bytes
+/// that were read and hashed.
+fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()> {
+    let tmp = pending.add(dir, &w.filename);
+    let mut src = crate::input::open_nofollow(&w.path).map_err(|e| Error::io(&w.path, e))?;
+    let mut dst = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let k = src.read(&mut buf).map_err(|e| Error::io(&w.path, e))?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        dst.write_all(&buf[..k]).map_err(|e| Error::io(&tmp, e))?;
+    }
+    if crate::output::hex(&h.finalize()) != w.sha256 {
+        return Err(Error::bad(w.path.display(), "changed while it was copied into the index"));
+    }
+    pending.sync_in_background(&tmp, dst);
+    Ok(())
+}
+
+fn stage_bytes(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending) -> Result<()> {
+    let tmp = pending.add(dir, name);
+    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+    pending.sync_in_background(&tmp, f);
+    Ok(())
+}
+
+/// Pages are rewritten only when their text changes, so a repeated run touches nothing.
+fn stage_if_changed(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending) -> Result<()> {
+    if std::fs::read(dir.join(name)).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    stage_bytes(dir, name, bytes, pending)
+}
+
+/// For each version with variant wheels among `new`: the `-variants.json` as the union of the one
+/// in the index and every new wheel's `variant.json`, linked from the page (without
+/// `core-metadata`, `requires-python` or `yanked`, as PEP 825 asks).
+fn update_variant_sets(
+    dir: &Path,
+    new: &[&IndexedWheel],
+    page: &mut ProjectPage,
+    status: &mut BTreeMap<String, (FileStatus, Option<String>)>,
+    pending: &mut Pending,
+) -> Result<()> {
+    let mut sets: BTreeMap<String, Vec<&IndexedWheel>> = BTreeMap::new();
+    for w in new.iter().filter(|w| w.variant.is_some()) {
+        sets.entry(variants_file_name(w)).or_default().push(w);
+    }
+    for (file, members) in sets {
+        check_file_name(&file, &dir.display().to_string())?;
+        let path = dir.join(&file);
+        let existing: Option<serde_json::Value> = if path.exists() { Some(read_json(&path)?) } else { None };
+        let mut merged = existing.clone();
+        for w in &members {
+            if let Some((_, doc)) = &w.variant {
+                merged = Some(merge_variant(merged, doc, &w.path, &file)?);
+            }
+        }
+        let Some(merged) = merged else { continue };
+        if existing.as_ref() == Some(&merged) {
+            status.entry(file.clone()).or_insert((FileStatus::Unchanged, None)).0 = FileStatus::Unchanged;
+            continue;
+        }
+        let text = to_json(&merged)?;
+        stage_bytes(dir, &file, text.as_bytes(), pending)?;
+        let entry = FileEntry {
+            filename: file.clone(),
+            url: url_of(&file),
+            hashes: BTreeMap::from([("sha256".to_string(), crate::output::hex(&Sha256::digest(text.as_bytes())))]),
+            requires_python: None,
+            core_metadata: None,
+            dist_info_metadata: None,
+            yanked: None,
+            size: Some(text.len() as u64),
+            other: BTreeMap::new(),
+        };
+        page.files.retain(|f| f.filename != file);
+        page.files.push(entry);
+        let s = if existing.is_some() { FileStatus::Updated } else { FileStatus::Added };
+        status.insert(file, (s, None));
+    }
+    Ok(())
+}
+
+/// `doc` (one wheel's `variant.json`) merged into `into`: every key but `variants` must agree, and
+/// a label already listed must have the same properties.
+fn merge_variant(into: Option<serde_json::Value>, doc: &serde_json::Value, wheel: &Path, file: &str) -> Result<serde_json::Value> {
+    let Some(mut into) = into else { return Ok(doc.clone()) };
+    let disagree = |what: &str| Error::bad(wheel.display(), format!("its variant.json disagrees with {file} on {what}"));
+    let (Some(a), Some(b)) = (into.as_object_mut(), doc.as_object()) else { return Err(disagree("its shape")) };
+    for (k, v) in b.iter().filter(|(k, _)| k.as_str() != "variants") {
+        if a.get(k) != Some(v) {
+            return Err(disagree(k));
+        }
+    }
+    let Some(variants) = a.get_mut("variants").and_then(|v| v.as_object_mut()) else { return Err(disagree("variants")) };
+    for (label, props) in b.get("variants").and_then(|v| v.as_object()).into_iter().flatten() {
+        match variants.get(label) {
+            Some(p) if p != props => return Err(disagree(&format!("variant {label}"))),
+            Some(_) => {}
+            None => {
+                variants.insert(label.clone(), props.clone());
+            }
+        }
+    }
+    Ok(into)
+}
+
+/// A project with PEP 825 variant sets and local-label versions is refused: installers compare
+/// versions before variants, so `2.11.0+1.magma` would beat every variant of `2.11.0`.
+fn refuse_mixed_sets(dir: &Path, page: &ProjectPage) -> Result<()> {
+    let variants = page.files.iter().find(|f| f.filename.ends_with(VARIANTS_SUFFIX));
+    let local = page.files.iter().find(|f| f.filename.ends_with(".whl") && f.filename.split('-').nth(1).is_some_and(|v| v.contains('+')));
+    if let (Some(v), Some(l)) = (variants, local) {
+        return Err(Error::Usage(format!(
+            "{}: one index cannot hold both of `splitpkg wheel`'s sets ({} has a local version label, {} is a PEP 825 variant set): installers compare versions before variants, so the label would beat every variant; publish each set in its own index (docs/wheel.md)",
+            dir.display(),
+            l.filename,
+            v.filename
+        )));
+    }
+    Ok(())
+}
+
+/// The root pages: every project directory with a page, the ones updated now included. Returns
+/// the project names listed.
+fn write_root(out: &Path, updated: &BTreeSet<String>, pending: &mut Pending) -> Result<Vec<String>> {
+    let mut names: BTreeSet<String> = updated.clone();
+    for e in std::fs::read_dir(out).map_err(|e| Error::io(out, e))?.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_project = e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join("index.json").is_file();
+        if is_project && check_file_name(&name, &out.display().to_string()).is_ok() && dist::normalize(&name) == name {
+            names.insert(name);
+        }
+    }
+    let names: Vec<String> = names.into_iter().collect();
+    let (json, html) = root_pages(&names)?;
+    stage_if_changed(out, "index.json", json.as_bytes(), pending)?;
+    stage_if_changed(out, "index.html", html.as_bytes(), pending)?;
+    Ok(names)
+}
+
+/// The report as text.
+pub fn report_text(r: &IndexReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let layout = match r.layout {
+        Layout::Variants => "PEP 825 variant set",
+        Layout::LocalLabel => "local-label set",
+        Layout::Plain => "plain wheels",
+    };
+    let _ = writeln!(s, "{} ({layout}): {} added, {} unchanged, {} kept", r.out, r.added, r.unchanged, r.kept);
+    for p in &r.projects {
+        let _ = writeln!(s, "  {}/", p.name);
+        for f in &p.files {
+            let status = match f.status {
+                FileStatus::Added => "added",
+                FileStatus::Unchanged => "unchanged",
+                FileStatus::Kept => "kept",
+                FileStatus::Updated => "updated",
+            };
+            let variant = f.variant.as_deref().map(|v| format!("  variant {v}")).unwrap_or_default();
+            let yanked = if f.yanked { "  yanked" } else { "" };
+            let _ = writeln!(s, "    {:<9} {}  ({}){variant}{yanked}", status, f.filename, crate::output::human_bytes(f.size));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "serve (any static server; see docs/wheel.md):\n  {}\ninstall:\n  {}\n  {}",
+        r.commands.serve, r.commands.pip, r.commands.uv
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn variant_docs_merge_or_refuse() {
+        let doc = |label: &str| json!({"$schema": "s", "default-priorities": {"namespace": ["torch"]}, "variants": {label: {"torch": {"x": [label]}}}});
+        let w = Path::new("w.whl");
+        let m = merge_variant(Some(doc("magma")), &doc("nomagma"), w, "f").unwrap();
+        assert_eq!(m["variants"].as_object().unwrap().len(), 2);
+        assert_eq!(merge_variant(Some(m.clone()), &doc("magma"), w, "f").unwrap(), m, "idempotent");
+        let mut other = doc("magma");
+        other["variants"]["magma"] = json!({"torch": {"x": ["other"]}});
+        assert!(merge_variant(Some(m.clone()), &other, w, "f").is_err());
+        let mut schema = doc("slim");
+        schema["$schema"] = json!("t");
+        assert!(merge_variant(Some(m), &schema, w, "f").unwrap_err().to_string().contains("$schema"));
+    }
+}
