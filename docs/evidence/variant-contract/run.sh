@@ -17,7 +17,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-docs/evidence/variant-contract/out}
 BIN=${SPLITPKG:-$PWD/target/release/splitpkg}
-W=$(mktemp -d)
+W=${WORK:-/tmp/splitpkg-variant-contract}   # a fixed path, so the outputs name the same files each run
+rm -rf "$W"; mkdir -p "$W"
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$OUT"
 printf 'void *at_cuda_getCurrentCUDASolverDnHandle(void) { return 0; }\n' > "$W/stub.c"
