@@ -142,3 +142,24 @@ fn torch_2_11_variant_contract_refuses_forgeries() {
 fn torch_1_13_variant_contract_refuses_forgeries() {
     release("torch-1.13.1-cu117", "1.13.1", 182, &["cholesky_stub", "lu_factor_stub", "svd_stub"]);
 }
+
+/// A contract file of schema version 1 recorded names only: read as version 2 it would let any
+/// library with the right SONAME pass, so it is refused (exit 2, one line naming the file).
+#[test]
+fn a_version_1_contract_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let c = d.path().join("contract.json");
+    std::fs::write(
+        &c,
+        r#"{"schema":"splitpkg-contract","schema_version":1,"library":"libtorch_cuda_linalg.so","dep":"magma",
+            "symbol_prefixes":["magma_"],"library_prefixes":["libmagma"],"loader_lookups":[],"required_exports":[]}"#,
+    )
+    .unwrap();
+    let lib = fixture("conda-nomagma/lib/libtorch_cuda_linalg.so");
+    let o = run(&["verify-variant", lib.to_str().unwrap(), "--variant", "nomagma", "--contract", c.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("contract.json") && err.contains("contract schema version 1") && err.contains("re-run splitpkg emit"), "{err}");
+    assert!(stdout(&o).is_empty());
+}

@@ -32,10 +32,13 @@ pub struct ContractFile {
     /// Names core files import from the lazy library: every variant must export them.
     pub required_exports: Vec<String>,
     /// The stock library's strong exports on the core's side, not the payload's
-    /// ([`provided_exports`]): every variant must define them.
+    /// ([`provided_exports`]): every variant must define them. (Defaults to empty when reading,
+    /// so that a version-1 file reaches the version check and its message.)
+    #[serde(default)]
     pub provided_exports: Vec<String>,
     /// Core objects and functions the stock library's code run at load refers to — its dispatch
     /// registrations ([`load_registrations`]): every variant's load-time code must refer to them.
+    #[serde(default)]
     pub load_registrations: Vec<String>,
 }
 
