@@ -447,7 +447,7 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
         let path = fixture(tree).join(lib);
         let facts = variant::lazy_facts(&path, &spec).unwrap();
         for name in ["magma", "nomagma"] {
-            let c = eval::identity_check(name, "magma", false, Some(&facts.presence()), "libtorch_cuda_linalg.so");
+            let c = eval::identity_check(name, "magma", false, Some(&facts.presence()), None, "libtorch_cuda_linalg.so");
             let o = run(&["verify-variant", path.to_str().unwrap(), "--variant", name, "--plan", plan_file.to_str().unwrap(), "--json"]);
             let v = json(&o);
             let rule_ok = v["checks"]

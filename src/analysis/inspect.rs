@@ -30,6 +30,23 @@ pub struct FileFacts {
     /// input RECORD with it, so the ELF members are inflated once for the plan and the check.
     #[serde(skip)]
     pub sha256: Option<[u8; 32]>,
+    /// Imports the code run at load refers to ([`crate::elf::ElfView::load_time_imports`]), read
+    /// only for a file that carries the payload (the one a variant replaces): reading code is
+    /// not free, and no other file's registrations enter a contract. `None` otherwise, or for a
+    /// machine whose code is not decoded.
+    #[serde(skip)]
+    pub load_time_imports: Option<Vec<String>>,
+}
+
+impl FileFacts {
+    /// Holds payload code or NEEDs a payload library.
+    pub fn carries_payload(&self, spec: &PayloadSpec) -> bool {
+        carries_payload(&self.elf, &self.payload, spec)
+    }
+}
+
+fn carries_payload(elf: &crate::elf::ElfFacts, payload: &PayloadFacts, spec: &PayloadSpec) -> bool {
+    payload.holds_code() || elf.needed.iter().any(|n| spec.is_payload_library(n))
 }
 
 /// What to read beyond the facts every command needs.
@@ -108,7 +125,17 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
             );
         }
         let translation_units = if extras.translation_units { view.translation_units() } else { Vec::new() };
-        Ok(FileFacts { path: input.path.to_string(), size: input.bytes.len() as u64, elf, payload, fatbin, translation_units, sha256 })
+        let load_time_imports = if carries_payload(&elf, &payload, spec) { view.load_time_imports() } else { None };
+        Ok(FileFacts {
+            path: input.path.to_string(),
+            size: input.bytes.len() as u64,
+            elf,
+            payload,
+            fatbin,
+            translation_units,
+            sha256,
+            load_time_imports,
+        })
     })?;
     if trace {
         eprintln!("trace: files read in {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);

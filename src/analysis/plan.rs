@@ -226,6 +226,12 @@ pub struct ContractSummary {
     pub required_exports: Vec<String>,
     pub imports: Vec<ImportGroup>,
     pub exports: usize,
+    /// See [`crate::analysis::verdict::Contract::provided_exports`]; absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provided_exports: Vec<String>,
+    /// See [`crate::analysis::verdict::Contract::load_registrations`]; absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_registrations: Vec<String>,
 }
 
 impl From<&Contract> for ContractSummary {
@@ -235,6 +241,8 @@ impl From<&Contract> for ContractSummary {
             required_exports: c.required_exports.clone(),
             imports: c.imports.clone(),
             exports: c.exports.len(),
+            provided_exports: c.provided_exports.clone(),
+            load_registrations: c.load_registrations.clone(),
         }
     }
 }

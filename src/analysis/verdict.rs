@@ -182,6 +182,13 @@ pub struct Contract {
     pub required_exports: Vec<String>,
     /// What the lazy library imports, by providing file.
     pub imports: Vec<ImportGroup>,
+    /// The lazy library's strong exports on the core's side ([`crate::analysis::contract::provided_exports`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provided_exports: Vec<String>,
+    /// Core objects and functions its code run at load refers to: its dispatch registrations
+    /// ([`crate::analysis::contract::load_registrations`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_registrations: Vec<String>,
     /// Every dynamic symbol the lazy library defines (for `verify-variant`).
     #[serde(skip)]
     pub exports: Vec<String>,
@@ -386,7 +393,7 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
             let each: Vec<Contract> = several.iter().map(|&lf| contract(ins, lf, &outside)).collect();
             for ((l, c), &lf) in lazy_libraries.iter_mut().zip(&each).zip(several) {
                 let f = &ins.files[lf];
-                let carries = f.payload.holds_code() || f.elf.needed.iter().any(|n| spec.is_payload_library(n));
+                let carries = f.carries_payload(spec);
                 l.contract = Some(Contract { carries_payload: Some(carries), ..c.clone() });
             }
             merge_contracts(&each)
@@ -431,6 +438,8 @@ fn merge_contracts(each: &[Contract]) -> Contract {
         loader_lookups: union(&|c| &c.loader_lookups),
         required_exports: union(&|c| &c.required_exports),
         imports,
+        provided_exports: union(&|c| &c.provided_exports),
+        load_registrations: union(&|c| &c.load_registrations),
         exports: union(&|c| &c.exports),
         carries_payload: None,
     }
@@ -604,7 +613,16 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
         || required_exports(ins, lazy, &core_files),
         || rayon::join(|| import_groups(ins, g, lazy_file, lazy_node), || sorted_exports(lazy)),
     );
-    Contract { loader_lookups, required_exports: required, imports, exports, carries_payload: None }
+    let core_defines = |n: &str| core_files.iter().any(|&c| ins.files[c].elf.symbols.defines(n));
+    Contract {
+        loader_lookups,
+        required_exports: required,
+        imports,
+        provided_exports: crate::analysis::contract::provided_exports(lazy, &core_defines, &ins.spec),
+        load_registrations: crate::analysis::contract::load_registrations(lazy, &core_defines),
+        exports,
+        carries_payload: None,
+    }
 }
 
 /// Symbols core files import that nothing but the lazy library defines.

@@ -124,7 +124,7 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
     let contract = match (contract, plan) {
         (Some(c), _) => {
             let text = file::read_text(&c, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "contract")?;
-            serde_json::from_str::<ContractFile>(&text).map_err(|e| Error::bad(c.display(), format!("not a contract file: {e}")))?
+            ContractFile::parse(&text, &c)?
         }
         (None, Some(p)) => {
             let plan = load_plan(&p, &[DEFAULT_LAZY.into()], &[DEFAULT_DEP.into()], true)?;

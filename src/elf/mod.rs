@@ -2,10 +2,11 @@
 //!
 //! The reader touches the ELF header, the program and section header tables, `PT_DYNAMIC`, the
 //! dynamic string and symbol tables, the version tables and read-only data. It never reads `.text`
-//! or the `.nv_fatbin` payload. Dynamic-table entries hold *virtual addresses*; they are mapped to
-//! file offsets through the `PT_LOAD` that covers them, because patchelf'd files (torch 2.11's
-//! `libtorch_cuda.so`) keep `.dynstr` in an extra segment near the end of the file where address
-//! and offset differ.
+//! (but for the load-time initialisers [`ElfView::load_time_imports`] decodes, asked for files that
+//! carry the payload only) or the `.nv_fatbin` payload. Dynamic-table entries hold *virtual
+//! addresses*; they are mapped to file offsets through the `PT_LOAD` that covers them, because
+//! patchelf'd files (torch 2.11's `libtorch_cuda.so`) keep `.dynstr` in an extra segment near the
+//! end of the file where address and offset differ.
 //!
 //! Every offset and size read from the file is bounds-checked; a broken or truncated file yields an
 //! [`ElfError`], never a panic or an out-of-range read.
@@ -26,6 +27,7 @@ use object::Endianness;
 
 mod error;
 pub mod note;
+mod load_time;
 mod symbols;
 pub use error::ElfError;
 pub use note::{DlopenEntry, DlopenNotes, NoteProblem, Priority};
@@ -837,12 +839,13 @@ pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
 
 #[doc(hidden)]
 /// The fuzz harness for the ELF readers (cargo-fuzz target `elf`): headers, dynamic tables, symbols
-/// through the hash tables and versions, `.rodata` literals, `.symtab` translation units, and the
-/// payload scan and identity rule on top, and the `.note.dlopen` reader and writer (what the
-/// writer adds must read back). Any panic or hang is a bug.
+/// through the hash tables and versions, `.rodata` literals, `.symtab` translation units, the code
+/// run at load, the payload scan and identity rule on top, and the `.note.dlopen` reader and writer
+/// (what the writer adds must read back). Any panic or hang is a bug.
 pub fn fuzz_one(data: &[u8]) {
     let Ok(view) = ElfView::parse(data) else { return };
     let _ = view.translation_units();
+    let _ = view.load_time_imports();
     let _ = view.dlopen_notes();
     let entry =
         DlopenEntry { soname: vec!["libfuzz.so.1".into()], feature: Some("f".into()), description: None, priority: Priority::Required };

@@ -64,20 +64,7 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
     for rc in payload::Presence::scan(&facts, &pay, &spec).rule(with_payload) {
         check(rc.name, rc.pass, rc.detail);
     }
-    for (what, names) in
-        [("exports what the loader looks up", &contract.loader_lookups), ("exports what core files import", &contract.required_exports)]
-    {
-        let missing: Vec<&String> = names.iter().filter(|n| !facts.symbols.defines(n)).collect();
-        check(
-            what,
-            missing.is_empty(),
-            if missing.is_empty() {
-                format!("all {} present", names.len())
-            } else {
-                format!("missing: {}", missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
-            },
-        );
-    }
+    checks.extend(contract_checks(&view, &facts, contract));
     let pass = checks.iter().all(|c| c.pass);
     Ok(VerifyReport {
         schema: "splitpkg-verify",
@@ -88,6 +75,59 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
         pass,
         checks,
     })
+}
+
+/// The checks of what the stock library does for the core, beyond carrying the payload or not:
+/// the names the loader looks up, the core imports and the stock file provides, and the
+/// registrations it makes at load. `smoke`'s identity check applies them too
+/// ([`check_contract`]).
+pub fn contract_checks(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, contract: &ContractFile) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mut check = |name: &str, pass: bool, detail: String| checks.push(Check { name: name.into(), pass, detail });
+    for (what, names) in [
+        ("exports what the loader looks up", &contract.loader_lookups),
+        ("exports what core files import", &contract.required_exports),
+        // What the stock library provides without being named by the core: a stub with the
+        // right SONAME, or a build that left a translation unit out, lacks some of it.
+        ("exports what the stock provides", &contract.provided_exports),
+    ] {
+        let missing: Vec<&String> = names.iter().filter(|n| !facts.symbols.defines(n)).collect();
+        check(what, missing.is_empty(), presence(names.len(), &missing));
+    }
+    // The dispatch registrations the stock library makes while it is loaded: without them every
+    // call the core routes to this library finds no kernel (or, for the unguarded wrappers,
+    // reloads forever).
+    match view.load_time_imports() {
+        Some(refs) => {
+            let missing: Vec<&String> = contract.load_registrations.iter().filter(|n| refs.binary_search(n).is_err()).collect();
+            check("registers at load like the stock", missing.is_empty(), presence(contract.load_registrations.len(), &missing));
+        }
+        None => check(
+            "registers at load like the stock",
+            contract.load_registrations.is_empty(),
+            format!("cannot read {} code; {} registrations to check", facts.machine, contract.load_registrations.len()),
+        ),
+    }
+    checks
+}
+
+/// [`contract_checks`] of the library at `path`.
+pub fn check_contract(path: &Path, contract: &ContractFile) -> Result<Vec<Check>> {
+    let display = path.display().to_string();
+    let map = crate::input::map_file(path)?;
+    let view = ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
+    let facts = view.facts(&[], None).map_err(|e| Error::elf(&display, e))?;
+    Ok(contract_checks(&view, &facts, contract))
+}
+
+/// "all N present", or the missing names, demangled (the first 5, then a count).
+fn presence(total: usize, missing: &[&String]) -> String {
+    if missing.is_empty() {
+        return format!("all {total} present");
+    }
+    let shown: Vec<String> = missing.iter().take(5).map(|s| payload::demangle(s)).collect();
+    let more = if missing.len() > shown.len() { format!(" and {} more", missing.len() - shown.len()) } else { String::new() };
+    format!("missing: {}{more}", shown.join(", "))
 }
 
 pub fn report_text(r: &VerifyReport) -> String {
@@ -133,4 +173,178 @@ pub fn missing_variant_reason(without: &Variant, lazy_path: &str) -> String {
         Tree::file_name(lazy_path),
         without.name
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The variant rule on real gcc libraries: a miniature torch whose lazy library exports
+    //! C++-named functions in the core's namespace and, from a static initialiser, stores kernels
+    //! into dispatch-stub objects of `libtorch_cpu.so` and calls a registration function of
+    //! `libtorch_cuda.so` — as `REGISTER_CUDA_DISPATCH` and `DispatchInitializer` do.
+    use super::*;
+    use crate::analysis::testkit::{LAZY, MAGMA, Scratch, loader};
+
+    const CORE_CPU: &str = "struct stub { void *cpu; void *cuda; };\n\
+        struct stub cholesky_stub __asm__(\"_ZN2at6native13cholesky_stubE\");\n\
+        struct stub svd_stub __asm__(\"_ZN2at6native8svd_stubE\");\n\
+        int at_fn(int x) __asm__(\"_ZN2at6native5at_fnEi\");\n\
+        int at_fn(int x) { return x + 1; }\n";
+
+    /// The lazy library: `with_magma` adds the payload and a MAGMA wrapper; `solver`/`blas` are
+    /// its two "translation units"; `register` its static initialiser.
+    fn lazy(with_magma: bool, solver: bool, blas: bool, register: bool) -> String {
+        let mut c = String::from(
+            "struct stub { void *cpu; void *cuda; };\n\
+             extern struct stub cholesky_stub __asm__(\"_ZN2at6native13cholesky_stubE\");\n\
+             extern struct stub svd_stub __asm__(\"_ZN2at6native8svd_stubE\");\n\
+             extern int at_fn(int) __asm__(\"_ZN2at6native5at_fnEi\");\n\
+             extern void register_dispatch(void *) __asm__(\"_ZN2at6native22registerLinalgDispatchEPv\");\n\
+             static int cholesky_kernel(int x) { return at_fn(x) + 2; }\n\
+             static int svd_kernel(int x) { return at_fn(x) + 3; }\n\
+             int linalg_entry(int x) { return cholesky_kernel(x) + svd_kernel(x); }\n\
+             int lazy_weak(int x) __asm__(\"_ZN2at6native9lazy_weakEi\") __attribute__((weak));\n\
+             int lazy_weak(int x) { return x; }\n",
+        );
+        if with_magma {
+            c.push_str(MAGMA);
+            c.push_str(
+                "int magma_wrapper(int x) __asm__(\"_ZN2at6native13magmaCholeskyIdEEvi\");\n\
+                 int magma_wrapper(int x) { return magma_dgetrf_gpu(x); }\n",
+            );
+        }
+        if solver {
+            c.push_str(
+                "int solver_handle(int x) __asm__(\"_ZN2at4cuda6solver6handleEi\");\nint solver_handle(int x) { return at_fn(x) * 5; }\n",
+            );
+        }
+        if blas {
+            c.push_str("int blas_gemm(int x) __asm__(\"_ZN2at4cuda4blas4gemmEi\");\nint blas_gemm(int x) { return at_fn(x) * 7; }\n");
+        }
+        if register {
+            c.push_str(
+                "__attribute__((constructor)) static void registrations(void) {\n\
+                 \x20   cholesky_stub.cuda = (void *)cholesky_kernel;\n\
+                 \x20   svd_stub.cuda = (void *)svd_kernel;\n\
+                 \x20   register_dispatch((void *)cholesky_kernel);\n\
+                 }\n",
+            );
+        }
+        c
+    }
+
+    /// The tree with the stock (MAGMA) library, its contract, and the scratch to build variants in.
+    fn stock() -> (Scratch, ContractFile) {
+        let mut s = Scratch::new();
+        s.lib("torch/lib/libtorch_cpu.so", CORE_CPU, &[])
+            .lib(
+                "torch/lib/libtorch_cuda.so",
+                &format!(
+                    "{}void register_dispatch(void *p) __asm__(\"_ZN2at6native22registerLinalgDispatchEPv\");\n\
+                     void register_dispatch(void *p) {{ (void)p; }}\n",
+                    loader("torch_cuda_linalg_call", LAZY, "linalg_entry")
+                ),
+                &["torch/lib/libtorch_cpu.so"],
+            )
+            .lib(&format!("torch/lib/{LAZY}"), &lazy(true, true, true, true), &["torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"]);
+        let plan = s.plan();
+        let contract = ContractFile::from_plan(&plan).expect("a lazy library");
+        (s, contract)
+    }
+
+    /// A build of the lazy library outside the tree the contract was made of.
+    fn variant(s: &mut Scratch, dir: &str, code: &str) -> PathBuf {
+        let path = format!("variants/{dir}/{LAZY}");
+        s.lib(&path, code, &["torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"]);
+        s.tree().join(path)
+    }
+
+    fn failed(r: &VerifyReport) -> Vec<&str> {
+        r.checks.iter().filter(|c| !c.pass).map(|c| c.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_contract_records_the_stock_files_core_exports_and_load_time_registrations() {
+        let (_s, c) = stock();
+        assert_eq!(
+            c.provided_exports,
+            ["_ZN2at4cuda4blas4gemmEi", "_ZN2at4cuda6solver6handleEi"],
+            "strong exports in the core's namespace; not the weak one, not linalg_entry (C), not magmaCholesky<double>"
+        );
+        assert_eq!(
+            c.load_registrations,
+            ["_ZN2at6native13cholesky_stubE", "_ZN2at6native22registerLinalgDispatchEPv", "_ZN2at6native8svd_stubE"],
+            "the stub objects written and the registration function called from the initialiser"
+        );
+        assert_eq!(c.schema_version, crate::analysis::contract::SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_faithful_rebuild_passes_and_the_stock_file_fails_only_as_nomagma() {
+        let (mut s, c) = stock();
+        let rebuilt = variant(&mut s, "nomagma", &lazy(false, true, true, true));
+        let r = verify_variant(&rebuilt, "nomagma", &c).unwrap();
+        assert!(r.pass, "{}", report_text(&r));
+        let stock = s.tree().join(format!("torch/lib/{LAZY}"));
+        let r = verify_variant(&stock, "magma", &c).unwrap();
+        assert!(r.pass, "{}", report_text(&r));
+        let r = verify_variant(&stock, "nomagma", &c).unwrap();
+        assert_eq!(failed(&r), ["no payload symbols defined"], "{}", report_text(&r));
+    }
+
+    #[test]
+    fn a_stub_with_the_right_soname_and_one_export_is_rejected() {
+        let (mut s, c) = stock();
+        let stub = variant(
+            &mut s,
+            "stub",
+            "int at_cuda_getCurrentCUDASolverDnHandle(void) __asm__(\"_ZN2at4cuda6solver6handleEi\");\n\
+             int at_cuda_getCurrentCUDASolverDnHandle(void) { return 0; }\nint linalg_entry(int x) { return x; }\n",
+        );
+        let r = verify_variant(&stub, "nomagma", &c).unwrap();
+        assert_eq!(failed(&r), ["exports what the stock provides", "registers at load like the stock"], "{}", report_text(&r));
+        let text = report_text(&r);
+        assert!(text.contains("missing: at::cuda::blas::gemm(int)"), "{text}");
+        assert!(text.contains("at::native::cholesky_stub") && text.contains("at::native::registerLinalgDispatch(void*)"), "{text}");
+    }
+
+    #[test]
+    fn a_build_with_a_translation_unit_left_out_is_rejected() {
+        let (mut s, c) = stock();
+        let no_blas = variant(&mut s, "no-blas", &lazy(false, true, false, true));
+        let r = verify_variant(&no_blas, "nomagma", &c).unwrap();
+        assert_eq!(failed(&r), ["exports what the stock provides"], "{}", report_text(&r));
+        // The unit holding the registrations (torch's BatchLinearAlgebra.cpp) left out.
+        let no_registrations = variant(&mut s, "no-init", &lazy(false, true, true, false));
+        let r = verify_variant(&no_registrations, "nomagma", &c).unwrap();
+        assert_eq!(failed(&r), ["registers at load like the stock"], "{}", report_text(&r));
+    }
+
+    #[cfg(feature = "gpu")]
+    #[test]
+    fn smokes_identity_check_applies_the_contract() {
+        use crate::smoke::eval::{CheckStatus, identity_check};
+        let (mut s, c) = stock();
+        let spec = PayloadSpec::for_dep("magma", &[]);
+        for (dir, code, pass) in
+            [("rebuilt", lazy(false, true, true, true), true), ("stub", "int linalg_entry(int x) { return x; }\n".to_string(), false)]
+        {
+            let lib = variant(&mut s, dir, &code);
+            let facts = crate::smoke::variant::lazy_facts(&lib, &spec).unwrap();
+            assert!(!facts.has_magma, "{dir}");
+            let failures: Vec<String> = check_contract(&lib, &c).unwrap().into_iter().filter(|c| !c.pass).map(|c| c.name).collect();
+            let id = identity_check("nomagma", "magma", false, Some(&facts.presence()), Some(&failures), LAZY);
+            assert_eq!(id.status == CheckStatus::Pass, pass, "{dir}: {id:?}");
+        }
+    }
+
+    #[test]
+    fn pack_and_wheel_refuse_a_stub_through_the_same_rule() {
+        let (mut s, _) = stock();
+        let plan = s.plan();
+        let stub = variant(&mut s, "stub", "int linalg_entry(int x) { return x; }\n");
+        let with = Variant { name: "magma".into(), with_payload: true, preferred: true };
+        let without = Variant { name: "nomagma".into(), with_payload: false, preferred: false };
+        let err = other_variant_file(&plan, Some(&("nomagma".to_string(), stub)), &with, &without).unwrap_err().to_string();
+        assert!(err.contains("not a nomagma build") && err.contains("exports what the stock provides"), "{err}");
+    }
 }

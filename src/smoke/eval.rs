@@ -509,6 +509,7 @@ pub fn identity_check(
     dep: &str,
     emulated: bool,
     presence: Option<&crate::analysis::payload::Presence>,
+    contract_failures: Option<&[String]>,
     lazy_name: &str,
 ) -> Check {
     let Some(with_payload) = crate::analysis::payload::variant_carries(variant, dep) else {
@@ -539,6 +540,23 @@ pub fn identity_check(
     };
     let rules = p.rule(with_payload);
     let failed: Vec<String> = rules.iter().filter(|r| !r.pass).map(|r| format!("{}: {}", r.name, r.detail)).collect();
+    // What the stock file does for the core (exports, registrations at load, lookups): a library
+    // without MAGMA that does not do it is no nomagma build either.
+    if failed.is_empty()
+        && let Some(contract) = contract_failures.filter(|c| !c.is_empty())
+    {
+        return check(
+            "identity",
+            CheckStatus::Fail,
+            format!(
+                "variant {variant:?} but {lazy_name} is not a {variant} build of this torch, by the rule verify-variant applies: {}",
+                contract.join("; ")
+            ),
+            Some(format!(
+                "the library does not provide, register or export what the stock {lazy_name} does: the calls PyTorch routes to it fail (or, for the unguarded wrappers, reload forever)"
+            )),
+        );
+    }
     if failed.is_empty() {
         let said: Vec<&str> = rules.iter().map(|r| r.name).collect();
         return check("identity", CheckStatus::Pass, format!("{lazy_name} is a {variant} build ({})", said.join("; ")), None);

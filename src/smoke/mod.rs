@@ -410,7 +410,14 @@ fn finish_variant(v: &mut VariantReport, lazy_name: &str, dep: &str) {
         eval::laziness_check(v.probe.as_ref(), lazy_name),
         eval::has_magma_check(v.probe.as_ref(), v.lazy_library.as_ref().map(|l| l.has_magma), lazy_name, v.emulated),
         device,
-        eval::identity_check(&v.name, dep, v.emulated, presence.as_ref(), lazy_name),
+        eval::identity_check(
+            &v.name,
+            dep,
+            v.emulated,
+            presence.as_ref(),
+            v.lazy_library.as_ref().and_then(|l| l.contract_failures.as_deref()),
+            lazy_name,
+        ),
     ];
     let mut c = Counts::default();
     for case in &v.cases {
@@ -482,6 +489,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         }
         reports.push(report);
     }
+    check_contracts(opts, &resolved, &mut reports);
     // Every real variant is timed the same way, so each variant's default routing can be compared:
     // that, not a forced preference, is what its users get.
     let bench: Vec<BenchReport> =
@@ -517,6 +525,41 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         summary,
         result,
     })
+}
+
+/// Every variant's lazy library against the contract of the run's real MAGMA build (the first
+/// variant, not emulated, whose library carries the payload), derived from that library's
+/// directory as `emit` derives it from a tree: the identity check then fails a variant that
+/// carries no MAGMA but does not provide, register or export what the stock file does. Without
+/// such a variant nothing is checked (`contract_failures` stays `None`).
+fn check_contracts(opts: &Options, resolved: &[(&VariantArg, bool, variant::Resolved)], reports: &mut [VariantReport]) {
+    let stock = reports
+        .iter()
+        .zip(resolved)
+        .find(|(v, (_, emulated, _))| !emulated && v.lazy_library.as_ref().is_some_and(|l| l.has_magma))
+        .and_then(|(v, _)| v.lazy_library.as_ref().map(|l| PathBuf::from(&l.path)));
+    let Some(stock) = stock else { return };
+    let Some(dir) = stock.parent() else { return };
+    let mut req = crate::analysis::pipeline::Request::new(dir, &[opts.lazy.as_str()], &[opts.spec.name.as_str()]);
+    req.spec = opts.spec.clone();
+    let contract = crate::analysis::pipeline::plan_tree(&req, &crate::progress::Progress::hidden())
+        .map_err(|e| e.to_string())
+        .and_then(|p| crate::analysis::contract::ContractFile::for_library(&p.plan, &opts.lazy));
+    let contract = match contract {
+        Ok(c) => c,
+        Err(e) => {
+            progress(opts.progress, format!("variant contract not checked: {e}"));
+            return;
+        }
+    };
+    for (v, (_, emulated, _)) in reports.iter_mut().zip(resolved) {
+        let Some(lazy) = v.lazy_library.as_mut().filter(|_| !emulated) else { continue };
+        lazy.contract_failures = match crate::recipe::verify::check_contract(Path::new(&lazy.path), &contract) {
+            Ok(checks) => Some(checks.into_iter().filter(|c| !c.pass).map(|c| format!("{}: {}", c.name, c.detail)).collect()),
+            Err(e) => Some(vec![format!("unreadable: {e}")]),
+        };
+        finish_variant(v, &opts.lazy, &opts.spec.name);
+    }
 }
 
 /// A scratch directory removed on drop (kept with SPLITPKG_SMOKE_KEEP=1 for debugging).

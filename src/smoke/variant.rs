@@ -166,6 +166,12 @@ pub struct LazyFacts {
     pub defined_example: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported_example: Option<String>,
+    /// Failed checks of the variant contract (`verify-variant`'s rule, [`crate::recipe::verify::contract_checks`])
+    /// against the contract of the run's real MAGMA build, as "check: detail"; empty when all
+    /// passed; `None` when not checked (no real MAGMA variant in the run, or a recording made
+    /// before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_failures: Option<Vec<String>>,
 }
 
 impl LazyFacts {
@@ -212,6 +218,7 @@ pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
         imported_symbols: presence.imported,
         defined_example: presence.defined_example,
         imported_example: presence.imported_example,
+        contract_failures: None,
     })
 }
 

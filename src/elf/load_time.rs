@@ -1,0 +1,204 @@
+//! What a library does to the rest of the process while it is loaded: the imported symbols the
+//! code run at load refers to. The only reader of code (`.text`) in this module tree, and only of
+//! the few functions `DT_INIT`/`DT_INIT_ARRAY` name, plus the local functions they call.
+//!
+//! Why: a lazily loaded library usually exports nothing the core calls by name. It announces its
+//! kernels from static initialisers instead — PyTorch's `REGISTER_CUDA_DISPATCH(stub, fn)` stores
+//! `fn` into the `DispatchStub` object `stub` that lives in `libtorch_cpu.so`, and a
+//! `DispatchInitializer` calls `registerLinalgDispatch` of `libtorch_cuda.so`. Those objects and
+//! functions are imports of the library, reached from the initialiser through the GOT (or a PLT
+//! stub). So "which core objects and functions does the code run at load touch" is readable from
+//! any build without knowing PyTorch's macros, its symbol names or its release: the `stub` names
+//! are whatever the core defines, and the rule is the same in torch 1.10 and 2.11.
+//!
+//! How (x86-64; other machines answer `None`): every position of an initialiser is tried as the
+//! end of a RIP-relative `disp32`, and as a `call rel32` (`E8`). A `disp32` whose target is a GOT
+//! slot the dynamic relocations bind to an imported symbol is a reference to that symbol (the
+//! `mov reg, [rip+disp]` that loads an imported object's address ends with its displacement); a
+//! call into a PLT stub (`[endbr64] [bnd] jmp *[rip+disp]`) is a call of the slot's symbol; a call
+//! to the start of another function of the file (from `.eh_frame_hdr` or `.symtab`) is followed,
+//! as that function also runs at load. An exact GOT-slot or function-start hit by chance bytes
+//! is rare, and a chance hit can only add a name, never hide one.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use goblin::elf::dynamic;
+use goblin::elf::header;
+use goblin::elf::program_header;
+
+use super::ElfView;
+
+/// Longest stretch of code read as one function when the next function start is unknown.
+const MAX_FUNCTION: u64 = 64 * 1024;
+/// Functions read in all (initialisers and what they call), so hostile input stays cheap.
+const MAX_FUNCTIONS: usize = 1024;
+/// Calls followed from an initialiser.
+const MAX_DEPTH: usize = 3;
+
+const R_X86_64_64: u32 = 1;
+const R_X86_64_GLOB_DAT: u32 = 6;
+const R_X86_64_JUMP_SLOT: u32 = 7;
+const R_X86_64_RELATIVE: u32 = 8;
+
+impl<'a> ElfView<'a> {
+    /// Names (without version) of the imported symbols the code run at load refers to, sorted.
+    /// `None` for a file whose code this reader does not decode (not little-endian x86-64).
+    pub fn load_time_imports(&self) -> Option<Vec<String>> {
+        if self.header.e_machine != header::EM_X86_64 || !self.ctx.container.is_big() || !self.ctx.is_little_endian() {
+            return None;
+        }
+        let relocs = self.relocations();
+        let (symbols, strs) = match self.dynsym_table() {
+            Some(t) => t,
+            None => return Some(Vec::new()),
+        };
+        // GOT slot address -> imported symbol name.
+        let mut slots: HashMap<u64, &str> = HashMap::new();
+        for r in relocs.iter().filter(|r| matches!(r.kind, R_X86_64_64 | R_X86_64_GLOB_DAT | R_X86_64_JUMP_SLOT) && r.sym != 0) {
+            if let Some(s) = symbols.get(r.sym as usize)
+                && !s.defined()
+                && let Some(name) = super::cstr_at(strs, s.name as usize)
+                && !name.is_empty()
+            {
+                slots.insert(r.offset, name);
+            }
+        }
+        let starts = self.function_starts();
+        let mut queue: Vec<(u64, usize)> = self.initialisers(&relocs).into_iter().map(|a| (a, 0)).collect();
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut out: BTreeSet<&str> = BTreeSet::new();
+        while let Some((addr, depth)) = queue.pop() {
+            if seen.len() >= MAX_FUNCTIONS || !seen.insert(addr) {
+                continue;
+            }
+            let end = starts.range(addr.saturating_add(1)..).next().copied().unwrap_or(u64::MAX).min(addr.saturating_add(MAX_FUNCTION));
+            let Some(code) = self.code(addr, end) else { continue };
+            for i in 0..code.len().saturating_sub(3) {
+                let here = addr.wrapping_add(i as u64);
+                let rel = i32::from_le_bytes([code[i], code[i + 1], code[i + 2], code[i + 3]]) as i64;
+                if let Some(name) = slots.get(&here.wrapping_add(4).wrapping_add_signed(rel)) {
+                    out.insert(name);
+                }
+                if i > 0 && code[i - 1] == 0xE8 {
+                    let target = here.wrapping_add(4).wrapping_add_signed(rel);
+                    if let Some(name) = self.plt_stub_target(target).and_then(|slot| slots.get(&slot)) {
+                        out.insert(name);
+                    } else if depth < MAX_DEPTH && target != addr && starts.contains(&target) {
+                        queue.push((target, depth + 1));
+                    }
+                }
+            }
+        }
+        Some(out.into_iter().map(str::to_string).collect())
+    }
+
+    /// Entry points of the code run at load: `DT_INIT` and the `DT_INIT_ARRAY` entries. An entry
+    /// the file leaves 0 gets its value from its `R_X86_64_RELATIVE` relocation.
+    fn initialisers(&self, relocs: &[Reloc]) -> Vec<u64> {
+        let mut out: Vec<u64> = self.dyn_val(dynamic::DT_INIT).into_iter().filter(|&a| a != 0).collect();
+        let (Some(array), Some(size)) = (self.dyn_val(dynamic::DT_INIT_ARRAY), self.dyn_val(dynamic::DT_INIT_ARRAYSZ)) else {
+            return out;
+        };
+        let relative: HashMap<u64, u64> = relocs
+            .iter()
+            .filter(|r| r.kind == R_X86_64_RELATIVE && r.offset >= array && r.offset - array < size)
+            .map(|r| (r.offset, r.addend as u64))
+            .collect();
+        for k in 0..(size / 8).min(MAX_FUNCTIONS as u64) {
+            let slot = array.wrapping_add(8 * k);
+            let stored =
+                self.vaddr_to_offset(slot).and_then(|o| self.bytes.get(o..o + 8)).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+            match stored.filter(|&v| v != 0 && v != u64::MAX).or_else(|| relative.get(&slot).copied()) {
+                Some(a) if a != 0 => out.push(a),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The GOT slot a PLT stub at `addr` jumps through, if `addr` is one.
+    fn plt_stub_target(&self, addr: u64) -> Option<u64> {
+        let code = self.code(addr, addr.saturating_add(16))?;
+        let mut i = 0;
+        if code.starts_with(&[0xF3, 0x0F, 0x1E, 0xFA]) {
+            i += 4; // endbr64 (IBT's .plt.sec)
+        }
+        if code.get(i) == Some(&0xF2) {
+            i += 1; // bnd (MPX)
+        }
+        if code.get(i..i + 2) != Some(&[0xFF, 0x25]) {
+            return None;
+        }
+        let d = code.get(i + 2..i + 6)?;
+        let rel = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64;
+        Some(addr.wrapping_add(i as u64 + 6).wrapping_add_signed(rel))
+    }
+
+    /// File bytes of `start..end`, cut at the end of the executable segment holding `start`.
+    fn code(&self, start: u64, end: u64) -> Option<&'a [u8]> {
+        let ph = self.phdrs.iter().find(|p| {
+            p.p_type == program_header::PT_LOAD
+                && p.p_flags & program_header::PF_X != 0
+                && start >= p.p_vaddr
+                && start - p.p_vaddr < p.p_filesz
+        })?;
+        let end = end.min(ph.p_vaddr.saturating_add(ph.p_filesz)).max(start);
+        let off = self.vaddr_to_offset(start)?;
+        self.bytes.get(off..off + (end - start) as usize)
+    }
+
+    /// Function start addresses: the `.eh_frame_hdr` search table (every function with unwind
+    /// information, kept by `strip`) and, when present, `.symtab`'s functions.
+    fn function_starts(&self) -> BTreeSet<u64> {
+        let mut out = BTreeSet::new();
+        if let Some(ph) = self.phdrs.iter().find(|p| p.p_type == program_header::PT_GNU_EH_FRAME)
+            && let Some(hdr) = super::file_range(self.bytes.len() as u64, ph.p_offset, ph.p_filesz).map(|r| &self.bytes[r])
+            // version 1, table encoded DW_EH_PE_datarel|sdata4, count DW_EH_PE_udata4, frame pointer 4 bytes
+            && hdr.len() >= 12
+            && hdr[0] == 1
+            && hdr[2] == 0x03
+            && hdr[3] == 0x3b
+            && matches!(hdr[1] & 0x0f, 0x03 | 0x0b)
+        {
+            let count = u32::from_le_bytes(hdr[8..12].try_into().unwrap()) as usize;
+            for pair in hdr[12..].chunks_exact(8).take(count) {
+                let rel = i32::from_le_bytes(pair[..4].try_into().unwrap()) as i64;
+                out.insert(ph.p_vaddr.wrapping_add_signed(rel));
+            }
+        }
+        if let Some((table, _)) = self.symtab() {
+            out.extend(table.iter().filter(|s| s.kind() == goblin::elf::sym::STT_FUNC && s.defined() && s.value != 0).map(|s| s.value));
+        }
+        out
+    }
+
+    /// `DT_RELA` and `DT_JMPREL` entries (x86-64 uses RELA only).
+    fn relocations(&self) -> Vec<Reloc> {
+        let mut out = Vec::new();
+        for (at, size) in [(dynamic::DT_RELA, dynamic::DT_RELASZ), (dynamic::DT_JMPREL, dynamic::DT_PLTRELSZ)] {
+            let (Some(addr), Some(len)) = (self.dyn_val(at), self.dyn_val(size)) else { continue };
+            let Some(bytes) =
+                self.vaddr_to_offset(addr).and_then(|o| super::file_range(self.bytes.len() as u64, o as u64, len)).map(|r| &self.bytes[r])
+            else {
+                continue;
+            };
+            out.extend(bytes.chunks_exact(24).map(|e| {
+                let info = u64::from_le_bytes(e[8..16].try_into().unwrap());
+                Reloc {
+                    offset: u64::from_le_bytes(e[..8].try_into().unwrap()),
+                    kind: info as u32,
+                    sym: (info >> 32) as u32,
+                    addend: i64::from_le_bytes(e[16..24].try_into().unwrap()),
+                }
+            }));
+        }
+        out
+    }
+}
+
+struct Reloc {
+    offset: u64,
+    kind: u32,
+    sym: u32,
+    addend: i64,
+}
