@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Before any thread: temporaries are removed on SIGINT/SIGTERM (output::cleanup).
+    splitpkg::output::cleanup::install();
     match cli::run(cli::Cli::parse()) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {

@@ -201,16 +201,22 @@ impl Seek for HashedFile {
 pub(super) struct Pending {
     /// (temporary path, final path)
     files: Vec<(PathBuf, PathBuf)>,
+    /// The temporary paths, removed on SIGINT/SIGTERM too (`output::cleanup`).
+    registered: Vec<crate::output::cleanup::Registered>,
     /// `fsync` of each finished wheel, running.
     syncing: Vec<(PathBuf, JoinHandle<std::io::Result<()>>)>,
     committed: bool,
 }
 
 impl Pending {
-    pub fn add(&mut self, out: &Path, file: &str) -> PathBuf {
+    /// The temporary path of `out/file`; `file` is made from the input's METADATA and file name,
+    /// so it must be one file name ([`crate::confine::check_file_name`]).
+    pub fn add(&mut self, out: &Path, file: &str) -> Result<PathBuf> {
+        crate::confine::check_file_name(file).map_err(|e| Error::bad(out.display(), format!("refusing to write a wheel named so: {e}")))?;
         let tmp = crate::output::temp_path(out, file);
+        self.registered.push(crate::output::cleanup::register(&tmp, crate::output::cleanup::Leftover::File));
         self.files.push((tmp.clone(), out.join(file)));
-        tmp
+        Ok(tmp)
     }
 
     /// The temporary path of final path `dst`.
