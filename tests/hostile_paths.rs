@@ -263,7 +263,7 @@ fn rewrite_record(src: &Path, dst: &Path, row: &str) {
 
 fn sha(path: &Path) -> String {
     use sha2::Digest;
-    format!("{:x}", sha2::Sha256::digest(std::fs::read(path).unwrap()))
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every `.conda` in a channel → (sha256, inode).
