@@ -208,7 +208,9 @@ mod tests {
         std::fs::write(&parent_live, b"x").unwrap();
         let mut removed = sweep_stale(d.path());
         removed.sort();
-        assert_eq!(removed, vec![stale_dir.clone(), stale_file.clone()]);
+        let mut want = vec![stale_dir.clone(), stale_file.clone()];
+        want.sort();
+        assert_eq!(removed, want);
         assert!(!stale_file.exists() && !stale_dir.exists());
         assert!(live.exists() && parent_live.exists(), "a live process's temporaries stay");
     }

@@ -614,7 +614,11 @@ mod rules {
         assert_eq!(nomagma.track_features, vec!["libtorch-cuda-linalg-p-0"]);
         let flipped = Split::from_plan(&plan, options(&plan, "nomagma", "cuda126")).unwrap().packages();
         assert_eq!((flipped[1].track_features.len(), flipped[2].track_features.len()), (1, 0));
-        assert_eq!(flipped[1].build, magma.build, "the preference does not change what is built");
+        // The preference changes track_features, so it changes the file name (a name never
+        // changes meaning, issue 23); the default preference keeps the names it always had.
+        assert_ne!(flipped[1].build, magma.build, "a flipped preference is part of the build hash");
+        assert_ne!(flipped[2].build, nomagma.build, "a flipped preference is part of the build hash");
+        assert_eq!(split.packages()[1].build, magma.build, "the default names do not move");
     }
 
     #[test]
