@@ -339,7 +339,8 @@ fn interrupt(args: &[&str], signal: i32, ready: impl Fn() -> bool) -> bool {
     assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
     let out = child.wait_with_output().unwrap();
     use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(signal), "ended by the signal: {:?} {}", out.status, stderr(&out));
+    // Ended by the signal, or (when a worker met its removed temporary first) by that error.
+    assert!(out.status.signal() == Some(signal) || out.status.code() == Some(2), "ended by the signal: {:?} {}", out.status, stderr(&out));
     true
 }
 

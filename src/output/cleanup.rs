@@ -70,15 +70,18 @@ fn remove(path: &Path, kind: Leftover) {
 }
 
 /// Remove everything registered (the signal thread, on SIGINT/SIGTERM/SIGHUP); `keep_listed`
-/// leaves the list for another pass.
-fn remove_registered(keep_listed: bool) {
+/// leaves the list for another pass. Returns whether anything was still there.
+fn remove_registered(keep_listed: bool) -> bool {
     // A thread that panicked while holding the lock leaves it poisoned; the list is still whole.
     let mut guard = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
     let list = if keep_listed { guard.clone() } else { std::mem::take(&mut *guard) };
     drop(guard);
+    let mut found = false;
     for (_, path, kind) in list.iter().rev() {
+        found |= std::fs::symlink_metadata(path).is_ok();
         remove(path, *kind);
     }
+    found
 }
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -107,10 +110,16 @@ pub fn install() {
         let mut sig: libc::c_int = 0;
         // SAFETY: sigwait on an initialised set of blocked signals.
         while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
-        // The other threads run on meanwhile: one may create a file in a directory being removed
-        // (it is then not empty). A second pass catches that; what is made in the instant before
-        // the process ends carries this PID, and the next run's `sweep_stale` removes it.
-        remove_registered(true);
+        // The other threads run on meanwhile: one may create a file (and its directories again)
+        // in a directory being removed. Passes repeat until nothing registered is left (bounded);
+        // what is made in the instant before the process ends carries this PID, and the next
+        // run's `sweep_stale` removes it.
+        for _ in 0..100 {
+            if !remove_registered(true) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         remove_registered(false);
         // End the way the signal would have: default action, unblocked in this thread, raised.
         // SAFETY: plain libc calls on a valid signal number and an initialised set.
