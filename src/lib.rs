@@ -18,6 +18,8 @@
 pub mod analysis;
 #[cfg(feature = "channel")]
 pub mod channel;
+/// The one rule for joining a path from an input to a directory that is written or deleted in.
+pub mod confine;
 pub mod elf;
 pub mod error;
 pub mod fatbin;

@@ -9,6 +9,8 @@ use clap::Parser;
 use clap::error::ErrorKind;
 
 fn main() -> ExitCode {
+    // Before any thread: temporaries are removed on SIGINT/SIGTERM (output::cleanup).
+    splitpkg::output::cleanup::install();
     let parsed = cli::Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     match cli::run(parsed) {
         Ok(code) => ExitCode::from(code as u8),

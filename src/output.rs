@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+pub mod cleanup;
+
 /// Where `path` is written before it is renamed into place: a hidden name in the same directory
 /// (so the rename is atomic), matched by `.gitignore` (`*.splitpkg-tmp-*`).
 pub fn temp_path(dir: &Path, file: &str) -> PathBuf {
@@ -20,6 +22,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = temp_path(dir, &name);
+    let _registered = cleanup::register(&tmp, cleanup::Leftover::File);
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(data)?;
@@ -40,16 +43,22 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
 pub struct Pending {
     /// (temporary path, final path)
     files: Vec<(PathBuf, PathBuf)>,
+    /// The temporary paths, removed on SIGINT/SIGTERM too (`output::cleanup`).
+    registered: Vec<cleanup::Registered>,
     /// `fsync` of each finished file, running.
     syncing: Vec<(PathBuf, std::thread::JoinHandle<std::io::Result<()>>)>,
     committed: bool,
 }
 
 impl Pending {
-    pub fn add(&mut self, out: &Path, file: &str) -> PathBuf {
+    /// The temporary path of `out/file`; `file` is made from an input's metadata and file name, so
+    /// it must be one file name ([`crate::confine::check_file_name`]).
+    pub fn add(&mut self, out: &Path, file: &str) -> Result<PathBuf> {
+        crate::confine::check_file_name(file).map_err(|e| Error::bad(out.display(), format!("refusing to write a file named so: {e}")))?;
         let tmp = temp_path(out, file);
+        self.registered.push(cleanup::register(&tmp, cleanup::Leftover::File));
         self.files.push((tmp.clone(), out.join(file)));
-        tmp
+        Ok(tmp)
     }
 
     /// The temporary path of final path `dst`.
@@ -145,4 +154,72 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Output directories a run creates, removed again (if still empty) unless the run gets as far as
+/// [`CreatedDirs::keep`]: a refusal or an interruption after `--out` was made leaves no empty
+/// `--out` behind. Registered with [`cleanup`] for signals too.
+#[derive(Default)]
+pub struct CreatedDirs {
+    /// Deepest last, in the order made.
+    dirs: Vec<(PathBuf, cleanup::Registered)>,
+}
+
+impl CreatedDirs {
+    /// Create `dir` and its missing ancestors, remembering those this call made.
+    pub fn create(&mut self, dir: &Path) -> Result<()> {
+        let missing: Vec<PathBuf> =
+            dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).map(Path::to_path_buf).collect();
+        for d in missing.into_iter().rev() {
+            let registered = cleanup::register(&d, cleanup::Leftover::EmptyDir);
+            match std::fs::create_dir(&d) {
+                Ok(()) => self.dirs.push((d, registered)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io(&d, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The run succeeded (or is writing its result into them): the directories stay.
+    pub fn keep(&mut self) {
+        self.dirs.clear();
+    }
+}
+
+impl Drop for CreatedDirs {
+    fn drop(&mut self) {
+        for (d, _) in self.dirs.drain(..).rev() {
+            let _ = std::fs::remove_dir(&d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_dirs_go_again_unless_kept_and_only_when_empty() {
+        let d = tempfile::tempdir().unwrap();
+        let deep = d.path().join("a/b/c");
+        {
+            let mut c = CreatedDirs::default();
+            c.create(&deep).unwrap();
+            assert!(deep.is_dir());
+        }
+        assert!(!d.path().join("a").exists(), "all three made, all three removed");
+        {
+            let mut c = CreatedDirs::default();
+            c.create(&deep).unwrap();
+            std::fs::write(d.path().join("a/b/kept"), b"x").unwrap();
+        }
+        assert!(d.path().join("a/b/kept").exists() && !deep.exists(), "a directory with something in it stays");
+        {
+            let mut c = CreatedDirs::default();
+            c.create(&deep).unwrap();
+            c.keep();
+        }
+        assert!(deep.is_dir());
+    }
 }

@@ -466,15 +466,19 @@ fn scenarios_install_plan_and_env() {
 
     let e = scenario(&r, "e");
     assert_eq!(e["status"], "pass");
+    // The flipped channel's nomagma build: its preference is in the hash (a name never changes meaning).
     assert_eq!(
         set(e),
-        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")]
+        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_hac6cb61_0")]
             .into_iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
     );
     assert_eq!(e["track_features"]["relied_on"], true);
-    assert!(index_of(&flipped.join("linux-64/libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0.conda")).track_features == vec![FEATURE]);
+    // Its magma build is weighed down under a name of its own (not the default's h1e60bb5).
+    let flipped_magma = conda_files(&flipped).into_iter().find(|f| f.contains("libtorch-cuda-linalg-2.5.2-cuda126_magma_h")).unwrap();
+    assert!(!flipped_magma.contains("h1e60bb5"), "{flipped_magma}");
+    assert!(index_of(&flipped.join(&flipped_magma)).track_features == vec![FEATURE]);
 
     // Install: the default prefix is CONFINED, the slim one has no payload at all.
     let inst = &r["install"]["envs"];

@@ -118,14 +118,56 @@ pub fn commands(lazy: &str, variant: &str, variants: &[&str], installed_build: &
     })
 }
 
+/// The prefix's `conda-meta` records, each checked before anything acts on it (the installer
+/// deletes every path a removed package's record lists):
+/// - its file name is the record it holds (`NAME-VERSION-BUILD.json`): rattler removes a record by
+///   the name it computes, so one filed under another name would stay behind as installed;
+/// - each package is installed once (two records of one name make "the installed variant" either);
+/// - every path it lists stays inside the prefix ([`crate::confine`]): relative, no `..`, and no
+///   directory on the way a symlink out of the prefix.
+///
+/// The records are selected as rattler selects them (regular `*.json` files), so the installer is
+/// handed exactly the list checked here.
+pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
+    let meta = prefix.join("conda-meta");
+    let entries = std::fs::read_dir(&meta).map_err(|e| Error::io(&meta, e))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()) && e.file_name().to_string_lossy().ends_with(".json"))
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let mut root = crate::confine::Root::new(prefix);
+    let mut by_name: std::collections::BTreeMap<String, String> = Default::default();
+    let mut records = Vec::with_capacity(files.len());
+    for file in files {
+        let shown = file.display().to_string();
+        let record = PrefixRecord::from_path(&file).map_err(|e| Error::bad(&shown, format!("unreadable conda-meta record: {e}")))?;
+        let named = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if named != record.file_name() {
+            return Err(Error::bad(&shown, format!("the record inside is {}: its file name says otherwise", record.file_name())));
+        }
+        let name = record.repodata_record.package_record.name.as_normalized().to_string();
+        if let Some(first) = by_name.insert(name.clone(), named) {
+            return Err(Error::bad(&shown, format!("{name} is installed twice (also conda-meta/{first})")));
+        }
+        let listed = record.paths_data.paths.iter().map(|p| &p.relative_path).chain(record.files.iter());
+        for rel in listed {
+            let text = rel.to_str().ok_or_else(|| Error::bad(&shown, format!("path {rel:?} is not UTF-8")))?;
+            root.join(text).map_err(|e| Error::bad(&shown, format!("lists a path outside the environment: {e}")))?;
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
 pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     let prefix = &opts.prefix;
     let meta = prefix.join("conda-meta");
     if !meta.is_dir() {
         return Err(Error::bad(prefix.display(), "not a conda environment (no conda-meta/)"));
     }
-    let mut records: Vec<PrefixRecord> = PrefixRecord::collect_from_prefix::<PrefixRecord>(prefix)
-        .map_err(|e| Error::bad(meta.display(), format!("unreadable conda-meta record: {e}")))?;
+    let mut records = prefix_records(prefix)?;
     records
         .sort_by(|a, b| a.repodata_record.package_record.name.as_normalized().cmp(b.repodata_record.package_record.name.as_normalized()));
     let markers = crate::channel::standin::markers_in_prefix(prefix);
@@ -429,9 +471,14 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     // and goes away afterwards; the prefix keeps its files.
     let parent =
         prefix.canonicalize().map_err(|e| Error::io(prefix, e))?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    crate::output::cleanup::sweep_stale(&parent);
     let cache = parent.join(format!(".splitpkg-switch-pkgs-{}", std::process::id()));
-    let result = crate::channel::solve::install(&crate::channel::solve::runtime()?, &cache, prefix, records);
-    let _ = std::fs::remove_dir_all(&cache);
+    let installed = prefix_records(prefix)?;
+    let result = {
+        let _registered = crate::output::cleanup::register(&cache, crate::output::cleanup::Leftover::Tree);
+        let _removed = RemoveOnDrop(&cache);
+        crate::channel::solve::install(&crate::channel::solve::runtime()?, &cache, prefix, records, Some(installed))
+    };
     let (removed, installed) = result?;
     let after = env(opts)?;
     Ok(SwitchReport {
@@ -447,6 +494,15 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
         before,
         after,
     })
+}
+
+/// The package cache goes on every way out of the switch, a panic in the installer included.
+struct RemoveOnDrop<'a>(&'a Path);
+
+impl Drop for RemoveOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0);
+    }
 }
 
 pub fn switch_text(r: &SwitchReport) -> String {

@@ -636,10 +636,15 @@ pub fn install(
     cache: &Path,
     prefix: &Path,
     records: Vec<RepoDataRecord>,
+    installed: Option<Vec<rattler_conda_types::PrefixRecord>>,
 ) -> Result<(Vec<String>, Vec<String>)> {
-    let installer = rattler::install::Installer::new()
+    let mut installer = rattler::install::Installer::new()
         .with_package_cache(rattler::package_cache::PackageCache::new(cache))
         .with_target_platform(rattler_conda_types::Subdir::Linux64);
+    // The records the caller checked (`env::prefix_records`), not a second read of the prefix.
+    if let Some(installed) = installed {
+        installer.set_installed_packages(installed);
+    }
     let result =
         rt.block_on(installer.install(prefix, records)).map_err(|e| Error::failed(format!("installing into {}", prefix.display()), e))?;
     let t = &result.transaction;
@@ -695,7 +700,7 @@ fn install_and_plan(
         };
         let packages: Vec<String> = records.iter().map(|r| record_id(&r.package_record)).collect();
         progress.start_unknown(&format!("install {name}"));
-        install(&rt, &cache, &prefix, records)?;
+        install(&rt, &cache, &prefix, records, None)?;
         progress.finish();
         let req = Request { path: prefix.clone(), lazy: ch.info.lazy_names(), spec: spec.clone(), extras: Default::default() };
         let Planned { inspection: ins, plan, .. } = plan_tree(&req, &Progress::hidden())?;

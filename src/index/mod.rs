@@ -361,7 +361,7 @@ fn same_file(on_disk: &Path, w: &IndexedWheel) -> Result<()> {
 /// Copy `w` into `dir` under a temporary name, hashing as it goes: the copy must be the bytes
 /// that were read and hashed.
 fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()> {
-    let tmp = pending.add(dir, &w.filename);
+    let tmp = pending.add(dir, &w.filename)?;
     let mut src = crate::input::open_nofollow(&w.path).map_err(|e| Error::io(&w.path, e))?;
     let mut dst = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
     let mut h = Sha256::new();
@@ -382,7 +382,7 @@ fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()>
 }
 
 fn stage_bytes(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending) -> Result<()> {
-    let tmp = pending.add(dir, name);
+    let tmp = pending.add(dir, name)?;
     let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
     f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
     pending.sync_in_background(&tmp, f);

@@ -267,7 +267,11 @@ fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
     if parts.is_empty() {
         return Ok(None);
     }
-    Ok(Some(parts.join("/")))
+    let path = parts.join("/");
+    // A backslash or a drive letter is a separator or a root to a Windows installer
+    // (`torch\..\..\evil.py`, `C:\Windows\evil.py`): the one rule for input paths refuses them.
+    crate::confine::check_relative(&path).map_err(|e| Error::bad(format!("{archive}:{raw}"), format!("member name refused: {e}")))?;
+    Ok(Some(path))
 }
 
 /// What a member is.

@@ -259,7 +259,9 @@ fn to_value<T: Serialize>(v: &T) -> minijinja::Value {
 /// Write every generated file atomically under `out`.
 pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
     for g in &emitted.files {
-        let path = out.join(&g.path);
+        // Contract file names come from the plan's library names: the one rule for input paths.
+        let rel = g.path.to_string_lossy();
+        let path = crate::confine::join_inside(out, &rel).map_err(|e| Error::bad(out.display(), format!("not written: {e}")))?;
         crate::output::write_atomic(&path, g.text.as_bytes())?;
         if g.executable {
             use std::os::unix::fs::PermissionsExt;

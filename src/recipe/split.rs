@@ -249,6 +249,14 @@ impl Split {
             variant: None,
         }];
         for v in &self.variants {
+            // The preference changes a variant's metadata (its track_features), and a file name
+            // must never change meaning: a flipped preference is part of the hash. The default
+            // (the variant with the payload preferred) adds nothing, so the names stay those
+            // earlier packs and recipes used.
+            let mut hashed = vec![o.lazy_name.as_str(), &o.build_keys, &o.variant_key, &v.name];
+            if v.preferred != v.with_payload {
+                hashed.push("preference-flipped");
+            }
             let mut constrains = vec![self.same_build(&o.core_name)];
             let depends = if v.with_payload {
                 self.payload_depends()
@@ -259,13 +267,7 @@ impl Split {
             out.push(PackageModel {
                 name: o.lazy_name.clone(),
                 version: o.version.clone(),
-                build: format!(
-                    "{}{}_h{}_{}",
-                    self.key_prefix(),
-                    v.name,
-                    short_hash(&[&o.lazy_name, &o.build_keys, &o.variant_key, &v.name]),
-                    o.build_number
-                ),
+                build: format!("{}{}_h{}_{}", self.key_prefix(), v.name, short_hash(&hashed), o.build_number),
                 build_number: o.build_number,
                 depends,
                 constrains,
@@ -612,7 +614,11 @@ mod rules {
         assert_eq!(nomagma.track_features, vec!["libtorch-cuda-linalg-p-0"]);
         let flipped = Split::from_plan(&plan, options(&plan, "nomagma", "cuda126")).unwrap().packages();
         assert_eq!((flipped[1].track_features.len(), flipped[2].track_features.len()), (1, 0));
-        assert_eq!(flipped[1].build, magma.build, "the preference does not change what is built");
+        // The preference changes track_features, so it changes the file name (a name never
+        // changes meaning, issue 23); the default preference keeps the names it always had.
+        assert_ne!(flipped[1].build, magma.build, "a flipped preference is part of the build hash");
+        assert_ne!(flipped[2].build, nomagma.build, "a flipped preference is part of the build hash");
+        assert_eq!(split.packages()[1].build, magma.build, "the default names do not move");
     }
 
     #[test]

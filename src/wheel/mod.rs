@@ -232,10 +232,8 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let core_version = label("split");
     let lazy_version = |v: &Variant| label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name));
 
-    let variants_dir = out.join(VARIANTS_DIR);
-    if variants_dir.exists() && !variants_dir.is_dir() {
-        return Err(Error::Usage(format!("{}: exists and is not a directory", variants_dir.display())));
-    }
+    // Never written through a link: `--out/variants` → elsewhere would put the wheels there.
+    let variants_dir = crate::confine::dir_inside(out, VARIANTS_DIR).map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))?;
     // What each variant is, for the markers and the PEP 825 metadata: (variant, content, bytes).
     let lazy_names = plan.lazy_file_names();
     let lazy_size: u64 = lazy_paths.iter().filter_map(|p| input.record.get(p)).map(|r| r.1).sum();
@@ -254,9 +252,12 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let pep825 = Pep825::new(&input.name, &lazy_dist, available.iter().map(|(v, _, _)| v.name.as_str()))?;
     let requires = format!("{}=={core_version}", input.name);
 
-    // Every check on the input and the options is behind us: only now does anything appear in `--out`.
+    // Every check on the input and the options is behind us: only now does anything appear in
+    // `--out` (and goes again, if still empty, should a later step fail or a signal come).
+    let mut created = crate::output::CreatedDirs::default();
     for d in [out, &variants_dir] {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        created.create(d)?;
+        crate::output::cleanup::sweep_stale(d);
     }
     let mut pending = Pending::default();
     opts.progress.start_unknown("writing wheels");
@@ -278,7 +279,7 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     }
     // The index file of the PEP 825 set, written and committed with the wheels.
     let index = format!("{}-{}-variants.json", escaped(&lazy_dist), input.version);
-    std::fs::write(pending.add(&variants_dir, &index), pep825.index_json()).map_err(|e| Error::io(variants_dir.join(&index), e))?;
+    std::fs::write(pending.add(&variants_dir, &index)?, pep825.index_json()).map_err(|e| Error::io(variants_dir.join(&index), e))?;
     opts.progress.finish();
 
     // Read every written wheel back against its own RECORD, then check the union.
@@ -300,12 +301,13 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     }
     // The core belongs to both sets: linked (one copy on disk), copied where links cannot be made,
     // and committed with the rest.
-    let (core_tmp, core_linked) = (pending.tmp_of(&out.join(&core.file)), pending.add(&variants_dir, &core.file));
+    let (core_tmp, core_linked) = (pending.tmp_of(&out.join(&core.file)), pending.add(&variants_dir, &core.file)?);
     if std::fs::hard_link(&core_tmp, &core_linked).is_err() {
         std::fs::copy(&core_tmp, &core_linked).map_err(|e| Error::io(variants_dir.join(&core.file), e))?;
     }
     trace("read back");
     pending.commit()?;
+    created.keep();
     trace("committed");
 
     // Printed for the user to paste: every word quoted for the shell (the names and versions are
@@ -487,6 +489,10 @@ impl<'a> Input<'a> {
                 record.insert(e.path, (h, n));
             }
         }
+        // A row for a file the archive does not hold: the input is not the wheel its RECORD describes.
+        if let Some(absent) = record.keys().find(|p| archive.index_for_name(p).is_none()) {
+            return Err(Error::bad(format!("{display}:{record_path}"), format!("lists {absent}, which is not in the archive")));
+        }
         let input = Input { display, archive, data: bytes, name, version, dist_info_stem, tags, metadata, record, members };
         input.verify_record(&record_path, known, progress)?;
         Ok(input)
@@ -615,7 +621,7 @@ fn write_core(
 ) -> Result<(WrittenWheel, Copies)> {
     let esc = escaped(&input.name);
     let file = format!("{esc}-{version}-{}.whl", input.tags);
-    let tmp = pending.add(out, &file);
+    let tmp = pending.add(out, &file)?;
     let old = input.dist_info_stem.clone();
     let new = format!("{esc}-{version}");
     let time = metadata_time(input)?;
@@ -733,7 +739,7 @@ fn write_lazy(
     let (version, variant) = (&spec.version, spec.variant);
     let label = (spec.layout == Layout::Variant).then_some(variant.name.as_str());
     let file = lazy_file_name(dist, version, &input.tags, label);
-    let tmp = pending.add(dir, &file);
+    let tmp = pending.add(dir, &file)?;
     let dist_info = format!("{}-{version}.dist-info", escaped(dist));
     let time = metadata_time(input)?;
     let mut w = Writer::create(&tmp, dist_info.clone(), time)?;

@@ -32,12 +32,12 @@ pub(super) fn write_packages(
     for b in builds {
         let info = info_files(b, split, plan, input_name)?;
         for (rel, bytes) in &info {
-            let dst = b.stage.join(rel);
+            let dst = b.dst(rel)?;
             write_hashed(&dst, &bytes[..], false, &Progress::hidden()).map_err(|e| Error::io(&dst, e))?;
         }
         let mut rels: Vec<String> = b.content.keys().cloned().chain(info.iter().map(|(r, _)| r.clone())).collect();
         rels.sort();
-        let paths: Vec<PathBuf> = rels.iter().map(|r| b.stage.join(r)).collect();
+        let paths: Vec<PathBuf> = rels.iter().map(|r| b.dst(r)).collect::<Result<_>>()?;
         let stem = b.stem();
         let dir = work.join("pkgs").join(b.subdir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -175,22 +175,57 @@ pub(super) fn publish(
         same_split(e, &this.core, &this.lazy, &this.dep, out)?;
     }
     let (info, stale) = merge(existing, this);
+    // Every path is decided (and checked) before the channel changes: the stale file names come
+    // from the channel's splitpkg.json, an input like any other.
+    let mut root = crate::confine::Root::new(channel);
+    let described = channel.join(CHANNEL_FILE);
+    let stale: Vec<PathBuf> = stale
+        .iter()
+        .map(|f| root.join(f).map_err(|e| Error::bad(described.display(), format!("names a package outside the channel: {e}"))))
+        .collect::<Result<_>>()?;
+    let mut moves = Vec::new();
+    for (file, path) in written {
+        let dst = root.join(file).map_err(|e| Error::bad(channel.display(), e))?;
+        if !unchanged_or_new(&dst, file, packed)? {
+            moves.push((path, dst));
+        }
+    }
     for sub in [SUBDIR, NOARCH] {
         let d = channel.join(sub);
         std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
     }
-    for (file, path) in written {
-        let dst = channel.join(file);
+    for (path, dst) in moves {
         std::fs::rename(path, &dst).map_err(|e| Error::io(&dst, e))?;
     }
     for f in &stale {
-        let _ = std::fs::remove_file(channel.join(f));
+        let _ = std::fs::remove_file(f);
     }
     let indexed = index_channel(channel)?;
     check_repodata(channel, packed)?;
     let text = serde_json::to_string_pretty(&info).map_err(|e| Error::failed("JSON", e))? + "\n";
     crate::output::write_atomic(&channel.join(CHANNEL_FILE), text.as_bytes())?;
     Ok(indexed)
+}
+
+/// Does the channel hold `file` already? `true` when it holds exactly these bytes (the package is
+/// kept as it is: packs are reproducible), `false` when it does not hold the name. A different
+/// package under the same name is refused: conda clients cache packages by file name, so a name
+/// must never change meaning (the build string's hash covers what a pack's options change; what
+/// is left is a different input under the same version and build number).
+fn unchanged_or_new(dst: &Path, file: &str, packed: &[PackedPackage]) -> Result<bool> {
+    let Ok(meta) = std::fs::symlink_metadata(dst) else { return Ok(false) };
+    let new = packed.iter().find(|p| p.file == file).ok_or_else(|| Error::internal(format!("{file} was written but not read back")))?;
+    // The size first: a different size needs no hashing.
+    let same = meta.is_file()
+        && meta.len() == new.archive_bytes
+        && hex::encode(rattler_digest::compute_file_digest::<rattler_digest::Sha256>(dst).map_err(|e| Error::io(dst, e))?) == new.sha256;
+    if !same {
+        return Err(Error::bad(
+            dst.display(),
+            "the channel already has a different package under this file name; refusing to replace it (a file name must never change meaning: change the version or --build-number)",
+        ));
+    }
+    Ok(true)
 }
 
 /// The channel description with `this` pack's merged in (a new one when the channel has none):

@@ -56,10 +56,20 @@ impl Build {
         format!("{}-{}-{}", self.model.name, self.model.version, self.model.build)
     }
 
+    /// Where package path `rel` is staged: inside the stage, by the one rule for input paths.
+    pub fn dst(&self, rel: &str) -> Result<PathBuf> {
+        confined(&self.stage, rel)
+    }
+
     /// Bytes of the package's regular files.
     pub fn content_bytes(&self) -> u64 {
         self.content.values().map(|s| if let Staged::File { size, .. } = s { *size } else { 0 }).sum()
     }
+}
+
+/// `root/rel` confined to `root` ([`crate::confine`]), or a refusal naming the path.
+pub(super) fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
+    crate::confine::join_inside(root, rel).map_err(|e| Error::bad(rel, format!("not staged: {e}")))
 }
 
 #[derive(Debug, Clone)]
@@ -71,43 +81,42 @@ pub(super) enum Staged {
 /// Every planned tree path → (index of its package in the builds, path in the package).
 pub(super) type Placement = BTreeMap<String, (usize, String)>;
 
-/// The work directory, removed when pack returns; with it, on failure, any ancestors of `--out`
-/// that pack created (so a failed run leaves nothing behind). Only empty directories are removed.
+/// The work directory, removed when pack returns (or on SIGINT/SIGTERM: `output::cleanup`); with
+/// it, on failure, any ancestors of `--out` that pack created (so a failed run leaves nothing
+/// behind). Only empty directories are removed.
 pub(super) struct WorkDir {
     pub dir: PathBuf,
-    /// Ancestors of `--out` this run created, deepest first.
-    created: Vec<PathBuf>,
-    /// Set once the channel is being written: the created ancestors stay.
-    keep_created: bool,
+    /// Ancestors of `--out` this run created; they stay once the channel is being written.
+    created: crate::output::CreatedDirs,
+    _registered: crate::output::cleanup::Registered,
 }
 
 impl WorkDir {
-    /// `.OUT.splitpkg-pack-PID` next to `out` (absolute), so the final renames stay on one file system.
+    /// `.OUT.splitpkg-pack-PID` next to `out` (absolute), so the final renames stay on one file
+    /// system. The work directories of dead packs there are removed first.
     pub fn create(out: &Path) -> Result<WorkDir> {
         let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
-        // Deepest first, so that removing them on failure goes bottom-up.
-        let created: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
-        std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+        let mut created = crate::output::CreatedDirs::default();
+        created.create(&parent)?;
+        crate::output::cleanup::sweep_stale(&parent);
         let out_name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "channel".into());
-        let work = WorkDir { dir: parent.join(format!(".{out_name}.splitpkg-pack-{}", std::process::id())), created, keep_created: false };
+        let dir = parent.join(format!(".{out_name}.splitpkg-pack-{}", std::process::id()));
+        let _registered = crate::output::cleanup::register(&dir, crate::output::cleanup::Leftover::Tree);
+        let work = WorkDir { dir, created, _registered };
         let _ = std::fs::remove_dir_all(&work.dir);
         std::fs::create_dir_all(&work.dir).map_err(|e| Error::io(&work.dir, e))?;
         Ok(work)
     }
 
     pub fn keep_created(&mut self) {
-        self.keep_created = true;
+        self.created.keep();
     }
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
+        // Before `created` (a field, dropped after this), whose directories it is in.
         let _ = std::fs::remove_dir_all(&self.dir);
-        if !self.keep_created {
-            for d in &self.created {
-                let _ = std::fs::remove_dir(d);
-            }
-        }
     }
 }
 
@@ -247,7 +256,7 @@ pub(super) fn other_variant(
     lazy.sort_by_key(|(_, s)| matches!(s, Staged::Symlink { .. }));
     for (path, staged) in lazy {
         let rel = split.install_path(&path);
-        let dst = b.stage.join(&rel);
+        let dst = b.dst(&rel)?;
         match staged {
             Staged::Symlink { target } => {
                 make_symlink(target, &dst)?;
@@ -301,7 +310,7 @@ pub(super) fn standins(
             format!("stand-in for {} {}: no library inside; represents {} bytes", s.name, s.version, s.represents_bytes),
         );
         for (rel, bytes) in s.files() {
-            let dst = b.stage.join(&rel);
+            let dst = b.dst(&rel)?;
             let (size, sha256) = write_hashed(&dst, &bytes[..], false, &Progress::hidden()).map_err(|e| Error::io(&dst, e))?;
             b.content.insert(rel, Staged::File { size, sha256 });
         }
@@ -417,8 +426,8 @@ fn stage_members(
     let dst_of = |path: &str| -> Result<PathBuf> {
         placement
             .get(path)
-            .map(|(i, rel)| stages[*i].join(rel))
             .ok_or_else(|| Error::internal(format!("{display}: {path} is in the input but not in the plan")))
+            .and_then(|(i, rel)| confined(&stages[*i], rel))
     };
     let out = match kind {
         TreeKind::Directory => {
