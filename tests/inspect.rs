@@ -175,6 +175,8 @@ fn help_examples_are_not_wrapped_mid_command_at_80_columns() {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| !l.trim().is_empty())
+        // A command's line is indented by two; its wrapped description by more.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|s| s != "help")
         .collect();
