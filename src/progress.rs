@@ -16,7 +16,7 @@ const ETA_AFTER_FRACTION: f32 = 0.05;
 
 /// The ` eta …` part of a bar, empty until the estimate means something.
 fn eta_text(elapsed: Duration, fraction: f32, eta: Duration) -> String {
-    if elapsed < ETA_AFTER || fraction < ETA_AFTER_FRACTION || fraction >= 1.0 {
+    if elapsed < ETA_AFTER || !(ETA_AFTER_FRACTION..1.0).contains(&fraction) {
         return String::new();
     }
     format!(" eta {}", HumanDuration(eta))
@@ -150,8 +150,7 @@ mod tests {
         bar.set_message("verifying");
         bar.set_position(pos);
         bar.tick();
-        let line = screen.0.lock().unwrap().clone();
-        line
+        screen.0.lock().unwrap().clone()
     }
 
     #[test]
