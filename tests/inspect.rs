@@ -157,3 +157,46 @@ fn symbols_listing_has_versions_and_sizes() {
     let lits: Vec<&str> = f["elf"]["library_literals"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
     assert_eq!(lits, vec!["libtorch_cuda_linalg.so"]);
 }
+
+/// `splitpkg [SUB] --help` as an 80-column terminal shows it.
+fn help_at_80(sub: Option<&str>) -> String {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(sub).arg("--help").env("COLUMNS", "80").env("LINES", "24");
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{sub:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+#[test]
+fn help_examples_are_not_wrapped_mid_command_at_80_columns() {
+    let top = help_at_80(None);
+    let subs: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // A command's line is indented by two; its wrapped description by more.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|s| s != "help")
+        .collect();
+    assert!(subs.len() >= 10, "{top}");
+    // A line of an example block is a command (or a comment), or continues one that ends in `\`.
+    let starts = ["splitpkg ", "pip ", "uv ", "python", "conda ", "mamba ", "pixi ", "rattler-build ", "cd ", "# "];
+    for sub in std::iter::once(None).chain(subs.iter().map(|s| Some(s.as_str()))) {
+        let help = help_at_80(sub);
+        let block: Vec<&str> =
+            help.lines().skip_while(|l| !l.trim_start().starts_with("Examples:")).skip(1).take_while(|l| !l.trim().is_empty()).collect();
+        assert!(!block.is_empty(), "{sub:?} --help has no examples:\n{help}");
+        let mut continued = false;
+        for line in block {
+            assert!(line.chars().count() <= 80, "{sub:?}: an example is wider than 80 columns: {line:?}");
+            let text = line.trim_start();
+            assert!(
+                continued || starts.iter().any(|s| text.starts_with(s)),
+                "{sub:?}: an example was wrapped mid-command: {line:?}\n{help}"
+            );
+            continued = text.ends_with('\\');
+        }
+    }
+}

@@ -2,7 +2,10 @@
 //! (fixtures/loader/<rule>/build.sh), each run under the machine's loader with
 //! `LD_TRACE_LOADED_OBJECTS=1` (what `ld.so --list` prints, through the program's own interpreter so
 //! a 32-bit program gets the 32-bit loader), and the file each NEEDED name resolved to compared with
-//! the edges `splitpkg inspect --json` gives the same program's process.
+//! the edges `splitpkg inspect --json` gives the same program's process. Where one name is
+//! requested by several objects of a process (and resolved differently for each), or a library is
+//! dlopened by a program outside the tree (`common/host.c`), ld.so's own account is read instead:
+//! `LD_DEBUG=files,libs` names each request, its requester and the file opened, if any.
 
 mod common;
 use common::*;
@@ -118,17 +121,8 @@ fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option<PathBuf>)]
                     p.display(),
                     node["name"]
                 );
-                let dir = p.parent().unwrap();
-                let outside = how["outside"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|o| Path::new(o.as_str().unwrap()) == dir || canon(Path::new(o.as_str().unwrap())) == canon(dir));
-                assert!(
-                    via == "system" || (via == "not-found" && outside) || (via == "not-found" && name.starts_with('/')),
-                    "{root}: {name} → {}: {how}",
-                    p.display()
-                );
+                let path_ok = how["path"].as_str().is_some_and(|o| canon(Path::new(o)) == canon(p));
+                assert!(via == "system" || (via == "outside-tree" && path_ok), "{root}: {name} → {}: {how}", p.display());
             }
             None => assert!(
                 ["not-found", "nodeflib", "tree-elsewhere"].contains(&via),
@@ -163,8 +157,11 @@ fn origin_is_the_directory_a_library_was_found_in_not_its_symlink_target() {
     let ld = ld_list(&t.join("bin/app"), None);
     let ins = inspect(&t, &[]);
     agrees(&t, &ins, "bin/app", &ld);
-    let (to, how) = edge(&ins, "real/libsa.so", "libsb.so");
+    let (to, how) = edge_in(&ins, "bin/app", "real/libsa.so", "libsb.so");
     assert_eq!((to, &how["via"], &how["dir"]), ("lnk/libsb.so", &Value::from("runpath"), &Value::from("lnk")));
+    // Loaded on its own (by its real path), its $ORIGIN is real/.
+    let (to, how) = edge_in(&ins, "real/libsa.so", "real/libsa.so", "libsb.so");
+    assert_eq!((to, &how["dir"]), ("real/libsb.so", &Value::from("real")));
 }
 
 #[test]
@@ -182,7 +179,7 @@ fn nodeflib_forbids_the_system_directories_libc_included() {
 }
 
 #[test]
-fn absolute_entries_are_searched_inside_the_tree_and_reported_outside_it() {
+fn absolute_entries_are_searched_inside_the_tree_and_outside_it() {
     let base = scenario("absolute");
     let t = base.join("tree");
     let ins = inspect(&t, &[]);
@@ -197,9 +194,18 @@ fn absolute_entries_are_searched_inside_the_tree_and_reported_outside_it() {
     );
     let (to, how) = edge(&ins, "bin/app", &abs("opt/libpath.so"));
     assert_eq!((to, &how["via"]), ("opt/libpath.so", &Value::from("path")));
+    // An absolute entry outside the tree: ld.so loads the file there, and so says splitpkg.
     let (to, how) = edge(&ins, "bin/app", "libout.so");
-    assert_eq!(to, "libout.so");
-    assert_eq!(how["outside"], serde_json::json!([base.join("outside/lib").to_str().unwrap()]));
+    let outside = base.join("outside/lib");
+    assert_eq!(
+        (to, &how["via"], &how["entry"], &how["path"]),
+        (
+            "libout.so",
+            &Value::from("outside-tree"),
+            &Value::from(outside.to_str().unwrap()),
+            &Value::from(outside.join("libout.so").to_str().unwrap())
+        )
+    );
     // Not a prefix: the tree's lib/ is no default directory, so the missing search path shows.
     assert_eq!(edge(&ins, "bin/app-bare", "libab.so").1["via"], "tree-elsewhere");
 }
@@ -254,10 +260,10 @@ fn an_inherited_rpath_belongs_to_the_process() {
     for exe in ["bin/app-a", "bin/app-b"] {
         agrees(&t, &ins, exe, &ld_list(&t.join(exe), None));
     }
-    let mut to: Vec<(&str, String)> =
-        edges(&ins, "lib/libshared.so", "libdep.so").into_iter().map(|(t, h)| (t, h["of"].as_str().unwrap().to_string())).collect();
-    to.sort();
-    assert_eq!(to, vec![("a/libdep.so", "bin/app-a".to_string()), ("b/libdep.so", "bin/app-b".to_string())]);
+    for (exe, dep) in [("bin/app-a", "a/libdep.so"), ("bin/app-b", "b/libdep.so")] {
+        let (to, how) = edge_in(&ins, exe, "lib/libshared.so", "libdep.so");
+        assert_eq!((to, &how["of"]), (dep, &Value::from(exe)));
+    }
 }
 
 #[test]
@@ -278,4 +284,235 @@ fn ld_library_path_comes_after_rpath_and_before_runpath() {
         assert_eq!((to, &how["via"], &how["entry"]), ("ldp/libw.so", &Value::from("ld-library-path"), &Value::from(arg)));
         assert_eq!(edge(&ins, "bin/app", "libx.so").0, "rp/libx.so");
     }
+}
+
+/// One request ld.so reported under `LD_DEBUG=files,libs`: `name` needed by the object at `by`
+/// (as ld.so printed it) and the file it opened, `None` when it found none. A name that matched
+/// an object already loaded is no request: ld.so prints nothing for it.
+#[derive(Debug)]
+struct Request {
+    by: PathBuf,
+    name: String,
+    opened: Option<PathBuf>,
+}
+
+/// Run `cmd` under `LD_DEBUG=files,libs` and read its requests from stderr.
+fn ld_debug(mut cmd: Command) -> (Vec<Request>, String) {
+    cmd.env_remove("LD_LIBRARY_PATH").env_remove("LD_PRELOAD").env("LD_DEBUG", "files,libs");
+    let out = cmd.output().expect("run under LD_DEBUG");
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    let mut reqs: Vec<Request> = Vec::new();
+    let mut tried: Option<PathBuf> = None;
+    for line in text.lines() {
+        let Some((_, l)) = line.split_once(":\t") else { continue };
+        let l = l.trim();
+        if let Some(rest) = l.strip_prefix("file=") {
+            let (name, what) = rest.split_once(" [0];  ").unwrap_or((rest, ""));
+            if let Some(by) = what.strip_prefix("needed by ") {
+                let by = by.trim_end_matches(" [0]");
+                reqs.push(Request { by: PathBuf::from(by), name: name.to_string(), opened: None });
+                tried = None;
+            } else if what.starts_with("generating link map")
+                && let Some(r) = reqs.last_mut().filter(|r| r.name == name)
+            {
+                r.opened = Some(if name.contains('/') { PathBuf::from(name) } else { tried.clone().expect("a file was tried") });
+            }
+        } else if let Some(t) = l.strip_prefix("trying file=") {
+            tried = Some(PathBuf::from(t));
+        }
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (reqs, stdout)
+}
+
+/// ld.so's requests for the program `exe` (trace mode: every NEEDED entry, found or not).
+fn ld_debug_program(exe: &Path) -> Vec<Request> {
+    let mut cmd = Command::new(exe);
+    cmd.env("LD_TRACE_LOADED_OBJECTS", "1");
+    let (reqs, _) = ld_debug(cmd);
+    assert!(!reqs.is_empty(), "{}: no LD_DEBUG requests", exe.display());
+    reqs
+}
+
+/// ld.so's requests when `host` (outside the tree) dlopens `lib`, and what the host printed
+/// (`loaded PATH` lines, or `error …`). dlopen stops at the first name it cannot find.
+fn ld_debug_dlopen(host: &Path, lib: &Path) -> (Vec<Request>, String) {
+    let mut cmd = Command::new(host);
+    cmd.arg(lib);
+    ld_debug(cmd)
+}
+
+/// The tree path of an object ld.so named (the tree's own spelling of it).
+fn tree_path(tree: &Path, p: &Path) -> String {
+    canon(p)
+        .strip_prefix(canon(tree))
+        .unwrap_or_else(|_| panic!("{} is outside {}", p.display(), tree.display()))
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Every request ld.so made in `root`'s process agrees with the edge splitpkg gives that
+/// requester and name in the same process; with `complete` (a program in trace mode), every
+/// searched edge of the process is one of ld.so's requests.
+fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], complete: bool) {
+    let nodes = ins["nodes"].as_array().unwrap();
+    let id = nodes.iter().find(|n| n["name"] == root).unwrap_or_else(|| panic!("no node {root}"))["id"].clone();
+    let in_process: Vec<&Value> =
+        ins["edges"].as_array().unwrap().iter().filter(|e| e["kind"] == "needed" && e["roots"].as_array().unwrap().contains(&id)).collect();
+    let from = |e: &Value| nodes[e["from"].as_u64().unwrap() as usize]["name"].as_str().unwrap().to_string();
+    let tree_c = canon(tree);
+    // The host program's own requests (its libc) are not the tree's.
+    for r in reqs.iter().filter(|r| canon(&r.by).starts_with(&tree_c)) {
+        let by = tree_path(tree, &r.by);
+        let e = in_process
+            .iter()
+            .find(|e| from(e) == by && e["name"] == r.name.as_str())
+            .unwrap_or_else(|| panic!("{root}: ld.so: {by} needs {}; splitpkg has no such edge", r.name));
+        let (to, how) = (&nodes[e["to"].as_u64().unwrap() as usize], &e["how"]);
+        let via = how["via"].as_str().unwrap();
+        match &r.opened {
+            Some(p) if canon(p).starts_with(&tree_c) => {
+                assert!(
+                    !["tree-elsewhere", "not-found"].contains(&via),
+                    "{root}: {by} → {}: ld.so opened {}, splitpkg: {how}",
+                    r.name,
+                    p.display()
+                );
+                assert_eq!(canon(&tree.join(to["name"].as_str().unwrap())), canon(p), "{root}: {by} → {} ({how})", r.name);
+            }
+            Some(p) => {
+                assert_ne!(to["kind"], "file", "{root}: {by} → {}: ld.so opened {} outside the tree", r.name, p.display());
+                let same = how["path"].as_str().is_some_and(|o| canon(Path::new(o)) == canon(p));
+                assert!(via == "system" || (via == "outside-tree" && same), "{root}: {by} → {}: {} vs {how}", r.name, p.display());
+            }
+            None => assert!(
+                ["not-found", "nodeflib", "tree-elsewhere"].contains(&via),
+                "{root}: {by}: ld.so found no {}, splitpkg: {how}",
+                r.name
+            ),
+        }
+    }
+    if complete {
+        for e in &in_process {
+            let via = e["how"]["via"].as_str().unwrap();
+            if ["already-loaded", "system"].contains(&via) {
+                continue;
+            }
+            assert!(
+                reqs.iter().any(|r| tree_path(tree, &r.by) == from(e) && e["name"] == r.name.as_str()),
+                "{root}: splitpkg searches {} for {}; ld.so made no such request: {reqs:?}",
+                e["name"],
+                from(e)
+            );
+        }
+    }
+}
+
+/// The edges `from` → `name` taken in `root`'s process.
+fn edge_in<'a>(ins: &'a Value, root: &str, from: &str, name: &str) -> (&'a str, &'a Value) {
+    let nodes = ins["nodes"].as_array().unwrap();
+    let id = &nodes.iter().find(|n| n["name"] == root).unwrap_or_else(|| panic!("no node {root}"))["id"];
+    let all: Vec<(&str, &Value)> = ins["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name)
+        .filter(|e| e["roots"].as_array().unwrap().contains(id))
+        .map(|e| (nodes[e["to"].as_u64().unwrap() as usize]["name"].as_str().unwrap(), &e["how"]))
+        .collect();
+    assert_eq!(all.len(), 1, "{root}: {from} -> {name}: {all:?}");
+    all[0]
+}
+
+#[test]
+fn a_library_loaded_on_its_own_has_only_its_own_search_path() {
+    let base = scenario("on-its-own");
+    let t = base.join("tree");
+    let ins = inspect(&t, &[]);
+    agrees_per_request(&t, &ins, "bin/app", &ld_debug_program(&t.join("bin/app")), true);
+    agrees(&t, &ins, "bin/app", &ld_list(&t.join("bin/app"), None));
+    let (to, how) = edge_in(&ins, "bin/app", "lib/liba.so", "libb.so");
+    assert_eq!((to, &how["via"], &how["of"]), ("dep/libb.so", &Value::from("rpath"), &Value::from("bin/app")));
+
+    // dlopened by a program without a search path, liba.so cannot find libb.so.
+    let (reqs, printed) = ld_debug_dlopen(&base.join("host"), &t.join("lib/liba.so"));
+    assert!(printed.contains("error libb.so: cannot open shared object file"), "{printed}");
+    agrees_per_request(&t, &ins, "lib/liba.so", &reqs, false);
+    let (to, how) = edge_in(&ins, "lib/liba.so", "lib/liba.so", "libb.so");
+    assert_eq!((to, &how["via"]), ("dep/libb.so", &Value::from("tree-elsewhere")));
+    // Still loaded by the program, not a root of its own.
+    let liba = ins["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "lib/liba.so").unwrap();
+    assert_eq!((&liba["reach"], liba.get("root")), (&Value::from("eager"), None));
+}
+
+#[test]
+fn the_first_loader_lends_its_rpath_and_each_program_its_own() {
+    let t = scenario("first-loader");
+    let ins = inspect(&t, &[]);
+    for exe in ["bin/app-a", "bin/app-b", "bin/app-c"] {
+        agrees_per_request(&t, &ins, exe, &ld_debug_program(&t.join(exe)), true);
+        agrees(&t, &ins, exe, &ld_list(&t.join(exe), None));
+    }
+    let rpath_of = |root: &str| {
+        let (to, how) = edge_in(&ins, root, "lib/libshared.so", "libdep.so");
+        assert_eq!(how["via"], "rpath", "{root}: {how}");
+        (to, how["of"].as_str().unwrap().to_string())
+    };
+    // Found in dep/ by both app-a and app-c: through each one's own DT_RPATH.
+    assert_eq!(rpath_of("bin/app-a"), ("dep/libdep.so", "bin/app-a".to_string()));
+    assert_eq!(rpath_of("bin/app-c"), ("dep/libdep.so", "bin/app-c".to_string()));
+    // In app-b libmid.so loads libshared.so before libother.so asks for it: libmid's chain counts.
+    assert_eq!(rpath_of("bin/app-b"), ("mid/libdep.so", "lib/libmid.so".to_string()));
+}
+
+#[test]
+fn a_dlopened_nodeflib_library_reuses_the_programs_libc() {
+    let base = scenario("nodeflib-dlopen");
+    let t = base.join("tree");
+    let ins = inspect(&t, &[]);
+    let host = base.join("host");
+    let (reqs, printed) = ld_debug_dlopen(&host, &t.join("lib/libndc.so"));
+    assert!(printed.lines().any(|l| l.starts_with("loaded /") && l.ends_with("/lib/libndc.so")), "{printed}");
+    agrees_per_request(&t, &ins, "lib/libndc.so", &reqs, false);
+    let (reqs, printed) = ld_debug_dlopen(&host, &t.join("lib/libndtop.so"));
+    assert!(printed.contains("error libm.so.6: cannot open shared object file"), "{printed}");
+    agrees_per_request(&t, &ins, "lib/libndtop.so", &reqs, false);
+    for lib in ["lib/libndc.so", "lib/libndtop.so"] {
+        assert_eq!(edge_in(&ins, lib, lib, "libc.so.6").1["via"], "system", "{lib}");
+    }
+    assert_eq!(edge_in(&ins, "lib/libndtop.so", "lib/libndtop.so", "libm.so.6").1["via"], "nodeflib");
+}
+
+#[test]
+fn an_absolute_needed_path_outside_the_tree_is_loaded_from_there() {
+    let base = scenario("absolute-needed");
+    let t = base.join("tree");
+    let ins = inspect(&t, &[]);
+    for exe in ["bin/app", "bin/app-missing"] {
+        agrees_per_request(&t, &ins, exe, &ld_debug_program(&t.join(exe)), true);
+        agrees(&t, &ins, exe, &ld_list(&t.join(exe), None));
+    }
+    let out = base.join("outside/lib/libabsout.so");
+    let (to, how) = edge(&ins, "bin/app", out.to_str().unwrap());
+    assert_eq!((to, &how["via"], &how["path"]), ("libabsout.so", &Value::from("outside-tree"), &Value::from(out.to_str().unwrap())));
+    let gone = base.join("outside/gone/libgone.so");
+    assert_eq!(edge(&ins, "bin/app-missing", gone.to_str().unwrap()).1["via"], "not-found");
+    // An archive has no place: the same path is unknown there, not looked up on this machine.
+    let dir = tempfile::tempdir().unwrap();
+    let whl = dir.path().join("t-1.0-py3-none-any.whl");
+    make_wheel(&t, &whl);
+    let ins = inspect(&whl, &[]);
+    assert_eq!(edge(&ins, "bin/app", out.to_str().unwrap()).1["via"], "not-found");
+}
+
+#[test]
+fn a_name_not_found_is_searched_again_for_the_next_requester() {
+    let t = scenario("retry-not-found");
+    let ins = inspect(&t, &[]);
+    agrees_per_request(&t, &ins, "bin/app", &ld_debug_program(&t.join("bin/app")), true);
+    let (to, how) = edge(&ins, "bin/app", "libf.so");
+    assert_eq!((to, &how["via"]), ("sub/libf.so", &Value::from("tree-elsewhere")));
+    let (to, how) = edge(&ins, "lib/libg.so", "libf.so");
+    assert_eq!((to, &how["via"], &how["of"]), ("sub/libf.so", &Value::from("rpath"), &Value::from("lib/libg.so")));
 }

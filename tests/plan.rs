@@ -213,3 +213,36 @@ fn plan_records_its_command_and_a_date_only_from_source_date_epoch() {
         assert_valid("docs/plan.schema.json", v);
     }
 }
+
+/// A site-packages directory: the pip-like tree plus pip's own dist-info, whose name sorts first
+/// and whose RECORD is `pip_rows` long; torch's RECORD lists `torch_rows`.
+fn site_packages(dir: &std::path::Path, pip_rows: usize, torch_rows: &[&str]) -> std::path::PathBuf {
+    let sp = dir.join("site-packages");
+    assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&sp).status().unwrap().success());
+    let pip = sp.join("pip-23.2.1.dist-info");
+    std::fs::create_dir_all(&pip).unwrap();
+    std::fs::write(pip.join("METADATA"), "Metadata-Version: 2.1\nName: pip\nVersion: 23.2.1\n\n").unwrap();
+    let rows: String = (0..pip_rows).map(|i| format!("pip/_internal/m{i}.py,sha256=AAAA,10\n")).collect();
+    std::fs::write(pip.join("RECORD"), rows).unwrap();
+    let rows: String = torch_rows.iter().map(|p| format!("{p},sha256=AAAA,10\n")).collect();
+    std::fs::write(sp.join("torch-2.5.1.dist-info/RECORD"), rows).unwrap();
+    sp
+}
+
+#[test]
+fn a_site_packages_directory_is_named_after_the_distribution_that_owns_the_lazy_library() {
+    let d = tempfile::tempdir().unwrap();
+    // pip's RECORD is the longer one, yet torch owns the lazy library: the tree is torch.
+    let sp = site_packages(d.path(), 50, &["torch/lib/libtorch_cuda_linalg.so", "torch/__init__.py"]);
+    let o = run_path(&["plan", "--json", "--quiet"], &sp);
+    let v = json(&o);
+    assert_eq!((&v["input"]["package"]["name"], &v["input"]["package"]["version"]), (&"torch".into(), &"2.5.1".into()), "{}", v["input"]);
+    let text = stdout(&run_path(&["plan", "--quiet"], &sp));
+    assert!(!text.contains("pip 23.2.1"), "{text}");
+    // No owner of the lazy library (nothing records it): the distribution with the longest RECORD.
+    let d = tempfile::tempdir().unwrap();
+    let rows: Vec<String> = (0..20).map(|i| format!("torch/f{i}.py")).collect();
+    let sp = site_packages(d.path(), 5, &rows.iter().map(String::as_str).collect::<Vec<_>>());
+    let v = json(&run_path(&["plan", "--json", "--quiet"], &sp));
+    assert_eq!(v["input"]["package"]["name"], "torch", "{}", v["input"]);
+}

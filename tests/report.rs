@@ -118,7 +118,8 @@ fn the_answer_comes_first_with_measured_numbers() {
     assert!(first.contains("5.29 %"), "{first}");
     assert!(first.contains("ldl_factor_hermitian"), "the op lost under default routing");
     assert!(first.contains("cholesky_inverse 1024x64x64 float64</code>: <strong>slower</strong> 195.91×"), "{first}");
-    assert!(first.contains("NVIDIA H200 (sm_90), driver 13000 (CUDA 13.0), torch 2.11.0+cu130"), "{first}");
+    // The committed run predates the driver field: 13000 is the CUDA API version, never the driver.
+    assert!(first.contains("NVIDIA H200 (sm_90), driver version not recorded (CUDA 13.0), torch 2.11.0+cu130"), "{first}");
     assert!(!h.contains("<script"), "no script");
     assert!(!h.replace("http://www.w3.org/2000/svg", "").contains("http"), "nothing fetched: the SVG namespace is the only URL");
 }
@@ -324,7 +325,13 @@ fn the_charts_plot_the_values() {
         .iter()
         .map(|t| (format!("{} {}", t["name"].as_str().unwrap(), t["kind"].as_str().unwrap()), t["stored"].as_f64().unwrap()))
         .collect();
-    targets.sort_by(|a, b| a.0.cmp(&b.0));
+    // By architecture number (sm_75 before sm_100), then suffix (sm_90 before sm_90a).
+    let key = |label: &str| {
+        let rest = label.split_once('_').map_or(label, |(_, r)| r);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        (digits.parse::<u64>().unwrap(), rest[digits.len()..].to_string())
+    };
+    targets.sort_by_key(|t| key(&t.0));
     want.extend(targets.iter().map(|t| t.1));
     let got: Vec<f64> = bars(svg(&h, "chart-fatbin")).iter().map(|x| x.0).collect();
     assert_eq!(got, want);
@@ -365,4 +372,69 @@ fn renders_in_headless_chromium() {
     let err = stderr(&o);
     let console: Vec<&str> = err.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("net::ERR")).collect();
     assert!(console.is_empty(), "console errors: {console:?}");
+}
+
+#[test]
+fn the_driver_is_the_drivers_version_not_the_cuda_api_version() {
+    let d = tempfile::tempdir().unwrap();
+    // The committed run predates the field: the CUDA API version (13000) is never called the driver.
+    let (_, m, _) = report(&[("smoke", &smoke_real())], "md", &d.path().join("old.md"));
+    assert!(m.contains("driver version not recorded (CUDA 13.0)"), "{m}");
+    assert!(!m.contains("driver 13000"), "{m}");
+    // A run that recorded it (smoke reads /proc/driver/nvidia/version).
+    let mut s = read_json(&smoke_real());
+    s["device"]["driver"] = Value::from("580.159.04");
+    let sp = write_json(d.path(), "smoke-driver.json", &s);
+    let (_, m, _) = report(&[("smoke", &sp)], "md", &d.path().join("new.md"));
+    assert!(m.contains("driver 580.159.04 (CUDA 13.0)"), "{m}");
+    let h = html_of(&[("smoke", sp)]);
+    assert!(h.contains("driver 580.159.04 (CUDA 13.0)"));
+}
+
+/// The cells of the markdown table that follows `heading`.
+fn md_table(m: &str, heading: &str) -> Vec<Vec<String>> {
+    m.lines()
+        .skip_while(|l| !l.starts_with(heading))
+        .skip(1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter(|l| !l.starts_with("|---"))
+        .map(|l| {
+            // Split on unescaped `|` only.
+            let mut cells = vec![String::new()];
+            let mut prev = ' ';
+            for c in l.trim().trim_matches('|').chars() {
+                if c == '|' && prev != '\\' {
+                    cells.push(String::new());
+                } else {
+                    cells.last_mut().unwrap().push(c);
+                }
+                prev = c;
+            }
+            cells.into_iter().map(|c| c.trim().to_string()).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn an_error_has_its_own_column_and_architectures_sort_by_number() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, m, _) = report(&[("smoke", &smoke_real()), ("fatbin", &fatbin())], "md", &d.path().join("r.md"));
+    let rows = md_table(&m, "### Time under magma vs cuSOLVER");
+    assert_eq!(rows[0], ["op", "magma", "cuSOLVER", "magma / cuSOLVER", "error"]);
+    assert!(rows.iter().all(|r| r.len() == rows[0].len()), "{rows:?}");
+    // The committed run has one failed magma case (svd): a number column says so, the error
+    // column holds the message.
+    let failed: Vec<&Vec<String>> = rows.iter().filter(|r| r[1] == "failed").collect();
+    assert_eq!(failed.len(), 1, "{rows:?}");
+    assert!(failed[0][4].contains("CUSOLVER\\_STATUS\\_INVALID\\_VALUE") && failed[0][2].ends_with(" ms"), "{failed:?}");
+    assert!(rows[1..].iter().filter(|r| r[1] != "failed").all(|r| r[1].ends_with(" ms") && r[4].is_empty()), "{rows:?}");
+    // sm_75 before sm_100; sm_90 before sm_90a.
+    let archs: Vec<String> = md_table(&m, "### Device code per architecture")[1..].iter().map(|r| r[0].replace('\\', "")).collect();
+    let pos = |a: &str| archs.iter().position(|x| x == a).unwrap_or_else(|| panic!("{a}: {archs:?}"));
+    assert!(
+        pos("sm_75 elf") < pos("sm_80 elf") && pos("sm_90 elf") < pos("sm_90a elf") && pos("sm_90a elf") < pos("sm_100 elf"),
+        "{archs:?}"
+    );
+    assert!(pos("sm_120a elf") < pos("sm_121a elf"), "{archs:?}");
 }

@@ -945,6 +945,7 @@ fn run_end_to_end_with_a_fake_torch() {
         count: 1,
         driver_version: 13000,
         driver_cuda: "13.0".into(),
+        driver: Some("580.159.04".into()),
         name: "Fake GPU".into(),
         compute_capability: "9.0".into(),
         sm: "sm_90".into(),

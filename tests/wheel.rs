@@ -234,8 +234,14 @@ fn refusals_name_the_file_and_write_nothing() {
     let o = wheel_cmd(&input, &file, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
-    // Not a wheel.
+    // Not a wheel: refused before anything is read, with or without a version to take (a new
+    // user was told to "pass --version", a flag `wheel` lacks).
     one_line(&wheel_cmd(&fixture("pip-like"), &out, &[]), 2, "splits a .whl");
+    let no_meta = d.path().join("no-meta");
+    std::fs::create_dir_all(&no_meta).unwrap();
+    let o = wheel_cmd(&no_meta, &out, &[]);
+    assert!(!stderr(&o).contains("--version"), "{}", stderr(&o));
+    one_line(&o, 2, "splits a .whl");
     // The tree's own variant cannot be given again; a magma build is not a nomagma build.
     let magma = format!("magma={}", nomagma_lib().display());
     one_line(&wheel_cmd(&input, &out, &["--lazy-variant", &magma]), 2, "--lazy-variant magma");
@@ -250,14 +256,18 @@ fn refusals_name_the_file_and_write_nothing() {
     std::fs::create_dir_all(leaky.parent().unwrap()).unwrap();
     make_wheel(&leak, &leaky, false);
     one_line(&wheel_cmd(&leaky, &out, &[]), 1, "NOT CONFINED");
-    // A wheel without the lazy library: bad input, nothing to split out.
+    // A wheel without the lazy library (torch 1.10): `plan`'s answer and exit code (1), decided
+    // from the zip's directory before anything is inflated.
     let bare = d.path().join("bare-tree");
     assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&bare).status().unwrap().success());
     std::fs::remove_file(bare.join(LAZY_LIB)).unwrap();
     let no_lazy = d.path().join("n").join(WHEEL_NAME);
     std::fs::create_dir_all(no_lazy.parent().unwrap()).unwrap();
     make_wheel(&bare, &no_lazy, false);
-    one_line(&wheel_cmd(&no_lazy, &out, &[]), 2, "has no libtorch_cuda_linalg.so");
+    one_line(&wheel_cmd(&no_lazy, &out, &[]), 1, "no member is named libtorch_cuda_linalg.so");
+    assert_eq!(run_path(&["plan", "--quiet"], &no_lazy).status.code(), Some(1));
+    one_line(&wheel_cmd(&no_lazy, &out, &["--lazy", "libnothing_*.so"]), 2, "matches no member");
+    assert_eq!(run_path(&["plan", "--quiet", "--lazy", "libnothing_*.so"], &no_lazy).status.code(), Some(2));
 }
 
 #[test]

@@ -1,19 +1,26 @@
 //! The load graph: which file loads which, eagerly (DT_NEEDED) or lazily (a library name passed to a
 //! loader at run time), and *how* ld.so would find each one.
 //!
-//! Each root is run as its own process: its NEEDED entries are loaded breadth-first, as ld.so does,
-//! with the loader chain's DT_RPATH stack, then `--ld-library-path`, then DT_RUNPATH, then the
-//! system directories (unless DF_1_NODEFLIB). `$ORIGIN` is the directory an object was opened from
-//! (a symlink's, not its target's); candidates of another ELF class or machine are skipped, as
-//! ld.so skips them. The search depends on the process (an inherited DT_RPATH, what is already
-//! loaded), so an edge records the roots whose processes took it, and one request may have several
-//! edges. Only after the eager closure is complete are the lazy edges of the loaded files
-//! followed, and what they bring in is marked as reached lazily. A node reached eagerly by any root
-//! is eager.
+//! Each root is run as its own process: its NEEDED entries are loaded breadth-first, as ld.so does.
+//! A name already loaded (by file name or SONAME) is reused before any search; otherwise the
+//! loader chain's DT_RPATH stack (the first object that loaded each file: ld.so's `l_loader`), then
+//! `--ld-library-path`, then DT_RUNPATH, then the system directories (unless DF_1_NODEFLIB).
+//! `$ORIGIN` is the directory an object was opened from (a symlink's, not its target's); candidates
+//! of another ELF class or machine are skipped, as ld.so skips them. An absolute NEEDED path or
+//! search-path entry outside a directory input is looked up where it points, and a file there is
+//! reported as loaded from outside the tree (like a system library), not as missing. The search
+//! depends on the process (an inherited DT_RPATH, what is already loaded), so an edge records the
+//! roots whose processes took it, and one request may have several edges. Only after the eager
+//! closure is complete are the lazy edges of the loaded files followed, and what they bring in is
+//! marked as reached lazily. A node reached eagerly by any root is eager.
 //!
-//! Roots are the tree's executables and Python extension modules, plus every other shared library
-//! that nothing in the tree loads: something outside the tree (ctypes, another package) may load it
-//! at start-up, so it is conservatively treated as eager.
+//! Roots are the tree's executables (a program: only ld.so is loaded before its NEEDED entries)
+//! and Python extension modules, plus every other shared library that nothing in the tree loads:
+//! something outside the tree (ctypes, another package) may load it at start-up, so it is
+//! conservatively treated as eager. Those are dlopened by a program outside the tree, which has
+//! libc loaded already. Every library the tree does load is also run once on its own, as such an
+//! outside program (or `ld.so --list LIB`) would load it: its own search path only. Those
+//! processes add edges (their ids are in the edges' `roots`), never reach.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -145,7 +152,7 @@ impl EdgeKind {
 }
 
 /// How ld.so would find (or fail to find) the requested name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "via", rename_all = "kebab-case")]
 pub enum How {
     /// A DT_RPATH entry of `of` (the requester or one of the objects that loaded it).
@@ -166,6 +173,15 @@ pub enum How {
     TreeElsewhere { dir: String },
     /// A classified system library.
     System { group: String },
+    /// Loaded from outside the tree: an absolute NEEDED path, or an absolute search-path entry
+    /// (`entry`), naming a file that exists there with the process's ELF class and machine. Only a
+    /// directory input sits at a known place, so only there is this answered; as for a system
+    /// library, what is loaded is whatever that file is on the machine that runs it.
+    OutsideTree {
+        path: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        entry: Option<String>,
+    },
     /// A system library ld.so will not load for this requester: it has DF_1_NODEFLIB, which rules
     /// out the default directories and the ld.so.cache entries in them, and nothing in the process
     /// loaded the library before.
@@ -190,6 +206,7 @@ impl How {
             How::AlreadyLoaded { by } => format!("already loaded (by {})", file_name(by)),
             How::TreeElsewhere { dir } => format!("NOT on the search path; only by name in {}", show_dir(dir)),
             How::System { group } => format!("system ({group})"),
+            How::OutsideTree { path, .. } => format!("outside the tree ({path})"),
             How::Nodeflib { group } => format!("NOT found: DF_1_NODEFLIB rules out the system dirs ({group})"),
             How::NotFound { outside, .. } if !outside.is_empty() => {
                 format!("not found in the tree (external; search path leaves the tree: {})", outside.join(", "))
@@ -216,7 +233,8 @@ pub struct Edge {
     pub name: String,
     pub kind: EdgeKind,
     pub how: How,
-    /// Node ids of the roots whose processes resolved the request this way.
+    /// Node ids of the roots whose processes resolved the request this way, and of the libraries
+    /// whose own processes did (a library loaded on its own by an outside program).
     pub roots: Vec<usize>,
     /// For a [`EdgeKind::DlopenNote`] edge: the note's entry (every alternative, feature,
     /// description, priority). `name` is the alternative the ld.so model resolved.
@@ -323,39 +341,46 @@ impl LoadGraph {
     /// [`LoadGraph::build`] with the loader's environment.
     pub fn build_with(tree: &Tree, files: &[GraphInput<'_>], is_payload_library: impl Fn(&str) -> bool, env: &LoaderEnv) -> LoadGraph {
         let mut b = Builder::new(tree, files, env);
-        let entry_roots: Vec<(usize, RootKind)> = files
+        let entry_roots: Vec<(usize, Start)> = files
             .iter()
             .enumerate()
             .filter_map(|(i, f)| {
                 if f.elf.is_executable() {
-                    Some((i, RootKind::Executable))
+                    Some((i, Start::Program(RootKind::Executable)))
                 } else if f.elf.python_extension {
-                    Some((i, RootKind::PythonExtension))
+                    Some((i, Start::Dlopen(RootKind::PythonExtension)))
                 } else {
                     None
                 }
             })
             .collect();
-        for (f, kind) in entry_roots {
-            b.run_process(f, kind);
+        for (f, start) in entry_roots {
+            b.run_process(f, start);
         }
         // Unreferenced libraries: first those nothing in the tree even names by its own search path
         // (true tops), then whatever is still unreached (cycles), in path order for determinism.
         let tentative = b.tentative_targets();
-        let loadable = |f: &GraphInput<'_>| matches!(f.elf.elf_type, crate::elf::ElfType::SharedLibrary);
+        let loadable = |f: &GraphInput<'_>| {
+            matches!(f.elf.elf_type, crate::elf::ElfType::SharedLibrary)
+                && !is_payload_library(Tree::file_name(f.path))
+                && !f.elf.soname.as_deref().is_some_and(&is_payload_library)
+        };
         for pass in 0..2 {
             for (i, f) in files.iter().enumerate() {
                 let node = b.graph.by_file[&i];
                 if b.graph.nodes[node].reach != Reach::Unreached || !loadable(f) {
                     continue;
                 }
-                if is_payload_library(Tree::file_name(f.path)) || f.elf.soname.as_deref().is_some_and(&is_payload_library) {
-                    continue;
-                }
                 if pass == 0 && tentative.contains_key(&i) {
                     continue;
                 }
-                b.run_process(i, RootKind::Unreferenced);
+                b.run_process(i, Start::Dlopen(RootKind::Unreferenced));
+            }
+        }
+        // Every other library as loaded on its own (see `Start::OnItsOwn`).
+        for (i, f) in files.iter().enumerate() {
+            if loadable(f) && !f.elf.is_executable() && b.graph.nodes[b.graph.by_file[&i]].root.is_none() {
+                b.run_process(i, Start::OnItsOwn);
             }
         }
         b.graph
@@ -366,24 +391,30 @@ struct Builder<'t, 'a> {
     tree: &'t Tree,
     files: &'t [GraphInput<'a>],
     graph: LoadGraph,
-    /// (from node, name, kind, to node) → edge id: a request that several processes resolve the same
-    /// way is one edge (the first process's `how`); resolved differently, it is several.
-    edge_index: HashMap<(usize, String, EdgeKind, usize), usize>,
+    /// (from node, name, kind, to node, how) → edge id: a request that several processes resolve the
+    /// same way is one edge; resolved differently — another file, or the same file through another
+    /// object's DT_RPATH (each process has its own loader chain) — it is several. Misses are one
+    /// edge whatever directories each process tried (`how` is `None` in the key; the first
+    /// process's list is kept).
+    edge_index: HashMap<(usize, String, EdgeKind, usize, Option<How>), usize>,
     file_by_entry: HashMap<usize, usize>,
     /// Path lookups are repeated for every requester sharing an RPATH: remember them.
     lookups: std::cell::RefCell<HashMap<String, Option<usize>>>,
     /// Search-path entries expanded per object and the directory it was opened from (`None`:
     /// outside the tree). torch's libraries carry ~20 RPATH entries each and name ~100 libraries:
     /// expand each entry once, not per name.
-    expanded: std::cell::RefCell<HashMap<(usize, String, String), Option<String>>>,
+    expanded: std::cell::RefCell<HashMap<(usize, String, String), Dir>>,
+    /// ELF class and machine of files outside a directory input that a search reached (`None`:
+    /// not a loadable ELF file), read once each.
+    outside_heads: std::cell::RefCell<HashMap<String, Option<(u8, String)>>>,
     /// Tree entries by file name, for the "found only elsewhere in the tree" diagnosis.
     by_name: HashMap<&'t str, Vec<usize>>,
     /// The tree's root as an absolute path (as given, and canonical) without the leading `/`:
     /// absolute search-path entries and NEEDED paths under it are inside the tree. Empty for
     /// archives, whose install location is unknown.
     root_abs: Vec<String>,
-    /// `LD_LIBRARY_PATH` entries and the tree directory each names (`None`: outside the tree).
-    ld_library_path: Vec<(String, Option<String>)>,
+    /// `LD_LIBRARY_PATH` entries and the directory each names.
+    ld_library_path: Vec<(String, Dir)>,
     /// A conda prefix: a conda package, or a directory with `conda-meta/` or
     /// `lib/python3.*/site-packages/` (see [`PREFIX_LIB`]).
     prefix: bool,
@@ -395,10 +426,36 @@ struct Builder<'t, 'a> {
     walks: HashMap<(usize, usize, String), std::rc::Rc<Walk>>,
 }
 
+/// Where a search-path entry points.
+#[derive(Debug, Clone)]
+enum Dir {
+    /// A directory of the tree.
+    Tree(String),
+    /// An absolute directory outside a directory input: a real place on this machine.
+    Abs(String),
+    /// Outside the tree, nowhere known (an archive's `$ORIGIN/../..`, a relative entry).
+    Unknown,
+}
+
+/// A file found in one directory.
+enum Hit {
+    /// Its tree directory and file.
+    Tree(String, usize),
+    /// Its absolute path outside the tree.
+    Outside(String),
+}
+
+/// What a walk found.
+enum Found {
+    /// The file, how, and the tree path it was opened by.
+    Tree(usize, How, String),
+    /// A file outside the tree ([`How::OutsideTree`]).
+    Outside(How),
+}
+
 /// The result of walking DT_RPATH, LD_LIBRARY_PATH and DT_RUNPATH for one name.
 struct Walk {
-    /// The file, how, and the tree path it was opened by.
-    found: Option<(usize, How, String)>,
+    found: Option<Found>,
     tried: Vec<String>,
     outside: Vec<String>,
 }
@@ -410,6 +467,8 @@ struct Process {
     root_node: usize,
     /// Started by a conda prefix's python, outside the tree (see [`PREFIX_LIB`]).
     prefix_python: bool,
+    /// Whether what the process loads counts towards the nodes' reach (see [`Start::OnItsOwn`]).
+    marks_reach: bool,
     /// Loaded objects by soname and by file name (what ld.so matches a request against).
     loaded: HashMap<String, usize>,
     /// System libraries loaded (and ld.so itself, always there).
@@ -423,13 +482,45 @@ struct Process {
     context: HashMap<usize, usize>,
 }
 
+/// How a process comes to load its root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// A tree executable: the program itself. Only ld.so is there before its NEEDED entries are
+    /// searched (so a DF_1_NODEFLIB program finds no libc).
+    Program(RootKind),
+    /// A library dlopened by a program outside the tree (a python extension, an unreferenced
+    /// library). That program is dynamically linked, so libc is loaded already: ld.so matches a
+    /// request for `libc.so.6` against it by SONAME before any search, DF_1_NODEFLIB or not. The
+    /// program's own DT_RPATH is unknown, except a conda prefix's python's (see [`PREFIX_LIB`]).
+    Dlopen(RootKind),
+    /// A library the tree loads, dlopened on its own by an outside program as well (ctypes,
+    /// `ld.so --list`, another package): its own search path, without the DT_RPATH its loaders
+    /// in the tree lend it. Its edges are recorded for this process; the nodes' reach is left to
+    /// the processes that load it from the tree.
+    OnItsOwn,
+}
+
+impl Start {
+    fn root_kind(self) -> Option<RootKind> {
+        match self {
+            Start::Program(k) | Start::Dlopen(k) => Some(k),
+            Start::OnItsOwn => None,
+        }
+    }
+}
+
 impl Process {
-    fn new(root: usize, root_node: usize, prefix_python: bool, files: usize) -> Process {
-        let system_loaded = SYSTEM_LIBRARIES[0].1.iter().filter(|n| n.starts_with("ld")).map(|n| n.to_string()).collect();
+    fn new(root: usize, root_node: usize, start: Start, prefix_python: bool, files: usize) -> Process {
+        let mut system_loaded: HashSet<String> =
+            SYSTEM_LIBRARIES[0].1.iter().filter(|n| n.starts_with("ld")).map(|n| n.to_string()).collect();
+        if !matches!(start, Start::Program(_)) {
+            system_loaded.insert("libc.so.6".to_string());
+        }
         Process {
             root,
             root_node,
             prefix_python,
+            marks_reach: start != Start::OnItsOwn,
             loaded: HashMap::new(),
             system_loaded,
             in_process: vec![false; files],
@@ -497,6 +588,7 @@ impl<'t, 'a> Builder<'t, 'a> {
             file_by_entry,
             lookups: Default::default(),
             expanded: Default::default(),
+            outside_heads: Default::default(),
             by_name,
             root_abs,
             ld_library_path: Vec::new(),
@@ -506,8 +598,11 @@ impl<'t, 'a> Builder<'t, 'a> {
         };
         // An empty entry is the current directory, as in ld.so; relative entries are taken from the
         // tree's root (an archive has no other directory to be in).
-        b.ld_library_path =
-            env.ld_library_path.iter().map(|e| (e.clone(), if e.starts_with('/') { b.abs_to_tree(e) } else { normalize(e) })).collect();
+        b.ld_library_path = env
+            .ld_library_path
+            .iter()
+            .map(|e| (e.clone(), if e.starts_with('/') { b.abs_dir(e) } else { normalize(e).map_or(Dir::Unknown, Dir::Tree) }))
+            .collect();
         b
     }
 
@@ -542,9 +637,13 @@ impl<'t, 'a> Builder<'t, 'a> {
         id
     }
 
-    /// A process with `root` opened and loaded, nothing else.
-    fn start(&self, root: usize, prefix_python: bool) -> Process {
-        let mut p = Process::new(root, self.graph.by_file[&root], prefix_python, self.files.len());
+    /// A process with `root` opened and loaded, nothing else (besides ld.so, and libc when an
+    /// outside program dlopens the root).
+    fn start(&self, root: usize, start: Start) -> Process {
+        // A tree executable is the process's program; anything else in a prefix is loaded by the
+        // prefix's python.
+        let prefix_python = self.prefix && !matches!(start, Start::Program(_));
+        let mut p = Process::new(root, self.graph.by_file[&root], start, prefix_python, self.files.len());
         p.opened.insert(root, self.files[root].path.to_string());
         self.mark_loaded(root, &mut p.loaded);
         p.in_process[root] = true;
@@ -557,7 +656,8 @@ impl<'t, 'a> Builder<'t, 'a> {
     fn tentative_targets(&mut self) -> HashMap<usize, ()> {
         let mut out = HashMap::new();
         for (i, f) in self.files.iter().enumerate() {
-            let mut p = self.start(i, self.prefix && !f.elf.is_executable());
+            let start = if f.elf.is_executable() { Start::Program(RootKind::Executable) } else { Start::OnItsOwn };
+            let mut p = self.start(i, start);
             p.loaded.clear();
             let declared = f.elf.dlopen_notes.iter().flat_map(|d| d.soname.first());
             let names = f.elf.needed.iter().chain(f.elf.library_literals.iter().map(|l| &l.name)).chain(declared);
@@ -573,15 +673,15 @@ impl<'t, 'a> Builder<'t, 'a> {
     }
 
     /// Emulate one process started from `root`: eager BFS, then lazy edges until nothing new.
-    fn run_process(&mut self, root: usize, kind: RootKind) {
+    fn run_process(&mut self, root: usize, start: Start) {
         let root_node = self.graph.by_file[&root];
-        if self.graph.nodes[root_node].root.is_none() && self.graph.nodes[root_node].reach == Reach::Unreached {
-            self.graph.nodes[root_node].root = Some(kind);
+        if let Some(kind) = start.root_kind() {
+            if self.graph.nodes[root_node].root.is_none() && self.graph.nodes[root_node].reach == Reach::Unreached {
+                self.graph.nodes[root_node].root = Some(kind);
+            }
+            self.graph.nodes[root_node].reach = Reach::Eager;
         }
-        self.graph.nodes[root_node].reach = Reach::Eager;
-        // A tree executable is the process's program; anything else in a prefix is loaded by the
-        // prefix's python.
-        let mut p = self.start(root, self.prefix && kind != RootKind::Executable);
+        let mut p = self.start(root, start);
 
         let mut queue: VecDeque<usize> = VecDeque::from([root]);
         self.bfs(&mut queue, &mut p, false);
@@ -606,13 +706,15 @@ impl<'t, 'a> Builder<'t, 'a> {
                     let tnode = self.graph.edges[edge].to;
                     if let Some(tf) = self.graph.nodes[tnode].file {
                         if !p.in_process[tf] {
-                            self.load(f, tf, &mut p);
-                            self.reach(tnode, edge, true);
+                            self.load(f, tf, edge, &mut p);
+                            if p.marks_reach {
+                                self.reach(tnode, edge, true);
+                            }
                             let mut q = VecDeque::from([tf]);
                             self.bfs(&mut q, &mut p, true);
                             progressed = true;
                         }
-                    } else {
+                    } else if p.marks_reach {
                         self.reach(tnode, edge, true);
                     }
                 }
@@ -670,21 +772,28 @@ impl<'t, 'a> Builder<'t, 'a> {
             for name in &self.files[f].elf.needed {
                 let edge = self.resolve_edge(from, f, name, EdgeKind::Needed, p);
                 let tnode = self.graph.edges[edge].to;
-                self.reach(tnode, edge, lazy);
+                if p.marks_reach {
+                    self.reach(tnode, edge, lazy);
+                }
                 if let Some(tf) = self.graph.nodes[tnode].file
                     && !p.in_process[tf]
                 {
-                    self.load(f, tf, p);
+                    self.load(f, tf, edge, p);
                     queue.push_back(tf);
                 }
             }
         }
     }
 
-    /// `f` loads `tf` into the process (its opened path is already recorded by the search).
-    fn load(&self, f: usize, tf: usize, p: &mut Process) {
+    /// `f` loads `tf` into the process (its opened path is already recorded by the search) through
+    /// `edge`. A file ld.so would not find (only elsewhere in the tree) is followed, to show what it
+    /// needs, but not registered under its names: ld.so loaded nothing, so the next object that
+    /// needs the name searches again.
+    fn load(&self, f: usize, tf: usize, edge: usize, p: &mut Process) {
         p.in_process[tf] = true;
-        self.mark_loaded(tf, &mut p.loaded);
+        if !matches!(self.graph.edges[edge].how, How::TreeElsewhere { .. }) {
+            self.mark_loaded(tf, &mut p.loaded);
+        }
         let mut c = p.chains.get(&f).cloned().unwrap_or_default();
         c.push(f);
         p.chains.insert(tf, c);
@@ -730,7 +839,8 @@ impl<'t, 'a> Builder<'t, 'a> {
             }
             None => self.external_node(Tree::file_name(name)),
         };
-        let key = (from, name.to_string(), kind, to);
+        let how_key = if matches!(how, How::NotFound { .. }) { None } else { Some(how.clone()) };
+        let key = (from, name.to_string(), kind, to, how_key);
         let id = match self.edge_index.get(&key) {
             Some(&e) => e,
             None => {
@@ -755,17 +865,10 @@ impl<'t, 'a> Builder<'t, 'a> {
     fn search(&mut self, name: &str, req: usize, p: &mut Process) -> (Option<usize>, How, Option<String>) {
         let elf = self.files[req].elf;
         if name.contains('/') {
-            // A path: ld.so opens it as given. An absolute one is answered when it points into the
-            // tree; a relative one (from the current directory) is taken from the tree's root.
-            let rel = if name.starts_with('/') { self.abs_to_tree(name) } else { normalize(name) };
-            let Some(rel) = rel else {
-                return (None, How::NotFound { tried: Vec::new(), outside: vec![name.to_string()] }, None);
-            };
-            return match self.lookup_loadable(&rel, p) {
-                Some(f) => (Some(f), How::Path { path: name.to_string() }, Some(rel)),
-                None => (None, How::NotFound { tried: vec![name.to_string()], outside: Vec::new() }, None),
-            };
+            return self.search_path(name, p);
         }
+        // 0. An object already loaded under that name or SONAME is reused before any search (the
+        //    search path, DF_1_NODEFLIB and all do not matter then).
         if let Some(&f) = p.loaded.get(name) {
             return (Some(f), How::AlreadyLoaded { by: self.files[f].path.to_string() }, None);
         }
@@ -785,8 +888,10 @@ impl<'t, 'a> Builder<'t, 'a> {
                 w
             }
         };
-        if let Some((f, how, opened)) = &walk.found {
-            return (Some(*f), how.clone(), Some(opened.clone()));
+        match &walk.found {
+            Some(Found::Tree(f, how, opened)) => return (Some(*f), how.clone(), Some(opened.clone())),
+            Some(Found::Outside(how)) => return (None, how.clone(), None),
+            None => {}
         }
         // 4./5. ld.so.cache and the default directories: the system's, never the tree's.
         if let Some(g) = group {
@@ -808,6 +913,26 @@ impl<'t, 'a> Builder<'t, 'a> {
         tried.dedup();
         outside.dedup();
         (None, How::NotFound { tried, outside }, None)
+    }
+
+    /// A NEEDED entry (or dlopen argument) with a slash: ld.so opens it as given, no search. An
+    /// absolute one is answered in the tree when it points inside it, outside it when the file is
+    /// there (a directory input); a relative one (from the current directory) is taken from the
+    /// tree's root.
+    fn search_path(&self, name: &str, p: &Process) -> (Option<usize>, How, Option<String>) {
+        let rel = if name.starts_with('/') { self.abs_to_tree(name) } else { normalize(name) };
+        let Some(rel) = rel else {
+            let how = if self.outside_loadable(name, p) {
+                How::OutsideTree { path: name.to_string(), entry: None }
+            } else {
+                How::NotFound { tried: Vec::new(), outside: vec![name.to_string()] }
+            };
+            return (None, how, None);
+        };
+        match self.lookup_loadable(&rel, p) {
+            Some(f) => (Some(f), How::Path { path: name.to_string() }, Some(rel)),
+            None => (None, How::NotFound { tried: vec![name.to_string()], outside: Vec::new() }, None),
+        }
     }
 
     /// The search context of `req` in `p` (see `Builder::contexts`).
@@ -837,9 +962,12 @@ impl<'t, 'a> Builder<'t, 'a> {
         let elf = self.files[req].elf;
         let mut tried = Vec::new();
         let mut outside = Vec::new();
-        let found = |dir: String, f: usize, how: How| {
-            let opened = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
-            Some((f, how, opened))
+        let found = |hit: Hit, make: &dyn Fn(String) -> How, entry: &str| match hit {
+            Hit::Tree(dir, f) => {
+                let opened = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+                Some(Found::Tree(f, make(dir), opened))
+            }
+            Hit::Outside(path) => Some(Found::Outside(How::OutsideTree { path, entry: Some(entry.to_string()) })),
         };
         // 1. DT_RPATH of the requester and of every object up the loader chain, then the
         //    program's, unless the requester has DT_RUNPATH.
@@ -849,42 +977,34 @@ impl<'t, 'a> Builder<'t, 'a> {
             for o in objs {
                 let Some(rpath) = &self.files[o].elf.rpath else { continue };
                 for entry in rpath {
-                    if let Some((dir, f)) = self.try_entry(o, p, entry, name, &mut tried, &mut outside) {
-                        let how = How::Rpath { of: self.files[o].path.to_string(), entry: entry.clone(), dir: dir.clone() };
-                        return Walk { found: found(dir, f, how), tried, outside };
+                    if let Some(hit) = self.try_entry(o, p, entry, name, &mut tried, &mut outside) {
+                        let of = self.files[o].path.to_string();
+                        let make = |dir: String| How::Rpath { of: of.clone(), entry: entry.clone(), dir };
+                        return Walk { found: found(hit, &make, entry), tried, outside };
                     }
                 }
             }
             if p.prefix_python {
                 tried.push(PREFIX_LIB.to_string());
                 if let Some(f) = self.lookup_loadable(&format!("{PREFIX_LIB}/{name}"), p) {
-                    return Walk {
-                        found: found(PREFIX_LIB.to_string(), f, How::TreeDefault { dir: PREFIX_LIB.to_string() }),
-                        tried,
-                        outside,
-                    };
+                    let make = |dir: String| How::TreeDefault { dir };
+                    return Walk { found: found(Hit::Tree(PREFIX_LIB.to_string(), f), &make, PREFIX_LIB), tried, outside };
                 }
             }
         }
         // 2. LD_LIBRARY_PATH.
         for (entry, dir) in &self.ld_library_path {
-            let Some(dir) = dir else {
-                outside.push(entry.clone());
-                continue;
-            };
-            tried.push(dir.clone());
-            let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
-            if let Some(f) = self.lookup_loadable(&path, p) {
-                let how = How::LdLibraryPath { entry: entry.clone(), dir: dir.clone() };
-                return Walk { found: found(dir.clone(), f, how), tried, outside };
+            if let Some(hit) = self.try_dir(dir, entry, name, p, &mut tried, &mut outside) {
+                let make = |dir: String| How::LdLibraryPath { entry: entry.clone(), dir };
+                return Walk { found: found(hit, &make, entry), tried, outside };
             }
         }
         // 3. The requester's own DT_RUNPATH (not inherited).
         if let Some(runpath) = &elf.runpath {
             for entry in runpath {
-                if let Some((dir, f)) = self.try_entry(req, p, entry, name, &mut tried, &mut outside) {
-                    let how = How::Runpath { entry: entry.clone(), dir: dir.clone() };
-                    return Walk { found: found(dir, f, how), tried, outside };
+                if let Some(hit) = self.try_entry(req, p, entry, name, &mut tried, &mut outside) {
+                    let make = |dir: String| How::Runpath { entry: entry.clone(), dir };
+                    return Walk { found: found(hit, &make, entry), tried, outside };
                 }
             }
         }
@@ -893,15 +1013,7 @@ impl<'t, 'a> Builder<'t, 'a> {
 
     /// Expand one search-path entry of object `o` (opened in `p` from its `$ORIGIN`) and look for
     /// `name` in it.
-    fn try_entry(
-        &self,
-        o: usize,
-        p: &Process,
-        entry: &str,
-        name: &str,
-        tried: &mut Vec<String>,
-        outside: &mut Vec<String>,
-    ) -> Option<(String, usize)> {
+    fn try_entry(&self, o: usize, p: &Process, entry: &str, name: &str, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<Hit> {
         let origin = p.origin(o);
         let key = (o, origin.to_string(), entry.to_string());
         let cached = self.expanded.borrow().get(&key).cloned();
@@ -913,18 +1025,31 @@ impl<'t, 'a> Builder<'t, 'a> {
                 d
             }
         };
-        let Some(dir) = dir else {
-            outside.push(entry.to_string());
-            return None;
-        };
-        tried.push(dir.clone());
-        let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
-        self.lookup_loadable(&path, p).map(|f| (dir, f))
+        self.try_dir(&dir, entry, name, p, tried, outside)
     }
 
-    /// The tree directory a search-path entry of object `o`, opened from directory `origin`,
-    /// names, or `None` when it leaves the tree.
-    fn expand_entry(&self, o: usize, origin: &str, entry: &str) -> Option<String> {
+    /// Look for `name` in one directory a search-path entry named.
+    fn try_dir(&self, dir: &Dir, entry: &str, name: &str, p: &Process, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<Hit> {
+        match dir {
+            Dir::Tree(dir) => {
+                tried.push(dir.clone());
+                let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+                self.lookup_loadable(&path, p).map(|f| Hit::Tree(dir.clone(), f))
+            }
+            Dir::Abs(dir) => {
+                outside.push(entry.to_string());
+                let path = format!("{dir}/{name}");
+                self.outside_loadable(&path, p).then_some(Hit::Outside(path))
+            }
+            Dir::Unknown => {
+                outside.push(entry.to_string());
+                None
+            }
+        }
+    }
+
+    /// Where a search-path entry of object `o`, opened from tree directory `origin`, points.
+    fn expand_entry(&self, o: usize, origin: &str, entry: &str) -> Dir {
         let elf = self.files[o].elf;
         let lib = if elf.class == 64 { "lib64" } else { "lib" };
         let platform = match elf.machine.as_str() {
@@ -941,13 +1066,34 @@ impl<'t, 'a> Builder<'t, 'a> {
             .replace("${PLATFORM}", platform)
             .replace("$PLATFORM", platform);
         if let Some(rest) = expanded.strip_prefix("\u{0}O") {
-            return normalize(&format!("{origin}{rest}"));
+            return normalize(&format!("{origin}{rest}")).map_or(Dir::Unknown, Dir::Tree);
         }
-        // An absolute path is inside the tree when the tree is a directory at that place; a
-        // relative one names the current directory, which is nowhere in particular.
-        if expanded.starts_with('/') { self.abs_to_tree(&expanded) } else { None }
+        // A relative entry names the current directory, which is nowhere in particular.
+        if expanded.starts_with('/') { self.abs_dir(&expanded) } else { Dir::Unknown }
     }
 
+    /// An absolute directory: inside the tree when the tree is a directory at that place; outside
+    /// it, a real directory of this machine (directory inputs) or an unknown one (archives, whose
+    /// install location is unknown).
+    fn abs_dir(&self, abs: &str) -> Dir {
+        match self.abs_to_tree(abs) {
+            Some(rel) => Dir::Tree(rel),
+            None if !self.root_abs.is_empty() => normalize(abs).map_or(Dir::Unknown, |n| Dir::Abs(format!("/{n}"))),
+            None => Dir::Unknown,
+        }
+    }
+
+    /// Whether an absolute path outside a directory input is a file ld.so would load into `p`: a
+    /// regular file (a FIFO or device is never opened) that is ELF of the process's class and
+    /// machine. Reads its first 20 bytes, once per path.
+    fn outside_loadable(&self, path: &str, p: &Process) -> bool {
+        if self.root_abs.is_empty() || !path.starts_with('/') {
+            return false;
+        }
+        let root = self.files[p.root].elf;
+        let head = self.outside_heads.borrow_mut().entry(path.to_string()).or_insert_with(|| elf_head(path)).clone();
+        head.is_some_and(|(class, machine)| class == root.class && machine == root.machine)
+    }
     fn lookup_file(&self, path: &str) -> Option<usize> {
         if let Some(hit) = self.lookups.borrow().get(path) {
             return *hit;
@@ -988,6 +1134,28 @@ impl<'t, 'a> Builder<'t, 'a> {
         }
         best
     }
+}
+
+/// The ELF class and machine of the file at `path`, when it is a regular ELF file. The type is
+/// checked before the file is opened, so a FIFO or a device never blocks the search.
+fn elf_head(path: &str) -> Option<(u8, String)> {
+    use std::io::Read;
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let mut head = [0u8; 20];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    if &head[..4] != b"\x7fELF" {
+        return None;
+    }
+    let class = match head[4] {
+        1 => 32,
+        2 => 64,
+        _ => return None,
+    };
+    let raw = [head[18], head[19]];
+    let machine = if head[5] == 2 { u16::from_be_bytes(raw) } else { u16::from_le_bytes(raw) };
+    Some((class, goblin::elf::header::machine_to_str(machine).to_string()))
 }
 
 /// Normalise `a/b/../c` inside the tree; `None` when it climbs above the root.

@@ -79,6 +79,11 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
     let mut plan = make_plan(&inspection, &analysis, &req.lazy);
     if let Some(l) = &plan.lazy_library {
         plan.installed = crate::analysis::plan::installed(&inspection.tree, &l.path)?;
+        // In a pip environment the tree is the distribution that owns the lazy library (torch),
+        // not whichever dist-info the directory listed first (pip).
+        if let Some(owner) = plan.installed.as_ref().and_then(|i| i.sole_owner()).filter(|o| !o.name.is_empty()) {
+            plan.input.package = Some(crate::input::PackageMeta::named(&owner.name, &owner.version));
+        }
     }
     let timings = [read, proved - read, started.elapsed() - proved];
     if std::env::var_os("SPLITPKG_TRACE").is_some() {

@@ -76,6 +76,16 @@ pub struct SwitchTo {
     pub install: String,
 }
 
+impl Installed {
+    /// The one distribution that owns the lazy library, if exactly one does.
+    pub fn sole_owner(&self) -> Option<&crate::input::pip::Owner> {
+        match self.owners.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+}
+
 /// Who owns `lazy_path` in a pip environment `tree` (a directory with top-level `*.dist-info`).
 pub fn installed(tree: &crate::input::Tree, lazy_path: &str) -> crate::error::Result<Option<Installed>> {
     if tree.kind != TreeKind::Directory {

@@ -643,7 +643,32 @@ pub fn svg(r: &EnvReport) -> String {
         },
     ];
     let max: u64 = bars.iter().map(|b| b.segs.iter().map(|s| s.1).sum::<u64>()).max().unwrap_or(1).max(1);
-    let (width, left, bar_w, bar_h) = (760.0f64, 190.0f64, 470.0f64, 34.0f64);
+    let title = format!("{} in {}", r.lazy, r.prefix);
+    let footer = match w.real_delta {
+        Some(d) => format!(
+            "switching {} real bytes{}",
+            signed(d),
+            if w.represented_delta != 0 { format!(", {} represented", signed(w.represented_delta)) } else { String::new() }
+        ),
+        None => format!("sizes after switching: {}", w.sizes_from),
+    };
+    let value = |b: &Bar| {
+        let total: u64 = b.segs.iter().map(|s| s.1).sum();
+        format!("{}{}", human_bytes(total), if b.note.is_empty() { String::new() } else { format!(" ({})", b.note) })
+    };
+    // The picture is as wide as its longest text: labels come from the environment (a prefix
+    // path, a variant name) and are never clipped.
+    let (bar_w, bar_h) = (470.0f64, 34.0f64);
+    let left = bars.iter().map(|b| 20.0 + text_width(&b.label, 12.0)).fold(190.0f64, f64::max);
+    let width = [
+        760.0,
+        20.0 + text_width(&title, 14.0),
+        20.0 + text_width(&footer, 11.0),
+        bars.iter().map(|b| left + bar_w + 16.0 + text_width(&value(b), 12.0)).fold(0.0, f64::max),
+    ]
+    .into_iter()
+    .fold(0.0f64, f64::max)
+    .ceil();
     let height = 210.0;
     let mut s = String::new();
     let _ = writeln!(
@@ -656,11 +681,9 @@ pub fn svg(r: &EnvReport) -> String {
         r##"<defs><pattern id="hatch" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fdd0a2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#e6550d" stroke-width="2"/></pattern></defs>"##
     );
     let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
-    let _ =
-        writeln!(s, r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##, xml(&format!("{} in {}", r.lazy, r.prefix)));
+    let _ = writeln!(s, r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##, xml(&title));
     for (i, b) in bars.iter().enumerate() {
         let y = 45.0 + i as f64 * 55.0;
-        let total: u64 = b.segs.iter().map(|s| s.1).sum();
         let _ = writeln!(s, r##"<text x="10" y="{:.1}">{}</text>"##, y + bar_h / 2.0 + 4.0, xml(&b.label));
         let mut x = left;
         for (name, bytes, class) in &b.segs {
@@ -683,14 +706,7 @@ pub fn svg(r: &EnvReport) -> String {
             );
             x += wd;
         }
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}">{}{}</text>"##,
-            x + 6.0,
-            y + bar_h / 2.0 + 4.0,
-            human_bytes(total),
-            if b.note.is_empty() { String::new() } else { format!(" ({})", xml(&b.note)) }
-        );
+        let _ = writeln!(s, r##"<text x="{:.1}" y="{:.1}">{}</text>"##, x + 6.0, y + bar_h / 2.0 + 4.0, xml(&value(b)));
     }
     let legend = [
         ("#bdbdbd", "other packages"),
@@ -708,20 +724,16 @@ pub fn svg(r: &EnvReport) -> String {
         );
         x += 24.0 + label.len() as f64 * 6.5;
     }
-    let _ = writeln!(
-        s,
-        r##"<text x="10" y="200" font-size="11" fill="#555555">{}</text>"##,
-        xml(&match w.real_delta {
-            Some(d) => format!(
-                "switching {} real bytes{}",
-                signed(d),
-                if w.represented_delta != 0 { format!(", {} represented", signed(w.represented_delta)) } else { String::new() }
-            ),
-            None => format!("sizes after switching: {}", w.sizes_from),
-        })
-    );
+    let _ = writeln!(s, r##"<text x="10" y="200" font-size="11" fill="#555555">{}</text>"##, xml(&footer));
     s.push_str("</svg>\n");
     s
+}
+
+/// A generous estimate of the width of `text` in a sans-serif font of `size` px: 0.62 em a
+/// character (DejaVu Sans, the widest common default, averages about 0.55 em over ASCII text),
+/// so the picture is sized to its labels without measuring a font.
+fn text_width(text: &str, size: f64) -> f64 {
+    text.chars().count() as f64 * size * 0.62
 }
 
 fn xml(s: &str) -> String {
@@ -731,6 +743,84 @@ fn xml(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn report(prefix: &str, variant: &str) -> EnvReport {
+        let pkg = |name: &str, role: &str, bytes: u64| EnvPackage {
+            name: name.into(),
+            version: "2.11.0".into(),
+            build: "0".into(),
+            role: role.into(),
+            files: 1,
+            bytes,
+            standin: false,
+            represents_bytes: None,
+        };
+        let c = commands("libtorch-cuda-linalg", "nomagma", &["magma", "nomagma"], "cuda126_magma_h1234567_0").unwrap();
+        EnvReport {
+            schema: "splitpkg-env",
+            schema_version: 1,
+            prefix: prefix.into(),
+            lazy: "libtorch-cuda-linalg".into(),
+            version: "2.11.0".into(),
+            build: format!("cuda126_{variant}_h1234567_0"),
+            variant: variant.into(),
+            track_features: Vec::new(),
+            packages: vec![
+                pkg("libtorch", "core", 900 << 20),
+                pkg("libtorch-cuda-linalg", "lazy", 50 << 20),
+                pkg("libmagma", "payload", 400 << 20),
+            ],
+            real_bytes: 1350 << 20,
+            represented_bytes: 0,
+            switch: Switch {
+                to: "nomagma".into(),
+                lazy_now: 50 << 20,
+                lazy_after: Some(5 << 20),
+                payload_removed: vec!["libmagma".into()],
+                payload_added: Vec::new(),
+                real_delta: Some(-(445 << 20)),
+                represented_delta: 0,
+                real_after: Some(905 << 20),
+                represented_after: 0,
+                sizes_from: "the channel".into(),
+                estimated: false,
+                commands: c,
+            },
+            channel: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The `width` attribute of the `<svg>` element and the estimated right edge of every text.
+    fn widths(svg: &str) -> (f64, f64) {
+        let attr = |tag: &str, name: &str| -> Option<f64> {
+            let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+            tag[at..].split('"').next()?.parse().ok()
+        };
+        let width = attr(svg, "width").unwrap();
+        let mut right: f64 = 0.0;
+        for part in svg.split("<text").skip(1) {
+            let (tag, rest) = part.split_once('>').unwrap();
+            let text = rest.split("</text>").next().unwrap().replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
+            let size = attr(tag, "font-size").unwrap_or(12.0);
+            right = right.max(attr(tag, "x").unwrap() + text_width(&text, size));
+        }
+        (width, right)
+    }
+
+    #[test]
+    fn the_svg_is_as_wide_as_its_labels() {
+        // The usual case keeps the usual size.
+        let (w, right) = widths(&svg(&report("/opt/conda/envs/t", "magma")));
+        assert_eq!(w, 760.0);
+        assert!(right <= w, "{right} > {w}");
+        // A long prefix (the title) and a long variant name (a bar label) widen it; nothing clips.
+        let long = format!("/home/someone/projects/{}/.pixi/envs/default", "deeply-nested-directory/".repeat(6));
+        let svg = svg(&report(&long, &"a-very-long-variant-name-".repeat(4)));
+        let (w, right) = widths(&svg);
+        assert!(w > 760.0 && right <= w, "{right} > {w}");
+        assert!(svg.contains(&long), "the label is there, whole");
+    }
 
     #[test]
     fn switch_commands_parse_and_select_one_variant() {

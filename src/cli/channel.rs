@@ -138,10 +138,14 @@ Checked before the channel is touched: the plan is CONFINED (else exit 1), --laz
 Exit codes: 0 packed, 1 not confined or a --lazy-variant that is not what it claims, 2 bad input or usage, 3 internal error (e.g. not lossless).
 
 Examples:
-  splitpkg pack $PREFIX --version 2.5.1 --lazy-variant nomagma=build-nomagma/lib/libtorch_cuda_linalg.so --out channel/
-  splitpkg pack torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out channel/
-  splitpkg pack $PREFIX --version 2.5.1 --prefer nomagma --out channel-flipped/
-  splitpkg pack $PREFIX --standins my-standins.yaml --compression-level 19 --json --out channel/ > pack.json";
+  splitpkg pack $PREFIX --version 2.5.1 --lazy-variant \\
+    nomagma=build-nomagma/lib/libtorch_cuda_linalg.so --out channel/
+  splitpkg pack torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out \\
+    channel/
+  splitpkg pack $PREFIX --version 2.5.1 --prefer nomagma --out \\
+    channel-flipped/
+  splitpkg pack $PREFIX --standins my-standins.yaml --compression-level 19 \\
+    --json --out channel/ > pack.json";
 
 pub const SOLVE_HELP: &str = "Scenarios, each with what it must show:
   (a) default   the core alone                       → the preferred variant (+ payload packages when it needs them)
@@ -159,8 +163,10 @@ Exit codes: 0 every applicable scenario (and install check) as required, 1 other
 
 Examples:
   splitpkg solve channel/
-  splitpkg solve channel/ --prefer-channel channel-flipped/ --virtual __cuda=12.6 --json --out solve.json
-  splitpkg solve channel/ --install /tmp/envs   # then: splitpkg env /tmp/envs/default";
+  splitpkg solve channel/ --prefer-channel channel-flipped/ --virtual \\
+    __cuda=12.6 --json --out solve.json
+  splitpkg solve channel/ --install /tmp/envs
+  # then: splitpkg env /tmp/envs/default";
 
 pub const ENV_HELP: &str = "Reads PREFIX/conda-meta/*.json. The variant comes from the lazy package's build string (…_magma_… / …_nomagma_…). Sizes are the installed bytes in each record's paths_data; stand-ins (made by `splitpkg pack`) are marked [stand-in] and count the bytes they represent, apart from real bytes. The other variant's size comes from the splitpkg channel the package was installed from (or --channel); otherwise it is reported as unknown.
 
@@ -174,7 +180,8 @@ Examples:
   splitpkg env $CONDA_PREFIX
   splitpkg env .pixi/envs/default --svg env.svg
   splitpkg env /tmp/envs/default --channel channel/ --json
-  splitpkg env /tmp/envs/default --switch     # to the other variant, then the report again";
+  splitpkg env /tmp/envs/default --switch
+  # to the other variant, then the report again";
 
 pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
     let PackArgs {

@@ -14,9 +14,12 @@ Exit codes: 0 written, 2 bad input (not JSON, wrong schema, inputs from differen
 
 Examples:
   splitpkg report --plan plan.json --smoke smoke.json --out report.html
-  splitpkg report --plan plan.json --smoke smoke.json --fatbin fatbin.json --pack pack.json --out report.html
-  splitpkg report --plan plan.json --smoke smoke.json --format md --out report.md
-  splitpkg plan torch/ --json --out plan.json && splitpkg report --plan plan.json --out report.html";
+  splitpkg report --plan plan.json --smoke smoke.json --fatbin fatbin.json \\
+    --pack pack.json --out report.html
+  splitpkg report --plan plan.json --smoke smoke.json --format md --out \\
+    report.md
+  splitpkg plan torch/ --json --out plan.json && splitpkg report --plan \\
+    plan.json --out report.html";
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum FormatArg {

@@ -20,9 +20,12 @@ Checks per variant: laziness, has_magma (STALE when the flag compiled into libto
 Exit codes: 0 every case and check met its expectation, 1 a variant is broken or not what its name says (a case or check failed), 4 every variant works but a core flag is stale (torch.cuda.has_magma), 2 no CUDA driver or device, or bad input.
 
 Examples:
-  splitpkg smoke --variant magma=/envs/torch-magma --variant nomagma=/envs/torch-nomagma
-  splitpkg smoke --variant magma=$SITE/torch --variant nomagma=$SITE/torch --emulate nomagma --bench --json --out smoke.json
-  splitpkg smoke --variant magma=$SITE/torch --variant nomagma=/tmp/slim/site-packages --bench --json --out smoke.json
+  splitpkg smoke --variant magma=/envs/torch-magma --variant \\
+    nomagma=/envs/torch-nomagma
+  splitpkg smoke --variant magma=$SITE/torch --variant nomagma=$SITE/torch \\
+    --emulate nomagma --bench --json --out smoke.json
+  splitpkg smoke --variant magma=$SITE/torch --variant \\
+    nomagma=/tmp/slim/site-packages --bench --json --out smoke.json
   splitpkg smoke --variant nomagma=/envs/x --list
   splitpkg smoke --replay smoke.json --expect my-tables.json";
 

@@ -24,13 +24,16 @@ Installers take the highest local label, so the preferred variant's label sorts 
 
 Before anything is renamed into DIR: the input RECORD is verified, every written wheel is read back against its own RECORD, and the core plus each lazy wheel must hold exactly the input's files. The other variant is only ever the file given to --lazy-variant, after it passes verify-variant; none is invented.
 
-Exit codes: 0 written, 1 the plan is not CONFINED (nothing safe to split), 2 bad input (not a wheel, no lazy library, RECORD mismatch, corrupt zip, --out a file).
+Exit codes: 0 written, 1 the plan is not CONFINED, or the wheel has no lazy library (nothing safe to split; the same code `plan` gives), 2 bad input (not a wheel, RECORD mismatch, corrupt zip, --out a file).
 
 Examples:
-  splitpkg wheel torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out wheels/
-  splitpkg wheel torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out wheels/ --lazy-variant nomagma=build/libtorch_cuda_linalg.so
-  pip install --no-index --find-links wheels/ torch                                          # core + preferred
-  pip install --no-index --find-links wheels/ torch \"torch-cuda-linalg==2.11.0+0.nomagma\"     # core + slim";
+  splitpkg wheel torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out \\
+    wheels/
+  splitpkg wheel torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out \\
+    wheels/ --lazy-variant nomagma=build/libtorch_cuda_linalg.so
+  pip install --no-index --find-links wheels/ torch  # core + preferred
+  pip install --no-index --find-links wheels/ torch \\
+    \"torch-cuda-linalg==2.11.0+0.nomagma\"  # core + slim";
 
 #[derive(Args)]
 pub struct WheelArgs {
@@ -57,6 +60,7 @@ pub struct WheelArgs {
 pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
     let WheelArgs { target, out, lazy_variant, prefer, lazy_dist, json } = a;
     let lazy_variant = parse_lazy_variant(lazy_variant.as_deref())?;
+    decide_early(&target)?;
     let progress = Progress::new(!quiet);
     let planned = pipeline::plan_tree(&target.request(Extras { digests: true, ..Extras::default() }), &progress)?;
     let (ins, plan) = (&planned.inspection, &planned.plan);
@@ -73,16 +77,16 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
             ),
         ));
     }
-    // No lazy library is bad input for `wheel` (there is nothing to split out), not a verdict.
-    if plan.all_lazy().is_empty() {
-        return Err(Error::bad(target.path.display(), format!("has no {} (--lazy): nothing to split out", target.lazy.join(", "))));
-    }
+    // The verdict first: its exit code is `plan`'s (1 for NOT CONFINED and NOT PRESENT).
     if plan.verdict != Verdict::Confined {
         return Err(Error::Refused(format!(
             "the plan for {} is {}: there is nothing safe to split (see `splitpkg plan`)",
             target.path.display(),
             plan.verdict.label()
         )));
+    }
+    if plan.all_lazy().is_empty() {
+        return Err(Error::internal(format!("{}: a CONFINED plan without a lazy library", target.path.display())));
     }
     // The split model decides the variants and which one is preferred, as for recipes and .conda
     // packages; its conda names do not reach the wheels.
@@ -95,4 +99,26 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
     emit(None, &text)?;
     planned.leak_at_exit();
     Ok(0)
+}
+
+/// What can be answered from the file name and the zip's central directory, before the wheel is
+/// inflated (15 s for torch): not a `.whl` (exit 2), or no member the `--lazy` patterns select.
+/// Without one the payload cannot be confined behind a lazy library: `plan` says NOT CONFINED or
+/// NOT PRESENT and exits 1, and so does this; a glob that selects nothing is a mistake in the
+/// command line (exit 2), as for `plan`.
+fn decide_early(target: &Target) -> Result<()> {
+    use splitpkg::analysis::lazy::LazyPattern;
+    wheel::require_wheel(splitpkg::input::TreeKind::detect(&target.path)?, &target.path)?;
+    let patterns: Vec<LazyPattern> = target.lazy.iter().map(|l| LazyPattern::parse(l)).collect();
+    if wheel::has_lazy_member(&target.path, &patterns)? {
+        return Ok(());
+    }
+    if let Some(glob) = patterns.iter().find(|p| matches!(p, LazyPattern::Glob(_))) {
+        return Err(Error::bad(target.path.display(), format!("--lazy {:?} matches no member of the wheel", glob.text())));
+    }
+    Err(Error::Refused(format!(
+        "{}: no member is named {} (--lazy): the payload is not behind a lazy library, so there is nothing safe to split (`splitpkg plan` says why)",
+        target.path.display(),
+        target.lazy.join(", ")
+    )))
 }

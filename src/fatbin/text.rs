@@ -9,8 +9,22 @@ fn ratio(num: u64, den: u64) -> String {
     if den == 0 { "-".into() } else { format!("×{:.1}", num as f64 / den as f64) }
 }
 
-fn signed_bytes(n: i64) -> String {
-    if n < 0 { format!("+{}", human_bytes(n.unsigned_abs())) } else { format!("−{}", human_bytes(n as u64)) }
+/// The change from `now` to `after` in bytes and as a share of `now`, with one sign for both: `+`
+/// when it grows, `−` (U+2212, as every other minus in the output) when it shrinks:
+/// `+44.8 MiB, +133.3 %`.
+fn size_change(now: u64, after: u64) -> String {
+    let sign = if after > now {
+        "+"
+    } else if after < now {
+        "−"
+    } else {
+        "±"
+    };
+    if now == 0 {
+        return format!("{sign}{}", human_bytes(after));
+    }
+    let pct = 100.0 * now.abs_diff(after) as f64 / now as f64;
+    format!("{sign}{}, {sign}{pct:.1} %", human_bytes(now.abs_diff(after)))
 }
 
 fn fatbin_block(s: &mut String, f: &crate::fatbin::FatbinSummary, indent: &str) {
@@ -114,7 +128,7 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
                 w.mode.to_string(),
                 human_bytes(w.stored_now),
                 human_bytes(w.stored_after),
-                signed_bytes(w.saving),
+                size_change(w.stored_now, w.stored_after),
                 human_bytes(w.section_now),
                 human_bytes(w.section_after)
             );
@@ -150,15 +164,14 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
         driver_line(&mut s, &t.driver, "  ");
     }
     for w in &t.what_if {
-        let pct = if w.section_now > 0 { 100.0 * w.saving as f64 / w.section_now as f64 } else { 0.0 };
         let floor = w.driver.as_ref().map(|d| format!("; needs driver ≥ {}", d.linux)).unwrap_or_else(|| "; no driver floor".into());
         let _ = writeln!(
             s,
-            "  what-if {:<8} .nv_fatbin {} → {} ({}, {pct:.1} %){floor}",
+            "  what-if {:<8} .nv_fatbin {} → {} ({}){floor}",
             w.mode.to_string(),
             human_bytes(w.section_now),
             human_bytes(w.section_after),
-            signed_bytes(w.saving)
+            size_change(w.section_now, w.section_after)
         );
     }
     for d in &t.device {
@@ -170,4 +183,23 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
         let _ = writeln!(s, "  device {}: {verdict}", d.device);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_change;
+
+    #[test]
+    fn a_size_change_has_one_sign_for_bytes_and_percent() {
+        // The new user's case: the section grows from 33.6 to 78.4 MiB.
+        assert_eq!(size_change(35_232_153, 82_208_358), "+44.8 MiB, +133.3 %");
+        assert_eq!(size_change(82_208_358, 35_232_153), "−44.8 MiB, −57.1 %");
+        assert_eq!(size_change(1024, 1024), "±0 B, ±0.0 %");
+        assert_eq!(size_change(0, 10), "+10 B");
+        for (now, after) in [(100u64, 50u64), (50, 100), (7, 1 << 40)] {
+            let s = size_change(now, after);
+            let signs: Vec<char> = s.chars().filter(|c| ['+', '−', '-'].contains(c)).collect();
+            assert!(signs.len() == 2 && signs[0] == signs[1] && !signs.contains(&'-'), "{s}");
+        }
+    }
 }

@@ -107,6 +107,13 @@ pub struct PackageMeta {
     pub subdir: Option<String>,
 }
 
+impl PackageMeta {
+    /// A Python distribution's name and version (no conda build or subdir).
+    pub fn named(name: &str, version: &str) -> PackageMeta {
+        PackageMeta { name: name.to_string(), version: version.to_string(), build: None, subdir: None }
+    }
+}
+
 #[derive(Debug)]
 pub struct Tree {
     pub source: PathBuf,
@@ -575,23 +582,33 @@ fn largest_first<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> V
     slots.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every item was taken")).collect()
 }
 
-/// An unpacked wheel keeps `*.dist-info/METADATA`; read its name and version if it is there.
-/// A METADATA that is there but cannot be read (a FIFO, `/dev/zero` behind a symlink, too large,
-/// a hostile Name) is an error naming it; a dist-info without one names nothing.
+/// An unpacked wheel keeps `*.dist-info/METADATA`; read its name and version if it is there. A
+/// pip environment (site-packages) has one per installed distribution: the tree is named after the
+/// largest, the one whose RECORD lists the most files (a longer RECORD; torch's beside pip's), and
+/// ties by name. `plan` then names it after the distribution that owns the lazy library, when one
+/// does (see `pipeline::plan_tree`). A METADATA that is there but cannot be read (a FIFO,
+/// `/dev/zero` behind a symlink, too large, a hostile Name) is an error naming it; a dist-info
+/// without one names nothing.
 fn read_directory_package(root: &Path) -> Result<Option<PackageMeta>> {
     let Ok(rd) = std::fs::read_dir(root) else { return Ok(None) };
+    let mut best: Option<(u64, String, std::path::PathBuf)> = None;
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.ends_with(".dist-info") {
-            let path = e.path().join("METADATA");
-            if std::fs::symlink_metadata(&path).is_err() {
-                return Ok(None);
+            let record = std::fs::symlink_metadata(e.path().join("RECORD")).map(|m| m.len()).unwrap_or(0);
+            let better = best.as_ref().is_none_or(|(r, n, _)| (record, std::cmp::Reverse(&name)) > (*r, std::cmp::Reverse(n)));
+            if better {
+                best = Some((record, name, e.path()));
             }
-            let text = file::read_text(&path, file::Links::Refuse, file::MAX_METADATA_BYTES, "METADATA")?;
-            return parse_wheel_metadata(&text).map(|m| checked_dist(m, &path.display().to_string())).transpose();
         }
     }
-    Ok(None)
+    let Some((_, _, dist_info)) = best else { return Ok(None) };
+    let path = dist_info.join("METADATA");
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let text = file::read_text(&path, file::Links::Refuse, file::MAX_METADATA_BYTES, "METADATA")?;
+    parse_wheel_metadata(&text).map(|m| checked_dist(m, &path.display().to_string())).transpose()
 }
 
 /// A wheel's Name and Version as the PyPA specifications allow them: they reach file names,

@@ -10,7 +10,7 @@ use super::{Change, Report, SlimSmoke, bytes, fmt_ms, fmt_ratio};
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:72rem;margin:1.5rem auto;padding:0 1rem;line-height:1.45;color:#111}\
 h1{font-size:1.6rem}h2{border-bottom:1px solid #999;margin-top:2rem}table{border-collapse:collapse;margin:.5rem 0}\
-td,th{border:1px solid #bbb;padding:.2rem .5rem;text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}\
+td,th{border:1px solid #bbb;padding:.2rem .5rem;text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}td.err{font-size:.85em;max-width:28rem;overflow-wrap:anywhere}\
 .answer{font-size:1.2rem;font-weight:bold;border:3px solid #111;padding:.6rem}.emulated{font-weight:bold;border:1px dashed #111;padding:0 .2rem}\
 .fail{font-weight:bold;text-decoration:underline}.unknown{font-style:italic}code,pre{font-family:monospace;white-space:pre-wrap;word-break:break-all}\
 svg.chart{max-width:100%;height:auto;display:block;margin:.5rem 0}";
@@ -155,15 +155,16 @@ pub fn render(r: &Report) -> String {
         h.push_str("<p class=\"unknown\">Not known (no bench of a real variant).</p>\n");
     } else {
         h.push_str(&svg::ratio_chart(&r.backend));
-        h.push_str("<table><tr><th>op</th><th>magma</th><th>cuSOLVER</th><th>magma / cuSOLVER</th></tr>\n");
+        h.push_str("<table><tr><th>op</th><th>magma</th><th>cuSOLVER</th><th>magma / cuSOLVER</th><th>error</th></tr>\n");
         for b in &r.backend {
             let _ = writeln!(
                 h,
-                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"err\">{}</td></tr>",
                 esc(&b.item),
-                b.magma_error.as_ref().map(|e| format!("error: {}", esc(e))).unwrap_or_else(|| fmt_ms(b.magma_ms)),
+                b.magma_cell(),
                 fmt_ms(b.cusolver_ms),
-                b.ratio.map(fmt_ratio).unwrap_or_else(|| "—".into())
+                b.ratio.map(fmt_ratio).unwrap_or_else(|| "—".into()),
+                b.magma_error.as_deref().map(esc).unwrap_or_default()
             );
         }
         h.push_str("</table>\n");

@@ -139,15 +139,16 @@ pub fn render(r: &Report) -> String {
     if r.backend.is_empty() {
         m.push_str("Not known (no bench of a real variant).\n");
     } else {
-        m.push_str("| op | magma | cuSOLVER | magma / cuSOLVER |\n|---|---:|---:|---:|\n");
+        m.push_str("| op | magma | cuSOLVER | magma / cuSOLVER | error |\n|---|---:|---:|---:|---|\n");
         for b in &r.backend {
             let _ = writeln!(
                 m,
-                "| {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} |",
                 esc(&b.item),
-                b.magma_error.as_ref().map(|e| format!("error: {}", esc(e))).unwrap_or_else(|| fmt_ms(b.magma_ms)),
+                b.magma_cell(),
                 fmt_ms(b.cusolver_ms),
-                b.ratio.map(fmt_ratio).unwrap_or_else(|| "—".into())
+                b.ratio.map(fmt_ratio).unwrap_or_else(|| "—".into()),
+                b.magma_error.as_deref().map(esc).unwrap_or_default()
             );
         }
     }

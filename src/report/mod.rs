@@ -141,6 +141,22 @@ pub struct DeviceView {
     pub driver_cuda: Option<String>,
     #[serde(default)]
     pub driver_version: Option<u64>,
+    /// The driver's own version (`580.159.04`); smoke JSON written before it was recorded lacks it.
+    #[serde(default)]
+    pub driver: Option<String>,
+}
+
+impl DeviceView {
+    /// `driver 580.159.04 (CUDA 13.0)`. `driver_version` (13000) is the CUDA API version the driver
+    /// supports, never shown as the driver's: without `driver` the line says it was not recorded.
+    pub fn driver_text(&self) -> String {
+        let cuda = self.driver_cuda.clone().or_else(|| self.driver_version.map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)));
+        let cuda = cuda.map(|c| format!(" (CUDA {c})")).unwrap_or_default();
+        match &self.driver {
+            Some(d) => format!("driver {d}{cuda}"),
+            None => format!("driver version not recorded{cuda}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -695,6 +711,22 @@ pub struct BackendLine {
     pub magma_error: Option<String>,
 }
 
+impl BackendLine {
+    /// The magma time cell: `failed` when the case raised (its error has a column of its own, so
+    /// a long message never takes the place of a number).
+    pub fn magma_cell(&self) -> String {
+        if self.magma_error.is_some() { "failed".into() } else { fmt_ms(self.magma_ms) }
+    }
+}
+
+/// An architecture name's sort key: its number as a number (`sm_75` before `sm_100`), then the
+/// rest (`sm_90` before `sm_90a`).
+pub(crate) fn arch_key(name: &str) -> (String, u64, String) {
+    let (kind, rest) = name.split_once('_').unwrap_or(("", name));
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    (kind.to_string(), rest[..digits].parse().unwrap_or(u64::MAX), rest[digits..].to_string())
+}
+
 /// One bar of the bytes chart.
 #[derive(Debug, Clone)]
 pub struct ByteBar {
@@ -976,11 +1008,10 @@ pub fn build(inputs: &Inputs) -> Report {
         let d = s.device.clone().unwrap_or_default();
         let torch: BTreeSet<String> = s.variants.iter().filter_map(|v| v.torch_version()).collect();
         format!(
-            "{} ({}), driver {} (CUDA {}), torch {}",
-            d.name.unwrap_or_else(|| "GPU not recorded".into()),
-            d.sm.unwrap_or_else(|| "sm not recorded".into()),
-            d.driver_version.map(|v| v.to_string()).unwrap_or_else(|| "not recorded".into()),
-            d.driver_cuda.unwrap_or_else(|| "?".into()),
+            "{} ({}), {}, torch {}",
+            d.name.clone().unwrap_or_else(|| "GPU not recorded".into()),
+            d.sm.clone().unwrap_or_else(|| "sm not recorded".into()),
+            d.driver_text(),
             if torch.is_empty() { "not recorded".into() } else { torch.into_iter().collect::<Vec<_>>().join(", ") }
         )
     });
@@ -1069,11 +1100,11 @@ pub fn build(inputs: &Inputs) -> Report {
     // Fatbin.
     let (fatbin_bars, fatbin_total) = match &inputs.fatbin {
         Some(f) => {
-            let mut by: BTreeMap<String, u64> = BTreeMap::new();
+            let mut by: BTreeMap<((String, u64, String), String), u64> = BTreeMap::new();
             for t in &f.doc.total.fatbin.targets {
-                *by.entry(format!("{} {}", t.name, t.kind)).or_default() += t.stored;
+                *by.entry((arch_key(&t.name), format!("{} {}", t.name, t.kind))).or_default() += t.stored;
             }
-            let bars: Vec<(String, u64)> = by.into_iter().collect();
+            let bars: Vec<(String, u64)> = by.into_iter().map(|((_, label), b)| (label, b)).collect();
             let s = &f.doc.total.fatbin;
             (bars, Some((s.stored, s.uncompressed, f.doc.total.driver.as_ref().and_then(|d| d.minimum.clone()))))
         }

@@ -11,10 +11,15 @@ pub struct DeviceInfo {
     pub ordinal: i32,
     /// Devices the driver sees (after CUDA_VISIBLE_DEVICES).
     pub count: i32,
-    /// `cuDriverGetVersion`, e.g. 13000.
+    /// `cuDriverGetVersion`, e.g. 13000: the CUDA API version the driver supports, not its own.
     pub driver_version: i32,
     /// The same as `13.0`: the newest CUDA version this driver supports.
     pub driver_cuda: String,
+    /// The driver's own version, `580.159.04` (the kernel module's, from
+    /// `/proc/driver/nvidia/version`, as `nvidia-smi` reports it). Absent in older smoke JSON and
+    /// where the file is not there (a container without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
     pub name: String,
     /// `9.0` for an H200.
     pub compute_capability: String,
@@ -104,8 +109,48 @@ fn probe_inner(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
         count,
         driver_version: version,
         driver_cuda: format!("{}.{}", version / 1000, (version % 1000) / 10),
+        driver: driver_release(),
         name,
         compute_capability: format!("{major}.{minor}"),
         sm: format!("sm_{major}{minor}"),
     })
+}
+
+/// Where the loaded NVIDIA kernel module states its version.
+const NVRM_VERSION: &str = "/proc/driver/nvidia/version";
+
+/// The driver's version (`580.159.04`) from [`NVRM_VERSION`]; `None` when it cannot be read. A
+/// regular file is required before it is opened, and at most 4 KiB are read.
+fn driver_release() -> Option<String> {
+    use std::io::Read;
+    if !std::fs::metadata(NVRM_VERSION).ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::open(NVRM_VERSION).ok()?.take(4096).read_to_string(&mut text).ok()?;
+    parse_nvrm(&text)
+}
+
+/// The version in the `NVRM version:` line: its first token of dot-separated numbers.
+pub fn parse_nvrm(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    line.split_whitespace()
+        .find(|t| t.contains('.') && t.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_nvrm;
+
+    #[test]
+    fn the_driver_version_is_read_from_the_nvrm_line() {
+        // The two forms the file takes: the proprietary and the open kernel module.
+        let closed = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Sep 18 21:05:37 UTC 2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n";
+        assert_eq!(parse_nvrm(closed).as_deref(), Some("580.159.04"));
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu Jan 23 2025\n";
+        assert_eq!(parse_nvrm(open).as_deref(), Some("570.86.15"));
+        assert_eq!(parse_nvrm("GCC version: 12.2.0\n"), None);
+        assert_eq!(parse_nvrm("NVRM version: garbage\n"), None);
+    }
 }

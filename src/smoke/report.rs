@@ -98,8 +98,13 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
     if let Some(d) = &rep.device {
         let _ = writeln!(
             out,
-            "device {}: {} (compute capability {}, {}), driver supports CUDA {}",
-            d.ordinal, d.name, d.compute_capability, d.sm, d.driver_cuda
+            "device {}: {} (compute capability {}, {}), driver {}, supports CUDA {}",
+            d.ordinal,
+            d.name,
+            d.compute_capability,
+            d.sm,
+            d.driver.as_deref().unwrap_or("version not recorded"),
+            d.driver_cuda
         );
     }
     if let Some(from) = &rep.options.replayed_from {

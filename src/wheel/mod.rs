@@ -172,12 +172,30 @@ struct Input<'a> {
     members: Vec<(usize, String)>,
 }
 
+/// `wheel` takes a `.whl` only: checked before anything is read, so a directory or a conda
+/// package is refused at once with what to use instead.
+pub fn require_wheel(kind: TreeKind, source: &Path) -> Result<()> {
+    if kind != TreeKind::Wheel {
+        return Err(Error::Usage(format!("{}: `wheel` splits a .whl; for a tree or a conda package use `pack`", source.display())));
+    }
+    Ok(())
+}
+
+/// Whether a member of the wheel at `path` has a file name one of `patterns` selects. Read from
+/// the zip's central directory alone, so a wheel with no lazy library (torch 1.10) is answered
+/// before anything is inflated. (A lazy library is named by its file name here: a wheel has no
+/// symlinks, so a library is stored under the name it is loaded by.)
+pub fn has_lazy_member(path: &Path, patterns: &[crate::analysis::lazy::LazyPattern]) -> Result<bool> {
+    let map = map_file(path)?;
+    let archive = zip::ZipArchive::new(std::io::Cursor::new(&map[..]))
+        .map_err(|e| Error::bad(path.display(), format!("not a readable zip archive: {e}")))?;
+    Ok(archive.file_names().filter_map(|n| n.ok()).any(|n| patterns.iter().any(|p| p.matches(Tree::file_name(&n), None))))
+}
+
 /// Split `ins` (a `.whl` the plan proved CONFINED) into the core and lazy wheels under `opts.out`.
 pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOptions) -> Result<WheelReport> {
     let source = &ins.tree.source;
-    if ins.tree.kind != TreeKind::Wheel {
-        return Err(Error::Usage(format!("{}: `wheel` splits a .whl; for a tree or a conda package use `pack`", source.display())));
-    }
+    require_wheel(ins.tree.kind, source)?;
     let out = &opts.out;
     if out.exists() && !out.is_dir() {
         return Err(Error::Usage(format!("--out {}: exists and is not a directory", out.display())));
@@ -503,7 +521,7 @@ impl<'a> Input<'a> {
     fn verify_record(&self, record_path: &str, known: &BTreeMap<&str, (String, u64)>, progress: &Progress) -> Result<()> {
         let signatures = [format!("{record_path}.jws"), format!("{record_path}.p7s")];
         let todo: Vec<&(usize, String)> = self.members.iter().filter(|(_, n)| n != record_path && !signatures.contains(n)).collect();
-        progress.start("verifying RECORD", todo.len() as u64);
+        progress.start_count("verifying RECORD", todo.len() as u64, "members");
         let result = todo
             .par_iter()
             .map_init(
