@@ -63,10 +63,7 @@ fn release_files_agree_on_one_version() {
     assert!(py.contains("dynamic = [\"version\"]") && !py.lines().any(|l| l.starts_with("version")), "pyproject.toml");
     assert!(py.contains("bindings = \"bin\""));
     // The emitted recipes' tests require this package at this release.
-    assert_eq!(
-        splitpkg::recipe::emit::splitpkg_requirement(),
-        format!("splitpkg >={VERSION},<{}", next_breaking(VERSION))
-    );
+    assert_eq!(splitpkg::recipe::emit::splitpkg_requirement(), format!("splitpkg >={VERSION},<{}", next_breaking(VERSION)));
 }
 
 fn next_breaking(v: &str) -> String {
@@ -122,27 +119,15 @@ fn recipe_verify_variant_test_passes_with_this_binary() {
 }
 
 /// maturin, auditwheel and uv, pinned, in a venv under target/ (full tier: they come from PyPI).
+/// maturin and uv are binaries; Python tools run as `bin/python -m` (the venv is renamed into place).
 fn ship_tools() -> PathBuf {
     static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     ENV.get_or_init(|| {
-        const PINS: &[&str] = &["maturin==1.16.0", "auditwheel==6.8.2", "uv==0.13.9"];
-        let dir = repo().join("target/pyenv-ship-maturin-1.16.0-auditwheel-6.8.2-uv-0.13.9");
-        if dir.join("bin/maturin").exists() {
-            return dir;
-        }
-        let tmp = repo().join(format!("target/pyenv-ship-tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().unwrap().success());
-        let o = Command::new(tmp.join("bin/python"))
-            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-            .args(PINS)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "pip install {PINS:?}: {}", stderr(&o));
-        if std::fs::rename(&tmp, &dir).is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        dir
+        pinned_venv(
+            "pyenv-ship-maturin-1.16.0-auditwheel-6.8.2-uv-0.13.9",
+            &["maturin==1.16.0", "auditwheel==6.8.2", "uv==0.13.9"],
+            "bin/maturin",
+        )
     })
     .clone()
 }
@@ -188,7 +173,10 @@ fn max_glibc(tools: &Path, binary: &Path) -> (u32, u32) {
 /// fresh venv installs it and the bundled example runs with the installed binary; `uv tool
 /// install` installs it too.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, maturin, auditwheel and uv from PyPI: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, maturin, auditwheel and uv from PyPI: cargo test --release --features full-tests"
+)]
 fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     let tools = ship_tools();
     let licences = third_party_licences();
@@ -218,7 +206,8 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     let tag = name.strip_prefix(&prefix).and_then(|t| t.strip_suffix(".whl")).unwrap_or_else(|| panic!("{name}"));
 
     // auditwheel: the tag is the one it derives from the binary, and no library is bundled.
-    let o = Command::new(tools.join("bin/auditwheel")).arg("show").arg(whl).output().unwrap();
+    // `python -m`: the venv was moved into place, so its console scripts' shebangs are stale.
+    let o = Command::new(tools.join("bin/python")).args(["-m", "auditwheel", "show"]).arg(whl).output().unwrap();
     let show = format!("{}{}", stdout(&o), stderr(&o));
     assert!(o.status.success(), "auditwheel show: {show}");
     let flat = show.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -226,7 +215,7 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     // The tag names exactly the highest glibc symbol version the binary needs.
     let x = d.path().join("x");
     let z = zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap();
-    let mut names: Vec<String> = z.file_names().map(String::from).collect();
+    let mut names: Vec<String> = z.file_names().map(|n| n.unwrap().into_owned()).collect();
     names.sort();
     zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap().extract(&x).unwrap();
     let script = format!("splitpkg-{VERSION}.data/scripts/splitpkg");
@@ -307,7 +296,13 @@ fn recipe_renders_with_rattler_build() {
     assert_eq!(r["package"], serde_json::json!({"name": "splitpkg", "version": VERSION}));
     assert_eq!(
         r["requirements"]["build"],
-        serde_json::json!(["sysroot_linux-64 2.28.*", "gcc_linux-64 14.*", "rust_linux-64 1.91.*", "cargo-bundle-licenses", "cargo-auditable"])
+        serde_json::json!([
+            "sysroot_linux-64 2.28.*",
+            "gcc_linux-64 14.*",
+            "rust_linux-64 1.91.*",
+            "cargo-bundle-licenses",
+            "cargo-auditable"
+        ])
     );
     let build_script: Vec<&str> = r["build"]["script"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert_eq!(
@@ -322,7 +317,13 @@ fn recipe_renders_with_rattler_build() {
     let tests = r["tests"].as_array().unwrap();
     assert_eq!(tests[0]["script"], serde_json::json!(["splitpkg --help", "splitpkg --version"]));
     assert_eq!(tests[1]["package_contents"]["bin"], serde_json::json!(["splitpkg"]));
-    let verify: Vec<&str> = tests[2]["script"].as_array().unwrap().iter().filter_map(|l| l.as_str()).filter(|l| l.contains("splitpkg verify-variant")).collect();
+    let verify: Vec<&str> = tests[2]["script"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .filter(|l| l.contains("splitpkg verify-variant"))
+        .collect();
     assert_eq!(verify.len(), 4, "{verify:?}");
     assert_eq!(tests[2]["requirements"]["build"], serde_json::json!(["gcc_linux-64 14.*"]));
 }

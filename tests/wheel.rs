@@ -407,24 +407,11 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
 fn wheel_tools() -> PathBuf {
     static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     ENV.get_or_init(|| {
-        const PINS: &[&str] = &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2"];
-        let dir = repo().join("target/pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2");
-        if dir.join("bin/uv").exists() {
-            return dir;
-        }
-        let tmp = repo().join(format!("target/pyenv-wheel-tools-tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().unwrap().success());
-        let o = Command::new(tmp.join("bin/python"))
-            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-            .args(PINS)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "pip install {PINS:?}: {}", stderr(&o));
-        if std::fs::rename(&tmp, &dir).is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        dir
+        pinned_venv(
+            "pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2",
+            &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2"],
+            "bin/uv",
+        )
     })
     .clone()
 }
