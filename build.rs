@@ -35,8 +35,8 @@ fn is_commit(s: &str) -> bool {
 }
 
 fn from_env() -> Option<String> {
-    let v = std::env::var(ENV).ok()?;
-    let v = v.trim().to_ascii_lowercase();
+    // Empty counts as unset (a recipe that passes the variable through when it has none).
+    let v = std::env::var(ENV).ok().map(|v| v.trim().to_ascii_lowercase()).filter(|v| !v.is_empty())?;
     assert!(is_commit(&v), "{ENV}={v:?} is not a git commit (7 to 64 hex digits)");
     Some(v)
 }
