@@ -10,17 +10,27 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The git commit this binary was built from (build.rs: `SPLITPKG_COMMIT`, the work tree's HEAD,
+/// `cargo package`'s or `git archive`'s record), or `unknown`.
+pub const COMMIT: &str = env!("SPLITPKG_BUILD_COMMIT");
+
+/// What `splitpkg --version` prints after the name.
+pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SPLITPKG_BUILD_COMMIT"), ")");
+
 /// The program that wrote a document (the `tool` object of every JSON document).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tool {
     pub name: String,
     pub version: String,
+    /// The git commit of the build ([`COMMIT`]); absent in documents written before 0.1.0 recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 impl Tool {
     /// This build of splitpkg.
     pub fn this() -> Tool {
-        Tool { name: "splitpkg".into(), version: env!("CARGO_PKG_VERSION").into() }
+        Tool { name: "splitpkg".into(), version: env!("CARGO_PKG_VERSION").into(), commit: Some(COMMIT.into()) }
     }
 }
 

