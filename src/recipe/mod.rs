@@ -3,5 +3,6 @@
 //! before it may stand for a variant ([`verify`]).
 
 pub mod emit;
+pub mod feedstock;
 pub mod split;
 pub mod verify;
