@@ -108,6 +108,8 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
     assert!(!strings(&core["tests"]).contains(&"torch_cuda_linalg".to_string()), "the test moved");
     assert!(strings(&core["requirements"]["run"]).contains(&"libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*".to_string()));
     assert!(strings(&core["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()));
+    let py = output(&recipe, "pytorch");
+    assert!(strings(&py["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()), "pytorch: no libmagma through its host");
     let script = std::fs::read_to_string(d.path().join("recipe/build.sh")).unwrap();
     assert!(script.contains("splitpkg-build-lazy-variant --src \"${SRC_DIR}\" --torch build/lib.fixture/torch"), "{script}");
     assert!(script.contains("splitpkg verify-variant ${PREFIX}/lib/libtorch_cuda_linalg.so --variant \"${SPLITPKG_VARIANT}\""));
@@ -354,6 +356,14 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
     assert!(!strs(&core["depends"]).iter().any(|d| d.starts_with("libmagma")), "{core:#}");
     assert!(!strs(&core["paths"]).contains(&"lib/libtorch_cuda_linalg.so".to_string()));
     assert!(strs(&py["paths"]).contains(&"lib/python3.12/site-packages/torch/lib/libtorch_cuda_linalg.so".to_string()), "the link stays");
+    assert!(!strs(&py["depends"]).iter().any(|d| d.starts_with("libmagma")), "{py:#}");
+    // The contract check ran inside the lazy builds (build.sh keeps its report in the work directory).
+    let reports = r["verify_reports"].as_object().unwrap();
+    assert!(!reports.is_empty(), "no verify-variant report: {:#}", r["verify_reports"]);
+    for (f, rep) in reports {
+        assert_eq!(rep["pass"], true, "{f}: {rep:#}");
+        assert!(f.ends_with(&format!("splitpkg-verify-{}.json", rep["variant"].as_str().unwrap())), "{f}");
+    }
 
     // Scenarios with the real solver.
     let sc = &r["scenarios"];

@@ -347,6 +347,38 @@ impl Recipe {
         })
     }
 
+    /// Lines that add the payload packages to an output's `ignore_run_exports.by_name`.
+    fn ignore_payload(&self, path: &Path, item: &Item, split: &Split) -> Result<(usize, Vec<String>)> {
+        let o = &split.options;
+        let field = self.dash + 2;
+        let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
+        let name = Self::name_of(&item.value, "package").unwrap_or_default();
+        let Some(req) = find_key(&self.lines, item.start, item.end, field, "requirements") else {
+            return Err(Error::bad(path.display(), format!("output {name}: expected a requirements: section")));
+        };
+        let req_end = block_end(&self.lines, req, field, item.end);
+        let why = pad(0, &format!("# {} goes with the {} variant of {} (added by `splitpkg feedstock`)", o.payload_packages.join(", "), with_variant(split), o.lazy_name));
+        let ire = find_key(&self.lines, req, req_end, field + 2, "ignore_run_exports");
+        let by_name = ire.and_then(|i| find_key(&self.lines, i, block_end(&self.lines, i, field + 2, req_end), field + 4, "by_name"));
+        Ok(match (ire, by_name) {
+            (_, Some(bn)) => {
+                let bn_end = block_end(&self.lines, bn, field + 4, req_end);
+                let at = (bn + 1..bn_end).find(|&i| !blank_or_comment(&self.lines[i])).map(|i| indent(&self.lines[i])).unwrap_or(field + 6);
+                let mut l = vec![pad(at, why.trim())];
+                l.extend(o.payload_packages.iter().map(|p| pad(at, &format!("- {p}"))));
+                (last_content(&self.lines, bn, bn_end) + 1, l)
+            }
+            (None, None) => {
+                let mut l = vec![pad(field + 2, "ignore_run_exports:"), pad(field + 4, "by_name:"), pad(field + 6, why.trim())];
+                l.extend(o.payload_packages.iter().map(|p| pad(field + 6, &format!("- {p}"))));
+                (last_content(&self.lines, req, req_end) + 1, l)
+            }
+            (Some(_), None) => {
+                return Err(Error::bad(path.display(), format!("output {name}: ignore_run_exports without by_name:; expected a by_name list")));
+            }
+        })
+    }
+
     /// The recipe with the core output edited and the lazy output added after it.
     fn patched(&self, path: &Path, split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Result<String> {
         let o = &split.options;
@@ -378,25 +410,13 @@ impl Recipe {
                 inserts.push((req + 1, l));
             }
         }
-        // The staging's payload run-export now belongs to the magma variant only.
-        let ignore = |at: usize| o.payload_packages.iter().map(|p| pad(at, &format!("- {p}"))).collect::<Vec<_>>();
-        let by_name = find_key(&self.lines, req, req_end, field + 2, "ignore_run_exports")
-            .and_then(|ire| find_key(&self.lines, ire, block_end(&self.lines, ire, field + 2, req_end), field + 4, "by_name"));
-        match by_name {
-            Some(bn) => {
-                let bn_end = block_end(&self.lines, bn, field + 4, req_end);
-                let item_indent = (bn + 1..bn_end).find(|&i| !blank_or_comment(&self.lines[i])).map(|i| indent(&self.lines[i])).unwrap_or(field + 6);
-                let mut l = vec![pad(item_indent, &format!("# {} goes with the {} variant of {}", o.payload_packages.join(", "), with_variant(split), o.lazy_name))];
-                l.extend(ignore(item_indent));
-                inserts.push((last_content(&self.lines, bn, bn_end) + 1, l));
-            }
-            None if find_key(&self.lines, req, req_end, field + 2, "ignore_run_exports").is_none() => {
-                let mut l = vec![pad(field + 2, "ignore_run_exports:"), pad(field + 4, "by_name:")];
-                l.extend(ignore(field + 6));
-                inserts.push((last_content(&self.lines, req, req_end) + 1, l));
-            }
-            None => {
-                return Err(Error::bad(path.display(), format!("output {}: ignore_run_exports without by_name:; expected a by_name list", o.core_name)));
+        // The staging's payload run-export now belongs to the magma variant only: the core and
+        // every other output built from the staging (pytorch has libmagma-devel in its host too,
+        // and the lazy output's magma variant in its host through the core) ignore it.
+        for (n, item) in self.items.iter().enumerate() {
+            let inherits = item.value.get("inherit").and_then(Value::as_str) == Some(shape.staging.as_str());
+            if n == shape.core || inherits {
+                inserts.push(self.ignore_payload(path, item, split)?);
             }
         }
 
