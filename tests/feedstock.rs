@@ -280,10 +280,10 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
     assert!(!out_f.exists());
     assert_eq!(leftovers(out_f.parent().unwrap()), 0, "removed on failure");
     for (sig, code) in [("TERM", 143), ("INT", 130)] {
-        std::fs::write(&gxx, format!("#!/bin/sh\ntouch {}/started\nexec sleep 30\n", fake.display())).unwrap();
+        std::fs::write(&gxx, format!("#!/bin/sh\ntouch {}/started\nexec sleep 3\n", fake.display())).unwrap();
         let _ = std::fs::remove_file(fake.join("started"));
         let out_s = a.path().join(format!("sig-{sig}/libtorch_cuda_linalg.so"));
-        let mut child = Command::new(repo().join("tools/build-lazy-variant"))
+        let child = Command::new(repo().join("tools/build-lazy-variant"))
             .current_dir(a.path())
             .env("PATH", &failing)
             .args(["--src", s(&work_a), "--torch", s(&work_a.join("build/lib.fixture/torch"))])
@@ -301,8 +301,8 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
         let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(code), "{sig}: {}", stderr(&o));
         assert_eq!(leftovers(out_s.parent().unwrap()), 0, "{sig}: temporary directory removed");
-        // The compiler's sleep is the tool's child: end it by its id, not by name.
-        let _ = Command::new("pkill").args(["-P", &child.id().to_string()]).status();
+        // (bash runs the trap once the compile step in the foreground returns: the fake compiler
+        // sleeps 3 s, so nothing is left running.)
     }
 }
 

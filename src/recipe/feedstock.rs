@@ -512,7 +512,7 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
         .find_map(|i| {
             let w: Vec<&str> = lines[i].split_whitespace().collect();
             match w.as_slice() {
-                [cmd, src, dst] if (*cmd == "mv" || *cmd == "cp") && (dst.trim_end_matches('/') == "${PREFIX}/lib" || dst.trim_end_matches('/') == "$PREFIX/lib") => {
+                [cmd, src, dst] if *cmd == "mv" && (dst.trim_end_matches('/') == "${PREFIX}/lib" || dst.trim_end_matches('/') == "$PREFIX/lib") => {
                     src.strip_suffix("/lib/*").map(str::to_string)
                 }
                 _ => None,
