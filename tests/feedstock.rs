@@ -44,7 +44,12 @@ fn one_line_refusal(o: &Output, needle: &str) {
 }
 
 fn output<'a>(recipe: &'a Value, name: &str) -> &'a Value {
-    recipe["outputs"].as_sequence().unwrap().iter().find(|o| o["package"]["name"].as_str() == Some(name)).unwrap_or_else(|| panic!("no output {name}"))
+    recipe["outputs"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|o| o["package"]["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no output {name}"))
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -136,7 +141,9 @@ fn the_dlopen_note_hook_adds_one_step() {
     let notes: Vec<&str> = diff.lines().filter(|l| l.contains("splitpkg note")).collect();
     assert_eq!(
         notes,
-        ["+    splitpkg note ${PREFIX}/lib/libtorch_cuda.so --out ${PREFIX}/lib/libtorch_cuda.so --soname libtorch_cuda_linalg.so --feature linalg --priority required"]
+        [
+            "+    splitpkg note ${PREFIX}/lib/libtorch_cuda.so --out ${PREFIX}/lib/libtorch_cuda.so --soname libtorch_cuda_linalg.so --feature linalg --priority required"
+        ]
     );
     assert!(!stdout(&feedstock(d.path(), &[])).contains("splitpkg note"), "off by default");
     one_line_refusal(&feedstock(d.path(), &["--dlopen-note", "../x.so"]), "--dlopen-note");
@@ -153,14 +160,35 @@ fn refuses_shapes_it_cannot_patch_and_writes_nothing() {
         d
     };
     let cases: Vec<(tempfile::TempDir, &str)> = vec![
-        (edit("recipe/recipe.yaml", "    inherit: libtorch-build\n    requirements:\n      run_constraints", "    requirements:\n      run_constraints"), "no staging output that builds libtorch_cuda_linalg.so"),
+        (
+            edit(
+                "recipe/recipe.yaml",
+                "    inherit: libtorch-build\n    requirements:\n      run_constraints",
+                "    requirements:\n      run_constraints",
+            ),
+            "no staging output that builds libtorch_cuda_linalg.so",
+        ),
         (edit("recipe/recipe.yaml", "                - torch_cuda_linalg\n", ""), "no staging output that builds libtorch_cuda_linalg.so"),
         (edit("recipe/recipe.yaml", "schema_version: 1", "schema_version: 2"), "expected a v1 recipe"),
         (edit("recipe/recipe.yaml", "outputs:", "outputs: [\n"), "not YAML"),
         (edit("recipe/recipe.yaml", "            - libmagma-devel\n", "            - zlib\n"), "no host dependency named libmagma*"),
-        (edit("recipe/recipe.yaml", "${{ flavor }}_${{ hash }}_${{ build_number }}\n      script:\n        env:\n          MINI_BUILD_STAGE: libtorch", "${{ flavor }}_${{ build_number }}\n      script:\n        env:\n          MINI_BUILD_STAGE: libtorch"), "build string to end in"),
+        (
+            edit(
+                "recipe/recipe.yaml",
+                "${{ flavor }}_${{ hash }}_${{ build_number }}\n      script:\n        env:\n          MINI_BUILD_STAGE: libtorch",
+                "${{ flavor }}_${{ build_number }}\n      script:\n        env:\n          MINI_BUILD_STAGE: libtorch",
+            ),
+            "build string to end in",
+        ),
         (edit("recipe/build.sh", "case ${MINI_BUILD_STAGE} in", "case ${OTHER} in"), "expected `case ${MINI_BUILD_STAGE} in`"),
-        (edit("recipe/build.sh", "    mv build/lib.fixture/torch/lib/* ${PREFIX}/lib/\n", "    cp -r build/lib.fixture/torch/lib ${PREFIX}/\n"), "expected `mv DIR/lib/* ${PREFIX}/lib/`"),
+        (
+            edit(
+                "recipe/build.sh",
+                "    mv build/lib.fixture/torch/lib/* ${PREFIX}/lib/\n",
+                "    cp -r build/lib.fixture/torch/lib ${PREFIX}/\n",
+            ),
+            "expected `mv DIR/lib/* ${PREFIX}/lib/`",
+        ),
         (edit("recipe/conda_build_config.yaml", "blas_impl:", "linalg_variant:\n  - magma\nblas_impl:"), "partly split already"),
     ];
     for (d, needle) in cases {
@@ -263,7 +291,12 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
     let needed = |f: &Path| stdout(&Command::new("readelf").arg("-dW").arg(f).output().unwrap());
     assert!(!needed(&out_a).contains("libmagma"));
     assert!(needed(&work_a.join("build/lib.fixture/torch/lib/libtorch_cuda_linalg.so")).contains("libmagma.so.2"));
-    let leftovers = |dir: &Path| std::fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".build-lazy-variant")).count();
+    let leftovers = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".build-lazy-variant"))
+            .count()
+    };
     assert_eq!(leftovers(out_a.parent().unwrap()), 0);
 
     // A compiler that fails, and one that is stopped by SIGTERM / SIGINT: no temporary directory stays.
@@ -334,13 +367,19 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
         assert_eq!(found.len(), 1, "{name} {needle}: {:#}", r["packages"]);
         found[0]
     };
-    let strs = |v: &serde_json::Value| -> Vec<String> { v.as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect()).unwrap_or_default() };
+    let strs = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect()).unwrap_or_default()
+    };
     let magma = one("libtorch-cuda-linalg", "_magma_");
     let nomagma = one("libtorch-cuda-linalg", "_nomagma_");
     let core = one("libtorch", "cuda130_generic_");
     let py = one("pytorch", "cuda130_generic_");
     assert_eq!(pkgs.iter().filter(|p| p["name"] == "libtorch-cuda-linalg").count(), 2, "exactly two variants");
-    assert!(magma["build"].as_str().unwrap().starts_with("cuda130_generic_magma_") && magma["build"].as_str().unwrap().ends_with("_200"), "{}", magma["build"]);
+    assert!(
+        magma["build"].as_str().unwrap().starts_with("cuda130_generic_magma_") && magma["build"].as_str().unwrap().ends_with("_200"),
+        "{}",
+        magma["build"]
+    );
     assert!(nomagma["build"].as_str().unwrap().starts_with("cuda130_generic_nomagma_"));
     // Relations.
     assert!(strs(&magma["depends"]).iter().any(|d| d.starts_with("libmagma >=2.10.0")), "{:#}", magma);
@@ -351,7 +390,10 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
         assert_eq!(strs(&v["paths"]), ["lib/libtorch_cuda_linalg.so"]);
     }
     assert_eq!(strs(&magma["track_features"]).len() + strs(&nomagma["track_features"]).len(), 1);
-    assert_eq!(nomagma["track_features"].as_str().map(str::to_string).or_else(|| strs(&nomagma["track_features"]).first().cloned()).as_deref(), Some("libtorch-cuda-linalg-p-0"));
+    assert_eq!(
+        nomagma["track_features"].as_str().map(str::to_string).or_else(|| strs(&nomagma["track_features"]).first().cloned()).as_deref(),
+        Some("libtorch-cuda-linalg-p-0")
+    );
     assert!(strs(&core["depends"]).contains(&"libtorch-cuda-linalg ==2.12.0 cuda130_generic_*".to_string()), "{core:#}");
     assert!(!strs(&core["depends"]).iter().any(|d| d.starts_with("libmagma")), "{core:#}");
     assert!(!strs(&core["paths"]).contains(&"lib/libtorch_cuda_linalg.so".to_string()));
@@ -367,11 +409,21 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
 
     // Scenarios with the real solver.
     let sc = &r["scenarios"];
-    let names = |id: &str| -> Vec<String> { sc[id]["solved"].as_array().unwrap().iter().map(|p| format!("{} {}", p[0].as_str().unwrap(), p[2].as_str().unwrap())).collect() };
+    let names = |id: &str| -> Vec<String> {
+        sc[id]["solved"].as_array().unwrap().iter().map(|p| format!("{} {}", p[0].as_str().unwrap(), p[2].as_str().unwrap())).collect()
+    };
     let default = names("default");
-    assert!(default.iter().any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_magma_")) && default.iter().any(|n| n.starts_with("libmagma ")), "{default:?}");
+    assert!(
+        default.iter().any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_magma_"))
+            && default.iter().any(|n| n.starts_with("libmagma ")),
+        "{default:?}"
+    );
     let slim = names("slim");
-    assert!(slim.iter().any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_nomagma_")) && !slim.iter().any(|n| n.starts_with("libmagma")), "{slim:?}");
+    assert!(
+        slim.iter().any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_nomagma_"))
+            && !slim.iter().any(|n| n.starts_with("libmagma")),
+        "{slim:?}"
+    );
     assert!(sc["slim_with_libmagma"]["unsolvable"].is_string(), "{:#}", sc["slim_with_libmagma"]);
 
     // Both environments installed; plan on the prefix and on site-packages/torch.
@@ -392,7 +444,10 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
 /// every linux-64 config before and after the patch. CI has no GitHub: the checkout comes from
 /// SPLITPKG_FEEDSTOCK (see docs/feedstock.md for how to make it), pinned by content.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, py-rattler-build and SPLITPKG_FEEDSTOCK: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, py-rattler-build and SPLITPKG_FEEDSTOCK: cargo test --release --features full-tests"
+)]
 fn real_feedstock_pr518_renders_both_variants_in_one_job() {
     const COMMIT: &str = "a68328f3340324935f75ec34dddc21e7780831b5";
     const PINS: &[(&str, &str)] = &[
@@ -429,7 +484,11 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
     assert_eq!((again.status.code(), stdout(&again).as_str()), (Some(0), ""), "idempotent on the real recipe");
 
     let python = python_env();
-    let r = Command::new(&python).arg(repo().join("tests/py/feedstock_render.py")).args([s(&orig), s(&patched), "linalg_variant"]).output().unwrap();
+    let r = Command::new(&python)
+        .arg(repo().join("tests/py/feedstock_render.py"))
+        .args([s(&orig), s(&patched), "linalg_variant"])
+        .output()
+        .unwrap();
     assert!(r.status.success(), "render failed:\n{}\n{}", stdout(&r), stderr(&r));
     let render: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     let evidence = repo().join("target/feedstock-pr518");
@@ -443,7 +502,8 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
     for (name, c) in configs {
         let (before, after) = (&c["before"], &c["after"]);
         let cuda = !name.contains("cuda_compiler_versionNone");
-        let lazy: Vec<&serde_json::Value> = after["outputs"].as_array().unwrap().iter().filter(|o| o["name"] == "libtorch-cuda-linalg").collect();
+        let lazy: Vec<&serde_json::Value> =
+            after["outputs"].as_array().unwrap().iter().filter(|o| o["name"] == "libtorch-cuda-linalg").collect();
         for (k, n) in before["counts"].as_object().unwrap() {
             assert_eq!(&after["counts"][k], n, "{name}: {k} keeps its number of rendered variants");
         }
@@ -451,8 +511,20 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
         assert!(!after["job_keys"].as_array().unwrap().iter().any(|k| k == "linalg_variant"), "{name}");
         if cuda {
             assert_eq!(lazy.len(), 2, "{name}: the lazy output twice");
-            let flavor = before["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "libtorch").unwrap()["build"].as_str().unwrap().rsplitn(3, '_').nth(2).unwrap().to_string();
-            let bn = before["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "libtorch").unwrap()["build"].as_str().unwrap().rsplit('_').next().unwrap().to_string();
+            let flavor = before["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "libtorch").unwrap()["build"]
+                .as_str()
+                .unwrap()
+                .rsplitn(3, '_')
+                .nth(2)
+                .unwrap()
+                .to_string();
+            let bn = before["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "libtorch").unwrap()["build"]
+                .as_str()
+                .unwrap()
+                .rsplit('_')
+                .next()
+                .unwrap()
+                .to_string();
             for v in ["magma", "nomagma"] {
                 let hit = lazy.iter().filter(|o| {
                     let b = o["build"].as_str().unwrap();

@@ -203,18 +203,16 @@ impl Recipe {
             return Err(Error::bad(path.display(), "expected a v1 recipe (schema_version: 1)"));
         }
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        let outputs = lines
-            .iter()
-            .position(|l| l.trim_end() == "outputs:")
-            .ok_or_else(|| Error::bad(path.display(), "no top-level outputs: list; expected a multi-output recipe with a staging output"))?;
+        let outputs = lines.iter().position(|l| l.trim_end() == "outputs:").ok_or_else(|| {
+            Error::bad(path.display(), "no top-level outputs: list; expected a multi-output recipe with a staging output")
+        })?;
         let first = (outputs + 1..lines.len())
             .find(|&i| !blank_or_comment(&lines[i]))
             .filter(|&i| lines[i].trim_start().starts_with("- "))
             .ok_or_else(|| Error::bad(path.display(), "outputs: is not a block list"))?;
         let dash = indent(&lines[first]);
         let end = (first..lines.len()).find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) < dash).unwrap_or(lines.len());
-        let starts: Vec<usize> =
-            (first..end).filter(|&i| indent(&lines[i]) == dash && lines[i].trim_start().starts_with("- ")).collect();
+        let starts: Vec<usize> = (first..end).filter(|&i| indent(&lines[i]) == dash && lines[i].trim_start().starts_with("- ")).collect();
         let mut items = Vec::new();
         for (n, &s) in starts.iter().enumerate() {
             let e = starts.get(n + 1).copied().unwrap_or(end);
@@ -250,9 +248,11 @@ impl Recipe {
                 ),
             )
         };
-        let core = self.items.iter().position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name)).ok_or_else(expected)?;
+        let core =
+            self.items.iter().position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name)).ok_or_else(expected)?;
         let cv = &self.items[core].value;
-        let staging = cv.get("inherit").and_then(|i| i.as_str().map(str::to_string).or_else(|| i.get("from")?.as_str().map(str::to_string)));
+        let staging =
+            cv.get("inherit").and_then(|i| i.as_str().map(str::to_string).or_else(|| i.get("from")?.as_str().map(str::to_string)));
         let staging = staging.ok_or_else(expected)?;
         let st = self.items.iter().find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging)).ok_or_else(expected)?;
         let test = (self.items[core].start..self.items[core].end)
@@ -275,7 +275,10 @@ impl Recipe {
         }
 
         let script = cv.get("build").and_then(|b| b.get("script")).ok_or_else(|| {
-            Error::bad(path.display(), format!("output {}: expected build.script with `file:` and `env:` (the staged build script)", o.core_name))
+            Error::bad(
+                path.display(),
+                format!("output {}: expected build.script with `file:` and `env:` (the staged build script)", o.core_name),
+            )
         })?;
         let script_file = script.get("file").and_then(Value::as_str).unwrap_or_default().to_string();
         let env = script.get("env").and_then(Value::as_mapping);
@@ -302,7 +305,10 @@ impl Recipe {
         let build_keys_expr = build_string.strip_suffix("_${{ hash }}_${{ build_number }}").ok_or_else(|| {
             Error::bad(
                 path.display(),
-                format!("output {}: expected its build string to end in _${{{{ hash }}}}_${{{{ build_number }}}}, not {build_string:?}", o.core_name),
+                format!(
+                    "output {}: expected its build string to end in _${{{{ hash }}}}_${{{{ build_number }}}}, not {build_string:?}",
+                    o.core_name
+                ),
             )
         })?;
 
@@ -357,7 +363,15 @@ impl Recipe {
             return Err(Error::bad(path.display(), format!("output {name}: expected a requirements: section")));
         };
         let req_end = block_end(&self.lines, req, field, item.end);
-        let why = pad(0, &format!("# {} goes with the {} variant of {} (added by `splitpkg feedstock`)", o.payload_packages.join(", "), with_variant(split), o.lazy_name));
+        let why = pad(
+            0,
+            &format!(
+                "# {} goes with the {} variant of {} (added by `splitpkg feedstock`)",
+                o.payload_packages.join(", "),
+                with_variant(split),
+                o.lazy_name
+            ),
+        );
         let ire = find_key(&self.lines, req, req_end, field + 2, "ignore_run_exports");
         let by_name = ire.and_then(|i| find_key(&self.lines, i, block_end(&self.lines, i, field + 2, req_end), field + 4, "by_name"));
         Ok(match (ire, by_name) {
@@ -374,7 +388,10 @@ impl Recipe {
                 (last_content(&self.lines, req, req_end) + 1, l)
             }
             (Some(_), None) => {
-                return Err(Error::bad(path.display(), format!("output {name}: ignore_run_exports without by_name:; expected a by_name list")));
+                return Err(Error::bad(
+                    path.display(),
+                    format!("output {name}: ignore_run_exports without by_name:; expected a by_name list"),
+                ));
             }
         })
     }
@@ -396,7 +413,10 @@ impl Recipe {
             Some(c) => vec![pad(at, &format!("- if: {c}")), pad(at + 2, "then:"), pad(at + 4, &format!("- {spec}"))],
             None => vec![pad(at, &format!("- {spec}"))],
         };
-        let mut run_lines = vec![pad(field + 4, &format!("# {} comes from {} (either variant), added by `splitpkg feedstock`", opts.lazy_library, o.lazy_name))];
+        let mut run_lines = vec![pad(
+            field + 4,
+            &format!("# {} comes from {} (either variant), added by `splitpkg feedstock`", opts.lazy_library, o.lazy_name),
+        )];
         match find_key(&self.lines, req, req_end, field + 2, "run") {
             Some(run) => {
                 let run_end = block_end(&self.lines, run, field + 2, req_end);
@@ -422,7 +442,9 @@ impl Recipe {
 
         // The new output, after the core output (before the next output's banner comment).
         let mut at = core.end;
-        while at > core.start + 1 && (blank_or_comment(&self.lines[at - 1]) && indent(&self.lines[at - 1]) <= self.dash || self.lines[at - 1].trim().is_empty()) {
+        while at > core.start + 1
+            && (blank_or_comment(&self.lines[at - 1]) && indent(&self.lines[at - 1]) <= self.dash || self.lines[at - 1].trim().is_empty())
+        {
             at -= 1;
         }
         let block = render_output(split, opts, shape)?;
@@ -478,9 +500,7 @@ fn render_output(split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Resul
         forbid => split.forbid_payload(),
         ignore_by_name => shape.ignore_by_name.iter().filter(|n| !o.payload_packages.contains(n)).cloned().collect::<Vec<_>>(),
     };
-    env.get_template("feedstock-output.yaml")
-        .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::failed("rendering the feedstock output", e))
+    env.get_template("feedstock-output.yaml").and_then(|t| t.render(&ctx)).map_err(|e| Error::failed("rendering the feedstock output", e))
 }
 
 /// build.sh: the core stage stops installing the library, the stage that links the Python
@@ -494,17 +514,23 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
         .iter()
         .position(|l| {
             let t = l.trim();
-            [format!("case ${{{var}}} in"), format!("case \"${{{var}}}\" in"), format!("case ${var} in"), format!("case \"${var}\" in")].contains(&t.to_string())
+            [format!("case ${{{var}}} in"), format!("case \"${{{var}}}\" in"), format!("case ${var} in"), format!("case \"${var}\" in")]
+                .contains(&t.to_string())
         })
         .ok_or_else(|| Error::bad(path.display(), format!("expected `case ${{{var}}} in` selecting the stage the recipe sets")))?;
-    let esac = (case..lines.len()).find(|&i| lines[i].trim() == "esac" && indent(lines[i]) == indent(lines[case])).ok_or_else(|| {
-        Error::bad(path.display(), format!("line {}: `case ${{{var}}}` without a matching esac", case + 1))
-    })?;
+    let esac = (case..lines.len())
+        .find(|&i| lines[i].trim() == "esac" && indent(lines[i]) == indent(lines[case]))
+        .ok_or_else(|| Error::bad(path.display(), format!("line {}: `case ${{{var}}}` without a matching esac", case + 1)))?;
     let arm_indent = indent(lines[case]) + 2;
-    let arms: Vec<usize> = (case + 1..esac).filter(|&i| indent(lines[i]) == arm_indent && lines[i].trim().ends_with(')') && !lines[i].trim().starts_with('#')).collect();
+    let arms: Vec<usize> = (case + 1..esac)
+        .filter(|&i| indent(lines[i]) == arm_indent && lines[i].trim().ends_with(')') && !lines[i].trim().starts_with('#'))
+        .collect();
     let arm_end = |start: usize| (start + 1..esac).find(|&i| lines[i].trim() == ";;" && indent(lines[i]) <= arm_indent + 2).unwrap_or(esac);
     let core_arm = *arms.iter().find(|&&i| lines[i].trim() == format!("{})", o.core_name)).ok_or_else(|| {
-        Error::bad(path.display(), format!("no `{})` arm in `case ${{{var}}}`; expected the stage that installs {}", o.core_name, o.core_name))
+        Error::bad(
+            path.display(),
+            format!("no `{})` arm in `case ${{{var}}}`; expected the stage that installs {}", o.core_name, o.core_name),
+        )
     })?;
     let core_end = arm_end(core_arm);
     // The directory the core stage installs from: `mv DIR/lib/* ${PREFIX}/lib/`.
@@ -512,19 +538,27 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
         .find_map(|i| {
             let w: Vec<&str> = lines[i].split_whitespace().collect();
             match w.as_slice() {
-                [cmd, src, dst] if *cmd == "mv" && (dst.trim_end_matches('/') == "${PREFIX}/lib" || dst.trim_end_matches('/') == "$PREFIX/lib") => {
+                [cmd, src, dst]
+                    if *cmd == "mv" && (dst.trim_end_matches('/') == "${PREFIX}/lib" || dst.trim_end_matches('/') == "$PREFIX/lib") =>
+                {
                     src.strip_suffix("/lib/*").map(str::to_string)
                 }
                 _ => None,
             }
         })
         .ok_or_else(|| {
-            Error::bad(path.display(), format!("the `{})` stage: expected `mv DIR/lib/* ${{PREFIX}}/lib/` (where the staging left the libraries)", o.core_name))
+            Error::bad(
+                path.display(),
+                format!("the `{})` stage: expected `mv DIR/lib/* ${{PREFIX}}/lib/` (where the staging left the libraries)", o.core_name),
+            )
         })?;
     let lib = &opts.lazy_library;
     let body = arm_indent + 2;
     let pad = |s: &str| format!("{}{s}", " ".repeat(body));
-    let mut core_add = vec![pad(&format!("# {lib} is the {} output's (added by `splitpkg feedstock`)", o.lazy_name)), pad(&format!("rm -f ${{PREFIX}}/lib/{lib}"))];
+    let mut core_add = vec![
+        pad(&format!("# {lib} is the {} output's (added by `splitpkg feedstock`)", o.lazy_name)),
+        pad(&format!("rm -f ${{PREFIX}}/lib/{lib}")),
+    ];
     if let Some(core_file) = &opts.dlopen_note {
         core_add.push(pad(&format!(
             "splitpkg note ${{PREFIX}}/lib/{core_file} --out ${{PREFIX}}/lib/{core_file} --soname {lib} --feature linalg --priority required"
@@ -537,13 +571,16 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
         let dir = (a..end).find_map(|i| lines[i].trim().strip_prefix("pushd ").map(str::trim))?;
         links.then(|| {
             let f = format!("{dir}/lib/{lib}");
-            (end, vec![
-                pad(&format!("# {lib} belongs to {}: here only a link to it (added by `splitpkg feedstock`)", o.lazy_name)),
-                pad(&format!("if [[ -e {f} && ! -L {f} ]]; then")),
-                pad(&format!("  echo \"{f} is a file; expected a link to ${{PREFIX}}/lib ({})\" >&2", o.lazy_name)),
-                pad("  exit 1"),
-                pad("fi"),
-            ])
+            (
+                end,
+                vec![
+                    pad(&format!("# {lib} belongs to {}: here only a link to it (added by `splitpkg feedstock`)", o.lazy_name)),
+                    pad(&format!("if [[ -e {f} && ! -L {f} ]]; then")),
+                    pad(&format!("  echo \"{f} is a file; expected a link to ${{PREFIX}}/lib ({})\" >&2", o.lazy_name)),
+                    pad("  exit 1"),
+                    pad("fi"),
+                ],
+            )
         })
     });
     let env = crate::recipe::emit::environment()?;
@@ -557,7 +594,8 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
             })
         })
         .map_err(|e| Error::failed("rendering the build.sh stage", e))?;
-    let new_arm: Vec<String> = stage.lines().map(|s| if s.is_empty() { String::new() } else { format!("{}{s}", " ".repeat(arm_indent)) }).collect();
+    let new_arm: Vec<String> =
+        stage.lines().map(|s| if s.is_empty() { String::new() } else { format!("{}{s}", " ".repeat(arm_indent)) }).collect();
     let default_arm = arms.iter().copied().find(|&i| lines[i].trim() == "*)").unwrap_or(esac);
 
     let mut inserts: Vec<(usize, Vec<String>)> = vec![(core_end, core_add), (default_arm, new_arm)];
