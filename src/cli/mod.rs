@@ -28,7 +28,7 @@ use splitpkg::recipe::split;
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
 pub use note::{NOTE_HELP, NoteArgs};
 pub use index::{INDEX_HELP, IndexArgs};
-pub use recipe::{EmitArgs, VerifyVariantArgs};
+pub use recipe::{EmitArgs, FEEDSTOCK_HELP, FeedstockArgs, VerifyVariantArgs};
 pub use report::{REPORT_HELP, ReportArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};
 pub use tree::{FatbinArgs, InspectArgs, PlanArgs};
@@ -83,6 +83,9 @@ pub enum Command {
         after_help = "Exit codes: 0 pass, 1 a check failed, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant \\\n    nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant \\\n    magma --plan plan.json --json"
     )]
     VerifyVariant(VerifyVariantArgs),
+    /// Patch a conda-forge feedstock (v1 recipe with a staging output) to split the lazy library into its own output with magma/nomagma variants; prints the diff, --write applies it.
+    #[command(after_help = FEEDSTOCK_HELP)]
+    Feedstock(FeedstockArgs),
     /// Run each variant on a CUDA GPU: linalg battery vs CPU references, laziness, has_magma.
     #[command(after_help = SMOKE_HELP)]
     Smoke(SmokeArgs),
@@ -116,6 +119,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Fatbin(a) => tree::fatbin(a, quiet),
         Command::Emit(a) => recipe::emit(a, quiet),
         Command::VerifyVariant(a) => recipe::verify_variant(a),
+        Command::Feedstock(a) => recipe::feedstock(a),
         Command::Pack(a) => channel::pack(a, quiet),
         Command::Solve(a) => channel::solve(a, quiet),
         Command::Env(a) => channel::env(a),

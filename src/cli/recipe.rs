@@ -8,7 +8,7 @@ use splitpkg::analysis::contract::ContractFile;
 use splitpkg::error::{Error, Result};
 use splitpkg::input::file;
 use splitpkg::output::emit as write_out;
-use splitpkg::recipe::{emit, note, split, verify};
+use splitpkg::recipe::{emit, feedstock, note, split, verify};
 
 use super::{DEFAULT_DEP, DEFAULT_LAZY, SplitArgs, load_plan, to_json};
 
@@ -137,4 +137,76 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
     let text = if json { to_json(&report)? } else { verify::report_text(&report) };
     write_out(None, &text)?;
     Ok(if report.pass { 0 } else { 1 })
+}
+
+pub const FEEDSTOCK_HELP: &str = "DIR is a feedstock checkout: recipe/recipe.yaml (v1, with a staging output that compiles the library), recipe/build.sh and .ci_support/. Prints a unified diff that adds the split: a new output for the lazy library (inherits the staging; variants magma/nomagma by one variant key; nomagma rebuilt from the staging's sources without MAGMA and checked with verify-variant), libtorch without the library and with an exact run dependency on it, and the key in conda_build_config.yaml. Both variants build in the same CI job; CPU configurations are untouched. A second run prints nothing.\n\nExit codes: 0 patch printed or written (or nothing to do), 2 a shape it cannot patch safely (one line says what it expected; nothing written).\n\nExamples:\n  splitpkg feedstock pytorch-cpu-feedstock\n  splitpkg feedstock pytorch-cpu-feedstock --write\n  splitpkg feedstock . --prefer nomagma --variant-key with_magma";
+
+#[derive(Args)]
+pub struct FeedstockArgs {
+    /// The feedstock root (holds recipe/ and .ci_support/).
+    dir: PathBuf,
+    /// Apply the patch (each file replaced atomically) instead of only printing it.
+    #[arg(long)]
+    write: bool,
+    /// Name of the core package (the output that stops shipping the library).
+    #[arg(long, default_value = "libtorch", value_name = "NAME")]
+    core_name: String,
+    /// Name of the new lazy-library package.
+    #[arg(long, default_value = "libtorch-cuda-linalg", value_name = "NAME")]
+    lazy_name: String,
+    /// The lazily loaded library, as a file name.
+    #[arg(long, default_value = DEFAULT_LAZY, value_name = "NAME")]
+    lazy: String,
+    /// The optional component (names the variants: magma / nomagma).
+    #[arg(long, default_value = DEFAULT_DEP, value_name = "NAME")]
+    dep: String,
+    /// The variant a plain install gets (default: the one with the component).
+    #[arg(long, value_name = "VARIANT")]
+    prefer: Option<String>,
+    /// Variant key, used by the new output only.
+    #[arg(long, default_value = "linalg_variant", value_name = "KEY")]
+    variant_key: String,
+    /// Package(s) providing the payload (repeatable; default lib<dep>).
+    #[arg(long, value_name = "NAME")]
+    payload_package: Vec<String>,
+    /// Also mark CORE (a file in $PREFIX/lib, e.g. libtorch_cuda.so) with `splitpkg note` in the
+    /// core stage, so loaders see that it dlopens the lazy library (off by default).
+    #[arg(long, value_name = "CORE")]
+    dlopen_note: Option<String>,
+}
+
+pub fn feedstock(a: FeedstockArgs) -> Result<i32> {
+    if a.lazy.contains('/') || a.lazy.contains('*') {
+        return Err(Error::Usage(format!("--lazy {:?}: feedstock takes one library file name", a.lazy)));
+    }
+    let payload_packages = if a.payload_package.is_empty() { vec![format!("lib{}", a.dep)] } else { a.payload_package };
+    let options = split::SplitOptions {
+        core_name: a.core_name,
+        lazy_name: a.lazy_name,
+        version: "${{ version }}".into(),
+        build_number: 0,
+        prefer: a.prefer.unwrap_or_else(|| a.dep.clone()),
+        variant_key: a.variant_key,
+        payload_packages,
+        payload_version: String::new(),
+        build_keys: String::new(),
+        cuda_floor: None,
+        external_depends: Vec::new(),
+    };
+    let opts = feedstock::FeedstockOptions { lazy_library: a.lazy.clone(), dlopen_note: a.dlopen_note };
+    if let Some(core) = &opts.dlopen_note
+        && (core.contains('/') || core.is_empty() || !core.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b)))
+    {
+        return Err(Error::Usage(format!("--dlopen-note {core:?}: expected a library file name in $PREFIX/lib")));
+    }
+    let split = split::Split::for_recipe(options, &a.dep, &a.lazy)?;
+    let patch = feedstock::patch(&a.dir, &split, &opts)?;
+    write_out(None, &patch.diff())?;
+    if a.write && !patch.changes.is_empty() {
+        patch.write(&a.dir)?;
+        for c in &patch.changes {
+            eprintln!("splitpkg: wrote {}", a.dir.join(&c.path).display());
+        }
+    }
+    Ok(0)
 }

@@ -89,7 +89,17 @@ pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
 }
 
 pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
-    let PlanArgs { target, json, yaml, out } = a;
+    let PlanArgs { mut target, json, yaml, out } = a;
+    // site-packages/torch of a conda environment links its libraries to PREFIX/lib: the verdict is
+    // for the environment, whose libraries the process loads.
+    if let Some((env, links, example)) = splitpkg::input::enclosing_env(&target.path) {
+        // Debug-quoted: a path's control characters reach the terminal escaped.
+        eprintln!(
+            "splitpkg: note: {:?}: {links} links lead into the conda environment {:?} (e.g. {example:?}); planning the environment, what the process loads",
+            target.path, env
+        );
+        target.path = env;
+    }
     let mut planned = pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
     planned.plan.stamp = provenance::Stamp::reproducible();
     let plan = &planned.plan;

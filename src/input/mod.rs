@@ -875,3 +875,33 @@ mod tests {
         }
     }
 }
+
+/// A directory inside a conda environment (`PREFIX/lib/python3.X/site-packages/torch`) whose
+/// symlinks lead into that environment (conda-forge links `torch/lib/*` to `PREFIX/lib/*`): the
+/// environment root, the number of such links and one of them. The process loads the libraries
+/// behind the links, so the environment is what to plan. Read-only: links are read, not followed
+/// outside the environment (a link leaving it is not counted).
+pub fn enclosing_env(dir: &Path) -> Option<(PathBuf, usize, String)> {
+    if !dir.is_dir() || dir.join("conda-meta").is_dir() {
+        return None;
+    }
+    let dir = dir.canonicalize().ok()?;
+    let env = dir.ancestors().skip(1).find(|a| a.join("conda-meta").is_dir())?.to_path_buf();
+    let mut count = 0;
+    let mut example = String::new();
+    for e in walkdir::WalkDir::new(&dir).follow_links(false).into_iter().filter_map(|e| e.ok()) {
+        if !e.path_is_symlink() {
+            continue;
+        }
+        let Ok(target) = std::fs::read_link(e.path()) else { continue };
+        let joined = e.path().parent().unwrap_or(&dir).join(&target);
+        let Ok(real) = joined.canonicalize() else { continue };
+        if !real.starts_with(&dir) && real.starts_with(&env) {
+            if count == 0 {
+                example = format!("{} -> {}", e.path().strip_prefix(&dir).unwrap_or(e.path()).display(), target.display());
+            }
+            count += 1;
+        }
+    }
+    (count > 0).then_some((env, count, example))
+}

@@ -26,6 +26,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("install_lazy.sh", include_str!("../../templates/install_lazy.sh.j2")),
     ("build-variants.sh", include_str!("../../templates/build-variants.sh.j2")),
     ("HAS_MAGMA.md", include_str!("../../templates/HAS_MAGMA.md.j2")),
+    ("feedstock-output.yaml", include_str!("../../templates/feedstock-output.yaml.j2")),
+    ("feedstock-stage.sh", include_str!("../../templates/feedstock-stage.sh.j2")),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +59,6 @@ pub struct Emitted {
     pub warnings: Vec<String>,
 }
 
-/// Render the recipes. `source` and `command` go into the generated headers; keep them free of
-/// machine-specific paths so committed recipes do not drift between machines.
 /// The requirement the emitted recipes' tests put on splitpkg (`splitpkg verify-variant` reads the
 /// contract.json this release wrote): this release up to the next breaking one, which before 1.0 is
 /// the next minor (CHANGELOG.md). The package is recipe/recipe.yaml's.
@@ -70,21 +70,9 @@ pub fn splitpkg_requirement() -> String {
     format!("splitpkg >={lower},<{upper}")
 }
 
-pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, source: &str, command: &str) -> Result<Emitted> {
-    render_with(plan, split, formats, stage, source, command, None)
-}
-
-/// [`render`], with `build-variants.sh` ending in the `.note.dlopen` step when `note` is given
-/// (`emit --dlopen-note`; see [`crate::recipe::note`]).
-pub fn render_with(
-    plan: &Plan,
-    split: &Split,
-    formats: &[Format],
-    stage: &str,
-    source: &str,
-    command: &str,
-    note: Option<&crate::recipe::note::NoteStep>,
-) -> Result<Emitted> {
+/// The template environment: `<< >>`/`<% %>` delimiters, the quoting filters, every template of
+/// `templates/` (emit's and feedstock's).
+pub(crate) fn environment() -> Result<Environment<'static>> {
     let mut env = Environment::new();
     env.set_syntax(
         SyntaxConfig::builder()
@@ -108,6 +96,27 @@ pub fn render_with(
         env.add_template(name, text).map_err(|e| Error::failed(format!("template {name}"), e))?;
     }
 
+    Ok(env)
+}
+
+/// Render the recipes. `source` and `command` go into the generated headers; keep them free of
+/// machine-specific paths so committed recipes do not drift between machines.
+pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, source: &str, command: &str) -> Result<Emitted> {
+    render_with(plan, split, formats, stage, source, command, None)
+}
+
+/// [`render`], with `build-variants.sh` ending in the `.note.dlopen` step when `note` is given
+/// (`emit --dlopen-note`; see [`crate::recipe::note`]).
+pub fn render_with(
+    plan: &Plan,
+    split: &Split,
+    formats: &[Format],
+    stage: &str,
+    source: &str,
+    command: &str,
+    note: Option<&crate::recipe::note::NoteStep>,
+) -> Result<Emitted> {
+    let env = environment()?;
     let o = &split.options;
     let with = split.variants.iter().find(|v| v.with_payload).expect("payload variant").name.clone();
     let without = split.variants.iter().find(|v| !v.with_payload).expect("slim variant").name.clone();

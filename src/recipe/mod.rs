@@ -4,6 +4,7 @@
 //! lazy library in its loader's `.note.dlopen` ([`note`]).
 
 pub mod emit;
+pub mod feedstock;
 pub mod note;
 pub mod split;
 pub mod verify;

@@ -102,15 +102,7 @@ impl Split {
                 plan.verdict.label()
             )));
         }
-        let without = crate::analysis::payload::slim_variant(&plan.options.dep);
-        let with = plan.options.dep.clone();
-        if options.prefer != with && options.prefer != without {
-            return Err(Error::Usage(format!("--prefer must be {with} or {without}, not {}", options.prefer)));
-        }
-        let variants = vec![
-            Variant { name: with.clone(), with_payload: true, preferred: options.prefer == with },
-            Variant { name: without.clone(), with_payload: false, preferred: options.prefer == without },
-        ];
+        let variants = variants_for(&plan.options.dep, &options.prefer)?;
         let files = |role| plan.outputs.iter().find(|o| o.role == role).map(|o| o.files.clone()).unwrap_or_default();
         let payload_static = plan.payload.files.iter().any(|f| f.form == PayloadForm::Static);
         Ok(Split {
@@ -128,11 +120,52 @@ impl Split {
         })
     }
 
+    /// The split of a recipe that builds the library itself (`splitpkg feedstock`): no plan and no
+    /// tree; `version` and `build_keys` are the recipe's own expressions (`${{ version }}`,
+    /// `${{ flavor }}`), so only the names and the variant key are checked here.
+    pub fn for_recipe(options: SplitOptions, dep: &str, lazy_library: &str) -> Result<Split> {
+        let split = Split {
+            variants: variants_for(dep, &options.prefer)?,
+            payload_static: false,
+            lazy_files: vec![format!("lib/{lazy_library}")],
+            payload_files: Vec::new(),
+            install_prefix: String::new(),
+            has_glue: false,
+            options,
+        };
+        split.validate_names(dep)?;
+        for f in &split.lazy_files {
+            check_recipe_path(f).map_err(|why| Error::Usage(format!("--lazy {lazy_library:?}: {why}")))?;
+        }
+        Ok(split)
+    }
+
     /// Every name and path that reaches a generated recipe, script or package, checked before
     /// anything is written: package names, versions and keys by conda's rules (so they need no
     /// quoting, and `../` can never become a file name); tree paths by the rules in
     /// [`check_recipe_path`], after which `emit` quotes them for each context.
     fn validate(&self, input: &str, dep: &str) -> Result<()> {
+        self.validate_names(dep)?;
+        let o = &self.options;
+        let version_ok =
+            |v: &str| v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'!')) && !v.starts_with('.');
+        if o.version.is_empty() || !version_ok(&o.version) {
+            return Err(Error::Usage(format!("--version {:?}: a conda version is letters, digits, '_', '.', '+' and '!'", o.version)));
+        }
+        if !version_ok(&o.payload_version) {
+            return Err(Error::bad(input, format!("payload version {:?} is not a conda version", o.payload_version)));
+        }
+        if !o.build_keys.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')) {
+            return Err(Error::Usage(format!("--build-keys {:?}: a build string is letters, digits, '_' and '.'", o.build_keys)));
+        }
+        for f in self.lazy_files.iter().chain(&self.payload_files) {
+            check_recipe_path(f).map_err(|why| Error::bad(format!("{input}:{f}"), format!("cannot go into a generated recipe: {why}")))?;
+        }
+        Ok(())
+    }
+
+    /// Package names, the variant key and the component name.
+    fn validate_names(&self, dep: &str) -> Result<()> {
         let o = &self.options;
         let name_ok = |n: &str| {
             !n.is_empty()
@@ -156,17 +189,6 @@ impl Split {
         if o.core_name == o.lazy_name {
             return Err(Error::Usage(format!("--core-name and --lazy-name are both {:?}", o.core_name)));
         }
-        let version_ok =
-            |v: &str| v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'!')) && !v.starts_with('.');
-        if o.version.is_empty() || !version_ok(&o.version) {
-            return Err(Error::Usage(format!("--version {:?}: a conda version is letters, digits, '_', '.', '+' and '!'", o.version)));
-        }
-        if !version_ok(&o.payload_version) {
-            return Err(Error::bad(input, format!("payload version {:?} is not a conda version", o.payload_version)));
-        }
-        if !o.build_keys.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')) {
-            return Err(Error::Usage(format!("--build-keys {:?}: a build string is letters, digits, '_' and '.'", o.build_keys)));
-        }
         let ident = |k: &str| {
             k.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
                 && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
@@ -176,9 +198,6 @@ impl Split {
         }
         if !ident(dep) {
             return Err(Error::Usage(format!("--dep {dep:?}: the component name names the variants and must be an identifier")));
-        }
-        for f in self.lazy_files.iter().chain(&self.payload_files) {
-            check_recipe_path(f).map_err(|why| Error::bad(format!("{input}:{f}"), format!("cannot go into a generated recipe: {why}")))?;
         }
         Ok(())
     }
@@ -202,6 +221,13 @@ impl Split {
             "" => format!("{name} =={}", self.options.version),
             p => format!("{name} =={} {p}*", self.options.version),
         }
+    }
+
+    /// The lazy package's build string: build keys, variant, hash, build number
+    /// (`cuda130_magma_h…_0`). Recipes pass their own expressions for the parts
+    /// (`${{ flavor }}`, `${{ linalg_variant }}`, `${{ hash }}`, `${{ build_number }}`).
+    pub fn lazy_build_string(&self, variant: &str, hash: &str, build_number: &str) -> String {
+        format!("{}{variant}_{hash}_{build_number}", self.key_prefix())
     }
 
     /// `libmagma <0.0a0` for every payload package: what nomagma constrains.
@@ -267,7 +293,7 @@ impl Split {
             out.push(PackageModel {
                 name: o.lazy_name.clone(),
                 version: o.version.clone(),
-                build: format!("{}{}_h{}_{}", self.key_prefix(), v.name, short_hash(&hashed), o.build_number),
+                build: self.lazy_build_string(&v.name, &format!("h{}", short_hash(&hashed)), &o.build_number.to_string()),
                 build_number: o.build_number,
                 depends,
                 constrains,
@@ -318,6 +344,20 @@ impl Split {
         let names: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
         variant_glob(variant, &names, self.options.build_keys.is_empty())
     }
+}
+
+/// The two variants of a component (`magma` with it, `nomagma` without), `prefer` the one a plain
+/// install gets.
+fn variants_for(dep: &str, prefer: &str) -> Result<Vec<Variant>> {
+    let without = crate::analysis::payload::slim_variant(dep);
+    let with = dep.to_string();
+    if prefer != with && prefer != without {
+        return Err(Error::Usage(format!("--prefer must be {with} or {without}, not {prefer}")));
+    }
+    Ok(vec![
+        Variant { name: with.clone(), with_payload: true, preferred: prefer == with },
+        Variant { name: without.clone(), with_payload: false, preferred: prefer == without },
+    ])
 }
 
 /// A stand-in for a package the channel lacks (see [`crate::channel::standin`]): no relations, and a build

@@ -61,6 +61,18 @@ fn has_torch_package(dir: &Path) -> bool {
     dir.file_name().is_some_and(|n| n == "torch") && dir.join("__init__.py").is_file()
 }
 
+/// The one `lib/pythonX.Y/site-packages` of a prefix that holds the torch package.
+fn prefix_site_packages(prefix: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(prefix.join("lib"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python"))
+        .map(|e| e.path().join("site-packages"))
+        .filter(|sp| has_torch_package(&sp.join("torch")))
+        .collect();
+    (found.len() == 1).then(|| found.remove(0))
+}
+
 /// Understand PATH and ask the variant's Python where it imports torch from (without importing it).
 pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolved> {
     let p = &arg.path;
@@ -77,10 +89,14 @@ pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolv
         (Layout::TorchDir, python_override.unwrap_or("python3").to_string(), Some(parent), Some(p.clone()))
     } else if has_torch_package(&p.join("torch")) {
         (Layout::SitePackages, python_override.unwrap_or("python3").to_string(), Some(p.clone()), Some(p.join("torch")))
+    } else if let Some(sp) = prefix_site_packages(&p) {
+        // A conda prefix without its own interpreter (the libraries in PREFIX/lib, torch/lib linking
+        // there): the user's --python imports torch from PREFIX/lib/pythonX.Y/site-packages.
+        (Layout::SitePackages, python_override.unwrap_or("python3").to_string(), Some(sp.clone()), Some(sp.join("torch")))
     } else {
         return Err(Error::bad(
             &what,
-            "not an env prefix (bin/python), a torch directory (torch/__init__.py) or a site-packages directory with torch/",
+            "not an env prefix (bin/python, or lib/pythonX.Y/site-packages/torch with --python), a torch directory (torch/__init__.py) or a site-packages directory with torch/",
         ));
     };
     let mut r = Resolved { layout, python, pythonpath, torch_dir: PathBuf::new() };

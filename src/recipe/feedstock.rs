@@ -1,0 +1,739 @@
+//! `splitpkg feedstock`: patch a conda-forge feedstock whose v1 recipe compiles the library in a
+//! `staging:` output (conda-forge/pytorch-cpu-feedstock PR #518) so that the lazy library becomes
+//! its own output in two variants, built in the same CI job from the same compile.
+//!
+//! The relations (names, build string, the specs tying the outputs together, what the slim
+//! variant forbids, the preference) come from [`Split`], the one naming model; this module only
+//! finds where they go in the maintainer's files and edits those files as text, so comments and
+//! layout stay as the maintainer wrote them. A shape it does not recognise is refused with one
+//! line naming what it expected; a recipe it already patched gives an empty patch.
+
+use std::path::{Path, PathBuf};
+
+use serde_yaml::Value;
+
+use crate::error::{Error, Result};
+use crate::recipe::split::Split;
+
+/// What `feedstock` needs besides the [`Split`].
+#[derive(Debug, Clone)]
+pub struct FeedstockOptions {
+    /// The lazy library's file name (`libtorch_cuda_linalg.so`).
+    pub lazy_library: String,
+    /// A core library to mark with `splitpkg note` (issue 27), off when `None`.
+    pub dlopen_note: Option<String>,
+}
+
+/// Host dependencies of the staging output that the slim rebuild of the lazy library needs: the
+/// CUDA runtime, BLAS, solver and sparse headers its translation units include, and the CUDA
+/// version pin. Copied into the lazy output only when the staging lists them.
+const REBUILD_HOST: &[&str] = &["cuda-version", "cuda-cudart-dev", "libcublas-dev", "libcusolver-dev", "libcusparse-dev"];
+
+/// One file of the feedstock, before and after.
+#[derive(Debug, Clone)]
+pub struct FileChange {
+    /// Relative to the feedstock root (`recipe/recipe.yaml`).
+    pub path: PathBuf,
+    /// `None` when the file does not exist yet.
+    pub before: Option<String>,
+    pub after: String,
+}
+
+/// The patch: empty when the feedstock already has the split.
+#[derive(Debug, Clone, Default)]
+pub struct Patch {
+    pub changes: Vec<FileChange>,
+}
+
+impl Patch {
+    /// A unified diff of every change (`--- a/…`, `+++ b/…`), empty for an empty patch.
+    pub fn diff(&self) -> String {
+        self.changes
+            .iter()
+            .map(|c| {
+                let name = c.path.display().to_string();
+                let from = if c.before.is_some() { format!("a/{name}") } else { "/dev/null".to_string() };
+                unified_diff(c.before.as_deref().unwrap_or(""), &c.after, &from, &format!("b/{name}"))
+            })
+            .collect()
+    }
+
+    /// Write every changed file atomically (each file is replaced whole, or not at all). Files are
+    /// checked to be unchanged since they were read, so a concurrent edit is not overwritten.
+    pub fn write(&self, root: &Path) -> Result<()> {
+        for c in &self.changes {
+            let path = root.join(&c.path);
+            let now = std::fs::read_to_string(&path).ok();
+            if now != c.before {
+                return Err(Error::bad(path.display(), "changed while it was being patched; nothing written for it"));
+            }
+        }
+        for c in &self.changes {
+            let path = root.join(&c.path);
+            crate::output::write_atomic(&path, c.after.as_bytes())?;
+            if let Some(mode) = std::fs::metadata(&path).ok().map(|m| m.permissions()) {
+                // build.sh keeps its executable bit: write_atomic creates a fresh file.
+                if c.path.extension().is_some_and(|e| e == "sh") {
+                    use std::os::unix::fs::PermissionsExt;
+                    let mut m = mode;
+                    m.set_mode(m.mode() | 0o755);
+                    std::fs::set_permissions(&path, m).map_err(|e| Error::io(&path, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The feedstock's files this command reads and edits.
+struct Files {
+    recipe: PathBuf,
+    script: PathBuf,
+    cbc: PathBuf,
+}
+
+/// Compute the patch for the feedstock at `root` (the directory holding `recipe/` and
+/// `.ci_support/`).
+pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patch> {
+    let files = locate(root)?;
+    let recipe_text = read(&files.recipe)?;
+    let script_text = read(&files.script)?;
+    let cbc_text = std::fs::read_to_string(&files.cbc).ok();
+    let recipe = Recipe::parse(&files.recipe, &recipe_text)?;
+    let o = &split.options;
+    let key_line = format!("{}:", o.variant_key);
+    let have = [
+        recipe.items.iter().any(|it| Recipe::name_of(&it.value, "package").as_deref() == Some(&o.lazy_name)),
+        script_text.lines().any(|l| l.trim() == format!("{})", o.lazy_name)),
+        cbc_text.as_deref().is_some_and(|t| t.lines().any(|l| l.trim_end() == key_line)),
+    ];
+    if have.iter().all(|h| *h) {
+        return Ok(Patch::default());
+    }
+    if have.iter().any(|h| *h) {
+        return Err(Error::bad(
+            root.display(),
+            format!(
+                "partly split already (output {}: {}, build.sh stage: {}, {} in conda_build_config.yaml: {}); restore the files and run again",
+                o.lazy_name, have[0], have[1], o.variant_key, have[2]
+            ),
+        ));
+    }
+
+    let shape = recipe.shape(&files.recipe, split, opts)?;
+    // The core's build-string keys (`${{ flavor }}`) are the split's build keys.
+    let mut split = split.clone();
+    split.options.build_keys = shape.build_keys_expr.clone();
+    let split = &split;
+    let recipe_after = recipe.patched(&files.recipe, split, opts, &shape)?;
+    let script_after = patch_script(&files.script, &script_text, split, opts, &shape)?;
+    let cbc_after = patch_cbc(cbc_text.as_deref(), split);
+    let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).to_path_buf();
+    Ok(Patch {
+        changes: vec![
+            FileChange { path: rel(&files.recipe), before: Some(recipe_text), after: recipe_after },
+            FileChange { path: rel(&files.script), before: Some(script_text), after: script_after },
+            FileChange { path: rel(&files.cbc), before: cbc_text, after: cbc_after },
+        ],
+    })
+}
+
+fn locate(root: &Path) -> Result<Files> {
+    let recipe = root.join("recipe/recipe.yaml");
+    if !recipe.is_file() {
+        let why = if root.join("recipe/meta.yaml").is_file() {
+            "recipe/meta.yaml is a v0 recipe; expected recipe/recipe.yaml (v1, rattler-build) with a staging output"
+        } else {
+            "expected a feedstock: recipe/recipe.yaml (v1) and .ci_support/"
+        };
+        return Err(Error::bad(root.display(), why));
+    }
+    if !root.join(".ci_support").is_dir() {
+        return Err(Error::bad(root.display(), "no .ci_support/: expected a feedstock root (recipe/ and .ci_support/)"));
+    }
+    Ok(Files { recipe, script: root.join("recipe/build.sh"), cbc: root.join("recipe/conda_build_config.yaml") })
+}
+
+fn read(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let text = String::from_utf8(bytes).map_err(|_| Error::bad(path.display(), "not UTF-8 text"))?;
+    if text.contains('\r') {
+        return Err(Error::bad(path.display(), "has CR line endings; expected a Unix text file"));
+    }
+    Ok(text)
+}
+
+/// The recipe as lines plus its parsed outputs.
+struct Recipe {
+    lines: Vec<String>,
+    /// Column of the `-` of each output item.
+    dash: usize,
+    items: Vec<Item>,
+}
+
+/// One output: its line span and parsed value.
+struct Item {
+    start: usize,
+    end: usize,
+    value: Value,
+}
+
+/// Where the split goes in this recipe.
+struct Shape {
+    staging: String,
+    core: usize,
+    /// The test entry naming the library in the core output: its lines and the condition it was under.
+    test_lines: (usize, usize),
+    cond: Option<String>,
+    stage_var: String,
+    script_env: Vec<String>,
+    script_file: String,
+    ignore_keys: Vec<String>,
+    ignore_by_name: Vec<String>,
+    compilers: Vec<String>,
+    host: Vec<String>,
+    payload_devel: Vec<String>,
+    build_keys_expr: String,
+}
+
+impl Recipe {
+    fn parse(path: &Path, text: &str) -> Result<Recipe> {
+        let doc: Value = serde_yaml::from_str(text).map_err(|e| Error::bad(path.display(), format!("not YAML: {e}")))?;
+        if doc.get("schema_version").and_then(Value::as_u64) != Some(1) {
+            return Err(Error::bad(path.display(), "expected a v1 recipe (schema_version: 1)"));
+        }
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let outputs = lines.iter().position(|l| l.trim_end() == "outputs:").ok_or_else(|| {
+            Error::bad(path.display(), "no top-level outputs: list; expected a multi-output recipe with a staging output")
+        })?;
+        let first = (outputs + 1..lines.len())
+            .find(|&i| !blank_or_comment(&lines[i]))
+            .filter(|&i| lines[i].trim_start().starts_with("- "))
+            .ok_or_else(|| Error::bad(path.display(), "outputs: is not a block list"))?;
+        let dash = indent(&lines[first]);
+        let end = (first..lines.len()).find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) < dash).unwrap_or(lines.len());
+        let starts: Vec<usize> = (first..end).filter(|&i| indent(&lines[i]) == dash && lines[i].trim_start().starts_with("- ")).collect();
+        let mut items = Vec::new();
+        for (n, &s) in starts.iter().enumerate() {
+            let e = starts.get(n + 1).copied().unwrap_or(end);
+            let body: String = (s..e)
+                .map(|i| {
+                    let l = if i == s { format!("{}  {}", " ".repeat(dash), &lines[i][dash + 2..]) } else { lines[i].clone() };
+                    let cut = indent(&l).min(dash + 2);
+                    format!("{}\n", &l[cut..])
+                })
+                .collect();
+            let value: Value = serde_yaml::from_str(&body)
+                .map_err(|e| Error::bad(path.display(), format!("output at line {} is not YAML: {e}", s + 1)))?;
+            items.push(Item { start: s, end: e, value });
+        }
+        Ok(Recipe { lines, dash, items })
+    }
+
+    fn name_of(v: &Value, kind: &str) -> Option<String> {
+        v.get(kind)?.get("name")?.as_str().map(str::to_string)
+    }
+
+    /// Find the staging output, the core output that inherits it and lists the library in its
+    /// tests, and everything the new output copies from them.
+    fn shape(&self, path: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Shape> {
+        let o = &split.options;
+        let lib_short = lib_short(&opts.lazy_library);
+        let expected = || {
+            Error::bad(
+                path.display(),
+                format!(
+                    "no staging output that builds {}: expected `package: {}` with `inherit:` a `staging:` output and `{}` in its tests",
+                    opts.lazy_library, o.core_name, lib_short
+                ),
+            )
+        };
+        let core =
+            self.items.iter().position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name)).ok_or_else(expected)?;
+        let cv = &self.items[core].value;
+        let staging =
+            cv.get("inherit").and_then(|i| i.as_str().map(str::to_string).or_else(|| i.get("from")?.as_str().map(str::to_string)));
+        let staging = staging.ok_or_else(expected)?;
+        let st = self.items.iter().find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging)).ok_or_else(expected)?;
+        let test = (self.items[core].start..self.items[core].end)
+            .find(|&i| self.lines[i].trim() == format!("- {lib_short}"))
+            .ok_or_else(expected)?;
+        // The entry alone under `- if: COND / then:` (as in PR #518), or a plain list item.
+        let (test_lines, cond) = if test >= 2
+            && self.lines[test - 1].trim() == "then:"
+            && self.lines[test - 2].trim_start().starts_with("- if:")
+            && indent(&self.lines[test - 1]) == indent(&self.lines[test - 2]) + 2
+            && self.lines.get(test + 1).is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
+        {
+            let c = self.lines[test - 2].trim_start()["- if:".len()..].trim().to_string();
+            ((test - 2, test), Some(c))
+        } else {
+            ((test, test), None)
+        };
+        if cond.as_deref().is_some_and(|c| c.contains('#')) {
+            return Err(Error::bad(path.display(), format!("line {}: a comment after the condition; expected `- if: COND`", test - 1)));
+        }
+
+        let script = cv.get("build").and_then(|b| b.get("script")).ok_or_else(|| {
+            Error::bad(
+                path.display(),
+                format!("output {}: expected build.script with `file:` and `env:` (the staged build script)", o.core_name),
+            )
+        })?;
+        let script_file = script.get("file").and_then(Value::as_str).unwrap_or_default().to_string();
+        let env = script.get("env").and_then(Value::as_mapping);
+        let stage = env.and_then(|m| m.iter().find(|(_, v)| v.as_str() == Some(&o.core_name)));
+        let (Some((stage_var, _)), true) = (stage, script_file == "build") else {
+            return Err(Error::bad(
+                path.display(),
+                format!(
+                    "output {}: expected `script: {{file: build, env: {{STAGE_VARIABLE: {}}}}}` (build.sh selects the stage)",
+                    o.core_name, o.core_name
+                ),
+            ));
+        };
+        let stage_var = stage_var.as_str().unwrap_or_default().to_string();
+        let script_env = env
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str()?, v.as_str()?)))
+            .filter(|(k, _)| *k != stage_var)
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+
+        let build_string = cv.get("build").and_then(|b| b.get("string")).and_then(Value::as_str).unwrap_or_default();
+        let build_keys_expr = build_string.strip_suffix("_${{ hash }}_${{ build_number }}").ok_or_else(|| {
+            Error::bad(
+                path.display(),
+                format!(
+                    "output {}: expected its build string to end in _${{{{ hash }}}}_${{{{ build_number }}}}, not {build_string:?}",
+                    o.core_name
+                ),
+            )
+        })?;
+
+        let strings_at = |v: &Value, keys: &[&str]| -> Vec<String> {
+            let mut cur = Some(v);
+            for k in keys {
+                cur = cur.and_then(|c| c.get(*k));
+            }
+            cur.map(flat_strings).unwrap_or_default()
+        };
+        let name = |s: &str| s.split_whitespace().next().unwrap_or_default().to_string();
+        let st_host = strings_at(&st.value, &["requirements", "host"]);
+        let payload_devel: Vec<String> =
+            st_host.iter().filter(|h| o.payload_packages.iter().any(|p| name(h).starts_with(p.as_str()))).map(|h| name(h)).collect();
+        if payload_devel.is_empty() {
+            return Err(Error::bad(
+                path.display(),
+                format!(
+                    "staging output {staging}: no host dependency named {}*; expected the development package whose run-export brings {}",
+                    o.payload_packages.join("*/"),
+                    o.payload_packages.join(", ")
+                ),
+            ));
+        }
+        Ok(Shape {
+            staging,
+            core,
+            test_lines,
+            cond,
+            stage_var,
+            script_env,
+            script_file,
+            ignore_keys: strings_at(cv, &["build", "variant", "ignore_keys"]),
+            ignore_by_name: strings_at(cv, &["requirements", "ignore_run_exports", "by_name"]),
+            compilers: strings_at(&st.value, &["requirements", "build"])
+                .into_iter()
+                .filter(|b| b.starts_with("${{ compiler(") || b.starts_with("${{ stdlib("))
+                .collect(),
+            host: st_host.iter().filter(|h| REBUILD_HOST.contains(&name(h).as_str())).cloned().collect(),
+            payload_devel,
+            build_keys_expr: build_keys_expr.to_string(),
+        })
+    }
+
+    /// Lines that add the payload packages to an output's `ignore_run_exports.by_name`.
+    fn ignore_payload(&self, path: &Path, item: &Item, split: &Split) -> Result<(usize, Vec<String>)> {
+        let o = &split.options;
+        let field = self.dash + 2;
+        let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
+        let name = Self::name_of(&item.value, "package").unwrap_or_default();
+        let Some(req) = find_key(&self.lines, item.start, item.end, field, "requirements") else {
+            return Err(Error::bad(path.display(), format!("output {name}: expected a requirements: section")));
+        };
+        let req_end = block_end(&self.lines, req, field, item.end);
+        let why = pad(
+            0,
+            &format!(
+                "# {} goes with the {} variant of {} (added by `splitpkg feedstock`)",
+                o.payload_packages.join(", "),
+                with_variant(split),
+                o.lazy_name
+            ),
+        );
+        let ire = find_key(&self.lines, req, req_end, field + 2, "ignore_run_exports");
+        let by_name = ire.and_then(|i| find_key(&self.lines, i, block_end(&self.lines, i, field + 2, req_end), field + 4, "by_name"));
+        Ok(match (ire, by_name) {
+            (_, Some(bn)) => {
+                let bn_end = block_end(&self.lines, bn, field + 4, req_end);
+                let at = (bn + 1..bn_end).find(|&i| !blank_or_comment(&self.lines[i])).map(|i| indent(&self.lines[i])).unwrap_or(field + 6);
+                let mut l = vec![pad(at, why.trim())];
+                l.extend(o.payload_packages.iter().map(|p| pad(at, &format!("- {p}"))));
+                (last_content(&self.lines, bn, bn_end) + 1, l)
+            }
+            (None, None) => {
+                let mut l = vec![pad(field + 2, "ignore_run_exports:"), pad(field + 4, "by_name:"), pad(field + 6, why.trim())];
+                l.extend(o.payload_packages.iter().map(|p| pad(field + 6, &format!("- {p}"))));
+                (last_content(&self.lines, req, req_end) + 1, l)
+            }
+            (Some(_), None) => {
+                return Err(Error::bad(
+                    path.display(),
+                    format!("output {name}: ignore_run_exports without by_name:; expected a by_name list"),
+                ));
+            }
+        })
+    }
+
+    /// The recipe with the core output edited and the lazy output added after it.
+    fn patched(&self, path: &Path, split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Result<String> {
+        let o = &split.options;
+        let core = &self.items[shape.core];
+        let field = self.dash + 2;
+        let mut inserts: Vec<(usize, Vec<String>)> = Vec::new();
+        let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
+
+        // libtorch depends on the lazy output (either variant) where the library exists.
+        let req = find_key(&self.lines, core.start, core.end, field, "requirements")
+            .ok_or_else(|| Error::bad(path.display(), format!("output {}: expected a requirements: section", o.core_name)))?;
+        let req_end = block_end(&self.lines, req, field, core.end);
+        let spec = split.same_build(&o.lazy_name);
+        let dep_lines = |at: usize| match &shape.cond {
+            Some(c) => vec![pad(at, &format!("- if: {c}")), pad(at + 2, "then:"), pad(at + 4, &format!("- {spec}"))],
+            None => vec![pad(at, &format!("- {spec}"))],
+        };
+        let mut run_lines = vec![pad(
+            field + 4,
+            &format!("# {} comes from {} (either variant), added by `splitpkg feedstock`", opts.lazy_library, o.lazy_name),
+        )];
+        match find_key(&self.lines, req, req_end, field + 2, "run") {
+            Some(run) => {
+                let run_end = block_end(&self.lines, run, field + 2, req_end);
+                run_lines.extend(dep_lines(field + 4));
+                inserts.push((last_content(&self.lines, run, run_end) + 1, run_lines));
+            }
+            None => {
+                let mut l = vec![pad(field + 2, "run:")];
+                l.extend(run_lines);
+                l.extend(dep_lines(field + 4));
+                inserts.push((req + 1, l));
+            }
+        }
+        // The staging's payload run-export now belongs to the magma variant only: the core and
+        // every other output built from the staging (pytorch has libmagma-devel in its host too,
+        // and the lazy output's magma variant in its host through the core) ignore it.
+        for (n, item) in self.items.iter().enumerate() {
+            let inherits = item.value.get("inherit").and_then(Value::as_str) == Some(shape.staging.as_str());
+            if n == shape.core || inherits {
+                inserts.push(self.ignore_payload(path, item, split)?);
+            }
+        }
+
+        // The new output, after the core output (before the next output's banner comment).
+        let mut at = core.end;
+        while at > core.start + 1
+            && (blank_or_comment(&self.lines[at - 1]) && indent(&self.lines[at - 1]) <= self.dash || self.lines[at - 1].trim().is_empty())
+        {
+            at -= 1;
+        }
+        let block = render_output(split, opts, shape)?;
+        let mut l = vec![String::new()];
+        l.extend(block.lines().map(|s| if s.is_empty() { String::new() } else { pad(self.dash, s) }));
+        inserts.push((at, l));
+
+        // Assemble: every insert is at an index of the original lines; the moved test entry is
+        // dropped.
+        let (a, b) = shape.test_lines;
+        let mut out: Vec<String> = Vec::new();
+        for i in 0..=self.lines.len() {
+            for (_, l) in inserts.iter().filter(|(at, _)| *at == i) {
+                out.extend(l.iter().cloned());
+            }
+            if i < self.lines.len() && !(a..=b).contains(&i) {
+                out.push(self.lines[i].clone());
+            }
+        }
+        Ok(out.join("\n") + "\n")
+    }
+}
+
+/// The new output, at column 0 (the caller indents it like the other outputs).
+fn render_output(split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Result<String> {
+    let o = &split.options;
+    let env = crate::recipe::emit::environment()?;
+    let key_expr = format!("${{{{ {} }}}}", o.variant_key);
+    let ctx = minijinja::context! {
+        lib => opts.lazy_library.as_str(),
+        lib_short => lib_short(&opts.lazy_library),
+        lazy => o.lazy_name.as_str(),
+        core => o.core_name.as_str(),
+        staging => shape.staging.as_str(),
+        key => o.variant_key.as_str(),
+        with => with_variant(split),
+        with_upper => with_variant(split).to_uppercase(),
+        without => without_variant(split),
+        preferred => split.preferred().name.as_str(),
+        non_preferred => split.non_preferred().name.as_str(),
+        track_feature => split.track_feature(),
+        build_string => split.lazy_build_string(&key_expr, "${{ hash }}", "${{ build_number }}"),
+        cond => shape.cond.as_deref(),
+        ignore_keys => shape.ignore_keys.clone(),
+        stage_var => shape.stage_var.as_str(),
+        script_env => shape.script_env.clone(),
+        script_file => shape.script_file.as_str(),
+        compilers => shape.compilers.clone(),
+        host => shape.host.clone(),
+        payload_devel => shape.payload_devel.clone(),
+        payload_packages => o.payload_packages.clone(),
+        core_spec => split.same_build(&o.core_name),
+        forbid => split.forbid_payload(),
+        ignore_by_name => shape.ignore_by_name.iter().filter(|n| !o.payload_packages.contains(n)).cloned().collect::<Vec<_>>(),
+    };
+    env.get_template("feedstock-output.yaml").and_then(|t| t.render(&ctx)).map_err(|e| Error::failed("rendering the feedstock output", e))
+}
+
+/// build.sh: the core stage stops installing the library, the stage that links the Python
+/// package's `lib/` to `$PREFIX/lib` checks the library is a link there, and a new stage installs
+/// the variant.
+fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Result<String> {
+    let o = &split.options;
+    let lines: Vec<&str> = text.lines().collect();
+    let var = &shape.stage_var;
+    let case = lines
+        .iter()
+        .position(|l| {
+            let t = l.trim();
+            [format!("case ${{{var}}} in"), format!("case \"${{{var}}}\" in"), format!("case ${var} in"), format!("case \"${var}\" in")]
+                .contains(&t.to_string())
+        })
+        .ok_or_else(|| Error::bad(path.display(), format!("expected `case ${{{var}}} in` selecting the stage the recipe sets")))?;
+    let esac = (case..lines.len())
+        .find(|&i| lines[i].trim() == "esac" && indent(lines[i]) == indent(lines[case]))
+        .ok_or_else(|| Error::bad(path.display(), format!("line {}: `case ${{{var}}}` without a matching esac", case + 1)))?;
+    let arm_indent = indent(lines[case]) + 2;
+    let arms: Vec<usize> = (case + 1..esac)
+        .filter(|&i| indent(lines[i]) == arm_indent && lines[i].trim().ends_with(')') && !lines[i].trim().starts_with('#'))
+        .collect();
+    let arm_end = |start: usize| (start + 1..esac).find(|&i| lines[i].trim() == ";;" && indent(lines[i]) <= arm_indent + 2).unwrap_or(esac);
+    let core_arm = *arms.iter().find(|&&i| lines[i].trim() == format!("{})", o.core_name)).ok_or_else(|| {
+        Error::bad(
+            path.display(),
+            format!("no `{})` arm in `case ${{{var}}}`; expected the stage that installs {}", o.core_name, o.core_name),
+        )
+    })?;
+    let core_end = arm_end(core_arm);
+    // The directory the core stage installs from: `mv DIR/lib/* ${PREFIX}/lib/`.
+    let torch_dir = (core_arm..core_end)
+        .find_map(|i| {
+            let w: Vec<&str> = lines[i].split_whitespace().collect();
+            match w.as_slice() {
+                [cmd, src, dst]
+                    if *cmd == "mv" && (dst.trim_end_matches('/') == "${PREFIX}/lib" || dst.trim_end_matches('/') == "$PREFIX/lib") =>
+                {
+                    src.strip_suffix("/lib/*").map(str::to_string)
+                }
+                _ => None,
+            }
+        })
+        .ok_or_else(|| {
+            Error::bad(
+                path.display(),
+                format!("the `{})` stage: expected `mv DIR/lib/* ${{PREFIX}}/lib/` (where the staging left the libraries)", o.core_name),
+            )
+        })?;
+    let lib = &opts.lazy_library;
+    let body = arm_indent + 2;
+    let pad = |s: &str| format!("{}{s}", " ".repeat(body));
+    let mut core_add = vec![
+        pad(&format!("# {lib} is the {} output's (added by `splitpkg feedstock`)", o.lazy_name)),
+        pad(&format!("rm -f ${{PREFIX}}/lib/{lib}")),
+    ];
+    if let Some(core_file) = &opts.dlopen_note {
+        core_add.push(pad(&format!(
+            "splitpkg note ${{PREFIX}}/lib/{core_file} --out ${{PREFIX}}/lib/{core_file} --soname {lib} --feature linalg --priority required"
+        )));
+    }
+    // The stage that links the Python package's files to $PREFIX: the library must be a link there.
+    let link_check = arms.iter().filter(|&&a| a != core_arm).find_map(|&a| {
+        let end = arm_end(a);
+        let links = (a..end).any(|i| lines[i].trim_start().starts_with("ln -s"));
+        let dir = (a..end).find_map(|i| lines[i].trim().strip_prefix("pushd ").map(str::trim))?;
+        links.then(|| {
+            let f = format!("{dir}/lib/{lib}");
+            (
+                end,
+                vec![
+                    pad(&format!("# {lib} belongs to {}: here only a link to it (added by `splitpkg feedstock`)", o.lazy_name)),
+                    pad(&format!("if [[ -e {f} && ! -L {f} ]]; then")),
+                    pad(&format!("  echo \"{f} is a file; expected a link to ${{PREFIX}}/lib ({})\" >&2", o.lazy_name)),
+                    pad("  exit 1"),
+                    pad("fi"),
+                ],
+            )
+        })
+    });
+    let env = crate::recipe::emit::environment()?;
+    let stage = env
+        .get_template("feedstock-stage.sh")
+        .and_then(|t| {
+            t.render(minijinja::context! {
+                lazy => o.lazy_name.as_str(), lib => lib.as_str(), key => o.variant_key.as_str(),
+                with => with_variant(split), with_upper => with_variant(split).to_uppercase(),
+                without => without_variant(split), torch_dir => torch_dir.as_str(),
+            })
+        })
+        .map_err(|e| Error::failed("rendering the build.sh stage", e))?;
+    let new_arm: Vec<String> =
+        stage.lines().map(|s| if s.is_empty() { String::new() } else { format!("{}{s}", " ".repeat(arm_indent)) }).collect();
+    let default_arm = arms.iter().copied().find(|&i| lines[i].trim() == "*)").unwrap_or(esac);
+
+    let mut inserts: Vec<(usize, Vec<String>)> = vec![(core_end, core_add), (default_arm, new_arm)];
+    inserts.extend(link_check);
+    let mut out: Vec<String> = Vec::new();
+    for i in 0..=lines.len() {
+        for (_, l) in inserts.iter().filter(|(at, _)| *at == i) {
+            out.extend(l.iter().cloned());
+        }
+        if i < lines.len() {
+            out.push(lines[i].to_string());
+        }
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+/// conda_build_config.yaml gains the variant key with both values. conda-smithy writes it into the
+/// CUDA `.ci_support` files as one list (only the lazy output uses it), so no job is added.
+fn patch_cbc(text: Option<&str>, split: &Split) -> String {
+    let o = &split.options;
+    let mut out = text.unwrap_or_default().to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "# The variants of {} (added by `splitpkg feedstock`). Only that output uses this key,\n# so conda-smithy builds both in the same CI job; a plain install gets {}.\n{}:\n",
+        o.lazy_name,
+        split.preferred().name,
+        o.variant_key
+    ));
+    for v in &split.variants {
+        out.push_str(&format!("  - {}\n", v.name));
+    }
+    out
+}
+
+fn with_variant(split: &Split) -> &str {
+    split.variants.iter().find(|v| v.with_payload).map(|v| v.name.as_str()).unwrap_or_default()
+}
+
+fn without_variant(split: &Split) -> &str {
+    split.variants.iter().find(|v| !v.with_payload).map(|v| v.name.as_str()).unwrap_or_default()
+}
+
+/// `libtorch_cuda_linalg.so` → `torch_cuda_linalg` (what `package_contents: lib:` lists).
+fn lib_short(lib: &str) -> String {
+    lib.strip_prefix("lib").unwrap_or(lib).split(".so").next().unwrap_or_default().to_string()
+}
+
+fn indent(l: &str) -> usize {
+    l.len() - l.trim_start_matches(' ').len()
+}
+
+fn blank_or_comment(l: &str) -> bool {
+    let t = l.trim();
+    t.is_empty() || t.starts_with('#')
+}
+
+/// The line `key:` at exactly `col` within `from..to`.
+fn find_key(lines: &[String], from: usize, to: usize, col: usize, key: &str) -> Option<usize> {
+    (from..to).find(|&i| indent(&lines[i]) == col && lines[i].trim_end().trim_start() == format!("{key}:"))
+}
+
+/// The end (exclusive) of the block that starts at `start` with its key at `col`.
+fn block_end(lines: &[String], start: usize, col: usize, limit: usize) -> usize {
+    (start + 1..limit).find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) <= col).unwrap_or(limit)
+}
+
+/// The last line of `from..to` with content.
+fn last_content(lines: &[String], from: usize, to: usize) -> usize {
+    (from..to).rev().find(|&i| !blank_or_comment(&lines[i])).unwrap_or(from)
+}
+
+/// Every string of a requirement list, inside `if:`/`then:`/`else:` branches too.
+fn flat_strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Sequence(items) => items.iter().flat_map(flat_strings).collect(),
+        Value::Mapping(m) => ["then", "else"].iter().filter_map(|k| m.get(*k)).flat_map(flat_strings).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A unified diff (three lines of context) from a longest-common-subsequence line match.
+pub fn unified_diff(a: &str, b: &str, from: &str, to: &str) -> String {
+    if a == b {
+        return String::new();
+    }
+    let x: Vec<&str> = a.lines().collect();
+    let y: Vec<&str> = b.lines().collect();
+    let (n, m) = (x.len(), y.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if x[i] == y[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+        }
+    }
+    // (tag, a index, b index): ' ' same, '-' only in a, '+' only in b.
+    let mut ops: Vec<(char, usize, usize)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && x[i] == y[j] {
+            ops.push((' ', i, j));
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            ops.push(('+', i, j));
+            j += 1;
+        } else {
+            ops.push(('-', i, j));
+            i += 1;
+        }
+    }
+    let mut out = format!("--- {from}\n+++ {to}\n");
+    let changed: Vec<usize> = ops.iter().enumerate().filter(|(_, o)| o.0 != ' ').map(|(k, _)| k).collect();
+    let mut k = 0;
+    while k < changed.len() {
+        let start = changed[k].saturating_sub(3);
+        let mut end = changed[k];
+        while k < changed.len() && changed[k] <= end + 7 {
+            end = changed[k];
+            k += 1;
+        }
+        let end = (end + 4).min(ops.len());
+        let hunk = &ops[start..end];
+        let a_start = hunk[0].1;
+        let b_start = hunk[0].2;
+        let a_len = hunk.iter().filter(|o| o.0 != '+').count();
+        let b_len = hunk.iter().filter(|o| o.0 != '-').count();
+        let range = |s: usize, l: usize| if l == 0 { format!("{s},0") } else { format!("{},{l}", s + 1) };
+        out.push_str(&format!("@@ -{} +{} @@\n", range(a_start, a_len), range(b_start, b_len)));
+        for &(t, ai, bj) in hunk {
+            let line = if t == '+' { y[bj] } else { x[ai] };
+            out.push_str(&format!("{t}{line}\n"));
+        }
+    }
+    out
+}
