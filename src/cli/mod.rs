@@ -4,8 +4,8 @@
 //! confined/ok, 1 negative verdict, 2 bad input or usage, 3 internal failure, 4 (smoke) stale flag.
 
 mod channel;
-mod note;
 mod index;
+mod note;
 mod recipe;
 mod report;
 mod smoke;
@@ -26,8 +26,8 @@ use splitpkg::progress::Progress;
 use splitpkg::recipe::split;
 
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
-pub use note::{NOTE_HELP, NoteArgs};
 pub use index::{INDEX_HELP, IndexArgs};
+pub use note::{NOTE_HELP, NoteArgs};
 pub use recipe::{EmitArgs, FEEDSTOCK_HELP, FeedstockArgs, VerifyVariantArgs};
 pub use report::{REPORT_HELP, ReportArgs};
 pub use smoke::{SMOKE_HELP, SmokeArgs};

@@ -26,8 +26,8 @@ use memmap2::Mmap;
 use object::Endianness;
 
 mod error;
-pub mod note;
 mod load_time;
+pub mod note;
 mod symbols;
 pub use error::ElfError;
 pub use note::{DlopenEntry, DlopenNotes, NoteProblem, Priority};

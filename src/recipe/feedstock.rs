@@ -492,6 +492,7 @@ fn render_output(split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Resul
         stage_var => shape.stage_var.as_str(),
         script_env => shape.script_env.clone(),
         script_file => shape.script_file.as_str(),
+        splitpkg_requirement => crate::recipe::emit::splitpkg_requirement(),
         compilers => shape.compilers.clone(),
         host => shape.host.clone(),
         payload_devel => shape.payload_devel.clone(),

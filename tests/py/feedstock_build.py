@@ -84,10 +84,13 @@ sp = helpers / "splitpkg"
 sp.mkdir(parents=True, exist_ok=True)
 shutil.copy(splitpkg_bin, sp / "splitpkg")
 shutil.copy(blv, sp / "splitpkg-build-lazy-variant")
+# At the binary's own version: the patched recipe requires this release (emit::splitpkg_requirement).
+import subprocess
+sp_version = subprocess.run([splitpkg_bin, "--version"], check=True, capture_output=True, text=True).stdout.split()[1]
 (sp / "recipe.yaml").write_text("""schema_version: 1
 package:
   name: splitpkg
-  version: 0.0.0
+  version: """ + sp_version + """
 source:
   - path: .
 build:
