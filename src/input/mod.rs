@@ -861,21 +861,6 @@ where
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn library_names() {
-        for ok in ["libfoo.so", "libfoo.so.1", "libfoo.so.1.2.3", "_C.cpython-311-x86_64-linux-gnu.so", "libc.so.6"] {
-            assert!(named_like_shared_library(ok), "{ok}");
-        }
-        for no in ["foo.so.conf", "libfoo.a", "so", ".so", "libfoo.so.x", "libfoo.sox", "README"] {
-            assert!(!named_like_shared_library(no), "{no}");
-        }
-    }
-}
-
 /// A directory inside a conda environment (`PREFIX/lib/python3.X/site-packages/torch`) whose
 /// symlinks lead into that environment (conda-forge links `torch/lib/*` to `PREFIX/lib/*`): the
 /// environment root, the number of such links and one of them. The process loads the libraries
@@ -904,4 +889,19 @@ pub fn enclosing_env(dir: &Path) -> Option<(PathBuf, usize, String)> {
         }
     }
     (count > 0).then_some((env, count, example))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_names() {
+        for ok in ["libfoo.so", "libfoo.so.1", "libfoo.so.1.2.3", "_C.cpython-311-x86_64-linux-gnu.so", "libc.so.6"] {
+            assert!(named_like_shared_library(ok), "{ok}");
+        }
+        for no in ["foo.so.conf", "libfoo.a", "so", ".so", "libfoo.so.x", "libfoo.sox", "README"] {
+            assert!(!named_like_shared_library(no), "{no}");
+        }
+    }
 }
