@@ -241,7 +241,7 @@ fn meta_yaml_renders_as_conda_build_would() {
             assert_eq!(lazy["build"]["track_features"], serde_json::json!(["nomagma"]));
             assert_eq!(constrained, vec!["libtorch ==2.5.1 cuda126_*", "libmagma <0.0a0"]);
         }
-        assert_eq!(lazy["test"]["requires"], serde_json::json!(["splitpkg"]));
+        assert_eq!(lazy["test"]["requires"], serde_json::json!([splitpkg::recipe::emit::splitpkg_requirement()]));
     }
     // conda-build scans the top-level script and fields for every output: the key must not be
     // in build-variants.sh or in the core output's script.

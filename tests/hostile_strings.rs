@@ -303,8 +303,9 @@ fn fifos_devices_and_oversized_files_are_refused_without_blocking() {
         let case = d.path().join(format!("{file}-{kind}"));
         std::fs::create_dir(&case).unwrap();
         let site = site_with_marker(&case, &marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400));
-        // The first dist-info in name order is torch's; the lazy wheel's is read for the owner check.
-        let target = if file == "RECORD" { "torch_cuda_linalg-2.5.1+1.magma.dist-info" } else { "torch-2.5.1.dist-info" };
+        // The lazy wheel's dist-info is the one read: its RECORD for the owner check, its METADATA
+        // to name the tree (the fixture's torch dist-info has no RECORD, so it is not the largest).
+        let target = "torch_cuda_linalg-2.5.1+1.magma.dist-info";
         let p = site.join(target).join(file);
         std::fs::remove_file(&p).ok();
         if kind == "fifo" {

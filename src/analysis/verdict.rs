@@ -325,7 +325,15 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
     for &lf in &lazy_files {
         let Some(ln) = g.node_of_file(lf) else { continue };
         let node = &g.nodes[ln];
-        let loaded_by: Vec<Step> = g.in_edges(ln).filter(|e| e.kind.is_lazy()).map(|e| step(g, e)).collect();
+        // One step per loader and kind: the graph keeps an edge per way a file was found (each
+        // process has its own search path), but the loader is the same file; the first process's
+        // resolution is the one shown (ld.so's first loader wins).
+        let mut loaded_by: Vec<Step> = Vec::new();
+        for st in g.in_edges(ln).filter(|e| e.kind.is_lazy()).map(|e| step(g, e)) {
+            if !loaded_by.iter().any(|o| o.from == st.from && o.kind == st.kind) {
+                loaded_by.push(st);
+            }
+        }
         if node.reach == Reach::Eager {
             let holds = payload_nodes.contains(&ln) || reaches_payload(g, ln, &payload_nodes);
             if holds {

@@ -31,7 +31,8 @@ Examples:
   splitpkg index wheels/variants/ --out index-variants/
   python3 -m http.server --bind 127.0.0.1 --directory index/ 8000
   pip install --index-url http://127.0.0.1:8000/ torch
-  uv pip install --preview-features wheel-variants --index-url http://127.0.0.1:8001/ torch";
+  uv pip install --preview-features wheel-variants \\
+    --index-url http://127.0.0.1:8001/ torch";
 
 #[derive(Args)]
 pub struct IndexArgs {
