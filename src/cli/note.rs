@@ -18,8 +18,9 @@ Exit codes: 0 written, 2 bad input or usage (nothing written).
 Examples:
   splitpkg note lib/libtorch_cuda.so --out lib/libtorch_cuda.so \\
     --soname libtorch_cuda_linalg.so --feature linalg --priority required
-  splitpkg note libfoo.so --out out/libfoo.so --soname libbar.so.1 --soname libbar.so \\
-    --feature bar --priority suggested --description 'Bar support' --json";
+  splitpkg note libfoo.so --out out/libfoo.so --soname libbar.so.1 \\
+    --soname libbar.so --feature bar --priority suggested \\
+    --description 'Bar support' --json";
 
 #[derive(Args)]
 pub struct NoteArgs {
