@@ -24,6 +24,8 @@ import pathlib
 import shutil
 import sys
 
+import splitpkg_package
+
 import rattler
 import rattler_build as rb
 from rattler.exceptions import SolverError
@@ -80,28 +82,7 @@ outputs:
 """)
 build(m / "recipe.yaml")
 # 1b. splitpkg, packaged from the binary already built (no compile).
-sp = helpers / "splitpkg"
-sp.mkdir(parents=True, exist_ok=True)
-shutil.copy(splitpkg_bin, sp / "splitpkg")
-shutil.copy(blv, sp / "splitpkg-build-lazy-variant")
-# At the binary's own version: the patched recipe requires this release (emit::splitpkg_requirement).
-import subprocess
-sp_version = subprocess.run([splitpkg_bin, "--version"], check=True, capture_output=True, text=True).stdout.split()[1]
-(sp / "recipe.yaml").write_text("""schema_version: 1
-package:
-  name: splitpkg
-  version: """ + sp_version + """
-source:
-  - path: .
-build:
-  number: 0
-  dynamic_linking:
-    binary_relocation: false
-  script:
-    - install -D -m 755 splitpkg "$PREFIX/bin/splitpkg"
-    - install -D -m 755 splitpkg-build-lazy-variant "$PREFIX/bin/splitpkg-build-lazy-variant"
-""")
-build(sp / "recipe.yaml")
+build(splitpkg_package.stage(helpers / "splitpkg", {"splitpkg": splitpkg_bin, "splitpkg-build-lazy-variant": blv}))
 
 # 2. The patched feedstock, both variants in one build call (one CI job).
 values = []

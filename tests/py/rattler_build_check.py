@@ -11,8 +11,9 @@ packages from the channel's repodata.json.
 import json
 import pathlib
 import shutil
-import subprocess
 import sys
+
+import splitpkg_package
 
 import rattler
 import rattler_build as rb
@@ -44,25 +45,8 @@ build:
     - mkdir -p "$PREFIX/share/libmagma-standin"
     - echo "stand-in for tests; not MAGMA" > "$PREFIX/share/libmagma-standin/README"
 """)
-(helpers / "splitpkg").mkdir(parents=True, exist_ok=True)
-shutil.copy(splitpkg_bin, helpers / "splitpkg" / "splitpkg")
-# The binary's own version (`splitpkg 0.1.0 (commit …)`): the emitted tests pin splitpkg to it.
-splitpkg_version = subprocess.run([splitpkg_bin, "--version"], check=True, capture_output=True, text=True).stdout.split()[1]
-(helpers / "splitpkg" / "recipe.yaml").write_text(f"""schema_version: 1
-package:
-  name: splitpkg
-  version: {splitpkg_version}
-source:
-  - path: .
-build:
-  number: 0
-  dynamic_linking:
-    binary_relocation: false
-  script:
-    - install -D -m 755 splitpkg "$PREFIX/bin/splitpkg"
-""")
 build(helpers / "libmagma" / "recipe.yaml")
-build(helpers / "splitpkg" / "recipe.yaml")
+build(splitpkg_package.stage(helpers / "splitpkg", {"splitpkg": splitpkg_bin}))
 
 # The split recipe, next to its stage.
 split = work / "split"
