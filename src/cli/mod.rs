@@ -80,7 +80,7 @@ pub enum Command {
     Env(EnvArgs),
     /// Check one build of the lazy library against its variant and the loader contract.
     #[command(
-        after_help = "Exit codes: 0 pass, 1 a check failed, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant \\\n    nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant \\\n    magma --plan plan.json --json"
+        after_help = "Checks: the SONAME; the payload (present for the variant that carries it, absent otherwise); the contract: the names the loader looks up, the exports core files import and the stock file provides, the registrations it makes at load; every strong import defined by a NEEDED library (--lib-dir).\n\nExit codes: 0 pass, 1 a check failed, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant \\\n    nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant \\\n    magma --plan plan.json --json\n  splitpkg verify-variant out/libtorch_cuda_linalg.so --variant nomagma \\\n    --plan plan.json --lib-dir torch/lib --lib-dir cuda/lib"
     )]
     VerifyVariant(VerifyVariantArgs),
     /// Patch a conda-forge feedstock (v1 recipe with a staging output) to split the lazy library into its own output with magma/nomagma variants; prints the diff, --write applies it.

@@ -56,6 +56,11 @@ pub struct VerifyVariantArgs {
     /// Or a plan JSON to take the contract from.
     #[arg(long, value_name = "FILE", conflicts_with = "contract")]
     plan: Option<PathBuf>,
+    /// Where the library's NEEDED libraries are (repeatable; searched before its own directory,
+    /// its RPATH/RUNPATH and the system's). Given, a NEEDED library found nowhere fails the
+    /// imports check; without it, that check is skipped with a note.
+    #[arg(long = "lib-dir", value_name = "DIR")]
+    lib_dirs: Vec<PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -120,7 +125,7 @@ pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
 }
 
 pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
-    let VerifyVariantArgs { library, variant, contract, plan, json } = a;
+    let VerifyVariantArgs { library, variant, contract, plan, lib_dirs, json } = a;
     let contract = match (contract, plan) {
         (Some(c), _) => {
             let text = file::read_text(&c, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "contract")?;
@@ -133,7 +138,7 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
         }
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };
-    let report = verify::verify_variant(&library, &variant, &contract)?;
+    let report = verify::verify_variant(&library, &variant, &contract, Some(&lib_dirs))?;
     let text = if json { to_json(&report)? } else { verify::report_text(&report) };
     write_out(None, &text)?;
     Ok(if report.pass { 0 } else { 1 })

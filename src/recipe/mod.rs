@@ -5,6 +5,7 @@
 
 pub mod emit;
 pub mod feedstock;
+pub mod needed;
 pub mod note;
 pub mod split;
 pub mod verify;

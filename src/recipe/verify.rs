@@ -13,6 +13,7 @@ use crate::analysis::plan::Plan;
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
 use crate::input::Tree;
+use crate::recipe::needed;
 use crate::recipe::split::Variant;
 
 #[derive(Debug, Clone, Serialize)]
@@ -31,9 +32,16 @@ pub struct VerifyReport {
     pub with_payload: bool,
     pub pass: bool,
     pub checks: Vec<Check>,
+    /// What was not checked, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
-pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Result<VerifyReport> {
+/// `lib_dirs`: check every strong import against the NEEDED libraries, looked up there first
+/// ([`needed`]); `None` where the libraries the variant will meet are not at hand (`pack` and
+/// `wheel` take a built file from elsewhere: the check belongs to the build, which runs
+/// `verify-variant`).
+pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile, lib_dirs: Option<&[PathBuf]>) -> Result<VerifyReport> {
     let Some(with_payload) = payload::variant_carries(variant, &contract.dep) else {
         return Err(Error::Usage(format!("--variant must be {} or no{}, not {variant}", contract.dep, contract.dep)));
     };
@@ -65,6 +73,18 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
         check(rc.name, rc.pass, rc.detail);
     }
     checks.extend(contract_checks(&view, &facts, contract));
+    let mut notes = Vec::new();
+    if let Some(dirs) = lib_dirs {
+        let r = needed::resolve(path, &view, &facts, dirs);
+        // Without --lib-dir, a library whose dependencies are not installed beside it (a lazy
+        // package's own test environment, a file taken out of its tree) is not failed for that:
+        // the report says what was not checked. Named directories make the check strict.
+        if r.not_found.is_empty() || !dirs.is_empty() {
+            checks.push(imports_check(&r));
+        } else {
+            notes.push(format!("imports not checked: NEEDED {} not found (pass --lib-dir DIR where they are)", r.not_found.join(", ")));
+        }
+    }
     let pass = checks.iter().all(|c| c.pass);
     Ok(VerifyReport {
         schema: "splitpkg-verify",
@@ -74,6 +94,7 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile) -> Re
         with_payload,
         pass,
         checks,
+        notes,
     })
 }
 
@@ -111,6 +132,22 @@ pub fn contract_checks(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, contrac
     checks
 }
 
+/// The link editor's `--no-undefined`, made on the finished file: a NEEDED library that cannot be
+/// found fails too, since what it would define cannot be shown.
+fn imports_check(r: &needed::Resolution) -> Check {
+    let name = "imports resolved by NEEDED".to_string();
+    if !r.not_found.is_empty() {
+        let detail = format!("NEEDED {} not found (pass --lib-dir DIR where they are)", r.not_found.join(", "));
+        return Check { name, pass: false, detail };
+    }
+    let detail = if r.unresolved.is_empty() {
+        format!("all {} strong imports defined", r.imports)
+    } else {
+        format!("{} of {} defined by none: {}", r.unresolved.len(), r.imports, first_few(&r.unresolved))
+    };
+    Check { name, pass: r.unresolved.is_empty(), detail }
+}
+
 /// [`contract_checks`] of the library at `path`.
 pub fn check_contract(path: &Path, contract: &ContractFile) -> Result<Vec<Check>> {
     let display = path.display().to_string();
@@ -125,15 +162,23 @@ fn presence(total: usize, missing: &[&String]) -> String {
     if missing.is_empty() {
         return format!("all {total} present");
     }
-    let shown: Vec<String> = missing.iter().take(5).map(|s| payload::demangle(s)).collect();
-    let more = if missing.len() > shown.len() { format!(" and {} more", missing.len() - shown.len()) } else { String::new() };
-    format!("missing: {}{more}", shown.join(", "))
+    format!("missing: {}", first_few(missing))
+}
+
+/// The first 5 names, demangled, then how many more.
+fn first_few<S: AsRef<str>>(names: &[S]) -> String {
+    let shown: Vec<String> = names.iter().take(5).map(|s| payload::demangle(s.as_ref())).collect();
+    let more = if names.len() > shown.len() { format!(" and {} more", names.len() - shown.len()) } else { String::new() };
+    format!("{}{more}", shown.join(", "))
 }
 
 pub fn report_text(r: &VerifyReport) -> String {
     let mut s = format!("{} as {}: {}\n", r.library, r.variant, if r.pass { "PASS" } else { "FAIL" });
     for c in &r.checks {
         s.push_str(&format!("  {} {:<34} {}\n", if c.pass { "ok  " } else { "FAIL" }, c.name, c.detail));
+    }
+    for n in &r.notes {
+        s.push_str(&format!("  note {n}\n"));
     }
     s
 }
@@ -152,7 +197,7 @@ pub fn other_variant_file(plan: &Plan, given: Option<&(String, PathBuf)>, with: 
     }
     let lazy = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
     let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
-    let report = verify_variant(file, name, &contract)?;
+    let report = verify_variant(file, name, &contract, None)?;
     if !report.pass {
         let failed: Vec<String> = report.checks.iter().filter(|c| !c.pass).map(|c| format!("{} ({})", c.name, c.detail)).collect();
         return Err(Error::Refused(format!(
@@ -282,12 +327,12 @@ mod tests {
     fn a_faithful_rebuild_passes_and_the_stock_file_fails_only_as_nomagma() {
         let (mut s, c) = stock();
         let rebuilt = variant(&mut s, "nomagma", &lazy(false, true, true, true));
-        let r = verify_variant(&rebuilt, "nomagma", &c).unwrap();
+        let r = verify_variant(&rebuilt, "nomagma", &c, Some(&[])).unwrap();
         assert!(r.pass, "{}", report_text(&r));
         let stock = s.tree().join(format!("torch/lib/{LAZY}"));
-        let r = verify_variant(&stock, "magma", &c).unwrap();
+        let r = verify_variant(&stock, "magma", &c, Some(&[])).unwrap();
         assert!(r.pass, "{}", report_text(&r));
-        let r = verify_variant(&stock, "nomagma", &c).unwrap();
+        let r = verify_variant(&stock, "nomagma", &c, Some(&[])).unwrap();
         assert_eq!(failed(&r), ["no payload symbols defined"], "{}", report_text(&r));
     }
 
@@ -300,7 +345,7 @@ mod tests {
             "int at_cuda_getCurrentCUDASolverDnHandle(void) __asm__(\"_ZN2at4cuda6solver6handleEi\");\n\
              int at_cuda_getCurrentCUDASolverDnHandle(void) { return 0; }\nint linalg_entry(int x) { return x; }\n",
         );
-        let r = verify_variant(&stub, "nomagma", &c).unwrap();
+        let r = verify_variant(&stub, "nomagma", &c, Some(&[])).unwrap();
         assert_eq!(failed(&r), ["exports what the stock provides", "registers at load like the stock"], "{}", report_text(&r));
         let text = report_text(&r);
         assert!(text.contains("missing: at::cuda::blas::gemm(int)"), "{text}");
@@ -311,12 +356,47 @@ mod tests {
     fn a_build_with_a_translation_unit_left_out_is_rejected() {
         let (mut s, c) = stock();
         let no_blas = variant(&mut s, "no-blas", &lazy(false, true, false, true));
-        let r = verify_variant(&no_blas, "nomagma", &c).unwrap();
+        let r = verify_variant(&no_blas, "nomagma", &c, Some(&[])).unwrap();
         assert_eq!(failed(&r), ["exports what the stock provides"], "{}", report_text(&r));
         // The unit holding the registrations (torch's BatchLinearAlgebra.cpp) left out.
         let no_registrations = variant(&mut s, "no-init", &lazy(false, true, true, false));
-        let r = verify_variant(&no_registrations, "nomagma", &c).unwrap();
+        let r = verify_variant(&no_registrations, "nomagma", &c, Some(&[])).unwrap();
         assert_eq!(failed(&r), ["registers at load like the stock"], "{}", report_text(&r));
+    }
+
+    #[test]
+    fn an_import_no_needed_library_defines_is_rejected() {
+        let (mut s, c) = stock();
+        let code = lazy(false, true, true, true)
+            + "extern int at_gone(int) __asm__(\"_ZN2at6native7at_goneEi\");\nint call_gone(int x) { return at_gone(x); }\n";
+        let loose = variant(&mut s, "loose", &code);
+        let r = verify_variant(&loose, "nomagma", &c, Some(&[])).unwrap();
+        assert_eq!(failed(&r), ["imports resolved by NEEDED"], "{}", report_text(&r));
+        assert!(report_text(&r).contains("defined by none: at::native::at_gone(int)"), "{}", report_text(&r));
+        // pack and wheel apply the contract only: the libraries are not at hand there.
+        assert!(verify_variant(&loose, "nomagma", &c, None).unwrap().pass);
+    }
+
+    #[test]
+    fn imports_are_checked_where_the_needed_libraries_are_found_and_strictly_with_lib_dir() {
+        let (mut s, c) = stock();
+        let rebuilt = variant(&mut s, "nomagma", &lazy(false, true, true, true));
+        // Moved away from the tree its RPATH ($ORIGIN/../../torch/lib) leads to.
+        let moved = s.tree().join(format!("elsewhere/{LAZY}"));
+        std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+        std::fs::copy(&rebuilt, &moved).unwrap();
+        let r = verify_variant(&moved, "nomagma", &c, Some(&[])).unwrap();
+        assert!(r.pass, "{}", report_text(&r));
+        assert_eq!(
+            r.notes,
+            ["imports not checked: NEEDED libtorch_cpu.so, libtorch_cuda.so not found (pass --lib-dir DIR where they are)"]
+        );
+        // A named directory makes the check strict: one that lacks them fails.
+        let r = verify_variant(&moved, "nomagma", &c, Some(&[s.tree().join("variants")])).unwrap();
+        assert_eq!(failed(&r), ["imports resolved by NEEDED"], "{}", report_text(&r));
+        assert!(report_text(&r).contains("NEEDED libtorch_cpu.so, libtorch_cuda.so not found (pass --lib-dir"), "{}", report_text(&r));
+        let r = verify_variant(&moved, "nomagma", &c, Some(&[s.tree().join("torch/lib")])).unwrap();
+        assert!(r.pass && r.notes.is_empty(), "{}", report_text(&r));
     }
 
     #[cfg(feature = "gpu")]
