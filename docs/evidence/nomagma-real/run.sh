@@ -49,7 +49,7 @@ step environment
 step "verify-variant and plan of the real library"
 VERSION=$("$PY" -c "import importlib.metadata as m; print(m.version(\"torch\").split(\"+\")[0])")
 run emit "$BIN" emit "$TORCH" --version "$VERSION" --out "$W/recipe" --quiet
-run verify-variant "$BIN" verify-variant "$NOMAGMA" --variant nomagma --contract "$W/recipe/rattler-build/contract.json"
+run verify-variant "$BIN" verify-variant "$NOMAGMA" --variant nomagma --contract "$W/recipe/rattler-build/contract.json" --lib-dir "$TORCH/lib" --lib-dir "$SITE/nvidia/cu13/lib"
 # A copy of the installed torch with the real library in place; nvidia/ linked beside it, since
 # torch's RPATH reaches the CUDA libraries through $ORIGIN/../../nvidia.
 mkdir -p "$W/copy"
