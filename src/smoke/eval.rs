@@ -6,7 +6,7 @@
 //! `.nv_fatbin` headers (files, not the GPU) and is recorded as a check for replay. The GPU itself
 //! is probed only in `device.rs`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -614,9 +614,10 @@ pub struct LibraryDeviceCode {
 /// binaries, SASS for `sm` (e.g. `sm_90`) or PTX the driver can JIT for it (`splitpkg::fatbin`
 /// reads the headers only). Libraries without `.nv_fatbin` are skipped; `None` when none has any.
 ///
-/// Only the variant's own libraries (those in `own_dir`, the lazy library's directory) are judged:
-/// the CUDA dependency wheels are reported alongside.
-pub fn device_code_check(libraries: &[PathBuf], own_dir: Option<&Path>, sm: &str) -> Option<DeviceCheck> {
+/// Only the variant's own libraries (`own`: torch's own files, by canonical path; `None` judges
+/// every one) are judged: CUDA dependencies — the `nvidia-*` wheels, or in a conda environment the
+/// CUDA packages' files beside torch's in `$PREFIX/lib` — are reported alongside.
+pub fn device_code_check(libraries: &[PathBuf], own: Option<&std::collections::BTreeSet<PathBuf>>, sm: &str) -> Option<DeviceCheck> {
     use crate::fatbin::{self, Kind, Runs};
     let device: fatbin::Capability = sm.parse().ok()?;
     let mut out = Vec::new();
@@ -645,7 +646,7 @@ pub fn device_code_check(libraries: &[PathBuf], own_dir: Option<&Path>, sm: &str
         // cuBLAS, cuDNN and friends ship arch-specific kernels in containers of their own (an
         // sm_100a-only container is never launched on sm_90), so "every container" is too strict.
         let runs = verdict.sass + verdict.jit > 0;
-        let own = own_dir.is_none_or(|d| lib.parent() == Some(d));
+        let own = own.is_none_or(|o| std::fs::canonicalize(lib).is_ok_and(|c| o.contains(&c)));
         if !runs && !own {
             // A CUDA dependency wheel: some (cuFFT) register only a stub fat binary and load their
             // kernels by other means, so its registered device code is reported, not judged.

@@ -633,7 +633,8 @@ fn run_variant(
     let device_check = lazy_library.as_ref().and_then(|l| {
         let dir = Path::new(&l.path).parent()?.to_path_buf();
         let site = r.torch_dir.parent().map(Path::to_path_buf);
-        eval::device_code_check(&variant::variant_libraries(&dir, site.as_deref()), Some(&dir), &device.sm)
+        let own = variant::own_libraries(&r.torch_dir, Path::new(&l.path));
+        eval::device_code_check(&variant::variant_libraries(&dir, site.as_deref()), Some(&own), &device.sm)
     });
 
     let plan = plan_variant(name, emulated, &opts.tables, &opts.filter, cuda.as_deref())?;

@@ -240,6 +240,14 @@ pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
 
 /// The CUDA libraries of a variant: every shared object next to the lazy library, plus the pip
 /// `nvidia/*/lib` directories of a wheel install.
+/// torch's own libraries, by canonical path: what `torch/lib` holds (in a conda environment,
+/// links into `$PREFIX/lib`, as the feedstock makes them) and the lazy library. The other
+/// libraries beside them in `$PREFIX/lib` belong to other packages (cuFFT, cuBLAS, …).
+pub fn own_libraries(torch_dir: &Path, lazy: &Path) -> std::collections::BTreeSet<PathBuf> {
+    let entries = std::fs::read_dir(torch_dir.join("lib")).into_iter().flatten().filter_map(|e| e.ok()).map(|e| e.path());
+    entries.chain([lazy.to_path_buf()]).filter_map(|p| std::fs::canonicalize(p).ok()).collect()
+}
+
 pub fn variant_libraries(lazy_dir: &Path, site_packages: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut add_dir = |d: &Path| {
@@ -264,4 +272,26 @@ pub fn variant_libraries(lazy_dir: &Path, site_packages: Option<&Path>) -> Vec<P
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The conda-forge layout: torch's libraries in `$PREFIX/lib` with links from
+    /// `site-packages/torch/lib`, CUDA packages' libraries beside them. Only torch's are its own.
+    #[test]
+    fn own_libraries_follow_torch_lib_links_into_the_prefix() {
+        let d = tempfile::tempdir().unwrap();
+        let lib = d.path().join("lib");
+        let torch_lib = d.path().join("lib/python3.12/site-packages/torch/lib");
+        std::fs::create_dir_all(&torch_lib).unwrap();
+        for f in ["libtorch_cuda.so", "libtorch_cuda_linalg.so", "libcufft.so.12"] {
+            std::fs::write(lib.join(f), b"\x7fELF").unwrap();
+        }
+        std::os::unix::fs::symlink(lib.join("libtorch_cuda.so"), torch_lib.join("libtorch_cuda.so")).unwrap();
+        let own = own_libraries(torch_lib.parent().unwrap(), &lib.join("libtorch_cuda_linalg.so"));
+        let names: Vec<_> = own.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["libtorch_cuda.so", "libtorch_cuda_linalg.so"], "not libcufft.so.12, a CUDA package's");
+    }
 }
