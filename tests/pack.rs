@@ -619,6 +619,111 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
     assert_eq!(walk(&env), before, "the environment is untouched");
 }
 
+/// The conda-forge layout (issue 24, item 5): torch's libraries in `$PREFIX/lib`, and
+/// `site-packages/torch/lib` holding relative links to them, as conda-build makes them. Every link
+/// travels with what it names — the lazy library's link in both lazy packages, the core's links in
+/// the core — so each installed environment has every link, each resolving to its own variant's
+/// file. `plan` on `site-packages/torch` (what a user in the environment types) plans the
+/// environment: CONFINED / NOT PRESENT; `env` names the variant, and `env --switch` swaps the file
+/// the link names.
+#[test]
+fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
+    const SP: &str = "lib/python3.11/site-packages/torch";
+    const TORCH_LIBS: [&str; 3] = ["libtorch_cpu.so", "libtorch_cuda.so", "libtorch_cuda_linalg.so"];
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("channel");
+    let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
+    let r = pack_ok(&fixture("conda-forge"), &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
+    assert_eq!(r["lossless"]["ok"], true);
+    assert_eq!((r["lossless"]["tree_paths"].as_u64(), r["lossless"]["placed_once"].as_u64()), (Some(13), Some(13)), "conda-like's 10 and 3 links");
+
+    // What each package holds, by its paths.json.
+    let packages = r["record"]["packages"].as_array().unwrap();
+    let paths_of = |role: &str, variant: Option<&str>| -> BTreeMap<String, PathType> {
+        let pkg = packages.iter().find(|p| p["role"] == role && variant.is_none_or(|v| p["variant"] == v)).unwrap();
+        let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(pkg["file"].as_str().unwrap())).unwrap();
+        p.paths.into_iter().map(|e| (e.relative_path.display().to_string(), e.path_type)).collect()
+    };
+    let want = |entries: &[(String, PathType)]| -> BTreeMap<String, PathType> { entries.iter().cloned().collect() };
+    let (hard, soft) = (PathType::HardLink, PathType::SoftLink);
+    assert_eq!(
+        paths_of("core", None),
+        want(&[
+            ("bin/torch_smoke".into(), hard),
+            ("lib/libtorch_cpu.so".into(), hard),
+            ("lib/libtorch_cuda.so".into(), hard),
+            (format!("{SP}/_C.cpython-311-x86_64-linux-gnu.so"), hard),
+            (format!("{SP}/lib/libtorch_cpu.so"), soft),
+            (format!("{SP}/lib/libtorch_cuda.so"), soft),
+            (format!("{SP}/version.txt"), hard),
+        ]),
+        "the core's links stay with the core"
+    );
+    for v in ["magma", "nomagma"] {
+        assert_eq!(
+            paths_of("lazy", Some(v)),
+            want(&[("lib/libtorch_cuda_linalg.so".into(), hard), (format!("{SP}/lib/libtorch_cuda_linalg.so"), soft)]),
+            "{v}: the link to the lazy library ships with the lazy library"
+        );
+    }
+    assert!(paths_of("payload", None).keys().all(|p| p.starts_with("lib/libmagma")));
+
+    let envs = d.path().join("envs");
+    let (o, s_) = solve(&ch, &["--install", s(&envs)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let inst = &s_["install"]["envs"];
+    assert_eq!((inst[0]["name"].as_str(), inst[0]["verdict"].as_str()), (Some("default"), Some("CONFINED")));
+    assert_eq!((inst[1]["name"].as_str(), inst[1]["verdict"].as_str()), (Some("slim"), Some("NOT PRESENT")));
+
+    // Every link in site-packages/torch/lib is there and names the environment's own file; the
+    // lazy one names this variant's build, and conda-meta records it under the lazy package.
+    let links_resolve = |env: &Path, lazy_from: &str| {
+        for lib in TORCH_LIBS {
+            let link = env.join(SP).join("lib").join(lib);
+            assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "{}", link.display());
+            assert_eq!(std::fs::read_link(&link).unwrap(), PathBuf::from(format!("../../../../{lib}")));
+            assert_eq!(std::fs::canonicalize(&link).unwrap(), std::fs::canonicalize(env.join("lib").join(lib)).unwrap(), "{lib} resolves");
+        }
+        assert_eq!(sha256(&env.join(SP).join("lib/libtorch_cuda_linalg.so")), sha256(&fixture(lazy_from)), "{}", env.display());
+        let meta = walk(&env.join("conda-meta")).into_iter().find(|(r, _)| r.starts_with("libtorch-cuda-linalg-")).unwrap().1;
+        let files: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
+        assert!(files["files"].as_array().unwrap().iter().any(|f| f == &format!("{SP}/lib/libtorch_cuda_linalg.so")), "{files}");
+    };
+    // plan on site-packages/torch: the environment, with the verdict's exit code.
+    let plan_sp = |env: &Path| -> (Option<i32>, String) {
+        let o = run(&["plan", s(&env.join(SP)), "--json", "--quiet"]);
+        assert!(stderr(&o).contains("links lead into the conda environment"), "{}", stderr(&o));
+        let p = json(&o);
+        assert_eq!(p["input"]["path"], s(env), "planned the enclosing environment");
+        assert_eq!(p["lazy_library"]["path"], "lib/libtorch_cuda_linalg.so");
+        (o.status.code(), p["verdict"].as_str().unwrap().to_string())
+    };
+    let (default, slim) = (envs.join("default"), envs.join("slim"));
+    links_resolve(&default, "conda-like/lib/libtorch_cuda_linalg.so");
+    links_resolve(&slim, NOMAGMA);
+    assert!(default.join("lib/libmagma.so.2").exists());
+    assert!(!walk(&slim).iter().any(|(r, _)| r.contains("libmagma")), "no libmagma in the slim environment");
+    assert_eq!(plan_sp(&default), (Some(0), "confined".to_string()));
+    assert_eq!(plan_sp(&slim), (Some(1), "not-present".to_string()));
+
+    // env on each.
+    for (env, variant, other) in [(&default, "magma", "nomagma"), (&slim, "nomagma", "magma")] {
+        let o = run(&["env", s(env), "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let e = json(&o);
+        assert_valid("docs/env.schema.json", &e);
+        assert_eq!((e["variant"].as_str(), e["switch"]["to"].as_str()), (Some(variant), Some(other)));
+        assert_eq!(e["channel"], s(&ch));
+    }
+    // env --switch replaces the lazy package: the link now names the nomagma file.
+    let o = run(&["env", s(&default), "--switch", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!((json(&o)["from"].as_str(), json(&o)["to"].as_str()), (Some("magma"), Some("nomagma")));
+    links_resolve(&default, NOMAGMA);
+    assert!(!default.join("lib/libmagma.so.2").exists());
+    assert_eq!(plan_sp(&default), (Some(1), "not-present".to_string()));
+}
+
 #[test]
 fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
     let d = tempfile::tempdir().unwrap();
