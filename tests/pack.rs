@@ -635,7 +635,11 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
     let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
     let r = pack_ok(&fixture("conda-forge"), &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
     assert_eq!(r["lossless"]["ok"], true);
-    assert_eq!((r["lossless"]["tree_paths"].as_u64(), r["lossless"]["placed_once"].as_u64()), (Some(13), Some(13)), "conda-like's 10 and 3 links");
+    assert_eq!(
+        (r["lossless"]["tree_paths"].as_u64(), r["lossless"]["placed_once"].as_u64()),
+        (Some(13), Some(13)),
+        "conda-like's 10 and 3 links"
+    );
 
     // What each package holds, by its paths.json.
     let packages = r["record"]["packages"].as_array().unwrap();
