@@ -101,6 +101,26 @@ impl Progress {
     }
 }
 
+/// `SPLITPKG_TRACE=1`: when each step of a long command finished, on stderr (bench/ uses it to
+/// say where the time went).
+pub struct StepTrace {
+    what: &'static str,
+    started: std::time::Instant,
+    on: bool,
+}
+
+impl StepTrace {
+    pub fn start(what: &'static str) -> StepTrace {
+        StepTrace { what, started: std::time::Instant::now(), on: std::env::var_os("SPLITPKG_TRACE").is_some() }
+    }
+
+    pub fn step(&self, step: &str) {
+        if self.on {
+            eprintln!("trace: {} {step} done at {:.0} ms", self.what, self.started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -222,13 +222,8 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     // check inflates only the rest, so every member is inflated once in all.
     let known: BTreeMap<&str, (String, u64)> =
         ins.files.iter().filter_map(|f| f.sha256.map(|h| (f.path.as_str(), (record::hash_field(&h), f.size)))).collect();
-    // SPLITPKG_TRACE=1: how long each step took, on stderr (bench/ uses it to explain its numbers).
-    let started = std::time::Instant::now();
-    let trace = |step: &str| {
-        if std::env::var_os("SPLITPKG_TRACE").is_some() {
-            eprintln!("trace: wheel {step} done at {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
-        }
-    };
+    let tracer = crate::progress::StepTrace::start("wheel");
+    let trace = |step: &str| tracer.step(step);
     let mut input = Input::open(source, &map, &known, opts.progress)?;
     trace("input RECORD verified");
     if let Some(absent) = lazy_paths.iter().find(|p| !input.record.contains_key(*p)) {

@@ -1,5 +1,5 @@
 //! `splitpkg pack`: real `.conda` packages for every output of a confined plan, in a local channel
-//! indexed with `rattler_index`.
+//! indexed (`repodata.json` written as `rattler_index` writes it, see `repodata`).
 //!
 //! What goes where comes from the plan (every tree path is in exactly one output) and the metadata
 //! from [`crate::recipe::split`] (names, versions, build strings, depends, constrains, track_features):
@@ -34,6 +34,7 @@
 
 mod metadata;
 mod publish;
+mod repodata;
 mod stage;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -170,6 +171,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, &lazy_libs)?;
     check_names(split, input)?;
 
+    let trace = crate::progress::StepTrace::start("pack");
     // Lay the packages out in a work directory next to --out and stage their content.
     let out_abs = absolute(out)?;
     let mut work = stage::WorkDir::create(&out_abs)?;
@@ -177,6 +179,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let (mut builds, placement) = stage::layout(&ins.tree, plan, split, &with.name, &input_name, &work.dir)?;
     let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
     let staged = stage::stage_tree(&ins.tree, &placement, &mut builds, &work.dir, opts.max_unpacked, opts.progress)?;
+    trace.step("stage");
     if let Some(file) = &other_file {
         builds.push(stage::other_variant(file, &without.name, plan, split, &staged, &work.dir, opts.progress)?);
     }
@@ -184,8 +187,11 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let replaced = stage::standins(&mut builds, split, opts, &with.name, &work.dir, &mut notes)?;
 
     // Write, read back (lossless, metadata as modelled), then into the channel.
-    let written = publish::write_packages(&builds, split, plan, &input_name, &work.dir, opts)?;
-    let (packed, lossless, paths) = publish::read_back(&builds, &written, split, plan, &tree_paths, &without.name)?;
+    let written = publish::write_packages(&builds, split, plan, &input_name, &work.dir, &out_abs, opts)?;
+    trace.step("write");
+    let (read, lossless, paths) = publish::read_back(&builds, &written, split, plan, &tree_paths, &without.name)?;
+    let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();
+    trace.step("read back");
     let record = PackRecord {
         version: o.version.clone(),
         build_keys: o.build_keys.clone(),
@@ -218,8 +224,13 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
         },
         deps: plan.options.deps.clone(),
     };
-    let indexed = publish::publish(&out_abs, out, &mut work, this, &written, &packed)?;
+    let indexed = publish::publish(&out_abs, out, &mut work, this, &written, &read)?;
+    trace.step("publish and index");
 
+    let kept: Vec<&str> = written.iter().filter(|o| o.kept.is_some()).map(|o| o.file.as_str()).collect();
+    if !kept.is_empty() {
+        notes.push(format!("kept what the channel already held with the same content (not compressed again): {}", kept.join(", ")));
+    }
     if other_file.is_none() {
         notes.push(format!(
             "only the {} variant of {} was packed: scenarios that need {} are not applicable on this channel",
@@ -410,7 +421,7 @@ pub fn report_text(r: &PackReport) -> String {
         r.record.packages.len(),
         human_bytes(r.represented_bytes)
     );
-    let _ = writeln!(s, "indexed with rattler_index: {}", r.indexed.join(", "));
+    let _ = writeln!(s, "indexed: {}", r.indexed.join(", "));
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");
     }

@@ -8,23 +8,34 @@ use std::path::{Path, PathBuf};
 
 use super::metadata::{check_index, info_files, role_name};
 use super::stage::{Build, WorkDir, write_hashed};
-use super::{Lossless, PackOptions};
+use super::{Lossless, PackOptions, repodata};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{CHANNEL_FILE, ChannelInfo, NOARCH, PackRecord, PackedPackage, SUBDIR};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::recipe::split::Split;
 
-/// Write every package into `WORK/pkgs/SUBDIR/`; returns (path in the channel, written file) per
-/// build, in the builds' order. Each stage is removed once its package is written.
+/// A package of this pack: its path in the channel (`SUBDIR/NAME.conda`), where its file is, and,
+/// when the channel already holds exactly this package, that copy's digests (it is kept, not
+/// written again).
+pub(super) struct Output {
+    pub file: String,
+    pub path: PathBuf,
+    pub kept: Option<repodata::Digests>,
+}
+
+/// Write every package into `WORK/pkgs/SUBDIR/`, except those `channel` already holds with the
+/// same content ([`kept_copy`]); returns them in the builds' order. Each stage is removed once
+/// its package is written.
 pub(super) fn write_packages(
     builds: &[Build],
     split: &Split,
     plan: &Plan,
     input_name: &str,
     work: &Path,
+    channel: &Path,
     opts: &PackOptions,
-) -> Result<Vec<(String, PathBuf)>> {
+) -> Result<Vec<Output>> {
     let total: u64 = builds.iter().map(|b| b.content_bytes() * 2).sum();
     opts.progress.start("packing", total);
     let mut written = Vec::new();
@@ -35,10 +46,17 @@ pub(super) fn write_packages(
             let dst = b.dst(rel)?;
             write_hashed(&dst, &bytes[..], false, &Progress::hidden()).map_err(|e| Error::io(&dst, e))?;
         }
+        let stem = b.stem();
+        let file = format!("{}/{stem}.conda", b.subdir);
+        if let Some((path, digests)) = kept_copy(channel, &file, &info)? {
+            base += b.content_bytes() * 2;
+            written.push(Output { file, path, kept: Some(digests) });
+            let _ = std::fs::remove_dir_all(&b.stage);
+            continue;
+        }
         let mut rels: Vec<String> = b.content.keys().cloned().chain(info.iter().map(|(r, _)| r.clone())).collect();
         rels.sort();
         let paths: Vec<PathBuf> = rels.iter().map(|r| b.dst(r)).collect::<Result<_>>()?;
-        let stem = b.stem();
         let dir = work.join("pkgs").join(b.subdir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let dst = dir.join(format!("{stem}.conda"));
@@ -59,7 +77,7 @@ pub(super) fn write_packages(
         )
         .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
         base += b.content_bytes() * 2;
-        written.push((format!("{}/{stem}.conda", b.subdir), dst));
+        written.push(Output { file, path: dst, kept: None });
         // The stage is no longer needed: free its disk space before the next package.
         let _ = std::fs::remove_dir_all(&b.stage);
     }
@@ -67,23 +85,64 @@ pub(super) fn write_packages(
     Ok(written)
 }
 
+/// The channel's copy of a package, when keeping it is the same as writing it again: the
+/// channel's `repodata.json` lists it with this size and its bytes have the listed SHA-256 (a
+/// copy that is not what the index says is never trusted), and its `info/` holds exactly the
+/// files this pack would write — `paths.json` names every file with its SHA-256, so the content
+/// is the same too. Compressing a 400 MB core again only to find the same bytes is the cost this
+/// saves when a second variant or preference is packed into a channel. (A copy written at another
+/// `--compression-level` has the same content and is kept.)
+fn kept_copy(channel: &Path, file: &str, info: &[(String, Vec<u8>)]) -> Result<Option<(PathBuf, repodata::Digests)>> {
+    let path = channel.join(file);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
+    let Some(record) = (if meta.is_file() { repodata::listed(channel, file)? } else { None }) else { return Ok(None) };
+    if record.size != meta.len() || !same_info(&path, info)? {
+        return Ok(None);
+    }
+    let digests = repodata::digest_file(&path)?;
+    Ok((digests.sha256 == record.sha256).then_some((path, record)))
+}
+
+/// Whether the package at `path` has exactly the `info/` files `info` lists, byte for byte.
+fn same_info(path: &Path, info: &[(String, Vec<u8>)]) -> Result<bool> {
+    let f = crate::input::file::open_regular(path, crate::input::file::Links::Refuse)?;
+    let Ok(mut archive) = rattler_package_streaming::seek::stream_conda_info(std::io::BufReader::new(f)) else { return Ok(false) };
+    let mut found: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let Ok(entries) = archive.entries() else { return Ok(false) };
+    let mut budget = crate::input::file::MAX_DOCUMENT_BYTES;
+    for entry in entries {
+        let Ok(mut e) = entry else { return Ok(false) };
+        let Ok(p) = e.path().map(|p| p.to_string_lossy().into_owned()) else { return Ok(false) };
+        let mut bytes = Vec::new();
+        // Bounded: a package whose info/ is larger than any document we write is not ours.
+        let n = std::io::Read::read_to_end(&mut std::io::Read::take(&mut e, budget + 1), &mut bytes).map_err(|e| Error::io(path, e))?;
+        if n as u64 > budget {
+            return Ok(false);
+        }
+        budget -= n as u64;
+        found.insert(p, bytes);
+    }
+    Ok(found.len() == info.len() && info.iter().all(|(rel, bytes)| found.get(rel) == Some(bytes)))
+}
+
 /// Read the written packages back: `index.json` must be the model, `paths.json` must list exactly
 /// what was staged, and every tree path must be in exactly one of the packages that make up the
 /// tree (core, the tree's lazy variant — not `without`, the other one — and the payload packages).
-/// Returns each package as recorded, the lossless account, and every tree path → its package file.
+/// Returns each package as recorded (with the `index.json` read back and the file's digests, for
+/// the repodata), the lossless account, and every tree path → its package file.
 pub(super) fn read_back(
     builds: &[Build],
-    written: &[(String, PathBuf)],
+    written: &[Output],
     split: &Split,
     plan: &Plan,
     tree_paths: &BTreeSet<String>,
     without: &str,
-) -> Result<(Vec<PackedPackage>, Lossless, BTreeMap<String, String>)> {
+) -> Result<(Vec<ReadBack>, Lossless, BTreeMap<String, String>)> {
     let mut count: BTreeMap<String, usize> = tree_paths.iter().map(|p| (p.clone(), 0)).collect();
     let mut paths_map = BTreeMap::new();
     let mut extra = Vec::new();
     let mut packed = Vec::new();
-    for (b, (file, path)) in builds.iter().zip(written) {
+    for (b, Output { file, path, kept }) in builds.iter().zip(written) {
         let index: rattler_conda_types::package::IndexJson =
             rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::failed(format!("reading back {file}"), e))?;
         check_index(&index, &b.model, file)?;
@@ -107,9 +166,12 @@ pub(super) fn read_back(
                 }
             }
         }
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let digests = match kept {
+            Some(d) => d.clone(),
+            None => repodata::digest_file(path)?,
+        };
         let variant = b.model.variant.as_ref();
-        packed.push(PackedPackage {
+        let package = PackedPackage {
             file: file.clone(),
             name: b.model.name.clone(),
             version: b.model.version.clone(),
@@ -122,13 +184,14 @@ pub(super) fn read_back(
             files: content.len(),
             bytes: b.content_bytes(),
             represents_bytes: b.standin.as_ref().map(|s| s.represents_bytes),
-            archive_bytes: meta.len(),
-            sha256: hex::encode(rattler_digest::compute_file_digest::<rattler_digest::Sha256>(path).map_err(|e| Error::io(path, e))?),
+            archive_bytes: digests.size,
+            sha256: hex::encode(digests.sha256),
             from: b.from.clone(),
             depends: b.model.depends.clone(),
             constrains: b.model.constrains.clone(),
             track_features: b.model.track_features.clone(),
-        });
+        };
+        packed.push(ReadBack { package, index, digests });
     }
     let missing: Vec<String> = count.iter().filter(|(_, c)| **c == 0).map(|(p, _)| p.clone()).collect();
     let doubled: Vec<String> = count.iter().filter(|(_, c)| **c > 1).map(|(p, _)| p.clone()).collect();
@@ -154,6 +217,14 @@ pub(super) fn read_back(
     Ok((packed, lossless, paths_map))
 }
 
+/// A package written and read back: as the channel description records it, and what its
+/// repodata record is made of.
+pub(super) struct ReadBack {
+    pub package: PackedPackage,
+    pub index: rattler_conda_types::package::IndexJson,
+    pub digests: repodata::Digests,
+}
+
 /// Into the channel, under its lock (so parallel packs into one channel take turns): the channel
 /// description read again and merged with `this` pack's, packages by rename, stale files of a
 /// replaced pack removed, index, description. A failure from here on leaves the new packages in
@@ -164,9 +235,11 @@ pub(super) fn publish(
     out: &Path,
     work: &mut WorkDir,
     this: ChannelInfo,
-    written: &[(String, PathBuf)],
-    packed: &[PackedPackage],
+    written: &[Output],
+    read: &[ReadBack],
 ) -> Result<Vec<String>> {
+    let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();
+    let packed = &packed[..];
     work.keep_created();
     std::fs::create_dir_all(channel).map_err(|e| Error::io(channel, e))?;
     let _lock = crate::output::lock_dir(channel)?;
@@ -184,9 +257,9 @@ pub(super) fn publish(
         .map(|f| root.join(f).map_err(|e| Error::bad(described.display(), format!("names a package outside the channel: {e}"))))
         .collect::<Result<_>>()?;
     let mut moves = Vec::new();
-    for (file, path) in written {
+    for Output { file, path, kept } in written {
         let dst = root.join(file).map_err(|e| Error::bad(channel.display(), e))?;
-        if !unchanged_or_new(&dst, file, packed)? {
+        if kept.is_none() && !unchanged_or_new(&dst, file, packed)? {
             moves.push((path, dst));
         }
     }
@@ -200,7 +273,14 @@ pub(super) fn publish(
     for f in &stale {
         let _ = std::fs::remove_file(f);
     }
-    let indexed = index_channel(channel)?;
+    let ours: Vec<repodata::Written<'_>> = read
+        .iter()
+        .map(|r| {
+            let (subdir, file) = r.package.file.split_once('/').unwrap_or(("", &r.package.file));
+            repodata::Written { subdir, file, index: &r.index, digests: &r.digests }
+        })
+        .collect();
+    let indexed = repodata::write(channel, &[SUBDIR, NOARCH], &ours)?;
     check_repodata(channel, packed)?;
     let text = serde_json::to_string_pretty(&info).map_err(|e| Error::failed("JSON", e))? + "\n";
     crate::output::write_atomic(&channel.join(CHANNEL_FILE), text.as_bytes())?;
@@ -306,33 +386,6 @@ impl rattler_package_streaming::write::ProgressBar for Bar {
     fn set_total(&mut self, _total: u64) {
         self.phase = (self.phase + 1).min(2);
     }
-}
-
-/// Index the channel with rattler_index and remove its `.tmp/` work directory.
-fn index_channel(channel: &Path) -> Result<Vec<String>> {
-    let rt = crate::channel::solve::runtime()?;
-    let config = rattler_index::IndexFsConfig {
-        channel: channel.to_path_buf(),
-        target_platform: None,
-        repodata_patch: None,
-        write_zst: false,
-        write_shards: false,
-        repodata_revisions: Vec::new(),
-        package_revision_assignment: rattler_index::PackageRevisionAssignment::default(),
-        force: true,
-        max_parallel: 4,
-        multi_progress: None,
-    };
-    rt.block_on(rattler_index::index_fs(config)).map_err(|e| Error::failed(format!("rattler_index on {}", channel.display()), e))?;
-    let _ = std::fs::remove_dir_all(channel.join(".tmp"));
-    let mut out = Vec::new();
-    for sub in [SUBDIR, NOARCH] {
-        let p = channel.join(sub).join("repodata.json");
-        if p.exists() {
-            out.push(format!("{sub}/repodata.json"));
-        }
-    }
-    Ok(out)
 }
 
 /// Every package we wrote is in the index with the metadata we wrote.
