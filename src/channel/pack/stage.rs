@@ -397,6 +397,47 @@ pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &
     Ok((n, sha256))
 }
 
+/// Stage the open input file `f` at `dst` as a hard link to it when that gives the package the
+/// same bytes a copy would (the tar header takes the file's mode, and tar's deterministic mode
+/// keeps only the owner's execute bit: it must agree with `exec`) and the file system allows it
+/// (same device; `protected_hardlinks`); a copy otherwise. Either way the content is hashed from
+/// `f`. The link is made to the open file (`/proc/self/fd`), never to a path that could have been
+/// swapped since, and nothing ever writes into a staged file: stages are only added to and
+/// removed.
+fn link_or_copy(mut f: std::fs::File, dst: &Path, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
+    let mode = f.metadata()?.permissions().mode();
+    if (mode & 0o100 != 0) == exec && mode & 0o7000 == 0 && hard_link_open(&f, dst).is_ok() {
+        let mut h = HashingWriter::<_, Sha256>::new(std::io::sink());
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        loop {
+            let k = f.read(&mut buf)?;
+            if k == 0 {
+                break;
+            }
+            h.write_all(&buf[..k])?;
+            n += k as u64;
+            progress.inc(k as u64);
+        }
+        return Ok((n, h.finalize().1));
+    }
+    write_hashed(dst, f, exec, progress)
+}
+
+/// `linkat` of an open file to `dst` (parents created; `dst` must not exist).
+fn hard_link_open(f: &std::fs::File, dst: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    if let Some(p) = dst.parent() {
+        std::fs::create_dir_all(p)?;
+    }
+    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))?;
+    let to = std::ffi::CString::new(dst.as_os_str().as_bytes())?;
+    // SAFETY: two NUL-terminated paths that live across the call.
+    let rc = unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
 fn make_symlink(target: &str, dst: &Path) -> Result<()> {
     if let Some(p) = dst.parent() {
         std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
@@ -444,7 +485,7 @@ fn stage_members(
                     budget.charge(&m.path, m.size)?;
                     let src = input.join(&m.path);
                     let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
-                    let (size, sha256) = write_hashed(&dst, f, m.executable(), progress).map_err(|e| Error::io(&dst, e))?;
+                    let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress).map_err(|e| Error::io(&dst, e))?;
                     Ok((m.path.clone(), Staged::File { size, sha256 }))
                 })
                 .collect();
