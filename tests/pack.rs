@@ -313,6 +313,74 @@ fn packing_is_reproducible_and_replaces_its_own_files() {
     assert_eq!(rd["packages.conda"].as_object().unwrap().len(), 3);
 }
 
+/// Shared bytes are written once: packing a second preference into a channel that holds the same
+/// core keeps the core's file (same inode, not compressed again); a copy the channel's index does
+/// not vouch for is never kept.
+#[test]
+fn a_second_pack_keeps_packages_the_channel_holds_with_the_same_content() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("ch");
+    fixture_channel(&ch, "2.5.1", &[]);
+    let core = ch.join("linux-64/libtorch-2.5.1-cuda126_h0df9ae8_0.conda");
+    let before = std::fs::metadata(&core).unwrap();
+    let r = fixture_channel(&ch, "2.5.1", &["--prefer", "nomagma"]);
+    let after = std::fs::metadata(&core).unwrap();
+    assert_eq!((before.ino(), before.mtime_nsec()), (after.ino(), after.mtime_nsec()), "the core file is the same file");
+    let notes: Vec<&str> = r["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("kept what the channel already held") && n.contains("libtorch-2.5.1-cuda126_h0df9ae8_0.conda")),
+        "{notes:?}"
+    );
+    // The kept package is recorded and indexed as if written: same sha256 everywhere.
+    let rec = r["record"]["packages"].as_array().unwrap().iter().find(|p| p["name"] == "libtorch").unwrap().clone();
+    assert_eq!(rec["sha256"], sha256(&core));
+    let rd: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap()).unwrap();
+    assert_eq!(rd["packages.conda"]["libtorch-2.5.1-cuda126_h0df9ae8_0.conda"]["sha256"], sha256(&core));
+
+    // Bytes that are not what the index lists (same size, one byte changed): not kept, and the
+    // pack refuses to put its own package under that name.
+    let mut bytes = std::fs::read(&core).unwrap();
+    let last = bytes.len() - 30;
+    bytes[last] ^= 0xff;
+    std::fs::write(&core, &bytes).unwrap();
+    let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
+    let o = pack(&fixture("conda-like"), &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
+    one_line_error(&o, 2, "already has a different package under this file name");
+}
+
+/// `pack` writes `repodata.json` itself from what it knows; `rattler_index` over the same channel
+/// writes the same records (its indexing time aside).
+#[test]
+fn repodata_is_what_rattler_index_writes() {
+    let d = tempfile::tempdir().unwrap();
+    let ch = d.path().join("ch");
+    fixture_channel(&ch, "2.5.1", &[]);
+    fixture_channel(&ch, "2.5.2", &[]);
+    let ours: Vec<String> =
+        ["linux-64", "noarch"].iter().map(|s| std::fs::read_to_string(ch.join(s).join("repodata.json")).unwrap()).collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let config = rattler_index::IndexFsConfig {
+        channel: ch.clone(),
+        target_platform: None,
+        repodata_patch: None,
+        write_zst: false,
+        write_shards: false,
+        repodata_revisions: Vec::new(),
+        package_revision_assignment: rattler_index::PackageRevisionAssignment::default(),
+        force: true,
+        max_parallel: 2,
+        multi_progress: None,
+    };
+    rt.block_on(rattler_index::index_fs(config)).unwrap();
+    let timeless = |t: &str| regex::Regex::new(r#""indexed_timestamp":\d+"#).unwrap().replace_all(t, "").into_owned();
+    for (sub, ours) in ["linux-64", "noarch"].iter().zip(&ours) {
+        let theirs = std::fs::read_to_string(ch.join(sub).join("repodata.json")).unwrap();
+        assert_eq!(timeless(ours), timeless(&theirs), "{sub}/repodata.json");
+    }
+    assert!(ours[0].contains("indexed_timestamp") && ours[0].matches(".conda\":").count() >= 5, "{}", ours[0]);
+}
+
 #[test]
 fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     // `missing`: libtorch without libmagma and without the CUDA runtime it NEEDs.
