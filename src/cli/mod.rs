@@ -69,7 +69,7 @@ pub enum Command {
         after_help = "INPUT is a plan (`splitpkg plan --json` output) or anything `plan` reads.\n\nWrites DIR/rattler-build/{recipe.yaml,variants.yaml,...} and DIR/conda-build/{meta.yaml,conda_build_config.yaml,...}, plus build-variants.sh (build both variants in one job), contract.json (for verify-variant) and HAS_MAGMA.md when core files keep MAGMA state.\n\nExamples:\n  splitpkg emit torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out \\\n    recipes/torch-2.11\n  splitpkg plan $PREFIX --json --out plan.json && splitpkg emit plan.json \\\n    --format rattler-build --out recipe/\n  splitpkg emit plan.json --prefer nomagma --variant-key with_magma --out \\\n    recipe/"
     )]
     Emit(EmitArgs),
-    /// Write real .conda packages for every output of a confined plan into a local channel (indexed with rattler_index).
+    /// Write real .conda packages for every output of a confined plan into a local channel, with its repodata.json.
     #[command(after_help = PACK_HELP)]
     Pack(PackArgs),
     /// Solve install scenarios (default, slim, conflict, version skew, flipped preference) on a channel made by `pack`, offline, with rattler's resolvo solver.
