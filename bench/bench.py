@@ -96,6 +96,68 @@ def trace(tree):
     return "\n".join(l.removeprefix("trace: ") for l in p.stderr.splitlines() if l.startswith("trace:"))
 
 
+def peak_rss(cmd):
+    """Peak resident set size of one run, in MB (GNU time's %M)."""
+    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return int(p.stderr.strip().splitlines()[-1]) / 1024
+
+
+def pack_rows(tree, wheel, runs, work):
+    """`splitpkg pack` on the tree and on the wheel into a fresh channel (removed before each run,
+    `rm` included in the time), against the one compression pass it cannot avoid: `tar | zstd` at
+    the same level (3) and threads (2) over the same bytes; for the wheel, that plus inflating every
+    member (bench/inflate.rs --all). And a second pack into a channel that already holds the core
+    (another preference), whose core is kept, not compressed again."""
+    os.makedirs(work, exist_ok=True)
+    ch = os.path.join(work, "ch")
+    version = ["--version", "2.11.0"]
+    fresh = lambda src: ["sh", "-c", f"rm -rf '{ch}' && exec '{SPLITPKG}' pack -q '{src}' --out '{ch}' " + " ".join(version)]
+    tar_zstd = lambda d: ["sh", "-c", f"tar -C '{d}' -cf - . | zstd -3 -T2 -q -f -o '{work}/t.tar.zst'"]
+    unpacked = os.path.join(work, "wheel-unpacked")
+    subprocess.run(["unzip", "-q", "-o", wheel, "-d", unpacked], check=True)
+    pack_tree, pack_whl = timed(fresh(tree), runs), timed(fresh(wheel), max(3, runs // 2))
+    tz_tree, tz_whl = timed(tar_zstd(tree), runs), timed(tar_zstd(unpacked), max(3, runs // 2))
+    inflate_all = timed([INFLATE, wheel, "--all"], max(3, runs // 2))
+    # The second pack: a copy (hard links) of a channel with the default preference, packed again
+    # with --prefer nomagma: new lazy packages, the core unchanged.
+    base = os.path.join(work, "base")
+    subprocess.run([SPLITPKG, "pack", "-q", tree, "--out", base] + version, check=True, stdout=subprocess.DEVNULL)
+    again = ["sh", "-c", f"rm -rf '{ch}' && cp -al '{base}' '{ch}' && exec '{SPLITPKG}' pack -q '{tree}' --out '{ch}' --prefer nomagma " + " ".join(version)]
+    pack_again = timed(again, runs)
+    rss_tree = peak_rss([SPLITPKG, "pack", "-q", tree, "--out", ch + "-rss-tree"] + version)
+    rss_whl = peak_rss([SPLITPKG, "pack", "-q", wheel, "--out", ch + "-rss-wheel"] + version)
+    p = subprocess.run(fresh(tree), env={**os.environ, "SPLITPKG_TRACE": "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    trace = "\n".join(l.removeprefix("trace: ") for l in p.stderr.splitlines() if l.startswith(("trace: inspect", "trace: pack")))
+    shutil.rmtree(work, ignore_errors=True)
+    rows_tree = [
+        ("splitpkg pack TREE", "plan, stage (hard links), hash, write core + lazy + stand-in `.conda`, read back, digests, repodata", pack_tree),
+        ("tar \\| zstd -3 -T2", "one compression pass over the same tree, to a file", tz_tree),
+        ("splitpkg pack TREE, second preference", "into a channel holding the core already (hard-linked copy made in the timed command): core kept", pack_again),
+    ]
+    floor_whl = {k: inflate_all[k] + tz_whl[k] for k in ("median", "min", "max")} | {"rc": 0, "runs": inflate_all["runs"]}
+    rows_whl = [
+        ("splitpkg pack WHEEL", "the same from the .whl, inflating members while staging", pack_whl),
+        ("inflate all + tar \\| zstd", f"bench/inflate.rs --all ({fmt(inflate_all['median'])}) plus tar \\| zstd -3 -T2 of the unpacked wheel ({fmt(tz_whl['median'])}), medians added", floor_whl),
+    ]
+    return f"""## Packing: `splitpkg pack`
+
+{table(rows_tree, pack_tree)}
+
+**pack / tar | zstd on the tree: {pack_tree['median'] / tz_tree['median']:.2f}×** (target: ≤ 1.5×), peak RSS {rss_tree:.0f} MB (target: ≤ 256 MB).
+**A second preference into the same channel: {pack_again['median']:.2f} s, {pack_again['median'] / pack_tree['median']:.2f}× the first pack** (the 392 MB core is kept: same content, listed in the channel's repodata with these bytes).
+
+{table(rows_whl, pack_whl)}
+
+**pack / (inflate + tar | zstd) on the wheel: {pack_whl['median'] / floor_whl['median']:.2f}×** (target: ≤ 1.5×), peak RSS {rss_whl:.0f} MB.
+
+One `SPLITPKG_TRACE=1` run on the tree (ms since the start of the pack):
+
+```
+{trace}
+```
+"""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wheel", required=True)
@@ -152,6 +214,8 @@ def main():
         l.removeprefix("trace: ") for l in p.stderr.splitlines() if l.startswith(("trace: inspect", "trace: files read", "trace: wheel"))
     )
     shutil.rmtree(split_dir, ignore_errors=True)
+
+    pack = pack_rows(tree, a.wheel, a.runs, os.path.join(split_dir + "-pack"))
 
     walks = [fatbin_walk(os.path.join(tree, "lib", name), a.runs) for name in ("libtorch_cuda.so", "libtorch_cuda_linalg.so")]
 
@@ -216,6 +280,8 @@ verified input's. One `SPLITPKG_TRACE=1` run (times since the start of each phas
 ```
 {wheel_trace}
 ```
+
+{pack}
 
 ## Device code: `.nv_fatbin` header walk
 
