@@ -372,14 +372,23 @@ impl DiskBudget {
 }
 
 /// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
-pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
+pub(super) fn write_hashed(dst: &Path, r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
     if let Some(p) = dst.parent() {
         std::fs::create_dir_all(p)?;
     }
     let _ = std::fs::remove_file(dst);
     // A new file, never through a link: O_EXCL refuses any name that exists (a symlink included).
     let file = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(dst)?;
-    let mut f = HashingWriter::<_, Sha256>::new(std::io::BufWriter::with_capacity(1 << 20, file));
+    let (n, sha256, f) = copy_hashed(r, std::io::BufWriter::with_capacity(1 << 20, file), progress)?;
+    f.into_inner().map_err(|e| e.into_error())?;
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }))?;
+    Ok((n, sha256))
+}
+
+/// Copy `r` into `w` in 1 MiB pieces, hashing with SHA-256 and counting on `progress`; returns the
+/// size, the digest and `w`.
+fn copy_hashed<W: Write>(mut r: impl Read, w: W, progress: &Progress) -> std::io::Result<(u64, Sha256Hash, W)> {
+    let mut f = HashingWriter::<_, Sha256>::new(w);
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
     loop {
@@ -391,10 +400,8 @@ pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &
         n += k as u64;
         progress.inc(k as u64);
     }
-    let (f, sha256) = f.finalize();
-    f.into_inner().map_err(|e| e.into_error())?;
-    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }))?;
-    Ok((n, sha256))
+    let (w, sha256) = f.finalize();
+    Ok((n, sha256, w))
 }
 
 /// Stage the open input file `f` at `dst` as a hard link to it when that gives the package the
@@ -404,22 +411,11 @@ pub(super) fn write_hashed(dst: &Path, mut r: impl Read, exec: bool, progress: &
 /// `f`. The link is made to the open file (`/proc/self/fd`), never to a path that could have been
 /// swapped since, and nothing ever writes into a staged file: stages are only added to and
 /// removed.
-fn link_or_copy(mut f: std::fs::File, dst: &Path, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
+fn link_or_copy(f: std::fs::File, dst: &Path, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
     let mode = f.metadata()?.permissions().mode();
     if (mode & 0o100 != 0) == exec && mode & 0o7000 == 0 && hard_link_open(&f, dst).is_ok() {
-        let mut h = HashingWriter::<_, Sha256>::new(std::io::sink());
-        let mut buf = vec![0u8; 1 << 20];
-        let mut n = 0u64;
-        loop {
-            let k = f.read(&mut buf)?;
-            if k == 0 {
-                break;
-            }
-            h.write_all(&buf[..k])?;
-            n += k as u64;
-            progress.inc(k as u64);
-        }
-        return Ok((n, h.finalize().1));
+        let (n, sha256, _) = copy_hashed(f, std::io::sink(), progress)?;
+        return Ok((n, sha256));
     }
     write_hashed(dst, f, exec, progress)
 }
