@@ -16,7 +16,7 @@ exec python3 - "$bin" "$n" "$out" <<'PY'
 import statistics, subprocess, sys, time
 bin, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 E = "docs/evidence"
-args = ["--plan", f"{E}/report-inputs/plan.json", "--smoke", f"{E}/nomagma-real/smoke-envs.json",
+args = ["--plan", f"{E}/report-inputs/plan.json", "--smoke", f"{E}/report-inputs/smoke.json",
         "--fatbin", f"{E}/report-inputs/fatbin.json", "--pack", f"{E}/report-inputs/pack.json"]
 for fmt in ("html", "md"):
     cmd = [bin, "report", *args, "--format", fmt, "--out", f"{out}/r.{fmt}"]

@@ -18,7 +18,7 @@ fn plan() -> PathBuf {
     evidence("report-inputs/plan.json")
 }
 fn smoke_real() -> PathBuf {
-    evidence("nomagma-real/smoke-envs.json")
+    evidence("report-inputs/smoke.json")
 }
 fn smoke_emulated() -> PathBuf {
     evidence("smoke.json")
@@ -87,7 +87,7 @@ fn same_inputs_give_the_same_bytes_and_the_committed_report_is_current() {
             "--plan",
             "docs/evidence/report-inputs/plan.json",
             "--smoke",
-            "docs/evidence/nomagma-real/smoke-envs.json",
+            "docs/evidence/report-inputs/smoke.json",
             "--fatbin",
             "docs/evidence/report-inputs/fatbin.json",
             "--pack",

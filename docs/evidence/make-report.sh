@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Regenerate docs/evidence/report.{html,md} from the committed inputs:
-#   smoke   docs/evidence/nomagma-real/smoke-envs.json (real H200 run of the magma and the real
-#           nomagma variant, with --bench; see nomagma-real/SOURCES.md)
+#   smoke   docs/evidence/report-inputs/smoke.json: the real H200 run of the magma and the real
+#           nomagma variant, with --bench, of 2026-12-01 (nomagma-real/smoke-envs.json as it was
+#           then, with the 623,656-byte build; nomagma-real/ now holds the 2026-12-02 rerun with
+#           the 672,664-byte build). The report's inputs stay one consistent set: pack.json below
+#           carries that same first build.
 #   plan    docs/evidence/report-inputs/plan.json, fatbin.json, pack.json, made from the torch 2.11
 #           tree (fixtures/corpus/fetch --unpack torch-2.11.0-cu130) by the commands below when
 #           --inputs is given (needs the corpus; pack takes about a minute on 2 cores). When the
@@ -33,7 +36,7 @@ if [ "$inputs" = 1 ]; then
   trap 'rm -rf "$work"' EXIT
   (cd "$work" && "$bin" -q pack "$tree" --version 2.11.0 "${other[@]}" --out channel --json) > $R/pack.json
 fi
-args=(--plan $R/plan.json --smoke $E/nomagma-real/smoke-envs.json --fatbin $R/fatbin.json --pack $R/pack.json)
+args=(--plan $R/plan.json --smoke $R/smoke.json --fatbin $R/fatbin.json --pack $R/pack.json)
 "$bin" report "${args[@]}" --out $E/report.html
 "$bin" report "${args[@]}" --format md --out $E/report.md
 echo "wrote $E/report.html $E/report.md" >&2
