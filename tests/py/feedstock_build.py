@@ -106,12 +106,7 @@ for f in sorted((channel / "bld").glob("*/work/splitpkg-verify-*.json")):
     reports[f"{f.parent.parent.name}/{f.name}"] = json.loads(f.read_text())
 built = sorted({f"{r.name}-{r.version}-{r.build_string}" for r in results})
 
-repodata = json.loads((channel / "linux-64" / "repodata.json").read_text())
-packages = {}
-for fn, rec in sorted(repodata.get("packages.conda", {}).items()):
-    packages[fn] = {k: rec.get(k) for k in ("name", "version", "build", "build_number", "depends", "constrains", "track_features")}
-    paths = rattler.PathsJson.from_package_archive(channel / "linux-64" / fn)
-    packages[fn]["paths"] = sorted(str(e.relative_path) for e in paths.paths)
+packages = splitpkg_package.built_packages(channel)
 
 
 # 3. Scenarios with the real solver, and the two environments installed.

@@ -15,7 +15,6 @@ import sys
 
 import splitpkg_package
 
-import rattler
 import rattler_build as rb
 
 recipe_dir, stage_dir, work, splitpkg_bin, payload_version = map(str, sys.argv[1:6])
@@ -55,14 +54,7 @@ shutil.copytree(stage_dir, split / "stage", dirs_exist_ok=True)
 rendered = rb.Stage0Recipe.from_file(str(split / "recipe.yaml")).render(rb.VariantConfig.from_file(str(split / "variants.yaml")))
 results = build(split / "recipe.yaml", split / "variants.yaml")
 
-repodata = json.loads((channel / "linux-64" / "repodata.json").read_text())
-packages = {}
-for fn, rec in sorted(repodata.get("packages.conda", {}).items()):
-    packages[fn] = {k: rec.get(k) for k in ("name", "version", "build", "build_number", "depends", "constrains", "track_features")}
-    # The files each package holds, read back from the archive by rattler (hostile-name tests
-    # check that a name landed literally).
-    paths = rattler.PathsJson.from_package_archive(channel / "linux-64" / fn)
-    packages[fn]["paths"] = sorted(str(e.relative_path) for e in paths.paths)
+packages = splitpkg_package.built_packages(channel)
 # A file name that ran as code (tests name such files PWNED*) would have left one behind.
 pwned = sorted(str(p) for p in work.rglob("PWNED*"))
 print(json.dumps({

@@ -1,7 +1,9 @@
-"""The local `splitpkg` conda package that the rattler-build tests install: the binary already built
-(and tools beside it), packaged at the binary's own version so the recipes' `splitpkg >=X,<Y`
-requirement (emit::splitpkg_requirement) is met without compiling the crate again."""
+"""What the rattler-build tests share: the local `splitpkg` conda package they install (the binary
+already built, and tools beside it, packaged at the binary's own version so the recipes'
+`splitpkg >=X,<Y` requirement, emit::splitpkg_requirement, is met without compiling the crate
+again), and the packages a build left in its output channel, as they describe them."""
 
+import json
 import pathlib
 import shutil
 import subprocess
@@ -29,3 +31,17 @@ build:
   script:
 {installs}""")
     return dir / "recipe.yaml"
+
+
+def built_packages(channel: pathlib.Path) -> dict:
+    """Each linux-64 package in CHANNEL's repodata: its relations, and the files it holds as rattler
+    reads them back from the archive (hostile-name tests check that a name landed literally)."""
+    import rattler
+
+    repodata = json.loads((channel / "linux-64" / "repodata.json").read_text())
+    packages = {}
+    for fn, rec in sorted(repodata.get("packages.conda", {}).items()):
+        packages[fn] = {k: rec.get(k) for k in ("name", "version", "build", "build_number", "depends", "constrains", "track_features")}
+        paths = rattler.PathsJson.from_package_archive(channel / "linux-64" / fn)
+        packages[fn]["paths"] = sorted(str(e.relative_path) for e in paths.paths)
+    return packages
