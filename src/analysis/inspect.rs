@@ -58,6 +58,8 @@ pub struct Extras {
     pub ld_library_path: Vec<String>,
     /// SHA-256 of every ELF file's bytes (`FileFacts::sha256`), hashed while they are in memory.
     pub digests: bool,
+    /// Unpack a wheel into this directory while reading it (`pack`; [`crate::input::unpack`]).
+    pub unpack: Option<crate::input::unpack::Unpack>,
 }
 
 pub struct Inspection {
@@ -88,7 +90,7 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
     // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
     let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
     let t0 = std::time::Instant::now();
-    let (tree, parsed) = Tree::open(path, progress, |input| {
+    let (tree, parsed) = Tree::open_unpacking(path, extras.unpack.as_ref(), progress, |input| {
         let name = || display_member(path, kind, input.path);
         let start = t0.elapsed();
         let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;

@@ -202,7 +202,8 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
         None => (standin::builtin(), "built-in".to_string()),
     };
     let progress = Progress::new(!quiet);
-    let planned = pipeline::plan_tree(&target.request(Extras::default()), &progress)?;
+    let workspace = packcmd::Workspace::create(&target.path, &out, max_unpacked)?;
+    let planned = pipeline::plan_tree(&target.request(Extras { unpack: workspace.unpack.clone(), ..Extras::default() }), &progress)?;
     let (ins, plan) = (&planned.inspection, &planned.plan);
     if plan.verdict != Verdict::Confined {
         return Err(Error::Refused(format!(
@@ -224,7 +225,7 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
         max_unpacked,
         progress: &progress,
     };
-    let mut report = packcmd::pack(ins, plan, &split, &opts)?;
+    let mut report = packcmd::pack(ins, plan, &split, &opts, workspace)?;
     report.stamp = provenance::Stamp::reproducible();
     let text = if json { to_json(&report)? } else { packcmd::report_text(&report) };
     emit(None, &text)?;

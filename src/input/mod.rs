@@ -25,6 +25,7 @@ use crate::progress::Progress;
 mod display;
 pub mod file;
 pub mod pip;
+pub mod unpack;
 mod walk;
 
 pub use display::display_member;
@@ -124,6 +125,8 @@ pub struct Tree {
     pub package: Option<PackageMeta>,
     /// Things skipped on purpose (linker scripts), worth telling the user.
     pub notes: Vec<String>,
+    /// Where the archive was unpacked while it was read, when asked ([`Tree::open_unpacking`]).
+    pub unpacked: Option<unpack::Unpacked>,
 }
 
 /// Where a path lookup inside the tree ends.
@@ -160,13 +163,29 @@ impl Tree {
         T: Send,
         F: Fn(ElfInput<'_>) -> Result<T> + Sync,
     {
+        Tree::open_unpacking(path, None, progress, visit)
+    }
+
+    /// [`Tree::open`], and with `unpack`, a wheel's members are unpacked into `unpack.dir` while it is
+    /// read and its ELF members read from there ([`unpack`]; other kinds ignore it).
+    pub fn open_unpacking<T, F>(
+        path: &Path,
+        unpack: Option<&unpack::Unpack>,
+        progress: &Progress,
+        visit: F,
+    ) -> Result<(Tree, Vec<(usize, T)>)>
+    where
+        T: Send,
+        F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+    {
         let kind = TreeKind::detect(path)?;
         let mut builder = Builder::new(path, kind);
-        let results = match kind {
-            TreeKind::Directory => read_directory(path, &mut builder, progress, &visit)?,
-            TreeKind::Wheel => read_wheel(path, &mut builder, progress, &visit)?,
-            TreeKind::Conda => read_conda(path, &mut builder, progress, &visit)?,
-            TreeKind::TarBz2 => read_tar(&path.display().to_string(), tar_bz2(path)?, &mut builder, progress, &visit, true)?,
+        let results = match (kind, unpack) {
+            (TreeKind::Directory, _) => read_directory(path, &mut builder, progress, &visit)?,
+            (TreeKind::Wheel, None) => read_wheel(path, &mut builder, progress, &visit)?,
+            (TreeKind::Wheel, Some(u)) => read_wheel_unpacking(path, u, &mut builder, progress, &visit)?,
+            (TreeKind::Conda, _) => read_conda(path, &mut builder, progress, &visit)?,
+            (TreeKind::TarBz2, _) => read_tar(&path.display().to_string(), tar_bz2(path)?, &mut builder, progress, &visit, true)?,
         };
         builder.finish(results)
     }
@@ -365,9 +384,15 @@ impl Drop for Held<'_> {
 /// beyond the mapping (the kernel keeps a truncated file's pages readable as zeros or SIGBUS, the
 /// usual caveat of mmap).
 pub fn map_file(path: &Path) -> Result<Mmap> {
+    Ok(open_mapped(path)?.1)
+}
+
+/// [`map_file`], and the open file it maps.
+fn open_mapped(path: &Path) -> Result<(File, Mmap)> {
     let file = file::open_regular(path, file::Links::Follow)?;
     // SAFETY: read-only private map; see above.
-    unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    Ok((file, map))
 }
 
 /// Does this file name look like a shared library (`libfoo.so`, `libfoo.so.1.2`, `_C.cpython-311-x86_64-linux-gnu.so`)?
@@ -417,11 +442,20 @@ struct Builder {
     notes: Vec<String>,
     /// (link name, first name) pairs; turned into `hardlink_of` indices once the order is final.
     hardlinks: Vec<(String, String)>,
+    unpacked: Option<unpack::Unpacked>,
 }
 
 impl Builder {
     fn new(source: &Path, kind: TreeKind) -> Self {
-        Builder { source: source.to_path_buf(), kind, entries: BTreeMap::new(), package: None, notes: Vec::new(), hardlinks: Vec::new() }
+        Builder {
+            source: source.to_path_buf(),
+            kind,
+            entries: BTreeMap::new(),
+            package: None,
+            notes: Vec::new(),
+            hardlinks: Vec::new(),
+            unpacked: None,
+        }
     }
 
     fn add(&mut self, path: String, kind: EntryKind) {
@@ -478,7 +512,15 @@ impl Builder {
             results_by_index.push((idx, value));
         }
         results_by_index.sort_by_key(|(i, _)| *i);
-        let mut tree = Tree { source: self.source, kind: self.kind, entries: out, index, package: self.package, notes: Vec::new() };
+        let mut tree = Tree {
+            source: self.source,
+            kind: self.kind,
+            entries: out,
+            index,
+            package: self.package,
+            notes: Vec::new(),
+            unpacked: self.unpacked,
+        };
         // Symlinks that cannot be followed inside the tree: say so once, here.
         for e in &tree.entries {
             if let EntryKind::Symlink { target } = &e.kind {
@@ -621,25 +663,21 @@ fn checked_dist(meta: PackageMeta, at: &str) -> Result<PackageMeta> {
 
 // --- wheels (zip) ------------------------------------------------------------------------------
 
-fn read_wheel<T, F>(path: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
-where
-    T: Send,
-    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
-{
-    let display = path.display().to_string();
-    let map = map_file(path)?;
-    let bytes: &[u8] = &map;
-    let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
+/// A regular file member of a wheel, listed by [`list_wheel`].
+struct ZipFile {
+    index: usize,
+    path: String,
+    size: u64,
+    elf: bool,
+    exec: bool,
+}
 
-    /// An ELF member, inflated in the parallel pass below.
-    struct ElfMember {
-        index: usize,
-        path: String,
-        size: u64,
-    }
-    let mut elf_members = Vec::new();
+/// Walk the wheel's members into `b` (and its METADATA into `b.package`); returns its ELF members,
+/// or with `all` every regular file member, biggest first (so the two cores finish together).
+fn list_wheel(display: &str, bytes: &[u8], archive: &mut walk::Zip<'_>, b: &mut Builder, all: bool) -> Result<Vec<ZipFile>> {
+    let mut files = Vec::new();
     let mut metadata_text = None;
-    walk_zip(&display, bytes, &mut archive, |m, r| {
+    walk_zip(display, bytes, archive, |m, r| {
         let rel = &m.path;
         match m.kind {
             MemberKind::Dir => b.add(rel.clone(), EntryKind::Dir),
@@ -648,11 +686,10 @@ where
             MemberKind::File => {
                 let size = m.size;
                 let mut head = Vec::with_capacity(256);
-                (&mut *r).take(256).read_to_end(&mut head).map_err(|e| Error::bad(&display, format!("{rel}: {e}")))?;
+                (&mut *r).take(256).read_to_end(&mut head).map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
                 let elf = head.starts_with(ELF_MAGIC);
                 if elf {
                     check_elf_size(&format!("{display}:{rel}"), size)?;
-                    elf_members.push(ElfMember { index: m.index, path: rel.clone(), size });
                 } else {
                     b.check_non_elf(&format!("{display}:{rel}"), rel, &head)?;
                     if rel.ends_with(".dist-info/METADATA") && !rel[..rel.len() - 9].contains('/') {
@@ -661,6 +698,9 @@ where
                         let _ = r.take((1 << 20) - text.len() as u64).read_to_end(&mut text);
                         metadata_text = Some((format!("{display}:{rel}"), String::from_utf8(text).unwrap_or_default()));
                     }
+                }
+                if elf || all {
+                    files.push(ZipFile { index: m.index, path: rel.clone(), size, elf, exec: m.executable() });
                 }
                 b.add(rel.clone(), EntryKind::File { size, elf, hardlink_of: None });
             }
@@ -671,9 +711,20 @@ where
         Some((at, text)) => parse_wheel_metadata(&text).map(|m| checked_dist(m, &at)).transpose()?,
         None => None,
     };
+    files.sort_by_key(|m| std::cmp::Reverse(m.size));
+    Ok(files)
+}
 
-    // Biggest first, so the two cores finish together.
-    elf_members.sort_by_key(|m| std::cmp::Reverse(m.size));
+fn read_wheel<T, F>(path: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+where
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    let display = path.display().to_string();
+    let map = map_file(path)?;
+    let bytes: &[u8] = &map;
+    let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
+    let elf_members = list_wheel(&display, bytes, &mut archive, b, false)?;
     let total: u64 = elf_members.iter().map(|m| m.size).sum();
     progress.start("inflating", total);
     let budget = Budget::new();
@@ -705,6 +756,63 @@ where
     });
     progress.finish();
     results.into_iter().collect()
+}
+
+/// [`read_wheel`] that unpacks every file member into `unpack.dir` first ([`unpack`]): each ELF
+/// member is then visited through a map of its unpacked file, as a directory's files are, so no
+/// inflated library is held in memory. The disk budget is charged in archive order before
+/// anything is written: the member that crosses it is refused, and nothing is unpacked.
+fn read_wheel_unpacking<T, F>(path: &Path, u: &unpack::Unpack, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+where
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    let display = path.display().to_string();
+    let (file, map) = open_mapped(path)?;
+    let bytes: &[u8] = &map;
+    let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
+    let members = list_wheel(&display, bytes, &mut archive, b, true)?;
+    let disk = unpack::DiskBudget::new(path, u.budget.clone());
+    let mut by_index: Vec<&ZipFile> = members.iter().collect();
+    by_index.sort_by_key(|m| m.index);
+    for m in by_index {
+        disk.charge(&m.path, m.size)?;
+    }
+    std::fs::create_dir(&u.dir).map_err(|e| Error::io(&u.dir, e))?;
+    unpack::directories(&u.dir, members.iter().map(|m| m.path.as_str()))?;
+    progress.start("unpacking", members.iter().map(|m| m.size).sum());
+    // The same archive once more, read with positioned reads for the member data (see
+    // `PositionedFile`); the walk above checked it through the map.
+    let reader = unpack::PositionedFile::new(file).map_err(|e| Error::io(path, e))?;
+    let data = zip::ZipArchive::new(reader).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+    type Unpacked<T> = Result<(String, (u64, unpack::Sha256Hash), Option<T>)>;
+    let results: Vec<Unpacked<T>> = largest_first(&members, |m| {
+        let mut archive = data.clone();
+        let name = format!("{display}:{}", m.path);
+        let f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+        let (dst, digest) = unpack::member(&u.dir, &name, &m.path, m.size, m.exec, f, progress)?;
+        let value = if m.elf {
+            let f = open_nofollow(&dst).map_err(|e| Error::io(&dst, e))?;
+            // SAFETY: a read-only map of a file this process just wrote in its own work directory.
+            let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&dst, e))?);
+            Some(visit(ElfInput { path: &m.path, bytes: &map, map: Some(&map), file: Some(&f) })?)
+        } else {
+            None
+        };
+        Ok((m.path.clone(), digest, value))
+    });
+    progress.finish();
+    let mut files = HashMap::with_capacity(results.len());
+    let mut out = Vec::new();
+    for r in results {
+        let (path, digest, value) = r?;
+        if let Some(v) = value {
+            out.push((path.clone(), v));
+        }
+        files.insert(path, digest);
+    }
+    b.unpacked = Some(unpack::Unpacked { dir: u.dir.clone(), files });
+    Ok(out)
 }
 
 fn parse_wheel_metadata(text: &str) -> Option<PackageMeta> {

@@ -153,7 +153,24 @@ pub fn options_for_pack(mut options: SplitOptions, ins: &Inspection, plan: &Plan
     options
 }
 
-pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) -> Result<PackReport> {
+/// The work directory of one pack, made before the input is read: a wheel is unpacked into it
+/// while it is planned ([`Workspace::unpack`], for [`crate::analysis::inspect::Extras::unpack`]),
+/// and staged from there by hard link. Removed when the pack ends, whatever the outcome.
+pub struct Workspace {
+    work: stage::WorkDir,
+    /// Where and how much to unpack, for a wheel input.
+    pub unpack: Option<crate::input::unpack::Unpack>,
+}
+
+impl Workspace {
+    pub fn create(input: &Path, out: &Path, max_unpacked: Option<u64>) -> Result<Workspace> {
+        let work = stage::WorkDir::create(&absolute(out)?)?;
+        let unpack = stage::unpack_for(input, &work.dir, max_unpacked)?;
+        Ok(Workspace { work, unpack })
+    }
+}
+
+pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, workspace: Workspace) -> Result<PackReport> {
     let o = &split.options;
     let input = &ins.tree.source;
     let out = &opts.out;
@@ -174,11 +191,15 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let trace = crate::progress::StepTrace::start("pack");
     // Lay the packages out in a work directory next to --out and stage their content.
     let out_abs = absolute(out)?;
-    let mut work = stage::WorkDir::create(&out_abs)?;
+    let mut work = workspace.work;
     let input_name = Tree::file_name(&input.display().to_string()).to_string();
     let (mut builds, placement) = stage::layout(&ins.tree, plan, split, &with.name, &input_name, &work.dir)?;
     let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
     let staged = stage::stage_tree(&ins.tree, &placement, &mut builds, &work.dir, opts.max_unpacked, opts.progress)?;
+    if let Some(u) = &ins.tree.unpacked {
+        // Staged by hard link: the unpacked names are no longer needed (the stages hold the data).
+        work.remove_later(u.dir.clone());
+    }
     trace.step("stage");
     if let Some(file) = &other_file {
         builds.push(stage::other_variant(file, &without.name, plan, split, &staged, &work.dir, opts.progress)?);
@@ -187,7 +208,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions) ->
     let replaced = stage::standins(&mut builds, split, opts, &with.name, &work.dir, &mut notes)?;
 
     // Write, read back (lossless, metadata as modelled), then into the channel.
-    let written = publish::write_packages(&builds, split, plan, &input_name, &work.dir, &out_abs, opts)?;
+    let written = publish::write_packages(&builds, split, plan, &input_name, &mut work, &out_abs, opts)?;
     trace.step("write");
     let (read, lossless, paths) = publish::read_back(&builds, &written, split, plan, &tree_paths, &without.name)?;
     let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();

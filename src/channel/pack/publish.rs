@@ -7,11 +7,12 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::metadata::{check_index, info_files, role_name};
-use super::stage::{Build, WorkDir, write_hashed};
+use super::stage::{Build, WorkDir};
 use super::{Lossless, PackOptions, repodata};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{CHANNEL_FILE, ChannelInfo, NOARCH, PackRecord, PackedPackage, SUBDIR};
 use crate::error::{Error, Result};
+use crate::input::unpack::write_hashed;
 use crate::progress::Progress;
 use crate::recipe::split::Split;
 
@@ -32,7 +33,7 @@ pub(super) fn write_packages(
     split: &Split,
     plan: &Plan,
     input_name: &str,
-    work: &Path,
+    work: &mut WorkDir,
     channel: &Path,
     opts: &PackOptions,
 ) -> Result<Vec<Output>> {
@@ -51,13 +52,13 @@ pub(super) fn write_packages(
         if let Some((path, digests)) = kept_copy(channel, &file, &info)? {
             base += b.content_bytes() * 2;
             written.push(Output { file, path, kept: Some(digests) });
-            let _ = std::fs::remove_dir_all(&b.stage);
+            work.remove_later(b.stage.clone());
             continue;
         }
         let mut rels: Vec<String> = b.content.keys().cloned().chain(info.iter().map(|(r, _)| r.clone())).collect();
         rels.sort();
         let paths: Vec<PathBuf> = rels.iter().map(|r| b.dst(r)).collect::<Result<_>>()?;
-        let dir = work.join("pkgs").join(b.subdir);
+        let dir = work.dir.join("pkgs").join(b.subdir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let dst = dir.join(format!("{stem}.conda"));
         let f = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
@@ -78,8 +79,8 @@ pub(super) fn write_packages(
         .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
         base += b.content_bytes() * 2;
         written.push(Output { file, path: dst, kept: None });
-        // The stage is no longer needed: free its disk space before the next package.
-        let _ = std::fs::remove_dir_all(&b.stage);
+        // The stage is no longer needed: free its disk space while the next package is written.
+        work.remove_later(b.stage.clone());
     }
     opts.progress.finish();
     Ok(written)

@@ -3,12 +3,10 @@
 //! through a link (docs/security.md).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use rattler_digest::{HashingWriter, Sha256, Sha256Hash};
 use rayon::prelude::*;
 
 use super::PackOptions;
@@ -16,11 +14,12 @@ use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{NOARCH, SUBDIR};
 use crate::channel::standin::StandIn;
 use crate::error::{Error, Result};
+use crate::input::unpack::{Budget, DiskBudget, Sha256Hash, Unpack, Unpacked, copy_hashed, write_hashed};
 use crate::input::{
     Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member, open_nofollow, open_zip, tar_bz2, walk_dir,
     walk_tar, walk_zip,
 };
-use crate::output::{human_bytes, thousands};
+use crate::output::human_bytes;
 use crate::progress::Progress;
 use crate::recipe::split::{PackageModel, Split};
 
@@ -89,6 +88,8 @@ pub(super) struct WorkDir {
     /// Ancestors of `--out` this run created; they stay once the channel is being written.
     created: crate::output::CreatedDirs,
     _registered: crate::output::cleanup::Registered,
+    /// Directories inside being removed on helper threads ([`WorkDir::remove_later`]).
+    removals: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl WorkDir {
@@ -102,7 +103,7 @@ impl WorkDir {
         let out_name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "channel".into());
         let dir = parent.join(format!(".{out_name}.splitpkg-pack-{}", std::process::id()));
         let _registered = crate::output::cleanup::register(&dir, crate::output::cleanup::Leftover::Tree);
-        let work = WorkDir { dir, created, _registered };
+        let work = WorkDir { dir, created, _registered, removals: Vec::new() };
         let _ = std::fs::remove_dir_all(&work.dir);
         std::fs::create_dir_all(&work.dir).map_err(|e| Error::io(&work.dir, e))?;
         Ok(work)
@@ -111,10 +112,23 @@ impl WorkDir {
     pub fn keep_created(&mut self) {
         self.created.keep();
     }
+
+    /// Remove `dir` (inside the work directory) on a helper thread: freeing a gigabyte of
+    /// unpacked files is mostly a wait on the file system (about 2.5 s on an ext4 mounted with
+    /// `discard`), which the next package's compression overlaps. Dropping the work directory
+    /// waits for every such removal first.
+    pub fn remove_later(&mut self, dir: PathBuf) {
+        self.removals.push(std::thread::spawn(move || {
+            let _ = std::fs::remove_dir_all(dir);
+        }));
+    }
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
+        for h in self.removals.drain(..) {
+            let _ = h.join();
+        }
         // Before `created` (a field, dropped after this), whose directories it is in.
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -215,8 +229,8 @@ pub(super) fn stage_tree(
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
     let stages: Vec<PathBuf> = builds.iter().map(|b| b.stage.clone()).collect();
-    let budget = DiskBudget::new(&tree.source, work, max_unpacked)?;
-    let staged = stage_members(&tree.source, tree.kind, placement, &stages, &budget, progress)?;
+    let budget = DiskBudget::new(&tree.source, disk_budget(work, max_unpacked)?);
+    let staged = stage_members(tree, placement, &stages, &budget, progress)?;
     for (path, (idx, rel)) in placement {
         let s = staged
             .get(path)
@@ -332,76 +346,26 @@ pub(super) fn standins(
     Ok(replaced)
 }
 
-/// How many bytes staging may write: `--max-unpacked`, else what the work directory's file system
-/// has free. Charged with each member's size before it is written (archive members never write
-/// more than they claim), so an archive that would fill the disk — a bzip2 of zeros, or one member
-/// named again by a thousand hard links, each staged as a copy — is refused with one line, before
-/// the disk is full, instead of failing with ENOSPC somewhere in the middle (docs/security.md).
-pub(super) struct DiskBudget {
-    input: String,
-    limit: u64,
-    /// `--max-unpacked` or the free space: named in the refusal.
-    why: String,
-    used: AtomicU64,
-}
-
-impl DiskBudget {
-    fn new(input: &Path, work: &Path, max_unpacked: Option<u64>) -> Result<DiskBudget> {
-        let (limit, why) = match max_unpacked {
-            Some(n) => (n, format!("--max-unpacked {}", human_bytes(n))),
-            None => {
-                // What an unprivileged writer may still use (statvfs f_bavail), through rattler's fs4.
-                let free = fs4::available_space(work).map_err(|e| Error::io(work, e))?;
-                (free, format!("the {} free in {}", human_bytes(free), work.parent().unwrap_or(work).display()))
-            }
-        };
-        Ok(DiskBudget { input: input.display().to_string(), limit, why, used: AtomicU64::new(0) })
-    }
-
-    fn charge(&self, member: &str, bytes: u64) -> Result<()> {
-        let before = self.used.fetch_add(bytes, Ordering::Relaxed);
-        let total = before.saturating_add(bytes);
-        if total > self.limit {
-            return Err(Error::bad(
-                format!("{}:{member}", self.input),
-                format!("unpacking reaches {} bytes here, more than {}; refusing", thousands(total), self.why),
-            ));
+/// The disk budget for unpacking `input` into `work`: `--max-unpacked`, or what an unprivileged
+/// writer may still use on the work directory's file system (statvfs `f_bavail`, through
+/// rattler's fs4).
+pub(super) fn disk_budget(work: &Path, max_unpacked: Option<u64>) -> Result<Budget> {
+    Ok(match max_unpacked {
+        Some(n) => Budget { limit: n, why: format!("--max-unpacked {}", human_bytes(n)) },
+        None => {
+            let free = fs4::available_space(work).map_err(|e| Error::io(work, e))?;
+            Budget { limit: free, why: format!("the {} free in {}", human_bytes(free), work.parent().unwrap_or(work).display()) }
         }
-        Ok(())
-    }
+    })
 }
 
-/// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
-pub(super) fn write_hashed(dst: &Path, r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
-    if let Some(p) = dst.parent() {
-        std::fs::create_dir_all(p)?;
+/// How `pack` asks the input reader to unpack a wheel into the work directory while planning it
+/// ([`crate::input::unpack`]); `None` for other inputs, which are staged from the source.
+pub fn unpack_for(input: &Path, work: &Path, max_unpacked: Option<u64>) -> Result<Option<Unpack>> {
+    if TreeKind::detect(input)? != TreeKind::Wheel {
+        return Ok(None);
     }
-    let _ = std::fs::remove_file(dst);
-    // A new file, never through a link: O_EXCL refuses any name that exists (a symlink included).
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(dst)?;
-    let (n, sha256, f) = copy_hashed(r, std::io::BufWriter::with_capacity(1 << 20, file), progress)?;
-    f.into_inner().map_err(|e| e.into_error())?;
-    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }))?;
-    Ok((n, sha256))
-}
-
-/// Copy `r` into `w` in 1 MiB pieces, hashing with SHA-256 and counting on `progress`; returns the
-/// size, the digest and `w`.
-fn copy_hashed<W: Write>(mut r: impl Read, w: W, progress: &Progress) -> std::io::Result<(u64, Sha256Hash, W)> {
-    let mut f = HashingWriter::<_, Sha256>::new(w);
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let k = r.read(&mut buf)?;
-        if k == 0 {
-            break;
-        }
-        f.write_all(&buf[..k])?;
-        n += k as u64;
-        progress.inc(k as u64);
-    }
-    let (w, sha256) = f.finalize();
-    Ok((n, sha256, w))
+    Ok(Some(Unpack { dir: work.join("unpacked"), budget: disk_budget(work, max_unpacked)? }))
 }
 
 /// Stage the open input file `f` at `dst` as a hard link to it when that gives the package the
@@ -413,6 +377,9 @@ fn copy_hashed<W: Write>(mut r: impl Read, w: W, progress: &Progress) -> std::io
 /// removed.
 fn link_or_copy(f: std::fs::File, dst: &Path, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
     let mode = f.metadata()?.permissions().mode();
+    if let Some(p) = dst.parent() {
+        std::fs::create_dir_all(p)?;
+    }
     if (mode & 0o100 != 0) == exec && mode & 0o7000 == 0 && hard_link_open(&f, dst).is_ok() {
         let (n, sha256, _) = copy_hashed(f, std::io::sink(), progress)?;
         return Ok((n, sha256));
@@ -420,13 +387,10 @@ fn link_or_copy(f: std::fs::File, dst: &Path, exec: bool, progress: &Progress) -
     write_hashed(dst, f, exec, progress)
 }
 
-/// `linkat` of an open file to `dst` (parents created; `dst` must not exist).
+/// `linkat` of an open file to `dst` (its directory exists; `dst` must not exist).
 fn hard_link_open(f: &std::fs::File, dst: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::io::AsRawFd;
-    if let Some(p) = dst.parent() {
-        std::fs::create_dir_all(p)?;
-    }
     let from = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))?;
     let to = std::ffi::CString::new(dst.as_os_str().as_bytes())?;
     // SAFETY: two NUL-terminated paths that live across the call.
@@ -452,13 +416,13 @@ fn make_symlink(target: &str, dst: &Path) -> Result<()> {
 /// copied from the staged member they name (never from the file system), and symlinks are
 /// created last.
 fn stage_members(
-    input: &Path,
-    kind: TreeKind,
+    tree: &Tree,
     placement: &Placement,
     stages: &[PathBuf],
     budget: &DiskBudget,
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
+    let (input, kind) = (tree.source.as_path(), tree.kind);
     let display = input.display().to_string();
     let dst_of = |path: &str| -> Result<PathBuf> {
         placement
@@ -489,6 +453,8 @@ fn stage_members(
             results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
         }
         TreeKind::Wheel => {
+            // The reader unpacked the wheel while planning it (`Workspace`): stage those files.
+            let u = tree.unpacked.as_ref().ok_or_else(|| Error::internal(format!("{display}: a wheel staged without unpacking it")))?;
             let map = crate::input::map_file(input)?;
             let bytes: &[u8] = &map;
             let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
@@ -499,29 +465,25 @@ fn stage_members(
                 }
                 Ok(())
             })?;
-            progress.start("unpacking", members.iter().map(|m| m.size).sum());
+            // The stages are new and hold only what staging makes (directories and links to
+            // regular files; symlinks come last): their directories once, then one link per file.
+            for (i, stage) in stages.iter().enumerate() {
+                std::fs::create_dir_all(stage).map_err(|e| Error::io(stage, e))?;
+                crate::input::unpack::directories(stage, placement.values().filter(|(j, _)| *j == i).map(|(_, rel)| rel.as_str()))?;
+            }
+            progress.start("staging", members.iter().map(|m| m.size).sum());
             let results: Vec<Result<(String, Staged)>> = members
                 .par_iter()
-                .map_init(
-                    || archive.clone(),
-                    |archive, m| {
-                        let name = format!("{display}:{}", m.path);
-                        let dst = dst_of(&m.path)?;
-                        if let Some(staged) = symlink(m) {
-                            return Ok((m.path.clone(), staged));
-                        }
-                        budget.charge(&m.path, m.size)?;
-                        let f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
-                        // Never more than the header says (plus one byte, to see the lie): the
-                        // budget is charged by the claimed size.
-                        let (size, sha256) = write_hashed(&dst, f.take(m.size.saturating_add(1)), m.executable(), progress)
-                            .map_err(|e| Error::bad(&name, format!("cannot unpack: {e}")))?;
-                        if size != m.size {
-                            return Err(Error::bad(&name, format!("member inflates to {size} bytes, header says {}", m.size)));
-                        }
-                        Ok((m.path.clone(), Staged::File { size, sha256 }))
-                    },
-                )
+                .map(|m| {
+                    let (i, rel) = placement
+                        .get(&m.path)
+                        .ok_or_else(|| Error::internal(format!("{display}: {} is in the input but not in the plan", m.path)))?;
+                    let dst = stages[*i].join(rel);
+                    match symlink(m) {
+                        Some(staged) => Ok((m.path.clone(), staged)),
+                        None => from_unpacked(u, m, &dst, progress),
+                    }
+                })
                 .collect();
             progress.finish();
             results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
@@ -541,6 +503,22 @@ fn stage_members(
         }
     }
     Ok(out)
+}
+
+/// A member the input reader already unpacked ([`crate::input::unpack`]; the disk budget was
+/// charged then): hard-linked into the stage (a copy where the file system refuses the link), with
+/// the size and digest taken while it was unpacked. The unpacked file was written with the mode
+/// staging gives, so the package's tar header is the same as a copy's.
+fn from_unpacked(u: &Unpacked, m: &Member, dst: &Path, progress: &Progress) -> Result<(String, Staged)> {
+    let &(size, sha256) = u.files.get(&m.path).ok_or_else(|| Error::internal(format!("{} was listed but not unpacked", m.path)))?;
+    let src = u.dir.join(&m.path);
+    let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
+    if hard_link_open(&f, dst).is_ok() {
+        progress.inc(size);
+    } else {
+        write_hashed(dst, f, m.executable(), progress).map_err(|e| Error::io(dst, e))?;
+    }
+    Ok((m.path.clone(), Staged::File { size, sha256 }))
 }
 
 /// A symlink member as staged (created once every file is).
