@@ -22,17 +22,23 @@ An update keeps every file already there (under INDEX/.splitpkg.lock); the same 
 
 One index holds one of `splitpkg wheel`'s sets: the local-label wheels (DIR) or the PEP 825 set (DIR/variants). Installers compare versions before variants, so a +1.magma label would beat every variant: a project with both is refused. A directory argument gives the .whl files directly in it.
 
+One index serves one preference of the PEP 825 set. uv's variant mode installs the variant whose value a -variants.json lists first and offers no choice of its own, so --prefer VARIANT writes an index of the same wheels with VARIANT listed first: users choose it as their index (--index-url, UV_DEFAULT_INDEX, uv.toml). It leaves out the plain fallback (the publisher's default build, which pip would install) and refuses a set without VARIANT, an index that would lack a VARIANT wheel for one of the set's platforms, and an index written with another preference.
+
 Serve INDEX with any static server (docs/wheel.md has nginx and S3 notes).
 
-Exit codes: 0 written, 2 bad input (a broken or hostile wheel, a published name with other bytes, the two sets in one index, --out a file).
+Exit codes: 0 written, 2 bad input (a broken or hostile wheel, a published name with other bytes, the two sets in one index, --out a file, a --prefer the wheels or INDEX cannot take).
 
 Examples:
   splitpkg index wheels/ --out index/
   splitpkg index wheels/variants/ --out index-variants/
+  splitpkg index wheels/variants/ --out index-slim/ --prefer nomagma
   python3 -m http.server --bind 127.0.0.1 --directory index/ 8000
   pip install --index-url http://127.0.0.1:8000/ torch
+  # uv, variant mode: index-variants/ on 8001, index-slim/ on 8002
   uv pip install --preview-features wheel-variants \\
-    --index-url http://127.0.0.1:8001/ torch";
+    --index-url http://127.0.0.1:8001/ torch
+  uv pip install --preview-features wheel-variants \\
+    --index-url http://127.0.0.1:8002/ torch";
 
 #[derive(Args)]
 pub struct IndexArgs {
@@ -42,6 +48,9 @@ pub struct IndexArgs {
     /// The index directory (created, or updated in place).
     #[arg(long, short, value_name = "INDEX")]
     out: PathBuf,
+    /// PEP 825 sets: list VARIANT first in every -variants.json, so uv's variant mode installs it from this index (one index per preference).
+    #[arg(long, value_name = "VARIANT")]
+    prefer: Option<String>,
     /// JSON report: every file of the index, what this run did with it, and how to serve it.
     #[arg(long)]
     json: bool,
@@ -49,7 +58,7 @@ pub struct IndexArgs {
 
 pub fn index(a: IndexArgs, quiet: bool) -> Result<i32> {
     let progress = Progress::new(!quiet);
-    let opts = index::IndexOptions { out: a.out, progress: &progress };
+    let opts = index::IndexOptions { out: a.out, prefer: a.prefer, progress: &progress };
     let mut report = index::update_index(&a.inputs, &opts)?;
     report.stamp = provenance::Stamp::reproducible();
     let text = if a.json { to_json(&report)? } else { index::report_text(&report) };

@@ -112,7 +112,7 @@ pub fn is_version(v: &str) -> bool {
 }
 
 /// PEP 825 variant labels (`null` is the zero-property fallback's).
-fn is_label(l: &str) -> bool {
+pub fn is_label(l: &str) -> bool {
     !l.is_empty() && l.len() <= 64 && l.chars().all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.'))
 }
 
@@ -188,6 +188,27 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
         sha256,
         size,
     })
+}
+
+/// The `variant.json` of a variant wheel the index already holds (its label from the file name),
+/// without hashing the whole file: what `index --prefer` reads of a set it was not given.
+pub fn read_variant_json(path: &Path) -> Result<serde_json::Value> {
+    let display = path.display().to_string();
+    let filename = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let parts: Vec<&str> = filename.strip_suffix(".whl").unwrap_or_default().split('-').collect();
+    let label = parts.last().copied().filter(|_| parts.len() >= 6).unwrap_or_default();
+    let file = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
+    let mut archive = ZipArchive::new(file).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+    let members: Vec<String> = archive
+        .file_names()
+        .filter_map(|n| n.ok())
+        .filter(|n| n.ends_with(".dist-info/variant.json") && n.matches('/').count() == 1)
+        .map(|n| n.into_owned())
+        .collect();
+    let [member] = members.as_slice() else {
+        return Err(Error::bad(&display, format!("{} .dist-info/variant.json files at the top level, expected one", members.len())));
+    };
+    variant_json(&mut archive, member, label, &display)
 }
 
 /// The wheel's `variant.json`: an object whose `variants` holds exactly its own label.

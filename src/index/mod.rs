@@ -21,9 +21,13 @@
 //! One index holds one of `splitpkg wheel`'s two sets: installers compare versions before variants,
 //! so a local-label wheel (`2.11.0+1.magma`) would win over every PEP 825 variant of `2.11.0`. A
 //! project with both is refused.
+//!
+//! One index serves one preference of the PEP 825 set (`prefer.rs`): uv installs the variant its
+//! `-variants.json` lists first, so `--prefer nomagma` writes the slim index from the same wheels.
 
 pub mod dist;
 pub mod page;
+pub mod prefer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -44,6 +48,8 @@ pub const SCHEMA: &str = "splitpkg-index";
 pub struct IndexOptions<'a> {
     /// The index directory (created; updated in place).
     pub out: PathBuf,
+    /// `--prefer`: the value each PEP 825 set's `-variants.json` lists first (`prefer.rs`).
+    pub prefer: Option<String>,
     pub progress: &'a Progress,
 }
 
@@ -86,6 +92,13 @@ pub struct IndexedFile {
     pub yanked: bool,
 }
 
+/// A wheel given but not put in the index, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeftOut {
+    pub filename: String,
+    pub why: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ProjectReport {
     /// PEP 503-normalised: the page is `NAME/`.
@@ -110,7 +123,13 @@ pub struct IndexReport {
     pub stamp: crate::provenance::Stamp,
     pub out: String,
     pub layout: Layout,
+    /// `--prefer`: the value every PEP 825 set of the index lists first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<String>,
     pub projects: Vec<ProjectReport>,
+    /// Wheels given and not indexed: with `--prefer`, the plain fallback of a variant set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
     pub added: usize,
     pub unchanged: usize,
     pub kept: usize,
@@ -121,7 +140,11 @@ pub struct IndexReport {
 /// whose `.whl` files are taken, not their subdirectories).
 pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexReport> {
     let out = &opts.out;
+    let prefer = opts.prefer.as_deref();
     not_a_link_or_file(out, "--out")?;
+    if let Some(p) = prefer.filter(|p| !dist::is_label(p)) {
+        return Err(Error::Usage(format!("--prefer {p:?}: not a variant value ([0-9a-z._])")));
+    }
     let paths = wheel_paths(inputs)?;
     opts.progress.start("reading wheels", paths.len() as u64);
     let read: Result<Vec<IndexedWheel>> = paths
@@ -147,14 +170,19 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
         by_project.entry(w.project.clone()).or_default().push(w);
     }
 
+    prefer::check(out, &wheels, prefer)?;
+
     // Every input is read and checked: only now does anything appear in --out.
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let _lock = crate::output::lock_dir(out)?;
+    // Again under the lock: another run may have changed the index since.
+    prefer::check(out, &wheels, prefer)?;
     let mut pending = Pending::default();
     let mut projects = Vec::new();
+    let mut left_out = Vec::new();
     opts.progress.start_unknown("writing the index");
     for (name, new) in &by_project {
-        projects.push(update_project(out, name, new, &mut pending)?);
+        projects.push(update_project(out, name, new, prefer, &mut left_out, &mut pending)?);
     }
     let listed = write_root(out, &by_project.keys().cloned().collect(), &mut pending)?;
     pending.commit()?;
@@ -195,6 +223,8 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
         stamp: crate::provenance::Stamp::default(),
         out: out.display().to_string(),
         layout,
+        prefer: opts.prefer.clone(),
+        left_out,
         added: count(FileStatus::Added) + count(FileStatus::Updated),
         unchanged: count(FileStatus::Unchanged),
         kept: count(FileStatus::Kept),
@@ -281,14 +311,41 @@ fn load_project(dir: &Path, name: &str) -> Result<ProjectPage> {
     Ok(page)
 }
 
-/// Add `new` to the project `name`'s directory and pages, staged in `pending`.
-fn update_project(out: &Path, name: &str, new: &[&IndexedWheel], pending: &mut Pending) -> Result<ProjectReport> {
+/// Add `new` to the project `name`'s directory and pages, staged in `pending`. With `prefer`, a
+/// plain wheel of a version with a variant set (the fallback, the publisher's default build) is
+/// left out: pip, and uv without variant mode, would install it from this index.
+fn update_project(
+    out: &Path,
+    name: &str,
+    new: &[&IndexedWheel],
+    prefer: Option<&str>,
+    left_out: &mut Vec<LeftOut>,
+    pending: &mut Pending,
+) -> Result<ProjectReport> {
     let dir = out.join(name);
     not_a_link_or_file(&dir, "the project directory")?;
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let mut page = load_project(&dir, name)?;
     let mut status: BTreeMap<String, (FileStatus, Option<String>)> =
         page.files.iter().map(|f| (f.filename.clone(), (FileStatus::Kept, None))).collect();
+    let sets: BTreeSet<String> = new
+        .iter()
+        .filter(|w| w.variant.is_some())
+        .map(|w| variants_file_name(w))
+        .chain(page.files.iter().map(|f| f.filename.clone()).filter(|f| f.ends_with(VARIANTS_SUFFIX)))
+        .collect();
+    let (new, fallbacks): (Vec<&IndexedWheel>, Vec<&IndexedWheel>) =
+        new.iter().partition(|w| prefer.is_none() || w.variant.is_some() || !sets.contains(&variants_file_name(w)));
+    for w in fallbacks {
+        left_out.push(LeftOut {
+            filename: w.filename.clone(),
+            why: format!(
+                "--prefer {}: the plain fallback of a variant set is the publisher's default build; pip and uv without variant mode would install it from this index",
+                prefer.unwrap_or_default()
+            ),
+        });
+    }
+    let new = new.as_slice();
     for w in new {
         let label = w.variant.as_ref().map(|(l, _)| l.clone());
         let on_disk = dir.join(&w.filename);
@@ -320,7 +377,7 @@ fn update_project(out: &Path, name: &str, new: &[&IndexedWheel], pending: &mut P
         let s = if present && status.contains_key(&w.filename) { FileStatus::Unchanged } else { FileStatus::Added };
         status.insert(w.filename.clone(), (s, label));
     }
-    update_variant_sets(&dir, new, &mut page, &mut status, pending)?;
+    update_variant_sets(&dir, new, prefer, &mut page, &mut status, pending)?;
     refuse_mixed_sets(&dir, &page)?;
     page.files.sort_by(|a, b| a.filename.cmp(&b.filename));
     let versions: BTreeSet<String> = page
@@ -399,10 +456,12 @@ fn stage_if_changed(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending)
 
 /// For each version with variant wheels among `new`: the `-variants.json` as the union of the one
 /// in the index and every new wheel's `variant.json`, linked from the page (without
-/// `core-metadata`, `requires-python` or `yanked`, as PEP 825 asks).
+/// `core-metadata`, `requires-python` or `yanked`, as PEP 825 asks), `prefer` listed first
+/// (`prefer::check` has judged the preference already).
 fn update_variant_sets(
     dir: &Path,
     new: &[&IndexedWheel],
+    prefer: Option<&str>,
     page: &mut ProjectPage,
     status: &mut BTreeMap<String, (FileStatus, Option<String>)>,
     pending: &mut Pending,
@@ -415,13 +474,18 @@ fn update_variant_sets(
         check_file_name(&file, &dir.display().to_string())?;
         let path = dir.join(&file);
         let existing: Option<serde_json::Value> = if path.exists() { Some(read_json(&path)?) } else { None };
-        let mut merged = existing.clone();
+        let mut merged = None;
         for w in &members {
             if let Some((_, doc)) = &w.variant {
                 merged = Some(merge_variant(merged, doc, &w.path, &file)?);
             }
         }
-        let Some(merged) = merged else { continue };
+        let Some(mut merged) = merged else { continue };
+        if let Some(e) = &existing {
+            // The index's file in the wheels' own order (a preference undone), then the union.
+            merged = merge_variant(Some(prefer::in_order_of(e, &merged)), &merged, &members[0].path, &file)?;
+        }
+        prefer::apply(&mut merged, prefer);
         if existing.as_ref() == Some(&merged) {
             status.entry(file.clone()).or_insert((FileStatus::Unchanged, None)).0 = FileStatus::Unchanged;
             continue;
@@ -514,7 +578,8 @@ pub fn report_text(r: &IndexReport) -> String {
         Layout::LocalLabel => "local-label set",
         Layout::Plain => "plain wheels",
     };
-    let _ = writeln!(s, "{} ({layout}): {} added, {} unchanged, {} kept", r.out, r.added, r.unchanged, r.kept);
+    let prefer = r.prefer.as_deref().map(|p| format!(", {p} preferred")).unwrap_or_default();
+    let _ = writeln!(s, "{} ({layout}{prefer}): {} added, {} unchanged, {} kept", r.out, r.added, r.unchanged, r.kept);
     for p in &r.projects {
         let _ = writeln!(s, "  {}/", p.name);
         for f in &p.files {
@@ -528,6 +593,9 @@ pub fn report_text(r: &IndexReport) -> String {
             let yanked = if f.yanked { "  yanked" } else { "" };
             let _ = writeln!(s, "    {:<9} {}  ({}){variant}{yanked}", status, f.filename, crate::output::human_bytes(f.size));
         }
+    }
+    for l in &r.left_out {
+        let _ = writeln!(s, "  left out: {} ({})", l.filename, l.why);
     }
     let _ = writeln!(
         s,
