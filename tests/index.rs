@@ -84,7 +84,13 @@ fn fixture_split(dir: &Path, marker: &str) -> PathBuf {
 }
 
 fn index(inputs: &[&Path], out: &Path) -> Output {
+    index_with(inputs, out, &[])
+}
+
+/// `index` with more options (`--prefer VARIANT`).
+fn index_with(inputs: &[&Path], out: &Path, options: &[&str]) -> Output {
     let mut args = vec!["index", "--quiet", "--json", "--out", s(out)];
+    args.extend_from_slice(options);
     args.extend(inputs.iter().map(|p| s(p)));
     run(&args)
 }
@@ -252,6 +258,116 @@ fn pages_metadata_updates_and_refusals() {
     assert_eq!(grown, written);
 }
 
+const VJSON: &str = "torch_cuda_linalg-2.5.1-variants.json";
+const VMAGMA: &str = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-magma.whl";
+const VSLIM: &str = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl";
+const FALLBACK: &str = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl";
+
+fn variants_json(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("torch-cuda-linalg").join(VJSON)).unwrap()).unwrap()
+}
+
+fn file_names(page: &serde_json::Value) -> Vec<String> {
+    page["files"].as_array().unwrap().iter().map(|f| f["filename"].as_str().unwrap().to_string()).collect()
+}
+
+/// `--prefer nomagma`: the slim index of the same PEP 825 wheels, whose variants.json differs from
+/// the default index's in the order of the static property's values only, without the plain
+/// fallback (the magma build pip would install); the same run again changes nothing; and every
+/// refusal (a set without the value, an index that would lack its wheel, the local-label set, an
+/// index written with another preference) is one line that writes nothing.
+#[test]
+fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let v = wheels.join("variants");
+    let default = d.path().join("index-variants");
+    assert_eq!(index(&[&v], &default).status.code(), Some(0));
+    let slim = d.path().join("index-slim");
+    let o = index_with(&[&v], &slim, &["--prefer", "nomagma"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    assert_valid("docs/index.schema.json", &r);
+    assert_eq!((r["layout"].as_str(), r["prefer"].as_str()), (Some("variants"), Some("nomagma")));
+    assert_eq!(r["left_out"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["left_out"][0]["filename"], FALLBACK);
+    let key = |v: &serde_json::Value| v["providers"]["torch"]["static-properties"]["torch_cuda_linalg"].clone();
+    let (plain, preferred) = (variants_json(&default), variants_json(&slim));
+    assert_eq!(key(&plain), serde_json::json!(["magma", "nomagma"]), "the default index: the publisher's order");
+    assert_eq!(key(&preferred), serde_json::json!(["nomagma", "magma"]));
+    let mut reordered = plain.clone();
+    reordered["providers"]["torch"]["static-properties"]["torch_cuda_linalg"] = serde_json::json!(["nomagma", "magma"]);
+    assert_eq!(preferred, reordered, "only the order differs");
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(v.join(VJSON)).unwrap()).unwrap();
+    assert_eq!(plain, written, "without --prefer: what `wheel` wrote, as before");
+    assert_eq!(file_names(&page(&slim, "torch-cuda-linalg")), [VMAGMA, VSLIM, VJSON], "the same wheels but the fallback");
+    assert_eq!(file_names(&page(&slim, "torch")), [CORE]);
+    for (project, f) in [("torch", CORE), ("torch-cuda-linalg", VMAGMA), ("torch-cuda-linalg", VSLIM)] {
+        assert_eq!(std::fs::read(slim.join(project).join(f)).unwrap(), std::fs::read(default.join(project).join(f)).unwrap());
+    }
+    assert!(!slim.join("torch-cuda-linalg").join(FALLBACK).exists());
+    let e = entry(&page(&slim, "torch-cuda-linalg"), VJSON).clone();
+    assert_eq!(e["hashes"]["sha256"].as_str().unwrap(), sha256(&slim.join("torch-cuda-linalg").join(VJSON)));
+    // The text report says the preference and what it left out.
+    let text = stdout(&run(&["index", "--quiet", "--prefer", "nomagma", "--out", s(&slim), s(&v)]));
+    assert!(
+        text.contains("(PEP 825 variant set, nomagma preferred)") && text.contains(&format!("left out: {FALLBACK} (--prefer nomagma:")),
+        "{text}"
+    );
+    // The same run again: nothing written.
+    let before = snapshot(&slim);
+    let o = index_with(&[&v], &slim, &["--prefer", "nomagma"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!((json(&o)["added"].as_u64(), json(&o)["unchanged"].as_u64()), (Some(0), Some(4)));
+    assert_eq!(snapshot(&slim), before, "idempotent");
+
+    // An index written with one preference is updated only with it: a run without --prefer (the
+    // same set, or only the core, which leaves the set as it is) and a run with --prefer on the
+    // default index are refused; the indexes stay as they are.
+    let slim_path = slim.join("torch-cuda-linalg").join(VJSON);
+    for inputs in [vec![v.as_path()], vec![wheels.join(CORE).as_path()]] {
+        let o = index(&inputs, &slim);
+        one_line(
+            &o,
+            &format!("{}: lists nomagma first (written with --prefer nomagma); this run would list magma first", slim_path.display()),
+        );
+        assert!(stderr(&o).contains("run with --prefer nomagma"), "{}", stderr(&o));
+    }
+    assert_eq!(snapshot(&slim), before);
+    let before_default = snapshot(&default);
+    let o = index_with(&[&v], &default, &["--prefer", "nomagma"]);
+    one_line(&o, "lists magma first (written without --prefer); this run would list nomagma first");
+    assert_eq!(snapshot(&default), before_default);
+
+    // Refused before anything is written: a set without the value (a split without
+    // --lazy-variant), an index that would lack the nomagma wheel (the magma variant and the core
+    // only: uv would install magma from it without a word), the local-label set, a malformed value.
+    let lone = d.path().join("lone");
+    let input = d.path().join("in").join(WHEEL_NAME);
+    assert_eq!(run(&["wheel", s(&input), "--out", s(&lone), "--quiet"]).status.code(), Some(0));
+    let fresh = d.path().join("refused");
+    let (lone_v, magma, core) = (lone.join("variants"), v.join(VMAGMA), v.join(CORE));
+    let refusals: [(Vec<&Path>, &str, &str); 5] = [
+        (
+            vec![&lone_v],
+            "nomagma",
+            "--prefer nomagma: not a value of torch :: torch_cuda_linalg in torch_cuda_linalg-2.5.1-variants.json (its values: magma)",
+        ),
+        (
+            vec![&magma, &core],
+            "nomagma",
+            "would hold no nomagma wheel of torch_cuda_linalg-2.5.1 for cp311-cp311-linux_x86_64 (only magma): uv would install magma from it without a word",
+        ),
+        (vec![&wheels], "nomagma", "--prefer nomagma: no PEP 825 variant set among the wheels given"),
+        (vec![&v], "slim", "--prefer slim: not a value of torch :: torch_cuda_linalg"),
+        (vec![&v], "No/Magma", "not a variant value"),
+    ];
+    for (inputs, value, says) in refusals {
+        one_line(&index_with(&inputs, &fresh, &["--prefer", value]), says);
+        assert!(!fresh.exists(), "nothing written for --prefer {value}");
+    }
+}
+
 /// A wheel from `meta` (METADATA text) named `file`, with one module.
 fn hostile_wheel(dir: &Path, file: &str, meta: &str) -> PathBuf {
     let tree = dir.join(format!("tree-{}", file.len()));
@@ -346,6 +462,11 @@ fn system_pip_installs_the_split_from_the_index_over_http() {
 
 /// The tools venv's `uv pip ARGS --python VENV`, without a cache or index settings from outside.
 fn uv(tools: &Path, v: &Venv, args: &[&str]) -> Output {
+    uv_with(tools, v, args, &[])
+}
+
+/// `uv` with `env` set (and no other index or preview setting from outside).
+fn uv_with(tools: &Path, v: &Venv, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(tools.join("bin/uv"))
         .arg("pip")
         .args(args)
@@ -355,7 +476,10 @@ fn uv(tools: &Path, v: &Venv, args: &[&str]) -> Output {
         .env_remove("UV_FIND_LINKS")
         .env_remove("UV_INDEX_URL")
         .env_remove("UV_EXTRA_INDEX_URL")
+        .env_remove("UV_DEFAULT_INDEX")
+        .env_remove("UV_INDEX")
         .env_remove("UV_PREVIEW_FEATURES")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
@@ -385,7 +509,8 @@ fn ok(o: Output, what: &str) -> Output {
     o
 }
 
-/// pip 26.3, uv 0.13.9 (plain and variant mode) and twine 7.0.0 against both indexes over HTTP.
+/// pip 26.3, uv 0.13.9 (plain and variant mode) and twine 7.0.0 against the local-label index, the
+/// PEP 825 index and its slim twin (`--prefer nomagma`) over HTTP.
 #[test]
 #[cfg_attr(not(feature = "full-tests"), ignore = "full tier, pip, uv and twine from PyPI: cargo test --release --features full-tests")]
 fn latest_pip_uv_and_twine_over_http() {
@@ -440,43 +565,116 @@ fn latest_pip_uv_and_twine_over_http() {
     };
     assert_eq!(installed_variants(&v), ["magma"]);
     // uv 0.13.9 has no selection of its own for a static-property namespace: no flag, setting or
-    // environment variable (the ones it reads belong to its vendored nvidia/tpu providers); the
-    // static provider declares every value supported, preferred first. The slim variant is the
-    // variant wheel named by its URL on the index, still resolved in variant mode.
+    // environment variable (the ones it reads belong to its vendored nvidia/tpu providers); it
+    // takes the values in the order the index's variants.json lists them. So the slim variant is
+    // the slim index: the same wheels, `index --prefer nomagma`, chosen as the user's index.
     let help = stdout(&ok(Command::new(tools.join("bin/uv")).args(["pip", "install", "--help"]).output().unwrap(), "uv help"));
     assert!(!help.to_lowercase().contains("variant"), "uv grew a variant option: docs/wheel.md and this test need a look\n{help}");
-    let slim_url = format!("{vurl}torch-cuda-linalg/torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl");
-    let slim_req = format!("torch-cuda-linalg @ {slim_url}");
-    ok(uv(&tools, &v, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", vurl, "torch", &slim_req]), "uv slim");
-    assert_eq!((installed_variants(&v), v.state().1), (vec!["nomagma".to_string()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
-    ok(uv(&tools, &v, &["check"]), "uv pip check after the switch");
-    // uv without variant mode on the same index: the plain fallback, as pip.
+    let sout = d.path().join("index-slim");
+    assert_eq!(index_with(&[&wheels.join("variants")], &sout, &["--prefer", "nomagma"]).status.code(), Some(0));
+    let sserver = Server::start(&sout);
+    let surl = sserver.url.as_str();
+    let nomagma_bytes = std::fs::read(nomagma_lib()).unwrap();
+    let slim_state = (vec![core.clone(), "torch_cuda_linalg-2.5.1".to_string()], 1);
+    let is_slim = |v: &Venv, what: &str| {
+        assert_eq!(v.state(), slim_state, "{what}: the core and one owner of the library");
+        assert_eq!(installed_variants(v), ["nomagma"], "{what}: the nomagma variant wheel");
+        assert_eq!(v.lazy_bytes().unwrap(), nomagma_bytes, "{what}");
+        ok(uv(&tools, v, &["check"]), what);
+    };
+    // The slim index by flag.
+    let v2 = Venv::new(&d.path().join("uv-slim-flag"));
+    ok(uv(&tools, &v2, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", surl, "torch"]), "uv slim, flags");
+    is_slim(&v2, "--index-url SLIM");
+    // By environment variables alone.
+    let v2 = Venv::new(&d.path().join("uv-slim-env"));
+    let env = [("UV_PREVIEW_FEATURES", "wheel-variants"), ("UV_DEFAULT_INDEX", surl)];
+    ok(uv_with(&tools, &v2, &["install", "-q", "torch"], &env), "uv slim, environment");
+    is_slim(&v2, "UV_DEFAULT_INDEX=SLIM");
+    // By uv.toml (the user's or the project's; here named with --config-file).
+    let v2 = Venv::new(&d.path().join("uv-slim-toml"));
+    let toml = d.path().join("uv.toml");
+    std::fs::write(&toml, format!("preview-features = [\"wheel-variants\"]\n\n[[index]]\nurl = \"{surl}\"\ndefault = true\n")).unwrap();
+    ok(uv(&tools, &v2, &["install", "-q", "--config-file", s(&toml), "torch"]), "uv slim, uv.toml");
+    is_slim(&v2, "uv.toml [[index]] default = true");
+    // Switching the installed magma variant: the same version is installed already, so uv keeps it
+    // until told to reinstall the lazy distribution; then it is the slim one, and back.
+    ok(uv(&tools, &v, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", surl, "torch"]), "uv slim, no reinstall");
+    assert_eq!(installed_variants(&v), ["magma"], "an installed variant is kept without --reinstall-package");
+    let switch = |index: &str| {
+        let args = [
+            "install",
+            "-q",
+            "--preview-features",
+            "wheel-variants",
+            "--index-url",
+            index,
+            "--reinstall-package",
+            "torch-cuda-linalg",
+            "torch",
+        ];
+        ok(uv(&tools, &v, &args), "uv switch")
+    };
+    switch(surl);
+    is_slim(&v, "magma switched to slim");
+    switch(vurl);
+    assert_eq!((installed_variants(&v), v.state().1, v.lazy_bytes().unwrap()), (vec!["magma".to_string()], 1, magma_bytes.clone()));
+    // The slim index has no plain fallback (it is the magma build): pip, and uv without variant
+    // mode, install nothing from it rather than magma.
+    let v2 = Venv::new(&d.path().join("pip-slim"));
+    let o = v2.pip_from(&py, &["install", "--index-url", surl, "torch"]);
+    assert!(!o.status.success() && stderr(&o).contains("No matching distribution found for torch-cuda-linalg==2.5.1"), "{}", stderr(&o));
+    let o = uv(&tools, &v2, &["install", "--index-url", surl, "torch"]);
+    assert!(!o.status.success() && stderr(&o).contains("torch-cuda-linalg==2.5.1 has only unsupported wheel variants"), "{}", stderr(&o));
+    assert_eq!(v2.state(), (Vec::<String>::new(), 0), "nothing installed");
+    // uv without variant mode on the default PEP 825 index: the plain fallback, as pip.
     let v = Venv::new(&d.path().join("uv-plain"));
     ok(uv(&tools, &v, &["install", "-q", "--index-url", vurl, "torch"]), "uv install, no variant mode");
     assert!(
         v.site.join("torch_cuda_linalg-2.5.1.dist-info").is_dir()
             && !v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists()
     );
-    // An index without the slim variant (a split without --lazy-variant): the plain install still
-    // gets magma, and asking for the slim wheel fails with the index's 404, installing nothing.
+    // The slim variant asked for where there is none (a split without --lazy-variant): `index
+    // --prefer nomagma` refuses to write that slim index, so the user's slim index URL is not
+    // there and uv says the package is not found, installing nothing; the default index still
+    // gives magma.
     let lone = d.path().join("lone");
-    std::fs::create_dir_all(&lone).unwrap();
     let input = d.path().join("in").join(WHEEL_NAME);
     assert_eq!(run(&["wheel", s(&input), "--out", s(&lone.join("wheels")), "--quiet"]).status.code(), Some(0));
-    let lout = lone.join("index");
+    let (lout, lslim) = (lone.join("pub/simple-variants"), lone.join("pub/simple-variants-slim"));
     assert_eq!(index(&[&lone.join("wheels/variants")], &lout).status.code(), Some(0));
-    let lserver = Server::start(&lout);
+    one_line(&index_with(&[&lone.join("wheels/variants")], &lslim, &["--prefer", "nomagma"]), "not a value of torch :: torch_cuda_linalg");
+    let lserver = Server::start(&lone.join("pub"));
     let v = Venv::new(&d.path().join("uv-lacking"));
-    let lacking =
-        format!("torch-cuda-linalg @ {}torch-cuda-linalg/torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl", lserver.url);
-    let o = uv(&tools, &v, &["install", "--preview-features", "wheel-variants", "--index-url", &lserver.url, "torch", &lacking]);
-    assert!(!o.status.success() && stderr(&o).contains("404"), "{}", stderr(&o));
+    let missing = format!("{}simple-variants-slim/", lserver.url);
+    let o = uv(&tools, &v, &["install", "--preview-features", "wheel-variants", "--index-url", &missing, "torch"]);
+    assert!(!o.status.success() && stderr(&o).contains("Because torch was not found in the package registry"), "{}", stderr(&o));
     assert_eq!(v.state(), (Vec::<String>::new(), 0), "nothing installed");
-    ok(uv(&tools, &v, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", &lserver.url, "torch"]), "uv default");
+    let present = format!("{}simple-variants/", lserver.url);
+    ok(uv(&tools, &v, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", &present, "torch"]), "uv default");
     assert_eq!(installed_variants(&v), ["magma"]);
-    // twine check: every wheel of both indexes.
-    for dir in [&out, &vout] {
+    // What the refusal prevents: a slim index whose nomagma wheel is gone (deleted by hand from the
+    // one `index` wrote). uv finds nomagma preferred but no wheel of it and installs the magma
+    // variant without a word.
+    let stale = d.path().join("index-slim-stale");
+    assert!(Command::new("cp").arg("-a").arg(&sout).arg(&stale).status().unwrap().success());
+    let tcl = stale.join("torch-cuda-linalg");
+    for f in [VSLIM.to_string(), format!("{VSLIM}.metadata")] {
+        std::fs::remove_file(tcl.join(f)).unwrap();
+    }
+    let html = std::fs::read_to_string(tcl.join("index.html")).unwrap();
+    std::fs::write(tcl.join("index.html"), html.lines().filter(|l| !l.contains(VSLIM)).map(|l| format!("{l}\n")).collect::<String>())
+        .unwrap();
+    let mut p = page(&stale, "torch-cuda-linalg");
+    p["files"].as_array_mut().unwrap().retain(|f| f["filename"] != VSLIM);
+    std::fs::write(tcl.join("index.json"), serde_json::to_string_pretty(&p).unwrap()).unwrap();
+    let stale_server = Server::start(&stale);
+    let v = Venv::new(&d.path().join("uv-stale"));
+    let o = ok(uv(&tools, &v, &["install", "--preview-features", "wheel-variants", "--index-url", &stale_server.url, "torch"]), "uv stale");
+    assert_eq!(installed_variants(&v), ["magma"], "{}", stderr(&o));
+    assert!(!stderr(&o).to_lowercase().contains("warn"), "{}", stderr(&o));
+    // twine check: every wheel of the three indexes.
+    for dir in [&out, &vout, &sout] {
         let all: Vec<PathBuf> = walk(dir).into_iter().filter(|(r, _)| r.ends_with(".whl")).map(|(_, p)| p).collect();
         let o = Command::new(tools.join("bin/python")).args(["-m", "twine", "check"]).args(&all).output().unwrap();
         assert!(o.status.success(), "twine check: {}{}", stdout(&o), stderr(&o));
