@@ -480,10 +480,24 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     std::fs::write(&script, BATTERY).map_err(|e| Error::io(&script, e))?;
     progress(opts.progress, format!("device {} ({}, driver CUDA {}), seed {seed}", device.name, device.sm, device.driver_cuda));
 
+    // The variants' batteries run at once, one worker process each on the same GPU: a case is judged
+    // on its own results, not on time, so the runs do not disturb each other's verdicts, and the
+    // smoke of two variants takes about as long as one (issue 28). The benches below stay one at a
+    // time, alone on the GPU.
+    let ran: Vec<Result<(VariantReport, runner::PySpec)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = resolved
+            .iter()
+            .map(|(arg, emulated, r)| {
+                let (device, scratch, script) = (&device, &scratch.path, &script);
+                s.spawn(move || run_variant(opts, device, seed, deadline, scratch, script, arg, *emulated, r))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    });
     let mut reports = Vec::new();
     let mut bench_specs = Vec::new();
-    for (arg, emulated, r) in &resolved {
-        let (report, spec) = run_variant(opts, &device, seed, deadline, &scratch.path, &script, arg, *emulated, r)?;
+    for ((arg, emulated, _), ran) in resolved.iter().zip(ran) {
+        let (report, spec) = ran?;
         if !emulated {
             bench_specs.push((arg.name.clone(), spec));
         }
