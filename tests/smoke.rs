@@ -803,6 +803,37 @@ fn runner_reports_a_worker_that_cannot_start() {
     assert!(raws[1].detail.as_deref().unwrap().contains("no torch"), "{:?}", raws[1].detail);
 }
 
+/// A worker started ahead (while the probe runs, or while another battery does) takes the first
+/// job; one that is never used is killed when dropped, and one that could not start is replaced.
+#[test]
+fn runner_uses_a_worker_started_ahead() {
+    if python3().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fake_spec(dir.path(), &[]);
+    let limits =
+        runner::Limits { case_timeout: Duration::from_secs(5), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
+    let pid = |r: &eval::Raw| r.answer.as_ref().unwrap()["worker_pid"].as_i64().unwrap() as i32;
+
+    let ahead = runner::start_ahead(&spec, "default", limits.ready_timeout);
+    let ahead_pid = ahead.pid().expect("the fake worker starts");
+    let raws = runner::run_jobs_on(ahead, &spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
+    assert_eq!((pid(&raws[0]), pid(&raws[1])), (ahead_pid as i32, ahead_pid as i32), "the started worker ran both jobs");
+
+    let unused = runner::start_ahead(&spec, "default", limits.ready_timeout);
+    let unused_pid = unused.pid().unwrap() as i32;
+    assert!(pid_alive(unused_pid));
+    drop(unused);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!pid_alive(unused_pid), "a worker started ahead and never used outlived its handle");
+
+    let failed = runner::start_ahead(&fake_spec(dir.path(), &[("FAKE_NO_START", "1")]), "default", limits.ready_timeout);
+    assert!(failed.pid().is_none());
+    let raws = runner::run_jobs_on(failed, &spec, "default", &[job(0, "ok")], &limits, |_, _| {});
+    assert_eq!(raws[0].outcome, eval::RawOutcome::Ok, "a worker that did not start ahead is started for the job");
+}
+
 #[test]
 fn probe_answers_and_times_out() {
     if python3().is_none() {

@@ -138,6 +138,11 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// A real variant, or an emulated one (`--emulate`).
+    pub fn of(emulated: bool) -> Mode {
+        if emulated { Mode::EmulatedNomagma } else { Mode::Real }
+    }
+
     pub fn preferences(self) -> &'static [&'static str] {
         match self {
             Mode::Real => &PREFERENCES,

@@ -96,7 +96,7 @@ pub fn plan_variant(name: &str, emulated: bool, tables: &Tables, filter: &Filter
         };
         return Err(Error::Usage(format!("no expected-outcome table named '{tname}' for variant '{name}': {hint}")));
     };
-    let mode = if emulated { Mode::EmulatedNomagma } else { Mode::Real };
+    let mode = Mode::of(emulated);
     let cases = cases::plan(mode, filter)
         .into_iter()
         .map(|c| {
@@ -389,6 +389,18 @@ fn progress(on: bool, msg: impl AsRef<str>) {
     }
 }
 
+/// The thread counts for CPU math libraries (OpenMP, MKL, OpenBLAS) when `workers` Python workers
+/// run at once: an equal share of the cores each. Nothing when one runs, or when the user set
+/// `OMP_NUM_THREADS` (theirs is kept).
+fn cpu_share(workers: usize) -> Vec<(String, String)> {
+    if workers < 2 || std::env::var_os("OMP_NUM_THREADS").is_some() {
+        return Vec::new();
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = (cores / workers).max(1).to_string();
+    ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"].iter().map(|k| (k.to_string(), n.clone())).collect()
+}
+
 fn random_seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     cases::case_seed(t ^ ((std::process::id() as u64) << 32), "run")
@@ -484,12 +496,28 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     // on its own results, not on time, so the runs do not disturb each other's verdicts, and the
     // smoke of two variants takes about as long as one (issue 28). The benches below stay one at a
     // time, alone on the GPU.
+    // Each worker's CPU references then get their share of the cores: two MKL/OpenMP pools of all
+    // cores each, busy-waiting on one machine, made every case of both runs 10 to 50 times slower
+    // on the H200 machine (16 cores).
+    let threads = cpu_share(resolved.len());
+    // The benches' workers start while the batteries run (the start-up is not timed; each then
+    // waits, idle, until its bench): about 3 s each off the run (issue 28).
+    let ahead: Vec<std::thread::JoinHandle<runner::Started>> = if opts.bench {
+        let mut v = Vec::new();
+        for (arg, emulated, r) in resolved.iter().filter(|(_, e, _)| !e) {
+            let spec = bench_spec(&variant_spec(&scratch.path, &script, &arg.name, *emulated, r)?)?;
+            v.push(std::thread::spawn(move || runner::start_ahead(&spec, "default", Duration::from_secs(300))));
+        }
+        v
+    } else {
+        Vec::new()
+    };
     let ran: Vec<Result<(VariantReport, runner::PySpec)>> = std::thread::scope(|s| {
         let handles: Vec<_> = resolved
             .iter()
             .map(|(arg, emulated, r)| {
-                let (device, scratch, script) = (&device, &scratch.path, &script);
-                s.spawn(move || run_variant(opts, device, seed, deadline, scratch, script, arg, *emulated, r))
+                let (device, scratch, script, threads) = (&device, &scratch.path, &script, &threads);
+                s.spawn(move || run_variant(opts, device, seed, deadline, scratch, script, arg, *emulated, r, threads))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
@@ -506,8 +534,16 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     check_contracts(opts, &resolved, &mut reports);
     // Every real variant is timed the same way, so each variant's default routing can be compared:
     // that, not a forced preference, is what its users get.
-    let bench: Vec<BenchReport> =
-        if opts.bench { bench_specs.iter().map(|(name, spec)| run_bench(opts, seed, deadline, name, spec)).collect() } else { Vec::new() };
+    let mut ahead: Vec<runner::Started> = ahead.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect();
+    let bench: Vec<BenchReport> = if opts.bench {
+        bench_specs
+            .iter()
+            .zip(ahead.drain(..))
+            .map(|((name, spec), started)| run_bench(opts, seed, deadline, name, &bench_spec(spec)?, started))
+            .collect::<Result<_>>()?
+    } else {
+        Vec::new()
+    };
     let default_routing = default_routing(&bench, &opts.spec.name);
     let summary = total(&reports);
     let result = Verdict::of(&summary);
@@ -611,15 +647,10 @@ fn run_variant(
     arg: &VariantArg,
     emulated: bool,
     r: &variant::Resolved,
+    threads: &[(String, String)],
 ) -> Result<(VariantReport, runner::PySpec)> {
     let name = &arg.name;
-    let workdir = scratch.join(name);
-    std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
-    let mut env = variant::pythonpath_env(r);
-    if emulated {
-        env.push(("TORCH_LINALG_PREFER_CUSOLVER".into(), "1".into()));
-    }
-    let spec = runner::PySpec { python: r.python.clone(), script: script.to_path_buf(), env, workdir };
+    let spec = variant_spec(scratch, script, name, emulated, r)?;
     let started = Instant::now();
     progress(
         opts.progress,
@@ -631,7 +662,18 @@ fn run_variant(
         ),
     );
 
-    let (probe, probe_error) = match runner::run_probe(&spec, &opts.lazy, Duration::from_secs(300)) {
+    // The probe and the cases share the machine with the other variants' (see `cpu_share`); the
+    // bench, alone on it later, runs with the environment as given.
+    let shared = runner::PySpec { env: [&spec.env[..], threads].concat(), ..spec.clone() };
+    // The cases' worker starts while the probe runs: each start-up (Python, `import torch`, the
+    // CUDA context) takes about 4 s with the other variant's beside it, as long as the cases.
+    let (first, probed) = std::thread::scope(|s| {
+        let base = Mode::of(emulated).base_preference();
+        let first = s.spawn(|| runner::start_ahead(&shared, base, Duration::from_secs(300)));
+        let probed = runner::run_probe(&shared, &opts.lazy, Duration::from_secs(300));
+        (first.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), probed)
+    });
+    let (probe, probe_error) = match probed {
         Ok(v) => (Some(v), None),
         Err(e) => (None, Some(e.to_string())),
     };
@@ -667,7 +709,7 @@ fn run_variant(
     let mut judged: Vec<CaseReport> = Vec::with_capacity(jobs.len());
     let mut op_start = (String::new(), Instant::now(), 0usize);
     let n = plan.cases.len();
-    let raws_done = runner::run_jobs(&spec, plan.mode.base_preference(), &jobs, &limits, |i, raw| {
+    let raws_done = runner::run_jobs_on(first, &shared, plan.mode.base_preference(), &jobs, &limits, |i, raw| {
         let PlannedCase { case, expect } = plan.cases[i].clone();
         let seed = cases::case_seed(seed, &case.id);
         let report = judge_case(case, seed, expect, raw.clone(), plan.mode);
@@ -721,7 +763,34 @@ fn run_variant(
     Ok((report, spec))
 }
 
-fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, variant: &str, spec: &runner::PySpec) -> BenchReport {
+/// How a variant's workers are started: its Python, `PYTHONPATH` for a bare torch directory,
+/// cuSOLVER forced when emulating, and its scratch directory.
+fn variant_spec(scratch: &Path, script: &Path, name: &str, emulated: bool, r: &variant::Resolved) -> Result<runner::PySpec> {
+    let workdir = scratch.join(name);
+    std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
+    let mut env = variant::pythonpath_env(r);
+    if emulated {
+        env.push(("TORCH_LINALG_PREFER_CUSOLVER".into(), "1".into()));
+    }
+    Ok(runner::PySpec { python: r.python.clone(), script: script.to_path_buf(), env, workdir })
+}
+
+/// The bench's worker: the variant's, with its own scratch directory (it starts while the
+/// variant's cases run, so their files must not meet).
+fn bench_spec(spec: &runner::PySpec) -> Result<runner::PySpec> {
+    let workdir = spec.workdir.join("bench");
+    std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
+    Ok(runner::PySpec { workdir, ..spec.clone() })
+}
+
+fn run_bench(
+    opts: &Options,
+    seed: u64,
+    deadline: Option<Instant>,
+    variant: &str,
+    spec: &runner::PySpec,
+    started: runner::Started,
+) -> Result<BenchReport> {
     let items = cases::bench_items();
     let mut jobs = Vec::new();
     for it in &items {
@@ -743,7 +812,7 @@ fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, variant: &str
     };
     progress(opts.progress, format!("[bench {variant}] {} timings (median of {})", jobs.len(), opts.bench_reps));
     let mut answers: Vec<Option<Value>> = Vec::new();
-    let raws = runner::run_jobs(spec, "default", &jobs, &limits, |i, raw| {
+    let raws = runner::run_jobs_on(started, spec, "default", &jobs, &limits, |i, raw| {
         answers.push(raw.answer.clone());
         let ms = raw.answer.as_ref().and_then(|a| a.get("median_ms")).and_then(|v| v.as_f64());
         progress(
@@ -780,7 +849,7 @@ fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, variant: &str
             magma_over_cusolver: ratio,
         });
     }
-    BenchReport {
+    Ok(BenchReport {
         variant: variant.into(),
         emulated: false,
         reps: opts.bench_reps,
@@ -789,7 +858,7 @@ fn run_bench(opts: &Options, seed: u64, deadline: Option<Instant>, variant: &str
             opts.bench_reps
         ),
         rows,
-    }
+    })
 }
 
 fn eval_brief(raw: &Raw) -> String {

@@ -264,10 +264,47 @@ pub struct Job {
 
 /// Run `jobs` in order on workers started from `spec`; `on_result` sees each raw result as it
 /// arrives (for judging and progress). Returns one raw result per job, in order.
-pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, mut on_result: impl FnMut(usize, &Raw)) -> Vec<Raw> {
+pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, on_result: impl FnMut(usize, &Raw)) -> Vec<Raw> {
+    run_jobs_on(Started(None), spec, base_pref, jobs, limits, on_result)
+}
+
+/// A worker started ahead of its jobs ([`start_ahead`]); killed if it is never used.
+pub struct Started(Option<Worker>);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut w) = self.0.take() {
+            w.kill();
+        }
+    }
+}
+
+impl Started {
+    /// The worker's process id, if it started.
+    pub fn pid(&self) -> Option<u32> {
+        self.0.as_ref().map(|w| w.child.id())
+    }
+}
+
+/// Start a worker for `spec` now, for [`run_jobs_on`] later: its start-up (Python, `import torch`,
+/// the CUDA context: about 3 s on the H200 machine) then overlaps other work. A worker that does not
+/// start is not an error here: `run_jobs_on` starts one itself and records why it cannot.
+pub fn start_ahead(spec: &PySpec, base_pref: &str, ready_timeout: Duration) -> Started {
+    Started(Worker::start(spec, base_pref, 1, ready_timeout).ok())
+}
+
+/// [`run_jobs`] with its first worker already started.
+pub fn run_jobs_on(
+    mut first: Started,
+    spec: &PySpec,
+    base_pref: &str,
+    jobs: &[Job],
+    limits: &Limits,
+    mut on_result: impl FnMut(usize, &Raw),
+) -> Vec<Raw> {
     let mut out = Vec::with_capacity(jobs.len());
-    let mut worker: Option<Worker> = None;
-    let mut started = 0usize;
+    let mut worker: Option<Worker> = first.0.take();
+    let mut started = usize::from(worker.is_some());
     let mut timeouts: HashMap<&str, u32> = HashMap::new();
     let mut fatal: Option<RunError> = None;
     for (i, job) in jobs.iter().enumerate() {
