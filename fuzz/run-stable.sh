@@ -10,7 +10,7 @@
 #      (a directory of extra seed files), FUZZ_RUNS (stop after N executions instead), CARGO_TARGET_DIR,
 #      FUZZ_PROFILE (release, or dev).
 # The full test tier runs every target briefly (`cargo test --release --features full-tests`;
-# tests/fatbin.rs, `fuzz_targets_build_and_run`).
+# tests/it/fatbin.rs, `fuzz_targets_build_and_run`).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ ${1:-} =~ ^[0-9]+$ || -z ${1:-} ]]; then name=fatbin; secs=${1:-60}; else name=$1; secs=${2:-60}; fi
@@ -28,7 +28,7 @@ corpus=${FUZZ_CORPUS:-$here/corpus/$name}
 artifacts=${FUZZ_ARTIFACTS:-$here/artifacts/$name}
 mkdir -p "$corpus" "$artifacts"
 # Seeds: for fatbin, synthetic sections bare and inside a minimal ELF (fuzz/seeds/fatbin, written by
-# `cargo test --release --test fatbin -- --ignored write_fuzz_seeds`); for the others, FUZZ_SEEDS
+# `cargo test --release --test it -- --ignored fatbin::write_fuzz_seeds`); for the others, FUZZ_SEEDS
 # (the test suite passes fixture libraries, plans and archives built with gcc).
 if [[ -d $here/seeds/$name ]]; then cp "$here"/seeds/"$name"/* "$corpus"/; fi
 # Inputs that once crashed a target (fuzz/regressions/TARGET/): every run starts by replaying them.

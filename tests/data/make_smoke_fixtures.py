@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the SYNTHETIC smoke reports under tests/data/ that tests/smoke.rs judges with --replay.
+"""Write the SYNTHETIC smoke reports under tests/data/ that tests/it/smoke.rs judges with --replay.
 
 Not GPU runs. The case lists come from `splitpkg smoke --list --json` (so they follow the current
 catalog); the raw outcomes are written by hand after the outcomes measured on an H200 with torch

@@ -11,7 +11,7 @@
 #  1. The machine has the installed torch, not its wheel (no network): the wheel is rebuilt from
 #     the install with tools/repack-installed-wheel.py (every file checked against the install's
 #     RECORD; stored members). It is a RE-PACKED wheel, not PyPI's; the split of PyPI's own
-#     wheel is tested in the full tier (tests/wheel.rs) and shown in the README.
+#     wheel is tested in the full tier (tests/it/wheel.rs) and shown in the README.
 #  2. splitpkg wheel on it with --lazy-variant nomagma=<real build>.
 #  3. pip install --no-index --no-deps --target: "default" (the documented default command) and
 #     "slim" (the documented slim command); nvidia/ linked beside each, as torch's RPATH reaches the
@@ -22,7 +22,7 @@
 #  6. A switch inside a --target directory: pip has no uninstall for --target, so installing the
 #     magma wheel over the slim target (--upgrade) leaves both dist-infos listing the library.
 #     plan must say so (two owners, the pypa/pip#4625 warning). Switching in a venv is one
-#     command and is tested with real pip and uv in tests/wheel.rs; with --target, install the
+#     command and is tested with real pip and uv in tests/it/wheel.rs; with --target, install the
 #     other variant into a fresh directory.
 #
 #  7. (issue 26) splitpkg index on the split, served by `python3 -m http.server` on the machine's

@@ -4,7 +4,7 @@
 //! `index.json`: for torch 2.11 that was 4 of 9.7 seconds of `pack` and most of its 900 MB peak
 //! RSS. The records it would write are `index.json` plus size, SHA-256 and MD5, so they are made
 //! here with rattler's own types (`PackageRecord::from_index_json`, `RepoData`) and serialised
-//! the way `rattler_index` serialises them (`tests/pack.rs` compares the two on one channel):
+//! the way `rattler_index` serialises them (`tests/it/pack.rs` compares the two on one channel):
 //! - packages this pack wrote: the `index.json` written, the digests of one read of the file;
 //! - packages the channel already lists: their record, as `rattler_index` keeps them;
 //! - any other package file in the subdir: `rattler_index`'s own record of it;

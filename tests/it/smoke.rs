@@ -2,8 +2,7 @@
 //! worker runner against a fake battery (timeouts, crashes, process-group kill), the lazy-library
 //! facts on the fixture trees, and the clean exit on a machine without CUDA.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -4,8 +4,7 @@
 //! refusal: exit 2, one line on stderr naming the file, no raw control character on stdout or
 //! stderr, nothing written.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -5,8 +5,7 @@
 //! 127.0.0.1 started and stopped by the test): the system pip here, and in the full tier pip 26.3,
 //! uv 0.13.9 (plain and in variant mode) and twine 7.0.0, and the real torch 2.11 wheel's split.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

@@ -6,8 +6,7 @@
 //! here, no compiler of PyTorch needed: the real one-unit-left-out build is in
 //! docs/evidence/nomagma-real/ where it was made).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 

@@ -4,8 +4,7 @@
 //! the slim set, switches both ways, uninstalls the lazy wheel without touching the core, and
 //! replaces a monolithic torch instead of sharing its file.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -1,7 +1,6 @@
 //! `splitpkg plan` on the fixture trees: verdicts, witnesses, outputs, exit codes, schema.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeSet;
 use std::process::Command;

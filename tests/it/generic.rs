@@ -3,8 +3,7 @@
 //! heavy dependency; `--lazy` as a glob and repeated, `--dep` repeated, external payload libraries
 //! with the packages that provide them, and what emit, pack, verify-variant and wheel do with it.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeSet;
 

@@ -4,8 +4,7 @@
 //! shows, that reads back, that leaves every loaded byte as it was, and whose library still loads
 //! and runs; `emit --dlopen-note` renders the build step, and the step runs.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,8 +2,7 @@
 //! them), the `splitpkg fatbin` command on gcc-built libraries with a section added by objcopy,
 //! and the counts cuobjdump gives on the real torch 2.11 wheel.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 use splitpkg::fatbin::synth::{self, SynthEntry};

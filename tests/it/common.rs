@@ -11,12 +11,21 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Build `fixtures/build.sh` output once per test binary, under target/ so parallel test
-/// binaries do not step on each other.
+/// Build `fixtures/build.sh` output once per test run, in `target/fixtures/run-PID`. The
+/// directories of earlier runs are removed first (a test binary has no exit hook to remove its
+/// own), except those of runs still going (`cargo test` twice at once).
 pub fn fixtures() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = repo().join("target").join("fixtures").join(format!("{}-{}", env!("CARGO_CRATE_NAME"), std::process::id()));
+        let parent = repo().join("target").join("fixtures");
+        for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+            if pid.is_none_or(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let out = parent.join(format!("run-{}", std::process::id()));
         let status = Command::new("bash")
             .arg(repo().join("fixtures/build.sh"))
             .arg(&out)
@@ -32,8 +41,20 @@ pub fn fixture(name: &str) -> PathBuf {
     fixtures().join(name)
 }
 
+/// The binary under test: a copy of cargo's, made once per run (`target/fixtures/bin-PID/`), since
+/// `ship::pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install` has maturin rebuild
+/// `target/release/splitpkg` while other tests run, and cargo replaces that file (for a moment it
+/// is not there).
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_splitpkg"))
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = fixtures().parent().unwrap().join(format!("bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("splitpkg");
+        std::fs::copy(env!("CARGO_BIN_EXE_splitpkg"), &copy).expect("copy the binary under test");
+        copy
+    })
+    .clone()
 }
 
 pub fn run(args: &[&str]) -> Output {
@@ -271,7 +292,7 @@ pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {
 }
 
 /// PyPA `installer`, uv, variantlib (PEP 825's reference implementation), pip and twine, pinned,
-/// in a venv under target/ (full tier: they come from PyPI). Shared by tests/wheel.rs and tests/index.rs.
+/// in a venv under target/ (full tier: they come from PyPI). Shared by tests/it/wheel.rs and tests/it/index.rs.
 pub fn wheel_tools() -> PathBuf {
     static ENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     ENV.get_or_init(|| {

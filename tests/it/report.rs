@@ -3,11 +3,9 @@
 //! the committed evidence (docs/evidence: the real H200 smoke run, the torch 2.11 plan, fatbin and
 //! pack JSON) and gcc-built fixtures; no network, no corpus.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{fixture, repo, run, stderr};
+use crate::common::{fixture, repo, run, stderr};
 use serde_json::Value;
 
 fn evidence(p: &str) -> PathBuf {
@@ -80,7 +78,7 @@ fn same_inputs_give_the_same_bytes_and_the_committed_report_is_current() {
     // The committed page is what make-report.sh writes from the committed inputs (paths relative
     // to the repository), so regenerating it here with those paths must give the same bytes.
     let out = d.path().join("c.html");
-    let o = std::process::Command::new(common::bin())
+    let o = std::process::Command::new(crate::common::bin())
         .current_dir(repo())
         .args([
             "report",

@@ -3,8 +3,7 @@
 //! apply to; and parallel packs into one channel. Every refusal: exit 2, one line naming
 //! ARCHIVE:MEMBER, nothing written (no channel, no work directory, nothing outside).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

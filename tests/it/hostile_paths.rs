@@ -5,8 +5,7 @@
 //! run removes what a dead one left). Every refusal: exit 2, one line naming the file, and nothing
 //! created, changed or deleted outside the named output (a sentinel outside is checked).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

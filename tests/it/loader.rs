@@ -7,8 +7,7 @@
 //! dlopened by a program outside the tree (`common/host.c`), ld.so's own account is read instead:
 //! `LD_DEBUG=files,libs` names each request, its requester and the file opened, if any.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
 //! Broken and hostile input: one line on stderr naming the file, exit code 2, nothing written.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Write;
 use std::path::Path;

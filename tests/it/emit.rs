@@ -2,8 +2,7 @@
 //! variants, tests run), meta.yaml rendered as conda-build would, match specs parsed strictly,
 //! deterministic output, and the committed real-wheel example kept in sync.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

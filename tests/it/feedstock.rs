@@ -4,8 +4,7 @@
 //! signals); in the full tier the patched mini feedstock built by real rattler-build offline and
 //! the real conda-forge PR #518 recipe rendered by real rattler-build (from SPLITPKG_FEEDSTOCK).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

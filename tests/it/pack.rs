@@ -3,8 +3,7 @@
 //! environments installed with rattler's installer and planned, on the gcc fixtures and on the
 //! real torch 2.11 wheel.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

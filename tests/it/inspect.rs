@@ -1,8 +1,7 @@
 //! `splitpkg inspect`: how edges resolve, checked against what the real ld.so does on the same
 //! fixture binaries; links; and the same facts from a directory and from each archive format.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::process::Command;
 

@@ -2,8 +2,7 @@
 //! Three layouts, one code path: 2.11 (lazy library, static MAGMA), 1.13 (lazy library loaded by a
 //! split libtorch_cuda_cu.so), 1.10 (no lazy library, MAGMA in libtorch_cuda.so).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn plan(path: &std::path::Path) -> serde_json::Value {
     let o = run_path(&["plan", "--json", "--quiet"], path);

@@ -1,0 +1,30 @@
+//! The integration tests: one binary, one module per area (as uv and ripgrep do), so the crate
+//! graph is linked once, the gcc fixtures are built once per run (`common::fixtures`), and the
+//! slow full-tier tests (the fuzz build, rattler-build, pip and uv) overlap the rest instead of
+//! running alone at the end of their own binary.
+//!
+//! `cargo test --release --test it` runs them all; `cargo test --release --test it smoke::` one
+//! module; the full tier adds `--features full-tests`.
+
+mod common;
+
+mod bad_input;
+mod emit;
+mod fatbin;
+mod feedstock;
+mod generic;
+mod hostile_paths;
+mod hostile_strings;
+mod index;
+mod inspect;
+mod loader;
+mod note;
+mod pack;
+mod plan;
+mod real_corpus;
+mod report;
+mod security;
+mod ship;
+mod smoke;
+mod variant_contract;
+mod wheel;
