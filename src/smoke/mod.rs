@@ -502,17 +502,23 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     let threads = cpu_share(resolved.len());
     // The benches' workers start while the batteries run (the start-up is not timed; each then
     // waits, idle, until its bench): about 3 s each off the run (issue 28).
-    let ahead: Vec<std::thread::JoinHandle<runner::Started>> = if opts.bench {
-        let mut v = Vec::new();
-        for (arg, emulated, r) in resolved.iter().filter(|(_, e, _)| !e) {
-            let spec = bench_spec(&variant_spec(&scratch.path, &script, &arg.name, *emulated, r)?)?;
-            v.push(std::thread::spawn(move || runner::start_ahead(&spec, "default", Duration::from_secs(300))));
-        }
-        v
+    let bench_specs: Vec<(&str, runner::PySpec)> = if opts.bench {
+        resolved
+            .iter()
+            .filter(|(_, emulated, _)| !emulated)
+            .map(|(arg, emulated, r)| Ok((arg.name.as_str(), bench_spec(&variant_spec(&scratch.path, &script, &arg.name, *emulated, r)?)?)))
+            .collect::<Result<_>>()?
     } else {
         Vec::new()
     };
-    let ran: Vec<Result<(VariantReport, runner::PySpec)>> = std::thread::scope(|s| {
+    let ahead: Vec<std::thread::JoinHandle<runner::Started>> = bench_specs
+        .iter()
+        .map(|(_, spec)| {
+            let spec = spec.clone();
+            std::thread::spawn(move || runner::start_ahead(&spec, "default", Duration::from_secs(300)))
+        })
+        .collect();
+    let ran: Vec<Result<VariantReport>> = std::thread::scope(|s| {
         let handles: Vec<_> = resolved
             .iter()
             .map(|(arg, emulated, r)| {
@@ -522,28 +528,18 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
     });
-    let mut reports = Vec::new();
-    let mut bench_specs = Vec::new();
-    for ((arg, emulated, _), ran) in resolved.iter().zip(ran) {
-        let (report, spec) = ran?;
-        if !emulated {
-            bench_specs.push((arg.name.clone(), spec));
-        }
-        reports.push(report);
-    }
+    let mut reports = ran.into_iter().collect::<Result<Vec<_>>>()?;
     check_contracts(opts, &resolved, &mut reports);
     // Every real variant is timed the same way, so each variant's default routing can be compared:
     // that, not a forced preference, is what its users get.
-    let mut ahead: Vec<runner::Started> = ahead.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect();
-    let bench: Vec<BenchReport> = if opts.bench {
-        bench_specs
-            .iter()
-            .zip(ahead.drain(..))
-            .map(|((name, spec), started)| run_bench(opts, seed, deadline, name, &bench_spec(spec)?, started))
-            .collect::<Result<_>>()?
-    } else {
-        Vec::new()
-    };
+    let bench: Vec<BenchReport> = bench_specs
+        .iter()
+        .zip(ahead)
+        .map(|((name, spec), h)| {
+            let started = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            run_bench(opts, seed, deadline, name, spec, started)
+        })
+        .collect();
     let default_routing = default_routing(&bench, &opts.spec.name);
     let summary = total(&reports);
     let result = Verdict::of(&summary);
@@ -648,7 +644,7 @@ fn run_variant(
     emulated: bool,
     r: &variant::Resolved,
     threads: &[(String, String)],
-) -> Result<(VariantReport, runner::PySpec)> {
+) -> Result<VariantReport> {
     let name = &arg.name;
     let spec = variant_spec(scratch, script, name, emulated, r)?;
     let started = Instant::now();
@@ -760,7 +756,7 @@ fn run_variant(
     finish_variant(&mut report, &opts.lazy, &opts.spec.name);
     let s = &report.summary;
     progress(opts.progress, format!("[{name}] done in {:.0} s: {s}", started.elapsed().as_secs_f64()));
-    Ok((report, spec))
+    Ok(report)
 }
 
 /// How a variant's workers are started: its Python, `PYTHONPATH` for a bare torch directory,
@@ -790,7 +786,7 @@ fn run_bench(
     variant: &str,
     spec: &runner::PySpec,
     started: runner::Started,
-) -> Result<BenchReport> {
+) -> BenchReport {
     let items = cases::bench_items();
     let mut jobs = Vec::new();
     for it in &items {
@@ -849,7 +845,7 @@ fn run_bench(
             magma_over_cusolver: ratio,
         });
     }
-    Ok(BenchReport {
+    BenchReport {
         variant: variant.into(),
         emulated: false,
         reps: opts.bench_reps,
@@ -858,7 +854,7 @@ fn run_bench(
             opts.bench_reps
         ),
         rows,
-    })
+    }
 }
 
 fn eval_brief(raw: &Raw) -> String {
