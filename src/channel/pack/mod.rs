@@ -32,6 +32,7 @@
 //! [`metadata`] writes each package's `info/`, [`publish`] writes the `.conda` files, reads them
 //! back, moves them into the channel, indexes it and records the pack in `splitpkg.json`.
 
+mod conda;
 mod metadata;
 mod publish;
 mod repodata;
@@ -208,9 +209,9 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
     let replaced = stage::standins(&mut builds, split, opts, &with.name, &work.dir, &mut notes)?;
 
     // Write, read back (lossless, metadata as modelled), then into the channel.
-    let written = publish::write_packages(&builds, split, plan, &input_name, &mut work, &out_abs, opts)?;
+    let mut written = publish::write_packages(&builds, split, plan, &input_name, &mut work, &out_abs, opts)?;
     trace.step("write");
-    let (read, lossless, paths) = publish::read_back(&builds, &written, split, plan, &tree_paths, &without.name)?;
+    let (read, lossless, paths) = publish::read_back(&builds, &mut written, split, plan, &tree_paths, &without.name)?;
     let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();
     trace.step("read back");
     let record = PackRecord {
@@ -248,7 +249,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
     let indexed = publish::publish(&out_abs, out, &mut work, this, &written, &read)?;
     trace.step("publish and index");
 
-    let kept: Vec<&str> = written.iter().filter(|o| o.kept.is_some()).map(|o| o.file.as_str()).collect();
+    let kept: Vec<&str> = written.iter().filter(|o| o.kept).map(|o| o.file.as_str()).collect();
     if !kept.is_empty() {
         notes.push(format!("kept what the channel already held with the same content (not compressed again): {}", kept.join(", ")));
     }
