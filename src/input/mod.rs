@@ -758,9 +758,10 @@ where
     results.into_iter().collect()
 }
 
-/// [`read_wheel`] that unpacks every file member into `unpack.dir` first ([`unpack`]): each ELF
-/// member is then visited through a map of its unpacked file, as a directory's files are, so no
-/// inflated library is held in memory. The disk budget is charged in archive order before
+/// [`read_wheel`] that unpacks every ELF member into `unpack.dir` first ([`unpack`]): each is then
+/// visited through a map of its unpacked file, as a directory's files are, so no inflated library
+/// is held in memory. The other regular members are hashed and stay in the archive
+/// ([`unpack::InArchive`]). The disk budget is charged for every member, in archive order, before
 /// anything is written: the member that crosses it is refused, and nothing is unpacked.
 fn read_wheel_unpacking<T, F>(path: &Path, u: &unpack::Unpack, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
 where
@@ -773,45 +774,54 @@ where
     let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
     let members = list_wheel(&display, bytes, &mut archive, b, true)?;
     let disk = unpack::DiskBudget::new(path, u.budget.clone());
+    // Every member is charged, written to a file or not: what the budget bounds is what unpacking
+    // the archive produces, and a member left in it is inflated into the package all the same.
     let mut by_index: Vec<&ZipFile> = members.iter().collect();
     by_index.sort_by_key(|m| m.index);
     for m in by_index {
         disk.charge(&m.path, m.size)?;
     }
     std::fs::create_dir(&u.dir).map_err(|e| Error::io(&u.dir, e))?;
-    unpack::directories(&u.dir, members.iter().map(|m| m.path.as_str()))?;
+    unpack::directories(&u.dir, members.iter().filter(|m| m.elf).map(|m| m.path.as_str()))?;
     progress.start("unpacking", members.iter().map(|m| m.size).sum());
     // The same archive once more, read with positioned reads for the member data (see
     // `PositionedFile`); the walk above checked it through the map.
     let reader = unpack::PositionedFile::new(file).map_err(|e| Error::io(path, e))?;
     let data = zip::ZipArchive::new(reader).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
-    type Unpacked<T> = Result<(String, (u64, unpack::Sha256Hash), Option<T>)>;
-    let results: Vec<Unpacked<T>> = largest_first(&members, |m| {
+    type Visited<T> = Result<(String, (u64, unpack::Sha256Hash), Option<T>)>;
+    let results: Vec<Visited<T>> = largest_first(&members, |m| {
         let mut archive = data.clone();
         let name = format!("{display}:{}", m.path);
         let f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+        if !m.elf {
+            return Ok((m.path.clone(), unpack::hash_member(&name, m.size, f, progress)?, None));
+        }
         let (dst, digest) = unpack::member(&u.dir, &name, &m.path, m.size, m.exec, f, progress)?;
-        let value = if m.elf {
-            let f = open_nofollow(&dst).map_err(|e| Error::io(&dst, e))?;
-            // SAFETY: a read-only map of a file this process just wrote in its own work directory.
-            let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&dst, e))?);
-            Some(visit(ElfInput { path: &m.path, bytes: &map, map: Some(&map), file: Some(&f) })?)
-        } else {
-            None
-        };
-        Ok((m.path.clone(), digest, value))
+        let f = open_nofollow(&dst).map_err(|e| Error::io(&dst, e))?;
+        // SAFETY: a read-only map of a file this process just wrote in its own work directory.
+        let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&dst, e))?);
+        let value = visit(ElfInput { path: &m.path, bytes: &map, map: Some(&map), file: Some(&f) })?;
+        Ok((m.path.clone(), digest, Some(value)))
     });
     progress.finish();
-    let mut files = HashMap::with_capacity(results.len());
+    let by_path: HashMap<&str, &ZipFile> = members.iter().map(|m| (m.path.as_str(), m)).collect();
+    let mut files = HashMap::new();
+    let mut in_archive = HashMap::new();
     let mut out = Vec::new();
     for r in results {
-        let (path, digest, value) = r?;
-        if let Some(v) = value {
-            out.push((path.clone(), v));
+        let (path, (size, sha256), value) = r?;
+        match value {
+            Some(v) => {
+                out.push((path.clone(), v));
+                files.insert(path, (size, sha256));
+            }
+            None => {
+                let m = by_path[path.as_str()];
+                in_archive.insert(path, unpack::InArchive { index: m.index, size, sha256, exec: m.exec });
+            }
         }
-        files.insert(path, digest);
     }
-    b.unpacked = Some(unpack::Unpacked { dir: u.dir.clone(), files });
+    b.unpacked = Some(unpack::Unpacked { dir: u.dir.clone(), files, in_archive, archive: data });
     Ok(out)
 }
 

@@ -15,6 +15,9 @@ use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use rattler_conda_types::package::PackageMetadata;
+use sha2::{Digest, Sha256};
+
+use crate::input::unpack::{InArchive, PositionedFile};
 
 /// The timestamp rattler gives every tar member and zip entry when none is given (reproducible
 /// builds): 2023-01-01 00:00:00 UTC.
@@ -31,6 +34,12 @@ pub(super) struct Member {
 enum Data {
     File(PathBuf),
     Link(PathBuf),
+    /// A member of the input archive, inflated while it is written, and checked against the
+    /// digest it had when it was read.
+    Archive {
+        archive: zip::ZipArchive<PositionedFile>,
+        member: InArchive,
+    },
 }
 
 impl Member {
@@ -40,9 +49,7 @@ impl Member {
     pub fn from_disk(base: &Path, rel: &Path) -> io::Result<Member> {
         let full = base.join(rel);
         let meta = std::fs::symlink_metadata(&full)?;
-        let mut header = tar::Header::new_gnu();
-        let name = b"././@LongLink";
-        header.as_gnu_mut().expect("a GNU header").name[..name.len()].copy_from_slice(name);
+        let mut header = rattler_header();
         header.set_metadata_in_mode(&meta, tar::HeaderMode::Deterministic);
         header.set_mtime(MTIME);
         let data = if meta.file_type().is_file() {
@@ -55,9 +62,27 @@ impl Member {
         Ok(Member { path: rel.to_path_buf(), header, data })
     }
 
+    /// `rel`, a regular file member of `archive`, with the header [`Member::from_disk`] gives the
+    /// same file unpacked (mode 0o755 or 0o644 by its execute bit, as `unpack` writes it): the
+    /// test `archive_member_header_is_the_unpacked_files` holds the two together.
+    pub fn from_archive(rel: &Path, archive: &zip::ZipArchive<PositionedFile>, member: &InArchive) -> Member {
+        let mut header = rattler_header();
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mode(if member.exec { 0o755 } else { 0o644 });
+        header.set_entry_type(tar::EntryType::file());
+        header.set_size(member.size);
+        if let Some(gnu) = header.as_gnu_mut() {
+            gnu.set_device_major(0);
+            gnu.set_device_minor(0);
+        }
+        header.set_mtime(MTIME);
+        Member { path: rel.to_path_buf(), header, data: Data::Archive { archive: archive.clone(), member: member.clone() } }
+    }
+
     fn file_size(&self) -> u64 {
         match self.data {
-            Data::File(_) => self.header.size().unwrap_or(0),
+            Data::File(_) | Data::Archive { .. } => self.header.size().unwrap_or(0),
             Data::Link(_) => 0,
         }
     }
@@ -67,7 +92,21 @@ impl Member {
     fn append(&self, archive: &mut tar::Builder<impl Write>, dry_run: bool, progress: &dyn Fn(u64)) -> io::Result<()> {
         let mut header = self.header.clone();
         match &self.data {
-            Data::File(_) if dry_run => archive.append_data(&mut header, &self.path, io::empty()),
+            Data::File(_) | Data::Archive { .. } if dry_run => archive.append_data(&mut header, &self.path, io::empty()),
+            Data::Archive { archive: zip, member } => {
+                let mut zip = zip.clone();
+                let f = zip.by_index(member.index).map_err(io::Error::other)?;
+                let mut reader = Counted { inner: Hashed { inner: f.take(member.size), hasher: Sha256::new() }, progress };
+                archive.append_data(&mut header, &self.path, &mut reader)?;
+                let Hashed { inner, hasher } = reader.inner;
+                if inner.limit() != 0 || hasher.finalize() != member.sha256 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}: changed in the archive while packing", self.path.display()),
+                    ));
+                }
+                Ok(())
+            }
             Data::File(path) => {
                 let f = File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
                 let size = self.file_size();
@@ -97,6 +136,29 @@ impl<R: Read> Read for Counted<'_, R> {
         (self.progress)(n as u64);
         Ok(n)
     }
+}
+
+/// A reader that hashes what it hands out.
+struct Hashed<R> {
+    inner: R,
+    hasher: Sha256,
+}
+
+impl<R: Read> Read for Hashed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The GNU header rattler starts every member from: its name field first set to `././@LongLink`
+/// (the path set later overwrites it, except where a short path leaves its tail).
+fn rattler_header() -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    let name = b"././@LongLink";
+    header.as_gnu_mut().expect("a GNU header").name[..name.len()].copy_from_slice(name);
+    header
 }
 
 /// Bytes written, nothing kept.
@@ -142,24 +204,20 @@ fn write_tar_zst(writer: impl Write, members: &[Member], level: i32, threads: u3
     Ok(())
 }
 
-/// Write `base`'s `paths` (relative to it) as the `.conda` `out_name` to `writer`: `metadata.json`,
-/// `pkg-OUT_NAME.tar.zst` (every path outside `info/`), `info-OUT_NAME.tar.zst`, each inner archive
-/// sorted as rattler sorts (by path components). `progress` is called with the content bytes read.
+/// Write `members` as the `.conda` `out_name` to `writer`: `metadata.json`, `pkg-OUT_NAME.tar.zst`
+/// (every member outside `info/`), `info-OUT_NAME.tar.zst`, each inner archive sorted as rattler
+/// sorts (by path components). `progress` is called with the content bytes read.
 pub(super) fn write_conda<W: Write + Seek>(
     writer: W,
-    base: &Path,
-    paths: &[PathBuf],
+    members: Vec<Member>,
     level: i32,
     threads: u32,
     out_name: &str,
     progress: &dyn Fn(u64),
 ) -> io::Result<W> {
-    let (mut info, mut pkg): (Vec<PathBuf>, Vec<PathBuf>) =
-        paths.iter().map(|p| p.strip_prefix(base).unwrap_or(p).to_path_buf()).partition(|p| p.starts_with(Path::new("info/")));
-    info.sort();
-    pkg.sort();
-    let members = |rels: &[PathBuf]| rels.iter().map(|r| Member::from_disk(base, r)).collect::<io::Result<Vec<_>>>();
-    let (info, pkg) = (members(&info)?, members(&pkg)?);
+    let (mut info, mut pkg): (Vec<Member>, Vec<Member>) = members.into_iter().partition(|m| m.path.starts_with(Path::new("info/")));
+    info.sort_by(|a, b| a.path.cmp(&b.path));
+    pkg.sort_by(|a, b| a.path.cmp(&b.path));
 
     let mut zip = zip::ZipWriter::new(writer);
     let options = zip::write::SimpleFileOptions::default()
@@ -219,6 +277,10 @@ mod tests {
         (dir, paths)
     }
 
+    fn from_disk(base: &Path, paths: &[PathBuf]) -> Vec<Member> {
+        paths.iter().map(|p| Member::from_disk(base, p.strip_prefix(base).unwrap()).unwrap()).collect()
+    }
+
     #[test]
     fn same_bytes_as_rattler() {
         let (dir, paths) = stage();
@@ -236,9 +298,11 @@ mod tests {
             )
             .unwrap();
             let read = std::cell::Cell::new(0u64);
-            let ours = write_conda(Cursor::new(Vec::new()), dir.path(), &paths, 3, threads, "pkg-1.0-h0_0", &|n| read.set(read.get() + n))
-                .unwrap()
-                .into_inner();
+            let ours = write_conda(Cursor::new(Vec::new()), from_disk(dir.path(), &paths), 3, threads, "pkg-1.0-h0_0", &|n| {
+                read.set(read.get() + n)
+            })
+            .unwrap()
+            .into_inner();
             assert_eq!(ours.len(), theirs.get_ref().len(), "{threads} threads: sizes differ");
             assert!(ours == *theirs.get_ref(), "{threads} threads: the bytes differ from rattler's writer");
             let content: u64 = paths
@@ -250,6 +314,45 @@ mod tests {
                 .sum();
             assert_eq!(read.get(), content, "progress counts every content byte once");
         }
+    }
+
+    /// rattler's bytes again, with every regular file outside `info/` taken from a zip of the
+    /// stage (as a wheel's members that `pack` leaves in the archive) instead of from the disk.
+    #[test]
+    fn archive_members_give_the_same_bytes_as_their_unpacked_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, paths) = stage();
+        let zip_path = dir.path().join("input.whl");
+        let mut zw = zip::ZipWriter::new(File::create(&zip_path).unwrap());
+        let mut entries = Vec::new();
+        for (index, p) in paths.iter().filter(|p| p.is_file() && !p.is_symlink() && !p.starts_with(dir.path().join("info"))).enumerate() {
+            let rel = p.strip_prefix(dir.path()).unwrap().to_path_buf();
+            let bytes = std::fs::read(p).unwrap();
+            let mode = std::fs::metadata(p).unwrap().permissions().mode();
+            let opts = zip::write::SimpleFileOptions::default().unix_permissions(mode & 0o777);
+            zw.start_file(rel.to_string_lossy(), opts).unwrap();
+            zw.write_all(&bytes).unwrap();
+            let sha256 = Sha256::digest(&bytes);
+            entries.push((rel, InArchive { index, size: bytes.len() as u64, sha256, exec: mode & 0o100 != 0 }));
+        }
+        zw.finish().unwrap();
+        let archive = zip::ZipArchive::new(PositionedFile::new(File::open(&zip_path).unwrap()).unwrap()).unwrap();
+        let mut members: Vec<Member> = entries.iter().map(|(rel, m)| Member::from_archive(rel, &archive, m)).collect();
+        let from_zip: std::collections::BTreeSet<&Path> = entries.iter().map(|(rel, _)| rel.as_path()).collect();
+        let rest: Vec<PathBuf> = paths.iter().filter(|p| !from_zip.contains(p.strip_prefix(dir.path()).unwrap())).cloned().collect();
+        members.extend(from_disk(dir.path(), &rest));
+        let mut theirs = Cursor::new(Vec::new());
+        let level = rattler_conda_types::compression_level::CompressionLevel::Numeric(3);
+        rattler_package_streaming::write::write_conda_package(&mut theirs, dir.path(), &paths, level, Some(2), "p-1-0", None, None)
+            .unwrap();
+        let ours = write_conda(Cursor::new(Vec::new()), members, 3, 2, "p-1-0", &|_| {}).unwrap().into_inner();
+        assert!(ours == *theirs.get_ref(), "archive members: the bytes differ from rattler's writer over the unpacked files");
+
+        // A member whose bytes are not what was read (its digest) fails the write.
+        let (rel, m) = &entries[1];
+        let wrong = InArchive { sha256: Sha256::digest(b"something else"), ..m.clone() };
+        let err = write_tar_zst(Vec::new(), &[Member::from_archive(rel, &archive, &wrong)], 3, 1, &|_| {}).unwrap_err();
+        assert!(err.to_string().contains("changed in the archive"), "{err}");
     }
 
     #[test]

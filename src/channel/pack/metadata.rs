@@ -85,6 +85,7 @@ fn paths(b: &Build) -> Paths {
     let entry = |rel: &String, s: &Staged| {
         let (path_type, sha256, size_in_bytes) = match s {
             Staged::File { size, sha256 } => (PathType::HardLink, Some(*sha256), Some(*size)),
+            Staged::InArchive(m) => (PathType::HardLink, Some(m.sha256), Some(m.size)),
             Staged::Symlink { .. } => (PathType::SoftLink, None, None),
         };
         PathsEntry { relative_path: rel.into(), no_link: false, path_type, prefix_placeholder: None, sha256, size_in_bytes }

@@ -17,8 +17,8 @@
 //! * *lossless*: the packages are read back and every tree path is in exactly one of core, the
 //!   tree's lazy variant and the payload packages (the other variant is an alternative to the lazy
 //!   output, not part of the tree);
-//! * *reproducible*: sorted paths, fixed archive timestamps (`timestamp: None` in
-//!   `rattler_package_streaming`), deterministic tar headers, no absolute paths or dates in
+//! * *reproducible*: sorted paths, fixed archive timestamps (rattler's, see [`conda`]),
+//!   deterministic tar headers, no absolute paths or dates in
 //!   `info/`; build-string hashes come from names and keys, not from the clock. zstd's
 //!   multithreaded output does not depend on the thread count, so the bytes do not depend on the
 //!   machine either;
@@ -29,8 +29,9 @@
 //! `CHANNEL/splitpkg.json` describes every split packed into the channel (names, variants, which is
 //!
 //! The stages, one file each: [`stage`] lays the tree out into one directory per package,
-//! [`metadata`] writes each package's `info/`, [`publish`] writes the `.conda` files, reads them
-//! back, moves them into the channel, indexes it and records the pack in `splitpkg.json`.
+//! [`metadata`] writes each package's `info/`, [`conda`] writes one `.conda`, [`publish`] writes
+//! every package, reads them back, moves them into the channel, indexes it and records the pack in
+//! `splitpkg.json`.
 
 mod conda;
 mod metadata;
@@ -209,7 +210,7 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
     let replaced = stage::standins(&mut builds, split, opts, &with.name, &work.dir, &mut notes)?;
 
     // Write, read back (lossless, metadata as modelled), then into the channel.
-    let mut written = publish::write_packages(&builds, split, plan, &input_name, &mut work, &out_abs, opts)?;
+    let mut written = publish::write_packages(&builds, &ins.tree, split, plan, &mut work, &out_abs, opts)?;
     trace.step("write");
     let (read, lossless, paths) = publish::read_back(&builds, &mut written, split, plan, &tree_paths, &without.name)?;
     let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();

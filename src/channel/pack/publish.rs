@@ -6,13 +6,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use super::conda::Member;
 use super::metadata::{check_index, info_files, role_name};
-use super::stage::{Build, WorkDir};
+use super::stage::{Build, Staged, WorkDir};
 use super::{Lossless, PackOptions, repodata};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{CHANNEL_FILE, ChannelInfo, NOARCH, PackRecord, PackedPackage, SUBDIR};
 use crate::error::{Error, Result};
-use crate::input::unpack::write_hashed;
+use crate::input::Tree;
+use crate::input::unpack::{PositionedFile, write_hashed};
 use crate::progress::Progress;
 use crate::recipe::split::Split;
 
@@ -56,13 +58,17 @@ impl Output {
 /// its package is written.
 pub(super) fn write_packages(
     builds: &[Build],
+    tree: &Tree,
     split: &Split,
     plan: &Plan,
-    input_name: &str,
     work: &mut WorkDir,
     channel: &Path,
     opts: &PackOptions,
 ) -> Result<Vec<Output>> {
+    let source = tree.source.display().to_string();
+    let input_name = Tree::file_name(&source);
+    // A wheel's members that are not ELF were left in it (`Staged::InArchive`).
+    let archive = tree.unpacked.as_ref().map(|u| &u.archive);
     let total: u64 = builds.iter().map(|b| b.content_bytes()).sum();
     opts.progress.start("packing", total);
     let mut written = Vec::new();
@@ -80,26 +86,39 @@ pub(super) fn write_packages(
             work.remove_later(b.stage.clone());
             continue;
         }
-        let mut rels: Vec<String> = b.content.keys().cloned().chain(info.iter().map(|(r, _)| r.clone())).collect();
-        rels.sort();
-        let paths: Vec<PathBuf> = rels.iter().map(|r| b.dst(r)).collect::<Result<_>>()?;
+        let members = members(b, &info, archive)?;
         let dir = work.dir.join("pkgs").join(b.subdir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let dst = dir.join(format!("{stem}.conda"));
         let f = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
         opts.progress.set_message(&b.model.name);
         let threads = opts.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-        super::conda::write_conda(std::io::BufWriter::new(f), &b.stage, &paths, opts.compression_level, threads, &stem, &|n| {
-            opts.progress.inc(n)
-        })
-        .and_then(|w| w.into_inner().map(drop).map_err(|e| e.into_error()))
-        .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
+        super::conda::write_conda(std::io::BufWriter::new(f), members, opts.compression_level, threads, &stem, &|n| opts.progress.inc(n))
+            .and_then(|w| w.into_inner().map(drop).map_err(|e| e.into_error()))
+            .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
         written.push(Output::written(file, dst));
         // The stage is no longer needed: free its disk space while the next package is written.
         work.remove_later(b.stage.clone());
     }
     opts.progress.finish();
     Ok(written)
+}
+
+/// What package `b` is written from: its staged files and links, the members left in the input
+/// `archive`, and its `info/` files (written into the stage just before).
+fn members(b: &Build, info: &[(String, Vec<u8>)], archive: Option<&zip::ZipArchive<PositionedFile>>) -> Result<Vec<Member>> {
+    let mut members = Vec::with_capacity(b.content.len() + info.len());
+    for (rel, staged) in &b.content {
+        members.push(match (staged, archive) {
+            (Staged::InArchive(m), Some(a)) => Member::from_archive(Path::new(rel), a, m),
+            (Staged::InArchive(_), None) => return Err(Error::internal(format!("{rel} is in an archive that is not open"))),
+            _ => Member::from_disk(&b.stage, Path::new(rel)).map_err(|e| Error::io(b.stage.join(rel), e))?,
+        });
+    }
+    for (rel, _) in info {
+        members.push(Member::from_disk(&b.stage, Path::new(rel)).map_err(|e| Error::io(b.stage.join(rel), e))?);
+    }
+    Ok(members)
 }
 
 /// The channel's copy of a package, when keeping it is the same as writing it again: the

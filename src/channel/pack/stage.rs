@@ -14,7 +14,7 @@ use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{NOARCH, SUBDIR};
 use crate::channel::standin::StandIn;
 use crate::error::{Error, Result};
-use crate::input::unpack::{Budget, DiskBudget, Sha256Hash, Unpack, Unpacked, copy_hashed, write_hashed};
+use crate::input::unpack::{Budget, DiskBudget, InArchive, Sha256Hash, Unpack, Unpacked, copy_hashed, write_hashed};
 use crate::input::{
     Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member, open_nofollow, open_zip, tar_bz2, walk_dir,
     walk_tar, walk_zip,
@@ -62,7 +62,7 @@ impl Build {
 
     /// Bytes of the package's regular files.
     pub fn content_bytes(&self) -> u64 {
-        self.content.values().map(|s| if let Staged::File { size, .. } = s { *size } else { 0 }).sum()
+        self.content.values().filter_map(|s| s.file().map(|(size, _)| size)).sum()
     }
 }
 
@@ -73,8 +73,27 @@ pub(super) fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
 
 #[derive(Debug, Clone)]
 pub(super) enum Staged {
-    File { size: u64, sha256: Sha256Hash },
-    Symlink { target: String },
+    File {
+        size: u64,
+        sha256: Sha256Hash,
+    },
+    /// A regular file left in the input archive (a wheel's member that is not ELF): written into
+    /// the package from there ([`crate::input::unpack::InArchive`]).
+    InArchive(InArchive),
+    Symlink {
+        target: String,
+    },
+}
+
+impl Staged {
+    /// A regular file's size and SHA-256, wherever its bytes are.
+    pub fn file(&self) -> Option<(u64, Sha256Hash)> {
+        match self {
+            Staged::File { size, sha256 } => Some((*size, *sha256)),
+            Staged::InArchive(m) => Some((m.size, m.sha256)),
+            Staged::Symlink { .. } => None,
+        }
+    }
 }
 
 /// Every planned tree path → (index of its package in the builds, path in the package).
@@ -276,7 +295,7 @@ pub(super) fn other_variant(
                 make_symlink(target, &dst)?;
                 b.content.insert(rel, Staged::Symlink { target: target.clone() });
             }
-            Staged::File { .. } => {
+            Staged::File { .. } | Staged::InArchive(_) => {
                 let src = crate::input::file::open_regular(file, crate::input::file::Links::Follow)?;
                 let (size, sha256) = write_hashed(&dst, src, true, progress).map_err(|e| Error::io(&dst, e))?;
                 b.content.insert(rel, Staged::File { size, sha256 });
@@ -508,8 +527,13 @@ fn stage_members(
 /// A member the input reader already unpacked ([`crate::input::unpack`]; the disk budget was
 /// charged then): hard-linked into the stage (a copy where the file system refuses the link), with
 /// the size and digest taken while it was unpacked. The unpacked file was written with the mode
-/// staging gives, so the package's tar header is the same as a copy's.
+/// staging gives, so the package's tar header is the same as a copy's. A member the reader left in
+/// the archive stays there: the package is written from it.
 fn from_unpacked(u: &Unpacked, m: &Member, dst: &Path, progress: &Progress) -> Result<(String, Staged)> {
+    if let Some(member) = u.in_archive.get(&m.path) {
+        progress.inc(member.size);
+        return Ok((m.path.clone(), Staged::InArchive(member.clone())));
+    }
     let &(size, sha256) = u.files.get(&m.path).ok_or_else(|| Error::internal(format!("{} was listed but not unpacked", m.path)))?;
     let src = u.dir.join(&m.path);
     let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
