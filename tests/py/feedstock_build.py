@@ -20,6 +20,7 @@ import asyncio
 import io
 import contextlib
 import json
+import os
 import pathlib
 import shutil
 import sys
@@ -137,3 +138,7 @@ print(json.dumps({
     "scenarios": asyncio.run(scenarios()),
     "verify_reports": reports,
 }))
+# Written; skip the interpreter's finalization, where py-rattler's runtime threads can still be
+# releasing the GIL (a "Fatal Python error" after the work is done: tests/py/solve_check.py).
+sys.stdout.flush()
+os._exit(0)

@@ -8,6 +8,7 @@ build], ...]} (sorted by name) or {"unsolvable": "<solver message>"}.
 """
 import asyncio
 import json
+import os
 import pathlib
 import sys
 
@@ -43,3 +44,8 @@ async def main():
 
 
 asyncio.run(main())
+# The result is written; leave without the interpreter's finalization, where py-rattler's runtime
+# threads can still be releasing the GIL ("Fatal Python error: PyGILState_Release ... finalizing",
+# once in four runs here, 2026-12-03), which would fail a solve that succeeded.
+sys.stdout.flush()
+os._exit(0)
