@@ -112,13 +112,19 @@ fn members(b: &Build, info: &[(String, Vec<u8>)], archive: Option<&zip::ZipArchi
         members.push(match (staged, archive) {
             (Staged::InArchive(m), Some(a)) => Member::from_archive(Path::new(rel), a, m),
             (Staged::InArchive(_), None) => return Err(Error::internal(format!("{rel} is in an archive that is not open"))),
-            _ => Member::from_disk(&b.stage, Path::new(rel)).map_err(|e| Error::io(b.stage.join(rel), e))?,
+            _ => staged_member(b, rel)?,
         });
     }
     for (rel, _) in info {
-        members.push(Member::from_disk(&b.stage, Path::new(rel)).map_err(|e| Error::io(b.stage.join(rel), e))?);
+        members.push(staged_member(b, rel)?);
     }
     Ok(members)
+}
+
+/// Package path `rel` as staged, found by the one rule for input paths ([`Build::dst`]).
+fn staged_member(b: &Build, rel: &str) -> Result<Member> {
+    let full = b.dst(rel)?;
+    Member::from_disk(&b.stage, Path::new(rel)).map_err(|e| Error::io(full, e))
 }
 
 /// The channel's copy of a package, when keeping it is the same as writing it again: the
