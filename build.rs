@@ -21,7 +21,9 @@ const ENV: &str = "SPLITPKG_COMMIT";
 fn main() {
     println!("cargo:rerun-if-env-changed={ENV}");
     println!("cargo:rerun-if-changed=build.rs");
-    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let dir = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
     let commit = from_env()
         .or_else(|| from_git(&dir))
         .or_else(|| from_cargo_vcs_info(&dir))
@@ -31,19 +33,34 @@ fn main() {
 }
 
 fn is_commit(s: &str) -> bool {
-    (7..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    (7..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn from_env() -> Option<String> {
     // Empty counts as unset (a recipe that passes the variable through when it has none).
-    let v = std::env::var(ENV).ok().map(|v| v.trim().to_ascii_lowercase()).filter(|v| !v.is_empty())?;
-    assert!(is_commit(&v), "{ENV}={v:?} is not a git commit (7 to 64 hex digits)");
+    let v = std::env::var(ENV)
+        .ok()
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty())?;
+    assert!(
+        is_commit(&v),
+        "{ENV}={v:?} is not a git commit (7 to 64 hex digits)"
+    );
     Some(v)
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn from_git(dir: &Path) -> Option<String> {
@@ -64,7 +81,13 @@ fn watch_head(dir: &Path) {
     let mut watch = vec![path("HEAD"), path("packed-refs")];
     if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"]) {
         let loose = path(&branch);
-        watch.push(loose.as_ref().and_then(|l| if l.exists() { Some(l.clone()) } else { l.parent().map(Path::to_path_buf) }));
+        watch.push(loose.as_ref().and_then(|l| {
+            if l.exists() {
+                Some(l.clone())
+            } else {
+                l.parent().map(Path::to_path_buf)
+            }
+        }));
     }
     for p in watch.into_iter().flatten().filter(|p| p.exists()) {
         println!("cargo:rerun-if-changed={}", p.display());

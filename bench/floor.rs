@@ -19,7 +19,9 @@ use scroll::Pread;
 
 /// What to touch: `FLOOR_PARTS` is a comma list of `tables`, `rodata`, `fatbin` (default: all).
 fn part(name: &str) -> bool {
-    std::env::var("FLOOR_PARTS").map(|v| v.split(',').any(|p| p == name)).unwrap_or(true)
+    std::env::var("FLOOR_PARTS")
+        .map(|v| v.split(',').any(|p| p == name))
+        .unwrap_or(true)
 }
 
 fn touched(path: &std::path::Path) -> u64 {
@@ -28,8 +30,16 @@ fn touched(path: &std::path::Path) -> u64 {
     let map = unsafe { memmap2::Mmap::map(&file) }.expect("map");
     let b: &[u8] = &map;
     let header: Header = b.pread(0).expect("ELF header");
-    let ctx = Ctx::new(if header.e_ident[4] == 2 { Container::Big } else { Container::Little }, Endian::Little);
-    let shdrs = SectionHeader::parse(b, header.e_shoff as usize, header.e_shnum as usize, ctx).expect("section headers");
+    let ctx = Ctx::new(
+        if header.e_ident[4] == 2 {
+            Container::Big
+        } else {
+            Container::Little
+        },
+        Endian::Little,
+    );
+    let shdrs = SectionHeader::parse(b, header.e_shoff as usize, header.e_shnum as usize, ctx)
+        .expect("section headers");
     let names = &shdrs[header.e_shstrndx as usize];
     let name_of = |sh: &SectionHeader| {
         let tab = &b[names.sh_offset as usize..(names.sh_offset + names.sh_size) as usize];
@@ -39,7 +49,11 @@ fn touched(path: &std::path::Path) -> u64 {
     let mut sum = 0u64;
     for sh in &shdrs {
         let n = name_of(sh);
-        let wanted = (part("tables") && matches!(n, ".dynsym" | ".dynstr" | ".gnu.version" | ".gnu.version_r" | ".gnu.hash"))
+        let wanted = (part("tables")
+            && matches!(
+                n,
+                ".dynsym" | ".dynstr" | ".gnu.version" | ".gnu.version_r" | ".gnu.hash"
+            ))
             || (part("rodata") && n.starts_with(".rodata"));
         if wanted && sh.sh_type != goblin::elf::section_header::SHT_NOBITS {
             let s = &b[sh.sh_offset as usize..(sh.sh_offset + sh.sh_size) as usize];
@@ -47,7 +61,9 @@ fn touched(path: &std::path::Path) -> u64 {
         }
         if n == ".nv_fatbin" && part("fatbin") {
             let src = splitpkg::fatbin::FileSource::new(&file, sh.sh_offset, sh.sh_size as usize);
-            sum += splitpkg::fatbin::walk(&src, sh.sh_offset).expect("fatbin").len() as u64;
+            sum += splitpkg::fatbin::walk(&src, sh.sh_offset)
+                .expect("fatbin")
+                .len() as u64;
         }
     }
     sum
@@ -61,11 +77,23 @@ fn main() {
         .filter(|e| e.file_type().is_file())
         .filter(|e| {
             let mut head = [0u8; 4];
-            std::fs::File::open(e.path()).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head == b"\x7fELF"
+            std::fs::File::open(e.path())
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok()
+                && &head == b"\x7fELF"
         })
-        .map(|e| (e.path().to_path_buf(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+        .map(|e| {
+            (
+                e.path().to_path_buf(),
+                e.metadata().map(|m| m.len()).unwrap_or(0),
+            )
+        })
         .collect();
     files.sort_by_key(|f| std::cmp::Reverse(f.1));
-    let sum: u64 = files.par_iter().with_max_len(1).map(|(p, _)| touched(p)).sum();
+    let sum: u64 = files
+        .par_iter()
+        .with_max_len(1)
+        .map(|(p, _)| touched(p))
+        .sum();
     println!("{} ELF files, checksum {sum}", files.len());
 }

@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sha2::{Digest, Sha256};
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: inflate WHEEL [--all] [--sha256]");
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: inflate WHEEL [--all] [--sha256]");
     let all = std::env::args().any(|a| a == "--all");
     let hash = std::env::args().any(|a| a == "--sha256");
     let file = std::fs::File::open(&path).expect("open wheel");
@@ -60,6 +62,10 @@ fn main() {
         members.len(),
         if all { "" } else { "ELF " },
         total.into_inner(),
-        if hash { format!(", hashed (digest byte sum {})", digests.into_inner()) } else { String::new() }
+        if hash {
+            format!(", hashed (digest byte sum {})", digests.into_inner())
+        } else {
+            String::new()
+        }
     );
 }

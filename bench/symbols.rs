@@ -26,7 +26,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memmap2::Mmap;
-use object::read::elf::{Dyn, ElfFile64, GnuHashTable, HashTable, ProgramHeader, SectionHeader, Sym, SymbolTable, VersionTable};
+use object::read::elf::{
+    Dyn, ElfFile64, GnuHashTable, HashTable, ProgramHeader, SectionHeader, Sym, SymbolTable,
+    VersionTable,
+};
 use object::{Endianness, elf};
 use splitpkg::elf::ElfView;
 
@@ -43,14 +46,24 @@ impl Digest {
     fn add(&mut self, bytes: &[u8], extra: u64) {
         self.count += 1;
         // Length and two bytes of every name: cheap, and enough to catch a side that reads other entries.
-        self.sum = self.sum.wrapping_mul(31).wrapping_add(bytes.len() as u64 + extra);
+        self.sum = self
+            .sum
+            .wrapping_mul(31)
+            .wrapping_add(bytes.len() as u64 + extra);
         if let (Some(a), Some(b)) = (bytes.first(), bytes.last()) {
             self.sum = self.sum.wrapping_add((*a as u64) << 8 | *b as u64);
         }
     }
 }
 
-const FACTS: [&str; 6] = ["parse", "dynsym", "imports", "hash-count", "lookup", "symtab"];
+const FACTS: [&str; 6] = [
+    "parse",
+    "dynsym",
+    "imports",
+    "hash-count",
+    "lookup",
+    "symtab",
+];
 
 struct File {
     name: String,
@@ -71,7 +84,14 @@ fn ours(fact: &str, f: &File) -> Digest {
             let syms = view.dynamic_symbols(Some(&f.map)).expect("dynsym");
             for s in syms.iter() {
                 let v = s.version.map(str::as_bytes).unwrap_or(b"");
-                d.add(s.name.as_bytes(), v.len() as u64 + s.defined as u64 + s.kind as u64 * 3 + s.bind as u64 * 5 + s.size);
+                d.add(
+                    s.name.as_bytes(),
+                    v.len() as u64
+                        + s.defined as u64
+                        + s.kind as u64 * 3
+                        + s.bind as u64 * 5
+                        + s.size,
+                );
                 d.add(v, 0);
             }
         }
@@ -97,7 +117,8 @@ fn ours(fact: &str, f: &File) -> Digest {
             }
             if let Some((table, strs)) = view.symtab() {
                 for s in table.iter() {
-                    if s.defined() && (s.kind() == elf::STT_FUNC.0 || s.kind() == elf::STT_OBJECT.0) {
+                    if s.defined() && (s.kind() == elf::STT_FUNC.0 || s.kind() == elf::STT_OBJECT.0)
+                    {
                         let raw = strs.get(s.name as usize..).unwrap_or(&[]);
                         if raw.starts_with(b"magma")
                             && let Some(n) = splitpkg::elf::cstr_at(strs, s.name as usize)
@@ -118,17 +139,30 @@ fn ours(fact: &str, f: &File) -> Digest {
 /// The file bytes at a virtual address, through the `PT_LOAD` that holds it (to the segment's end).
 fn at_vaddr<'a>(file: &ElfFile64<'a>, data: &'a [u8], addr: u64) -> Option<&'a [u8]> {
     let e = file.endian();
-    file.elf_program_headers().iter().filter(|p| p.p_type(e) == elf::PT_LOAD).find_map(|p| {
-        let (vaddr, filesz) = (p.p_vaddr(e), p.p_filesz(e));
-        (addr >= vaddr && addr - vaddr < filesz).then(|| p.data(e, data).ok()).flatten().map(|d| &d[(addr - vaddr) as usize..])
-    })
+    file.elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(e) == elf::PT_LOAD)
+        .find_map(|p| {
+            let (vaddr, filesz) = (p.p_vaddr(e), p.p_filesz(e));
+            (addr >= vaddr && addr - vaddr < filesz)
+                .then(|| p.data(e, data).ok())
+                .flatten()
+                .map(|d| &d[(addr - vaddr) as usize..])
+        })
 }
 
 fn dyn_val(file: &ElfFile64<'_>, data: &[u8], tag: elf::DynamicTag) -> Option<u64> {
     let e = file.endian();
-    let ph = file.elf_program_headers().iter().find(|p| p.p_type(e) == elf::PT_DYNAMIC)?;
+    let ph = file
+        .elf_program_headers()
+        .iter()
+        .find(|p| p.p_type(e) == elf::PT_DYNAMIC)?;
     let dynamic = ph.dynamic(e, data).ok()??;
-    dynamic.iter().take_while(|d| d.d_tag(e) != elf::DT_NULL).find(|d| d.d_tag(e) == tag).map(|d| d.d_val(e))
+    dynamic
+        .iter()
+        .take_while(|d| d.d_tag(e) != elf::DT_NULL)
+        .find(|d| d.d_tag(e) == tag)
+        .map(|d| d.d_val(e))
 }
 
 enum ObjHash<'a> {
@@ -141,11 +175,17 @@ fn obj_hash<'a>(file: &ElfFile64<'a>, data: &'a [u8]) -> Option<ObjHash<'a>> {
     if let Some(t) = dyn_val(file, data, elf::DT_GNU_HASH).and_then(|a| at_vaddr(file, data, a)) {
         return GnuHashTable::parse(e, t).ok().map(ObjHash::Gnu);
     }
-    dyn_val(file, data, elf::DT_HASH).and_then(|a| at_vaddr(file, data, a)).and_then(|t| HashTable::parse(e, t).ok()).map(ObjHash::Sysv)
+    dyn_val(file, data, elf::DT_HASH)
+        .and_then(|a| at_vaddr(file, data, a))
+        .and_then(|t| HashTable::parse(e, t).ok())
+        .map(ObjHash::Sysv)
 }
 
 fn obj_versions<'a>(file: &ElfFile64<'a>, data: &'a [u8]) -> VersionTable<'a, Elf64> {
-    file.elf_section_table().versions(file.endian(), data).expect("versions").unwrap_or_default()
+    file.elf_section_table()
+        .versions(file.endian(), data)
+        .expect("versions")
+        .unwrap_or_default()
 }
 
 fn theirs(fact: &str, f: &File) -> Digest {
@@ -154,17 +194,35 @@ fn theirs(fact: &str, f: &File) -> Digest {
     let e = file.endian();
     let dynsym: &SymbolTable<'_, Elf64> = file.elf_dynamic_symbol_table();
     let strings = dynsym.strings();
-    let name_of = |s: &elf::Sym64<Endianness>| s.name(e, strings).ok().filter(|n| !n.is_empty() && std::str::from_utf8(n).is_ok());
+    let name_of = |s: &elf::Sym64<Endianness>| {
+        s.name(e, strings)
+            .ok()
+            .filter(|n| !n.is_empty() && std::str::from_utf8(n).is_ok())
+    };
     let mut d = Digest::default();
     match fact {
-        "parse" => d.count = (file.elf_program_headers().len() + file.elf_section_table().len()) as u64,
+        "parse" => {
+            d.count = (file.elf_program_headers().len() + file.elf_section_table().len()) as u64
+        }
         "dynsym" => {
             let versions = obj_versions(&file, data);
             for (i, s) in dynsym.enumerate().skip(1) {
                 let Some(n) = name_of(s) else { continue };
-                let v = versions.version(versions.version_index(e, i).index()).ok().flatten().map(|v| v.name()).unwrap_or(&[]);
+                let v = versions
+                    .version(versions.version_index(e, i).index())
+                    .ok()
+                    .flatten()
+                    .map(|v| v.name())
+                    .unwrap_or(&[]);
                 let defined = !s.is_undefined(e);
-                d.add(n, v.len() as u64 + defined as u64 + s.st_type().0 as u64 * 3 + s.st_bind().0 as u64 * 5 + s.st_size(e));
+                d.add(
+                    n,
+                    v.len() as u64
+                        + defined as u64
+                        + s.st_type().0 as u64 * 3
+                        + s.st_bind().0 as u64 * 5
+                        + s.st_size(e),
+                );
                 d.add(v, 0);
             }
         }
@@ -182,7 +240,10 @@ fn theirs(fact: &str, f: &File) -> Digest {
         }
         "hash-count" => {
             d.count = match obj_hash(&file, data) {
-                Some(ObjHash::Gnu(h)) => h.symbol_table_length(e).map(u64::from).unwrap_or(h.symbol_base() as u64),
+                Some(ObjHash::Gnu(h)) => h
+                    .symbol_table_length(e)
+                    .map(u64::from)
+                    .unwrap_or(h.symbol_base() as u64),
                 Some(ObjHash::Sysv(h)) => h.symbol_table_length() as u64,
                 None => 0,
             }
@@ -193,7 +254,9 @@ fn theirs(fact: &str, f: &File) -> Digest {
             for n in &f.names {
                 let b = n.as_bytes();
                 let hit = match &hash {
-                    Some(ObjHash::Gnu(h)) => h.find(e, b, elf::gnu_hash(b), None, dynsym, &versions),
+                    Some(ObjHash::Gnu(h)) => {
+                        h.find(e, b, elf::gnu_hash(b), None, dynsym, &versions)
+                    }
                     Some(ObjHash::Sysv(h)) => h.find(e, b, elf::hash(b), None, dynsym, &versions),
                     None => None,
                 };
@@ -206,7 +269,10 @@ fn theirs(fact: &str, f: &File) -> Digest {
             let symtab = file.elf_symbol_table();
             let strs = symtab.strings();
             let sections = file.elf_section_table();
-            let locals = sections.section(symtab.section()).map(|s| s.sh_info(e) as usize).unwrap_or(0);
+            let locals = sections
+                .section(symtab.section())
+                .map(|s| s.sh_info(e) as usize)
+                .unwrap_or(0);
             let mut seen = std::collections::HashSet::new();
             for s in symtab.iter().take(locals) {
                 if s.st_type() == elf::STT_FILE
@@ -241,7 +307,18 @@ type Row = (String, Option<String>, bool, u8, u8, u64);
 fn full_ours(f: &File) -> Vec<Row> {
     let view = ElfView::parse(&f.map).expect("parse");
     let syms = view.dynamic_symbols(Some(&f.map)).expect("dynsym");
-    syms.iter().map(|s| (s.name.to_string(), s.version.map(str::to_string), s.defined, s.kind, s.bind, s.size)).collect()
+    syms.iter()
+        .map(|s| {
+            (
+                s.name.to_string(),
+                s.version.map(str::to_string),
+                s.defined,
+                s.kind,
+                s.bind,
+                s.size,
+            )
+        })
+        .collect()
 }
 
 fn full_theirs(f: &File) -> Vec<Row> {
@@ -254,13 +331,22 @@ fn full_theirs(f: &File) -> Vec<Row> {
         .enumerate()
         .skip(1)
         .filter_map(|(i, s)| {
-            let n = std::str::from_utf8(s.name(e, dynsym.strings()).ok()?).ok().filter(|n| !n.is_empty())?;
+            let n = std::str::from_utf8(s.name(e, dynsym.strings()).ok()?)
+                .ok()
+                .filter(|n| !n.is_empty())?;
             let v = versions
                 .version(versions.version_index(e, i).index())
                 .ok()
                 .flatten()
                 .map(|v| String::from_utf8_lossy(v.name()).into_owned());
-            Some((n.to_string(), v, !s.is_undefined(e), s.st_type().0, s.st_bind().0, s.st_size(e)))
+            Some((
+                n.to_string(),
+                v,
+                !s.is_undefined(e),
+                s.st_type().0,
+                s.st_bind().0,
+                s.st_size(e),
+            ))
         })
         .collect()
 }
@@ -278,7 +364,10 @@ fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut runs = 11;
     if let Some(i) = args.iter().position(|a| a == "--runs") {
-        runs = args.get(i + 1).and_then(|n| n.parse().ok()).expect("--runs N");
+        runs = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .expect("--runs N");
         args.drain(i..i + 2);
     }
     assert!(!args.is_empty(), "usage: symbols [--runs N] FILE_OR_DIR...");
@@ -297,9 +386,13 @@ fn main() {
     }
     let mut files = Vec::new();
     for p in paths {
-        let Ok(fh) = std::fs::File::open(&p) else { continue };
+        let Ok(fh) = std::fs::File::open(&p) else {
+            continue;
+        };
         // SAFETY: read-only map of a file nobody modifies during the run.
-        let Ok(map) = (unsafe { Mmap::map(&fh) }) else { continue };
+        let Ok(map) = (unsafe { Mmap::map(&fh) }) else {
+            continue;
+        };
         if map.len() < 64 || &map[..4] != b"\x7fELF" || map[4] != 2 {
             continue;
         }
@@ -313,7 +406,12 @@ fn main() {
     }
     files.sort_by_key(|f| std::cmp::Reverse(f.map.len()));
     let total: usize = files.iter().map(|f| f.map.len()).sum();
-    println!("{} ELF files, {} bytes; {} runs per side and fact, interleaved", files.len(), total, runs);
+    println!(
+        "{} ELF files, {} bytes; {} runs per side and fact, interleaved",
+        files.len(),
+        total,
+        runs
+    );
 
     // The same facts from both readers, in full.
     for f in &files {
@@ -345,14 +443,19 @@ fn main() {
             std::hint::black_box((ours(fact, f), theirs(fact, f)));
         }
     }
-    let mut times: Vec<[Vec<Duration>; 2]> = FACTS.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+    let mut times: Vec<[Vec<Duration>; 2]> =
+        FACTS.iter().map(|_| [Vec::new(), Vec::new()]).collect();
     for run in 0..runs {
         for (k, fact) in FACTS.iter().enumerate() {
             let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
             for side in order {
                 let t = Instant::now();
                 for f in &files {
-                    let d = if side == 0 { ours(fact, f) } else { theirs(fact, f) };
+                    let d = if side == 0 {
+                        ours(fact, f)
+                    } else {
+                        theirs(fact, f)
+                    };
                     std::hint::black_box(d);
                 }
                 times[k][side].push(t.elapsed());
@@ -367,7 +470,11 @@ fn main() {
     for (k, fact) in FACTS.iter().enumerate() {
         let [a, b] = &mut times[k];
         // Each run times both sides back to back: the per-run ratio cancels most of the load others put on the machine.
-        let mut ratios: Vec<f64> = a.iter().zip(b.iter()).map(|(x, y)| y.as_secs_f64() / x.as_secs_f64()).collect();
+        let mut ratios: Vec<f64> = a
+            .iter()
+            .zip(b.iter())
+            .map(|(x, y)| y.as_secs_f64() / x.as_secs_f64())
+            .collect();
         ratios.sort_by(f64::total_cmp);
         let (amin, amax) = (*a.iter().min().unwrap(), *a.iter().max().unwrap());
         let (bmin, bmax) = (*b.iter().min().unwrap(), *b.iter().max().unwrap());

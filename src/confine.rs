@@ -30,7 +30,12 @@ pub enum Escape {
     #[error("{0:?} starts with a drive letter")]
     Drive(String),
     #[error("{path:?}: {link} is a symlink to {target}, outside {root}")]
-    Symlink { path: String, link: String, target: String, root: String },
+    Symlink {
+        path: String,
+        link: String,
+        target: String,
+        root: String,
+    },
     #[error("{0} is a symlink; refusing to write through it")]
     LinkedDir(String),
     #[error("{0} exists and is not a directory")]
@@ -83,7 +88,11 @@ pub struct Root {
 
 impl Root {
     pub fn new(root: &Path) -> Root {
-        Root { root: root.to_path_buf(), canonical: root.canonicalize().ok(), inside: HashSet::new() }
+        Root {
+            root: root.to_path_buf(),
+            canonical: root.canonicalize().ok(),
+            inside: HashSet::new(),
+        }
     }
 
     /// `root/rel`, once `rel` passes [`check_relative`] and no existing directory on the way is a
@@ -91,8 +100,13 @@ impl Root {
     pub fn join(&mut self, rel: &str) -> Result<PathBuf, Escape> {
         check_relative(rel)?;
         let joined = self.root.join(rel);
-        let Some(canonical) = &self.canonical else { return Ok(joined) };
-        let parts: Vec<&str> = rel.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+        let Some(canonical) = &self.canonical else {
+            return Ok(joined);
+        };
+        let parts: Vec<&str> = rel
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
         let mut dir = self.root.clone();
         for part in parts.iter().take(parts.len().saturating_sub(1)) {
             dir.push(part);
@@ -107,11 +121,17 @@ impl Root {
                     resolved => {
                         let target = match resolved {
                             Ok(t) => t.display().to_string(),
-                            Err(_) => std::fs::read_link(&dir).map(|t| t.display().to_string()).unwrap_or_default(),
+                            Err(_) => std::fs::read_link(&dir)
+                                .map(|t| t.display().to_string())
+                                .unwrap_or_default(),
                         };
                         return Err(Escape::Symlink {
                             path: rel.to_string(),
-                            link: dir.strip_prefix(&self.root).unwrap_or(&dir).display().to_string(),
+                            link: dir
+                                .strip_prefix(&self.root)
+                                .unwrap_or(&dir)
+                                .display()
+                                .to_string(),
                             target,
                             root: self.root.display().to_string(),
                         });
@@ -151,16 +171,40 @@ mod tests {
             assert_eq!(check_relative(ok), Ok(()), "{ok}");
         }
         assert_eq!(check_relative(""), Err(Escape::Empty));
-        assert!(matches!(check_relative("/etc/passwd"), Err(Escape::Absolute(_))));
-        assert!(matches!(check_relative("a/../../b"), Err(Escape::Parent(_))));
+        assert!(matches!(
+            check_relative("/etc/passwd"),
+            Err(Escape::Absolute(_))
+        ));
+        assert!(matches!(
+            check_relative("a/../../b"),
+            Err(Escape::Parent(_))
+        ));
         assert!(matches!(check_relative(".."), Err(Escape::Parent(_))));
-        assert!(matches!(check_relative("torch\\..\\..\\evil.py"), Err(Escape::Backslash(_))));
-        assert!(matches!(check_relative("C:\\Windows\\evil.py"), Err(Escape::Backslash(_))));
-        assert!(matches!(check_relative("C:/Windows/evil.py"), Err(Escape::Drive(_))));
+        assert!(matches!(
+            check_relative("torch\\..\\..\\evil.py"),
+            Err(Escape::Backslash(_))
+        ));
+        assert!(matches!(
+            check_relative("C:\\Windows\\evil.py"),
+            Err(Escape::Backslash(_))
+        ));
+        assert!(matches!(
+            check_relative("C:/Windows/evil.py"),
+            Err(Escape::Drive(_))
+        ));
         assert!(matches!(check_relative("a\0b"), Err(Escape::Nul(_))));
-        assert_eq!(check_file_name("torch-2.5.1+split-cp311-cp311-linux_x86_64.whl"), Ok(()));
-        assert!(matches!(check_file_name("torch-1/../../x.whl"), Err(Escape::Parent(_))));
-        assert!(matches!(check_file_name("torch-1/x.whl"), Err(Escape::Separator(_))));
+        assert_eq!(
+            check_file_name("torch-2.5.1+split-cp311-cp311-linux_x86_64.whl"),
+            Ok(())
+        );
+        assert!(matches!(
+            check_file_name("torch-1/../../x.whl"),
+            Err(Escape::Parent(_))
+        ));
+        assert!(matches!(
+            check_file_name("torch-1/x.whl"),
+            Err(Escape::Separator(_))
+        ));
     }
 
     #[test]
@@ -174,11 +218,21 @@ mod tests {
         std::os::unix::fs::symlink("/nonexistent-splitpkg", root.join("dangling")).unwrap();
         let mut r = Root::new(&root);
         assert_eq!(r.join("lib/in/x.so").unwrap(), root.join("lib/in/x.so"));
-        assert_eq!(r.join("lib/out").unwrap(), root.join("lib/out"), "the last component is the link itself");
-        assert!(matches!(r.join("lib/out/x.so"), Err(Escape::Symlink { .. })));
+        assert_eq!(
+            r.join("lib/out").unwrap(),
+            root.join("lib/out"),
+            "the last component is the link itself"
+        );
+        assert!(matches!(
+            r.join("lib/out/x.so"),
+            Err(Escape::Symlink { .. })
+        ));
         assert!(matches!(r.join("dangling/x"), Err(Escape::Symlink { .. })));
         assert_eq!(r.join("missing/a/b").unwrap(), root.join("missing/a/b"));
-        assert!(matches!(dir_inside(&root, "lib/in"), Err(Escape::LinkedDir(_))));
+        assert!(matches!(
+            dir_inside(&root, "lib/in"),
+            Err(Escape::LinkedDir(_))
+        ));
         assert!(dir_inside(&root, "lib/real").is_ok());
     }
 }

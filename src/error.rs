@@ -60,21 +60,33 @@ pub enum Error {
 
 impl Error {
     pub fn bad(file: impl fmt::Display, reason: impl fmt::Display) -> Self {
-        Error::BadInput { file: file.to_string(), reason: reason.to_string() }
+        Error::BadInput {
+            file: file.to_string(),
+            reason: reason.to_string(),
+        }
     }
 
     /// The ELF reader refused `file`.
     pub fn elf(file: impl fmt::Display, source: crate::elf::ElfError) -> Self {
-        Error::Elf { file: file.to_string(), source }
+        Error::Elf {
+            file: file.to_string(),
+            source,
+        }
     }
 
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
-        Error::Io { path: path.as_ref().to_path_buf(), source }
+        Error::Io {
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
     }
 
     /// A library call failed: `context` says what the tool was doing, `source` is kept as the cause.
     pub fn failed(context: impl fmt::Display, source: impl Into<Cause>) -> Self {
-        Error::Failed { context: context.to_string(), source: source.into() }
+        Error::Failed {
+            context: context.to_string(),
+            source: source.into(),
+        }
     }
 
     /// A broken invariant of the tool (exit 3).
@@ -125,7 +137,10 @@ mod tests {
         let e = Error::failed("writing x.conda", cause);
         assert_eq!(e.to_string(), "writing x.conda: outer failure: disk full");
         assert_eq!(e.exit_code(), 3);
-        assert!(std::error::Error::source(&e).is_some(), "the cause is kept as source");
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the cause is kept as source"
+        );
     }
 
     #[test]
@@ -137,9 +152,17 @@ mod tests {
 
     #[test]
     fn elf_errors_read_as_bad_input_and_keep_their_cause() {
-        let e = Error::elf("lib/libx.so", crate::elf::ElfView::parse(b"\x7fELF\x03\x01 and more bytes").err().unwrap());
+        let e = Error::elf(
+            "lib/libx.so",
+            crate::elf::ElfView::parse(b"\x7fELF\x03\x01 and more bytes")
+                .err()
+                .unwrap(),
+        );
         assert_eq!(e.to_string(), "lib/libx.so: unknown ELF class 3");
-        assert_eq!(e.to_string(), Error::bad("lib/libx.so", "unknown ELF class 3").to_string());
+        assert_eq!(
+            e.to_string(),
+            Error::bad("lib/libx.so", "unknown ELF class 3").to_string()
+        );
         assert_eq!(e.exit_code(), 2);
         assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<crate::elf::ElfError>()));
     }

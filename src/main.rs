@@ -24,13 +24,25 @@ fn main() -> ExitCode {
 /// A command line clap refuses: one line, as every other error (the first paragraph of clap's message,
 /// control characters in the echoed value escaped), exit 2. Help and version print as clap has them.
 fn usage_error(e: clap::Error) -> ! {
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
         e.exit();
     }
     // The first paragraph is the error (with the missing arguments listed below its first line).
     let text = e.render().to_string();
-    let first: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).flat_map(str::split_whitespace).collect();
+    let first: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .flat_map(str::split_whitespace)
+        .collect();
     let message = first.join(" ");
-    eprintln!("splitpkg: error: {} (see --help)", splitpkg::sanitize::printable(message.trim_start_matches("error: ")));
+    eprintln!(
+        "splitpkg: error: {} (see --help)",
+        splitpkg::sanitize::printable(message.trim_start_matches("error: "))
+    );
     std::process::exit(2);
 }

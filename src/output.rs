@@ -20,7 +20,10 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
     let tmp = temp_path(dir, &name);
     let _registered = cleanup::register(&tmp, cleanup::Leftover::File);
     let result = (|| {
@@ -54,21 +57,34 @@ impl Pending {
     /// The temporary path of `out/file`; `file` is made from an input's metadata and file name, so
     /// it must be one file name ([`crate::confine::check_file_name`]).
     pub fn add(&mut self, out: &Path, file: &str) -> Result<PathBuf> {
-        crate::confine::check_file_name(file).map_err(|e| Error::bad(out.display(), format!("refusing to write a file named so: {e}")))?;
+        crate::confine::check_file_name(file).map_err(|e| {
+            Error::bad(
+                out.display(),
+                format!("refusing to write a file named so: {e}"),
+            )
+        })?;
         let tmp = temp_path(out, file);
-        self.registered.push(cleanup::register(&tmp, cleanup::Leftover::File));
+        self.registered
+            .push(cleanup::register(&tmp, cleanup::Leftover::File));
         self.files.push((tmp.clone(), out.join(file)));
         Ok(tmp)
     }
 
     /// The temporary path of final path `dst`.
     pub fn tmp_of(&self, dst: &Path) -> PathBuf {
-        self.files.iter().find(|(_, f)| f == dst).map(|(t, _)| t.clone()).unwrap_or_default()
+        self.files
+            .iter()
+            .find(|(_, f)| f == dst)
+            .map(|(t, _)| t.clone())
+            .unwrap_or_default()
     }
 
     /// `fsync` the finished file `tmp` on a helper thread; `commit` waits for it.
     pub fn sync_in_background(&mut self, tmp: &Path, file: std::fs::File) {
-        self.syncing.push((tmp.to_path_buf(), std::thread::spawn(move || file.sync_all())));
+        self.syncing.push((
+            tmp.to_path_buf(),
+            std::thread::spawn(move || file.sync_all()),
+        ));
     }
 
     /// Every file on disk first, then every rename: a crash leaves either the old set or files
@@ -76,7 +92,9 @@ impl Pending {
     pub fn commit(&mut self) -> Result<()> {
         for (tmp, sync) in self.syncing.drain(..) {
             sync.join()
-                .map_err(|_| Error::internal(format!("{}: the fsync thread failed", tmp.display())))?
+                .map_err(|_| {
+                    Error::internal(format!("{}: the fsync thread failed", tmp.display()))
+                })?
                 .map_err(|e| Error::io(&tmp, e))?;
         }
         for (tmp, dst) in &self.files {
@@ -102,7 +120,12 @@ impl Drop for Pending {
 /// removing a lock file while another process waits on it would let a third lock a new one beside it.
 pub fn lock_dir(dir: &Path) -> Result<std::fs::File> {
     let path = dir.join(".splitpkg.lock");
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
     f.lock().map_err(|e| Error::io(&path, e))?;
     Ok(f)
 }
@@ -140,7 +163,11 @@ pub fn human_bytes(n: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// `1234567` → `1,234,567`.
@@ -168,8 +195,11 @@ pub struct CreatedDirs {
 impl CreatedDirs {
     /// Create `dir` and its missing ancestors, remembering those this call made.
     pub fn create(&mut self, dir: &Path) -> Result<()> {
-        let missing: Vec<PathBuf> =
-            dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).map(Path::to_path_buf).collect();
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+            .map(Path::to_path_buf)
+            .collect();
         for d in missing.into_iter().rev() {
             let registered = cleanup::register(&d, cleanup::Leftover::EmptyDir);
             match std::fs::create_dir(&d) {
@@ -208,13 +238,19 @@ mod tests {
             c.create(&deep).unwrap();
             assert!(deep.is_dir());
         }
-        assert!(!d.path().join("a").exists(), "all three made, all three removed");
+        assert!(
+            !d.path().join("a").exists(),
+            "all three made, all three removed"
+        );
         {
             let mut c = CreatedDirs::default();
             c.create(&deep).unwrap();
             std::fs::write(d.path().join("a/b/kept"), b"x").unwrap();
         }
-        assert!(d.path().join("a/b/kept").exists() && !deep.exists(), "a directory with something in it stays");
+        assert!(
+            d.path().join("a/b/kept").exists() && !deep.exists(),
+            "a directory with something in it stays"
+        );
         {
             let mut c = CreatedDirs::default();
             c.create(&deep).unwrap();

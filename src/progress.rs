@@ -27,9 +27,12 @@ fn eta_text(elapsed: Duration, fraction: f32, eta: Duration) -> String {
 fn style(counted: &str) -> ProgressStyle {
     ProgressStyle::with_template(&format!("{{msg:>12}} [{{bar:30}}] {counted}{{eta_known}}"))
         .expect("static template")
-        .with_key("eta_known", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
-            let _ = w.write_str(&eta_text(s.elapsed(), s.fraction(), s.eta()));
-        })
+        .with_key(
+            "eta_known",
+            |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&eta_text(s.elapsed(), s.fraction(), s.eta()));
+            },
+        )
         .progress_chars("=> ")
 }
 
@@ -40,21 +43,35 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(enabled: bool) -> Self {
-        Progress { enabled: enabled && std::io::stderr().is_terminal(), bar: Mutex::new(None) }
+        Progress {
+            enabled: enabled && std::io::stderr().is_terminal(),
+            bar: Mutex::new(None),
+        }
     }
 
     pub fn hidden() -> Self {
-        Progress { enabled: false, bar: Mutex::new(None) }
+        Progress {
+            enabled: false,
+            bar: Mutex::new(None),
+        }
     }
 
     /// A bar over `total_bytes` bytes.
     pub fn start(&self, what: &str, total_bytes: u64) {
-        self.start_styled(what, total_bytes, style("{bytes}/{total_bytes} {bytes_per_sec}"));
+        self.start_styled(
+            what,
+            total_bytes,
+            style("{bytes}/{total_bytes} {bytes_per_sec}"),
+        );
     }
 
     /// A bar over `total` things that are not bytes (`unit`: "members", "files"): `1/12,410 members`.
     pub fn start_count(&self, what: &str, total: u64, unit: &str) {
-        self.start_styled(what, total, style(&format!("{{human_pos}}/{{human_len}} {unit}")));
+        self.start_styled(
+            what,
+            total,
+            style(&format!("{{human_pos}}/{{human_len}} {unit}")),
+        );
     }
 
     fn start_styled(&self, what: &str, total: u64, style: ProgressStyle) {
@@ -72,7 +89,10 @@ impl Progress {
             return;
         }
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        bar.set_style(ProgressStyle::with_template("{msg:>12} {spinner} {bytes} {bytes_per_sec}").expect("static template"));
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>12} {spinner} {bytes} {bytes_per_sec}")
+                .expect("static template"),
+        );
         bar.set_message(what.to_string());
         *self.bar.lock().unwrap() = Some(bar);
     }
@@ -111,12 +131,20 @@ pub struct StepTrace {
 
 impl StepTrace {
     pub fn start(what: &'static str) -> StepTrace {
-        StepTrace { what, started: std::time::Instant::now(), on: std::env::var_os("SPLITPKG_TRACE").is_some() }
+        StepTrace {
+            what,
+            started: std::time::Instant::now(),
+            on: std::env::var_os("SPLITPKG_TRACE").is_some(),
+        }
     }
 
     pub fn step(&self, step: &str) {
         if self.on {
-            eprintln!("trace: {} {step} done at {:.0} ms", self.what, self.started.elapsed().as_secs_f64() * 1e3);
+            eprintln!(
+                "trace: {} {step} done at {:.0} ms",
+                self.what,
+                self.started.elapsed().as_secs_f64() * 1e3
+            );
         }
     }
 }
@@ -165,7 +193,10 @@ mod tests {
 
     fn drawn(total: u64, pos: u64, style: ProgressStyle) -> String {
         let screen = Screen::default();
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::term_like(Box::new(screen.clone())));
+        let bar = ProgressBar::with_draw_target(
+            Some(total),
+            ProgressDrawTarget::term_like(Box::new(screen.clone())),
+        );
         bar.set_style(style);
         bar.set_message("verifying");
         bar.set_position(pos);
@@ -178,7 +209,11 @@ mod tests {
         let line = drawn(12_410, 1, style("{human_pos}/{human_len} members"));
         assert!(line.contains("1/12,410 members"), "{line}");
         assert!(!line.contains(" B") && !line.contains("KiB"), "{line}");
-        let line = drawn(12_410 << 10, 1 << 20, style("{bytes}/{total_bytes} {bytes_per_sec}"));
+        let line = drawn(
+            12_410 << 10,
+            1 << 20,
+            style("{bytes}/{total_bytes} {bytes_per_sec}"),
+        );
         assert!(line.contains("1.00 MiB/12.12 MiB"), "{line}");
     }
 
@@ -186,9 +221,18 @@ mod tests {
     fn no_estimate_until_it_means_something() {
         // At the start: nothing, however long the rate says it would take.
         assert!(!drawn(100, 1, style("{pos}")).contains("eta"));
-        assert_eq!(eta_text(Duration::from_millis(300), 0.5, Duration::from_secs(840)), "");
-        assert_eq!(eta_text(Duration::from_secs(5), 0.01, Duration::from_secs(840)), "");
+        assert_eq!(
+            eta_text(Duration::from_millis(300), 0.5, Duration::from_secs(840)),
+            ""
+        );
+        assert_eq!(
+            eta_text(Duration::from_secs(5), 0.01, Duration::from_secs(840)),
+            ""
+        );
         assert_eq!(eta_text(Duration::from_secs(5), 1.0, Duration::ZERO), "");
-        assert_eq!(eta_text(Duration::from_secs(5), 0.25, Duration::from_secs(15)), " eta 15 seconds");
+        assert_eq!(
+            eta_text(Duration::from_secs(5), 0.25, Duration::from_secs(15)),
+            " eta 15 seconds"
+        );
     }
 }

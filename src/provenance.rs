@@ -15,7 +15,12 @@ use serde::{Deserialize, Serialize};
 pub const COMMIT: &str = env!("SPLITPKG_BUILD_COMMIT");
 
 /// What `splitpkg --version` prints after the name.
-pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SPLITPKG_BUILD_COMMIT"), ")");
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SPLITPKG_BUILD_COMMIT"),
+    ")"
+);
 
 /// The program that wrote a document (the `tool` object of every JSON document).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,7 +35,11 @@ pub struct Tool {
 impl Tool {
     /// This build of splitpkg.
     pub fn this() -> Tool {
-        Tool { name: "splitpkg".into(), version: env!("CARGO_PKG_VERSION").into(), commit: Some(COMMIT.into()) }
+        Tool {
+            name: "splitpkg".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            commit: Some(COMMIT.into()),
+        }
     }
 }
 
@@ -56,32 +65,44 @@ impl Stamp {
     /// For a document that must be byte-identical for the same input: this process's command
     /// line, and a date only from `SOURCE_DATE_EPOCH`.
     pub fn reproducible() -> Stamp {
-        Stamp { command: command(), date: source_date() }
+        Stamp {
+            command: command(),
+            date: source_date(),
+        }
     }
 }
 
 /// The command line of this process, as given (`argv`, lossily decoded). Empty when a library
 /// caller builds a document itself: the CLI fills it, the library never guesses one.
 pub fn command() -> Vec<String> {
-    std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// `SOURCE_DATE_EPOCH` as an RFC 3339 UTC date, if set and valid.
 pub fn source_date() -> Option<String> {
-    let secs: i64 = std::env::var("SOURCE_DATE_EPOCH").ok()?.trim().parse().ok()?;
+    let secs: i64 = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
     rfc3339(secs)
 }
 
 /// The date a run happened: `SOURCE_DATE_EPOCH` when set, else now.
 pub fn run_date() -> Option<String> {
     source_date().or_else(|| {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
         rfc3339(i64::try_from(now.as_secs()).ok()?)
     })
 }
 
 fn rfc3339(secs: i64) -> Option<String> {
-    chrono::DateTime::from_timestamp(secs, 0).map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
 #[cfg(test)]
@@ -91,6 +112,9 @@ mod tests {
     #[test]
     fn rfc3339_is_utc_seconds() {
         assert_eq!(rfc3339(0).as_deref(), Some("1970-01-01T00:00:00Z"));
-        assert_eq!(rfc3339(1_796_126_400).as_deref(), Some("2026-12-01T12:00:00Z"));
+        assert_eq!(
+            rfc3339(1_796_126_400).as_deref(),
+            Some("2026-12-01T12:00:00Z")
+        );
     }
 }

@@ -16,7 +16,8 @@
 /// A character that must not reach a terminal raw: C0/C1 controls and DEL, and the Unicode
 /// bidirectional controls that reorder what is shown (Trojan Source, CVE-2021-42574).
 fn hostile(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A name, path or message on one line: every hostile character escaped (`\n`, `\u{1b}`, …).
@@ -24,7 +25,15 @@ pub fn printable(s: &str) -> String {
     if !s.chars().any(hostile) {
         return s.to_string();
     }
-    s.chars().map(|c| if hostile(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
+    s.chars()
+        .map(|c| {
+            if hostile(c) {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Text of several lines for the terminal or a text file: newlines and tabs kept, every other
@@ -34,7 +43,16 @@ pub fn terminal_text(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.chars().any(|c| hostile(c) && !keep(c)) {
         return std::borrow::Cow::Borrowed(s);
     }
-    s.chars().map(|c| if hostile(c) && !keep(c) { c.escape_default().to_string() } else { c.to_string() }).collect::<String>().into()
+    s.chars()
+        .map(|c| {
+            if hostile(c) && !keep(c) {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// One word of a POSIX shell command we print or write: as it is when it holds only characters
@@ -54,30 +72,54 @@ pub fn shell_word(s: &str) -> String {
 /// `_`, `-` inside.
 pub fn check_dist_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if ok { Ok(()) } else { Err(format!("{} is not a distribution name (PEP 508)", quoted(name))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is not a distribution name (PEP 508)",
+            quoted(name)
+        ))
+    }
 }
 
 /// A version as PEP 440 reads it (the permissive form `packaging` accepts, `v` prefix, separators
 /// and a local label included): `2.11.0`, `2.11.0+cu130`, `1!2.0rc1.post2.dev3`.
 pub fn check_version(v: &str) -> Result<(), String> {
-    if Pep440(v.to_ascii_lowercase().as_bytes(), 0).whole() { Ok(()) } else { Err(format!("{} is not a version (PEP 440)", quoted(v))) }
+    if Pep440(v.to_ascii_lowercase().as_bytes(), 0).whole() {
+        Ok(())
+    } else {
+        Err(format!("{} is not a version (PEP 440)", quoted(v)))
+    }
 }
 
 /// One part of a wheel's compatibility tag (PEP 425: python, ABI or platform, `.`-joined for a
 /// compressed set): ASCII letters, digits, `_` and `.`.
 pub fn check_wheel_tag(tag: &str) -> Result<(), String> {
-    let ok = !tag.is_empty() && !tag.starts_with('.') && tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-    if ok { Ok(()) } else { Err(format!("{} is not a wheel tag (PEP 425)", quoted(tag))) }
+    let ok = !tag.is_empty()
+        && !tag.starts_with('.')
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{} is not a wheel tag (PEP 425)", quoted(tag)))
+    }
 }
 
 /// A header line `Key: value` for core metadata (RFC 822 style): the value may not hold a line
 /// break or any other control character, which a reader would take for a new header.
 pub fn header_line(key: &str, value: &str) -> Result<String, String> {
     match value.chars().find(|c| c.is_control()) {
-        Some(c) => Err(format!("{key} value with the control character {}: a header cannot hold it", c.escape_default())),
+        Some(c) => Err(format!(
+            "{key} value with the control character {}: a header cannot hold it",
+            c.escape_default()
+        )),
         None => Ok(format!("{key}: {value}")),
     }
 }
@@ -131,10 +173,15 @@ impl Pep440<'_> {
         if matches!(self.peek(), Some(b'-' | b'_' | b'.')) {
             self.1 += 1;
         }
-        match words.iter().find(|w| self.0[self.1..].starts_with(w.as_bytes())) {
+        match words
+            .iter()
+            .find(|w| self.0[self.1..].starts_with(w.as_bytes()))
+        {
             Some(w) => {
                 self.1 += w.len();
-                if matches!(self.peek(), Some(b'-' | b'_' | b'.')) && self.0.get(self.1 + 1).is_some_and(u8::is_ascii_digit) {
+                if matches!(self.peek(), Some(b'-' | b'_' | b'.'))
+                    && self.0.get(self.1 + 1).is_some_and(u8::is_ascii_digit)
+                {
                     self.1 += 1;
                 }
                 self.digits();
@@ -201,7 +248,11 @@ pub fn yaml_item(s: &str) -> String {
         && !s.contains(" #")
         && !s.ends_with([':', ' '])
         && !first.is_some_and(|c| " -?:,[]{}#&*!|>'\"%@`".contains(c));
-    if plain { s.to_string() } else { serde_json::to_string(s).expect("a string serialises") }
+    if plain {
+        s.to_string()
+    } else {
+        serde_json::to_string(s).expect("a string serialises")
+    }
 }
 
 /// A literal file name in a glob (rattler-build `files`, `package_contents`): every glob
@@ -244,12 +295,18 @@ mod tests {
         assert_eq!(glob_literal(p), p);
         assert_eq!(shell_word(p), p);
         assert_eq!(printable(p), p);
-        assert_eq!(yaml_item(&format!("test -f \"$PREFIX/{p}\"")), format!("test -f \"$PREFIX/{p}\""));
+        assert_eq!(
+            yaml_item(&format!("test -f \"$PREFIX/{p}\"")),
+            format!("test -f \"$PREFIX/{p}\"")
+        );
     }
 
     #[test]
     fn hostile_paths_are_inert() {
-        assert_eq!(shell_double("a$(touch${IFS}X)`id`\"b"), "a\\$(touch\\${IFS}X)\\`id\\`\\\"b");
+        assert_eq!(
+            shell_double("a$(touch${IFS}X)`id`\"b"),
+            "a\\$(touch\\${IFS}X)\\`id\\`\\\"b"
+        );
         assert_eq!(yaml_double("a\"b"), "a\\\"b");
         assert_eq!(yaml_item("rm -f a: b"), "\"rm -f a: b\"");
         assert_eq!(yaml_item("x #y"), "\"x #y\"");
@@ -260,21 +317,46 @@ mod tests {
 
     #[test]
     fn control_characters_are_escaped_the_same_way_everywhere() {
-        assert_eq!(printable("a\x1b[31mb\0c\x07d\re\nf"), "a\\u{1b}[31mb\\u{0}c\\u{7}d\\re\\nf");
+        assert_eq!(
+            printable("a\x1b[31mb\0c\x07d\re\nf"),
+            "a\\u{1b}[31mb\\u{0}c\\u{7}d\\re\\nf"
+        );
         assert_eq!(printable("x\u{202e}y"), "x\\u{202e}y");
-        assert_eq!(terminal_text("a\x1b]0;x\x07\n\tb\r"), "a\\u{1b}]0;x\\u{7}\n\tb\\r");
-        assert!(matches!(terminal_text("plain\ntext"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            terminal_text("a\x1b]0;x\x07\n\tb\r"),
+            "a\\u{1b}]0;x\\u{7}\n\tb\\r"
+        );
+        assert!(matches!(
+            terminal_text("plain\ntext"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]
     fn shell_words_run_as_one_literal_argument() {
-        for s in ["torch;touch PWNED", "$(touch PWNED)", "a'b", "`id`", "", "x y", "a\nb", "torch-cuda-linalg==2.11.0+0.nomagma"] {
+        for s in [
+            "torch;touch PWNED",
+            "$(touch PWNED)",
+            "a'b",
+            "`id`",
+            "",
+            "x y",
+            "a\nb",
+            "torch-cuda-linalg==2.11.0+0.nomagma",
+        ] {
             let w = shell_word(s);
-            let o = std::process::Command::new("sh").arg("-c").arg(format!("printf %s {w}")).output().unwrap();
+            let o = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {w}"))
+                .output()
+                .unwrap();
             let want = printable(s);
             assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{w}");
         }
-        assert_eq!(shell_word("torch-cuda-linalg==2.11.0+0.nomagma"), "torch-cuda-linalg==2.11.0+0.nomagma");
+        assert_eq!(
+            shell_word("torch-cuda-linalg==2.11.0+0.nomagma"),
+            "torch-cuda-linalg==2.11.0+0.nomagma"
+        );
         assert_eq!(shell_word("a b"), "'a b'");
     }
 
@@ -283,15 +365,44 @@ mod tests {
         for ok in ["torch", "torch-cuda-linalg", "A.b_c-9", "x"] {
             assert!(check_dist_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "-x", "x-", "torch\rRequires-Dist: evil", "torch;id", "$(id)", "t\x1b[31m", "a b", "tör"] {
+        for bad in [
+            "",
+            "-x",
+            "x-",
+            "torch\rRequires-Dist: evil",
+            "torch;id",
+            "$(id)",
+            "t\x1b[31m",
+            "a b",
+            "tör",
+        ] {
             assert!(check_dist_name(bad).is_err(), "{bad:?}");
         }
-        for ok in
-            ["2.11.0", "2.11.0+cu130", "1.10.2+cu113.split", "1!2.0rc1.post2.dev3", "v1.0", "1.0-1", "1.0a", "2.5.1+1.magma", "1.0.post"]
-        {
+        for ok in [
+            "2.11.0",
+            "2.11.0+cu130",
+            "1.10.2+cu113.split",
+            "1!2.0rc1.post2.dev3",
+            "v1.0",
+            "1.0-1",
+            "1.0a",
+            "2.5.1+1.magma",
+            "1.0.post",
+        ] {
             assert!(check_version(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "2.11.0;id", "2.11.0+", "2.11.0+a..b", "1.0 x", "x1.0", "1.0$(id)", "1.0\r", "1..0", "+cu1"] {
+        for bad in [
+            "",
+            "2.11.0;id",
+            "2.11.0+",
+            "2.11.0+a..b",
+            "1.0 x",
+            "x1.0",
+            "1.0$(id)",
+            "1.0\r",
+            "1..0",
+            "+cu1",
+        ] {
             assert!(check_version(bad).is_err(), "{bad:?}");
         }
         for ok in ["cp311", "manylinux_2_28_x86_64", "py2.py3", "none"] {
@@ -301,7 +412,11 @@ mod tests {
             assert!(check_wheel_tag(bad).is_err(), "{bad:?}");
         }
         assert_eq!(header_line("Name", "torch").unwrap(), "Name: torch");
-        assert!(header_line("Name", "torch\rRequires-Dist: evil").unwrap_err().contains("\\r"));
+        assert!(
+            header_line("Name", "torch\rRequires-Dist: evil")
+                .unwrap_err()
+                .contains("\\r")
+        );
         assert!(check_dist_name("a\x1bb").unwrap_err().contains("\\u{1b}"));
     }
 }

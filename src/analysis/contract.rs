@@ -48,7 +48,16 @@ impl ContractFile {
     pub fn from_plan(plan: &Plan) -> Option<ContractFile> {
         let lazy = plan.lazy_library.as_ref()?;
         let c = &plan.contract;
-        Some(Self::of(plan, &lazy.path, [&c.loader_lookups, &c.required_exports, &c.provided_exports, &c.load_registrations]))
+        Some(Self::of(
+            plan,
+            &lazy.path,
+            [
+                &c.loader_lookups,
+                &c.required_exports,
+                &c.provided_exports,
+                &c.load_registrations,
+            ],
+        ))
     }
 
     /// One contract per lazy library: the plan's for one, each library's own for several.
@@ -59,7 +68,16 @@ impl ContractFile {
         plan.lazy_libraries
             .iter()
             .map(|l| match &l.contract {
-                Some(c) => Self::of(plan, &l.path, [&c.loader_lookups, &c.required_exports, &c.provided_exports, &c.load_registrations]),
+                Some(c) => Self::of(
+                    plan,
+                    &l.path,
+                    [
+                        &c.loader_lookups,
+                        &c.required_exports,
+                        &c.provided_exports,
+                        &c.load_registrations,
+                    ],
+                ),
                 None => Self::of(plan, &l.path, [&Vec::new(); 4]),
             })
             .collect()
@@ -72,21 +90,36 @@ impl ContractFile {
         match all.as_slice() {
             [] => Err("the plan has no lazy library".into()),
             [one] => Ok(one.clone()),
-            several => several.iter().find(|c| c.library == file_name).cloned().ok_or_else(|| {
-                format!(
-                    "the plan has {} lazy libraries ({}) and none is named {file_name}",
-                    several.len(),
-                    several.iter().map(|c| c.library.as_str()).collect::<Vec<_>>().join(", ")
-                )
-            }),
+            several => several
+                .iter()
+                .find(|c| c.library == file_name)
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "the plan has {} lazy libraries ({}) and none is named {file_name}",
+                        several.len(),
+                        several
+                            .iter()
+                            .map(|c| c.library.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }),
         }
     }
 
     /// A contract file's text, checked for its schema (`file` names it in the error).
     pub fn parse(text: &str, file: &std::path::Path) -> Result<ContractFile> {
-        let c: ContractFile = serde_json::from_str(text).map_err(|e| Error::bad(file.display(), format!("not a contract file: {e}")))?;
+        let c: ContractFile = serde_json::from_str(text)
+            .map_err(|e| Error::bad(file.display(), format!("not a contract file: {e}")))?;
         if c.schema != SCHEMA_NAME {
-            return Err(Error::bad(file.display(), format!("not a contract file: schema {:?}, expected {SCHEMA_NAME:?}", c.schema)));
+            return Err(Error::bad(
+                file.display(),
+                format!(
+                    "not a contract file: schema {:?}, expected {SCHEMA_NAME:?}",
+                    c.schema
+                ),
+            ));
         }
         if c.schema_version != SCHEMA_VERSION {
             return Err(Error::bad(
@@ -104,7 +137,12 @@ impl ContractFile {
     fn of(
         plan: &Plan,
         path: &str,
-        [loader_lookups, required_exports, provided_exports, load_registrations]: [&Vec<String>; 4],
+        [
+            loader_lookups,
+            required_exports,
+            provided_exports,
+            load_registrations,
+        ]: [&Vec<String>; 4],
     ) -> ContractFile {
         ContractFile {
             schema: SCHEMA_NAME.into(),
@@ -133,9 +171,18 @@ impl ContractFile {
 /// library define: a build that leaves out a translation unit, or a stub, lacks some of it. On
 /// torch 2.11 this is 192 names, on 1.13.1 182: the same set `tools/build-lazy-variant` used
 /// to compare by hand, and every one of them is present in the real nomagma build.
-pub fn provided_exports(lazy: &FileFacts, core_defines: &dyn Fn(&str) -> bool, spec: &PayloadSpec) -> Vec<String> {
-    let namespaces: std::collections::HashSet<&str> =
-        lazy.elf.symbols.undefined_names().filter(|(n, _)| core_defines(n)).filter_map(|(n, _)| top_namespace(n)).collect();
+pub fn provided_exports(
+    lazy: &FileFacts,
+    core_defines: &dyn Fn(&str) -> bool,
+    spec: &PayloadSpec,
+) -> Vec<String> {
+    let namespaces: std::collections::HashSet<&str> = lazy
+        .elf
+        .symbols
+        .undefined_names()
+        .filter(|(n, _)| core_defines(n))
+        .filter_map(|(n, _)| top_namespace(n))
+        .collect();
     if namespaces.is_empty() {
         return Vec::new();
     }
@@ -144,7 +191,14 @@ pub fn provided_exports(lazy: &FileFacts, core_defines: &dyn Fn(&str) -> bool, s
         .symbols
         .iter()
         .filter(|s| s.defined && s.bind == goblin::elf::sym::STB_GLOBAL)
-        .filter(|s| matches!(s.kind, goblin::elf::sym::STT_FUNC | goblin::elf::sym::STT_OBJECT | goblin::elf::sym::STT_GNU_IFUNC))
+        .filter(|s| {
+            matches!(
+                s.kind,
+                goblin::elf::sym::STT_FUNC
+                    | goblin::elf::sym::STT_OBJECT
+                    | goblin::elf::sym::STT_GNU_IFUNC
+            )
+        })
         .map(|s| s.name)
         .filter(|n| top_namespace(n).is_some_and(|ns| namespaces.contains(ns)))
         .filter(|n| !spec.is_payload_symbol(n) && !names_component(n, spec))
@@ -161,7 +215,12 @@ pub fn provided_exports(lazy: &FileFacts, core_defines: &dyn Fn(&str) -> bool, s
 /// Names the payload's own initialisers touch elsewhere (CUDA's `__cudaRegisterFunction`) are not
 /// the core's and drop out.
 pub fn load_registrations(lazy: &FileFacts, core_defines: &dyn Fn(&str) -> bool) -> Vec<String> {
-    lazy.load_time_imports.iter().flatten().filter(|n| core_defines(n)).cloned().collect()
+    lazy.load_time_imports
+        .iter()
+        .flatten()
+        .filter(|n| core_defines(n))
+        .cloned()
+        .collect()
 }
 
 /// The outermost namespace of a mangled C++ entity, of its vtable, typeinfo or typeinfo name:
@@ -169,7 +228,10 @@ pub fn load_registrations(lazy: &FileFacts, core_defines: &dyn Fn(&str) -> bool)
 /// names and `std`.
 fn top_namespace(name: &str) -> Option<&str> {
     let rest = name.strip_prefix("_Z")?;
-    let rest = ["TV", "TI", "TS"].iter().find_map(|p| rest.strip_prefix(p)).unwrap_or(rest);
+    let rest = ["TV", "TI", "TS"]
+        .iter()
+        .find_map(|p| rest.strip_prefix(p))
+        .unwrap_or(rest);
     let rest = rest.strip_prefix('N')?.trim_start_matches(['r', 'V', 'K']);
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     let len: usize = rest[..digits].parse().ok()?;
@@ -191,6 +253,15 @@ fn names_component(name: &str, spec: &PayloadSpec) -> bool {
             _ => {}
         }
     }
-    let own = base.rsplit("::").next().unwrap_or("").rsplit(' ').next().unwrap_or("").to_ascii_lowercase();
-    spec.component_names().iter().any(|c| own.starts_with(&c.to_ascii_lowercase()))
+    let own = base
+        .rsplit("::")
+        .next()
+        .unwrap_or("")
+        .rsplit(' ')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    spec.component_names()
+        .iter()
+        .any(|c| own.starts_with(&c.to_ascii_lowercase()))
 }

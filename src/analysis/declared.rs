@@ -21,8 +21,13 @@ const EXAMPLES: usize = 6;
 
 /// The dlopen-note warnings of every file, in file order.
 pub fn note_warnings(ins: &Inspection) -> Vec<Warning> {
-    let in_tree: HashSet<&str> =
-        ins.tree.entries.iter().map(|e| Tree::file_name(&e.path)).chain(ins.files.iter().filter_map(|f| f.elf.soname.as_deref())).collect();
+    let in_tree: HashSet<&str> = ins
+        .tree
+        .entries
+        .iter()
+        .map(|e| Tree::file_name(&e.path))
+        .chain(ins.files.iter().filter_map(|f| f.elf.soname.as_deref()))
+        .collect();
     let mut out = Vec::new();
     for (i, f) in ins.files.iter().enumerate() {
         let e = &f.elf;
@@ -42,8 +47,13 @@ pub fn note_warnings(ins: &Inspection) -> Vec<Warning> {
             continue;
         }
         let node = ins.graph.node_of_file(i);
-        let mut undeclared: Vec<String> =
-            ins.graph.edges.iter().filter(|x| Some(x.from) == node && x.kind == EdgeKind::Lazy).map(|x| x.name.clone()).collect();
+        let mut undeclared: Vec<String> = ins
+            .graph
+            .edges
+            .iter()
+            .filter(|x| Some(x.from) == node && x.kind == EdgeKind::Lazy)
+            .map(|x| x.name.clone())
+            .collect();
         undeclared.sort();
         undeclared.dedup();
         if !undeclared.is_empty() {
@@ -60,7 +70,11 @@ pub fn note_warnings(ins: &Inspection) -> Vec<Warning> {
         let missing: Vec<String> = e
             .dlopen_notes
             .iter()
-            .filter(|d| !d.soname.iter().any(|s| in_tree.contains(s.as_str()) || system_group(s).is_some()))
+            .filter(|d| {
+                !d.soname
+                    .iter()
+                    .any(|s| in_tree.contains(s.as_str()) || system_group(s).is_some())
+            })
             .map(|d| format!("{} ({})", d.soname.join(" | "), d.priority.as_str()))
             .collect();
         if !missing.is_empty() {

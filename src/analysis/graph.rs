@@ -55,7 +55,17 @@ const SYSTEM_LIBRARIES: &[(&str, &[&str])] = &[
         ],
     ),
     ("gcc runtime", &["libstdc++.so.6", "libgcc_s.so.1"]),
-    ("NVIDIA driver", &["libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1", "libnvidia-ml.so", "libnvcuvid.so.1", "libnvidia-encode.so.1"]),
+    (
+        "NVIDIA driver",
+        &[
+            "libcuda.so.1",
+            "libcuda.so",
+            "libnvidia-ml.so.1",
+            "libnvidia-ml.so",
+            "libnvcuvid.so.1",
+            "libnvidia-encode.so.1",
+        ],
+    ),
 ];
 
 /// A conda prefix's python carries DT_RPATH `$ORIGIN/../lib`: in a process that python starts, every
@@ -76,7 +86,10 @@ pub fn system_group(name: &str) -> Option<&'static str> {
     if name.starts_with("libnss_") {
         return Some("glibc");
     }
-    SYSTEM_LIBRARIES.iter().find(|(_, names)| names.contains(&name)).map(|(g, _)| *g)
+    SYSTEM_LIBRARIES
+        .iter()
+        .find(|(_, names)| names.contains(&name))
+        .map(|(g, _)| *g)
 }
 
 /// One ELF file of the tree as the graph sees it.
@@ -156,7 +169,11 @@ impl EdgeKind {
 #[serde(tag = "via", rename_all = "kebab-case")]
 pub enum How {
     /// A DT_RPATH entry of `of` (the requester or one of the objects that loaded it).
-    Rpath { of: String, entry: String, dir: String },
+    Rpath {
+        of: String,
+        entry: String,
+        dir: String,
+    },
     /// The requester's own DT_RUNPATH.
     Runpath { entry: String, dir: String },
     /// An `LD_LIBRARY_PATH` entry (`--ld-library-path`).
@@ -198,18 +215,32 @@ pub enum How {
 impl How {
     pub fn describe(&self) -> String {
         match self {
-            How::Rpath { of, entry, dir } => format!("rpath of {} ({entry} → {})", file_name(of), show_dir(dir)),
+            How::Rpath { of, entry, dir } => {
+                format!("rpath of {} ({entry} → {})", file_name(of), show_dir(dir))
+            }
             How::Runpath { entry, dir } => format!("runpath ({entry} → {})", show_dir(dir)),
-            How::LdLibraryPath { entry, dir } => format!("LD_LIBRARY_PATH ({entry} → {})", show_dir(dir)),
-            How::TreeDefault { dir } => format!("prefix {}/ (its python's DT_RPATH $ORIGIN/../lib)", show_dir(dir)),
+            How::LdLibraryPath { entry, dir } => {
+                format!("LD_LIBRARY_PATH ({entry} → {})", show_dir(dir))
+            }
+            How::TreeDefault { dir } => format!(
+                "prefix {}/ (its python's DT_RPATH $ORIGIN/../lib)",
+                show_dir(dir)
+            ),
             How::Path { path } => format!("by path {path}"),
             How::AlreadyLoaded { by } => format!("already loaded (by {})", file_name(by)),
-            How::TreeElsewhere { dir } => format!("NOT on the search path; only by name in {}", show_dir(dir)),
+            How::TreeElsewhere { dir } => {
+                format!("NOT on the search path; only by name in {}", show_dir(dir))
+            }
             How::System { group } => format!("system ({group})"),
             How::OutsideTree { path, .. } => format!("outside the tree ({path})"),
-            How::Nodeflib { group } => format!("NOT found: DF_1_NODEFLIB rules out the system dirs ({group})"),
+            How::Nodeflib { group } => {
+                format!("NOT found: DF_1_NODEFLIB rules out the system dirs ({group})")
+            }
             How::NotFound { outside, .. } if !outside.is_empty() => {
-                format!("not found in the tree (external; search path leaves the tree: {})", outside.join(", "))
+                format!(
+                    "not found in the tree (external; search path leaves the tree: {})",
+                    outside.join(", ")
+                )
             }
             How::NotFound { .. } => "not found (external)".to_string(),
         }
@@ -250,7 +281,11 @@ impl Edge {
     /// `how` for people: a declared edge says so before how ld.so finds it.
     pub fn how_text(&self) -> String {
         match &self.declared {
-            Some(d) => format!("{}; {}", declared_text(d, self.literal_too), self.how.describe()),
+            Some(d) => format!(
+                "{}; {}",
+                declared_text(d, self.literal_too),
+                self.how.describe()
+            ),
             None => self.how.describe(),
         }
     }
@@ -334,12 +369,21 @@ impl LoadGraph {
     }
 
     /// Build the graph. `files` are the tree's ELF files; `tree` answers path lookups.
-    pub fn build(tree: &Tree, files: &[GraphInput<'_>], is_payload_library: impl Fn(&str) -> bool) -> LoadGraph {
+    pub fn build(
+        tree: &Tree,
+        files: &[GraphInput<'_>],
+        is_payload_library: impl Fn(&str) -> bool,
+    ) -> LoadGraph {
         Self::build_with(tree, files, is_payload_library, &LoaderEnv::default())
     }
 
     /// [`LoadGraph::build`] with the loader's environment.
-    pub fn build_with(tree: &Tree, files: &[GraphInput<'_>], is_payload_library: impl Fn(&str) -> bool, env: &LoaderEnv) -> LoadGraph {
+    pub fn build_with(
+        tree: &Tree,
+        files: &[GraphInput<'_>],
+        is_payload_library: impl Fn(&str) -> bool,
+        env: &LoaderEnv,
+    ) -> LoadGraph {
         let mut b = Builder::new(tree, files, env);
         let entry_roots: Vec<(usize, Start)> = files
             .iter()
@@ -379,7 +423,10 @@ impl LoadGraph {
         }
         // Every other library as loaded on its own (see `Start::OnItsOwn`).
         for (i, f) in files.iter().enumerate() {
-            if loadable(f) && !f.elf.is_executable() && b.graph.nodes[b.graph.by_file[&i]].root.is_none() {
+            if loadable(f)
+                && !f.elf.is_executable()
+                && b.graph.nodes[b.graph.by_file[&i]].root.is_none()
+            {
                 b.run_process(i, Start::OnItsOwn);
             }
         }
@@ -510,9 +557,19 @@ impl Start {
 }
 
 impl Process {
-    fn new(root: usize, root_node: usize, start: Start, prefix_python: bool, files: usize) -> Process {
-        let mut system_loaded: HashSet<String> =
-            SYSTEM_LIBRARIES[0].1.iter().filter(|n| n.starts_with("ld")).map(|n| n.to_string()).collect();
+    fn new(
+        root: usize,
+        root_node: usize,
+        start: Start,
+        prefix_python: bool,
+        files: usize,
+    ) -> Process {
+        let mut system_loaded: HashSet<String> = SYSTEM_LIBRARIES[0]
+            .1
+            .iter()
+            .filter(|n| n.starts_with("ld"))
+            .map(|n| n.to_string())
+            .collect();
         if !matches!(start, Start::Program(_)) {
             system_loaded.insert("libc.so.6".to_string());
         }
@@ -537,7 +594,12 @@ impl Process {
 
 impl<'t, 'a> Builder<'t, 'a> {
     fn new(tree: &'t Tree, files: &'t [GraphInput<'a>], env: &LoaderEnv) -> Self {
-        let mut graph = LoadGraph { nodes: Vec::new(), edges: Vec::new(), by_file: HashMap::new(), by_external: HashMap::new() };
+        let mut graph = LoadGraph {
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            by_file: HashMap::new(),
+            by_external: HashMap::new(),
+        };
         let mut file_by_entry = HashMap::new();
         for (i, f) in files.iter().enumerate() {
             let id = graph.nodes.len();
@@ -569,10 +631,18 @@ impl<'t, 'a> Builder<'t, 'a> {
                 .and_then(|r| r.split_once('/'))
                 .is_some_and(|(_, r)| r == "site-packages" || r.starts_with("site-packages/"));
         }
-        let prefix = site_packages || matches!(tree.kind, TreeKind::Conda | TreeKind::TarBz2) || tree.index_of("conda-meta").is_some();
+        let prefix = site_packages
+            || matches!(tree.kind, TreeKind::Conda | TreeKind::TarBz2)
+            || tree.index_of("conda-meta").is_some();
         let mut root_abs = Vec::new();
         if tree.kind == TreeKind::Directory {
-            for p in [std::path::absolute(&tree.source).ok(), std::fs::canonicalize(&tree.source).ok()].into_iter().flatten() {
+            for p in [
+                std::path::absolute(&tree.source).ok(),
+                std::fs::canonicalize(&tree.source).ok(),
+            ]
+            .into_iter()
+            .flatten()
+            {
                 if let Some(n) = p.to_str().and_then(normalize)
                     && !root_abs.contains(&n)
                 {
@@ -601,7 +671,16 @@ impl<'t, 'a> Builder<'t, 'a> {
         b.ld_library_path = env
             .ld_library_path
             .iter()
-            .map(|e| (e.clone(), if e.starts_with('/') { b.abs_dir(e) } else { normalize(e).map_or(Dir::Unknown, Dir::Tree) }))
+            .map(|e| {
+                (
+                    e.clone(),
+                    if e.starts_with('/') {
+                        b.abs_dir(e)
+                    } else {
+                        normalize(e).map_or(Dir::Unknown, Dir::Tree)
+                    },
+                )
+            })
             .collect();
         b
     }
@@ -609,11 +688,13 @@ impl<'t, 'a> Builder<'t, 'a> {
     /// The tree path an absolute path names, if it lies inside the tree.
     fn abs_to_tree(&self, path: &str) -> Option<String> {
         let p = normalize(path)?;
-        self.root_abs.iter().find_map(|root| match p.strip_prefix(root.as_str()) {
-            Some("") => Some(String::new()),
-            Some(rest) => rest.strip_prefix('/').map(str::to_string),
-            None => None,
-        })
+        self.root_abs
+            .iter()
+            .find_map(|root| match p.strip_prefix(root.as_str()) {
+                Some("") => Some(String::new()),
+                Some(rest) => rest.strip_prefix('/').map(str::to_string),
+                None => None,
+            })
     }
 
     fn external_node(&mut self, name: &str) -> usize {
@@ -625,7 +706,11 @@ impl<'t, 'a> Builder<'t, 'a> {
         self.graph.nodes.push(Node {
             id,
             name: name.to_string(),
-            kind: if group.is_some() { NodeKind::System } else { NodeKind::External },
+            kind: if group.is_some() {
+                NodeKind::System
+            } else {
+                NodeKind::External
+            },
             file: None,
             system_group: group,
             reach: Reach::Unreached,
@@ -643,7 +728,13 @@ impl<'t, 'a> Builder<'t, 'a> {
         // A tree executable is the process's program; anything else in a prefix is loaded by the
         // prefix's python.
         let prefix_python = self.prefix && !matches!(start, Start::Program(_));
-        let mut p = Process::new(root, self.graph.by_file[&root], start, prefix_python, self.files.len());
+        let mut p = Process::new(
+            root,
+            self.graph.by_file[&root],
+            start,
+            prefix_python,
+            self.files.len(),
+        );
         p.opened.insert(root, self.files[root].path.to_string());
         self.mark_loaded(root, &mut p.loaded);
         p.in_process[root] = true;
@@ -656,11 +747,20 @@ impl<'t, 'a> Builder<'t, 'a> {
     fn tentative_targets(&mut self) -> HashMap<usize, ()> {
         let mut out = HashMap::new();
         for (i, f) in self.files.iter().enumerate() {
-            let start = if f.elf.is_executable() { Start::Program(RootKind::Executable) } else { Start::OnItsOwn };
+            let start = if f.elf.is_executable() {
+                Start::Program(RootKind::Executable)
+            } else {
+                Start::OnItsOwn
+            };
             let mut p = self.start(i, start);
             p.loaded.clear();
             let declared = f.elf.dlopen_notes.iter().flat_map(|d| d.soname.first());
-            let names = f.elf.needed.iter().chain(f.elf.library_literals.iter().map(|l| &l.name)).chain(declared);
+            let names = f
+                .elf
+                .needed
+                .iter()
+                .chain(f.elf.library_literals.iter().map(|l| &l.name))
+                .chain(declared);
             for name in names {
                 if let (Some(t), _, _) = self.search(name, i, &mut p)
                     && t != i
@@ -676,7 +776,9 @@ impl<'t, 'a> Builder<'t, 'a> {
     fn run_process(&mut self, root: usize, start: Start) {
         let root_node = self.graph.by_file[&root];
         if let Some(kind) = start.root_kind() {
-            if self.graph.nodes[root_node].root.is_none() && self.graph.nodes[root_node].reach == Reach::Unreached {
+            if self.graph.nodes[root_node].root.is_none()
+                && self.graph.nodes[root_node].reach == Reach::Unreached
+            {
                 self.graph.nodes[root_node].root = Some(kind);
             }
             self.graph.nodes[root_node].reach = Reach::Eager;
@@ -690,7 +792,9 @@ impl<'t, 'a> Builder<'t, 'a> {
         let mut lazy_done: Vec<bool> = vec![false; self.files.len()];
         loop {
             let mut progressed = false;
-            let candidates: Vec<usize> = (0..self.files.len()).filter(|&f| p.in_process[f] && !lazy_done[f]).collect();
+            let candidates: Vec<usize> = (0..self.files.len())
+                .filter(|&f| p.in_process[f] && !lazy_done[f])
+                .collect();
             for f in candidates {
                 lazy_done[f] = true;
                 let requests = self.lazy_requests(f);
@@ -729,7 +833,11 @@ impl<'t, 'a> Builder<'t, 'a> {
     /// `.note.dlopen` entries. A literal a note also declares is one request, the declared one.
     fn lazy_requests(&self, f: usize) -> Vec<LazyRequest<'a>> {
         let elf: &'a ElfFacts = self.files[f].elf;
-        let declares = |name: &str| elf.dlopen_notes.iter().any(|d| d.soname.iter().any(|s| s == name));
+        let declares = |name: &str| {
+            elf.dlopen_notes
+                .iter()
+                .any(|d| d.soname.iter().any(|s| s == name))
+        };
         let mut out = Vec::new();
         let mut literal_names: Vec<&str> = Vec::new();
         if elf.imports_loader() {
@@ -741,13 +849,23 @@ impl<'t, 'a> Builder<'t, 'a> {
                 let name = lit.full.as_deref().unwrap_or(&lit.name);
                 literal_names.push(name);
                 if !declares(name) {
-                    out.push(LazyRequest { names: vec![name.to_string()], kind: EdgeKind::Lazy, declared: None, literal_too: false });
+                    out.push(LazyRequest {
+                        names: vec![name.to_string()],
+                        kind: EdgeKind::Lazy,
+                        declared: None,
+                        literal_too: false,
+                    });
                 }
             }
         }
         for d in &elf.dlopen_notes {
             let literal_too = d.soname.iter().any(|s| literal_names.contains(&s.as_str()));
-            out.push(LazyRequest { names: d.soname.clone(), kind: EdgeKind::DlopenNote, declared: Some(d), literal_too });
+            out.push(LazyRequest {
+                names: d.soname.clone(),
+                kind: EdgeKind::DlopenNote,
+                declared: Some(d),
+                literal_too,
+            });
         }
         out
     }
@@ -818,7 +936,9 @@ impl<'t, 'a> Builder<'t, 'a> {
 
     fn mark_loaded(&self, f: usize, loaded: &mut HashMap<String, usize>) {
         let file = &self.files[f];
-        loaded.entry(Tree::file_name(file.path).to_string()).or_insert(f);
+        loaded
+            .entry(Tree::file_name(file.path).to_string())
+            .or_insert(f);
         if let Some(s) = &file.elf.soname {
             loaded.entry(s.clone()).or_insert(f);
         }
@@ -826,7 +946,14 @@ impl<'t, 'a> Builder<'t, 'a> {
 
     /// The edge for `name` requested by file `f` (node `from`) in process `p`: resolved by this
     /// process; an earlier process's edge is reused when it led to the same place.
-    fn resolve_edge(&mut self, from: usize, f: usize, name: &str, kind: EdgeKind, p: &mut Process) -> usize {
+    fn resolve_edge(
+        &mut self,
+        from: usize,
+        f: usize,
+        name: &str,
+        kind: EdgeKind,
+        p: &mut Process,
+    ) -> usize {
         let (target, how, opened) = self.search(name, f, p);
         let to = match target {
             Some(t) => {
@@ -839,13 +966,27 @@ impl<'t, 'a> Builder<'t, 'a> {
             }
             None => self.external_node(Tree::file_name(name)),
         };
-        let how_key = if matches!(how, How::NotFound { .. }) { None } else { Some(how.clone()) };
+        let how_key = if matches!(how, How::NotFound { .. }) {
+            None
+        } else {
+            Some(how.clone())
+        };
         let key = (from, name.to_string(), kind, to, how_key);
         let id = match self.edge_index.get(&key) {
             Some(&e) => e,
             None => {
                 let id = self.graph.edges.len();
-                let edge = Edge { id, from, to, name: name.to_string(), kind, how, roots: Vec::new(), declared: None, literal_too: false };
+                let edge = Edge {
+                    id,
+                    from,
+                    to,
+                    name: name.to_string(),
+                    kind,
+                    how,
+                    roots: Vec::new(),
+                    declared: None,
+                    literal_too: false,
+                };
                 self.graph.edges.push(edge);
                 self.edge_index.insert(key, id);
                 id
@@ -862,7 +1003,12 @@ impl<'t, 'a> Builder<'t, 'a> {
 impl<'t, 'a> Builder<'t, 'a> {
     /// The ld.so search for `name` requested by file `req` in process `p`: the tree file that
     /// satisfies it, if any, how it was (or was not) found, and the tree path it is opened by.
-    fn search(&mut self, name: &str, req: usize, p: &mut Process) -> (Option<usize>, How, Option<String>) {
+    fn search(
+        &mut self,
+        name: &str,
+        req: usize,
+        p: &mut Process,
+    ) -> (Option<usize>, How, Option<String>) {
         let elf = self.files[req].elf;
         if name.contains('/') {
             return self.search_path(name, p);
@@ -870,13 +1016,25 @@ impl<'t, 'a> Builder<'t, 'a> {
         // 0. An object already loaded under that name or SONAME is reused before any search (the
         //    search path, DF_1_NODEFLIB and all do not matter then).
         if let Some(&f) = p.loaded.get(name) {
-            return (Some(f), How::AlreadyLoaded { by: self.files[f].path.to_string() }, None);
+            return (
+                Some(f),
+                How::AlreadyLoaded {
+                    by: self.files[f].path.to_string(),
+                },
+                None,
+            );
         }
         let group = system_group(name);
         if let Some(g) = group
             && p.system_loaded.contains(name)
         {
-            return (None, How::System { group: g.to_string() }, None);
+            return (
+                None,
+                How::System {
+                    group: g.to_string(),
+                },
+                None,
+            );
         }
         let ctx = self.context(req, p);
         let key = (req, ctx, name.to_string());
@@ -889,23 +1047,39 @@ impl<'t, 'a> Builder<'t, 'a> {
             }
         };
         match &walk.found {
-            Some(Found::Tree(f, how, opened)) => return (Some(*f), how.clone(), Some(opened.clone())),
+            Some(Found::Tree(f, how, opened)) => {
+                return (Some(*f), how.clone(), Some(opened.clone()));
+            }
             Some(Found::Outside(how)) => return (None, how.clone(), None),
             None => {}
         }
         // 4./5. ld.so.cache and the default directories: the system's, never the tree's.
         if let Some(g) = group {
             if elf.nodeflib {
-                return (None, How::Nodeflib { group: g.to_string() }, None);
+                return (
+                    None,
+                    How::Nodeflib {
+                        group: g.to_string(),
+                    },
+                    None,
+                );
             }
             p.system_loaded.insert(name.to_string());
-            return (None, How::System { group: g.to_string() }, None);
+            return (
+                None,
+                How::System {
+                    group: g.to_string(),
+                },
+                None,
+            );
         }
         // Not on any search path. Point at a same-named file elsewhere in the tree, flagged.
         if let Some(f) = self.find_by_name(name, p) {
             return (
                 Some(f),
-                How::TreeElsewhere { dir: Tree::parent(self.files[f].path).to_string() },
+                How::TreeElsewhere {
+                    dir: Tree::parent(self.files[f].path).to_string(),
+                },
                 Some(self.files[f].path.to_string()),
             );
         }
@@ -920,18 +1094,41 @@ impl<'t, 'a> Builder<'t, 'a> {
     /// there (a directory input); a relative one (from the current directory) is taken from the
     /// tree's root.
     fn search_path(&self, name: &str, p: &Process) -> (Option<usize>, How, Option<String>) {
-        let rel = if name.starts_with('/') { self.abs_to_tree(name) } else { normalize(name) };
+        let rel = if name.starts_with('/') {
+            self.abs_to_tree(name)
+        } else {
+            normalize(name)
+        };
         let Some(rel) = rel else {
             let how = if self.outside_loadable(name, p) {
-                How::OutsideTree { path: name.to_string(), entry: None }
+                How::OutsideTree {
+                    path: name.to_string(),
+                    entry: None,
+                }
             } else {
-                How::NotFound { tried: Vec::new(), outside: vec![name.to_string()] }
+                How::NotFound {
+                    tried: Vec::new(),
+                    outside: vec![name.to_string()],
+                }
             };
             return (None, how, None);
         };
         match self.lookup_loadable(&rel, p) {
-            Some(f) => (Some(f), How::Path { path: name.to_string() }, Some(rel)),
-            None => (None, How::NotFound { tried: vec![name.to_string()], outside: Vec::new() }, None),
+            Some(f) => (
+                Some(f),
+                How::Path {
+                    path: name.to_string(),
+                },
+                Some(rel),
+            ),
+            None => (
+                None,
+                How::NotFound {
+                    tried: vec![name.to_string()],
+                    outside: Vec::new(),
+                },
+                None,
+            ),
         }
     }
 
@@ -941,7 +1138,10 @@ impl<'t, 'a> Builder<'t, 'a> {
             return c;
         }
         let root = self.files[p.root].elf;
-        let mut key = vec![(usize::MAX, format!("{} {} {}", root.class, root.machine, p.prefix_python))];
+        let mut key = vec![(
+            usize::MAX,
+            format!("{} {} {}", root.class, root.machine, p.prefix_python),
+        )];
         key.push((req, p.origin(req).to_string()));
         if self.files[req].elf.runpath.is_none() {
             for &o in p.chains.get(&req).into_iter().flatten() {
@@ -964,10 +1164,17 @@ impl<'t, 'a> Builder<'t, 'a> {
         let mut outside = Vec::new();
         let found = |hit: Hit, make: &dyn Fn(String) -> How, entry: &str| match hit {
             Hit::Tree(dir, f) => {
-                let opened = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+                let opened = if dir.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{dir}/{name}")
+                };
                 Some(Found::Tree(f, make(dir), opened))
             }
-            Hit::Outside(path) => Some(Found::Outside(How::OutsideTree { path, entry: Some(entry.to_string()) })),
+            Hit::Outside(path) => Some(Found::Outside(How::OutsideTree {
+                path,
+                entry: Some(entry.to_string()),
+            })),
         };
         // 1. DT_RPATH of the requester and of every object up the loader chain, then the
         //    program's, unless the requester has DT_RUNPATH.
@@ -975,12 +1182,22 @@ impl<'t, 'a> Builder<'t, 'a> {
             let mut objs = vec![req];
             objs.extend(p.chains.get(&req).into_iter().flatten().rev().copied());
             for o in objs {
-                let Some(rpath) = &self.files[o].elf.rpath else { continue };
+                let Some(rpath) = &self.files[o].elf.rpath else {
+                    continue;
+                };
                 for entry in rpath {
                     if let Some(hit) = self.try_entry(o, p, entry, name, &mut tried, &mut outside) {
                         let of = self.files[o].path.to_string();
-                        let make = |dir: String| How::Rpath { of: of.clone(), entry: entry.clone(), dir };
-                        return Walk { found: found(hit, &make, entry), tried, outside };
+                        let make = |dir: String| How::Rpath {
+                            of: of.clone(),
+                            entry: entry.clone(),
+                            dir,
+                        };
+                        return Walk {
+                            found: found(hit, &make, entry),
+                            tried,
+                            outside,
+                        };
                     }
                 }
             }
@@ -988,32 +1205,62 @@ impl<'t, 'a> Builder<'t, 'a> {
                 tried.push(PREFIX_LIB.to_string());
                 if let Some(f) = self.lookup_loadable(&format!("{PREFIX_LIB}/{name}"), p) {
                     let make = |dir: String| How::TreeDefault { dir };
-                    return Walk { found: found(Hit::Tree(PREFIX_LIB.to_string(), f), &make, PREFIX_LIB), tried, outside };
+                    return Walk {
+                        found: found(Hit::Tree(PREFIX_LIB.to_string(), f), &make, PREFIX_LIB),
+                        tried,
+                        outside,
+                    };
                 }
             }
         }
         // 2. LD_LIBRARY_PATH.
         for (entry, dir) in &self.ld_library_path {
             if let Some(hit) = self.try_dir(dir, entry, name, p, &mut tried, &mut outside) {
-                let make = |dir: String| How::LdLibraryPath { entry: entry.clone(), dir };
-                return Walk { found: found(hit, &make, entry), tried, outside };
+                let make = |dir: String| How::LdLibraryPath {
+                    entry: entry.clone(),
+                    dir,
+                };
+                return Walk {
+                    found: found(hit, &make, entry),
+                    tried,
+                    outside,
+                };
             }
         }
         // 3. The requester's own DT_RUNPATH (not inherited).
         if let Some(runpath) = &elf.runpath {
             for entry in runpath {
                 if let Some(hit) = self.try_entry(req, p, entry, name, &mut tried, &mut outside) {
-                    let make = |dir: String| How::Runpath { entry: entry.clone(), dir };
-                    return Walk { found: found(hit, &make, entry), tried, outside };
+                    let make = |dir: String| How::Runpath {
+                        entry: entry.clone(),
+                        dir,
+                    };
+                    return Walk {
+                        found: found(hit, &make, entry),
+                        tried,
+                        outside,
+                    };
                 }
             }
         }
-        Walk { found: None, tried, outside }
+        Walk {
+            found: None,
+            tried,
+            outside,
+        }
     }
 
     /// Expand one search-path entry of object `o` (opened in `p` from its `$ORIGIN`) and look for
     /// `name` in it.
-    fn try_entry(&self, o: usize, p: &Process, entry: &str, name: &str, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<Hit> {
+    fn try_entry(
+        &self,
+        o: usize,
+        p: &Process,
+        entry: &str,
+        name: &str,
+        tried: &mut Vec<String>,
+        outside: &mut Vec<String>,
+    ) -> Option<Hit> {
         let origin = p.origin(o);
         let key = (o, origin.to_string(), entry.to_string());
         let cached = self.expanded.borrow().get(&key).cloned();
@@ -1029,17 +1276,31 @@ impl<'t, 'a> Builder<'t, 'a> {
     }
 
     /// Look for `name` in one directory a search-path entry named.
-    fn try_dir(&self, dir: &Dir, entry: &str, name: &str, p: &Process, tried: &mut Vec<String>, outside: &mut Vec<String>) -> Option<Hit> {
+    fn try_dir(
+        &self,
+        dir: &Dir,
+        entry: &str,
+        name: &str,
+        p: &Process,
+        tried: &mut Vec<String>,
+        outside: &mut Vec<String>,
+    ) -> Option<Hit> {
         match dir {
             Dir::Tree(dir) => {
                 tried.push(dir.clone());
-                let path = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
-                self.lookup_loadable(&path, p).map(|f| Hit::Tree(dir.clone(), f))
+                let path = if dir.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{dir}/{name}")
+                };
+                self.lookup_loadable(&path, p)
+                    .map(|f| Hit::Tree(dir.clone(), f))
             }
             Dir::Abs(dir) => {
                 outside.push(entry.to_string());
                 let path = format!("{dir}/{name}");
-                self.outside_loadable(&path, p).then_some(Hit::Outside(path))
+                self.outside_loadable(&path, p)
+                    .then_some(Hit::Outside(path))
             }
             Dir::Unknown => {
                 outside.push(entry.to_string());
@@ -1069,7 +1330,11 @@ impl<'t, 'a> Builder<'t, 'a> {
             return normalize(&format!("{origin}{rest}")).map_or(Dir::Unknown, Dir::Tree);
         }
         // A relative entry names the current directory, which is nowhere in particular.
-        if expanded.starts_with('/') { self.abs_dir(&expanded) } else { Dir::Unknown }
+        if expanded.starts_with('/') {
+            self.abs_dir(&expanded)
+        } else {
+            Dir::Unknown
+        }
     }
 
     /// An absolute directory: inside the tree when the tree is a directory at that place; outside
@@ -1078,7 +1343,9 @@ impl<'t, 'a> Builder<'t, 'a> {
     fn abs_dir(&self, abs: &str) -> Dir {
         match self.abs_to_tree(abs) {
             Some(rel) => Dir::Tree(rel),
-            None if !self.root_abs.is_empty() => normalize(abs).map_or(Dir::Unknown, |n| Dir::Abs(format!("/{n}"))),
+            None if !self.root_abs.is_empty() => {
+                normalize(abs).map_or(Dir::Unknown, |n| Dir::Abs(format!("/{n}")))
+            }
             None => Dir::Unknown,
         }
     }
@@ -1091,7 +1358,12 @@ impl<'t, 'a> Builder<'t, 'a> {
             return false;
         }
         let root = self.files[p.root].elf;
-        let head = self.outside_heads.borrow_mut().entry(path.to_string()).or_insert_with(|| elf_head(path)).clone();
+        let head = self
+            .outside_heads
+            .borrow_mut()
+            .entry(path.to_string())
+            .or_insert_with(|| elf_head(path))
+            .clone();
         head.is_some_and(|(class, machine)| class == root.class && machine == root.machine)
     }
     fn lookup_file(&self, path: &str) -> Option<usize> {
@@ -1154,8 +1426,15 @@ fn elf_head(path: &str) -> Option<(u8, String)> {
         _ => return None,
     };
     let raw = [head[18], head[19]];
-    let machine = if head[5] == 2 { u16::from_be_bytes(raw) } else { u16::from_le_bytes(raw) };
-    Some((class, goblin::elf::header::machine_to_str(machine).to_string()))
+    let machine = if head[5] == 2 {
+        u16::from_be_bytes(raw)
+    } else {
+        u16::from_le_bytes(raw)
+    };
+    Some((
+        class,
+        goblin::elf::header::machine_to_str(machine).to_string(),
+    ))
 }
 
 /// Normalise `a/b/../c` inside the tree; `None` when it climbs above the root.

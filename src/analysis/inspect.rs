@@ -85,7 +85,12 @@ pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<I
     inspect_with(path, spec, progress, Extras::default())
 }
 
-pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras: Extras) -> Result<Inspection> {
+pub fn inspect_with(
+    path: &Path,
+    spec: &PayloadSpec,
+    progress: &Progress,
+    extras: Extras,
+) -> Result<Inspection> {
     let kind = TreeKind::detect(path)?;
     // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
     let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
@@ -98,21 +103,34 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
         // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
         // idle core can take it (torch's two largest libraries would otherwise serialise on it).
         // The digest is a third independent task, for the same reason.
-        let digest = || extras.digests.then(|| <[u8; 32]>::from(sha2::Sha256::digest(input.bytes)));
+        let digest = || {
+            extras
+                .digests
+                .then(|| <[u8; 32]>::from(sha2::Sha256::digest(input.bytes)))
+        };
         let (sha256, (facts, (fatbin, t_fatbin))) = rayon::join(digest, || {
             rayon::join(
                 || {
                     let (elf, t_facts) = timed(|| view.facts(&spec.mention_words(), input.map));
                     let elf = elf?;
-                    let (payload, t_payload) =
-                        timed(|| payload::scan(&view, &elf, Tree::file_name(input.path), input.bytes.len() as u64, spec));
+                    let (payload, t_payload) = timed(|| {
+                        payload::scan(
+                            &view,
+                            &elf,
+                            Tree::file_name(input.path),
+                            input.bytes.len() as u64,
+                            spec,
+                        )
+                    });
                     Ok::<_, crate::elf::ElfError>((elf, payload, t_facts, t_payload))
                 },
                 || timed(|| crate::fatbin::read_from(&view, input.file)),
             )
         });
         let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
-        let fatbin = fatbin.map_err(|e| Error::bad(name(), e))?.map(|s| s.without_containers());
+        let fatbin = fatbin
+            .map_err(|e| Error::bad(name(), e))?
+            .map(|s| s.without_containers());
         if trace {
             eprintln!(
                 "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin  {} ({} dynsyms)",
@@ -126,8 +144,16 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
                 elf.symbols.len()
             );
         }
-        let translation_units = if extras.translation_units { view.translation_units() } else { Vec::new() };
-        let load_time_imports = if carries_payload(&elf, &payload, spec) { view.load_time_imports() } else { None };
+        let translation_units = if extras.translation_units {
+            view.translation_units()
+        } else {
+            Vec::new()
+        };
+        let load_time_imports = if carries_payload(&elf, &payload, spec) {
+            view.load_time_imports()
+        } else {
+            None
+        };
         Ok(FileFacts {
             path: input.path.to_string(),
             size: input.bytes.len() as u64,
@@ -140,17 +166,33 @@ pub fn inspect_with(path: &Path, spec: &PayloadSpec, progress: &Progress, extras
         })
     })?;
     if trace {
-        eprintln!("trace: files read in {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "trace: files read in {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
     }
     let t_open = std::time::Instant::now();
     let files: Vec<FileFacts> = parsed.into_iter().map(|(_, f)| f).collect();
-    let inputs: Vec<GraphInput<'_>> = files.iter().map(|f| GraphInput { path: &f.path, elf: &f.elf }).collect();
-    let env = LoaderEnv { ld_library_path: extras.ld_library_path };
+    let inputs: Vec<GraphInput<'_>> = files
+        .iter()
+        .map(|f| GraphInput {
+            path: &f.path,
+            elf: &f.elf,
+        })
+        .collect();
+    let env = LoaderEnv {
+        ld_library_path: extras.ld_library_path,
+    };
     let graph = LoadGraph::build_with(&tree, &inputs, |name| spec.is_payload_library(name), &env);
     if trace {
         eprintln!("trace: graph {:?}", t_open.elapsed());
     }
-    Ok(Inspection { tree, files, graph, spec: spec.clone() })
+    Ok(Inspection {
+        tree,
+        files,
+        graph,
+        spec: spec.clone(),
+    })
 }
 
 #[doc(hidden)]
@@ -171,7 +213,11 @@ pub fn fuzz_archive(data: &[u8]) {
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join(format!("in{}.{ext}", N.fetch_add(1, Ordering::Relaxed) % 4));
     if std::fs::write(&path, data).is_ok() {
-        let _ = inspect(&path, &PayloadSpec::for_dep("magma", &[]), &Progress::hidden());
+        let _ = inspect(
+            &path,
+            &PayloadSpec::for_dep("magma", &[]),
+            &Progress::hidden(),
+        );
     }
     let _ = std::fs::remove_file(&path);
 }

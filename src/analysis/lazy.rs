@@ -18,7 +18,11 @@ pub enum LazyPattern {
 
 impl LazyPattern {
     pub fn parse(s: &str) -> LazyPattern {
-        if s.contains(['*', '?', '[']) { LazyPattern::Glob(s.to_string()) } else { LazyPattern::Name(s.to_string()) }
+        if s.contains(['*', '?', '[']) {
+            LazyPattern::Glob(s.to_string())
+        } else {
+            LazyPattern::Name(s.to_string())
+        }
     }
 
     pub fn text(&self) -> &str {
@@ -32,7 +36,8 @@ impl LazyPattern {
         match self {
             LazyPattern::Name(n) => file_name == n || soname == Some(n.as_str()),
             LazyPattern::Glob(g) => {
-                glob_match(g.as_bytes(), file_name.as_bytes()) || soname.is_some_and(|s| glob_match(g.as_bytes(), s.as_bytes()))
+                glob_match(g.as_bytes(), file_name.as_bytes())
+                    || soname.is_some_and(|s| glob_match(g.as_bytes(), s.as_bytes()))
             }
         }
     }
@@ -67,19 +72,25 @@ pub fn select<S: AsRef<str>>(ins: &Inspection, patterns: &[S]) -> Selection {
             (LazyPattern::Name(n), []) => missing.push(n.clone()),
             (LazyPattern::Name(n), [first, ..]) => {
                 if hits.len() > 1 {
-                    sel.reasons.push(format!("{} files are named {n}; using {}", hits.len(), ins.files[*first].path));
+                    sel.reasons.push(format!(
+                        "{} files are named {n}; using {}",
+                        hits.len(),
+                        ins.files[*first].path
+                    ));
                 }
                 sel.files.push(*first);
             }
             (LazyPattern::Glob(_), _) => sel.files.extend(hits),
         }
     }
-    sel.files.sort_by(|&a, &b| ins.files[a].path.cmp(&ins.files[b].path));
+    sel.files
+        .sort_by(|&a, &b| ins.files[a].path.cmp(&ins.files[b].path));
     sel.files.dedup();
     // With nothing selected the verdict says so itself; otherwise an unmatched name is a note.
     if !sel.files.is_empty() {
         for n in missing {
-            sel.reasons.push(format!("--lazy {n}: no file has this name or SONAME"));
+            sel.reasons
+                .push(format!("--lazy {n}: no file has this name or SONAME"));
         }
     }
     sel
@@ -168,13 +179,24 @@ mod tests {
     #[test]
     fn globs_match_whole_names() {
         let m = |p: &str, n: &str| glob_match(p.as_bytes(), n.as_bytes());
-        assert!(m("libonnxruntime_providers_*.so", "libonnxruntime_providers_cuda.so"));
-        assert!(m("libonnxruntime_providers_*.so", "libonnxruntime_providers_.so"));
-        assert!(!m("libonnxruntime_providers_*.so", "libonnxruntime_providers_cuda.so.1"));
+        assert!(m(
+            "libonnxruntime_providers_*.so",
+            "libonnxruntime_providers_cuda.so"
+        ));
+        assert!(m(
+            "libonnxruntime_providers_*.so",
+            "libonnxruntime_providers_.so"
+        ));
+        assert!(!m(
+            "libonnxruntime_providers_*.so",
+            "libonnxruntime_providers_cuda.so.1"
+        ));
         assert!(!m("libonnxruntime_providers_*.so", "libonnxruntime.so.1"));
         assert!(m("lib?.so", "libx.so") && !m("lib?.so", "libxy.so"));
         assert!(m("libfoo_[ab].so", "libfoo_a.so") && !m("libfoo_[ab].so", "libfoo_c.so"));
-        assert!(m("libfoo_[a-c]*.so", "libfoo_cuda.so") && !m("libfoo_[!a-c]*.so", "libfoo_cuda.so"));
+        assert!(
+            m("libfoo_[a-c]*.so", "libfoo_cuda.so") && !m("libfoo_[!a-c]*.so", "libfoo_cuda.so")
+        );
         assert!(m("*", "anything") && m("**x", "x") && !m("*x", "xy"));
         assert!(m("lib[x.so", "lib[x.so"), "an unclosed class is literal");
         assert!(m("a*b*c", "a-b-b-c") && !m("a*b*c", "a-b-b-"));
@@ -182,9 +204,21 @@ mod tests {
 
     #[test]
     fn names_and_globs_are_told_apart() {
-        assert_eq!(LazyPattern::parse("libtorch_cuda_linalg.so"), LazyPattern::Name("libtorch_cuda_linalg.so".into()));
-        assert_eq!(LazyPattern::parse("libfoo_*.so"), LazyPattern::Glob("libfoo_*.so".into()));
-        assert!(LazyPattern::parse("libfoo.so.1").matches("libfoo.so.1.2.3", Some("libfoo.so.1")), "by SONAME");
-        assert!(LazyPattern::parse("libfoo*.so.1").matches("other", Some("libfoo.so.1")), "a glob over the SONAME too");
+        assert_eq!(
+            LazyPattern::parse("libtorch_cuda_linalg.so"),
+            LazyPattern::Name("libtorch_cuda_linalg.so".into())
+        );
+        assert_eq!(
+            LazyPattern::parse("libfoo_*.so"),
+            LazyPattern::Glob("libfoo_*.so".into())
+        );
+        assert!(
+            LazyPattern::parse("libfoo.so.1").matches("libfoo.so.1.2.3", Some("libfoo.so.1")),
+            "by SONAME"
+        );
+        assert!(
+            LazyPattern::parse("libfoo*.so.1").matches("other", Some("libfoo.so.1")),
+            "a glob over the SONAME too"
+        );
     }
 }

@@ -43,7 +43,13 @@ impl PayloadSpec {
             symbol_prefixes.push("magmablas_".to_string());
         }
         symbol_prefixes.extend(extra_symbol_prefixes.iter().cloned());
-        PayloadSpec { name: lower.clone(), dso_prefixes: vec![format!("lib{lower}")], symbol_prefixes, deep: false, components: Vec::new() }
+        PayloadSpec {
+            name: lower.clone(),
+            dso_prefixes: vec![format!("lib{lower}")],
+            symbol_prefixes,
+            deep: false,
+            components: Vec::new(),
+        }
     }
 
     /// The spec for `--dep A --dep B ...`: the union of each component's rules (libraries `libA*`
@@ -57,7 +63,10 @@ impl PayloadSpec {
             }
         }
         if components.len() <= 1 {
-            return Self::for_dep(components.first().map(String::as_str).unwrap_or("magma"), extra_symbol_prefixes);
+            return Self::for_dep(
+                components.first().map(String::as_str).unwrap_or("magma"),
+                extra_symbol_prefixes,
+            );
         }
         let mut spec = PayloadSpec {
             name: components.join("_"),
@@ -71,13 +80,18 @@ impl PayloadSpec {
             spec.dso_prefixes.extend(one.dso_prefixes);
             spec.symbol_prefixes.extend(one.symbol_prefixes);
         }
-        spec.symbol_prefixes.extend(extra_symbol_prefixes.iter().cloned());
+        spec.symbol_prefixes
+            .extend(extra_symbol_prefixes.iter().cloned());
         spec
     }
 
     /// The component names: `[name]` for one `--dep`, each of them for several.
     pub fn component_names(&self) -> Vec<&str> {
-        if self.components.is_empty() { vec![self.name.as_str()] } else { self.components.iter().map(String::as_str).collect() }
+        if self.components.is_empty() {
+            vec![self.name.as_str()]
+        } else {
+            self.components.iter().map(String::as_str).collect()
+        }
     }
 
     /// `libmagma.so`, `libmagma.so.2`, `libmagma_sparse.so` — the name must continue with `.so`,
@@ -86,7 +100,9 @@ impl PayloadSpec {
     pub fn is_payload_library(&self, file_name: &str) -> bool {
         self.dso_prefixes.iter().any(|p| {
             file_name.strip_prefix(p.as_str()).is_some_and(|rest| {
-                (rest.starts_with(".so") || rest.starts_with(['_', '-']) || rest.starts_with(|c: char| c.is_ascii_uppercase()))
+                (rest.starts_with(".so")
+                    || rest.starts_with(['_', '-'])
+                    || rest.starts_with(|c: char| c.is_ascii_uppercase()))
                     && rest.contains(".so")
             })
         })
@@ -95,9 +111,14 @@ impl PayloadSpec {
     /// An unmangled `magma_*` name, or a mangled global-scope C++ function named that way.
     pub fn is_payload_symbol(&self, name: &str) -> bool {
         if name.starts_with("_Z") {
-            return self.symbol_prefixes.iter().any(|p| mangled_global_starts_with(name, p));
+            return self
+                .symbol_prefixes
+                .iter()
+                .any(|p| mangled_global_starts_with(name, p));
         }
-        self.symbol_prefixes.iter().any(|p| name.starts_with(p.as_str()))
+        self.symbol_prefixes
+            .iter()
+            .any(|p| name.starts_with(p.as_str()))
     }
 
     /// Cheap pre-filter on the raw bytes of a name (running on to the end of the string table):
@@ -106,10 +127,15 @@ impl PayloadSpec {
     /// global-scope names.
     pub fn may_be_payload_symbol(&self, raw: &[u8]) -> bool {
         match raw {
-            [b'_', b'Z', ..] => {
-                mangled_global(raw).is_some_and(|(_, ident)| self.symbol_prefixes.iter().any(|p| ident.starts_with(p.as_bytes())))
-            }
-            [first, ..] => self.symbol_prefixes.iter().any(|p| p.as_bytes().first() == Some(first) && raw.starts_with(p.as_bytes())),
+            [b'_', b'Z', ..] => mangled_global(raw).is_some_and(|(_, ident)| {
+                self.symbol_prefixes
+                    .iter()
+                    .any(|p| ident.starts_with(p.as_bytes()))
+            }),
+            [first, ..] => self
+                .symbol_prefixes
+                .iter()
+                .any(|p| p.as_bytes().first() == Some(first) && raw.starts_with(p.as_bytes())),
             [] => false,
         }
     }
@@ -146,7 +172,9 @@ fn mangled_global(raw: &[u8]) -> Option<(usize, &[u8])> {
     if digits == 0 {
         return None;
     }
-    let len = rest[..digits].iter().try_fold(0usize, |n, &d| n.checked_mul(10)?.checked_add((d - b'0') as usize))?;
+    let len = rest[..digits].iter().try_fold(0usize, |n, &d| {
+        n.checked_mul(10)?.checked_add((d - b'0') as usize)
+    })?;
     Some((len, &rest[digits..]))
 }
 
@@ -154,8 +182,9 @@ fn mangled_global(raw: &[u8]) -> Option<(usize, &[u8])> {
 /// namespace or class, such as `at::cuda::detail::magma_init_fn`, are the host project's glue, not
 /// the component itself.
 fn mangled_global_starts_with(name: &str, prefix: &str) -> bool {
-    mangled_global(name.as_bytes())
-        .is_some_and(|(len, ident)| len >= prefix.len() && ident.len() >= len && ident.starts_with(prefix.as_bytes()))
+    mangled_global(name.as_bytes()).is_some_and(|(len, ident)| {
+        len >= prefix.len() && ident.len() >= len && ident.starts_with(prefix.as_bytes())
+    })
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -260,9 +289,19 @@ pub fn variant_carries(variant: &str, dep: &str) -> Option<bool> {
 impl Presence {
     pub fn scan(facts: &crate::elf::ElfFacts, pay: &PayloadFacts, spec: &PayloadSpec) -> Presence {
         Presence {
-            needed: facts.needed.iter().filter(|n| spec.is_payload_library(n)).cloned().collect(),
+            needed: facts
+                .needed
+                .iter()
+                .filter(|n| spec.is_payload_library(n))
+                .cloned()
+                .collect(),
             defined: pay.defined.count + pay.defined_hidden.count,
-            defined_example: pay.defined.samples.first().or(pay.defined_hidden.samples.first()).cloned(),
+            defined_example: pay
+                .defined
+                .samples
+                .first()
+                .or(pay.defined_hidden.samples.first())
+                .cloned(),
             imported: pay.referenced.count,
             imported_example: pay.referenced.samples.first().cloned(),
         }
@@ -275,7 +314,11 @@ impl Presence {
 
     /// The rule for a build that must carry the payload (`with_payload`) or must not.
     pub fn rule(&self, with_payload: bool) -> Vec<RuleCheck> {
-        let example = |e: &Option<String>| e.as_ref().map(|x| format!(" (e.g. {x})")).unwrap_or_default();
+        let example = |e: &Option<String>| {
+            e.as_ref()
+                .map(|x| format!(" (e.g. {x})"))
+                .unwrap_or_default()
+        };
         if with_payload {
             return vec![RuleCheck {
                 name: "payload present",
@@ -292,7 +335,11 @@ impl Presence {
             RuleCheck {
                 name: "no payload library NEEDED",
                 pass: self.needed.is_empty(),
-                detail: if self.needed.is_empty() { "none".into() } else { self.needed.join(", ") },
+                detail: if self.needed.is_empty() {
+                    "none".into()
+                } else {
+                    self.needed.join(", ")
+                },
             },
             RuleCheck {
                 name: "no payload symbols defined",
@@ -302,7 +349,11 @@ impl Presence {
             RuleCheck {
                 name: "no payload symbols imported",
                 pass: self.imported == 0,
-                detail: format!("{} imported{}", self.imported, example(&self.imported_example)),
+                detail: format!(
+                    "{} imported{}",
+                    self.imported,
+                    example(&self.imported_example)
+                ),
             },
         ]
     }
@@ -325,9 +376,19 @@ pub struct EstimatePart {
 
 /// Scan one ELF file for the payload. `file_size` is the whole file; `soname` and `file_name`
 /// decide whether the file is itself a payload library.
-pub fn scan(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, file_name: &str, file_size: u64, spec: &PayloadSpec) -> PayloadFacts {
+pub fn scan(
+    view: &ElfView<'_>,
+    facts: &crate::elf::ElfFacts,
+    file_name: &str,
+    file_size: u64,
+    spec: &PayloadSpec,
+) -> PayloadFacts {
     let mut out = PayloadFacts {
-        library: spec.is_payload_library(file_name) || facts.soname.as_deref().is_some_and(|s| spec.is_payload_library(s)),
+        library: spec.is_payload_library(file_name)
+            || facts
+                .soname
+                .as_deref()
+                .is_some_and(|s| spec.is_payload_library(s)),
         ..Default::default()
     };
     let words = spec.words();
@@ -337,18 +398,29 @@ pub fn scan(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, file_name: &str, f
     let word_refs: Vec<&str> = words.iter().map(String::as_str).collect();
     for sym in facts.symbols.containing(&word_refs) {
         if spec.is_payload_symbol(sym.name) {
-            if sym.defined { out.defined.add(sym.name) } else { out.referenced.add(sym.name) }
+            if sym.defined {
+                out.defined.add(sym.name)
+            } else {
+                out.referenced.add(sym.name)
+            }
         } else {
             out.glue_symbols.add_with(sym.name, demangle);
         }
     }
-    out.mentions = Names { count: facts.mentions.count, samples: facts.mentions.samples.clone() };
+    out.mentions = Names {
+        count: facts.mentions.count,
+        samples: facts.mentions.samples.clone(),
+    };
 
     if out.library {
         out.estimate = Some(Estimate {
             bytes: file_size,
             method: "the whole file is a payload library".into(),
-            parts: vec![EstimatePart { what: "file".into(), bytes: file_size, how: "payload library by name".into() }],
+            parts: vec![EstimatePart {
+                what: "file".into(),
+                bytes: file_size,
+                how: "payload library by name".into(),
+            }],
         });
         return out;
     }
@@ -357,7 +429,10 @@ pub fn scan(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, file_name: &str, f
     // (149 MiB over torch's tree), so look for the prefixes there first and walk it only on a hit.
     if spec.deep
         && let Some((table, strs)) = view.symtab()
-        && spec.symbol_prefixes.iter().any(|p| memmem::find(strs, p.as_bytes()).is_some())
+        && spec
+            .symbol_prefixes
+            .iter()
+            .any(|p| memmem::find(strs, p.as_bytes()).is_some())
     {
         for s in table.iter() {
             if !s.defined() || !(s.kind() == sym::STT_FUNC || s.kind() == sym::STT_OBJECT) {
@@ -367,7 +442,9 @@ pub fn scan(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, file_name: &str, f
             if !spec.may_be_payload_symbol(strs.get(s.name as usize..).unwrap_or(&[])) {
                 continue;
             }
-            let Some(name) = cstr_at(strs, s.name as usize) else { continue };
+            let Some(name) = cstr_at(strs, s.name as usize) else {
+                continue;
+            };
             if spec.is_payload_symbol(name) && !facts.symbols.defines(name) {
                 out.defined_hidden.add(name);
             }
@@ -387,8 +464,15 @@ pub fn scan(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, file_name: &str, f
 /// payload's own unnamed helpers). Device code is attributed by counting CUDA translation units
 /// (one `__sti____cudaRegisterAll` per unit) inside that span. Sections never loaded at run time
 /// (debug info, symbol tables, unwind tables) are attributed in proportion to the `.text` share.
-fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &PayloadSpec) -> Estimate {
-    let text_idx = view.shdrs.iter().position(|s| view.section_name(s) == ".text");
+fn estimate_static(
+    view: &ElfView<'_>,
+    facts: &crate::elf::ElfFacts,
+    spec: &PayloadSpec,
+) -> Estimate {
+    let text_idx = view
+        .shdrs
+        .iter()
+        .position(|s| view.section_name(s) == ".text");
     let text_size = facts.sections.text;
     let (table, strs, source) = match view.symtab() {
         Some((t, s)) => (Some(t), s, ".symtab"),
@@ -429,7 +513,9 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
             continue;
         }
         let raw = strs.get(s.name as usize..).unwrap_or(&[]);
-        if !(spec.may_be_payload_symbol(raw) || (s.kind() == sym::STT_FUNC && is_cuda_registration(raw))) {
+        if !(spec.may_be_payload_symbol(raw)
+            || (s.kind() == sym::STT_FUNC && is_cuda_registration(raw)))
+        {
             continue;
         }
         if let Some(name) = cstr_at(strs, s.name as usize) {
@@ -443,22 +529,40 @@ fn estimate_static(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, spec: &Payl
     parts.push(EstimatePart {
         what: ".text".into(),
         bytes: text_part,
-        how: format!("address span of payload functions in {source} ({} bytes in named payload functions)", named_bytes),
+        how: format!(
+            "address span of payload functions in {source} ({} bytes in named payload functions)",
+            named_bytes
+        ),
     });
     if object_bytes > 0 {
-        parts.push(EstimatePart { what: "data".into(), bytes: object_bytes, how: format!("sizes of payload data objects in {source}") });
+        parts.push(EstimatePart {
+            what: "data".into(),
+            bytes: object_bytes,
+            how: format!("sizes of payload data objects in {source}"),
+        });
     }
     if facts.sections.nv_fatbin > 0 {
         let inside = cuda_units.iter().filter(|&&a| a >= lo && a < hi).count();
         let (bytes, how) = if cuda_units.is_empty() {
-            (0, "not attributed: no CUDA registration symbols to tell whose device code it is".to_string())
+            (
+                0,
+                "not attributed: no CUDA registration symbols to tell whose device code it is"
+                    .to_string(),
+            )
         } else {
             (
                 facts.sections.nv_fatbin * inside as u64 / cuda_units.len() as u64,
-                format!("{inside} of {} CUDA translation units register from inside the payload span", cuda_units.len()),
+                format!(
+                    "{inside} of {} CUDA translation units register from inside the payload span",
+                    cuda_units.len()
+                ),
             )
         };
-        parts.push(EstimatePart { what: ".nv_fatbin".into(), bytes, how });
+        parts.push(EstimatePart {
+            what: ".nv_fatbin".into(),
+            bytes,
+            how,
+        });
     }
     let unloaded = facts.sections.debug + facts.sections.symtab + view.unwind_bytes();
     if unloaded > 0 && text_size > 0 {
@@ -498,7 +602,12 @@ impl<'a> ElfView<'a> {
     pub fn unwind_bytes(&self) -> u64 {
         self.shdrs
             .iter()
-            .filter(|s| matches!(self.section_name(s), ".eh_frame" | ".eh_frame_hdr" | ".gcc_except_table"))
+            .filter(|s| {
+                matches!(
+                    self.section_name(s),
+                    ".eh_frame" | ".eh_frame_hdr" | ".gcc_except_table"
+                )
+            })
             .map(|s| s.sh_size)
             .sum()
     }
@@ -524,8 +633,13 @@ mod tests {
         assert!(!spec.is_payload_symbol("_ZN2at4cuda6detailL13magma_init_fnE"));
         assert!(!spec.is_payload_symbol("_ZTS19magma_slaqtrsd_task"));
         assert!(spec.is_payload_symbol("_ZL15magma_zlarfb_xPi"));
-        assert!(!spec.is_payload_library("libmagmatic.so") && !spec.is_payload_library("libmagma2.so"));
-        assert!(PayloadSpec::for_dep("cublas", &[]).is_payload_library("libcublasLt.so.13"), "a capital letter continues the family");
+        assert!(
+            !spec.is_payload_library("libmagmatic.so") && !spec.is_payload_library("libmagma2.so")
+        );
+        assert!(
+            PayloadSpec::for_dep("cublas", &[]).is_payload_library("libcublasLt.so.13"),
+            "a capital letter continues the family"
+        );
     }
 
     #[test]
@@ -533,11 +647,19 @@ mod tests {
         let spec = PayloadSpec::for_deps(&["cuBLAS", "cudnn", "cublas"], &["cudnn".to_string()]);
         assert_eq!(
             (spec.name.as_str(), spec.components.as_slice()),
-            ("cublas_cudnn", ["cublas".to_string(), "cudnn".to_string()].as_slice())
+            (
+                "cublas_cudnn",
+                ["cublas".to_string(), "cudnn".to_string()].as_slice()
+            )
         );
         assert_eq!(spec.dso_prefixes, vec!["libcublas", "libcudnn"]);
         assert_eq!(spec.symbol_prefixes, vec!["cublas_", "cudnn_", "cudnn"]);
-        for lib in ["libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libcudnn_ops.so.9"] {
+        for lib in [
+            "libcublas.so.13",
+            "libcublasLt.so.13",
+            "libcudnn.so.9",
+            "libcudnn_ops.so.9",
+        ] {
             assert!(spec.is_payload_library(lib), "{lib}");
         }
         assert!(spec.is_payload_symbol("cudnnCreate") && !spec.is_payload_symbol("cufftPlan1d"));
@@ -545,7 +667,15 @@ mod tests {
         assert_eq!(spec.words().len(), 6);
         // One name is the single-component spec, unchanged (and serialised without `components`).
         let one = PayloadSpec::for_deps(&["magma"], &[]);
-        assert_eq!(serde_json::to_value(&one).unwrap(), serde_json::to_value(PayloadSpec::for_dep("magma", &[])).unwrap());
-        assert!(serde_json::to_value(&one).unwrap().get("components").is_none());
+        assert_eq!(
+            serde_json::to_value(&one).unwrap(),
+            serde_json::to_value(PayloadSpec::for_dep("magma", &[])).unwrap()
+        );
+        assert!(
+            serde_json::to_value(&one)
+                .unwrap()
+                .get("components")
+                .is_none()
+        );
     }
 }

@@ -72,7 +72,9 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
     if let Some(glob) = analysis.empty_globs.first() {
         return Err(Error::bad(
             req.path.display(),
-            format!("--lazy {glob:?} matches no ELF file by name or SONAME; `splitpkg inspect` lists the files"),
+            format!(
+                "--lazy {glob:?} matches no ELF file by name or SONAME; `splitpkg inspect` lists the files"
+            ),
         ));
     }
     let proved = started.elapsed();
@@ -81,13 +83,29 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
         plan.installed = crate::analysis::plan::installed(&inspection.tree, &l.path)?;
         // In a pip environment the tree is the distribution that owns the lazy library (torch),
         // not whichever dist-info the directory listed first (pip).
-        if let Some(owner) = plan.installed.as_ref().and_then(|i| i.sole_owner()).filter(|o| !o.name.is_empty()) {
-            plan.input.package = Some(crate::input::PackageMeta::named(&owner.name, &owner.version));
+        if let Some(owner) = plan
+            .installed
+            .as_ref()
+            .and_then(|i| i.sole_owner())
+            .filter(|o| !o.name.is_empty())
+        {
+            plan.input.package = Some(crate::input::PackageMeta::named(
+                &owner.name,
+                &owner.version,
+            ));
         }
     }
     let timings = [read, proved - read, started.elapsed() - proved];
     if std::env::var_os("SPLITPKG_TRACE").is_some() {
-        eprintln!("trace: inspect {:?} verdict {:?} plan {:?}", timings[0], timings[1], timings[2]);
+        eprintln!(
+            "trace: inspect {:?} verdict {:?} plan {:?}",
+            timings[0], timings[1], timings[2]
+        );
     }
-    Ok(Planned { inspection, analysis, plan, timings })
+    Ok(Planned {
+        inspection,
+        analysis,
+        plan,
+        timings,
+    })
 }

@@ -14,7 +14,10 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::graph::{NodeKind, Reach};
 use crate::analysis::inspect::Inspection;
 use crate::analysis::payload::{Estimate, PayloadSpec};
-use crate::analysis::verdict::{Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, PayloadForm, Verdict, Warning, Witness};
+use crate::analysis::verdict::{
+    Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, PayloadForm, Verdict, Warning,
+    Witness,
+};
 use crate::input::pip::Owner;
 use crate::input::{EntryKind, PackageMeta, Resolve, TreeKind};
 pub use crate::provenance::Tool;
@@ -87,14 +90,21 @@ impl Installed {
 }
 
 /// Who owns `lazy_path` in a pip environment `tree` (a directory with top-level `*.dist-info`).
-pub fn installed(tree: &crate::input::Tree, lazy_path: &str) -> crate::error::Result<Option<Installed>> {
+pub fn installed(
+    tree: &crate::input::Tree,
+    lazy_path: &str,
+) -> crate::error::Result<Option<Installed>> {
     if tree.kind != TreeKind::Directory {
         return Ok(None);
     }
     let dist_infos: Vec<&str> = tree
         .entries
         .iter()
-        .filter(|e| matches!(e.kind, EntryKind::Dir) && !e.path.contains('/') && e.path.ends_with(".dist-info"))
+        .filter(|e| {
+            matches!(e.kind, EntryKind::Dir)
+                && !e.path.contains('/')
+                && e.path.ends_with(".dist-info")
+        })
         .map(|e| e.path.as_str())
         .collect();
     if dist_infos.is_empty() {
@@ -108,15 +118,28 @@ pub fn installed(tree: &crate::input::Tree, lazy_path: &str) -> crate::error::Re
     let variant = marker.map(|m| m.variant.clone());
     let switch = marker
         .map(|m| {
-            let own = m.variants.iter().find(|v| v.name == m.variant).map(|v| v.library_bytes).unwrap_or_default();
+            let own = m
+                .variants
+                .iter()
+                .find(|v| v.name == m.variant)
+                .map(|v| v.library_bytes)
+                .unwrap_or_default();
             m.variants
                 .iter()
                 .filter(|v| v.name != m.variant)
-                .map(|v| SwitchTo { variant: v.name.clone(), saves_bytes: saves(own, v.library_bytes), install: v.install.clone() })
+                .map(|v| SwitchTo {
+                    variant: v.name.clone(),
+                    saves_bytes: saves(own, v.library_bytes),
+                    install: v.install.clone(),
+                })
                 .collect()
         })
         .unwrap_or_default();
-    Ok(Some(Installed { owners, variant, switch }))
+    Ok(Some(Installed {
+        owners,
+        variant,
+        switch,
+    }))
 }
 
 /// Bytes saved going from `own` to `other` (negative: it grows), saturating: the sizes come from a
@@ -258,18 +281,28 @@ impl From<&Contract> for ContractSummary {
 }
 
 pub fn variant_names(spec: &PayloadSpec) -> (String, String) {
-    (spec.name.clone(), crate::analysis::payload::slim_variant(&spec.name))
+    (
+        spec.name.clone(),
+        crate::analysis::payload::slim_variant(&spec.name),
+    )
 }
 
 impl Plan {
     /// Every lazy library: the one of `lazy_library`, or the several of `lazy_libraries`.
     pub fn all_lazy(&self) -> Vec<&LazyLibrary> {
-        self.lazy_library.iter().chain(&self.lazy_libraries).collect()
+        self.lazy_library
+            .iter()
+            .chain(&self.lazy_libraries)
+            .collect()
     }
 
     /// Their file names, for messages: `libfoo_a.so, libfoo_b.so` (empty without one).
     pub fn lazy_file_names(&self) -> String {
-        self.all_lazy().iter().map(|l| crate::input::Tree::file_name(&l.path)).collect::<Vec<_>>().join(", ")
+        self.all_lazy()
+            .iter()
+            .map(|l| crate::input::Tree::file_name(&l.path))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -278,11 +311,24 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
     let g = &ins.graph;
     let total = tree.total_file_bytes();
 
-    let external: Vec<String> = analysis.payload.iter().filter(|p| p.form == PayloadForm::External).map(|p| p.path.clone()).collect();
-    let payload_bytes: u64 = analysis.payload.iter().filter_map(|p| p.estimate.as_ref().map(|e| e.bytes)).sum();
+    let external: Vec<String> = analysis
+        .payload
+        .iter()
+        .filter(|p| p.form == PayloadForm::External)
+        .map(|p| p.path.clone())
+        .collect();
+    let payload_bytes: u64 = analysis
+        .payload
+        .iter()
+        .filter_map(|p| p.estimate.as_ref().map(|e| e.bytes))
+        .sum();
 
     let mut outputs = Vec::new();
-    let mut saving = Saving { bytes: 0, percent_of_tree: 0.0, how: "no split: the payload is not confined".into() };
+    let mut saving = Saving {
+        bytes: 0,
+        percent_of_tree: 0.0,
+        how: "no split: the payload is not confined".into(),
+    };
     if analysis.verdict == Verdict::Confined && !analysis.lazy_file_ids.is_empty() {
         let lazy_files = &analysis.lazy_file_ids;
         // Payload libraries and what only they need.
@@ -291,7 +337,14 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
             .iter()
             .filter(|&&f| ins.files[f].payload.library)
             .filter_map(|&f| g.node_of_file(f))
-            .chain(g.nodes.iter().filter(|n| n.kind == NodeKind::External && ins.spec.is_payload_library(&n.name)).map(|n| n.id))
+            .chain(
+                g.nodes
+                    .iter()
+                    .filter(|n| {
+                        n.kind == NodeKind::External && ins.spec.is_payload_library(&n.name)
+                    })
+                    .map(|n| n.id),
+            )
             .collect();
         let needed_by_rest = reach_avoiding(ins, &payload_lib_nodes);
         let mut payload_files: HashSet<usize> = HashSet::new();
@@ -312,15 +365,27 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
         let device_code_of: BTreeMap<usize, u64> = ins
             .files
             .iter()
-            .filter_map(|f| tree.index_of(&f.path).map(|e| (e, f.fatbin.as_ref().map(|s| s.section_size).unwrap_or(0))))
+            .filter_map(|f| {
+                tree.index_of(&f.path)
+                    .map(|e| (e, f.fatbin.as_ref().map(|s| s.section_size).unwrap_or(0)))
+            })
             .collect();
-        let entry_of_file: BTreeMap<usize, usize> =
-            ins.files.iter().enumerate().filter_map(|(i, f)| tree.index_of(&f.path).map(|e| (e, i))).collect();
+        let entry_of_file: BTreeMap<usize, usize> = ins
+            .files
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| tree.index_of(&f.path).map(|e| (e, i)))
+            .collect();
         let mut buckets: BTreeMap<Role, (Vec<String>, u64, u64)> = BTreeMap::new();
         for (idx, e) in tree.entries.iter().enumerate() {
             let (target_entry, own_bytes) = match &e.kind {
                 EntryKind::Dir => continue,
-                EntryKind::File { size, hardlink_of, .. } => (hardlink_of.unwrap_or(idx), if hardlink_of.is_some() { 0 } else { *size }),
+                EntryKind::File {
+                    size, hardlink_of, ..
+                } => (
+                    hardlink_of.unwrap_or(idx),
+                    if hardlink_of.is_some() { 0 } else { *size },
+                ),
                 EntryKind::Symlink { .. } => match tree.resolve(&e.path) {
                     Resolve::File(t) => (t, 0),
                     _ => (idx, 0),
@@ -339,13 +404,28 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
             }
         }
         // One shared lazy output: its variants are the sums over its libraries.
-        let static_estimate =
-            |f: usize| -> Option<&Estimate> { ins.files[f].payload.estimate.as_ref().filter(|_| !ins.files[f].payload.library) };
+        let static_estimate = |f: usize| -> Option<&Estimate> {
+            ins.files[f]
+                .payload
+                .estimate
+                .as_ref()
+                .filter(|_| !ins.files[f].payload.library)
+        };
         let lazy_size: u64 = lazy_files.iter().map(|&f| ins.files[f].size).sum();
-        let static_bytes: u64 = lazy_files.iter().filter_map(|&f| static_estimate(f)).map(|e| e.bytes).sum();
+        let static_bytes: u64 = lazy_files
+            .iter()
+            .filter_map(|&f| static_estimate(f))
+            .map(|e| e.bytes)
+            .sum();
         let (with, without) = variant_names(&ins.spec);
-        let nomagma_bytes: u64 =
-            lazy_files.iter().map(|&f| ins.files[f].size.saturating_sub(static_estimate(f).map(|e| e.bytes).unwrap_or(0))).sum();
+        let nomagma_bytes: u64 = lazy_files
+            .iter()
+            .map(|&f| {
+                ins.files[f]
+                    .size
+                    .saturating_sub(static_estimate(f).map(|e| e.bytes).unwrap_or(0))
+            })
+            .sum();
         let several = lazy_files.len() > 1;
         let variants = vec![
             Variant {
@@ -353,7 +433,11 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
                 with_payload: true,
                 bytes: lazy_size,
                 measured: true,
-                how: if several { format!("the {} libraries in this tree", lazy_files.len()) } else { "the library in this tree".into() },
+                how: if several {
+                    format!("the {} libraries in this tree", lazy_files.len())
+                } else {
+                    "the library in this tree".into()
+                },
             },
             Variant {
                 name: without.clone(),
@@ -362,13 +446,25 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
                 measured: false,
                 how: match (several, static_estimate(lazy_files[0])) {
                     (false, Some(e)) => {
-                        format!("this library minus the estimated static {} ({} bytes: {})", ins.spec.name, e.bytes, e.method)
+                        format!(
+                            "this library minus the estimated static {} ({} bytes: {})",
+                            ins.spec.name, e.bytes, e.method
+                        )
                     }
-                    (false, None) => format!("same code without the {} dependency (it links {} dynamically)", ins.spec.name, ins.spec.name),
+                    (false, None) => format!(
+                        "same code without the {} dependency (it links {} dynamically)",
+                        ins.spec.name, ins.spec.name
+                    ),
                     (true, _) if static_bytes > 0 => {
-                        format!("these libraries minus the estimated static {} ({static_bytes} bytes)", ins.spec.name)
+                        format!(
+                            "these libraries minus the estimated static {} ({static_bytes} bytes)",
+                            ins.spec.name
+                        )
                     }
-                    (true, _) => format!("same code without the {} dependency (they link {} dynamically)", ins.spec.name, ins.spec.name),
+                    (true, _) => format!(
+                        "same code without the {} dependency (they link {} dynamically)",
+                        ins.spec.name, ins.spec.name
+                    ),
                 },
             },
         ];
@@ -381,17 +477,33 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
                 role,
                 files,
                 bytes,
-                variants: if role == Role::Lazy { variants.clone() } else { Vec::new() },
-                external: if role == Role::Payload { external.clone() } else { Vec::new() },
+                variants: if role == Role::Lazy {
+                    variants.clone()
+                } else {
+                    Vec::new()
+                },
+                external: if role == Role::Payload {
+                    external.clone()
+                } else {
+                    Vec::new()
+                },
                 device_code,
             });
         }
-        let payload_out = outputs.iter().find(|o| o.role == Role::Payload).map(|o| o.bytes).unwrap_or(0);
+        let payload_out = outputs
+            .iter()
+            .find(|o| o.role == Role::Payload)
+            .map(|o| o.bytes)
+            .unwrap_or(0);
         let lazy_delta = lazy_size - nomagma_bytes;
         let bytes = payload_out + lazy_delta;
         saving = Saving {
             bytes,
-            percent_of_tree: if total > 0 { (bytes as f64 * 10000.0 / total as f64).round() / 100.0 } else { 0.0 },
+            percent_of_tree: if total > 0 {
+                (bytes as f64 * 10000.0 / total as f64).round() / 100.0
+            } else {
+                0.0
+            },
             how: format!(
                 "{} payload-output bytes + {} estimated {} bytes inside the lazy library{}",
                 payload_out,
@@ -400,7 +512,10 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
                 if external.is_empty() {
                     String::new()
                 } else {
-                    format!("; plus the external package(s) providing {}", external.join(", "))
+                    format!(
+                        "; plus the external package(s) providing {}",
+                        external.join(", ")
+                    )
                 }
             ),
         };
@@ -415,25 +530,49 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
             path: tree.source.display().to_string(),
             kind: tree.kind,
             package: tree.package.clone(),
-            files: tree.entries.iter().filter(|e| !matches!(e.kind, EntryKind::Dir)).count(),
+            files: tree
+                .entries
+                .iter()
+                .filter(|e| !matches!(e.kind, EntryKind::Dir))
+                .count(),
             elf_files: ins.files.len(),
             bytes: total,
-            cuda_runtime: crate::fatbin::cuda_major_from_needed(ins.files.iter().flat_map(|f| f.elf.needed.iter().map(String::as_str)))
-                .map(|r| r.0),
+            cuda_runtime: crate::fatbin::cuda_major_from_needed(
+                ins.files
+                    .iter()
+                    .flat_map(|f| f.elf.needed.iter().map(String::as_str)),
+            )
+            .map(|r| r.0),
         },
         options: PlanOptions {
-            lazy: lazy.iter().map(|l| l.as_ref()).collect::<Vec<_>>().join(", "),
+            lazy: lazy
+                .iter()
+                .map(|l| l.as_ref())
+                .collect::<Vec<_>>()
+                .join(", "),
             dep: ins.spec.name.clone(),
             symbol_prefixes: ins.spec.symbol_prefixes.clone(),
             library_prefixes: ins.spec.dso_prefixes.clone(),
-            lazy_patterns: if lazy.len() > 1 { lazy.iter().map(|l| l.as_ref().to_string()).collect() } else { Vec::new() },
+            lazy_patterns: if lazy.len() > 1 {
+                lazy.iter().map(|l| l.as_ref().to_string()).collect()
+            } else {
+                Vec::new()
+            },
             deps: ins.spec.components.clone(),
         },
         verdict: analysis.verdict,
         reasons: analysis.reasons.clone(),
         witnesses: analysis.witnesses.clone(),
-        lazy_library: if analysis.lazy_libraries.len() == 1 { analysis.lazy_libraries.first().cloned() } else { None },
-        lazy_libraries: if analysis.lazy_libraries.len() > 1 { analysis.lazy_libraries.clone() } else { Vec::new() },
+        lazy_library: if analysis.lazy_libraries.len() == 1 {
+            analysis.lazy_libraries.first().cloned()
+        } else {
+            None
+        },
+        lazy_libraries: if analysis.lazy_libraries.len() > 1 {
+            analysis.lazy_libraries.clone()
+        } else {
+            Vec::new()
+        },
         payload: PayloadSummary {
             files: analysis.payload.clone(),
             external,
@@ -442,7 +581,12 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
         },
         outputs,
         saving,
-        warnings: analysis.warnings.iter().cloned().chain(outside_symlinks(tree)).collect(),
+        warnings: analysis
+            .warnings
+            .iter()
+            .cloned()
+            .chain(outside_symlinks(tree))
+            .collect(),
         contract: ContractSummary::from(&analysis.contract),
         device_code: device_code(ins, total),
         installed: None,
@@ -477,17 +621,28 @@ fn payload_device_code(analysis: &Analysis) -> u64 {
 
 fn device_code(ins: &Inspection, tree_bytes: u64) -> Option<DeviceCode> {
     use crate::fatbin;
-    let summaries: Vec<&fatbin::FatbinSummary> = ins.files.iter().filter_map(|f| f.fatbin.as_ref()).collect();
+    let summaries: Vec<&fatbin::FatbinSummary> =
+        ins.files.iter().filter_map(|f| f.fatbin.as_ref()).collect();
     if summaries.is_empty() {
         return None;
     }
     let total = fatbin::total(summaries.iter().copied());
     let kinds: Vec<fatbin::Compression> = total.compression.iter().map(|c| c.compression).collect();
-    let runtime = fatbin::cuda_major_from_needed(ins.files.iter().flat_map(|f| f.elf.needed.iter().map(String::as_str)));
-    let floor = fatbin::driver_floor(runtime.as_ref().map(|r| r.0), fatbin::compression_floor(kinds.iter().copied()));
+    let runtime = fatbin::cuda_major_from_needed(
+        ins.files
+            .iter()
+            .flat_map(|f| f.elf.needed.iter().map(String::as_str)),
+    );
+    let floor = fatbin::driver_floor(
+        runtime.as_ref().map(|r| r.0),
+        fatbin::compression_floor(kinds.iter().copied()),
+    );
     let why = match (&floor.runtime, &floor.compression) {
         (_, Some(c)) if floor.compression_raises_floor => c.why.clone(),
-        (Some(r), Some(c)) => format!("{}; {} — the runtime's floor is already higher", r.why, c.why),
+        (Some(r), Some(c)) => format!(
+            "{}; {} — the runtime's floor is already higher",
+            r.why, c.why
+        ),
         (Some(r), None) => r.why.clone(),
         (None, Some(c)) => c.why.clone(),
         (None, None) => "no CUDA runtime NEEDed and no compressed device code".into(),
@@ -496,11 +651,19 @@ fn device_code(ins: &Inspection, tree_bytes: u64) -> Option<DeviceCode> {
         libraries: summaries.len(),
         stored: total.section_size,
         uncompressed: total.uncompressed,
-        percent_of_tree: if tree_bytes > 0 { (total.section_size as f64 * 10000.0 / tree_bytes as f64).round() / 100.0 } else { 0.0 },
+        percent_of_tree: if tree_bytes > 0 {
+            (total.section_size as f64 * 10000.0 / tree_bytes as f64).round() / 100.0
+        } else {
+            0.0
+        },
         compression: kinds.iter().map(|k| k.label().to_string()).collect(),
         driver_minimum: floor.minimum.clone(),
         compression_raises_floor: floor.compression_raises_floor,
-        cuda_floor: floor.compression.as_ref().filter(|_| floor.compression_raises_floor).map(|c| c.cuda.clone()),
+        cuda_floor: floor
+            .compression
+            .as_ref()
+            .filter(|_| floor.compression_raises_floor)
+            .map(|c| c.cuda.clone()),
         why,
     })
 }
@@ -508,7 +671,12 @@ fn device_code(ins: &Inspection, tree_bytes: u64) -> Option<DeviceCode> {
 /// Nodes reachable from the roots over every edge without entering `avoid`.
 fn reach_avoiding(ins: &Inspection, avoid: &HashSet<usize>) -> HashSet<usize> {
     let g = &ins.graph;
-    let mut seen: HashSet<usize> = g.nodes.iter().filter(|n| n.root.is_some() && !avoid.contains(&n.id)).map(|n| n.id).collect();
+    let mut seen: HashSet<usize> = g
+        .nodes
+        .iter()
+        .filter(|n| n.root.is_some() && !avoid.contains(&n.id))
+        .map(|n| n.id)
+        .collect();
     let mut q: VecDeque<usize> = seen.iter().copied().collect();
     while let Some(n) = q.pop_front() {
         for e in g.out_edges(n) {
@@ -529,14 +697,18 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
-    use crate::analysis::testkit::{LAZY, Scratch, conda_layout, conda_prefix, loader, providers_layout, wheel_layout};
+    use crate::analysis::testkit::{
+        LAZY, Scratch, conda_layout, conda_prefix, loader, providers_layout, wheel_layout,
+    };
 
     fn output(plan: &Plan, role: Role) -> Option<&Output> {
         plan.outputs.iter().find(|o| o.role == role)
     }
 
     fn files(plan: &Plan, role: Role) -> BTreeSet<&str> {
-        output(plan, role).map(|o| o.files.iter().map(String::as_str).collect()).unwrap_or_default()
+        output(plan, role)
+            .map(|o| o.files.iter().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 
     /// Every non-directory path of the tree on disk, and the bytes of each group of paths counted
@@ -547,7 +719,13 @@ mod tests {
         for e in walkdir::WalkDir::new(&root) {
             let e = e.unwrap();
             if !e.file_type().is_dir() {
-                all.insert(e.path().strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+                all.insert(
+                    e.path()
+                        .strip_prefix(&root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
             }
         }
         let bytes = move |paths: &BTreeSet<&str>| {
@@ -570,7 +748,10 @@ mod tests {
         assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
         let roles: Vec<Role> = plan.outputs.iter().map(|o| o.role).collect();
         assert_eq!(roles, vec![Role::Core, Role::Lazy, Role::Payload]);
-        assert_eq!(files(&plan, Role::Lazy), BTreeSet::from(["lib/libtorch_cuda_linalg.so", "lib/liblinalg-alias.so"]));
+        assert_eq!(
+            files(&plan, Role::Lazy),
+            BTreeSet::from(["lib/libtorch_cuda_linalg.so", "lib/liblinalg-alias.so"])
+        );
         assert_eq!(
             files(&plan, Role::Payload),
             BTreeSet::from([
@@ -594,16 +775,32 @@ mod tests {
             "libtorch_cpu.so stays in core although libmagma needs it too"
         );
         let (all, bytes) = on_disk(&s);
-        let mut placed: Vec<&str> = plan.outputs.iter().flat_map(|o| o.files.iter().map(String::as_str)).collect();
+        let mut placed: Vec<&str> = plan
+            .outputs
+            .iter()
+            .flat_map(|o| o.files.iter().map(String::as_str))
+            .collect();
         placed.sort();
-        assert_eq!(placed, all.iter().map(String::as_str).collect::<Vec<_>>(), "each tree path once");
+        assert_eq!(
+            placed,
+            all.iter().map(String::as_str).collect::<Vec<_>>(),
+            "each tree path once"
+        );
         for o in &plan.outputs {
             let mut sorted = o.files.clone();
             sorted.sort();
             assert_eq!(o.files, sorted, "{:?} files are sorted", o.role);
-            assert_eq!(o.bytes, bytes(&files(&plan, o.role)), "{:?}: a hard-linked file counts once, a symlink not at all", o.role);
+            assert_eq!(
+                o.bytes,
+                bytes(&files(&plan, o.role)),
+                "{:?}: a hard-linked file counts once, a symlink not at all",
+                o.role
+            );
         }
-        assert_eq!(plan.input.bytes, plan.outputs.iter().map(|o| o.bytes).sum::<u64>());
+        assert_eq!(
+            plan.input.bytes,
+            plan.outputs.iter().map(|o| o.bytes).sum::<u64>()
+        );
     }
 
     #[test]
@@ -612,10 +809,21 @@ mod tests {
         let plan = s.plan();
         let lazy = output(&plan, Role::Lazy).unwrap();
         let size = s.size("lib/libtorch_cuda_linalg.so");
-        let v: Vec<(&str, bool, u64, bool)> =
-            lazy.variants.iter().map(|v| (v.name.as_str(), v.with_payload, v.bytes, v.measured)).collect();
-        assert_eq!(v, vec![("magma", true, size, true), ("nomagma", false, size, false)], "linked dynamically: nomagma is the same size");
-        assert!(lazy.variants[1].how.contains("links magma dynamically"), "{}", lazy.variants[1].how);
+        let v: Vec<(&str, bool, u64, bool)> = lazy
+            .variants
+            .iter()
+            .map(|v| (v.name.as_str(), v.with_payload, v.bytes, v.measured))
+            .collect();
+        assert_eq!(
+            v,
+            vec![("magma", true, size, true), ("nomagma", false, size, false)],
+            "linked dynamically: nomagma is the same size"
+        );
+        assert!(
+            lazy.variants[1].how.contains("links magma dynamically"),
+            "{}",
+            lazy.variants[1].how
+        );
         let payload = output(&plan, Role::Payload).unwrap();
         assert_eq!(plan.saving.bytes, payload.bytes);
         let expected = (payload.bytes as f64 * 10000.0 / plan.input.bytes as f64).round() / 100.0;
@@ -632,15 +840,26 @@ mod tests {
         let s = wheel_layout();
         let plan = s.plan();
         assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
-        assert!(output(&plan, Role::Payload).is_none(), "the payload is inside the lazy library");
+        assert!(
+            output(&plan, Role::Payload).is_none(),
+            "the payload is inside the lazy library"
+        );
         let estimate = plan.payload.files[0].estimate.as_ref().unwrap().bytes;
         assert_eq!(plan.payload.bytes, estimate);
         let size = s.size("torch/lib/libtorch_cuda_linalg.so");
         let lazy = output(&plan, Role::Lazy).unwrap();
-        assert_eq!((lazy.variants[1].bytes, lazy.variants[1].measured), (size - estimate, false));
-        assert!(lazy.variants[1].how.starts_with(&format!("this library minus the estimated static magma ({estimate} bytes")));
+        assert_eq!(
+            (lazy.variants[1].bytes, lazy.variants[1].measured),
+            (size - estimate, false)
+        );
+        assert!(lazy.variants[1].how.starts_with(&format!(
+            "this library minus the estimated static magma ({estimate} bytes"
+        )));
         assert_eq!(plan.saving.bytes, estimate);
-        assert_eq!(files(&plan, Role::Core), BTreeSet::from(["torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"]));
+        assert_eq!(
+            files(&plan, Role::Core),
+            BTreeSet::from(["torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"])
+        );
     }
 
     #[test]
@@ -654,7 +873,10 @@ mod tests {
         let plan = s.plan();
         assert_eq!(plan.verdict, Verdict::NotConfined);
         assert!(plan.outputs.is_empty());
-        assert_eq!((plan.saving.bytes, plan.saving.how.as_str()), (0, "no split: the payload is not confined"));
+        assert_eq!(
+            (plan.saving.bytes, plan.saving.how.as_str()),
+            (0, "no split: the payload is not confined")
+        );
         // The facts are still all there.
         assert_eq!(plan.payload.files.len(), 1);
         assert_eq!(plan.input.elf_files, 4);
@@ -667,31 +889,60 @@ mod tests {
         let plan = s.plan();
         assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
         assert_eq!(plan.payload.external, vec!["libmagma.so.2"]);
-        let payload = output(&plan, Role::Payload).expect("a payload output for the external library");
+        let payload =
+            output(&plan, Role::Payload).expect("a payload output for the external library");
         assert!(payload.files.is_empty() && payload.bytes == 0);
         assert_eq!(payload.external, vec!["libmagma.so.2"]);
-        assert!(plan.saving.how.ends_with("; plus the external package(s) providing libmagma.so.2"), "{}", plan.saving.how);
+        assert!(
+            plan.saving
+                .how
+                .ends_with("; plus the external package(s) providing libmagma.so.2"),
+            "{}",
+            plan.saving.how
+        );
     }
 
     #[test]
     fn another_component_names_its_own_variants() {
-        assert_eq!(variant_names(&PayloadSpec::for_dep("Foo", &[])), ("foo".to_string(), "nofoo".to_string()));
+        assert_eq!(
+            variant_names(&PayloadSpec::for_dep("Foo", &[])),
+            ("foo".to_string(), "nofoo".to_string())
+        );
         let mut s = Scratch::new();
-        s.lib("lib/libfoo.so.1", "int foo_solve(int x) { return x; }\n", &[])
-            .lib(
-                "lib/libtorch_cuda_linalg.so",
-                "extern int foo_solve(int);\nint linalg_entry(int x) { return foo_solve(x); }\n",
-                &["lib/libfoo.so.1"],
-            )
-            .lib("lib/libtorch_cuda.so", &loader("call", LAZY, "linalg_entry"), &[]);
+        s.lib(
+            "lib/libfoo.so.1",
+            "int foo_solve(int x) { return x; }\n",
+            &[],
+        )
+        .lib(
+            "lib/libtorch_cuda_linalg.so",
+            "extern int foo_solve(int);\nint linalg_entry(int x) { return foo_solve(x); }\n",
+            &["lib/libfoo.so.1"],
+        )
+        .lib(
+            "lib/libtorch_cuda.so",
+            &loader("call", LAZY, "linalg_entry"),
+            &[],
+        );
         let ins = s.inspect("foo");
         let a = crate::analysis::verdict::analyse(&ins, &[LAZY]);
         let plan = make_plan(&ins, &a, &[LAZY]);
         assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
-        let names: Vec<&str> = output(&plan, Role::Lazy).unwrap().variants.iter().map(|v| v.name.as_str()).collect();
+        let names: Vec<&str> = output(&plan, Role::Lazy)
+            .unwrap()
+            .variants
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
         assert_eq!(names, vec!["foo", "nofoo"]);
-        assert_eq!(files(&plan, Role::Payload), BTreeSet::from(["lib/libfoo.so.1"]));
-        assert_eq!((plan.options.dep.as_str(), plan.options.lazy.as_str()), ("foo", LAZY));
+        assert_eq!(
+            files(&plan, Role::Payload),
+            BTreeSet::from(["lib/libfoo.so.1"])
+        );
+        assert_eq!(
+            (plan.options.dep.as_str(), plan.options.lazy.as_str()),
+            ("foo", LAZY)
+        );
         assert_eq!(plan.options.symbol_prefixes, vec!["foo_"]);
         // The same tree read for MAGMA has nothing to split.
         assert_eq!(Scratch::plan(&s).verdict, Verdict::NotPresent);
@@ -703,7 +954,10 @@ mod tests {
         let text = serde_json::to_string(&plan).unwrap();
         let back: Plan = serde_json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), text);
-        assert_eq!((back.schema.as_str(), back.schema_version), (SCHEMA_NAME, SCHEMA_VERSION));
+        assert_eq!(
+            (back.schema.as_str(), back.schema_version),
+            (SCHEMA_NAME, SCHEMA_VERSION)
+        );
     }
 
     #[test]
@@ -715,18 +969,36 @@ mod tests {
         assert_eq!(plan.verdict, Verdict::Confined, "{:#?}", plan.witnesses);
         let roles: Vec<Role> = plan.outputs.iter().map(|o| o.role).collect();
         assert_eq!(roles, vec![Role::Core, Role::Lazy, Role::Payload]);
-        assert_eq!(files(&plan, Role::Lazy), BTreeSet::from(["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]));
-        assert_eq!(files(&plan, Role::Payload), BTreeSet::from(["lib/libheavy.so.1"]), "shared by both, needed by neither core file");
-        assert_eq!(files(&plan, Role::Core), BTreeSet::from(["bin/foo_run", "lib/libfoo_core.so"]));
+        assert_eq!(
+            files(&plan, Role::Lazy),
+            BTreeSet::from(["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"])
+        );
+        assert_eq!(
+            files(&plan, Role::Payload),
+            BTreeSet::from(["lib/libheavy.so.1"]),
+            "shared by both, needed by neither core file"
+        );
+        assert_eq!(
+            files(&plan, Role::Core),
+            BTreeSet::from(["bin/foo_run", "lib/libfoo_core.so"])
+        );
         // One lazy output, its variants the sums over both libraries.
         let both = s.size("lib/libfoo_providers_a.so") + s.size("lib/libfoo_providers_b.so");
         let lazy = output(&plan, Role::Lazy).unwrap();
-        let v: Vec<(&str, u64, &str)> = lazy.variants.iter().map(|v| (v.name.as_str(), v.bytes, v.how.as_str())).collect();
+        let v: Vec<(&str, u64, &str)> = lazy
+            .variants
+            .iter()
+            .map(|v| (v.name.as_str(), v.bytes, v.how.as_str()))
+            .collect();
         assert_eq!(
             v,
             vec![
                 ("heavy", both, "the 2 libraries in this tree"),
-                ("noheavy", both, "same code without the heavy dependency (they link heavy dynamically)")
+                (
+                    "noheavy",
+                    both,
+                    "same code without the heavy dependency (they link heavy dynamically)"
+                )
             ]
         );
         assert_eq!(plan.saving.bytes, s.size("lib/libheavy.so.1"));
@@ -734,23 +1006,47 @@ mod tests {
         assert!(plan.lazy_library.is_none());
         assert_eq!(plan.all_lazy().len(), 2);
         let json = serde_json::to_value(&plan).unwrap();
-        assert!(json["lazy_library"].is_null() && json["lazy_libraries"].as_array().unwrap().len() == 2);
+        assert!(
+            json["lazy_library"].is_null() && json["lazy_libraries"].as_array().unwrap().len() == 2
+        );
         assert_eq!(json["options"]["lazy"], "libfoo_providers_*.so");
-        assert!(json["options"].get("lazy_patterns").is_none() && json["options"].get("deps").is_none());
+        assert!(
+            json["options"].get("lazy_patterns").is_none() && json["options"].get("deps").is_none()
+        );
         let back: Plan = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
         // Two names: `lazy` joins them and the list says which.
         let names = ["libfoo_providers_a.so", "libfoo_providers_b.so"];
-        let plan2 = make_plan(&ins, &crate::analysis::verdict::analyse(&ins, &names), &names);
-        assert_eq!(plan2.options.lazy, "libfoo_providers_a.so, libfoo_providers_b.so");
+        let plan2 = make_plan(
+            &ins,
+            &crate::analysis::verdict::analyse(&ins, &names),
+            &names,
+        );
+        assert_eq!(
+            plan2.options.lazy,
+            "libfoo_providers_a.so, libfoo_providers_b.so"
+        );
         assert_eq!(plan2.options.lazy_patterns, names);
         assert_eq!(
-            plan2.outputs.iter().map(|o| o.files.clone()).collect::<Vec<_>>(),
-            plan.outputs.iter().map(|o| o.files.clone()).collect::<Vec<_>>()
+            plan2
+                .outputs
+                .iter()
+                .map(|o| o.files.clone())
+                .collect::<Vec<_>>(),
+            plan.outputs
+                .iter()
+                .map(|o| o.files.clone())
+                .collect::<Vec<_>>()
         );
         // A single lazy library keeps the one-library form: no list in the JSON.
         let single = conda_prefix().plan();
-        assert!(single.lazy_libraries.is_empty() && serde_json::to_value(&single).unwrap().get("lazy_libraries").is_none());
+        assert!(
+            single.lazy_libraries.is_empty()
+                && serde_json::to_value(&single)
+                    .unwrap()
+                    .get("lazy_libraries")
+                    .is_none()
+        );
     }
 
     #[test]

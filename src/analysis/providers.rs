@@ -41,8 +41,13 @@ struct Entry {
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let t: Table = serde_json::from_str(TABLE_JSON).expect("data/providers.json parses (checked by its unit test)");
-        assert_eq!((t.schema.as_str(), t.schema_version), ("splitpkg-providers", 1), "data/providers.json schema");
+        let t: Table = serde_json::from_str(TABLE_JSON)
+            .expect("data/providers.json parses (checked by its unit test)");
+        assert_eq!(
+            (t.schema.as_str(), t.schema_version),
+            ("splitpkg-providers", 1),
+            "data/providers.json schema"
+        );
         t
     })
 }
@@ -54,7 +59,10 @@ pub fn lookup(soname: &str, cuda: Option<u32>) -> Option<Provider> {
         .providers
         .iter()
         .find(|e| e.sonames.iter().any(|s| s == soname) && e.cuda.is_none_or(|c| Some(c) == cuda))
-        .map(|e| Provider { pip: e.pip.clone(), conda: e.conda.clone() })
+        .map(|e| Provider {
+            pip: e.pip.clone(),
+            conda: e.conda.clone(),
+        })
 }
 
 #[cfg(test)]
@@ -67,13 +75,27 @@ mod tests {
         assert!(!t.providers.is_empty());
         let mut seen = std::collections::BTreeSet::new();
         for e in &t.providers {
-            assert!(e.pip.is_some() || e.conda.is_some(), "{:?} names no package", e.sonames);
+            assert!(
+                e.pip.is_some() || e.conda.is_some(),
+                "{:?} names no package",
+                e.sonames
+            );
             for s in &e.sonames {
-                assert!(s.starts_with("lib") && s.contains(".so"), "{s} is not a library name");
-                assert!(seen.insert((s.clone(), e.cuda)), "{s} (cuda {:?}) is listed twice", e.cuda);
+                assert!(
+                    s.starts_with("lib") && s.contains(".so"),
+                    "{s} is not a library name"
+                );
+                assert!(
+                    seen.insert((s.clone(), e.cuda)),
+                    "{s} (cuda {:?}) is listed twice",
+                    e.cuda
+                );
                 // A row for every major and one for none would make the answer depend on row order.
                 if e.cuda.is_some() {
-                    assert!(!seen.contains(&(s.clone(), None)), "{s} has rows with and without a CUDA major");
+                    assert!(
+                        !seen.contains(&(s.clone(), None)),
+                        "{s} has rows with and without a CUDA major"
+                    );
                 }
             }
         }
@@ -83,11 +105,27 @@ mod tests {
     fn a_provider_depends_on_the_cuda_major_where_the_soname_does_not() {
         let p = |s, c| lookup(s, c).map(|p| (p.pip, p.conda));
         let some = |a: &str, b: &str| Some((Some(a.to_string()), Some(b.to_string())));
-        assert_eq!(p("libcudnn.so.9", Some(13)), some("nvidia-cudnn-cu13", "cudnn"));
-        assert_eq!(p("libcudnn.so.9", Some(12)), some("nvidia-cudnn-cu12", "cudnn"));
-        assert_eq!(p("libcudnn.so.9", None), None, "no CUDA runtime: the wheel series is unknown");
-        assert_eq!(p("libcublasLt.so.13", None), some("nvidia-cublas", "libcublas"));
-        assert_eq!(p("libmagma.so.2", Some(12)), Some((None, Some("libmagma".to_string()))));
+        assert_eq!(
+            p("libcudnn.so.9", Some(13)),
+            some("nvidia-cudnn-cu13", "cudnn")
+        );
+        assert_eq!(
+            p("libcudnn.so.9", Some(12)),
+            some("nvidia-cudnn-cu12", "cudnn")
+        );
+        assert_eq!(
+            p("libcudnn.so.9", None),
+            None,
+            "no CUDA runtime: the wheel series is unknown"
+        );
+        assert_eq!(
+            p("libcublasLt.so.13", None),
+            some("nvidia-cublas", "libcublas")
+        );
+        assert_eq!(
+            p("libmagma.so.2", Some(12)),
+            Some((None, Some("libmagma".to_string())))
+        );
         assert_eq!(p("libfoo.so.1", Some(13)), None);
     }
 }

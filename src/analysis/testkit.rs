@@ -19,7 +19,8 @@ use crate::progress::Progress;
 pub const LAZY: &str = "libtorch_cuda_linalg.so";
 
 /// MAGMA stand-in code: unmangled `magma_*`/`magmablas_*` entry points.
-pub const MAGMA: &str = "int magma_dgetrf_gpu(int x) { return 2 * x; }\nint magmablas_dgemm(int x) { return 4 * x; }\n";
+pub const MAGMA: &str =
+    "int magma_dgetrf_gpu(int x) { return 2 * x; }\nint magmablas_dgemm(int x) { return 4 * x; }\n";
 
 /// Code that loads `library` by name at run time and looks `entry` up in it (the library name and
 /// the symbol name sit side by side in `.rodata`, as in torch's LinearAlgebraStubs).
@@ -62,7 +63,12 @@ impl Scratch {
     /// [`Self::lib`] with a SONAME other than the file name (`libmagma.so.2` for
     /// `libmagma.so.2.8.0`); what links against it NEEDs the SONAME.
     pub fn lib_as(&mut self, path: &str, soname: &str, code: &str, needs: &[&str]) -> &mut Scratch {
-        self.compile(path, code, needs, &["-shared".to_string(), format!("-Wl,-soname,{soname}")])
+        self.compile(
+            path,
+            code,
+            needs,
+            &["-shared".to_string(), format!("-Wl,-soname,{soname}")],
+        )
     }
 
     /// An executable at tree path `path` (a root of the load graph).
@@ -116,16 +122,28 @@ impl Scratch {
         let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "gcc".into()));
         cmd.args(["-O1", "-fPIC", "-g0", "-w"]).args(kind);
         if !rpath.is_empty() {
-            cmd.arg("-Wl,--disable-new-dtags").arg(format!("-Wl,-rpath,{}", rpath.join(":")));
+            cmd.arg("-Wl,--disable-new-dtags")
+                .arg(format!("-Wl,-rpath,{}", rpath.join(":")));
         }
         cmd.arg("-o").arg(&out).arg(&src).arg("-ldl").args(&link);
-        let o = cmd.output().expect("run gcc (the unit tests of the analysis rules build small ELF trees)");
-        assert!(o.status.success(), "gcc for {path}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = cmd
+            .output()
+            .expect("run gcc (the unit tests of the analysis rules build small ELF trees)");
+        assert!(
+            o.status.success(),
+            "gcc for {path}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         self
     }
 
     pub fn inspect(&self, dep: &str) -> Inspection {
-        inspect(&self.tree(), &PayloadSpec::for_dep(dep, &[]), &Progress::hidden()).expect("inspect the scratch tree")
+        inspect(
+            &self.tree(),
+            &PayloadSpec::for_dep(dep, &[]),
+            &Progress::hidden(),
+        )
+        .expect("inspect the scratch tree")
     }
 
     /// The verdict for `--dep magma --lazy libtorch_cuda_linalg.so`.
@@ -163,15 +181,23 @@ fn relative(from: &Path, to: &Path) -> String {
 /// `lib/libtorch_cuda.so` loads by name and looks `linalg_entry` up in; both link `libtorch_cpu.so`.
 pub fn conda_layout() -> Scratch {
     let mut s = Scratch::new();
-    s.lib("lib/libtorch_cpu.so", "int torch_cpu_fn(int x) { return x + 1; }\n", &[])
-        .lib("lib/libmagma.so.2", MAGMA, &[])
-        .lib(
-            "lib/libtorch_cuda_linalg.so",
-            "extern int magma_dgetrf_gpu(int);\nextern int torch_cpu_fn(int);\n\
+    s.lib(
+        "lib/libtorch_cpu.so",
+        "int torch_cpu_fn(int x) { return x + 1; }\n",
+        &[],
+    )
+    .lib("lib/libmagma.so.2", MAGMA, &[])
+    .lib(
+        "lib/libtorch_cuda_linalg.so",
+        "extern int magma_dgetrf_gpu(int);\nextern int torch_cpu_fn(int);\n\
              int linalg_entry(int x) { return magma_dgetrf_gpu(x) + torch_cpu_fn(x); }\n",
-            &["lib/libmagma.so.2", "lib/libtorch_cpu.so"],
-        )
-        .lib("lib/libtorch_cuda.so", &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"), &["lib/libtorch_cpu.so"]);
+        &["lib/libmagma.so.2", "lib/libtorch_cpu.so"],
+    )
+    .lib(
+        "lib/libtorch_cuda.so",
+        &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"),
+        &["lib/libtorch_cpu.so"],
+    );
     s
 }
 
@@ -192,27 +218,44 @@ pub fn wheel_layout() -> Scratch {
 /// only MAGMA needs, a second payload library nothing loads, and links of every kind.
 pub fn conda_prefix() -> Scratch {
     let mut s = Scratch::new();
-    s.lib("lib/libtorch_cpu.so", "int torch_cpu_fn(int x) { return x + 1; }\n", &[])
-        .lib("lib/libmagma_helper.so", "int helper_fn(int x) { return x; }\n", &[])
-        .lib_as("lib/libmagma.so.2.8.0", "libmagma.so.2", MAGMA, &["lib/libmagma_helper.so", "lib/libtorch_cpu.so"])
-        .symlink("lib/libmagma.so.2", "libmagma.so.2.8.0")
-        .symlink("lib/libmagma.so", "libmagma.so.2")
-        .lib(
-            "lib/libmagma_sparse.so",
-            "extern int magma_dgetrf_gpu(int);\nint magma_dcg(int x) { return magma_dgetrf_gpu(x); }\n",
-            &["lib/libmagma.so.2"],
-        )
-        .lib(
-            "lib/libtorch_cuda_linalg.so",
-            "extern int magma_dgetrf_gpu(int);\nextern int torch_cpu_fn(int);\n\
+    s.lib(
+        "lib/libtorch_cpu.so",
+        "int torch_cpu_fn(int x) { return x + 1; }\n",
+        &[],
+    )
+    .lib(
+        "lib/libmagma_helper.so",
+        "int helper_fn(int x) { return x; }\n",
+        &[],
+    )
+    .lib_as(
+        "lib/libmagma.so.2.8.0",
+        "libmagma.so.2",
+        MAGMA,
+        &["lib/libmagma_helper.so", "lib/libtorch_cpu.so"],
+    )
+    .symlink("lib/libmagma.so.2", "libmagma.so.2.8.0")
+    .symlink("lib/libmagma.so", "libmagma.so.2")
+    .lib(
+        "lib/libmagma_sparse.so",
+        "extern int magma_dgetrf_gpu(int);\nint magma_dcg(int x) { return magma_dgetrf_gpu(x); }\n",
+        &["lib/libmagma.so.2"],
+    )
+    .lib(
+        "lib/libtorch_cuda_linalg.so",
+        "extern int magma_dgetrf_gpu(int);\nextern int torch_cpu_fn(int);\n\
              int linalg_entry(int x) { return magma_dgetrf_gpu(x) + torch_cpu_fn(x); }\n",
-            &["lib/libmagma.so.2", "lib/libtorch_cpu.so"],
-        )
-        .lib("lib/libtorch_cuda.so", &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"), &["lib/libtorch_cpu.so"])
-        .symlink("lib/liblinalg-alias.so", LAZY)
-        .hardlink("lib/helper-link.so", "lib/libmagma_helper.so")
-        .symlink("lib/dangling.so", "nowhere.so")
-        .file("lib/python3.11/site-packages/torch/version.txt", b"2.5.1\n");
+        &["lib/libmagma.so.2", "lib/libtorch_cpu.so"],
+    )
+    .lib(
+        "lib/libtorch_cuda.so",
+        &loader("torch_cuda_linalg_call", LAZY, "linalg_entry"),
+        &["lib/libtorch_cpu.so"],
+    )
+    .symlink("lib/liblinalg-alias.so", LAZY)
+    .hardlink("lib/helper-link.so", "lib/libmagma_helper.so")
+    .symlink("lib/dangling.so", "nowhere.so")
+    .file("lib/python3.11/site-packages/torch/version.txt", b"2.5.1\n");
     s
 }
 
@@ -222,16 +265,40 @@ pub fn conda_prefix() -> Scratch {
 /// `bin/foo_run` NEEDs the core.
 pub fn providers_layout() -> Scratch {
     let mut s = Scratch::new();
-    let provider = |n: u32| format!("extern int heavy_solve(int);\nint provider_entry(int x) {{ return heavy_solve(x) + {n}; }}\n");
-    s.lib("lib/libheavy.so.1", "int heavy_solve(int x) { return 3 * x; }\n", &[])
-        .lib("lib/libfoo_providers_a.so", &provider(1), &["lib/libheavy.so.1"])
-        .lib("lib/libfoo_providers_b.so", &provider(2), &["lib/libheavy.so.1"])
-        .lib("lib/libfoo_core.so", &providers_loader(), &[])
-        .exe("bin/foo_run", "int main(void) { return 0; }\n", &["lib/libfoo_core.so"]);
+    let provider = |n: u32| {
+        format!(
+            "extern int heavy_solve(int);\nint provider_entry(int x) {{ return heavy_solve(x) + {n}; }}\n"
+        )
+    };
+    s.lib(
+        "lib/libheavy.so.1",
+        "int heavy_solve(int x) { return 3 * x; }\n",
+        &[],
+    )
+    .lib(
+        "lib/libfoo_providers_a.so",
+        &provider(1),
+        &["lib/libheavy.so.1"],
+    )
+    .lib(
+        "lib/libfoo_providers_b.so",
+        &provider(2),
+        &["lib/libheavy.so.1"],
+    )
+    .lib("lib/libfoo_core.so", &providers_loader(), &[])
+    .exe(
+        "bin/foo_run",
+        "int main(void) { return 0; }\n",
+        &["lib/libfoo_core.so"],
+    );
     s
 }
 
 /// The core of [`providers_layout`]: loads each provider by name on demand.
 pub fn providers_loader() -> String {
-    format!("{}{}", loader("use_a", "libfoo_providers_a.so", "provider_entry"), loader("use_b", "libfoo_providers_b.so", "provider_entry"))
+    format!(
+        "{}{}",
+        loader("use_a", "libfoo_providers_a.so", "provider_entry"),
+        loader("use_b", "libfoo_providers_b.so", "provider_entry")
+    )
 }

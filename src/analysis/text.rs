@@ -26,13 +26,25 @@ pub fn inspect_text(ins: &Inspection) -> String {
         s,
         "{} ({}, {} entries, {} ELF files, {})",
         t.source.display(),
-        serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        serde_json::to_value(t.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
         t.entries.len(),
         ins.files.len(),
         human_bytes(t.total_file_bytes())
     );
     if let Some(p) = &t.package {
-        let _ = writeln!(s, "package: {} {}{}", p.name, p.version, p.build.as_deref().map(|b| format!(" {b}")).unwrap_or_default());
+        let _ = writeln!(
+            s,
+            "package: {} {}{}",
+            p.name,
+            p.version,
+            p.build
+                .as_deref()
+                .map(|b| format!(" {b}"))
+                .unwrap_or_default()
+        );
     }
     for n in &t.notes {
         let _ = writeln!(s, "note: {n}");
@@ -46,9 +58,17 @@ pub fn inspect_text(ins: &Inspection) -> String {
             "{}  {}  {}{}{}",
             f.path,
             human_bytes(f.size),
-            serde_json::to_value(e.elf_type).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
-            node.map(|n| format!("  [{}]", reach_label(n.reach))).unwrap_or_default(),
-            if e.python_extension { "  python-extension" } else { "" },
+            serde_json::to_value(e.elf_type)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            node.map(|n| format!("  [{}]", reach_label(n.reach)))
+                .unwrap_or_default(),
+            if e.python_extension {
+                "  python-extension"
+            } else {
+                ""
+            },
         );
         if let Some(so) = &e.soname {
             let _ = writeln!(s, "    soname   {so}");
@@ -70,7 +90,12 @@ pub fn inspect_text(ins: &Inspection) -> String {
             let _ = writeln!(s, "    literals {}", names.join(", "));
         }
         for d in &e.dlopen_notes {
-            let _ = writeln!(s, "    declared {} [{}]", d.soname.join(" | "), crate::analysis::graph::declared_text(d, false));
+            let _ = writeln!(
+                s,
+                "    declared {} [{}]",
+                d.soname.join(" | "),
+                crate::analysis::graph::declared_text(d, false)
+            );
         }
         for p in &e.dlopen_note_problems {
             let _ = writeln!(s, "    ! {p}");
@@ -92,7 +117,10 @@ pub fn inspect_text(ins: &Inspection) -> String {
                 parts.push("payload library".to_string());
             }
             if !p.defined.is_empty() {
-                parts.push(format!("defines {} (e.g. {})", p.defined.count, p.defined.samples[0]));
+                parts.push(format!(
+                    "defines {} (e.g. {})",
+                    p.defined.count, p.defined.samples[0]
+                ));
             }
             if !p.defined_hidden.is_empty() {
                 parts.push(format!("{} hidden in .symtab", p.defined_hidden.count));
@@ -136,10 +164,14 @@ fn warnings_text(s: &mut String, warnings: &[crate::analysis::verdict::Warning])
 fn load_tree(g: &LoadGraph) -> String {
     let mut s = String::new();
     let mut shown: HashSet<usize> = HashSet::new();
-    let mut roots: Vec<&crate::analysis::graph::Node> = g.nodes.iter().filter(|n| n.root.is_some()).collect();
+    let mut roots: Vec<&crate::analysis::graph::Node> =
+        g.nodes.iter().filter(|n| n.root.is_some()).collect();
     roots.sort_by_key(|n| (n.root, n.name.clone()));
     for r in roots {
-        let kind = serde_json::to_value(r.root).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let kind = serde_json::to_value(r.root)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         let _ = writeln!(s, "{} [root: {kind}]", r.name);
         shown.insert(r.id);
         walk(g, r.id, "", &mut shown, &mut s);
@@ -162,7 +194,11 @@ fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s:
             s,
             "{prefix}{branch}{line} {}{} [{}]{}",
             e.name,
-            if to.kind == NodeKind::File && Tree::file_name(&to.name) != e.name { format!(" = {}", to.name) } else { String::new() },
+            if to.kind == NodeKind::File && Tree::file_name(&to.name) != e.name {
+                format!(" = {}", to.name)
+            } else {
+                String::new()
+            },
             e.how_text(),
             if repeat { " (see above)" } else { "" }
         );
@@ -176,9 +212,13 @@ fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s:
 /// external ones grey; lazy edges dashed.
 pub fn dot<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> String {
     let g = &ins.graph;
-    let lazy: Vec<crate::analysis::lazy::LazyPattern> =
-        lazy.iter().map(|l| crate::analysis::lazy::LazyPattern::parse(l.as_ref())).collect();
-    let mut s = String::from("digraph load {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n");
+    let lazy: Vec<crate::analysis::lazy::LazyPattern> = lazy
+        .iter()
+        .map(|l| crate::analysis::lazy::LazyPattern::parse(l.as_ref()))
+        .collect();
+    let mut s = String::from(
+        "digraph load {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n",
+    );
     for n in &g.nodes {
         if n.reach == Reach::Unreached && n.root.is_none() && n.kind != NodeKind::File {
             continue;
@@ -187,7 +227,10 @@ pub fn dot<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> String {
         let style = match n.kind {
             NodeKind::File => {
                 let f = &ins.files[n.file.unwrap()];
-                if lazy.iter().any(|p| p.matches(Tree::file_name(&f.path), f.elf.soname.as_deref())) {
+                if lazy
+                    .iter()
+                    .any(|p| p.matches(Tree::file_name(&f.path), f.elf.soname.as_deref()))
+                {
                     "shape=box, color=blue, penwidth=2".to_string()
                 } else if f.payload.holds_code() {
                     "shape=box, color=red, penwidth=2".to_string()
@@ -196,7 +239,9 @@ pub fn dot<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> String {
                 }
             }
             NodeKind::System => "shape=ellipse, style=dashed".to_string(),
-            NodeKind::External if ins.spec.is_payload_library(&n.name) => "shape=ellipse, color=red".to_string(),
+            NodeKind::External if ins.spec.is_payload_library(&n.name) => {
+                "shape=ellipse, color=red".to_string()
+            }
             NodeKind::External => "shape=ellipse, color=gray50, fontcolor=gray50".to_string(),
         };
         let _ = writeln!(s, "  n{} [label=\"{}\", {style}];", n.id, escape(label));
@@ -206,7 +251,13 @@ pub fn dot<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> String {
             EdgeKind::Needed => String::new(),
             _ => ", style=dashed, label=\"lazy\"".to_string(),
         };
-        let _ = writeln!(s, "  n{} -> n{} [tooltip=\"{}\"{style}];", e.from, e.to, escape(&e.how_text()));
+        let _ = writeln!(
+            s,
+            "  n{} -> n{} [tooltip=\"{}\"{style}];",
+            e.from,
+            e.to,
+            escape(&e.how_text())
+        );
     }
     s.push_str("}\n");
     s
@@ -220,35 +271,93 @@ fn escape(s: &str) -> String {
 pub fn plan_text(plan: &Plan) -> String {
     let mut s = String::new();
     let i = &plan.input;
-    let pkg = i.package.as_ref().map(|p| format!("{} {}, ", p.name, p.version)).unwrap_or_default();
-    let _ = writeln!(s, "{} ({pkg}{} files, {} ELF, {})", i.path, i.files, i.elf_files, human_bytes(i.bytes));
+    let pkg = i
+        .package
+        .as_ref()
+        .map(|p| format!("{} {}, ", p.name, p.version))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "{} ({pkg}{} files, {} ELF, {})",
+        i.path,
+        i.files,
+        i.elf_files,
+        human_bytes(i.bytes)
+    );
     let lazy_flags = if plan.options.lazy_patterns.is_empty() {
         format!("--lazy {}", plan.options.lazy)
     } else {
-        plan.options.lazy_patterns.iter().map(|p| format!("--lazy {p}")).collect::<Vec<_>>().join(" ")
+        plan.options
+            .lazy_patterns
+            .iter()
+            .map(|p| format!("--lazy {p}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     };
-    let _ = writeln!(s, "\nverdict: {}  ({} via {lazy_flags})", plan.verdict.label(), plan.options.dep);
+    let _ = writeln!(
+        s,
+        "\nverdict: {}  ({} via {lazy_flags})",
+        plan.verdict.label(),
+        plan.options.dep
+    );
     for r in &plan.reasons {
         let _ = writeln!(s, "  {r}");
     }
     for w in &plan.witnesses {
         let _ = writeln!(s, "  witness: {}", w.summary);
         for st in &w.steps {
-            let _ = writeln!(s, "      {} → {} [{}; {}]", Tree::file_name(&st.from), st.name, kind_label(st.kind), st.how);
+            let _ = writeln!(
+                s,
+                "      {} → {} [{}; {}]",
+                Tree::file_name(&st.from),
+                st.name,
+                kind_label(st.kind),
+                st.how
+            );
         }
     }
     if let Some(l) = &plan.lazy_library {
-        let _ = writeln!(s, "\nlazy library: {} ({}, reached {})", l.path, human_bytes(l.size), reach_label(l.reach));
+        let _ = writeln!(
+            s,
+            "\nlazy library: {} ({}, reached {})",
+            l.path,
+            human_bytes(l.size),
+            reach_label(l.reach)
+        );
         for st in &l.loaded_by {
-            let _ = writeln!(s, "  loaded by {} → {} [{}; {}]", st.from, st.name, kind_label(st.kind), st.how);
+            let _ = writeln!(
+                s,
+                "  loaded by {} → {} [{}; {}]",
+                st.from,
+                st.name,
+                kind_label(st.kind),
+                st.how
+            );
         }
     }
     if !plan.lazy_libraries.is_empty() {
-        let _ = writeln!(s, "\nlazy libraries ({}, one shared lazy output):", plan.lazy_libraries.len());
+        let _ = writeln!(
+            s,
+            "\nlazy libraries ({}, one shared lazy output):",
+            plan.lazy_libraries.len()
+        );
         for l in &plan.lazy_libraries {
-            let _ = writeln!(s, "  {} ({}, reached {})", l.path, human_bytes(l.size), reach_label(l.reach));
+            let _ = writeln!(
+                s,
+                "  {} ({}, reached {})",
+                l.path,
+                human_bytes(l.size),
+                reach_label(l.reach)
+            );
             for st in &l.loaded_by {
-                let _ = writeln!(s, "    loaded by {} → {} [{}; {}]", st.from, st.name, kind_label(st.kind), st.how);
+                let _ = writeln!(
+                    s,
+                    "    loaded by {} → {} [{}; {}]",
+                    st.from,
+                    st.name,
+                    kind_label(st.kind),
+                    st.how
+                );
             }
         }
     }
@@ -260,25 +369,55 @@ pub fn plan_text(plan: &Plan) -> String {
         let _ = writeln!(s, "  none found");
     }
     for p in &plan.payload.files {
-        let est = p.estimate.as_ref().map(|e| format!("≈ {}", human_bytes(e.bytes))).unwrap_or_default();
-        let size = p.size.map(|b| format!(" of {}", human_bytes(b))).unwrap_or_default();
+        let est = p
+            .estimate
+            .as_ref()
+            .map(|e| format!("≈ {}", human_bytes(e.bytes)))
+            .unwrap_or_default();
+        let size = p
+            .size
+            .map(|b| format!(" of {}", human_bytes(b)))
+            .unwrap_or_default();
         let provider = p
             .provider
             .as_ref()
             .map(|pr| {
-                let names: Vec<String> =
-                    [("pip", &pr.pip), ("conda", &pr.conda)].iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}"))).collect();
+                let names: Vec<String> = [("pip", &pr.pip), ("conda", &pr.conda)]
+                    .iter()
+                    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+                    .collect();
                 format!("  provided by {}", names.join(", "))
             })
             .unwrap_or_default();
-        let _ = writeln!(s, "  {}  {}  {}  {est}{size}{provider}", p.path, p.form.label(), reach_label(p.reach));
+        let _ = writeln!(
+            s,
+            "  {}  {}  {}  {est}{size}{provider}",
+            p.path,
+            p.form.label(),
+            reach_label(p.reach)
+        );
         if let Some(e) = &p.estimate {
             for part in &e.parts {
-                let _ = writeln!(s, "      {:<32} {:>10}  {}", part.what, human_bytes(part.bytes), part.how);
+                let _ = writeln!(
+                    s,
+                    "      {:<32} {:>10}  {}",
+                    part.what,
+                    human_bytes(part.bytes),
+                    part.how
+                );
             }
         }
         if !p.symbols.is_empty() {
-            let _ = writeln!(s, "      e.g. {}", p.symbols.iter().take(3).cloned().collect::<Vec<_>>().join(", "));
+            let _ = writeln!(
+                s,
+                "      e.g. {}",
+                p.symbols
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
     }
     if let Some(d) = &plan.device_code {
@@ -289,7 +428,11 @@ pub fn plan_text(plan: &Plan) -> String {
             d.libraries,
             d.percent_of_tree,
             human_bytes(d.uncompressed),
-            if d.compression.is_empty() { "uncompressed".to_string() } else { d.compression.join(", ") },
+            if d.compression.is_empty() {
+                "uncompressed".to_string()
+            } else {
+                d.compression.join(", ")
+            },
             human_bytes(plan.payload.device_code),
             plan.options.dep
         );
@@ -297,7 +440,10 @@ pub fn plan_text(plan: &Plan) -> String {
             s,
             "  driver floor: {}{}  ({})",
             d.driver_minimum.as_deref().unwrap_or("unknown"),
-            d.cuda_floor.as_deref().map(|c| format!(", raised by compression to the CUDA {c} driver")).unwrap_or_default(),
+            d.cuda_floor
+                .as_deref()
+                .map(|c| format!(", raised by compression to the CUDA {c} driver"))
+                .unwrap_or_default(),
             d.why
         );
     }
@@ -314,7 +460,11 @@ pub fn plan_text(plan: &Plan) -> String {
                 "  {role:<20} {:>6} files  {:>10}{}",
                 o.files.len(),
                 human_bytes(o.bytes),
-                if o.device_code > 0 { format!("  (device code {})", human_bytes(o.device_code)) } else { String::new() }
+                if o.device_code > 0 {
+                    format!("  (device code {})", human_bytes(o.device_code))
+                } else {
+                    String::new()
+                }
             );
             for v in &o.variants {
                 let _ = writeln!(
@@ -322,8 +472,16 @@ pub fn plan_text(plan: &Plan) -> String {
                     "      variant {:<10} {:>10}  {}{}",
                     v.name,
                     human_bytes(v.bytes),
-                    if v.measured { "measured" } else { "estimated: " },
-                    if v.measured { String::new() } else { v.how.clone() }
+                    if v.measured {
+                        "measured"
+                    } else {
+                        "estimated: "
+                    },
+                    if v.measured {
+                        String::new()
+                    } else {
+                        v.how.clone()
+                    }
                 );
             }
             if o.role != Role::Core && o.files.len() <= 12 {
@@ -360,7 +518,13 @@ pub fn plan_text(plan: &Plan) -> String {
     for l in &plan.lazy_libraries {
         if let Some(c) = &l.contract {
             let _ = writeln!(s, "\ncontract (loader ↔ {}):", l.path);
-            contract_text(&mut s, &c.loader_lookups, &c.required_exports, &c.imports, c.exports.len());
+            contract_text(
+                &mut s,
+                &c.loader_lookups,
+                &c.required_exports,
+                &c.imports,
+                c.exports.len(),
+            );
         }
     }
     s
@@ -384,7 +548,11 @@ fn contract_text(
     if required_exports.is_empty() {
         let _ = writeln!(s, "  imported from it by core files: none");
     } else {
-        let _ = writeln!(s, "  imported from it by core files: {}", required_exports.join(", "));
+        let _ = writeln!(
+            s,
+            "  imported from it by core files: {}",
+            required_exports.join(", ")
+        );
     }
     let total: usize = imports.iter().map(|g| g.count).sum();
     let _ = writeln!(s, "  it imports {total} symbols, exports {}:", exports);
@@ -394,7 +562,12 @@ fn contract_text(
             "    {:>6} from {}  (e.g. {})",
             g.count,
             g.provider,
-            g.samples.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            g.samples
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
 }
@@ -412,21 +585,41 @@ fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan:
     // Read from the environment (a plan JSON may also come from elsewhere): shown escaped, and the
     // requirement as one shell word.
     use crate::sanitize::{printable, shell_word};
-    let lazy = plan.lazy_library.as_ref().map(|l| l.path.as_str()).unwrap_or_default();
+    let lazy = plan
+        .lazy_library
+        .as_ref()
+        .map(|l| l.path.as_str())
+        .unwrap_or_default();
     match inst.owners.as_slice() {
         [] => {
-            let _ = writeln!(s, "\ninstalled (pip): no installed distribution lists {lazy} in its RECORD");
+            let _ = writeln!(
+                s,
+                "\ninstalled (pip): no installed distribution lists {lazy} in its RECORD"
+            );
         }
         [one] => {
             let what = match (&inst.variant, &one.marker) {
                 (Some(v), Some(m)) => format!(
                     "variant {v}{}{}",
-                    if m.preferred { ", the preferred one" } else { "" },
-                    if one.pep825_variant { ", from a PEP 825 variant wheel" } else { "" }
+                    if m.preferred {
+                        ", the preferred one"
+                    } else {
+                        ""
+                    },
+                    if one.pep825_variant {
+                        ", from a PEP 825 variant wheel"
+                    } else {
+                        ""
+                    }
                 ),
                 _ => "not a split (the library came with the distribution itself)".to_string(),
             };
-            let _ = writeln!(s, "\ninstalled (pip): {} {} owns {lazy}: {what}", printable(&one.name), printable(&one.version));
+            let _ = writeln!(
+                s,
+                "\ninstalled (pip): {} {} owns {lazy}: {what}",
+                printable(&one.name),
+                printable(&one.version)
+            );
             for t in &inst.switch {
                 let change = if t.saves_bytes >= 0 {
                     format!("saves {}", human_bytes(t.saves_bytes as u64))
@@ -442,7 +635,10 @@ fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan:
             }
         }
         many => {
-            let names: Vec<String> = many.iter().map(|o| format!("{} {}", o.name, o.version)).collect();
+            let names: Vec<String> = many
+                .iter()
+                .map(|o| format!("{} {}", o.name, o.version))
+                .collect();
             let _ = writeln!(
                 s,
                 "\ninstalled (pip): WARNING: {} distributions own {lazy} ({}): uninstalling one deletes the other's file (pypa/pip#4625)",

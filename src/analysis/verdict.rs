@@ -159,7 +159,11 @@ impl Warning {
         if let Some(k) = self.kind {
             return k;
         }
-        if self.consequence == CORE_STATE_CONSEQUENCE { WarningKind::CoreState } else { WarningKind::Other }
+        if self.consequence == CORE_STATE_CONSEQUENCE {
+            WarningKind::CoreState
+        } else {
+            WarningKind::Other
+        }
     }
 }
 
@@ -229,13 +233,25 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
     let g = &ins.graph;
     let spec = &ins.spec;
     let mut witnesses = Vec::new();
-    let lazy_label = lazy.iter().map(|s| s.as_ref()).collect::<Vec<_>>().join(", ");
+    let lazy_label = lazy
+        .iter()
+        .map(|s| s.as_ref())
+        .collect::<Vec<_>>()
+        .join(", ");
 
     let selection = crate::analysis::lazy::select(ins, lazy);
     let mut reasons = selection.reasons.clone();
     let (lazy_files, empty_globs) = (selection.files, selection.empty_globs);
-    let cut: HashSet<usize> = lazy_files.iter().filter_map(|&f| g.node_of_file(f)).collect();
-    let cuda = crate::fatbin::cuda_major_from_needed(ins.files.iter().flat_map(|f| f.elf.needed.iter().map(String::as_str))).map(|r| r.0);
+    let cut: HashSet<usize> = lazy_files
+        .iter()
+        .filter_map(|&f| g.node_of_file(f))
+        .collect();
+    let cuda = crate::fatbin::cuda_major_from_needed(
+        ins.files
+            .iter()
+            .flat_map(|f| f.elf.needed.iter().map(String::as_str)),
+    )
+    .map(|r| r.0);
 
     // Payload nodes: files holding payload code, and payload libraries requested but not in the tree.
     let mut payload = Vec::new();
@@ -253,7 +269,11 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         symbols.truncate(8);
         payload.push(PayloadFile {
             path: f.path.clone(),
-            form: if f.payload.library { PayloadForm::Library } else { PayloadForm::Static },
+            form: if f.payload.library {
+                PayloadForm::Library
+            } else {
+                PayloadForm::Static
+            },
             reach: g.nodes[node].reach,
             size: Some(f.size),
             estimate: f.payload.estimate.clone(),
@@ -275,8 +295,13 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
             });
         }
     }
-    let referencing: Vec<usize> =
-        ins.files.iter().enumerate().filter(|(_, f)| !f.payload.referenced.is_empty() && !f.payload.holds_code()).map(|(i, _)| i).collect();
+    let referencing: Vec<usize> = ins
+        .files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.payload.referenced.is_empty() && !f.payload.holds_code())
+        .map(|(i, _)| i)
+        .collect();
 
     // Reachability with the lazy libraries cut out: anything payload-related reached here is exposed.
     let (outside, parent) = reach_without(g, &cut);
@@ -288,7 +313,12 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
             if f.payload.library {
                 return Some(format!("is payload library {}", Tree::file_name(&f.path)));
             }
-            if let Some(s) = f.payload.defined.samples.first().or(f.payload.defined_hidden.samples.first()) {
+            if let Some(s) = f.payload.defined.samples.first().or(f
+                .payload
+                .defined_hidden
+                .samples
+                .first())
+            {
                 return Some(format!("defines {s}"));
             }
             if let Some(s) = f.payload.referenced.samples.first() {
@@ -296,13 +326,20 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
             }
             None
         } else if spec.is_payload_library(&n.name) {
-            Some(format!("needs payload library {} (not in the tree)", n.name))
+            Some(format!(
+                "needs payload library {} (not in the tree)",
+                n.name
+            ))
         } else {
             None
         }
     };
 
-    let mut exposed: Vec<usize> = payload_nodes.iter().copied().filter(|n| outside.contains(n) && !cut.contains(n)).collect();
+    let mut exposed: Vec<usize> = payload_nodes
+        .iter()
+        .copied()
+        .filter(|n| outside.contains(n) && !cut.contains(n))
+        .collect();
     for &f in &referencing {
         let n = g.node_of_file(f).unwrap();
         if outside.contains(&n) && !cut.contains(&n) {
@@ -310,7 +347,11 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         }
     }
     // Files holding payload code make the clearest witnesses; mere references come after them.
-    let references_only = |n: usize| g.nodes[n].file.is_some_and(|f| !ins.files[f].payload.holds_code());
+    let references_only = |n: usize| {
+        g.nodes[n]
+            .file
+            .is_some_and(|f| !ins.files[f].payload.holds_code())
+    };
     exposed.sort_by_key(|&n| (references_only(n), path_to(g, &parent, n).len(), n));
     exposed.dedup();
     for &n in exposed.iter().take(MAX_WITNESSES) {
@@ -323,14 +364,23 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
     let mut lazy_libraries = Vec::new();
     let mut eager = Vec::new();
     for &lf in &lazy_files {
-        let Some(ln) = g.node_of_file(lf) else { continue };
+        let Some(ln) = g.node_of_file(lf) else {
+            continue;
+        };
         let node = &g.nodes[ln];
         // One step per loader and kind: the graph keeps an edge per way a file was found (each
         // process has its own search path), but the loader is the same file; the first process's
         // resolution is the one shown (ld.so's first loader wins).
         let mut loaded_by: Vec<Step> = Vec::new();
-        for st in g.in_edges(ln).filter(|e| e.kind.is_lazy()).map(|e| step(g, e)) {
-            if !loaded_by.iter().any(|o| o.from == st.from && o.kind == st.kind) {
+        for st in g
+            .in_edges(ln)
+            .filter(|e| e.kind.is_lazy())
+            .map(|e| step(g, e))
+        {
+            if !loaded_by
+                .iter()
+                .any(|o| o.from == st.from && o.kind == st.kind)
+            {
                 loaded_by.push(st);
             }
         }
@@ -346,7 +396,12 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
                 } else {
                     "the lazy library is NEEDed, so it loads at start-up".to_string()
                 };
-                eager.push(make_witness(g, steps.into_iter().cloned().collect(), reason, ln));
+                eager.push(make_witness(
+                    g,
+                    steps.into_iter().cloned().collect(),
+                    reason,
+                    ln,
+                ));
             }
         }
         lazy_libraries.push(LazyLibrary {
@@ -363,16 +418,25 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
     }
 
     let verdict = if payload.is_empty() && referencing.is_empty() {
-        reasons.push(format!("no {} code, library or reference found in the tree", spec.name));
+        reasons.push(format!(
+            "no {} code, library or reference found in the tree",
+            spec.name
+        ));
         Verdict::NotPresent
     } else if !witnesses.is_empty() {
         if lazy_files.is_empty() {
-            reasons.push(format!("no lazy library named {lazy_label} in the tree: {} is loaded eagerly", spec.name));
+            reasons.push(format!(
+                "no lazy library named {lazy_label} in the tree: {} is loaded eagerly",
+                spec.name
+            ));
         }
         Verdict::NotConfined
     } else if !lazy_libraries.is_empty() {
         for l in lazy_libraries.iter().filter(|l| l.loaded_by.is_empty()) {
-            reasons.push(format!("{} is never loaded: no loader in the tree names it", l.path));
+            reasons.push(format!(
+                "{} is never loaded: no loader in the tree names it",
+                l.path
+            ));
         }
         match lazy_libraries.as_slice() {
             [one] => reasons.push(format!(
@@ -398,11 +462,17 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         [] => Contract::default(),
         [one] => contract(ins, *one, &outside),
         several => {
-            let each: Vec<Contract> = several.iter().map(|&lf| contract(ins, lf, &outside)).collect();
+            let each: Vec<Contract> = several
+                .iter()
+                .map(|&lf| contract(ins, lf, &outside))
+                .collect();
             for ((l, c), &lf) in lazy_libraries.iter_mut().zip(&each).zip(several) {
                 let f = &ins.files[lf];
                 let carries = f.carries_payload(spec);
-                l.contract = Some(Contract { carries_payload: Some(carries), ..c.clone() });
+                l.contract = Some(Contract {
+                    carries_payload: Some(carries),
+                    ..c.clone()
+                });
             }
             merge_contracts(&each)
         }
@@ -432,7 +502,11 @@ fn merge_contracts(each: &[Contract]) -> Contract {
     };
     let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
     for g in each.iter().flat_map(|c| c.imports.iter()) {
-        let e = groups.entry(g.provider.clone()).or_insert(ImportGroup { provider: g.provider.clone(), count: 0, samples: Vec::new() });
+        let e = groups.entry(g.provider.clone()).or_insert(ImportGroup {
+            provider: g.provider.clone(),
+            count: 0,
+            samples: Vec::new(),
+        });
         e.count += g.count;
         for s in &g.samples {
             if e.samples.len() < 6 && !e.samples.contains(s) {
@@ -458,7 +532,12 @@ fn reach_without(g: &LoadGraph, cut: &HashSet<usize>) -> (HashSet<usize>, HashMa
     let mut seen = HashSet::new();
     let mut parent: HashMap<usize, usize> = HashMap::new();
     let mut q = VecDeque::new();
-    let mut roots: Vec<usize> = g.nodes.iter().filter(|n| n.root.is_some() && !cut.contains(&n.id)).map(|n| n.id).collect();
+    let mut roots: Vec<usize> = g
+        .nodes
+        .iter()
+        .filter(|n| n.root.is_some() && !cut.contains(&n.id))
+        .map(|n| n.id)
+        .collect();
     roots.sort_by_key(|&r| (g.nodes[r].root, r));
     for r in roots {
         seen.insert(r);
@@ -542,22 +621,39 @@ fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> 
         summary.push_str(" → ");
         summary.push_str(&reason);
     }
-    Witness { summary, steps, reason }
+    Witness {
+        summary,
+        steps,
+        reason,
+    }
 }
 
 /// Payload-aware code outside the lazy library: it stays in the core, compiled with the payload on.
-fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_nodes: &HashSet<usize>) -> Vec<Warning> {
+fn glue_warnings(
+    ins: &Inspection,
+    outside: &HashSet<usize>,
+    lazy_nodes: &HashSet<usize>,
+) -> Vec<Warning> {
     let g = &ins.graph;
     // Several components are named each (`cublas or cudnn`); one reads as before.
     let dep = &ins.spec.component_names().join(" or ");
     let mut out = Vec::new();
     for (i, f) in ins.files.iter().enumerate() {
         let node = g.node_of_file(i).unwrap();
-        if lazy_nodes.contains(&node) || !outside.contains(&node) || f.payload.holds_code() || !f.payload.is_glue() {
+        if lazy_nodes.contains(&node)
+            || !outside.contains(&node)
+            || f.payload.holds_code()
+            || !f.payload.is_glue()
+        {
             continue;
         }
         if !f.payload.glue_symbols.is_empty() {
-            let torch_state = f.payload.glue_symbols.samples.iter().any(|s| s.contains("hasMAGMA") || s.contains("set_magma_init_fn"));
+            let torch_state = f
+                .payload
+                .glue_symbols
+                .samples
+                .iter()
+                .any(|s| s.contains("hasMAGMA") || s.contains("set_magma_init_fn"));
             let consequence = if torch_state {
                 CORE_STATE_CONSEQUENCE.to_string()
             } else {
@@ -568,7 +664,10 @@ fn glue_warnings(ins: &Inspection, outside: &HashSet<usize>, lazy_nodes: &HashSe
             };
             out.push(Warning {
                 file: f.path.clone(),
-                what: format!("{} {dep}-aware dynamic symbol(s) outside the lazy library", f.payload.glue_symbols.count),
+                what: format!(
+                    "{} {dep}-aware dynamic symbol(s) outside the lazy library",
+                    f.payload.glue_symbols.count
+                ),
                 consequence,
                 examples: f.payload.glue_symbols.samples.clone(),
                 kind: None,
@@ -598,7 +697,9 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     // Names the loader keeps next to the library-name literal and the library defines.
     let mut loader_lookups = Vec::new();
     for e in g.in_edges(lazy_node).filter(|e| e.kind.is_lazy()) {
-        let Some(fi) = g.nodes[e.from].file else { continue };
+        let Some(fi) = g.nodes[e.from].file else {
+            continue;
+        };
         for lit in &ins.files[fi].elf.library_literals {
             if lit.full.as_deref().unwrap_or(&lit.name) != e.name {
                 continue;
@@ -613,20 +714,34 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     loader_lookups.sort();
 
     // Symbols core files import that nothing but the lazy library defines.
-    let core_files: Vec<usize> =
-        (0..ins.files.len()).filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap())).collect();
+    let core_files: Vec<usize> = (0..ins.files.len())
+        .filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap()))
+        .collect();
     // The three questions are independent and each reads different tables: answer them side by
     // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings).
     let (required, (imports, exports)) = rayon::join(
         || required_exports(ins, lazy, &core_files),
-        || rayon::join(|| import_groups(ins, g, lazy_file, lazy_node), || sorted_exports(lazy)),
+        || {
+            rayon::join(
+                || import_groups(ins, g, lazy_file, lazy_node),
+                || sorted_exports(lazy),
+            )
+        },
     );
-    let core_defines = |n: &str| core_files.iter().any(|&c| ins.files[c].elf.symbols.defines(n));
+    let core_defines = |n: &str| {
+        core_files
+            .iter()
+            .any(|&c| ins.files[c].elf.symbols.defines(n))
+    };
     Contract {
         loader_lookups,
         required_exports: required,
         imports,
-        provided_exports: crate::analysis::contract::provided_exports(lazy, &core_defines, &ins.spec),
+        provided_exports: crate::analysis::contract::provided_exports(
+            lazy,
+            &core_defines,
+            &ins.spec,
+        ),
         load_registrations: crate::analysis::contract::load_registrations(lazy, &core_defines),
         exports,
         carries_payload: None,
@@ -634,7 +749,11 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
 }
 
 /// Symbols core files import that nothing but the lazy library defines.
-fn required_exports(ins: &Inspection, lazy: &crate::analysis::inspect::FileFacts, core_files: &[usize]) -> Vec<String> {
+fn required_exports(
+    ins: &Inspection,
+    lazy: &crate::analysis::inspect::FileFacts,
+    core_files: &[usize],
+) -> Vec<String> {
     use rayon::prelude::*;
     let mut required: Vec<String> = core_files
         .par_iter()
@@ -644,7 +763,12 @@ fn required_exports(ins: &Inspection, lazy: &crate::analysis::inspect::FileFacts
                 .elf
                 .symbols
                 .undefined_names_by_offset()
-                .filter(|n| lazy.elf.symbols.defines(n) && !core_files.iter().any(|&c| ins.files[c].elf.symbols.defines(n)))
+                .filter(|n| {
+                    lazy.elf.symbols.defines(n)
+                        && !core_files
+                            .iter()
+                            .any(|&c| ins.files[c].elf.symbols.defines(n))
+                })
                 .map(str::to_string)
                 .collect::<Vec<_>>()
         })
@@ -656,15 +780,31 @@ fn required_exports(ins: &Inspection, lazy: &crate::analysis::inspect::FileFacts
 
 /// The lazy library's imports, attributed to the first provider in its NEEDED closure (ld.so's
 /// breadth-first lookup order for the library's local scope).
-fn import_groups(ins: &Inspection, g: &LoadGraph, lazy_file: usize, lazy_node: usize) -> Vec<ImportGroup> {
+fn import_groups(
+    ins: &Inspection,
+    g: &LoadGraph,
+    lazy_file: usize,
+    lazy_node: usize,
+) -> Vec<ImportGroup> {
     let lazy = &ins.files[lazy_file];
     let order = needed_closure(g, lazy_node);
-    let providers: Vec<usize> = order.iter().filter_map(|&n| g.nodes[n].file).filter(|&f| f != lazy_file).collect();
-    let system_needed = lazy.elf.needed.iter().any(|n| crate::analysis::graph::system_group(n).is_some());
+    let providers: Vec<usize> = order
+        .iter()
+        .filter_map(|&n| g.nodes[n].file)
+        .filter(|&f| f != lazy_file)
+        .collect();
+    let system_needed = lazy
+        .elf
+        .needed
+        .iter()
+        .any(|n| crate::analysis::graph::system_group(n).is_some());
     let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
     for (name, bind) in lazy.elf.symbols.undefined_names() {
-        let provider =
-            providers.iter().find(|&&f| ins.files[f].elf.symbols.defines(name)).map(|&f| ins.files[f].path.clone()).unwrap_or_else(|| {
+        let provider = providers
+            .iter()
+            .find(|&&f| ins.files[f].elf.symbols.defines(name))
+            .map(|&f| ins.files[f].path.clone())
+            .unwrap_or_else(|| {
                 if bind == goblin::elf::sym::STB_WEAK {
                     "weak (may stay unresolved)".to_string()
                 } else if system_needed {
@@ -673,7 +813,11 @@ fn import_groups(ins: &Inspection, g: &LoadGraph, lazy_file: usize, lazy_node: u
                     "unresolved in the tree".to_string()
                 }
             });
-        let g = groups.entry(provider.clone()).or_insert(ImportGroup { provider, count: 0, samples: Vec::new() });
+        let g = groups.entry(provider.clone()).or_insert(ImportGroup {
+            provider,
+            count: 0,
+            samples: Vec::new(),
+        });
         g.count += 1;
         if g.samples.len() < 6 {
             g.samples.push(demangle(name));
@@ -713,11 +857,17 @@ fn needed_closure(g: &LoadGraph, from: usize) -> Vec<usize> {
 mod tests {
     //! The confinement rules on small gcc-built trees (see [`crate::analysis::testkit`]).
     use super::*;
-    use crate::analysis::testkit::{LAZY, MAGMA, Scratch, conda_layout, loader, providers_layout, providers_loader, wheel_layout};
+    use crate::analysis::testkit::{
+        LAZY, MAGMA, Scratch, conda_layout, loader, providers_layout, providers_loader,
+        wheel_layout,
+    };
 
     /// (from, to, kind) of each step: the path a witness walks.
     fn walk(w: &Witness) -> Vec<(&str, &str, EdgeKind)> {
-        w.steps.iter().map(|s| (s.from.as_str(), s.to.as_str(), s.kind)).collect()
+        w.steps
+            .iter()
+            .map(|s| (s.from.as_str(), s.to.as_str(), s.kind))
+            .collect()
     }
 
     fn form(p: &PayloadFile) -> serde_json::Value {
@@ -731,17 +881,46 @@ mod tests {
         assert_eq!(a.verdict.exit_code(), 0);
         assert!(a.witnesses.is_empty());
         let lazy = &a.lazy_libraries[0];
-        assert_eq!((lazy.path.as_str(), lazy.reach), ("lib/libtorch_cuda_linalg.so", Reach::Lazy));
-        let loaders: Vec<(&str, EdgeKind)> = lazy.loaded_by.iter().map(|s| (s.from.as_str(), s.kind)).collect();
+        assert_eq!(
+            (lazy.path.as_str(), lazy.reach),
+            ("lib/libtorch_cuda_linalg.so", Reach::Lazy)
+        );
+        let loaders: Vec<(&str, EdgeKind)> = lazy
+            .loaded_by
+            .iter()
+            .map(|s| (s.from.as_str(), s.kind))
+            .collect();
         assert_eq!(loaders, vec![("lib/libtorch_cuda.so", EdgeKind::Lazy)]);
         // libmagma is a payload library, reached only after the lazy edge.
-        let magma: Vec<(&str, serde_json::Value, Reach)> = a.payload.iter().map(|p| (p.path.as_str(), form(p), p.reach)).collect();
-        assert_eq!(magma, vec![("lib/libmagma.so.2", serde_json::json!("library"), Reach::Lazy)]);
-        assert!(a.reasons.iter().any(|r| r.contains("crosses a lazy edge into lib/libtorch_cuda_linalg.so")), "{:?}", a.reasons);
+        let magma: Vec<(&str, serde_json::Value, Reach)> = a
+            .payload
+            .iter()
+            .map(|p| (p.path.as_str(), form(p), p.reach))
+            .collect();
+        assert_eq!(
+            magma,
+            vec![(
+                "lib/libmagma.so.2",
+                serde_json::json!("library"),
+                Reach::Lazy
+            )]
+        );
+        assert!(
+            a.reasons
+                .iter()
+                .any(|r| r.contains("crosses a lazy edge into lib/libtorch_cuda_linalg.so")),
+            "{:?}",
+            a.reasons
+        );
         // The loader keeps `linalg_entry` next to the library name, and the library defines it.
         assert_eq!(a.contract.loader_lookups, vec!["linalg_entry"]);
         assert!(a.contract.exports.contains(&"linalg_entry".to_string()));
-        let magma_imports = a.contract.imports.iter().find(|g| g.provider == "lib/libmagma.so.2").expect("imports from libmagma");
+        let magma_imports = a
+            .contract
+            .imports
+            .iter()
+            .find(|g| g.provider == "lib/libmagma.so.2")
+            .expect("imports from libmagma");
         assert_eq!(magma_imports.samples, vec!["magma_dgetrf_gpu"]);
     }
 
@@ -751,7 +930,14 @@ mod tests {
         assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
         assert_eq!(a.payload.len(), 1);
         let p = &a.payload[0];
-        assert_eq!((p.path.as_str(), form(p), p.reach), ("torch/lib/libtorch_cuda_linalg.so", serde_json::json!("static"), Reach::Lazy));
+        assert_eq!(
+            (p.path.as_str(), form(p), p.reach),
+            (
+                "torch/lib/libtorch_cuda_linalg.so",
+                serde_json::json!("static"),
+                Reach::Lazy
+            )
+        );
         for s in ["magma_dgetrf_gpu", "magmablas_dgemm"] {
             assert!(p.symbols.iter().any(|x| x == s), "{:?}", p.symbols);
         }
@@ -779,10 +965,20 @@ mod tests {
         let w = &a.witnesses[0];
         assert_eq!(
             walk(w),
-            vec![("bin/app", "lib/libtorch_cuda.so", EdgeKind::Needed), ("lib/libtorch_cuda.so", "lib/libmagma.so.2", EdgeKind::Needed)]
+            vec![
+                ("bin/app", "lib/libtorch_cuda.so", EdgeKind::Needed),
+                (
+                    "lib/libtorch_cuda.so",
+                    "lib/libmagma.so.2",
+                    EdgeKind::Needed
+                )
+            ]
         );
         assert_eq!(w.reason, "is payload library libmagma.so.2");
-        assert_eq!(w.summary, "app → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED) → is payload library libmagma.so.2");
+        assert_eq!(
+            w.summary,
+            "app → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED) → is payload library libmagma.so.2"
+        );
         assert_eq!(a.payload[0].reach, Reach::Eager);
     }
 
@@ -802,7 +998,12 @@ mod tests {
         );
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::NotConfined);
-        assert_eq!(walk(&a.witnesses[0]), vec![("lib/libtorch_cuda.so", "lib/libmagma.so.2", EdgeKind::Lazy)], "{:#?}", a.witnesses);
+        assert_eq!(
+            walk(&a.witnesses[0]),
+            vec![("lib/libtorch_cuda.so", "lib/libmagma.so.2", EdgeKind::Lazy)],
+            "{:#?}",
+            a.witnesses
+        );
     }
 
     #[test]
@@ -817,8 +1018,18 @@ mod tests {
         assert_eq!(a.verdict, Verdict::NotConfined);
         assert_eq!(a.lazy_libraries[0].reach, Reach::Eager);
         let w = &a.witnesses[0];
-        assert_eq!(w.reason, "the lazy library is NEEDed, so it loads at start-up");
-        assert_eq!(walk(w), vec![("lib/libtorch_cuda.so", "lib/libtorch_cuda_linalg.so", EdgeKind::Needed)]);
+        assert_eq!(
+            w.reason,
+            "the lazy library is NEEDed, so it loads at start-up"
+        );
+        assert_eq!(
+            walk(w),
+            vec![(
+                "lib/libtorch_cuda.so",
+                "lib/libtorch_cuda_linalg.so",
+                EdgeKind::Needed
+            )]
+        );
         // Cut out the lazy library and libmagma is unreachable: it is the only witness.
         assert_eq!(a.witnesses.len(), 1, "{:#?}", a.witnesses);
     }
@@ -840,7 +1051,10 @@ mod tests {
             w.reason,
             "libtorch_cuda_linalg.so is loaded at start-up: nothing in the tree NEEDs or names it, so something outside may load it"
         );
-        assert_eq!(w.summary, format!("libtorch_cuda_linalg.so (root) → {}", w.reason));
+        assert_eq!(
+            w.summary,
+            format!("libtorch_cuda_linalg.so (root) → {}", w.reason)
+        );
     }
 
     #[test]
@@ -851,7 +1065,11 @@ mod tests {
         s.lib("lib/libtorch_cpu.so", "extern int magma_dgetrf_gpu(int);\nint torch_cpu_fn(int x) { return magma_dgetrf_gpu(x); }\n", &[]);
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::NotConfined);
-        let w = a.witnesses.iter().find(|w| w.reason == "references magma_dgetrf_gpu").expect("a reference witness");
+        let w = a
+            .witnesses
+            .iter()
+            .find(|w| w.reason == "references magma_dgetrf_gpu")
+            .expect("a reference witness");
         assert_eq!(w.steps.last().unwrap().to, "lib/libtorch_cpu.so");
         // Files holding payload code come first among witnesses; none is exposed here.
         assert_eq!(a.witnesses.len(), 1, "{:#?}", a.witnesses);
@@ -870,13 +1088,22 @@ mod tests {
             a.reasons
         );
         assert_eq!(a.witnesses[0].reason, "defines magma_dgetrf_gpu");
-        assert!(a.contract.loader_lookups.is_empty() && a.contract.required_exports.is_empty() && a.contract.exports.is_empty());
+        assert!(
+            a.contract.loader_lookups.is_empty()
+                && a.contract.required_exports.is_empty()
+                && a.contract.exports.is_empty()
+        );
     }
 
     #[test]
     fn not_present_without_payload_code_libraries_or_references() {
         let mut s = Scratch::new();
-        s.lib("lib/libtorch_cpu.so", "int torch_cpu_fn(int x) { return x + 1; }\n", &[]).lib(
+        s.lib(
+            "lib/libtorch_cpu.so",
+            "int torch_cpu_fn(int x) { return x + 1; }\n",
+            &[],
+        )
+        .lib(
             "lib/libtorch_cuda_linalg.so",
             "extern int torch_cpu_fn(int);\nint linalg_entry(int x) { return torch_cpu_fn(x); }\n",
             &["lib/libtorch_cpu.so"],
@@ -886,13 +1113,23 @@ mod tests {
         assert_eq!(a.verdict.exit_code(), 1);
         assert_eq!(a.verdict.label(), "NOT PRESENT");
         assert!(a.payload.is_empty() && a.witnesses.is_empty());
-        assert_eq!(a.reasons, vec!["no magma code, library or reference found in the tree"]);
+        assert_eq!(
+            a.reasons,
+            vec!["no magma code, library or reference found in the tree"]
+        );
         // Another component's name gives another verdict on the same tree.
         let mut t = Scratch::new();
-        t.lib("lib/libfoo.so.1", "int foo_solve(int x) { return x; }\n", &[]);
+        t.lib(
+            "lib/libfoo.so.1",
+            "int foo_solve(int x) { return x; }\n",
+            &[],
+        );
         let ins = t.inspect("foo");
         assert_eq!(analyse(&ins, &[LAZY]).verdict, Verdict::NotConfined);
-        assert_eq!(analyse(&t.inspect("magma"), &[LAZY]).verdict, Verdict::NotPresent);
+        assert_eq!(
+            analyse(&t.inspect("magma"), &[LAZY]).verdict,
+            Verdict::NotPresent
+        );
     }
 
     #[test]
@@ -902,15 +1139,29 @@ mod tests {
         std::fs::remove_file(s.tree().join("lib/libmagma.so.2")).unwrap();
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
-        let ext: Vec<(&str, serde_json::Value, Option<u64>)> = a.payload.iter().map(|p| (p.path.as_str(), form(p), p.size)).collect();
-        assert_eq!(ext, vec![("libmagma.so.2", serde_json::json!("external"), None)]);
+        let ext: Vec<(&str, serde_json::Value, Option<u64>)> = a
+            .payload
+            .iter()
+            .map(|p| (p.path.as_str(), form(p), p.size))
+            .collect();
+        assert_eq!(
+            ext,
+            vec![("libmagma.so.2", serde_json::json!("external"), None)]
+        );
         // NEEDed by a core file instead, the missing library is a witness of its own.
         let mut s2 = Scratch::new();
-        s2.lib("lib/libmagma.so.2", MAGMA, &[]).lib("lib/libtorch_cpu.so", "int g(int x) { return x; }\n", &["lib/libmagma.so.2"]);
+        s2.lib("lib/libmagma.so.2", MAGMA, &[]).lib(
+            "lib/libtorch_cpu.so",
+            "int g(int x) { return x; }\n",
+            &["lib/libmagma.so.2"],
+        );
         std::fs::remove_file(s2.tree().join("lib/libmagma.so.2")).unwrap();
         let (_, b) = s2.analyse();
         assert_eq!(b.verdict, Verdict::NotConfined);
-        assert_eq!(b.witnesses[0].reason, "needs payload library libmagma.so.2 (not in the tree)");
+        assert_eq!(
+            b.witnesses[0].reason,
+            "needs payload library libmagma.so.2 (not in the tree)"
+        );
     }
 
     #[test]
@@ -921,19 +1172,43 @@ mod tests {
                     const char *torch_cuda_config(void) { return \"  - Magma 2.8.0\"; }\n";
         s.lib(
             "lib/libtorch_cuda.so",
-            &format!("{glue}{}", loader("torch_cuda_linalg_call", LAZY, "linalg_entry")),
+            &format!(
+                "{glue}{}",
+                loader("torch_cuda_linalg_call", LAZY, "linalg_entry")
+            ),
             &["lib/libtorch_cpu.so"],
         );
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
-        let on_cuda: Vec<&Warning> = a.warnings.iter().filter(|w| w.file == "lib/libtorch_cuda.so").collect();
+        let on_cuda: Vec<&Warning> = a
+            .warnings
+            .iter()
+            .filter(|w| w.file == "lib/libtorch_cuda.so")
+            .collect();
         assert_eq!(on_cuda.len(), 2, "{on_cuda:#?}");
-        let sym = on_cuda.iter().find(|w| !w.examples.is_empty() && w.examples[0].contains("set_magma_init_fn")).expect("glue symbol");
-        assert!(sym.consequence.contains("torch.cuda.has_magma stays True"), "{}", sym.consequence);
-        let text = on_cuda.iter().find(|w| w.what.contains("read-only string")).expect("build-config text");
-        assert!(text.examples.iter().any(|e| e.contains("Magma 2.8.0")), "{text:?}");
+        let sym = on_cuda
+            .iter()
+            .find(|w| !w.examples.is_empty() && w.examples[0].contains("set_magma_init_fn"))
+            .expect("glue symbol");
+        assert!(
+            sym.consequence.contains("torch.cuda.has_magma stays True"),
+            "{}",
+            sym.consequence
+        );
+        let text = on_cuda
+            .iter()
+            .find(|w| w.what.contains("read-only string"))
+            .expect("build-config text");
+        assert!(
+            text.examples.iter().any(|e| e.contains("Magma 2.8.0")),
+            "{text:?}"
+        );
         // The lazy library itself never warns: its MAGMA awareness is what the split is for.
-        assert!(a.warnings.iter().all(|w| w.file != "lib/libtorch_cuda_linalg.so"));
+        assert!(
+            a.warnings
+                .iter()
+                .all(|w| w.file != "lib/libtorch_cuda_linalg.so")
+        );
     }
 
     #[test]
@@ -963,10 +1238,15 @@ mod tests {
     #[test]
     fn two_files_with_the_lazy_name_are_reported() {
         let mut s = conda_layout();
-        s.lib("lib/other/libtorch_cuda_linalg.so", "int other(int x) { return x; }\n", &[]);
+        s.lib(
+            "lib/other/libtorch_cuda_linalg.so",
+            "int other(int x) { return x; }\n",
+            &[],
+        );
         let (_, a) = s.analyse();
         assert!(
-            a.reasons.iter().any(|r| r == "2 files are named libtorch_cuda_linalg.so; using lib/libtorch_cuda_linalg.so"),
+            a.reasons.iter().any(|r| r
+                == "2 files are named libtorch_cuda_linalg.so; using lib/libtorch_cuda_linalg.so"),
             "{:?}",
             a.reasons
         );
@@ -976,11 +1256,24 @@ mod tests {
     fn two_lazy_libraries_sharing_a_payload_are_confined_and_one_alone_is_not() {
         let s = providers_layout();
         let ins = s.inspect("heavy");
-        for lazy in [&["libfoo_providers_*.so"][..], &["libfoo_providers_a.so", "libfoo_providers_b.so"]] {
+        for lazy in [
+            &["libfoo_providers_*.so"][..],
+            &["libfoo_providers_a.so", "libfoo_providers_b.so"],
+        ] {
             let a = analyse(&ins, lazy);
             assert_eq!(a.verdict, Verdict::Confined, "{lazy:?}: {:#?}", a.witnesses);
-            let paths: Vec<(&str, Reach)> = a.lazy_libraries.iter().map(|l| (l.path.as_str(), l.reach)).collect();
-            assert_eq!(paths, vec![("lib/libfoo_providers_a.so", Reach::Lazy), ("lib/libfoo_providers_b.so", Reach::Lazy)]);
+            let paths: Vec<(&str, Reach)> = a
+                .lazy_libraries
+                .iter()
+                .map(|l| (l.path.as_str(), l.reach))
+                .collect();
+            assert_eq!(
+                paths,
+                vec![
+                    ("lib/libfoo_providers_a.so", Reach::Lazy),
+                    ("lib/libfoo_providers_b.so", Reach::Lazy)
+                ]
+            );
             assert_eq!(
                 a.reasons.last().unwrap(),
                 "every path from a root to heavy code crosses a lazy edge into one of 2 lazy libraries \
@@ -988,7 +1281,12 @@ mod tests {
             );
             // Each library has its own contract; the plan's is their union.
             for l in &a.lazy_libraries {
-                assert_eq!(l.contract.as_ref().unwrap().loader_lookups, vec!["provider_entry"], "{}", l.path);
+                assert_eq!(
+                    l.contract.as_ref().unwrap().loader_lookups,
+                    vec!["provider_entry"],
+                    "{}",
+                    l.path
+                );
             }
             assert_eq!(a.contract.loader_lookups, vec!["provider_entry"]);
         }
@@ -999,13 +1297,22 @@ mod tests {
             walk(&a.witnesses[0]),
             vec![
                 ("bin/foo_run", "lib/libfoo_core.so", EdgeKind::Needed),
-                ("lib/libfoo_core.so", "lib/libfoo_providers_b.so", EdgeKind::Lazy),
-                ("lib/libfoo_providers_b.so", "lib/libheavy.so.1", EdgeKind::Needed)
+                (
+                    "lib/libfoo_core.so",
+                    "lib/libfoo_providers_b.so",
+                    EdgeKind::Lazy
+                ),
+                (
+                    "lib/libfoo_providers_b.so",
+                    "lib/libheavy.so.1",
+                    EdgeKind::Needed
+                )
             ]
         );
         assert_eq!(a.witnesses[0].reason, "is payload library libheavy.so.1");
         assert!(
-            a.contract.loader_lookups == vec!["provider_entry"] && a.lazy_libraries[0].contract.is_none(),
+            a.contract.loader_lookups == vec!["provider_entry"]
+                && a.lazy_libraries[0].contract.is_none(),
             "one library: the plan's contract"
         );
     }
@@ -1013,7 +1320,11 @@ mod tests {
     #[test]
     fn a_provider_a_core_file_needs_is_refuted_through_that_file() {
         let mut s = providers_layout();
-        s.lib("lib/libfoo_core.so", &providers_loader(), &["lib/libfoo_providers_b.so"]);
+        s.lib(
+            "lib/libfoo_core.so",
+            &providers_loader(),
+            &["lib/libfoo_providers_b.so"],
+        );
         let a = analyse(&s.inspect("heavy"), &["libfoo_providers_*.so"]);
         assert_eq!(a.verdict, Verdict::NotConfined);
         let w = &a.witnesses[0];
@@ -1021,15 +1332,27 @@ mod tests {
             walk(w),
             vec![
                 ("bin/foo_run", "lib/libfoo_core.so", EdgeKind::Needed),
-                ("lib/libfoo_core.so", "lib/libfoo_providers_b.so", EdgeKind::Needed)
+                (
+                    "lib/libfoo_core.so",
+                    "lib/libfoo_providers_b.so",
+                    EdgeKind::Needed
+                )
             ]
         );
-        assert_eq!(w.reason, "the lazy library is NEEDed, so it loads at start-up");
+        assert_eq!(
+            w.reason,
+            "the lazy library is NEEDed, so it loads at start-up"
+        );
         assert_eq!(
             w.summary,
             "foo_run → libfoo_core.so (NEEDED) → libfoo_providers_b.so (NEEDED) → the lazy library is NEEDed, so it loads at start-up"
         );
-        assert_eq!(a.witnesses.len(), 1, "libheavy is reached only through the providers: {:#?}", a.witnesses);
+        assert_eq!(
+            a.witnesses.len(),
+            1,
+            "libheavy is reached only through the providers: {:#?}",
+            a.witnesses
+        );
         let reach: Vec<Reach> = a.lazy_libraries.iter().map(|l| l.reach).collect();
         assert_eq!(reach, vec![Reach::Lazy, Reach::Eager]);
     }
@@ -1038,13 +1361,25 @@ mod tests {
     fn an_unmatched_name_among_several_is_a_note_and_an_external_payload_names_its_provider() {
         let mut s = providers_layout();
         // Provider a also NEEDs cuDNN and the CUDA 12 runtime, which other packages ship.
-        s.lib("lib/libcudnn.so.9", "int cudnnCreate(void) { return 0; }\n", &[])
-            .lib("lib/libcudart.so.12", "int cudaFree(void *p) { (void)p; return 0; }\n", &[])
-            .lib(
-                "lib/libfoo_providers_a.so",
-                "extern int heavy_solve(int);\nint provider_entry(int x) { return heavy_solve(x); }\n",
-                &["lib/libheavy.so.1", "lib/libcudnn.so.9", "lib/libcudart.so.12"],
-            );
+        s.lib(
+            "lib/libcudnn.so.9",
+            "int cudnnCreate(void) { return 0; }\n",
+            &[],
+        )
+        .lib(
+            "lib/libcudart.so.12",
+            "int cudaFree(void *p) { (void)p; return 0; }\n",
+            &[],
+        )
+        .lib(
+            "lib/libfoo_providers_a.so",
+            "extern int heavy_solve(int);\nint provider_entry(int x) { return heavy_solve(x); }\n",
+            &[
+                "lib/libheavy.so.1",
+                "lib/libcudnn.so.9",
+                "lib/libcudart.so.12",
+            ],
+        );
         std::fs::remove_file(s.tree().join("lib/libcudnn.so.9")).unwrap();
         std::fs::remove_file(s.tree().join("lib/libcudart.so.12")).unwrap();
         let ins = crate::analysis::inspect::inspect(
@@ -1055,11 +1390,32 @@ mod tests {
         .unwrap();
         let a = analyse(&ins, &["libfoo_providers_*.so", "libfoo_providers_gpu.so"]);
         assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
-        assert_eq!(a.reasons[0], "--lazy libfoo_providers_gpu.so: no file has this name or SONAME");
-        let cudnn = a.payload.iter().find(|p| p.path == "libcudnn.so.9").expect("cuDNN is payload");
-        assert_eq!((cudnn.form, cudnn.reach), (PayloadForm::External, Reach::Lazy));
+        assert_eq!(
+            a.reasons[0],
+            "--lazy libfoo_providers_gpu.so: no file has this name or SONAME"
+        );
+        let cudnn = a
+            .payload
+            .iter()
+            .find(|p| p.path == "libcudnn.so.9")
+            .expect("cuDNN is payload");
+        assert_eq!(
+            (cudnn.form, cudnn.reach),
+            (PayloadForm::External, Reach::Lazy)
+        );
         let p = cudnn.provider.as_ref().expect("the table knows cuDNN");
-        assert_eq!((p.pip.as_deref(), p.conda.as_deref()), (Some("nvidia-cudnn-cu12"), Some("cudnn")), "CUDA 12 from libcudart.so.12");
-        assert!(a.payload.iter().find(|p| p.path == "lib/libheavy.so.1").unwrap().provider.is_none());
+        assert_eq!(
+            (p.pip.as_deref(), p.conda.as_deref()),
+            (Some("nvidia-cudnn-cu12"), Some("cudnn")),
+            "CUDA 12 from libcudart.so.12"
+        );
+        assert!(
+            a.payload
+                .iter()
+                .find(|p| p.path == "lib/libheavy.so.1")
+                .unwrap()
+                .provider
+                .is_none()
+        );
     }
 }

@@ -95,20 +95,31 @@ pub struct Commands {
 /// The build-string glob that selects `variant`'s builds, given an installed build string (its
 /// key prefix, or none, decides the glob's shape).
 fn switch_glob(variant: &str, variants: &[&str], installed_build: &str) -> String {
-    let installed_variant = variants.iter().find(|v| installed_build.split('_').any(|t| t == **v)).copied().unwrap_or(variant);
+    let installed_variant = variants
+        .iter()
+        .find(|v| installed_build.split('_').any(|t| t == **v))
+        .copied()
+        .unwrap_or(variant);
     let key_prefix_empty = installed_build.starts_with(&format!("{installed_variant}_"));
     variant_glob(variant, variants, key_prefix_empty)
 }
 
 /// The commands that switch `lazy` to `variant`, given an installed build string (to tell whether
 /// the builds have a key prefix, which decides the glob).
-pub fn commands(lazy: &str, variant: &str, variants: &[&str], installed_build: &str) -> Result<Commands> {
+pub fn commands(
+    lazy: &str,
+    variant: &str,
+    variants: &[&str],
+    installed_build: &str,
+) -> Result<Commands> {
     let glob = switch_glob(variant, variants, installed_build);
     let conda_spec = format!("{lazy}=*={glob}");
     let pixi_spec = format!("{lazy}[build='{glob}']");
     // conda's `name=version=build` form is lenient-only in rattler; pixi's bracket form is strict.
-    MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient).map_err(|e| Error::failed(&conda_spec, e))?;
-    MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict).map_err(|e| Error::failed(&pixi_spec, e))?;
+    MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient)
+        .map_err(|e| Error::failed(&conda_spec, e))?;
+    MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict)
+        .map_err(|e| Error::failed(&pixi_spec, e))?;
     Ok(Commands {
         conda: format!("conda install \"{conda_spec}\""),
         mamba: format!("mamba install \"{conda_spec}\""),
@@ -133,7 +144,10 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
     let entries = std::fs::read_dir(&meta).map_err(|e| Error::io(&meta, e))?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()) && e.file_name().to_string_lossy().ends_with(".json"))
+        .filter(|e| {
+            e.file_type().is_ok_and(|t| t.is_file())
+                && e.file_name().to_string_lossy().ends_with(".json")
+        })
         .map(|e| e.path())
         .collect();
     files.sort();
@@ -142,19 +156,46 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
     let mut records = Vec::with_capacity(files.len());
     for file in files {
         let shown = file.display().to_string();
-        let record = PrefixRecord::from_path(&file).map_err(|e| Error::bad(&shown, format!("unreadable conda-meta record: {e}")))?;
-        let named = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let record = PrefixRecord::from_path(&file)
+            .map_err(|e| Error::bad(&shown, format!("unreadable conda-meta record: {e}")))?;
+        let named = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if named != record.file_name() {
-            return Err(Error::bad(&shown, format!("the record inside is {}: its file name says otherwise", record.file_name())));
+            return Err(Error::bad(
+                &shown,
+                format!(
+                    "the record inside is {}: its file name says otherwise",
+                    record.file_name()
+                ),
+            ));
         }
-        let name = record.repodata_record.package_record.name.as_normalized().to_string();
+        let name = record
+            .repodata_record
+            .package_record
+            .name
+            .as_normalized()
+            .to_string();
         if let Some(first) = by_name.insert(name.clone(), named) {
-            return Err(Error::bad(&shown, format!("{name} is installed twice (also conda-meta/{first})")));
+            return Err(Error::bad(
+                &shown,
+                format!("{name} is installed twice (also conda-meta/{first})"),
+            ));
         }
-        let listed = record.paths_data.paths.iter().map(|p| &p.relative_path).chain(record.files.iter());
+        let listed = record
+            .paths_data
+            .paths
+            .iter()
+            .map(|p| &p.relative_path)
+            .chain(record.files.iter());
         for rel in listed {
-            let text = rel.to_str().ok_or_else(|| Error::bad(&shown, format!("path {rel:?} is not UTF-8")))?;
-            root.join(text).map_err(|e| Error::bad(&shown, format!("lists a path outside the environment: {e}")))?;
+            let text = rel
+                .to_str()
+                .ok_or_else(|| Error::bad(&shown, format!("path {rel:?} is not UTF-8")))?;
+            root.join(text).map_err(|e| {
+                Error::bad(&shown, format!("lists a path outside the environment: {e}"))
+            })?;
         }
         records.push(record);
     }
@@ -165,39 +206,90 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     let prefix = &opts.prefix;
     let meta = prefix.join("conda-meta");
     if !meta.is_dir() {
-        return Err(Error::bad(prefix.display(), "not a conda environment (no conda-meta/)"));
+        return Err(Error::bad(
+            prefix.display(),
+            "not a conda environment (no conda-meta/)",
+        ));
     }
     let mut records = prefix_records(prefix)?;
-    records
-        .sort_by(|a, b| a.repodata_record.package_record.name.as_normalized().cmp(b.repodata_record.package_record.name.as_normalized()));
+    records.sort_by(|a, b| {
+        a.repodata_record
+            .package_record
+            .name
+            .as_normalized()
+            .cmp(b.repodata_record.package_record.name.as_normalized())
+    });
     let markers = crate::channel::standin::markers_in_prefix(prefix);
-    let name_of = |r: &PrefixRecord| r.repodata_record.package_record.name.as_normalized().to_string();
-    let lazy = records.iter().find(|r| name_of(r) == opts.lazy_name).ok_or_else(|| {
-        Error::bad(prefix.display(), format!("no {} package installed: not an environment of the split (see --lazy-name)", opts.lazy_name))
-    })?;
+    let name_of = |r: &PrefixRecord| {
+        r.repodata_record
+            .package_record
+            .name
+            .as_normalized()
+            .to_string()
+    };
+    let lazy = records
+        .iter()
+        .find(|r| name_of(r) == opts.lazy_name)
+        .ok_or_else(|| {
+            Error::bad(
+                prefix.display(),
+                format!(
+                    "no {} package installed: not an environment of the split (see --lazy-name)",
+                    opts.lazy_name
+                ),
+            )
+        })?;
     let with = opts.dep.clone();
     let without = crate::analysis::payload::slim_variant(&opts.dep);
     let variants = vec![
-        Variant { name: with.clone(), with_payload: true, preferred: false },
-        Variant { name: without.clone(), with_payload: false, preferred: false },
+        Variant {
+            name: with.clone(),
+            with_payload: true,
+            preferred: false,
+        },
+        Variant {
+            name: without.clone(),
+            with_payload: false,
+            preferred: false,
+        },
     ];
     let lazy_rec = &lazy.repodata_record.package_record;
     let build = lazy_rec.build.to_string();
-    let variant = variant_in_build(&variants, &build).map(|v| v.name.clone()).ok_or_else(|| {
-        Error::bad(meta.display(), format!("{} {build}: the build string names neither {with} nor {without}", opts.lazy_name))
-    })?;
-    let other = if variant == with { without.clone() } else { with.clone() };
+    let variant = variant_in_build(&variants, &build)
+        .map(|v| v.name.clone())
+        .ok_or_else(|| {
+            Error::bad(
+                meta.display(),
+                format!(
+                    "{} {build}: the build string names neither {with} nor {without}",
+                    opts.lazy_name
+                ),
+            )
+        })?;
+    let other = if variant == with {
+        without.clone()
+    } else {
+        with.clone()
+    };
 
     // The channel that knows the other variant: --channel, or the local one the package came from.
     let mut notes = Vec::new();
     let channel_dir = opts.channel.clone().or_else(|| {
         let url = &lazy.repodata_record.url;
-        (url.scheme() == "file").then(|| url.to_file_path().ok()).flatten().and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
+        (url.scheme() == "file")
+            .then(|| url.to_file_path().ok())
+            .flatten()
+            .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
     });
     let info = match &channel_dir {
-        Some(d) if d.join(crate::channel::info::CHANNEL_FILE).exists() => Some(ChannelInfo::load(d)?),
+        Some(d) if d.join(crate::channel::info::CHANNEL_FILE).exists() => {
+            Some(ChannelInfo::load(d)?)
+        }
         Some(d) if opts.channel.is_some() => {
-            return Err(Error::bad(d.display(), "not a channel made by `splitpkg pack` (no splitpkg.json)"));
+            return Err(Error::bad(
+                d.display(),
+                "not a channel made by `splitpkg pack` (no splitpkg.json)",
+            ));
         }
         _ => None,
     };
@@ -208,12 +300,19 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
             let mut v: Vec<String> = records
                 .iter()
                 .map(name_of)
-                .filter(|n| n == &prefix_name || n.starts_with(&format!("{prefix_name}_")) || n.starts_with(&format!("{prefix_name}-")))
+                .filter(|n| {
+                    n == &prefix_name
+                        || n.starts_with(&format!("{prefix_name}_"))
+                        || n.starts_with(&format!("{prefix_name}-"))
+                })
                 .collect();
             if v.is_empty() {
                 v.push(prefix_name);
             }
-            notes.push(format!("payload packages taken by name ({}): no splitpkg channel description found", v.join(", ")));
+            notes.push(format!(
+                "payload packages taken by name ({}): no splitpkg channel description found",
+                v.join(", ")
+            ));
             v
         }
     };
@@ -228,7 +327,10 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         } else if payload_names.contains(&name) {
             "payload"
         } else if info.as_ref().is_some_and(|i| i.core == name)
-            || pr.depends.iter().any(|d| d.split_whitespace().next() == Some(opts.lazy_name.as_str()))
+            || pr
+                .depends
+                .iter()
+                .any(|d| d.split_whitespace().next() == Some(opts.lazy_name.as_str()))
         {
             "core"
         } else {
@@ -248,34 +350,62 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
                 .filter(|p| {
                     !matches!(
                         p.path_type,
-                        rattler_conda_types::prefix_record::PathType::SoftLink | rattler_conda_types::prefix_record::PathType::Directory
+                        rattler_conda_types::prefix_record::PathType::SoftLink
+                            | rattler_conda_types::prefix_record::PathType::Directory
                     )
                 })
                 .filter_map(|p| p.size_in_bytes)
                 .sum(),
             standin,
-            represents_bytes: if standin { Some(markers.get(&name).map(|m| m.represents_bytes).unwrap_or(0)) } else { None },
+            represents_bytes: if standin {
+                Some(markers.get(&name).map(|m| m.represents_bytes).unwrap_or(0))
+            } else {
+                None
+            },
         });
     }
-    let real_bytes: u64 = packages.iter().filter(|p| !p.standin).map(|p| p.bytes).sum();
+    let real_bytes: u64 = packages
+        .iter()
+        .filter(|p| !p.standin)
+        .map(|p| p.bytes)
+        .sum();
     let represented_bytes: u64 = packages.iter().filter_map(|p| p.represents_bytes).sum();
-    let lazy_now = packages.iter().find(|p| p.role == "lazy").map(|p| p.bytes).unwrap_or(0);
+    let lazy_now = packages
+        .iter()
+        .find(|p| p.role == "lazy")
+        .map(|p| p.bytes)
+        .unwrap_or(0);
 
     // The switch.
     let to_slim = other == without;
-    let installed_payload: Vec<&EnvPackage> = packages.iter().filter(|p| p.role == "payload").collect();
-    let (payload_removed, mut payload_added) =
-        if to_slim { (installed_payload.iter().map(|p| p.name.clone()).collect::<Vec<_>>(), Vec::new()) } else { (Vec::new(), Vec::new()) };
+    let installed_payload: Vec<&EnvPackage> =
+        packages.iter().filter(|p| p.role == "payload").collect();
+    let (payload_removed, mut payload_added) = if to_slim {
+        (
+            installed_payload
+                .iter()
+                .map(|p| p.name.clone())
+                .collect::<Vec<_>>(),
+            Vec::new(),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let mut real_delta: Option<i64> = None;
     let mut represented_delta: i64 = 0;
     let mut lazy_after = None;
     let mut estimated = false;
     let sizes_from;
     let version = lazy_rec.version.to_string();
-    let pack = info.as_ref().and_then(|i| i.packs.iter().find(|p| p.version == version));
+    let pack = info
+        .as_ref()
+        .and_then(|i| i.packs.iter().find(|p| p.version == version));
     match pack {
         Some(p) => {
-            let other_pkg = p.packages.iter().find(|x| x.name == opts.lazy_name && x.variant.as_deref() == Some(other.as_str()));
+            let other_pkg = p
+                .packages
+                .iter()
+                .find(|x| x.name == opts.lazy_name && x.variant.as_deref() == Some(other.as_str()));
             if other_pkg.is_none() {
                 notes.push(format!(
                     "the channel has no {other} build of {} {version}: the commands below fail until one is published",
@@ -300,17 +430,31 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
                             if packages.iter().any(|x| &x.name == name) {
                                 continue;
                             }
-                            let found = p.packages.iter().chain(info.standins.iter()).find(|x| &x.name == name);
+                            let found = p
+                                .packages
+                                .iter()
+                                .chain(info.standins.iter())
+                                .find(|x| &x.name == name);
                             match found {
-                                Some(x) if x.standin => represented_delta += x.represents_bytes.unwrap_or(0) as i64,
+                                Some(x) if x.standin => {
+                                    represented_delta += x.represents_bytes.unwrap_or(0) as i64
+                                }
                                 Some(x) => delta += x.bytes as i64,
-                                None => notes.push(format!("{name} is not in the channel: its size is not counted")),
+                                None => notes.push(format!(
+                                    "{name} is not in the channel: its size is not counted"
+                                )),
                             }
                             payload_added.push(name.clone());
                         }
                     }
                     real_delta = Some(delta);
-                    sizes_from = format!("channel {}", channel_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default());
+                    sizes_from = format!(
+                        "channel {}",
+                        channel_dir
+                            .as_ref()
+                            .map(|d| d.display().to_string())
+                            .unwrap_or_default()
+                    );
                 }
                 None => match p.variant_sizes.iter().find(|v| v.name == other) {
                     // Not packed: the plan's estimate for that build, said to be one.
@@ -328,18 +472,33 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
                         estimated = !est.measured;
                         sizes_from = format!(
                             "{} of the {other} build: {} (the channel has no {other} package of {version})",
-                            if est.measured { "measured size" } else { "plan estimate" },
+                            if est.measured {
+                                "measured size"
+                            } else {
+                                "plan estimate"
+                            },
                             est.how
                         );
                     }
-                    None => sizes_from = format!("unknown: the channel has no {other} build of {} {version}", opts.lazy_name),
+                    None => {
+                        sizes_from = format!(
+                            "unknown: the channel has no {other} build of {} {version}",
+                            opts.lazy_name
+                        )
+                    }
                 },
             }
         }
         None => {
             sizes_from = match &channel_dir {
-                Some(d) if info.is_some() => format!("unknown: channel {} has no pack of version {version}", d.display()),
-                _ => format!("unknown: {} was not installed from a splitpkg channel (pass --channel)", opts.lazy_name),
+                Some(d) if info.is_some() => format!(
+                    "unknown: channel {} has no pack of version {version}",
+                    d.display()
+                ),
+                _ => format!(
+                    "unknown: {} was not installed from a splitpkg channel (pass --channel)",
+                    opts.lazy_name
+                ),
             };
             if to_slim {
                 // What leaves with the payload packages is known from the prefix itself.
@@ -394,7 +553,10 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         real_bytes,
         represented_bytes,
         switch,
-        channel: info.as_ref().and(channel_dir.as_ref()).map(|d| d.display().to_string()),
+        channel: info
+            .as_ref()
+            .and(channel_dir.as_ref())
+            .map(|d| d.display().to_string()),
         notes,
     })
 }
@@ -447,7 +609,11 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     };
     let ch = crate::channel::solve::Loaded::open(&channel)?;
     let without = crate::analysis::payload::slim_variant(&opts.dep);
-    let glob = switch_glob(&before.switch.to, &[opts.dep.as_str(), without.as_str()], &before.build);
+    let glob = switch_glob(
+        &before.switch.to,
+        &[opts.dep.as_str(), without.as_str()],
+        &before.build,
+    );
     let mut specs = Vec::new();
     for p in &before.packages {
         match p.role.as_str() {
@@ -462,22 +628,37 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
         Err(msg) => {
             return Err(Error::bad(
                 channel.display(),
-                format!("cannot switch to {}: {}", before.switch.to, msg.lines().map(str::trim).collect::<Vec<_>>().join(" ")),
+                format!(
+                    "cannot switch to {}: {}",
+                    before.switch.to,
+                    msg.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+                ),
             ));
         }
     };
     let prefix = &opts.prefix;
     // The package cache sits next to the prefix (same file system: the installer hard-links from it)
     // and goes away afterwards; the prefix keeps its files.
-    let parent =
-        prefix.canonicalize().map_err(|e| Error::io(prefix, e))?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let parent = prefix
+        .canonicalize()
+        .map_err(|e| Error::io(prefix, e))?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
     crate::output::cleanup::sweep_stale(&parent);
     let cache = parent.join(format!(".splitpkg-switch-pkgs-{}", std::process::id()));
     let installed = prefix_records(prefix)?;
     let result = {
-        let _registered = crate::output::cleanup::register(&cache, crate::output::cleanup::Leftover::Tree);
+        let _registered =
+            crate::output::cleanup::register(&cache, crate::output::cleanup::Leftover::Tree);
         let _removed = RemoveOnDrop(&cache);
-        crate::channel::solve::install(&crate::channel::solve::runtime()?, &cache, prefix, records, Some(installed))
+        crate::channel::solve::install(
+            &crate::channel::solve::runtime()?,
+            &cache,
+            prefix,
+            records,
+            Some(installed),
+        )
     };
     let (removed, installed) = result?;
     let after = env(opts)?;
@@ -506,8 +687,18 @@ impl Drop for RemoveOnDrop<'_> {
 }
 
 pub fn switch_text(r: &SwitchReport) -> String {
-    let mut s = format!("switched {} from {} to {} (rattler installer, channel {})\n", r.prefix, r.from, r.to, r.channel);
-    s.push_str(&format!("  solved: {}\n", r.specs.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(" ")));
+    let mut s = format!(
+        "switched {} from {} to {} (rattler installer, channel {})\n",
+        r.prefix, r.from, r.to, r.channel
+    );
+    s.push_str(&format!(
+        "  solved: {}\n",
+        r.specs
+            .iter()
+            .map(|x| format!("\"{x}\""))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
     for x in &r.removed {
         s.push_str(&format!("  - {x}\n"));
     }
@@ -530,14 +721,21 @@ pub fn report_text(r: &EnvReport) -> String {
     use crate::output::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "{}: {} {} {} → the {} variant", r.prefix, r.lazy, r.version, r.build, r.variant);
+    let _ = writeln!(
+        s,
+        "{}: {} {} {} → the {} variant",
+        r.prefix, r.lazy, r.version, r.build, r.variant
+    );
     let _ = writeln!(
         s,
         "installed: {} packages, {} real{}",
         r.packages.len(),
         human_bytes(r.real_bytes),
         if r.represented_bytes > 0 {
-            format!(" + {} represented by stand-ins (not on disk)", human_bytes(r.represented_bytes))
+            format!(
+                " + {} represented by stand-ins (not on disk)",
+                human_bytes(r.represented_bytes)
+            )
         } else {
             String::new()
         }
@@ -547,7 +745,11 @@ pub fn report_text(r: &EnvReport) -> String {
             Some(b) => format!("[stand-in] represents {}", human_bytes(b)),
             None => human_bytes(p.bytes),
         };
-        let _ = writeln!(s, "  {:<24} {:<10} {:<34} {:<8} {size}", p.name, p.version, p.build, p.role);
+        let _ = writeln!(
+            s,
+            "  {:<24} {:<10} {:<34} {:<8} {size}",
+            p.name, p.version, p.build, p.role
+        );
     }
     let w = &r.switch;
     let _ = writeln!(s, "\nswitching to {}:", w.to);
@@ -560,7 +762,12 @@ pub fn report_text(r: &EnvReport) -> String {
                 signed(d),
                 human_bytes(r.real_bytes),
                 human_bytes(w.real_after.unwrap_or(0)),
-                format_args!("; {} {} → {}", r.lazy, human_bytes(w.lazy_now), human_bytes(after)),
+                format_args!(
+                    "; {} {} → {}",
+                    r.lazy,
+                    human_bytes(w.lazy_now),
+                    human_bytes(after)
+                ),
                 if w.payload_removed.is_empty() && w.payload_added.is_empty() {
                     String::new()
                 } else if !w.payload_removed.is_empty() {
@@ -575,7 +782,11 @@ pub fn report_text(r: &EnvReport) -> String {
         }
     }
     if w.represented_delta != 0 {
-        let _ = writeln!(s, "  and {} represented by stand-ins", signed(w.represented_delta));
+        let _ = writeln!(
+            s,
+            "  and {} represented by stand-ins",
+            signed(w.represented_delta)
+        );
     }
     let _ = writeln!(s, "  sizes from: {}", w.sizes_from);
     let _ = writeln!(s, "  conda: {}", w.commands.conda);
@@ -592,20 +803,48 @@ pub fn report_text(r: &EnvReport) -> String {
 pub fn svg(r: &EnvReport) -> String {
     use crate::output::human_bytes;
     use std::fmt::Write as _;
-    let other_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role != "lazy" && p.role != "payload").map(|p| p.bytes).sum();
-    let payload_real_now: u64 = r.packages.iter().filter(|p| !p.standin && p.role == "payload").map(|p| p.bytes).sum();
-    let payload_rep_now: u64 = r.packages.iter().filter(|p| p.role == "payload").filter_map(|p| p.represents_bytes).sum();
-    let other_rep: u64 = r.packages.iter().filter(|p| p.role != "payload").filter_map(|p| p.represents_bytes).sum();
+    let other_now: u64 = r
+        .packages
+        .iter()
+        .filter(|p| !p.standin && p.role != "lazy" && p.role != "payload")
+        .map(|p| p.bytes)
+        .sum();
+    let payload_real_now: u64 = r
+        .packages
+        .iter()
+        .filter(|p| !p.standin && p.role == "payload")
+        .map(|p| p.bytes)
+        .sum();
+    let payload_rep_now: u64 = r
+        .packages
+        .iter()
+        .filter(|p| p.role == "payload")
+        .filter_map(|p| p.represents_bytes)
+        .sum();
+    let other_rep: u64 = r
+        .packages
+        .iter()
+        .filter(|p| p.role != "payload")
+        .filter_map(|p| p.represents_bytes)
+        .sum();
     let w = &r.switch;
     let (payload_real_after, payload_rep_after) = match w.real_delta {
         Some(d) => {
             let lazy_after = w.lazy_after.unwrap_or(w.lazy_now) as i64;
             let pr = (payload_real_now as i64 + d - (lazy_after - w.lazy_now as i64)).max(0) as u64;
-            (pr, (payload_rep_now as i64 + w.represented_delta).max(0) as u64)
+            (
+                pr,
+                (payload_rep_now as i64 + w.represented_delta).max(0) as u64,
+            )
         }
-        None => {
-            (if w.payload_removed.is_empty() { payload_real_now } else { 0 }, (payload_rep_now as i64 + w.represented_delta).max(0) as u64)
-        }
+        None => (
+            if w.payload_removed.is_empty() {
+                payload_real_now
+            } else {
+                0
+            },
+            (payload_rep_now as i64 + w.represented_delta).max(0) as u64,
+        ),
     };
     struct Bar {
         label: String,
@@ -620,7 +859,11 @@ pub fn svg(r: &EnvReport) -> String {
                 ("other stand-ins".to_string(), other_rep, "rep"),
                 (r.lazy.clone(), w.lazy_now, "lazy"),
                 ("payload".to_string(), payload_real_now, "payload"),
-                ("payload [stand-in]".to_string(), payload_rep_now, "payload-rep"),
+                (
+                    "payload [stand-in]".to_string(),
+                    payload_rep_now,
+                    "payload-rep",
+                ),
             ],
             note: String::new(),
         },
@@ -631,7 +874,11 @@ pub fn svg(r: &EnvReport) -> String {
                 ("other stand-ins".to_string(), other_rep, "rep"),
                 (r.lazy.clone(), w.lazy_after.unwrap_or(0), "lazy"),
                 ("payload".to_string(), payload_real_after, "payload"),
-                ("payload [stand-in]".to_string(), payload_rep_after, "payload-rep"),
+                (
+                    "payload [stand-in]".to_string(),
+                    payload_rep_after,
+                    "payload-rep",
+                ),
             ],
             note: if w.lazy_after.is_none() {
                 format!("{} size unknown", r.lazy)
@@ -642,29 +889,51 @@ pub fn svg(r: &EnvReport) -> String {
             },
         },
     ];
-    let max: u64 = bars.iter().map(|b| b.segs.iter().map(|s| s.1).sum::<u64>()).max().unwrap_or(1).max(1);
+    let max: u64 = bars
+        .iter()
+        .map(|b| b.segs.iter().map(|s| s.1).sum::<u64>())
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let title = format!("{} in {}", r.lazy, r.prefix);
     let footer = match w.real_delta {
         Some(d) => format!(
             "switching {} real bytes{}",
             signed(d),
-            if w.represented_delta != 0 { format!(", {} represented", signed(w.represented_delta)) } else { String::new() }
+            if w.represented_delta != 0 {
+                format!(", {} represented", signed(w.represented_delta))
+            } else {
+                String::new()
+            }
         ),
         None => format!("sizes after switching: {}", w.sizes_from),
     };
     let value = |b: &Bar| {
         let total: u64 = b.segs.iter().map(|s| s.1).sum();
-        format!("{}{}", human_bytes(total), if b.note.is_empty() { String::new() } else { format!(" ({})", b.note) })
+        format!(
+            "{}{}",
+            human_bytes(total),
+            if b.note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", b.note)
+            }
+        )
     };
     // The picture is as wide as its longest text: labels come from the environment (a prefix
     // path, a variant name) and are never clipped.
     let (bar_w, bar_h) = (470.0f64, 34.0f64);
-    let left = bars.iter().map(|b| 20.0 + text_width(&b.label, 12.0)).fold(190.0f64, f64::max);
+    let left = bars
+        .iter()
+        .map(|b| 20.0 + text_width(&b.label, 12.0))
+        .fold(190.0f64, f64::max);
     let width = [
         760.0,
         20.0 + text_width(&title, 14.0),
         20.0 + text_width(&footer, 11.0),
-        bars.iter().map(|b| left + bar_w + 16.0 + text_width(&value(b), 12.0)).fold(0.0, f64::max),
+        bars.iter()
+            .map(|b| left + bar_w + 16.0 + text_width(&value(b), 12.0))
+            .fold(0.0, f64::max),
     ]
     .into_iter()
     .fold(0.0f64, f64::max)
@@ -675,16 +944,34 @@ pub fn svg(r: &EnvReport) -> String {
         s,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"##
     );
-    let _ = writeln!(s, r##"<title>{}: {} vs {}</title>"##, xml(&r.lazy), xml(&r.variant), xml(&w.to));
+    let _ = writeln!(
+        s,
+        r##"<title>{}: {} vs {}</title>"##,
+        xml(&r.lazy),
+        xml(&r.variant),
+        xml(&w.to)
+    );
     let _ = writeln!(
         s,
         r##"<defs><pattern id="hatch" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fdd0a2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#e6550d" stroke-width="2"/></pattern></defs>"##
     );
-    let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
-    let _ = writeln!(s, r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##, xml(&title));
+    let _ = writeln!(
+        s,
+        r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##,
+        xml(&title)
+    );
     for (i, b) in bars.iter().enumerate() {
         let y = 45.0 + i as f64 * 55.0;
-        let _ = writeln!(s, r##"<text x="10" y="{:.1}">{}</text>"##, y + bar_h / 2.0 + 4.0, xml(&b.label));
+        let _ = writeln!(
+            s,
+            r##"<text x="10" y="{:.1}">{}</text>"##,
+            y + bar_h / 2.0 + 4.0,
+            xml(&b.label)
+        );
         let mut x = left;
         for (name, bytes, class) in &b.segs {
             if *bytes == 0 {
@@ -706,7 +993,13 @@ pub fn svg(r: &EnvReport) -> String {
             );
             x += wd;
         }
-        let _ = writeln!(s, r##"<text x="{:.1}" y="{:.1}">{}</text>"##, x + 6.0, y + bar_h / 2.0 + 4.0, xml(&value(b)));
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}">{}</text>"##,
+            x + 6.0,
+            y + bar_h / 2.0 + 4.0,
+            xml(&value(b))
+        );
     }
     let legend = [
         ("#bdbdbd", "other packages"),
@@ -724,7 +1017,11 @@ pub fn svg(r: &EnvReport) -> String {
         );
         x += 24.0 + label.len() as f64 * 6.5;
     }
-    let _ = writeln!(s, r##"<text x="10" y="200" font-size="11" fill="#555555">{}</text>"##, xml(&footer));
+    let _ = writeln!(
+        s,
+        r##"<text x="10" y="200" font-size="11" fill="#555555">{}</text>"##,
+        xml(&footer)
+    );
     s.push_str("</svg>\n");
     s
 }
@@ -737,7 +1034,10 @@ fn text_width(text: &str, size: f64) -> f64 {
 }
 
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -755,7 +1055,13 @@ mod tests {
             standin: false,
             represents_bytes: None,
         };
-        let c = commands("libtorch-cuda-linalg", "nomagma", &["magma", "nomagma"], "cuda126_magma_h1234567_0").unwrap();
+        let c = commands(
+            "libtorch-cuda-linalg",
+            "nomagma",
+            &["magma", "nomagma"],
+            "cuda126_magma_h1234567_0",
+        )
+        .unwrap();
         EnvReport {
             schema: "splitpkg-env",
             schema_version: 1,
@@ -801,7 +1107,13 @@ mod tests {
         let mut right: f64 = 0.0;
         for part in svg.split("<text").skip(1) {
             let (tag, rest) = part.split_once('>').unwrap();
-            let text = rest.split("</text>").next().unwrap().replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
+            let text = rest
+                .split("</text>")
+                .next()
+                .unwrap()
+                .replace("&amp;", "&")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">");
             let size = attr(tag, "font-size").unwrap_or(12.0);
             right = right.max(attr(tag, "x").unwrap() + text_width(&text, size));
         }
@@ -815,7 +1127,10 @@ mod tests {
         assert_eq!(w, 760.0);
         assert!(right <= w, "{right} > {w}");
         // A long prefix (the title) and a long variant name (a bar label) widen it; nothing clips.
-        let long = format!("/home/someone/projects/{}/.pixi/envs/default", "deeply-nested-directory/".repeat(6));
+        let long = format!(
+            "/home/someone/projects/{}/.pixi/envs/default",
+            "deeply-nested-directory/".repeat(6)
+        );
         let svg = svg(&report(&long, &"a-very-long-variant-name-".repeat(4)));
         let (w, right) = widths(&svg);
         assert!(w > 760.0 && right <= w, "{right} > {w}");
@@ -824,13 +1139,40 @@ mod tests {
 
     #[test]
     fn switch_commands_parse_and_select_one_variant() {
-        let c = commands("libtorch-cuda-linalg", "nomagma", &["magma", "nomagma"], "cuda126_magma_h1234567_0").unwrap();
-        assert_eq!(c.conda, r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#);
-        assert_eq!(c.mamba, r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#);
-        assert_eq!(c.pixi, r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#);
-        let back = commands("libtorch-cuda-linalg", "magma", &["magma", "nomagma"], "cuda126_nomagma_h1234567_0").unwrap();
+        let c = commands(
+            "libtorch-cuda-linalg",
+            "nomagma",
+            &["magma", "nomagma"],
+            "cuda126_magma_h1234567_0",
+        )
+        .unwrap();
+        assert_eq!(
+            c.conda,
+            r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#
+        );
+        assert_eq!(
+            c.mamba,
+            r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#
+        );
+        assert_eq!(
+            c.pixi,
+            r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#
+        );
+        let back = commands(
+            "libtorch-cuda-linalg",
+            "magma",
+            &["magma", "nomagma"],
+            "cuda126_nomagma_h1234567_0",
+        )
+        .unwrap();
         assert_eq!(back.conda_spec, "libtorch-cuda-linalg=*=*_magma_*");
-        let bare = commands("libtorch-cuda-linalg", "magma", &["magma", "nomagma"], "nomagma_h1234567_0").unwrap();
+        let bare = commands(
+            "libtorch-cuda-linalg",
+            "magma",
+            &["magma", "nomagma"],
+            "nomagma_h1234567_0",
+        )
+        .unwrap();
         assert_eq!(bare.pixi_spec, "libtorch-cuda-linalg[build='magma_*']");
     }
 }

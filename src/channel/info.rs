@@ -100,12 +100,20 @@ pub struct ChannelInfo {
 impl ChannelInfo {
     /// What `--lazy` selects the lazy libraries by when an installed environment is planned.
     pub fn lazy_names(&self) -> Vec<String> {
-        if self.lazy_libraries.is_empty() { vec![self.lazy_library.clone()] } else { self.lazy_libraries.clone() }
+        if self.lazy_libraries.is_empty() {
+            vec![self.lazy_library.clone()]
+        } else {
+            self.lazy_libraries.clone()
+        }
     }
 
     /// The payload's components (`--dep`).
     pub fn dep_names(&self) -> Vec<String> {
-        if self.deps.is_empty() { vec![self.dep.clone()] } else { self.deps.clone() }
+        if self.deps.is_empty() {
+            vec![self.dep.clone()]
+        } else {
+            self.deps.clone()
+        }
     }
 
     pub fn load(channel: &Path) -> Result<ChannelInfo> {
@@ -113,22 +121,37 @@ impl ChannelInfo {
         use crate::input::file::{Links, MAX_DOCUMENT_BYTES, open_regular_io, read_capped_text};
         let file = open_regular_io(&path, Links::Follow).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                Error::bad(channel.display(), format!("not a channel made by `splitpkg pack` (no {CHANNEL_FILE})"))
+                Error::bad(
+                    channel.display(),
+                    format!("not a channel made by `splitpkg pack` (no {CHANNEL_FILE})"),
+                )
             } else {
                 Error::io(&path, e)
             }
         })?;
-        let text = read_capped_text(file, &path.display().to_string(), MAX_DOCUMENT_BYTES, CHANNEL_FILE)?;
-        let info: ChannelInfo = serde_json::from_str(&text).map_err(|e| Error::bad(path.display(), format!("malformed: {e}")))?;
+        let text = read_capped_text(
+            file,
+            &path.display().to_string(),
+            MAX_DOCUMENT_BYTES,
+            CHANNEL_FILE,
+        )?;
+        let info: ChannelInfo = serde_json::from_str(&text)
+            .map_err(|e| Error::bad(path.display(), format!("malformed: {e}")))?;
         if info.schema != CHANNEL_SCHEMA || info.schema_version != 1 {
-            return Err(Error::bad(path.display(), format!("not a {CHANNEL_SCHEMA} version 1 file")));
+            return Err(Error::bad(
+                path.display(),
+                format!("not a {CHANNEL_SCHEMA} version 1 file"),
+            ));
         }
         Ok(info)
     }
 
     /// Every package the channel description knows, stand-ins included.
     pub fn all_packages(&self) -> impl Iterator<Item = &PackedPackage> {
-        self.packs.iter().flat_map(|p| p.packages.iter()).chain(self.standins.iter())
+        self.packs
+            .iter()
+            .flat_map(|p| p.packages.iter())
+            .chain(self.standins.iter())
     }
 
     pub fn package_by_file(&self, file: &str) -> Option<&PackedPackage> {

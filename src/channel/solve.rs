@@ -29,7 +29,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use rattler_conda_types::{Channel, GenericVirtualPackage, MatchSpec, PackageName, ParseStrictness, RepoData, RepoDataRecord, Version};
+use rattler_conda_types::{
+    Channel, GenericVirtualPackage, MatchSpec, PackageName, ParseStrictness, RepoData,
+    RepoDataRecord, Version,
+};
 use rattler_solve::{SolveError, SolverImpl, SolverTask};
 use serde::Serialize;
 
@@ -153,24 +156,41 @@ pub struct Loaded {
 
 impl Loaded {
     pub fn open(dir: &Path) -> Result<Loaded> {
-        let abs = if dir.is_absolute() { dir.to_path_buf() } else { std::env::current_dir().map_err(|e| Error::io(".", e))?.join(dir) };
+        let abs = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map_err(|e| Error::io(".", e))?
+                .join(dir)
+        };
         if !abs.is_dir() {
             return Err(Error::bad(dir.display(), "not a directory"));
         }
         let info = ChannelInfo::load(&abs)?;
-        let channel = Channel::try_from_directory(&abs).map_err(|e| Error::bad(dir.display(), e))?;
+        let channel =
+            Channel::try_from_directory(&abs).map_err(|e| Error::bad(dir.display(), e))?;
         let mut records = Vec::new();
         for sub in [SUBDIR, NOARCH] {
             let p = abs.join(sub).join("repodata.json");
-            let rd = RepoData::from_path(&p).map_err(|e| Error::bad(p.display(), format!("not an indexed channel: {e}")))?;
+            let rd = RepoData::from_path(&p)
+                .map_err(|e| Error::bad(p.display(), format!("not an indexed channel: {e}")))?;
             records.extend(rd.into_repo_data_records(&channel));
         }
-        Ok(Loaded { dir: abs, info, records, sizes: Default::default() })
+        Ok(Loaded {
+            dir: abs,
+            info,
+            records,
+            sizes: Default::default(),
+        })
     }
 
     /// `linux-64/NAME-VERSION-BUILD.conda` of a record.
     pub fn file_of(r: &RepoDataRecord) -> String {
-        let segs: Vec<&str> = r.url.path_segments().map(|s| s.collect()).unwrap_or_default();
+        let segs: Vec<&str> = r
+            .url
+            .path_segments()
+            .map(|s| s.collect())
+            .unwrap_or_default();
         match segs.as_slice() {
             [.., sub, name] => format!("{sub}/{name}"),
             _ => r.identifier.to_string(),
@@ -185,19 +205,42 @@ impl Loaded {
         }
         let path = self.dir.join(file);
         let paths: rattler_conda_types::package::PathsJson =
-            rattler_package_streaming::seek::read_package_file(&path).map_err(|e| Error::bad(path.display(), e))?;
+            rattler_package_streaming::seek::read_package_file(&path)
+                .map_err(|e| Error::bad(path.display(), e))?;
         let about: rattler_conda_types::package::AboutJson =
-            rattler_package_streaming::seek::read_package_file(&path).map_err(|e| Error::bad(path.display(), e))?;
+            rattler_package_streaming::seek::read_package_file(&path)
+                .map_err(|e| Error::bad(path.display(), e))?;
         let installed = paths.paths.iter().filter_map(|p| p.size_in_bytes).sum();
-        let represents = (about.extra.get("splitpkg_standin").and_then(|v| v.as_bool()) == Some(true))
-            .then(|| about.extra.get("represents_bytes").and_then(|v| v.as_u64()).unwrap_or(0));
-        self.sizes.lock().unwrap().insert(file.to_string(), (installed, represents));
+        let represents = (about
+            .extra
+            .get("splitpkg_standin")
+            .and_then(|v| v.as_bool())
+            == Some(true))
+        .then(|| {
+            about
+                .extra
+                .get("represents_bytes")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0)
+        });
+        self.sizes
+            .lock()
+            .unwrap()
+            .insert(file.to_string(), (installed, represents));
         Ok((installed, represents))
     }
 
     pub fn versions(&self) -> Vec<String> {
-        let mut v: Vec<(Version, String)> =
-            self.info.packs.iter().filter_map(|p| Version::from_str(&p.version).ok().map(|x| (x, p.version.clone()))).collect();
+        let mut v: Vec<(Version, String)> = self
+            .info
+            .packs
+            .iter()
+            .filter_map(|p| {
+                Version::from_str(&p.version)
+                    .ok()
+                    .map(|x| (x, p.version.clone()))
+            })
+            .collect();
         v.sort();
         v.dedup_by(|a, b| a.1 == b.1);
         v.into_iter().map(|(_, s)| s).collect()
@@ -208,23 +251,46 @@ impl Loaded {
     }
 
     fn has_variant(&self, version: &str, variant: &str) -> bool {
-        self.pack(version).is_some_and(|p| p.packages.iter().any(|x| x.variant.as_deref() == Some(variant)))
+        self.pack(version).is_some_and(|p| {
+            p.packages
+                .iter()
+                .any(|x| x.variant.as_deref() == Some(variant))
+        })
     }
 }
 
 /// Default virtual packages: a Linux x86-64 machine with glibc 2.28 and a CUDA driver matching the
 /// runtime the input NEEDs (13.0 when unknown).
-pub fn virtual_packages(info: &ChannelInfo, overrides: &[String]) -> Result<Vec<GenericVirtualPackage>> {
-    let cuda = info.packs.iter().filter_map(|p| p.cuda_runtime).max().map(|m| format!("{m}.0")).unwrap_or_else(|| "13.0".into());
-    let mut map: BTreeMap<String, String> = [("__unix", "0"), ("__linux", "6.1"), ("__glibc", "2.28"), ("__cuda", cuda.as_str())]
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
+pub fn virtual_packages(
+    info: &ChannelInfo,
+    overrides: &[String],
+) -> Result<Vec<GenericVirtualPackage>> {
+    let cuda = info
+        .packs
+        .iter()
+        .filter_map(|p| p.cuda_runtime)
+        .max()
+        .map(|m| format!("{m}.0"))
+        .unwrap_or_else(|| "13.0".into());
+    let mut map: BTreeMap<String, String> = [
+        ("__unix", "0"),
+        ("__linux", "6.1"),
+        ("__glibc", "2.28"),
+        ("__cuda", cuda.as_str()),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
     for o in overrides {
-        let (name, version) =
-            o.split_once('=').ok_or_else(|| Error::Usage(format!("--virtual {o}: expected NAME=VERSION (e.g. __cuda=12.6)")))?;
+        let (name, version) = o.split_once('=').ok_or_else(|| {
+            Error::Usage(format!(
+                "--virtual {o}: expected NAME=VERSION (e.g. __cuda=12.6)"
+            ))
+        })?;
         if !name.starts_with("__") {
-            return Err(Error::Usage(format!("--virtual {o}: virtual package names start with __")));
+            return Err(Error::Usage(format!(
+                "--virtual {o}: virtual package names start with __"
+            )));
         }
         if version == "none" {
             map.remove(name);
@@ -235,8 +301,10 @@ pub fn virtual_packages(info: &ChannelInfo, overrides: &[String]) -> Result<Vec<
     map.into_iter()
         .map(|(name, version)| {
             Ok(GenericVirtualPackage {
-                name: PackageName::try_from(name.as_str()).map_err(|e| Error::Usage(format!("--virtual {name}: {e}")))?,
-                version: Version::from_str(&version).map_err(|e| Error::Usage(format!("--virtual {name}={version}: {e}")))?,
+                name: PackageName::try_from(name.as_str())
+                    .map_err(|e| Error::Usage(format!("--virtual {name}: {e}")))?,
+                version: Version::from_str(&version)
+                    .map_err(|e| Error::Usage(format!("--virtual {name}={version}: {e}")))?,
                 build_string: "0".parse().expect("a valid build string"),
             })
         })
@@ -251,13 +319,25 @@ pub fn solve_specs(
 ) -> Result<std::result::Result<Vec<RepoDataRecord>, String>> {
     let specs: Vec<MatchSpec> = specs
         .iter()
-        .map(|s| MatchSpec::from_str(s, ParseStrictness::Strict).map_err(|e| Error::failed(format!("spec {s:?}"), e)))
+        .map(|s| {
+            MatchSpec::from_str(s, ParseStrictness::Strict)
+                .map_err(|e| Error::failed(format!("spec {s:?}"), e))
+        })
         .collect::<Result<_>>()?;
-    let task = SolverTask { virtual_packages: virtual_packages.to_vec(), specs, ..SolverTask::from_iter([records]) };
+    let task = SolverTask {
+        virtual_packages: virtual_packages.to_vec(),
+        specs,
+        ..SolverTask::from_iter([records])
+    };
     match rattler_solve::resolvo::Solver.solve(task) {
         Ok(r) => {
             let mut recs = r.records;
-            recs.sort_by(|a, b| a.package_record.name.as_normalized().cmp(b.package_record.name.as_normalized()));
+            recs.sort_by(|a, b| {
+                a.package_record
+                    .name
+                    .as_normalized()
+                    .cmp(b.package_record.name.as_normalized())
+            });
             Ok(Ok(recs))
         }
         Err(SolveError::Unsolvable(msgs)) => Ok(Err(msgs.join("\n"))),
@@ -277,7 +357,11 @@ impl Ctx<'_> {
             .info
             .variants
             .iter()
-            .map(|v| crate::recipe::split::Variant { name: v.clone(), with_payload: !v.starts_with("no"), preferred: false })
+            .map(|v| crate::recipe::split::Variant {
+                name: v.clone(),
+                with_payload: !v.starts_with("no"),
+                preferred: false,
+            })
             .collect();
         recs.iter()
             .map(|r| {
@@ -287,7 +371,10 @@ impl Ctx<'_> {
                 let build = r.package_record.build.to_string();
                 Ok(Solved {
                     variant: (name == self.ch.info.lazy)
-                        .then(|| crate::recipe::split::variant_in_build(&variants, &build).map(|v| v.name.clone()))
+                        .then(|| {
+                            crate::recipe::split::variant_in_build(&variants, &build)
+                                .map(|v| v.name.clone())
+                        })
                         .flatten(),
                     name,
                     version: r.package_record.version.to_string(),
@@ -303,7 +390,14 @@ impl Ctx<'_> {
     }
 }
 
-fn scenario(id: &'static str, name: &'static str, channel: &Loaded, specs: Vec<String>, expect: String, semantics: Semantics) -> Scenario {
+fn scenario(
+    id: &'static str,
+    name: &'static str,
+    channel: &Loaded,
+    specs: Vec<String>,
+    expect: String,
+    semantics: Semantics,
+) -> Scenario {
     Scenario {
         id,
         name,
@@ -323,7 +417,11 @@ fn scenario(id: &'static str, name: &'static str, channel: &Loaded, specs: Vec<S
 
 fn fill(s: &mut Scenario, solved: Vec<Solved>) {
     s.archive_bytes = solved.iter().map(|x| x.archive_bytes).sum();
-    s.installed_bytes = solved.iter().filter(|x| !x.standin).map(|x| x.installed_bytes).sum();
+    s.installed_bytes = solved
+        .iter()
+        .filter(|x| !x.standin)
+        .map(|x| x.installed_bytes)
+        .sum();
     s.represented_bytes = solved.iter().filter_map(|x| x.represents_bytes).sum();
     s.solved = solved;
 }
@@ -331,27 +429,57 @@ fn fill(s: &mut Scenario, solved: Vec<Solved>) {
 /// Run the scenarios (and the installs). The records of (a) and (b) are returned for `--install`.
 pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
     let ch = Loaded::open(&opts.channel)?;
-    let flipped = opts.prefer_channel.as_deref().map(Loaded::open).transpose()?;
+    let flipped = opts
+        .prefer_channel
+        .as_deref()
+        .map(Loaded::open)
+        .transpose()?;
     let info = &ch.info;
     let vps = virtual_packages(info, &opts.virtual_packages)?;
     let versions = ch.versions();
     let version = match &opts.version {
         Some(v) if versions.contains(v) => v.clone(),
-        Some(v) => return Err(Error::Usage(format!("--version {v}: the channel has {}", versions.join(", ")))),
-        None => versions.last().cloned().ok_or_else(|| Error::bad(opts.channel.display(), "the channel description lists no pack"))?,
+        Some(v) => {
+            return Err(Error::Usage(format!(
+                "--version {v}: the channel has {}",
+                versions.join(", ")
+            )));
+        }
+        None => versions.last().cloned().ok_or_else(|| {
+            Error::bad(
+                opts.channel.display(),
+                "the channel description lists no pack",
+            )
+        })?,
     };
     let pack = ch.pack(&version).expect("version from the channel").clone();
     let newest = versions.last() == Some(&version);
-    let core_spec = if newest { info.core.clone() } else { format!("{} =={version}", info.core) };
+    let core_spec = if newest {
+        info.core.clone()
+    } else {
+        format!("{} =={version}", info.core)
+    };
     let variants = &info.variants;
-    let with = variants.iter().find(|v| !v.starts_with("no")).cloned().unwrap_or_default();
-    let without = variants.iter().find(|v| v.starts_with("no")).cloned().unwrap_or_default();
+    let with = variants
+        .iter()
+        .find(|v| !v.starts_with("no"))
+        .cloned()
+        .unwrap_or_default();
+    let without = variants
+        .iter()
+        .find(|v| v.starts_with("no"))
+        .cloned()
+        .unwrap_or_default();
     let glob = |v: &str| {
         let names: Vec<&str> = variants.iter().map(String::as_str).collect();
         crate::recipe::split::variant_glob(v, &names, pack.build_keys.is_empty())
     };
     let preferred = pack.preferred.clone();
-    let other = if preferred == with { without.clone() } else { with.clone() };
+    let other = if preferred == with {
+        without.clone()
+    } else {
+        with.clone()
+    };
     let payload_needed = |v: &str, p: &PackRecord| v == with && !p.payload_static;
     let payloads = &info.payload_packages;
     let ctx = Ctx { ch: &ch, vps: &vps };
@@ -365,7 +493,9 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
             return Semantics {
                 relied_on: false,
                 solvers_agree: true,
-                why: format!("not consulted: {v} has no {np} build in the channel, so {p} is the only candidate"),
+                why: format!(
+                    "not consulted: {v} has no {np} build in the channel, so {p} is the only candidate"
+                ),
             };
         }
         Semantics {
@@ -394,10 +524,18 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         ranking(&preferred, &other, &ch, &version),
     );
     let a_records = if !ch.has_variant(&version, &preferred) {
-        a.detail = format!("not applicable: the preferred variant ({preferred}) of {version} is not in the channel");
+        a.detail = format!(
+            "not applicable: the preferred variant ({preferred}) of {version} is not in the channel"
+        );
         None
     } else {
-        expect_set(&ctx, &mut a, &version, &preferred, payload_needed(&preferred, &pack))?
+        expect_set(
+            &ctx,
+            &mut a,
+            &version,
+            &preferred,
+            payload_needed(&preferred, &pack),
+        )?
     };
     installs.push(("default", "a", a_records));
     scenarios.push(a);
@@ -409,13 +547,22 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         "slim",
         &ch,
         vec![core_spec.clone(), slim_spec.clone()],
-        format!("{} {version} with the {without} {} and no {}", info.core, info.lazy, payloads.join(", ")),
+        format!(
+            "{} {version} with the {without} {} and no {}",
+            info.core,
+            info.lazy,
+            payloads.join(", ")
+        ),
         Semantics {
             relied_on: false,
             solvers_agree: true,
             why: format!(
                 "not consulted: the build-string spec leaves only {without} builds; the solver only has to honour their constrains ({})",
-                payloads.iter().map(|p| format!("{p} <0.0a0")).collect::<Vec<_>>().join(", ")
+                payloads
+                    .iter()
+                    .map(|p| format!("{p} <0.0a0"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         },
     );
@@ -447,11 +594,15 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
             ),
         },
     );
-    let payload_in_channel = ch.records.iter().any(|r| r.package_record.name.as_normalized() == payload);
+    let payload_in_channel = ch
+        .records
+        .iter()
+        .any(|r| r.package_record.name.as_normalized() == payload);
     if !versions.iter().any(|v| ch.has_variant(v, &without)) {
         c.detail = format!("not applicable: no {without} build in the channel");
     } else if !payload_in_channel {
-        c.detail = format!("not applicable: no {payload} package (real or stand-in) in the channel");
+        c.detail =
+            format!("not applicable: no {payload} package (real or stand-in) in the channel");
     } else {
         unsat(&ctx, &mut c)?;
     }
@@ -463,7 +614,10 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         "version skew",
         &ch,
         Vec::new(),
-        format!("unsatisfiable: {} and {} are tied to one version", info.core, info.lazy),
+        format!(
+            "unsatisfiable: {} and {} are tied to one version",
+            info.core, info.lazy
+        ),
         Semantics {
             relied_on: false,
             solvers_agree: true,
@@ -474,10 +628,21 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         },
     );
     if versions.len() < 2 {
-        d.detail = format!("not applicable: one version in the channel ({})", versions.join(", "));
+        d.detail = format!(
+            "not applicable: one version in the channel ({})",
+            versions.join(", ")
+        );
     } else {
-        let older = versions.iter().rev().find(|v| **v != version).cloned().expect("two versions");
-        d.specs = vec![format!("{} =={version}", info.core), format!("{} =={older}", info.lazy)];
+        let older = versions
+            .iter()
+            .rev()
+            .find(|v| **v != version)
+            .cloned()
+            .expect("two versions");
+        d.specs = vec![
+            format!("{} =={version}", info.core),
+            format!("{} =={older}", info.lazy),
+        ];
         unsat(&ctx, &mut d)?;
     }
     scenarios.push(d);
@@ -488,11 +653,18 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         "flipped preference",
         flipped.as_ref().unwrap_or(&ch),
         vec![info.core.clone()],
-        format!("on a channel packed with --prefer {other}: the {other} {}", info.lazy),
+        format!(
+            "on a channel packed with --prefer {other}: the {other} {}",
+            info.lazy
+        ),
         ranking(&other, &preferred, &ch, &version),
     );
     match &flipped {
-        None => e.detail = format!("not applicable: no --prefer-channel (pack the same input with --prefer {other} into another channel)"),
+        None => {
+            e.detail = format!(
+                "not applicable: no --prefer-channel (pack the same input with --prefer {other} into another channel)"
+            )
+        }
         Some(f) => {
             let fv = f.versions();
             let fpack = fv.last().and_then(|v| f.pack(v)).cloned();
@@ -500,15 +672,24 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
                 None => e.detail = "not applicable: the --prefer-channel lists no pack".into(),
                 Some(fp) if f.info.core != info.core || f.info.lazy != info.lazy => {
                     e.status = "fail";
-                    e.detail = format!("the --prefer-channel holds another split ({} / {})", f.info.core, f.info.lazy);
+                    e.detail = format!(
+                        "the --prefer-channel holds another split ({} / {})",
+                        f.info.core, f.info.lazy
+                    );
                     let _ = fp;
                 }
                 Some(fp) if fp.preferred == preferred => {
                     e.status = "fail";
-                    e.detail = format!("the --prefer-channel prefers {} too: it is not flipped", fp.preferred);
+                    e.detail = format!(
+                        "the --prefer-channel prefers {} too: it is not flipped",
+                        fp.preferred
+                    );
                 }
                 Some(fp) if !f.has_variant(&fp.version, &fp.preferred) => {
-                    e.detail = format!("not applicable: the --prefer-channel lacks its preferred {} build", fp.preferred);
+                    e.detail = format!(
+                        "not applicable: the --prefer-channel lacks its preferred {} build",
+                        fp.preferred
+                    );
                 }
                 Some(fp) => {
                     e.expect = format!(
@@ -524,9 +705,16 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
                         }
                     );
                     e.track_features = ranking(&fp.preferred, &preferred, f, &fp.version);
-                    e.track_features.why = e.track_features.why.replace(&feature, &fp.track_feature);
+                    e.track_features.why =
+                        e.track_features.why.replace(&feature, &fp.track_feature);
                     let fctx = Ctx { ch: f, vps: &vps };
-                    expect_set(&fctx, &mut e, &fp.version, &fp.preferred, payload_needed(&fp.preferred, &fp))?;
+                    expect_set(
+                        &fctx,
+                        &mut e,
+                        &fp.version,
+                        &fp.preferred,
+                        payload_needed(&fp.preferred, &fp),
+                    )?;
                 }
             }
         }
@@ -537,19 +725,28 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         Some(dir) => Some(install_and_plan(dir, &ch, installs, opts.progress)?),
         None => None,
     };
-    let pass = scenarios.iter().all(|s| s.status != "fail") && install.as_ref().is_none_or(|i| i.envs.iter().all(|e| e.status != "fail"));
+    let pass = scenarios.iter().all(|s| s.status != "fail")
+        && install
+            .as_ref()
+            .is_none_or(|i| i.envs.iter().all(|e| e.status != "fail"));
     Ok(SolveReport {
         schema: "splitpkg-solve",
         schema_version: 1,
         channel: opts.channel.display().to_string(),
-        prefer_channel: opts.prefer_channel.as_ref().map(|p| p.display().to_string()),
+        prefer_channel: opts
+            .prefer_channel
+            .as_ref()
+            .map(|p| p.display().to_string()),
         solver: SOLVER,
         core: info.core.clone(),
         lazy: info.lazy.clone(),
         versions,
         version,
         preferred,
-        virtual_packages: vps.iter().map(|v| format!("{}={}", v.name.as_normalized(), v.version)).collect(),
+        virtual_packages: vps
+            .iter()
+            .map(|v| format!("{}={}", v.name.as_normalized(), v.version))
+            .collect(),
         scenarios,
         install,
         pass,
@@ -558,7 +755,13 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
 
 /// Solve `s`, which must be satisfiable, and check the set with [`check_set`]. Returns the records
 /// for installing it.
-fn expect_set(ctx: &Ctx, s: &mut Scenario, version: &str, variant: &str, payload: bool) -> Result<Option<Vec<RepoDataRecord>>> {
+fn expect_set(
+    ctx: &Ctx,
+    s: &mut Scenario,
+    version: &str,
+    variant: &str,
+    payload: bool,
+) -> Result<Option<Vec<RepoDataRecord>>> {
     match solve_specs(&ctx.ch.records, &s.specs, ctx.vps)? {
         Ok(recs) => {
             let solved = ctx.solved(&recs)?;
@@ -596,7 +799,13 @@ fn unsat(ctx: &Ctx, s: &mut Scenario) -> Result<()> {
 
 /// The set has core and lazy at `version`, the lazy package in `variant`, and payload packages
 /// exactly when `payload` says so.
-fn check_set(solved: &[Solved], info: &ChannelInfo, version: &str, variant: &str, payload: bool) -> (bool, String) {
+fn check_set(
+    solved: &[Solved],
+    info: &ChannelInfo,
+    version: &str,
+    variant: &str,
+    payload: bool,
+) -> (bool, String) {
     let mut problems = Vec::new();
     match solved.iter().find(|s| s.name == info.core) {
         Some(c) if c.version == version => {}
@@ -605,18 +814,39 @@ fn check_set(solved: &[Solved], info: &ChannelInfo, version: &str, variant: &str
     }
     match solved.iter().find(|s| s.name == info.lazy) {
         Some(l) if l.version == version && l.variant.as_deref() == Some(variant) => {}
-        Some(l) => problems.push(format!("{} {} {} instead of the {variant} build of {version}", info.lazy, l.version, l.build)),
+        Some(l) => problems.push(format!(
+            "{} {} {} instead of the {variant} build of {version}",
+            info.lazy, l.version, l.build
+        )),
         None => problems.push(format!("no {}", info.lazy)),
     }
-    let present: Vec<&str> = info.payload_packages.iter().filter(|p| solved.iter().any(|s| &s.name == *p)).map(String::as_str).collect();
+    let present: Vec<&str> = info
+        .payload_packages
+        .iter()
+        .filter(|p| solved.iter().any(|s| &s.name == *p))
+        .map(String::as_str)
+        .collect();
     if payload && present.len() != info.payload_packages.len() {
-        problems.push(format!("payload packages missing: has {present:?} of {:?}", info.payload_packages));
+        problems.push(format!(
+            "payload packages missing: has {present:?} of {:?}",
+            info.payload_packages
+        ));
     }
     if !payload && !present.is_empty() {
         problems.push(format!("payload packages present: {}", present.join(", ")));
     }
     if problems.is_empty() {
-        (true, format!("{variant}{}", if payload { format!(" + {}", info.payload_packages.join(", ")) } else { String::new() }))
+        (
+            true,
+            format!(
+                "{variant}{}",
+                if payload {
+                    format!(" + {}", info.payload_packages.join(", "))
+                } else {
+                    String::new()
+                }
+            ),
+        )
     } else {
         (false, problems.join("; "))
     }
@@ -624,7 +854,11 @@ fn check_set(solved: &[Solved], info: &ChannelInfo, version: &str, variant: &str
 
 /// The small tokio runtime the rattler calls run on (index, install).
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| Error::failed("tokio", e))
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed("tokio", e))
 }
 
 /// Install `records` into `prefix` with rattler's installer (linux-64), from the package cache
@@ -645,12 +879,18 @@ pub fn install(
     if let Some(installed) = installed {
         installer.set_installed_packages(installed);
     }
-    let result =
-        rt.block_on(installer.install(prefix, records)).map_err(|e| Error::failed(format!("installing into {}", prefix.display()), e))?;
+    let result = rt
+        .block_on(installer.install(prefix, records))
+        .map_err(|e| Error::failed(format!("installing into {}", prefix.display()), e))?;
     let t = &result.transaction;
-    let mut removed: Vec<String> =
-        t.removed_packages().map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build())).collect();
-    let mut installed: Vec<String> = t.installed_packages().map(|r| record_id(&r.package_record)).collect();
+    let mut removed: Vec<String> = t
+        .removed_packages()
+        .map(|r| format!("{}-{}-{}", r.name().as_normalized(), r.version(), r.build()))
+        .collect();
+    let mut installed: Vec<String> = t
+        .installed_packages()
+        .map(|r| record_id(&r.package_record))
+        .collect();
     removed.sort();
     installed.sort();
     Ok((removed, installed))
@@ -669,8 +909,16 @@ fn install_and_plan(
 ) -> Result<InstallReport> {
     for (name, _, _) in &installs {
         let p = dir.join(name);
-        if p.exists() && std::fs::read_dir(&p).map(|mut d| d.next().is_some()).unwrap_or(true) {
-            return Err(Error::Usage(format!("--install {}: {} exists and is not empty", dir.display(), p.display())));
+        if p.exists()
+            && std::fs::read_dir(&p)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            return Err(Error::Usage(format!(
+                "--install {}: {} exists and is not empty",
+                dir.display(),
+                p.display()
+            )));
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
@@ -681,8 +929,14 @@ fn install_and_plan(
     for (name, scenario, records) in installs {
         let prefix = dir.join(name);
         let (expect, want) = match name {
-            "default" => ("CONFINED".to_string(), crate::analysis::verdict::Verdict::Confined),
-            _ => ("NOT PRESENT, no payload files, no payload packages".to_string(), crate::analysis::verdict::Verdict::NotPresent),
+            "default" => (
+                "CONFINED".to_string(),
+                crate::analysis::verdict::Verdict::Confined,
+            ),
+            _ => (
+                "NOT PRESENT, no payload files, no payload packages".to_string(),
+                crate::analysis::verdict::Verdict::NotPresent,
+            ),
         };
         let Some(records) = records else {
             envs.push(EnvCheck {
@@ -698,23 +952,45 @@ fn install_and_plan(
             });
             continue;
         };
-        let packages: Vec<String> = records.iter().map(|r| record_id(&r.package_record)).collect();
+        let packages: Vec<String> = records
+            .iter()
+            .map(|r| record_id(&r.package_record))
+            .collect();
         progress.start_unknown(&format!("install {name}"));
         install(&rt, &cache, &prefix, records, None)?;
         progress.finish();
-        let req = Request { path: prefix.clone(), lazy: ch.info.lazy_names(), spec: spec.clone(), extras: Default::default() };
-        let Planned { inspection: ins, plan, .. } = plan_tree(&req, &Progress::hidden())?;
+        let req = Request {
+            path: prefix.clone(),
+            lazy: ch.info.lazy_names(),
+            spec: spec.clone(),
+            extras: Default::default(),
+        };
+        let Planned {
+            inspection: ins,
+            plan,
+            ..
+        } = plan_tree(&req, &Progress::hidden())?;
         let payload_files: Vec<String> = ins
             .tree
             .entries
             .iter()
-            .filter(|e| !matches!(e.kind, crate::input::EntryKind::Dir) && spec.is_payload_library(crate::input::Tree::file_name(&e.path)))
+            .filter(|e| {
+                !matches!(e.kind, crate::input::EntryKind::Dir)
+                    && spec.is_payload_library(crate::input::Tree::file_name(&e.path))
+            })
             .map(|e| e.path.clone())
             .collect();
-        let payload_pkgs: Vec<&String> =
-            ch.info.payload_packages.iter().filter(|p| packages.iter().any(|x| x.starts_with(&format!("{p}-")))).collect();
+        let payload_pkgs: Vec<&String> = ch
+            .info
+            .payload_packages
+            .iter()
+            .filter(|p| packages.iter().any(|x| x.starts_with(&format!("{p}-"))))
+            .collect();
         let (ok, detail) = if name == "default" {
-            (plan.verdict == want, format!("plan: {}", plan.verdict.label()))
+            (
+                plan.verdict == want,
+                format!("plan: {}", plan.verdict.label()),
+            )
         } else {
             let ok = plan.verdict == want && payload_files.is_empty() && payload_pkgs.is_empty();
             (
@@ -726,7 +1002,11 @@ fn install_and_plan(
                     if payload_pkgs.is_empty() {
                         "none".to_string()
                     } else {
-                        payload_pkgs.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                        payload_pkgs
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     }
                 ),
             )
@@ -743,15 +1023,31 @@ fn install_and_plan(
             payload_files,
         });
     }
-    Ok(InstallReport { dir: dir.display().to_string(), envs })
+    Ok(InstallReport {
+        dir: dir.display().to_string(),
+        envs,
+    })
 }
 
 pub fn report_text(r: &SolveReport) -> String {
     use crate::output::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "channel {} ({} / {}; versions {}; preferred {})", r.channel, r.core, r.lazy, r.versions.join(", "), r.preferred);
-    let _ = writeln!(s, "solver: {}; virtual packages: {}", r.solver, r.virtual_packages.join(" "));
+    let _ = writeln!(
+        s,
+        "channel {} ({} / {}; versions {}; preferred {})",
+        r.channel,
+        r.core,
+        r.lazy,
+        r.versions.join(", "),
+        r.preferred
+    );
+    let _ = writeln!(
+        s,
+        "solver: {}; virtual packages: {}",
+        r.solver,
+        r.virtual_packages.join(" ")
+    );
     for sc in &r.scenarios {
         let status = match sc.status {
             "pass" => "PASS",
@@ -760,7 +1056,15 @@ pub fn report_text(r: &SolveReport) -> String {
         };
         let _ = writeln!(s, "\n({}) {}: {}", sc.id, sc.name, status);
         if !sc.specs.is_empty() {
-            let _ = writeln!(s, "    request: {}", sc.specs.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(" "));
+            let _ = writeln!(
+                s,
+                "    request: {}",
+                sc.specs
+                    .iter()
+                    .map(|x| format!("\"{x}\""))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
         }
         let _ = writeln!(s, "    must show: {}", sc.expect);
         if !sc.detail.is_empty() {
@@ -774,7 +1078,10 @@ pub fn report_text(r: &SolveReport) -> String {
                 human_bytes(sc.archive_bytes),
                 human_bytes(sc.installed_bytes),
                 if sc.represented_bytes > 0 {
-                    format!(" + {} represented by stand-ins", human_bytes(sc.represented_bytes))
+                    format!(
+                        " + {} represented by stand-ins",
+                        human_bytes(sc.represented_bytes)
+                    )
                 } else {
                     String::new()
                 }
@@ -801,8 +1108,16 @@ pub fn report_text(r: &SolveReport) -> String {
                 let _ = writeln!(s, "      {l}");
             }
         }
-        let _ =
-            writeln!(s, "    track_features: {}{}", if sc.track_features.relied_on { "relied on — " } else { "" }, sc.track_features.why);
+        let _ = writeln!(
+            s,
+            "    track_features: {}{}",
+            if sc.track_features.relied_on {
+                "relied on — "
+            } else {
+                ""
+            },
+            sc.track_features.why
+        );
     }
     if let Some(i) = &r.install {
         let _ = writeln!(s, "\ninstalled into {}:", i.dir);
@@ -818,10 +1133,22 @@ pub fn report_text(r: &SolveReport) -> String {
                     _ => "not applicable",
                 },
                 e.detail,
-                if e.packages.is_empty() { String::new() } else { format!(" [{}]", e.packages.join(", ")) }
+                if e.packages.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", e.packages.join(", "))
+                }
             );
         }
     }
-    let _ = writeln!(s, "\n{}", if r.pass { "all applicable scenarios as required" } else { "SOME SCENARIOS FAILED" });
+    let _ = writeln!(
+        s,
+        "\n{}",
+        if r.pass {
+            "all applicable scenarios as required"
+        } else {
+            "SOME SCENARIOS FAILED"
+        }
+    );
     s
 }

@@ -52,8 +52,7 @@ pub struct StandIn {
 /// Where the built-in sizes come from: hmaarrfk's listing of a fresh `pytorch-gpu` environment in
 /// conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19), as recorded in
 /// `conda-forge-2024-split.md` §7: `libmagma.so` 293 M + `libmagma_sparse.so` 91 M = 385 MB.
-pub const BUILTIN_SOURCE: &str =
-    "conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19): fresh pytorch-gpu env, see conda-forge-2024-split.md §7";
+pub const BUILTIN_SOURCE: &str = "conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19): fresh pytorch-gpu env, see conda-forge-2024-split.md §7";
 
 pub fn builtin() -> Manifest {
     Manifest {
@@ -79,9 +78,14 @@ pub fn builtin() -> Manifest {
 impl Manifest {
     /// Read and check a manifest (YAML or JSON; JSON is YAML).
     pub fn load(path: &Path) -> Result<Manifest> {
-        let text =
-            crate::input::file::read_text(path, crate::input::file::Links::Follow, crate::input::file::MAX_DOCUMENT_BYTES, "manifest")?;
-        let m: Manifest = serde_yaml::from_str(&text).map_err(|e| Error::bad(path.display(), format!("not a stand-in manifest: {e}")))?;
+        let text = crate::input::file::read_text(
+            path,
+            crate::input::file::Links::Follow,
+            crate::input::file::MAX_DOCUMENT_BYTES,
+            "manifest",
+        )?;
+        let m: Manifest = serde_yaml::from_str(&text)
+            .map_err(|e| Error::bad(path.display(), format!("not a stand-in manifest: {e}")))?;
         m.check().map_err(|e| Error::bad(path.display(), e))?;
         Ok(m)
     }
@@ -89,10 +93,16 @@ impl Manifest {
     pub fn check(&self) -> std::result::Result<(), String> {
         let mut seen = BTreeSet::new();
         for s in &self.standins {
-            rattler_conda_types::PackageName::try_from(s.name.as_str()).map_err(|e| format!("stand-in name {:?}: {e}", s.name))?;
-            s.version.parse::<rattler_conda_types::Version>().map_err(|e| format!("stand-in {}: version {:?}: {e}", s.name, s.version))?;
+            rattler_conda_types::PackageName::try_from(s.name.as_str())
+                .map_err(|e| format!("stand-in name {:?}: {e}", s.name))?;
+            s.version
+                .parse::<rattler_conda_types::Version>()
+                .map_err(|e| format!("stand-in {}: version {:?}: {e}", s.name, s.version))?;
             if s.source.trim().is_empty() {
-                return Err(format!("stand-in {}: say where represents_bytes comes from (source)", s.name));
+                return Err(format!(
+                    "stand-in {}: say where represents_bytes comes from (source)",
+                    s.name
+                ));
             }
             if !seen.insert(s.name.clone()) {
                 return Err(format!("stand-in {} is listed twice", s.name));
@@ -144,16 +154,27 @@ impl StandIn {
              It contains no library. The real package is about {} bytes ({}).\n",
             self.name, self.version, self.represents_bytes, self.source
         );
-        let marker = serde_json::to_string_pretty(&self.marker()).expect("marker serialises") + "\n";
+        let marker =
+            serde_json::to_string_pretty(&self.marker()).expect("marker serialises") + "\n";
         vec![
-            (format!("{MARKER_DIR}/{}.README", self.name), readme.into_bytes()),
-            (format!("{MARKER_DIR}/{}.json", self.name), marker.into_bytes()),
+            (
+                format!("{MARKER_DIR}/{}.README", self.name),
+                readme.into_bytes(),
+            ),
+            (
+                format!("{MARKER_DIR}/{}.json", self.name),
+                marker.into_bytes(),
+            ),
         ]
     }
 
     /// `info/about.json` `extra` for this stand-in.
     pub fn about_extra(&self) -> AboutExtra {
-        AboutExtra { splitpkg_standin: true, represents_bytes: self.represents_bytes, source: self.source.clone() }
+        AboutExtra {
+            splitpkg_standin: true,
+            represents_bytes: self.represents_bytes,
+            source: self.source.clone(),
+        }
     }
 }
 
@@ -188,12 +209,17 @@ mod tests {
         let m = builtin();
         m.check().unwrap();
         assert_eq!(m.get("libmagma").unwrap().represents_bytes, 293_000_000);
-        assert_eq!(m.get("libmagma_sparse").unwrap().represents_bytes, 91_000_000);
+        assert_eq!(
+            m.get("libmagma_sparse").unwrap().represents_bytes,
+            91_000_000
+        );
     }
 
     #[test]
     fn bad_manifests_are_refused() {
-        let twice = Manifest { standins: vec![builtin().standins[0].clone(), builtin().standins[0].clone()] };
+        let twice = Manifest {
+            standins: vec![builtin().standins[0].clone(), builtin().standins[0].clone()],
+        };
         assert!(twice.check().unwrap_err().contains("twice"));
         let mut bad = builtin();
         bad.standins[0].version = "not a version!".into();

@@ -58,7 +58,10 @@ pub struct PackArgs {
 /// `123`, `64K`, `500M`, `2G`, `1T` (powers of 1024; an optional trailing `B` or `iB`).
 fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
-    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
     let (num, shift) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
             let shift = match c.to_ascii_uppercase() {
@@ -72,8 +75,11 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
         }
         _ => (t, 0),
     };
-    let n: u64 = num.parse().map_err(|_| format!("{s:?}: not a size (e.g. 500M, 64G)"))?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{s:?}: too large"))
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: not a size (e.g. 500M, 64G)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{s:?}: too large"))
 }
 
 #[derive(Args)]
@@ -198,12 +204,23 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
     } = a;
     let lazy_variant = super::parse_lazy_variant(lazy_variant.as_deref())?;
     let (manifest, standins_from) = match &standins {
-        Some(f) => (standin::Manifest::load(f)?, f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+        Some(f) => (
+            standin::Manifest::load(f)?,
+            f.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
         None => (standin::builtin(), "built-in".to_string()),
     };
     let progress = Progress::new(!quiet);
     let workspace = packcmd::Workspace::create(&target.path, &out, max_unpacked)?;
-    let planned = pipeline::plan_tree(&target.request(Extras { unpack: workspace.unpack.clone(), ..Extras::default() }), &progress)?;
+    let planned = pipeline::plan_tree(
+        &target.request(Extras {
+            unpack: workspace.unpack.clone(),
+            ..Extras::default()
+        }),
+        &progress,
+    )?;
     let (ins, plan) = (&planned.inspection, &planned.plan);
     if plan.verdict != Verdict::Confined {
         return Err(Error::Refused(format!(
@@ -212,7 +229,12 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
             plan.verdict.label()
         )));
     }
-    let options = packcmd::options_for_pack(split_args.options(plan, &target.path)?, ins, plan, &manifest);
+    let options = packcmd::options_for_pack(
+        split_args.options(plan, &target.path)?,
+        ins,
+        plan,
+        &manifest,
+    );
     let split = split::Split::from_plan(plan, options)?;
     let opts = packcmd::PackOptions {
         out,
@@ -227,28 +249,69 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
     };
     let mut report = packcmd::pack(ins, plan, &split, &opts, workspace)?;
     report.stamp = provenance::Stamp::reproducible();
-    let text = if json { to_json(&report)? } else { packcmd::report_text(&report) };
+    let text = if json {
+        to_json(&report)?
+    } else {
+        packcmd::report_text(&report)
+    };
     emit(None, &text)?;
     planned.leak_at_exit();
     Ok(0)
 }
 
 pub fn solve(a: SolveArgs, quiet: bool) -> Result<i32> {
-    let SolveArgs { channel, prefer_channel, virtual_packages, version, install, json, out } = a;
+    let SolveArgs {
+        channel,
+        prefer_channel,
+        virtual_packages,
+        version,
+        install,
+        json,
+        out,
+    } = a;
     let progress = Progress::new(!quiet);
-    let opts = solvecmd::SolveOptions { channel, prefer_channel, virtual_packages, version, install, progress: &progress };
+    let opts = solvecmd::SolveOptions {
+        channel,
+        prefer_channel,
+        virtual_packages,
+        version,
+        install,
+        progress: &progress,
+    };
     let report = solvecmd::run(&opts)?;
-    let text = if json { to_json(&report)? } else { solvecmd::report_text(&report) };
+    let text = if json {
+        to_json(&report)?
+    } else {
+        solvecmd::report_text(&report)
+    };
     emit(out.as_deref(), &text)?;
     Ok(if report.pass { 0 } else { 1 })
 }
 
 pub fn env(a: EnvArgs) -> Result<i32> {
-    let EnvArgs { prefix, lazy_name, dep, channel, svg, switch, json, out } = a;
-    let opts = envcmd::EnvOptions { prefix, lazy_name, dep, channel };
+    let EnvArgs {
+        prefix,
+        lazy_name,
+        dep,
+        channel,
+        svg,
+        switch,
+        json,
+        out,
+    } = a;
+    let opts = envcmd::EnvOptions {
+        prefix,
+        lazy_name,
+        dep,
+        channel,
+    };
     if switch {
         let r = envcmd::switch(&opts)?;
-        let text = if json { to_json(&r)? } else { envcmd::switch_text(&r) };
+        let text = if json {
+            to_json(&r)?
+        } else {
+            envcmd::switch_text(&r)
+        };
         emit(out.as_deref(), &text)?;
         return Ok(0);
     }
@@ -256,7 +319,11 @@ pub fn env(a: EnvArgs) -> Result<i32> {
     if let Some(svg) = &svg {
         write_atomic(svg, envcmd::svg(&report).as_bytes())?;
     }
-    let text = if json { to_json(&report)? } else { envcmd::report_text(&report) };
+    let text = if json {
+        to_json(&report)?
+    } else {
+        envcmd::report_text(&report)
+    };
     emit(out.as_deref(), &text)?;
     Ok(0)
 }

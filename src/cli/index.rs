@@ -58,10 +58,18 @@ pub struct IndexArgs {
 
 pub fn index(a: IndexArgs, quiet: bool) -> Result<i32> {
     let progress = Progress::new(!quiet);
-    let opts = index::IndexOptions { out: a.out, prefer: a.prefer, progress: &progress };
+    let opts = index::IndexOptions {
+        out: a.out,
+        prefer: a.prefer,
+        progress: &progress,
+    };
     let mut report = index::update_index(&a.inputs, &opts)?;
     report.stamp = provenance::Stamp::reproducible();
-    let text = if a.json { to_json(&report)? } else { index::report_text(&report) };
+    let text = if a.json {
+        to_json(&report)?
+    } else {
+        index::report_text(&report)
+    };
     emit(None, &text)?;
     Ok(0)
 }

@@ -164,8 +164,20 @@ impl Target {
     fn request(&self, extras: Extras) -> Request {
         let mut spec = PayloadSpec::for_deps(&self.dep, &self.dep_symbol);
         spec.deep = self.deep;
-        let ld_library_path = self.ld_library_path.as_deref().map(|d| d.split(':').map(str::to_string).collect()).unwrap_or_default();
-        Request { path: self.path.clone(), lazy: self.lazy.clone(), spec, extras: Extras { ld_library_path, ..extras } }
+        let ld_library_path = self
+            .ld_library_path
+            .as_deref()
+            .map(|d| d.split(':').map(str::to_string).collect())
+            .unwrap_or_default();
+        Request {
+            path: self.path.clone(),
+            lazy: self.lazy.clone(),
+            spec,
+            extras: Extras {
+                ld_library_path,
+                ..extras
+            },
+        }
     }
 }
 
@@ -218,7 +230,9 @@ impl Default for SplitArgs {
 /// `--lazy-variant NAME=FILE`.
 fn parse_lazy_variant(v: Option<&str>) -> Result<Option<(String, PathBuf)>> {
     v.map(|v| {
-        let (name, file) = v.split_once('=').ok_or_else(|| Error::Usage(format!("--lazy-variant {v}: expected NAME=FILE")))?;
+        let (name, file) = v
+            .split_once('=')
+            .ok_or_else(|| Error::Usage(format!("--lazy-variant {v}: expected NAME=FILE")))?;
         Ok((name.to_string(), PathBuf::from(file)))
     })
     .transpose()
@@ -227,45 +241,70 @@ fn parse_lazy_variant(v: Option<&str>) -> Result<Option<(String, PathBuf)>> {
 impl SplitArgs {
     fn options(&self, plan: &Plan, input: &Path) -> Result<split::SplitOptions> {
         let (default_version, default_keys) = split::default_version_and_keys(plan);
-        let version = self
-            .version
-            .clone()
-            .or(default_version)
-            .ok_or_else(|| Error::Usage(format!("{}: no package version in the input; pass --version", input.display())))?;
-        let payload_packages =
-            if self.payload_package.is_empty() { split::default_payload_packages(plan) } else { self.payload_package.clone() };
+        let version = self.version.clone().or(default_version).ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: no package version in the input; pass --version",
+                input.display()
+            ))
+        })?;
+        let payload_packages = if self.payload_package.is_empty() {
+            split::default_payload_packages(plan)
+        } else {
+            self.payload_package.clone()
+        };
         Ok(split::SplitOptions {
             core_name: self.core_name.clone(),
             lazy_name: self.lazy_name.clone(),
             version,
             build_number: self.build_number,
-            prefer: self.prefer.clone().unwrap_or_else(|| plan.options.dep.clone()),
+            prefer: self
+                .prefer
+                .clone()
+                .unwrap_or_else(|| plan.options.dep.clone()),
             variant_key: self.variant_key.clone(),
             payload_packages,
             payload_version: split::payload_version(plan),
             build_keys: self.build_keys.clone().unwrap_or(default_keys),
-            cuda_floor: plan.device_code.as_ref().and_then(|d| d.cuda_floor.as_ref()).map(|v| format!("__cuda >={v}")),
+            cuda_floor: plan
+                .device_code
+                .as_ref()
+                .and_then(|d| d.cuda_floor.as_ref())
+                .map(|v| format!("__cuda >={v}")),
             external_depends: Vec::new(),
         })
     }
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string_pretty(v).map(|s| s + "\n").map_err(|e| Error::failed("JSON", e))
+    serde_json::to_string_pretty(v)
+        .map(|s| s + "\n")
+        .map_err(|e| Error::failed("JSON", e))
 }
 
 /// A plan from PLAN.json or by planning a tree.
 fn load_plan(input: &Path, lazy: &[String], dep: &[String], quiet: bool) -> Result<Plan> {
     if input.extension().is_some_and(|e| e == "json") {
         let text = file::read_text(input, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "plan")?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::bad(input.display(), format!("not JSON: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::bad(input.display(), format!("not JSON: {e}")))?;
         if value.get("schema").and_then(|s| s.as_str()) != Some(plan::SCHEMA_NAME) {
-            return Err(Error::bad(input.display(), "not a splitpkg plan (no \"schema\": \"splitpkg-plan\")"));
+            return Err(Error::bad(
+                input.display(),
+                "not a splitpkg plan (no \"schema\": \"splitpkg-plan\")",
+            ));
         }
-        if value.get("schema_version").and_then(|s| s.as_u64()) != Some(plan::SCHEMA_VERSION as u64) {
-            return Err(Error::bad(input.display(), format!("plan schema_version is not {}", plan::SCHEMA_VERSION)));
+        if value.get("schema_version").and_then(|s| s.as_u64()) != Some(plan::SCHEMA_VERSION as u64)
+        {
+            return Err(Error::bad(
+                input.display(),
+                format!("plan schema_version is not {}", plan::SCHEMA_VERSION),
+            ));
         }
-        return serde_json::from_value(value).map_err(|e| Error::bad(input.display(), format!("malformed plan: {e}")));
+        return serde_json::from_value(value)
+            .map_err(|e| Error::bad(input.display(), format!("malformed plan: {e}")));
     }
-    Ok(pipeline::plan_tree(&Request::new(input, lazy, dep), &Progress::new(!quiet))?.leak_at_exit())
+    Ok(
+        pipeline::plan_tree(&Request::new(input, lazy, dep), &Progress::new(!quiet))?
+            .leak_at_exit(),
+    )
 }

@@ -64,7 +64,12 @@ impl From<PriorityArg> for Priority {
 }
 
 pub fn note(a: NoteArgs) -> Result<i32> {
-    let entry = DlopenEntry { soname: a.soname, feature: Some(a.feature), description: a.description, priority: a.priority.into() };
+    let entry = DlopenEntry {
+        soname: a.soname,
+        feature: Some(a.feature),
+        description: a.description,
+        priority: a.priority.into(),
+    };
     entry.check().map_err(Error::Usage)?;
     let bytes = std::fs::read(&a.library).map_err(|e| Error::io(&a.library, e))?;
     let name = a.library.display().to_string();
@@ -72,7 +77,9 @@ pub fn note(a: NoteArgs) -> Result<i32> {
         NoteWriteError::Elf(source) => Error::elf(&name, source),
         other => Error::bad(&name, other),
     })?;
-    let mode = std::fs::metadata(&a.library).map_err(|e| Error::io(&a.library, e))?.permissions();
+    let mode = std::fs::metadata(&a.library)
+        .map_err(|e| Error::io(&a.library, e))?
+        .permissions();
     write_atomic(&a.out, &out)?;
     // The copy keeps the library's mode (an executable stays executable).
     std::fs::set_permissions(&a.out, mode).map_err(|e| Error::io(&a.out, e))?;
@@ -84,8 +91,16 @@ pub fn note(a: NoteArgs) -> Result<i32> {
             a.out.display(),
             written.note_offset,
             written.entries.len(),
-            if written.entries.len() == 1 { "y" } else { "ies" },
-            if written.merged_existing { " (merged with the existing note)" } else { "" },
+            if written.entries.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            },
+            if written.merged_existing {
+                " (merged with the existing note)"
+            } else {
+                ""
+            },
             written.json
         )
     };

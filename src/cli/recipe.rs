@@ -73,7 +73,13 @@ enum FormatArg {
 }
 
 /// The command line recorded in generated recipe headers: options only, no machine paths.
-fn emit_command(source: &str, split: &split::Split, format: FormatArg, stage: &str, note: &str) -> String {
+fn emit_command(
+    source: &str,
+    split: &split::Split,
+    format: FormatArg,
+    stage: &str,
+    note: &str,
+) -> String {
     let o = &split.options;
     let format = match format {
         FormatArg::RattlerBuild => "rattler-build",
@@ -89,12 +95,25 @@ fn emit_command(source: &str, split: &split::Split, format: FormatArg, stage: &s
         o.prefer,
         o.variant_key,
         o.build_keys,
-        o.payload_packages.iter().map(|p| format!(" --payload-package {p}")).collect::<String>()
+        o.payload_packages
+            .iter()
+            .map(|p| format!(" --payload-package {p}"))
+            .collect::<String>()
     ) + note
 }
 
 pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
-    let EmitArgs { input, format, out, split: split_args, stage, lazy, dep, dlopen_note, dlopen_feature } = a;
+    let EmitArgs {
+        input,
+        format,
+        out,
+        split: split_args,
+        stage,
+        lazy,
+        dep,
+        dlopen_note,
+        dlopen_feature,
+    } = a;
     let plan = load_plan(&input, &lazy, &dep, quiet)?;
     let options = split_args.options(&plan, &input)?;
     let split = split::Split::from_plan(&plan, options)?;
@@ -103,15 +122,27 @@ pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
         FormatArg::CondaBuild => vec![emit::Format::CondaBuild],
         FormatArg::Both => vec![emit::Format::RattlerBuild, emit::Format::CondaBuild],
     };
-    let source = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let note = dlopen_note.then(|| note::NoteStep::from_plan(&plan, &split, dlopen_feature.as_deref()));
+    let source = input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let note =
+        dlopen_note.then(|| note::NoteStep::from_plan(&plan, &split, dlopen_feature.as_deref()));
     let note_flags = match (&note, &dlopen_feature) {
         (None, _) => String::new(),
         (Some(_), None) => " --dlopen-note".to_string(),
         (Some(_), Some(f)) => format!(" --dlopen-note --dlopen-feature {f}"),
     };
     let command = emit_command(&source, &split, format, &stage, &note_flags);
-    let emitted = emit::render_with(&plan, &split, &formats, &stage, &source, &command, note.as_ref())?;
+    let emitted = emit::render_with(
+        &plan,
+        &split,
+        &formats,
+        &stage,
+        &source,
+        &command,
+        note.as_ref(),
+    )?;
     emit::write(&out, &emitted)?;
     for w in &emitted.warnings {
         eprintln!("splitpkg: warning: {w}");
@@ -125,21 +156,40 @@ pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
 }
 
 pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
-    let VerifyVariantArgs { library, variant, contract, plan, lib_dirs, json } = a;
+    let VerifyVariantArgs {
+        library,
+        variant,
+        contract,
+        plan,
+        lib_dirs,
+        json,
+    } = a;
     let contract = match (contract, plan) {
         (Some(c), _) => {
-            let text = file::read_text(&c, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "contract")?;
+            let text = file::read_text(
+                &c,
+                file::Links::Follow,
+                file::MAX_DOCUMENT_BYTES,
+                "contract",
+            )?;
             ContractFile::parse(&text, &c)?
         }
         (None, Some(p)) => {
             let plan = load_plan(&p, &[DEFAULT_LAZY.into()], &[DEFAULT_DEP.into()], true)?;
-            let name = library.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = library
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             ContractFile::for_library(&plan, &name).map_err(|why| Error::bad(p.display(), why))?
         }
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };
     let report = verify::verify_variant(&library, &variant, &contract, Some(&lib_dirs))?;
-    let text = if json { to_json(&report)? } else { verify::report_text(&report) };
+    let text = if json {
+        to_json(&report)?
+    } else {
+        verify::report_text(&report)
+    };
     write_out(None, &text)?;
     Ok(if report.pass { 0 } else { 1 })
 }
@@ -182,9 +232,16 @@ pub struct FeedstockArgs {
 
 pub fn feedstock(a: FeedstockArgs) -> Result<i32> {
     if a.lazy.contains('/') || a.lazy.contains('*') {
-        return Err(Error::Usage(format!("--lazy {:?}: feedstock takes one library file name", a.lazy)));
+        return Err(Error::Usage(format!(
+            "--lazy {:?}: feedstock takes one library file name",
+            a.lazy
+        )));
     }
-    let payload_packages = if a.payload_package.is_empty() { vec![format!("lib{}", a.dep)] } else { a.payload_package };
+    let payload_packages = if a.payload_package.is_empty() {
+        vec![format!("lib{}", a.dep)]
+    } else {
+        a.payload_package
+    };
     let options = split::SplitOptions {
         core_name: a.core_name,
         lazy_name: a.lazy_name,
@@ -198,11 +255,20 @@ pub fn feedstock(a: FeedstockArgs) -> Result<i32> {
         cuda_floor: None,
         external_depends: Vec::new(),
     };
-    let opts = feedstock::FeedstockOptions { lazy_library: a.lazy.clone(), dlopen_note: a.dlopen_note };
+    let opts = feedstock::FeedstockOptions {
+        lazy_library: a.lazy.clone(),
+        dlopen_note: a.dlopen_note,
+    };
     if let Some(core) = &opts.dlopen_note
-        && (core.contains('/') || core.is_empty() || !core.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b)))
+        && (core.contains('/')
+            || core.is_empty()
+            || !core
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b)))
     {
-        return Err(Error::Usage(format!("--dlopen-note {core:?}: expected a library file name in $PREFIX/lib")));
+        return Err(Error::Usage(format!(
+            "--dlopen-note {core:?}: expected a library file name in $PREFIX/lib"
+        )));
     }
     let split = split::Split::for_recipe(options, &a.dep, &a.lazy)?;
     let patch = feedstock::patch(&a.dir, &split, &opts)?;

@@ -50,7 +50,12 @@ pub struct ReportArgs {
 }
 
 pub fn report(a: ReportArgs) -> Result<i32> {
-    let paths = Paths { plan: a.plan, smoke: a.smoke, fatbin: a.fatbin, pack: a.pack };
+    let paths = Paths {
+        plan: a.plan,
+        smoke: a.smoke,
+        fatbin: a.fatbin,
+        pack: a.pack,
+    };
     let format = match a.format {
         FormatArg::Html => Format::Html,
         FormatArg::Md => Format::Md,

@@ -33,7 +33,11 @@ Examples:
 pub struct SmokeArgs {
     /// A variant to test, NAME=PATH (repeatable). NAME: magma, nomagma, or a name with a table in
     /// --expect. PATH: an env prefix (bin/python), a torch directory, or a site-packages directory.
-    #[arg(long = "variant", value_name = "NAME=PATH", required_unless_present = "replay")]
+    #[arg(
+        long = "variant",
+        value_name = "NAME=PATH",
+        required_unless_present = "replay"
+    )]
     variants: Vec<String>,
     /// Python for variants given as a torch or site-packages directory [default: python3]; an env
     /// prefix uses its own bin/python.
@@ -98,35 +102,64 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<i32> {
         Some(f) => Tables::with_file(f)?,
         None => Tables::builtin(),
     };
-    let filter = Filter { only: a.only.clone(), skip: a.skip.clone() };
+    let filter = Filter {
+        only: a.only.clone(),
+        skip: a.skip.clone(),
+    };
     if let Some(file) = &a.replay {
-        let rep = smoke::replay(smoke::load_report(file)?, &tables, file, a.expect.as_deref())?;
-        let text = if a.json { to_json(&rep)? } else { smoke::report::text(&rep, a.all) };
+        let rep = smoke::replay(
+            smoke::load_report(file)?,
+            &tables,
+            file,
+            a.expect.as_deref(),
+        )?;
+        let text = if a.json {
+            to_json(&rep)?
+        } else {
+            smoke::report::text(&rep, a.all)
+        };
         emit(a.out.as_deref(), &text)?;
         return Ok(rep.exit_code());
     }
-    let variants = a.variants.iter().map(|v| smoke::variant::parse_variant(v)).collect::<Result<Vec<_>>>()?;
+    let variants = a
+        .variants
+        .iter()
+        .map(|v| smoke::variant::parse_variant(v))
+        .collect::<Result<Vec<_>>>()?;
     for e in &a.emulate {
         if !variants.iter().any(|v| &v.name == e) {
-            return Err(Error::Usage(format!("--emulate {e}: no --variant named {e}")));
+            return Err(Error::Usage(format!(
+                "--emulate {e}: no --variant named {e}"
+            )));
         }
     }
     if a.list {
         let plans = variants
             .iter()
-            .map(|v| smoke::plan_variant(&v.name, a.emulate.contains(&v.name), &tables, &filter, None))
+            .map(|v| {
+                smoke::plan_variant(&v.name, a.emulate.contains(&v.name), &tables, &filter, None)
+            })
             .collect::<Result<Vec<_>>>()?;
-        let text = if a.json { to_json(&plans)? } else { smoke::report::plan_text(&plans) };
+        let text = if a.json {
+            to_json(&plans)?
+        } else {
+            smoke::report::plan_text(&plans)
+        };
         emit(a.out.as_deref(), &text)?;
         return Ok(0);
     }
     if !(a.case_timeout > 0.0 && a.case_timeout.is_finite()) {
-        return Err(Error::Usage(format!("--case-timeout {}: must be a positive number of seconds", a.case_timeout)));
+        return Err(Error::Usage(format!(
+            "--case-timeout {}: must be a positive number of seconds",
+            a.case_timeout
+        )));
     }
     if let Some(d) = a.deadline
         && !(d > 0.0 && d.is_finite())
     {
-        return Err(Error::Usage(format!("--deadline {d}: must be a positive number of seconds")));
+        return Err(Error::Usage(format!(
+            "--deadline {d}: must be a positive number of seconds"
+        )));
     }
     if a.bench_reps == 0 {
         return Err(Error::Usage("--bench-reps must be at least 1".into()));
@@ -157,7 +190,11 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<i32> {
     };
     let mut rep = smoke::run(&opts, device)?;
     rep.options.expect_file = a.expect.as_ref().map(|p| p.display().to_string());
-    let text = if a.json { to_json(&rep)? } else { smoke::report::text(&rep, a.all) };
+    let text = if a.json {
+        to_json(&rep)?
+    } else {
+        smoke::report::text(&rep, a.all)
+    };
     emit(a.out.as_deref(), &text)?;
     Ok(rep.exit_code())
 }

@@ -74,8 +74,17 @@ pub struct FatbinArgs {
 }
 
 pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
-    let InspectArgs { target, json, dot, symbols, out } = a;
-    let req = target.request(Extras { translation_units: json, ..Default::default() });
+    let InspectArgs {
+        target,
+        json,
+        dot,
+        symbols,
+        out,
+    } = a;
+    let req = target.request(Extras {
+        translation_units: json,
+        ..Default::default()
+    });
     let ins = pipeline::inspect_tree(&req, &Progress::new(!quiet))?;
     let text = if json {
         to_json(&inspect_json(&ins, symbols))?
@@ -89,7 +98,12 @@ pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
 }
 
 pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
-    let PlanArgs { mut target, json, yaml, out } = a;
+    let PlanArgs {
+        mut target,
+        json,
+        yaml,
+        out,
+    } = a;
     // site-packages/torch of a conda environment links its libraries to PREFIX/lib: the verdict is
     // for the environment, whose libraries the process loads.
     if let Some((env, links, example)) = splitpkg::input::enclosing_env(&target.path) {
@@ -100,7 +114,8 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
         );
         target.path = env;
     }
-    let mut planned = pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
+    let mut planned =
+        pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
     planned.plan.stamp = provenance::Stamp::reproducible();
     let plan = &planned.plan;
     let text = if json {
@@ -115,11 +130,28 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
 }
 
 pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<i32> {
-    let FatbinArgs { path, json, entries, what_if, device, time, out } = a;
-    let opts = fatbin::scan::ScanOptions { what_if, devices: device, entries, time };
+    let FatbinArgs {
+        path,
+        json,
+        entries,
+        what_if,
+        device,
+        time,
+        out,
+    } = a;
+    let opts = fatbin::scan::ScanOptions {
+        what_if,
+        devices: device,
+        entries,
+        time,
+    };
     let mut r = fatbin::scan::scan(&path, &opts, &Progress::new(!quiet))?;
     r.stamp = provenance::Stamp::reproducible();
-    let text = if json { to_json(&r)? } else { fatbin::text::fatbin_text(&r) };
+    let text = if json {
+        to_json(&r)?
+    } else {
+        fatbin::text::fatbin_text(&r)
+    };
     emit(out.as_deref(), &text)?;
     Ok(r.exit_code())
 }
@@ -139,7 +171,8 @@ fn inspect_json(ins: &Inspection, symbols: bool) -> serde_json::Value {
         .map(|f| {
             let mut v = serde_json::to_value(f).unwrap_or_default();
             if symbols {
-                v["elf"]["symbols"] = serde_json::to_value(f.elf.symbols.to_list()).unwrap_or_default();
+                v["elf"]["symbols"] =
+                    serde_json::to_value(f.elf.symbols.to_list()).unwrap_or_default();
             }
             v
         })

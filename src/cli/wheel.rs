@@ -58,11 +58,24 @@ pub struct WheelArgs {
 }
 
 pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
-    let WheelArgs { target, out, lazy_variant, prefer, lazy_dist, json } = a;
+    let WheelArgs {
+        target,
+        out,
+        lazy_variant,
+        prefer,
+        lazy_dist,
+        json,
+    } = a;
     let lazy_variant = parse_lazy_variant(lazy_variant.as_deref())?;
     decide_early(&target)?;
     let progress = Progress::new(!quiet);
-    let planned = pipeline::plan_tree(&target.request(Extras { digests: true, ..Extras::default() }), &progress)?;
+    let planned = pipeline::plan_tree(
+        &target.request(Extras {
+            digests: true,
+            ..Extras::default()
+        }),
+        &progress,
+    )?;
     let (ins, plan) = (&planned.inspection, &planned.plan);
     // Several payload components: the variant names would join them (`heavy_cudnn`), which local
     // version labels normalise (`_` → `.`) differently from the dist-info names written. Refused,
@@ -86,16 +99,31 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
         )));
     }
     if plan.all_lazy().is_empty() {
-        return Err(Error::internal(format!("{}: a CONFINED plan without a lazy library", target.path.display())));
+        return Err(Error::internal(format!(
+            "{}: a CONFINED plan without a lazy library",
+            target.path.display()
+        )));
     }
     // The split model decides the variants and which one is preferred, as for recipes and .conda
     // packages; its conda names do not reach the wheels.
-    let split_args = SplitArgs { prefer, ..SplitArgs::default() };
+    let split_args = SplitArgs {
+        prefer,
+        ..SplitArgs::default()
+    };
     let split = split::Split::from_plan(plan, split_args.options(plan, &target.path)?)?;
-    let opts = wheel::WheelOptions { out, lazy_dist, lazy_variant, progress: &progress };
+    let opts = wheel::WheelOptions {
+        out,
+        lazy_dist,
+        lazy_variant,
+        progress: &progress,
+    };
     let mut report = wheel::split_wheel(ins, plan, &split, &opts)?;
     report.stamp = provenance::Stamp::reproducible();
-    let text = if json { to_json(&report)? } else { wheel::report_text(&report) };
+    let text = if json {
+        to_json(&report)?
+    } else {
+        wheel::report_text(&report)
+    };
     emit(None, &text)?;
     planned.leak_at_exit();
     Ok(0)
@@ -108,13 +136,19 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
 /// command line (exit 2), as for `plan`.
 fn decide_early(target: &Target) -> Result<()> {
     use splitpkg::analysis::lazy::LazyPattern;
-    wheel::require_wheel(splitpkg::input::TreeKind::detect(&target.path)?, &target.path)?;
+    wheel::require_wheel(
+        splitpkg::input::TreeKind::detect(&target.path)?,
+        &target.path,
+    )?;
     let patterns: Vec<LazyPattern> = target.lazy.iter().map(|l| LazyPattern::parse(l)).collect();
     if wheel::has_lazy_member(&target.path, &patterns)? {
         return Ok(());
     }
     if let Some(glob) = patterns.iter().find(|p| matches!(p, LazyPattern::Glob(_))) {
-        return Err(Error::bad(target.path.display(), format!("--lazy {:?} matches no member of the wheel", glob.text())));
+        return Err(Error::bad(
+            target.path.display(),
+            format!("--lazy {:?} matches no member of the wheel", glob.text()),
+        ));
     }
     Err(Error::Refused(format!(
         "{}: no member is named {} (--lazy): the payload is not behind a lazy library, so there is nothing safe to split (`splitpkg plan` says why)",

@@ -15,10 +15,19 @@ pub enum ElfError {
     // --- truncated: a table the headers name runs past the end of the file -------------------------
     #[error("truncated ELF header")]
     TruncatedHeader,
-    #[error("truncated: program headers at {offset:#x} ({count} entries) run past the end of the file ({len} bytes)")]
+    #[error(
+        "truncated: program headers at {offset:#x} ({count} entries) run past the end of the file ({len} bytes)"
+    )]
     ProgramHeadersPastEnd { offset: u64, count: u16, len: u64 },
-    #[error("truncated: segment {index} ({kind}) ends at {end:#x}, past the end of the file ({len} bytes)")]
-    SegmentPastEnd { index: usize, kind: &'static str, end: u64, len: u64 },
+    #[error(
+        "truncated: segment {index} ({kind}) ends at {end:#x}, past the end of the file ({len} bytes)"
+    )]
+    SegmentPastEnd {
+        index: usize,
+        kind: &'static str,
+        end: u64,
+        len: u64,
+    },
     #[error("truncated: section headers at {offset:#x} run past the end of the file ({len} bytes)")]
     SectionHeadersPastEnd { offset: u64, len: u64 },
     #[error("dynamic string table at {offset:#x} (+{size}) runs past the end of the file")]

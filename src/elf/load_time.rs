@@ -44,7 +44,10 @@ impl<'a> ElfView<'a> {
     /// Names (without version) of the imported symbols the code run at load refers to, sorted.
     /// `None` for a file whose code this reader does not decode (not little-endian x86-64).
     pub fn load_time_imports(&self) -> Option<Vec<String>> {
-        if self.header.e_machine != header::EM_X86_64 || !self.ctx.container.is_big() || !self.ctx.is_little_endian() {
+        if self.header.e_machine != header::EM_X86_64
+            || !self.ctx.container.is_big()
+            || !self.ctx.is_little_endian()
+        {
             return None;
         }
         let relocs = self.relocations();
@@ -54,7 +57,9 @@ impl<'a> ElfView<'a> {
         };
         // GOT slot address -> imported symbol name.
         let mut slots: HashMap<u64, &str> = HashMap::new();
-        for r in relocs.iter().filter(|r| matches!(r.kind, R_X86_64_64 | R_X86_64_GLOB_DAT | R_X86_64_JUMP_SLOT) && r.sym != 0) {
+        for r in relocs.iter().filter(|r| {
+            matches!(r.kind, R_X86_64_64 | R_X86_64_GLOB_DAT | R_X86_64_JUMP_SLOT) && r.sym != 0
+        }) {
             if let Some(s) = symbols.get(r.sym as usize)
                 && !s.defined()
                 && let Some(name) = super::cstr_at(strs, s.name as usize)
@@ -64,7 +69,11 @@ impl<'a> ElfView<'a> {
             }
         }
         let starts = self.function_starts();
-        let mut queue: Vec<(u64, usize)> = self.initialisers(&relocs).into_iter().map(|a| (a, 0)).collect();
+        let mut queue: Vec<(u64, usize)> = self
+            .initialisers(&relocs)
+            .into_iter()
+            .map(|a| (a, 0))
+            .collect();
         let mut seen: HashSet<u64> = HashSet::new();
         let mut out: BTreeSet<&str> = BTreeSet::new();
         while let Some((addr, depth)) = queue.pop() {
@@ -72,19 +81,32 @@ impl<'a> ElfView<'a> {
                 continue;
             }
             let next = starts.partition_point(|&s| s <= addr);
-            let end = starts.get(next).copied().unwrap_or(u64::MAX).min(addr.saturating_add(MAX_FUNCTION));
-            let Some(code) = self.code(addr, end) else { continue };
+            let end = starts
+                .get(next)
+                .copied()
+                .unwrap_or(u64::MAX)
+                .min(addr.saturating_add(MAX_FUNCTION));
+            let Some(code) = self.code(addr, end) else {
+                continue;
+            };
             for i in 0..code.len().saturating_sub(3) {
                 let here = addr.wrapping_add(i as u64);
-                let rel = i32::from_le_bytes([code[i], code[i + 1], code[i + 2], code[i + 3]]) as i64;
+                let rel =
+                    i32::from_le_bytes([code[i], code[i + 1], code[i + 2], code[i + 3]]) as i64;
                 if let Some(name) = slots.get(&here.wrapping_add(4).wrapping_add_signed(rel)) {
                     out.insert(name);
                 }
                 if i > 0 && code[i - 1] == 0xE8 {
                     let target = here.wrapping_add(4).wrapping_add_signed(rel);
-                    if let Some(name) = self.plt_stub_target(target).and_then(|slot| slots.get(&slot)) {
+                    if let Some(name) = self
+                        .plt_stub_target(target)
+                        .and_then(|slot| slots.get(&slot))
+                    {
                         out.insert(name);
-                    } else if depth < MAX_DEPTH && target != addr && starts.binary_search(&target).is_ok() {
+                    } else if depth < MAX_DEPTH
+                        && target != addr
+                        && starts.binary_search(&target).is_ok()
+                    {
                         queue.push((target, depth + 1));
                     }
                 }
@@ -96,8 +118,15 @@ impl<'a> ElfView<'a> {
     /// Entry points of the code run at load: `DT_INIT` and the `DT_INIT_ARRAY` entries. An entry
     /// the file leaves 0 gets its value from its `R_X86_64_RELATIVE` relocation.
     fn initialisers(&self, relocs: &[Reloc]) -> Vec<u64> {
-        let mut out: Vec<u64> = self.dyn_val(dynamic::DT_INIT).into_iter().filter(|&a| a != 0).collect();
-        let (Some(array), Some(size)) = (self.dyn_val(dynamic::DT_INIT_ARRAY), self.dyn_val(dynamic::DT_INIT_ARRAYSZ)) else {
+        let mut out: Vec<u64> = self
+            .dyn_val(dynamic::DT_INIT)
+            .into_iter()
+            .filter(|&a| a != 0)
+            .collect();
+        let (Some(array), Some(size)) = (
+            self.dyn_val(dynamic::DT_INIT_ARRAY),
+            self.dyn_val(dynamic::DT_INIT_ARRAYSZ),
+        ) else {
             return out;
         };
         let relative: HashMap<u64, u64> = relocs
@@ -107,9 +136,14 @@ impl<'a> ElfView<'a> {
             .collect();
         for k in 0..(size / 8).min(MAX_FUNCTIONS as u64) {
             let slot = array.wrapping_add(8 * k);
-            let stored =
-                self.vaddr_to_offset(slot).and_then(|o| self.bytes.get(o..o + 8)).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
-            match stored.filter(|&v| v != 0 && v != u64::MAX).or_else(|| relative.get(&slot).copied()) {
+            let stored = self
+                .vaddr_to_offset(slot)
+                .and_then(|o| self.bytes.get(o..o + 8))
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+            match stored
+                .filter(|&v| v != 0 && v != u64::MAX)
+                .or_else(|| relative.get(&slot).copied())
+            {
                 Some(a) if a != 0 => out.push(a),
                 _ => {}
             }
@@ -170,7 +204,14 @@ impl<'a> ElfView<'a> {
             }
         }
         if let Some((table, _)) = self.symtab() {
-            out.extend(table.iter().filter(|s| s.kind() == goblin::elf::sym::STT_FUNC && s.defined() && s.value != 0).map(|s| s.value));
+            out.extend(
+                table
+                    .iter()
+                    .filter(|s| {
+                        s.kind() == goblin::elf::sym::STT_FUNC && s.defined() && s.value != 0
+                    })
+                    .map(|s| s.value),
+            );
         }
         out.sort_unstable();
         out.dedup();
@@ -180,10 +221,17 @@ impl<'a> ElfView<'a> {
     /// `DT_RELA` and `DT_JMPREL` entries (x86-64 uses RELA only).
     fn relocations(&self) -> Vec<Reloc> {
         let mut out = Vec::new();
-        for (at, size) in [(dynamic::DT_RELA, dynamic::DT_RELASZ), (dynamic::DT_JMPREL, dynamic::DT_PLTRELSZ)] {
-            let (Some(addr), Some(len)) = (self.dyn_val(at), self.dyn_val(size)) else { continue };
-            let Some(bytes) =
-                self.vaddr_to_offset(addr).and_then(|o| super::file_range(self.bytes.len() as u64, o as u64, len)).map(|r| &self.bytes[r])
+        for (at, size) in [
+            (dynamic::DT_RELA, dynamic::DT_RELASZ),
+            (dynamic::DT_JMPREL, dynamic::DT_PLTRELSZ),
+        ] {
+            let (Some(addr), Some(len)) = (self.dyn_val(at), self.dyn_val(size)) else {
+                continue;
+            };
+            let Some(bytes) = self
+                .vaddr_to_offset(addr)
+                .and_then(|o| super::file_range(self.bytes.len() as u64, o as u64, len))
+                .map(|r| &self.bytes[r])
             else {
                 continue;
             };

@@ -65,20 +65,37 @@ impl<'a> ElfView<'a> {
             return Err(ElfError::BadEncoding(data));
         }
         let header: Header = bytes.pread(0).map_err(|_| ElfError::TruncatedHeader)?;
-        let container = if class == header::ELFCLASS64 { Container::Big } else { Container::Little };
-        let endian = if data == header::ELFDATA2LSB { Endian::Little } else { Endian::Big };
+        let container = if class == header::ELFCLASS64 {
+            Container::Big
+        } else {
+            Container::Little
+        };
+        let endian = if data == header::ELFDATA2LSB {
+            Endian::Little
+        } else {
+            Endian::Big
+        };
         let ctx = Ctx::new(container, endian);
         let len = bytes.len() as u64;
 
         let phdrs = if header.e_phnum == 0 {
             Vec::new()
         } else {
-            let need = header.e_phoff.checked_add(header.e_phnum as u64 * ProgramHeader::size(ctx) as u64);
+            let need = header
+                .e_phoff
+                .checked_add(header.e_phnum as u64 * ProgramHeader::size(ctx) as u64);
             if need.is_none_or(|n| n > len) {
-                return Err(ElfError::ProgramHeadersPastEnd { offset: header.e_phoff, count: header.e_phnum, len });
+                return Err(ElfError::ProgramHeadersPastEnd {
+                    offset: header.e_phoff,
+                    count: header.e_phnum,
+                    len,
+                });
             }
             ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx)
-                .map_err(|source| ElfError::Headers { what: "program headers", source })?
+                .map_err(|source| ElfError::Headers {
+                    what: "program headers",
+                    source,
+                })?
         };
         for (i, ph) in phdrs.iter().enumerate() {
             if ph.p_type == program_header::PT_LOAD || ph.p_type == program_header::PT_DYNAMIC {
@@ -102,24 +119,46 @@ impl<'a> ElfView<'a> {
             // e_shnum == 0 with a table means the count lives in section 0's sh_size; goblin handles it.
             let need = header.e_shoff.checked_add(count.max(1) * entsize);
             if need.is_none_or(|n| n > len) {
-                return Err(ElfError::SectionHeadersPastEnd { offset: header.e_shoff, len });
+                return Err(ElfError::SectionHeadersPastEnd {
+                    offset: header.e_shoff,
+                    len,
+                });
             }
             SectionHeader::parse(bytes, header.e_shoff as usize, header.e_shnum as usize, ctx)
-                .map_err(|source| ElfError::Headers { what: "section headers", source })?
+                .map_err(|source| ElfError::Headers {
+                    what: "section headers",
+                    source,
+                })?
         };
         let mut shstrndx = header.e_shstrndx as usize;
         if shstrndx == section_header::SHN_XINDEX as usize {
             shstrndx = shdrs.first().map(|s| s.sh_link as usize).unwrap_or(0);
         }
-        let shstrtab = shdrs.get(shstrndx).and_then(|s| file_range(len, s.sh_offset, s.sh_size)).unwrap_or(0..0);
+        let shstrtab = shdrs
+            .get(shstrndx)
+            .and_then(|s| file_range(len, s.sh_offset, s.sh_size))
+            .unwrap_or(0..0);
 
-        let mut view = ElfView { bytes, header, ctx, phdrs, shdrs, shstrtab, dynamic: Vec::new(), dynstr: 0..0 };
+        let mut view = ElfView {
+            bytes,
+            header,
+            ctx,
+            phdrs,
+            shdrs,
+            shstrtab,
+            dynamic: Vec::new(),
+            dynstr: 0..0,
+        };
         view.read_dynamic()?;
         Ok(view)
     }
 
     fn read_dynamic(&mut self) -> Result<(), ElfError> {
-        let Some(ph) = self.phdrs.iter().find(|p| p.p_type == program_header::PT_DYNAMIC) else {
+        let Some(ph) = self
+            .phdrs
+            .iter()
+            .find(|p| p.p_type == program_header::PT_DYNAMIC)
+        else {
             return Ok(());
         };
         let size = <Dyn as scroll::ctx::SizeWith<Ctx>>::size_with(&self.ctx);
@@ -127,23 +166,39 @@ impl<'a> ElfView<'a> {
         let count = ph.p_filesz as usize / size;
         let mut out = Vec::with_capacity(count.min(4096));
         for i in 0..count {
-            let d: Dyn = self.bytes.pread_with(start + i * size, self.ctx).map_err(|source| ElfError::DynamicEntry { index: i, source })?;
+            let d: Dyn = self
+                .bytes
+                .pread_with(start + i * size, self.ctx)
+                .map_err(|source| ElfError::DynamicEntry { index: i, source })?;
             if d.d_tag == dynamic::DT_NULL {
                 break;
             }
             out.push(d);
         }
         self.dynamic = out;
-        if let (Some(addr), Some(sz)) = (self.dyn_val(dynamic::DT_STRTAB), self.dyn_val(dynamic::DT_STRSZ)) {
-            let off = self.vaddr_to_offset(addr).ok_or(ElfError::Unmapped { tag: "DT_STRTAB", addr })?;
-            self.dynstr =
-                file_range(self.bytes.len() as u64, off as u64, sz).ok_or(ElfError::StringTablePastEnd { offset: off, size: sz })?;
+        if let (Some(addr), Some(sz)) = (
+            self.dyn_val(dynamic::DT_STRTAB),
+            self.dyn_val(dynamic::DT_STRSZ),
+        ) {
+            let off = self.vaddr_to_offset(addr).ok_or(ElfError::Unmapped {
+                tag: "DT_STRTAB",
+                addr,
+            })?;
+            self.dynstr = file_range(self.bytes.len() as u64, off as u64, sz).ok_or(
+                ElfError::StringTablePastEnd {
+                    offset: off,
+                    size: sz,
+                },
+            )?;
         }
         Ok(())
     }
 
     pub fn dyn_val(&self, tag: u64) -> Option<u64> {
-        self.dynamic.iter().find(|d| d.d_tag == tag).map(|d| d.d_val)
+        self.dynamic
+            .iter()
+            .find(|d| d.d_tag == tag)
+            .map(|d| d.d_val)
     }
 
     /// Map a virtual address to a file offset through the `PT_LOAD` segment that holds it in the file.
@@ -188,7 +243,9 @@ impl<'a> ElfView<'a> {
                 .filter(|s| {
                     s.sh_type == section_header::SHT_PROGBITS
                         && s.sh_flags & section_header::SHF_ALLOC as u64 != 0
-                        && s.sh_flags & (section_header::SHF_WRITE | section_header::SHF_EXECINSTR) as u64 == 0
+                        && s.sh_flags
+                            & (section_header::SHF_WRITE | section_header::SHF_EXECINSTR) as u64
+                            == 0
                         && self.section_name(s).starts_with(".rodata")
                 })
                 .filter_map(|s| file_range(len, s.sh_offset, s.sh_size))
@@ -210,8 +267,16 @@ impl<'a> ElfView<'a> {
     /// in table order, each once. Empty for a stripped file. Only the local part of the table
     /// (`0..sh_info`) can hold them, so the global symbols are never read.
     pub fn translation_units(&self) -> Vec<String> {
-        let Some(sh) = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_SYMTAB) else { return Vec::new() };
-        let Some((table, strs)) = self.symtab() else { return Vec::new() };
+        let Some(sh) = self
+            .shdrs
+            .iter()
+            .find(|s| s.sh_type == section_header::SHT_SYMTAB)
+        else {
+            return Vec::new();
+        };
+        let Some((table, strs)) = self.symtab() else {
+            return Vec::new();
+        };
         let locals = (sh.sh_info as usize).min(table.len());
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
@@ -237,7 +302,10 @@ impl<'a> ElfView<'a> {
     /// symbol): the `--deep` scan rejects ~all of 80k names on their first bytes. Measured with
     /// `bench/symbols.rs` (`symtab`): `object` took 1.23–1.29× this walk's time per run.
     pub fn symtab(&self) -> Option<(SymTable<'a>, &'a [u8])> {
-        let sh = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_SYMTAB)?;
+        let sh = self
+            .shdrs
+            .iter()
+            .find(|s| s.sh_type == section_header::SHT_SYMTAB)?;
         let strsh = self.shdrs.get(sh.sh_link as usize)?;
         let strs = self.section_bytes(strsh)?;
         let r = file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size)?;
@@ -387,7 +455,10 @@ impl<'a> ElfView<'a> {
     /// tables from it instead of copying them.
     pub fn facts(&self, words: &[&str], map: Option<&Arc<Mmap>>) -> Result<ElfFacts, ElfError> {
         let h = &self.header;
-        let interp_ph = self.phdrs.iter().find(|p| p.p_type == program_header::PT_INTERP);
+        let interp_ph = self
+            .phdrs
+            .iter()
+            .find(|p| p.p_type == program_header::PT_INTERP);
         let interpreter = interp_ph
             .and_then(|p| file_range(self.bytes.len() as u64, p.p_offset, p.p_filesz))
             .and_then(|r| cstr_at(&self.bytes[r], 0).map(str::to_string));
@@ -406,12 +477,22 @@ impl<'a> ElfView<'a> {
         let mut runpath: Option<Vec<String>> = None;
         let mut nodeflib = false;
         for d in &self.dynamic {
-            let s = || self.dynstr(d.d_val).map(str::to_string).ok_or(ElfError::BadString { tag: dynamic::tag_to_str(d.d_tag) });
+            let s = || {
+                self.dynstr(d.d_val)
+                    .map(str::to_string)
+                    .ok_or(ElfError::BadString {
+                        tag: dynamic::tag_to_str(d.d_tag),
+                    })
+            };
             match d.d_tag {
                 dynamic::DT_NEEDED => needed.push(s()?),
                 dynamic::DT_SONAME => soname = Some(s()?),
-                dynamic::DT_RPATH => rpath.get_or_insert_with(Vec::new).extend(split_path_list(&s()?)),
-                dynamic::DT_RUNPATH => runpath.get_or_insert_with(Vec::new).extend(split_path_list(&s()?)),
+                dynamic::DT_RPATH => rpath
+                    .get_or_insert_with(Vec::new)
+                    .extend(split_path_list(&s()?)),
+                dynamic::DT_RUNPATH => runpath
+                    .get_or_insert_with(Vec::new)
+                    .extend(split_path_list(&s()?)),
                 dynamic::DT_FLAGS_1 => nodeflib |= d.d_val & dynamic::DF_1_NODEFLIB != 0,
                 _ => {}
             }
@@ -423,7 +504,11 @@ impl<'a> ElfView<'a> {
         let mut sections = SectionSizes::default();
         for sh in &self.shdrs {
             let name = self.section_name(sh);
-            let size = if sh.sh_type == section_header::SHT_NOBITS { 0 } else { sh.sh_size };
+            let size = if sh.sh_type == section_header::SHT_NOBITS {
+                0
+            } else {
+                sh.sh_size
+            };
             // Sizes come from the file: saturate rather than wrap on hostile headers (found by the
             // `elf` fuzz target).
             let slot = match name {
@@ -439,7 +524,10 @@ impl<'a> ElfView<'a> {
 
         let (library_literals, mentions) = self.scan_rodata(words);
         let notes = self.dlopen_notes();
-        let dynamic_symbols = SymbolCounts { defined: symbols.defined, undefined: symbols.undefined() };
+        let dynamic_symbols = SymbolCounts {
+            defined: symbols.defined,
+            undefined: symbols.undefined(),
+        };
         Ok(ElfFacts {
             class: if self.ctx.container.is_big() { 64 } else { 32 },
             machine: header::machine_to_str(h.e_machine).to_string(),
@@ -469,14 +557,21 @@ impl<'a> ElfView<'a> {
     }
 
     fn sym_table(&self, range: Range<usize>) -> SymTable<'a> {
-        SymTable::new(&self.bytes[range], self.ctx.container.is_big(), self.ctx.is_little_endian())
+        SymTable::new(
+            &self.bytes[range],
+            self.ctx.container.is_big(),
+            self.ctx.is_little_endian(),
+        )
     }
 
     fn dynsym_range(&self) -> Result<Option<Range<usize>>, ElfError> {
         let Some(addr) = self.dyn_val(dynamic::DT_SYMTAB) else {
             return Ok(None);
         };
-        let off = self.vaddr_to_offset(addr).ok_or(ElfError::Unmapped { tag: "DT_SYMTAB", addr })?;
+        let off = self.vaddr_to_offset(addr).ok_or(ElfError::Unmapped {
+            tag: "DT_SYMTAB",
+            addr,
+        })?;
         let count = self.dynsym_count(off)?;
         let entsize = SymTable::entsize(self.ctx.container.is_big());
         count
@@ -502,28 +597,53 @@ impl<'a> ElfView<'a> {
             .and_then(|a| self.vaddr_to_offset(a))
             .and_then(|off| file_range(len, off as u64, 2 * count as u64))
             .map(keep);
-        let hash = if let Some(off) = self.dyn_val(dynamic::DT_GNU_HASH).and_then(|a| self.vaddr_to_offset(a)) {
-            self.gnu_hash_size(off, count).and_then(|n| file_range(len, off as u64, n as u64)).map(|r| (HashKind::Gnu, keep(r)))
-        } else if let Some(off) = self.dyn_val(dynamic::DT_HASH).and_then(|a| self.vaddr_to_offset(a)) {
+        let hash = if let Some(off) = self
+            .dyn_val(dynamic::DT_GNU_HASH)
+            .and_then(|a| self.vaddr_to_offset(a))
+        {
+            self.gnu_hash_size(off, count)
+                .and_then(|n| file_range(len, off as u64, n as u64))
+                .map(|r| (HashKind::Gnu, keep(r)))
+        } else if let Some(off) = self
+            .dyn_val(dynamic::DT_HASH)
+            .and_then(|a| self.vaddr_to_offset(a))
+        {
             let le32 = |o| read_u32(self.bytes, o, le).map(|v| v as u64);
             match (le32(off), le32(off + 4)) {
-                (Some(nb), Some(nc)) => file_range(len, off as u64, 8 + 4 * (nb + nc)).map(|r| (HashKind::Sysv, keep(r))),
+                (Some(nb), Some(nc)) => file_range(len, off as u64, 8 + 4 * (nb + nc))
+                    .map(|r| (HashKind::Sysv, keep(r))),
                 _ => None,
             }
         } else {
             None
         };
-        Ok(DynSymbols::new(keep(range), keep(self.dynstr.clone()), versym, hash, self.version_names(), is64, le))
+        Ok(DynSymbols::new(
+            keep(range),
+            keep(self.dynstr.clone()),
+            versym,
+            hash,
+            self.version_names(),
+            is64,
+            le,
+        ))
     }
 
     /// Loader entry points this file imports, and whether it exports a `PyInit_*` function. The
     /// string table is searched once for the few names that matter; only symbols pointing at a
     /// hit are decoded.
     fn loader_imports(&self, symbols: &DynSymbols) -> (Vec<String>, bool) {
-        const NAMES: [&str; 5] = ["dlopen", "dlmopen", DYNAMIC_LIBRARY_CTORS[0], DYNAMIC_LIBRARY_CTORS[1], "PyInit_"];
+        const NAMES: [&str; 5] = [
+            "dlopen",
+            "dlmopen",
+            DYNAMIC_LIBRARY_CTORS[0],
+            DYNAMIC_LIBRARY_CTORS[1],
+            "PyInit_",
+        ];
         let text = &self.bytes[self.dynstr.clone()];
-        let ac =
-            aho_corasick::AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(NAMES).expect("static patterns");
+        let ac = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(NAMES)
+            .expect("static patterns");
         let mut hits: Vec<(u32, usize)> = Vec::new();
         for m in ac.find_iter(text) {
             let at_start = m.start() == 0 || text[m.start() - 1] == 0;
@@ -539,9 +659,13 @@ impl<'a> ElfView<'a> {
             return (imports, python);
         }
         hits.sort_unstable();
-        let Some((table, _)) = self.dynsym_table() else { return (imports, python) };
+        let Some((table, _)) = self.dynsym_table() else {
+            return (imports, python);
+        };
         for s in table.iter() {
-            let Ok(i) = hits.binary_search_by_key(&s.name, |h| h.0) else { continue };
+            let Ok(i) = hits.binary_search_by_key(&s.name, |h| h.0) else {
+                continue;
+            };
             let label = match hits[i].1 {
                 4 if s.defined() && s.kind() == sym::STT_FUNC => {
                     python = true;
@@ -578,7 +702,11 @@ impl<'a> ElfView<'a> {
     /// (what a loader has to do with a section-stripped file).
     fn dynsym_count(&self, off: usize) -> Result<usize, ElfError> {
         let entsize = SymTable::entsize(self.ctx.container.is_big()) as u64;
-        if let Some(sh) = self.shdrs.iter().find(|s| s.sh_type == section_header::SHT_DYNSYM && s.sh_offset as usize == off) {
+        if let Some(sh) = self
+            .shdrs
+            .iter()
+            .find(|s| s.sh_type == section_header::SHT_DYNSYM && s.sh_offset as usize == off)
+        {
             return Ok((sh.sh_size / entsize) as usize);
         }
         Ok(self.hash_symbol_count()?.unwrap_or(0))
@@ -595,11 +723,22 @@ impl<'a> ElfView<'a> {
     /// files without section headers, 5 µs a file.
     pub fn hash_symbol_count(&self) -> Result<Option<usize>, ElfError> {
         let le = self.ctx.is_little_endian();
-        if let Some(hash) = self.dyn_val(dynamic::DT_HASH).and_then(|a| self.vaddr_to_offset(a)) {
-            return read_u32(self.bytes, hash + 4, le).map(|n| Some(n as usize)).ok_or(ElfError::HashTruncated);
+        if let Some(hash) = self
+            .dyn_val(dynamic::DT_HASH)
+            .and_then(|a| self.vaddr_to_offset(a))
+        {
+            return read_u32(self.bytes, hash + 4, le)
+                .map(|n| Some(n as usize))
+                .ok_or(ElfError::HashTruncated);
         }
-        if let Some(gh) = self.dyn_val(dynamic::DT_GNU_HASH).and_then(|a| self.vaddr_to_offset(a)) {
-            return self.gnu_hash_count(gh).map(Some).ok_or(ElfError::GnuHashBroken);
+        if let Some(gh) = self
+            .dyn_val(dynamic::DT_GNU_HASH)
+            .and_then(|a| self.vaddr_to_offset(a))
+        {
+            return self
+                .gnu_hash_count(gh)
+                .map(Some)
+                .ok_or(ElfError::GnuHashBroken);
         }
         Ok(None)
     }
@@ -611,7 +750,9 @@ impl<'a> ElfView<'a> {
         let symoffset = read_u32(b, off + 4, le)? as usize;
         let bloom_size = read_u32(b, off + 8, le)? as usize;
         let word = if self.ctx.container.is_big() { 8 } else { 4 };
-        let buckets = off.checked_add(16)?.checked_add(bloom_size.checked_mul(word)?)?;
+        let buckets = off
+            .checked_add(16)?
+            .checked_add(bloom_size.checked_mul(word)?)?;
         let chains = buckets.checked_add(nbuckets.checked_mul(4)?)?;
         let mut max = 0usize;
         for i in 0..nbuckets {
@@ -623,7 +764,11 @@ impl<'a> ElfView<'a> {
         let mut idx = max;
         // Each chain ends with an entry whose low bit is set; bounded by the file size.
         loop {
-            let v = read_u32(b, chains.checked_add((idx - symoffset).checked_mul(4)?)?, le)?;
+            let v = read_u32(
+                b,
+                chains.checked_add((idx - symoffset).checked_mul(4)?)?,
+                le,
+            )?;
             if v & 1 == 1 {
                 return Some(idx + 1);
             }
@@ -656,13 +801,19 @@ impl<'a> ElfView<'a> {
         let e = self.endian();
         let b = self.bytes;
         let strtab = &b[self.dynstr.clone()];
-        if let Some(mut off) = self.dyn_val(dynamic::DT_VERDEF).and_then(|a| self.vaddr_to_offset(a)) {
+        if let Some(mut off) = self
+            .dyn_val(dynamic::DT_VERDEF)
+            .and_then(|a| self.vaddr_to_offset(a))
+        {
             let num = self.dyn_val(dynamic::DT_VERDEFNUM).unwrap_or(0).min(65535);
             for _ in 0..num {
-                let Some(def) = record::<Verdef<Endianness>>(b, off) else { break };
+                let Some(def) = record::<Verdef<Endianness>>(b, off) else {
+                    break;
+                };
                 if def.vd_cnt.get(e) > 0
-                    && let Some(name) = record::<Verdaux<Endianness>>(b, off + def.vd_aux.get(e) as usize)
-                        .and_then(|aux| cstr_at(strtab, aux.vda_name.get(e) as usize))
+                    && let Some(name) =
+                        record::<Verdaux<Endianness>>(b, off + def.vd_aux.get(e) as usize)
+                            .and_then(|aux| cstr_at(strtab, aux.vda_name.get(e) as usize))
                 {
                     insert(def.vd_ndx.get(e).0, name);
                 }
@@ -672,13 +823,20 @@ impl<'a> ElfView<'a> {
                 }
             }
         }
-        if let Some(mut off) = self.dyn_val(dynamic::DT_VERNEED).and_then(|a| self.vaddr_to_offset(a)) {
+        if let Some(mut off) = self
+            .dyn_val(dynamic::DT_VERNEED)
+            .and_then(|a| self.vaddr_to_offset(a))
+        {
             let num = self.dyn_val(dynamic::DT_VERNEEDNUM).unwrap_or(0).min(65535);
             for _ in 0..num {
-                let Some(need) = record::<Verneed<Endianness>>(b, off) else { break };
+                let Some(need) = record::<Verneed<Endianness>>(b, off) else {
+                    break;
+                };
                 let mut a = off + need.vn_aux.get(e) as usize;
                 for _ in 0..need.vn_cnt.get(e) {
-                    let Some(aux) = record::<Vernaux<Endianness>>(b, a) else { break };
+                    let Some(aux) = record::<Vernaux<Endianness>>(b, a) else {
+                        break;
+                    };
                     if let Some(n) = cstr_at(strtab, aux.vna_name.get(e) as usize) {
                         insert(aux.vna_other(e).index().0, n);
                     }
@@ -697,7 +855,11 @@ impl<'a> ElfView<'a> {
     }
 
     fn endian(&self) -> Endianness {
-        if self.ctx.is_little_endian() { Endianness::Little } else { Endianness::Big }
+        if self.ctx.is_little_endian() {
+            Endianness::Little
+        } else {
+            Endianness::Big
+        }
     }
 
     /// One pass over read-only data for library-name literals (`lib*.so[.N…]`, optionally with a
@@ -718,7 +880,10 @@ impl<'a> ElfView<'a> {
                 }
             }
         }
-        let Ok(ac) = aho_corasick::AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(&patterns) else {
+        let Ok(ac) = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(&patterns)
+        else {
             return (literals, mentions);
         };
         for range in self.rodata_ranges() {
@@ -727,13 +892,23 @@ impl<'a> ElfView<'a> {
             for m in ac.find_iter(data) {
                 let pos = m.start();
                 if m.pattern().as_usize() > 0 {
-                    let start = data[..pos].iter().rposition(|&b| b == 0).map(|i| i + 1).unwrap_or(0);
+                    let start = data[..pos]
+                        .iter()
+                        .rposition(|&b| b == 0)
+                        .map(|i| i + 1)
+                        .unwrap_or(0);
                     if start != last_mention_start {
                         last_mention_start = start;
                         mentions.count += 1;
                         if mentions.samples.len() < MENTION_SAMPLES {
-                            let end = memchr::memchr(0, &data[pos..]).map(|e| pos + e).unwrap_or(data.len());
-                            let text: String = String::from_utf8_lossy(&data[start..end]).trim().chars().take(100).collect();
+                            let end = memchr::memchr(0, &data[pos..])
+                                .map(|e| pos + e)
+                                .unwrap_or(data.len());
+                            let text: String = String::from_utf8_lossy(&data[start..end])
+                                .trim()
+                                .chars()
+                                .take(100)
+                                .collect();
                             if !mentions.samples.contains(&text) {
                                 mentions.samples.push(text);
                             }
@@ -741,13 +916,20 @@ impl<'a> ElfView<'a> {
                     }
                     continue;
                 }
-                let Some((start, end)) = literal_bounds(data, pos) else { continue };
-                let Ok(full) = std::str::from_utf8(&data[start..end]) else { continue };
+                let Some((start, end)) = literal_bounds(data, pos) else {
+                    continue;
+                };
+                let Ok(full) = std::str::from_utf8(&data[start..end]) else {
+                    continue;
+                };
                 let base = full.rsplit('/').next().unwrap_or(full);
                 if !is_library_name(base) {
                     continue;
                 }
-                if literals.iter().any(|l| l.full.as_deref().unwrap_or(&l.name) == full) {
+                if literals
+                    .iter()
+                    .any(|l| l.full.as_deref().unwrap_or(&l.name) == full)
+                {
                     continue;
                 }
                 literals.push(LibLiteral {
@@ -767,7 +949,10 @@ impl<'a> ElfView<'a> {
 fn literal_bounds(data: &[u8], pos: usize) -> Option<(usize, usize)> {
     let mut end = pos + 3;
     while end < data.len() && data[end] == b'.' {
-        let digits = data[end + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let digits = data[end + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
         if digits == 0 {
             return None;
         }
@@ -788,12 +973,21 @@ fn literal_bounds(data: &[u8], pos: usize) -> Option<(usize, usize)> {
 
 /// `lib` + name characters + `.so` + optional `.N` components.
 pub fn is_library_name(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix("lib") else { return false };
-    let Some(i) = rest.find(".so") else { return false };
+    let Some(rest) = s.strip_prefix("lib") else {
+        return false;
+    };
+    let Some(i) = rest.find(".so") else {
+        return false;
+    };
     let (stem, tail) = (&rest[..i], &rest[i + 3..]);
     !stem.is_empty()
-        && stem.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+-.".contains(&b))
-        && tail.split('.').skip(1).all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_+-.".contains(&b))
+        && tail
+            .split('.')
+            .skip(1)
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
         && (tail.is_empty() || tail.starts_with('.'))
 }
 
@@ -809,7 +1003,10 @@ fn neighbours(data: &[u8], start: usize, end: usize) -> Vec<String> {
         if !(first.is_ascii_alphabetic() || first == b'_') {
             continue;
         }
-        if !chunk.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+        if !chunk
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        {
             continue;
         }
         let s = String::from_utf8_lossy(chunk).into_owned();
@@ -824,7 +1021,10 @@ fn neighbours(data: &[u8], start: usize, end: usize) -> Vec<String> {
 }
 
 fn split_path_list(s: &str) -> Vec<String> {
-    s.split(':').filter(|p| !p.is_empty()).map(str::to_string).collect()
+    s.split(':')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// The fixed-size ELF record (an `object::elf` type) at `off`; `None` when it runs past the end.
@@ -834,7 +1034,11 @@ fn record<T: object::pod::Pod>(b: &[u8], off: usize) -> Option<&T> {
 
 pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
     let s: [u8; 4] = b.get(off..off.checked_add(4)?)?.try_into().ok()?;
-    Some(if le { u32::from_le_bytes(s) } else { u32::from_be_bytes(s) })
+    Some(if le {
+        u32::from_le_bytes(s)
+    } else {
+        u32::from_be_bytes(s)
+    })
 }
 
 #[doc(hidden)]
@@ -843,24 +1047,46 @@ pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
 /// run at load, the payload scan and identity rule on top, and the `.note.dlopen` reader and writer
 /// (what the writer adds must read back). Any panic or hang is a bug.
 pub fn fuzz_one(data: &[u8]) {
-    let Ok(view) = ElfView::parse(data) else { return };
+    let Ok(view) = ElfView::parse(data) else {
+        return;
+    };
     let _ = view.translation_units();
     let _ = view.load_time_imports();
     let _ = view.dlopen_notes();
-    let entry =
-        DlopenEntry { soname: vec!["libfuzz.so.1".into()], feature: Some("f".into()), description: None, priority: Priority::Required };
+    let entry = DlopenEntry {
+        soname: vec!["libfuzz.so.1".into()],
+        feature: Some("f".into()),
+        description: None,
+        priority: Priority::Required,
+    };
     if let Ok((out, _)) = note::add_note(data, entry.clone()) {
-        let back = ElfView::parse(&out).expect("a file add_note wrote parses").dlopen_notes();
-        assert!(back.entries.contains(&entry), "the note add_note wrote reads back: {back:?}");
+        let back = ElfView::parse(&out)
+            .expect("a file add_note wrote parses")
+            .dlopen_notes();
+        assert!(
+            back.entries.contains(&entry),
+            "the note add_note wrote reads back: {back:?}"
+        );
     }
     let mut spec = crate::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     spec.deep = true;
     if let Ok(facts) = view.facts(&spec.mention_words(), None) {
-        for name in ["magma_init", "dlopen", "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE", ""] {
+        for name in [
+            "magma_init",
+            "dlopen",
+            "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE",
+            "",
+        ] {
             let _ = facts.symbols.defines(name);
         }
         let _ = facts.symbols.to_list();
-        let pay = crate::analysis::payload::scan(&view, &facts, "libtorch_cuda_linalg.so", data.len() as u64, &spec);
+        let pay = crate::analysis::payload::scan(
+            &view,
+            &facts,
+            "libtorch_cuda_linalg.so",
+            data.len() as u64,
+            &spec,
+        );
         for with in [true, false] {
             let _ = crate::analysis::payload::Presence::scan(&facts, &pay, &spec).rule(with);
         }
@@ -873,10 +1099,23 @@ mod tests {
 
     #[test]
     fn library_name_shapes() {
-        for ok in ["libc.so.6", "libtorch_cuda_linalg.so", "libnvidia-ml.so.1", "libstdc++.so.6", "libmkl_core.so.2"] {
+        for ok in [
+            "libc.so.6",
+            "libtorch_cuda_linalg.so",
+            "libnvidia-ml.so.1",
+            "libstdc++.so.6",
+            "libmkl_core.so.2",
+        ] {
             assert!(is_library_name(ok), "{ok}");
         }
-        for no in ["libfoo.so.%d", "foo.so", "lib.so", "libfoo.so.", "libfoo.sox", "libfoo so"] {
+        for no in [
+            "libfoo.so.%d",
+            "foo.so",
+            "lib.so",
+            "libfoo.so.",
+            "libfoo.sox",
+            "libfoo so",
+        ] {
             assert!(!is_library_name(no), "{no}");
         }
     }
@@ -896,7 +1135,13 @@ mod tests {
     /// The refusals print as they did when they were strings (tests and scripts grep for them).
     #[test]
     fn refusals_keep_their_messages() {
-        assert_eq!(ElfView::parse(b"hello world, not an elf").err().unwrap().to_string(), "not an ELF file");
+        assert_eq!(
+            ElfView::parse(b"hello world, not an elf")
+                .err()
+                .unwrap()
+                .to_string(),
+            "not an ELF file"
+        );
         let mut h = vec![0u8; 64];
         h[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
         h[0x20..0x28].copy_from_slice(&(1u64 << 40).to_le_bytes()); // e_phoff
@@ -904,8 +1149,21 @@ mod tests {
         h[0x36..0x38].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
         h[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
         let e = ElfView::parse(&h).err().unwrap();
-        assert!(matches!(e, ElfError::ProgramHeadersPastEnd { count: 1, len: 64, .. }), "{e:?}");
-        assert_eq!(e.to_string(), "truncated: program headers at 0x10000000000 (1 entries) run past the end of the file (64 bytes)");
+        assert!(
+            matches!(
+                e,
+                ElfError::ProgramHeadersPastEnd {
+                    count: 1,
+                    len: 64,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "truncated: program headers at 0x10000000000 (1 entries) run past the end of the file (64 bytes)"
+        );
     }
 
     #[test]

@@ -44,7 +44,9 @@ pub const MERGED_SECTION: &str = ".note.dlopen.orig";
 pub const MAX_DESC: u64 = 64 * 1024;
 
 /// How much a declared library matters (the spec's `priority`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     /// The program does not work without it: a hard dependency (`Depends`, `Requires`).
@@ -66,7 +68,13 @@ impl Priority {
     }
 
     fn parse(s: &str) -> Option<Priority> {
-        [Priority::Required, Priority::Recommended, Priority::Suggested].into_iter().find(|p| p.as_str() == s)
+        [
+            Priority::Required,
+            Priority::Recommended,
+            Priority::Suggested,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
     }
 }
 
@@ -95,12 +103,21 @@ impl DlopenEntry {
                 return Err("a soname is empty".into());
             }
             if s.contains('/') {
-                return Err(format!("soname {:?} contains a '/': the note names libraries, not paths", s));
+                return Err(format!(
+                    "soname {:?} contains a '/': the note names libraries, not paths",
+                    s
+                ));
             }
         }
-        let texts = self.soname.iter().chain(&self.feature).chain(&self.description);
+        let texts = self
+            .soname
+            .iter()
+            .chain(&self.feature)
+            .chain(&self.description);
         if let Some(t) = texts.into_iter().find(|t| t.chars().any(char::is_control)) {
-            return Err(format!("{t:?} contains a control character, which the note's JSON may not hold"));
+            return Err(format!(
+                "{t:?} contains a control character, which the note's JSON may not hold"
+            ));
         }
         Ok(())
     }
@@ -124,7 +141,11 @@ pub enum NoteProblem {
     /// The descriptor is not a JSON array.
     BadJson { offset: u64, error: String },
     /// Entry `index` is not an object with a list of soname strings, or has a field of the wrong type.
-    BadEntry { offset: u64, index: usize, why: String },
+    BadEntry {
+        offset: u64,
+        index: usize,
+        why: String,
+    },
     /// A soname with a `/` (a path, which the spec rules out): that alternative is dropped.
     SonameWithSlash { offset: u64, soname: String },
 }
@@ -132,19 +153,39 @@ pub enum NoteProblem {
 impl fmt::Display for NoteProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NoteProblem::Truncated { offset } => write!(f, ".note.dlopen at {offset:#x} is truncated"),
+            NoteProblem::Truncated { offset } => {
+                write!(f, ".note.dlopen at {offset:#x} is truncated")
+            }
             NoteProblem::Misaligned { offset, align } => {
-                write!(f, ".note.dlopen at {offset:#x} is aligned to {align}, not 4 as the spec requires")
+                write!(
+                    f,
+                    ".note.dlopen at {offset:#x} is aligned to {align}, not 4 as the spec requires"
+                )
             }
             NoteProblem::TooLarge { offset, size } => {
-                write!(f, ".note.dlopen at {offset:#x} has a {size}-byte descriptor (limit {MAX_DESC})")
+                write!(
+                    f,
+                    ".note.dlopen at {offset:#x} has a {size}-byte descriptor (limit {MAX_DESC})"
+                )
             }
-            NoteProblem::Unterminated { offset } => write!(f, ".note.dlopen at {offset:#x}: descriptor is not NUL-terminated"),
-            NoteProblem::NotUtf8 { offset } => write!(f, ".note.dlopen at {offset:#x}: descriptor is not UTF-8"),
-            NoteProblem::BadJson { offset, error } => write!(f, ".note.dlopen at {offset:#x}: not a JSON array: {error}"),
-            NoteProblem::BadEntry { offset, index, why } => write!(f, ".note.dlopen at {offset:#x}: entry {index}: {why}"),
+            NoteProblem::Unterminated { offset } => write!(
+                f,
+                ".note.dlopen at {offset:#x}: descriptor is not NUL-terminated"
+            ),
+            NoteProblem::NotUtf8 { offset } => {
+                write!(f, ".note.dlopen at {offset:#x}: descriptor is not UTF-8")
+            }
+            NoteProblem::BadJson { offset, error } => {
+                write!(f, ".note.dlopen at {offset:#x}: not a JSON array: {error}")
+            }
+            NoteProblem::BadEntry { offset, index, why } => {
+                write!(f, ".note.dlopen at {offset:#x}: entry {index}: {why}")
+            }
             NoteProblem::SonameWithSlash { offset, soname } => {
-                write!(f, ".note.dlopen at {offset:#x}: soname {soname:?} contains a '/' (skipped)")
+                write!(
+                    f,
+                    ".note.dlopen at {offset:#x}: soname {soname:?} contains a '/' (skipped)"
+                )
             }
         }
     }
@@ -188,19 +229,35 @@ impl<'a> ElfView<'a> {
         let mut out = DlopenNotes::default();
         let len = self.bytes.len() as u64;
         let mut containers = Vec::new();
-        for p in self.phdrs.iter().filter(|p| p.p_type == program_header::PT_NOTE) {
+        for p in self
+            .phdrs
+            .iter()
+            .filter(|p| p.p_type == program_header::PT_NOTE)
+        {
             if let Some(range) = file_range(len, p.p_offset, p.p_filesz) {
-                containers.push(Container { range, align: p.p_align, ours: false });
+                containers.push(Container {
+                    range,
+                    align: p.p_align,
+                    ours: false,
+                });
             }
         }
         for sh in &self.shdrs {
             let named = self.section_name(sh) == SECTION;
-            if sh.sh_type == section_header::SHT_NOBITS || !(named || sh.sh_type == section_header::SHT_NOTE) {
+            if sh.sh_type == section_header::SHT_NOBITS
+                || !(named || sh.sh_type == section_header::SHT_NOTE)
+            {
                 continue;
             }
             match file_range(len, sh.sh_offset, sh.sh_size) {
-                Some(range) => containers.push(Container { range, align: sh.sh_addralign, ours: named }),
-                None if named => out.problem(NoteProblem::Truncated { offset: sh.sh_offset }),
+                Some(range) => containers.push(Container {
+                    range,
+                    align: sh.sh_addralign,
+                    ours: named,
+                }),
+                None if named => out.problem(NoteProblem::Truncated {
+                    offset: sh.sh_offset,
+                }),
                 None => {}
             }
         }
@@ -221,15 +278,21 @@ fn walk_notes(file: &[u8], c: &Container, le: bool, out: &mut DlopenNotes) {
     let mut off = 0usize;
     while off.saturating_add(12) <= data.len() {
         let at = base + off as u64;
-        let (Some(namesz), Some(descsz), Some(ntype)) = (read_u32(data, off, le), read_u32(data, off + 4, le), read_u32(data, off + 8, le))
-        else {
+        let (Some(namesz), Some(descsz), Some(ntype)) = (
+            read_u32(data, off, le),
+            read_u32(data, off + 4, le),
+            read_u32(data, off + 8, le),
+        ) else {
             break;
         };
         let name = data.get(off + 12..).and_then(|r| r.get(..namesz as usize));
         let is_ours = ntype == NT_FDO_DLOPEN_METADATA && name == Some(&OWNER[..]);
         // The spec's alignment is 4: read otherwise, the descriptor would start elsewhere.
         if is_ours && (c.align != 4 || !at.is_multiple_of(4)) {
-            out.problem(NoteProblem::Misaligned { offset: at, align: if at.is_multiple_of(4) { c.align } else { 1 } });
+            out.problem(NoteProblem::Misaligned {
+                offset: at,
+                align: if at.is_multiple_of(4) { c.align } else { 1 },
+            });
             break;
         }
         let desc_start = (off + 12).saturating_add(round_up(namesz as usize, pad));
@@ -254,7 +317,10 @@ fn round_up(n: usize, to: usize) -> usize {
 /// One note's descriptor: the NUL-terminated JSON array.
 fn read_desc(desc: &[u8], at: u64, out: &mut DlopenNotes) {
     if desc.len() as u64 > MAX_DESC {
-        return out.problem(NoteProblem::TooLarge { offset: at, size: desc.len() as u64 });
+        return out.problem(NoteProblem::TooLarge {
+            offset: at,
+            size: desc.len() as u64,
+        });
     }
     let Some(nul) = memchr::memchr(0, desc) else {
         return out.problem(NoteProblem::Unterminated { offset: at });
@@ -264,27 +330,54 @@ fn read_desc(desc: &[u8], at: u64, out: &mut DlopenNotes) {
     };
     let items = match serde_json::from_str::<serde_json::Value>(text) {
         Ok(serde_json::Value::Array(items)) => items,
-        Ok(_) => return out.problem(NoteProblem::BadJson { offset: at, error: "the top level is not an array".into() }),
-        Err(e) => return out.problem(NoteProblem::BadJson { offset: at, error: e.to_string() }),
+        Ok(_) => {
+            return out.problem(NoteProblem::BadJson {
+                offset: at,
+                error: "the top level is not an array".into(),
+            });
+        }
+        Err(e) => {
+            return out.problem(NoteProblem::BadJson {
+                offset: at,
+                error: e.to_string(),
+            });
+        }
     };
     for (index, item) in items.iter().enumerate() {
         match read_entry(item, at, out) {
             Ok(Some(e)) => out.push(e),
             Ok(None) => {}
-            Err(why) => out.problem(NoteProblem::BadEntry { offset: at, index, why }),
+            Err(why) => out.problem(NoteProblem::BadEntry {
+                offset: at,
+                index,
+                why,
+            }),
         }
     }
 }
 
 /// One array element; `Ok(None)` when every soname was dropped (reported as it was).
-fn read_entry(item: &serde_json::Value, at: u64, out: &mut DlopenNotes) -> Result<Option<DlopenEntry>, String> {
+fn read_entry(
+    item: &serde_json::Value,
+    at: u64,
+    out: &mut DlopenNotes,
+) -> Result<Option<DlopenEntry>, String> {
     let obj = item.as_object().ok_or("not a JSON object")?;
-    let names = obj.get("soname").and_then(|v| v.as_array()).ok_or("no \"soname\" list")?;
+    let names = obj
+        .get("soname")
+        .and_then(|v| v.as_array())
+        .ok_or("no \"soname\" list")?;
     let mut soname = Vec::new();
     for n in names {
-        let n = n.as_str().filter(|s| !s.is_empty()).ok_or("a soname is not a non-empty string")?;
+        let n = n
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .ok_or("a soname is not a non-empty string")?;
         if n.contains('/') {
-            out.problem(NoteProblem::SonameWithSlash { offset: at, soname: n.to_string() });
+            out.problem(NoteProblem::SonameWithSlash {
+                offset: at,
+                soname: n.to_string(),
+            });
         } else {
             soname.push(n.to_string());
         }
@@ -292,16 +385,31 @@ fn read_entry(item: &serde_json::Value, at: u64, out: &mut DlopenNotes) -> Resul
     let text = |key: &str| -> Result<Option<String>, String> {
         match obj.get(key) {
             None => Ok(None),
-            Some(v) => v.as_str().map(|s| Some(s.to_string())).ok_or_else(|| format!("\"{key}\" is not a string")),
+            Some(v) => v
+                .as_str()
+                .map(|s| Some(s.to_string()))
+                .ok_or_else(|| format!("\"{key}\" is not a string")),
         }
     };
     let priority = match text("priority")? {
         None => Priority::default(),
-        Some(p) => Priority::parse(&p).ok_or_else(|| format!("priority {p:?} is not required, recommended or suggested"))?,
+        Some(p) => Priority::parse(&p)
+            .ok_or_else(|| format!("priority {p:?} is not required, recommended or suggested"))?,
     };
-    let entry = DlopenEntry { soname, feature: text("feature")?, description: text("description")?, priority };
+    let entry = DlopenEntry {
+        soname,
+        feature: text("feature")?,
+        description: text("description")?,
+        priority,
+    };
     // The spec rules out control characters; a `\u001b` escape would otherwise reach a terminal.
-    if entry.soname.iter().chain(&entry.feature).chain(&entry.description).any(|t| t.chars().any(char::is_control)) {
+    if entry
+        .soname
+        .iter()
+        .chain(&entry.feature)
+        .chain(&entry.description)
+        .any(|t| t.chars().any(char::is_control))
+    {
         return Err("a string holds a control character".into());
     }
     Ok((!entry.soname.is_empty()).then_some(entry))
@@ -346,19 +454,30 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
     entry.check().map_err(NoteWriteError::BadEntry)?;
     let view = ElfView::parse(bytes)?;
     let h = &view.header;
-    if !matches!(h.e_type, goblin::elf::header::ET_DYN | goblin::elf::header::ET_EXEC) {
+    if !matches!(
+        h.e_type,
+        goblin::elf::header::ET_DYN | goblin::elf::header::ET_EXEC
+    ) {
         return Err(NoteWriteError::NotLoadable(h.e_type));
     }
-    if (h.e_shnum == 0 && h.e_shoff != 0) || h.e_shstrndx == section_header::SHN_XINDEX as u16 || view.shdrs.len() + 3 >= 0xff00 {
+    if (h.e_shnum == 0 && h.e_shoff != 0)
+        || h.e_shstrndx == section_header::SHN_XINDEX as u16
+        || view.shdrs.len() + 3 >= 0xff00
+    {
         return Err(NoteWriteError::ExtendedNumbering);
     }
     let existing = view.dlopen_notes();
     if let Some(p) = existing.problems.into_iter().next() {
         return Err(NoteWriteError::Malformed(p));
     }
-    let mut entries: Vec<DlopenEntry> = existing.entries.into_iter().filter(|e| e.soname != entry.soname).collect();
+    let mut entries: Vec<DlopenEntry> = existing
+        .entries
+        .into_iter()
+        .filter(|e| e.soname != entry.soname)
+        .collect();
     entries.push(entry);
-    let json = serde_json::to_string(&entries).map_err(|e| NoteWriteError::BadEntry(e.to_string()))?;
+    let json =
+        serde_json::to_string(&entries).map_err(|e| NoteWriteError::BadEntry(e.to_string()))?;
 
     let w = Layout::new(&view);
     let mut out = bytes.to_vec();
@@ -369,7 +488,11 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
 
     // The section headers, renamed where needed, plus the new note section (and a name table
     // when the file had none).
-    let mut sections: Vec<(String, Shdr)> = view.shdrs.iter().map(|s| (view.section_name(s).to_string(), Shdr::from(s))).collect();
+    let mut sections: Vec<(String, Shdr)> = view
+        .shdrs
+        .iter()
+        .map(|s| (view.section_name(s).to_string(), Shdr::from(s)))
+        .collect();
     let mut merged_existing = false;
     for (name, s) in sections.iter_mut() {
         if name == SECTION {
@@ -383,19 +506,40 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
     }
     sections.push((
         SECTION.to_string(),
-        Shdr { sh_type: section_header::SHT_NOTE, offset: note_offset, size: note.len() as u64, addralign: 4, ..Shdr::default() },
+        Shdr {
+            sh_type: section_header::SHT_NOTE,
+            offset: note_offset,
+            size: note.len() as u64,
+            addralign: 4,
+            ..Shdr::default()
+        },
     ));
-    let shstrndx = match view.shdrs.get(h.e_shstrndx as usize).filter(|s| s.sh_type == section_header::SHT_STRTAB) {
+    let shstrndx = match view
+        .shdrs
+        .get(h.e_shstrndx as usize)
+        .filter(|s| s.sh_type == section_header::SHT_STRTAB)
+    {
         Some(_) => h.e_shstrndx as usize,
         None => {
-            sections.push((".shstrtab".to_string(), Shdr { sh_type: section_header::SHT_STRTAB, addralign: 1, ..Shdr::default() }));
+            sections.push((
+                ".shstrtab".to_string(),
+                Shdr {
+                    sh_type: section_header::SHT_STRTAB,
+                    addralign: 1,
+                    ..Shdr::default()
+                },
+            ));
             sections.len() - 1
         }
     };
     // The name table: every name once, at the end of the file.
     let mut names = vec![0u8];
     for (name, s) in sections.iter_mut() {
-        s.name = if name.is_empty() { 0 } else { intern(&mut names, name) };
+        s.name = if name.is_empty() {
+            0
+        } else {
+            intern(&mut names, name)
+        };
     }
     let names_offset = out.len() as u64;
     out.extend_from_slice(&names);
@@ -411,7 +555,15 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
         return Err(NoteWriteError::TooLarge);
     }
     w.patch_header(&mut out, shoff, sections.len() as u16, shstrndx as u16);
-    Ok((out, Written { entries, json, note_offset, merged_existing }))
+    Ok((
+        out,
+        Written {
+            entries,
+            json,
+            note_offset,
+            merged_existing,
+        },
+    ))
 }
 
 /// The note record: header, owner, NUL-terminated JSON, zero padding to 4.
@@ -436,7 +588,8 @@ fn pad_to(v: &mut Vec<u8>, to: usize) {
 /// Offset of `name` in a string table, appending it when new.
 fn intern(table: &mut Vec<u8>, name: &str) -> u32 {
     let needle: Vec<u8> = name.bytes().chain([0]).collect();
-    if let Some(i) = memchr::memmem::find_iter(table, &needle).find(|&i| i > 0 && table[i - 1] == 0) {
+    if let Some(i) = memchr::memmem::find_iter(table, &needle).find(|&i| i > 0 && table[i - 1] == 0)
+    {
         return i as u32;
     }
     let at = table.len() as u32;
@@ -484,15 +637,26 @@ struct Layout {
 
 impl Layout {
     fn new(view: &ElfView<'_>) -> Layout {
-        Layout { is64: view.ctx.container.is_big(), le: view.ctx.is_little_endian() }
+        Layout {
+            is64: view.ctx.container.is_big(),
+            le: view.ctx.is_little_endian(),
+        }
     }
 
     fn u16(&self, v: u16) -> [u8; 2] {
-        if self.le { v.to_le_bytes() } else { v.to_be_bytes() }
+        if self.le {
+            v.to_le_bytes()
+        } else {
+            v.to_be_bytes()
+        }
     }
 
     fn u32(&self, v: u32) -> [u8; 4] {
-        if self.le { v.to_le_bytes() } else { v.to_be_bytes() }
+        if self.le {
+            v.to_le_bytes()
+        } else {
+            v.to_be_bytes()
+        }
     }
 
     /// An address-sized field: 8 bytes in ELF64, 4 in ELF32 (the caller checked it fits).
@@ -520,7 +684,11 @@ impl Layout {
 
     /// `e_shoff`, `e_shentsize`, `e_shnum`, `e_shstrndx`: the only header bytes that change.
     fn patch_header(&self, out: &mut [u8], shoff: u64, shnum: u16, shstrndx: u16) {
-        let (off, rest) = if self.is64 { (0x28, 0x3a) } else { (0x20, 0x2e) };
+        let (off, rest) = if self.is64 {
+            (0x28, 0x3a)
+        } else {
+            (0x20, 0x2e)
+        };
         let w = self.word(shoff);
         out[off..off + w.len()].copy_from_slice(&w);
         let entsize = if self.is64 { 64 } else { 40 };
@@ -532,7 +700,11 @@ impl Layout {
 
 /// File ranges of the ELF header fields [`add_note`] may change (for the byte-identity check).
 pub fn section_table_fields(is64: bool) -> [Range<usize>; 2] {
-    if is64 { [0x28..0x30, 0x3a..0x40] } else { [0x20..0x24, 0x2e..0x34] }
+    if is64 {
+        [0x28..0x30, 0x3a..0x40]
+    } else {
+        [0x20..0x24, 0x2e..0x34]
+    }
 }
 
 #[cfg(test)]
@@ -556,10 +728,20 @@ mod tests {
         out[62..64].copy_from_slice(&2u16.to_le_bytes());
         out[data_off..names_off].copy_from_slice(data);
         out[names_off..names_off + names.len()].copy_from_slice(names.as_bytes());
-        let w = Layout { is64: true, le: true };
+        let w = Layout {
+            is64: true,
+            le: true,
+        };
         let mut hdrs = Vec::new();
         w.write_shdr(&mut hdrs, &Shdr::default());
-        let note = Shdr { name: 1, sh_type: 7, offset: data_off as u64, size: data.len() as u64, addralign: align, ..Shdr::default() };
+        let note = Shdr {
+            name: 1,
+            sh_type: 7,
+            offset: data_off as u64,
+            size: data.len() as u64,
+            addralign: align,
+            ..Shdr::default()
+        };
         w.write_shdr(&mut hdrs, &note);
         let strtab = Shdr {
             name: 2 + name.len() as u32,
@@ -579,7 +761,8 @@ mod tests {
         ElfView::parse(&elf).unwrap().dlopen_notes()
     }
 
-    const GOOD: &str = r#"[{"soname":["libtorch_cuda_linalg.so"],"feature":"linalg","priority":"required"}]"#;
+    const GOOD: &str =
+        r#"[{"soname":["libtorch_cuda_linalg.so"],"feature":"linalg","priority":"required"}]"#;
 
     #[test]
     fn a_well_formed_note_is_read() {
@@ -599,7 +782,10 @@ mod tests {
     #[test]
     fn several_notes_and_defaults() {
         let mut data = note_bytes(r#"[{"soname":["liba.so.1","liba.so"]}]"#, true);
-        data.extend(note_bytes(r#"[{"soname":["libb.so"],"priority":"suggested","x-unknown":1}]"#, true));
+        data.extend(note_bytes(
+            r#"[{"soname":["libb.so"],"priority":"suggested","x-unknown":1}]"#,
+            true,
+        ));
         let n = read(SECTION, &data, 4);
         assert_eq!(n.problems, vec![]);
         assert_eq!(n.entries.len(), 2);
@@ -613,30 +799,60 @@ mod tests {
     fn malformed_notes_are_problems() {
         type Is = fn(&NoteProblem) -> bool;
         let cases: Vec<(&str, Vec<u8>, u64, Is)> = vec![
-            ("bad json", note_bytes("[{\"soname\":", true), 4, |p| matches!(p, NoteProblem::BadJson { .. })),
-            ("not an array", note_bytes("{}", true), 4, |p| matches!(p, NoteProblem::BadJson { .. })),
-            ("alignment", note_bytes(GOOD, true), 8, |p| matches!(p, NoteProblem::Misaligned { align: 8, .. })),
-            ("truncated", note_bytes(GOOD, true)[..40].to_vec(), 4, |p| matches!(p, NoteProblem::Truncated { .. })),
+            ("bad json", note_bytes("[{\"soname\":", true), 4, |p| {
+                matches!(p, NoteProblem::BadJson { .. })
+            }),
+            ("not an array", note_bytes("{}", true), 4, |p| {
+                matches!(p, NoteProblem::BadJson { .. })
+            }),
+            ("alignment", note_bytes(GOOD, true), 8, |p| {
+                matches!(p, NoteProblem::Misaligned { align: 8, .. })
+            }),
+            ("truncated", note_bytes(GOOD, true)[..40].to_vec(), 4, |p| {
+                matches!(p, NoteProblem::Truncated { .. })
+            }),
             (
                 "slash",
                 note_bytes(r#"[{"soname":["/usr/lib/libx.so","libx.so"]}]"#, true),
                 4,
                 |p| matches!(p, NoteProblem::SonameWithSlash { soname, .. } if soname == "/usr/lib/libx.so"),
             ),
-            ("priority", note_bytes(r#"[{"soname":["libx.so"],"priority":"must"}]"#, true), 4, |p| {
-                matches!(p, NoteProblem::BadEntry { index: 0, .. })
-            }),
-            ("no soname", note_bytes(r#"[{"feature":"x"}]"#, true), 4, |p| matches!(p, NoteProblem::BadEntry { .. })),
-            ("escape", note_bytes(r#"[{"soname":["libx.so"],"description":"\u001b[31m"}]"#, true), 4, |p| {
-                matches!(p, NoteProblem::BadEntry { .. })
-            }),
+            (
+                "priority",
+                note_bytes(r#"[{"soname":["libx.so"],"priority":"must"}]"#, true),
+                4,
+                |p| matches!(p, NoteProblem::BadEntry { index: 0, .. }),
+            ),
+            (
+                "no soname",
+                note_bytes(r#"[{"feature":"x"}]"#, true),
+                4,
+                |p| matches!(p, NoteProblem::BadEntry { .. }),
+            ),
+            (
+                "escape",
+                note_bytes(
+                    r#"[{"soname":["libx.so"],"description":"\u001b[31m"}]"#,
+                    true,
+                ),
+                4,
+                |p| matches!(p, NoteProblem::BadEntry { .. }),
+            ),
         ];
         for (what, data, align, is) in cases {
             let n = read(SECTION, &data, align);
-            assert!(n.problems.len() == 1 && is(&n.problems[0]), "{what}: {:?}", n.problems);
+            assert!(
+                n.problems.len() == 1 && is(&n.problems[0]),
+                "{what}: {:?}",
+                n.problems
+            );
         }
         // A soname with a slash drops that alternative only.
-        let n = read(SECTION, &note_bytes(r#"[{"soname":["/abs/libx.so","libx.so"]}]"#, true), 4);
+        let n = read(
+            SECTION,
+            &note_bytes(r#"[{"soname":["/abs/libx.so","libx.so"]}]"#, true),
+            4,
+        );
         assert_eq!(n.entries[0].soname, ["libx.so"]);
     }
 
@@ -652,14 +868,29 @@ mod tests {
             pad_to(&mut n, 4);
             n
         };
-        let huge = format!("[{{\"soname\":[\"libx.so\"],\"description\":\"{}\"}}]\0", "a".repeat(MAX_DESC as usize));
-        assert!(matches!(read(SECTION, &raw(huge.as_bytes()), 4).problems[..], [NoteProblem::TooLarge { .. }]));
-        assert!(matches!(read(SECTION, &raw(b"[]"), 4).problems[..], [NoteProblem::Unterminated { .. }]));
-        assert!(matches!(read(SECTION, &raw(b"[\"\xff\"]\0"), 4).problems[..], [NoteProblem::NotUtf8 { .. }]));
+        let huge = format!(
+            "[{{\"soname\":[\"libx.so\"],\"description\":\"{}\"}}]\0",
+            "a".repeat(MAX_DESC as usize)
+        );
+        assert!(matches!(
+            read(SECTION, &raw(huge.as_bytes()), 4).problems[..],
+            [NoteProblem::TooLarge { .. }]
+        ));
+        assert!(matches!(
+            read(SECTION, &raw(b"[]"), 4).problems[..],
+            [NoteProblem::Unterminated { .. }]
+        ));
+        assert!(matches!(
+            read(SECTION, &raw(b"[\"\xff\"]\0"), 4).problems[..],
+            [NoteProblem::NotUtf8 { .. }]
+        ));
         // A descriptor size past the end of everything.
         let mut n = raw(b"[]\0");
         n[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(read(SECTION, &n, 4).problems[..], [NoteProblem::Truncated { .. }]));
+        assert!(matches!(
+            read(SECTION, &n, 4).problems[..],
+            [NoteProblem::Truncated { .. }]
+        ));
     }
 
     /// Another owner's note, or another type, is not ours: not read, not reported.
@@ -687,21 +918,56 @@ mod tests {
         assert_eq!(n.entries.len(), 2);
         assert_eq!(n.entries[1], add);
         // Replacing: the same soname list gets the new fields.
-        let again = DlopenEntry { priority: Priority::Required, ..add };
+        let again = DlopenEntry {
+            priority: Priority::Required,
+            ..add
+        };
         let (out2, w2) = add_note(&out, again.clone()).unwrap();
         assert_eq!(w2.entries.last(), Some(&again));
-        assert_eq!(ElfView::parse(&out2).unwrap().dlopen_notes().entries.iter().filter(|e| e.soname == again.soname).count(), 1);
+        assert_eq!(
+            ElfView::parse(&out2)
+                .unwrap()
+                .dlopen_notes()
+                .entries
+                .iter()
+                .filter(|e| e.soname == again.soname)
+                .count(),
+            1
+        );
     }
 
     #[test]
     fn writing_refuses_bad_entries_and_files() {
         let elf = elf_with_section(SECTION, &note_bytes("[", true), 4);
-        let e = DlopenEntry { soname: vec!["libx.so".into()], feature: None, description: None, priority: Priority::Required };
-        assert!(matches!(add_note(&elf, e.clone()), Err(NoteWriteError::Malformed(NoteProblem::BadJson { .. }))));
-        let slash = DlopenEntry { soname: vec!["lib/x.so".into()], ..e.clone() };
-        assert!(matches!(add_note(&elf, slash), Err(NoteWriteError::BadEntry(_))));
-        let ctl = DlopenEntry { description: Some("a\nb".into()), ..e.clone() };
-        assert!(matches!(add_note(&elf, ctl), Err(NoteWriteError::BadEntry(_))));
-        assert!(matches!(add_note(b"not elf at all", e), Err(NoteWriteError::Elf(_))));
+        let e = DlopenEntry {
+            soname: vec!["libx.so".into()],
+            feature: None,
+            description: None,
+            priority: Priority::Required,
+        };
+        assert!(matches!(
+            add_note(&elf, e.clone()),
+            Err(NoteWriteError::Malformed(NoteProblem::BadJson { .. }))
+        ));
+        let slash = DlopenEntry {
+            soname: vec!["lib/x.so".into()],
+            ..e.clone()
+        };
+        assert!(matches!(
+            add_note(&elf, slash),
+            Err(NoteWriteError::BadEntry(_))
+        ));
+        let ctl = DlopenEntry {
+            description: Some("a\nb".into()),
+            ..e.clone()
+        };
+        assert!(matches!(
+            add_note(&elf, ctl),
+            Err(NoteWriteError::BadEntry(_))
+        ));
+        assert!(matches!(
+            add_note(b"not elf at all", e),
+            Err(NoteWriteError::Elf(_))
+        ));
     }
 }

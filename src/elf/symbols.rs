@@ -75,7 +75,13 @@ impl RawSym {
     }
 
     fn from_object<S: object::read::elf::Sym<Endian = Endianness>>(s: &S, e: Endianness) -> Self {
-        RawSym { name: s.st_name(e), info: s.st_info().0, shndx: s.st_shndx(e).0, value: s.st_value(e).into(), size: s.st_size(e).into() }
+        RawSym {
+            name: s.st_name(e),
+            info: s.st_info().0,
+            shndx: s.st_shndx(e).0,
+            value: s.st_value(e).into(),
+            size: s.st_size(e).into(),
+        }
     }
 }
 
@@ -99,19 +105,35 @@ enum Entries<'a> {
 impl<'a> SymTable<'a> {
     /// The whole entries in `bytes` (a trailing partial entry is not one).
     pub fn new(bytes: &'a [u8], is64: bool, le: bool) -> Self {
-        let endian = if le { Endianness::Little } else { Endianness::Big };
+        let endian = if le {
+            Endianness::Little
+        } else {
+            Endianness::Big
+        };
         let n = bytes.len() / Self::entsize(is64);
         // Cannot fail: the count fits the bytes and the entry types have alignment 1.
         let entries = if is64 {
-            Entries::Elf64(object::pod::slice_from_bytes(bytes, n).map(|t| t.0).unwrap_or_default())
+            Entries::Elf64(
+                object::pod::slice_from_bytes(bytes, n)
+                    .map(|t| t.0)
+                    .unwrap_or_default(),
+            )
         } else {
-            Entries::Elf32(object::pod::slice_from_bytes(bytes, n).map(|t| t.0).unwrap_or_default())
+            Entries::Elf32(
+                object::pod::slice_from_bytes(bytes, n)
+                    .map(|t| t.0)
+                    .unwrap_or_default(),
+            )
         };
         SymTable { entries, endian }
     }
 
     pub fn entsize(is64: bool) -> usize {
-        if is64 { std::mem::size_of::<Sym64<Endianness>>() } else { std::mem::size_of::<Sym32<Endianness>>() }
+        if is64 {
+            std::mem::size_of::<Sym64<Endianness>>()
+        } else {
+            std::mem::size_of::<Sym32<Endianness>>()
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -138,7 +160,9 @@ impl<'a> SymTable<'a> {
             Entries::Elf32(t) => (t, &[][..]),
             Entries::Elf64(t) => (&[][..], t),
         };
-        t32.iter().map(move |s| RawSym::from_object(s, e)).chain(t64.iter().map(move |s| RawSym::from_object(s, e)))
+        t32.iter()
+            .map(move |s| RawSym::from_object(s, e))
+            .chain(t64.iter().map(move |s| RawSym::from_object(s, e)))
     }
 }
 
@@ -225,7 +249,17 @@ impl DynSymbols {
                 imports.push(i as u32);
             }
         }
-        DynSymbols { table, strtab, versym, hash, versions, is64, le, defined, imports }
+        DynSymbols {
+            table,
+            strtab,
+            versym,
+            hash,
+            versions,
+            is64,
+            le,
+            defined,
+            imports,
+        }
     }
 
     /// Number of imported (undefined, named) symbols.
@@ -259,7 +293,13 @@ impl DynSymbols {
             .versym
             .as_ref()
             .and_then(|v| v.get(2 * i..2 * i + 2))
-            .map(|b| if self.le { u16::from_le_bytes([b[0], b[1]]) } else { u16::from_be_bytes([b[0], b[1]]) })
+            .map(|b| {
+                if self.le {
+                    u16::from_le_bytes([b[0], b[1]])
+                } else {
+                    u16::from_be_bytes([b[0], b[1]])
+                }
+            })
             .map(|v| (v & 0x7fff, v & 0x8000 != 0))
             .unwrap_or((0, false));
         Some(Sym {
@@ -268,24 +308,40 @@ impl DynSymbols {
             kind: s.kind(),
             bind: s.bind(),
             defined: s.defined(),
-            version: if ver > 1 { self.versions.get(ver as usize).and_then(Option::as_deref) } else { None },
+            version: if ver > 1 {
+                self.versions.get(ver as usize).and_then(Option::as_deref)
+            } else {
+                None
+            },
             hidden_version: hidden,
         })
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Sym<'_>> {
-        self.raw().iter().enumerate().skip(1).filter_map(move |(i, s)| self.decode(i, s))
+        self.raw()
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(move |(i, s)| self.decode(i, s))
     }
 
     /// Names of exported symbols. Filters on the raw entry first, so nothing else is decoded.
     pub fn defined_names(&self) -> impl Iterator<Item = &str> {
-        self.raw().iter().skip(1).filter(|s| s.defined()).filter_map(|s| self.name_at(s.name)).filter(|n| !n.is_empty())
+        self.raw()
+            .iter()
+            .skip(1)
+            .filter(|s| s.defined())
+            .filter_map(|s| self.name_at(s.name))
+            .filter(|n| !n.is_empty())
     }
 
     /// Names of imported symbols, with their binding (`STB_WEAK` imports may stay unresolved).
     pub fn undefined_names(&self) -> impl Iterator<Item = (&str, u8)> {
         let raw = self.raw();
-        self.imports.iter().filter_map(move |&i| raw.get(i as usize)).filter_map(|s| self.name_at(s.name).map(|n| (n, s.bind())))
+        self.imports
+            .iter()
+            .filter_map(move |&i| raw.get(i as usize))
+            .filter_map(|s| self.name_at(s.name).map(|n| (n, s.bind())))
     }
 
     /// Names of imported symbols in string-table order rather than symbol order. A large
@@ -293,7 +349,12 @@ impl DynSymbols {
     /// of cache and TLB misses into a forward sweep the prefetcher follows.
     pub fn undefined_names_by_offset(&self) -> impl Iterator<Item = &str> {
         let raw = self.raw();
-        let mut offs: Vec<u32> = self.imports.iter().filter_map(|&i| raw.get(i as usize)).map(|s| s.name).collect();
+        let mut offs: Vec<u32> = self
+            .imports
+            .iter()
+            .filter_map(|&i| raw.get(i as usize))
+            .map(|s| s.name)
+            .collect();
         offs.sort_unstable();
         offs.dedup();
         offs.into_iter().filter_map(|o| self.name_at(o))
@@ -303,14 +364,21 @@ impl DynSymbols {
     /// pass over the entries matching hit offsets. Names may share tails, so a hit belongs to every
     /// symbol whose name starts at or before it within the same string.
     pub fn containing(&self, needles: &[&str]) -> Vec<Sym<'_>> {
-        let Ok(ac) = aho_corasick::AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(needles) else {
+        let Ok(ac) = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(needles)
+        else {
             return Vec::new();
         };
         let text: &[u8] = &self.strtab;
         // (string start, hit position) for every hit; the string ends at the next NUL.
         let mut hits: Vec<(usize, usize)> = Vec::new();
         for m in ac.find_iter(text) {
-            let start = text[..m.start()].iter().rposition(|&b| b == 0).map(|i| i + 1).unwrap_or(0);
+            let start = text[..m.start()]
+                .iter()
+                .rposition(|&b| b == 0)
+                .map(|i| i + 1)
+                .unwrap_or(0);
             hits.push((start, m.start()));
         }
         if hits.is_empty() {
@@ -325,7 +393,11 @@ impl DynSymbols {
             let j = hits.partition_point(|&(start, _)| start <= off);
             let found = j > 0 && {
                 let s0 = hits[j - 1].0;
-                hits[..j].iter().rev().take_while(|h| h.0 == s0).any(|&(_, pos)| pos >= off)
+                hits[..j]
+                    .iter()
+                    .rev()
+                    .take_while(|h| h.0 == s0)
+                    .any(|&(_, pos)| pos >= off)
             };
             if found && let Some(sym) = self.decode(i, s) {
                 out.push(sym);
@@ -357,11 +429,17 @@ impl DynSymbols {
 
     fn u32_at(&self, b: &[u8], off: usize) -> Option<u32> {
         let s: [u8; 4] = b.get(off..off.checked_add(4)?)?.try_into().ok()?;
-        Some(if self.le { u32::from_le_bytes(s) } else { u32::from_be_bytes(s) })
+        Some(if self.le {
+            u32::from_le_bytes(s)
+        } else {
+            u32::from_be_bytes(s)
+        })
     }
 
     fn matches(&self, idx: usize, name: &str) -> bool {
-        self.raw().get(idx).is_some_and(|s| s.defined() && self.name_at(s.name) == Some(name))
+        self.raw()
+            .get(idx)
+            .is_some_and(|s| s.defined() && self.name_at(s.name) == Some(name))
     }
 
     fn gnu_lookup(&self, h: &[u8], name: &str) -> Option<bool> {
@@ -378,14 +456,19 @@ impl DynSymbols {
         let bloom_at = 16 + ((hash as usize / word_bits) % bloom_size) * word_bytes;
         let word = if self.is64 {
             let b: [u8; 8] = h.get(bloom_at..bloom_at + 8)?.try_into().ok()?;
-            if self.le { u64::from_le_bytes(b) } else { u64::from_be_bytes(b) }
+            if self.le {
+                u64::from_le_bytes(b)
+            } else {
+                u64::from_be_bytes(b)
+            }
         } else {
             self.u32_at(h, bloom_at)? as u64
         };
         // A hostile shift of 32 or more: C's `hash >> shift` is undefined there and x86, where
         // ld.so runs, masks the count to 5 bits; wrapping_shr does the same instead of panicking
         // (found by the `elf` fuzz target).
-        let mask = (1u64 << (hash as usize % word_bits)) | (1u64 << (hash.wrapping_shr(bloom_shift) as usize % word_bits));
+        let mask = (1u64 << (hash as usize % word_bits))
+            | (1u64 << (hash.wrapping_shr(bloom_shift) as usize % word_bits));
         if word & mask != mask {
             return Some(false);
         }
@@ -491,10 +574,16 @@ mod tests {
         be32[8..12].copy_from_slice(&42u32.to_be_bytes());
         be32[12] = 0x12;
         be32[14..16].copy_from_slice(&13u16.to_be_bytes());
-        for t in [SymTable::new(&le64, true, true), SymTable::new(&be32, false, false)] {
+        for t in [
+            SymTable::new(&le64, true, true),
+            SymTable::new(&be32, false, false),
+        ] {
             assert_eq!(t.len(), 1);
             let s = t.get(0).unwrap();
-            assert_eq!((s.name, s.kind(), s.bind(), s.shndx, s.value, s.size), (7, 2, 1, 13, 0x1000, 42));
+            assert_eq!(
+                (s.name, s.kind(), s.bind(), s.shndx, s.value, s.size),
+                (7, 2, 1, 13, 0x1000, 42)
+            );
             assert!(s.defined() && t.get(1).is_none());
             assert_eq!(t.iter().count(), 1);
         }
@@ -525,7 +614,11 @@ mod tests {
             for _ in 0..10_000 {
                 assert!(!syms.defines("x"));
             }
-            assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(1),
+                "{:?}",
+                started.elapsed()
+            );
         }
     }
 }

@@ -30,7 +30,10 @@ pub struct Capability {
 
 impl Capability {
     pub fn from_arch(arch: u32) -> Self {
-        Capability { major: arch / 10, minor: arch % 10 }
+        Capability {
+            major: arch / 10,
+            minor: arch % 10,
+        }
     }
 
     pub fn arch(self) -> u32 {
@@ -54,16 +57,26 @@ impl Serialize for Capability {
 impl FromStr for Capability {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("not a compute capability: {s:?} (expected sm_XY, e.g. sm_90 or sm_120, or X.Y)");
+        let bad = || {
+            format!(
+                "not a compute capability: {s:?} (expected sm_XY, e.g. sm_90 or sm_120, or X.Y)"
+            )
+        };
         let t = s.trim().to_ascii_lowercase();
         if let Some((ma, mi)) = t.split_once('.') {
-            let (major, minor) = (ma.parse::<u32>().map_err(|_| bad())?, mi.parse::<u32>().map_err(|_| bad())?);
+            let (major, minor) = (
+                ma.parse::<u32>().map_err(|_| bad())?,
+                mi.parse::<u32>().map_err(|_| bad())?,
+            );
             if minor > 9 || major == 0 || major > 99 {
                 return Err(bad());
             }
             return Ok(Capability { major, minor });
         }
-        let digits = t.strip_prefix("sm_").or_else(|| t.strip_prefix("compute_")).unwrap_or(&t);
+        let digits = t
+            .strip_prefix("sm_")
+            .or_else(|| t.strip_prefix("compute_"))
+            .unwrap_or(&t);
         let digits = digits.strip_suffix(['a', 'f']).unwrap_or(digits);
         if digits.len() < 2 || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
@@ -81,11 +94,20 @@ pub fn fits(kind: Kind, arch: u32, arch_specific: bool, dev: Capability) -> Opti
     let own = Capability::from_arch(arch);
     match kind {
         Kind::Elf => {
-            let ok = own.major == dev.major && if arch_specific { own.minor == dev.minor } else { own.minor <= dev.minor };
+            let ok = own.major == dev.major
+                && if arch_specific {
+                    own.minor == dev.minor
+                } else {
+                    own.minor <= dev.minor
+                };
             ok.then_some(ContainerFit::Sass)
         }
         Kind::Ptx => {
-            let ok = if arch_specific { own == dev } else { own <= dev };
+            let ok = if arch_specific {
+                own == dev
+            } else {
+                own <= dev
+            };
             ok.then_some(ContainerFit::Jit)
         }
         Kind::Other => None,
@@ -109,9 +131,12 @@ pub enum ContainerFit {
 fn container_fit(c: &Container, dev: Capability) -> (ContainerFit, Option<&Entry>) {
     let mut best: Option<(&Entry, ContainerFit)> = None;
     for e in &c.entries {
-        let Some(fit) = entry_fits(e, dev) else { continue };
+        let Some(fit) = entry_fits(e, dev) else {
+            continue;
+        };
         // Prefer SASS over PTX, then the exact architecture, then the newest older one.
-        let key = |e: &Entry, f: ContainerFit| (f == ContainerFit::Sass, e.arch == dev.arch(), e.arch);
+        let key =
+            |e: &Entry, f: ContainerFit| (f == ContainerFit::Sass, e.arch == dev.arch(), e.arch);
         if best.is_none_or(|(b, bf)| key(e, fit) > key(b, bf)) {
             best = Some((e, fit));
         }
@@ -159,11 +184,27 @@ pub struct Via {
 /// Needs the per-container layout (`FatbinSummary::containers`); with it dropped, the verdict is
 /// computed from the per-target table and is exact only when every target is in every container.
 pub fn device_check(s: &FatbinSummary, device: Capability) -> DeviceVerdict {
-    let mut v =
-        DeviceVerdict { device, runs: Runs::Yes, containers: 0, sass: 0, jit: 0, none: 0, via: Vec::new(), missing_examples: Vec::new() };
-    let mut add_via = |kind: Kind, name: String, n: u64| match v.via.iter_mut().find(|x| x.kind == kind && x.name == name) {
+    let mut v = DeviceVerdict {
+        device,
+        runs: Runs::Yes,
+        containers: 0,
+        sass: 0,
+        jit: 0,
+        none: 0,
+        via: Vec::new(),
+        missing_examples: Vec::new(),
+    };
+    let mut add_via = |kind: Kind, name: String, n: u64| match v
+        .via
+        .iter_mut()
+        .find(|x| x.kind == kind && x.name == name)
+    {
         Some(x) => x.containers += n,
-        None => v.via.push(Via { kind, name, containers: n }),
+        None => v.via.push(Via {
+            kind,
+            name,
+            containers: n,
+        }),
     };
     let mut missing = Vec::new();
     let (mut sass, mut jit, mut none) = (0, 0, 0);
@@ -212,7 +253,8 @@ pub fn device_check(s: &FatbinSummary, device: Capability) -> DeviceVerdict {
             _ => none = n,
         }
     }
-    v.via.sort_by(|a, b| b.containers.cmp(&a.containers).then(a.name.cmp(&b.name)));
+    v.via
+        .sort_by(|a, b| b.containers.cmp(&a.containers).then(a.name.cmp(&b.name)));
     v.containers = sass + jit + none;
     v.sass = sass;
     v.jit = jit;
@@ -234,11 +276,32 @@ mod tests {
 
     #[test]
     fn parse_capability() {
-        assert_eq!("sm_90".parse::<Capability>().unwrap(), Capability { major: 9, minor: 0 });
-        assert_eq!("sm_120".parse::<Capability>().unwrap(), Capability { major: 12, minor: 0 });
-        assert_eq!("sm_103a".parse::<Capability>().unwrap(), Capability { major: 10, minor: 3 });
-        assert_eq!("8.6".parse::<Capability>().unwrap(), Capability { major: 8, minor: 6 });
-        assert_eq!("compute_75".parse::<Capability>().unwrap().to_string(), "sm_75");
+        assert_eq!(
+            "sm_90".parse::<Capability>().unwrap(),
+            Capability { major: 9, minor: 0 }
+        );
+        assert_eq!(
+            "sm_120".parse::<Capability>().unwrap(),
+            Capability {
+                major: 12,
+                minor: 0
+            }
+        );
+        assert_eq!(
+            "sm_103a".parse::<Capability>().unwrap(),
+            Capability {
+                major: 10,
+                minor: 3
+            }
+        );
+        assert_eq!(
+            "8.6".parse::<Capability>().unwrap(),
+            Capability { major: 8, minor: 6 }
+        );
+        assert_eq!(
+            "compute_75".parse::<Capability>().unwrap().to_string(),
+            "sm_75"
+        );
         for bad in ["", "sm_", "sm_9", "gpu", "sm_1234", "8.10", "sm_90x"] {
             assert!(bad.parse::<Capability>().is_err(), "{bad}");
         }
@@ -257,7 +320,10 @@ mod tests {
         assert!(fits(Kind::Elf, 100, true, d("sm_100")).is_some());
         assert!(fits(Kind::Elf, 100, true, d("sm_103")).is_none());
         // PTX: anything newer, arch-specific PTX only its own arch.
-        assert_eq!(fits(Kind::Ptx, 80, false, d("sm_120")), Some(ContainerFit::Jit));
+        assert_eq!(
+            fits(Kind::Ptx, 80, false, d("sm_120")),
+            Some(ContainerFit::Jit)
+        );
         assert!(fits(Kind::Ptx, 90, false, d("sm_86")).is_none());
         assert!(fits(Kind::Ptx, 90, true, d("sm_100")).is_none());
     }

@@ -61,13 +61,20 @@ pub struct FatbinError {
 
 impl FatbinError {
     fn at(offset: u64, reason: impl Into<String>) -> Self {
-        FatbinError { offset, reason: reason.into() }
+        FatbinError {
+            offset,
+            reason: reason.into(),
+        }
     }
 }
 
 impl fmt::Display for FatbinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{SECTION} at file offset {:#x}: {}", self.offset, self.reason)
+        write!(
+            f,
+            "{SECTION} at file offset {:#x}: {}",
+            self.offset, self.reason
+        )
     }
 }
 
@@ -113,7 +120,11 @@ pub enum Compression {
 
 impl Compression {
     pub fn from_flags(f: u64) -> Compression {
-        match (f & flags::ZSTD != 0, f & flags::LZ4 != 0, f & flags::COMPRESSED_OLD != 0) {
+        match (
+            f & flags::ZSTD != 0,
+            f & flags::LZ4 != 0,
+            f & flags::COMPRESSED_OLD != 0,
+        ) {
             (true, false, false) => Compression::Zstd,
             (false, true, false) => Compression::Lz4,
             (false, false, false) => Compression::None,
@@ -300,7 +311,10 @@ impl Source for [u8] {
         Ok(Cow::Borrowed(&self[pos..pos + n]))
     }
     fn first_nonzero(&self, from: usize, to: usize) -> Result<Option<usize>, FatbinError> {
-        Ok(self[from..to].iter().position(|&b| b != 0).map(|i| from + i))
+        Ok(self[from..to]
+            .iter()
+            .position(|&b| b != 0)
+            .map(|i| from + i))
     }
 }
 
@@ -318,7 +332,12 @@ impl<'a> FileSource<'a> {
     const WINDOW: usize = 256;
 
     pub fn new(file: &'a std::fs::File, base: u64, len: usize) -> Self {
-        FileSource { file, base, len, window: std::cell::RefCell::new((0, Vec::new())) }
+        FileSource {
+            file,
+            base,
+            len,
+            window: std::cell::RefCell::new((0, Vec::new())),
+        }
     }
 }
 
@@ -333,7 +352,9 @@ impl Source for FileSource<'_> {
             let want = n.max(Self::WINDOW).min(self.len - pos);
             w.1.resize(want, 0);
             let at = self.base.saturating_add(pos as u64);
-            self.file.read_exact_at(&mut w.1, at).map_err(|e| FatbinError::at(at, format!("cannot read {want} bytes: {e}")))?;
+            self.file
+                .read_exact_at(&mut w.1, at)
+                .map_err(|e| FatbinError::at(at, format!("cannot read {want} bytes: {e}")))?;
             w.0 = pos;
         }
         let start = pos - w.0;
@@ -362,22 +383,34 @@ pub fn walk<S: Source + ?Sized>(src: &S, base: u64) -> Result<Vec<Container>, Fa
         if len - pos < CONTAINER_HEADER {
             return Err(FatbinError::at(
                 at(pos),
-                format!("truncated container header: {} bytes left in the section, {CONTAINER_HEADER} needed", len - pos),
+                format!(
+                    "truncated container header: {} bytes left in the section, {CONTAINER_HEADER} needed",
+                    len - pos
+                ),
             ));
         }
         let h = src.bytes(pos, CONTAINER_HEADER)?;
         let magic = u32_at(&h, 0);
         if magic != CONTAINER_MAGIC {
-            return Err(FatbinError::at(at(pos), format!("bad container magic {magic:#010x} (expected {CONTAINER_MAGIC:#010x})")));
+            return Err(FatbinError::at(
+                at(pos),
+                format!("bad container magic {magic:#010x} (expected {CONTAINER_MAGIC:#010x})"),
+            ));
         }
         let version = u16_at(&h, 4);
         let header_size = u16_at(&h, 6);
         let payload_size = u64_at(&h, 8);
         if version != 1 {
-            return Err(FatbinError::at(at(pos), format!("unsupported container version {version} (only 1 is known)")));
+            return Err(FatbinError::at(
+                at(pos),
+                format!("unsupported container version {version} (only 1 is known)"),
+            ));
         }
         if (header_size as usize) < CONTAINER_HEADER {
-            return Err(FatbinError::at(at(pos), format!("container header size {header_size} is below {CONTAINER_HEADER}")));
+            return Err(FatbinError::at(
+                at(pos),
+                format!("container header size {header_size} is below {CONTAINER_HEADER}"),
+            ));
         }
         let end =
             (pos as u64).checked_add(header_size as u64).and_then(|x| x.checked_add(payload_size)).filter(|&e| e <= len as u64).ok_or_else(
@@ -392,13 +425,24 @@ pub fn walk<S: Source + ?Sized>(src: &S, base: u64) -> Result<Vec<Container>, Fa
                 },
             )? as usize;
         let entries = parse_entries(src, pos + header_size as usize, end, base)?;
-        out.push(Container { offset: at(pos), version, header_size, payload_size, entries });
+        out.push(Container {
+            offset: at(pos),
+            version,
+            header_size,
+            payload_size,
+            entries,
+        });
         pos = end;
     }
     Ok(out)
 }
 
-fn parse_entries<S: Source + ?Sized>(src: &S, start: usize, end: usize, base: u64) -> Result<Vec<Entry>, FatbinError> {
+fn parse_entries<S: Source + ?Sized>(
+    src: &S,
+    start: usize,
+    end: usize,
+    base: u64,
+) -> Result<Vec<Entry>, FatbinError> {
     let at = |pos: usize| base.saturating_add(pos as u64);
     let mut entries = Vec::new();
     let mut e = start;
@@ -413,10 +457,18 @@ fn parse_entries<S: Source + ?Sized>(src: &S, start: usize, end: usize, base: u6
             if left < ENTRY_HEADER_MIN {
                 return Err(FatbinError::at(
                     at(e),
-                    format!("truncated entry header: {left} bytes left in the container, {ENTRY_HEADER_MIN} needed"),
+                    format!(
+                        "truncated entry header: {left} bytes left in the container, {ENTRY_HEADER_MIN} needed"
+                    ),
                 ));
             }
-            return Err(FatbinError::at(at(e), format!("entry header size {} is below {ENTRY_HEADER_MIN}", u32_at(&rest, 4))));
+            return Err(FatbinError::at(
+                at(e),
+                format!(
+                    "entry header size {} is below {ENTRY_HEADER_MIN}",
+                    u32_at(&rest, 4)
+                ),
+            ));
         }
         let kind_code = u16_at(&rest, 0);
         let header_size = u32_at(&rest, 4);
@@ -434,7 +486,11 @@ fn parse_entries<S: Source + ?Sized>(src: &S, start: usize, end: usize, base: u6
             )
         })? as usize;
         let compression = Compression::from_flags(flag_bits);
-        let uncompressed = if compression == Compression::None && uncompressed_field == 0 { stored } else { uncompressed_field };
+        let uncompressed = if compression == Compression::None && uncompressed_field == 0 {
+            stored
+        } else {
+            uncompressed_field
+        };
         entries.push(Entry {
             offset: at(e),
             kind: Kind::from_code(kind_code),
@@ -455,7 +511,11 @@ fn parse_entries<S: Source + ?Sized>(src: &S, start: usize, end: usize, base: u6
 }
 
 /// Per-target and per-compression totals of a walked section.
-pub fn summarise(section_offset: u64, section_size: u64, containers: Vec<Container>) -> FatbinSummary {
+pub fn summarise(
+    section_offset: u64,
+    section_size: u64,
+    containers: Vec<Container>,
+) -> FatbinSummary {
     #[derive(Default)]
     struct Acc {
         entries: u64,
@@ -467,7 +527,8 @@ pub fn summarise(section_offset: u64, section_size: u64, containers: Vec<Contain
     }
     let mut targets: BTreeMap<(u32, bool, Kind), Acc> = BTreeMap::new();
     let mut comp: BTreeMap<Compression, CompressionStats> = BTreeMap::new();
-    let (mut ptx, mut elf, mut other, mut stored, mut uncompressed, mut used) = (0, 0, 0, 0u64, 0u64, 0u64);
+    let (mut ptx, mut elf, mut other, mut stored, mut uncompressed, mut used) =
+        (0, 0, 0, 0u64, 0u64, 0u64);
     for (ci, c) in containers.iter().enumerate() {
         used += c.header_size as u64 + c.payload_size;
         for e in &c.entries {
@@ -478,7 +539,9 @@ pub fn summarise(section_offset: u64, section_size: u64, containers: Vec<Contain
             }
             stored += e.stored;
             uncompressed = uncompressed.saturating_add(e.uncompressed);
-            let a = targets.entry((e.arch, e.arch_specific, e.kind)).or_default();
+            let a = targets
+                .entry((e.arch, e.arch_specific, e.kind))
+                .or_default();
             a.entries += 1;
             a.stored += e.stored;
             a.uncompressed = a.uncompressed.saturating_add(e.uncompressed);
@@ -542,7 +605,11 @@ fn sass_only(targets: &[TargetStats]) -> Vec<String> {
     targets
         .iter()
         .filter(|t| t.kind == Kind::Elf)
-        .filter(|t| !targets.iter().any(|p| p.kind == Kind::Ptx && p.arch == t.arch && p.arch_specific == t.arch_specific))
+        .filter(|t| {
+            !targets.iter().any(|p| {
+                p.kind == Kind::Ptx && p.arch == t.arch && p.arch_specific == t.arch_specific
+            })
+        })
         .map(|t| t.name.clone())
         .collect()
 }
@@ -553,12 +620,21 @@ pub fn read(view: &ElfView<'_>) -> Result<Option<FatbinSummary>, FatbinError> {
 }
 
 /// [`read`], taking the headers from `file` with positioned reads when the view is a map of it.
-pub fn read_from(view: &ElfView<'_>, file: Option<&std::fs::File>) -> Result<Option<FatbinSummary>, FatbinError> {
-    let Some(sh) = view.section(SECTION) else { return Ok(None) };
+pub fn read_from(
+    view: &ElfView<'_>,
+    file: Option<&std::fs::File>,
+) -> Result<Option<FatbinSummary>, FatbinError> {
+    let Some(sh) = view.section(SECTION) else {
+        return Ok(None);
+    };
     let Some(data) = view.section_bytes(sh) else {
         return Err(FatbinError::at(
             sh.sh_offset,
-            format!("section of {} bytes is not in the file ({} bytes) or has no file data", sh.sh_size, view.bytes.len()),
+            format!(
+                "section of {} bytes is not in the file ({} bytes) or has no file data",
+                sh.sh_size,
+                view.bytes.len()
+            ),
         ));
     };
     let containers = match file {
@@ -584,14 +660,16 @@ pub fn total<'a>(summaries: impl IntoIterator<Item = &'a FatbinSummary>) -> Fatb
         out.stored += s.stored;
         out.uncompressed = out.uncompressed.saturating_add(s.uncompressed);
         for t in &s.targets {
-            let a = targets.entry((t.arch, t.arch_specific, t.kind)).or_insert_with(|| TargetStats {
-                entries: 0,
-                containers: 0,
-                stored: 0,
-                uncompressed: 0,
-                compression: Vec::new(),
-                ..t.clone()
-            });
+            let a = targets
+                .entry((t.arch, t.arch_specific, t.kind))
+                .or_insert_with(|| TargetStats {
+                    entries: 0,
+                    containers: 0,
+                    stored: 0,
+                    uncompressed: 0,
+                    compression: Vec::new(),
+                    ..t.clone()
+                });
             a.entries += t.entries;
             a.containers += t.containers;
             a.stored += t.stored;
@@ -637,7 +715,11 @@ pub struct DriverReq {
 
 impl DriverReq {
     fn new(linux: &str, cuda: &str, why: &str) -> Self {
-        DriverReq { linux: linux.into(), cuda: cuda.into(), why: why.into() }
+        DriverReq {
+            linux: linux.into(),
+            cuda: cuda.into(),
+            why: why.into(),
+        }
     }
 }
 
@@ -666,15 +748,25 @@ pub struct CudaRuntime {
 }
 
 /// Libraries whose SONAME major follows the CUDA major (cuFFT, cuSOLVER, cuRAND and cuDNN do not).
-const CUDA_VERSIONED: [&str; 5] = ["libcudart", "libcublasLt", "libcublas", "libnvrtc", "libnvJitLink"];
+const CUDA_VERSIONED: [&str; 5] = [
+    "libcudart",
+    "libcublasLt",
+    "libcublas",
+    "libnvrtc",
+    "libnvJitLink",
+];
 
 /// CUDA major from NEEDED names such as `libcudart.so.13` or auditwheel's `libcudart-3f3c6934.so.11.0`.
 /// Returns the major and the name it came from; cudart wins over the others.
-pub fn cuda_major_from_needed<'a>(needed: impl IntoIterator<Item = &'a str>) -> Option<(u32, String)> {
+pub fn cuda_major_from_needed<'a>(
+    needed: impl IntoIterator<Item = &'a str>,
+) -> Option<(u32, String)> {
     let mut best: Option<(usize, u32, String)> = None;
     for name in needed {
         for (rank, stem) in CUDA_VERSIONED.iter().enumerate() {
-            let Some(rest) = name.strip_prefix(stem) else { continue };
+            let Some(rest) = name.strip_prefix(stem) else {
+                continue;
+            };
             // `libcublas` must not match `libcublasLt`: what follows is `.so` or `-<hash>.so`.
             let rest = match rest.strip_prefix('-') {
                 Some(r) => match r.find(".so.") {
@@ -683,8 +775,12 @@ pub fn cuda_major_from_needed<'a>(needed: impl IntoIterator<Item = &'a str>) -> 
                 },
                 None => rest,
             };
-            let Some(ver) = rest.strip_prefix(".so.") else { continue };
-            let Ok(major) = ver.split('.').next().unwrap_or("").parse::<u32>() else { continue };
+            let Some(ver) = rest.strip_prefix(".so.") else {
+                continue;
+            };
+            let Ok(major) = ver.split('.').next().unwrap_or("").parse::<u32>() else {
+                continue;
+            };
             if best.as_ref().is_none_or(|b| rank < b.0) {
                 best = Some((rank, major, name.to_string()));
             }
@@ -695,16 +791,32 @@ pub fn cuda_major_from_needed<'a>(needed: impl IntoIterator<Item = &'a str>) -> 
 
 /// NEEDED names of a parsed file (bounded by its dynamic table).
 pub fn needed_names<'a>(view: &ElfView<'a>) -> Vec<&'a str> {
-    view.dynamic.iter().filter(|d| d.d_tag == goblin::elf::dynamic::DT_NEEDED).filter_map(|d| view.dynstr(d.d_val)).collect()
+    view.dynamic
+        .iter()
+        .filter(|d| d.d_tag == goblin::elf::dynamic::DT_NEEDED)
+        .filter_map(|d| view.dynstr(d.d_val))
+        .collect()
 }
 
 /// The driver a CUDA runtime of this major needs under minor-version compatibility (NVIDIA,
 /// "CUDA Compatibility", Table 1: 11.x ≥ 450, 12.x ≥ 525, 13.x ≥ 580).
 pub fn runtime_floor(major: u32) -> Option<DriverReq> {
     match major {
-        11 => Some(DriverReq::new("450.80.02", "11.0", "the CUDA 11 runtime needs driver 450.80.02 or newer")),
-        12 => Some(DriverReq::new("525.60.13", "12.0", "the CUDA 12 runtime needs driver 525.60.13 or newer")),
-        13 => Some(DriverReq::new("580", "13.0", "the CUDA 13 runtime needs driver 580 or newer")),
+        11 => Some(DriverReq::new(
+            "450.80.02",
+            "11.0",
+            "the CUDA 11 runtime needs driver 450.80.02 or newer",
+        )),
+        12 => Some(DriverReq::new(
+            "525.60.13",
+            "12.0",
+            "the CUDA 12 runtime needs driver 525.60.13 or newer",
+        )),
+        13 => Some(DriverReq::new(
+            "580",
+            "13.0",
+            "the CUDA 13 runtime needs driver 580 or newer",
+        )),
         _ => None,
     }
 }
@@ -737,7 +849,12 @@ pub fn driver_floor(cuda_major: Option<u32>, compression: Option<DriverReq>) -> 
         (None, Some(c)) => (Some(c.linux.clone()), true),
         (None, None) => (None, false),
     };
-    DriverFloor { runtime, compression, minimum, compression_raises_floor: raises }
+    DriverFloor {
+        runtime,
+        compression,
+        minimum,
+        compression_raises_floor: raises,
+    }
 }
 
 #[doc(hidden)]
@@ -765,11 +882,26 @@ mod tests {
 
     #[test]
     fn cuda_major_names() {
-        assert_eq!(cuda_major_from_needed(["libc.so.6", "libcudart.so.13"]), Some((13, "libcudart.so.13".into())));
-        assert_eq!(cuda_major_from_needed(["libcudart-3f3c6934.so.11.0"]).map(|x| x.0), Some(11));
-        assert_eq!(cuda_major_from_needed(["libcublasLt.so.12", "libcudart.so.13"]).map(|x| x.0), Some(13));
-        assert_eq!(cuda_major_from_needed(["libcublasLt.so.12"]).map(|x| x.0), Some(12));
-        assert_eq!(cuda_major_from_needed(["libcufft.so.11", "libcudnn.so.9"]), None);
+        assert_eq!(
+            cuda_major_from_needed(["libc.so.6", "libcudart.so.13"]),
+            Some((13, "libcudart.so.13".into()))
+        );
+        assert_eq!(
+            cuda_major_from_needed(["libcudart-3f3c6934.so.11.0"]).map(|x| x.0),
+            Some(11)
+        );
+        assert_eq!(
+            cuda_major_from_needed(["libcublasLt.so.12", "libcudart.so.13"]).map(|x| x.0),
+            Some(13)
+        );
+        assert_eq!(
+            cuda_major_from_needed(["libcublasLt.so.12"]).map(|x| x.0),
+            Some(12)
+        );
+        assert_eq!(
+            cuda_major_from_needed(["libcufft.so.11", "libcudnn.so.9"]),
+            None
+        );
         assert_eq!(cuda_major_from_needed(["libcudart_static.so.1"]), None);
     }
 
@@ -778,7 +910,10 @@ mod tests {
     #[test]
     fn file_walk_matches_memory_walk() {
         let good = synth::torch_like(5, &[75, 80, 90, 100]);
-        let mut cases = vec![good.clone(), synth::section(std::slice::from_ref(&good), 24)];
+        let mut cases = vec![
+            good.clone(),
+            synth::section(std::slice::from_ref(&good), 24),
+        ];
         cases.push(good[..good.len() / 2].to_vec());
         let mut bad_magic = good.clone();
         bad_magic[0] ^= 0xff;
@@ -794,7 +929,11 @@ mod tests {
             let file = std::fs::File::open(tmp.path()).unwrap();
             let from_file = walk(&FileSource::new(&file, base, data.len()), base);
             let from_memory = parse(data, base);
-            assert_eq!(format!("{from_file:?}"), format!("{from_memory:?}"), "case {i}");
+            assert_eq!(
+                format!("{from_file:?}"),
+                format!("{from_memory:?}"),
+                "case {i}"
+            );
         }
         assert!(parse(&cases[0], 0).is_ok_and(|c| c.len() == 5));
         assert!(parse(&cases[2], 0).is_err() && parse(&cases[3], 0).is_err());

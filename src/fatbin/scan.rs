@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{
-    Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf, cuda_major_from_needed, device_check,
-    driver_floor, needed_names, read_from, total, what_if,
+    Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf,
+    cuda_major_from_needed, device_check, driver_floor, needed_names, read_from, total, what_if,
 };
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
@@ -109,7 +109,11 @@ pub struct FatbinReport {
 impl FatbinReport {
     /// 1 when some library cannot run on a requested device, else 0.
     pub fn exit_code(&self) -> i32 {
-        if self.total.device.iter().any(|d| d.runs == Runs::No) { 1 } else { 0 }
+        if self.total.device.iter().any(|d| d.runs == Runs::No) {
+            1
+        } else {
+            0
+        }
     }
 }
 
@@ -120,7 +124,12 @@ struct FileScan {
     lib: Option<LibraryFatbin>,
 }
 
-fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, trace: bool) -> Result<FileScan> {
+fn scan_one(
+    input: ElfInput<'_>,
+    name: &dyn Fn() -> String,
+    opts: &ScanOptions,
+    trace: bool,
+) -> Result<FileScan> {
     let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
     let started = Instant::now();
     let summary = read_from(&view, input.file).map_err(|e| Error::bad(name(), e))?;
@@ -128,7 +137,12 @@ fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, 
     let cuda = cuda_major_from_needed(needed_names(&view));
     let size = input.bytes.len() as u64;
     let Some(mut summary) = summary else {
-        return Ok(FileScan { path: input.path.to_string(), size, cuda, lib: None });
+        return Ok(FileScan {
+            path: input.path.to_string(),
+            size,
+            cuda,
+            lib: None,
+        });
     };
     if trace {
         eprintln!(
@@ -142,12 +156,21 @@ fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, 
     let mut whatifs = Vec::new();
     if !opts.what_if.is_empty() {
         let t = Instant::now();
-        whatifs = what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::bad(name(), e))?;
+        whatifs =
+            what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::bad(name(), e))?;
         if trace {
-            eprintln!("fatbin: what-if {:>8.2} s  {}", t.elapsed().as_secs_f64(), input.path);
+            eprintln!(
+                "fatbin: what-if {:>8.2} s  {}",
+                t.elapsed().as_secs_f64(),
+                input.path
+            );
         }
     }
-    let device = opts.devices.iter().map(|&d| device_check(&summary, d)).collect();
+    let device = opts
+        .devices
+        .iter()
+        .map(|&d| device_check(&summary, d))
+        .collect();
     if !opts.entries {
         summary = summary.without_containers();
     }
@@ -161,7 +184,12 @@ fn scan_one(input: ElfInput<'_>, name: &dyn Fn() -> String, opts: &ScanOptions, 
         device,
         walk,
     };
-    Ok(FileScan { path: input.path.to_string(), size, cuda, lib: Some(lib) })
+    Ok(FileScan {
+        path: input.path.to_string(),
+        size,
+        cuda,
+        lib: Some(lib),
+    })
 }
 
 /// Read every ELF file under `path` (directory, .whl, .conda, .tar.bz2, or one ELF file).
@@ -172,8 +200,16 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
         let file = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
         let map = Arc::new(crate::input::map_file(path)?);
         let display = path.display().to_string();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| display.clone());
-        let input = ElfInput { path: &name, bytes: &map, map: Some(&map), file: Some(&file) };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| display.clone());
+        let input = ElfInput {
+            path: &name,
+            bytes: &map,
+            map: Some(&map),
+            file: Some(&file),
+        };
         let one = scan_one(input, &|| display.clone(), opts, trace)?;
         ("file".to_string(), vec![one])
     } else {
@@ -182,7 +218,10 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
             let member = input.path.to_string();
             scan_one(input, &|| display_member(path, kind, &member), opts, trace)
         })?;
-        let kind = serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let kind = serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         (kind, results.into_iter().map(|(_, f)| f).collect())
     };
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -192,30 +231,58 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
         .iter()
         .filter(|f| f.lib.is_some())
         .chain(files.iter())
-        .find_map(|f| f.cuda.as_ref().map(|(m, n)| CudaRuntime { major: *m, from: format!("NEEDED {n} in {}", f.path) }));
+        .find_map(|f| {
+            f.cuda.as_ref().map(|(m, n)| CudaRuntime {
+                major: *m,
+                from: format!("NEEDED {n} in {}", f.path),
+            })
+        });
     let elf_files = files.len() as u64;
     let bytes = files.iter().map(|f| f.size).sum();
     let mut libraries = Vec::new();
     for f in files {
         let Some(mut lib) = f.lib else { continue };
         lib.cuda_runtime = match f.cuda {
-            Some((m, n)) => Some(CudaRuntime { major: m, from: format!("NEEDED {n}") }),
+            Some((m, n)) => Some(CudaRuntime {
+                major: m,
+                from: format!("NEEDED {n}"),
+            }),
             None => tree_cuda.clone(),
         };
-        lib.driver = driver_floor(lib.cuda_runtime.as_ref().map(|c| c.major), lib.fatbin.compression_floor.clone());
+        lib.driver = driver_floor(
+            lib.cuda_runtime.as_ref().map(|c| c.major),
+            lib.fatbin.compression_floor.clone(),
+        );
         libraries.push(lib);
     }
 
     let fatbin = total(libraries.iter().map(|l| &l.fatbin));
-    let driver = driver_floor(tree_cuda.as_ref().map(|c| c.major), fatbin.compression_floor.clone());
-    let what_if_total = opts.what_if.iter().enumerate().map(|(i, &m)| sum_what_if(m, libraries.iter().map(|l| &l.what_if[i]))).collect();
+    let driver = driver_floor(
+        tree_cuda.as_ref().map(|c| c.major),
+        fatbin.compression_floor.clone(),
+    );
+    let what_if_total = opts
+        .what_if
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| sum_what_if(m, libraries.iter().map(|l| &l.what_if[i])))
+        .collect();
     let device = opts
         .devices
         .iter()
         .enumerate()
         .map(|(i, &d)| {
-            let verdicts: Vec<(&str, &DeviceVerdict)> = libraries.iter().map(|l| (l.path.as_str(), &l.device[i])).collect();
-            let pick = |r: Runs| verdicts.iter().filter(|(_, v)| v.runs == r).map(|(p, _)| p.to_string()).collect::<Vec<_>>();
+            let verdicts: Vec<(&str, &DeviceVerdict)> = libraries
+                .iter()
+                .map(|l| (l.path.as_str(), &l.device[i]))
+                .collect();
+            let pick = |r: Runs| {
+                verdicts
+                    .iter()
+                    .filter(|(_, v)| v.runs == r)
+                    .map(|(p, _)| p.to_string())
+                    .collect::<Vec<_>>()
+            };
             let (jit, cannot_run) = (pick(Runs::Jit), pick(Runs::No));
             let runs = if !cannot_run.is_empty() {
                 Runs::No
@@ -224,7 +291,12 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
             } else {
                 Runs::Yes
             };
-            DeviceTotal { device: d, runs, jit, cannot_run }
+            DeviceTotal {
+                device: d,
+                runs,
+                jit,
+                cannot_run,
+            }
         })
         .collect();
     Ok(FatbinReport {
@@ -232,10 +304,25 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
         stamp: crate::provenance::Stamp::default(),
-        input: Input { path: path.display().to_string(), kind, elf_files, bytes },
-        options: Options { what_if: opts.what_if.clone(), device: opts.devices.clone(), entries: opts.entries },
+        input: Input {
+            path: path.display().to_string(),
+            kind,
+            elf_files,
+            bytes,
+        },
+        options: Options {
+            what_if: opts.what_if.clone(),
+            device: opts.devices.clone(),
+            entries: opts.entries,
+        },
         cuda_runtime: tree_cuda,
-        total: Total { libraries: libraries.len() as u64, fatbin, driver, what_if: what_if_total, device },
+        total: Total {
+            libraries: libraries.len() as u64,
+            fatbin,
+            driver,
+            what_if: what_if_total,
+            device,
+        },
         libraries,
     })
 }
@@ -265,7 +352,11 @@ fn sum_what_if<'a>(mode: CompressMode, items: impl Iterator<Item = &'a WhatIf>) 
         o.saving += w.saving;
         o.compress_seconds += w.compress_seconds;
         for t in &w.targets {
-            match o.targets.iter_mut().find(|x| x.kind == t.kind && x.name == t.name) {
+            match o
+                .targets
+                .iter_mut()
+                .find(|x| x.kind == t.kind && x.name == t.name)
+            {
                 Some(x) => {
                     x.stored_now += t.stored_now;
                     x.stored_after += t.stored_after;
@@ -287,6 +378,7 @@ fn sum_what_if<'a>(mode: CompressMode, items: impl Iterator<Item = &'a WhatIf>) 
         driver: super::compression_floor([mode.compression()]),
         compress_seconds: 0.0,
     });
-    out.targets.sort_by_key(|t| (t.arch, t.arch_specific, t.kind));
+    out.targets
+        .sort_by_key(|t| (t.arch, t.arch_specific, t.kind));
     out
 }

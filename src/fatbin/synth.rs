@@ -32,7 +32,10 @@ impl SynthEntry {
     fn new(kind: u16, arch: u32, raw: &[u8], compression: Compression) -> Self {
         let (payload, bits) = match compression {
             Compression::None => (raw.to_vec(), 0),
-            Compression::Zstd => (zstd::bulk::compress(raw, 3).expect("zstd compresses"), flags::ZSTD),
+            Compression::Zstd => (
+                zstd::bulk::compress(raw, 3).expect("zstd compresses"),
+                flags::ZSTD,
+            ),
             Compression::Lz4 => (lz4_flex::block::compress(raw), flags::LZ4),
             Compression::Unknown => (raw.to_vec(), flags::COMPRESSED_OLD),
         };
@@ -42,7 +45,11 @@ impl SynthEntry {
             arch,
             flags: 0x11 | bits | if ext { 0x100_0000 } else { 0 },
             header_size: if ext { 112 } else { 64 },
-            compressed: if compression == Compression::None { 0 } else { payload.len() as u32 },
+            compressed: if compression == Compression::None {
+                0
+            } else {
+                payload.len() as u32
+            },
             uncompressed: raw.len() as u64,
             payload,
         }
@@ -126,7 +133,24 @@ pub fn fake_cubin(arch: u32, len: usize, seed: u64) -> Vec<u8> {
         x ^= x >> 7;
         x ^= x << 17;
         // Few distinct opcodes and small immediates: compresses roughly like SASS does.
-        let word = [(x % 23) as u8, 0x79, 0, 0, (x >> 8) as u8 & 0x0f, 0, 0, 0, 0, 0, 0, 0, 0, (x >> 16) as u8 & 3, 0x0f, 0];
+        let word = [
+            (x % 23) as u8,
+            0x79,
+            0,
+            0,
+            (x >> 8) as u8 & 0x0f,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            (x >> 16) as u8 & 3,
+            0x0f,
+            0,
+        ];
         out[i..i + 16].copy_from_slice(&word);
         i += 16;
     }
@@ -142,7 +166,13 @@ pub fn torch_like(containers: usize, archs: &[u32]) -> Vec<u8> {
             let entries: Vec<SynthEntry> = archs
                 .iter()
                 .enumerate()
-                .map(|(i, &a)| SynthEntry::elf(a, &fake_cubin(a, 512 + 64 * i, (c * 31 + i) as u64), Compression::Zstd))
+                .map(|(i, &a)| {
+                    SynthEntry::elf(
+                        a,
+                        &fake_cubin(a, 512 + 64 * i, (c * 31 + i) as u64),
+                        Compression::Zstd,
+                    )
+                })
                 .collect();
             container(&entries)
         })

@@ -6,7 +6,11 @@ use std::fmt::Write;
 use crate::output::{human_bytes, thousands};
 
 fn ratio(num: u64, den: u64) -> String {
-    if den == 0 { "-".into() } else { format!("×{:.1}", num as f64 / den as f64) }
+    if den == 0 {
+        "-".into()
+    } else {
+        format!("×{:.1}", num as f64 / den as f64)
+    }
 }
 
 /// The change from `now` to `after` in bytes and as a share of `now`, with one sign for both: `+`
@@ -24,7 +28,10 @@ fn size_change(now: u64, after: u64) -> String {
         return format!("{sign}{}", human_bytes(after));
     }
     let pct = 100.0 * now.abs_diff(after) as f64 / now as f64;
-    format!("{sign}{}, {sign}{pct:.1} %", human_bytes(now.abs_diff(after)))
+    format!(
+        "{sign}{}, {sign}{pct:.1} %",
+        human_bytes(now.abs_diff(after))
+    )
 }
 
 fn fatbin_block(s: &mut String, f: &crate::fatbin::FatbinSummary, indent: &str) {
@@ -57,19 +64,53 @@ fn fatbin_block(s: &mut String, f: &crate::fatbin::FatbinSummary, indent: &str) 
         human_bytes(f.uncompressed),
         ratio(f.uncompressed, f.stored)
     );
-    let comp: Vec<String> = f.compression.iter().map(|c| format!("{} ({} entries)", c.compression.label(), thousands(c.entries))).collect();
-    let _ = writeln!(s, "{indent}compression: {}", if comp.is_empty() { "-".into() } else { comp.join(", ") });
+    let comp: Vec<String> = f
+        .compression
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ({} entries)",
+                c.compression.label(),
+                thousands(c.entries)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "{indent}compression: {}",
+        if comp.is_empty() {
+            "-".into()
+        } else {
+            comp.join(", ")
+        }
+    );
     if f.no_ptx && f.elf > 0 {
-        let newest = f.targets.iter().filter(|t| t.kind == crate::fatbin::Kind::Elf).map(|t| t.arch / 10).max().unwrap_or(0);
-        let _ = writeln!(s, "{indent}no PTX to JIT: only GPUs matching a SASS target above can run this code (none newer than {newest}.x)");
+        let newest = f
+            .targets
+            .iter()
+            .filter(|t| t.kind == crate::fatbin::Kind::Elf)
+            .map(|t| t.arch / 10)
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "{indent}no PTX to JIT: only GPUs matching a SASS target above can run this code (none newer than {newest}.x)"
+        );
     } else if !f.sass_only.is_empty() {
-        let _ = writeln!(s, "{indent}SASS without PTX of the same arch: {}", f.sass_only.join(" "));
+        let _ = writeln!(
+            s,
+            "{indent}SASS without PTX of the same arch: {}",
+            f.sass_only.join(" ")
+        );
     }
 }
 
 fn driver_line(s: &mut String, d: &crate::fatbin::DriverFloor, indent: &str) {
     let Some(min) = &d.minimum else {
-        let _ = writeln!(s, "{indent}driver: no floor known (no compression floor, CUDA major unknown)");
+        let _ = writeln!(
+            s,
+            "{indent}driver: no floor known (no compression floor, CUDA major unknown)"
+        );
         return;
     };
     let mut why = Vec::new();
@@ -79,7 +120,11 @@ fn driver_line(s: &mut String, d: &crate::fatbin::DriverFloor, indent: &str) {
     if let Some(c) = &d.compression {
         why.push(format!("{} ({}+)", c.why, c.linux));
     }
-    let raised = if d.compression_raises_floor && d.runtime.is_some() { "; compression raises the floor" } else { "" };
+    let raised = if d.compression_raises_floor && d.runtime.is_some() {
+        "; compression raises the floor"
+    } else {
+        ""
+    };
     let _ = writeln!(s, "{indent}driver: ≥ {min}{raised}  ({})", why.join("; "));
 }
 
@@ -102,7 +147,10 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
             let _ = writeln!(s, "CUDA {} (from {})", c.major, c.from);
         }
         None => {
-            let _ = writeln!(s, "CUDA major: unknown (no NEEDED libcudart/libcublas/libnvrtc name)");
+            let _ = writeln!(
+                s,
+                "CUDA major: unknown (no NEEDED libcudart/libcublas/libnvrtc name)"
+            );
         }
     }
     for l in &r.libraries {
@@ -117,7 +165,11 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
             thousands(f.entries),
             thousands(f.elf),
             thousands(f.ptx),
-            if f.other > 0 { format!(", {} other", thousands(f.other)) } else { String::new() }
+            if f.other > 0 {
+                format!(", {} other", thousands(f.other))
+            } else {
+                String::new()
+            }
         );
         fatbin_block(&mut s, f, "  ");
         driver_line(&mut s, &l.driver, "  ");
@@ -134,17 +186,29 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
             );
         }
         for d in &l.device {
-            let via: Vec<String> = d.via.iter().map(|v| format!("{} {} ×{}", v.kind.label(), v.name, thousands(v.containers))).collect();
+            let via: Vec<String> = d
+                .via
+                .iter()
+                .map(|v| format!("{} {} ×{}", v.kind.label(), v.name, thousands(v.containers)))
+                .collect();
             let verdict = match d.runs {
                 Runs::Yes => "runs (SASS)".to_string(),
                 Runs::Jit => format!("runs, {} containers only through PTX JIT", thousands(d.jit)),
-                Runs::No => format!("CANNOT RUN: {} of {} containers have no code for it", thousands(d.none), thousands(d.containers)),
+                Runs::No => format!(
+                    "CANNOT RUN: {} of {} containers have no code for it",
+                    thousands(d.none),
+                    thousands(d.containers)
+                ),
             };
             let _ = writeln!(
                 s,
                 "  device {}: {verdict}{}",
                 d.device,
-                if via.is_empty() { String::new() } else { format!("  [{}]", via.join(", ")) }
+                if via.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", via.join(", "))
+                }
             );
         }
     }
@@ -164,7 +228,11 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
         driver_line(&mut s, &t.driver, "  ");
     }
     for w in &t.what_if {
-        let floor = w.driver.as_ref().map(|d| format!("; needs driver ≥ {}", d.linux)).unwrap_or_else(|| "; no driver floor".into());
+        let floor = w
+            .driver
+            .as_ref()
+            .map(|d| format!("; needs driver ≥ {}", d.linux))
+            .unwrap_or_else(|| "; no driver floor".into());
         let _ = writeln!(
             s,
             "  what-if {:<8} .nv_fatbin {} → {} ({}){floor}",
@@ -199,7 +267,10 @@ mod tests {
         for (now, after) in [(100u64, 50u64), (50, 100), (7, 1 << 40)] {
             let s = size_change(now, after);
             let signs: Vec<char> = s.chars().filter(|c| ['+', '−', '-'].contains(c)).collect();
-            assert!(signs.len() == 2 && signs[0] == signs[1] && !signs.contains(&'-'), "{s}");
+            assert!(
+                signs.len() == 2 && signs[0] == signs[1] && !signs.contains(&'-'),
+                "{s}"
+            );
         }
     }
 }

@@ -25,7 +25,9 @@ pub const RATIO_FLOOR: u64 = 64 << 20;
 
 /// The most bytes an entry of `compressed` bytes is allowed to claim.
 pub fn uncompressed_limit(compressed: u64) -> u64 {
-    compressed.saturating_mul(MAX_RATIO).clamp(RATIO_FLOOR, MAX_ENTRY_UNCOMPRESSED)
+    compressed
+        .saturating_mul(MAX_RATIO)
+        .clamp(RATIO_FLOOR, MAX_ENTRY_UNCOMPRESSED)
 }
 
 /// A compression to estimate: `none`, `lz4` (LZ4 block, what `-compress-all` writes) or
@@ -71,7 +73,9 @@ impl FromStr for CompressMode {
         match t {
             "none" => return Ok(CompressMode::None),
             "lz4" => return Ok(CompressMode::Lz4),
-            "zstd" | "zstd:default" => return Ok(CompressMode::Zstd(zstd::DEFAULT_COMPRESSION_LEVEL)),
+            "zstd" | "zstd:default" => {
+                return Ok(CompressMode::Zstd(zstd::DEFAULT_COMPRESSION_LEVEL));
+            }
             _ => {}
         }
         let range = zstd::compression_level_range();
@@ -81,7 +85,11 @@ impl FromStr for CompressMode {
         {
             return Ok(CompressMode::Zstd(level));
         }
-        Err(format!("unknown compression {s:?}: expected none, lz4, zstd or zstd:LEVEL ({}..={})", range.start(), range.end()))
+        Err(format!(
+            "unknown compression {s:?}: expected none, lz4, zstd or zstd:LEVEL ({}..={})",
+            range.start(),
+            range.end()
+        ))
     }
 }
 
@@ -92,7 +100,12 @@ pub fn decompress_entry(bytes: &[u8], base: u64, e: &Entry) -> Result<Vec<u8>, F
 }
 
 /// [`decompress_entry`] with an explicit cap on the uncompressed size.
-pub fn decompress_with_limit(bytes: &[u8], base: u64, e: &Entry, limit: u64) -> Result<Vec<u8>, FatbinError> {
+pub fn decompress_with_limit(
+    bytes: &[u8],
+    base: u64,
+    e: &Entry,
+    limit: u64,
+) -> Result<Vec<u8>, FatbinError> {
     let err = |reason: String| FatbinError::at(e.offset, reason);
     let stored = e
         .payload_offset()
@@ -100,18 +113,32 @@ pub fn decompress_with_limit(bytes: &[u8], base: u64, e: &Entry, limit: u64) -> 
         .and_then(|start| Some((start, start.checked_add(e.stored)?)))
         .filter(|&(_, end)| end <= bytes.len() as u64)
         .map(|(start, end)| &bytes[start as usize..end as usize])
-        .ok_or_else(|| err(format!("payload of {} bytes is outside the data given", e.stored)))?;
+        .ok_or_else(|| {
+            err(format!(
+                "payload of {} bytes is outside the data given",
+                e.stored
+            ))
+        })?;
     if e.compression == Compression::None {
         if e.uncompressed > e.stored {
-            return Err(err(format!("uncompressed entry claims {} bytes but stores {}", e.uncompressed, e.stored)));
+            return Err(err(format!(
+                "uncompressed entry claims {} bytes but stores {}",
+                e.uncompressed, e.stored
+            )));
         }
         return Ok(stored[..e.uncompressed as usize].to_vec());
     }
     if e.compression == Compression::Unknown {
-        return Err(err(format!("compression format unknown (flags {:#x})", e.flags)));
+        return Err(err(format!(
+            "compression format unknown (flags {:#x})",
+            e.flags
+        )));
     }
     if e.compressed == 0 || e.compressed > e.stored {
-        return Err(err(format!("compressed size {} is not within the {} stored bytes", e.compressed, e.stored)));
+        return Err(err(format!(
+            "compressed size {} is not within the {} stored bytes",
+            e.compressed, e.stored
+        )));
     }
     if e.uncompressed > limit {
         return Err(err(format!(
@@ -122,17 +149,22 @@ pub fn decompress_with_limit(bytes: &[u8], base: u64, e: &Entry, limit: u64) -> 
     let input = &stored[..e.compressed as usize];
     let want = e.uncompressed as usize;
     let out = match e.compression {
-        Compression::Zstd => zstd::bulk::decompress(input, want).map_err(|x| err(format!("zstd payload does not decompress: {x}")))?,
+        Compression::Zstd => zstd::bulk::decompress(input, want)
+            .map_err(|x| err(format!("zstd payload does not decompress: {x}")))?,
         Compression::Lz4 => {
             let mut out = vec![0u8; want];
-            let n = lz4_flex::block::decompress_into(input, &mut out).map_err(|x| err(format!("LZ4 payload does not decompress: {x}")))?;
+            let n = lz4_flex::block::decompress_into(input, &mut out)
+                .map_err(|x| err(format!("LZ4 payload does not decompress: {x}")))?;
             out.truncate(n);
             out
         }
         Compression::None | Compression::Unknown => unreachable!("handled above"),
     };
     if out.len() != want {
-        return Err(err(format!("payload decompresses to {} bytes, header says {want}", out.len())));
+        return Err(err(format!(
+            "payload decompresses to {} bytes, header says {want}",
+            out.len()
+        )));
     }
     Ok(out)
 }
@@ -177,10 +209,17 @@ pub struct WhatIf {
 
 /// Decompress every entry of `s` once and compress it under each of `modes`. `file` is the whole
 /// file (offsets in `s` are file offsets); `s` must keep its container layout.
-pub fn what_if(file: &[u8], s: &FatbinSummary, modes: &[CompressMode]) -> Result<Vec<WhatIf>, FatbinError> {
+pub fn what_if(
+    file: &[u8],
+    s: &FatbinSummary,
+    modes: &[CompressMode],
+) -> Result<Vec<WhatIf>, FatbinError> {
     let entries: Vec<&Entry> = s.entries_in_order().collect();
     if entries.len() as u64 != s.entries {
-        return Err(FatbinError::at(s.section_offset, "what-if needs the container layout; the summary was made without it"));
+        return Err(FatbinError::at(
+            s.section_offset,
+            "what-if needs the container layout; the summary was made without it",
+        ));
     }
     // Per entry: compressed length and CPU time under each mode.
     let sizes: Vec<Vec<(u64, f64)>> = entries
@@ -189,7 +228,13 @@ pub fn what_if(file: &[u8], s: &FatbinSummary, modes: &[CompressMode]) -> Result
             || {
                 modes
                     .iter()
-                    .map(|m| if let CompressMode::Zstd(l) = m { zstd::bulk::Compressor::new(*l).ok() } else { None })
+                    .map(|m| {
+                        if let CompressMode::Zstd(l) = m {
+                            zstd::bulk::Compressor::new(*l).ok()
+                        } else {
+                            None
+                        }
+                    })
                     .collect::<Vec<_>>()
             },
             |ctx, e| -> Result<Vec<(u64, f64)>, FatbinError> {
@@ -204,7 +249,9 @@ pub fn what_if(file: &[u8], s: &FatbinSummary, modes: &[CompressMode]) -> Result
                             Some(c) => c.compress(&raw).map(|v| v.len()),
                             None => zstd::bulk::compress(&raw, *l).map(|v| v.len()),
                         }
-                        .map_err(|x| FatbinError::at(e.offset, format!("zstd compression failed: {x}")))?,
+                        .map_err(|x| {
+                            FatbinError::at(e.offset, format!("zstd compression failed: {x}"))
+                        })?,
                     };
                     out.push((stored_len(n), t.elapsed().as_secs_f64()));
                 }
@@ -223,7 +270,10 @@ pub fn what_if(file: &[u8], s: &FatbinSummary, modes: &[CompressMode]) -> Result
             after += n;
             secs += t;
             let name = e.name();
-            match targets.iter_mut().find(|x| x.kind == e.kind && x.name == name) {
+            match targets
+                .iter_mut()
+                .find(|x| x.kind == e.kind && x.name == name)
+            {
                 Some(x) => {
                     x.stored_now += e.stored;
                     x.stored_after += n;
@@ -264,9 +314,18 @@ mod tests {
     #[test]
     fn modes() {
         assert_eq!("none".parse::<CompressMode>().unwrap(), CompressMode::None);
-        assert_eq!("compress=lz4".parse::<CompressMode>().unwrap(), CompressMode::Lz4);
-        assert_eq!("zstd".parse::<CompressMode>().unwrap(), CompressMode::Zstd(3));
-        assert_eq!("zstd:19".parse::<CompressMode>().unwrap().to_string(), "zstd:19");
+        assert_eq!(
+            "compress=lz4".parse::<CompressMode>().unwrap(),
+            CompressMode::Lz4
+        );
+        assert_eq!(
+            "zstd".parse::<CompressMode>().unwrap(),
+            CompressMode::Zstd(3)
+        );
+        assert_eq!(
+            "zstd:19".parse::<CompressMode>().unwrap().to_string(),
+            "zstd:19"
+        );
         assert!("zstd:99".parse::<CompressMode>().is_err());
         assert!("gzip".parse::<CompressMode>().is_err());
     }

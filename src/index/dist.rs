@@ -60,8 +60,17 @@ pub fn check_file_name(name: &str, at: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= NAME_CAP
         && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
-    if ok { Ok(()) } else { Err(Error::bad(at, format!("{name:?} is not a file name an index serves ([A-Za-z0-9._+-], not hidden)"))) }
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::bad(
+            at,
+            format!("{name:?} is not a file name an index serves ([A-Za-z0-9._+-], not hidden)"),
+        ))
+    }
 }
 
 /// A PEP 440 version in the normalised form wheel file names carry (`2.11.0`, `2.11.0rc1`,
@@ -71,22 +80,34 @@ pub fn is_version(v: &str) -> bool {
         Some((p, l)) => (p, Some(l)),
         None => (v, None),
     };
-    let local_ok =
-        local.is_none_or(|l| l.split('.').all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())));
+    let local_ok = local.is_none_or(|l| {
+        l.split('.').all(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
+    });
     let public = match public.split_once('!') {
-        Some((epoch, rest)) if !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit()) => rest,
+        Some((epoch, rest)) if !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit()) => {
+            rest
+        }
         Some(_) => return false,
         None => public,
     };
     // Release, then optional pre (a|b|rc N), .postN, .devN, in that order.
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     // The release: digits, then `.digits` as long as they come.
-    let lead = public.find(|c: char| !c.is_ascii_digit()).unwrap_or(public.len());
+    let lead = public
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(public.len());
     if lead == 0 {
         return false;
     }
     let mut rest = &public[lead..];
-    while let Some(r) = rest.strip_prefix('.').filter(|r| r.starts_with(|c: char| c.is_ascii_digit())) {
+    while let Some(r) = rest
+        .strip_prefix('.')
+        .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    {
         rest = &r[r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len())..];
     }
     for pre in ["rc", "a", "b"] {
@@ -113,28 +134,44 @@ pub fn is_version(v: &str) -> bool {
 
 /// PEP 825 variant labels (`null` is the zero-property fallback's).
 pub fn is_label(l: &str) -> bool {
-    !l.is_empty() && l.len() <= 64 && l.chars().all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.'))
+    !l.is_empty()
+        && l.len() <= 64
+        && l.chars()
+            .all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.'))
 }
 
 /// `Requires-Python`: a specifier set, nothing a page could not quote.
 fn is_specifier(s: &str) -> bool {
-    s.len() <= 256 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ',' | '<' | '>' | '=' | '!' | '~' | '*' | ' '))
+    s.len() <= 256
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '.' | ',' | '<' | '>' | '=' | '!' | '~' | '*' | ' ')
+        })
 }
 
 /// Read `path` (a `.whl`) for the index.
 pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
     let display = path.display().to_string();
-    let filename = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let filename = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     check_file_name(&filename, &display)?;
-    let Some(stem) = filename.strip_suffix(".whl") else { return Err(Error::bad(&display, "not a .whl")) };
+    let Some(stem) = filename.strip_suffix(".whl") else {
+        return Err(Error::bad(&display, "not a .whl"));
+    };
     // NAME-VERSION[-BUILD]-PY-ABI-PLATFORM[-LABEL]: 5 to 7 parts.
     let parts: Vec<&str> = stem.split('-').collect();
     if !(5..=7).contains(&parts.len()) || parts.iter().any(|p| p.is_empty()) {
-        return Err(Error::bad(&display, "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM[-LABEL].whl)"));
+        return Err(Error::bad(
+            &display,
+            "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM[-LABEL].whl)",
+        ));
     }
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    let mut archive = ZipArchive::new(file).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+    let mut archive = ZipArchive::new(file)
+        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
     let metas: Vec<String> = archive
         .file_names()
         .filter_map(|n| n.ok())
@@ -142,34 +179,72 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
         .map(|n| n.into_owned())
         .collect();
     let [meta_path] = metas.as_slice() else {
-        return Err(Error::bad(&display, format!("{} .dist-info/METADATA files at the top level, expected one", metas.len())));
+        return Err(Error::bad(
+            &display,
+            format!(
+                "{} .dist-info/METADATA files at the top level, expected one",
+                metas.len()
+            ),
+        ));
     };
     let metadata = read_capped(&mut archive, meta_path, METADATA_CAP, &display)?;
-    let text = String::from_utf8(metadata.clone()).map_err(|_| Error::bad(format!("{display}:{meta_path}"), "not UTF-8"))?;
-    let field = |key: &str| text.lines().take_while(|l| !l.is_empty()).find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
+    let text = String::from_utf8(metadata.clone())
+        .map_err(|_| Error::bad(format!("{display}:{meta_path}"), "not UTF-8"))?;
+    let field = |key: &str| {
+        text.lines()
+            .take_while(|l| !l.is_empty())
+            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+    };
     let at = format!("{display}:{meta_path}");
     let name = field("Name:").ok_or_else(|| Error::bad(&at, "no Name"))?;
     let version = field("Version:").ok_or_else(|| Error::bad(&at, "no Version"))?;
     check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
     if !is_version(&version) {
-        return Err(Error::bad(&at, format!("Version {version:?} is not a normalised PEP 440 version")));
+        return Err(Error::bad(
+            &at,
+            format!("Version {version:?} is not a normalised PEP 440 version"),
+        ));
     }
     if normalize(parts[0]) != normalize(&name) || parts[1] != version {
-        return Err(Error::bad(&display, format!("the file name says {} {}, METADATA says {name} {version}", parts[0], parts[1])));
+        return Err(Error::bad(
+            &display,
+            format!(
+                "the file name says {} {}, METADATA says {name} {version}",
+                parts[0], parts[1]
+            ),
+        ));
     }
     let requires_python = field("Requires-Python:");
     if let Some(r) = requires_python.as_deref().filter(|r| !is_specifier(r)) {
-        return Err(Error::bad(&at, format!("Requires-Python {r:?} is not a version specifier")));
+        return Err(Error::bad(
+            &at,
+            format!("Requires-Python {r:?} is not a version specifier"),
+        ));
     }
     let dist_info = meta_path.trim_end_matches("/METADATA");
     let variant_path = format!("{dist_info}/variant.json");
     let variant = if archive.index_for_name(&variant_path).is_some() {
-        let label = parts.last().copied().filter(|_| parts.len() >= 6).unwrap_or_default();
-        Some((label.to_string(), variant_json(&mut archive, &variant_path, label, &display)?))
+        let label = parts
+            .last()
+            .copied()
+            .filter(|_| parts.len() >= 6)
+            .unwrap_or_default();
+        Some((
+            label.to_string(),
+            variant_json(&mut archive, &variant_path, label, &display)?,
+        ))
     } else {
         // Six parts without variant.json: the third is a build tag, which starts with a digit.
-        if parts.len() == 7 || (parts.len() == 6 && !parts[2].starts_with(|c: char| c.is_ascii_digit())) {
-            return Err(Error::bad(&display, format!("has a variant label ({}) but no {variant_path}", parts[parts.len() - 1])));
+        if parts.len() == 7
+            || (parts.len() == 6 && !parts[2].starts_with(|c: char| c.is_ascii_digit()))
+        {
+            return Err(Error::bad(
+                &display,
+                format!(
+                    "has a variant label ({}) but no {variant_path}",
+                    parts[parts.len() - 1]
+                ),
+            ));
         }
         None
     };
@@ -194,11 +269,23 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
 /// without hashing the whole file: what `index --prefer` reads of a set it was not given.
 pub fn read_variant_json(path: &Path) -> Result<serde_json::Value> {
     let display = path.display().to_string();
-    let filename = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let parts: Vec<&str> = filename.strip_suffix(".whl").unwrap_or_default().split('-').collect();
-    let label = parts.last().copied().filter(|_| parts.len() >= 6).unwrap_or_default();
+    let filename = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parts: Vec<&str> = filename
+        .strip_suffix(".whl")
+        .unwrap_or_default()
+        .split('-')
+        .collect();
+    let label = parts
+        .last()
+        .copied()
+        .filter(|_| parts.len() >= 6)
+        .unwrap_or_default();
     let file = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
-    let mut archive = ZipArchive::new(file).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+    let mut archive = ZipArchive::new(file)
+        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
     let members: Vec<String> = archive
         .file_names()
         .filter_map(|n| n.ok())
@@ -206,37 +293,75 @@ pub fn read_variant_json(path: &Path) -> Result<serde_json::Value> {
         .map(|n| n.into_owned())
         .collect();
     let [member] = members.as_slice() else {
-        return Err(Error::bad(&display, format!("{} .dist-info/variant.json files at the top level, expected one", members.len())));
+        return Err(Error::bad(
+            &display,
+            format!(
+                "{} .dist-info/variant.json files at the top level, expected one",
+                members.len()
+            ),
+        ));
     };
     variant_json(&mut archive, member, label, &display)
 }
 
 /// The wheel's `variant.json`: an object whose `variants` holds exactly its own label.
-fn variant_json(archive: &mut ZipArchive<std::fs::File>, member: &str, label: &str, display: &str) -> Result<serde_json::Value> {
+fn variant_json(
+    archive: &mut ZipArchive<std::fs::File>,
+    member: &str,
+    label: &str,
+    display: &str,
+) -> Result<serde_json::Value> {
     let at = format!("{display}:{member}");
     if !is_label(label) {
-        return Err(Error::bad(display, format!("variant label {label:?} is not a PEP 825 label ([0-9a-z_.])")));
+        return Err(Error::bad(
+            display,
+            format!("variant label {label:?} is not a PEP 825 label ([0-9a-z_.])"),
+        ));
     }
     let bytes = read_capped(archive, member, VARIANT_CAP, display)?;
-    let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Error::bad(&at, format!("not JSON: {e}")))?;
-    let labels: Vec<&String> = doc.get("variants").and_then(|v| v.as_object()).map(|m| m.keys().collect()).unwrap_or_default();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| Error::bad(&at, format!("not JSON: {e}")))?;
+    let labels: Vec<&String> = doc
+        .get("variants")
+        .and_then(|v| v.as_object())
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
     if labels.len() != 1 || labels[0] != label {
-        return Err(Error::bad(&at, format!("describes variants {labels:?}; the file name's label is {label:?}")));
+        return Err(Error::bad(
+            &at,
+            format!("describes variants {labels:?}; the file name's label is {label:?}"),
+        ));
     }
     Ok(doc)
 }
 
 /// A member's bytes, refused when larger than `cap` (declared or inflated).
-fn read_capped(archive: &mut ZipArchive<std::fs::File>, member: &str, cap: u64, display: &str) -> Result<Vec<u8>> {
+fn read_capped(
+    archive: &mut ZipArchive<std::fs::File>,
+    member: &str,
+    cap: u64,
+    display: &str,
+) -> Result<Vec<u8>> {
     let at = format!("{display}:{member}");
     let f = archive.by_name(member).map_err(|e| Error::bad(&at, e))?;
     if f.size() > cap {
-        return Err(Error::bad(&at, format!("{} bytes, more than the {cap} a wheel's metadata may have", f.size())));
+        return Err(Error::bad(
+            &at,
+            format!(
+                "{} bytes, more than the {cap} a wheel's metadata may have",
+                f.size()
+            ),
+        ));
     }
     let mut out = Vec::new();
-    f.take(cap + 1).read_to_end(&mut out).map_err(|e| Error::bad(&at, e))?;
+    f.take(cap + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| Error::bad(&at, e))?;
     if out.len() as u64 > cap {
-        return Err(Error::bad(&at, format!("inflates to more than {cap} bytes")));
+        return Err(Error::bad(
+            &at,
+            format!("inflates to more than {cap} bytes"),
+        ));
     }
     Ok(out)
 }
@@ -271,10 +396,22 @@ mod tests {
 
     #[test]
     fn versions() {
-        for ok in ["2.11.0", "2.11.0+split", "2.11.0+1.magma", "2.11.0+cu130.split", "1.0rc1", "1!2.0.post1.dev3", "2.0a1.dev0", "0"] {
+        for ok in [
+            "2.11.0",
+            "2.11.0+split",
+            "2.11.0+1.magma",
+            "2.11.0+cu130.split",
+            "1.0rc1",
+            "1!2.0.post1.dev3",
+            "2.0a1.dev0",
+            "0",
+        ] {
             assert!(is_version(ok), "{ok}");
         }
-        for bad in ["", "2.11.0+", "2.11.0+A", "v1.0", "1.0-1", "1..0", "1.0/../x", "1.0 ", "1.0\n", "1.0+a..b", "!1.0", "1.0rc"] {
+        for bad in [
+            "", "2.11.0+", "2.11.0+A", "v1.0", "1.0-1", "1..0", "1.0/../x", "1.0 ", "1.0\n",
+            "1.0+a..b", "!1.0", "1.0rc",
+        ] {
             assert!(!is_version(bad), "{bad:?}");
         }
     }
@@ -283,7 +420,15 @@ mod tests {
     fn names() {
         assert_eq!(normalize("Torch_CUDA.linalg"), "torch-cuda-linalg");
         assert_eq!(normalize("a__-b"), "a-b");
-        for bad in ["../x.whl", ".hidden.whl", "a/b.whl", "a b.whl", "a\nb.whl", "a%2f.whl", ""] {
+        for bad in [
+            "../x.whl",
+            ".hidden.whl",
+            "a/b.whl",
+            "a b.whl",
+            "a\nb.whl",
+            "a%2f.whl",
+            "",
+        ] {
             assert!(check_file_name(bad, "t").is_err(), "{bad:?}");
         }
         assert!(check_file_name("torch-2.11.0+split-cp311-cp311-linux_x86_64.whl", "t").is_ok());

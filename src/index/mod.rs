@@ -143,7 +143,9 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     let prefer = opts.prefer.as_deref();
     not_a_link_or_file(out, "--out")?;
     if let Some(p) = prefer.filter(|p| !dist::is_label(p)) {
-        return Err(Error::Usage(format!("--prefer {p:?}: not a variant value ([0-9a-z._])")));
+        return Err(Error::Usage(format!(
+            "--prefer {p:?}: not a variant value ([0-9a-z._])"
+        )));
     }
     let paths = wheel_paths(inputs)?;
     opts.progress.start("reading wheels", paths.len() as u64);
@@ -162,7 +164,11 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     if let Some(w) = wheels.windows(2).find(|w| w[0].filename == w[1].filename) {
         return Err(Error::bad(
             w[1].path.display(),
-            format!("{} is also given as {}, with other bytes", w[1].filename, w[0].path.display()),
+            format!(
+                "{} is also given as {}, with other bytes",
+                w[1].filename,
+                w[0].path.display()
+            ),
         ));
     }
     let mut by_project: BTreeMap<String, Vec<&IndexedWheel>> = BTreeMap::new();
@@ -182,7 +188,14 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     let mut left_out = Vec::new();
     opts.progress.start_unknown("writing the index");
     for (name, new) in &by_project {
-        projects.push(update_project(out, name, new, prefer, &mut left_out, &mut pending)?);
+        projects.push(update_project(
+            out,
+            name,
+            new,
+            prefer,
+            &mut left_out,
+            &mut pending,
+        )?);
     }
     let listed = write_root(out, &by_project.keys().cloned().collect(), &mut pending)?;
     pending.commit()?;
@@ -191,11 +204,24 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     // Projects already in the index and not touched are reported as kept.
     for name in listed.iter().filter(|n| !by_project.contains_key(*n)) {
         let page: ProjectPage = read_json(&out.join(name).join("index.json"))?;
-        let files = page.files.iter().map(|f| report_file(f, FileStatus::Kept, None)).collect();
-        projects.push(ProjectReport { name: name.clone(), files });
+        let files = page
+            .files
+            .iter()
+            .map(|f| report_file(f, FileStatus::Kept, None))
+            .collect();
+        projects.push(ProjectReport {
+            name: name.clone(),
+            files,
+        });
     }
     projects.sort_by(|a, b| a.name.cmp(&b.name));
-    let count = |s: FileStatus| projects.iter().flat_map(|p| &p.files).filter(|f| f.status == s).count();
+    let count = |s: FileStatus| {
+        projects
+            .iter()
+            .flat_map(|p| &p.files)
+            .filter(|f| f.status == s)
+            .count()
+    };
     let all_files = || projects.iter().flat_map(|p| &p.files);
     let layout = if all_files().any(|f| f.filename.ends_with(VARIANTS_SUFFIX)) {
         Layout::Variants
@@ -207,13 +233,25 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     let url = "http://127.0.0.1:8000/";
     let names: Vec<&str> = projects.iter().map(|p| p.name.as_str()).collect();
     let commands = IndexCommands {
-        serve: format!("python3 -m http.server --bind 127.0.0.1 --directory {} 8000", out.display()),
-        pip: format!("pip install --index-url {url} {}", names.first().copied().unwrap_or("NAME")),
+        serve: format!(
+            "python3 -m http.server --bind 127.0.0.1 --directory {} 8000",
+            out.display()
+        ),
+        pip: format!(
+            "pip install --index-url {url} {}",
+            names.first().copied().unwrap_or("NAME")
+        ),
         uv: match layout {
             Layout::Variants => {
-                format!("uv pip install --preview-features wheel-variants --index-url {url} {}", names.first().copied().unwrap_or("NAME"))
+                format!(
+                    "uv pip install --preview-features wheel-variants --index-url {url} {}",
+                    names.first().copied().unwrap_or("NAME")
+                )
             }
-            _ => format!("uv pip install --index-url {url} {}", names.first().copied().unwrap_or("NAME")),
+            _ => format!(
+                "uv pip install --index-url {url} {}",
+                names.first().copied().unwrap_or("NAME")
+            ),
         },
     };
     Ok(IndexReport {
@@ -249,14 +287,20 @@ fn wheel_paths(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 .filter(|p| p.extension().is_some_and(|e| e == "whl") && p.is_file())
                 .collect();
             if found.is_empty() {
-                return Err(Error::bad(i.display(), "has no .whl files (a directory gives the wheels directly in it)"));
+                return Err(Error::bad(
+                    i.display(),
+                    "has no .whl files (a directory gives the wheels directly in it)",
+                ));
             }
             found.sort();
             out.extend(found);
         } else if i.extension().is_some_and(|e| e == "whl") {
             out.push(i.clone());
         } else {
-            return Err(Error::bad(i.display(), "not a .whl or a directory of them (a -variants.json is written from the variant wheels)"));
+            return Err(Error::bad(
+                i.display(),
+                "not a .whl or a directory of them (a -variants.json is written from the variant wheels)",
+            ));
         }
     }
     Ok(out)
@@ -265,10 +309,14 @@ fn wheel_paths(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// `path` may not be a symbolic link (the index would be written where it points) or a file.
 fn not_a_link_or_file(path: &Path, what: &str) -> Result<()> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            Err(Error::Usage(format!("{what} {}: is a symbolic link; give the directory itself", path.display())))
-        }
-        Ok(m) if !m.is_dir() => Err(Error::Usage(format!("{what} {}: exists and is not a directory", path.display()))),
+        Ok(m) if m.file_type().is_symlink() => Err(Error::Usage(format!(
+            "{what} {}: is a symbolic link; give the directory itself",
+            path.display()
+        ))),
+        Ok(m) if !m.is_dir() => Err(Error::Usage(format!(
+            "{what} {}: exists and is not a directory",
+            path.display()
+        ))),
         _ => Ok(()),
     }
 }
@@ -280,7 +328,10 @@ fn report_file(f: &FileEntry, status: FileStatus, variant: Option<String>) -> In
         sha256: f.sha256().unwrap_or_default().to_string(),
         size: f.size.unwrap_or_default(),
         variant,
-        yanked: f.yanked.as_ref().is_some_and(|y| y != &serde_json::Value::Bool(false)),
+        yanked: f
+            .yanked
+            .as_ref()
+            .is_some_and(|y| y != &serde_json::Value::Bool(false)),
     }
 }
 
@@ -299,13 +350,26 @@ fn load_project(dir: &Path, name: &str) -> Result<ProjectPage> {
     let page: ProjectPage = read_json(&path)?;
     let at = path.display().to_string();
     if page.name != name {
-        return Err(Error::bad(&at, format!("is the page of {:?}, in the directory of {name:?}", page.name)));
+        return Err(Error::bad(
+            &at,
+            format!(
+                "is the page of {:?}, in the directory of {name:?}",
+                page.name
+            ),
+        ));
     }
     for f in &page.files {
         check_file_name(&f.filename, &at)?;
         let m = std::fs::symlink_metadata(dir.join(&f.filename));
         if !m.is_ok_and(|m| m.is_file()) {
-            return Err(Error::bad(&at, format!("lists {}, which is not a file in {}", f.filename, dir.display())));
+            return Err(Error::bad(
+                &at,
+                format!(
+                    "lists {}, which is not a file in {}",
+                    f.filename,
+                    dir.display()
+                ),
+            ));
         }
     }
     Ok(page)
@@ -326,16 +390,25 @@ fn update_project(
     not_a_link_or_file(&dir, "the project directory")?;
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let mut page = load_project(&dir, name)?;
-    let mut status: BTreeMap<String, (FileStatus, Option<String>)> =
-        page.files.iter().map(|f| (f.filename.clone(), (FileStatus::Kept, None))).collect();
+    let mut status: BTreeMap<String, (FileStatus, Option<String>)> = page
+        .files
+        .iter()
+        .map(|f| (f.filename.clone(), (FileStatus::Kept, None)))
+        .collect();
     let sets: BTreeSet<String> = new
         .iter()
         .filter(|w| w.variant.is_some())
         .map(|w| variants_file_name(w))
-        .chain(page.files.iter().map(|f| f.filename.clone()).filter(|f| f.ends_with(VARIANTS_SUFFIX)))
+        .chain(
+            page.files
+                .iter()
+                .map(|f| f.filename.clone())
+                .filter(|f| f.ends_with(VARIANTS_SUFFIX)),
+        )
         .collect();
-    let (new, fallbacks): (Vec<&IndexedWheel>, Vec<&IndexedWheel>) =
-        new.iter().partition(|w| prefer.is_none() || w.variant.is_some() || !sets.contains(&variants_file_name(w)));
+    let (new, fallbacks): (Vec<&IndexedWheel>, Vec<&IndexedWheel>) = new.iter().partition(|w| {
+        prefer.is_none() || w.variant.is_some() || !sets.contains(&variants_file_name(w))
+    });
     for w in fallbacks {
         left_out.push(LeftOut {
             filename: w.filename.clone(),
@@ -374,7 +447,11 @@ fn update_project(
                 other: BTreeMap::new(),
             });
         }
-        let s = if present && status.contains_key(&w.filename) { FileStatus::Unchanged } else { FileStatus::Added };
+        let s = if present && status.contains_key(&w.filename) {
+            FileStatus::Unchanged
+        } else {
+            FileStatus::Added
+        };
         status.insert(w.filename.clone(), (s, label));
     }
     update_variant_sets(&dir, new, prefer, &mut page, &mut status, pending)?;
@@ -393,11 +470,17 @@ fn update_project(
         .files
         .iter()
         .map(|f| {
-            let (s, v) = status.get(&f.filename).cloned().unwrap_or((FileStatus::Kept, None));
+            let (s, v) = status
+                .get(&f.filename)
+                .cloned()
+                .unwrap_or((FileStatus::Kept, None));
             report_file(f, s, v)
         })
         .collect();
-    Ok(ProjectReport { name: name.to_string(), files })
+    Ok(ProjectReport {
+        name: name.to_string(),
+        files,
+    })
 }
 
 /// A file already in the index under `w`'s name must be `w`'s bytes: a published file is never
@@ -432,7 +515,10 @@ fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()>
         dst.write_all(&buf[..k]).map_err(|e| Error::io(&tmp, e))?;
     }
     if crate::output::hex(&h.finalize()) != w.sha256 {
-        return Err(Error::bad(w.path.display(), "changed while it was copied into the index"));
+        return Err(Error::bad(
+            w.path.display(),
+            "changed while it was copied into the index",
+        ));
     }
     pending.sync_in_background(&tmp, dst);
     Ok(())
@@ -473,7 +559,11 @@ fn update_variant_sets(
     for (file, members) in sets {
         check_file_name(&file, &dir.display().to_string())?;
         let path = dir.join(&file);
-        let existing: Option<serde_json::Value> = if path.exists() { Some(read_json(&path)?) } else { None };
+        let existing: Option<serde_json::Value> = if path.exists() {
+            Some(read_json(&path)?)
+        } else {
+            None
+        };
         let mut merged = None;
         for w in &members {
             if let Some((_, doc)) = &w.variant {
@@ -483,11 +573,19 @@ fn update_variant_sets(
         let Some(mut merged) = merged else { continue };
         if let Some(e) = &existing {
             // The index's file in the wheels' own order (a preference undone), then the union.
-            merged = merge_variant(Some(prefer::in_order_of(e, &merged)), &merged, &members[0].path, &file)?;
+            merged = merge_variant(
+                Some(prefer::in_order_of(e, &merged)),
+                &merged,
+                &members[0].path,
+                &file,
+            )?;
         }
         prefer::apply(&mut merged, prefer);
         if existing.as_ref() == Some(&merged) {
-            status.entry(file.clone()).or_insert((FileStatus::Unchanged, None)).0 = FileStatus::Unchanged;
+            status
+                .entry(file.clone())
+                .or_insert((FileStatus::Unchanged, None))
+                .0 = FileStatus::Unchanged;
             continue;
         }
         let text = to_json(&merged)?;
@@ -495,7 +593,10 @@ fn update_variant_sets(
         let entry = FileEntry {
             filename: file.clone(),
             url: url_of(&file),
-            hashes: BTreeMap::from([("sha256".to_string(), crate::output::hex(&Sha256::digest(text.as_bytes())))]),
+            hashes: BTreeMap::from([(
+                "sha256".to_string(),
+                crate::output::hex(&Sha256::digest(text.as_bytes())),
+            )]),
             requires_python: None,
             core_metadata: None,
             dist_info_metadata: None,
@@ -505,7 +606,11 @@ fn update_variant_sets(
         };
         page.files.retain(|f| f.filename != file);
         page.files.push(entry);
-        let s = if existing.is_some() { FileStatus::Updated } else { FileStatus::Added };
+        let s = if existing.is_some() {
+            FileStatus::Updated
+        } else {
+            FileStatus::Added
+        };
         status.insert(file, (s, None));
     }
     Ok(())
@@ -513,17 +618,38 @@ fn update_variant_sets(
 
 /// `doc` (one wheel's `variant.json`) merged into `into`: every key but `variants` must agree, and
 /// a label already listed must have the same properties.
-fn merge_variant(into: Option<serde_json::Value>, doc: &serde_json::Value, wheel: &Path, file: &str) -> Result<serde_json::Value> {
-    let Some(mut into) = into else { return Ok(doc.clone()) };
-    let disagree = |what: &str| Error::bad(wheel.display(), format!("its variant.json disagrees with {file} on {what}"));
-    let (Some(a), Some(b)) = (into.as_object_mut(), doc.as_object()) else { return Err(disagree("its shape")) };
+fn merge_variant(
+    into: Option<serde_json::Value>,
+    doc: &serde_json::Value,
+    wheel: &Path,
+    file: &str,
+) -> Result<serde_json::Value> {
+    let Some(mut into) = into else {
+        return Ok(doc.clone());
+    };
+    let disagree = |what: &str| {
+        Error::bad(
+            wheel.display(),
+            format!("its variant.json disagrees with {file} on {what}"),
+        )
+    };
+    let (Some(a), Some(b)) = (into.as_object_mut(), doc.as_object()) else {
+        return Err(disagree("its shape"));
+    };
     for (k, v) in b.iter().filter(|(k, _)| k.as_str() != "variants") {
         if a.get(k) != Some(v) {
             return Err(disagree(k));
         }
     }
-    let Some(variants) = a.get_mut("variants").and_then(|v| v.as_object_mut()) else { return Err(disagree("variants")) };
-    for (label, props) in b.get("variants").and_then(|v| v.as_object()).into_iter().flatten() {
+    let Some(variants) = a.get_mut("variants").and_then(|v| v.as_object_mut()) else {
+        return Err(disagree("variants"));
+    };
+    for (label, props) in b
+        .get("variants")
+        .and_then(|v| v.as_object())
+        .into_iter()
+        .flatten()
+    {
         match variants.get(label) {
             Some(p) if p != props => return Err(disagree(&format!("variant {label}"))),
             Some(_) => {}
@@ -538,8 +664,17 @@ fn merge_variant(into: Option<serde_json::Value>, doc: &serde_json::Value, wheel
 /// A project with PEP 825 variant sets and local-label versions is refused: installers compare
 /// versions before variants, so `2.11.0+1.magma` would beat every variant of `2.11.0`.
 fn refuse_mixed_sets(dir: &Path, page: &ProjectPage) -> Result<()> {
-    let variants = page.files.iter().find(|f| f.filename.ends_with(VARIANTS_SUFFIX));
-    let local = page.files.iter().find(|f| f.filename.ends_with(".whl") && f.filename.split('-').nth(1).is_some_and(|v| v.contains('+')));
+    let variants = page
+        .files
+        .iter()
+        .find(|f| f.filename.ends_with(VARIANTS_SUFFIX));
+    let local = page.files.iter().find(|f| {
+        f.filename.ends_with(".whl")
+            && f.filename
+                .split('-')
+                .nth(1)
+                .is_some_and(|v| v.contains('+'))
+    });
     if let (Some(v), Some(l)) = (variants, local) {
         return Err(Error::Usage(format!(
             "{}: one index cannot hold both of `splitpkg wheel`'s sets ({} has a local version label, {} is a PEP 825 variant set): installers compare versions before variants, so the label would beat every variant; publish each set in its own index (docs/wheel.md)",
@@ -553,12 +688,23 @@ fn refuse_mixed_sets(dir: &Path, page: &ProjectPage) -> Result<()> {
 
 /// The root pages: every project directory with a page, the ones updated now included. Returns
 /// the project names listed.
-fn write_root(out: &Path, updated: &BTreeSet<String>, pending: &mut Pending) -> Result<Vec<String>> {
+fn write_root(
+    out: &Path,
+    updated: &BTreeSet<String>,
+    pending: &mut Pending,
+) -> Result<Vec<String>> {
     let mut names: BTreeSet<String> = updated.clone();
-    for e in std::fs::read_dir(out).map_err(|e| Error::io(out, e))?.filter_map(|e| e.ok()) {
+    for e in std::fs::read_dir(out)
+        .map_err(|e| Error::io(out, e))?
+        .filter_map(|e| e.ok())
+    {
         let name = e.file_name().to_string_lossy().into_owned();
-        let is_project = e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join("index.json").is_file();
-        if is_project && check_file_name(&name, &out.display().to_string()).is_ok() && dist::normalize(&name) == name {
+        let is_project =
+            e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join("index.json").is_file();
+        if is_project
+            && check_file_name(&name, &out.display().to_string()).is_ok()
+            && dist::normalize(&name) == name
+        {
             names.insert(name);
         }
     }
@@ -578,8 +724,16 @@ pub fn report_text(r: &IndexReport) -> String {
         Layout::LocalLabel => "local-label set",
         Layout::Plain => "plain wheels",
     };
-    let prefer = r.prefer.as_deref().map(|p| format!(", {p} preferred")).unwrap_or_default();
-    let _ = writeln!(s, "{} ({layout}{prefer}): {} added, {} unchanged, {} kept", r.out, r.added, r.unchanged, r.kept);
+    let prefer = r
+        .prefer
+        .as_deref()
+        .map(|p| format!(", {p} preferred"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "{} ({layout}{prefer}): {} added, {} unchanged, {} kept",
+        r.out, r.added, r.unchanged, r.kept
+    );
     for p in &r.projects {
         let _ = writeln!(s, "  {}/", p.name);
         for f in &p.files {
@@ -589,9 +743,19 @@ pub fn report_text(r: &IndexReport) -> String {
                 FileStatus::Kept => "kept",
                 FileStatus::Updated => "updated",
             };
-            let variant = f.variant.as_deref().map(|v| format!("  variant {v}")).unwrap_or_default();
+            let variant = f
+                .variant
+                .as_deref()
+                .map(|v| format!("  variant {v}"))
+                .unwrap_or_default();
             let yanked = if f.yanked { "  yanked" } else { "" };
-            let _ = writeln!(s, "    {:<9} {}  ({}){variant}{yanked}", status, f.filename, crate::output::human_bytes(f.size));
+            let _ = writeln!(
+                s,
+                "    {:<9} {}  ({}){variant}{yanked}",
+                status,
+                f.filename,
+                crate::output::human_bytes(f.size)
+            );
         }
     }
     for l in &r.left_out {
@@ -616,12 +780,21 @@ mod tests {
         let w = Path::new("w.whl");
         let m = merge_variant(Some(doc("magma")), &doc("nomagma"), w, "f").unwrap();
         assert_eq!(m["variants"].as_object().unwrap().len(), 2);
-        assert_eq!(merge_variant(Some(m.clone()), &doc("magma"), w, "f").unwrap(), m, "idempotent");
+        assert_eq!(
+            merge_variant(Some(m.clone()), &doc("magma"), w, "f").unwrap(),
+            m,
+            "idempotent"
+        );
         let mut other = doc("magma");
         other["variants"]["magma"] = json!({"torch": {"x": ["other"]}});
         assert!(merge_variant(Some(m.clone()), &other, w, "f").is_err());
         let mut schema = doc("slim");
         schema["$schema"] = json!("t");
-        assert!(merge_variant(Some(m), &schema, w, "f").unwrap_err().to_string().contains("$schema"));
+        assert!(
+            merge_variant(Some(m), &schema, w, "f")
+                .unwrap_err()
+                .to_string()
+                .contains("$schema")
+        );
     }
 }

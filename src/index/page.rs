@@ -25,7 +25,9 @@ pub struct Meta {
 
 impl Default for Meta {
     fn default() -> Self {
-        Meta { api_version: API_VERSION.into() }
+        Meta {
+            api_version: API_VERSION.into(),
+        }
     }
 }
 
@@ -36,13 +38,25 @@ pub struct FileEntry {
     /// Relative to the page (the file sits beside it), percent-encoded.
     pub url: String,
     pub hashes: BTreeMap<String, String>,
-    #[serde(rename = "requires-python", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "requires-python",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub requires_python: Option<String>,
     /// PEP 658 metadata file (`FILE.metadata`): `{"sha256": …}`.
-    #[serde(rename = "core-metadata", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "core-metadata",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub core_metadata: Option<serde_json::Value>,
     /// The same, under the name older clients read (PEP 714 asks for both).
-    #[serde(rename = "dist-info-metadata", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "dist-info-metadata",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dist_info_metadata: Option<serde_json::Value>,
     /// `true` or a reason; set by hand, never by this tool, and kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,14 +103,22 @@ pub fn url_of(filename: &str) -> String {
     filename
         .bytes()
         .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') { (b as char).to_string() } else { format!("%{b:02X}") }
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
         })
         .collect()
 }
 
 /// Text for an HTML attribute or element.
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 /// Read a page this tool (or a person) wrote earlier: bounded, and refused with one line when it
@@ -105,15 +127,27 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     use std::io::Read;
     let f = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
     let mut text = Vec::new();
-    f.take(PAGE_CAP + 1).read_to_end(&mut text).map_err(|e| Error::io(path, e))?;
+    f.take(PAGE_CAP + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| Error::io(path, e))?;
     if text.len() as u64 > PAGE_CAP {
-        return Err(Error::bad(path.display(), format!("larger than {PAGE_CAP} bytes")));
+        return Err(Error::bad(
+            path.display(),
+            format!("larger than {PAGE_CAP} bytes"),
+        ));
     }
-    serde_json::from_slice(&text).map_err(|e| Error::bad(path.display(), format!("not a simple-index page this tool can update: {e}")))
+    serde_json::from_slice(&text).map_err(|e| {
+        Error::bad(
+            path.display(),
+            format!("not a simple-index page this tool can update: {e}"),
+        )
+    })
 }
 
 pub fn to_json<T: Serialize>(page: &T) -> Result<String> {
-    serde_json::to_string_pretty(page).map(|s| s + "\n").map_err(|e| Error::failed("JSON", e))
+    serde_json::to_string_pretty(page)
+        .map(|s| s + "\n")
+        .map_err(|e| Error::failed("JSON", e))
 }
 
 /// PEP 503 HTML of a project page.
@@ -130,8 +164,17 @@ pub fn project_html(page: &ProjectPage) -> String {
         if let Some(r) = &f.requires_python {
             let _ = write!(attrs, " data-requires-python=\"{}\"", escape(r));
         }
-        if let Some(h) = f.core_metadata.as_ref().and_then(|m| m.get("sha256")).and_then(|h| h.as_str()) {
-            let _ = write!(attrs, " data-core-metadata=\"sha256={0}\" data-dist-info-metadata=\"sha256={0}\"", escape(h));
+        if let Some(h) = f
+            .core_metadata
+            .as_ref()
+            .and_then(|m| m.get("sha256"))
+            .and_then(|h| h.as_str())
+        {
+            let _ = write!(
+                attrs,
+                " data-core-metadata=\"sha256={0}\" data-dist-info-metadata=\"sha256={0}\"",
+                escape(h)
+            );
         }
         match &f.yanked {
             Some(serde_json::Value::String(why)) => {
@@ -140,8 +183,16 @@ pub fn project_html(page: &ProjectPage) -> String {
             Some(serde_json::Value::Bool(true)) => attrs.push_str(" data-yanked=\"\""),
             _ => {}
         }
-        let fragment = f.sha256().map(|h| format!("#sha256={}", escape(h))).unwrap_or_default();
-        let _ = writeln!(s, "    <a href=\"{}{fragment}\"{attrs}>{}</a><br/>", escape(&f.url), escape(&f.filename));
+        let fragment = f
+            .sha256()
+            .map(|h| format!("#sha256={}", escape(h)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "    <a href=\"{}{fragment}\"{attrs}>{}</a><br/>",
+            escape(&f.url),
+            escape(&f.filename)
+        );
     }
     s.push_str("  </body>\n</html>\n");
     s
@@ -149,12 +200,23 @@ pub fn project_html(page: &ProjectPage) -> String {
 
 /// The root pages (JSON, HTML) listing `projects` (normalised names).
 pub fn root_pages(projects: &[String]) -> Result<(String, String)> {
-    let root = RootPage { meta: Meta::default(), projects: projects.iter().map(|p| RootProject { name: p.clone() }).collect() };
+    let root = RootPage {
+        meta: Meta::default(),
+        projects: projects
+            .iter()
+            .map(|p| RootProject { name: p.clone() })
+            .collect(),
+    };
     let mut html = format!(
         "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"{API_VERSION}\">\n    <title>Simple index</title>\n  </head>\n  <body>\n"
     );
     for p in projects {
-        let _ = writeln!(html, "    <a href=\"{}/\">{}</a><br/>", url_of(p), escape(p));
+        let _ = writeln!(
+            html,
+            "    <a href=\"{}/\">{}</a><br/>",
+            url_of(p),
+            escape(p)
+        );
     }
     html.push_str("  </body>\n</html>\n");
     Ok((to_json(&root)?, html))

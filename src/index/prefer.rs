@@ -21,7 +21,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::VARIANTS_SUFFIX;
-use super::dist::{IndexedWheel, check_file_name, normalize, read_variant_json, variants_file_name};
+use super::dist::{
+    IndexedWheel, check_file_name, normalize, read_variant_json, variants_file_name,
+};
 use super::page::{ProjectPage, read_json};
 use crate::error::{Error, Result};
 
@@ -38,13 +40,36 @@ impl StaticProperty {
     /// (`providers.NAMESPACE.static-properties.FEATURE`), or how many it has.
     pub fn of(doc: &Value) -> std::result::Result<StaticProperty, usize> {
         let mut all = Vec::new();
-        for (namespace, provider) in doc.get("providers").and_then(Value::as_object).into_iter().flatten() {
-            for (feature, values) in provider.get("static-properties").and_then(Value::as_object).into_iter().flatten() {
-                let values = values.as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
-                all.push(StaticProperty { namespace: namespace.clone(), feature: feature.clone(), values });
+        for (namespace, provider) in doc
+            .get("providers")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            for (feature, values) in provider
+                .get("static-properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let values = values
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
+                all.push(StaticProperty {
+                    namespace: namespace.clone(),
+                    feature: feature.clone(),
+                    values,
+                });
             }
         }
-        if all.len() == 1 { Ok(all.remove(0)) } else { Err(all.len()) }
+        if all.len() == 1 {
+            Ok(all.remove(0))
+        } else {
+            Err(all.len())
+        }
     }
 
     /// The values with `prefer` first, the others in their order.
@@ -64,12 +89,18 @@ impl StaticProperty {
             v.sort();
             v
         };
-        self.namespace == other.namespace && self.feature == other.feature && sorted(&self.values) == sorted(&other.values)
+        self.namespace == other.namespace
+            && self.feature == other.feature
+            && sorted(&self.values) == sorted(&other.values)
     }
 
     fn write(&self, doc: &mut Value, values: Vec<String>) {
         let escape = |s: &str| s.replace('~', "~0").replace('/', "~1");
-        let at = format!("/providers/{}/static-properties/{}", escape(&self.namespace), escape(&self.feature));
+        let at = format!(
+            "/providers/{}/static-properties/{}",
+            escape(&self.namespace),
+            escape(&self.feature)
+        );
         if let Some(slot) = doc.pointer_mut(&at) {
             *slot = Value::from(values);
         }
@@ -123,7 +154,10 @@ pub fn in_order_of(existing: &Value, reference: &Value) -> Value {
 pub fn check(out: &Path, wheels: &[IndexedWheel], prefer: Option<&str>) -> Result<()> {
     let mut given: BTreeMap<(String, String), Vec<&IndexedWheel>> = BTreeMap::new();
     for w in wheels.iter().filter(|w| w.variant.is_some()) {
-        given.entry((w.project.clone(), variants_file_name(w))).or_default().push(w);
+        given
+            .entry((w.project.clone(), variants_file_name(w)))
+            .or_default()
+            .push(w);
     }
     let on_disk = sets_on_disk(out)?;
     if let Some(p) = prefer
@@ -139,8 +173,14 @@ pub fn check(out: &Path, wheels: &[IndexedWheel], prefer: Option<&str>) -> Resul
         let dir = out.join(project);
         let page = page_files(&dir)?;
         let path = dir.join(file);
-        let existing: Option<Value> = if is_plain_file(&path) { Some(read_json(&path)?) } else { None };
-        let Some((_, publisher)) = &members[0].variant else { continue };
+        let existing: Option<Value> = if is_plain_file(&path) {
+            Some(read_json(&path)?)
+        } else {
+            None
+        };
+        let Some((_, publisher)) = &members[0].variant else {
+            continue;
+        };
         judge(&path, publisher, existing.as_ref(), prefer)?;
         if let Some(p) = prefer {
             holds_preferred(&dir, file, members, existing.as_ref(), &page, p)?;
@@ -155,9 +195,18 @@ pub fn check(out: &Path, wheels: &[IndexedWheel], prefer: Option<&str>) -> Resul
         let existing: Value = read_json(&path)?;
         // The publisher's order: the `variant.json` of one of the set's variant wheels.
         let prefix = format!("{}-", file.trim_end_matches(VARIANTS_SUFFIX));
-        let labels: BTreeSet<&String> = existing.get("variants").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
-        let wheel = page.iter().find(|f| f.starts_with(&prefix) && label_of(f).is_some_and(|(_, l)| labels.contains(&l.to_string())));
-        let Some(wheel) = wheel.filter(|w| is_plain_file(&dir.join(w))) else { continue };
+        let labels: BTreeSet<&String> = existing
+            .get("variants")
+            .and_then(Value::as_object)
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        let wheel = page.iter().find(|f| {
+            f.starts_with(&prefix)
+                && label_of(f).is_some_and(|(_, l)| labels.contains(&l.to_string()))
+        });
+        let Some(wheel) = wheel.filter(|w| is_plain_file(&dir.join(w))) else {
+            continue;
+        };
         let publisher = read_variant_json(&dir.join(wheel))?;
         judge(&path, &publisher, Some(&existing), prefer)?;
     }
@@ -166,8 +215,16 @@ pub fn check(out: &Path, wheels: &[IndexedWheel], prefer: Option<&str>) -> Resul
 
 /// `prefer` against one set: a value of its one static property, and the order the index has the
 /// same as this run would write.
-fn judge(path: &Path, publisher: &Value, existing: Option<&Value>, prefer: Option<&str>) -> Result<()> {
-    let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+fn judge(
+    path: &Path,
+    publisher: &Value,
+    existing: Option<&Value>,
+    prefer: Option<&str>,
+) -> Result<()> {
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let sp = match (StaticProperty::of(publisher), prefer) {
         (Ok(sp), _) => sp,
         (Err(n), Some(p)) => {
@@ -185,16 +242,24 @@ fn judge(path: &Path, publisher: &Value, existing: Option<&Value>, prefer: Optio
         )));
     }
     let expected = sp.ordered(prefer);
-    let Some(on) = existing.and_then(|e| StaticProperty::of(e).ok()) else { return Ok(()) };
+    let Some(on) = existing.and_then(|e| StaticProperty::of(e).ok()) else {
+        return Ok(());
+    };
     if !on.same_but_order(&sp) || on.values == expected {
         // Other values are the merge's to refuse (it names the wheel); the same order is the same preference.
         return Ok(());
     }
     let first = |v: &[String]| v.first().cloned().unwrap_or_default();
     let (was, hint) = if on.values.first() == sp.values.first() {
-        ("written without --prefer".to_string(), "run without --prefer".to_string())
+        (
+            "written without --prefer".to_string(),
+            "run without --prefer".to_string(),
+        )
     } else {
-        (format!("written with --prefer {}", first(&on.values)), format!("run with --prefer {}", first(&on.values)))
+        (
+            format!("written with --prefer {}", first(&on.values)),
+            format!("run with --prefer {}", first(&on.values)),
+        )
     };
     Err(Error::Usage(format!(
         "{}: lists {} first ({was}); this run would list {} first: an index serves one preference; {hint}, or write this one into another index (docs/wheel.md)",
@@ -206,20 +271,46 @@ fn judge(path: &Path, publisher: &Value, existing: Option<&Value>, prefer: Optio
 
 /// The index (the set's wheels given and those it has) must hold a `prefer` variant wheel for every
 /// platform (`PY-ABI-PLATFORM`) the set has variant wheels for.
-fn holds_preferred(dir: &Path, file: &str, members: &[&IndexedWheel], existing: Option<&Value>, page: &[String], p: &str) -> Result<()> {
-    let Some((_, publisher)) = &members[0].variant else { return Ok(()) };
-    let Ok(sp) = StaticProperty::of(publisher) else { return Ok(()) };
-    let docs = members.iter().filter_map(|w| w.variant.as_ref().map(|(_, d)| d)).chain(existing);
+fn holds_preferred(
+    dir: &Path,
+    file: &str,
+    members: &[&IndexedWheel],
+    existing: Option<&Value>,
+    page: &[String],
+    p: &str,
+) -> Result<()> {
+    let Some((_, publisher)) = &members[0].variant else {
+        return Ok(());
+    };
+    let Ok(sp) = StaticProperty::of(publisher) else {
+        return Ok(());
+    };
+    let docs = members
+        .iter()
+        .filter_map(|w| w.variant.as_ref().map(|(_, d)| d))
+        .chain(existing);
     let mut labels = BTreeSet::new();
     let mut preferred = BTreeSet::new();
     for doc in docs {
-        labels.extend(doc.get("variants").and_then(Value::as_object).into_iter().flatten().map(|(l, _)| l.clone()));
+        labels.extend(
+            doc.get("variants")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(l, _)| l.clone()),
+        );
         preferred.extend(sp.labels_with(doc, p));
     }
     let prefix = format!("{}-", file.trim_end_matches(VARIANTS_SUFFIX));
     let mut platforms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let names = members.iter().map(|w| w.filename.as_str()).chain(page.iter().map(String::as_str));
-    for (tags, label) in names.filter(|n| n.starts_with(&prefix)).filter_map(label_of) {
+    let names = members
+        .iter()
+        .map(|w| w.filename.as_str())
+        .chain(page.iter().map(String::as_str));
+    for (tags, label) in names
+        .filter(|n| n.starts_with(&prefix))
+        .filter_map(label_of)
+    {
         if labels.contains(label) {
             platforms.entry(tags).or_default().insert(label.to_string());
         }
@@ -294,8 +385,10 @@ mod tests {
     use serde_json::json;
 
     fn doc(labels: &[&str], order: &[&str]) -> Value {
-        let variants: serde_json::Map<String, Value> =
-            labels.iter().map(|l| (l.to_string(), json!({"torch": {"torch_cuda_linalg": [l]}}))).collect();
+        let variants: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|l| (l.to_string(), json!({"torch": {"torch_cuda_linalg": [l]}})))
+            .collect();
         json!({
             "$schema": "s",
             "default-priorities": {"namespace": ["torch"]},
@@ -312,11 +405,21 @@ mod tests {
         assert_eq!(sp.ordered(None), ["a", "b", "c"]);
         let mut d = doc(&["magma", "nomagma"], &["magma", "nomagma"]);
         apply(&mut d, Some("nomagma"));
-        assert_eq!(d["providers"]["torch"]["static-properties"]["torch_cuda_linalg"], json!(["nomagma", "magma"]));
-        assert_eq!(d["variants"], doc(&["magma", "nomagma"], &["magma", "nomagma"])["variants"], "only the order changes");
+        assert_eq!(
+            d["providers"]["torch"]["static-properties"]["torch_cuda_linalg"],
+            json!(["nomagma", "magma"])
+        );
+        assert_eq!(
+            d["variants"],
+            doc(&["magma", "nomagma"], &["magma", "nomagma"])["variants"],
+            "only the order changes"
+        );
         let back = in_order_of(&d, &doc(&["magma"], &["magma", "nomagma"]));
         assert_eq!(back, doc(&["magma", "nomagma"], &["magma", "nomagma"]));
-        assert_eq!(sp.labels_with(&d, "nomagma"), BTreeSet::from(["nomagma".to_string()]));
+        assert_eq!(
+            sp.labels_with(&d, "nomagma"),
+            BTreeSet::from(["nomagma".to_string()])
+        );
         let mut two = doc(&["a"], &["a"]);
         two["providers"]["torch"]["static-properties"]["other"] = json!(["x"]);
         assert_eq!(StaticProperty::of(&two), Err(2));
@@ -327,26 +430,48 @@ mod tests {
         let p = Path::new("idx/t/torch_cuda_linalg-2.5.1-variants.json");
         let publisher = doc(&["magma"], &["magma", "nomagma"]);
         assert!(judge(p, &publisher, None, Some("nomagma")).is_ok());
-        let e = judge(p, &doc(&["magma"], &["magma"]), None, Some("nomagma")).unwrap_err().to_string();
-        assert!(e.contains("not a value of torch :: torch_cuda_linalg") && e.contains("(its values: magma)"), "{e}");
+        let e = judge(p, &doc(&["magma"], &["magma"]), None, Some("nomagma"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not a value of torch :: torch_cuda_linalg")
+                && e.contains("(its values: magma)"),
+            "{e}"
+        );
         let slim = doc(&["magma", "nomagma"], &["nomagma", "magma"]);
         let plain = doc(&["magma", "nomagma"], &["magma", "nomagma"]);
-        assert!(judge(p, &publisher, Some(&slim), Some("nomagma")).is_ok(), "the same preference again");
+        assert!(
+            judge(p, &publisher, Some(&slim), Some("nomagma")).is_ok(),
+            "the same preference again"
+        );
         assert!(judge(p, &publisher, Some(&plain), None).is_ok());
-        assert!(judge(p, &publisher, Some(&plain), Some("magma")).is_ok(), "--prefer the publisher's first is no preference");
-        let e = judge(p, &publisher, Some(&slim), None).unwrap_err().to_string();
+        assert!(
+            judge(p, &publisher, Some(&plain), Some("magma")).is_ok(),
+            "--prefer the publisher's first is no preference"
+        );
+        let e = judge(p, &publisher, Some(&slim), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("lists nomagma first (written with --prefer nomagma); this run would list magma first")
                 && e.contains("run with --prefer nomagma"),
             "{e}"
         );
-        let e = judge(p, &publisher, Some(&plain), Some("nomagma")).unwrap_err().to_string();
-        assert!(e.contains("(written without --prefer)") && e.contains("run without --prefer"), "{e}");
+        let e = judge(p, &publisher, Some(&plain), Some("nomagma"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("(written without --prefer)") && e.contains("run without --prefer"),
+            "{e}"
+        );
     }
 
     #[test]
     fn platforms_and_labels_from_file_names() {
-        assert_eq!(label_of("t-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl"), Some(("cp311-cp311-linux_x86_64".into(), "nomagma")));
+        assert_eq!(
+            label_of("t-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl"),
+            Some(("cp311-cp311-linux_x86_64".into(), "nomagma"))
+        );
         assert_eq!(label_of("t-2.5.1-cp311-cp311-linux_x86_64.whl"), None);
         assert_eq!(label_of("t-2.5.1-variants.json"), None);
     }

@@ -39,10 +39,17 @@ pub fn open_regular_io(path: &Path, links: Links) -> std::io::Result<File> {
         Links::Refuse => std::fs::symlink_metadata(path)?,
     };
     regular(&meta.file_type())?;
-    let nofollow = if links == Links::Refuse { libc::O_NOFOLLOW } else { 0 };
+    let nofollow = if links == Links::Refuse {
+        libc::O_NOFOLLOW
+    } else {
+        0
+    };
     // O_NONBLOCK has no effect on reads of a regular file (Linux ignores it there); it only keeps
     // this `open` from blocking if the path became a FIFO after the check above.
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | nofollow).open(path)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | nofollow)
+        .open(path)?;
     regular(&file.metadata()?.file_type())?;
     Ok(file)
 }
@@ -76,7 +83,10 @@ fn regular(t: &std::fs::FileType) -> std::io::Result<()> {
     } else {
         "not a plain file"
     };
-    Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{what}, not a regular file: refusing to read it")))
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("{what}, not a regular file: refusing to read it"),
+    ))
 }
 
 /// The whole of the regular file `path`, refused above `limit` bytes (`what` names it in the
@@ -101,7 +111,9 @@ pub fn read_text(path: &Path, links: Links, limit: u64, what: &str) -> Result<St
 /// error, not a truncation. Grows as the bytes arrive, so a claim in a header costs nothing.
 pub fn read_capped(r: impl Read, at: &str, limit: u64, what: &str) -> Result<Vec<u8>> {
     let mut data = Vec::new();
-    r.take(limit.saturating_add(1)).read_to_end(&mut data).map_err(|e| Error::bad(at, format!("unreadable: {e}")))?;
+    r.take(limit.saturating_add(1))
+        .read_to_end(&mut data)
+        .map_err(|e| Error::bad(at, format!("unreadable: {e}")))?;
     if data.len() as u64 > limit {
         return Err(too_large(at, what, limit));
     }
@@ -114,11 +126,25 @@ pub fn read_capped_text(r: impl Read, at: &str, limit: u64, what: &str) -> Resul
 }
 
 fn utf8(data: Vec<u8>, at: &str, what: &str) -> Result<String> {
-    String::from_utf8(data).map_err(|e| Error::bad(at, format!("{what} is not UTF-8 text (byte {})", e.utf8_error().valid_up_to())))
+    String::from_utf8(data).map_err(|e| {
+        Error::bad(
+            at,
+            format!(
+                "{what} is not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }
 
 fn too_large(at: &str, what: &str, limit: u64) -> Error {
-    Error::bad(at, format!("{what} larger than the {} limit; refusing to read it", crate::output::human_bytes(limit)))
+    Error::bad(
+        at,
+        format!(
+            "{what} larger than the {} limit; refusing to read it",
+            crate::output::human_bytes(limit)
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -153,11 +179,24 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("METADATA");
         std::fs::write(&f, "x".repeat(11)).unwrap();
-        assert!(read_text(&f, Links::Refuse, 10, "METADATA").unwrap_err().to_string().contains("larger than the 10 B limit"));
-        assert_eq!(read_text(&f, Links::Refuse, 11, "METADATA").unwrap().len(), 11);
+        assert!(
+            read_text(&f, Links::Refuse, 10, "METADATA")
+                .unwrap_err()
+                .to_string()
+                .contains("larger than the 10 B limit")
+        );
+        assert_eq!(
+            read_text(&f, Links::Refuse, 11, "METADATA").unwrap().len(),
+            11
+        );
         assert!(read_capped(&b"abc"[..], "a.whl:M", 2, "M").is_err());
         assert_eq!(read_capped(&b"ab"[..], "a.whl:M", 2, "M").unwrap(), b"ab");
         std::fs::write(&f, b"\xff").unwrap();
-        assert!(read_text(&f, Links::Refuse, 10, "METADATA").unwrap_err().to_string().contains("not UTF-8"));
+        assert!(
+            read_text(&f, Links::Refuse, 10, "METADATA")
+                .unwrap_err()
+                .to_string()
+                .contains("not UTF-8")
+        );
     }
 }

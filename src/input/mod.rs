@@ -33,7 +33,10 @@ pub use display::display_member;
 // the walk functions.
 #[cfg(feature = "channel")]
 pub(crate) use walk::Member;
-pub(crate) use walk::{MemberKind, Metadata, conda_parts, conda_tar, open_nofollow, open_zip, tar_bz2, walk_dir, walk_tar, walk_zip};
+pub(crate) use walk::{
+    MemberKind, Metadata, conda_parts, conda_tar, open_nofollow, open_zip, tar_bz2, walk_dir,
+    walk_tar, walk_zip,
+};
 
 /// Symlink hops before a lookup is declared a loop (the kernel's own limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -60,7 +63,10 @@ impl TreeKind {
         if meta.is_dir() {
             return Ok(TreeKind::Directory);
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_lowercase())
+            .unwrap_or_default();
         if name.ends_with(".whl") {
             Ok(TreeKind::Wheel)
         } else if name.ends_with(".conda") {
@@ -68,7 +74,10 @@ impl TreeKind {
         } else if name.ends_with(".tar.bz2") {
             Ok(TreeKind::TarBz2)
         } else {
-            Err(Error::bad(path.display(), "not a directory, .whl, .conda or .tar.bz2 (the kind is taken from the name)"))
+            Err(Error::bad(
+                path.display(),
+                "not a directory, .whl, .conda or .tar.bz2 (the kind is taken from the name)",
+            ))
         }
     }
 }
@@ -111,7 +120,12 @@ pub struct PackageMeta {
 impl PackageMeta {
     /// A Python distribution's name and version (no conda build or subdir).
     pub fn named(name: &str, version: &str) -> PackageMeta {
-        PackageMeta { name: name.to_string(), version: version.to_string(), build: None, subdir: None }
+        PackageMeta {
+            name: name.to_string(),
+            version: version.to_string(),
+            build: None,
+            subdir: None,
+        }
     }
 }
 
@@ -183,9 +197,18 @@ impl Tree {
         let results = match (kind, unpack) {
             (TreeKind::Directory, _) => read_directory(path, &mut builder, progress, &visit)?,
             (TreeKind::Wheel, None) => read_wheel(path, &mut builder, progress, &visit)?,
-            (TreeKind::Wheel, Some(u)) => read_wheel_unpacking(path, u, &mut builder, progress, &visit)?,
+            (TreeKind::Wheel, Some(u)) => {
+                read_wheel_unpacking(path, u, &mut builder, progress, &visit)?
+            }
             (TreeKind::Conda, _) => read_conda(path, &mut builder, progress, &visit)?,
-            (TreeKind::TarBz2, _) => read_tar(&path.display().to_string(), tar_bz2(path)?, &mut builder, progress, &visit, true)?,
+            (TreeKind::TarBz2, _) => read_tar(
+                &path.display().to_string(),
+                tar_bz2(path)?,
+                &mut builder,
+                progress,
+                &visit,
+                true,
+            )?,
         };
         builder.finish(results)
     }
@@ -208,7 +231,10 @@ impl Tree {
                 "" | "." => continue,
                 ".." => {
                     if cur.pop().is_none() {
-                        return Resolve::Escapes { link: path.to_string(), target: path.to_string() };
+                        return Resolve::Escapes {
+                            link: path.to_string(),
+                            target: path.to_string(),
+                        };
                     }
                     continue;
                 }
@@ -237,12 +263,18 @@ impl Tree {
                         return Resolve::Loop;
                     }
                     if target.starts_with('/') {
-                        return Resolve::Escapes { link: joined, target: target.clone() };
+                        return Resolve::Escapes {
+                            link: joined,
+                            target: target.clone(),
+                        };
                     }
                     cur.pop();
                     // Depth check: a relative target may not climb above the root.
                     if climbs_above_root(cur.len(), target) {
-                        return Resolve::Escapes { link: joined, target: target.clone() };
+                        return Resolve::Escapes {
+                            link: joined,
+                            target: target.clone(),
+                        };
                     }
                     pending.extend(split_rev(target));
                 }
@@ -256,7 +288,9 @@ impl Tree {
     /// about them and `pack` refuses them unless told otherwise (docs/security.md).
     pub fn outside_symlinks(&self) -> impl Iterator<Item = (&str, &str)> {
         self.entries.iter().filter_map(|e| match &e.kind {
-            EntryKind::Symlink { target } if symlink_leaves(&e.path, target) => Some((e.path.as_str(), target.as_str())),
+            EntryKind::Symlink { target } if symlink_leaves(&e.path, target) => {
+                Some((e.path.as_str(), target.as_str()))
+            }
             _ => None,
         })
     }
@@ -266,7 +300,11 @@ impl Tree {
         self.entries
             .iter()
             .map(|e| match e.kind {
-                EntryKind::File { size, hardlink_of: None, .. } => size,
+                EntryKind::File {
+                    size,
+                    hardlink_of: None,
+                    ..
+                } => size,
                 _ => 0,
             })
             .sum()
@@ -287,7 +325,13 @@ pub fn symlink_leaves(path: &str, target: &str) -> bool {
     if target.starts_with('/') {
         return true;
     }
-    climbs_above_root(Tree::parent(path).split('/').filter(|p| !p.is_empty()).count(), target)
+    climbs_above_root(
+        Tree::parent(path)
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .count(),
+        target,
+    )
 }
 
 /// Does relative `target`, followed from a directory `depth` levels below the root, step above it
@@ -329,7 +373,8 @@ fn check_elf_size(name: &str, size: u64) -> Result<()> {
 /// A buffer for `size` inflated bytes, or a clean error when memory cannot be had.
 fn inflate_buffer(name: &str, size: u64) -> Result<Vec<u8>> {
     let mut data = Vec::new();
-    data.try_reserve_exact(size as usize).map_err(|_| Error::bad(name, format!("cannot allocate {size} bytes to inflate it")))?;
+    data.try_reserve_exact(size as usize)
+        .map_err(|_| Error::bad(name, format!("cannot allocate {size} bytes to inflate it")))?;
     Ok(data)
 }
 
@@ -346,7 +391,10 @@ struct Held<'a> {
 
 impl Budget {
     fn new() -> Self {
-        Budget { used: Mutex::new(0), freed: std::sync::Condvar::new() }
+        Budget {
+            used: Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        }
     }
 
     /// Wait until `bytes` fit (or nothing else is held). `cooperative`: the caller may be a pool
@@ -359,7 +407,9 @@ impl Budget {
                 drop(used);
                 if !matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
                     let g = self.used.lock().unwrap_or_else(|e| e.into_inner());
-                    let _ = self.freed.wait_timeout(g, std::time::Duration::from_millis(2));
+                    let _ = self
+                        .freed
+                        .wait_timeout(g, std::time::Duration::from_millis(2));
                 }
                 used = self.used.lock().unwrap_or_else(|e| e.into_inner());
             } else {
@@ -367,7 +417,10 @@ impl Budget {
             }
         }
         *used += bytes;
-        Held { budget: self, bytes }
+        Held {
+            budget: self,
+            bytes,
+        }
     }
 }
 
@@ -397,7 +450,9 @@ fn open_mapped(path: &Path) -> Result<(File, Mmap)> {
 
 /// Does this file name look like a shared library (`libfoo.so`, `libfoo.so.1.2`, `_C.cpython-311-x86_64-linux-gnu.so`)?
 pub fn named_like_shared_library(name: &str) -> bool {
-    let Some(pos) = name.find(".so") else { return false };
+    let Some(pos) = name.find(".so") else {
+        return false;
+    };
     // Take the last ".so" that is followed only by version components.
     let mut start = pos;
     while let Some(next) = name[start + 3..].find(".so") {
@@ -406,14 +461,22 @@ pub fn named_like_shared_library(name: &str) -> bool {
     let rest = &name[start + 3..];
     start > 0
         && (rest.is_empty()
-            || rest.split('.').skip(1).all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) && rest.starts_with('.'))
+            || rest
+                .split('.')
+                .skip(1)
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                && rest.starts_with('.'))
 }
 
 /// What the first bytes of a non-ELF file named like a library say it is.
 fn classify_non_elf(head: &[u8]) -> NonElf {
     let text = String::from_utf8_lossy(&head[..head.len().min(256)]);
     let t = text.trim_start();
-    if t.starts_with("/* GNU ld script") || t.starts_with("INPUT") || t.starts_with("GROUP") || t.starts_with("OUTPUT_FORMAT") {
+    if t.starts_with("/* GNU ld script")
+        || t.starts_with("INPUT")
+        || t.starts_with("GROUP")
+        || t.starts_with("OUTPUT_FORMAT")
+    {
         NonElf::LinkerScript
     } else if t.starts_with("version https://git-lfs") {
         NonElf::Bad("a Git LFS pointer, not the library (fetch the LFS object)".into())
@@ -422,8 +485,15 @@ fn classify_non_elf(head: &[u8]) -> NonElf {
     } else if t.starts_with("<!DOCTYPE") || t.starts_with("<html") {
         NonElf::Bad("an HTML page, not a shared library (a failed download?)".into())
     } else {
-        let shown: String = head.iter().take(8).map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ");
-        NonElf::Bad(format!("not an ELF file although named like a shared library (first bytes: {shown})"))
+        let shown: String = head
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        NonElf::Bad(format!(
+            "not an ELF file although named like a shared library (first bytes: {shown})"
+        ))
     }
 }
 
@@ -470,7 +540,8 @@ impl Builder {
         }
         match classify_non_elf(head) {
             NonElf::LinkerScript => {
-                self.notes.push(format!("{path}: linker script, not a library; skipped"));
+                self.notes
+                    .push(format!("{path}: linker script, not a library; skipped"));
                 Ok(())
             }
             NonElf::Bad(reason) => Err(Error::bad(display, reason)),
@@ -496,8 +567,15 @@ impl Builder {
         for d in dirs {
             entries.entry(d).or_insert(EntryKind::Dir);
         }
-        let index: HashMap<String, usize> = entries.keys().enumerate().map(|(i, p)| (p.clone(), i)).collect();
-        let mut out: Vec<Entry> = entries.into_iter().map(|(path, kind)| Entry { path, kind }).collect();
+        let index: HashMap<String, usize> = entries
+            .keys()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), i))
+            .collect();
+        let mut out: Vec<Entry> = entries
+            .into_iter()
+            .map(|(path, kind)| Entry { path, kind })
+            .collect();
         for (link, first) in &self.hardlinks {
             if let (Some(&l), Some(&f)) = (index.get(link), index.get(first))
                 && let EntryKind::File { hardlink_of, .. } = &mut out[l].kind
@@ -525,9 +603,14 @@ impl Builder {
         for e in &tree.entries {
             if let EntryKind::Symlink { target } = &e.kind {
                 match tree.resolve(&e.path) {
-                    Resolve::Escapes { .. } => notes.push(format!("{}: symlink to {target} leaves the tree; not followed", e.path)),
+                    Resolve::Escapes { .. } => notes.push(format!(
+                        "{}: symlink to {target} leaves the tree; not followed",
+                        e.path
+                    )),
                     Resolve::Loop => notes.push(format!("{}: symlink loop", e.path)),
-                    Resolve::Missing => notes.push(format!("{}: dangling symlink to {target}", e.path)),
+                    Resolve::Missing => {
+                        notes.push(format!("{}: dangling symlink to {target}", e.path))
+                    }
                     Resolve::File(_) | Resolve::Dir => {}
                 }
             }
@@ -545,7 +628,12 @@ type DirFile = (String, PathBuf, u64);
 /// Per file: is it ELF, its first bytes, and the visitor's result when it is.
 type Sniffed<T> = (bool, Vec<u8>, Option<T>);
 
-fn read_directory<T, F>(root: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+fn read_directory<T, F>(
+    root: &Path,
+    b: &mut Builder,
+    progress: &Progress,
+    visit: &F,
+) -> Result<Vec<(String, T)>>
 where
     T: Send,
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
@@ -554,7 +642,12 @@ where
     let mut hardlinks: Vec<(String, String)> = Vec::new();
     for m in walk_dir(root)? {
         match m.kind {
-            MemberKind::Symlink => b.add(m.path, EntryKind::Symlink { target: m.link.unwrap_or_default() }),
+            MemberKind::Symlink => b.add(
+                m.path,
+                EntryKind::Symlink {
+                    target: m.link.unwrap_or_default(),
+                },
+            ),
             MemberKind::Dir => b.add(m.path, EntryKind::Dir),
             MemberKind::File => {
                 let full = root.join(&m.path);
@@ -579,7 +672,12 @@ where
             // SAFETY: the map is read-only and private to this call; a concurrent writer could
             // change bytes under us, which the ELF reader tolerates because every read is bounds-checked.
             let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(full, e))?);
-            let value = visit(ElfInput { path: rel, bytes: &map, map: Some(&map), file: Some(&f) })?;
+            let value = visit(ElfInput {
+                path: rel,
+                bytes: &map,
+                map: Some(&map),
+                file: Some(&f),
+            })?;
             progress.inc(*size);
             Ok((true, Vec::new(), Some(value)))
         } else {
@@ -595,7 +693,14 @@ where
         if !elf {
             b.check_non_elf(&root.join(&rel).display().to_string(), &rel, &head)?;
         }
-        b.add(rel.clone(), EntryKind::File { size, elf, hardlink_of: None });
+        b.add(
+            rel.clone(),
+            EntryKind::File {
+                size,
+                elf,
+                hardlink_of: None,
+            },
+        );
         if let Some(v) = value {
             results.push((rel, v));
         }
@@ -612,7 +717,8 @@ where
 fn largest_first<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
-    let slots: Vec<std::sync::Mutex<Option<T>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let slots: Vec<std::sync::Mutex<Option<T>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
     rayon::broadcast(|_| {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -621,7 +727,14 @@ fn largest_first<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> V
             *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(value);
         }
     });
-    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every item was taken")).collect()
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every item was taken")
+        })
+        .collect()
 }
 
 /// An unpacked wheel keeps `*.dist-info/METADATA`; read its name and version if it is there. A
@@ -632,32 +745,49 @@ fn largest_first<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> V
 /// `/dev/zero` behind a symlink, too large, a hostile Name) is an error naming it; a dist-info
 /// without one names nothing.
 fn read_directory_package(root: &Path) -> Result<Option<PackageMeta>> {
-    let Ok(rd) = std::fs::read_dir(root) else { return Ok(None) };
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Ok(None);
+    };
     let mut best: Option<(u64, String, std::path::PathBuf)> = None;
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.ends_with(".dist-info") {
-            let record = std::fs::symlink_metadata(e.path().join("RECORD")).map(|m| m.len()).unwrap_or(0);
-            let better = best.as_ref().is_none_or(|(r, n, _)| (record, std::cmp::Reverse(&name)) > (*r, std::cmp::Reverse(n)));
+            let record = std::fs::symlink_metadata(e.path().join("RECORD"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            let better = best.as_ref().is_none_or(|(r, n, _)| {
+                (record, std::cmp::Reverse(&name)) > (*r, std::cmp::Reverse(n))
+            });
             if better {
                 best = Some((record, name, e.path()));
             }
         }
     }
-    let Some((_, _, dist_info)) = best else { return Ok(None) };
+    let Some((_, _, dist_info)) = best else {
+        return Ok(None);
+    };
     let path = dist_info.join("METADATA");
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
-    let text = file::read_text(&path, file::Links::Refuse, file::MAX_METADATA_BYTES, "METADATA")?;
-    parse_wheel_metadata(&text).map(|m| checked_dist(m, &path.display().to_string())).transpose()
+    let text = file::read_text(
+        &path,
+        file::Links::Refuse,
+        file::MAX_METADATA_BYTES,
+        "METADATA",
+    )?;
+    parse_wheel_metadata(&text)
+        .map(|m| checked_dist(m, &path.display().to_string()))
+        .transpose()
 }
 
 /// A wheel's Name and Version as the PyPA specifications allow them: they reach file names,
 /// headers and printed install commands.
 fn checked_dist(meta: PackageMeta, at: &str) -> Result<PackageMeta> {
-    crate::sanitize::check_dist_name(&meta.name).map_err(|why| Error::bad(at, format!("Name: {why}")))?;
-    crate::sanitize::check_version(&meta.version).map_err(|why| Error::bad(at, format!("Version: {why}")))?;
+    crate::sanitize::check_dist_name(&meta.name)
+        .map_err(|why| Error::bad(at, format!("Name: {why}")))?;
+    crate::sanitize::check_version(&meta.version)
+        .map_err(|why| Error::bad(at, format!("Version: {why}")))?;
     Ok(meta)
 }
 
@@ -674,19 +804,37 @@ struct ZipFile {
 
 /// Walk the wheel's members into `b` (and its METADATA into `b.package`); returns its ELF members,
 /// or with `all` every regular file member, biggest first (so the two cores finish together).
-fn list_wheel(display: &str, bytes: &[u8], archive: &mut walk::Zip<'_>, b: &mut Builder, all: bool) -> Result<Vec<ZipFile>> {
+fn list_wheel(
+    display: &str,
+    bytes: &[u8],
+    archive: &mut walk::Zip<'_>,
+    b: &mut Builder,
+    all: bool,
+) -> Result<Vec<ZipFile>> {
     let mut files = Vec::new();
     let mut metadata_text = None;
     walk_zip(display, bytes, archive, |m, r| {
         let rel = &m.path;
         match m.kind {
             MemberKind::Dir => b.add(rel.clone(), EntryKind::Dir),
-            MemberKind::Symlink => b.add(rel.clone(), EntryKind::Symlink { target: m.link.clone().unwrap_or_default() }),
-            MemberKind::Hardlink => return Err(Error::internal(format!("{display}:{rel}: a zip member cannot be a hard link"))),
+            MemberKind::Symlink => b.add(
+                rel.clone(),
+                EntryKind::Symlink {
+                    target: m.link.clone().unwrap_or_default(),
+                },
+            ),
+            MemberKind::Hardlink => {
+                return Err(Error::internal(format!(
+                    "{display}:{rel}: a zip member cannot be a hard link"
+                )));
+            }
             MemberKind::File => {
                 let size = m.size;
                 let mut head = Vec::with_capacity(256);
-                (&mut *r).take(256).read_to_end(&mut head).map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
+                (&mut *r)
+                    .take(256)
+                    .read_to_end(&mut head)
+                    .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
                 let elf = head.starts_with(ELF_MAGIC);
                 if elf {
                     check_elf_size(&format!("{display}:{rel}"), size)?;
@@ -696,26 +844,49 @@ fn list_wheel(display: &str, bytes: &[u8], archive: &mut walk::Zip<'_>, b: &mut 
                         // The first MiB, as text (empty when it is not UTF-8).
                         let mut text = head;
                         let _ = r.take((1 << 20) - text.len() as u64).read_to_end(&mut text);
-                        metadata_text = Some((format!("{display}:{rel}"), String::from_utf8(text).unwrap_or_default()));
+                        metadata_text = Some((
+                            format!("{display}:{rel}"),
+                            String::from_utf8(text).unwrap_or_default(),
+                        ));
                     }
                 }
                 if elf || all {
-                    files.push(ZipFile { index: m.index, path: rel.clone(), size, elf, exec: m.executable() });
+                    files.push(ZipFile {
+                        index: m.index,
+                        path: rel.clone(),
+                        size,
+                        elf,
+                        exec: m.executable(),
+                    });
                 }
-                b.add(rel.clone(), EntryKind::File { size, elf, hardlink_of: None });
+                b.add(
+                    rel.clone(),
+                    EntryKind::File {
+                        size,
+                        elf,
+                        hardlink_of: None,
+                    },
+                );
             }
         }
         Ok(())
     })?;
     b.package = match metadata_text {
-        Some((at, text)) => parse_wheel_metadata(&text).map(|m| checked_dist(m, &at)).transpose()?,
+        Some((at, text)) => parse_wheel_metadata(&text)
+            .map(|m| checked_dist(m, &at))
+            .transpose()?,
         None => None,
     };
     files.sort_by_key(|m| std::cmp::Reverse(m.size));
     Ok(files)
 }
 
-fn read_wheel<T, F>(path: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+fn read_wheel<T, F>(
+    path: &Path,
+    b: &mut Builder,
+    progress: &Progress,
+    visit: &F,
+) -> Result<Vec<(String, T)>>
 where
     T: Send,
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
@@ -733,23 +904,48 @@ where
     let results: Vec<Result<(String, T)>> = largest_first(&elf_members, |m| {
         let mut archive = archive.clone();
         let name = format!("{display}:{}", m.path);
-        let mut f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
-        let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some() {
+        let mut f = archive
+            .by_index(m.index)
+            .map_err(|e| Error::bad(&name, e))?;
+        let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some()
+        {
             // Stored members are already plain bytes in the map: no copy.
             let start = f.data_start().unwrap() as usize;
             let end = start
                 .checked_add(m.size as usize)
                 .filter(|&e| e <= bytes.len())
-                .ok_or_else(|| Error::bad(&name, "stored member runs past the end of the archive"))?;
-            visit(ElfInput { path: &m.path, bytes: &bytes[start..end], map: None, file: None })?
+                .ok_or_else(|| {
+                    Error::bad(&name, "stored member runs past the end of the archive")
+                })?;
+            visit(ElfInput {
+                path: &m.path,
+                bytes: &bytes[start..end],
+                map: None,
+                file: None,
+            })?
         } else {
             let _held = budget.take(m.size, false);
             let mut data = inflate_buffer(&name, m.size)?;
-            (&mut f).take(m.size + 1).read_to_end(&mut data).map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
+            (&mut f)
+                .take(m.size + 1)
+                .read_to_end(&mut data)
+                .map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
             if data.len() as u64 != m.size {
-                return Err(Error::bad(&name, format!("member inflates to {} bytes, header says {}", data.len(), m.size)));
+                return Err(Error::bad(
+                    &name,
+                    format!(
+                        "member inflates to {} bytes, header says {}",
+                        data.len(),
+                        m.size
+                    ),
+                ));
             }
-            visit(ElfInput { path: &m.path, bytes: &data, map: None, file: None })?
+            visit(ElfInput {
+                path: &m.path,
+                bytes: &data,
+                map: None,
+                file: None,
+            })?
         };
         progress.inc(m.size);
         Ok((m.path.clone(), value))
@@ -763,7 +959,13 @@ where
 /// is held in memory. The other regular members are hashed and stay in the archive
 /// ([`unpack::InArchive`]). The disk budget is charged for every member, in archive order, before
 /// anything is written: the member that crosses it is refused, and nothing is unpacked.
-fn read_wheel_unpacking<T, F>(path: &Path, u: &unpack::Unpack, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+fn read_wheel_unpacking<T, F>(
+    path: &Path,
+    u: &unpack::Unpack,
+    b: &mut Builder,
+    progress: &Progress,
+    visit: &F,
+) -> Result<Vec<(String, T)>>
 where
     T: Send,
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
@@ -782,25 +984,40 @@ where
         disk.charge(&m.path, m.size)?;
     }
     std::fs::create_dir(&u.dir).map_err(|e| Error::io(&u.dir, e))?;
-    unpack::directories(&u.dir, members.iter().filter(|m| m.elf).map(|m| m.path.as_str()))?;
+    unpack::directories(
+        &u.dir,
+        members.iter().filter(|m| m.elf).map(|m| m.path.as_str()),
+    )?;
     progress.start("unpacking", members.iter().map(|m| m.size).sum());
     // The same archive once more, read with positioned reads for the member data (see
     // `PositionedFile`); the walk above checked it through the map.
     let reader = unpack::PositionedFile::new(file).map_err(|e| Error::io(path, e))?;
-    let data = zip::ZipArchive::new(reader).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+    let data = zip::ZipArchive::new(reader)
+        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
     type Visited<T> = Result<(String, (u64, unpack::Sha256Hash), Option<T>)>;
     let results: Vec<Visited<T>> = largest_first(&members, |m| {
         let mut archive = data.clone();
         let name = format!("{display}:{}", m.path);
-        let f = archive.by_index(m.index).map_err(|e| Error::bad(&name, e))?;
+        let f = archive
+            .by_index(m.index)
+            .map_err(|e| Error::bad(&name, e))?;
         if !m.elf {
-            return Ok((m.path.clone(), unpack::hash_member(&name, m.size, f, progress)?, None));
+            return Ok((
+                m.path.clone(),
+                unpack::hash_member(&name, m.size, f, progress)?,
+                None,
+            ));
         }
         let (dst, digest) = unpack::member(&u.dir, &name, &m.path, m.size, m.exec, f, progress)?;
         let f = open_nofollow(&dst).map_err(|e| Error::io(&dst, e))?;
         // SAFETY: a read-only map of a file this process just wrote in its own work directory.
         let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&dst, e))?);
-        let value = visit(ElfInput { path: &m.path, bytes: &map, map: Some(&map), file: Some(&f) })?;
+        let value = visit(ElfInput {
+            path: &m.path,
+            bytes: &map,
+            map: Some(&map),
+            file: Some(&f),
+        })?;
         Ok((m.path.clone(), digest, Some(value)))
     });
     progress.finish();
@@ -817,11 +1034,24 @@ where
             }
             None => {
                 let m = by_path[path.as_str()];
-                in_archive.insert(path, unpack::InArchive { index: m.index, size, sha256, exec: m.exec });
+                in_archive.insert(
+                    path,
+                    unpack::InArchive {
+                        index: m.index,
+                        size,
+                        sha256,
+                        exec: m.exec,
+                    },
+                );
             }
         }
     }
-    b.unpacked = Some(unpack::Unpacked { dir: u.dir.clone(), files, in_archive, archive: data });
+    b.unpacked = Some(unpack::Unpacked {
+        dir: u.dir.clone(),
+        files,
+        in_archive,
+        archive: data,
+    });
     Ok(out)
 }
 
@@ -838,12 +1068,22 @@ fn parse_wheel_metadata(text: &str) -> Option<PackageMeta> {
             version = Some(v.trim().to_string());
         }
     }
-    Some(PackageMeta { name: name?, version: version?, build: None, subdir: None })
+    Some(PackageMeta {
+        name: name?,
+        version: version?,
+        build: None,
+        subdir: None,
+    })
 }
 
 // --- conda packages ----------------------------------------------------------------------------
 
-fn read_conda<T, F>(path: &Path, b: &mut Builder, progress: &Progress, visit: &F) -> Result<Vec<(String, T)>>
+fn read_conda<T, F>(
+    path: &Path,
+    b: &mut Builder,
+    progress: &Progress,
+    visit: &F,
+) -> Result<Vec<(String, T)>>
 where
     T: Send,
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
@@ -856,43 +1096,74 @@ where
     // Metadata first: it is tiny, and the package identity is useful to report.
     {
         let mut tar = tar::Archive::new(conda_tar(&display, &mut archive, info, "info archive")?);
-        let entries = tar.entries().map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+        let entries = tar
+            .entries()
+            .map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
         for entry in entries {
-            let mut entry = entry.map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
-            let p = entry.path().map_err(|e| Error::bad(&display, e))?.to_string_lossy().into_owned();
+            let mut entry =
+                entry.map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+            let p = entry
+                .path()
+                .map_err(|e| Error::bad(&display, e))?
+                .to_string_lossy()
+                .into_owned();
             if p == "info/index.json" {
                 b.package = Some(read_index_json(&display, &mut entry)?);
             }
         }
     }
-    read_tar(&display, conda_tar(&display, &mut archive, pkg, "pkg archive")?, b, progress, visit, false)
+    read_tar(
+        &display,
+        conda_tar(&display, &mut archive, pkg, "pkg archive")?,
+        b,
+        progress,
+        visit,
+        false,
+    )
 }
 
 /// The package identity in `info/index.json` (its first MiB).
 fn read_index_json(display: &str, r: &mut dyn Read) -> Result<PackageMeta> {
-    let text = file::read_capped_text(r, &format!("{display}:info/index.json"), 1 << 20, "info/index.json")?;
+    let text = file::read_capped_text(
+        r,
+        &format!("{display}:info/index.json"),
+        1 << 20,
+        "info/index.json",
+    )?;
     parse_index_json(display, &text)
 }
 
 fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
     let meta = PackageMeta {
         name: s("name").ok_or_else(|| Error::bad(display, "info/index.json has no name"))?,
-        version: s("version").ok_or_else(|| Error::bad(display, "info/index.json has no version"))?,
+        version: s("version")
+            .ok_or_else(|| Error::bad(display, "info/index.json has no version"))?,
         build: s("build"),
         subdir: s("subdir"),
     };
     // Conda's own rules (names `[a-z0-9._-]`, versions and builds without spaces or shell
     // characters), checked as loosely as conda reads them: these reach plans, recipes and text.
-    let conda_word = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "._-+!*".contains(c));
-    for (key, value) in
-        [("name", Some(&meta.name)), ("version", Some(&meta.version)), ("build", meta.build.as_ref()), ("subdir", meta.subdir.as_ref())]
-    {
+    let conda_word = |v: &str| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-+!*".contains(c))
+    };
+    for (key, value) in [
+        ("name", Some(&meta.name)),
+        ("version", Some(&meta.version)),
+        ("build", meta.build.as_ref()),
+        ("subdir", meta.subdir.as_ref()),
+    ] {
         if let Some(v) = value.filter(|v| !conda_word(v)) {
             return Err(Error::bad(
                 format!("{display}:info/index.json"),
-                format!("{key} {} holds characters conda does not allow", crate::sanitize::quoted(v)),
+                format!(
+                    "{key} {} holds characters conda does not allow",
+                    crate::sanitize::quoted(v)
+                ),
             ));
         }
     }
@@ -900,7 +1171,14 @@ fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
 }
 
 /// Stream a tar archive: decompression is sequential, ELF parsing runs on the pool meanwhile.
-fn read_tar<R, T, F>(display: &str, reader: R, b: &mut Builder, progress: &Progress, visit: &F, has_info: bool) -> Result<Vec<(String, T)>>
+fn read_tar<R, T, F>(
+    display: &str,
+    reader: R,
+    b: &mut Builder,
+    progress: &Progress,
+    visit: &F,
+    has_info: bool,
+) -> Result<Vec<(String, T)>>
 where
     R: Read,
     T: Send,
@@ -918,17 +1196,31 @@ where
             }
             Ok(())
         };
-        let metadata: Metadata<'_> = if has_info { Some(&mut index_json) } else { None };
+        let metadata: Metadata<'_> = if has_info {
+            Some(&mut index_json)
+        } else {
+            None
+        };
         walk_tar(display, reader, metadata, |m, r| {
             let rel = &m.path;
             match m.kind {
                 MemberKind::Dir => b.add(rel.clone(), EntryKind::Dir),
-                MemberKind::Symlink => b.add(rel.clone(), EntryKind::Symlink { target: m.link.clone().unwrap_or_default() }),
-                MemberKind::Hardlink => hardlinks.push((rel.clone(), m.link.clone().unwrap_or_default())),
+                MemberKind::Symlink => b.add(
+                    rel.clone(),
+                    EntryKind::Symlink {
+                        target: m.link.clone().unwrap_or_default(),
+                    },
+                ),
+                MemberKind::Hardlink => {
+                    hardlinks.push((rel.clone(), m.link.clone().unwrap_or_default()))
+                }
                 MemberKind::File => {
                     let size = m.size;
                     let mut head = Vec::with_capacity(256);
-                    (&mut *r).take(256).read_to_end(&mut head).map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
+                    (&mut *r)
+                        .take(256)
+                        .read_to_end(&mut head)
+                        .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
                     let elf = head.starts_with(ELF_MAGIC);
                     if elf {
                         let name = format!("{display}:{rel}");
@@ -938,14 +1230,21 @@ where
                         let held = budget.take(size, true);
                         let mut data = inflate_buffer(&name, size)?;
                         data.extend_from_slice(&head);
-                        r.read_to_end(&mut data).map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
+                        r.read_to_end(&mut data)
+                            .map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
                         if data.len() as u64 != size {
                             return Err(Error::bad(display, format!("{rel}: member is truncated")));
                         }
                         let results = &results;
                         let path = rel.clone();
                         scope.spawn(move |_| {
-                            let r = visit(ElfInput { path: &path, bytes: &data, map: None, file: None }).map(|v| (path.clone(), v));
+                            let r = visit(ElfInput {
+                                path: &path,
+                                bytes: &data,
+                                map: None,
+                                file: None,
+                            })
+                            .map(|v| (path.clone(), v));
                             progress.inc(data.len() as u64);
                             drop(data);
                             drop(held);
@@ -954,7 +1253,14 @@ where
                     } else {
                         b.check_non_elf(&format!("{display}:{rel}"), rel, &head)?;
                     }
-                    b.add(rel.clone(), EntryKind::File { size, elf, hardlink_of: None });
+                    b.add(
+                        rel.clone(),
+                        EntryKind::File {
+                            size,
+                            elf,
+                            hardlink_of: None,
+                        },
+                    );
                 }
             }
             Ok(())
@@ -968,7 +1274,10 @@ where
     // Tar hard links name an earlier member; alias them to it.
     for (link, target) in hardlinks {
         if !matches!(b.entries.get(&target), Some(EntryKind::File { .. })) {
-            return Err(Error::bad(display, format!("{link}: hard link to a missing member {target}")));
+            return Err(Error::bad(
+                display,
+                format!("{link}: hard link to a missing member {target}"),
+            ));
         }
         b.hardlinks.push((link, target));
     }
@@ -989,19 +1298,35 @@ pub fn enclosing_env(dir: &Path) -> Option<(PathBuf, usize, String)> {
         return None;
     }
     let dir = dir.canonicalize().ok()?;
-    let env = dir.ancestors().skip(1).find(|a| a.join("conda-meta").is_dir())?.to_path_buf();
+    let env = dir
+        .ancestors()
+        .skip(1)
+        .find(|a| a.join("conda-meta").is_dir())?
+        .to_path_buf();
     let mut count = 0;
     let mut example = String::new();
-    for e in walkdir::WalkDir::new(&dir).follow_links(false).into_iter().filter_map(|e| e.ok()) {
+    for e in walkdir::WalkDir::new(&dir)
+        .follow_links(false)
+        .into_iter()
+        .filter_map(|e| e.ok())
+    {
         if !e.path_is_symlink() {
             continue;
         }
-        let Ok(target) = std::fs::read_link(e.path()) else { continue };
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
         let joined = e.path().parent().unwrap_or(&dir).join(&target);
-        let Ok(real) = joined.canonicalize() else { continue };
+        let Ok(real) = joined.canonicalize() else {
+            continue;
+        };
         if !real.starts_with(&dir) && real.starts_with(&env) {
             if count == 0 {
-                example = format!("{} -> {}", e.path().strip_prefix(&dir).unwrap_or(e.path()).display(), target.display());
+                example = format!(
+                    "{} -> {}",
+                    e.path().strip_prefix(&dir).unwrap_or(e.path()).display(),
+                    target.display()
+                );
             }
             count += 1;
         }
@@ -1015,10 +1340,24 @@ mod tests {
 
     #[test]
     fn library_names() {
-        for ok in ["libfoo.so", "libfoo.so.1", "libfoo.so.1.2.3", "_C.cpython-311-x86_64-linux-gnu.so", "libc.so.6"] {
+        for ok in [
+            "libfoo.so",
+            "libfoo.so.1",
+            "libfoo.so.1.2.3",
+            "_C.cpython-311-x86_64-linux-gnu.so",
+            "libc.so.6",
+        ] {
             assert!(named_like_shared_library(ok), "{ok}");
         }
-        for no in ["foo.so.conf", "libfoo.a", "so", ".so", "libfoo.so.x", "libfoo.sox", "README"] {
+        for no in [
+            "foo.so.conf",
+            "libfoo.a",
+            "so",
+            ".so",
+            "libfoo.so.x",
+            "libfoo.sox",
+            "README",
+        ] {
             assert!(!named_like_shared_library(no), "{no}");
         }
     }

@@ -76,22 +76,41 @@ pub fn owners(root: &Path, dist_infos: &[&str], path: &str) -> Result<Vec<Owner>
         }
         let meta_path = dir.join("METADATA");
         let meta = read_small(&meta_path)?;
-        let field = |key: &str| meta.lines().take_while(|l| !l.is_empty()).find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
+        let field = |key: &str| {
+            meta.lines()
+                .take_while(|l| !l.is_empty())
+                .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+        };
         // Shown in `plan`'s text next to install commands: the PyPA grammar or nothing.
-        let (name, version) = (field("Name:").unwrap_or_default(), field("Version:").unwrap_or_default());
+        let (name, version) = (
+            field("Name:").unwrap_or_default(),
+            field("Version:").unwrap_or_default(),
+        );
         let at = |why: String| Error::bad(meta_path.display(), why);
         sanitize::check_dist_name(&name).map_err(|why| at(format!("Name: {why}")))?;
         sanitize::check_version(&version).map_err(|why| at(format!("Version: {why}")))?;
         let marker_path = dir.join(MARKER);
         let marker = if std::fs::symlink_metadata(&marker_path).is_ok() {
-            let m: VariantMarker = serde_json::from_str(&read_small(&marker_path)?)
-                .map_err(|e| Error::bad(marker_path.display(), format!("not a {MARKER_SCHEMA} document: {e}")))?;
-            m.check().map_err(|why| Error::bad(marker_path.display(), why))?;
+            let m: VariantMarker =
+                serde_json::from_str(&read_small(&marker_path)?).map_err(|e| {
+                    Error::bad(
+                        marker_path.display(),
+                        format!("not a {MARKER_SCHEMA} document: {e}"),
+                    )
+                })?;
+            m.check()
+                .map_err(|why| Error::bad(marker_path.display(), why))?;
             (m.schema == MARKER_SCHEMA).then_some(m)
         } else {
             None
         };
-        out.push(Owner { dist_info: d.to_string(), name, version, marker, pep825_variant: dir.join("variant.json").is_file() });
+        out.push(Owner {
+            dist_info: d.to_string(),
+            name,
+            version,
+            marker,
+            pep825_variant: dir.join("variant.json").is_file(),
+        });
     }
     Ok(out)
 }
@@ -101,7 +120,10 @@ fn record_path(line: &str) -> Option<&str> {
     let line = line.trim_end_matches('\r');
     if let Some(rest) = line.strip_prefix('"') {
         // Quoted paths are rare (a comma in a file name); compare them unescaped only if simple.
-        return rest.split_once("\",").map(|(p, _)| p).filter(|p| !p.contains('"'));
+        return rest
+            .split_once("\",")
+            .map(|(p, _)| p)
+            .filter(|p| !p.contains('"'));
     }
     line.split(',').next().filter(|p| !p.is_empty())
 }
@@ -119,19 +141,35 @@ impl VariantMarker {
     /// the PyPA grammar, library sizes within what one library can be.
     pub fn check(&self) -> std::result::Result<(), String> {
         let label = |v: &str| {
-            if !v.is_empty() && v.len() <= 16 && v.chars().all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.')) {
+            if !v.is_empty()
+                && v.len() <= 16
+                && v.chars()
+                    .all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.'))
+            {
                 Ok(())
             } else {
-                Err(format!("variant {} is not a variant label ([0-9a-z._], at most 16 characters)", sanitize::quoted(v)))
+                Err(format!(
+                    "variant {} is not a variant label ([0-9a-z._], at most 16 characters)",
+                    sanitize::quoted(v)
+                ))
             }
         };
         label(&self.variant)?;
         for v in &self.variants {
             label(&v.name)?;
             if v.library_bytes > super::MAX_ELF_MEMBER_BYTES {
-                return Err(format!("variant {}: library_bytes {} is above what one library can be", v.name, v.library_bytes));
+                return Err(format!(
+                    "variant {}: library_bytes {} is above what one library can be",
+                    v.name, v.library_bytes
+                ));
             }
-            check_install(&v.install).map_err(|why| format!("variant {}: install {}: {why}", v.name, sanitize::quoted(&v.install)))?;
+            check_install(&v.install).map_err(|why| {
+                format!(
+                    "variant {}: install {}: {why}",
+                    v.name,
+                    sanitize::quoted(&v.install)
+                )
+            })?;
         }
         Ok(())
     }
@@ -143,14 +181,18 @@ fn check_install(s: &str) -> std::result::Result<(), String> {
         sanitize::check_dist_name(name)?;
         return sanitize::check_version(version);
     }
-    let Some(stem) = s.strip_suffix(".whl") else { return Err("neither NAME==VERSION nor a wheel file name".into()) };
+    let Some(stem) = s.strip_suffix(".whl") else {
+        return Err("neither NAME==VERSION nor a wheel file name".into());
+    };
     let parts: Vec<&str> = stem.split('-').collect();
     if !(5..=6).contains(&parts.len()) {
         return Err("not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM[-LABEL].whl)".into());
     }
     sanitize::check_dist_name(parts[0])?;
     sanitize::check_version(parts[1])?;
-    parts[2..].iter().try_for_each(|t| sanitize::check_wheel_tag(t))
+    parts[2..]
+        .iter()
+        .try_for_each(|t| sanitize::check_wheel_tag(t))
 }
 
 #[cfg(test)]
@@ -159,9 +201,15 @@ mod tests {
 
     #[test]
     fn record_rows() {
-        assert_eq!(record_path("torch/lib/a.so,sha256=x,3"), Some("torch/lib/a.so"));
+        assert_eq!(
+            record_path("torch/lib/a.so,sha256=x,3"),
+            Some("torch/lib/a.so")
+        );
         assert_eq!(record_path("\"a,b.py\",sha256=x,3"), Some("a,b.py"));
-        assert_eq!(record_path("x.dist-info/RECORD,,"), Some("x.dist-info/RECORD"));
+        assert_eq!(
+            record_path("x.dist-info/RECORD,,"),
+            Some("x.dist-info/RECORD")
+        );
         assert_eq!(record_path(""), None);
     }
 }

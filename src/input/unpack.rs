@@ -55,11 +55,19 @@ pub struct InArchive {
 }
 
 /// Hash one member that stays in the archive (at most `size + 1` bytes of `r`, as [`member`]).
-pub(super) fn hash_member(name: &str, size: u64, r: impl Read, progress: &Progress) -> Result<(u64, Sha256Hash)> {
+pub(super) fn hash_member(
+    name: &str,
+    size: u64,
+    r: impl Read,
+    progress: &Progress,
+) -> Result<(u64, Sha256Hash)> {
     let (n, sha256, _) = copy_hashed(r.take(size.saturating_add(1)), std::io::sink(), progress)
         .map_err(|e| Error::bad(name, format!("cannot inflate: {e}")))?;
     if n != size {
-        return Err(Error::bad(name, format!("member inflates to {n} bytes, header says {size}")));
+        return Err(Error::bad(
+            name,
+            format!("member inflates to {n} bytes, header says {size}"),
+        ));
     }
     Ok((n, sha256))
 }
@@ -85,7 +93,11 @@ pub struct DiskBudget {
 
 impl DiskBudget {
     pub fn new(input: &Path, budget: Budget) -> DiskBudget {
-        DiskBudget { input: input.display().to_string(), budget, used: AtomicU64::new(0) }
+        DiskBudget {
+            input: input.display().to_string(),
+            budget,
+            used: AtomicU64::new(0),
+        }
     }
 
     /// Count `bytes` for `member`; the member that crosses the limit is refused, by name.
@@ -95,7 +107,11 @@ impl DiskBudget {
         if total > self.budget.limit {
             return Err(Error::bad(
                 format!("{}:{member}", self.input),
-                format!("unpacking reaches {} bytes here, more than {}; refusing", thousands(total), self.budget.why),
+                format!(
+                    "unpacking reaches {} bytes here, more than {}; refusing",
+                    thousands(total),
+                    self.budget.why
+                ),
             ));
         }
         Ok(())
@@ -103,7 +119,12 @@ impl DiskBudget {
 }
 
 /// Write `r` to `dst` (parents created, an existing file replaced), returning size and SHA-256.
-pub fn write_hashed(dst: &Path, r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
+pub fn write_hashed(
+    dst: &Path,
+    r: impl Read,
+    exec: bool,
+    progress: &Progress,
+) -> std::io::Result<(u64, Sha256Hash)> {
     if let Some(p) = dst.parent() {
         std::fs::create_dir_all(p)?;
     }
@@ -112,18 +133,38 @@ pub fn write_hashed(dst: &Path, r: impl Read, exec: bool, progress: &Progress) -
 }
 
 /// [`write_hashed`] into a directory that exists, to a name that does not.
-pub fn write_new(dst: &Path, r: impl Read, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
+pub fn write_new(
+    dst: &Path,
+    r: impl Read,
+    exec: bool,
+    progress: &Progress,
+) -> std::io::Result<(u64, Sha256Hash)> {
     // A new file, never through a link: O_EXCL refuses any name that exists (a symlink included).
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(dst)?;
-    let (n, sha256, f) = copy_hashed(r, std::io::BufWriter::with_capacity(1 << 20, file), progress)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dst)?;
+    let (n, sha256, f) = copy_hashed(
+        r,
+        std::io::BufWriter::with_capacity(1 << 20, file),
+        progress,
+    )?;
     f.into_inner().map_err(|e| e.into_error())?;
-    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }))?;
+    std::fs::set_permissions(
+        dst,
+        std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }),
+    )?;
     Ok((n, sha256))
 }
 
 /// Copy `r` into `w` in 1 MiB pieces, hashing with SHA-256 and counting on `progress`; returns the
 /// size, the digest and `w`.
-pub fn copy_hashed<W: Write>(mut r: impl Read, mut w: W, progress: &Progress) -> std::io::Result<(u64, Sha256Hash, W)> {
+pub fn copy_hashed<W: Write>(
+    mut r: impl Read,
+    mut w: W,
+    progress: &Progress,
+) -> std::io::Result<(u64, Sha256Hash, W)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
@@ -151,12 +192,16 @@ pub(super) fn member(
     r: impl Read,
     progress: &Progress,
 ) -> Result<(PathBuf, (u64, Sha256Hash))> {
-    crate::confine::check_relative(path).map_err(|e| Error::bad(name, format!("not unpacked: {e}")))?;
+    crate::confine::check_relative(path)
+        .map_err(|e| Error::bad(name, format!("not unpacked: {e}")))?;
     let dst = dir.join(path);
-    let (n, sha256) =
-        write_new(&dst, r.take(size.saturating_add(1)), exec, progress).map_err(|e| Error::bad(name, format!("cannot unpack: {e}")))?;
+    let (n, sha256) = write_new(&dst, r.take(size.saturating_add(1)), exec, progress)
+        .map_err(|e| Error::bad(name, format!("cannot unpack: {e}")))?;
     if n != size {
-        return Err(Error::bad(name, format!("member inflates to {n} bytes, header says {size}")));
+        return Err(Error::bad(
+            name,
+            format!("member inflates to {n} bytes, header says {size}"),
+        ));
     }
     Ok((dst, (n, sha256)))
 }
@@ -167,7 +212,8 @@ pub(super) fn member(
 pub fn directories<'a>(dir: &Path, paths: impl Iterator<Item = &'a str>) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for p in paths {
-        crate::confine::check_relative(p).map_err(|e| Error::bad(p, format!("not unpacked: {e}")))?;
+        crate::confine::check_relative(p)
+            .map_err(|e| Error::bad(p, format!("not unpacked: {e}")))?;
         let mut cur = p;
         while let Some(i) = cur.rfind('/') {
             cur = &cur[..i];
@@ -181,7 +227,9 @@ pub fn directories<'a>(dir: &Path, paths: impl Iterator<Item = &'a str>) -> Resu
         let path = dir.join(d);
         match std::fs::create_dir(&path) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists
+                    && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) => {}
             Err(e) => return Err(Error::io(&path, e)),
         }
     }
@@ -201,7 +249,11 @@ pub struct PositionedFile {
 impl PositionedFile {
     pub fn new(file: std::fs::File) -> std::io::Result<PositionedFile> {
         let len = file.metadata()?.len();
-        Ok(PositionedFile { file: std::sync::Arc::new(file), len, pos: 0 })
+        Ok(PositionedFile {
+            file: std::sync::Arc::new(file),
+            len,
+            pos: 0,
+        })
     }
 }
 
@@ -220,7 +272,9 @@ impl std::io::Seek for PositionedFile {
             std::io::SeekFrom::End(d) => self.len.checked_add_signed(d),
             std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         };
-        self.pos = pos.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start"))?;
+        self.pos = pos.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start")
+        })?;
         Ok(self.pos)
     }
 }

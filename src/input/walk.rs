@@ -63,11 +63,16 @@ pub(crate) fn walk_tar(
 ) -> Result<()> {
     let mut rules = Members::default();
     let mut tar = tar::Archive::new(reader);
-    let entries = tar.entries().map_err(|e| Error::bad(display, format!("not a tar archive: {e}")))?;
+    let entries = tar
+        .entries()
+        .map_err(|e| Error::bad(display, format!("not a tar archive: {e}")))?;
     for (index, entry) in entries.enumerate() {
-        let mut entry = entry.map_err(|e| Error::bad(display, format!("broken tar archive: {e}")))?;
+        let mut entry =
+            entry.map_err(|e| Error::bad(display, format!("broken tar archive: {e}")))?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let Some(path) = safe_member_path(display, &raw)? else { continue };
+        let Some(path) = safe_member_path(display, &raw)? else {
+            continue;
+        };
         if let Some(f) = metadata.as_mut()
             && (path == "info" || path.starts_with("info/"))
         {
@@ -87,30 +92,51 @@ pub(crate) fn walk_tar(
             continue;
         };
         let link_name = |entry: &tar::Entry<'_, _>| -> std::io::Result<String> {
-            Ok(entry.link_name()?.map(|t| t.to_string_lossy().into_owned()).unwrap_or_default())
+            Ok(entry
+                .link_name()?
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default())
         };
         // A hard link names an earlier member: normalised like a member name, checked by the rules.
         let named = match kind {
             MemberKind::Hardlink => {
-                let raw = link_name(&entry).map_err(|e| Error::bad(format!("{display}:{path}"), e))?;
+                let raw =
+                    link_name(&entry).map_err(|e| Error::bad(format!("{display}:{path}"), e))?;
                 Some(safe_member_path(display, &raw)?.unwrap_or_default())
             }
             _ => None,
         };
         rules.check(display, &path, kind, named.as_deref())?;
         let link = match kind {
-            MemberKind::Symlink => Some(link_name(&entry).map_err(|e| Error::bad(display, format!("{path}: {e}")))?),
+            MemberKind::Symlink => {
+                Some(link_name(&entry).map_err(|e| Error::bad(display, format!("{path}: {e}")))?)
+            }
             _ => named,
         };
-        let size = if kind == MemberKind::File { entry.size() } else { 0 };
+        let size = if kind == MemberKind::File {
+            entry.size()
+        } else {
+            0
+        };
         if size > MAX_MEMBER_BYTES {
-            return Err(Error::bad(display, format!("member {path} claims {size} bytes; refusing")));
+            return Err(Error::bad(
+                display,
+                format!("member {path} claims {size} bytes; refusing"),
+            ));
         }
         let mode = entry.header().mode().ok();
-        let member = Member { path, kind, size, mode, link, index };
+        let member = Member {
+            path,
+            kind,
+            size,
+            mode,
+            link,
+            index,
+        };
         visit(&member, &mut entry)?;
         if kind == MemberKind::File {
-            std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| Error::bad(display, format!("{}: truncated: {e}", member.path)))?;
+            std::io::copy(&mut entry, &mut std::io::sink())
+                .map_err(|e| Error::bad(display, format!("{}: truncated: {e}", member.path)))?;
         }
     }
     Ok(())
@@ -121,7 +147,8 @@ pub(crate) type Zip<'a> = zip::ZipArchive<std::io::Cursor<&'a [u8]>>;
 
 /// Open `bytes` as a zip archive; `what` says what it should have been.
 pub(crate) fn open_zip<'a>(display: &str, bytes: &'a [u8], what: &str) -> Result<Zip<'a>> {
-    zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| Error::bad(display, format!("{what}: {e}")))
+    zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .map_err(|e| Error::bad(display, format!("{what}: {e}")))
 }
 
 /// Walk a zip archive (zip has no hard links), calling `visit` for every member in central
@@ -137,9 +164,16 @@ pub(crate) fn walk_zip(
     }
     let mut rules = Members::default();
     for index in 0..archive.len() {
-        let mut f = archive.by_index(index).map_err(|e| Error::bad(display, format!("member {index}: {e}")))?;
-        let raw = f.name().map_err(|e| Error::bad(display, format!("member {index}: {e}")))?.into_owned();
-        let Some(path) = safe_member_path(display, &raw)? else { continue };
+        let mut f = archive
+            .by_index(index)
+            .map_err(|e| Error::bad(display, format!("member {index}: {e}")))?;
+        let raw = f
+            .name()
+            .map_err(|e| Error::bad(display, format!("member {index}: {e}")))?
+            .into_owned();
+        let Some(path) = safe_member_path(display, &raw)? else {
+            continue;
+        };
         let kind = if f.is_dir() {
             MemberKind::Dir
         } else if f.is_symlink() {
@@ -149,15 +183,34 @@ pub(crate) fn walk_zip(
         };
         rules.check(display, &path, kind, None)?;
         if kind != MemberKind::Dir && f.size() > MAX_MEMBER_BYTES {
-            return Err(Error::bad(display, format!("member {path} claims {} bytes; refusing", f.size())));
+            return Err(Error::bad(
+                display,
+                format!("member {path} claims {} bytes; refusing", f.size()),
+            ));
         }
         let link = if kind == MemberKind::Symlink {
-            Some(super::file::read_capped_text(&mut f, &format!("{display}:{path}"), 4096, "symlink target")?)
+            Some(super::file::read_capped_text(
+                &mut f,
+                &format!("{display}:{path}"),
+                4096,
+                "symlink target",
+            )?)
         } else {
             None
         };
-        let size = if kind == MemberKind::File { f.size() } else { 0 };
-        let member = Member { path, kind, size, mode: f.unix_mode(), link, index };
+        let size = if kind == MemberKind::File {
+            f.size()
+        } else {
+            0
+        };
+        let member = Member {
+            path,
+            kind,
+            size,
+            mode: f.unix_mode(),
+            link,
+            index,
+        };
         visit(&member, &mut f)?;
     }
     Ok(())
@@ -167,7 +220,9 @@ pub(crate) fn walk_zip(
 pub(crate) fn conda_parts(display: &str, archive: &mut Zip<'_>) -> Result<(usize, usize)> {
     let (mut pkg, mut info) = (None, None);
     for i in 0..archive.len() {
-        let f = archive.by_index_raw(i).map_err(|e| Error::bad(display, e))?;
+        let f = archive
+            .by_index_raw(i)
+            .map_err(|e| Error::bad(display, e))?;
         let name = f.name().map_err(|e| Error::bad(display, e))?;
         if name.starts_with("pkg-") && name.ends_with(".tar.zst") {
             pkg = Some(i);
@@ -177,21 +232,33 @@ pub(crate) fn conda_parts(display: &str, archive: &mut Zip<'_>) -> Result<(usize
     }
     match (pkg, info) {
         (Some(pkg), Some(info)) => Ok((pkg, info)),
-        _ => Err(Error::bad(display, "a .conda must hold pkg-*.tar.zst and info-*.tar.zst")),
+        _ => Err(Error::bad(
+            display,
+            "a .conda must hold pkg-*.tar.zst and info-*.tar.zst",
+        )),
     }
 }
 
 /// One inner archive of a `.conda` (an index from [`conda_parts`]) as a tar stream; `what` names
 /// it in errors (`pkg archive`, `info archive`).
-pub(crate) fn conda_tar<'a>(display: &str, archive: &'a mut Zip<'_>, index: usize, what: &str) -> Result<impl Read + 'a> {
-    let f = archive.by_index(index).map_err(|e| Error::bad(display, e))?;
+pub(crate) fn conda_tar<'a>(
+    display: &str,
+    archive: &'a mut Zip<'_>,
+    index: usize,
+    what: &str,
+) -> Result<impl Read + 'a> {
+    let f = archive
+        .by_index(index)
+        .map_err(|e| Error::bad(display, e))?;
     zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad(display, format!("{what}: {e}")))
 }
 
 /// A `.tar.bz2` as a tar stream (multi-stream bzip2, as conda writes it).
 pub(crate) fn tar_bz2(path: &Path) -> Result<impl Read> {
     let file = super::file::open_regular(path, super::file::Links::Follow)?;
-    Ok(bzip2::read::MultiBzDecoder::new(std::io::BufReader::new(file)))
+    Ok(bzip2::read::MultiBzDecoder::new(std::io::BufReader::new(
+        file,
+    )))
 }
 
 /// A directory's members in walk order (sorted by name within each directory): directories,
@@ -203,9 +270,15 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
     let mut members: Vec<Member> = Vec::new();
     // (dev, inode) → indexes of the names of a file with several.
     let mut linked: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
-    for item in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
+    for item in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
         let item = item.map_err(|e| {
-            let p = e.path().map(|p| p.display().to_string()).unwrap_or_else(|| root.display().to_string());
+            let p = e
+                .path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| root.display().to_string());
             Error::bad(p, e.to_string())
         })?;
         let path = match item.path().strip_prefix(root) {
@@ -217,22 +290,51 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
         let ft = item.file_type();
         let member = if ft.is_symlink() {
             let target = std::fs::read_link(item.path()).map_err(|e| Error::io(item.path(), e))?;
-            Member { path, kind: MemberKind::Symlink, size: 0, mode: None, link: Some(target.to_string_lossy().into_owned()), index }
-        } else if ft.is_dir() {
-            Member { path, kind: MemberKind::Dir, size: 0, mode: None, link: None, index }
-        } else if ft.is_file() {
-            let meta = item.metadata().map_err(|e| Error::bad(item.path().display(), e))?;
-            if meta.nlink() > 1 {
-                linked.entry((meta.dev(), meta.ino())).or_default().push(index);
+            Member {
+                path,
+                kind: MemberKind::Symlink,
+                size: 0,
+                mode: None,
+                link: Some(target.to_string_lossy().into_owned()),
+                index,
             }
-            Member { path, kind: MemberKind::File, size: meta.len(), mode: Some(meta.mode()), link: None, index }
+        } else if ft.is_dir() {
+            Member {
+                path,
+                kind: MemberKind::Dir,
+                size: 0,
+                mode: None,
+                link: None,
+                index,
+            }
+        } else if ft.is_file() {
+            let meta = item
+                .metadata()
+                .map_err(|e| Error::bad(item.path().display(), e))?;
+            if meta.nlink() > 1 {
+                linked
+                    .entry((meta.dev(), meta.ino()))
+                    .or_default()
+                    .push(index);
+            }
+            Member {
+                path,
+                kind: MemberKind::File,
+                size: meta.len(),
+                mode: Some(meta.mode()),
+                link: None,
+                index,
+            }
         } else {
             continue;
         };
         members.push(member);
     }
     for (_, mut names) in linked {
-        names.sort_by(|&a, &b| (members[a].path.len(), &members[a].path).cmp(&(members[b].path.len(), &members[b].path)));
+        names.sort_by(|&a, &b| {
+            (members[a].path.len(), &members[a].path)
+                .cmp(&(members[b].path.len(), &members[b].path))
+        });
         let first = members[names[0]].path.clone();
         for &i in &names[1..] {
             members[i].kind = MemberKind::Hardlink;
@@ -250,17 +352,28 @@ pub(crate) use super::file::open_nofollow;
 /// Normalise an archive member name, rejecting anything that could point outside the tree.
 fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
     if raw.contains('\0') {
-        return Err(Error::bad(archive, format!("member name with a NUL byte: {raw:?}")));
+        return Err(Error::bad(
+            archive,
+            format!("member name with a NUL byte: {raw:?}"),
+        ));
     }
     let trimmed = raw.trim_start_matches("./");
     if trimmed.starts_with('/') {
-        return Err(Error::bad(archive, format!("member with an absolute path: {raw}")));
+        return Err(Error::bad(
+            archive,
+            format!("member with an absolute path: {raw}"),
+        ));
     }
     let mut parts = Vec::new();
     for p in trimmed.split('/') {
         match p {
             "" | "." => {}
-            ".." => return Err(Error::bad(archive, format!("member path climbs out of the archive: {raw}"))),
+            ".." => {
+                return Err(Error::bad(
+                    archive,
+                    format!("member path climbs out of the archive: {raw}"),
+                ));
+            }
             _ => parts.push(p),
         }
     }
@@ -270,7 +383,12 @@ fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
     let path = parts.join("/");
     // A backslash or a drive letter is a separator or a root to a Windows installer
     // (`torch\..\..\evil.py`, `C:\Windows\evil.py`): the one rule for input paths refuses them.
-    crate::confine::check_relative(&path).map_err(|e| Error::bad(format!("{archive}:{raw}"), format!("member name refused: {e}")))?;
+    crate::confine::check_relative(&path).map_err(|e| {
+        Error::bad(
+            format!("{archive}:{raw}"),
+            format!("member name refused: {e}"),
+        )
+    })?;
     Ok(Some(path))
 }
 
@@ -299,7 +417,13 @@ struct Members {
 }
 
 impl Members {
-    fn check(&mut self, archive: &str, rel: &str, kind: MemberKind, link_target: Option<&str>) -> Result<()> {
+    fn check(
+        &mut self,
+        archive: &str,
+        rel: &str,
+        kind: MemberKind,
+        link_target: Option<&str>,
+    ) -> Result<()> {
         let name = || format!("{archive}:{rel}");
         for (i, _) in rel.match_indices('/') {
             let parent = &rel[..i];
@@ -307,11 +431,16 @@ impl Members {
                 Some(MemberKind::Symlink) => {
                     return Err(Error::bad(
                         name(),
-                        format!("its parent {parent} is a symlink in the archive; refusing (extracting it would write through the link)"),
+                        format!(
+                            "its parent {parent} is a symlink in the archive; refusing (extracting it would write through the link)"
+                        ),
                     ));
                 }
                 Some(MemberKind::File | MemberKind::Hardlink) => {
-                    return Err(Error::bad(name(), format!("its parent {parent} is a file in the archive; refusing")));
+                    return Err(Error::bad(
+                        name(),
+                        format!("its parent {parent} is a file in the archive; refusing"),
+                    ));
                 }
                 Some(MemberKind::Dir) | None => {}
             }
@@ -319,22 +448,35 @@ impl Members {
         if let Some(&prev) = self.kinds.get(rel)
             && !(prev == MemberKind::Dir && kind == MemberKind::Dir)
         {
-            return Err(Error::bad(name(), "the archive holds this name twice; refusing (which one wins would depend on the extractor)"));
+            return Err(Error::bad(
+                name(),
+                "the archive holds this name twice; refusing (which one wins would depend on the extractor)",
+            ));
         }
         if kind != MemberKind::Dir && self.dirs.contains(rel) {
-            return Err(Error::bad(name(), "is also a directory in the archive (earlier members lie under it); refusing"));
+            return Err(Error::bad(
+                name(),
+                "is also a directory in the archive (earlier members lie under it); refusing",
+            ));
         }
         if kind == MemberKind::Hardlink {
             let target = link_target.unwrap_or_default();
             match self.kinds.get(target) {
                 Some(MemberKind::File | MemberKind::Hardlink) => {}
                 Some(MemberKind::Symlink) => {
-                    return Err(Error::bad(name(), format!("hard link to {target}, which is a symlink in the archive; refusing")));
+                    return Err(Error::bad(
+                        name(),
+                        format!(
+                            "hard link to {target}, which is a symlink in the archive; refusing"
+                        ),
+                    ));
                 }
                 _ => {
                     return Err(Error::bad(
                         name(),
-                        format!("hard link to {target}, which is not an earlier regular file member; refusing"),
+                        format!(
+                            "hard link to {target}, which is not an earlier regular file member; refusing"
+                        ),
                     ));
                 }
             }
@@ -374,12 +516,19 @@ fn zip_duplicate_name(bytes: &[u8], cd_start: u64, entries: usize) -> Option<Str
 fn duplicate_zip_name(display: &str, bytes: &[u8], archive: &Zip<'_>) -> Error {
     let raw_count = archive.len() + 1;
     // The raw count is not exposed; scan up to the end of the central directory.
-    match zip_duplicate_name(bytes, archive.central_directory_start(), raw_count.max(1 << 20)) {
+    match zip_duplicate_name(
+        bytes,
+        archive.central_directory_start(),
+        raw_count.max(1 << 20),
+    ) {
         Some(name) => Error::bad(
             format!("{display}:{name}"),
             "the archive holds this name twice; refusing (which one wins would depend on the extractor)",
         ),
-        None => Error::bad(display, "the zip central directory lists a name twice; refusing"),
+        None => Error::bad(
+            display,
+            "the zip central directory lists a name twice; refusing",
+        ),
     }
 }
 
@@ -389,7 +538,10 @@ mod tests {
 
     #[test]
     fn member_paths_are_confined() {
-        assert_eq!(safe_member_path("a", "./lib/x.so").unwrap(), Some("lib/x.so".into()));
+        assert_eq!(
+            safe_member_path("a", "./lib/x.so").unwrap(),
+            Some("lib/x.so".into())
+        );
         assert!(safe_member_path("a", "../etc/passwd").is_err());
         assert!(safe_member_path("a", "/etc/passwd").is_err());
         assert!(safe_member_path("a", "lib/../../x").is_err());

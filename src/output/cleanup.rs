@@ -74,7 +74,11 @@ fn remove(path: &Path, kind: Leftover) {
 fn remove_registered(keep_listed: bool) -> bool {
     // A thread that panicked while holding the lock leaves it poisoned; the list is still whole.
     let mut guard = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
-    let list = if keep_listed { guard.clone() } else { std::mem::take(&mut *guard) };
+    let list = if keep_listed {
+        guard.clone()
+    } else {
+        std::mem::take(&mut *guard)
+    };
     drop(guard);
     let mut found = false;
     for (_, path, kind) in list.iter().rev() {
@@ -106,33 +110,35 @@ pub fn install() {
     if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
         return;
     }
-    let spawned = std::thread::Builder::new().name("splitpkg-signals".into()).spawn(move || {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: sigwait on an initialised set of blocked signals.
-        while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
-        // The other threads run on meanwhile: one may create a file (and its directories again)
-        // in a directory being removed. Passes repeat until nothing registered is left (bounded);
-        // what is made in the instant before the process ends carries this PID, and the next
-        // run's `sweep_stale` removes it.
-        for _ in 0..100 {
-            if !remove_registered(true) {
-                break;
+    let spawned = std::thread::Builder::new()
+        .name("splitpkg-signals".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: sigwait on an initialised set of blocked signals.
+            while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+            // The other threads run on meanwhile: one may create a file (and its directories again)
+            // in a directory being removed. Passes repeat until nothing registered is left (bounded);
+            // what is made in the instant before the process ends carries this PID, and the next
+            // run's `sweep_stale` removes it.
+            for _ in 0..100 {
+                if !remove_registered(true) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
             }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        remove_registered(false);
-        // End the way the signal would have: default action, unblocked in this thread, raised.
-        // SAFETY: plain libc calls on a valid signal number and an initialised set.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            let mut one: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut one);
-            libc::sigaddset(&mut one, sig);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
-            libc::raise(sig);
-            libc::_exit(128 + sig);
-        }
-    });
+            remove_registered(false);
+            // End the way the signal would have: default action, unblocked in this thread, raised.
+            // SAFETY: plain libc calls on a valid signal number and an initialised set.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+                let mut one: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut one);
+                libc::sigaddset(&mut one, sig);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+                libc::raise(sig);
+                libc::_exit(128 + sig);
+            }
+        });
     if spawned.is_err() {
         // No thread to wait for them: let the signals act as before rather than be ignored.
         // SAFETY: as above.
@@ -142,8 +148,11 @@ pub fn install() {
 
 /// The kinds of temporary names splitpkg gives (`.FILE.splitpkg-tmp-PID`,
 /// `.CHANNEL.splitpkg-pack-PID`, `.splitpkg-switch-pkgs-PID`) and how each is removed.
-const KINDS: [(&str, Leftover); 3] =
-    [(".splitpkg-tmp-", Leftover::File), (".splitpkg-pack-", Leftover::Tree), (".splitpkg-switch-pkgs-", Leftover::Tree)];
+const KINDS: [(&str, Leftover); 3] = [
+    (".splitpkg-tmp-", Leftover::File),
+    (".splitpkg-pack-", Leftover::Tree),
+    (".splitpkg-switch-pkgs-", Leftover::Tree),
+];
 
 /// The PID and kind in a temporary name of ours, if `name` is one.
 pub fn temp_owner(name: &str) -> Option<(u32, Leftover)> {
@@ -153,28 +162,38 @@ pub fn temp_owner(name: &str) -> Option<(u32, Leftover)> {
     KINDS.iter().find_map(|(tag, kind)| {
         let at = name.rfind(tag)?;
         let pid = &name[at + tag.len()..];
-        (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then(|| pid.parse().ok().map(|p| (p, *kind))).flatten()
+        (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| pid.parse().ok().map(|p| (p, *kind)))
+            .flatten()
     })
 }
 
 /// Is `pid` a live process (or one we cannot tell about)?
 fn alive(pid: u32) -> bool {
-    let Ok(p) = libc::pid_t::try_from(pid) else { return true };
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
     if p <= 0 {
         return true;
     }
     // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(p, 0) == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH) }
+    unsafe {
+        libc::kill(p, 0) == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
 }
 
 /// Remove the temporaries of dead splitpkg processes in `dir` (not below it); returns what was
 /// removed. Errors are ignored: a leftover that cannot be removed is no reason to stop this run.
 pub fn sweep_stale(dir: &Path) -> Vec<PathBuf> {
     let mut removed = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some((pid, kind)) = name.to_str().and_then(temp_owner) else { continue };
+        let Some((pid, kind)) = name.to_str().and_then(temp_owner) else {
+            continue;
+        };
         if pid == std::process::id() || alive(pid) {
             continue;
         }
@@ -191,10 +210,25 @@ mod tests {
 
     #[test]
     fn temp_names_are_recognised() {
-        assert_eq!(temp_owner(".torch-2.11.0+split-cp311.whl.splitpkg-tmp-4242"), Some((4242, Leftover::File)));
-        assert_eq!(temp_owner(".channel.splitpkg-pack-17"), Some((17, Leftover::Tree)));
-        assert_eq!(temp_owner(".splitpkg-switch-pkgs-9"), Some((9, Leftover::Tree)));
-        for not in ["torch.whl", ".x.splitpkg-tmp-", ".x.splitpkg-tmp-12a", "x.splitpkg-tmp-12", ".x.splitpkg-other-1"] {
+        assert_eq!(
+            temp_owner(".torch-2.11.0+split-cp311.whl.splitpkg-tmp-4242"),
+            Some((4242, Leftover::File))
+        );
+        assert_eq!(
+            temp_owner(".channel.splitpkg-pack-17"),
+            Some((17, Leftover::Tree))
+        );
+        assert_eq!(
+            temp_owner(".splitpkg-switch-pkgs-9"),
+            Some((9, Leftover::Tree))
+        );
+        for not in [
+            "torch.whl",
+            ".x.splitpkg-tmp-",
+            ".x.splitpkg-tmp-12a",
+            "x.splitpkg-tmp-12",
+            ".x.splitpkg-other-1",
+        ] {
             assert_eq!(temp_owner(not), None, "{not}");
         }
     }
@@ -210,7 +244,10 @@ mod tests {
         let stale_file = d.path().join(format!(".a.whl.splitpkg-tmp-{dead}"));
         let stale_dir = d.path().join(format!(".ch.splitpkg-pack-{dead}"));
         let live = d.path().join(format!(".b.whl.splitpkg-tmp-{me}"));
-        let parent_live = d.path().join(format!(".c.whl.splitpkg-tmp-{}", std::os::unix::process::parent_id()));
+        let parent_live = d.path().join(format!(
+            ".c.whl.splitpkg-tmp-{}",
+            std::os::unix::process::parent_id()
+        ));
         std::fs::write(&stale_file, b"x").unwrap();
         std::fs::create_dir_all(stale_dir.join("pkgs")).unwrap();
         std::fs::write(&live, b"x").unwrap();
@@ -221,6 +258,9 @@ mod tests {
         want.sort();
         assert_eq!(removed, want);
         assert!(!stale_file.exists() && !stale_dir.exists());
-        assert!(live.exists() && parent_live.exists(), "a live process's temporaries stay");
+        assert!(
+            live.exists() && parent_live.exists(),
+            "a live process's temporaries stay"
+        );
     }
 }

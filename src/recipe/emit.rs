@@ -18,16 +18,43 @@ use crate::error::{Error, Result};
 use crate::recipe::split::Split;
 
 const TEMPLATES: &[(&str, &str)] = &[
-    ("recipe.yaml", include_str!("../../templates/recipe.yaml.j2")),
-    ("variants.yaml", include_str!("../../templates/variants.yaml.j2")),
+    (
+        "recipe.yaml",
+        include_str!("../../templates/recipe.yaml.j2"),
+    ),
+    (
+        "variants.yaml",
+        include_str!("../../templates/variants.yaml.j2"),
+    ),
     ("meta.yaml", include_str!("../../templates/meta.yaml.j2")),
-    ("conda_build_config.yaml", include_str!("../../templates/conda_build_config.yaml.j2")),
-    ("install_core.sh", include_str!("../../templates/install_core.sh.j2")),
-    ("install_lazy.sh", include_str!("../../templates/install_lazy.sh.j2")),
-    ("build-variants.sh", include_str!("../../templates/build-variants.sh.j2")),
-    ("HAS_MAGMA.md", include_str!("../../templates/HAS_MAGMA.md.j2")),
-    ("feedstock-output.yaml", include_str!("../../templates/feedstock-output.yaml.j2")),
-    ("feedstock-stage.sh", include_str!("../../templates/feedstock-stage.sh.j2")),
+    (
+        "conda_build_config.yaml",
+        include_str!("../../templates/conda_build_config.yaml.j2"),
+    ),
+    (
+        "install_core.sh",
+        include_str!("../../templates/install_core.sh.j2"),
+    ),
+    (
+        "install_lazy.sh",
+        include_str!("../../templates/install_lazy.sh.j2"),
+    ),
+    (
+        "build-variants.sh",
+        include_str!("../../templates/build-variants.sh.j2"),
+    ),
+    (
+        "HAS_MAGMA.md",
+        include_str!("../../templates/HAS_MAGMA.md.j2"),
+    ),
+    (
+        "feedstock-output.yaml",
+        include_str!("../../templates/feedstock-output.yaml.j2"),
+    ),
+    (
+        "feedstock-stage.sh",
+        include_str!("../../templates/feedstock-stage.sh.j2"),
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +91,16 @@ pub struct Emitted {
 /// the next minor (CHANGELOG.md). The package is recipe/recipe.yaml's.
 pub fn splitpkg_requirement() -> String {
     let part = |v: &str| v.parse::<u64>().unwrap_or(0);
-    let (major, minor) = (part(env!("CARGO_PKG_VERSION_MAJOR")), part(env!("CARGO_PKG_VERSION_MINOR")));
+    let (major, minor) = (
+        part(env!("CARGO_PKG_VERSION_MAJOR")),
+        part(env!("CARGO_PKG_VERSION_MINOR")),
+    );
     let lower = format!("{major}.{minor}.{}", env!("CARGO_PKG_VERSION_PATCH"));
-    let upper = if major == 0 { format!("0.{}", minor + 1) } else { (major + 1).to_string() };
+    let upper = if major == 0 {
+        format!("0.{}", minor + 1)
+    } else {
+        (major + 1).to_string()
+    };
     format!("splitpkg >={lower},<{upper}")
 }
 
@@ -85,7 +119,9 @@ pub(crate) fn environment() -> Result<Environment<'static>> {
             .build()
             .map_err(|e| Error::failed("template syntax", e))?,
     );
-    env.add_filter("basename", |s: String| crate::input::Tree::file_name(&s).to_string());
+    env.add_filter("basename", |s: String| {
+        crate::input::Tree::file_name(&s).to_string()
+    });
     // Tree paths are checked by `split::check_recipe_path` and then quoted for where they land;
     // for ordinary paths every filter is the identity, so typical recipes read as before.
     env.add_filter("dq", |s: String| quote::shell_double(&s));
@@ -93,7 +129,8 @@ pub(crate) fn environment() -> Result<Environment<'static>> {
     env.add_filter("yline", |s: String| quote::yaml_item(&s));
     env.add_filter("glob", |s: String| quote::glob_literal(&s));
     for (name, text) in TEMPLATES {
-        env.add_template(name, text).map_err(|e| Error::failed(format!("template {name}"), e))?;
+        env.add_template(name, text)
+            .map_err(|e| Error::failed(format!("template {name}"), e))?;
     }
 
     Ok(env)
@@ -101,7 +138,14 @@ pub(crate) fn environment() -> Result<Environment<'static>> {
 
 /// Render the recipes. `source` and `command` go into the generated headers; keep them free of
 /// machine-specific paths so committed recipes do not drift between machines.
-pub fn render(plan: &Plan, split: &Split, formats: &[Format], stage: &str, source: &str, command: &str) -> Result<Emitted> {
+pub fn render(
+    plan: &Plan,
+    split: &Split,
+    formats: &[Format],
+    stage: &str,
+    source: &str,
+    command: &str,
+) -> Result<Emitted> {
     render_with(plan, split, formats, stage, source, command, None)
 }
 
@@ -118,25 +162,62 @@ pub fn render_with(
 ) -> Result<Emitted> {
     let env = environment()?;
     let o = &split.options;
-    let with = split.variants.iter().find(|v| v.with_payload).expect("payload variant").name.clone();
-    let without = split.variants.iter().find(|v| !v.with_payload).expect("slim variant").name.clone();
-    let key_prefix = if o.build_keys.is_empty() { String::new() } else { format!("{}_", o.build_keys) };
-    let lazy_globs: Vec<String> = split.lazy_files.iter().map(|f| split.install_path(f)).collect();
+    let with = split
+        .variants
+        .iter()
+        .find(|v| v.with_payload)
+        .expect("payload variant")
+        .name
+        .clone();
+    let without = split
+        .variants
+        .iter()
+        .find(|v| !v.with_payload)
+        .expect("slim variant")
+        .name
+        .clone();
+    let key_prefix = if o.build_keys.is_empty() {
+        String::new()
+    } else {
+        format!("{}_", o.build_keys)
+    };
+    let lazy_globs: Vec<String> = split
+        .lazy_files
+        .iter()
+        .map(|f| split.install_path(f))
+        .collect();
     // Files whose presence shows the core output is whole: the loaders of the lazy library.
-    let mut core_checks: Vec<String> =
-        plan.all_lazy().iter().flat_map(|l| l.loaded_by.iter().map(|s| split.install_path(&s.from))).collect();
+    let mut core_checks: Vec<String> = plan
+        .all_lazy()
+        .iter()
+        .flat_map(|l| l.loaded_by.iter().map(|s| split.install_path(&s.from)))
+        .collect();
     core_checks.sort();
     core_checks.dedup();
     for c in &core_checks {
-        crate::recipe::split::check_recipe_path(c)
-            .map_err(|why| Error::bad(format!("{}:{c}", plan.input.path), format!("cannot go into a generated recipe: {why}")))?;
+        crate::recipe::split::check_recipe_path(c).map_err(|why| {
+            Error::bad(
+                format!("{}:{c}", plan.input.path),
+                format!("cannot go into a generated recipe: {why}"),
+            )
+        })?;
     }
     // Header comments: conda-build renders meta.yaml as Jinja and reads `# [...]` as a selector
     // even in comments, so the input path and command line are made inert there.
     let source = &quote::comment(source);
     let command = &quote::comment(command);
-    let lazy_name = split.lazy_files.first().map(|f| crate::input::Tree::file_name(f).to_string()).unwrap_or_default();
-    let target_of = |name: &str| name.trim_start_matches("lib").split(".so").next().unwrap_or_default().to_string();
+    let lazy_name = split
+        .lazy_files
+        .first()
+        .map(|f| crate::input::Tree::file_name(f).to_string())
+        .unwrap_or_default();
+    let target_of = |name: &str| {
+        name.trim_start_matches("lib")
+            .split(".so")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
     // Several lazy libraries (one shared lazy output): each has its own contract file and target.
     let contracts = ContractFile::each(plan);
     if contracts.is_empty() {
@@ -145,13 +226,23 @@ pub fn render_with(
     let several = contracts.len() > 1;
     // Shell words in build-variants.sh: a target is named after a file of the tree.
     let cmake_target = if several {
-        contracts.iter().map(|c| quote::shell_word(&target_of(&c.library))).collect::<Vec<_>>().join(" ")
+        contracts
+            .iter()
+            .map(|c| quote::shell_word(&target_of(&c.library)))
+            .collect::<Vec<_>>()
+            .join(" ")
     } else {
         quote::shell_word(&target_of(&lazy_name))
     };
     let contract_file = |c: &ContractFile| {
         if several {
-            format!("contract-{}.json", c.library.replace(|ch: char| !(ch.is_ascii_alphanumeric() || "._-".contains(ch)), "_"))
+            format!(
+                "contract-{}.json",
+                c.library.replace(
+                    |ch: char| !(ch.is_ascii_alphanumeric() || "._-".contains(ch)),
+                    "_"
+                )
+            )
         } else {
             "contract.json".to_string()
         }
@@ -162,15 +253,28 @@ pub fn render_with(
             .zip(&contracts)
             .map(|(l, c)| {
                 // A library without the payload in either build is checked as the slim variant.
-                let fixed = l.contract.as_ref().and_then(|c| c.carries_payload).is_some_and(|carries| !carries).then_some(&without);
+                let fixed = l
+                    .contract
+                    .as_ref()
+                    .and_then(|c| c.carries_payload)
+                    .is_some_and(|carries| !carries)
+                    .then_some(&without);
                 serde_json::json!({"file": l.path, "contract": contract_file(c), "fixed": fixed})
             })
             .collect()
     } else {
-        split.lazy_files.iter().map(|f| serde_json::json!({"file": f, "contract": "contract.json"})).collect()
+        split
+            .lazy_files
+            .iter()
+            .map(|f| serde_json::json!({"file": f, "contract": "contract.json"}))
+            .collect()
     };
     let contract_names: Vec<String> = contracts.iter().map(contract_file).collect();
-    let glue: Vec<&crate::analysis::verdict::Warning> = plan.warnings.iter().filter(|w| !w.examples.is_empty()).collect();
+    let glue: Vec<&crate::analysis::verdict::Warning> = plan
+        .warnings
+        .iter()
+        .filter(|w| !w.examples.is_empty())
+        .collect();
     let ctx = context! {
         tool_version => env!("CARGO_PKG_VERSION"),
         splitpkg_requirement => splitpkg_requirement(),
@@ -213,7 +317,10 @@ pub fn render_with(
         note_step => note.map(|n| crate::recipe::note::note_step(n, "$INSTALL").trim_end().to_string()).unwrap_or_default(),
     };
     let render = |name: &str| -> Result<String> {
-        let mut text = env.get_template(name).and_then(|t| t.render(&ctx)).map_err(|e| Error::failed(format!("rendering {name}"), e))?;
+        let mut text = env
+            .get_template(name)
+            .and_then(|t| t.render(&ctx))
+            .map_err(|e| Error::failed(format!("rendering {name}"), e))?;
         // trim_blocks eats the newline after a closing tag at the end of a template.
         if !text.ends_with('\n') {
             text.push('\n');
@@ -223,12 +330,21 @@ pub fn render_with(
 
     let mut contract_texts = Vec::new();
     for (c, name) in contracts.iter().zip(&contract_names) {
-        contract_texts.push((name.clone(), serde_json::to_string_pretty(c).map_err(|e| Error::failed("JSON", e))? + "\n"));
+        contract_texts.push((
+            name.clone(),
+            serde_json::to_string_pretty(c).map_err(|e| Error::failed("JSON", e))? + "\n",
+        ));
     }
     let mut files = Vec::new();
     for &f in formats {
         let dir = Path::new(f.dir());
-        let mut add = |name: &str, text: String, executable: bool| files.push(Generated { path: dir.join(name), text, executable });
+        let mut add = |name: &str, text: String, executable: bool| {
+            files.push(Generated {
+                path: dir.join(name),
+                text,
+                executable,
+            })
+        };
         match f {
             Format::RattlerBuild => {
                 add("recipe.yaml", render("recipe.yaml")?, false);
@@ -236,9 +352,21 @@ pub fn render_with(
             }
             Format::CondaBuild => {
                 add("meta.yaml", render("meta.yaml")?, false);
-                add("conda_build_config.yaml", render("conda_build_config.yaml")?, false);
-                add(&format!("install_{}.sh", o.core_name), render("install_core.sh")?, true);
-                add(&format!("install_{}.sh", o.lazy_name), render("install_lazy.sh")?, true);
+                add(
+                    "conda_build_config.yaml",
+                    render("conda_build_config.yaml")?,
+                    false,
+                );
+                add(
+                    &format!("install_{}.sh", o.core_name),
+                    render("install_core.sh")?,
+                    true,
+                );
+                add(
+                    &format!("install_{}.sh", o.lazy_name),
+                    render("install_lazy.sh")?,
+                    true,
+                );
             }
         }
         add("build-variants.sh", render("build-variants.sh")?, true);
@@ -266,12 +394,17 @@ fn to_value<T: Serialize>(v: &T) -> minijinja::Value {
         match v {
             serde_json::Value::Null => Value::from(()),
             serde_json::Value::Bool(b) => Value::from(b),
-            serde_json::Value::Number(n) => n.as_i64().map(Value::from).unwrap_or_else(|| Value::from(n.as_f64().unwrap_or(0.0))),
+            serde_json::Value::Number(n) => n
+                .as_i64()
+                .map(Value::from)
+                .unwrap_or_else(|| Value::from(n.as_f64().unwrap_or(0.0))),
             serde_json::Value::String(s) => Value::from(s),
             serde_json::Value::Array(a) => Value::from(a.into_iter().map(conv).collect::<Vec<_>>()),
-            serde_json::Value::Object(o) => {
-                Value::from(o.into_iter().map(|(k, v)| (k, conv(v))).collect::<std::collections::BTreeMap<String, Value>>())
-            }
+            serde_json::Value::Object(o) => Value::from(
+                o.into_iter()
+                    .map(|(k, v)| (k, conv(v)))
+                    .collect::<std::collections::BTreeMap<String, Value>>(),
+            ),
         }
     }
     conv(serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
@@ -282,11 +415,13 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
     for g in &emitted.files {
         // Contract file names come from the plan's library names: the one rule for input paths.
         let rel = g.path.to_string_lossy();
-        let path = crate::confine::join_inside(out, &rel).map_err(|e| Error::bad(out.display(), format!("not written: {e}")))?;
+        let path = crate::confine::join_inside(out, &rel)
+            .map_err(|e| Error::bad(out.display(), format!("not written: {e}")))?;
         crate::output::write_atomic(&path, g.text.as_bytes())?;
         if g.executable {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io(&path, e))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| Error::io(&path, e))?;
         }
     }
     Ok(())
@@ -301,7 +436,9 @@ pub use crate::sanitize as quote;
 /// the split with default options, and both recipe formats rendered. Whatever the plan says, a
 /// rendered file stays inside the output directory and no tree path reaches a recipe unchecked.
 pub fn fuzz_plan_json(data: &[u8]) {
-    let Ok(plan) = serde_json::from_slice::<Plan>(data) else { return };
+    let Ok(plan) = serde_json::from_slice::<Plan>(data) else {
+        return;
+    };
     let options = crate::recipe::split::SplitOptions {
         core_name: "libtorch".into(),
         lazy_name: "libtorch-cuda-linalg".into(),
@@ -315,17 +452,31 @@ pub fn fuzz_plan_json(data: &[u8]) {
         cuda_floor: None,
         external_depends: Vec::new(),
     };
-    let Ok(split) = Split::from_plan(&plan, options) else { return };
-    if let Ok(out) = render(&plan, &split, &[Format::RattlerBuild, Format::CondaBuild], "stage", "fuzz", "fuzz") {
+    let Ok(split) = Split::from_plan(&plan, options) else {
+        return;
+    };
+    if let Ok(out) = render(
+        &plan,
+        &split,
+        &[Format::RattlerBuild, Format::CondaBuild],
+        "stage",
+        "fuzz",
+        "fuzz",
+    ) {
         for f in &out.files {
             assert!(
-                f.path.components().all(|c| matches!(c, std::path::Component::Normal(_))),
+                f.path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_))),
                 "{} leaves the output directory",
                 f.path.display()
             );
         }
         for p in split.lazy_files.iter().chain(&split.payload_files) {
-            assert!(crate::recipe::split::check_recipe_path(p).is_ok(), "{p:?} reached a recipe unchecked");
+            assert!(
+                crate::recipe::split::check_recipe_path(p).is_ok(),
+                "{p:?} reached a recipe unchecked"
+            );
         }
     }
 }
@@ -384,31 +535,59 @@ mod tests {
     ];
 
     fn bash(script: &str, dir: &Path) -> String {
-        let o = Command::new("bash").arg("-c").arg(script).current_dir(dir).output().expect("run bash");
-        assert!(o.status.success(), "bash: {}", String::from_utf8_lossy(&o.stderr));
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir)
+            .output()
+            .expect("run bash");
+        assert!(
+            o.status.success(),
+            "bash: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8(o.stdout).unwrap()
     }
 
     #[test]
     fn shell_double_reads_back_literally_and_runs_nothing() {
         let d = tempfile::tempdir().unwrap();
-        let script: String = HOSTILE.iter().map(|s| format!("printf '%s\\0' \"{}\"\n", shell_double(s))).collect();
+        let script: String = HOSTILE
+            .iter()
+            .map(|s| format!("printf '%s\\0' \"{}\"\n", shell_double(s)))
+            .collect();
         let out = bash(&script, d.path());
         let back: Vec<&str> = out.split_terminator('\0').collect();
         assert_eq!(back, HOSTILE);
-        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "a name ran as code");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            0,
+            "a name ran as code"
+        );
     }
 
     #[test]
     fn yaml_quotes_read_back_literally() {
         // What check_recipe_path lets through (the filters are only ever given checked paths).
-        let checked: Vec<&str> = HOSTILE.iter().copied().filter(|s| check_recipe_path(s).is_ok()).collect();
-        let doc: String = checked.iter().map(|s| format!("- \"{}\"\n- {}\n", yaml_double(s), yaml_item(s))).collect();
+        let checked: Vec<&str> = HOSTILE
+            .iter()
+            .copied()
+            .filter(|s| check_recipe_path(s).is_ok())
+            .collect();
+        let doc: String = checked
+            .iter()
+            .map(|s| format!("- \"{}\"\n- {}\n", yaml_double(s), yaml_item(s)))
+            .collect();
         let back: Vec<String> = serde_yaml::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
         let want: Vec<&str> = checked.iter().flat_map(|s| [*s, *s]).collect();
         assert_eq!(back, want, "{doc}");
         // Plain where YAML reads the text back unchanged: recipes stay readable.
-        for s in ["lib/libtorch_cuda_linalg.so", "test -f \"$PREFIX/lib/x.so\"", "a:b", "a#b"] {
+        for s in [
+            "lib/libtorch_cuda_linalg.so",
+            "test -f \"$PREFIX/lib/x.so\"",
+            "a:b",
+            "a#b",
+        ] {
             assert_eq!(yaml_item(s), s);
         }
     }
@@ -418,8 +597,11 @@ mod tests {
         // bash pattern matching: every metacharacter of the name must match only itself.
         let d = tempfile::tempdir().unwrap();
         let siblings = |s: &str| -> Vec<String> {
-            let mut v: Vec<String> =
-                ["*", "?", "[", "]", "{", "}"].iter().filter(|m| s.contains(**m)).map(|m| s.replacen(m, "X", 1)).collect();
+            let mut v: Vec<String> = ["*", "?", "[", "]", "{", "}"]
+                .iter()
+                .filter(|m| s.contains(**m))
+                .map(|m| s.replacen(m, "X", 1))
+                .collect();
             v.push(format!("{s}x"));
             v
         };
@@ -427,7 +609,11 @@ mod tests {
         // pattern, with no further expansion.
         let mut script = String::from("shopt -u extglob\n");
         let test = |name: &str, glob: &str| {
-            format!("s=\"{}\" p=\"{}\"; [[ $s == $p ]] && printf 1 || printf 0\n", shell_double(name), shell_double(glob))
+            format!(
+                "s=\"{}\" p=\"{}\"; [[ $s == $p ]] && printf 1 || printf 0\n",
+                shell_double(name),
+                shell_double(glob)
+            )
         };
         for s in HOSTILE.iter().filter(|s| check_recipe_path(s).is_ok()) {
             let g = glob_literal(s);
@@ -448,18 +634,41 @@ mod tests {
     #[test]
     fn comments_are_inert_for_jinja_and_selectors() {
         let env = minijinja::Environment::new();
-        for s in HOSTILE.iter().copied().chain(["{{ 7*7 }}", "{% if x %}", "{# c #}", "# [win]", "a}}b{%c"]) {
+        for s in HOSTILE.iter().copied().chain([
+            "{{ 7*7 }}",
+            "{% if x %}",
+            "{# c #}",
+            "# [win]",
+            "a}}b{%c",
+        ]) {
             let c = comment(s);
-            assert!(!c.chars().any(|ch| ch.is_control() || "{}[]".contains(ch)), "{c:?}");
+            assert!(
+                !c.chars().any(|ch| ch.is_control() || "{}[]".contains(ch)),
+                "{c:?}"
+            );
             let line = format!("# {c}");
-            assert_eq!(env.render_str(&line, ()).unwrap(), line, "Jinja changed {c:?}");
-            assert_eq!(c.chars().count(), s.chars().count(), "one character for one: the comment stays recognisable");
+            assert_eq!(
+                env.render_str(&line, ()).unwrap(),
+                line,
+                "Jinja changed {c:?}"
+            );
+            assert_eq!(
+                c.chars().count(),
+                s.chars().count(),
+                "one character for one: the comment stays recognisable"
+            );
         }
     }
 
     #[test]
     fn recipe_paths_are_refused_by_rule() {
-        for ok in ["lib/libtorch_cuda_linalg.so", "torch/lib/libmagma.so.2", "lib/a b$c`d'e\"f: g.so", "lib/ünï.so", "a"] {
+        for ok in [
+            "lib/libtorch_cuda_linalg.so",
+            "torch/lib/libmagma.so.2",
+            "lib/a b$c`d'e\"f: g.so",
+            "lib/ünï.so",
+            "a",
+        ] {
             assert_eq!(check_recipe_path(ok), Ok(()), "{ok:?}");
         }
         for (bad, why) in [
@@ -507,7 +716,11 @@ mod tests {
         let plan = conda_prefix().plan();
         let split = split_of(&plan);
         let out = render(&plan, &split, BOTH, "stage", "tree", "splitpkg emit tree").unwrap();
-        let listed: Vec<(String, bool)> = out.files.iter().map(|g| (g.path.display().to_string(), g.executable)).collect();
+        let listed: Vec<(String, bool)> = out
+            .files
+            .iter()
+            .map(|g| (g.path.display().to_string(), g.executable))
+            .collect();
         let want: Vec<(String, bool)> = [
             ("rattler-build/recipe.yaml", false),
             ("rattler-build/variants.yaml", false),
@@ -527,13 +740,33 @@ mod tests {
         assert!(out.warnings.is_empty());
         let contract: ContractFile = serde_json::from_str(&out.files[3].text).unwrap();
         assert_eq!(Some(contract.clone()), ContractFile::from_plan(&plan));
-        assert_eq!((contract.library.as_str(), contract.loader_lookups.as_slice()), (LAZY, ["linalg_entry".to_string()].as_slice()));
+        assert_eq!(
+            (
+                contract.library.as_str(),
+                contract.loader_lookups.as_slice()
+            ),
+            (LAZY, ["linalg_entry".to_string()].as_slice())
+        );
         let recipe: serde_yaml::Value = serde_yaml::from_str(&out.files[0].text).unwrap();
-        let packages: Vec<&str> = recipe["outputs"].as_sequence().unwrap().iter().filter_map(|o| o["package"]["name"].as_str()).collect();
-        assert_eq!(packages, vec!["libtorch", "libtorch-cuda-linalg"], "{recipe:?}");
+        let packages: Vec<&str> = recipe["outputs"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(|o| o["package"]["name"].as_str())
+            .collect();
+        assert_eq!(
+            packages,
+            vec!["libtorch", "libtorch-cuda-linalg"],
+            "{recipe:?}"
+        );
         // Deterministic.
         let again = render(&plan, &split, BOTH, "stage", "tree", "splitpkg emit tree").unwrap();
-        assert!(out.files.iter().zip(&again.files).all(|(a, b)| a.path == b.path && a.text == b.text));
+        assert!(
+            out.files
+                .iter()
+                .zip(&again.files)
+                .all(|(a, b)| a.path == b.path && a.text == b.text)
+        );
         // One format alone writes only its directory.
         let rb = render(&plan, &split, &[Format::RattlerBuild], "stage", "tree", "c").unwrap();
         assert!(rb.files.iter().all(|g| g.path.starts_with("rattler-build")));
@@ -546,18 +779,33 @@ mod tests {
                     void set_magma_init_fn(void (*fn)(void)) { (void)fn; }\n";
         s.lib(
             "lib/libtorch_cuda.so",
-            &format!("{glue}{}", loader("torch_cuda_linalg_call", LAZY, "linalg_entry")),
+            &format!(
+                "{glue}{}",
+                loader("torch_cuda_linalg_call", LAZY, "linalg_entry")
+            ),
             &["lib/libtorch_cpu.so"],
         );
         let plan = s.plan();
         let split = split_of(&plan);
         assert!(split.has_glue);
         let out = render(&plan, &split, BOTH, "stage", "tree", "c").unwrap();
-        let notes: Vec<String> =
-            out.files.iter().filter(|g| g.path.ends_with("HAS_MAGMA.md")).map(|g| g.path.display().to_string()).collect();
-        assert_eq!(notes, vec!["rattler-build/HAS_MAGMA.md", "conda-build/HAS_MAGMA.md"]);
+        let notes: Vec<String> = out
+            .files
+            .iter()
+            .filter(|g| g.path.ends_with("HAS_MAGMA.md"))
+            .map(|g| g.path.display().to_string())
+            .collect();
+        assert_eq!(
+            notes,
+            vec!["rattler-build/HAS_MAGMA.md", "conda-build/HAS_MAGMA.md"]
+        );
         assert_eq!(out.warnings.len(), 1);
-        assert!(out.warnings[0].starts_with("MAGMA state is compiled into core files: with the nomagma variant"), "{}", out.warnings[0]);
+        assert!(
+            out.warnings[0]
+                .starts_with("MAGMA state is compiled into core files: with the nomagma variant"),
+            "{}",
+            out.warnings[0]
+        );
     }
 
     #[test]
@@ -568,12 +816,27 @@ mod tests {
         s.file("lib/unused.txt", b"");
         let plan = s.plan();
         let split = split_of(&plan);
-        assert!(split.payload_files.iter().any(|f| f == evil), "{:?}", split.payload_files);
-        let out = render(&plan, &split, BOTH, "stage", "in{{ 7*7 }}[win]\nput", "splitpkg emit {% x %} # [osx]").unwrap();
+        assert!(
+            split.payload_files.iter().any(|f| f == evil),
+            "{:?}",
+            split.payload_files
+        );
+        let out = render(
+            &plan,
+            &split,
+            BOTH,
+            "stage",
+            "in{{ 7*7 }}[win]\nput",
+            "splitpkg emit {% x %} # [osx]",
+        )
+        .unwrap();
         // The rattler-build recipe parses, and the payload exclusion is the literal glob.
         let recipe: serde_yaml::Value = serde_yaml::from_str(&out.files[0].text).unwrap();
         let text = serde_json::to_string(&recipe).unwrap();
-        assert!(text.contains(&serde_json::to_string(&glob_literal(evil)).unwrap()), "{text}");
+        assert!(
+            text.contains(&serde_json::to_string(&glob_literal(evil)).unwrap()),
+            "{text}"
+        );
         // Header comments carry the source and command without Jinja or selectors.
         for g in &out.files {
             for bad in ["{{ 7*7 }}", "[win]", "{% x %}", "[osx]"] {
@@ -583,8 +846,14 @@ mod tests {
         // A loader path that cannot be quoted everywhere is refused, naming it.
         let mut plan = plan;
         plan.lazy_library.as_mut().unwrap().loaded_by[0].from = "lib/x#y.so".into();
-        let err = render(&plan, &split, BOTH, "stage", "tree", "c").err().expect("refused").to_string();
-        assert!(err.contains("lib/x#y.so") && err.contains("cannot go into a generated recipe"), "{err}");
+        let err = render(&plan, &split, BOTH, "stage", "tree", "c")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("lib/x#y.so") && err.contains("cannot go into a generated recipe"),
+            "{err}"
+        );
     }
 
     /// U+2028/U+2029 are not control characters, so `check_recipe_path` lets them through, but
@@ -599,7 +868,11 @@ mod tests {
             }
             let doc = format!("- \"{}\"\n- {}\n", yaml_double(s), yaml_item(s));
             let back: Result<Vec<String>, _> = serde_yaml::from_str(&doc);
-            assert_eq!(back.map_err(|e| e.to_string()), Ok(vec![s.to_string(), s.to_string()]), "{s:?}");
+            assert_eq!(
+                back.map_err(|e| e.to_string()),
+                Ok(vec![s.to_string(), s.to_string()]),
+                "{s:?}"
+            );
         }
     }
 }

@@ -27,7 +27,13 @@ pub struct FeedstockOptions {
 /// Host dependencies of the staging output that the slim rebuild of the lazy library needs: the
 /// CUDA runtime, BLAS, solver and sparse headers its translation units include, and the CUDA
 /// version pin. Copied into the lazy output only when the staging lists them.
-const REBUILD_HOST: &[&str] = &["cuda-version", "cuda-cudart-dev", "libcublas-dev", "libcusolver-dev", "libcusparse-dev"];
+const REBUILD_HOST: &[&str] = &[
+    "cuda-version",
+    "cuda-cudart-dev",
+    "libcublas-dev",
+    "libcusolver-dev",
+    "libcusparse-dev",
+];
 
 /// One file of the feedstock, before and after.
 #[derive(Debug, Clone)]
@@ -52,8 +58,17 @@ impl Patch {
             .iter()
             .map(|c| {
                 let name = c.path.display().to_string();
-                let from = if c.before.is_some() { format!("a/{name}") } else { "/dev/null".to_string() };
-                unified_diff(c.before.as_deref().unwrap_or(""), &c.after, &from, &format!("b/{name}"))
+                let from = if c.before.is_some() {
+                    format!("a/{name}")
+                } else {
+                    "/dev/null".to_string()
+                };
+                unified_diff(
+                    c.before.as_deref().unwrap_or(""),
+                    &c.after,
+                    &from,
+                    &format!("b/{name}"),
+                )
             })
             .collect()
     }
@@ -65,7 +80,10 @@ impl Patch {
             let path = root.join(&c.path);
             let now = std::fs::read_to_string(&path).ok();
             if now != c.before {
-                return Err(Error::bad(path.display(), "changed while it was being patched; nothing written for it"));
+                return Err(Error::bad(
+                    path.display(),
+                    "changed while it was being patched; nothing written for it",
+                ));
             }
         }
         for c in &self.changes {
@@ -103,9 +121,16 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     let o = &split.options;
     let key_line = format!("{}:", o.variant_key);
     let have = [
-        recipe.items.iter().any(|it| Recipe::name_of(&it.value, "package").as_deref() == Some(&o.lazy_name)),
-        script_text.lines().any(|l| l.trim() == format!("{})", o.lazy_name)),
-        cbc_text.as_deref().is_some_and(|t| t.lines().any(|l| l.trim_end() == key_line)),
+        recipe
+            .items
+            .iter()
+            .any(|it| Recipe::name_of(&it.value, "package").as_deref() == Some(&o.lazy_name)),
+        script_text
+            .lines()
+            .any(|l| l.trim() == format!("{})", o.lazy_name)),
+        cbc_text
+            .as_deref()
+            .is_some_and(|t| t.lines().any(|l| l.trim_end() == key_line)),
     ];
     if have.iter().all(|h| *h) {
         return Ok(Patch::default());
@@ -131,9 +156,21 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).to_path_buf();
     Ok(Patch {
         changes: vec![
-            FileChange { path: rel(&files.recipe), before: Some(recipe_text), after: recipe_after },
-            FileChange { path: rel(&files.script), before: Some(script_text), after: script_after },
-            FileChange { path: rel(&files.cbc), before: cbc_text, after: cbc_after },
+            FileChange {
+                path: rel(&files.recipe),
+                before: Some(recipe_text),
+                after: recipe_after,
+            },
+            FileChange {
+                path: rel(&files.script),
+                before: Some(script_text),
+                after: script_after,
+            },
+            FileChange {
+                path: rel(&files.cbc),
+                before: cbc_text,
+                after: cbc_after,
+            },
         ],
     })
 }
@@ -149,16 +186,27 @@ fn locate(root: &Path) -> Result<Files> {
         return Err(Error::bad(root.display(), why));
     }
     if !root.join(".ci_support").is_dir() {
-        return Err(Error::bad(root.display(), "no .ci_support/: expected a feedstock root (recipe/ and .ci_support/)"));
+        return Err(Error::bad(
+            root.display(),
+            "no .ci_support/: expected a feedstock root (recipe/ and .ci_support/)",
+        ));
     }
-    Ok(Files { recipe, script: root.join("recipe/build.sh"), cbc: root.join("recipe/conda_build_config.yaml") })
+    Ok(Files {
+        recipe,
+        script: root.join("recipe/build.sh"),
+        cbc: root.join("recipe/conda_build_config.yaml"),
+    })
 }
 
 fn read(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let text = String::from_utf8(bytes).map_err(|_| Error::bad(path.display(), "not UTF-8 text"))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| Error::bad(path.display(), "not UTF-8 text"))?;
     if text.contains('\r') {
-        return Err(Error::bad(path.display(), "has CR line endings; expected a Unix text file"));
+        return Err(Error::bad(
+            path.display(),
+            "has CR line endings; expected a Unix text file",
+        ));
     }
     Ok(text)
 }
@@ -198,9 +246,13 @@ struct Shape {
 
 impl Recipe {
     fn parse(path: &Path, text: &str) -> Result<Recipe> {
-        let doc: Value = serde_yaml::from_str(text).map_err(|e| Error::bad(path.display(), format!("not YAML: {e}")))?;
+        let doc: Value = serde_yaml::from_str(text)
+            .map_err(|e| Error::bad(path.display(), format!("not YAML: {e}")))?;
         if doc.get("schema_version").and_then(Value::as_u64) != Some(1) {
-            return Err(Error::bad(path.display(), "expected a v1 recipe (schema_version: 1)"));
+            return Err(Error::bad(
+                path.display(),
+                "expected a v1 recipe (schema_version: 1)",
+            ));
         }
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
         let outputs = lines.iter().position(|l| l.trim_end() == "outputs:").ok_or_else(|| {
@@ -211,21 +263,37 @@ impl Recipe {
             .filter(|&i| lines[i].trim_start().starts_with("- "))
             .ok_or_else(|| Error::bad(path.display(), "outputs: is not a block list"))?;
         let dash = indent(&lines[first]);
-        let end = (first..lines.len()).find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) < dash).unwrap_or(lines.len());
-        let starts: Vec<usize> = (first..end).filter(|&i| indent(&lines[i]) == dash && lines[i].trim_start().starts_with("- ")).collect();
+        let end = (first..lines.len())
+            .find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) < dash)
+            .unwrap_or(lines.len());
+        let starts: Vec<usize> = (first..end)
+            .filter(|&i| indent(&lines[i]) == dash && lines[i].trim_start().starts_with("- "))
+            .collect();
         let mut items = Vec::new();
         for (n, &s) in starts.iter().enumerate() {
             let e = starts.get(n + 1).copied().unwrap_or(end);
             let body: String = (s..e)
                 .map(|i| {
-                    let l = if i == s { format!("{}  {}", " ".repeat(dash), &lines[i][dash + 2..]) } else { lines[i].clone() };
+                    let l = if i == s {
+                        format!("{}  {}", " ".repeat(dash), &lines[i][dash + 2..])
+                    } else {
+                        lines[i].clone()
+                    };
                     let cut = indent(&l).min(dash + 2);
                     format!("{}\n", &l[cut..])
                 })
                 .collect();
-            let value: Value = serde_yaml::from_str(&body)
-                .map_err(|e| Error::bad(path.display(), format!("output at line {} is not YAML: {e}", s + 1)))?;
-            items.push(Item { start: s, end: e, value });
+            let value: Value = serde_yaml::from_str(&body).map_err(|e| {
+                Error::bad(
+                    path.display(),
+                    format!("output at line {} is not YAML: {e}", s + 1),
+                )
+            })?;
+            items.push(Item {
+                start: s,
+                end: e,
+                value,
+            });
         }
         Ok(Recipe { lines, dash, items })
     }
@@ -248,13 +316,23 @@ impl Recipe {
                 ),
             )
         };
-        let core =
-            self.items.iter().position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name)).ok_or_else(expected)?;
+        let core = self
+            .items
+            .iter()
+            .position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name))
+            .ok_or_else(expected)?;
         let cv = &self.items[core].value;
-        let staging =
-            cv.get("inherit").and_then(|i| i.as_str().map(str::to_string).or_else(|| i.get("from")?.as_str().map(str::to_string)));
+        let staging = cv.get("inherit").and_then(|i| {
+            i.as_str()
+                .map(str::to_string)
+                .or_else(|| i.get("from")?.as_str().map(str::to_string))
+        });
         let staging = staging.ok_or_else(expected)?;
-        let st = self.items.iter().find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging)).ok_or_else(expected)?;
+        let st = self
+            .items
+            .iter()
+            .find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging))
+            .ok_or_else(expected)?;
         let test = (self.items[core].start..self.items[core].end)
             .find(|&i| self.lines[i].trim() == format!("- {lib_short}"))
             .ok_or_else(expected)?;
@@ -263,15 +341,26 @@ impl Recipe {
             && self.lines[test - 1].trim() == "then:"
             && self.lines[test - 2].trim_start().starts_with("- if:")
             && indent(&self.lines[test - 1]) == indent(&self.lines[test - 2]) + 2
-            && self.lines.get(test + 1).is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
+            && self
+                .lines
+                .get(test + 1)
+                .is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
         {
-            let c = self.lines[test - 2].trim_start()["- if:".len()..].trim().to_string();
+            let c = self.lines[test - 2].trim_start()["- if:".len()..]
+                .trim()
+                .to_string();
             ((test - 2, test), Some(c))
         } else {
             ((test, test), None)
         };
         if cond.as_deref().is_some_and(|c| c.contains('#')) {
-            return Err(Error::bad(path.display(), format!("line {}: a comment after the condition; expected `- if: COND`", test - 1)));
+            return Err(Error::bad(
+                path.display(),
+                format!(
+                    "line {}: a comment after the condition; expected `- if: COND`",
+                    test - 1
+                ),
+            ));
         }
 
         let script = cv.get("build").and_then(|b| b.get("script")).ok_or_else(|| {
@@ -280,7 +369,11 @@ impl Recipe {
                 format!("output {}: expected build.script with `file:` and `env:` (the staged build script)", o.core_name),
             )
         })?;
-        let script_file = script.get("file").and_then(Value::as_str).unwrap_or_default().to_string();
+        let script_file = script
+            .get("file")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let env = script.get("env").and_then(Value::as_mapping);
         let stage = env.and_then(|m| m.iter().find(|(_, v)| v.as_str() == Some(&o.core_name)));
         let (Some((stage_var, _)), true) = (stage, script_file == "build") else {
@@ -301,7 +394,11 @@ impl Recipe {
             .map(|(k, v)| format!("{k}: {v}"))
             .collect();
 
-        let build_string = cv.get("build").and_then(|b| b.get("string")).and_then(Value::as_str).unwrap_or_default();
+        let build_string = cv
+            .get("build")
+            .and_then(|b| b.get("string"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let build_keys_expr = build_string.strip_suffix("_${{ hash }}_${{ build_number }}").ok_or_else(|| {
             Error::bad(
                 path.display(),
@@ -321,8 +418,15 @@ impl Recipe {
         };
         let name = |s: &str| s.split_whitespace().next().unwrap_or_default().to_string();
         let st_host = strings_at(&st.value, &["requirements", "host"]);
-        let payload_devel: Vec<String> =
-            st_host.iter().filter(|h| o.payload_packages.iter().any(|p| name(h).starts_with(p.as_str()))).map(|h| name(h)).collect();
+        let payload_devel: Vec<String> = st_host
+            .iter()
+            .filter(|h| {
+                o.payload_packages
+                    .iter()
+                    .any(|p| name(h).starts_with(p.as_str()))
+            })
+            .map(|h| name(h))
+            .collect();
         if payload_devel.is_empty() {
             return Err(Error::bad(
                 path.display(),
@@ -347,20 +451,32 @@ impl Recipe {
                 .into_iter()
                 .filter(|b| b.starts_with("${{ compiler(") || b.starts_with("${{ stdlib("))
                 .collect(),
-            host: st_host.iter().filter(|h| REBUILD_HOST.contains(&name(h).as_str())).cloned().collect(),
+            host: st_host
+                .iter()
+                .filter(|h| REBUILD_HOST.contains(&name(h).as_str()))
+                .cloned()
+                .collect(),
             payload_devel,
             build_keys_expr: build_keys_expr.to_string(),
         })
     }
 
     /// Lines that add the payload packages to an output's `ignore_run_exports.by_name`.
-    fn ignore_payload(&self, path: &Path, item: &Item, split: &Split) -> Result<(usize, Vec<String>)> {
+    fn ignore_payload(
+        &self,
+        path: &Path,
+        item: &Item,
+        split: &Split,
+    ) -> Result<(usize, Vec<String>)> {
         let o = &split.options;
         let field = self.dash + 2;
         let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
         let name = Self::name_of(&item.value, "package").unwrap_or_default();
         let Some(req) = find_key(&self.lines, item.start, item.end, field, "requirements") else {
-            return Err(Error::bad(path.display(), format!("output {name}: expected a requirements: section")));
+            return Err(Error::bad(
+                path.display(),
+                format!("output {name}: expected a requirements: section"),
+            ));
         };
         let req_end = block_end(&self.lines, req, field, item.end);
         let why = pad(
@@ -373,31 +489,62 @@ impl Recipe {
             ),
         );
         let ire = find_key(&self.lines, req, req_end, field + 2, "ignore_run_exports");
-        let by_name = ire.and_then(|i| find_key(&self.lines, i, block_end(&self.lines, i, field + 2, req_end), field + 4, "by_name"));
+        let by_name = ire.and_then(|i| {
+            find_key(
+                &self.lines,
+                i,
+                block_end(&self.lines, i, field + 2, req_end),
+                field + 4,
+                "by_name",
+            )
+        });
         Ok(match (ire, by_name) {
             (_, Some(bn)) => {
                 let bn_end = block_end(&self.lines, bn, field + 4, req_end);
-                let at = (bn + 1..bn_end).find(|&i| !blank_or_comment(&self.lines[i])).map(|i| indent(&self.lines[i])).unwrap_or(field + 6);
+                let at = (bn + 1..bn_end)
+                    .find(|&i| !blank_or_comment(&self.lines[i]))
+                    .map(|i| indent(&self.lines[i]))
+                    .unwrap_or(field + 6);
                 let mut l = vec![pad(at, why.trim())];
-                l.extend(o.payload_packages.iter().map(|p| pad(at, &format!("- {p}"))));
+                l.extend(
+                    o.payload_packages
+                        .iter()
+                        .map(|p| pad(at, &format!("- {p}"))),
+                );
                 (last_content(&self.lines, bn, bn_end) + 1, l)
             }
             (None, None) => {
-                let mut l = vec![pad(field + 2, "ignore_run_exports:"), pad(field + 4, "by_name:"), pad(field + 6, why.trim())];
-                l.extend(o.payload_packages.iter().map(|p| pad(field + 6, &format!("- {p}"))));
+                let mut l = vec![
+                    pad(field + 2, "ignore_run_exports:"),
+                    pad(field + 4, "by_name:"),
+                    pad(field + 6, why.trim()),
+                ];
+                l.extend(
+                    o.payload_packages
+                        .iter()
+                        .map(|p| pad(field + 6, &format!("- {p}"))),
+                );
                 (last_content(&self.lines, req, req_end) + 1, l)
             }
             (Some(_), None) => {
                 return Err(Error::bad(
                     path.display(),
-                    format!("output {name}: ignore_run_exports without by_name:; expected a by_name list"),
+                    format!(
+                        "output {name}: ignore_run_exports without by_name:; expected a by_name list"
+                    ),
                 ));
             }
         })
     }
 
     /// The recipe with the core output edited and the lazy output added after it.
-    fn patched(&self, path: &Path, split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Result<String> {
+    fn patched(
+        &self,
+        path: &Path,
+        split: &Split,
+        opts: &FeedstockOptions,
+        shape: &Shape,
+    ) -> Result<String> {
         let o = &split.options;
         let core = &self.items[shape.core];
         let field = self.dash + 2;
@@ -405,17 +552,30 @@ impl Recipe {
         let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
 
         // libtorch depends on the lazy output (either variant) where the library exists.
-        let req = find_key(&self.lines, core.start, core.end, field, "requirements")
-            .ok_or_else(|| Error::bad(path.display(), format!("output {}: expected a requirements: section", o.core_name)))?;
+        let req = find_key(&self.lines, core.start, core.end, field, "requirements").ok_or_else(
+            || {
+                Error::bad(
+                    path.display(),
+                    format!("output {}: expected a requirements: section", o.core_name),
+                )
+            },
+        )?;
         let req_end = block_end(&self.lines, req, field, core.end);
         let spec = split.same_build(&o.lazy_name);
         let dep_lines = |at: usize| match &shape.cond {
-            Some(c) => vec![pad(at, &format!("- if: {c}")), pad(at + 2, "then:"), pad(at + 4, &format!("- {spec}"))],
+            Some(c) => vec![
+                pad(at, &format!("- if: {c}")),
+                pad(at + 2, "then:"),
+                pad(at + 4, &format!("- {spec}")),
+            ],
             None => vec![pad(at, &format!("- {spec}"))],
         };
         let mut run_lines = vec![pad(
             field + 4,
-            &format!("# {} comes from {} (either variant), added by `splitpkg feedstock`", opts.lazy_library, o.lazy_name),
+            &format!(
+                "# {} comes from {} (either variant), added by `splitpkg feedstock`",
+                opts.lazy_library, o.lazy_name
+            ),
         )];
         match find_key(&self.lines, req, req_end, field + 2, "run") {
             Some(run) => {
@@ -434,7 +594,8 @@ impl Recipe {
         // every other output built from the staging (pytorch has libmagma-devel in its host too,
         // and the lazy output's magma variant in its host through the core) ignore it.
         for (n, item) in self.items.iter().enumerate() {
-            let inherits = item.value.get("inherit").and_then(Value::as_str) == Some(shape.staging.as_str());
+            let inherits =
+                item.value.get("inherit").and_then(Value::as_str) == Some(shape.staging.as_str());
             if n == shape.core || inherits {
                 inserts.push(self.ignore_payload(path, item, split)?);
             }
@@ -443,13 +604,20 @@ impl Recipe {
         // The new output, after the core output (before the next output's banner comment).
         let mut at = core.end;
         while at > core.start + 1
-            && (blank_or_comment(&self.lines[at - 1]) && indent(&self.lines[at - 1]) <= self.dash || self.lines[at - 1].trim().is_empty())
+            && (blank_or_comment(&self.lines[at - 1]) && indent(&self.lines[at - 1]) <= self.dash
+                || self.lines[at - 1].trim().is_empty())
         {
             at -= 1;
         }
         let block = render_output(split, opts, shape)?;
         let mut l = vec![String::new()];
-        l.extend(block.lines().map(|s| if s.is_empty() { String::new() } else { pad(self.dash, s) }));
+        l.extend(block.lines().map(|s| {
+            if s.is_empty() {
+                String::new()
+            } else {
+                pad(self.dash, s)
+            }
+        }));
         inserts.push((at, l));
 
         // Assemble: every insert is at an index of the original lines; the moved test entry is
@@ -501,13 +669,21 @@ fn render_output(split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Resul
         forbid => split.forbid_payload(),
         ignore_by_name => shape.ignore_by_name.iter().filter(|n| !o.payload_packages.contains(n)).cloned().collect::<Vec<_>>(),
     };
-    env.get_template("feedstock-output.yaml").and_then(|t| t.render(&ctx)).map_err(|e| Error::failed("rendering the feedstock output", e))
+    env.get_template("feedstock-output.yaml")
+        .and_then(|t| t.render(&ctx))
+        .map_err(|e| Error::failed("rendering the feedstock output", e))
 }
 
 /// build.sh: the core stage stops installing the library, the stage that links the Python
 /// package's `lib/` to `$PREFIX/lib` checks the library is a link there, and a new stage installs
 /// the variant.
-fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Result<String> {
+fn patch_script(
+    path: &Path,
+    text: &str,
+    split: &Split,
+    opts: &FeedstockOptions,
+    shape: &Shape,
+) -> Result<String> {
     let o = &split.options;
     let lines: Vec<&str> = text.lines().collect();
     let var = &shape.stage_var;
@@ -515,24 +691,56 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
         .iter()
         .position(|l| {
             let t = l.trim();
-            [format!("case ${{{var}}} in"), format!("case \"${{{var}}}\" in"), format!("case ${var} in"), format!("case \"${var}\" in")]
-                .contains(&t.to_string())
+            [
+                format!("case ${{{var}}} in"),
+                format!("case \"${{{var}}}\" in"),
+                format!("case ${var} in"),
+                format!("case \"${var}\" in"),
+            ]
+            .contains(&t.to_string())
         })
-        .ok_or_else(|| Error::bad(path.display(), format!("expected `case ${{{var}}} in` selecting the stage the recipe sets")))?;
+        .ok_or_else(|| {
+            Error::bad(
+                path.display(),
+                format!("expected `case ${{{var}}} in` selecting the stage the recipe sets"),
+            )
+        })?;
     let esac = (case..lines.len())
         .find(|&i| lines[i].trim() == "esac" && indent(lines[i]) == indent(lines[case]))
-        .ok_or_else(|| Error::bad(path.display(), format!("line {}: `case ${{{var}}}` without a matching esac", case + 1)))?;
+        .ok_or_else(|| {
+            Error::bad(
+                path.display(),
+                format!(
+                    "line {}: `case ${{{var}}}` without a matching esac",
+                    case + 1
+                ),
+            )
+        })?;
     let arm_indent = indent(lines[case]) + 2;
     let arms: Vec<usize> = (case + 1..esac)
-        .filter(|&i| indent(lines[i]) == arm_indent && lines[i].trim().ends_with(')') && !lines[i].trim().starts_with('#'))
+        .filter(|&i| {
+            indent(lines[i]) == arm_indent
+                && lines[i].trim().ends_with(')')
+                && !lines[i].trim().starts_with('#')
+        })
         .collect();
-    let arm_end = |start: usize| (start + 1..esac).find(|&i| lines[i].trim() == ";;" && indent(lines[i]) <= arm_indent + 2).unwrap_or(esac);
-    let core_arm = *arms.iter().find(|&&i| lines[i].trim() == format!("{})", o.core_name)).ok_or_else(|| {
-        Error::bad(
-            path.display(),
-            format!("no `{})` arm in `case ${{{var}}}`; expected the stage that installs {}", o.core_name, o.core_name),
-        )
-    })?;
+    let arm_end = |start: usize| {
+        (start + 1..esac)
+            .find(|&i| lines[i].trim() == ";;" && indent(lines[i]) <= arm_indent + 2)
+            .unwrap_or(esac)
+    };
+    let core_arm = *arms
+        .iter()
+        .find(|&&i| lines[i].trim() == format!("{})", o.core_name))
+        .ok_or_else(|| {
+            Error::bad(
+                path.display(),
+                format!(
+                    "no `{})` arm in `case ${{{var}}}`; expected the stage that installs {}",
+                    o.core_name, o.core_name
+                ),
+            )
+        })?;
     let core_end = arm_end(core_arm);
     // The directory the core stage installs from: `mv DIR/lib/* ${PREFIX}/lib/`.
     let torch_dir = (core_arm..core_end)
@@ -557,7 +765,10 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
     let body = arm_indent + 2;
     let pad = |s: &str| format!("{}{s}", " ".repeat(body));
     let mut core_add = vec![
-        pad(&format!("# {lib} is the {} output's (added by `splitpkg feedstock`)", o.lazy_name)),
+        pad(&format!(
+            "# {lib} is the {} output's (added by `splitpkg feedstock`)",
+            o.lazy_name
+        )),
         pad(&format!("rm -f ${{PREFIX}}/lib/{lib}")),
     ];
     if let Some(core_file) = &opts.dlopen_note {
@@ -595,9 +806,21 @@ fn patch_script(path: &Path, text: &str, split: &Split, opts: &FeedstockOptions,
             })
         })
         .map_err(|e| Error::failed("rendering the build.sh stage", e))?;
-    let new_arm: Vec<String> =
-        stage.lines().map(|s| if s.is_empty() { String::new() } else { format!("{}{s}", " ".repeat(arm_indent)) }).collect();
-    let default_arm = arms.iter().copied().find(|&i| lines[i].trim() == "*)").unwrap_or(esac);
+    let new_arm: Vec<String> = stage
+        .lines()
+        .map(|s| {
+            if s.is_empty() {
+                String::new()
+            } else {
+                format!("{}{s}", " ".repeat(arm_indent))
+            }
+        })
+        .collect();
+    let default_arm = arms
+        .iter()
+        .copied()
+        .find(|&i| lines[i].trim() == "*)")
+        .unwrap_or(esac);
 
     let mut inserts: Vec<(usize, Vec<String>)> = vec![(core_end, core_add), (default_arm, new_arm)];
     inserts.extend(link_check);
@@ -637,16 +860,31 @@ fn patch_cbc(text: Option<&str>, split: &Split) -> String {
 }
 
 fn with_variant(split: &Split) -> &str {
-    split.variants.iter().find(|v| v.with_payload).map(|v| v.name.as_str()).unwrap_or_default()
+    split
+        .variants
+        .iter()
+        .find(|v| v.with_payload)
+        .map(|v| v.name.as_str())
+        .unwrap_or_default()
 }
 
 fn without_variant(split: &Split) -> &str {
-    split.variants.iter().find(|v| !v.with_payload).map(|v| v.name.as_str()).unwrap_or_default()
+    split
+        .variants
+        .iter()
+        .find(|v| !v.with_payload)
+        .map(|v| v.name.as_str())
+        .unwrap_or_default()
 }
 
 /// `libtorch_cuda_linalg.so` → `torch_cuda_linalg` (what `package_contents: lib:` lists).
 fn lib_short(lib: &str) -> String {
-    lib.strip_prefix("lib").unwrap_or(lib).split(".so").next().unwrap_or_default().to_string()
+    lib.strip_prefix("lib")
+        .unwrap_or(lib)
+        .split(".so")
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn indent(l: &str) -> usize {
@@ -660,17 +898,24 @@ fn blank_or_comment(l: &str) -> bool {
 
 /// The line `key:` at exactly `col` within `from..to`.
 fn find_key(lines: &[String], from: usize, to: usize, col: usize, key: &str) -> Option<usize> {
-    (from..to).find(|&i| indent(&lines[i]) == col && lines[i].trim_end().trim_start() == format!("{key}:"))
+    (from..to).find(|&i| {
+        indent(&lines[i]) == col && lines[i].trim_end().trim_start() == format!("{key}:")
+    })
 }
 
 /// The end (exclusive) of the block that starts at `start` with its key at `col`.
 fn block_end(lines: &[String], start: usize, col: usize, limit: usize) -> usize {
-    (start + 1..limit).find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) <= col).unwrap_or(limit)
+    (start + 1..limit)
+        .find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) <= col)
+        .unwrap_or(limit)
 }
 
 /// The last line of `from..to` with content.
 fn last_content(lines: &[String], from: usize, to: usize) -> usize {
-    (from..to).rev().find(|&i| !blank_or_comment(&lines[i])).unwrap_or(from)
+    (from..to)
+        .rev()
+        .find(|&i| !blank_or_comment(&lines[i]))
+        .unwrap_or(from)
 }
 
 /// Every string of a requirement list, inside `if:`/`then:`/`else:` branches too.
@@ -678,7 +923,11 @@ fn flat_strings(v: &Value) -> Vec<String> {
     match v {
         Value::String(s) => vec![s.clone()],
         Value::Sequence(items) => items.iter().flat_map(flat_strings).collect(),
-        Value::Mapping(m) => ["then", "else"].iter().filter_map(|k| m.get(*k)).flat_map(flat_strings).collect(),
+        Value::Mapping(m) => ["then", "else"]
+            .iter()
+            .filter_map(|k| m.get(*k))
+            .flat_map(flat_strings)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -694,7 +943,11 @@ pub fn unified_diff(a: &str, b: &str, from: &str, to: &str) -> String {
     let mut lcs = vec![vec![0u32; m + 1]; n + 1];
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            lcs[i][j] = if x[i] == y[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+            lcs[i][j] = if x[i] == y[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
         }
     }
     // (tag, a index, b index): ' ' same, '-' only in a, '+' only in b.
@@ -714,7 +967,12 @@ pub fn unified_diff(a: &str, b: &str, from: &str, to: &str) -> String {
         }
     }
     let mut out = format!("--- {from}\n+++ {to}\n");
-    let changed: Vec<usize> = ops.iter().enumerate().filter(|(_, o)| o.0 != ' ').map(|(k, _)| k).collect();
+    let changed: Vec<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.0 != ' ')
+        .map(|(k, _)| k)
+        .collect();
     let mut k = 0;
     while k < changed.len() {
         let start = changed[k].saturating_sub(3);
@@ -729,8 +987,18 @@ pub fn unified_diff(a: &str, b: &str, from: &str, to: &str) -> String {
         let b_start = hunk[0].2;
         let a_len = hunk.iter().filter(|o| o.0 != '+').count();
         let b_len = hunk.iter().filter(|o| o.0 != '-').count();
-        let range = |s: usize, l: usize| if l == 0 { format!("{s},0") } else { format!("{},{l}", s + 1) };
-        out.push_str(&format!("@@ -{} +{} @@\n", range(a_start, a_len), range(b_start, b_len)));
+        let range = |s: usize, l: usize| {
+            if l == 0 {
+                format!("{s},0")
+            } else {
+                format!("{},{l}", s + 1)
+            }
+        };
+        out.push_str(&format!(
+            "@@ -{} +{} @@\n",
+            range(a_start, a_len),
+            range(b_start, b_len)
+        ));
         for &(t, ai, bj) in hunk {
             let line = if t == '+' { y[bj] } else { x[ai] };
             out.push_str(&format!("{t}{line}\n"));

@@ -23,7 +23,12 @@ pub struct Resolution {
 }
 
 /// Resolve `facts`' NEEDED libraries (the library at `path`) and check its strong imports.
-pub fn resolve(path: &Path, view: &ElfView<'_>, facts: &ElfFacts, lib_dirs: &[PathBuf]) -> Resolution {
+pub fn resolve(
+    path: &Path,
+    view: &ElfView<'_>,
+    facts: &ElfFacts,
+    lib_dirs: &[PathBuf],
+) -> Resolution {
     let dirs = search_dirs(path, facts, lib_dirs);
     let kind = (view.ctx.container, view.header.e_machine);
     let mut maps = Vec::new();
@@ -34,7 +39,10 @@ pub fn resolve(path: &Path, view: &ElfView<'_>, facts: &ElfFacts, lib_dirs: &[Pa
             None => out.not_found.push(name.clone()),
         }
     }
-    let symbols: Vec<_> = maps.iter().filter_map(|m| ElfView::parse(m).ok()?.dynamic_symbols(None).ok()).collect();
+    let symbols: Vec<_> = maps
+        .iter()
+        .filter_map(|m| ElfView::parse(m).ok()?.dynamic_symbols(None).ok())
+        .collect();
     for (name, bind) in facts.symbols.undefined_names() {
         if bind == goblin::elf::sym::STB_WEAK {
             continue;
@@ -51,7 +59,10 @@ pub fn resolve(path: &Path, view: &ElfView<'_>, facts: &ElfFacts, lib_dirs: &[Pa
 
 /// The directories searched, in order (see the module documentation).
 fn search_dirs(path: &Path, facts: &ElfFacts, lib_dirs: &[PathBuf]) -> Vec<PathBuf> {
-    let origin = std::fs::canonicalize(path).ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or_default();
+    let origin = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
     let mut dirs: Vec<PathBuf> = lib_dirs.to_vec();
     dirs.push(origin.clone());
     // ld.so ignores DT_RPATH when DT_RUNPATH is present.
@@ -72,15 +83,32 @@ fn search_dirs(path: &Path, facts: &ElfFacts, lib_dirs: &[PathBuf]) -> Vec<PathB
 fn system_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(rd) = std::fs::read_dir("/etc/ld.so.conf.d") {
-        let mut confs: Vec<PathBuf> =
-            rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "conf")).collect();
+        let mut confs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+            .collect();
         confs.sort();
         for c in confs {
-            let Ok(text) = file::read_text(&c, file::Links::Follow, 1 << 20, "ld.so.conf") else { continue };
-            dirs.extend(text.lines().map(str::trim).filter(|l| l.starts_with('/')).map(PathBuf::from));
+            let Ok(text) = file::read_text(&c, file::Links::Follow, 1 << 20, "ld.so.conf") else {
+                continue;
+            };
+            dirs.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| l.starts_with('/'))
+                    .map(PathBuf::from),
+            );
         }
     }
-    for d in ["/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib"] {
+    for d in [
+        "/lib64",
+        "/usr/lib64",
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib",
+        "/usr/lib",
+    ] {
         dirs.push(PathBuf::from(d));
     }
     dirs
@@ -90,6 +118,8 @@ fn system_dirs() -> Vec<PathBuf> {
 /// same class and machine (it skips anything else and goes on searching).
 fn loadable(p: &Path, kind: (goblin::container::Container, u16)) -> Option<memmap2::Mmap> {
     let map = crate::input::map_file(p).ok()?;
-    let same = ElfView::parse(&map).ok().is_some_and(|v| (v.ctx.container, v.header.e_machine) == kind);
+    let same = ElfView::parse(&map)
+        .ok()
+        .is_some_and(|v| (v.ctx.container, v.header.e_machine) == kind);
     same.then_some(map)
 }

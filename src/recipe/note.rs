@@ -41,8 +41,14 @@ impl NoteStep {
         for l in plan.all_lazy() {
             for s in &l.loaded_by {
                 let soname = Tree::file_name(&s.name).to_string();
-                let feature = feature.map(str::to_string).unwrap_or_else(|| feature_from_names(Tree::file_name(&s.from), &soname));
-                let call = NoteCall { loader: s.from.clone(), soname, feature };
+                let feature = feature
+                    .map(str::to_string)
+                    .unwrap_or_else(|| feature_from_names(Tree::file_name(&s.from), &soname));
+                let call = NoteCall {
+                    loader: s.from.clone(),
+                    soname,
+                    feature,
+                };
                 if !calls.contains(&call) {
                     calls.push(call);
                 }
@@ -50,8 +56,17 @@ impl NoteStep {
         }
         calls.sort_by(|a, b| (&a.loader, &a.soname).cmp(&(&b.loader, &b.soname)));
         let variants: Vec<&str> = split.variants.iter().map(|v| v.name.as_str()).collect();
-        let description = format!("{} ({} build), packaged as {}", plan.options.dep, variants.join(" or "), split.options.lazy_name);
-        NoteStep { calls, priority: Priority::Required, description }
+        let description = format!(
+            "{} ({} build), packaged as {}",
+            plan.options.dep,
+            variants.join(" or "),
+            split.options.lazy_name
+        );
+        NoteStep {
+            calls,
+            priority: Priority::Required,
+            description,
+        }
     }
 }
 
@@ -65,7 +80,13 @@ fn stem(name: &str) -> &str {
 pub fn feature_from_names(loader: &str, lazy: &str) -> String {
     let (l, z) = (stem(loader), stem(lazy));
     match z.strip_prefix(l).map(|r| r.trim_start_matches(['_', '-'])) {
-        Some(rest) if !rest.is_empty() && z.len() > l.len() && z.as_bytes()[l.len()].is_ascii_punctuation() => rest.to_string(),
+        Some(rest)
+            if !rest.is_empty()
+                && z.len() > l.len()
+                && z.as_bytes()[l.len()].is_ascii_punctuation() =>
+        {
+            rest.to_string()
+        }
         _ => z.to_string(),
     }
 }
@@ -97,16 +118,29 @@ mod tests {
 
     #[test]
     fn features_from_file_names() {
-        assert_eq!(feature_from_names("libtorch_cuda.so", "libtorch_cuda_linalg.so"), "linalg");
-        assert_eq!(feature_from_names("libfoo_core.so", "libfoo_providers_a.so"), "foo_providers_a");
-        assert_eq!(feature_from_names("libtorch_cuda.so.2", "libtorch_cuda-linalg.so.2"), "linalg");
+        assert_eq!(
+            feature_from_names("libtorch_cuda.so", "libtorch_cuda_linalg.so"),
+            "linalg"
+        );
+        assert_eq!(
+            feature_from_names("libfoo_core.so", "libfoo_providers_a.so"),
+            "foo_providers_a"
+        );
+        assert_eq!(
+            feature_from_names("libtorch_cuda.so.2", "libtorch_cuda-linalg.so.2"),
+            "linalg"
+        );
         assert_eq!(feature_from_names("libx.so", "libxy.so"), "xy");
     }
 
     #[test]
     fn the_step_quotes_what_it_names() {
         let step = NoteStep {
-            calls: vec![NoteCall { loader: "lib/lib$x.so".into(), soname: "libz.so".into(), feature: "linalg".into() }],
+            calls: vec![NoteCall {
+                loader: "lib/lib$x.so".into(),
+                soname: "libz.so".into(),
+                feature: "linalg".into(),
+            }],
             priority: Priority::Required,
             description: "magma (magma or nomagma build)".into(),
         };

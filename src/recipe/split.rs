@@ -103,15 +103,32 @@ impl Split {
             )));
         }
         let variants = variants_for(&plan.options.dep, &options.prefer)?;
-        let files = |role| plan.outputs.iter().find(|o| o.role == role).map(|o| o.files.clone()).unwrap_or_default();
-        let payload_static = plan.payload.files.iter().any(|f| f.form == PayloadForm::Static);
+        let files = |role| {
+            plan.outputs
+                .iter()
+                .find(|o| o.role == role)
+                .map(|o| o.files.clone())
+                .unwrap_or_default()
+        };
+        let payload_static = plan
+            .payload
+            .files
+            .iter()
+            .any(|f| f.form == PayloadForm::Static);
         Ok(Split {
             variants,
             payload_static,
             lazy_files: files(Role::Lazy),
             payload_files: files(Role::Payload),
-            install_prefix: if plan.input.kind == TreeKind::Wheel { site_packages_for(&plan.input.path) } else { String::new() },
-            has_glue: plan.warnings.iter().any(|w| w.kind() == WarningKind::CoreState),
+            install_prefix: if plan.input.kind == TreeKind::Wheel {
+                site_packages_for(&plan.input.path)
+            } else {
+                String::new()
+            },
+            has_glue: plan
+                .warnings
+                .iter()
+                .any(|w| w.kind() == WarningKind::CoreState),
             options,
         })
         .and_then(|split| {
@@ -135,7 +152,8 @@ impl Split {
         };
         split.validate_names(dep)?;
         for f in &split.lazy_files {
-            check_recipe_path(f).map_err(|why| Error::Usage(format!("--lazy {lazy_library:?}: {why}")))?;
+            check_recipe_path(f)
+                .map_err(|why| Error::Usage(format!("--lazy {lazy_library:?}: {why}")))?;
         }
         Ok(split)
     }
@@ -147,19 +165,43 @@ impl Split {
     fn validate(&self, input: &str, dep: &str) -> Result<()> {
         self.validate_names(dep)?;
         let o = &self.options;
-        let version_ok =
-            |v: &str| v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'!')) && !v.starts_with('.');
+        let version_ok = |v: &str| {
+            v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'!'))
+                && !v.starts_with('.')
+        };
         if o.version.is_empty() || !version_ok(&o.version) {
-            return Err(Error::Usage(format!("--version {:?}: a conda version is letters, digits, '_', '.', '+' and '!'", o.version)));
+            return Err(Error::Usage(format!(
+                "--version {:?}: a conda version is letters, digits, '_', '.', '+' and '!'",
+                o.version
+            )));
         }
         if !version_ok(&o.payload_version) {
-            return Err(Error::bad(input, format!("payload version {:?} is not a conda version", o.payload_version)));
+            return Err(Error::bad(
+                input,
+                format!(
+                    "payload version {:?} is not a conda version",
+                    o.payload_version
+                ),
+            ));
         }
-        if !o.build_keys.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')) {
-            return Err(Error::Usage(format!("--build-keys {:?}: a build string is letters, digits, '_' and '.'", o.build_keys)));
+        if !o
+            .build_keys
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        {
+            return Err(Error::Usage(format!(
+                "--build-keys {:?}: a build string is letters, digits, '_' and '.'",
+                o.build_keys
+            )));
         }
         for f in self.lazy_files.iter().chain(&self.payload_files) {
-            check_recipe_path(f).map_err(|why| Error::bad(format!("{input}:{f}"), format!("cannot go into a generated recipe: {why}")))?;
+            check_recipe_path(f).map_err(|why| {
+                Error::bad(
+                    format!("{input}:{f}"),
+                    format!("cannot go into a generated recipe: {why}"),
+                )
+            })?;
         }
         Ok(())
     }
@@ -169,7 +211,9 @@ impl Split {
         let o = &self.options;
         let name_ok = |n: &str| {
             !n.is_empty()
-                && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-' | b'.'))
+                && n.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-' | b'.')
+                })
                 && !n.starts_with(['.', '-'])
         };
         for (flag, n) in [("--core-name", &o.core_name), ("--lazy-name", &o.lazy_name)] {
@@ -187,32 +231,52 @@ impl Split {
             }
         }
         if o.core_name == o.lazy_name {
-            return Err(Error::Usage(format!("--core-name and --lazy-name are both {:?}", o.core_name)));
+            return Err(Error::Usage(format!(
+                "--core-name and --lazy-name are both {:?}",
+                o.core_name
+            )));
         }
         let ident = |k: &str| {
-            k.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            k.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
                 && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         };
         if !ident(&o.variant_key) {
-            return Err(Error::Usage(format!("--variant-key {:?}: a variant key is an identifier (letters, digits, '_')", o.variant_key)));
+            return Err(Error::Usage(format!(
+                "--variant-key {:?}: a variant key is an identifier (letters, digits, '_')",
+                o.variant_key
+            )));
         }
         if !ident(dep) {
-            return Err(Error::Usage(format!("--dep {dep:?}: the component name names the variants and must be an identifier")));
+            return Err(Error::Usage(format!(
+                "--dep {dep:?}: the component name names the variants and must be an identifier"
+            )));
         }
         Ok(())
     }
 
     pub fn preferred(&self) -> &Variant {
-        self.variants.iter().find(|v| v.preferred).expect("one preferred variant")
+        self.variants
+            .iter()
+            .find(|v| v.preferred)
+            .expect("one preferred variant")
     }
 
     pub fn non_preferred(&self) -> &Variant {
-        self.variants.iter().find(|v| !v.preferred).expect("one non-preferred variant")
+        self.variants
+            .iter()
+            .find(|v| !v.preferred)
+            .expect("one non-preferred variant")
     }
 
     /// `cuda130_` or empty: the build-string prefix shared by every package of the split.
     fn key_prefix(&self) -> String {
-        if self.options.build_keys.is_empty() { String::new() } else { format!("{}_", self.options.build_keys) }
+        if self.options.build_keys.is_empty() {
+            String::new()
+        } else {
+            format!("{}_", self.options.build_keys)
+        }
     }
 
     /// A match spec for `name` at exactly this version and these build keys, any variant.
@@ -232,7 +296,11 @@ impl Split {
 
     /// `libmagma <0.0a0` for every payload package: what nomagma constrains.
     pub fn forbid_payload(&self) -> Vec<String> {
-        self.options.payload_packages.iter().map(|p| format!("{p} <0.0a0")).collect()
+        self.options
+            .payload_packages
+            .iter()
+            .map(|p| format!("{p} <0.0a0"))
+            .collect()
     }
 
     /// The magma variant's payload dependencies, pinned to the host's minor version (what
@@ -245,7 +313,11 @@ impl Split {
             return self.options.payload_packages.clone();
         }
         let (lo, hi) = minor_range(&self.options.payload_version);
-        self.options.payload_packages.iter().map(|p| format!("{p} >={lo},<{hi}")).collect()
+        self.options
+            .payload_packages
+            .iter()
+            .map(|p| format!("{p} >={lo},<{hi}"))
+            .collect()
     }
 
     /// Track feature rattler-build writes for `down_prioritize_variant: 1` (`{name}-p-0`); the
@@ -267,7 +339,12 @@ impl Split {
         let mut out = vec![PackageModel {
             name: o.core_name.clone(),
             version: o.version.clone(),
-            build: format!("{}h{}_{}", self.key_prefix(), short_hash(&[&o.core_name, &o.build_keys]), o.build_number),
+            build: format!(
+                "{}h{}_{}",
+                self.key_prefix(),
+                short_hash(&[&o.core_name, &o.build_keys]),
+                o.build_number
+            ),
             build_number: o.build_number,
             depends: core_depends,
             constrains: Vec::new(),
@@ -293,11 +370,19 @@ impl Split {
             out.push(PackageModel {
                 name: o.lazy_name.clone(),
                 version: o.version.clone(),
-                build: self.lazy_build_string(&v.name, &format!("h{}", short_hash(&hashed)), &o.build_number.to_string()),
+                build: self.lazy_build_string(
+                    &v.name,
+                    &format!("h{}", short_hash(&hashed)),
+                    &o.build_number.to_string(),
+                ),
                 build_number: o.build_number,
                 depends,
                 constrains,
-                track_features: if v.preferred { Vec::new() } else { vec![self.track_feature()] },
+                track_features: if v.preferred {
+                    Vec::new()
+                } else {
+                    vec![self.track_feature()]
+                },
                 variant: Some(v.clone()),
             });
         }
@@ -331,7 +416,11 @@ impl Split {
         let name = crate::input::Tree::file_name(tree_path);
         let stem = name.split(".so").next().unwrap_or(name);
         let packages = &self.options.payload_packages;
-        packages.iter().find(|p| p.replace('-', "_") == stem).or_else(|| packages.first()).map(String::as_str)
+        packages
+            .iter()
+            .find(|p| p.replace('-', "_") == stem)
+            .or_else(|| packages.first())
+            .map(String::as_str)
     }
 
     /// The variant a build string of the lazy package names (`cuda130_nomagma_h…_0` → nomagma).
@@ -352,11 +441,21 @@ fn variants_for(dep: &str, prefer: &str) -> Result<Vec<Variant>> {
     let without = crate::analysis::payload::slim_variant(dep);
     let with = dep.to_string();
     if prefer != with && prefer != without {
-        return Err(Error::Usage(format!("--prefer must be {with} or {without}, not {prefer}")));
+        return Err(Error::Usage(format!(
+            "--prefer must be {with} or {without}, not {prefer}"
+        )));
     }
     Ok(vec![
-        Variant { name: with.clone(), with_payload: true, preferred: prefer == with },
-        Variant { name: without.clone(), with_payload: false, preferred: prefer == without },
+        Variant {
+            name: with.clone(),
+            with_payload: true,
+            preferred: prefer == with,
+        },
+        Variant {
+            name: without.clone(),
+            with_payload: false,
+            preferred: prefer == without,
+        },
     ])
 }
 
@@ -379,7 +478,9 @@ pub fn standin_package(name: &str, version: &str) -> PackageModel {
 /// reads as `magma`, and a payload of several components, `cublas_cudnn`, spans two tokens).
 pub fn variant_in_build<'a>(variants: &'a [Variant], build: &str) -> Option<&'a Variant> {
     let bounded = format!("_{build}_");
-    variants.iter().find(|v| bounded.contains(&format!("_{}_", v.name)))
+    variants
+        .iter()
+        .find(|v| bounded.contains(&format!("_{}_", v.name)))
 }
 
 /// The build-string glob that selects one variant of the lazy package: `*nomagma*` when no other
@@ -399,7 +500,10 @@ pub fn variant_glob(variant: &str, others: &[&str], key_prefix_empty: bool) -> S
 /// when the tag says nothing.
 fn site_packages_for(wheel: &str) -> String {
     let name = crate::input::Tree::file_name(wheel);
-    let tag = name.split('-').find_map(|p| p.strip_prefix("cp").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit())));
+    let tag = name.split('-').find_map(|p| {
+        p.strip_prefix("cp")
+            .filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit()))
+    });
     match tag {
         Some(d) => format!("lib/python{}.{}/site-packages/", &d[..1], &d[1..]),
         None => "lib/python3/site-packages/".to_string(),
@@ -432,7 +536,10 @@ pub fn check_recipe_path(p: &str) -> std::result::Result<(), String> {
     if p.contains('#') {
         return Err("'#' (conda-build selectors)".into());
     }
-    if let Some(d) = ["{{", "{%", "{#", "}}", "%}", "#}"].iter().find(|d| p.contains(**d)) {
+    if let Some(d) = ["{{", "{%", "{#", "}}", "%}", "#}"]
+        .iter()
+        .find(|d| p.contains(**d))
+    {
         return Err(format!("Jinja delimiter {d:?}"));
     }
     Ok(())
@@ -455,7 +562,11 @@ pub fn short_hash(parts: &[&str]) -> String {
         h.update([0]);
     }
     let d = h.finalize();
-    d.iter().take(4).map(|b| format!("{b:02x}")).collect::<String>()[..7].to_string()
+    d.iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()[..7]
+        .to_string()
 }
 
 /// The payload version, when a payload library in the plan names it (`libmagma.so.2.8.0` → `2.8.0`).
@@ -467,10 +578,16 @@ pub fn payload_version(plan: &Plan) -> String {
         .filter_map(|f| {
             let name = crate::input::Tree::file_name(&f.path);
             let v = name.split(".so.").nth(1)?;
-            crate::version::parse(v).is_some_and(|p| p.len() >= 2).then(|| v.to_string())
+            crate::version::parse(v)
+                .is_some_and(|p| p.len() >= 2)
+                .then(|| v.to_string())
         })
         // The highest version; of equal ones (`2.8`, `2.8.0`) the longer spelling.
-        .max_by(|a, b| crate::version::compare(a, b).unwrap_or(std::cmp::Ordering::Equal).then(a.len().cmp(&b.len())))
+        .max_by(|a, b| {
+            crate::version::compare(a, b)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.len().cmp(&b.len()))
+        })
         .unwrap_or_default()
 }
 
@@ -479,7 +596,11 @@ pub fn payload_version(plan: &Plan) -> String {
 /// (`libcudnn.so.9` → `cudnn`), or `lib<component>` when the tree holds its payload itself or the
 /// table does not know the provider. In the order of the components, each once.
 pub fn default_payload_packages(plan: &Plan) -> Vec<String> {
-    let components: Vec<String> = if plan.options.deps.is_empty() { vec![plan.options.dep.clone()] } else { plan.options.deps.clone() };
+    let components: Vec<String> = if plan.options.deps.is_empty() {
+        vec![plan.options.dep.clone()]
+    } else {
+        plan.options.deps.clone()
+    };
     let mut out: Vec<String> = Vec::new();
     let mut add = |p: String| {
         if !out.contains(&p) {
@@ -488,14 +609,22 @@ pub fn default_payload_packages(plan: &Plan) -> Vec<String> {
     };
     for c in &components {
         let spec = crate::analysis::payload::PayloadSpec::for_dep(c, &[]);
-        let files: Vec<_> = plan.payload.files.iter().filter(|f| spec.is_payload_library(crate::input::Tree::file_name(&f.path))).collect();
+        let files: Vec<_> = plan
+            .payload
+            .files
+            .iter()
+            .filter(|f| spec.is_payload_library(crate::input::Tree::file_name(&f.path)))
+            .collect();
         let known: Vec<String> = files
             .iter()
             .filter(|f| f.form == PayloadForm::External)
             .filter_map(|f| f.provider.as_ref().and_then(|p| p.conda.clone()))
             .collect();
         let in_tree_or_unknown = files.is_empty()
-            || files.iter().any(|f| f.form != PayloadForm::External || f.provider.as_ref().is_none_or(|p| p.conda.is_none()));
+            || files.iter().any(|f| {
+                f.form != PayloadForm::External
+                    || f.provider.as_ref().is_none_or(|p| p.conda.is_none())
+            });
         for k in known {
             add(k);
         }
@@ -542,23 +671,73 @@ mod tests {
     #[test]
     fn variant_tokens() {
         let vs = vec![
-            Variant { name: "magma".into(), with_payload: true, preferred: true },
-            Variant { name: "nomagma".into(), with_payload: false, preferred: false },
+            Variant {
+                name: "magma".into(),
+                with_payload: true,
+                preferred: true,
+            },
+            Variant {
+                name: "nomagma".into(),
+                with_payload: false,
+                preferred: false,
+            },
         ];
-        assert_eq!(variant_in_build(&vs, "cuda130_nomagma_h1234567_0").unwrap().name, "nomagma");
-        assert_eq!(variant_in_build(&vs, "cuda130_magma_h1234567_0").unwrap().name, "magma");
+        assert_eq!(
+            variant_in_build(&vs, "cuda130_nomagma_h1234567_0")
+                .unwrap()
+                .name,
+            "nomagma"
+        );
+        assert_eq!(
+            variant_in_build(&vs, "cuda130_magma_h1234567_0")
+                .unwrap()
+                .name,
+            "magma"
+        );
         assert!(variant_in_build(&vs, "cuda130_h1234567_0").is_none());
         let two = vec![
-            Variant { name: "cublas_cudnn".into(), with_payload: true, preferred: true },
-            Variant { name: "nocublas_cudnn".into(), with_payload: false, preferred: false },
+            Variant {
+                name: "cublas_cudnn".into(),
+                with_payload: true,
+                preferred: true,
+            },
+            Variant {
+                name: "nocublas_cudnn".into(),
+                with_payload: false,
+                preferred: false,
+            },
         ];
-        assert_eq!(variant_in_build(&two, "cuda13_nocublas_cudnn_h1234567_0").unwrap().name, "nocublas_cudnn");
-        assert_eq!(variant_in_build(&two, "cuda13_cublas_cudnn_h1234567_0").unwrap().name, "cublas_cudnn");
-        assert_eq!(variant_in_build(&two, "cublas_cudnn_h1234567_0").unwrap().name, "cublas_cudnn");
+        assert_eq!(
+            variant_in_build(&two, "cuda13_nocublas_cudnn_h1234567_0")
+                .unwrap()
+                .name,
+            "nocublas_cudnn"
+        );
+        assert_eq!(
+            variant_in_build(&two, "cuda13_cublas_cudnn_h1234567_0")
+                .unwrap()
+                .name,
+            "cublas_cudnn"
+        );
+        assert_eq!(
+            variant_in_build(&two, "cublas_cudnn_h1234567_0")
+                .unwrap()
+                .name,
+            "cublas_cudnn"
+        );
         assert!(variant_in_build(&two, "cuda13_cublas_h1234567_0").is_none());
-        assert_eq!(variant_glob("nomagma", &["magma", "nomagma"], false), "*nomagma*");
-        assert_eq!(variant_glob("magma", &["magma", "nomagma"], false), "*_magma_*");
-        assert_eq!(variant_glob("magma", &["magma", "nomagma"], true), "magma_*");
+        assert_eq!(
+            variant_glob("nomagma", &["magma", "nomagma"], false),
+            "*nomagma*"
+        );
+        assert_eq!(
+            variant_glob("magma", &["magma", "nomagma"], false),
+            "*_magma_*"
+        );
+        assert_eq!(
+            variant_glob("magma", &["magma", "nomagma"], true),
+            "magma_*"
+        );
     }
 
     #[test]
@@ -576,7 +755,9 @@ mod rules {
     use std::str::FromStr;
 
     use rattler_conda_types::package::BuildString;
-    use rattler_conda_types::{MatchSpec, Matches, PackageName, PackageRecord, ParseStrictness, VersionWithSource};
+    use rattler_conda_types::{
+        MatchSpec, Matches, PackageName, PackageRecord, ParseStrictness, VersionWithSource,
+    };
 
     use super::*;
     use crate::analysis::plan::Plan;
@@ -602,7 +783,8 @@ mod rules {
         PackageRecord::new(
             PackageName::from_str(name).unwrap(),
             VersionWithSource::from_str(version).unwrap(),
-            BuildString::from_str(build).unwrap_or_else(|e| panic!("{build:?} is not a valid build string: {e}")),
+            BuildString::from_str(build)
+                .unwrap_or_else(|e| panic!("{build:?} is not a valid build string: {e}")),
         )
     }
 
@@ -611,12 +793,17 @@ mod rules {
     }
 
     fn spec(s: &str) -> MatchSpec {
-        MatchSpec::from_str(s, ParseStrictness::Strict).unwrap_or_else(|e| panic!("{s:?} does not parse strictly: {e}"))
+        MatchSpec::from_str(s, ParseStrictness::Strict)
+            .unwrap_or_else(|e| panic!("{s:?} does not parse strictly: {e}"))
     }
 
     /// Whether any spec of `specs` names `r`'s package, and all of those match it.
     fn allows(specs: &[String], r: &PackageRecord) -> bool {
-        specs.iter().map(|s| spec(s)).filter(|m| m.name.matches(&r.name)).all(|m| m.matches(r))
+        specs
+            .iter()
+            .map(|s| spec(s))
+            .filter(|m| m.name.matches(&r.name))
+            .all(|m| m.matches(r))
     }
 
     #[test]
@@ -624,41 +811,93 @@ mod rules {
         let plan = conda_prefix().plan();
         let split = Split::from_plan(&plan, options(&plan, "magma", "cuda126")).unwrap();
         let pkgs = split.packages();
-        let names: Vec<(&str, Option<&str>)> =
-            pkgs.iter().map(|p| (p.name.as_str(), p.variant.as_ref().map(|v| v.name.as_str()))).collect();
-        assert_eq!(names, vec![("libtorch", None), ("libtorch-cuda-linalg", Some("magma")), ("libtorch-cuda-linalg", Some("nomagma"))]);
+        let names: Vec<(&str, Option<&str>)> = pkgs
+            .iter()
+            .map(|p| (p.name.as_str(), p.variant.as_ref().map(|v| v.name.as_str())))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("libtorch", None),
+                ("libtorch-cuda-linalg", Some("magma")),
+                ("libtorch-cuda-linalg", Some("nomagma"))
+            ]
+        );
         let (core, magma, nomagma) = (&pkgs[0], &pkgs[1], &pkgs[2]);
         // Core depends on the lazy package at its version and keys, either variant.
         assert_eq!(core.depends.len(), 1);
-        assert!(spec(&core.depends[0]).matches(&of(magma)) && spec(&core.depends[0]).matches(&of(nomagma)));
+        assert!(
+            spec(&core.depends[0]).matches(&of(magma))
+                && spec(&core.depends[0]).matches(&of(nomagma))
+        );
         let skewed = record("libtorch-cuda-linalg", "2.5.2", &magma.build);
-        let other_keys = record("libtorch-cuda-linalg", "2.5.1", &magma.build.replace("cuda126_", "cuda118_"));
-        assert!(!spec(&core.depends[0]).matches(&skewed) && !spec(&core.depends[0]).matches(&other_keys));
+        let other_keys = record(
+            "libtorch-cuda-linalg",
+            "2.5.1",
+            &magma.build.replace("cuda126_", "cuda118_"),
+        );
+        assert!(
+            !spec(&core.depends[0]).matches(&skewed)
+                && !spec(&core.depends[0]).matches(&other_keys)
+        );
         // Each lazy build constrains core the same way back.
         for lazy in [magma, nomagma] {
             assert!(allows(&lazy.constrains, &of(core)), "{:?}", lazy.constrains);
-            assert!(!allows(&lazy.constrains, &record("libtorch", "2.5.2", &core.build)));
+            assert!(!allows(
+                &lazy.constrains,
+                &record("libtorch", "2.5.2", &core.build)
+            ));
         }
         // magma needs libmagma from the host's minor series; nomagma allows no libmagma at all.
         let libmagma = |v: &str| of(&split.payload_package("libmagma", v));
-        assert!(allows(&magma.depends, &libmagma("2.8.0")) && allows(&magma.depends, &libmagma("2.8.9")));
-        assert!(!allows(&magma.depends, &libmagma("2.9.0")) && !allows(&magma.depends, &libmagma("2.7.2")));
+        assert!(
+            allows(&magma.depends, &libmagma("2.8.0"))
+                && allows(&magma.depends, &libmagma("2.8.9"))
+        );
+        assert!(
+            !allows(&magma.depends, &libmagma("2.9.0"))
+                && !allows(&magma.depends, &libmagma("2.7.2"))
+        );
         for v in ["0.0.1", "2.8.0", "99"] {
-            assert!(!allows(&nomagma.constrains, &libmagma(v)), "nomagma must forbid libmagma {v}");
-            assert!(allows(&magma.constrains, &libmagma(v)), "magma does not constrain libmagma");
+            assert!(
+                !allows(&nomagma.constrains, &libmagma(v)),
+                "nomagma must forbid libmagma {v}"
+            );
+            assert!(
+                allows(&magma.constrains, &libmagma(v)),
+                "magma does not constrain libmagma"
+            );
         }
         assert!(nomagma.depends.is_empty());
         // Preference through track_features only: same build number, the other variant weighed down.
         assert_eq!((magma.build_number, nomagma.build_number), (0, 0));
         assert!(magma.track_features.is_empty());
         assert_eq!(nomagma.track_features, vec!["libtorch-cuda-linalg-p-0"]);
-        let flipped = Split::from_plan(&plan, options(&plan, "nomagma", "cuda126")).unwrap().packages();
-        assert_eq!((flipped[1].track_features.len(), flipped[2].track_features.len()), (1, 0));
+        let flipped = Split::from_plan(&plan, options(&plan, "nomagma", "cuda126"))
+            .unwrap()
+            .packages();
+        assert_eq!(
+            (
+                flipped[1].track_features.len(),
+                flipped[2].track_features.len()
+            ),
+            (1, 0)
+        );
         // The preference changes track_features, so it changes the file name (a name never
         // changes meaning, issue 23); the default preference keeps the names it always had.
-        assert_ne!(flipped[1].build, magma.build, "a flipped preference is part of the build hash");
-        assert_ne!(flipped[2].build, nomagma.build, "a flipped preference is part of the build hash");
-        assert_eq!(split.packages()[1].build, magma.build, "the default names do not move");
+        assert_ne!(
+            flipped[1].build, magma.build,
+            "a flipped preference is part of the build hash"
+        );
+        assert_ne!(
+            flipped[2].build, nomagma.build,
+            "a flipped preference is part of the build hash"
+        );
+        assert_eq!(
+            split.packages()[1].build,
+            magma.build,
+            "the default names do not move"
+        );
     }
 
     #[test]
@@ -666,17 +905,41 @@ mod rules {
         let plan = conda_prefix().plan();
         for keys in ["cuda126", ""] {
             let split = Split::from_plan(&plan, options(&plan, "magma", keys)).unwrap();
-            let lazy: Vec<PackageModel> = split.packages().into_iter().filter(|p| p.variant.is_some()).collect();
+            let lazy: Vec<PackageModel> = split
+                .packages()
+                .into_iter()
+                .filter(|p| p.variant.is_some())
+                .collect();
             for v in &split.variants {
                 let glob = split.variant_glob(&v.name);
                 let m = spec(&format!("libtorch-cuda-linalg * {glob}"));
-                let hits: Vec<&str> =
-                    lazy.iter().filter(|p| m.matches(&of(p))).map(|p| p.variant.as_ref().unwrap().name.as_str()).collect();
-                assert_eq!(hits, vec![v.name.as_str()], "keys {keys:?}: {glob} selects {hits:?}");
-                assert_eq!(split.variant_of_build(&lazy.iter().find(|p| p.variant.as_ref() == Some(v)).unwrap().build), Some(v));
+                let hits: Vec<&str> = lazy
+                    .iter()
+                    .filter(|p| m.matches(&of(p)))
+                    .map(|p| p.variant.as_ref().unwrap().name.as_str())
+                    .collect();
+                assert_eq!(
+                    hits,
+                    vec![v.name.as_str()],
+                    "keys {keys:?}: {glob} selects {hits:?}"
+                );
+                assert_eq!(
+                    split.variant_of_build(
+                        &lazy
+                            .iter()
+                            .find(|p| p.variant.as_ref() == Some(v))
+                            .unwrap()
+                            .build
+                    ),
+                    Some(v)
+                );
             }
             for p in &lazy {
-                assert!(p.build.starts_with(&split.key_prefix()), "{} starts with the keys", p.build);
+                assert!(
+                    p.build.starts_with(&split.key_prefix()),
+                    "{} starts with the keys",
+                    p.build
+                );
             }
         }
     }
@@ -687,36 +950,78 @@ mod rules {
         let split = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap();
         assert!(split.payload_static);
         assert!(split.payload_depends().is_empty());
-        assert!(split.packages()[1].depends.is_empty(), "MAGMA is inside the library");
+        assert!(
+            split.packages()[1].depends.is_empty(),
+            "MAGMA is inside the library"
+        );
         assert_eq!(split.install_prefix, "", "a directory tree keeps its paths");
         assert_eq!(split.lazy_files, vec!["torch/lib/libtorch_cuda_linalg.so"]);
         assert!(split.payload_files.is_empty());
         plan.input.kind = TreeKind::Wheel;
         for (wheel, prefix) in [
-            ("/x/torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl", "lib/python3.11/site-packages/"),
-            ("torch-1.10.0-cp39-cp39-manylinux1_x86_64.whl", "lib/python3.9/site-packages/"),
+            (
+                "/x/torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                "lib/python3.11/site-packages/",
+            ),
+            (
+                "torch-1.10.0-cp39-cp39-manylinux1_x86_64.whl",
+                "lib/python3.9/site-packages/",
+            ),
             ("torch-0.1-py3-none-any.whl", "lib/python3/site-packages/"),
         ] {
             plan.input.path = wheel.into();
             let split = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap();
-            assert_eq!(split.install_path("torch/lib/x.so"), format!("{prefix}torch/lib/x.so"));
+            assert_eq!(
+                split.install_path("torch/lib/x.so"),
+                format!("{prefix}torch/lib/x.so")
+            );
         }
     }
 
     #[test]
     fn only_a_confined_plan_with_sound_names_is_split() {
         let mut plan = conda_layout().plan();
-        let err = Split::from_plan(&plan, options(&plan, "both", "")).unwrap_err().to_string();
-        assert!(err.contains("--prefer must be magma or nomagma, not both"), "{err}");
+        let err = Split::from_plan(&plan, options(&plan, "both", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--prefer must be magma or nomagma, not both"),
+            "{err}"
+        );
         for (edit, flag) in [
-            (&(|o: &mut SplitOptions| o.core_name = "../escape".into()) as &dyn Fn(&mut SplitOptions), "--core-name"),
-            (&|o: &mut SplitOptions| o.lazy_name = "Lib".into(), "--lazy-name"),
-            (&|o: &mut SplitOptions| o.lazy_name = "libtorch".into(), "--core-name and --lazy-name"),
-            (&|o: &mut SplitOptions| o.payload_packages = vec!["lib magma".into()], "--payload-package"),
-            (&|o: &mut SplitOptions| o.version = "1.0/../x".into(), "--version"),
-            (&|o: &mut SplitOptions| o.version = String::new(), "--version"),
-            (&|o: &mut SplitOptions| o.build_keys = "cu$(id)".into(), "--build-keys"),
-            (&|o: &mut SplitOptions| o.variant_key = "1key".into(), "--variant-key"),
+            (
+                &(|o: &mut SplitOptions| o.core_name = "../escape".into())
+                    as &dyn Fn(&mut SplitOptions),
+                "--core-name",
+            ),
+            (
+                &|o: &mut SplitOptions| o.lazy_name = "Lib".into(),
+                "--lazy-name",
+            ),
+            (
+                &|o: &mut SplitOptions| o.lazy_name = "libtorch".into(),
+                "--core-name and --lazy-name",
+            ),
+            (
+                &|o: &mut SplitOptions| o.payload_packages = vec!["lib magma".into()],
+                "--payload-package",
+            ),
+            (
+                &|o: &mut SplitOptions| o.version = "1.0/../x".into(),
+                "--version",
+            ),
+            (
+                &|o: &mut SplitOptions| o.version = String::new(),
+                "--version",
+            ),
+            (
+                &|o: &mut SplitOptions| o.build_keys = "cu$(id)".into(),
+                "--build-keys",
+            ),
+            (
+                &|o: &mut SplitOptions| o.variant_key = "1key".into(),
+                "--variant-key",
+            ),
         ] {
             let mut o = options(&plan, "magma", "");
             edit(&mut o);
@@ -724,21 +1029,47 @@ mod rules {
             assert!(err.contains(flag), "{flag}: {err}");
         }
         // A tree path no quoting makes inert everywhere is refused, naming it.
-        let lazy = plan.outputs.iter_mut().find(|o| o.role == Role::Lazy).unwrap();
+        let lazy = plan
+            .outputs
+            .iter_mut()
+            .find(|o| o.role == Role::Lazy)
+            .unwrap();
         lazy.files.push("lib/{{ x }}.so".into());
-        let err = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap_err().to_string();
-        assert!(err.contains("lib/{{ x }}.so") && err.contains("Jinja delimiter"), "{err}");
+        let err = Split::from_plan(&plan, options(&plan, "magma", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("lib/{{ x }}.so") && err.contains("Jinja delimiter"),
+            "{err}"
+        );
         // Not confined: no split at all.
         plan.verdict = crate::analysis::verdict::Verdict::NotConfined;
-        let err = Split::from_plan(&plan, options(&plan, "magma", "")).unwrap_err().to_string();
-        assert!(err.contains("is NOT CONFINED: there is no safe split"), "{err}");
+        let err = Split::from_plan(&plan, options(&plan, "magma", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is NOT CONFINED: there is no safe split"),
+            "{err}"
+        );
     }
 
     #[test]
     fn payload_version_and_package_come_from_the_file_names() {
-        assert_eq!(payload_version(&conda_prefix().plan()), "2.8.0", "libmagma.so.2.8.0");
-        assert_eq!(payload_version(&conda_layout().plan()), "", "libmagma.so.2 names no minor version");
-        assert_eq!(payload_version(&wheel_layout().plan()), "", "no payload library");
+        assert_eq!(
+            payload_version(&conda_prefix().plan()),
+            "2.8.0",
+            "libmagma.so.2.8.0"
+        );
+        assert_eq!(
+            payload_version(&conda_layout().plan()),
+            "",
+            "libmagma.so.2 names no minor version"
+        );
+        assert_eq!(
+            payload_version(&wheel_layout().plan()),
+            "",
+            "no payload library"
+        );
         let plan = conda_prefix().plan();
         let mut o = options(&plan, "magma", "");
         o.payload_packages = vec!["libmagma".into(), "libmagma-sparse".into()];
@@ -751,13 +1082,23 @@ mod rules {
         ] {
             assert_eq!(split.payload_package_for(path), Some(pkg), "{path}");
         }
-        assert_eq!(split.forbid_payload(), vec!["libmagma <0.0a0", "libmagma-sparse <0.0a0"]);
+        assert_eq!(
+            split.forbid_payload(),
+            vec!["libmagma <0.0a0", "libmagma-sparse <0.0a0"]
+        );
     }
 
     #[test]
     fn default_version_and_keys_follow_the_package_then_the_cuda_runtime() {
         let mut plan = conda_layout().plan();
-        let meta = |v: &str| Some(crate::input::PackageMeta { name: "torch".into(), version: v.into(), build: None, subdir: None });
+        let meta = |v: &str| {
+            Some(crate::input::PackageMeta {
+                name: "torch".into(),
+                version: v.into(),
+                build: None,
+                subdir: None,
+            })
+        };
         for (version, runtime, want) in [
             (meta("2.11.0+cu130"), None, (Some("2.11.0"), "cuda130")),
             (meta("2.11.0+cu130"), Some(12), (Some("2.11.0"), "cuda130")),
@@ -780,18 +1121,38 @@ mod rules {
         // conda's build-string matching reads it, and the build string names its variant.
         for dep in ["magma", "cpu", "a", "no", "on", "o", "magma2"] {
             let variants = [
-                Variant { name: dep.to_string(), with_payload: true, preferred: true },
-                Variant { name: format!("no{dep}"), with_payload: false, preferred: false },
+                Variant {
+                    name: dep.to_string(),
+                    with_payload: true,
+                    preferred: true,
+                },
+                Variant {
+                    name: format!("no{dep}"),
+                    with_payload: false,
+                    preferred: false,
+                },
             ];
             let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
             for prefix in ["cuda130_", ""] {
-                let builds: Vec<String> = names.iter().map(|n| format!("{prefix}{n}_h1234567_0")).collect();
+                let builds: Vec<String> = names
+                    .iter()
+                    .map(|n| format!("{prefix}{n}_h1234567_0"))
+                    .collect();
                 for (i, v) in variants.iter().enumerate() {
                     let glob = variant_glob(&v.name, &names, prefix.is_empty());
                     let m = spec(&format!("x * {glob}"));
-                    let hits: Vec<&str> = builds.iter().filter(|b| m.matches(&record("x", "1", b))).map(String::as_str).collect();
+                    let hits: Vec<&str> = builds
+                        .iter()
+                        .filter(|b| m.matches(&record("x", "1", b)))
+                        .map(String::as_str)
+                        .collect();
                     assert_eq!(hits, vec![builds[i].as_str()], "{dep} {prefix:?}: {glob}");
-                    assert_eq!(variant_in_build(&variants, &builds[i]), Some(v), "{}", builds[i]);
+                    assert_eq!(
+                        variant_in_build(&variants, &builds[i]),
+                        Some(v),
+                        "{}",
+                        builds[i]
+                    );
                 }
             }
         }

@@ -41,9 +41,17 @@ pub struct VerifyReport {
 /// ([`needed`]); `None` where the libraries the variant will meet are not at hand (`pack` and
 /// `wheel` take a built file from elsewhere: the check belongs to the build, which runs
 /// `verify-variant`).
-pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile, lib_dirs: Option<&[PathBuf]>) -> Result<VerifyReport> {
+pub fn verify_variant(
+    path: &Path,
+    variant: &str,
+    contract: &ContractFile,
+    lib_dirs: Option<&[PathBuf]>,
+) -> Result<VerifyReport> {
     let Some(with_payload) = payload::variant_carries(variant, &contract.dep) else {
-        return Err(Error::Usage(format!("--variant must be {} or no{}, not {variant}", contract.dep, contract.dep)));
+        return Err(Error::Usage(format!(
+            "--variant must be {} or no{}, not {variant}",
+            contract.dep, contract.dep
+        )));
     };
     let display = path.display().to_string();
     let map = crate::input::map_file(path)?;
@@ -51,22 +59,38 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile, lib_d
     let mut spec = PayloadSpec::for_dep(&contract.dep, &[]);
     spec.symbol_prefixes = contract.symbol_prefixes.clone();
     spec.dso_prefixes = contract.library_prefixes.clone();
-    let facts = view.facts(&spec.mention_words(), None).map_err(|e| Error::elf(&display, e))?;
+    let facts = view
+        .facts(&spec.mention_words(), None)
+        .map_err(|e| Error::elf(&display, e))?;
     let name = crate::input::Tree::file_name(&display).to_string();
     let pay = payload::scan(&view, &facts, &name, map.len() as u64, &spec);
 
     let mut checks = Vec::new();
-    let mut check = |name: &str, pass: bool, detail: String| checks.push(Check { name: name.into(), pass, detail });
+    let mut check = |name: &str, pass: bool, detail: String| {
+        checks.push(Check {
+            name: name.into(),
+            pass,
+            detail,
+        })
+    };
 
     match &facts.soname {
-        Some(soname) => {
-            check("soname", soname == &contract.library, format!("SONAME {:?}, the loader asks for {:?}", soname, contract.library))
-        }
+        Some(soname) => check(
+            "soname",
+            soname == &contract.library,
+            format!(
+                "SONAME {:?}, the loader asks for {:?}",
+                soname, contract.library
+            ),
+        ),
         // Without a SONAME, ld.so knows a library by the file it opened (onnxruntime's providers).
         None => check(
             "soname",
             name == contract.library,
-            format!("no SONAME: known by its file name {:?}, the loader asks for {:?}", name, contract.library),
+            format!(
+                "no SONAME: known by its file name {:?}, the loader asks for {:?}",
+                name, contract.library
+            ),
         ),
     }
     for rc in payload::Presence::scan(&facts, &pay, &spec).rule(with_payload) {
@@ -82,7 +106,10 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile, lib_d
         if r.not_found.is_empty() || !dirs.is_empty() {
             checks.push(imports_check(&r));
         } else {
-            notes.push(format!("imports not checked: NEEDED {} not found (pass --lib-dir DIR where they are)", r.not_found.join(", ")));
+            notes.push(format!(
+                "imports not checked: NEEDED {} not found (pass --lib-dir DIR where they are)",
+                r.not_found.join(", ")
+            ));
         }
     }
     let pass = checks.iter().all(|c| c.pass);
@@ -102,15 +129,28 @@ pub fn verify_variant(path: &Path, variant: &str, contract: &ContractFile, lib_d
 /// the names the loader looks up, the core imports and the stock file provides, and the
 /// registrations it makes at load. `smoke`'s identity check applies them too
 /// ([`check_contract`]).
-pub fn contract_checks(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, contract: &ContractFile) -> Vec<Check> {
+pub fn contract_checks(
+    view: &ElfView<'_>,
+    facts: &crate::elf::ElfFacts,
+    contract: &ContractFile,
+) -> Vec<Check> {
     let mut checks = Vec::new();
-    let mut check = |name: &str, pass: bool, detail: String| checks.push(Check { name: name.into(), pass, detail });
+    let mut check = |name: &str, pass: bool, detail: String| {
+        checks.push(Check {
+            name: name.into(),
+            pass,
+            detail,
+        })
+    };
     for (what, names) in [
         ("exports what the loader looks up", &contract.loader_lookups),
         ("exports what core files import", &contract.required_exports),
         // What the stock library provides without being named by the core: a stub with the
         // right SONAME, or a build that left a translation unit out, lacks some of it.
-        ("exports what the stock provides", &contract.provided_exports),
+        (
+            "exports what the stock provides",
+            &contract.provided_exports,
+        ),
     ] {
         let missing: Vec<&String> = names.iter().filter(|n| !facts.symbols.defines(n)).collect();
         check(what, missing.is_empty(), presence(names.len(), &missing));
@@ -120,13 +160,25 @@ pub fn contract_checks(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, contrac
     // reloads forever).
     match view.load_time_imports() {
         Some(refs) => {
-            let missing: Vec<&String> = contract.load_registrations.iter().filter(|n| refs.binary_search(n).is_err()).collect();
-            check("registers at load like the stock", missing.is_empty(), presence(contract.load_registrations.len(), &missing));
+            let missing: Vec<&String> = contract
+                .load_registrations
+                .iter()
+                .filter(|n| refs.binary_search(n).is_err())
+                .collect();
+            check(
+                "registers at load like the stock",
+                missing.is_empty(),
+                presence(contract.load_registrations.len(), &missing),
+            );
         }
         None => check(
             "registers at load like the stock",
             contract.load_registrations.is_empty(),
-            format!("cannot read {} code; {} registrations to check", facts.machine, contract.load_registrations.len()),
+            format!(
+                "cannot read {} code; {} registrations to check",
+                facts.machine,
+                contract.load_registrations.len()
+            ),
         ),
     }
     checks
@@ -137,15 +189,31 @@ pub fn contract_checks(view: &ElfView<'_>, facts: &crate::elf::ElfFacts, contrac
 fn imports_check(r: &needed::Resolution) -> Check {
     let name = "imports resolved by NEEDED".to_string();
     if !r.not_found.is_empty() {
-        let detail = format!("NEEDED {} not found (pass --lib-dir DIR where they are)", r.not_found.join(", "));
-        return Check { name, pass: false, detail };
+        let detail = format!(
+            "NEEDED {} not found (pass --lib-dir DIR where they are)",
+            r.not_found.join(", ")
+        );
+        return Check {
+            name,
+            pass: false,
+            detail,
+        };
     }
     let detail = if r.unresolved.is_empty() {
         format!("all {} strong imports defined", r.imports)
     } else {
-        format!("{} of {} defined by none: {}", r.unresolved.len(), r.imports, first_few(&r.unresolved))
+        format!(
+            "{} of {} defined by none: {}",
+            r.unresolved.len(),
+            r.imports,
+            first_few(&r.unresolved)
+        )
     };
-    Check { name, pass: r.unresolved.is_empty(), detail }
+    Check {
+        name,
+        pass: r.unresolved.is_empty(),
+        detail,
+    }
 }
 
 /// [`contract_checks`] of the library at `path`.
@@ -167,15 +235,33 @@ fn presence(total: usize, missing: &[&String]) -> String {
 
 /// The first 5 names, demangled, then how many more.
 fn first_few<S: AsRef<str>>(names: &[S]) -> String {
-    let shown: Vec<String> = names.iter().take(5).map(|s| payload::demangle(s.as_ref())).collect();
-    let more = if names.len() > shown.len() { format!(" and {} more", names.len() - shown.len()) } else { String::new() };
+    let shown: Vec<String> = names
+        .iter()
+        .take(5)
+        .map(|s| payload::demangle(s.as_ref()))
+        .collect();
+    let more = if names.len() > shown.len() {
+        format!(" and {} more", names.len() - shown.len())
+    } else {
+        String::new()
+    };
     format!("{}{more}", shown.join(", "))
 }
 
 pub fn report_text(r: &VerifyReport) -> String {
-    let mut s = format!("{} as {}: {}\n", r.library, r.variant, if r.pass { "PASS" } else { "FAIL" });
+    let mut s = format!(
+        "{} as {}: {}\n",
+        r.library,
+        r.variant,
+        if r.pass { "PASS" } else { "FAIL" }
+    );
     for c in &r.checks {
-        s.push_str(&format!("  {} {:<34} {}\n", if c.pass { "ok  " } else { "FAIL" }, c.name, c.detail));
+        s.push_str(&format!(
+            "  {} {:<34} {}\n",
+            if c.pass { "ok  " } else { "FAIL" },
+            c.name,
+            c.detail
+        ));
     }
     for n in &r.notes {
         s.push_str(&format!("  note {n}\n"));
@@ -187,19 +273,35 @@ pub fn report_text(r: &VerifyReport) -> String {
 /// (`--lazy-variant NAME=FILE`) must name the variant the tree does not carry (`without`), and the
 /// file must pass `verify-variant` against the plan's contract. `Ok(None)` when none was given:
 /// the other variant is then reported missing ([`missing_variant_reason`]), never invented.
-pub fn other_variant_file(plan: &Plan, given: Option<&(String, PathBuf)>, with: &Variant, without: &Variant) -> Result<Option<PathBuf>> {
-    let Some((name, file)) = given else { return Ok(None) };
+pub fn other_variant_file(
+    plan: &Plan,
+    given: Option<&(String, PathBuf)>,
+    with: &Variant,
+    without: &Variant,
+) -> Result<Option<PathBuf>> {
+    let Some((name, file)) = given else {
+        return Ok(None);
+    };
     if name != &without.name {
         return Err(Error::Usage(format!(
             "--lazy-variant {name}=…: only the {} build can be added; the {} build is the tree's own",
             without.name, with.name
         )));
     }
-    let lazy = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
-    let contract = ContractFile::from_plan(plan).ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let lazy = plan
+        .lazy_library
+        .as_ref()
+        .ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let contract = ContractFile::from_plan(plan)
+        .ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
     let report = verify_variant(file, name, &contract, None)?;
     if !report.pass {
-        let failed: Vec<String> = report.checks.iter().filter(|c| !c.pass).map(|c| format!("{} ({})", c.name, c.detail)).collect();
+        let failed: Vec<String> = report
+            .checks
+            .iter()
+            .filter(|c| !c.pass)
+            .map(|c| format!("{} ({})", c.name, c.detail))
+            .collect();
         return Err(Error::Refused(format!(
             "{}: not a {name} build of {}: {}",
             file.display(),
@@ -299,12 +401,20 @@ mod tests {
     /// A build of the lazy library outside the tree the contract was made of.
     fn variant(s: &mut Scratch, dir: &str, code: &str) -> PathBuf {
         let path = format!("variants/{dir}/{LAZY}");
-        s.lib(&path, code, &["torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"]);
+        s.lib(
+            &path,
+            code,
+            &["torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so"],
+        );
         s.tree().join(path)
     }
 
     fn failed(r: &VerifyReport) -> Vec<&str> {
-        r.checks.iter().filter(|c| !c.pass).map(|c| c.name.as_str()).collect()
+        r.checks
+            .iter()
+            .filter(|c| !c.pass)
+            .map(|c| c.name.as_str())
+            .collect()
     }
 
     #[test]
@@ -317,7 +427,11 @@ mod tests {
         );
         assert_eq!(
             c.load_registrations,
-            ["_ZN2at6native13cholesky_stubE", "_ZN2at6native22registerLinalgDispatchEPv", "_ZN2at6native8svd_stubE"],
+            [
+                "_ZN2at6native13cholesky_stubE",
+                "_ZN2at6native22registerLinalgDispatchEPv",
+                "_ZN2at6native8svd_stubE"
+            ],
             "the stub objects written and the registration function called from the initialiser"
         );
         assert_eq!(c.schema_version, crate::analysis::contract::SCHEMA_VERSION);
@@ -333,7 +447,12 @@ mod tests {
         let r = verify_variant(&stock, "magma", &c, Some(&[])).unwrap();
         assert!(r.pass, "{}", report_text(&r));
         let r = verify_variant(&stock, "nomagma", &c, Some(&[])).unwrap();
-        assert_eq!(failed(&r), ["no payload symbols defined"], "{}", report_text(&r));
+        assert_eq!(
+            failed(&r),
+            ["no payload symbols defined"],
+            "{}",
+            report_text(&r)
+        );
     }
 
     #[test]
@@ -346,10 +465,25 @@ mod tests {
              int at_cuda_getCurrentCUDASolverDnHandle(void) { return 0; }\nint linalg_entry(int x) { return x; }\n",
         );
         let r = verify_variant(&stub, "nomagma", &c, Some(&[])).unwrap();
-        assert_eq!(failed(&r), ["exports what the stock provides", "registers at load like the stock"], "{}", report_text(&r));
+        assert_eq!(
+            failed(&r),
+            [
+                "exports what the stock provides",
+                "registers at load like the stock"
+            ],
+            "{}",
+            report_text(&r)
+        );
         let text = report_text(&r);
-        assert!(text.contains("missing: at::cuda::blas::gemm(int)"), "{text}");
-        assert!(text.contains("at::native::cholesky_stub") && text.contains("at::native::registerLinalgDispatch(void*)"), "{text}");
+        assert!(
+            text.contains("missing: at::cuda::blas::gemm(int)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("at::native::cholesky_stub")
+                && text.contains("at::native::registerLinalgDispatch(void*)"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -357,11 +491,21 @@ mod tests {
         let (mut s, c) = stock();
         let no_blas = variant(&mut s, "no-blas", &lazy(false, true, false, true));
         let r = verify_variant(&no_blas, "nomagma", &c, Some(&[])).unwrap();
-        assert_eq!(failed(&r), ["exports what the stock provides"], "{}", report_text(&r));
+        assert_eq!(
+            failed(&r),
+            ["exports what the stock provides"],
+            "{}",
+            report_text(&r)
+        );
         // The unit holding the registrations (torch's BatchLinearAlgebra.cpp) left out.
         let no_registrations = variant(&mut s, "no-init", &lazy(false, true, true, false));
         let r = verify_variant(&no_registrations, "nomagma", &c, Some(&[])).unwrap();
-        assert_eq!(failed(&r), ["registers at load like the stock"], "{}", report_text(&r));
+        assert_eq!(
+            failed(&r),
+            ["registers at load like the stock"],
+            "{}",
+            report_text(&r)
+        );
     }
 
     #[test]
@@ -371,8 +515,17 @@ mod tests {
             + "extern int at_gone(int) __asm__(\"_ZN2at6native7at_goneEi\");\nint call_gone(int x) { return at_gone(x); }\n";
         let loose = variant(&mut s, "loose", &code);
         let r = verify_variant(&loose, "nomagma", &c, Some(&[])).unwrap();
-        assert_eq!(failed(&r), ["imports resolved by NEEDED"], "{}", report_text(&r));
-        assert!(report_text(&r).contains("defined by none: at::native::at_gone(int)"), "{}", report_text(&r));
+        assert_eq!(
+            failed(&r),
+            ["imports resolved by NEEDED"],
+            "{}",
+            report_text(&r)
+        );
+        assert!(
+            report_text(&r).contains("defined by none: at::native::at_gone(int)"),
+            "{}",
+            report_text(&r)
+        );
         // pack and wheel apply the contract only: the libraries are not at hand there.
         assert!(verify_variant(&loose, "nomagma", &c, None).unwrap().pass);
     }
@@ -389,12 +542,24 @@ mod tests {
         assert!(r.pass, "{}", report_text(&r));
         assert_eq!(
             r.notes,
-            ["imports not checked: NEEDED libtorch_cpu.so, libtorch_cuda.so not found (pass --lib-dir DIR where they are)"]
+            [
+                "imports not checked: NEEDED libtorch_cpu.so, libtorch_cuda.so not found (pass --lib-dir DIR where they are)"
+            ]
         );
         // A named directory makes the check strict: one that lacks them fails.
         let r = verify_variant(&moved, "nomagma", &c, Some(&[s.tree().join("variants")])).unwrap();
-        assert_eq!(failed(&r), ["imports resolved by NEEDED"], "{}", report_text(&r));
-        assert!(report_text(&r).contains("NEEDED libtorch_cpu.so, libtorch_cuda.so not found (pass --lib-dir"), "{}", report_text(&r));
+        assert_eq!(
+            failed(&r),
+            ["imports resolved by NEEDED"],
+            "{}",
+            report_text(&r)
+        );
+        assert!(
+            report_text(&r)
+                .contains("NEEDED libtorch_cpu.so, libtorch_cuda.so not found (pass --lib-dir"),
+            "{}",
+            report_text(&r)
+        );
         let r = verify_variant(&moved, "nomagma", &c, Some(&[s.tree().join("torch/lib")])).unwrap();
         assert!(r.pass && r.notes.is_empty(), "{}", report_text(&r));
     }
@@ -405,14 +570,31 @@ mod tests {
         use crate::smoke::eval::{CheckStatus, identity_check};
         let (mut s, c) = stock();
         let spec = PayloadSpec::for_dep("magma", &[]);
-        for (dir, code, pass) in
-            [("rebuilt", lazy(false, true, true, true), true), ("stub", "int linalg_entry(int x) { return x; }\n".to_string(), false)]
-        {
+        for (dir, code, pass) in [
+            ("rebuilt", lazy(false, true, true, true), true),
+            (
+                "stub",
+                "int linalg_entry(int x) { return x; }\n".to_string(),
+                false,
+            ),
+        ] {
             let lib = variant(&mut s, dir, &code);
             let facts = crate::smoke::variant::lazy_facts(&lib, &spec).unwrap();
             assert!(!facts.has_magma, "{dir}");
-            let failures: Vec<String> = check_contract(&lib, &c).unwrap().into_iter().filter(|c| !c.pass).map(|c| c.name).collect();
-            let id = identity_check("nomagma", "magma", false, Some(&facts.presence()), Some(&failures), LAZY);
+            let failures: Vec<String> = check_contract(&lib, &c)
+                .unwrap()
+                .into_iter()
+                .filter(|c| !c.pass)
+                .map(|c| c.name)
+                .collect();
+            let id = identity_check(
+                "nomagma",
+                "magma",
+                false,
+                Some(&facts.presence()),
+                Some(&failures),
+                LAZY,
+            );
             assert_eq!(id.status == CheckStatus::Pass, pass, "{dir}: {id:?}");
         }
     }
@@ -422,9 +604,22 @@ mod tests {
         let (mut s, _) = stock();
         let plan = s.plan();
         let stub = variant(&mut s, "stub", "int linalg_entry(int x) { return x; }\n");
-        let with = Variant { name: "magma".into(), with_payload: true, preferred: true };
-        let without = Variant { name: "nomagma".into(), with_payload: false, preferred: false };
-        let err = other_variant_file(&plan, Some(&("nomagma".to_string(), stub)), &with, &without).unwrap_err().to_string();
-        assert!(err.contains("not a nomagma build") && err.contains("exports what the stock provides"), "{err}");
+        let with = Variant {
+            name: "magma".into(),
+            with_payload: true,
+            preferred: true,
+        };
+        let without = Variant {
+            name: "nomagma".into(),
+            with_payload: false,
+            preferred: false,
+        };
+        let err = other_variant_file(&plan, Some(&("nomagma".to_string(), stub)), &with, &without)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not a nomagma build") && err.contains("exports what the stock provides"),
+            "{err}"
+        );
     }
 }

@@ -16,7 +16,11 @@ td,th{border:1px solid #bbb;padding:.2rem .5rem;text-align:left;vertical-align:t
 svg.chart{max-width:100%;height:auto;display:block;margin:.5rem 0}";
 
 fn variant_label(name: &str, emulated: bool) -> String {
-    if emulated { format!("{} <span class=\"emulated\">EMULATED</span>", esc(name)) } else { format!("{} (real)", esc(name)) }
+    if emulated {
+        format!("{} <span class=\"emulated\">EMULATED</span>", esc(name))
+    } else {
+        format!("{} (real)", esc(name))
+    }
 }
 
 pub fn render(r: &Report) -> String {
@@ -30,7 +34,11 @@ pub fn render(r: &Report) -> String {
     );
 
     // 1. The answer.
-    let _ = writeln!(h, "<h2 id=\"answer\">The answer</h2>\n<p class=\"answer\">{}</p>\n<ul>", esc(r.answer.headline()));
+    let _ = writeln!(
+        h,
+        "<h2 id=\"answer\">The answer</h2>\n<p class=\"answer\">{}</p>\n<ul>",
+        esc(r.answer.headline())
+    );
     match &r.saving {
         Some(s) => {
             let _ = writeln!(
@@ -44,7 +52,9 @@ pub fn render(r: &Report) -> String {
                 esc(&s.how)
             );
         }
-        None if r.verdict.is_some() => h.push_str("<li>No saving: there is no split (the payload is not confined).</li>\n"),
+        None if r.verdict.is_some() => {
+            h.push_str("<li>No saving: there is no split (the payload is not confined).</li>\n")
+        }
         None => h.push_str("<li class=\"unknown\">Bytes saved: not known (no plan).</li>\n"),
     }
     match r.slim_smoke {
@@ -95,8 +105,11 @@ pub fn render(r: &Report) -> String {
             h.push_str("<li class=\"unknown\">Ops that stop working in the slim variant: not known (no smoke run of it).</li>\n")
         }
     }
-    let moved: Vec<&super::RoutingLine> =
-        r.routing.iter().filter(|l| matches!(l.change, Change::Slower | Change::Faster | Change::Failed)).collect();
+    let moved: Vec<&super::RoutingLine> = r
+        .routing
+        .iter()
+        .filter(|l| matches!(l.change, Change::Slower | Change::Faster | Change::Failed))
+        .collect();
     if !r.routing.is_empty() {
         if moved.is_empty() {
             let _ = writeln!(
@@ -124,7 +137,9 @@ pub fn render(r: &Report) -> String {
         Some(p) => {
             let _ = writeln!(h, "<li>Measured on {}.</li>", esc(p));
         }
-        None => h.push_str("<li class=\"unknown\">GPU, driver and torch: not known (no smoke run).</li>\n"),
+        None => h.push_str(
+            "<li class=\"unknown\">GPU, driver and torch: not known (no smoke run).</li>\n",
+        ),
     }
     h.push_str("</ul>\n");
     if !r.failures.is_empty() {
@@ -150,7 +165,11 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
-    let _ = writeln!(h, "<h3>Time under {} vs cuSOLVER (log scale)</h3>", esc(&r.dep));
+    let _ = writeln!(
+        h,
+        "<h3>Time under {} vs cuSOLVER (log scale)</h3>",
+        esc(&r.dep)
+    );
     if r.backend.is_empty() {
         h.push_str("<p class=\"unknown\">Not known (no bench of a real variant).</p>\n");
     } else {
@@ -234,17 +253,29 @@ pub fn render(r: &Report) -> String {
         );
         for v in &r.variants {
             let c = &v.counts;
-            let checks: Vec<String> = v.checks.iter().map(|k| format!("{}: {:?}", esc(&k.name), k.status).to_lowercase()).collect();
+            let checks: Vec<String> = v
+                .checks
+                .iter()
+                .map(|k| format!("{}: {:?}", esc(&k.name), k.status).to_lowercase())
+                .collect();
             let _ = writeln!(
                 h,
                 "<tr><td>{}{}</td><td>{}</td><td class=\"n\">{}</td><td>{} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout</td><td>{}</td></tr>",
                 variant_label(&v.name, v.emulated),
-                v.note.as_ref().map(|n| format!("<br><small>{}</small>", esc(n))).unwrap_or_default(),
+                v.note
+                    .as_ref()
+                    .map(|n| format!("<br><small>{}</small>", esc(n)))
+                    .unwrap_or_default(),
                 esc(v.torch.as_deref().unwrap_or("not recorded")),
                 match (v.emulated, v.lazy_bytes) {
                     (true, _) => "the full installation's (EMULATED)".to_string(),
-                    (false, Some(b)) =>
-                        format!("{}{}", bytes(b), v.lazy_has_magma.map(|m| if m { ", has magma" } else { ", no magma" }).unwrap_or("")),
+                    (false, Some(b)) => format!(
+                        "{}{}",
+                        bytes(b),
+                        v.lazy_has_magma
+                            .map(|m| if m { ", has magma" } else { ", no magma" })
+                            .unwrap_or("")
+                    ),
                     (false, None) => "not recorded".into(),
                 },
                 c.cases,
@@ -281,7 +312,9 @@ pub fn render(r: &Report) -> String {
     if r.packages.is_empty() {
         h.push_str("<p class=\"unknown\">Not known (no pack report).</p>\n");
     } else {
-        h.push_str("<table><tr><th>package</th><th>role</th><th>installed</th><th>archive</th></tr>\n");
+        h.push_str(
+            "<table><tr><th>package</th><th>role</th><th>installed</th><th>archive</th></tr>\n",
+        );
         for (file, role, inst, arch) in &r.packages {
             let _ = writeln!(
                 h,
@@ -305,7 +338,10 @@ pub fn render(r: &Report) -> String {
             esc(&p.file),
             esc(&p.schema),
             esc(p.tool.as_deref().unwrap_or(NOT_RECORDED)),
-            p.command.as_ref().map(|c| format!("<code>{}</code>", esc(c))).unwrap_or_else(|| NOT_RECORDED.into()),
+            p.command
+                .as_ref()
+                .map(|c| format!("<code>{}</code>", esc(c)))
+                .unwrap_or_else(|| NOT_RECORDED.into()),
             esc(&p.date)
         );
     }

@@ -30,12 +30,21 @@ pub fn esc(s: &str) -> String {
 }
 
 fn variant_label(name: &str, emulated: bool) -> String {
-    if emulated { format!("{} **EMULATED**", esc(name)) } else { format!("{} (real)", esc(name)) }
+    if emulated {
+        format!("{} **EMULATED**", esc(name))
+    } else {
+        format!("{} (real)", esc(name))
+    }
 }
 
 pub fn render(r: &Report) -> String {
     let mut m = String::with_capacity(16 * 1024);
-    let _ = writeln!(m, "# Should {} split out {}?\n", esc(&r.title), esc(&r.dep.to_uppercase()));
+    let _ = writeln!(
+        m,
+        "# Should {} split out {}?\n",
+        esc(&r.title),
+        esc(&r.dep.to_uppercase())
+    );
     let _ = writeln!(m, "## The answer\n\n**{}**\n", esc(r.answer.headline()));
     match &r.saving {
         Some(s) => {
@@ -50,7 +59,9 @@ pub fn render(r: &Report) -> String {
                 esc(&s.how)
             );
         }
-        None if r.verdict.is_some() => m.push_str("- No saving: there is no split (the payload is not confined).\n"),
+        None if r.verdict.is_some() => {
+            m.push_str("- No saving: there is no split (the payload is not confined).\n")
+        }
         None => m.push_str("- Bytes saved: not known (no plan).\n"),
     }
     match r.slim_smoke {
@@ -63,15 +74,39 @@ pub fn render(r: &Report) -> String {
                     esc(&r.slim)
                 );
             } else {
-                let _ = writeln!(m, "- Ops that **stop working** under the default backend in the real {} variant:", esc(&r.slim));
+                let _ = writeln!(
+                    m,
+                    "- Ops that **stop working** under the default backend in the real {} variant:",
+                    esc(&r.slim)
+                );
                 for l in &r.lost_default {
-                    let _ = writeln!(m, "  - {}: {} case(s), e.g. {}", esc(&l.op), l.cases, esc(&l.example_reason));
+                    let _ = writeln!(
+                        m,
+                        "  - {}: {} case(s), e.g. {}",
+                        esc(&l.op),
+                        l.cases,
+                        esc(&l.example_reason)
+                    );
                 }
             }
             if !r.lost_explicit.is_empty() {
-                let ops: Vec<String> =
-                    r.lost_explicit.iter().map(|l| format!("{} ({}, {} case(s))", esc(&l.op), esc(&l.preference), l.cases)).collect();
-                let _ = writeln!(m, "- Ops that fail only when a backend is asked for explicitly: {}.", ops.join(", "));
+                let ops: Vec<String> = r
+                    .lost_explicit
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "{} ({}, {} case(s))",
+                            esc(&l.op),
+                            esc(&l.preference),
+                            l.cases
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(
+                    m,
+                    "- Ops that fail only when a backend is asked for explicitly: {}.",
+                    ops.join(", ")
+                );
             }
         }
         SlimSmoke::Emulated => {
@@ -83,16 +118,22 @@ pub fn render(r: &Report) -> String {
                 esc(&r.slim)
             );
         }
-        SlimSmoke::NotRun | SlimSmoke::NoSmoke => {
-            m.push_str("- Ops that stop working in the slim variant: not known (no smoke run of it).\n")
-        }
+        SlimSmoke::NotRun | SlimSmoke::NoSmoke => m.push_str(
+            "- Ops that stop working in the slim variant: not known (no smoke run of it).\n",
+        ),
     }
-    let moved: Vec<&super::RoutingLine> =
-        r.routing.iter().filter(|l| matches!(l.change, Change::Slower | Change::Faster | Change::Failed)).collect();
+    let moved: Vec<&super::RoutingLine> = r
+        .routing
+        .iter()
+        .filter(|l| matches!(l.change, Change::Slower | Change::Faster | Change::Failed))
+        .collect();
     if !r.routing.is_empty() {
         if moved.is_empty() {
-            let _ =
-                writeln!(m, "- Default routing: every timed op is within {:.0} % in the slim variant.", (super::SAME_WITHIN - 1.0) * 100.0);
+            let _ = writeln!(
+                m,
+                "- Default routing: every timed op is within {:.0} % in the slim variant.",
+                (super::SAME_WITHIN - 1.0) * 100.0
+            );
         } else {
             m.push_str("- Default routing, slim over full time:\n");
             for l in moved {
@@ -115,7 +156,11 @@ pub fn render(r: &Report) -> String {
         None => m.push_str("- GPU, driver and torch: not known (no smoke run).\n"),
     }
     if !r.failures.is_empty() {
-        let _ = writeln!(m, "\n**The smoke run recorded {} failure(s)** (see Failures).", r.failures.len());
+        let _ = writeln!(
+            m,
+            "\n**The smoke run recorded {} failure(s)** (see Failures).",
+            r.failures.len()
+        );
     }
 
     m.push_str("\n## Numbers\n\n### Where the bytes go\n\n");
@@ -124,7 +169,13 @@ pub fn render(r: &Report) -> String {
     } else {
         m.push_str("| output | bytes | |\n|---|---:|---|\n");
         for b in &r.byte_bars {
-            let _ = writeln!(m, "| {} | {} | {} |", esc(&b.label), bytes(b.bytes), if b.measured { "measured" } else { "estimated" });
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} |",
+                esc(&b.label),
+                bytes(b.bytes),
+                if b.measured { "measured" } else { "estimated" }
+            );
         }
         if let Some(b) = r.payload_static_in_lazy {
             let _ = writeln!(
@@ -139,7 +190,9 @@ pub fn render(r: &Report) -> String {
     if r.backend.is_empty() {
         m.push_str("Not known (no bench of a real variant).\n");
     } else {
-        m.push_str("| op | magma | cuSOLVER | magma / cuSOLVER | error |\n|---|---:|---:|---:|---|\n");
+        m.push_str(
+            "| op | magma | cuSOLVER | magma / cuSOLVER | error |\n|---|---:|---:|---:|---|\n",
+        );
         for b in &r.backend {
             let _ = writeln!(
                 m,
@@ -194,19 +247,41 @@ pub fn render(r: &Report) -> String {
     m.push_str("\n## The proof\n\n");
     match r.verdict {
         Some(v) => {
-            let _ = writeln!(m, "Verdict: **{}**.\n", esc(&format!("{v:?}").to_uppercase()));
+            let _ = writeln!(
+                m,
+                "Verdict: **{}**.\n",
+                esc(&format!("{v:?}").to_uppercase())
+            );
             list(&mut m, "Reasons", &r.reasons);
             list(&mut m, "Lazy edges into the library", &r.lazy_edges);
-            list(&mut m, "Witnesses (eager paths to the payload)", &r.witnesses);
-            let core: Vec<String> = r.core_state_warnings.iter().map(|(f, w)| format!("{f}: {w}")).collect();
-            list(&mut m, "Glue warnings: payload state compiled into the core (has_magma)", &core);
-            let other: Vec<String> = r.other_warnings.iter().map(|(f, w)| format!("{f}: {w}")).collect();
+            list(
+                &mut m,
+                "Witnesses (eager paths to the payload)",
+                &r.witnesses,
+            );
+            let core: Vec<String> = r
+                .core_state_warnings
+                .iter()
+                .map(|(f, w)| format!("{f}: {w}"))
+                .collect();
+            list(
+                &mut m,
+                "Glue warnings: payload state compiled into the core (has_magma)",
+                &core,
+            );
+            let other: Vec<String> = r
+                .other_warnings
+                .iter()
+                .map(|(f, w)| format!("{f}: {w}"))
+                .collect();
             list(&mut m, "Other glue warnings", &other);
             if let Some(c) = &r.contract {
                 let _ = writeln!(m, "Loader contract of the lazy library: {}.\n", esc(c));
             }
         }
-        None => m.push_str("Verdict, witnesses, glue warnings and contract: not known (no plan).\n\n"),
+        None => {
+            m.push_str("Verdict, witnesses, glue warnings and contract: not known (no plan).\n\n")
+        }
     }
     if r.variants.is_empty() {
         m.push_str("Smoke of each variant: not known (no smoke run).\n");
@@ -218,7 +293,11 @@ pub fn render(r: &Report) -> String {
         );
         for v in &r.variants {
             let c = &v.counts;
-            let checks: Vec<String> = v.checks.iter().map(|k| format!("{}: {:?}", esc(&k.name), k.status).to_lowercase()).collect();
+            let checks: Vec<String> = v
+                .checks
+                .iter()
+                .map(|k| format!("{}: {:?}", esc(&k.name), k.status).to_lowercase())
+                .collect();
             let _ = writeln!(
                 m,
                 "| {} | {} | {} | {} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout | {} |",
@@ -263,7 +342,14 @@ pub fn render(r: &Report) -> String {
     } else {
         m.push_str("| package | role | installed | archive |\n|---|---|---:|---:|\n");
         for (file, role, inst, arch) in &r.packages {
-            let _ = writeln!(m, "| {} | {} | {} | {} |", esc(file), esc(role), bytes(*inst), bytes(*arch));
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} |",
+                esc(file),
+                esc(role),
+                bytes(*inst),
+                bytes(*arch)
+            );
         }
     }
     m.push_str("\n## Provenance\n\n| input | file | schema | tool | command | date |\n|---|---|---|---|---|---|\n");
@@ -275,7 +361,10 @@ pub fn render(r: &Report) -> String {
             esc(&p.file),
             esc(&p.schema),
             esc(p.tool.as_deref().unwrap_or(NOT_RECORDED)),
-            p.command.as_deref().map(esc).unwrap_or_else(|| NOT_RECORDED.into()),
+            p.command
+                .as_deref()
+                .map(esc)
+                .unwrap_or_else(|| NOT_RECORDED.into()),
             esc(&p.date)
         );
     }

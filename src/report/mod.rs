@@ -56,7 +56,8 @@ pub struct Loaded<T> {
 /// What the provenance table says where a document lacks a field.
 pub const NOT_RECORDED: &str = "not recorded in the document";
 /// Deterministic documents (plan, fatbin, pack) carry a date only when made with `SOURCE_DATE_EPOCH`.
-pub const NO_DATE: &str = "not recorded (deterministic output; set SOURCE_DATE_EPOCH to record one)";
+pub const NO_DATE: &str =
+    "not recorded (deterministic output; set SOURCE_DATE_EPOCH to record one)";
 
 /// The `tool` object every document records.
 pub use crate::provenance::Tool as ToolView;
@@ -98,7 +99,11 @@ pub struct SmokeOptions {
 
 impl Default for SmokeOptions {
     fn default() -> Self {
-        SmokeOptions { dep: default_dep(), emulate: Vec::new(), bench: false }
+        SmokeOptions {
+            dep: default_dep(),
+            emulate: Vec::new(),
+            bench: false,
+        }
     }
 }
 
@@ -128,7 +133,11 @@ impl SmokeResult {
 
 /// A byte count as both page formats print it: `51.1 MiB (53,532,193 B)`.
 pub(crate) fn bytes(n: u64) -> String {
-    format!("{} ({} B)", crate::output::human_bytes(n), crate::output::thousands(n))
+    format!(
+        "{} ({} B)",
+        crate::output::human_bytes(n),
+        crate::output::thousands(n)
+    )
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -150,7 +159,10 @@ impl DeviceView {
     /// `driver 580.159.04 (CUDA 13.0)`. `driver_version` (13000) is the CUDA API version the driver
     /// supports, never shown as the driver's: without `driver` the line says it was not recorded.
     pub fn driver_text(&self) -> String {
-        let cuda = self.driver_cuda.clone().or_else(|| self.driver_version.map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)));
+        let cuda = self.driver_cuda.clone().or_else(|| {
+            self.driver_version
+                .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10))
+        });
         let cuda = cuda.map(|c| format!(" (CUDA {c})")).unwrap_or_default();
         match &self.driver {
             Some(d) => format!("driver {d}{cuda}"),
@@ -327,7 +339,9 @@ pub struct RoutingView {
 }
 
 /// `bench` as recorded by smoke schema version 1 (one object or null) or 2 (a list).
-fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<BenchView>, D::Error> {
+fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<BenchView>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
@@ -480,30 +494,63 @@ pub struct Inputs {
 }
 
 /// Read one JSON document, check its `schema` name, and deserialise it into `T`.
-fn load_doc<T: serde::de::DeserializeOwned>(path: &Path, schema: &str, what: &str) -> Result<Loaded<T>> {
+fn load_doc<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    schema: &str,
+    what: &str,
+) -> Result<Loaded<T>> {
     let file = path.display().to_string();
-    let text = crate::input::file::read_text(path, crate::input::file::Links::Follow, crate::input::file::MAX_DOCUMENT_BYTES, what)?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::bad(&file, format!("not JSON: {e}")))?;
+    let text = crate::input::file::read_text(
+        path,
+        crate::input::file::Links::Follow,
+        crate::input::file::MAX_DOCUMENT_BYTES,
+        what,
+    )?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::bad(&file, format!("not JSON: {e}")))?;
     if value.get("schema").and_then(|s| s.as_str()) != Some(schema) {
-        return Err(Error::bad(&file, format!("not a splitpkg {what} (no \"schema\": \"{schema}\")")));
+        return Err(Error::bad(
+            &file,
+            format!("not a splitpkg {what} (no \"schema\": \"{schema}\")"),
+        ));
     }
-    let doc = serde_json::from_value(value).map_err(|e| Error::bad(&file, format!("malformed {what}: {e}")))?;
+    let doc = serde_json::from_value(value)
+        .map_err(|e| Error::bad(&file, format!("malformed {what}: {e}")))?;
     Ok(Loaded { file, doc })
 }
 
 /// Read every given input, then refuse inputs that come from different trees.
 pub fn load(paths: &Paths) -> Result<Inputs> {
-    let plan: Option<Loaded<Plan>> = paths.plan.as_deref().map(|p| load_doc(p, plan::SCHEMA_NAME, "plan")).transpose()?;
+    let plan: Option<Loaded<Plan>> = paths
+        .plan
+        .as_deref()
+        .map(|p| load_doc(p, plan::SCHEMA_NAME, "plan"))
+        .transpose()?;
     if let Some(p) = &plan
         && p.doc.schema_version != plan::SCHEMA_VERSION
     {
-        return Err(Error::bad(&p.file, format!("plan schema_version is not {}", plan::SCHEMA_VERSION)));
+        return Err(Error::bad(
+            &p.file,
+            format!("plan schema_version is not {}", plan::SCHEMA_VERSION),
+        ));
     }
     let inputs = Inputs {
         plan,
-        smoke: paths.smoke.as_deref().map(|p| load_doc(p, SMOKE_SCHEMA, "smoke report")).transpose()?,
-        fatbin: paths.fatbin.as_deref().map(|p| load_doc(p, FATBIN_SCHEMA, "fatbin report")).transpose()?,
-        pack: paths.pack.as_deref().map(|p| load_doc(p, PACK_SCHEMA, "pack report")).transpose()?,
+        smoke: paths
+            .smoke
+            .as_deref()
+            .map(|p| load_doc(p, SMOKE_SCHEMA, "smoke report"))
+            .transpose()?,
+        fatbin: paths
+            .fatbin
+            .as_deref()
+            .map(|p| load_doc(p, FATBIN_SCHEMA, "fatbin report"))
+            .transpose()?,
+        pack: paths
+            .pack
+            .as_deref()
+            .map(|p| load_doc(p, PACK_SCHEMA, "pack report"))
+            .transpose()?,
     };
     check_same_tree(&inputs)?;
     Ok(inputs)
@@ -565,7 +612,11 @@ fn facts(inputs: &Inputs) -> Vec<(String, Fact, String)> {
                 out.push((f.clone(), Fact::LazyWithPayload, v.bytes.to_string()));
             }
         }
-        out.push((f.clone(), Fact::TreeBytes, format!("{} files, {} bytes", p.doc.input.files, p.doc.input.bytes)));
+        out.push((
+            f.clone(),
+            Fact::TreeBytes,
+            format!("{} files, {} bytes", p.doc.input.files, p.doc.input.bytes),
+        ));
     }
     if let Some(s) = &inputs.smoke {
         let f = &s.file;
@@ -599,7 +650,10 @@ fn facts(inputs: &Inputs) -> Vec<(String, Fact, String)> {
         if let Some(c) = &fb.doc.cuda_runtime {
             out.push((f.clone(), Fact::CudaMajor, c.major.to_string()));
         }
-        let lazy = inputs.plan.as_ref().map(|p| file_name(&p.doc.options.lazy).to_string());
+        let lazy = inputs
+            .plan
+            .as_ref()
+            .map(|p| file_name(&p.doc.options.lazy).to_string());
         if let Some(lazy) = lazy
             && let Some(l) = fb.doc.libraries.iter().find(|l| file_name(&l.path) == lazy)
         {
@@ -608,11 +662,19 @@ fn facts(inputs: &Inputs) -> Vec<(String, Fact, String)> {
     }
     if let Some(pk) = &inputs.pack {
         let f = &pk.file;
-        out.push((f.clone(), Fact::TorchVersion, public_version(&pk.doc.record.version)));
+        out.push((
+            f.clone(),
+            Fact::TorchVersion,
+            public_version(&pk.doc.record.version),
+        ));
         if let Some(c) = pk.doc.record.cuda_runtime {
             out.push((f.clone(), Fact::CudaMajor, c.to_string()));
         }
-        out.push((f.clone(), Fact::TreeBytes, format!("{} files, {} bytes", pk.doc.input.files, pk.doc.input.bytes)));
+        out.push((
+            f.clone(),
+            Fact::TreeBytes,
+            format!("{} files, {} bytes", pk.doc.input.files, pk.doc.input.bytes),
+        ));
     }
     out
 }
@@ -661,9 +723,15 @@ pub enum Answer {
 impl Answer {
     pub fn headline(self) -> &'static str {
         match self {
-            Answer::Yes => "YES: the payload is confined to a lazily loaded library and a real slim variant works",
-            Answer::YesUntested => "YES, UNTESTED: the payload is confined, but no real slim variant was smoke-tested",
-            Answer::SlimBroken => "NOT YET: the payload is confined, but the smoke run recorded failures",
+            Answer::Yes => {
+                "YES: the payload is confined to a lazily loaded library and a real slim variant works"
+            }
+            Answer::YesUntested => {
+                "YES, UNTESTED: the payload is confined, but no real slim variant was smoke-tested"
+            }
+            Answer::SlimBroken => {
+                "NOT YET: the payload is confined, but the smoke run recorded failures"
+            }
             Answer::No => "NO: the payload is not confined to a lazily loaded library",
             Answer::Unknown => "NOT KNOWN: no plan was given, so confinement is not known",
         }
@@ -715,7 +783,11 @@ impl BackendLine {
     /// The magma time cell: `failed` when the case raised (its error has a column of its own, so
     /// a long message never takes the place of a number).
     pub fn magma_cell(&self) -> String {
-        if self.magma_error.is_some() { "failed".into() } else { fmt_ms(self.magma_ms) }
+        if self.magma_error.is_some() {
+            "failed".into()
+        } else {
+            fmt_ms(self.magma_ms)
+        }
     }
 }
 
@@ -724,7 +796,11 @@ impl BackendLine {
 pub(crate) fn arch_key(name: &str) -> (String, u64, String) {
     let (kind, rest) = name.split_once('_').unwrap_or(("", name));
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    (kind.to_string(), rest[..digits].parse().unwrap_or(u64::MAX), rest[digits..].to_string())
+    (
+        kind.to_string(),
+        rest[..digits].parse().unwrap_or(u64::MAX),
+        rest[digits..].to_string(),
+    )
 }
 
 /// One bar of the bytes chart.
@@ -829,7 +905,11 @@ pub enum SlimSmoke {
 }
 
 fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
         arg.to_string()
     } else {
         format!("'{}'", arg.replace('\'', "'\\''"))
@@ -837,7 +917,8 @@ fn shell_quote(arg: &str) -> String {
 }
 
 fn ms(v: Option<f64>) -> String {
-    v.map(|v| format!("{v:.3} ms")).unwrap_or_else(|| "—".into())
+    v.map(|v| format!("{v:.3} ms"))
+        .unwrap_or_else(|| "—".into())
 }
 
 pub fn fmt_ms(v: Option<f64>) -> String {
@@ -851,13 +932,18 @@ pub fn fmt_ratio(r: f64) -> String {
 pub fn build(inputs: &Inputs) -> Report {
     let plan = inputs.plan.as_ref().map(|p| &p.doc);
     let smoke = inputs.smoke.as_ref().map(|s| &s.doc);
-    let dep = plan.map(|p| p.options.dep.clone()).or_else(|| smoke.map(|s| s.options.dep.clone())).unwrap_or_else(default_dep);
+    let dep = plan
+        .map(|p| p.options.dep.clone())
+        .or_else(|| smoke.map(|s| s.options.dep.clone()))
+        .unwrap_or_else(default_dep);
     let slim = crate::analysis::payload::slim_variant(&dep);
     let mut unknown = Vec::new();
 
     let title = match plan.and_then(|p| p.input.package.as_ref()) {
         Some(pkg) => format!("{} {}", pkg.name, pkg.version),
-        None => plan.map(|p| file_name(&p.input.path).to_string()).unwrap_or_else(|| "package".into()),
+        None => plan
+            .map(|p| file_name(&p.input.path).to_string())
+            .unwrap_or_else(|| "package".into()),
     };
 
     // Variants as the smoke run saw them.
@@ -870,7 +956,11 @@ pub fn build(inputs: &Inputs) -> Report {
                     emulated: v.is_emulated(),
                     note: v.note.clone(),
                     torch: v.torch_version(),
-                    lazy_bytes: v.lazy_library.as_ref().filter(|_| !v.is_emulated()).map(|l| l.size),
+                    lazy_bytes: v
+                        .lazy_library
+                        .as_ref()
+                        .filter(|_| !v.is_emulated())
+                        .map(|l| l.size),
                     lazy_has_magma: v.lazy_library.as_ref().and_then(|l| l.has_magma),
                     counts: v.summary.clone().unwrap_or_default(),
                     checks: {
@@ -884,7 +974,11 @@ pub fn build(inputs: &Inputs) -> Report {
         .unwrap_or_default();
     variants.sort_by(|a, b| a.name.cmp(&b.name));
     let slim_variant = smoke.and_then(|s| s.variants.iter().find(|v| v.name == slim));
-    let full_variant = smoke.and_then(|s| s.variants.iter().find(|v| v.name == dep && !v.is_emulated()));
+    let full_variant = smoke.and_then(|s| {
+        s.variants
+            .iter()
+            .find(|v| v.name == dep && !v.is_emulated())
+    });
     let slim_smoke = match (smoke, slim_variant) {
         (None, _) => SlimSmoke::NoSmoke,
         (Some(_), None) => SlimSmoke::NotRun,
@@ -930,24 +1024,44 @@ pub fn build(inputs: &Inputs) -> Report {
         }
     }
     failures.sort_by(|a, b| (&a.variant, &a.what).cmp(&(&b.variant, &b.what)));
-    let smoke_failed = smoke.is_some_and(|s| s.result == Some(SmokeResult::Fail)) || !failures.is_empty();
+    let smoke_failed =
+        smoke.is_some_and(|s| s.result == Some(SmokeResult::Fail)) || !failures.is_empty();
 
     // Ops lost in the slim variant: a case id that passes in the full variant and does not in
     // the slim one. Only a real slim variant can lose anything (an emulated one forces cuSOLVER on
     // the full installation).
     let (mut lost_default, mut lost_explicit) = (Vec::new(), Vec::new());
     if let (Some(full), Some(sv)) = (full_variant, slim_variant.filter(|v| !v.is_emulated())) {
-        let full_ok: BTreeSet<&str> = full.cases.iter().filter(|c| c.status == CaseStatus::Pass).map(|c| c.id.as_str()).collect();
+        let full_ok: BTreeSet<&str> = full
+            .cases
+            .iter()
+            .filter(|c| c.status == CaseStatus::Pass)
+            .map(|c| c.id.as_str())
+            .collect();
         let mut lost: BTreeMap<(String, String), (usize, String)> = BTreeMap::new();
         for c in &sv.cases {
-            if full_ok.contains(c.id.as_str()) && c.status != CaseStatus::Pass && c.status != CaseStatus::Excluded {
-                let e = lost.entry((c.op.clone(), c.preference.clone())).or_insert((0, c.reason.clone()));
+            if full_ok.contains(c.id.as_str())
+                && c.status != CaseStatus::Pass
+                && c.status != CaseStatus::Excluded
+            {
+                let e = lost
+                    .entry((c.op.clone(), c.preference.clone()))
+                    .or_insert((0, c.reason.clone()));
                 e.0 += 1;
             }
         }
         for ((op, preference), (cases, example_reason)) in lost {
-            let l = LostOp { op, preference: preference.clone(), cases, example_reason };
-            if preference == "default" { lost_default.push(l) } else { lost_explicit.push(l) }
+            let l = LostOp {
+                op,
+                preference: preference.clone(),
+                cases,
+                example_reason,
+            };
+            if preference == "default" {
+                lost_default.push(l)
+            } else {
+                lost_explicit.push(l)
+            }
         }
     }
 
@@ -969,7 +1083,13 @@ pub fn build(inputs: &Inputs) -> Report {
                         Some(x) if x < 1.0 / SAME_WITHIN => Change::Faster,
                         Some(_) => Change::Same,
                     };
-                    RoutingLine { item: format!("{} {} {}", r.op, r.size, r.dtype), full_ms, slim_ms, ratio, change }
+                    RoutingLine {
+                        item: format!("{} {} {}", r.op, r.size, r.dtype),
+                        full_ms,
+                        slim_ms,
+                        ratio,
+                        change,
+                    }
                 })
                 .collect()
         })
@@ -1006,13 +1126,21 @@ pub fn build(inputs: &Inputs) -> Report {
 
     let platform = smoke.map(|s| {
         let d = s.device.clone().unwrap_or_default();
-        let torch: BTreeSet<String> = s.variants.iter().filter_map(|v| v.torch_version()).collect();
+        let torch: BTreeSet<String> = s
+            .variants
+            .iter()
+            .filter_map(|v| v.torch_version())
+            .collect();
         format!(
             "{} ({}), {}, torch {}",
             d.name.clone().unwrap_or_else(|| "GPU not recorded".into()),
             d.sm.clone().unwrap_or_else(|| "sm not recorded".into()),
             d.driver_text(),
-            if torch.is_empty() { "not recorded".into() } else { torch.into_iter().collect::<Vec<_>>().join(", ") }
+            if torch.is_empty() {
+                "not recorded".into()
+            } else {
+                torch.into_iter().collect::<Vec<_>>().join(", ")
+            }
         )
     });
 
@@ -1023,25 +1151,52 @@ pub fn build(inputs: &Inputs) -> Report {
     if let Some(p) = plan {
         let out = |r: Role| p.outputs.iter().find(|o| o.role == r);
         if let Some(core) = out(Role::Core) {
-            byte_bars.push(ByteBar { label: "core".into(), bytes: core.bytes, measured: true });
+            byte_bars.push(ByteBar {
+                label: "core".into(),
+                bytes: core.bytes,
+                measured: true,
+            });
         }
         if let Some(lazy) = out(Role::Lazy) {
             let mut vs = lazy.variants.clone();
-            vs.sort_by(|a, b| b.with_payload.cmp(&a.with_payload).then(a.name.cmp(&b.name)));
+            vs.sort_by(|a, b| {
+                b.with_payload
+                    .cmp(&a.with_payload)
+                    .then(a.name.cmp(&b.name))
+            });
             for v in vs {
                 // A real smoke of the variant measured its installed library: prefer that.
-                let measured = variants.iter().find(|x| x.name == v.name && !x.emulated).and_then(|x| x.lazy_bytes);
+                let measured = variants
+                    .iter()
+                    .find(|x| x.name == v.name && !x.emulated)
+                    .and_then(|x| x.lazy_bytes);
                 let (bytes, is_measured) = match (v.measured, measured) {
                     (true, _) => (v.bytes, true),
                     (false, Some(m)) => (m, true),
                     (false, None) => (v.bytes, false),
                 };
-                byte_bars.push(ByteBar { label: format!("lazy {}", v.name), bytes, measured: is_measured });
+                byte_bars.push(ByteBar {
+                    label: format!("lazy {}", v.name),
+                    bytes,
+                    measured: is_measured,
+                });
             }
         }
-        byte_bars.push(ByteBar { label: "payload".into(), bytes: out(Role::Payload).map(|o| o.bytes).unwrap_or(0), measured: true });
-        if p.payload.files.iter().any(|f| f.form == crate::analysis::verdict::PayloadForm::Static) {
-            payload_static_in_lazy = Some(p.saving.bytes.saturating_sub(out(Role::Payload).map(|o| o.bytes).unwrap_or(0)));
+        byte_bars.push(ByteBar {
+            label: "payload".into(),
+            bytes: out(Role::Payload).map(|o| o.bytes).unwrap_or(0),
+            measured: true,
+        });
+        if p.payload
+            .files
+            .iter()
+            .any(|f| f.form == crate::analysis::verdict::PayloadForm::Static)
+        {
+            payload_static_in_lazy = Some(
+                p.saving
+                    .bytes
+                    .saturating_sub(out(Role::Payload).map(|o| o.bytes).unwrap_or(0)),
+            );
         }
         if p.verdict == Verdict::Confined {
             // Measured saving when the slim library's real size is known; the plan's estimate otherwise.
@@ -1051,7 +1206,9 @@ pub fn build(inputs: &Inputs) -> Report {
             let (bytes, how) = match (full, slim_bar) {
                 (Some(f), Some(s)) if f.measured && s.measured => (
                     f.bytes.saturating_sub(s.bytes) + payload_out,
-                    format!("measured: lazy {dep} − lazy {slim} (installed, from the smoke run) + payload output"),
+                    format!(
+                        "measured: lazy {dep} − lazy {slim} (installed, from the smoke run) + payload output"
+                    ),
                 ),
                 _ => (p.saving.bytes, format!("plan estimate: {}", p.saving.how)),
             };
@@ -1066,12 +1223,23 @@ pub fn build(inputs: &Inputs) -> Report {
                 )
             };
             let env_bytes = p.input.bytes;
-            let percent = if env_bytes > 0 { bytes as f64 * 100.0 / env_bytes as f64 } else { 0.0 };
-            saving = Some(Saving { bytes, env_bytes, percent, how: format!("{how}{external_note}") });
+            let percent = if env_bytes > 0 {
+                bytes as f64 * 100.0 / env_bytes as f64
+            } else {
+                0.0
+            };
+            saving = Some(Saving {
+                bytes,
+                env_bytes,
+                percent,
+                how: format!("{how}{external_note}"),
+            });
         }
     } else {
         unknown.push("Bytes saved: not known (no --plan).".into());
-        unknown.push("Verdict, witnesses, glue warnings and the contract: not known (no --plan).".into());
+        unknown.push(
+            "Verdict, witnesses, glue warnings and the contract: not known (no --plan).".into(),
+        );
     }
     match slim_smoke {
         SlimSmoke::NoSmoke => {
@@ -1102,11 +1270,20 @@ pub fn build(inputs: &Inputs) -> Report {
         Some(f) => {
             let mut by: BTreeMap<((String, u64, String), String), u64> = BTreeMap::new();
             for t in &f.doc.total.fatbin.targets {
-                *by.entry((arch_key(&t.name), format!("{} {}", t.name, t.kind))).or_default() += t.stored;
+                *by.entry((arch_key(&t.name), format!("{} {}", t.name, t.kind)))
+                    .or_default() += t.stored;
             }
-            let bars: Vec<(String, u64)> = by.into_iter().map(|((_, label), b)| (label, b)).collect();
+            let bars: Vec<(String, u64)> =
+                by.into_iter().map(|((_, label), b)| (label, b)).collect();
             let s = &f.doc.total.fatbin;
-            (bars, Some((s.stored, s.uncompressed, f.doc.total.driver.as_ref().and_then(|d| d.minimum.clone()))))
+            (
+                bars,
+                Some((
+                    s.stored,
+                    s.uncompressed,
+                    f.doc.total.driver.as_ref().and_then(|d| d.minimum.clone()),
+                )),
+            )
         }
         None => {
             unknown.push("Device code per architecture: not known (no --fatbin).".into());
@@ -1153,8 +1330,16 @@ pub fn build(inputs: &Inputs) -> Report {
             c.exports,
             imports,
             c.imports.len(),
-            if lookups.is_empty() { "none".into() } else { lookups.join(", ") },
-            if required.is_empty() { "none".into() } else { required.join(", ") }
+            if lookups.is_empty() {
+                "none".into()
+            } else {
+                lookups.join(", ")
+            },
+            if required.is_empty() {
+                "none".into()
+            } else {
+                required.join(", ")
+            }
         ));
     }
 
@@ -1164,7 +1349,10 @@ pub fn build(inputs: &Inputs) -> Report {
         for p in pk.doc.record.packages.iter().chain(pk.doc.standins.iter()) {
             let role = match (&p.variant, p.standin) {
                 (_, true) => {
-                    format!("stand-in (represents {}, not real bytes)", crate::output::human_bytes(p.represents_bytes.unwrap_or(0)))
+                    format!(
+                        "stand-in (represents {}, not real bytes)",
+                        crate::output::human_bytes(p.represents_bytes.unwrap_or(0))
+                    )
                 }
                 (Some(v), false) => format!("{} {}", p.role, v),
                 (None, false) => p.role.clone(),
@@ -1235,44 +1423,88 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
             file: file.to_string(),
             schema: format!("{} v{}", schema.0, schema.1),
             tool: tool.map(|t| match &t.commit {
-                Some(c) => format!("{} {} (commit {})", t.name, t.version, c.get(..12).unwrap_or(c)),
+                Some(c) => format!(
+                    "{} {} (commit {})",
+                    t.name,
+                    t.version,
+                    c.get(..12).unwrap_or(c)
+                ),
                 None => format!("{} {}", t.name, t.version),
             }),
             command: if stamp.command.is_empty() {
                 None
             } else {
-                Some(stamp.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))
+                Some(
+                    stamp
+                        .command
+                        .iter()
+                        .map(|a| shell_quote(a))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
             },
-            date: stamp.date.clone().unwrap_or_else(|| if deterministic { NO_DATE } else { NOT_RECORDED }.to_string()),
+            date: stamp
+                .date
+                .clone()
+                .unwrap_or_else(|| if deterministic { NO_DATE } else { NOT_RECORDED }.to_string()),
         }
     }
     let mut out = Vec::new();
-    let mut not_given = |what: &str| unknown.push(format!("Provenance of the {what}: not known (not given)."));
+    let mut not_given =
+        |what: &str| unknown.push(format!("Provenance of the {what}: not known (not given)."));
     match &inputs.plan {
         Some(p) => {
             let d = &p.doc;
-            out.push(row("plan", &p.file, (&d.schema, d.schema_version), Some(&d.tool), &d.stamp, true))
+            out.push(row(
+                "plan",
+                &p.file,
+                (&d.schema, d.schema_version),
+                Some(&d.tool),
+                &d.stamp,
+                true,
+            ))
         }
         None => not_given("plan"),
     }
     match &inputs.smoke {
         Some(s) => {
             let d = &s.doc;
-            out.push(row("smoke", &s.file, (&d.schema, d.schema_version), Some(&d.tool), &d.stamp, false))
+            out.push(row(
+                "smoke",
+                &s.file,
+                (&d.schema, d.schema_version),
+                Some(&d.tool),
+                &d.stamp,
+                false,
+            ))
         }
         None => not_given("smoke run"),
     }
     match &inputs.fatbin {
         Some(f) => {
             let d = &f.doc;
-            out.push(row("fatbin", &f.file, (&d.schema, d.schema_version), Some(&d.tool), &d.stamp, true))
+            out.push(row(
+                "fatbin",
+                &f.file,
+                (&d.schema, d.schema_version),
+                Some(&d.tool),
+                &d.stamp,
+                true,
+            ))
         }
         None => not_given("fatbin scan"),
     }
     match &inputs.pack {
         Some(p) => {
             let d = &p.doc;
-            out.push(row("pack", &p.file, (&d.schema, d.schema_version), d.tool.as_ref(), &d.stamp, true))
+            out.push(row(
+                "pack",
+                &p.file,
+                (&d.schema, d.schema_version),
+                d.tool.as_ref(),
+                &d.stamp,
+                true,
+            ))
         }
         None => not_given("pack report"),
     }
@@ -1281,8 +1513,14 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
 
 /// Read, check and render: the whole `report` command minus writing the file.
 pub fn run(paths: &Paths, format: Format) -> Result<String> {
-    if paths.plan.is_none() && paths.smoke.is_none() && paths.fatbin.is_none() && paths.pack.is_none() {
-        return Err(Error::Usage("report: give at least one of --plan, --smoke, --fatbin, --pack".into()));
+    if paths.plan.is_none()
+        && paths.smoke.is_none()
+        && paths.fatbin.is_none()
+        && paths.pack.is_none()
+    {
+        return Err(Error::Usage(
+            "report: give at least one of --plan, --smoke, --fatbin, --pack".into(),
+        ));
     }
     let inputs = load(paths)?;
     let report = build(&inputs);

@@ -89,17 +89,39 @@ pub fn bytes_chart(rows: &[ByteBar]) -> String {
         .enumerate()
         .map(|(i, b)| {
             let how = if b.measured { "" } else { ", estimated" };
-            (b.label.clone(), b.bytes, i, format!("{} ({} B{how})", human_bytes(b.bytes), thousands(b.bytes)))
+            (
+                b.label.clone(),
+                b.bytes,
+                i,
+                format!("{} ({} B{how})", human_bytes(b.bytes), thousands(b.bytes)),
+            )
         })
         .collect();
-    bars("chart-bytes", "Where the bytes go (installed bytes per output)", &rows)
+    bars(
+        "chart-bytes",
+        "Where the bytes go (installed bytes per output)",
+        &rows,
+    )
 }
 
 /// Stored device code per architecture.
 pub fn fatbin_chart(rows: &[(String, u64)]) -> String {
-    let rows: Vec<(String, u64, usize, String)> =
-        rows.iter().map(|(n, b)| (n.clone(), *b, 0, format!("{} ({} B)", human_bytes(*b), thousands(*b)))).collect();
-    bars("chart-fatbin", "Stored device code bytes per architecture", &rows)
+    let rows: Vec<(String, u64, usize, String)> = rows
+        .iter()
+        .map(|(n, b)| {
+            (
+                n.clone(),
+                *b,
+                0,
+                format!("{} ({} B)", human_bytes(*b), thousands(*b)),
+            )
+        })
+        .collect();
+    bars(
+        "chart-fatbin",
+        "Stored device code bytes per architecture",
+        &rows,
+    )
 }
 
 /// The x offset of a ratio on the log axis, relative to 1×, clamped to ±2 decades.
@@ -112,7 +134,12 @@ pub fn ratio_chart(rows: &[BackendLine]) -> String {
     let centre = LABEL_W + 2.0 * DECADE;
     let width = LABEL_W + 4.0 * DECADE + 330.0;
     let height = ROW_H * rows.len() as f64 + 40.0;
-    let mut s = open("chart-ratio", "Time under MAGMA over time under cuSOLVER, per op (log scale)", width, height);
+    let mut s = open(
+        "chart-ratio",
+        "Time under MAGMA over time under cuSOLVER, per op (log scale)",
+        width,
+        height,
+    );
     // Axis with decade ticks.
     for (i, tick) in ["0.01×", "0.1×", "1×", "10×", "100×"].iter().enumerate() {
         let x = LABEL_W + DECADE * i as f64;
@@ -136,7 +163,11 @@ pub fn ratio_chart(rows: &[BackendLine]) -> String {
         match r.ratio {
             Some(ratio) => {
                 let off = log_offset(ratio);
-                let (x, w) = if off >= 0.0 { (centre, off) } else { (centre + off, -off) };
+                let (x, w) = if off >= 0.0 {
+                    (centre, off)
+                } else {
+                    (centre + off, -off)
+                };
                 let pattern = if ratio >= 1.0 { "cross" } else { "dots" };
                 // Within the noise band the direction is not worth a word.
                 let verdict = if ratio > super::SAME_WITHIN {

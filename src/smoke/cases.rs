@@ -140,7 +140,11 @@ pub enum Mode {
 impl Mode {
     /// A real variant, or an emulated one (`--emulate`).
     pub fn of(emulated: bool) -> Mode {
-        if emulated { Mode::EmulatedNomagma } else { Mode::Real }
+        if emulated {
+            Mode::EmulatedNomagma
+        } else {
+            Mode::Real
+        }
     }
 
     pub fn preferences(self) -> &'static [&'static str] {
@@ -175,7 +179,8 @@ pub struct Filter {
 
 impl Filter {
     pub fn keeps(&self, id: &str) -> bool {
-        (self.only.is_empty() || self.only.iter().any(|s| id.contains(s.as_str()))) && !self.skip.iter().any(|s| id.contains(s.as_str()))
+        (self.only.is_empty() || self.only.iter().any(|s| id.contains(s.as_str())))
+            && !self.skip.iter().any(|s| id.contains(s.as_str()))
     }
 }
 
@@ -233,7 +238,13 @@ pub struct BenchItem {
 
 macro_rules! bench {
     ($op:literal, $size:literal, $params:tt, $dtype:literal, $why:literal) => {
-        BenchItem { op: $op, size: $size, params: || json!($params), dtype: $dtype, why: $why }
+        BenchItem {
+            op: $op,
+            size: $size,
+            params: || json!($params),
+            dtype: $dtype,
+            why: $why,
+        }
     };
 }
 

@@ -57,7 +57,11 @@ fn driver_loadable() -> Result<(), String> {
                 return Ok(());
             }
             let e = libc::dlerror();
-            let msg = if e.is_null() { format!("{name}: cannot be loaded") } else { CStr::from_ptr(e).to_string_lossy().into_owned() };
+            let msg = if e.is_null() {
+                format!("{name}: cannot be loaded")
+            } else {
+                CStr::from_ptr(e).to_string_lossy().into_owned()
+            };
             first.get_or_insert(msg);
         }
     }
@@ -91,16 +95,23 @@ fn probe_inner(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
     result::init().map_err(|e| NoDevice::Device(derr("cuInit", e)))?;
     let mut version: std::ffi::c_int = 0;
     // SAFETY: cuDriverGetVersion writes one int.
-    unsafe { sys::cuDriverGetVersion(&mut version) }.result().map_err(|e| NoDevice::Driver(derr("cuDriverGetVersion", e)))?;
-    let count = result::device::get_count().map_err(|e| NoDevice::Device(derr("cuDeviceGetCount", e)))?;
+    unsafe { sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(|e| NoDevice::Driver(derr("cuDriverGetVersion", e)))?;
+    let count =
+        result::device::get_count().map_err(|e| NoDevice::Device(derr("cuDeviceGetCount", e)))?;
     if count <= ordinal {
-        return Err(NoDevice::Device(format!("the driver sees {count} device(s); device {ordinal} does not exist")));
+        return Err(NoDevice::Device(format!(
+            "the driver sees {count} device(s); device {ordinal} does not exist"
+        )));
     }
     let dev = result::device::get(ordinal).map_err(|e| NoDevice::Device(derr("cuDeviceGet", e)))?;
-    let name = result::device::get_name(dev).map_err(|e| NoDevice::Device(derr("cuDeviceGetName", e)))?;
+    let name =
+        result::device::get_name(dev).map_err(|e| NoDevice::Device(derr("cuDeviceGetName", e)))?;
     let attr = |a: sys::CUdevice_attribute| {
         // SAFETY: `dev` came from cuDeviceGet.
-        unsafe { result::device::get_attribute(dev, a) }.map_err(|e| NoDevice::Device(derr("cuDeviceGetAttribute", e)))
+        unsafe { result::device::get_attribute(dev, a) }
+            .map_err(|e| NoDevice::Device(derr("cuDeviceGetAttribute", e)))
     };
     let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
@@ -127,7 +138,11 @@ fn driver_release() -> Option<String> {
         return None;
     }
     let mut text = String::new();
-    std::fs::File::open(NVRM_VERSION).ok()?.take(4096).read_to_string(&mut text).ok()?;
+    std::fs::File::open(NVRM_VERSION)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
     parse_nvrm(&text)
 }
 
@@ -135,7 +150,11 @@ fn driver_release() -> Option<String> {
 pub fn parse_nvrm(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
     line.split_whitespace()
-        .find(|t| t.contains('.') && t.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+        .find(|t| {
+            t.contains('.')
+                && t.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
         .map(str::to_string)
 }
 

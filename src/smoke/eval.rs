@@ -132,7 +132,11 @@ impl Raw {
         raw.warnings = v
             .get("warnings")
             .and_then(|w| w.as_array())
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default();
         raw.preference_after = s("preference_after");
         raw.context_ok = v.get("context_ok").and_then(|x| x.as_bool());
@@ -214,7 +218,11 @@ impl Status {
 }
 
 fn first_line(s: &str) -> String {
-    let line = s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = s
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let mut out: String = line.chars().take(200).collect();
     if line.chars().count() > 200 {
         out.push('…');
@@ -229,7 +237,11 @@ fn observed(raw: &Raw) -> String {
             None => "ran".into(),
         },
         RawOutcome::Error => {
-            format!("{}: {}", raw.error_type.as_deref().unwrap_or("error"), first_line(raw.error.as_deref().unwrap_or("")))
+            format!(
+                "{}: {}",
+                raw.error_type.as_deref().unwrap_or("error"),
+                first_line(raw.error.as_deref().unwrap_or(""))
+            )
         }
         RawOutcome::Timeout => "timed out".into(),
         RawOutcome::Crash => "worker died".into(),
@@ -238,21 +250,49 @@ fn observed(raw: &Raw) -> String {
 }
 
 fn pattern_matches(pattern: &str, text: &str) -> bool {
-    regex::Regex::new(pattern).map(|r| r.is_match(text)).unwrap_or(false)
+    regex::Regex::new(pattern)
+        .map(|r| r.is_match(text))
+        .unwrap_or(false)
 }
 
 /// Judge one case. `base_preference` is what the worker must have reset to.
-pub fn judge(exp: &Expectation, raw: &Raw, tolerance: f64, base_preference: &str) -> (Status, String) {
+pub fn judge(
+    exp: &Expectation,
+    raw: &Raw,
+    tolerance: f64,
+    base_preference: &str,
+) -> (Status, String) {
     match raw.outcome {
         RawOutcome::Timeout => {
             return (
                 Status::Timeout,
-                format!("hang: {}", raw.detail.as_deref().unwrap_or("no answer within the case timeout; process group killed")),
+                format!(
+                    "hang: {}",
+                    raw.detail
+                        .as_deref()
+                        .unwrap_or("no answer within the case timeout; process group killed")
+                ),
             );
         }
-        RawOutcome::NotRun => return (Status::Timeout, format!("not run: {}", raw.detail.as_deref().unwrap_or("earlier cases failed"))),
+        RawOutcome::NotRun => {
+            return (
+                Status::Timeout,
+                format!(
+                    "not run: {}",
+                    raw.detail.as_deref().unwrap_or("earlier cases failed")
+                ),
+            );
+        }
         RawOutcome::Crash => {
-            return (Status::Fail, format!("worker died: {}", raw.detail.as_deref().unwrap_or("no answer and no exit status")));
+            return (
+                Status::Fail,
+                format!(
+                    "worker died: {}",
+                    raw.detail
+                        .as_deref()
+                        .unwrap_or("no answer and no exit status")
+                ),
+            );
         }
         _ => {}
     }
@@ -269,24 +309,36 @@ pub fn judge(exp: &Expectation, raw: &Raw, tolerance: f64, base_preference: &str
     {
         return (
             Status::Fail,
-            format!("the backend preference was not reset: still {after:?} after the case (expected {base_preference:?})"),
+            format!(
+                "the backend preference was not reset: still {after:?} after the case (expected {base_preference:?})"
+            ),
         );
     }
     let tol_ok = |r: Option<f64>| r.is_some_and(|r| r.is_finite() && r <= tolerance);
-    let residual_text = |r: Option<f64>| r.map(|r| format!("{r:.2e}")).unwrap_or_else(|| "missing".into());
+    let residual_text = |r: Option<f64>| {
+        r.map(|r| format!("{r:.2e}"))
+            .unwrap_or_else(|| "missing".into())
+    };
     if exp.outcome == Outcome::Excluded {
         let note = exp.note.as_deref().unwrap_or("excluded");
         let short = note.split(':').next().unwrap_or(note);
-        return (Status::Excluded, format!("{short} (observed: {})", observed(raw)));
+        return (
+            Status::Excluded,
+            format!("{short} (observed: {})", observed(raw)),
+        );
     }
     match raw.outcome {
         RawOutcome::Ok => {
             let ok = tol_ok(raw.residual);
             match exp.outcome {
                 Outcome::Pass | Outcome::PassOrError if ok => (Status::Pass, String::new()),
-                Outcome::Pass | Outcome::PassOrError => {
-                    (Status::Fail, format!("wrong result: residual {} exceeds the tolerance {tolerance:.0e}", residual_text(raw.residual)))
-                }
+                Outcome::Pass | Outcome::PassOrError => (
+                    Status::Fail,
+                    format!(
+                        "wrong result: residual {} exceeds the tolerance {tolerance:.0e}",
+                        residual_text(raw.residual)
+                    ),
+                ),
                 Outcome::Error => (
                     Status::Fail,
                     format!(
@@ -304,21 +356,37 @@ pub fn judge(exp: &Expectation, raw: &Raw, tolerance: f64, base_preference: &str
             let line = first_line(text);
             let ty = raw.error_type.as_deref().unwrap_or("error");
             if matches!(phase, "inputs" | "check" | "harness") {
-                return (Status::Fail, format!("harness error while {}: {ty}: {line}", phase_words(phase)));
+                return (
+                    Status::Fail,
+                    format!("harness error while {}: {ty}: {line}", phase_words(phase)),
+                );
             }
             match exp.outcome {
                 Outcome::Pass => (
                     Status::Fail,
-                    format!("unexpected {ty}{}: {line}", if phase == "set_preference" { " setting the preference" } else { "" }),
+                    format!(
+                        "unexpected {ty}{}: {line}",
+                        if phase == "set_preference" {
+                            " setting the preference"
+                        } else {
+                            ""
+                        }
+                    ),
                 ),
                 Outcome::Error | Outcome::PassOrError => {
                     let pattern = exp.pattern.as_deref().unwrap_or("");
                     if raw.runtime_error == Some(false) {
-                        (Status::Fail, format!("expected a clean RuntimeError, got {ty}: {line}"))
+                        (
+                            Status::Fail,
+                            format!("expected a clean RuntimeError, got {ty}: {line}"),
+                        )
                     } else if pattern_matches(pattern, text) {
                         (Status::ExpectedFail, format!("{ty}: {line}"))
                     } else {
-                        (Status::Fail, format!("error does not match /{pattern}/: {ty}: {line}"))
+                        (
+                            Status::Fail,
+                            format!("error does not match /{pattern}/: {ty}: {line}"),
+                        )
                     }
                 }
                 Outcome::Excluded => unreachable!(),
@@ -371,27 +439,50 @@ pub struct Check {
     pub consequence: Option<String>,
 }
 
-fn check(name: &str, status: CheckStatus, detail: impl Into<String>, consequence: Option<String>) -> Check {
-    Check { name: name.to_string(), status, detail: detail.into(), consequence }
+fn check(
+    name: &str,
+    status: CheckStatus,
+    detail: impl Into<String>,
+    consequence: Option<String>,
+) -> Check {
+    Check {
+        name: name.to_string(),
+        status,
+        detail: detail.into(),
+        consequence,
+    }
 }
 
 /// Laziness from the probe: not mapped after `import torch`, CUDA init and a matmul; mapped
 /// after the first linalg op.
 pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Check {
     let Some(p) = probe else {
-        return check("laziness", CheckStatus::Fail, "the probe process gave no answer", None);
+        return check(
+            "laziness",
+            CheckStatus::Fail,
+            "the probe process gave no answer",
+            None,
+        );
     };
     let get = |k: &str| p.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if p.get("import_ok").and_then(|v| v.as_bool()) != Some(true) {
         return check(
             "laziness",
             CheckStatus::Fail,
-            format!("import torch failed: {}", first_line(&get("import_error").unwrap_or_default())),
+            format!(
+                "import torch failed: {}",
+                first_line(&get("import_error").unwrap_or_default())
+            ),
             None,
         );
     }
     if let Some(e) = get("cuda_error") {
-        return check("laziness", CheckStatus::Fail, format!("CUDA did not initialise in the variant: {}", first_line(&e)), None);
+        return check(
+            "laziness",
+            CheckStatus::Fail,
+            format!("CUDA did not initialise in the variant: {}", first_line(&e)),
+            None,
+        );
     }
     let eager = |moment: &str, path: String| {
         check(
@@ -422,7 +513,9 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
             check(
                 "laziness",
                 CheckStatus::Pass,
-                format!("not mapped after import torch, CUDA init and a matmul; mapped after the first cholesky: {path}{grew}"),
+                format!(
+                    "not mapped after import torch, CUDA init and a matmul; mapped after the first cholesky: {path}{grew}"
+                ),
                 None,
             )
         }
@@ -431,7 +524,9 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
             CheckStatus::Fail,
             format!(
                 "{lazy_name} is not mapped after the first linalg op{}",
-                get("first_linalg_error").map(|e| format!(" (cholesky raised: {})", first_line(&e))).unwrap_or_default()
+                get("first_linalg_error")
+                    .map(|e| format!(" (cholesky raised: {})", first_line(&e)))
+                    .unwrap_or_default()
             ),
             Some("every CUDA linalg op fails in this variant".into()),
         ),
@@ -440,13 +535,19 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
 
 /// The measured way to ask whether MAGMA is really there: the probe looks `magma_init` up in the
 /// lazy library it saw mapped (`ctypes.CDLL(path, os.RTLD_NOLOAD)`), the library PyTorch loaded.
-pub const RUNTIME_TEST: &str = "hasattr(ctypes.CDLL(<loaded libtorch_cuda_linalg.so>, os.RTLD_NOLOAD), 'magma_init')";
+pub const RUNTIME_TEST: &str =
+    "hasattr(ctypes.CDLL(<loaded libtorch_cuda_linalg.so>, os.RTLD_NOLOAD), 'magma_init')";
 
 /// `torch.cuda.has_magma` should equal "the loaded lazy library contains MAGMA". It is compiled
 /// into `libtorch_cuda.so`, so with only the lazy library swapped it keeps describing the stock
 /// build: that is a stale core flag ([`CheckStatus::Stale`]), not a broken variant; whether the
 /// variant works is what its cases and the other checks say.
-pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option<bool>, lazy_name: &str, emulated: bool) -> Check {
+pub fn has_magma_check(
+    probe: Option<&serde_json::Value>,
+    lazy_has_magma: Option<bool>,
+    lazy_name: &str,
+    emulated: bool,
+) -> Check {
     if emulated {
         return check(
             "has_magma",
@@ -455,20 +556,37 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
             None,
         );
     }
-    let reported = probe.and_then(|p| p.get("has_magma")).and_then(|v| v.as_bool());
+    let reported = probe
+        .and_then(|p| p.get("has_magma"))
+        .and_then(|v| v.as_bool());
     // What the measured remedy answered in this process (recordings before it have no answer).
-    let runtime = probe.and_then(|p| p.get("loaded_library_exports_magma_init")).and_then(|v| v.as_bool());
+    let runtime = probe
+        .and_then(|p| p.get("loaded_library_exports_magma_init"))
+        .and_then(|v| v.as_bool());
     let runtime_text = match (runtime, lazy_has_magma) {
-        (Some(r), Some(b)) if r == b => format!("; the runtime test {RUNTIME_TEST} answered {} (right)", py(r)),
-        (Some(r), _) => format!("; the runtime test {RUNTIME_TEST} answered {} (does not match the library file)", py(r)),
+        (Some(r), Some(b)) if r == b => format!(
+            "; the runtime test {RUNTIME_TEST} answered {} (right)",
+            py(r)
+        ),
+        (Some(r), _) => format!(
+            "; the runtime test {RUNTIME_TEST} answered {} (does not match the library file)",
+            py(r)
+        ),
         (None, _) => String::new(),
     };
     match (reported, lazy_has_magma) {
-        (None, _) => check("has_magma", CheckStatus::Fail, "torch.cuda.has_magma could not be read (torch did not import)", None),
+        (None, _) => check(
+            "has_magma",
+            CheckStatus::Fail,
+            "torch.cuda.has_magma could not be read (torch did not import)",
+            None,
+        ),
         (_, None) => check(
             "has_magma",
             CheckStatus::Fail,
-            format!("could not tell whether {lazy_name} contains MAGMA (library not found or unreadable)"),
+            format!(
+                "could not tell whether {lazy_name} contains MAGMA (library not found or unreadable)"
+            ),
             None,
         ),
         (Some(a), Some(b)) if a == b => check(
@@ -484,7 +602,9 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
         (Some(true), Some(false)) => check(
             "has_magma",
             CheckStatus::Stale,
-            format!("stale core flag: torch.cuda.has_magma is True but {lazy_name} contains no MAGMA{runtime_text}"),
+            format!(
+                "stale core flag: torch.cuda.has_magma is True but {lazy_name} contains no MAGMA{runtime_text}"
+            ),
             Some(format!(
                 "has_magma is compiled into libtorch_cuda.so, not read from {lazy_name}. Code that trusts it takes MAGMA paths that now raise: preferred_linalg_library(\"magma\") is accepted and MAGMA-routed ops fail with \"requires compiling PyTorch with MAGMA\", PyTorch's skipCUDAIfNoMagma tests run and fail, and checks like builder's check_binary.sh pass wrongly. Measured remedy: ask the loaded library instead ({RUNTIME_TEST}; right on both variants on the H200, docs/evidence/nomagma-real/). Not measured: patching hasMAGMA() in libtorch_cuda.so to do the same, or pairing this variant with a libtorch_cuda.so built without MAGMA."
             )),
@@ -492,7 +612,9 @@ pub fn has_magma_check(probe: Option<&serde_json::Value>, lazy_has_magma: Option
         (Some(false), Some(true)) => check(
             "has_magma",
             CheckStatus::Stale,
-            format!("stale core flag: torch.cuda.has_magma is False but {lazy_name} contains MAGMA{runtime_text}"),
+            format!(
+                "stale core flag: torch.cuda.has_magma is False but {lazy_name} contains MAGMA{runtime_text}"
+            ),
             Some(format!(
                 "MAGMA is present and 2.11's default heuristics use it, but users and test suites are told it is absent: preferred_linalg_library(\"magma\") raises (and, storing before it checks, leaves MAGMA selected anyway), MAGMA tests are skipped, and torch.__config__.show() omits it. Measured remedy: ask the loaded library ({RUNTIME_TEST})."
             )),
@@ -534,12 +656,18 @@ pub fn identity_check(
         return check(
             "identity",
             CheckStatus::Fail,
-            format!("could not tell whether {lazy_name} is the {variant} build (library not found or unreadable)"),
+            format!(
+                "could not tell whether {lazy_name} is the {variant} build (library not found or unreadable)"
+            ),
             None,
         );
     };
     let rules = p.rule(with_payload);
-    let failed: Vec<String> = rules.iter().filter(|r| !r.pass).map(|r| format!("{}: {}", r.name, r.detail)).collect();
+    let failed: Vec<String> = rules
+        .iter()
+        .filter(|r| !r.pass)
+        .map(|r| format!("{}: {}", r.name, r.detail))
+        .collect();
     // What the stock file does for the core (exports, registrations at load, lookups): a library
     // without MAGMA that does not do it is no nomagma build either.
     if failed.is_empty()
@@ -559,14 +687,23 @@ pub fn identity_check(
     }
     if failed.is_empty() {
         let said: Vec<&str> = rules.iter().map(|r| r.name).collect();
-        return check("identity", CheckStatus::Pass, format!("{lazy_name} is a {variant} build ({})", said.join("; ")), None);
+        return check(
+            "identity",
+            CheckStatus::Pass,
+            format!("{lazy_name} is a {variant} build ({})", said.join("; ")),
+            None,
+        );
     }
     check(
         "identity",
         CheckStatus::Fail,
         format!(
             "variant {variant:?} but {lazy_name} is {} build, by the rule verify-variant applies: {}",
-            if with_payload { format!("not a {dep}") } else { format!("a {dep}") },
+            if with_payload {
+                format!("not a {dep}")
+            } else {
+                format!("a {dep}")
+            },
             failed.join("; ")
         ),
         Some(format!(
@@ -582,8 +719,18 @@ fn py(b: bool) -> &'static str {
 /// The device-code check as reported: the hook's answer, or "not checked".
 pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
     match result {
-        None => check("device_code", CheckStatus::NotChecked, "not checked (fatbin reader unavailable)", None),
-        Some(d) => Check { name: "device_code".into(), status: d.status, detail: d.detail, consequence: d.consequence },
+        None => check(
+            "device_code",
+            CheckStatus::NotChecked,
+            "not checked (fatbin reader unavailable)",
+            None,
+        ),
+        Some(d) => Check {
+            name: "device_code".into(),
+            status: d.status,
+            detail: d.detail,
+            consequence: d.consequence,
+        },
     }
 }
 
@@ -617,7 +764,11 @@ pub struct LibraryDeviceCode {
 /// Only the variant's own libraries (`own`: torch's own files, by canonical path; `None` judges
 /// every one) are judged: CUDA dependencies — the `nvidia-*` wheels, or in a conda environment the
 /// CUDA packages' files beside torch's in `$PREFIX/lib` — are reported alongside.
-pub fn device_code_check(libraries: &[PathBuf], own: Option<&std::collections::BTreeSet<PathBuf>>, sm: &str) -> Option<DeviceCheck> {
+pub fn device_code_check(
+    libraries: &[PathBuf],
+    own: Option<&std::collections::BTreeSet<PathBuf>>,
+    sm: &str,
+) -> Option<DeviceCheck> {
     use crate::fatbin::{self, Kind, Runs};
     let device: fatbin::Capability = sm.parse().ok()?;
     let mut out = Vec::new();
@@ -626,8 +777,12 @@ pub fn device_code_check(libraries: &[PathBuf], own: Option<&std::collections::B
     let mut stubs = Vec::new();
     let mut unreadable = Vec::new();
     for lib in libraries {
-        let Ok(map) = crate::input::map_file(lib) else { continue };
-        let Ok(view) = crate::elf::ElfView::parse(&map) else { continue };
+        let Ok(map) = crate::input::map_file(lib) else {
+            continue;
+        };
+        let Ok(view) = crate::elf::ElfView::parse(&map) else {
+            continue;
+        };
         let summary = match fatbin::read(&view) {
             Ok(Some(s)) => s,
             Ok(None) => continue,
@@ -638,7 +793,12 @@ pub fn device_code_check(libraries: &[PathBuf], own: Option<&std::collections::B
         };
         let verdict = fatbin::device_check(&summary, device);
         let names = |kind: Kind| -> Vec<String> {
-            let mut v: Vec<String> = summary.targets.iter().filter(|t| t.kind == kind).map(|t| t.name.clone()).collect();
+            let mut v: Vec<String> = summary
+                .targets
+                .iter()
+                .filter(|t| t.kind == kind)
+                .map(|t| t.name.clone())
+                .collect();
             v.dedup();
             v
         };
@@ -652,37 +812,56 @@ pub fn device_code_check(libraries: &[PathBuf], own: Option<&std::collections::B
             // kernels by other means, so its registered device code is reported, not judged.
             stubs.push(format!(
                 "{} ({} fat binaries, none for {sm})",
-                lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                lib.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 verdict.containers
             ));
         }
         if runs && verdict.runs == Runs::No {
             partial.push(format!(
                 "{} ({} of {} fat binaries have no code for {sm}: kernels for other GPUs)",
-                lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                lib.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 verdict.none,
                 verdict.containers
             ));
         }
         if !runs && own {
-            failing.push(lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            failing.push(
+                lib.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            );
         }
         out.push(LibraryDeviceCode {
             file: lib.display().to_string(),
             sass: names(Kind::Elf),
-            ptx: names(Kind::Ptx).into_iter().map(|n| n.replacen("sm_", "compute_", 1)).collect(),
+            ptx: names(Kind::Ptx)
+                .into_iter()
+                .map(|n| n.replacen("sm_", "compute_", 1))
+                .collect(),
             runs_on_device: runs,
         });
     }
     if out.is_empty() && unreadable.is_empty() {
         return None;
     }
-    let status = if failing.is_empty() && unreadable.is_empty() { CheckStatus::Pass } else { CheckStatus::Fail };
+    let status = if failing.is_empty() && unreadable.is_empty() {
+        CheckStatus::Pass
+    } else {
+        CheckStatus::Fail
+    };
     let detail = format!(
         "{} of {} libraries with device code carry SASS or PTX for {sm}{}{}{}",
         out.iter().filter(|l| l.runs_on_device).count(),
         out.len(),
-        if partial.is_empty() { String::new() } else { format!("; arch-specific kernels elsewhere: {}", partial.join(", ")) },
+        if partial.is_empty() {
+            String::new()
+        } else {
+            format!("; arch-specific kernels elsewhere: {}", partial.join(", "))
+        },
         if stubs.is_empty() {
             String::new()
         } else {
@@ -691,9 +870,18 @@ pub fn device_code_check(libraries: &[PathBuf], own: Option<&std::collections::B
                 stubs.join(", ")
             )
         },
-        if unreadable.is_empty() { String::new() } else { format!("; unreadable: {}", unreadable.join("; ")) }
+        if unreadable.is_empty() {
+            String::new()
+        } else {
+            format!("; unreadable: {}", unreadable.join("; "))
+        }
     );
     let consequence = (!failing.is_empty())
         .then(|| format!("kernels in {} have neither SASS for {sm} nor PTX to JIT: they fail to launch on this GPU", failing.join(", ")));
-    Some(DeviceCheck { status, detail, consequence, libraries: out })
+    Some(DeviceCheck {
+        status,
+        detail,
+        consequence,
+        libraries: out,
+    })
 }

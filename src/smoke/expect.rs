@@ -98,9 +98,17 @@ pub struct Tables {
 impl Tables {
     pub fn builtin() -> Tables {
         let file: TableFile = serde_json::from_str(BUILTIN).expect("built-in expect.json parses");
-        let origin = file.tables.keys().map(|k| (k.clone(), "built-in".to_string())).collect();
-        let t = Tables { tables: file.tables, origin };
-        t.validate("built-in expect.json").expect("built-in expect.json is valid");
+        let origin = file
+            .tables
+            .keys()
+            .map(|k| (k.clone(), "built-in".to_string()))
+            .collect();
+        let t = Tables {
+            tables: file.tables,
+            origin,
+        };
+        t.validate("built-in expect.json")
+            .expect("built-in expect.json is valid");
         t
     }
 
@@ -118,14 +126,25 @@ impl Tables {
     /// Built-ins, then the tables of a table file's `text` on top; `origin` names the file in
     /// errors and in each table's origin. `with_file` and the fuzz harness both read through here.
     pub fn with_text(text: &str, origin: &str) -> Result<Tables> {
-        let file: TableFile = serde_json::from_str(text).map_err(|e| Error::bad(origin, format!("not an expectation table file: {e}")))?;
+        let file: TableFile = serde_json::from_str(text)
+            .map_err(|e| Error::bad(origin, format!("not an expectation table file: {e}")))?;
         if let Some(s) = &file.schema
             && s != "splitpkg-smoke-expect"
         {
-            return Err(Error::bad(origin, format!("schema is {s:?}, expected \"splitpkg-smoke-expect\"")));
+            return Err(Error::bad(
+                origin,
+                format!("schema is {s:?}, expected \"splitpkg-smoke-expect\""),
+            ));
         }
         let mut t = Tables::builtin();
-        let user = Tables { origin: file.tables.keys().map(|k| (k.clone(), origin.to_string())).collect(), tables: file.tables };
+        let user = Tables {
+            origin: file
+                .tables
+                .keys()
+                .map(|k| (k.clone(), origin.to_string()))
+                .collect(),
+            tables: file.tables,
+        };
         user.validate(origin)?;
         t.tables.extend(user.tables);
         t.origin.extend(user.origin);
@@ -137,18 +156,28 @@ impl Tables {
             for (i, r) in table.rules.iter().enumerate() {
                 let at = format!("{what}: table {name:?} rule {i}");
                 let Some(outcome) = r.expect else {
-                    return Err(Error::bad(at, "missing \"expect\" (pass, error, pass-or-error or excluded)"));
+                    return Err(Error::bad(
+                        at,
+                        "missing \"expect\" (pass, error, pass-or-error or excluded)",
+                    ));
                 };
                 if matches!(outcome, Outcome::Error | Outcome::PassOrError) && r.pattern.is_none() {
-                    return Err(Error::bad(at, "an \"error\" rule needs a \"pattern\" the message must match"));
+                    return Err(Error::bad(
+                        at,
+                        "an \"error\" rule needs a \"pattern\" the message must match",
+                    ));
                 }
                 if let Some(p) = &r.pattern {
-                    Regex::new(p).map_err(|e| Error::bad(&at, format!("bad pattern {p:?}: {e}")))?;
+                    Regex::new(p)
+                        .map_err(|e| Error::bad(&at, format!("bad pattern {p:?}: {e}")))?;
                 }
                 if let Some(v) = &r.cuda_below
                     && crate::version::parse(v.trim()).is_none()
                 {
-                    return Err(Error::bad(at, format!("cuda_below {v:?} is not a version like 12.8")));
+                    return Err(Error::bad(
+                        at,
+                        format!("cuda_below {v:?} is not a version like 12.8"),
+                    ));
                 }
             }
         }
@@ -171,7 +200,11 @@ pub fn version_below(a: &str, b: &str) -> Option<bool> {
 
 fn dtype_matches(list: &[String], dtype: &str) -> bool {
     list.is_empty()
-        || list.iter().any(|d| d == dtype || (d == "real" && REAL.contains(&dtype)) || (d == "complex" && COMPLEX.contains(&dtype)))
+        || list.iter().any(|d| {
+            d == dtype
+                || (d == "real" && REAL.contains(&dtype))
+                || (d == "complex" && COMPLEX.contains(&dtype))
+        })
 }
 
 impl Rule {
@@ -191,7 +224,12 @@ impl Rule {
 }
 
 /// The expectation for `case` under table `name`: the first matching rule, else pass.
-pub fn expectation(table_name: &str, table: &Table, case: &Case, cuda: Option<&str>) -> Expectation {
+pub fn expectation(
+    table_name: &str,
+    table: &Table,
+    case: &Case,
+    cuda: Option<&str>,
+) -> Expectation {
     for (i, r) in table.rules.iter().enumerate() {
         if r.matches(case, cuda) {
             return Expectation {
@@ -202,5 +240,10 @@ pub fn expectation(table_name: &str, table: &Table, case: &Case, cuda: Option<&s
             };
         }
     }
-    Expectation { outcome: Outcome::Pass, pattern: None, note: None, rule: format!("{table_name}#default") }
+    Expectation {
+        outcome: Outcome::Pass,
+        pattern: None,
+        note: None,
+        rule: format!("{table_name}#default"),
+    }
 }

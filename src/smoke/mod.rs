@@ -81,12 +81,22 @@ pub struct PlannedCase {
 
 /// Which table a variant is judged by.
 pub fn table_name(name: &str, emulated: bool) -> String {
-    if emulated { format!("{name}-emulated") } else { name.to_string() }
+    if emulated {
+        format!("{name}-emulated")
+    } else {
+        name.to_string()
+    }
 }
 
 /// Plan one variant: mode, table (must exist) and the cases with their expectations.
 /// `cuda` is torch.version.cuda when known (it decides `cuda_below` rules).
-pub fn plan_variant(name: &str, emulated: bool, tables: &Tables, filter: &Filter, cuda: Option<&str>) -> Result<VariantPlan> {
+pub fn plan_variant(
+    name: &str,
+    emulated: bool,
+    tables: &Tables,
+    filter: &Filter,
+    cuda: Option<&str>,
+) -> Result<VariantPlan> {
     let tname = table_name(name, emulated);
     let Some(table) = tables.get(&tname) else {
         let hint = if emulated {
@@ -94,7 +104,9 @@ pub fn plan_variant(name: &str, emulated: bool, tables: &Tables, filter: &Filter
         } else {
             "use magma or nomagma, or pass --expect FILE with a table of that name".to_string()
         };
-        return Err(Error::Usage(format!("no expected-outcome table named '{tname}' for variant '{name}': {hint}")));
+        return Err(Error::Usage(format!(
+            "no expected-outcome table named '{tname}' for variant '{name}': {hint}"
+        )));
     };
     let mode = Mode::of(emulated);
     let cases = cases::plan(mode, filter)
@@ -104,7 +116,12 @@ pub fn plan_variant(name: &str, emulated: bool, tables: &Tables, filter: &Filter
             PlannedCase { case: c, expect }
         })
         .collect();
-    Ok(VariantPlan { name: name.to_string(), mode, table: tname, cases })
+    Ok(VariantPlan {
+        name: name.to_string(),
+        mode,
+        table: tname,
+        cases,
+    })
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -183,7 +200,13 @@ impl std::fmt::Display for Counts {
         write!(
             f,
             "{} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout; {} check(s) failed",
-            self.cases, self.pass, self.expected_fail, self.excluded, self.fail, self.timeout, self.checks_failed
+            self.cases,
+            self.pass,
+            self.expected_fail,
+            self.excluded,
+            self.fail,
+            self.timeout,
+            self.checks_failed
         )?;
         if self.stale_flags > 0 {
             write!(f, ", {} stale core flag(s)", self.stale_flags)?;
@@ -325,7 +348,9 @@ fn unknown_verdict() -> Verdict {
 }
 
 /// `bench` as recorded by schema version 1 (one object or null) or 2 (a list).
-fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<BenchReport>, D::Error> {
+fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<BenchReport>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
@@ -363,14 +388,30 @@ pub fn default_routing(benches: &[BenchReport], dep: &str) -> Vec<RoutingRow> {
     for r in &real[0].rows {
         let mut median_ms = BTreeMap::new();
         for b in &real {
-            let cell = b.rows.iter().find(|x| x.op == r.op && x.size == r.size && x.dtype == r.dtype);
-            median_ms.insert(b.variant.clone(), cell.and_then(|c| c.results.get("default")).and_then(|c| c.median_ms));
+            let cell = b
+                .rows
+                .iter()
+                .find(|x| x.op == r.op && x.size == r.size && x.dtype == r.dtype);
+            median_ms.insert(
+                b.variant.clone(),
+                cell.and_then(|c| c.results.get("default"))
+                    .and_then(|c| c.median_ms),
+            );
         }
-        let ratio = match (median_ms.get(&slim).copied().flatten(), median_ms.get(dep).copied().flatten()) {
+        let ratio = match (
+            median_ms.get(&slim).copied().flatten(),
+            median_ms.get(dep).copied().flatten(),
+        ) {
             (Some(s), Some(f)) if f > 0.0 => Some(s / f),
             _ => None,
         };
-        rows.push(RoutingRow { op: r.op.clone(), size: r.size.clone(), dtype: r.dtype.clone(), median_ms, slim_over_full: ratio });
+        rows.push(RoutingRow {
+            op: r.op.clone(),
+            size: r.size.clone(),
+            dtype: r.dtype.clone(),
+            median_ms,
+            slim_over_full: ratio,
+        });
     }
     rows
 }
@@ -398,11 +439,17 @@ fn cpu_share(workers: usize) -> Vec<(String, String)> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let n = (cores / workers).max(1).to_string();
-    ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"].iter().map(|k| (k.to_string(), n.clone())).collect()
+    ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"]
+        .iter()
+        .map(|k| (k.to_string(), n.clone()))
+        .collect()
 }
 
 fn random_seed() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     cases::case_seed(t ^ ((std::process::id() as u64) << 32), "run")
 }
 
@@ -410,24 +457,44 @@ fn random_seed() -> u64 {
 fn judge_case(case: Case, seed: u64, expect: Expectation, raw: Raw, mode: Mode) -> CaseReport {
     let tolerance = eval::tolerance(&case.op, &case.dtype);
     let (status, reason) = eval::judge(&expect, &raw, tolerance, mode.base_preference());
-    CaseReport { case, seed, expect, tolerance, raw, status, reason }
+    CaseReport {
+        case,
+        seed,
+        expect,
+        tolerance,
+        raw,
+        status,
+        reason,
+    }
 }
 
 /// Checks and counts of a variant from its recorded facts. The device-code check is kept as
 /// recorded (it needs the machine's files).
 fn finish_variant(v: &mut VariantReport, lazy_name: &str, dep: &str) {
-    let device = v.checks.iter().find(|c| c.name == "device_code").cloned().unwrap_or_else(|| eval::device_code_check_report(None));
+    let device = v
+        .checks
+        .iter()
+        .find(|c| c.name == "device_code")
+        .cloned()
+        .unwrap_or_else(|| eval::device_code_check_report(None));
     let presence = v.lazy_library.as_ref().map(LazyFacts::presence);
     v.checks = vec![
         eval::laziness_check(v.probe.as_ref(), lazy_name),
-        eval::has_magma_check(v.probe.as_ref(), v.lazy_library.as_ref().map(|l| l.has_magma), lazy_name, v.emulated),
+        eval::has_magma_check(
+            v.probe.as_ref(),
+            v.lazy_library.as_ref().map(|l| l.has_magma),
+            lazy_name,
+            v.emulated,
+        ),
         device,
         eval::identity_check(
             &v.name,
             dep,
             v.emulated,
             presence.as_ref(),
-            v.lazy_library.as_ref().and_then(|l| l.contract_failures.as_deref()),
+            v.lazy_library
+                .as_ref()
+                .and_then(|l| l.contract_failures.as_deref()),
             lazy_name,
         ),
     ];
@@ -435,15 +502,26 @@ fn finish_variant(v: &mut VariantReport, lazy_name: &str, dep: &str) {
     for case in &v.cases {
         c.add_case(case.status);
     }
-    c.checks_failed = v.checks.iter().filter(|k| k.status == CheckStatus::Fail).count();
-    c.stale_flags = v.checks.iter().filter(|k| k.status == CheckStatus::Stale).count();
+    c.checks_failed = v
+        .checks
+        .iter()
+        .filter(|k| k.status == CheckStatus::Fail)
+        .count();
+    c.stale_flags = v
+        .checks
+        .iter()
+        .filter(|k| k.status == CheckStatus::Stale)
+        .count();
     c.ok = c.fail == 0 && c.timeout == 0 && c.checks_failed == 0 && c.cases > 0;
     v.summary = c;
 }
 
 /// Timings (`--bench`) inform; they do not pass or fail, so only the variants count.
 fn total(variants: &[VariantReport]) -> Counts {
-    let mut t = Counts { ok: !variants.is_empty(), ..Default::default() };
+    let mut t = Counts {
+        ok: !variants.is_empty(),
+        ..Default::default()
+    };
     for v in variants {
         let s = &v.summary;
         t.cases += s.cases;
@@ -465,16 +543,26 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     let date = crate::provenance::run_date();
     for e in &opts.emulate {
         if !opts.variants.iter().any(|v| &v.name == e) {
-            return Err(Error::Usage(format!("--emulate {e}: no --variant named {e}")));
+            return Err(Error::Usage(format!(
+                "--emulate {e}: no --variant named {e}"
+            )));
         }
     }
     let mut seen = std::collections::HashSet::new();
     for v in &opts.variants {
         if !seen.insert(v.name.as_str()) {
-            return Err(Error::Usage(format!("--variant {}: the name is given twice", v.name)));
+            return Err(Error::Usage(format!(
+                "--variant {}: the name is given twice",
+                v.name
+            )));
         }
     }
-    if opts.bench && !opts.variants.iter().any(|v| !opts.emulate.contains(&v.name)) {
+    if opts.bench
+        && !opts
+            .variants
+            .iter()
+            .any(|v| !opts.emulate.contains(&v.name))
+    {
         return Err(Error::Usage("--bench times each real variant under every preference; an emulated variant has no timings of its own: add a --variant that is not emulated".into()));
     }
     // Plan (and so check the tables) and resolve every variant before running anything.
@@ -490,7 +578,13 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     let scratch = Scratch::new()?;
     let script = scratch.path.join("battery.py");
     std::fs::write(&script, BATTERY).map_err(|e| Error::io(&script, e))?;
-    progress(opts.progress, format!("device {} ({}, driver CUDA {}), seed {seed}", device.name, device.sm, device.driver_cuda));
+    progress(
+        opts.progress,
+        format!(
+            "device {} ({}, driver CUDA {}), seed {seed}",
+            device.name, device.sm, device.driver_cuda
+        ),
+    );
 
     // The variants' batteries run at once, one worker process each on the same GPU: a case is judged
     // on its own results, not on time, so the runs do not disturb each other's verdicts, and the
@@ -506,7 +600,18 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         resolved
             .iter()
             .filter(|(_, emulated, _)| !emulated)
-            .map(|(arg, emulated, r)| Ok((arg.name.as_str(), bench_spec(&variant_spec(&scratch.path, &script, &arg.name, *emulated, r)?)?)))
+            .map(|(arg, emulated, r)| {
+                Ok((
+                    arg.name.as_str(),
+                    bench_spec(&variant_spec(
+                        &scratch.path,
+                        &script,
+                        &arg.name,
+                        *emulated,
+                        r,
+                    )?)?,
+                ))
+            })
             .collect::<Result<_>>()?
     } else {
         Vec::new()
@@ -515,18 +620,28 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         .iter()
         .map(|(_, spec)| {
             let spec = spec.clone();
-            std::thread::spawn(move || runner::start_ahead(&spec, "default", Duration::from_secs(300)))
+            std::thread::spawn(move || {
+                runner::start_ahead(&spec, "default", Duration::from_secs(300))
+            })
         })
         .collect();
     let ran: Vec<Result<VariantReport>> = std::thread::scope(|s| {
         let handles: Vec<_> = resolved
             .iter()
             .map(|(arg, emulated, r)| {
-                let (device, scratch, script, threads) = (&device, &scratch.path, &script, &threads);
-                s.spawn(move || run_variant(opts, device, seed, deadline, scratch, script, arg, *emulated, r, threads))
+                let (device, scratch, script, threads) =
+                    (&device, &scratch.path, &script, &threads);
+                s.spawn(move || {
+                    run_variant(
+                        opts, device, seed, deadline, scratch, script, arg, *emulated, r, threads,
+                    )
+                })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
     });
     let mut reports = ran.into_iter().collect::<Result<Vec<_>>>()?;
     check_contracts(opts, &resolved, &mut reports);
@@ -578,15 +693,25 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
 /// directory as `emit` derives it from a tree: the identity check then fails a variant that
 /// carries no MAGMA but does not provide, register or export what the stock file does. Without
 /// such a variant nothing is checked (`contract_failures` stays `None`).
-fn check_contracts(opts: &Options, resolved: &[(&VariantArg, bool, variant::Resolved)], reports: &mut [VariantReport]) {
+fn check_contracts(
+    opts: &Options,
+    resolved: &[(&VariantArg, bool, variant::Resolved)],
+    reports: &mut [VariantReport],
+) {
     let stock = reports
         .iter()
         .zip(resolved)
-        .find(|(v, (_, emulated, _))| !emulated && v.lazy_library.as_ref().is_some_and(|l| l.has_magma))
+        .find(|(v, (_, emulated, _))| {
+            !emulated && v.lazy_library.as_ref().is_some_and(|l| l.has_magma)
+        })
         .and_then(|(v, _)| v.lazy_library.as_ref().map(|l| PathBuf::from(&l.path)));
     let Some(stock) = stock else { return };
     let Some(dir) = stock.parent() else { return };
-    let mut req = crate::analysis::pipeline::Request::new(dir, &[opts.lazy.as_str()], &[opts.spec.name.as_str()]);
+    let mut req = crate::analysis::pipeline::Request::new(
+        dir,
+        &[opts.lazy.as_str()],
+        &[opts.spec.name.as_str()],
+    );
     req.spec = opts.spec.clone();
     let contract = crate::analysis::pipeline::plan_tree(&req, &crate::progress::Progress::hidden())
         .map_err(|e| e.to_string())
@@ -599,11 +724,20 @@ fn check_contracts(opts: &Options, resolved: &[(&VariantArg, bool, variant::Reso
         }
     };
     for (v, (_, emulated, _)) in reports.iter_mut().zip(resolved) {
-        let Some(lazy) = v.lazy_library.as_mut().filter(|_| !emulated) else { continue };
-        lazy.contract_failures = match crate::recipe::verify::check_contract(Path::new(&lazy.path), &contract) {
-            Ok(checks) => Some(checks.into_iter().filter(|c| !c.pass).map(|c| format!("{}: {}", c.name, c.detail)).collect()),
-            Err(e) => Some(vec![format!("unreadable: {e}")]),
+        let Some(lazy) = v.lazy_library.as_mut().filter(|_| !emulated) else {
+            continue;
         };
+        lazy.contract_failures =
+            match crate::recipe::verify::check_contract(Path::new(&lazy.path), &contract) {
+                Ok(checks) => Some(
+                    checks
+                        .into_iter()
+                        .filter(|c| !c.pass)
+                        .map(|c| format!("{}: {}", c.name, c.detail))
+                        .collect(),
+                ),
+                Err(e) => Some(vec![format!("unreadable: {e}")]),
+            };
         finish_variant(v, &opts.lazy, &opts.spec.name);
     }
 }
@@ -615,8 +749,12 @@ struct Scratch {
 
 impl Scratch {
     fn new() -> Result<Scratch> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let path = std::env::temp_dir().join(format!("splitpkg-smoke-{}-{nanos}", std::process::id()));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path =
+            std::env::temp_dir().join(format!("splitpkg-smoke-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
         Ok(Scratch { path })
     }
@@ -654,39 +792,69 @@ fn run_variant(
             "[{name}] {} via {}{}",
             r.torch_dir.display(),
             r.python,
-            if emulated { " (EMULATED nomagma: cuSOLVER forced)" } else { "" }
+            if emulated {
+                " (EMULATED nomagma: cuSOLVER forced)"
+            } else {
+                ""
+            }
         ),
     );
 
     // The probe and the cases share the machine with the other variants' (see `cpu_share`); the
     // bench, alone on it later, runs with the environment as given.
-    let shared = runner::PySpec { env: [&spec.env[..], threads].concat(), ..spec.clone() };
+    let shared = runner::PySpec {
+        env: [&spec.env[..], threads].concat(),
+        ..spec.clone()
+    };
     // The cases' worker starts while the probe runs: each start-up (Python, `import torch`, the
     // CUDA context) takes about 4 s with the other variant's beside it, as long as the cases.
     let (first, probed) = std::thread::scope(|s| {
         let base = Mode::of(emulated).base_preference();
         let first = s.spawn(|| runner::start_ahead(&shared, base, Duration::from_secs(300)));
         let probed = runner::run_probe(&shared, &opts.lazy, Duration::from_secs(300));
-        (first.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), probed)
+        (
+            first
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            probed,
+        )
     });
     let (probe, probe_error) = match probed {
         Ok(v) => (Some(v), None),
         Err(e) => (None, Some(e.to_string())),
     };
-    let cuda = probe.as_ref().and_then(|p| p.get("cuda_version")).and_then(|v| v.as_str()).map(str::to_string);
-    let mapped = probe.as_ref().and_then(|p| p.get("mapped_after_linalg")).and_then(|v| v.as_str());
+    let cuda = probe
+        .as_ref()
+        .and_then(|p| p.get("cuda_version"))
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    let mapped = probe
+        .as_ref()
+        .and_then(|p| p.get("mapped_after_linalg"))
+        .and_then(|v| v.as_str());
     let (lazy_library, lazy_error) = match variant::locate_lazy(r, mapped, &opts.lazy) {
         Some(path) => match variant::lazy_facts(&path, &opts.spec) {
             Ok(f) => (Some(f), None),
             Err(e) => (None, Some(e.to_string())),
         },
-        None => (None, Some(format!("{} not found next to torch ({})", opts.lazy, r.torch_dir.display()))),
+        None => (
+            None,
+            Some(format!(
+                "{} not found next to torch ({})",
+                opts.lazy,
+                r.torch_dir.display()
+            )),
+        ),
     };
     let device_check = lazy_library.as_ref().and_then(|l| {
         let dir = Path::new(&l.path).parent()?.to_path_buf();
         let site = r.torch_dir.parent().map(Path::to_path_buf);
         let own = variant::own_libraries(&r.torch_dir, Path::new(&l.path));
-        eval::device_code_check(&variant::variant_libraries(&dir, site.as_deref()), Some(&own), &device.sm)
+        eval::device_code_check(
+            &variant::variant_libraries(&dir, site.as_deref()),
+            Some(&own),
+            &device.sm,
+        )
     });
 
     let plan = plan_variant(name, emulated, &opts.tables, &opts.filter, cuda.as_deref())?;
@@ -698,41 +866,65 @@ fn run_variant(
             let mut payload = serde_json::to_value(c).expect("case serialises");
             payload["seed"] = json!(cases::case_seed(seed, &c.id));
             payload["kind"] = json!("check");
-            runner::Job { id: c.id.clone(), op: c.op.clone(), payload }
+            runner::Job {
+                id: c.id.clone(),
+                op: c.op.clone(),
+                payload,
+            }
         })
         .collect();
-    let limits = runner::Limits { case_timeout: opts.case_timeout, ready_timeout: Duration::from_secs(300), timeouts_per_op: 2, deadline };
+    let limits = runner::Limits {
+        case_timeout: opts.case_timeout,
+        ready_timeout: Duration::from_secs(300),
+        timeouts_per_op: 2,
+        deadline,
+    };
     let mut judged: Vec<CaseReport> = Vec::with_capacity(jobs.len());
     let mut op_start = (String::new(), Instant::now(), 0usize);
     let n = plan.cases.len();
-    let raws_done = runner::run_jobs_on(first, &shared, plan.mode.base_preference(), &jobs, &limits, |i, raw| {
-        let PlannedCase { case, expect } = plan.cases[i].clone();
-        let seed = cases::case_seed(seed, &case.id);
-        let report = judge_case(case, seed, expect, raw.clone(), plan.mode);
-        if !report.status.ok() {
-            progress(opts.progress, format!("[{name}] {} {}: {}", report.status.label(), report.case.id, report.reason));
-        }
-        let op = report.case.op.clone();
-        if op_start.0 != op {
-            op_start = (op.clone(), Instant::now(), 0);
-        }
-        op_start.2 += 1;
-        let last_of_op = i + 1 == n || plan.cases[i + 1].case.op != op;
-        judged.push(report);
-        if last_of_op {
-            let of_op: Vec<&CaseReport> = judged.iter().filter(|c| c.case.op == op).collect();
-            let met = of_op.iter().filter(|c| c.status.ok()).count();
-            progress(
-                opts.progress,
-                format!(
-                    "[{name}] {op:<22} {:>3} cases, {met:>3} as expected ({:.1} s) [{}/{n}]",
-                    of_op.len(),
-                    op_start.1.elapsed().as_secs_f64(),
-                    i + 1
-                ),
-            );
-        }
-    });
+    let raws_done = runner::run_jobs_on(
+        first,
+        &shared,
+        plan.mode.base_preference(),
+        &jobs,
+        &limits,
+        |i, raw| {
+            let PlannedCase { case, expect } = plan.cases[i].clone();
+            let seed = cases::case_seed(seed, &case.id);
+            let report = judge_case(case, seed, expect, raw.clone(), plan.mode);
+            if !report.status.ok() {
+                progress(
+                    opts.progress,
+                    format!(
+                        "[{name}] {} {}: {}",
+                        report.status.label(),
+                        report.case.id,
+                        report.reason
+                    ),
+                );
+            }
+            let op = report.case.op.clone();
+            if op_start.0 != op {
+                op_start = (op.clone(), Instant::now(), 0);
+            }
+            op_start.2 += 1;
+            let last_of_op = i + 1 == n || plan.cases[i + 1].case.op != op;
+            judged.push(report);
+            if last_of_op {
+                let of_op: Vec<&CaseReport> = judged.iter().filter(|c| c.case.op == op).collect();
+                let met = of_op.iter().filter(|c| c.status.ok()).count();
+                progress(
+                    opts.progress,
+                    format!(
+                        "[{name}] {op:<22} {:>3} cases, {met:>3} as expected ({:.1} s) [{}/{n}]",
+                        of_op.len(),
+                        op_start.1.elapsed().as_secs_f64(),
+                        i + 1
+                    ),
+                );
+            }
+        },
+    );
     debug_assert_eq!(raws_done.len(), judged.len());
     let mut report = VariantReport {
         name: name.clone(),
@@ -741,7 +933,12 @@ fn run_variant(
         emulated,
         note: emulated.then(|| EMULATED_NOTE.to_string()),
         table: plan.table.clone(),
-        table_origin: opts.tables.origin.get(&plan.table).cloned().unwrap_or_default(),
+        table_origin: opts
+            .tables
+            .origin
+            .get(&plan.table)
+            .cloned()
+            .unwrap_or_default(),
         python: r.python.clone(),
         layout: Some(r.layout),
         torch_dir: Some(r.torch_dir.display().to_string()),
@@ -755,20 +952,37 @@ fn run_variant(
     };
     finish_variant(&mut report, &opts.lazy, &opts.spec.name);
     let s = &report.summary;
-    progress(opts.progress, format!("[{name}] done in {:.0} s: {s}", started.elapsed().as_secs_f64()));
+    progress(
+        opts.progress,
+        format!(
+            "[{name}] done in {:.0} s: {s}",
+            started.elapsed().as_secs_f64()
+        ),
+    );
     Ok(report)
 }
 
 /// How a variant's workers are started: its Python, `PYTHONPATH` for a bare torch directory,
 /// cuSOLVER forced when emulating, and its scratch directory.
-fn variant_spec(scratch: &Path, script: &Path, name: &str, emulated: bool, r: &variant::Resolved) -> Result<runner::PySpec> {
+fn variant_spec(
+    scratch: &Path,
+    script: &Path,
+    name: &str,
+    emulated: bool,
+    r: &variant::Resolved,
+) -> Result<runner::PySpec> {
     let workdir = scratch.join(name);
     std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
     let mut env = variant::pythonpath_env(r);
     if emulated {
         env.push(("TORCH_LINALG_PREFER_CUSOLVER".into(), "1".into()));
     }
-    Ok(runner::PySpec { python: r.python.clone(), script: script.to_path_buf(), env, workdir })
+    Ok(runner::PySpec {
+        python: r.python.clone(),
+        script: script.to_path_buf(),
+        env,
+        workdir,
+    })
 }
 
 /// The bench's worker: the variant's, with its own scratch directory (it starts while the
@@ -776,7 +990,10 @@ fn variant_spec(scratch: &Path, script: &Path, name: &str, emulated: bool, r: &v
 fn bench_spec(spec: &runner::PySpec) -> Result<runner::PySpec> {
     let workdir = spec.workdir.join("bench");
     std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
-    Ok(runner::PySpec { workdir, ..spec.clone() })
+    Ok(runner::PySpec {
+        workdir,
+        ..spec.clone()
+    })
 }
 
 fn run_bench(
@@ -797,7 +1014,11 @@ fn run_bench(
                 "preference": pref, "applied_preference": pref, "reps": opts.bench_reps,
                 "seed": cases::case_seed(seed, &id),
             });
-            jobs.push(runner::Job { id, op: format!("bench-{}", it.op), payload });
+            jobs.push(runner::Job {
+                id,
+                op: format!("bench-{}", it.op),
+                payload,
+            });
         }
     }
     let limits = runner::Limits {
@@ -806,14 +1027,30 @@ fn run_bench(
         timeouts_per_op: 1,
         deadline,
     };
-    progress(opts.progress, format!("[bench {variant}] {} timings (median of {})", jobs.len(), opts.bench_reps));
+    progress(
+        opts.progress,
+        format!(
+            "[bench {variant}] {} timings (median of {})",
+            jobs.len(),
+            opts.bench_reps
+        ),
+    );
     let mut answers: Vec<Option<Value>> = Vec::new();
     let raws = runner::run_jobs_on(started, spec, "default", &jobs, &limits, |i, raw| {
         answers.push(raw.answer.clone());
-        let ms = raw.answer.as_ref().and_then(|a| a.get("median_ms")).and_then(|v| v.as_f64());
+        let ms = raw
+            .answer
+            .as_ref()
+            .and_then(|a| a.get("median_ms"))
+            .and_then(|v| v.as_f64());
         progress(
             opts.progress,
-            format!("[bench {variant}] {:<48} {}", jobs[i].id, ms.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| eval_brief(raw))),
+            format!(
+                "[bench {variant}] {:<48} {}",
+                jobs[i].id,
+                ms.map(|m| format!("{m:.3} ms"))
+                    .unwrap_or_else(|| eval_brief(raw))
+            ),
         );
     });
     let mut rows = Vec::new();
@@ -823,16 +1060,30 @@ fn run_bench(
             let idx = k * cases::PREFERENCES.len() + j;
             let raw = &raws[idx];
             let ans = answers[idx].as_ref();
-            let median = ans.and_then(|a| a.get("median_ms")).and_then(|v| v.as_f64()).filter(|_| raw.outcome == RawOutcome::Ok);
+            let median = ans
+                .and_then(|a| a.get("median_ms"))
+                .and_then(|v| v.as_f64())
+                .filter(|_| raw.outcome == RawOutcome::Ok);
             let times = ans
                 .and_then(|a| a.get("times_ms"))
                 .and_then(|v| v.as_array())
                 .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
                 .unwrap_or_default();
             let error = (raw.outcome != RawOutcome::Ok).then(|| eval_brief(raw));
-            results.insert(pref.to_string(), BenchCell { outcome: raw.outcome, median_ms: median, times_ms: times, error });
+            results.insert(
+                pref.to_string(),
+                BenchCell {
+                    outcome: raw.outcome,
+                    median_ms: median,
+                    times_ms: times,
+                    error,
+                },
+            );
         }
-        let ratio = match (results.get("magma").and_then(|c| c.median_ms), results.get("cusolver").and_then(|c| c.median_ms)) {
+        let ratio = match (
+            results.get("magma").and_then(|c| c.median_ms),
+            results.get("cusolver").and_then(|c| c.median_ms),
+        ) {
             (Some(m), Some(c)) if c > 0.0 => Some(m / c),
             _ => None,
         };
@@ -865,7 +1116,12 @@ fn eval_brief(raw: &Raw) -> String {
             format!(
                 "{}: {}",
                 raw.error_type.as_deref().unwrap_or("error"),
-                e.lines().next().unwrap_or("").chars().take(160).collect::<String>()
+                e.lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(160)
+                    .collect::<String>()
             )
         }
         RawOutcome::Timeout => "timeout".into(),
@@ -875,9 +1131,17 @@ fn eval_brief(raw: &Raw) -> String {
 }
 
 /// Judge a recorded report again with `tables` (the tables may have changed since the run).
-pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: Option<&Path>) -> Result<SmokeReport> {
+pub fn replay(
+    mut rep: SmokeReport,
+    tables: &Tables,
+    from: &Path,
+    expect_file: Option<&Path>,
+) -> Result<SmokeReport> {
     if rep.schema != SCHEMA {
-        return Err(Error::bad(from.display(), format!("schema is {:?}, expected {SCHEMA:?}", rep.schema)));
+        return Err(Error::bad(
+            from.display(),
+            format!("schema is {:?}, expected {SCHEMA:?}", rep.schema),
+        ));
     }
     if !READS_SCHEMA_VERSIONS.contains(&rep.schema_version) {
         return Err(Error::bad(
@@ -893,9 +1157,17 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
     let lazy = rep.options.lazy.clone();
     let dep = rep.options.dep.clone();
     for v in &mut rep.variants {
-        let cuda = v.probe.as_ref().and_then(|p| p.get("cuda_version")).and_then(|x| x.as_str()).map(str::to_string);
+        let cuda = v
+            .probe
+            .as_ref()
+            .and_then(|p| p.get("cuda_version"))
+            .and_then(|x| x.as_str())
+            .map(str::to_string);
         let table = tables.get(&v.table).ok_or_else(|| {
-            Error::Usage(format!("variant {}: no expected-outcome table named '{}' (pass --expect FILE with it)", v.name, v.table))
+            Error::Usage(format!(
+                "variant {}: no expected-outcome table named '{}' (pass --expect FILE with it)",
+                v.name, v.table
+            ))
         })?;
         v.table_origin = tables.origin.get(&v.table).cloned().unwrap_or_default();
         let mode = v.mode;
@@ -920,14 +1192,19 @@ pub fn replay(mut rep: SmokeReport, tables: &Tables, from: &Path, expect_file: O
 
 /// Read a recorded `--json` report.
 pub fn load_report(path: &Path) -> Result<SmokeReport> {
-    let text =
-        crate::input::file::read_text(path, crate::input::file::Links::Follow, crate::input::file::MAX_DOCUMENT_BYTES, "smoke report")?;
+    let text = crate::input::file::read_text(
+        path,
+        crate::input::file::Links::Follow,
+        crate::input::file::MAX_DOCUMENT_BYTES,
+        "smoke report",
+    )?;
     parse_report(&text, path)
 }
 
 /// A recorded report from its text; `path` names it in errors.
 pub fn parse_report(text: &str, path: &Path) -> Result<SmokeReport> {
-    serde_json::from_str(text).map_err(|e| Error::bad(path.display(), format!("not a splitpkg smoke report: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| Error::bad(path.display(), format!("not a splitpkg smoke report: {e}")))
 }
 
 #[doc(hidden)]
@@ -938,7 +1215,9 @@ pub fn parse_report(text: &str, path: &Path) -> Result<SmokeReport> {
 /// expected answer; any panic or hang is a bug.
 pub fn fuzz_replay(data: &[u8]) {
     static BUILTIN: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let from = Path::new("fuzz.json");
     let tables = match Tables::with_text(text, "fuzz-expect.json") {
         Ok(t) => t,

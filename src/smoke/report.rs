@@ -12,18 +12,29 @@ fn mb(bytes: u64) -> String {
 
 fn probe_line(v: &VariantReport) -> String {
     let Some(p) = &v.probe else {
-        return format!("probe failed: {}", v.probe_error.as_deref().unwrap_or("no answer"));
+        return format!(
+            "probe failed: {}",
+            v.probe_error.as_deref().unwrap_or("no answer")
+        );
     };
     let s = |k: &str| p.get(k).and_then(|x| x.as_str()).unwrap_or("?").to_string();
     if p.get("import_ok").and_then(|x| x.as_bool()) != Some(true) {
-        return format!("import torch failed: {}", s("import_error").lines().last().unwrap_or(""));
+        return format!(
+            "import torch failed: {}",
+            s("import_error").lines().last().unwrap_or("")
+        );
     }
     let has = match p.get("has_magma").and_then(|x| x.as_bool()) {
         Some(true) => "True",
         Some(false) => "False",
         None => "?",
     };
-    format!("torch {}, CUDA {}, Python {}, torch.cuda.has_magma {has}", s("torch_version"), s("cuda_version"), s("python"))
+    format!(
+        "torch {}, CUDA {}, Python {}, torch.cuda.has_magma {has}",
+        s("torch_version"),
+        s("cuda_version"),
+        s("python")
+    )
 }
 
 fn expect_text(outcome: Outcome) -> &'static str {
@@ -37,15 +48,30 @@ fn expect_text(outcome: Outcome) -> &'static str {
 
 fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
     let mode = if v.emulated { "EMULATED" } else { "real" };
-    let _ = writeln!(out, "== variant {} ({mode}) — {}", v.name, v.torch_dir.as_deref().unwrap_or(&v.path));
+    let _ = writeln!(
+        out,
+        "== variant {} ({mode}) — {}",
+        v.name,
+        v.torch_dir.as_deref().unwrap_or(&v.path)
+    );
     if let Some(n) = &v.note {
         let _ = writeln!(out, "   {n}");
     }
     let _ = writeln!(out, "   {}", probe_line(v));
-    let _ = writeln!(out, "   python {}; judged by table '{}' ({})", v.python, v.table, v.table_origin);
+    let _ = writeln!(
+        out,
+        "   python {}; judged by table '{}' ({})",
+        v.python, v.table, v.table_origin
+    );
     match (&v.lazy_library, &v.lazy_error) {
         (Some(l), _) => {
-            let _ = writeln!(out, "   lazy library {} ({}): {}", l.path, mb(l.size), l.evidence);
+            let _ = writeln!(
+                out,
+                "   lazy library {} ({}): {}",
+                l.path,
+                mb(l.size),
+                l.evidence
+            );
         }
         (None, Some(e)) => {
             let _ = writeln!(out, "   lazy library: {e}");
@@ -54,13 +80,29 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
     }
     let _ = writeln!(out, "   checks:");
     for c in &v.checks {
-        let _ = writeln!(out, "     {:<12} {:<14} {}", c.name, c.status.label(), c.detail);
+        let _ = writeln!(
+            out,
+            "     {:<12} {:<14} {}",
+            c.name,
+            c.status.label(),
+            c.detail
+        );
         if let (CheckStatus::Fail | CheckStatus::Stale, Some(cons)) = (c.status, &c.consequence) {
             let _ = writeln!(out, "     {:<12} {:<14} consequence: {cons}", "", "");
         }
     }
-    let width = v.cases.iter().map(|c| c.case.id.len()).max().unwrap_or(10).max(10);
-    let _ = writeln!(out, "   {:<width$}  {:<13} {:>9} {:>7} {:>9}  note", "case", "status", "residual", "tol", "time ms");
+    let width = v
+        .cases
+        .iter()
+        .map(|c| c.case.id.len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
+    let _ = writeln!(
+        out,
+        "   {:<width$}  {:<13} {:>9} {:>7} {:>9}  note",
+        "case", "status", "residual", "tol", "time ms"
+    );
     for c in &v.cases {
         let interesting = !matches!(c.status, Status::Pass);
         if !all_cases && !interesting {
@@ -70,7 +112,11 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
             (RawOutcome::Ok, Some(r)) => format!("{r:.1e}"),
             _ => "-".into(),
         };
-        let time = c.raw.time_ms.map(|t| format!("{t:.1}")).unwrap_or_else(|| "-".into());
+        let time = c
+            .raw
+            .time_ms
+            .map(|t| format!("{t:.1}"))
+            .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
             "   {:<width$}  {:<13} {:>9} {:>7} {:>9}  {}",
@@ -84,7 +130,10 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
     }
     if !all_cases {
         let hidden = v.cases.iter().filter(|c| c.status == Status::Pass).count();
-        let _ = writeln!(out, "   ({hidden} passing cases not listed; --all lists them)");
+        let _ = writeln!(
+            out,
+            "   ({hidden} passing cases not listed; --all lists them)"
+        );
     }
     let s = &v.summary;
     let _ = writeln!(out, "   {}: {s}", if s.ok { "OK" } else { "FAIL" });
@@ -94,7 +143,11 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
 /// The per-variant, per-case table, the bench table and the verdict line.
 pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "splitpkg smoke (seed {}, case timeout {} s)", rep.seed, rep.options.case_timeout_s);
+    let _ = writeln!(
+        out,
+        "splitpkg smoke (seed {}, case timeout {} s)",
+        rep.seed, rep.options.case_timeout_s
+    );
     if let Some(d) = &rep.device {
         let _ = writeln!(
             out,
@@ -136,7 +189,10 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
                 },
                 None => "-".into(),
             };
-            let ratio = r.magma_over_cusolver.map(|x| format!("{x:.2}×")).unwrap_or_else(|| "-".into());
+            let ratio = r
+                .magma_over_cusolver
+                .map(|x| format!("{x:.2}×"))
+                .unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 out,
                 "   {:<18} {:<18} {:<8} {:>10} {:>10} {:>10} {:>8}  {}",
@@ -161,7 +217,12 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
         routing_text(&mut out, rep);
     }
     let s = &rep.summary;
-    let _ = writeln!(out, "RESULT: {} — {} variant(s), {s}", rep.result.label(), rep.variants.len());
+    let _ = writeln!(
+        out,
+        "RESULT: {} — {} variant(s), {s}",
+        rep.result.label(),
+        rep.variants.len()
+    );
     if rep.result == super::Verdict::OkStaleFlag {
         let _ = writeln!(
             out,
@@ -169,17 +230,27 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
         );
     }
     if rep.variants.iter().any(|v| v.emulated) {
-        let _ =
-            writeln!(out, "NOTE: emulated variants ran on a MAGMA installation with cuSOLVER forced; they are not real nomagma results.");
+        let _ = writeln!(
+            out,
+            "NOTE: emulated variants ran on a MAGMA installation with cuSOLVER forced; they are not real nomagma results."
+        );
     }
     out
 }
 
 /// Each bench item under the default preference on every variant: what each variant's users get.
 fn routing_text(out: &mut String, rep: &SmokeReport) {
-    let names: Vec<String> = rep.bench.iter().filter(|b| !b.emulated).map(|b| b.variant.clone()).collect();
+    let names: Vec<String> = rep
+        .bench
+        .iter()
+        .filter(|b| !b.emulated)
+        .map(|b| b.variant.clone())
+        .collect();
     let dep = &rep.options.dep;
-    let _ = writeln!(out, "== default routing on each variant (ms, median; no{dep} / {dep}: above 1 is slower without {dep})");
+    let _ = writeln!(
+        out,
+        "== default routing on each variant (ms, median; no{dep} / {dep}: above 1 is slower without {dep})"
+    );
     let mut head = format!("   {:<18} {:<18} {:<8}", "op", "size", "dtype");
     for n in &names {
         let _ = write!(head, " {n:>10}");
@@ -194,7 +265,10 @@ fn routing_text(out: &mut String, rep: &SmokeReport) {
             };
             let _ = write!(line, " {cell:>10}");
         }
-        let ratio = r.slim_over_full.map(|x| format!("{x:.2}×")).unwrap_or_else(|| "-".into());
+        let ratio = r
+            .slim_over_full
+            .map(|x| format!("{x:.2}×"))
+            .unwrap_or_else(|| "-".into());
         let _ = writeln!(out, "{line} {ratio:>9}");
     }
     let _ = writeln!(out);
@@ -204,7 +278,14 @@ fn routing_text(out: &mut String, rep: &SmokeReport) {
 pub fn plan_text(plans: &[VariantPlan]) -> String {
     let mut out = String::new();
     for p in plans {
-        let _ = writeln!(out, "== variant {} ({:?}), table '{}': {} cases", p.name, p.mode, p.table, p.cases.len());
+        let _ = writeln!(
+            out,
+            "== variant {} ({:?}), table '{}': {} cases",
+            p.name,
+            p.mode,
+            p.table,
+            p.cases.len()
+        );
         for pc in &p.cases {
             let (c, e) = (&pc.case, &pc.expect);
             let mut line = format!("   {:<48} expect {}", c.id, expect_text(e.outcome));

@@ -37,14 +37,16 @@ impl PySpec {
         for (k, v) in &self.env {
             c.env(k, v);
         }
-        c.env("PYTHONUNBUFFERED", "1").env("PYTHONDONTWRITEBYTECODE", "1");
+        c.env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1");
         c.process_group(0);
         c
     }
 }
 
 pub fn decode(line: &str) -> Option<Value> {
-    line.strip_prefix(MARK).and_then(|rest| serde_json::from_str(rest.trim_end()).ok())
+    line.strip_prefix(MARK)
+        .and_then(|rest| serde_json::from_str(rest.trim_end()).ok())
 }
 
 fn kill_group(child: &mut Child) {
@@ -104,9 +106,17 @@ pub enum RunError {
     #[error("{path}: {reason}")]
     Scratch { path: String, reason: String },
     #[error("{what} did not finish within {secs}s: {stderr}")]
-    Timeout { what: String, secs: u64, stderr: String },
+    Timeout {
+        what: String,
+        secs: u64,
+        stderr: String,
+    },
     #[error("{what} gave no answer ({status}): {stderr}")]
-    NoAnswer { what: String, status: String, stderr: String },
+    NoAnswer {
+        what: String,
+        status: String,
+        stderr: String,
+    },
     #[error("worker did not start: {0}")]
     WorkerFailed(String),
     #[error("worker not ready within {secs}s: {stderr}")]
@@ -116,15 +126,25 @@ pub enum RunError {
 }
 
 fn spawn_error(c: &Command, e: std::io::Error) -> RunError {
-    RunError::Spawn { program: c.get_program().to_string_lossy().into_owned(), reason: e.to_string() }
+    RunError::Spawn {
+        program: c.get_program().to_string_lossy().into_owned(),
+        reason: e.to_string(),
+    }
 }
 
 /// Run a one-shot command (no stdin) in its own process group and collect its output; on
 /// `timeout` the whole group is killed and what it printed on stderr so far is kept. The one
 /// bounded run of the smoke stage (`find_torch`, the probe); the long-lived workers have their own
 /// line protocol below.
-pub fn run_bounded(mut c: Command, what: &str, timeout: Duration) -> Result<std::process::Output, RunError> {
-    c.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+pub fn run_bounded(
+    mut c: Command,
+    what: &str,
+    timeout: Duration,
+) -> Result<std::process::Output, RunError> {
+    c.process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let child = c.spawn().map_err(|e| spawn_error(&c, e))?;
     let pid = child.id() as i32;
     let (tx, rx) = channel();
@@ -139,8 +159,17 @@ pub fn run_bounded(mut c: Command, what: &str, timeout: Duration) -> Result<std:
                 libc::kill(-pid, libc::SIGKILL);
             }
             // With the group dead its pipes close, and the waiting thread returns what was printed.
-            let stderr = rx.recv_timeout(Duration::from_secs(5)).ok().and_then(|r| r.ok()).map(|o| o.stderr).unwrap_or_default();
-            Err(RunError::Timeout { what: what.to_string(), secs: timeout.as_secs(), stderr: tail_text(&stderr, 1500).trim().to_string() })
+            let stderr = rx
+                .recv_timeout(Duration::from_secs(5))
+                .ok()
+                .and_then(|r| r.ok())
+                .map(|o| o.stderr)
+                .unwrap_or_default();
+            Err(RunError::Timeout {
+                what: what.to_string(),
+                secs: timeout.as_secs(),
+                stderr: tail_text(&stderr, 1500).trim().to_string(),
+            })
         }
     }
 }
@@ -148,7 +177,10 @@ pub fn run_bounded(mut c: Command, what: &str, timeout: Duration) -> Result<std:
 /// Run `battery.py probe` once, with a timeout. Returns the decoded answer or why there is none.
 pub fn run_probe(spec: &PySpec, lazy: &str, timeout: Duration) -> Result<Value, RunError> {
     let out = run_bounded(spec.command(&["probe", "--lazy", lazy]), "probe", timeout)?;
-    let found = String::from_utf8_lossy(&out.stdout).lines().filter_map(decode).next_back();
+    let found = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(decode)
+        .next_back();
     found.ok_or_else(|| RunError::NoAnswer {
         what: "probe".into(),
         status: exit_text(out.status),
@@ -170,17 +202,27 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(spec: &PySpec, base_pref: &str, n: usize, ready_timeout: Duration) -> Result<Worker, RunError> {
+    fn start(
+        spec: &PySpec,
+        base_pref: &str,
+        n: usize,
+        ready_timeout: Duration,
+    ) -> Result<Worker, RunError> {
         let stderr_path = spec.workdir.join(format!("worker-{n}.stderr"));
-        let err = std::fs::File::create(&stderr_path)
-            .map_err(|e| RunError::Scratch { path: stderr_path.display().to_string(), reason: e.to_string() })?;
+        let err = std::fs::File::create(&stderr_path).map_err(|e| RunError::Scratch {
+            path: stderr_path.display().to_string(),
+            reason: e.to_string(),
+        })?;
         let mut child = spec
             .command(&["worker", "--base-pref", base_pref])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(err)
             .spawn()
-            .map_err(|e| RunError::Spawn { program: spec.python.clone(), reason: e.to_string() })?;
+            .map_err(|e| RunError::Spawn {
+                program: spec.python.clone(),
+                reason: e.to_string(),
+            })?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (tx, rx) = channel();
@@ -194,21 +236,38 @@ impl Worker {
             }
             let _ = tx.send(None);
         });
-        let mut w = Worker { child, stdin, rx, stderr_path };
+        let mut w = Worker {
+            child,
+            stdin,
+            rx,
+            stderr_path,
+        };
         match w.recv(ready_timeout) {
             Recv::Line(v) if v.get("ready").and_then(|r| r.as_bool()) == Some(true) => Ok(w),
             Recv::Line(v) => {
-                let msg = v.get("error").and_then(|e| e.as_str()).unwrap_or("not ready").to_string();
+                let msg = v
+                    .get("error")
+                    .and_then(|e| e.as_str())
+                    .unwrap_or("not ready")
+                    .to_string();
                 w.kill();
-                Err(RunError::WorkerFailed(msg.lines().last().unwrap_or("").trim().to_string()))
+                Err(RunError::WorkerFailed(
+                    msg.lines().last().unwrap_or("").trim().to_string(),
+                ))
             }
             Recv::Timeout => {
                 w.kill();
-                Err(RunError::WorkerNotReady { secs: ready_timeout.as_secs(), stderr: tail_of(&w.stderr_path, 1000).trim().to_string() })
+                Err(RunError::WorkerNotReady {
+                    secs: ready_timeout.as_secs(),
+                    stderr: tail_of(&w.stderr_path, 1000).trim().to_string(),
+                })
             }
             Recv::Eof => {
                 let status = w.child.wait().map(exit_text).unwrap_or_default();
-                Err(RunError::WorkerExited { status, stderr: tail_of(&w.stderr_path, 1000).trim().to_string() })
+                Err(RunError::WorkerExited {
+                    status,
+                    stderr: tail_of(&w.stderr_path, 1000).trim().to_string(),
+                })
             }
         }
     }
@@ -264,7 +323,13 @@ pub struct Job {
 
 /// Run `jobs` in order on workers started from `spec`; `on_result` sees each raw result as it
 /// arrives (for judging and progress). Returns one raw result per job, in order.
-pub fn run_jobs(spec: &PySpec, base_pref: &str, jobs: &[Job], limits: &Limits, on_result: impl FnMut(usize, &Raw)) -> Vec<Raw> {
+pub fn run_jobs(
+    spec: &PySpec,
+    base_pref: &str,
+    jobs: &[Job],
+    limits: &Limits,
+    on_result: impl FnMut(usize, &Raw),
+) -> Vec<Raw> {
     run_jobs_on(Started(None), spec, base_pref, jobs, limits, on_result)
 }
 
@@ -322,7 +387,10 @@ pub fn run_jobs_on(
             let t = timeouts.get(job.op.as_str()).copied().unwrap_or(0);
             if t >= limits.timeouts_per_op {
                 let mut r = Raw::new(RawOutcome::NotRun);
-                r.detail = Some(format!("{} timed out {t} times already in this variant", job.op));
+                r.detail = Some(format!(
+                    "{} timed out {t} times already in this variant",
+                    job.op
+                ));
                 return r;
             }
             if worker.is_none() {
@@ -370,7 +438,10 @@ pub fn run_jobs_on(
                     *timeouts.entry(job.op.as_str()).or_default() += 1;
                     let mut r = Raw::new(RawOutcome::Timeout);
                     r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
-                    r.detail = Some(format!("no answer within {}s; process group killed", limits.case_timeout.as_secs_f64()));
+                    r.detail = Some(format!(
+                        "no answer within {}s; process group killed",
+                        limits.case_timeout.as_secs_f64()
+                    ));
                     let text = tail_of(&stderr_path, 4000);
                     r.stderr = (!text.is_empty()).then_some(text);
                     r
@@ -384,7 +455,11 @@ pub fn run_jobs_on(
                     let text = tail_of(&stderr_path, 4000);
                     r.detail = Some(format!(
                         "{status}; last output: {}",
-                        text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("none").trim()
+                        text.lines()
+                            .rev()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("none")
+                            .trim()
                     ));
                     r.stderr = (!text.is_empty()).then_some(text);
                     r

@@ -21,16 +21,26 @@ pub struct VariantArg {
 
 pub fn parse_variant(s: &str) -> Result<VariantArg> {
     let Some((name, path)) = s.split_once('=') else {
-        return Err(Error::Usage(format!("--variant {s:?}: expected NAME=PATH (e.g. magma=/opt/env)")));
+        return Err(Error::Usage(format!(
+            "--variant {s:?}: expected NAME=PATH (e.g. magma=/opt/env)"
+        )));
     };
-    let ok_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    let ok_name = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
     if !ok_name {
-        return Err(Error::Usage(format!("--variant {s:?}: NAME must be letters, digits, '-', '_' or '.'")));
+        return Err(Error::Usage(format!(
+            "--variant {s:?}: NAME must be letters, digits, '-', '_' or '.'"
+        )));
     }
     if path.is_empty() {
         return Err(Error::Usage(format!("--variant {s:?}: PATH is empty")));
     }
-    Ok(VariantArg { name: name.to_string(), path: PathBuf::from(path) })
+    Ok(VariantArg {
+        name: name.to_string(),
+        path: PathBuf::from(path),
+    })
 }
 
 /// How PATH was understood.
@@ -81,31 +91,64 @@ pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolv
         return Err(Error::bad(&what, "no such file or directory"));
     }
     let p = p.canonicalize().map_err(|e| Error::io(p, e))?;
-    let env_python = ["bin/python3", "bin/python"].iter().map(|b| p.join(b)).find(|b| b.is_file());
+    let env_python = ["bin/python3", "bin/python"]
+        .iter()
+        .map(|b| p.join(b))
+        .find(|b| b.is_file());
     let (layout, python, pythonpath, expect_dir) = if let Some(py) = env_python {
         (Layout::EnvPrefix, py.display().to_string(), None, None)
     } else if has_torch_package(&p) {
-        let parent = p.parent().map(Path::to_path_buf).unwrap_or_else(|| p.clone());
-        (Layout::TorchDir, python_override.unwrap_or("python3").to_string(), Some(parent), Some(p.clone()))
+        let parent = p
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| p.clone());
+        (
+            Layout::TorchDir,
+            python_override.unwrap_or("python3").to_string(),
+            Some(parent),
+            Some(p.clone()),
+        )
     } else if has_torch_package(&p.join("torch")) {
-        (Layout::SitePackages, python_override.unwrap_or("python3").to_string(), Some(p.clone()), Some(p.join("torch")))
+        (
+            Layout::SitePackages,
+            python_override.unwrap_or("python3").to_string(),
+            Some(p.clone()),
+            Some(p.join("torch")),
+        )
     } else if let Some(sp) = prefix_site_packages(&p) {
         // A conda prefix without its own interpreter (the libraries in PREFIX/lib, torch/lib linking
         // there): the user's --python imports torch from PREFIX/lib/pythonX.Y/site-packages.
-        (Layout::SitePackages, python_override.unwrap_or("python3").to_string(), Some(sp.clone()), Some(sp.join("torch")))
+        (
+            Layout::SitePackages,
+            python_override.unwrap_or("python3").to_string(),
+            Some(sp.clone()),
+            Some(sp.join("torch")),
+        )
     } else {
         return Err(Error::bad(
             &what,
             "not an env prefix (bin/python, or lib/pythonX.Y/site-packages/torch with --python), a torch directory (torch/__init__.py) or a site-packages directory with torch/",
         ));
     };
-    let mut r = Resolved { layout, python, pythonpath, torch_dir: PathBuf::new() };
+    let mut r = Resolved {
+        layout,
+        python,
+        pythonpath,
+        torch_dir: PathBuf::new(),
+    };
     let found = find_torch(&r).map_err(|e| Error::bad(&what, e))?;
     let found = found.canonicalize().unwrap_or(found);
     if let Some(expect) = expect_dir
         && found != expect
     {
-        return Err(Error::bad(&what, format!("{} imports torch from {}, not from this path", r.python, found.display())));
+        return Err(Error::bad(
+            &what,
+            format!(
+                "{} imports torch from {}, not from this path",
+                r.python,
+                found.display()
+            ),
+        ));
     }
     r.torch_dir = found;
     Ok(r)
@@ -133,11 +176,19 @@ fn find_torch(r: &Resolved) -> std::result::Result<PathBuf, String> {
     for (k, v) in pythonpath_env(r) {
         c.env(k, v);
     }
-    let out =
-        super::runner::run_bounded(c, &format!("{} (finding torch)", r.python), Duration::from_secs(60)).map_err(|e| e.to_string())?;
+    let out = super::runner::run_bounded(
+        c,
+        &format!("{} (finding torch)", r.python),
+        Duration::from_secs(60),
+    )
+    .map_err(|e| e.to_string())?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("{} cannot find torch: {}", r.python, err.lines().last().unwrap_or("").trim()));
+        return Err(format!(
+            "{} cannot find torch: {}",
+            r.python,
+            err.lines().last().unwrap_or("").trim()
+        ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or("").trim();
@@ -206,23 +257,41 @@ impl LazyFacts {
 pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
     let map = Arc::new(crate::input::map_file(path)?);
     let view = ElfView::parse(&map).map_err(|e| Error::elf(path.display(), e))?;
-    let facts = view.facts(&spec.mention_words(), Some(&map)).map_err(|e| Error::elf(path.display(), e))?;
+    let facts = view
+        .facts(&spec.mention_words(), Some(&map))
+        .map_err(|e| Error::elf(path.display(), e))?;
     let mut deep = spec.clone();
     deep.deep = true;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let pf = payload::scan(&view, &facts, &name, map.len() as u64, &deep);
     let presence = payload::Presence::scan(&facts, &pf, &deep);
     let has = pf.holds_code() || presence.contains();
     let evidence = if pf.library {
         format!("is itself a {} library", spec.name)
     } else if presence.defined > 0 {
-        format!("defines {} {} symbols (e.g. {})", presence.defined, spec.name, presence.defined_example.clone().unwrap_or_default())
+        format!(
+            "defines {} {} symbols (e.g. {})",
+            presence.defined,
+            spec.name,
+            presence.defined_example.clone().unwrap_or_default()
+        )
     } else if !presence.needed.is_empty() {
         format!("NEEDs {}", presence.needed.join(", "))
     } else if presence.imported > 0 {
-        format!("imports {} {} symbols (e.g. {})", presence.imported, spec.name, presence.imported_example.clone().unwrap_or_default())
+        format!(
+            "imports {} {} symbols (e.g. {})",
+            presence.imported,
+            spec.name,
+            presence.imported_example.clone().unwrap_or_default()
+        )
     } else {
-        format!("no {} symbols defined and no {} library NEEDed", spec.name, spec.name)
+        format!(
+            "no {} symbols defined and no {} library NEEDed",
+            spec.name, spec.name
+        )
     };
     Ok(LazyFacts {
         path: path.display().to_string(),
@@ -244,8 +313,15 @@ pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
 /// links into `$PREFIX/lib`, as the feedstock makes them) and the lazy library. The other
 /// libraries beside them in `$PREFIX/lib` belong to other packages (cuFFT, cuBLAS, …).
 pub fn own_libraries(torch_dir: &Path, lazy: &Path) -> std::collections::BTreeSet<PathBuf> {
-    let entries = std::fs::read_dir(torch_dir.join("lib")).into_iter().flatten().filter_map(|e| e.ok()).map(|e| e.path());
-    entries.chain([lazy.to_path_buf()]).filter_map(|p| std::fs::canonicalize(p).ok()).collect()
+    let entries = std::fs::read_dir(torch_dir.join("lib"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path());
+    entries
+        .chain([lazy.to_path_buf()])
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect()
 }
 
 pub fn variant_libraries(lazy_dir: &Path, site_packages: Option<&Path>) -> Vec<PathBuf> {
@@ -255,7 +331,12 @@ pub fn variant_libraries(lazy_dir: &Path, site_packages: Option<&Path>) -> Vec<P
             let mut v: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.is_file() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(".so")))
+                .filter(|p| {
+                    p.is_file()
+                        && p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.contains(".so"))
+                })
                 .collect();
             v.sort();
             out.extend(v);
@@ -265,7 +346,11 @@ pub fn variant_libraries(lazy_dir: &Path, site_packages: Option<&Path>) -> Vec<P
     if let Some(sp) = site_packages
         && let Ok(rd) = std::fs::read_dir(sp.join("nvidia"))
     {
-        let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path().join("lib")).filter(|p| p.is_dir()).collect();
+        let mut dirs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("lib"))
+            .filter(|p| p.is_dir())
+            .collect();
         dirs.sort();
         for d in dirs {
             add_dir(&d);
@@ -286,12 +371,30 @@ mod tests {
         let lib = d.path().join("lib");
         let torch_lib = d.path().join("lib/python3.12/site-packages/torch/lib");
         std::fs::create_dir_all(&torch_lib).unwrap();
-        for f in ["libtorch_cuda.so", "libtorch_cuda_linalg.so", "libcufft.so.12"] {
+        for f in [
+            "libtorch_cuda.so",
+            "libtorch_cuda_linalg.so",
+            "libcufft.so.12",
+        ] {
             std::fs::write(lib.join(f), b"\x7fELF").unwrap();
         }
-        std::os::unix::fs::symlink(lib.join("libtorch_cuda.so"), torch_lib.join("libtorch_cuda.so")).unwrap();
-        let own = own_libraries(torch_lib.parent().unwrap(), &lib.join("libtorch_cuda_linalg.so"));
-        let names: Vec<_> = own.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        assert_eq!(names, ["libtorch_cuda.so", "libtorch_cuda_linalg.so"], "not libcufft.so.12, a CUDA package's");
+        std::os::unix::fs::symlink(
+            lib.join("libtorch_cuda.so"),
+            torch_lib.join("libtorch_cuda.so"),
+        )
+        .unwrap();
+        let own = own_libraries(
+            torch_lib.parent().unwrap(),
+            &lib.join("libtorch_cuda_linalg.so"),
+        );
+        let names: Vec<_> = own
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["libtorch_cuda.so", "libtorch_cuda_linalg.so"],
+            "not libcufft.so.12, a CUDA package's"
+        );
     }
 }

@@ -176,7 +176,10 @@ struct Input<'a> {
 /// package is refused at once with what to use instead.
 pub fn require_wheel(kind: TreeKind, source: &Path) -> Result<()> {
     if kind != TreeKind::Wheel {
-        return Err(Error::Usage(format!("{}: `wheel` splits a .whl; for a tree or a conda package use `pack`", source.display())));
+        return Err(Error::Usage(format!(
+            "{}: `wheel` splits a .whl; for a tree or a conda package use `pack`",
+            source.display()
+        )));
     }
     Ok(())
 }
@@ -185,25 +188,42 @@ pub fn require_wheel(kind: TreeKind, source: &Path) -> Result<()> {
 /// the zip's central directory alone, so a wheel with no lazy library (torch 1.10) is answered
 /// before anything is inflated. (A lazy library is named by its file name here: a wheel has no
 /// symlinks, so a library is stored under the name it is loaded by.)
-pub fn has_lazy_member(path: &Path, patterns: &[crate::analysis::lazy::LazyPattern]) -> Result<bool> {
+pub fn has_lazy_member(
+    path: &Path,
+    patterns: &[crate::analysis::lazy::LazyPattern],
+) -> Result<bool> {
     let map = map_file(path)?;
     let archive = zip::ZipArchive::new(std::io::Cursor::new(&map[..]))
         .map_err(|e| Error::bad(path.display(), format!("not a readable zip archive: {e}")))?;
-    Ok(archive.file_names().filter_map(|n| n.ok()).any(|n| patterns.iter().any(|p| p.matches(Tree::file_name(&n), None))))
+    Ok(archive.file_names().filter_map(|n| n.ok()).any(|n| {
+        patterns
+            .iter()
+            .any(|p| p.matches(Tree::file_name(&n), None))
+    }))
 }
 
 /// Split `ins` (a `.whl` the plan proved CONFINED) into the core and lazy wheels under `opts.out`.
-pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOptions) -> Result<WheelReport> {
+pub fn split_wheel(
+    ins: &Inspection,
+    plan: &Plan,
+    split: &Split,
+    opts: &WheelOptions,
+) -> Result<WheelReport> {
     let source = &ins.tree.source;
     require_wheel(ins.tree.kind, source)?;
     let out = &opts.out;
     if out.exists() && !out.is_dir() {
-        return Err(Error::Usage(format!("--out {}: exists and is not a directory", out.display())));
+        return Err(Error::Usage(format!(
+            "--out {}: exists and is not a directory",
+            out.display()
+        )));
     }
     // One lazy library, or several (`--lazy` repeated or a glob) that travel together in one lazy
     // distribution, as `pack` puts them in one lazy package.
     let lazy_paths: Vec<String> = plan.all_lazy().iter().map(|l| l.path.clone()).collect();
-    let Some(first_lazy) = lazy_paths.first().cloned() else { return Err(Error::internal("a confined plan without a lazy library")) };
+    let Some(first_lazy) = lazy_paths.first().cloned() else {
+        return Err(Error::internal("a confined plan without a lazy library"));
+    };
     if lazy_paths.len() > 1 && opts.lazy_variant.is_some() {
         return Err(Error::Usage(format!(
             "--lazy-variant: one file cannot stand for {} lazy libraries ({}); another variant of several libraries is not supported",
@@ -212,28 +232,48 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         )));
     }
     let variant = |payload: bool| {
-        split.variants.iter().find(|v| v.with_payload == payload).cloned().ok_or_else(|| Error::internal("a split without both variants"))
+        split
+            .variants
+            .iter()
+            .find(|v| v.with_payload == payload)
+            .cloned()
+            .ok_or_else(|| Error::internal("a split without both variants"))
     };
     let (with, without) = (variant(true)?, variant(false)?);
-    let other_file = crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), &with, &without)?;
+    let other_file = crate::recipe::verify::other_variant_file(
+        plan,
+        opts.lazy_variant.as_ref(),
+        &with,
+        &without,
+    )?;
 
     let map = map_file(source)?;
     // ELF members were hashed while the plan had them inflated (`Extras::digests`): the RECORD
     // check inflates only the rest, so every member is inflated once in all.
-    let known: BTreeMap<&str, (String, u64)> =
-        ins.files.iter().filter_map(|f| f.sha256.map(|h| (f.path.as_str(), (record::hash_field(&h), f.size)))).collect();
+    let known: BTreeMap<&str, (String, u64)> = ins
+        .files
+        .iter()
+        .filter_map(|f| {
+            f.sha256
+                .map(|h| (f.path.as_str(), (record::hash_field(&h), f.size)))
+        })
+        .collect();
     let tracer = crate::progress::StepTrace::start("wheel");
     let trace = |step: &str| tracer.step(step);
     let mut input = Input::open(source, &map, &known, opts.progress)?;
     trace("input RECORD verified");
     if let Some(absent) = lazy_paths.iter().find(|p| !input.record.contains_key(*p)) {
-        return Err(Error::bad(&input.display, format!("has no {absent} (the plan's lazy library)")));
+        return Err(Error::bad(
+            &input.display,
+            format!("has no {absent} (the plan's lazy library)"),
+        ));
     }
     let lazy_dist = match &opts.lazy_dist {
         Some(n) => n.clone(),
         None => default_lazy_dist(&lazy_paths)?,
     };
-    sanitize::check_dist_name(&lazy_dist).map_err(|why| Error::Usage(format!("--lazy-dist: {why}")))?;
+    sanitize::check_dist_name(&lazy_dist)
+        .map_err(|why| Error::Usage(format!("--lazy-dist: {why}")))?;
     let (public, local) = match input.version.split_once('+') {
         Some((p, l)) => (p.to_string(), Some(l.to_string())),
         None => (input.version.clone(), None),
@@ -243,26 +283,44 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         None => format!("{public}+{rest}"),
     };
     let core_version = label("split");
-    let lazy_version = |v: &Variant| label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name));
+    let lazy_version =
+        |v: &Variant| label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name));
 
     // Never written through a link: `--out/variants` → elsewhere would put the wheels there.
-    let variants_dir = crate::confine::dir_inside(out, VARIANTS_DIR).map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))?;
+    let variants_dir = crate::confine::dir_inside(out, VARIANTS_DIR)
+        .map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))?;
     // What each variant is, for the markers and the PEP 825 metadata: (variant, content, bytes).
     let lazy_names = plan.lazy_file_names();
-    let lazy_size: u64 = lazy_paths.iter().filter_map(|p| input.record.get(p)).map(|r| r.1).sum();
+    let lazy_size: u64 = lazy_paths
+        .iter()
+        .filter_map(|p| input.record.get(p))
+        .map(|r| r.1)
+        .sum();
     let mut available: Vec<(&Variant, LazyContent, u64)> = Vec::new();
     let mut missing = Vec::new();
-    for v in split.variants.iter().filter(|v| v.preferred).chain(split.variants.iter().filter(|v| !v.preferred)) {
+    for v in split
+        .variants
+        .iter()
+        .filter(|v| v.preferred)
+        .chain(split.variants.iter().filter(|v| !v.preferred))
+    {
         if v.with_payload == with.with_payload {
             available.push((v, LazyContent::Member, lazy_size));
         } else if let Some(f) = &other_file {
             let n = std::fs::metadata(f).map_err(|e| Error::io(f, e))?.len();
             available.push((v, LazyContent::File(f.clone()), n));
         } else {
-            missing.push(MissingWheel { variant: v.name.clone(), why: crate::recipe::verify::missing_variant_reason(v, &lazy_names) });
+            missing.push(MissingWheel {
+                variant: v.name.clone(),
+                why: crate::recipe::verify::missing_variant_reason(v, &lazy_names),
+            });
         }
     }
-    let pep825 = Pep825::new(&input.name, &lazy_dist, available.iter().map(|(v, _, _)| v.name.as_str()))?;
+    let pep825 = Pep825::new(
+        &input.name,
+        &lazy_dist,
+        available.iter().map(|(v, _, _)| v.name.as_str()),
+    )?;
     let requires = format!("{}=={core_version}", input.name);
 
     // Every check on the input and the options is behind us: only now does anything appear in
@@ -275,24 +333,64 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     let mut pending = Pending::default();
     opts.progress.start_unknown("writing wheels");
     // Each written wheel travels with the members it copied raw, for its read-back check.
-    let mut written = vec![write_core(&mut input, &core_version, &lazy_dist, &public, &lazy_paths, out, &mut pending)?];
+    let mut written = vec![write_core(
+        &mut input,
+        &core_version,
+        &lazy_dist,
+        &public,
+        &lazy_paths,
+        out,
+        &mut pending,
+    )?];
     for (v, content, _) in &available {
         // The same variant in each layout: local label (today's installers), PEP 825 variant, and
         // for the preferred one the plain fallback beside the variants.
-        let mut layouts = vec![(Layout::LocalLabel, lazy_version(v)), (Layout::Variant, input.version.clone())];
+        let mut layouts = vec![
+            (Layout::LocalLabel, lazy_version(v)),
+            (Layout::Variant, input.version.clone()),
+        ];
         if v.preferred {
             layouts.push((Layout::PlainFallback, input.version.clone()));
         }
         for (layout, version) in layouts {
-            let marker = marker(&first_lazy, v, layout, &available, &lazy_dist, &lazy_version, (&input.version, &input.tags));
-            let spec = LazySpec { layout, version, variant: v, requires: &requires, marker, pep825: &pep825, library_names: &lazy_names };
-            let dir = if layout == Layout::LocalLabel { out.as_path() } else { variants_dir.as_path() };
-            written.push(write_lazy(&mut input, &lazy_dist, &spec, &lazy_paths, content, dir, &mut pending)?);
+            let marker = marker(
+                &first_lazy,
+                v,
+                layout,
+                &available,
+                &lazy_dist,
+                &lazy_version,
+                (&input.version, &input.tags),
+            );
+            let spec = LazySpec {
+                layout,
+                version,
+                variant: v,
+                requires: &requires,
+                marker,
+                pep825: &pep825,
+                library_names: &lazy_names,
+            };
+            let dir = if layout == Layout::LocalLabel {
+                out.as_path()
+            } else {
+                variants_dir.as_path()
+            };
+            written.push(write_lazy(
+                &mut input,
+                &lazy_dist,
+                &spec,
+                &lazy_paths,
+                content,
+                dir,
+                &mut pending,
+            )?);
         }
     }
     // The index file of the PEP 825 set, written and committed with the wheels.
     let index = format!("{}-{}-variants.json", escaped(&lazy_dist), input.version);
-    std::fs::write(pending.add(&variants_dir, &index)?, pep825.index_json()).map_err(|e| Error::io(variants_dir.join(&index), e))?;
+    std::fs::write(pending.add(&variants_dir, &index)?, pep825.index_json())
+        .map_err(|e| Error::io(variants_dir.join(&index), e))?;
     opts.progress.finish();
 
     // Read every written wheel back against its own RECORD, then check the union.
@@ -305,18 +403,29 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         contents.push(files);
     }
     let mut written = written.into_iter().map(|(w, _)| w);
-    let core = written.next().ok_or_else(|| Error::internal("no core wheel written"))?;
+    let core = written
+        .next()
+        .ok_or_else(|| Error::internal("no core wheel written"))?;
     let all_lazy: Vec<WrittenWheel> = written.collect();
     let lossless = lossless(&input, &contents, &all_lazy, &lazy_paths, &with);
-    let (lazy, variant_wheels): (Vec<WrittenWheel>, Vec<WrittenWheel>) = all_lazy.into_iter().partition(|w| w.layout == Layout::LocalLabel);
+    let (lazy, variant_wheels): (Vec<WrittenWheel>, Vec<WrittenWheel>) = all_lazy
+        .into_iter()
+        .partition(|w| w.layout == Layout::LocalLabel);
     if !lossless {
-        return Err(Error::internal(format!("{}: the written wheels do not reproduce the input's files", input.display)));
+        return Err(Error::internal(format!(
+            "{}: the written wheels do not reproduce the input's files",
+            input.display
+        )));
     }
     // The core belongs to both sets: linked (one copy on disk), copied where links cannot be made,
     // and committed with the rest.
-    let (core_tmp, core_linked) = (pending.tmp_of(&out.join(&core.file)), pending.add(&variants_dir, &core.file)?);
+    let (core_tmp, core_linked) = (
+        pending.tmp_of(&out.join(&core.file)),
+        pending.add(&variants_dir, &core.file)?,
+    );
     if std::fs::hard_link(&core_tmp, &core_linked).is_err() {
-        std::fs::copy(&core_tmp, &core_linked).map_err(|e| Error::io(variants_dir.join(&core.file), e))?;
+        std::fs::copy(&core_tmp, &core_linked)
+            .map_err(|e| Error::io(variants_dir.join(&core.file), e))?;
     }
     trace("read back");
     pending.commit()?;
@@ -338,7 +447,8 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
     };
     let vdir = variants_dir.display().to_string();
     let vlinks = shell_word(&vdir);
-    let uv_variants = format!("uv pip install --preview-features wheel-variants --find-links {vlinks} {dist}");
+    let uv_variants =
+        format!("uv pip install --preview-features wheel-variants --find-links {vlinks} {dist}");
     let variants = VariantSet {
         dir: vdir.clone(),
         schema: VARIANT_SCHEMA,
@@ -347,7 +457,12 @@ pub fn split_wheel(ins: &Inspection, plan: &Plan, split: &Split, opts: &WheelOpt
         uv_other: variant_wheels
             .iter()
             .find(|w| w.layout == Layout::Variant && !w.preferred)
-            .map(|w| format!("{uv_variants} {}", shell_word(&out.join(&w.file).display().to_string()))),
+            .map(|w| {
+                format!(
+                    "{uv_variants} {}",
+                    shell_word(&out.join(&w.file).display().to_string())
+                )
+            }),
         uv_default: uv_variants,
         pip_default: format!("pip install --find-links {vlinks} {dist}"),
         wheels: variant_wheels,
@@ -389,23 +504,49 @@ struct Pep825 {
 }
 
 impl Pep825 {
-    fn new<'v>(core: &str, lazy_dist: &str, variants: impl Iterator<Item = &'v str>) -> Result<Pep825> {
+    fn new<'v>(
+        core: &str,
+        lazy_dist: &str,
+        variants: impl Iterator<Item = &'v str>,
+    ) -> Result<Pep825> {
         // Namespaces and features are `[a-z0-9_]+`, values and labels `[0-9a-z._]+` (variantlib).
-        let ident = |s: &str| s.to_ascii_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>();
+        let ident = |s: &str| {
+            s.to_ascii_lowercase()
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect::<String>()
+        };
         let labels: Vec<String> = variants.map(str::to_string).collect();
-        if let Some(bad) =
-            labels.iter().find(|l| l.is_empty() || l.len() > 16 || !l.chars().all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.')))
-        {
-            return Err(Error::Usage(format!("variant {bad:?}: not a PEP 825 variant label ([0-9a-z._], at most 16 characters)")));
+        if let Some(bad) = labels.iter().find(|l| {
+            l.is_empty()
+                || l.len() > 16
+                || !l
+                    .chars()
+                    .all(|c| matches!(c, '0'..='9' | 'a'..='z' | '_' | '.'))
+        }) {
+            return Err(Error::Usage(format!(
+                "variant {bad:?}: not a PEP 825 variant label ([0-9a-z._], at most 16 characters)"
+            )));
         }
-        Ok(Pep825 { namespace: ident(core), feature: ident(lazy_dist), labels })
+        Ok(Pep825 {
+            namespace: ident(core),
+            feature: ident(lazy_dist),
+            labels,
+        })
     }
 
     /// The metadata for `labels` (one for a wheel's `variant.json`, all for the index file).
     fn json(&self, labels: &[&String]) -> String {
         use serde_json::json;
-        let variants: serde_json::Map<String, serde_json::Value> =
-            labels.iter().map(|l| (l.to_string(), json!({ &self.namespace: { &self.feature: [l] } }))).collect();
+        let variants: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|l| {
+                (
+                    l.to_string(),
+                    json!({ &self.namespace: { &self.feature: [l] } }),
+                )
+            })
+            .collect();
         let doc = json!({
             "$schema": VARIANT_SCHEMA,
             "default-priorities": { "namespace": [&self.namespace] },
@@ -418,7 +559,13 @@ impl Pep825 {
     }
 
     fn variant_json(&self, label: &str) -> String {
-        self.json(&self.labels.iter().filter(|l| l.as_str() == label).collect::<Vec<_>>())
+        self.json(
+            &self
+                .labels
+                .iter()
+                .filter(|l| l.as_str() == label)
+                .collect::<Vec<_>>(),
+        )
     }
 
     fn index_json(&self) -> String {
@@ -435,10 +582,17 @@ fn default_lazy_dist(lazy_paths: &[String]) -> Result<String> {
         stem.strip_prefix("lib").unwrap_or(stem).replace('_', "-")
     };
     let names: Vec<String> = lazy_paths.iter().map(name).collect();
-    let Some((first, rest)) = names.split_first() else { return Err(Error::internal("no lazy library")) };
+    let Some((first, rest)) = names.split_first() else {
+        return Err(Error::internal("no lazy library"));
+    };
     let words: Vec<&str> = first.split('-').collect();
-    let shared =
-        (0..=words.len()).rev().map(|n| words[..n].join("-")).find(|w| rest.iter().all(|r| r == w || r.starts_with(&format!("{w}-"))));
+    let shared = (0..=words.len())
+        .rev()
+        .map(|n| words[..n].join("-"))
+        .find(|w| {
+            rest.iter()
+                .all(|r| r == w || r.starts_with(&format!("{w}-")))
+        });
     match shared {
         Some(w) if !w.is_empty() => Ok(w),
         _ => Err(Error::Usage(format!(
@@ -450,52 +604,88 @@ fn default_lazy_dist(lazy_paths: &[String]) -> Result<String> {
 
 /// A distribution name as it appears in wheel and dist-info file names (PEP 427 escaping).
 pub(crate) fn escaped(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 impl<'a> Input<'a> {
-    fn open(path: &Path, bytes: &'a [u8], known: &BTreeMap<&str, (String, u64)>, progress: &Progress) -> Result<Input<'a>> {
+    fn open(
+        path: &Path,
+        bytes: &'a [u8],
+        known: &BTreeMap<&str, (String, u64)>,
+        progress: &Progress,
+    ) -> Result<Input<'a>> {
         let display = path.display().to_string();
         let file = Tree::file_name(&display).to_string();
-        let mut archive =
-            ZipArchive::new(Cursor::new(bytes)).map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        let mut archive = ZipArchive::new(Cursor::new(bytes))
+            .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
         let mut members = Vec::with_capacity(archive.len());
         for i in 0..archive.len() {
-            let f = archive.by_index_raw(i).map_err(|e| Error::bad(&display, e))?;
+            let f = archive
+                .by_index_raw(i)
+                .map_err(|e| Error::bad(&display, e))?;
             let name = f.name().map_err(|e| Error::bad(&display, e))?.into_owned();
             if !f.is_dir() {
                 members.push((i, name));
             }
         }
         // The one dist-info directory with a METADATA.
-        let metas: Vec<&String> =
-            members.iter().map(|(_, n)| n).filter(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1).collect();
+        let metas: Vec<&String> = members
+            .iter()
+            .map(|(_, n)| n)
+            .filter(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1)
+            .collect();
         let [meta_path] = metas.as_slice() else {
-            return Err(Error::bad(&display, format!("{} .dist-info/METADATA files at the top level, expected one", metas.len())));
+            return Err(Error::bad(
+                &display,
+                format!(
+                    "{} .dist-info/METADATA files at the top level, expected one",
+                    metas.len()
+                ),
+            ));
         };
-        let dist_info_stem = meta_path.trim_end_matches(".dist-info/METADATA").to_string();
+        let dist_info_stem = meta_path
+            .trim_end_matches(".dist-info/METADATA")
+            .to_string();
         let metadata = read_member(&mut archive, &display, meta_path)?;
-        let field =
-            |key: &str| metadata.lines().take_while(|l| !l.is_empty()).find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
+        let field = |key: &str| {
+            metadata
+                .lines()
+                .take_while(|l| !l.is_empty())
+                .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+        };
         let at = format!("{display}:{meta_path}");
         let name = field("Name:").ok_or_else(|| Error::bad(&at, "no Name"))?;
         let version = field("Version:").ok_or_else(|| Error::bad(&at, "no Version"))?;
         // Name, version and the header go into new METADATA, file names and printed commands.
         sanitize::check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
-        sanitize::check_version(&version).map_err(|why| Error::bad(&at, format!("Version: {why}")))?;
+        sanitize::check_version(&version)
+            .map_err(|why| Error::bad(&at, format!("Version: {why}")))?;
         check_header(&metadata).map_err(|why| Error::bad(&at, why))?;
         // Tags: the last three dash-separated parts of the file name; they name the written wheels.
         let parts: Vec<&str> = file.trim_end_matches(".whl").split('-').collect();
         if parts.len() < 5 {
-            return Err(Error::bad(&display, "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl)"));
+            return Err(Error::bad(
+                &display,
+                "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl)",
+            ));
         }
         for t in &parts[parts.len() - 3..] {
-            sanitize::check_wheel_tag(t).map_err(|why| Error::bad(&display, format!("file name: {why}")))?;
+            sanitize::check_wheel_tag(t)
+                .map_err(|why| Error::bad(&display, format!("file name: {why}")))?;
         }
         let tags = parts[parts.len() - 3..].join("-");
         let record_path = format!("{dist_info_stem}.dist-info/RECORD");
         let record_text = read_member(&mut archive, &display, &record_path)?;
-        let entries = record::parse(&record_text).map_err(|e| Error::bad(format!("{display}:{record_path}"), e))?;
+        let entries = record::parse(&record_text)
+            .map_err(|e| Error::bad(format!("{display}:{record_path}"), e))?;
         let mut record = BTreeMap::new();
         for e in entries {
             if let (Some(h), Some(n)) = (e.hash, e.size) {
@@ -504,18 +694,41 @@ impl<'a> Input<'a> {
         }
         // A row for a file the archive does not hold: the input is not the wheel its RECORD describes.
         if let Some(absent) = record.keys().find(|p| archive.index_for_name(p).is_none()) {
-            return Err(Error::bad(format!("{display}:{record_path}"), format!("lists {absent}, which is not in the archive")));
+            return Err(Error::bad(
+                format!("{display}:{record_path}"),
+                format!("lists {absent}, which is not in the archive"),
+            ));
         }
-        let input = Input { display, archive, data: bytes, name, version, dist_info_stem, tags, metadata, record, members };
+        let input = Input {
+            display,
+            archive,
+            data: bytes,
+            name,
+            version,
+            dist_info_stem,
+            tags,
+            metadata,
+            record,
+            members,
+        };
         input.verify_record(&record_path, known, progress)?;
         Ok(input)
     }
 
     /// Every member but RECORD (and its signatures) is in RECORD with its bytes' hash and size;
     /// members in `known` were hashed already (by the plan's pass) and are not inflated again.
-    fn verify_record(&self, record_path: &str, known: &BTreeMap<&str, (String, u64)>, progress: &Progress) -> Result<()> {
+    fn verify_record(
+        &self,
+        record_path: &str,
+        known: &BTreeMap<&str, (String, u64)>,
+        progress: &Progress,
+    ) -> Result<()> {
         let signatures = [format!("{record_path}.jws"), format!("{record_path}.p7s")];
-        let todo: Vec<&(usize, String)> = self.members.iter().filter(|(_, n)| n != record_path && !signatures.contains(n)).collect();
+        let todo: Vec<&(usize, String)> = self
+            .members
+            .iter()
+            .filter(|(_, n)| n != record_path && !signatures.contains(n))
+            .collect();
         progress.start_count("verifying RECORD", todo.len() as u64, "members");
         let result = todo
             .par_iter()
@@ -558,13 +771,29 @@ impl<'a> Input<'a> {
     /// Copy member `path` into `w` as its raw compressed stream, renamed to `to`, with its row
     /// from the verified RECORD.
     fn copy_into(&mut self, w: &mut Writer, path: &str, to: &str) -> Result<()> {
-        let i = self.index_of(path).ok_or_else(|| Error::internal(format!("{path} vanished from the input")))?;
-        let row = self.record.get(path).cloned().ok_or_else(|| Error::internal(format!("{path} not in the verified RECORD")))?;
-        w.copy(&mut self.archive, i, &format!("{}:{path}", self.display), to, row)
+        let i = self
+            .index_of(path)
+            .ok_or_else(|| Error::internal(format!("{path} vanished from the input")))?;
+        let row = self
+            .record
+            .get(path)
+            .cloned()
+            .ok_or_else(|| Error::internal(format!("{path} not in the verified RECORD")))?;
+        w.copy(
+            &mut self.archive,
+            i,
+            &format!("{}:{path}", self.display),
+            to,
+            row,
+        )
     }
 }
 
-fn read_member(archive: &mut ZipArchive<Cursor<&[u8]>>, display: &str, path: &str) -> Result<String> {
+fn read_member(
+    archive: &mut ZipArchive<Cursor<&[u8]>>,
+    display: &str,
+    path: &str,
+) -> Result<String> {
     use crate::input::file::{MAX_METADATA_BYTES, read_capped_text};
     let at = format!("{display}:{path}");
     let f = archive.by_name(path).map_err(|e| Error::bad(&at, e))?;
@@ -576,14 +805,25 @@ fn read_member(archive: &mut ZipArchive<Cursor<&[u8]>>, display: &str, path: &st
 /// character in it is a header Python's parser reads and ours does not (`Name: x\rRequires-Dist: y`).
 fn check_header(metadata: &str) -> std::result::Result<(), String> {
     let head = metadata.split("\n\n").next().unwrap_or_default();
-    match head.lines().flat_map(|l| l.chars()).find(|&c| c.is_control() && c != '\t') {
-        Some(c) => Err(format!("header with the control character {}: refusing to copy it", c.escape_default())),
+    match head
+        .lines()
+        .flat_map(|l| l.chars())
+        .find(|&c| c.is_control() && c != '\t')
+    {
+        Some(c) => Err(format!(
+            "header with the control character {}: refusing to copy it",
+            c.escape_default()
+        )),
         None => Ok(()),
     }
 }
 
 /// RECORD hash and size of member `i`, inflated once.
-fn hash_member(archive: &mut ZipArchive<Cursor<&[u8]>>, i: usize, at: &str) -> Result<(String, u64)> {
+fn hash_member(
+    archive: &mut ZipArchive<Cursor<&[u8]>>,
+    i: usize,
+    at: &str,
+) -> Result<(String, u64)> {
     // One buffer per thread: a fresh 1 MiB per member meant zeroing gigabytes for the
     // ~11,000 small members of a torch wheel.
     thread_local!(static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 1 << 20]));
@@ -606,8 +846,13 @@ fn hash_member(archive: &mut ZipArchive<Cursor<&[u8]>>, i: usize, at: &str) -> R
 /// The timestamp new members get: the input METADATA's (deterministic, and plausible).
 fn metadata_time(input: &mut Input) -> Result<DateTime> {
     let path = format!("{}.dist-info/METADATA", input.dist_info_stem);
-    let i = input.index_of(&path).ok_or_else(|| Error::internal("METADATA vanished"))?;
-    let f = input.archive.by_index_raw(i).map_err(|e| Error::bad(&input.display, e))?;
+    let i = input
+        .index_of(&path)
+        .ok_or_else(|| Error::internal("METADATA vanished"))?;
+    let f = input
+        .archive
+        .by_index_raw(i)
+        .map_err(|e| Error::bad(&input.display, e))?;
     Ok(f.last_modified().unwrap_or_default())
 }
 
@@ -617,10 +862,22 @@ fn edit_metadata(metadata: &str, version: &str, extra: &[String]) -> String {
         Some(i) => (&metadata[..i], &metadata[i..]),
         None => (metadata.trim_end_matches('\n'), "\n"),
     };
-    let mut out: Vec<String> =
-        head.lines().map(|l| if l.starts_with("Version:") { format!("Version: {version}") } else { l.to_string() }).collect();
+    let mut out: Vec<String> = head
+        .lines()
+        .map(|l| {
+            if l.starts_with("Version:") {
+                format!("Version: {version}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
     out.extend(extra.iter().cloned());
-    format!("{}{}", out.join("\n"), if body.is_empty() { "\n" } else { body })
+    format!(
+        "{}{}",
+        out.join("\n"),
+        if body.is_empty() { "\n" } else { body }
+    )
 }
 
 fn write_core(
@@ -651,18 +908,28 @@ fn write_core(
     };
     let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
     for path in &members {
-        if lazy_paths.contains(path) || path == &record_path || path.starts_with(&format!("{record_path}.")) {
+        if lazy_paths.contains(path)
+            || path == &record_path
+            || path.starts_with(&format!("{record_path}."))
+        {
             continue;
         }
         if path == &meta_path {
-            let requires = sanitize::header_line("Requires-Dist", &format!("{lazy_dist}=={public}")).map_err(Error::internal)?;
+            let requires =
+                sanitize::header_line("Requires-Dist", &format!("{lazy_dist}=={public}"))
+                    .map_err(Error::internal)?;
             let text = edit_metadata(&input.metadata, version, &[requires]);
             w.add(&renamed(path), text.as_bytes(), 0o644)?;
         } else {
             input.copy_into(&mut w, path, &renamed(path))?;
         }
     }
-    let Finished { bytes, members, copies, sha256 } = w.finish(&tmp, pending)?;
+    let Finished {
+        bytes,
+        members,
+        copies,
+        sha256,
+    } = w.finish(&tmp, pending)?;
     let wheel = WrittenWheel {
         file,
         layout: Layout::Core,
@@ -775,9 +1042,15 @@ fn write_lazy(
         input.name,
         input.version,
         variant.name,
-        if variant.with_payload { "with the payload" } else { "without the payload" }
+        if variant.with_payload {
+            "with the payload"
+        } else {
+            "without the payload"
+        }
     );
-    let header = |key: &str, value: &str| sanitize::header_line(key, value).map_err(|why| Error::bad(&input.display, why));
+    let header = |key: &str, value: &str| {
+        sanitize::header_line(key, value).map_err(|why| Error::bad(&input.display, why))
+    };
     let meta = [
         header("Metadata-Version", "2.1")?,
         header("Name", dist)?,
@@ -788,22 +1061,44 @@ fn write_lazy(
     .join("\n")
         + "\n";
     w.add(&format!("{dist_info}/METADATA"), meta.as_bytes(), 0o644)?;
-    let marker = serde_json::to_string_pretty(&spec.marker).map_err(|e| Error::internal(e.to_string()))? + "\n";
+    let marker = serde_json::to_string_pretty(&spec.marker)
+        .map_err(|e| Error::internal(e.to_string()))?
+        + "\n";
     w.add(&format!("{dist_info}/{MARKER}"), marker.as_bytes(), 0o644)?;
     if label.is_some() {
-        w.add(&format!("{dist_info}/variant.json"), spec.pep825.variant_json(&variant.name).as_bytes(), 0o644)?;
+        w.add(
+            &format!("{dist_info}/variant.json"),
+            spec.pep825.variant_json(&variant.name).as_bytes(),
+            0o644,
+        )?;
     }
     // WHEEL (same tags) and the licence files travel with the library.
     let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
     for path in &members {
-        let Some(rest) = path.strip_prefix(&format!("{old}.dist-info/")) else { continue };
+        let Some(rest) = path.strip_prefix(&format!("{old}.dist-info/")) else {
+            continue;
+        };
         let upper = rest.to_ascii_uppercase();
-        if rest == "WHEEL" || rest.starts_with("licenses/") || ["LICENSE", "NOTICE", "COPYING"].iter().any(|p| upper.starts_with(p)) {
+        if rest == "WHEEL"
+            || rest.starts_with("licenses/")
+            || ["LICENSE", "NOTICE", "COPYING"]
+                .iter()
+                .any(|p| upper.starts_with(p))
+        {
             input.copy_into(&mut w, path, &format!("{dist_info}/{rest}"))?;
         }
     }
-    let Finished { bytes, members, copies, sha256 } = w.finish(&tmp, pending)?;
-    let rel = if spec.layout == Layout::LocalLabel { file } else { format!("{VARIANTS_DIR}/{file}") };
+    let Finished {
+        bytes,
+        members,
+        copies,
+        sha256,
+    } = w.finish(&tmp, pending)?;
+    let rel = if spec.layout == Layout::LocalLabel {
+        file
+    } else {
+        format!("{VARIANTS_DIR}/{file}")
+    };
     let wheel = WrittenWheel {
         file: rel,
         layout: spec.layout,
@@ -826,27 +1121,47 @@ fn write_lazy(
 /// bytes written are the bytes verified, without inflating them again (one inflate pass verifies
 /// the input and checks the output). New members (METADATA, another build of the lazy library)
 /// are inflated and hashed.
-fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize, BTreeMap<String, String>)> {
+fn verify_written(
+    path: &Path,
+    input: &Input,
+    copies: &Copies,
+) -> Result<(usize, BTreeMap<String, String>)> {
     let display = path.display().to_string();
     let map = map_file(path)?;
     let bytes: &[u8] = &map;
-    let unreadable = |e: zip::result::ZipError| Error::internal(format!("{display}: written wheel unreadable: {e}"));
+    let unreadable = |e: zip::result::ZipError| {
+        Error::internal(format!("{display}: written wheel unreadable: {e}"))
+    };
     let mut archive = ZipArchive::new(Cursor::new(bytes)).map_err(unreadable)?;
-    let names: Vec<String> =
-        archive.file_names().map(|n| n.map(|n| n.into_owned())).collect::<std::result::Result<_, _>>().map_err(unreadable)?;
-    let record_path =
-        names.iter().find(|n| n.ends_with(".dist-info/RECORD")).cloned().ok_or_else(|| Error::internal("no RECORD written"))?;
+    let names: Vec<String> = archive
+        .file_names()
+        .map(|n| n.map(|n| n.into_owned()))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(unreadable)?;
+    let record_path = names
+        .iter()
+        .find(|n| n.ends_with(".dist-info/RECORD"))
+        .cloned()
+        .ok_or_else(|| Error::internal("no RECORD written"))?;
     let text = read_member(&mut archive, &display, &record_path)?;
     let rows = record::parse(&text).map_err(Error::internal)?;
     if rows.len() != names.len() {
-        return Err(Error::internal(format!("{display}: {} members, RECORD lists {}", names.len(), rows.len())));
+        return Err(Error::internal(format!(
+            "{display}: {} members, RECORD lists {}",
+            names.len(),
+            rows.len()
+        )));
     }
     type Zip<'b> = ZipArchive<Cursor<&'b [u8]>>;
     let check = |archive: &mut Zip, inp: &mut Zip, row: &Entry| -> Result<bool> {
-        let (Some(hash), Some(size)) = (&row.hash, row.size) else { return Ok(false) };
+        let (Some(hash), Some(size)) = (&row.hash, row.size) else {
+            return Ok(false);
+        };
         let at = format!("{display}:{}", row.path);
         let bug = |e: &dyn std::fmt::Display| Error::internal(format!("{at}: {e}"));
-        let j = archive.index_for_name(&row.path).ok_or_else(|| bug(&"in RECORD, not in the archive"))?;
+        let j = archive
+            .index_for_name(&row.path)
+            .ok_or_else(|| bug(&"in RECORD, not in the archive"))?;
         match copies.get(&row.path) {
             Some(&i) => {
                 let a = archive.by_index_raw(j).map_err(|e| bug(&e))?;
@@ -871,7 +1186,9 @@ fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize,
             None => {
                 let (got, got_size) = hash_member(archive, j, &at)?;
                 if &got != hash || got_size != size {
-                    return Err(bug(&format!("read back as {got} ({got_size} bytes), RECORD says {hash} ({size})")));
+                    return Err(bug(&format!(
+                        "read back as {got} ({got_size} bytes), RECORD says {hash} ({size})"
+                    )));
                 }
             }
         }
@@ -879,11 +1196,17 @@ fn verify_written(path: &Path, input: &Input, copies: &Copies) -> Result<(usize,
     };
     let checked = rows
         .par_iter()
-        .map_init(|| (archive.clone(), input.archive.clone()), |(a, b), row| check(a, b, row))
+        .map_init(
+            || (archive.clone(), input.archive.clone()),
+            |(a, b), row| check(a, b, row),
+        )
         .collect::<Result<Vec<bool>>>();
     let n = checked?.into_iter().filter(|c| *c).count();
-    let files =
-        rows.iter().filter(|r| !r.path.contains(".dist-info/")).filter_map(|r| r.hash.clone().map(|h| (r.path.clone(), h))).collect();
+    let files = rows
+        .iter()
+        .filter(|r| !r.path.contains(".dist-info/"))
+        .filter_map(|r| r.hash.clone().map(|h| (r.path.clone(), h)))
+        .collect();
     Ok((n, files))
 }
 
@@ -896,16 +1219,33 @@ fn raw_stream(data: &[u8], start: Option<u64>, len: u64) -> Option<&[u8]> {
 
 /// The core plus each lazy wheel hold exactly the input's files outside dist-info; the tree's own
 /// variant byte for byte, the other all but the lazy library.
-fn lossless(input: &Input, contents: &[BTreeMap<String, String>], lazy: &[WrittenWheel], lazy_paths: &[String], with: &Variant) -> bool {
-    let want: BTreeMap<&String, &String> = input.record.iter().filter(|(p, _)| !input.is_dist_info(p)).map(|(p, (h, _))| (p, h)).collect();
-    let Some((core, lazies)) = contents.split_first() else { return false };
+fn lossless(
+    input: &Input,
+    contents: &[BTreeMap<String, String>],
+    lazy: &[WrittenWheel],
+    lazy_paths: &[String],
+    with: &Variant,
+) -> bool {
+    let want: BTreeMap<&String, &String> = input
+        .record
+        .iter()
+        .filter(|(p, _)| !input.is_dist_info(p))
+        .map(|(p, (h, _))| (p, h))
+        .collect();
+    let Some((core, lazies)) = contents.split_first() else {
+        return false;
+    };
     lazies.iter().zip(lazy).all(|(l, w)| {
         if core.keys().any(|k| l.contains_key(k)) {
             return false; // one path, two distributions
         }
         let union: BTreeMap<&String, &String> = core.iter().chain(l.iter()).collect();
         let own = w.variant.as_deref() == Some(with.name.as_str());
-        union.len() == want.len() && union.iter().all(|(p, h)| want.get(p).is_some_and(|w| w == h || (!own && lazy_paths.contains(p))))
+        union.len() == want.len()
+            && union.iter().all(|(p, h)| {
+                want.get(p)
+                    .is_some_and(|w| w == h || (!own && lazy_paths.contains(p)))
+            })
     })
 }
 
@@ -914,14 +1254,23 @@ pub fn report_text(r: &WheelReport) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "{} → {}", r.input, r.out);
-    let _ = writeln!(s, "  core  {}  ({})", r.core.file, crate::output::human_bytes(r.core.bytes));
+    let _ = writeln!(
+        s,
+        "  core  {}  ({})",
+        r.core.file,
+        crate::output::human_bytes(r.core.bytes)
+    );
     for w in &r.lazy {
         let _ = writeln!(
             s,
             "  lazy  {}  ({}){}",
             w.file,
             crate::output::human_bytes(w.bytes),
-            if w.preferred { "  ← a plain install gets this one" } else { "" }
+            if w.preferred {
+                "  ← a plain install gets this one"
+            } else {
+                ""
+            }
         );
     }
     for m in &r.missing {
@@ -934,9 +1283,16 @@ pub fn report_text(r: &WheelReport) -> String {
         r.written_record_verified,
         if r.lossless { "yes" } else { "NO" }
     );
-    let _ = writeln!(s, "install (add --no-index to stay offline):\n  {}\n  {}", r.commands.default, r.commands.uv_default);
+    let _ = writeln!(
+        s,
+        "install (add --no-index to stay offline):\n  {}\n  {}",
+        r.commands.default, r.commands.uv_default
+    );
     if let (Some(o), Some(u)) = (&r.commands.other, &r.commands.uv_other) {
-        let _ = writeln!(s, "the other variant (also switches an installed environment):\n  {o}\n  {u}");
+        let _ = writeln!(
+            s,
+            "the other variant (also switches an installed environment):\n  {o}\n  {u}"
+        );
     }
     let v = &r.variants;
     let _ = writeln!(s, "PEP 825 set in {} ({}; {}):", v.dir, v.index, v.property);
@@ -946,8 +1302,12 @@ pub fn report_text(r: &WheelReport) -> String {
             _ if w.preferred => "variant, preferred",
             _ => "variant",
         };
-        let _ =
-            writeln!(s, "  {}  ({})  {what}", w.file.trim_start_matches(&format!("{VARIANTS_DIR}/")), crate::output::human_bytes(w.bytes));
+        let _ = writeln!(
+            s,
+            "  {}  ({})  {what}",
+            w.file.trim_start_matches(&format!("{VARIANTS_DIR}/")),
+            crate::output::human_bytes(w.bytes)
+        );
     }
     let _ = writeln!(s, "  {}", v.uv_default);
     if let Some(o) = &v.uv_other {

@@ -32,19 +32,28 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
         if line.is_empty() {
             continue;
         }
-        let fields = split_csv(line).ok_or_else(|| format!("RECORD line {}: unbalanced quotes", i + 1))?;
-        let [path, hash, size] =
-            <[String; 3]>::try_from(fields).map_err(|f| format!("RECORD line {}: {} fields, expected 3", i + 1, f.len()))?;
+        let fields =
+            split_csv(line).ok_or_else(|| format!("RECORD line {}: unbalanced quotes", i + 1))?;
+        let [path, hash, size] = <[String; 3]>::try_from(fields)
+            .map_err(|f| format!("RECORD line {}: {} fields, expected 3", i + 1, f.len()))?;
         let hash = (!hash.is_empty()).then_some(hash);
         if let Some(h) = &hash
             && !h.starts_with("sha256=")
         {
-            return Err(format!("RECORD line {}: {path}: hash {h:?} is not sha256", i + 1));
+            return Err(format!(
+                "RECORD line {}: {path}: hash {h:?} is not sha256",
+                i + 1
+            ));
         }
         let size = if size.is_empty() {
             None
         } else {
-            Some(size.parse::<u64>().map_err(|_| format!("RECORD line {}: {path}: size {size:?} is not a number", i + 1))?)
+            Some(size.parse::<u64>().map_err(|_| {
+                format!(
+                    "RECORD line {}: {path}: size {size:?} is not a number",
+                    i + 1
+                )
+            })?)
         };
         out.push(Entry { path, hash, size });
     }
@@ -68,7 +77,11 @@ pub fn write(entries: &[Entry]) -> String {
 }
 
 fn quote(field: &str) -> String {
-    if field.contains([',', '"', '\n', '\r']) { format!("\"{}\"", field.replace('"', "\"\"")) } else { field.to_string() }
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
 }
 
 fn split_csv(line: &str) -> Option<Vec<String>> {
@@ -98,11 +111,22 @@ mod tests {
     #[test]
     fn rows_round_trip_with_quoting() {
         let entries = vec![
-            Entry { path: "torch/lib/a,b \"q\".so".into(), hash: Some(hash_of(b"x")), size: Some(1) },
-            Entry { path: "torch-2.11.0.dist-info/RECORD".into(), hash: None, size: None },
+            Entry {
+                path: "torch/lib/a,b \"q\".so".into(),
+                hash: Some(hash_of(b"x")),
+                size: Some(1),
+            },
+            Entry {
+                path: "torch-2.11.0.dist-info/RECORD".into(),
+                hash: None,
+                size: None,
+            },
         ];
         let text = write(&entries);
-        assert_eq!(text.lines().next().unwrap(), "\"torch/lib/a,b \"\"q\"\".so\",sha256=LXEWQrcmsEQBYnyp-6wy9chTD7GQPMTbAiWHF5IaSIE,1");
+        assert_eq!(
+            text.lines().next().unwrap(),
+            "\"torch/lib/a,b \"\"q\"\".so\",sha256=LXEWQrcmsEQBYnyp-6wy9chTD7GQPMTbAiWHF5IaSIE,1"
+        );
         assert_eq!(parse(&text).unwrap(), entries);
     }
 
@@ -110,7 +134,15 @@ mod tests {
     fn malformed_rows_are_refused() {
         assert!(parse("a,sha256=x\n").unwrap_err().contains("2 fields"));
         assert!(parse("a,md5=x,1\n").unwrap_err().contains("not sha256"));
-        assert!(parse("a,sha256=x,ten\n").unwrap_err().contains("not a number"));
-        assert!(parse("\"a,sha256=x,1\n").unwrap_err().contains("unbalanced"));
+        assert!(
+            parse("a,sha256=x,ten\n")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            parse("\"a,sha256=x,1\n")
+                .unwrap_err()
+                .contains("unbalanced")
+        );
     }
 }

@@ -41,32 +41,66 @@ pub(super) struct Writer {
 impl Writer {
     pub fn create(tmp: &Path, dist_info: String, time: DateTime) -> Result<Writer> {
         // Readable too: the hasher reads back what is written.
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(tmp).map_err(|e| Error::io(tmp, e))?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(tmp)
+            .map_err(|e| Error::io(tmp, e))?;
         let hashed = HashedFile::new(f).map_err(|e| Error::io(tmp, e))?;
-        Ok(Writer { zip: ZipWriter::new(hashed), rows: Vec::new(), copies: Copies::new(), dist_info, time })
+        Ok(Writer {
+            zip: ZipWriter::new(hashed),
+            rows: Vec::new(),
+            copies: Copies::new(),
+            dist_info,
+            time,
+        })
     }
 
     /// Copy member `index` of `archive` as its raw compressed stream, renamed to `to`; its RECORD
     /// row is `(hash, size)`, taken from the verified input RECORD.
-    pub fn copy(&mut self, archive: &mut ZipArchive<Cursor<&[u8]>>, index: usize, at: &str, to: &str, row: (String, u64)) -> Result<()> {
+    pub fn copy(
+        &mut self,
+        archive: &mut ZipArchive<Cursor<&[u8]>>,
+        index: usize,
+        at: &str,
+        to: &str,
+        row: (String, u64),
+    ) -> Result<()> {
         let f = archive.by_index_raw(index).map_err(|e| Error::bad(at, e))?;
-        self.zip.raw_copy_file_rename(f, to).map_err(|e| Error::failed(format!("writing {to}"), e))?;
+        self.zip
+            .raw_copy_file_rename(f, to)
+            .map_err(|e| Error::failed(format!("writing {to}"), e))?;
         self.copies.insert(to.to_string(), index);
-        self.rows.push(Entry { path: to.to_string(), hash: Some(row.0), size: Some(row.1) });
+        self.rows.push(Entry {
+            path: to.to_string(),
+            hash: Some(row.0),
+            size: Some(row.1),
+        });
         Ok(())
     }
 
     /// A new member (deflated), e.g. METADATA or another build of the lazy library.
     pub fn add(&mut self, to: &str, content: impl Read, mode: u32) -> Result<()> {
         let (hash, size) = self.add_unlisted(to, content, mode)?;
-        self.rows.push(Entry { path: to.to_string(), hash: Some(hash), size: Some(size) });
+        self.rows.push(Entry {
+            path: to.to_string(),
+            hash: Some(hash),
+            size: Some(size),
+        });
         Ok(())
     }
 
     /// Deflate `content` into a one-member zip in memory, then raw-copy that member: the wheel's
     /// own writer never has to seek back to patch a local header (which it does for a member whose
     /// CRC and sizes are not known up front), so the file can be hashed as it goes.
-    fn add_unlisted(&mut self, to: &str, mut content: impl Read, mode: u32) -> Result<(String, u64)> {
+    fn add_unlisted(
+        &mut self,
+        to: &str,
+        mut content: impl Read,
+        mode: u32,
+    ) -> Result<(String, u64)> {
         let writing = || format!("writing {to}");
         let opts = SimpleFileOptions::default()
             .compression_method(CompressionMethod::Deflated)
@@ -74,23 +108,35 @@ impl Writer {
             .unix_permissions(mode)
             .large_file(true);
         let mut one = ZipWriter::new(Cursor::new(Vec::new()));
-        one.start_file(to, opts).map_err(|e| Error::failed(writing(), e))?;
+        one.start_file(to, opts)
+            .map_err(|e| Error::failed(writing(), e))?;
         let mut h = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut n = 0u64;
         loop {
-            let k = content.read(&mut buf).map_err(|e| Error::failed(format!("reading {to}"), e))?;
+            let k = content
+                .read(&mut buf)
+                .map_err(|e| Error::failed(format!("reading {to}"), e))?;
             if k == 0 {
                 break;
             }
             h.update(&buf[..k]);
-            one.write_all(&buf[..k]).map_err(|e| Error::failed(writing(), e))?;
+            one.write_all(&buf[..k])
+                .map_err(|e| Error::failed(writing(), e))?;
             n += k as u64;
         }
-        let zipped = one.finish().map_err(|e| Error::failed(writing(), e))?.into_inner();
-        let mut one = ZipArchive::new(Cursor::new(zipped.as_slice())).map_err(|e| Error::failed(writing(), e))?;
-        let f = one.by_index_raw(0).map_err(|e| Error::failed(writing(), e))?;
-        self.zip.raw_copy_file(f).map_err(|e| Error::failed(writing(), e))?;
+        let zipped = one
+            .finish()
+            .map_err(|e| Error::failed(writing(), e))?
+            .into_inner();
+        let mut one = ZipArchive::new(Cursor::new(zipped.as_slice()))
+            .map_err(|e| Error::failed(writing(), e))?;
+        let f = one
+            .by_index_raw(0)
+            .map_err(|e| Error::failed(writing(), e))?;
+        self.zip
+            .raw_copy_file(f)
+            .map_err(|e| Error::failed(writing(), e))?;
         Ok((record::hash_field(&h.finalize()), n))
     }
 
@@ -99,12 +145,24 @@ impl Writer {
     pub fn finish(mut self, tmp: &Path, pending: &mut Pending) -> Result<Finished> {
         let record_path = format!("{}/RECORD", self.dist_info);
         let mut rows = std::mem::take(&mut self.rows);
-        rows.push(Entry { path: record_path.clone(), hash: None, size: None });
+        rows.push(Entry {
+            path: record_path.clone(),
+            hash: None,
+            size: None,
+        });
         self.add_unlisted(&record_path, record::write(&rows).as_bytes(), 0o644)?;
-        let hashed = self.zip.finish().map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
+        let hashed = self
+            .zip
+            .finish()
+            .map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
         let (file, bytes, digest) = HashedFile::finish(hashed).map_err(|e| Error::io(tmp, e))?;
         pending.sync_in_background(tmp, file);
-        Ok(Finished { bytes, members: rows.len(), copies: self.copies, sha256: crate::output::hex(&digest) })
+        Ok(Finished {
+            bytes,
+            members: rows.len(),
+            copies: self.copies,
+            sha256: crate::output::hex(&digest),
+        })
     }
 }
 
@@ -136,7 +194,9 @@ impl HashedFile {
                     let want = usize::try_from(end - done).unwrap_or(CHUNK).min(CHUNK);
                     let n = reader.read_at(&mut buf[..want], done)?;
                     if n == 0 {
-                        return Err(std::io::Error::other("the written file is shorter than what was written"));
+                        return Err(std::io::Error::other(
+                            "the written file is shorter than what was written",
+                        ));
                     }
                     h.update(&buf[..n]);
                     done += n as u64;
@@ -146,7 +206,15 @@ impl HashedFile {
         });
         // The buffer in front makes `io::copy` of a raw stream read straight into it (std
         // specialises copies into a BufWriter) and hands whole chunks down.
-        Ok(BufWriter::with_capacity(CHUNK, HashedFile { file, pos: 0, written: Some(written), hasher: Some(hasher) }))
+        Ok(BufWriter::with_capacity(
+            CHUNK,
+            HashedFile {
+                file,
+                pos: 0,
+                written: Some(written),
+                hasher: Some(hasher),
+            },
+        ))
     }
 
     /// Everything written and hashed: the file, its length and its SHA-256.
@@ -170,9 +238,16 @@ impl Write for HashedFile {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         let n = self.file.write(data)?;
         self.pos += n as u64;
-        if self.written.as_ref().is_none_or(|w| w.send(self.pos).is_err()) {
+        if self
+            .written
+            .as_ref()
+            .is_none_or(|w| w.send(self.pos).is_err())
+        {
             // The hasher gave up: its error is the one to report.
-            return Err(self.stop_hasher().err().unwrap_or_else(|| std::io::Error::other("the hashing thread stopped")));
+            return Err(self
+                .stop_hasher()
+                .err()
+                .unwrap_or_else(|| std::io::Error::other("the hashing thread stopped")));
         }
         Ok(n)
     }
@@ -187,7 +262,9 @@ impl Seek for HashedFile {
         match to {
             SeekFrom::Current(0) | SeekFrom::End(0) => Ok(self.pos),
             SeekFrom::Start(p) if p == self.pos => Ok(self.pos),
-            other => Err(std::io::Error::other(format!("a wheel is written front to back; the zip writer asked for {other:?}"))),
+            other => Err(std::io::Error::other(format!(
+                "a wheel is written front to back; the zip writer asked for {other:?}"
+            ))),
         }
     }
 }
@@ -200,7 +277,13 @@ mod tests {
     fn hashed_file_digest_is_the_files_and_seeking_back_is_refused() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("f");
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         let mut w = HashedFile::new(f).unwrap();
         // More than one buffer's worth, in uneven pieces, so several ranges reach the hasher.
         let data: Vec<u8> = (0..(CHUNK * 2 + 12_345)).map(|i| (i % 251) as u8).collect();
@@ -208,7 +291,10 @@ mod tests {
             w.write_all(piece).unwrap();
         }
         assert_eq!(w.stream_position().unwrap(), data.len() as u64);
-        assert!(w.seek(SeekFrom::Start(0)).is_err(), "a seek back must be refused");
+        assert!(
+            w.seek(SeekFrom::Start(0)).is_err(),
+            "a seek back must be refused"
+        );
         let (_, n, digest) = HashedFile::finish(w).unwrap();
         assert_eq!(n, data.len() as u64);
         assert_eq!(std::fs::read(&path).unwrap(), data);

@@ -9,7 +9,14 @@ use std::path::Path;
 fn rejects(path: &Path, must_name: &str, must_say: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("plan.json");
-    let o = run(&["plan", "--json", "--quiet", path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let o = run(&[
+        "plan",
+        "--json",
+        "--quiet",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "one line: {err:?}");
@@ -18,7 +25,11 @@ fn rejects(path: &Path, must_name: &str, must_say: &str) {
     assert!(err.contains(must_say), "should say {must_say}: {err}");
     assert!(o.stdout.is_empty());
     assert!(!out.exists(), "nothing may be written on error");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no temporary files left");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no temporary files left"
+    );
 }
 
 #[test]
@@ -37,7 +48,11 @@ fn non_elf_shared_library() {
 fn git_lfs_pointer_in_place_of_a_library() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("lib")).unwrap();
-    std::fs::write(dir.path().join("lib/libmagma.so.2"), "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n").unwrap();
+    std::fs::write(
+        dir.path().join("lib/libmagma.so.2"),
+        "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n",
+    )
+    .unwrap();
     rejects(dir.path(), "lib/libmagma.so.2", "Git LFS pointer");
 }
 
@@ -68,7 +83,11 @@ fn zip_member_escaping_the_archive() {
     let whl = dir.path().join("evil-1.0-py3-none-any.whl");
     {
         let mut z = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
-        z.start_file("../../etc/cron.d/evil", zip::write::SimpleFileOptions::default()).unwrap();
+        z.start_file(
+            "../../etc/cron.d/evil",
+            zip::write::SimpleFileOptions::default(),
+        )
+        .unwrap();
         z.write_all(b"boom").unwrap();
         z.finish().unwrap();
     }

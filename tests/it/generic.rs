@@ -19,56 +19,125 @@ fn plan(tree: &str, args: &[&str]) -> (Option<i32>, serde_json::Value) {
 }
 
 fn paths(v: &serde_json::Value, key: &str) -> Vec<String> {
-    v.as_array().unwrap().iter().map(|x| x[key].as_str().unwrap().to_string()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x[key].as_str().unwrap().to_string())
+        .collect()
 }
 
 fn output<'a>(plan: &'a serde_json::Value, role: &str) -> &'a serde_json::Value {
-    plan["outputs"].as_array().unwrap().iter().find(|o| o["role"] == role).unwrap_or_else(|| panic!("no {role} output"))
+    plan["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["role"] == role)
+        .unwrap_or_else(|| panic!("no {role} output"))
 }
 
 #[test]
 fn two_providers_sharing_a_payload_are_confined_and_share_one_lazy_output() {
-    for lazy in [&["--lazy", GLOB][..], &["--lazy", "libfoo_providers_a.so", "--lazy", "libfoo_providers_b.so"]] {
+    for lazy in [
+        &["--lazy", GLOB][..],
+        &[
+            "--lazy",
+            "libfoo_providers_a.so",
+            "--lazy",
+            "libfoo_providers_b.so",
+        ],
+    ] {
         let mut args = lazy.to_vec();
         args.extend(["--dep", "heavy"]);
         let (code, p) = plan("providers", &args);
-        assert_eq!((code, p["verdict"].as_str()), (Some(0), Some("confined")), "{lazy:?}: {:#}", p["witnesses"]);
+        assert_eq!(
+            (code, p["verdict"].as_str()),
+            (Some(0), Some("confined")),
+            "{lazy:?}: {:#}",
+            p["witnesses"]
+        );
         assert!(p["lazy_library"].is_null());
-        assert_eq!(paths(&p["lazy_libraries"], "path"), ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]);
+        assert_eq!(
+            paths(&p["lazy_libraries"], "path"),
+            ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]
+        );
         for l in p["lazy_libraries"].as_array().unwrap() {
-            assert_eq!((l["reach"].as_str(), l["loaded_by"][0]["from"].as_str()), (Some("lazy"), Some("lib/libfoo_core.so")));
-            assert_eq!(l["contract"]["loader_lookups"], serde_json::json!(["provider_entry"]));
+            assert_eq!(
+                (l["reach"].as_str(), l["loaded_by"][0]["from"].as_str()),
+                (Some("lazy"), Some("lib/libfoo_core.so"))
+            );
+            assert_eq!(
+                l["contract"]["loader_lookups"],
+                serde_json::json!(["provider_entry"])
+            );
         }
-        assert_eq!(output(&p, "lazy")["files"], serde_json::json!(["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]));
-        assert_eq!(output(&p, "payload")["files"], serde_json::json!(["lib/libheavy.so.1"]));
-        let core: BTreeSet<&str> = output(&p, "core")["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
-        assert_eq!(core, BTreeSet::from(["bin/foo_run", "lib/VERSION", "lib/libfoo_core.so"]));
+        assert_eq!(
+            output(&p, "lazy")["files"],
+            serde_json::json!(["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"])
+        );
+        assert_eq!(
+            output(&p, "payload")["files"],
+            serde_json::json!(["lib/libheavy.so.1"])
+        );
+        let core: BTreeSet<&str> = output(&p, "core")["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            core,
+            BTreeSet::from(["bin/foo_run", "lib/VERSION", "lib/libfoo_core.so"])
+        );
     }
     let (_, p) = plan("providers", &["--lazy", GLOB, "--dep", "heavy"]);
     assert_eq!(p["options"]["lazy"], GLOB, "one --lazy stays a string");
-    let o = run_path(&["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy"], &fixture("providers"));
+    let o = run_path(
+        &["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy"],
+        &fixture("providers"),
+    );
     let text = stdout(&o);
-    assert!(text.contains("verdict: CONFINED  (heavy via --lazy libfoo_providers_*.so)"), "{text}");
-    assert!(text.contains("lazy libraries (2, one shared lazy output):\n  lib/libfoo_providers_a.so"), "{text}");
-    assert!(text.contains("contract (loader ↔ lib/libfoo_providers_b.so):"), "{text}");
+    assert!(
+        text.contains("verdict: CONFINED  (heavy via --lazy libfoo_providers_*.so)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lazy libraries (2, one shared lazy output):\n  lib/libfoo_providers_a.so"),
+        "{text}"
+    );
+    assert!(
+        text.contains("contract (loader ↔ lib/libfoo_providers_b.so):"),
+        "{text}"
+    );
 }
 
 #[test]
 fn one_provider_named_alone_is_refuted_with_the_path_through_the_other() {
-    let (code, p) = plan("providers", &["--lazy", "libfoo_providers_a.so", "--dep", "heavy"]);
-    assert_eq!((code, p["verdict"].as_str()), (Some(1), Some("not-confined")));
+    let (code, p) = plan(
+        "providers",
+        &["--lazy", "libfoo_providers_a.so", "--dep", "heavy"],
+    );
+    assert_eq!(
+        (code, p["verdict"].as_str()),
+        (Some(1), Some("not-confined"))
+    );
     assert_eq!(
         p["witnesses"][0]["summary"],
         "foo_run → libfoo_core.so (NEEDED) → libfoo_providers_b.so (lazy) → libheavy.so.1 (NEEDED) → is payload library libheavy.so.1"
     );
-    assert_eq!(p["lazy_library"]["path"], "lib/libfoo_providers_a.so", "one lazy library keeps the one-library form");
+    assert_eq!(
+        p["lazy_library"]["path"], "lib/libfoo_providers_a.so",
+        "one lazy library keeps the one-library form"
+    );
     assert!(p.get("lazy_libraries").is_none());
 }
 
 #[test]
 fn a_provider_a_core_file_needs_is_refuted_with_the_path_through_that_file() {
     let (code, p) = plan("providers-leak", &["--lazy", GLOB, "--dep", "heavy"]);
-    assert_eq!((code, p["verdict"].as_str()), (Some(1), Some("not-confined")));
+    assert_eq!(
+        (code, p["verdict"].as_str()),
+        (Some(1), Some("not-confined"))
+    );
     let w = &p["witnesses"][0];
     assert_eq!(
         w["summary"],
@@ -86,8 +155,27 @@ fn a_glob_that_matches_nothing_is_refused_with_one_line_naming_the_input() {
     let channel = out.path().join("channel");
     for args in [
         vec!["plan", "--lazy", "libbar_*.so", "--dep", "heavy"],
-        vec!["plan", "--lazy", GLOB, "--lazy", "libbar_*.so", "--dep", "heavy", "--json"],
-        vec!["pack", "--lazy", "libbar_*.so", "--dep", "heavy", "--version", "1.0", "--out", channel.to_str().unwrap()],
+        vec![
+            "plan",
+            "--lazy",
+            GLOB,
+            "--lazy",
+            "libbar_*.so",
+            "--dep",
+            "heavy",
+            "--json",
+        ],
+        vec![
+            "pack",
+            "--lazy",
+            "libbar_*.so",
+            "--dep",
+            "heavy",
+            "--version",
+            "1.0",
+            "--out",
+            channel.to_str().unwrap(),
+        ],
     ] {
         let o = run_path(&args, &tree);
         let err = stderr(&o);
@@ -106,21 +194,53 @@ fn a_glob_that_matches_nothing_is_refused_with_one_line_naming_the_input() {
     // An exact name that matches nothing is an answer, as for torch 1.10: not confined.
     let (code, p) = plan("providers", &["--lazy", "libbar.so", "--dep", "heavy"]);
     assert_eq!(code, Some(1));
-    assert_eq!(p["reasons"][0], "no lazy library named libbar.so in the tree: heavy is loaded eagerly");
+    assert_eq!(
+        p["reasons"][0],
+        "no lazy library named libbar.so in the tree: heavy is loaded eagerly"
+    );
 }
 
 #[test]
 fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
-    let (code, p) = plan("providers", &["--lazy", GLOB, "--dep", "heavy", "--dep", "cudnn"]);
+    let (code, p) = plan(
+        "providers",
+        &["--lazy", GLOB, "--dep", "heavy", "--dep", "cudnn"],
+    );
     assert_eq!(code, Some(0), "{:#}", p["witnesses"]);
-    assert_eq!((p["options"]["dep"].as_str(), &p["options"]["deps"]), (Some("heavy_cudnn"), &serde_json::json!(["heavy", "cudnn"])));
-    assert_eq!(p["options"]["library_prefixes"], serde_json::json!(["libheavy", "libcudnn"]));
+    assert_eq!(
+        (p["options"]["dep"].as_str(), &p["options"]["deps"]),
+        (Some("heavy_cudnn"), &serde_json::json!(["heavy", "cudnn"]))
+    );
+    assert_eq!(
+        p["options"]["library_prefixes"],
+        serde_json::json!(["libheavy", "libcudnn"])
+    );
     let files = p["payload"]["files"].as_array().unwrap();
-    let cudnn = files.iter().find(|f| f["path"] == "libcudnn.so.9").expect("cuDNN is payload");
-    assert_eq!((cudnn["form"].as_str(), cudnn["reach"].as_str()), (Some("external"), Some("lazy")));
-    assert_eq!(cudnn["provider"], serde_json::json!({"pip": "nvidia-cudnn-cu12", "conda": "cudnn"}), "CUDA 12: libcudart.so.12");
-    assert!(files.iter().find(|f| f["path"] == "lib/libheavy.so.1").unwrap().get("provider").is_none());
-    assert_eq!(p["payload"]["external"], serde_json::json!(["libcudnn.so.9"]));
+    let cudnn = files
+        .iter()
+        .find(|f| f["path"] == "libcudnn.so.9")
+        .expect("cuDNN is payload");
+    assert_eq!(
+        (cudnn["form"].as_str(), cudnn["reach"].as_str()),
+        (Some("external"), Some("lazy"))
+    );
+    assert_eq!(
+        cudnn["provider"],
+        serde_json::json!({"pip": "nvidia-cudnn-cu12", "conda": "cudnn"}),
+        "CUDA 12: libcudart.so.12"
+    );
+    assert!(
+        files
+            .iter()
+            .find(|f| f["path"] == "lib/libheavy.so.1")
+            .unwrap()
+            .get("provider")
+            .is_none()
+    );
+    assert_eq!(
+        p["payload"]["external"],
+        serde_json::json!(["libcudnn.so.9"])
+    );
     assert_eq!(output(&p, "lazy")["variants"][1]["name"], "noheavy_cudnn");
     // libcudart is not payload: it stays a plain external library.
     assert!(!files.iter().any(|f| f["path"] == "libcudart.so.12"));
@@ -128,23 +248,47 @@ fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
     let dir = tempfile::tempdir().unwrap();
     let plan_file = dir.path().join("plan.json");
     let o = run_path(
-        &["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--dep", "cudnn", "--json", "--out", plan_file.to_str().unwrap()],
+        &[
+            "plan",
+            "--quiet",
+            "--lazy",
+            GLOB,
+            "--dep",
+            "heavy",
+            "--dep",
+            "cudnn",
+            "--json",
+            "--out",
+            plan_file.to_str().unwrap(),
+        ],
         &fixture("providers"),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let recipes = dir.path().join("recipes");
-    let o = run(&["emit", plan_file.to_str().unwrap(), "--version", "1.0", "--out", recipes.to_str().unwrap()]);
+    let o = run(&[
+        "emit",
+        plan_file.to_str().unwrap(),
+        "--version",
+        "1.0",
+        "--out",
+        recipes.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let recipe = std::fs::read_to_string(recipes.join("rattler-build/recipe.yaml")).unwrap();
     let meta = std::fs::read_to_string(recipes.join("conda-build/meta.yaml")).unwrap();
     for (text, name) in [(&recipe, "recipe.yaml"), (&meta, "meta.yaml")] {
         for forbid in ["libheavy <0.0a0", "cudnn <0.0a0"] {
-            assert!(text.contains(forbid), "{name}: the slim variant forbids {forbid}");
+            assert!(
+                text.contains(forbid),
+                "{name}: the slim variant forbids {forbid}"
+            );
         }
         for lib in ["a", "b"] {
             assert!(
                 text.contains(&format!("lib/libfoo_providers_{lib}.so\" --variant "))
-                    && text.contains(&format!("--contract contract-libfoo_providers_{lib}.so.json")),
+                    && text.contains(&format!(
+                        "--contract contract-libfoo_providers_{lib}.so.json"
+                    )),
                 "{name}: verify-variant per library with its own contract"
             );
         }
@@ -152,16 +296,29 @@ fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
     // The magma-style variant depends on both payload packages; rattler-build reads the recipe.
     let yaml: serde_yaml::Value = serde_yaml::from_str(&recipe).unwrap();
     assert!(yaml["outputs"].as_sequence().unwrap().len() >= 3);
-    assert!(recipe.contains("            - libheavy\n            - cudnn\n"), "{recipe}");
-    assert!(std::fs::read_to_string(recipes.join("rattler-build/variants.yaml")).unwrap().contains("noheavy_cudnn"));
+    assert!(
+        recipe.contains("            - libheavy\n            - cudnn\n"),
+        "{recipe}"
+    );
+    assert!(
+        std::fs::read_to_string(recipes.join("rattler-build/variants.yaml"))
+            .unwrap()
+            .contains("noheavy_cudnn")
+    );
     for lib in ["a", "b"] {
         let c: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(recipes.join(format!("rattler-build/contract-libfoo_providers_{lib}.so.json"))).unwrap(),
+            &std::fs::read_to_string(recipes.join(format!(
+                "rattler-build/contract-libfoo_providers_{lib}.so.json"
+            )))
+            .unwrap(),
         )
         .unwrap();
         assert_eq!(
             (c["library"].as_str(), &c["loader_lookups"]),
-            (Some(format!("libfoo_providers_{lib}.so").as_str()), &serde_json::json!(["provider_entry"]))
+            (
+                Some(format!("libfoo_providers_{lib}.so").as_str()),
+                &serde_json::json!(["provider_entry"])
+            )
         );
     }
     assert!(!recipes.join("rattler-build/contract.json").exists());
@@ -173,10 +330,24 @@ fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
 
     // verify-variant --plan takes the contract of the library it checks.
     let lib_b = fixture("providers").join("lib/libfoo_providers_b.so");
-    let o = run(&["verify-variant", lib_b.to_str().unwrap(), "--variant", "heavy_cudnn", "--plan", plan_file.to_str().unwrap()]);
+    let o = run(&[
+        "verify-variant",
+        lib_b.to_str().unwrap(),
+        "--variant",
+        "heavy_cudnn",
+        "--plan",
+        plan_file.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     let core = fixture("providers").join("lib/libfoo_core.so");
-    let o = run(&["verify-variant", core.to_str().unwrap(), "--variant", "heavy_cudnn", "--plan", plan_file.to_str().unwrap()]);
+    let o = run(&[
+        "verify-variant",
+        core.to_str().unwrap(),
+        "--variant",
+        "heavy_cudnn",
+        "--plan",
+        plan_file.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o)
@@ -191,38 +362,111 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
     let dir = tempfile::tempdir().unwrap();
     let channel = dir.path().join("channel");
     let ch = channel.to_str().unwrap();
-    let o =
-        run_path(&["pack", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--version", "1.0", "--json", "--out", ch], &fixture("providers"));
+    let o = run_path(
+        &[
+            "pack",
+            "--quiet",
+            "--lazy",
+            GLOB,
+            "--dep",
+            "heavy",
+            "--version",
+            "1.0",
+            "--json",
+            "--out",
+            ch,
+        ],
+        &fixture("providers"),
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     let paths = r["paths"].as_object().unwrap();
     let a = paths["lib/libfoo_providers_a.so"].as_str().unwrap();
-    assert_eq!(paths["lib/libfoo_providers_b.so"].as_str().unwrap(), a, "one lazy package holds both providers");
-    assert!(a.contains("/libtorch-cuda-linalg-1.0-cuda12_heavy_h"), "{a}");
-    assert!(paths["lib/libheavy.so.1"].as_str().unwrap().contains("/libheavy-"), "{paths:?}");
-    assert!(paths["lib/libfoo_core.so"].as_str().unwrap().contains("/libtorch-1.0-"));
+    assert_eq!(
+        paths["lib/libfoo_providers_b.so"].as_str().unwrap(),
+        a,
+        "one lazy package holds both providers"
+    );
+    assert!(
+        a.contains("/libtorch-cuda-linalg-1.0-cuda12_heavy_h"),
+        "{a}"
+    );
+    assert!(
+        paths["lib/libheavy.so.1"]
+            .as_str()
+            .unwrap()
+            .contains("/libheavy-"),
+        "{paths:?}"
+    );
+    assert!(
+        paths["lib/libfoo_core.so"]
+            .as_str()
+            .unwrap()
+            .contains("/libtorch-1.0-")
+    );
     assert_eq!(r["lossless"]["ok"], true, "{:#}", r["lossless"]);
-    let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(channel.join("splitpkg.json")).unwrap()).unwrap();
-    assert_eq!(info["lazy_libraries"], serde_json::json!(["libfoo_providers_a.so", "libfoo_providers_b.so"]));
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(channel.join("splitpkg.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        info["lazy_libraries"],
+        serde_json::json!(["libfoo_providers_a.so", "libfoo_providers_b.so"])
+    );
 
     // The default environment gets the providers and libheavy, and plans as CONFINED again.
     let envs = dir.path().join("envs");
-    let o = run(&["solve", ch, "--quiet", "--json", "--install", envs.to_str().unwrap()]);
+    let o = run(&[
+        "solve",
+        ch,
+        "--quiet",
+        "--json",
+        "--install",
+        envs.to_str().unwrap(),
+    ]);
     let s = json(&o);
-    let default = s["install"]["envs"].as_array().unwrap().iter().find(|e| e["name"] == "default").unwrap();
-    assert_eq!((default["status"].as_str(), default["verdict"].as_str()), (Some("pass"), Some("CONFINED")), "{default:#}");
-    assert!(envs.join("default/lib/libfoo_providers_b.so").exists() && envs.join("default/lib/libheavy.so.1").exists());
+    let default = s["install"]["envs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "default")
+        .unwrap();
+    assert_eq!(
+        (default["status"].as_str(), default["verdict"].as_str()),
+        (Some("pass"), Some("CONFINED")),
+        "{default:#}"
+    );
+    assert!(
+        envs.join("default/lib/libfoo_providers_b.so").exists()
+            && envs.join("default/lib/libheavy.so.1").exists()
+    );
 
     // Another build of several libraries at once is not supported: refused before anything is written.
     let other = dir.path().join("channel2");
     let lib = fixture("providers").join("lib/libfoo_providers_a.so");
     let lv = format!("noheavy={}", lib.display());
     let o = run_path(
-        &["pack", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--version", "1.0", "--lazy-variant", &lv, "--out", other.to_str().unwrap()],
+        &[
+            "pack",
+            "--quiet",
+            "--lazy",
+            GLOB,
+            "--dep",
+            "heavy",
+            "--version",
+            "1.0",
+            "--lazy-variant",
+            &lv,
+            "--out",
+            other.to_str().unwrap(),
+        ],
         &fixture("providers"),
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("packing another variant of several lazy libraries is not supported"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("packing another variant of several lazy libraries is not supported"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!other.exists());
 }
 
@@ -233,18 +477,44 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
 fn wheel_puts_several_lazy_libraries_in_one_lazy_wheel() {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
-    assert!(std::process::Command::new("cp").arg("-a").arg(fixture("providers")).arg(&tree).status().unwrap().success());
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixture("providers"))
+            .arg(&tree)
+            .status()
+            .unwrap()
+            .success()
+    );
     std::fs::create_dir_all(tree.join("foo-1.0.dist-info")).unwrap();
-    std::fs::write(tree.join("foo-1.0.dist-info/METADATA"), "Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n").unwrap();
+    std::fs::write(
+        tree.join("foo-1.0.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n",
+    )
+    .unwrap();
     let whl = dir.path().join("foo-1.0-py3-none-linux_x86_64.whl");
     make_pip_wheel(&tree, &whl, "py3-none-linux_x86_64", false);
     let out = dir.path().join("wheels");
-    let o = run(&["wheel", whl.to_str().unwrap(), "--lazy", GLOB, "--dep", "heavy", "--out", out.to_str().unwrap(), "--quiet", "--json"]);
+    let o = run(&[
+        "wheel",
+        whl.to_str().unwrap(),
+        "--lazy",
+        GLOB,
+        "--dep",
+        "heavy",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     assert_eq!(r["lossless"], true);
     assert_eq!(r["core"]["file"], "foo-1.0+split-py3-none-linux_x86_64.whl");
-    assert_eq!(r["lazy"][0]["file"], "foo_providers-1.0+1.heavy-py3-none-linux_x86_64.whl");
+    assert_eq!(
+        r["lazy"][0]["file"],
+        "foo_providers-1.0+1.heavy-py3-none-linux_x86_64.whl"
+    );
     assert_eq!(r["missing"][0]["variant"], "noheavy");
     let names = |w: &str| -> BTreeSet<String> {
         let z = zip::ZipArchive::new(std::fs::File::open(out.join(w)).unwrap()).unwrap();
@@ -253,7 +523,10 @@ fn wheel_puts_several_lazy_libraries_in_one_lazy_wheel() {
     let lazy = names(r["lazy"][0]["file"].as_str().unwrap());
     let core = names(r["core"]["file"].as_str().unwrap());
     for lib in ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"] {
-        assert!(lazy.contains(lib) && !core.contains(lib), "{lib}: in the lazy wheel only");
+        assert!(
+            lazy.contains(lib) && !core.contains(lib),
+            "{lib}: in the lazy wheel only"
+        );
     }
     assert!(core.contains("lib/libfoo_core.so") && core.contains("lib/libheavy.so.1"));
     // The other variant: one file cannot stand for two libraries.
@@ -273,7 +546,11 @@ fn wheel_puts_several_lazy_libraries_in_one_lazy_wheel() {
         "--quiet",
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("one file cannot stand for 2 lazy libraries"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("one file cannot stand for 2 lazy libraries"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!other.exists() || std::fs::read_dir(&other).unwrap().next().is_none());
     // Several --dep: refused with one line naming the file.
     let o = run(&[
@@ -306,16 +583,40 @@ fn report_on_several_lazy_libraries_lists_every_lazy_edge() {
     let d = tempfile::tempdir().unwrap();
     let plan_json = d.path().join("plan.json");
     let o = run_path(
-        &["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy", "--json", "--out", plan_json.to_str().unwrap()],
+        &[
+            "plan",
+            "--quiet",
+            "--lazy",
+            GLOB,
+            "--dep",
+            "heavy",
+            "--json",
+            "--out",
+            plan_json.to_str().unwrap(),
+        ],
         &fixture("providers"),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let md = d.path().join("report.md");
-    let o = run(&["report", "--plan", plan_json.to_str().unwrap(), "--format", "md", "--out", md.to_str().unwrap()]);
+    let o = run(&[
+        "report",
+        "--plan",
+        plan_json.to_str().unwrap(),
+        "--format",
+        "md",
+        "--out",
+        md.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.contains("YES, UNTESTED"), "{text}");
     for lib in ["libfoo_providers_a.so", "libfoo_providers_b.so"] {
-        assert!(text.contains(&format!("lib/libfoo\\_core.so → lib/{}", lib.replace('_', "\\_"))), "edge into {lib}: {text}");
+        assert!(
+            text.contains(&format!(
+                "lib/libfoo\\_core.so → lib/{}",
+                lib.replace('_', "\\_")
+            )),
+            "edge into {lib}: {text}"
+        );
     }
 }

@@ -32,7 +32,10 @@ fn run_bounded(args: &[&str]) -> Output {
         if start.elapsed() > Duration::from_secs(60) {
             let _ = child.kill();
             let o = child.wait_with_output().unwrap();
-            panic!("splitpkg {args:?} still running after 60 s (blocked?); stderr: {}", stderr(&o));
+            panic!(
+                "splitpkg {args:?} still running after 60 s (blocked?); stderr: {}",
+                stderr(&o)
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -42,8 +45,14 @@ fn run_bounded(args: &[&str]) -> Output {
 /// No raw control character (other than the newline ending a line) reaches the terminal.
 fn assert_inert(o: &Output) {
     for (what, text) in [("stdout", stdout(o)), ("stderr", stderr(o))] {
-        let raw: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
-        assert!(raw.is_empty(), "raw control characters {raw:?} on {what}: {text:?}");
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n')
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "raw control characters {raw:?} on {what}: {text:?}"
+        );
     }
 }
 
@@ -64,7 +73,15 @@ fn mkfifo(p: &Path) {
 }
 
 fn copy_tree(from: &Path, to: &Path) {
-    assert!(Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap().success());
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap()
+            .success()
+    );
 }
 
 /// The pip-like fixture as a wheel whose METADATA is `metadata`, named `name`.
@@ -81,7 +98,11 @@ fn wheel_with_metadata(d: &Path, metadata: &[u8], name: &str) -> PathBuf {
 fn nothing_ran(dirs: &[&Path]) {
     for d in dirs.iter().copied().chain([repo().as_path()]) {
         for n in ["PWNED", "PWNED2"] {
-            assert!(!d.join(n).exists(), "a name ran as a command in {}", d.display());
+            assert!(
+                !d.join(n).exists(),
+                "a name ran as a command in {}",
+                d.display()
+            );
         }
     }
 }
@@ -93,13 +114,21 @@ fn metadata_names_and_versions_that_attack_headers_shells_and_terminals_are_refu
         // Python's email parser reads the CR as a line break: a second header, Requires-Dist.
         ("Name", "torch\rRequires-Dist: evil", "\\r"),
         ("Name", "torch;touch PWNED", "not a distribution name"),
-        ("Name", "torch$(touch${IFS}PWNED)", "not a distribution name"),
+        (
+            "Name",
+            "torch$(touch${IFS}PWNED)",
+            "not a distribution name",
+        ),
         ("Name", "torch\x1b[31mred\x1b]0;title\x07", "\\u{1b}"),
         ("Version", "2.5.1;touch PWNED", "not a version"),
         ("Version", "2.5.1\x00", "\\u{0}"),
     ];
     for (i, (field, value, says)) in cases.iter().enumerate() {
-        let (name, version) = if *field == "Name" { (*value, "2.5.1") } else { ("torch", *value) };
+        let (name, version) = if *field == "Name" {
+            (*value, "2.5.1")
+        } else {
+            ("torch", *value)
+        };
         let meta = format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n");
         let case = d.path().join(format!("case{i}"));
         std::fs::create_dir(&case).unwrap();
@@ -119,10 +148,17 @@ fn metadata_names_and_versions_that_attack_headers_shells_and_terminals_are_refu
     // A header line with a CR elsewhere (not the Name) would be copied into the core wheel's METADATA.
     let case = d.path().join("header");
     std::fs::create_dir(&case).unwrap();
-    let whl =
-        wheel_with_metadata(&case, b"Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\nSummary: x\rRequires-Dist: evil\n\n", WHEEL_NAME);
+    let whl = wheel_with_metadata(
+        &case,
+        b"Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\nSummary: x\rRequires-Dist: evil\n\n",
+        WHEEL_NAME,
+    );
     let out = case.join("out");
-    refused(&run_bounded(&["wheel", s(&whl), "--out", s(&out), "--quiet"]), METADATA, "control character \\r");
+    refused(
+        &run_bounded(&["wheel", s(&whl), "--out", s(&out), "--quiet"]),
+        METADATA,
+        "control character \\r",
+    );
     assert!(!out.exists());
 }
 
@@ -130,9 +166,12 @@ fn metadata_names_and_versions_that_attack_headers_shells_and_terminals_are_refu
 fn wheel_tags_with_shell_characters_never_name_an_output() {
     let d = tempfile::tempdir().unwrap();
     let meta = b"Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\n\n";
-    for (i, name) in ["torch-2.5.1-cp311-cp311-linux_x86_64;touch PWNED.whl", "torch-2.5.1-cp311-$(touch${IFS}PWNED)-linux_x86_64.whl"]
-        .iter()
-        .enumerate()
+    for (i, name) in [
+        "torch-2.5.1-cp311-cp311-linux_x86_64;touch PWNED.whl",
+        "torch-2.5.1-cp311-$(touch${IFS}PWNED)-linux_x86_64.whl",
+    ]
+    .iter()
+    .enumerate()
     {
         let case = d.path().join(format!("case{i}"));
         std::fs::create_dir(&case).unwrap();
@@ -152,10 +191,20 @@ fn wheel_tags_with_shell_characters_never_name_an_output() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     let cmd = r["commands"]["default"].as_str().unwrap();
-    assert_eq!(cmd, format!("pip install --find-links '{}' torch", out.display()));
+    assert_eq!(
+        cmd,
+        format!("pip install --find-links '{}' torch", out.display())
+    );
     // Run as a shell would: the directory is one literal word and nothing runs.
-    let said = Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {}", &cmd["pip install ".len()..])).output().unwrap();
-    assert_eq!(stdout(&said), format!("--find-links\n{}\ntorch\n", out.display()));
+    let said = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s\\n' {}", &cmd["pip install ".len()..]))
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&said),
+        format!("--find-links\n{}\ntorch\n", out.display())
+    );
     nothing_ran(&[&case]);
 }
 
@@ -166,9 +215,17 @@ fn site_with_marker(d: &Path, marker: &serde_json::Value) -> PathBuf {
     copy_tree(&fixture("pip-like"), &site);
     let di = site.join("torch_cuda_linalg-2.5.1+1.magma.dist-info");
     std::fs::create_dir(&di).unwrap();
-    std::fs::write(di.join("METADATA"), "Metadata-Version: 2.1\nName: torch-cuda-linalg\nVersion: 2.5.1+1.magma\n\n").unwrap();
+    std::fs::write(
+        di.join("METADATA"),
+        "Metadata-Version: 2.1\nName: torch-cuda-linalg\nVersion: 2.5.1+1.magma\n\n",
+    )
+    .unwrap();
     std::fs::write(di.join("RECORD"), "torch/lib/libtorch_cuda_linalg.so,,\n").unwrap();
-    std::fs::write(di.join("splitpkg-variant.json"), serde_json::to_string_pretty(marker).unwrap()).unwrap();
+    std::fs::write(
+        di.join("splitpkg-variant.json"),
+        serde_json::to_string_pretty(marker).unwrap(),
+    )
+    .unwrap();
     site
 }
 
@@ -189,16 +246,45 @@ fn variant_markers_that_would_print_commands_or_wrong_sizes_are_refused() {
     // A sane marker first: plan prints the switch with its saving and the requirement as one word.
     let case = d.path().join("ok");
     std::fs::create_dir(&case).unwrap();
-    let site = site_with_marker(&case, &marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400));
+    let site = site_with_marker(
+        &case,
+        &marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400),
+    );
     let o = run_bounded(&["plan", s(&site), "--quiet"]);
     assert!(o.status.code() == Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("switch to nomagma: saves 600 B: pip install torch-cuda-linalg==2.5.1+0.nomagma"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(
+            "switch to nomagma: saves 600 B: pip install torch-cuda-linalg==2.5.1+0.nomagma"
+        ),
+        "{}",
+        stdout(&o)
+    );
     for (i, (install, name, bytes, says)) in [
-        ("torch-cuda-linalg==1;touch PWNED", "nomagma", 400, "not a version"),
-        ("$(touch PWNED).whl", "nomagma", 400, "not a wheel file name"),
-        ("torch-cuda-linalg==2.5.1+0.nomagma", "x\x1b[2J\x07", 400, "\\u{1b}[2J\\u{7}"),
+        (
+            "torch-cuda-linalg==1;touch PWNED",
+            "nomagma",
+            400,
+            "not a version",
+        ),
+        (
+            "$(touch PWNED).whl",
+            "nomagma",
+            400,
+            "not a wheel file name",
+        ),
+        (
+            "torch-cuda-linalg==2.5.1+0.nomagma",
+            "x\x1b[2J\x07",
+            400,
+            "\\u{1b}[2J\\u{7}",
+        ),
         // u64::MAX printed a negative saving; no library is that large.
-        ("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", u64::MAX, "library_bytes 18446744073709551615"),
+        (
+            "torch-cuda-linalg==2.5.1+0.nomagma",
+            "nomagma",
+            u64::MAX,
+            "library_bytes 18446744073709551615",
+        ),
     ]
     .into_iter()
     .enumerate()
@@ -208,20 +294,31 @@ fn variant_markers_that_would_print_commands_or_wrong_sizes_are_refused() {
         let site = site_with_marker(&case, &marker(install, name, bytes));
         let out = case.join("plan.txt");
         let o = run_bounded(&["plan", s(&site), "--quiet", "--out", s(&out)]);
-        refused(&o, "torch_cuda_linalg-2.5.1+1.magma.dist-info/splitpkg-variant.json", says);
+        refused(
+            &o,
+            "torch_cuda_linalg-2.5.1+1.magma.dist-info/splitpkg-variant.json",
+            says,
+        );
         assert!(!out.exists());
         nothing_ran(&[&case]);
     }
     // And the owner's own METADATA name.
     let case = d.path().join("owner");
     std::fs::create_dir(&case).unwrap();
-    let site = site_with_marker(&case, &marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400));
+    let site = site_with_marker(
+        &case,
+        &marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400),
+    );
     std::fs::write(
         site.join("torch_cuda_linalg-2.5.1+1.magma.dist-info/METADATA"),
         "Metadata-Version: 2.1\nName: torch-cuda-linalg\x1b[8m;id\nVersion: 2.5.1+1.magma\n\n",
     )
     .unwrap();
-    refused(&run_bounded(&["plan", s(&site), "--quiet"]), "torch_cuda_linalg-2.5.1+1.magma.dist-info/METADATA", "\\u{1b}[8m");
+    refused(
+        &run_bounded(&["plan", s(&site), "--quiet"]),
+        "torch_cuda_linalg-2.5.1+1.magma.dist-info/METADATA",
+        "\\u{1b}[8m",
+    );
 }
 
 #[test]
@@ -229,7 +326,14 @@ fn control_characters_from_json_values_are_escaped_in_the_one_line_error() {
     let d = tempfile::tempdir().unwrap();
     // A real plan with a value serde quotes back in its error (an unknown verdict).
     let plan = d.path().join("plan.json");
-    let o = run(&["plan", s(&fixture("conda-like")), "--json", "--quiet", "--out", s(&plan)]);
+    let o = run(&[
+        "plan",
+        s(&fixture("conda-like")),
+        "--json",
+        "--quiet",
+        "--out",
+        s(&plan),
+    ]);
     assert!(o.status.code() == Some(0), "{}", stderr(&o));
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
     v["verdict"] = serde_json::json!("\u{0}\u{7}\u{1b}[31mCONFINED\u{1b}]0;x\u{7}\r\nnext line");
@@ -248,30 +352,56 @@ fn control_characters_from_json_values_are_escaped_in_the_one_line_error() {
 fn build_variants_passes_a_hostile_library_name_to_cmake_as_one_word() {
     let d = tempfile::tempdir().unwrap();
     let plan = d.path().join("plan.json");
-    let o = run(&["plan", s(&fixture("conda-like")), "--json", "--quiet", "--out", s(&plan)]);
+    let o = run(&[
+        "plan",
+        s(&fixture("conda-like")),
+        "--json",
+        "--quiet",
+        "--out",
+        s(&plan),
+    ]);
     assert!(o.status.code() == Some(0), "{}", stderr(&o));
     // The plan of a tree whose lazy library file is named to run a command.
     let evil = "libtorch_cuda_linalg$(touch${IFS}PWNED)`touch${IFS}PWNED2`;touch${IFS}PWNED.so";
-    let text = std::fs::read_to_string(&plan).unwrap().replace("lib/libtorch_cuda_linalg.so", &format!("lib/{evil}"));
+    let text = std::fs::read_to_string(&plan)
+        .unwrap()
+        .replace("lib/libtorch_cuda_linalg.so", &format!("lib/{evil}"));
     std::fs::write(&plan, text).unwrap();
     let out = d.path().join("recipes");
-    let o = run(&["emit", s(&plan), "--out", s(&out), "--version", "2.5.1", "--quiet"]);
+    let o = run(&[
+        "emit",
+        s(&plan),
+        "--out",
+        s(&out),
+        "--version",
+        "2.5.1",
+        "--quiet",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for f in ["rattler-build", "conda-build"] {
         let script = std::fs::read_to_string(out.join(f).join("build-variants.sh")).unwrap();
-        let line = script.lines().find(|l| l.starts_with("cmake --build \"$BUILD_DIR\" --target")).expect("the target line");
+        let line = script
+            .lines()
+            .find(|l| l.starts_with("cmake --build \"$BUILD_DIR\" --target"))
+            .expect("the target line");
         // The line as bash runs it, with cmake reporting its arguments.
         let work = d.path().join(format!("work-{f}"));
         std::fs::create_dir(&work).unwrap();
         let o = Command::new("bash")
             .arg("-c")
-            .arg(format!("cmake() {{ printf '%s\\n' \"$@\"; }}; BUILD_DIR=b; {line}"))
+            .arg(format!(
+                "cmake() {{ printf '%s\\n' \"$@\"; }}; BUILD_DIR=b; {line}"
+            ))
             .current_dir(&work)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
         let target = evil.trim_start_matches("lib").trim_end_matches(".so");
-        assert_eq!(stdout(&o), format!("--build\nb\n--target\n{target}\n"), "{line}");
+        assert_eq!(
+            stdout(&o),
+            format!("--build\nb\n--target\n{target}\n"),
+            "{line}"
+        );
         nothing_ran(&[&work, d.path()]);
     }
 }
@@ -282,26 +412,48 @@ fn fifos_devices_and_oversized_files_are_refused_without_blocking() {
     let fifo = d.path().join("fifo");
     mkfifo(&fifo);
     // --lazy-variant a FIFO.
-    let whl = wheel_with_metadata(d.path(), b"Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\n\n", WHEEL_NAME);
+    let whl = wheel_with_metadata(
+        d.path(),
+        b"Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\n\n",
+        WHEEL_NAME,
+    );
     let out = d.path().join("out");
-    let o = run_bounded(&["wheel", s(&whl), "--out", s(&out), "--quiet", "--lazy-variant", &format!("nomagma={}", fifo.display())]);
+    let o = run_bounded(&[
+        "wheel",
+        s(&whl),
+        "--out",
+        s(&out),
+        "--quiet",
+        "--lazy-variant",
+        &format!("nomagma={}", fifo.display()),
+    ]);
     refused(&o, s(&fifo), "a FIFO, not a regular file");
     assert!(!out.exists());
     // report --plan: a FIFO, /dev/zero, a symlink to /dev/zero.
     let zero = d.path().join("zero.json");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
     let page = d.path().join("page.html");
-    for (plan, says) in [(fifo.as_path(), "a FIFO"), (Path::new("/dev/zero"), "a character device"), (zero.as_path(), "a character device")]
-    {
+    for (plan, says) in [
+        (fifo.as_path(), "a FIFO"),
+        (Path::new("/dev/zero"), "a character device"),
+        (zero.as_path(), "a character device"),
+    ] {
         let o = run_bounded(&["report", "--plan", s(plan), "--out", s(&page)]);
         refused(&o, s(plan), says);
         assert!(!page.exists());
     }
     // A site-packages input whose dist-info RECORD or METADATA is a FIFO, or METADATA a link to /dev/zero.
-    for (file, kind, says) in [("RECORD", "fifo", "a FIFO"), ("METADATA", "fifo", "a FIFO"), ("METADATA", "zero", "a symlink")] {
+    for (file, kind, says) in [
+        ("RECORD", "fifo", "a FIFO"),
+        ("METADATA", "fifo", "a FIFO"),
+        ("METADATA", "zero", "a symlink"),
+    ] {
         let case = d.path().join(format!("{file}-{kind}"));
         std::fs::create_dir(&case).unwrap();
-        let site = site_with_marker(&case, &marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400));
+        let site = site_with_marker(
+            &case,
+            &marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400),
+        );
         // The lazy wheel's dist-info is the one read: its RECORD for the owner check, its METADATA
         // to name the tree (the fixture's torch dist-info has no RECORD, so it is not the largest).
         let target = "torch_cuda_linalg-2.5.1+1.magma.dist-info";
@@ -325,7 +477,11 @@ fn fifos_devices_and_oversized_files_are_refused_without_blocking() {
     let whl = wheel_with_metadata(&case, &big, WHEEL_NAME);
     let out = case.join("out");
     let o = run_bounded(&["wheel", s(&whl), "--out", s(&out), "--quiet"]);
-    refused(&o, &format!("{WHEEL_NAME}:{METADATA}"), "larger than the 64.0 MiB limit");
+    refused(
+        &o,
+        &format!("{WHEEL_NAME}:{METADATA}"),
+        "larger than the 64.0 MiB limit",
+    );
     assert!(!out.exists());
 }
 
@@ -334,10 +490,22 @@ fn command_line_value_errors_are_one_line() {
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
     for (args, says) in [
-        (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "x12"], "not a size"),
-        (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "99999999T"], "too large"),
-        (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "5Q"], "unknown unit"),
-        (vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "1\x1b[31mG"], "\\u{1b}[31m"),
+        (
+            vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "x12"],
+            "not a size",
+        ),
+        (
+            vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "99999999T"],
+            "too large",
+        ),
+        (
+            vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "5Q"],
+            "unknown unit",
+        ),
+        (
+            vec!["pack", "x", "--out", s(&ch), "--max-unpacked", "1\x1b[31mG"],
+            "\\u{1b}[31m",
+        ),
         (vec!["wheel", "x"], "--out <DIR>"),
         (vec!["plan", "x", "--no-such-flag"], "--no-such-flag"),
     ] {

@@ -26,7 +26,16 @@ struct Server {
 impl Server {
     fn start(dir: &Path) -> Server {
         let mut child = Command::new("python3")
-            .args(["-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory", s(dir), "0"])
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                s(dir),
+                "0",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -40,12 +49,19 @@ impl Server {
         });
         // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
         let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        let port = line.split(" port ").nth(1).and_then(|r| r.split_whitespace().next()).map(str::to_string);
+        let port = line
+            .split(" port ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string);
         let Some(port) = port else {
             let _ = child.kill();
             panic!("http.server did not start: {line:?}");
         };
-        Server { child, url: format!("http://127.0.0.1:{port}/") }
+        Server {
+            child,
+            url: format!("http://127.0.0.1:{port}/"),
+        }
     }
 }
 
@@ -65,7 +81,15 @@ fn nomagma_lib() -> PathBuf {
 fn fixture_split(dir: &Path, marker: &str) -> PathBuf {
     let tree = dir.join("tree");
     std::fs::create_dir_all(dir).unwrap();
-    assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&tree).status().unwrap().success());
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(fixture("pip-like"))
+            .arg(&tree)
+            .status()
+            .unwrap()
+            .success()
+    );
     std::fs::write(
         tree.join("torch-2.5.1.dist-info/METADATA"),
         "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\nRequires-Python: >=3.8\n\n",
@@ -77,7 +101,15 @@ fn fixture_split(dir: &Path, marker: &str) -> PathBuf {
     make_pip_wheel(&tree, &input, "cp311-cp311-linux_x86_64", false);
     let wheels = dir.join("wheels");
     let nomagma = format!("nomagma={}", nomagma_lib().display());
-    let o = run(&["wheel", s(&input), "--out", s(&wheels), "--quiet", "--lazy-variant", &nomagma]);
+    let o = run(&[
+        "wheel",
+        s(&input),
+        "--out",
+        s(&wheels),
+        "--quiet",
+        "--lazy-variant",
+        &nomagma,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     wheels
 }
@@ -96,7 +128,10 @@ fn index_with(inputs: &[&Path], out: &Path, options: &[&str]) -> Output {
 
 fn sha256(path: &Path) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(std::fs::read(path).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Every file under `dir` with its bytes and modification time (the lock file aside).
@@ -116,19 +151,33 @@ fn page(out: &Path, project: &str) -> serde_json::Value {
 }
 
 fn entry<'a>(page: &'a serde_json::Value, file: &str) -> &'a serde_json::Value {
-    page["files"].as_array().unwrap().iter().find(|f| f["filename"] == file).unwrap_or_else(|| panic!("{file} not on the page: {page}"))
+    page["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["filename"] == file)
+        .unwrap_or_else(|| panic!("{file} not on the page: {page}"))
 }
 
 fn one_line(o: &Output, says: &str) {
     assert_eq!(o.status.code(), Some(2), "{}{}", stdout(o), stderr(o));
     assert_eq!(stderr(o).lines().count(), 1, "{}", stderr(o));
-    assert!(stderr(o).contains(says), "should say {says:?}: {}", stderr(o));
+    assert!(
+        stderr(o).contains(says),
+        "should say {says:?}: {}",
+        stderr(o)
+    );
 }
 
 /// The METADATA member of a wheel.
 fn metadata_of(whl: &Path) -> Vec<u8> {
     let mut z = zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap();
-    let name = z.file_names().filter_map(|n| n.ok()).find(|n| n.ends_with(".dist-info/METADATA")).unwrap().into_owned();
+    let name = z
+        .file_names()
+        .filter_map(|n| n.ok())
+        .find(|n| n.ends_with(".dist-info/METADATA"))
+        .unwrap()
+        .into_owned();
     let mut d = Vec::new();
     z.by_name(&name).unwrap().read_to_end(&mut d).unwrap();
     d
@@ -143,44 +192,94 @@ fn pages_metadata_updates_and_refusals() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     assert_valid("docs/index.schema.json", &r);
-    assert_eq!((r["layout"].as_str(), r["added"].as_u64(), r["unchanged"].as_u64()), (Some("local-label"), Some(3), Some(0)));
+    assert_eq!(
+        (
+            r["layout"].as_str(),
+            r["added"].as_u64(),
+            r["unchanged"].as_u64()
+        ),
+        (Some("local-label"), Some(3), Some(0))
+    );
     let root = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(
-        root.contains("<a href=\"torch/\">torch</a>") && root.contains("<a href=\"torch-cuda-linalg/\">torch-cuda-linalg</a>"),
+        root.contains("<a href=\"torch/\">torch</a>")
+            && root.contains("<a href=\"torch-cuda-linalg/\">torch-cuda-linalg</a>"),
         "{root}"
     );
-    let root_json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
-    assert_eq!(root_json["projects"], serde_json::json!([{"name": "torch"}, {"name": "torch-cuda-linalg"}]));
+    let root_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(
+        root_json["projects"],
+        serde_json::json!([{"name": "torch"}, {"name": "torch-cuda-linalg"}])
+    );
     assert_eq!(root_json["meta"]["api-version"], "1.1");
 
     // Each file: in its project's directory, its SHA-256 in the link, its METADATA beside it.
-    for (project, file) in [("torch", CORE), ("torch-cuda-linalg", MAGMA), ("torch-cuda-linalg", SLIM)] {
+    for (project, file) in [
+        ("torch", CORE),
+        ("torch-cuda-linalg", MAGMA),
+        ("torch-cuda-linalg", SLIM),
+    ] {
         let p = page(&out, project);
         let e = entry(&p, file);
         let on_disk = out.join(project).join(file);
-        assert_eq!(std::fs::read(&on_disk).unwrap(), std::fs::read(wheels.join(file)).unwrap(), "{file}: the wheel as given");
+        assert_eq!(
+            std::fs::read(&on_disk).unwrap(),
+            std::fs::read(wheels.join(file)).unwrap(),
+            "{file}: the wheel as given"
+        );
         assert_eq!(e["hashes"]["sha256"].as_str().unwrap(), sha256(&on_disk));
-        assert_eq!(e["size"].as_u64().unwrap(), std::fs::metadata(&on_disk).unwrap().len());
+        assert_eq!(
+            e["size"].as_u64().unwrap(),
+            std::fs::metadata(&on_disk).unwrap().len()
+        );
         assert_eq!(e["url"].as_str().unwrap(), file.replace('+', "%2B"));
         let meta = out.join(project).join(format!("{file}.metadata"));
-        assert_eq!(std::fs::read(&meta).unwrap(), metadata_of(&on_disk), "PEP 658: the METADATA member itself");
-        assert_eq!(e["core-metadata"]["sha256"].as_str().unwrap(), sha256(&meta));
-        assert_eq!(e["dist-info-metadata"], e["core-metadata"], "PEP 714: both names");
+        assert_eq!(
+            std::fs::read(&meta).unwrap(),
+            metadata_of(&on_disk),
+            "PEP 658: the METADATA member itself"
+        );
+        assert_eq!(
+            e["core-metadata"]["sha256"].as_str().unwrap(),
+            sha256(&meta)
+        );
+        assert_eq!(
+            e["dist-info-metadata"], e["core-metadata"],
+            "PEP 714: both names"
+        );
         let html = std::fs::read_to_string(out.join(project).join("index.html")).unwrap();
-        let href = format!("<a href=\"{}#sha256={}\"", file.replace('+', "%2B"), sha256(&on_disk));
+        let href = format!(
+            "<a href=\"{}#sha256={}\"",
+            file.replace('+', "%2B"),
+            sha256(&on_disk)
+        );
         assert!(html.contains(&href), "{href} in {html}");
-        assert!(html.contains(&format!("data-core-metadata=\"sha256={}\"", sha256(&meta))), "{html}");
+        assert!(
+            html.contains(&format!("data-core-metadata=\"sha256={}\"", sha256(&meta))),
+            "{html}"
+        );
     }
     let core = entry(&page(&out, "torch"), CORE).clone();
     assert_eq!(core["requires-python"], ">=3.8");
-    assert!(std::fs::read_to_string(out.join("torch/index.html")).unwrap().contains("data-requires-python=\"&gt;=3.8\""));
-    assert_eq!(page(&out, "torch-cuda-linalg")["versions"], serde_json::json!(["2.5.1+0.nomagma", "2.5.1+1.magma"]));
+    assert!(
+        std::fs::read_to_string(out.join("torch/index.html"))
+            .unwrap()
+            .contains("data-requires-python=\"&gt;=3.8\"")
+    );
+    assert_eq!(
+        page(&out, "torch-cuda-linalg")["versions"],
+        serde_json::json!(["2.5.1+0.nomagma", "2.5.1+1.magma"])
+    );
 
     // The same run again: nothing written, not even a page's modification time.
     let before = snapshot(&out);
     let o = index(&[&wheels], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!((json(&o)["added"].as_u64(), json(&o)["unchanged"].as_u64()), (Some(0), Some(3)));
+    assert_eq!(
+        (json(&o)["added"].as_u64(), json(&o)["unchanged"].as_u64()),
+        (Some(0), Some(3))
+    );
     assert_eq!(snapshot(&out), before, "idempotent");
 
     // A yank set by hand in the JSON page is kept and rendered; the other project is kept.
@@ -195,16 +294,31 @@ fn pages_metadata_updates_and_refusals() {
     let o = index(&[&wheels.join(MAGMA)], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
-    assert_eq!(entry(&page(&out, "torch-cuda-linalg"), SLIM)["yanked"], "rebuilt");
-    assert!(std::fs::read_to_string(out.join("torch-cuda-linalg/index.html")).unwrap().contains("data-yanked=\"rebuilt\">"));
+    assert_eq!(
+        entry(&page(&out, "torch-cuda-linalg"), SLIM)["yanked"],
+        "rebuilt"
+    );
+    assert!(
+        std::fs::read_to_string(out.join("torch-cuda-linalg/index.html"))
+            .unwrap()
+            .contains("data-yanked=\"rebuilt\">")
+    );
     let statuses: Vec<(&str, &str)> = r["projects"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|p| p["files"].as_array().unwrap())
-        .map(|f| (f["filename"].as_str().unwrap(), f["status"].as_str().unwrap()))
+        .map(|f| {
+            (
+                f["filename"].as_str().unwrap(),
+                f["status"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(statuses, [(CORE, "kept"), (SLIM, "kept"), (MAGMA, "unchanged")]);
+    assert_eq!(
+        statuses,
+        [(CORE, "kept"), (SLIM, "kept"), (MAGMA, "unchanged")]
+    );
 
     // A second, different file under a published name: refused, nothing changes.
     let before = snapshot(&out);
@@ -212,7 +326,10 @@ fn pages_metadata_updates_and_refusals() {
     one_line(&index(&[&other.join(CORE)], &out), "other bytes");
     assert_eq!(snapshot(&out), before);
     // The PEP 825 set into the local-label index: refused (the labels would beat every variant).
-    one_line(&index(&[&wheels.join("variants")], &out), "one index cannot hold both");
+    one_line(
+        &index(&[&wheels.join("variants")], &out),
+        "one index cannot hold both",
+    );
     assert_eq!(snapshot(&out), before);
 
     // The PEP 825 set in its own index: the variants.json is the union of the wheels' variant.json
@@ -222,16 +339,31 @@ fn pages_metadata_updates_and_refusals() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(json(&o)["layout"], "variants");
     let vjson = "torch_cuda_linalg-2.5.1-variants.json";
-    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(wheels.join("variants").join(vjson)).unwrap()).unwrap();
-    let served: serde_json::Value = serde_json::from_slice(&std::fs::read(vout.join("torch-cuda-linalg").join(vjson)).unwrap()).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(wheels.join("variants").join(vjson)).unwrap())
+            .unwrap();
+    let served: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(vout.join("torch-cuda-linalg").join(vjson)).unwrap())
+            .unwrap();
     assert_eq!(served, written);
     let p = page(&vout, "torch-cuda-linalg");
     let e = entry(&p, vjson);
-    assert_eq!(e["hashes"]["sha256"].as_str().unwrap(), sha256(&vout.join("torch-cuda-linalg").join(vjson)));
+    assert_eq!(
+        e["hashes"]["sha256"].as_str().unwrap(),
+        sha256(&vout.join("torch-cuda-linalg").join(vjson))
+    );
     for key in ["core-metadata", "requires-python", "yanked"] {
-        assert!(e.get(key).is_none(), "{key} on the variants.json entry: {e}");
+        assert!(
+            e.get(key).is_none(),
+            "{key} on the variants.json entry: {e}"
+        );
     }
-    let files: Vec<&str> = p["files"].as_array().unwrap().iter().map(|f| f["filename"].as_str().unwrap()).collect();
+    let files: Vec<&str> = p["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["filename"].as_str().unwrap())
+        .collect();
     assert_eq!(
         files,
         [
@@ -247,13 +379,26 @@ fn pages_metadata_updates_and_refusals() {
     let grow = d.path().join("index-grow");
     let v = wheels.join("variants");
     for (label, status) in [("magma", "added"), ("nomagma", "updated")] {
-        let o = index(&[&v.join(format!("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-{label}.whl"))], &grow);
+        let o = index(
+            &[&v.join(format!(
+                "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-{label}.whl"
+            ))],
+            &grow,
+        );
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let r = json(&o);
-        let f = r["projects"][0]["files"].as_array().unwrap().iter().find(|f| f["filename"] == vjson).unwrap().clone();
+        let f = r["projects"][0]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["filename"] == vjson)
+            .unwrap()
+            .clone();
         assert_eq!(f["status"], status);
     }
-    let grown: serde_json::Value = serde_json::from_slice(&std::fs::read(grow.join("torch-cuda-linalg").join(vjson)).unwrap()).unwrap();
+    let grown: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(grow.join("torch-cuda-linalg").join(vjson)).unwrap())
+            .unwrap();
     assert_eq!(grown, written);
 }
 
@@ -263,11 +408,17 @@ const VSLIM: &str = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.wh
 const FALLBACK: &str = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl";
 
 fn variants_json(out: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(out.join("torch-cuda-linalg").join(VJSON)).unwrap()).unwrap()
+    serde_json::from_slice(&std::fs::read(out.join("torch-cuda-linalg").join(VJSON)).unwrap())
+        .unwrap()
 }
 
 fn file_names(page: &serde_json::Value) -> Vec<String> {
-    page["files"].as_array().unwrap().iter().map(|f| f["filename"].as_str().unwrap().to_string()).collect()
+    page["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["filename"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// `--prefer nomagma`: the slim index of the same PEP 825 wheels, whose variants.json differs from
@@ -287,37 +438,77 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     assert_valid("docs/index.schema.json", &r);
-    assert_eq!((r["layout"].as_str(), r["prefer"].as_str()), (Some("variants"), Some("nomagma")));
+    assert_eq!(
+        (r["layout"].as_str(), r["prefer"].as_str()),
+        (Some("variants"), Some("nomagma"))
+    );
     assert_eq!(r["left_out"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(r["left_out"][0]["filename"], FALLBACK);
-    let key = |v: &serde_json::Value| v["providers"]["torch"]["static-properties"]["torch_cuda_linalg"].clone();
+    let key = |v: &serde_json::Value| {
+        v["providers"]["torch"]["static-properties"]["torch_cuda_linalg"].clone()
+    };
     let (plain, preferred) = (variants_json(&default), variants_json(&slim));
-    assert_eq!(key(&plain), serde_json::json!(["magma", "nomagma"]), "the default index: the publisher's order");
+    assert_eq!(
+        key(&plain),
+        serde_json::json!(["magma", "nomagma"]),
+        "the default index: the publisher's order"
+    );
     assert_eq!(key(&preferred), serde_json::json!(["nomagma", "magma"]));
     let mut reordered = plain.clone();
-    reordered["providers"]["torch"]["static-properties"]["torch_cuda_linalg"] = serde_json::json!(["nomagma", "magma"]);
+    reordered["providers"]["torch"]["static-properties"]["torch_cuda_linalg"] =
+        serde_json::json!(["nomagma", "magma"]);
     assert_eq!(preferred, reordered, "only the order differs");
-    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(v.join(VJSON)).unwrap()).unwrap();
-    assert_eq!(plain, written, "without --prefer: what `wheel` wrote, as before");
-    assert_eq!(file_names(&page(&slim, "torch-cuda-linalg")), [VMAGMA, VSLIM, VJSON], "the same wheels but the fallback");
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(v.join(VJSON)).unwrap()).unwrap();
+    assert_eq!(
+        plain, written,
+        "without --prefer: what `wheel` wrote, as before"
+    );
+    assert_eq!(
+        file_names(&page(&slim, "torch-cuda-linalg")),
+        [VMAGMA, VSLIM, VJSON],
+        "the same wheels but the fallback"
+    );
     assert_eq!(file_names(&page(&slim, "torch")), [CORE]);
-    for (project, f) in [("torch", CORE), ("torch-cuda-linalg", VMAGMA), ("torch-cuda-linalg", VSLIM)] {
-        assert_eq!(std::fs::read(slim.join(project).join(f)).unwrap(), std::fs::read(default.join(project).join(f)).unwrap());
+    for (project, f) in [
+        ("torch", CORE),
+        ("torch-cuda-linalg", VMAGMA),
+        ("torch-cuda-linalg", VSLIM),
+    ] {
+        assert_eq!(
+            std::fs::read(slim.join(project).join(f)).unwrap(),
+            std::fs::read(default.join(project).join(f)).unwrap()
+        );
     }
     assert!(!slim.join("torch-cuda-linalg").join(FALLBACK).exists());
     let e = entry(&page(&slim, "torch-cuda-linalg"), VJSON).clone();
-    assert_eq!(e["hashes"]["sha256"].as_str().unwrap(), sha256(&slim.join("torch-cuda-linalg").join(VJSON)));
+    assert_eq!(
+        e["hashes"]["sha256"].as_str().unwrap(),
+        sha256(&slim.join("torch-cuda-linalg").join(VJSON))
+    );
     // The text report says the preference and what it left out.
-    let text = stdout(&run(&["index", "--quiet", "--prefer", "nomagma", "--out", s(&slim), s(&v)]));
+    let text = stdout(&run(&[
+        "index",
+        "--quiet",
+        "--prefer",
+        "nomagma",
+        "--out",
+        s(&slim),
+        s(&v),
+    ]));
     assert!(
-        text.contains("(PEP 825 variant set, nomagma preferred)") && text.contains(&format!("left out: {FALLBACK} (--prefer nomagma:")),
+        text.contains("(PEP 825 variant set, nomagma preferred)")
+            && text.contains(&format!("left out: {FALLBACK} (--prefer nomagma:")),
         "{text}"
     );
     // The same run again: nothing written.
     let before = snapshot(&slim);
     let o = index_with(&[&v], &slim, &["--prefer", "nomagma"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!((json(&o)["added"].as_u64(), json(&o)["unchanged"].as_u64()), (Some(0), Some(4)));
+    assert_eq!(
+        (json(&o)["added"].as_u64(), json(&o)["unchanged"].as_u64()),
+        (Some(0), Some(4))
+    );
     assert_eq!(snapshot(&slim), before, "idempotent");
 
     // An index written with one preference is updated only with it: a run without --prefer (the
@@ -328,14 +519,24 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
         let o = index(&inputs, &slim);
         one_line(
             &o,
-            &format!("{}: lists nomagma first (written with --prefer nomagma); this run would list magma first", slim_path.display()),
+            &format!(
+                "{}: lists nomagma first (written with --prefer nomagma); this run would list magma first",
+                slim_path.display()
+            ),
         );
-        assert!(stderr(&o).contains("run with --prefer nomagma"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("run with --prefer nomagma"),
+            "{}",
+            stderr(&o)
+        );
     }
     assert_eq!(snapshot(&slim), before);
     let before_default = snapshot(&default);
     let o = index_with(&[&v], &default, &["--prefer", "nomagma"]);
-    one_line(&o, "lists magma first (written without --prefer); this run would list nomagma first");
+    one_line(
+        &o,
+        "lists magma first (written without --prefer); this run would list nomagma first",
+    );
     assert_eq!(snapshot(&default), before_default);
 
     // Refused before anything is written: a set without the value (a split without
@@ -343,7 +544,12 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
     // only: uv would install magma from it without a word), the local-label set, a malformed value.
     let lone = d.path().join("lone");
     let input = d.path().join("in").join(WHEEL_NAME);
-    assert_eq!(run(&["wheel", s(&input), "--out", s(&lone), "--quiet"]).status.code(), Some(0));
+    assert_eq!(
+        run(&["wheel", s(&input), "--out", s(&lone), "--quiet"])
+            .status
+            .code(),
+        Some(0)
+    );
     let fresh = d.path().join("refused");
     let (lone_v, magma, core) = (lone.join("variants"), v.join(VMAGMA), v.join(CORE));
     let refusals: [(Vec<&Path>, &str, &str); 5] = [
@@ -357,8 +563,16 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
             "nomagma",
             "would hold no nomagma wheel of torch_cuda_linalg-2.5.1 for cp311-cp311-linux_x86_64 (only magma): uv would install magma from it without a word",
         ),
-        (vec![&wheels], "nomagma", "--prefer nomagma: no PEP 825 variant set among the wheels given"),
-        (vec![&v], "slim", "--prefer slim: not a value of torch :: torch_cuda_linalg"),
+        (
+            vec![&wheels],
+            "nomagma",
+            "--prefer nomagma: no PEP 825 variant set among the wheels given",
+        ),
+        (
+            vec![&v],
+            "slim",
+            "--prefer slim: not a value of torch :: torch_cuda_linalg",
+        ),
         (vec![&v], "No/Magma", "not a variant value"),
     ];
     for (inputs, value, says) in refusals {
@@ -389,19 +603,42 @@ fn hostile_wheels_are_refused_and_nothing_is_written() {
     };
     let ok = "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n\n";
     refused(
-        &hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", "Metadata-Version: 2.1\nName: x<script>\nVersion: 1.0\n\n"),
+        &hostile_wheel(
+            d.path(),
+            "x-1.0-py3-none-any.whl",
+            "Metadata-Version: 2.1\nName: x<script>\nVersion: 1.0\n\n",
+        ),
         "not a distribution name",
     );
     refused(
-        &hostile_wheel(d.path(), "x-1.0+A-py3-none-any.whl", "Metadata-Version: 2.1\nName: x\nVersion: 1.0+A\n\n"),
+        &hostile_wheel(
+            d.path(),
+            "x-1.0+A-py3-none-any.whl",
+            "Metadata-Version: 2.1\nName: x\nVersion: 1.0+A\n\n",
+        ),
         "not a normalised PEP 440",
     );
-    refused(&hostile_wheel(d.path(), "evil-1.0-py3-none-any.whl", ok), "METADATA says x 1.0");
-    refused(&hostile_wheel(d.path(), "x-1.0-py3-none-any-magma.whl", ok), "no x.dist-info/variant.json");
+    refused(
+        &hostile_wheel(d.path(), "evil-1.0-py3-none-any.whl", ok),
+        "METADATA says x 1.0",
+    );
+    refused(
+        &hostile_wheel(d.path(), "x-1.0-py3-none-any-magma.whl", ok),
+        "no x.dist-info/variant.json",
+    );
     let quote = "Metadata-Version: 2.1\nName: x\nVersion: 1.0\nRequires-Python: >=3\"><script>\n\n";
-    refused(&hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", quote), "not a version specifier");
-    let bomb = format!("Metadata-Version: 2.1\nName: x\nVersion: 1.0\n\n{}", "a".repeat(17 << 20));
-    refused(&hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", &bomb), "more than");
+    refused(
+        &hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", quote),
+        "not a version specifier",
+    );
+    let bomb = format!(
+        "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n\n{}",
+        "a".repeat(17 << 20)
+    );
+    refused(
+        &hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", &bomb),
+        "more than",
+    );
     let newline = hostile_wheel(d.path(), "x-1.0-py3-none-any.whl", ok);
     let renamed = d.path().join("x-1.0-py3\nnone-any.whl");
     std::fs::rename(&newline, &renamed).unwrap();
@@ -420,7 +657,10 @@ fn hostile_wheels_are_refused_and_nothing_is_written() {
     let link = d.path().join("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     one_line(&index(&[&good], &link), "symbolic link");
-    assert!(std::fs::read_dir(&target).unwrap().next().is_none(), "nothing written through the link");
+    assert!(
+        std::fs::read_dir(&target).unwrap().next().is_none(),
+        "nothing written through the link"
+    );
     // And the good one is indexed.
     let o = index(&[&good], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -450,12 +690,24 @@ fn system_pip_installs_the_split_from_the_index_over_http() {
     let core = "torch-2.5.1+split".to_string();
     assert_eq!(
         v.state(),
-        (vec![core.clone(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1),
+        (
+            vec![core.clone(), "torch_cuda_linalg-2.5.1+1.magma".into()],
+            1
+        ),
         "the core and, by its dependency, the preferred variant"
     );
     install(&["torch-cuda-linalg==2.5.1+0.nomagma"]);
-    assert_eq!(v.state(), (vec![core.clone(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    assert_eq!(
+        v.state(),
+        (
+            vec![core.clone(), "torch_cuda_linalg-2.5.1+0.nomagma".into()],
+            1
+        )
+    );
+    assert_eq!(
+        v.lazy_bytes().unwrap(),
+        std::fs::read(nomagma_lib()).unwrap()
+    );
     v.check_clean();
 }
 
@@ -499,7 +751,12 @@ fn uv_compile(tools: &Path, v: &Venv, args: &[&str], requirements: &str) -> Outp
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(requirements.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(requirements.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -511,7 +768,10 @@ fn ok(o: Output, what: &str) -> Output {
 /// pip 26.3, uv 0.13.9 (plain and variant mode) and twine 7.0.0 against the local-label index, the
 /// PEP 825 index and its slim twin (`--prefer nomagma`) over HTTP.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, pip, uv and twine from PyPI: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, pip, uv and twine from PyPI: cargo test --release --features full-tests"
+)]
 fn latest_pip_uv_and_twine_over_http() {
     let tools = wheel_tools();
     let py = tools.join("bin/python");
@@ -519,7 +779,10 @@ fn latest_pip_uv_and_twine_over_http() {
     let wheels = fixture_split(d.path(), "one");
     let (out, vout) = (d.path().join("index"), d.path().join("index-variants"));
     assert_eq!(index(&[&wheels], &out).status.code(), Some(0));
-    assert_eq!(index(&[&wheels.join("variants")], &vout).status.code(), Some(0));
+    assert_eq!(
+        index(&[&wheels.join("variants")], &vout).status.code(),
+        Some(0)
+    );
     let (server, vserver) = (Server::start(&out), Server::start(&vout));
     let (url, vurl) = (server.url.as_str(), vserver.url.as_str());
     let core = "torch-2.5.1+split".to_string();
@@ -527,79 +790,230 @@ fn latest_pip_uv_and_twine_over_http() {
 
     // pip 26.3: default by the core's dependency, the slim pin switches, pip check is clean.
     let v = Venv::new(&d.path().join("pip"));
-    ok(v.pip_from(&py, &["install", "-q", "--index-url", url, "torch"]), "pip install torch");
-    assert_eq!(v.state(), (vec![core.clone(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1));
-    ok(v.pip_from(&py, &["install", "-q", "--index-url", url, "torch-cuda-linalg==2.5.1+0.nomagma"]), "pip switch");
-    assert_eq!(v.state(), (vec![core.clone(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
+    ok(
+        v.pip_from(&py, &["install", "-q", "--index-url", url, "torch"]),
+        "pip install torch",
+    );
+    assert_eq!(
+        v.state(),
+        (
+            vec![core.clone(), "torch_cuda_linalg-2.5.1+1.magma".into()],
+            1
+        )
+    );
+    ok(
+        v.pip_from(
+            &py,
+            &[
+                "install",
+                "-q",
+                "--index-url",
+                url,
+                "torch-cuda-linalg==2.5.1+0.nomagma",
+            ],
+        ),
+        "pip switch",
+    );
+    assert_eq!(
+        v.state(),
+        (
+            vec![core.clone(), "torch_cuda_linalg-2.5.1+0.nomagma".into()],
+            1
+        )
+    );
     ok(v.pip_from(&py, &["check"]), "pip check");
     // pip download: the core and the preferred variant, hash-checked against the fragments.
     let dl = d.path().join("dl");
-    ok(v.pip_from(&py, &["download", "-q", "--index-url", url, "-d", s(&dl), "torch"]), "pip download");
-    let mut got: Vec<String> = std::fs::read_dir(&dl).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    ok(
+        v.pip_from(
+            &py,
+            &["download", "-q", "--index-url", url, "-d", s(&dl), "torch"],
+        ),
+        "pip download",
+    );
+    let mut got: Vec<String> = std::fs::read_dir(&dl)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     got.sort();
     assert_eq!(got, [CORE, MAGMA]);
     // uv pip compile, plain: the same pair.
-    let compiled = stdout(&ok(uv_compile(&tools, &v, &["--index-url", url], "torch\n"), "uv pip compile"));
+    let compiled = stdout(&ok(
+        uv_compile(&tools, &v, &["--index-url", url], "torch\n"),
+        "uv pip compile",
+    ));
     assert_eq!(
-        compiled.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>(),
+        compiled
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>(),
         ["torch==2.5.1+split", "torch-cuda-linalg==2.5.1+1.magma"],
         "{compiled}"
     );
     // pip 26.3 on the variant index: no variant support, it takes the plain fallback.
     let v = Venv::new(&d.path().join("pip-variants"));
-    ok(v.pip_from(&py, &["install", "-q", "--index-url", vurl, "torch"]), "pip install from the variant index");
-    assert_eq!(v.state(), (vec![core.clone(), "torch_cuda_linalg-2.5.1".into()], 1));
-    assert!(!v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists());
+    ok(
+        v.pip_from(&py, &["install", "-q", "--index-url", vurl, "torch"]),
+        "pip install from the variant index",
+    );
+    assert_eq!(
+        v.state(),
+        (vec![core.clone(), "torch_cuda_linalg-2.5.1".into()], 1)
+    );
+    assert!(
+        !v.site
+            .join("torch_cuda_linalg-2.5.1.dist-info/variant.json")
+            .exists()
+    );
     // uv in variant mode from the PEP 825 index: the preferred variant wheel.
     let v = Venv::new(&d.path().join("uv-variants"));
-    ok(uv(&tools, &v, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", vurl, "torch"]), "uv variant install");
-    assert_eq!(v.state(), (vec![core.clone(), "torch_cuda_linalg-2.5.1".into()], 1));
-    assert!(v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists(), "the magma variant wheel");
+    ok(
+        uv(
+            &tools,
+            &v,
+            &[
+                "install",
+                "-q",
+                "--preview-features",
+                "wheel-variants",
+                "--index-url",
+                vurl,
+                "torch",
+            ],
+        ),
+        "uv variant install",
+    );
+    assert_eq!(
+        v.state(),
+        (vec![core.clone(), "torch_cuda_linalg-2.5.1".into()], 1)
+    );
+    assert!(
+        v.site
+            .join("torch_cuda_linalg-2.5.1.dist-info/variant.json")
+            .exists(),
+        "the magma variant wheel"
+    );
     assert_eq!(v.lazy_bytes().unwrap(), magma_bytes);
     ok(uv(&tools, &v, &["check"]), "uv pip check");
     let installed_variants = |v: &Venv| -> Vec<String> {
-        let p = v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json");
+        let p = v
+            .site
+            .join("torch_cuda_linalg-2.5.1.dist-info/variant.json");
         let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-        doc["variants"].as_object().unwrap().keys().cloned().collect()
+        doc["variants"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
     };
     assert_eq!(installed_variants(&v), ["magma"]);
     // uv 0.13.9 has no selection of its own for a static-property namespace: no flag, setting or
     // environment variable (the ones it reads belong to its vendored nvidia/tpu providers); it
     // takes the values in the order the index's variants.json lists them. So the slim variant is
     // the slim index: the same wheels, `index --prefer nomagma`, chosen as the user's index.
-    let help = stdout(&ok(Command::new(tools.join("bin/uv")).args(["pip", "install", "--help"]).output().unwrap(), "uv help"));
-    assert!(!help.to_lowercase().contains("variant"), "uv grew a variant option: docs/wheel.md and this test need a look\n{help}");
+    let help = stdout(&ok(
+        Command::new(tools.join("bin/uv"))
+            .args(["pip", "install", "--help"])
+            .output()
+            .unwrap(),
+        "uv help",
+    ));
+    assert!(
+        !help.to_lowercase().contains("variant"),
+        "uv grew a variant option: docs/wheel.md and this test need a look\n{help}"
+    );
     let sout = d.path().join("index-slim");
-    assert_eq!(index_with(&[&wheels.join("variants")], &sout, &["--prefer", "nomagma"]).status.code(), Some(0));
+    assert_eq!(
+        index_with(&[&wheels.join("variants")], &sout, &["--prefer", "nomagma"])
+            .status
+            .code(),
+        Some(0)
+    );
     let sserver = Server::start(&sout);
     let surl = sserver.url.as_str();
     let nomagma_bytes = std::fs::read(nomagma_lib()).unwrap();
     let slim_state = (vec![core.clone(), "torch_cuda_linalg-2.5.1".to_string()], 1);
     let is_slim = |v: &Venv, what: &str| {
-        assert_eq!(v.state(), slim_state, "{what}: the core and one owner of the library");
-        assert_eq!(installed_variants(v), ["nomagma"], "{what}: the nomagma variant wheel");
+        assert_eq!(
+            v.state(),
+            slim_state,
+            "{what}: the core and one owner of the library"
+        );
+        assert_eq!(
+            installed_variants(v),
+            ["nomagma"],
+            "{what}: the nomagma variant wheel"
+        );
         assert_eq!(v.lazy_bytes().unwrap(), nomagma_bytes, "{what}");
         ok(uv(&tools, v, &["check"]), what);
     };
     // The slim index by flag.
     let v2 = Venv::new(&d.path().join("uv-slim-flag"));
-    ok(uv(&tools, &v2, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", surl, "torch"]), "uv slim, flags");
+    ok(
+        uv(
+            &tools,
+            &v2,
+            &[
+                "install",
+                "-q",
+                "--preview-features",
+                "wheel-variants",
+                "--index-url",
+                surl,
+                "torch",
+            ],
+        ),
+        "uv slim, flags",
+    );
     is_slim(&v2, "--index-url SLIM");
     // By environment variables alone.
     let v2 = Venv::new(&d.path().join("uv-slim-env"));
-    let env = [("UV_PREVIEW_FEATURES", "wheel-variants"), ("UV_DEFAULT_INDEX", surl)];
-    ok(uv_with(&tools, &v2, &["install", "-q", "torch"], &env), "uv slim, environment");
+    let env = [
+        ("UV_PREVIEW_FEATURES", "wheel-variants"),
+        ("UV_DEFAULT_INDEX", surl),
+    ];
+    ok(
+        uv_with(&tools, &v2, &["install", "-q", "torch"], &env),
+        "uv slim, environment",
+    );
     is_slim(&v2, "UV_DEFAULT_INDEX=SLIM");
     // By uv.toml (the user's or the project's; here named with --config-file).
     let v2 = Venv::new(&d.path().join("uv-slim-toml"));
     let toml = d.path().join("uv.toml");
     std::fs::write(&toml, format!("preview-features = [\"wheel-variants\"]\n\n[[index]]\nurl = \"{surl}\"\ndefault = true\n")).unwrap();
-    ok(uv(&tools, &v2, &["install", "-q", "--config-file", s(&toml), "torch"]), "uv slim, uv.toml");
+    ok(
+        uv(
+            &tools,
+            &v2,
+            &["install", "-q", "--config-file", s(&toml), "torch"],
+        ),
+        "uv slim, uv.toml",
+    );
     is_slim(&v2, "uv.toml [[index]] default = true");
     // Switching the installed magma variant: the same version is installed already, so uv keeps it
     // until told to reinstall the lazy distribution; then it is the slim one, and back.
-    ok(uv(&tools, &v, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", surl, "torch"]), "uv slim, no reinstall");
-    assert_eq!(installed_variants(&v), ["magma"], "an installed variant is kept without --reinstall-package");
+    ok(
+        uv(
+            &tools,
+            &v,
+            &[
+                "install",
+                "-q",
+                "--preview-features",
+                "wheel-variants",
+                "--index-url",
+                surl,
+                "torch",
+            ],
+        ),
+        "uv slim, no reinstall",
+    );
+    assert_eq!(
+        installed_variants(&v),
+        ["magma"],
+        "an installed variant is kept without --reinstall-package"
+    );
     let switch = |index: &str| {
         let args = [
             "install",
@@ -617,21 +1031,40 @@ fn latest_pip_uv_and_twine_over_http() {
     switch(surl);
     is_slim(&v, "magma switched to slim");
     switch(vurl);
-    assert_eq!((installed_variants(&v), v.state().1, v.lazy_bytes().unwrap()), (vec!["magma".to_string()], 1, magma_bytes.clone()));
+    assert_eq!(
+        (installed_variants(&v), v.state().1, v.lazy_bytes().unwrap()),
+        (vec!["magma".to_string()], 1, magma_bytes.clone())
+    );
     // The slim index has no plain fallback (it is the magma build): pip, and uv without variant
     // mode, install nothing from it rather than magma.
     let v2 = Venv::new(&d.path().join("pip-slim"));
     let o = v2.pip_from(&py, &["install", "--index-url", surl, "torch"]);
-    assert!(!o.status.success() && stderr(&o).contains("No matching distribution found for torch-cuda-linalg==2.5.1"), "{}", stderr(&o));
+    assert!(
+        !o.status.success()
+            && stderr(&o).contains("No matching distribution found for torch-cuda-linalg==2.5.1"),
+        "{}",
+        stderr(&o)
+    );
     let o = uv(&tools, &v2, &["install", "--index-url", surl, "torch"]);
-    assert!(!o.status.success() && stderr(&o).contains("torch-cuda-linalg==2.5.1 has only unsupported wheel variants"), "{}", stderr(&o));
+    assert!(
+        !o.status.success()
+            && stderr(&o).contains("torch-cuda-linalg==2.5.1 has only unsupported wheel variants"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(v2.state(), (Vec::<String>::new(), 0), "nothing installed");
     // uv without variant mode on the default PEP 825 index: the plain fallback, as pip.
     let v = Venv::new(&d.path().join("uv-plain"));
-    ok(uv(&tools, &v, &["install", "-q", "--index-url", vurl, "torch"]), "uv install, no variant mode");
+    ok(
+        uv(&tools, &v, &["install", "-q", "--index-url", vurl, "torch"]),
+        "uv install, no variant mode",
+    );
     assert!(
         v.site.join("torch_cuda_linalg-2.5.1.dist-info").is_dir()
-            && !v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists()
+            && !v
+                .site
+                .join("torch_cuda_linalg-2.5.1.dist-info/variant.json")
+                .exists()
     );
     // The slim variant asked for where there is none (a split without --lazy-variant): `index
     // --prefer nomagma` refuses to write that slim index, so the user's slim index URL is not
@@ -639,45 +1072,157 @@ fn latest_pip_uv_and_twine_over_http() {
     // gives magma.
     let lone = d.path().join("lone");
     let input = d.path().join("in").join(WHEEL_NAME);
-    assert_eq!(run(&["wheel", s(&input), "--out", s(&lone.join("wheels")), "--quiet"]).status.code(), Some(0));
-    let (lout, lslim) = (lone.join("pub/simple-variants"), lone.join("pub/simple-variants-slim"));
-    assert_eq!(index(&[&lone.join("wheels/variants")], &lout).status.code(), Some(0));
-    one_line(&index_with(&[&lone.join("wheels/variants")], &lslim, &["--prefer", "nomagma"]), "not a value of torch :: torch_cuda_linalg");
+    assert_eq!(
+        run(&[
+            "wheel",
+            s(&input),
+            "--out",
+            s(&lone.join("wheels")),
+            "--quiet"
+        ])
+        .status
+        .code(),
+        Some(0)
+    );
+    let (lout, lslim) = (
+        lone.join("pub/simple-variants"),
+        lone.join("pub/simple-variants-slim"),
+    );
+    assert_eq!(
+        index(&[&lone.join("wheels/variants")], &lout).status.code(),
+        Some(0)
+    );
+    one_line(
+        &index_with(
+            &[&lone.join("wheels/variants")],
+            &lslim,
+            &["--prefer", "nomagma"],
+        ),
+        "not a value of torch :: torch_cuda_linalg",
+    );
     let lserver = Server::start(&lone.join("pub"));
     let v = Venv::new(&d.path().join("uv-lacking"));
     let missing = format!("{}simple-variants-slim/", lserver.url);
-    let o = uv(&tools, &v, &["install", "--preview-features", "wheel-variants", "--index-url", &missing, "torch"]);
-    assert!(!o.status.success() && stderr(&o).contains("Because torch was not found in the package registry"), "{}", stderr(&o));
+    let o = uv(
+        &tools,
+        &v,
+        &[
+            "install",
+            "--preview-features",
+            "wheel-variants",
+            "--index-url",
+            &missing,
+            "torch",
+        ],
+    );
+    assert!(
+        !o.status.success()
+            && stderr(&o).contains("Because torch was not found in the package registry"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(v.state(), (Vec::<String>::new(), 0), "nothing installed");
     let present = format!("{}simple-variants/", lserver.url);
-    ok(uv(&tools, &v, &["install", "-q", "--preview-features", "wheel-variants", "--index-url", &present, "torch"]), "uv default");
+    ok(
+        uv(
+            &tools,
+            &v,
+            &[
+                "install",
+                "-q",
+                "--preview-features",
+                "wheel-variants",
+                "--index-url",
+                &present,
+                "torch",
+            ],
+        ),
+        "uv default",
+    );
     assert_eq!(installed_variants(&v), ["magma"]);
     // What the refusal prevents: a slim index whose nomagma wheel is gone (deleted by hand from the
     // one `index` wrote). uv finds nomagma preferred but no wheel of it and installs the magma
     // variant without a word.
     let stale = d.path().join("index-slim-stale");
-    assert!(Command::new("cp").arg("-a").arg(&sout).arg(&stale).status().unwrap().success());
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(&sout)
+            .arg(&stale)
+            .status()
+            .unwrap()
+            .success()
+    );
     let tcl = stale.join("torch-cuda-linalg");
     for f in [VSLIM.to_string(), format!("{VSLIM}.metadata")] {
         std::fs::remove_file(tcl.join(f)).unwrap();
     }
     let html = std::fs::read_to_string(tcl.join("index.html")).unwrap();
-    std::fs::write(tcl.join("index.html"), html.lines().filter(|l| !l.contains(VSLIM)).map(|l| format!("{l}\n")).collect::<String>())
-        .unwrap();
+    std::fs::write(
+        tcl.join("index.html"),
+        html.lines()
+            .filter(|l| !l.contains(VSLIM))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
     let mut p = page(&stale, "torch-cuda-linalg");
-    p["files"].as_array_mut().unwrap().retain(|f| f["filename"] != VSLIM);
-    std::fs::write(tcl.join("index.json"), serde_json::to_string_pretty(&p).unwrap()).unwrap();
+    p["files"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|f| f["filename"] != VSLIM);
+    std::fs::write(
+        tcl.join("index.json"),
+        serde_json::to_string_pretty(&p).unwrap(),
+    )
+    .unwrap();
     let stale_server = Server::start(&stale);
     let v = Venv::new(&d.path().join("uv-stale"));
-    let o = ok(uv(&tools, &v, &["install", "--preview-features", "wheel-variants", "--index-url", &stale_server.url, "torch"]), "uv stale");
+    let o = ok(
+        uv(
+            &tools,
+            &v,
+            &[
+                "install",
+                "--preview-features",
+                "wheel-variants",
+                "--index-url",
+                &stale_server.url,
+                "torch",
+            ],
+        ),
+        "uv stale",
+    );
     assert_eq!(installed_variants(&v), ["magma"], "{}", stderr(&o));
-    assert!(!stderr(&o).to_lowercase().contains("warn"), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).to_lowercase().contains("warn"),
+        "{}",
+        stderr(&o)
+    );
     // twine check: every wheel of the three indexes.
     for dir in [&out, &vout, &sout] {
-        let all: Vec<PathBuf> = walk(dir).into_iter().filter(|(r, _)| r.ends_with(".whl")).map(|(_, p)| p).collect();
-        let o = Command::new(tools.join("bin/python")).args(["-m", "twine", "check"]).args(&all).output().unwrap();
-        assert!(o.status.success(), "twine check: {}{}", stdout(&o), stderr(&o));
-        assert_eq!(stdout(&o).matches("PASSED").count(), all.len(), "{}", stdout(&o));
+        let all: Vec<PathBuf> = walk(dir)
+            .into_iter()
+            .filter(|(r, _)| r.ends_with(".whl"))
+            .map(|(_, p)| p)
+            .collect();
+        let o = Command::new(tools.join("bin/python"))
+            .args(["-m", "twine", "check"])
+            .args(&all)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "twine check: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        assert_eq!(
+            stdout(&o).matches("PASSED").count(),
+            all.len(),
+            "{}",
+            stdout(&o)
+        );
     }
 }
 
@@ -703,26 +1248,67 @@ fn torch_2_11_split_from_the_index_pip_download_and_uv_compile() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     assert_valid("docs/index.schema.json", &r);
-    assert_eq!((r["layout"].as_str(), r["added"].as_u64()), (Some("local-label"), Some(2)));
+    assert_eq!(
+        (r["layout"].as_str(), r["added"].as_u64()),
+        (Some("local-label"), Some(2))
+    );
     let core = "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl";
     let lazy = "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl";
-    assert!(entry(&page(&out, "torch"), core)["requires-python"].as_str().is_some_and(|r| r.starts_with(">=")), "torch's Requires-Python");
+    assert!(
+        entry(&page(&out, "torch"), core)["requires-python"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(">=")),
+        "torch's Requires-Python"
+    );
     let server = Server::start(&out);
     let v = Venv::new(&d.path().join("venv"));
     let dl = d.path().join("dl");
     ok(
         v.pip_from(
             &tools.join("bin/python"),
-            &["download", "-q", "--no-deps", "--index-url", &server.url, "-d", s(&dl), "torch==2.11.0+split", "torch-cuda-linalg"],
+            &[
+                "download",
+                "-q",
+                "--no-deps",
+                "--index-url",
+                &server.url,
+                "-d",
+                s(&dl),
+                "torch==2.11.0+split",
+                "torch-cuda-linalg",
+            ],
         ),
         "pip download",
     );
     for (project, f) in [("torch", core), ("torch-cuda-linalg", lazy)] {
-        assert_eq!(sha256(&dl.join(f)), entry(&page(&out, project), f)["hashes"]["sha256"].as_str().unwrap(), "{f}");
+        assert_eq!(
+            sha256(&dl.join(f)),
+            entry(&page(&out, project), f)["hashes"]["sha256"]
+                .as_str()
+                .unwrap(),
+            "{f}"
+        );
     }
-    let args = ["--index-url", "https://pypi.org/simple", "--extra-index-url", &server.url, "--python-platform", "x86_64-manylinux_2_28"];
-    let compiled = stdout(&ok(uv_compile(&tools, &v, &args, "torch\n"), "uv pip compile"));
+    let args = [
+        "--index-url",
+        "https://pypi.org/simple",
+        "--extra-index-url",
+        &server.url,
+        "--python-platform",
+        "x86_64-manylinux_2_28",
+    ];
+    let compiled = stdout(&ok(
+        uv_compile(&tools, &v, &args, "torch\n"),
+        "uv pip compile",
+    ));
     let pins: Vec<&str> = compiled.lines().filter(|l| !l.starts_with('#')).collect();
-    assert!(pins.contains(&"torch==2.11.0+split") && pins.contains(&"torch-cuda-linalg==2.11.0+1.magma"), "{compiled}");
-    assert!(pins.iter().any(|p| p.starts_with("nvidia-")), "torch's other dependencies from PyPI: {compiled}");
+    assert!(
+        pins.contains(&"torch==2.11.0+split")
+            && pins.contains(&"torch-cuda-linalg==2.11.0+1.magma"),
+        "{compiled}"
+    );
+    assert!(
+        pins.iter().any(|p| p.starts_with("nvidia-")),
+        "torch's other dependencies from PyPI: {compiled}"
+    );
 }

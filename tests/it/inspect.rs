@@ -12,7 +12,11 @@ fn inspect(path: &std::path::Path) -> serde_json::Value {
 }
 
 /// (from path, requested name) → (to node name, how.via, how)
-fn edge<'a>(ins: &'a serde_json::Value, from: &str, name: &str) -> (&'a str, &'a serde_json::Value) {
+fn edge<'a>(
+    ins: &'a serde_json::Value,
+    from: &str,
+    name: &str,
+) -> (&'a str, &'a serde_json::Value) {
     let nodes = ins["nodes"].as_array().unwrap();
     let e = ins["edges"]
         .as_array()
@@ -20,14 +24,22 @@ fn edge<'a>(ins: &'a serde_json::Value, from: &str, name: &str) -> (&'a str, &'a
         .iter()
         .find(|e| nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name)
         .unwrap_or_else(|| panic!("no edge {from} -> {name}"));
-    (nodes[e["to"].as_u64().unwrap() as usize]["name"].as_str().unwrap(), &e["how"])
+    (
+        nodes[e["to"].as_u64().unwrap() as usize]["name"]
+            .as_str()
+            .unwrap(),
+        &e["how"],
+    )
 }
 
 #[test]
 fn rpath_and_runpath_resolve_as_ld_so_does() {
     let t = fixture("rpath-runpath");
     // Ground truth: run the program and let each library report which copy was loaded.
-    let out = Command::new(t.join("bin/app")).env_remove("LD_LIBRARY_PATH").output().unwrap();
+    let out = Command::new(t.join("bin/app"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let truth = String::from_utf8(out.stdout).unwrap();
     assert_eq!(truth.trim(), "x=rp y=rn z=rp");
@@ -47,7 +59,10 @@ fn rpath_and_runpath_resolve_as_ld_so_does() {
     assert_eq!(how["of"], "bin/app");
     for (file, want) in [("x", x), ("y", y), ("z", z)] {
         let dir = want.split('/').next().unwrap();
-        assert!(truth.contains(&format!("{file}={dir}")), "splitpkg says {want}, ld.so says {truth}");
+        assert!(
+            truth.contains(&format!("{file}={dir}")),
+            "splitpkg says {want}, ld.so says {truth}"
+        );
     }
 }
 
@@ -55,22 +70,45 @@ fn rpath_and_runpath_resolve_as_ld_so_does() {
 fn lazy_edge_matches_ld_debug() {
     let t = fixture("conda-like");
     // The real program dlopens the lazy library and reaches MAGMA through it.
-    let out = Command::new(t.join("bin/torch_smoke")).env("LD_DEBUG", "files").env_remove("LD_LIBRARY_PATH").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(t.join("bin/torch_smoke"))
+        .env("LD_DEBUG", "files")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "core 4\nlinalg 18\n");
     let debug = String::from_utf8_lossy(&out.stderr);
-    let opened = |name: &str| debug.lines().any(|l| l.contains("file=") && l.contains(name) && l.contains("[0];  dynamically loaded by"));
+    let opened = |name: &str| {
+        debug.lines().any(|l| {
+            l.contains("file=") && l.contains(name) && l.contains("[0];  dynamically loaded by")
+        })
+    };
     assert!(opened("libtorch_cuda_linalg.so"), "{debug}");
     // libmagma is loaded only as a dependency of the dlopened library, never at start-up.
-    let start_up: Vec<&str> = debug.lines().take_while(|l| !l.contains("calling init")).collect();
-    assert!(!start_up.iter().any(|l| l.contains("libmagma")), "{start_up:#?}");
+    let start_up: Vec<&str> = debug
+        .lines()
+        .take_while(|l| !l.contains("calling init"))
+        .collect();
+    assert!(
+        !start_up.iter().any(|l| l.contains("libmagma")),
+        "{start_up:#?}"
+    );
 
     let ins = inspect(&t);
     let (to, how) = edge(&ins, "lib/libtorch_cuda.so", "libtorch_cuda_linalg.so");
     assert_eq!(to, "lib/libtorch_cuda_linalg.so");
     assert_eq!(how["via"], "rpath");
     assert_eq!(how["entry"], "$ORIGIN");
-    let e = ins["edges"].as_array().unwrap().iter().find(|e| e["name"] == "libtorch_cuda_linalg.so").unwrap();
+    let e = ins["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "libtorch_cuda_linalg.so")
+        .unwrap();
     assert_eq!(e["kind"], "lazy");
     let nodes = ins["nodes"].as_array().unwrap();
     let node = |n: &str| nodes.iter().find(|x| x["name"] == n).unwrap();
@@ -78,7 +116,10 @@ fn lazy_edge_matches_ld_debug() {
     assert_eq!(node("lib/libmagma.so.2.8.0")["reach"], "lazy");
     assert_eq!(node("lib/libtorch_cuda.so")["reach"], "eager");
     assert_eq!(node("bin/torch_smoke")["root"], "executable");
-    assert_eq!(node("lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so")["root"], "python-extension");
+    assert_eq!(
+        node("lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so")["root"],
+        "python-extension"
+    );
     assert_eq!(node("libc.so.6")["kind"], "system");
     // The NEEDED through a soname symlink lands on the real file.
     let (magma, _) = edge(&ins, "lib/libtorch_cuda_linalg.so", "libmagma.so.2");
@@ -88,19 +129,50 @@ fn lazy_edge_matches_ld_debug() {
 #[test]
 fn links_are_understood_and_never_leave_the_tree() {
     let ins = inspect(&fixture("links"));
-    let notes: Vec<&str> = ins["input"]["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
-    assert!(notes.iter().any(|n| n.starts_with("lib/libescape.so: symlink to ../../../../etc/passwd leaves the tree")), "{notes:?}");
-    assert!(notes.iter().any(|n| n.starts_with("lib/libabsolute.so.6: symlink to /usr/lib")), "{notes:?}");
-    assert!(notes.iter().any(|n| n.starts_with("lib/libloop.so.a: symlink loop")), "{notes:?}");
-    assert!(notes.iter().any(|n| n.starts_with("lib/libgroup.so: linker script")), "{notes:?}");
+    let notes: Vec<&str> = ins["input"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n
+            .starts_with("lib/libescape.so: symlink to ../../../../etc/passwd leaves the tree")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("lib/libabsolute.so.6: symlink to /usr/lib")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("lib/libloop.so.a: symlink loop")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("lib/libgroup.so: linker script")),
+        "{notes:?}"
+    );
     // One ELF node for the hard-linked pair, named by its shorter path.
-    let files: Vec<&str> = ins["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    let files: Vec<&str> = ins["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
     assert_eq!(files, vec!["bin/foo_app", "lib/libfoo.so.1.2.3"]);
     let (to, how) = edge(&ins, "bin/foo_app", "libfoo.so.1");
     assert_eq!(to, "lib/libfoo.so.1.2.3");
     assert_eq!(how["dir"], "lib");
     // And the real loader agrees that the program runs from this tree.
-    let st = Command::new(fixture("links").join("bin/foo_app")).status().unwrap();
+    let st = Command::new(fixture("links").join("bin/foo_app"))
+        .status()
+        .unwrap();
     assert_eq!(st.code(), Some(0));
 }
 
@@ -110,19 +182,31 @@ fn archives_give_the_same_verdict_as_directories() {
     for name in ["conda-like", "pip-like", "eager-leak"] {
         let dir = fixture(name);
         let want = json(&run_path(&["plan", "--json", "--quiet"], &dir));
-        let whl = tmp.path().join(format!("{name}-2.5.1-cp311-cp311-linux_x86_64.whl"));
+        let whl = tmp
+            .path()
+            .join(format!("{name}-2.5.1-cp311-cp311-linux_x86_64.whl"));
         make_wheel(&dir, &whl);
         let conda = tmp.path().join(format!("{name}-2.5.1-cuda126_h0_0.conda"));
         make_conda(&dir, &conda);
-        let bz2 = tmp.path().join(format!("{name}-2.5.1-cuda126_h0_0.tar.bz2"));
+        let bz2 = tmp
+            .path()
+            .join(format!("{name}-2.5.1-cuda126_h0_0.tar.bz2"));
         make_tar_bz2(&dir, &bz2);
         for archive in [&whl, &conda, &bz2] {
             let o = run_path(&["plan", "--json", "--quiet"], archive);
             let got = json(&o);
             assert_eq!(got["verdict"], want["verdict"], "{}", archive.display());
-            assert_eq!(got["witnesses"].as_array().unwrap().len(), want["witnesses"].as_array().unwrap().len());
+            assert_eq!(
+                got["witnesses"].as_array().unwrap().len(),
+                want["witnesses"].as_array().unwrap().len()
+            );
             assert_eq!(got["outputs"], want["outputs"], "{}", archive.display());
-            assert_eq!(got["payload"]["files"], want["payload"]["files"], "{}", archive.display());
+            assert_eq!(
+                got["payload"]["files"],
+                want["payload"]["files"],
+                "{}",
+                archive.display()
+            );
         }
         let conda_plan = json(&run_path(&["plan", "--json", "--quiet"], &conda));
         assert_eq!(conda_plan["input"]["kind"], "conda");
@@ -141,26 +225,48 @@ fn dot_output_draws_lazy_edges_dashed() {
 
 #[test]
 fn symbols_listing_has_versions_and_sizes() {
-    let o = run_path(&["inspect", "--json", "--symbols", "--quiet"], &fixture("conda-like"));
+    let o = run_path(
+        &["inspect", "--json", "--symbols", "--quiet"],
+        &fixture("conda-like"),
+    );
     let ins = json(&o);
-    let f = ins["files"].as_array().unwrap().iter().find(|f| f["path"] == "lib/libtorch_cuda.so").unwrap();
+    let f = ins["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "lib/libtorch_cuda.so")
+        .unwrap();
     let syms = f["elf"]["symbols"].as_array().unwrap();
-    let dlopen = syms.iter().find(|s| s["name"] == "dlopen").expect("dlopen import");
+    let dlopen = syms
+        .iter()
+        .find(|s| s["name"] == "dlopen")
+        .expect("dlopen import");
     assert_eq!(dlopen["defined"], false);
-    assert!(dlopen["version"].as_str().unwrap().starts_with("GLIBC_"), "{dlopen}");
+    assert!(
+        dlopen["version"].as_str().unwrap().starts_with("GLIBC_"),
+        "{dlopen}"
+    );
     let f2 = syms.iter().find(|s| s["name"] == "torch_cuda_fn").unwrap();
     assert_eq!(f2["defined"], true);
     assert_eq!(f2["kind"], "func");
     assert!(f2["size"].as_u64().unwrap() > 0);
     assert_eq!(f["elf"]["loader_imports"], serde_json::json!(["dlopen"]));
-    let lits: Vec<&str> = f["elf"]["library_literals"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    let lits: Vec<&str> = f["elf"]["library_literals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
     assert_eq!(lits, vec!["libtorch_cuda_linalg.so"]);
 }
 
 /// `splitpkg [SUB] --help` as an 80-column terminal shows it.
 fn help_at_80(sub: Option<&str>) -> String {
     let mut cmd = std::process::Command::new(bin());
-    cmd.args(sub).arg("--help").env("COLUMNS", "80").env("LINES", "24");
+    cmd.args(sub)
+        .arg("--help")
+        .env("COLUMNS", "80")
+        .env("LINES", "24");
     let o = cmd.output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{sub:?}: {}", stderr(&o));
     stdout(&o)
@@ -181,15 +287,33 @@ fn help_examples_are_not_wrapped_mid_command_at_80_columns() {
         .collect();
     assert!(subs.len() >= 10, "{top}");
     // A line of an example block is a command (or a comment), or continues one that ends in `\`.
-    let starts = ["splitpkg ", "pip ", "uv ", "python", "conda ", "mamba ", "pixi ", "rattler-build ", "cd ", "# "];
+    let starts = [
+        "splitpkg ",
+        "pip ",
+        "uv ",
+        "python",
+        "conda ",
+        "mamba ",
+        "pixi ",
+        "rattler-build ",
+        "cd ",
+        "# ",
+    ];
     for sub in std::iter::once(None).chain(subs.iter().map(|s| Some(s.as_str()))) {
         let help = help_at_80(sub);
-        let block: Vec<&str> =
-            help.lines().skip_while(|l| !l.trim_start().starts_with("Examples:")).skip(1).take_while(|l| !l.trim().is_empty()).collect();
+        let block: Vec<&str> = help
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("Examples:"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .collect();
         assert!(!block.is_empty(), "{sub:?} --help has no examples:\n{help}");
         let mut continued = false;
         for line in block {
-            assert!(line.chars().count() <= 80, "{sub:?}: an example is wider than 80 columns: {line:?}");
+            assert!(
+                line.chars().count() <= 80,
+                "{sub:?}: an example is wider than 80 columns: {line:?}"
+            );
             let text = line.trim_start();
             assert!(
                 continued || starts.iter().any(|s| text.starts_with(s)),

@@ -20,13 +20,20 @@ use serde_json::Value;
 fn scenarios() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = repo().join("target").join("fixtures").join(format!("loader-{}", std::process::id()));
+        let out = repo()
+            .join("target")
+            .join("fixtures")
+            .join(format!("loader-{}", std::process::id()));
         let o = Command::new("bash")
             .arg(repo().join("fixtures/loader/build.sh"))
             .arg(&out)
             .output()
             .expect("run fixtures/loader/build.sh (needs bash and gcc)");
-        assert!(o.status.success(), "fixtures/loader/build.sh failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "fixtures/loader/build.sh failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         eprint!("{}", String::from_utf8_lossy(&o.stderr));
         out
     })
@@ -48,35 +55,59 @@ fn inspect(path: &Path, extra: &[&str]) -> Value {
 /// found. The program's interpreter and the vDSO are left out.
 fn ld_list(exe: &Path, ld_library_path: Option<&Path>) -> Vec<(String, Option<PathBuf>)> {
     let mut cmd = Command::new(exe);
-    cmd.env_remove("LD_LIBRARY_PATH").env_remove("LD_PRELOAD").env("LD_TRACE_LOADED_OBJECTS", "1");
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env_remove("LD_PRELOAD")
+        .env("LD_TRACE_LOADED_OBJECTS", "1");
     if let Some(p) = ld_library_path {
         cmd.env("LD_LIBRARY_PATH", p);
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut list = Vec::new();
     for line in text.lines().map(str::trim) {
         let strip = |s: &str| s.rsplit_once(" (0x").map_or(s, |(p, _)| p).to_string();
         if let Some((name, rest)) = line.split_once(" => ") {
-            let path = if rest.trim() == "not found" { None } else { Some(PathBuf::from(strip(rest))) };
+            let path = if rest.trim() == "not found" {
+                None
+            } else {
+                Some(PathBuf::from(strip(rest)))
+            };
             list.push((name.to_string(), path));
-        } else if !line.is_empty() && !line.starts_with("linux-vdso") && !line.starts_with("linux-gate") && !line.contains("/ld-linux") {
+        } else if !line.is_empty()
+            && !line.starts_with("linux-vdso")
+            && !line.starts_with("linux-gate")
+            && !line.contains("/ld-linux")
+        {
             let p = strip(line);
             list.push((p.clone(), Some(PathBuf::from(p))));
         }
     }
-    assert!(!list.is_empty(), "{}: no ld.so listing\n{text}\n{}", exe.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !list.is_empty(),
+        "{}: no ld.so listing\n{text}\n{}",
+        exe.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     list
 }
 
 /// The NEEDED edges splitpkg followed in the process started from `root`: name → (target node, how).
 fn process<'a>(ins: &'a Value, root: &str) -> BTreeMap<String, (&'a Value, &'a Value)> {
     let nodes = ins["nodes"].as_array().unwrap();
-    let id = nodes.iter().find(|n| n["name"] == root).unwrap_or_else(|| panic!("no node {root}"))["id"].clone();
+    let id = nodes
+        .iter()
+        .find(|n| n["name"] == root)
+        .unwrap_or_else(|| panic!("no node {root}"))["id"]
+        .clone();
     let mut out = BTreeMap::new();
     for e in ins["edges"].as_array().unwrap() {
         if e["kind"] == "needed" && e["roots"].as_array().unwrap().contains(&id) {
-            let prev = out.insert(e["name"].as_str().unwrap().to_string(), (&nodes[e["to"].as_u64().unwrap() as usize], &e["how"]));
+            let prev = out.insert(
+                e["name"].as_str().unwrap().to_string(),
+                (&nodes[e["to"].as_u64().unwrap() as usize], &e["how"]),
+            );
             if let Some((p, _)) = prev {
                 assert_eq!(
                     p["name"],
@@ -100,16 +131,30 @@ fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option<PathBuf>)]
     let tree_c = canon(tree);
     let ld_names: Vec<&str> = ld.iter().map(|(n, _)| n.as_str()).collect();
     for name in sp.keys() {
-        assert!(ld_names.contains(&name.as_str()), "{root}: splitpkg follows {name}, ld.so does not ({ld:?})");
+        assert!(
+            ld_names.contains(&name.as_str()),
+            "{root}: splitpkg follows {name}, ld.so does not ({ld:?})"
+        );
     }
     for (name, path) in ld {
-        let (node, how) = sp.get(name).unwrap_or_else(|| panic!("{root}: ld.so loads {name}, splitpkg has no edge: {sp:?}"));
+        let (node, how) = sp
+            .get(name)
+            .unwrap_or_else(|| panic!("{root}: ld.so loads {name}, splitpkg has no edge: {sp:?}"));
         let via = how["via"].as_str().unwrap();
         match path {
             Some(p) if canon(p).starts_with(&tree_c) => {
-                assert_eq!(node["kind"], "file", "{root}: {name}: ld.so loaded {}, splitpkg: {how}", p.display());
+                assert_eq!(
+                    node["kind"],
+                    "file",
+                    "{root}: {name}: ld.so loaded {}, splitpkg: {how}",
+                    p.display()
+                );
                 assert_ne!(via, "tree-elsewhere", "{root}: {name}");
-                assert_eq!(canon(&tree.join(node["name"].as_str().unwrap())), canon(p), "{root}: {name} ({how})");
+                assert_eq!(
+                    canon(&tree.join(node["name"].as_str().unwrap())),
+                    canon(p),
+                    "{root}: {name} ({how})"
+                );
             }
             Some(p) => {
                 // Outside the tree: a system library, or a search-path entry that leaves the tree.
@@ -120,8 +165,14 @@ fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option<PathBuf>)]
                     p.display(),
                     node["name"]
                 );
-                let path_ok = how["path"].as_str().is_some_and(|o| canon(Path::new(o)) == canon(p));
-                assert!(via == "system" || (via == "outside-tree" && path_ok), "{root}: {name} → {}: {how}", p.display());
+                let path_ok = how["path"]
+                    .as_str()
+                    .is_some_and(|o| canon(Path::new(o)) == canon(p));
+                assert!(
+                    via == "system" || (via == "outside-tree" && path_ok),
+                    "{root}: {name} → {}: {how}",
+                    p.display()
+                );
             }
             None => assert!(
                 ["not-found", "nodeflib", "tree-elsewhere"].contains(&via),
@@ -145,8 +196,17 @@ fn edges<'a>(ins: &'a Value, from: &str, name: &str) -> Vec<(&'a str, &'a Value)
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name)
-        .map(|e| (nodes[e["to"].as_u64().unwrap() as usize]["name"].as_str().unwrap(), &e["how"]))
+        .filter(|e| {
+            nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name
+        })
+        .map(|e| {
+            (
+                nodes[e["to"].as_u64().unwrap() as usize]["name"]
+                    .as_str()
+                    .unwrap(),
+                &e["how"],
+            )
+        })
         .collect()
 }
 
@@ -157,7 +217,10 @@ fn origin_is_the_directory_a_library_was_found_in_not_its_symlink_target() {
     let ins = inspect(&t, &[]);
     agrees(&t, &ins, "bin/app", &ld);
     let (to, how) = edge_in(&ins, "bin/app", "real/libsa.so", "libsb.so");
-    assert_eq!((to, &how["via"], &how["dir"]), ("lnk/libsb.so", &Value::from("runpath"), &Value::from("lnk")));
+    assert_eq!(
+        (to, &how["via"], &how["dir"]),
+        ("lnk/libsb.so", &Value::from("runpath"), &Value::from("lnk"))
+    );
     // Loaded on its own (by its real path), its $ORIGIN is real/.
     let (to, how) = edge_in(&ins, "real/libsa.so", "real/libsa.so", "libsb.so");
     assert_eq!((to, &how["dir"]), ("real/libsb.so", &Value::from("real")));
@@ -174,7 +237,10 @@ fn nodeflib_forbids_the_system_directories_libc_included() {
     assert_eq!(edge(&ins, "lib/libnd.so", "libc.so.6").1["via"], "system");
     let (to, how) = edge(&ins, "lib/libnd.so", "libm.so.6");
     assert_eq!((to, &how["via"]), ("libm.so.6", &Value::from("nodeflib")));
-    assert_eq!(edge(&ins, "bin/app-nodeflib", "libc.so.6").1["via"], "nodeflib");
+    assert_eq!(
+        edge(&ins, "bin/app-nodeflib", "libc.so.6").1["via"],
+        "nodeflib"
+    );
 }
 
 #[test]
@@ -189,7 +255,12 @@ fn absolute_entries_are_searched_inside_the_tree_and_outside_it() {
     let (to, how) = edge(&ins, "bin/app", "libab.so");
     assert_eq!(
         (to, &how["via"], &how["entry"], &how["dir"]),
-        ("lib/libab.so", &Value::from("rpath"), &Value::from(abs("lib")), &Value::from("lib"))
+        (
+            "lib/libab.so",
+            &Value::from("rpath"),
+            &Value::from(abs("lib")),
+            &Value::from("lib")
+        )
     );
     let (to, how) = edge(&ins, "bin/app", &abs("opt/libpath.so"));
     assert_eq!((to, &how["via"]), ("opt/libpath.so", &Value::from("path")));
@@ -206,27 +277,51 @@ fn absolute_entries_are_searched_inside_the_tree_and_outside_it() {
         )
     );
     // Not a prefix: the tree's lib/ is no default directory, so the missing search path shows.
-    assert_eq!(edge(&ins, "bin/app-bare", "libab.so").1["via"], "tree-elsewhere");
+    assert_eq!(
+        edge(&ins, "bin/app-bare", "libab.so").1["via"],
+        "tree-elsewhere"
+    );
 }
 
 #[test]
 fn a_prefix_lib_dir_stands_in_for_its_pythons_rpath_only_where_ld_so_would_use_it() {
     let t = scenario("prefix-lib");
     let sp = t.join("lib/python3.11/site-packages");
-    let out =
-        Command::new(t.join("bin/python")).arg(sp.join("ext.so")).arg(sp.join("ext_rn.so")).env_remove("LD_LIBRARY_PATH").output().unwrap();
+    let out = Command::new(t.join("bin/python"))
+        .arg(sp.join("ext.so"))
+        .arg(sp.join("ext_rn.so"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let loaded: Vec<PathBuf> = text.lines().filter_map(|l| l.strip_prefix("loaded /")).map(|p| canon(&Path::new("/").join(p))).collect();
+    let loaded: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("loaded /"))
+        .map(|p| canon(&Path::new("/").join(p)))
+        .collect();
     assert!(loaded.contains(&canon(&t.join("lib/libp2.so"))), "{text}");
-    assert!(text.contains("error libp4.so: cannot open shared object file"), "{text}");
+    assert!(
+        text.contains("error libp4.so: cannot open shared object file"),
+        "{text}"
+    );
     assert!(!loaded.contains(&canon(&t.join("lib/libp4.so"))), "{text}");
 
     let ins = inspect(&t, &[]);
     let (to, how) = edge(&ins, "lib/libp1.so", "libp2.so");
-    assert_eq!((to, &how["via"], &how["dir"]), ("lib/libp2.so", &Value::from("tree-default"), &Value::from("lib")));
+    assert_eq!(
+        (to, &how["via"], &how["dir"]),
+        (
+            "lib/libp2.so",
+            &Value::from("tree-default"),
+            &Value::from("lib")
+        )
+    );
     // libp3 has DT_RUNPATH: ld.so skips the executable's DT_RPATH, so lib/ is not searched.
     let (to, how) = edge(&ins, "lib/libp3.so", "libp4.so");
-    assert_eq!((to, &how["via"]), ("lib/libp4.so", &Value::from("tree-elsewhere")));
+    assert_eq!(
+        (to, &how["via"]),
+        ("lib/libp4.so", &Value::from("tree-elsewhere"))
+    );
 }
 
 #[test]
@@ -241,7 +336,9 @@ fn a_candidate_of_another_machine_is_skipped() {
 fn a_candidate_of_another_class_is_skipped() {
     let t = scenario("class32");
     if !t.exists() {
-        eprintln!("NOTE: skipping the 32-bit scenario: `gcc -m32` cannot link here (apt-get install gcc-multilib)");
+        eprintln!(
+            "NOTE: skipping the 32-bit scenario: `gcc -m32` cannot link here (apt-get install gcc-multilib)"
+        );
         return;
     }
     let ins = inspect(&t, &[]);
@@ -280,7 +377,14 @@ fn ld_library_path_comes_after_rpath_and_before_runpath() {
         let ins = inspect(&t, &["--ld-library-path", arg]);
         agrees(&t, &ins, "bin/app", &ld);
         let (to, how) = edge(&ins, "rp/libv.so", "libw.so");
-        assert_eq!((to, &how["via"], &how["entry"]), ("ldp/libw.so", &Value::from("ld-library-path"), &Value::from(arg)));
+        assert_eq!(
+            (to, &how["via"], &how["entry"]),
+            (
+                "ldp/libw.so",
+                &Value::from("ld-library-path"),
+                &Value::from(arg)
+            )
+        );
         assert_eq!(edge(&ins, "bin/app", "libx.so").0, "rp/libx.so");
     }
 }
@@ -297,24 +401,36 @@ struct Request {
 
 /// Run `cmd` under `LD_DEBUG=files,libs` and read its requests from stderr.
 fn ld_debug(mut cmd: Command) -> (Vec<Request>, String) {
-    cmd.env_remove("LD_LIBRARY_PATH").env_remove("LD_PRELOAD").env("LD_DEBUG", "files,libs");
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env_remove("LD_PRELOAD")
+        .env("LD_DEBUG", "files,libs");
     let out = cmd.output().expect("run under LD_DEBUG");
     let text = String::from_utf8_lossy(&out.stderr).into_owned();
     let mut reqs: Vec<Request> = Vec::new();
     let mut tried: Option<PathBuf> = None;
     for line in text.lines() {
-        let Some((_, l)) = line.split_once(":\t") else { continue };
+        let Some((_, l)) = line.split_once(":\t") else {
+            continue;
+        };
         let l = l.trim();
         if let Some(rest) = l.strip_prefix("file=") {
             let (name, what) = rest.split_once(" [0];  ").unwrap_or((rest, ""));
             if let Some(by) = what.strip_prefix("needed by ") {
                 let by = by.trim_end_matches(" [0]");
-                reqs.push(Request { by: PathBuf::from(by), name: name.to_string(), opened: None });
+                reqs.push(Request {
+                    by: PathBuf::from(by),
+                    name: name.to_string(),
+                    opened: None,
+                });
                 tried = None;
             } else if what.starts_with("generating link map")
                 && let Some(r) = reqs.last_mut().filter(|r| r.name == name)
             {
-                r.opened = Some(if name.contains('/') { PathBuf::from(name) } else { tried.clone().expect("a file was tried") });
+                r.opened = Some(if name.contains('/') {
+                    PathBuf::from(name)
+                } else {
+                    tried.clone().expect("a file was tried")
+                });
             }
         } else if let Some(t) = l.strip_prefix("trying file=") {
             tried = Some(PathBuf::from(t));
@@ -356,10 +472,23 @@ fn tree_path(tree: &Path, p: &Path) -> String {
 /// searched edge of the process is one of ld.so's requests.
 fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], complete: bool) {
     let nodes = ins["nodes"].as_array().unwrap();
-    let id = nodes.iter().find(|n| n["name"] == root).unwrap_or_else(|| panic!("no node {root}"))["id"].clone();
-    let in_process: Vec<&Value> =
-        ins["edges"].as_array().unwrap().iter().filter(|e| e["kind"] == "needed" && e["roots"].as_array().unwrap().contains(&id)).collect();
-    let from = |e: &Value| nodes[e["from"].as_u64().unwrap() as usize]["name"].as_str().unwrap().to_string();
+    let id = nodes
+        .iter()
+        .find(|n| n["name"] == root)
+        .unwrap_or_else(|| panic!("no node {root}"))["id"]
+        .clone();
+    let in_process: Vec<&Value> = ins["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "needed" && e["roots"].as_array().unwrap().contains(&id))
+        .collect();
+    let from = |e: &Value| {
+        nodes[e["from"].as_u64().unwrap() as usize]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let tree_c = canon(tree);
     // The host program's own requests (its libc) are not the tree's.
     for r in reqs.iter().filter(|r| canon(&r.by).starts_with(&tree_c)) {
@@ -367,7 +496,12 @@ fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], co
         let e = in_process
             .iter()
             .find(|e| from(e) == by && e["name"] == r.name.as_str())
-            .unwrap_or_else(|| panic!("{root}: ld.so: {by} needs {}; splitpkg has no such edge", r.name));
+            .unwrap_or_else(|| {
+                panic!(
+                    "{root}: ld.so: {by} needs {}; splitpkg has no such edge",
+                    r.name
+                )
+            });
         let (to, how) = (&nodes[e["to"].as_u64().unwrap() as usize], &e["how"]);
         let via = how["via"].as_str().unwrap();
         match &r.opened {
@@ -378,12 +512,30 @@ fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], co
                     r.name,
                     p.display()
                 );
-                assert_eq!(canon(&tree.join(to["name"].as_str().unwrap())), canon(p), "{root}: {by} → {} ({how})", r.name);
+                assert_eq!(
+                    canon(&tree.join(to["name"].as_str().unwrap())),
+                    canon(p),
+                    "{root}: {by} → {} ({how})",
+                    r.name
+                );
             }
             Some(p) => {
-                assert_ne!(to["kind"], "file", "{root}: {by} → {}: ld.so opened {} outside the tree", r.name, p.display());
-                let same = how["path"].as_str().is_some_and(|o| canon(Path::new(o)) == canon(p));
-                assert!(via == "system" || (via == "outside-tree" && same), "{root}: {by} → {}: {} vs {how}", r.name, p.display());
+                assert_ne!(
+                    to["kind"],
+                    "file",
+                    "{root}: {by} → {}: ld.so opened {} outside the tree",
+                    r.name,
+                    p.display()
+                );
+                let same = how["path"]
+                    .as_str()
+                    .is_some_and(|o| canon(Path::new(o)) == canon(p));
+                assert!(
+                    via == "system" || (via == "outside-tree" && same),
+                    "{root}: {by} → {}: {} vs {how}",
+                    r.name,
+                    p.display()
+                );
             }
             None => assert!(
                 ["not-found", "nodeflib", "tree-elsewhere"].contains(&via),
@@ -399,7 +551,8 @@ fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], co
                 continue;
             }
             assert!(
-                reqs.iter().any(|r| tree_path(tree, &r.by) == from(e) && e["name"] == r.name.as_str()),
+                reqs.iter()
+                    .any(|r| tree_path(tree, &r.by) == from(e) && e["name"] == r.name.as_str()),
                 "{root}: splitpkg searches {} for {}; ld.so made no such request: {reqs:?}",
                 e["name"],
                 from(e)
@@ -411,14 +564,26 @@ fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], co
 /// The edges `from` → `name` taken in `root`'s process.
 fn edge_in<'a>(ins: &'a Value, root: &str, from: &str, name: &str) -> (&'a str, &'a Value) {
     let nodes = ins["nodes"].as_array().unwrap();
-    let id = &nodes.iter().find(|n| n["name"] == root).unwrap_or_else(|| panic!("no node {root}"))["id"];
+    let id = &nodes
+        .iter()
+        .find(|n| n["name"] == root)
+        .unwrap_or_else(|| panic!("no node {root}"))["id"];
     let all: Vec<(&str, &Value)> = ins["edges"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name)
+        .filter(|e| {
+            nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name
+        })
         .filter(|e| e["roots"].as_array().unwrap().contains(id))
-        .map(|e| (nodes[e["to"].as_u64().unwrap() as usize]["name"].as_str().unwrap(), &e["how"]))
+        .map(|e| {
+            (
+                nodes[e["to"].as_u64().unwrap() as usize]["name"]
+                    .as_str()
+                    .unwrap(),
+                &e["how"],
+            )
+        })
         .collect();
     assert_eq!(all.len(), 1, "{root}: {from} -> {name}: {all:?}");
     all[0]
@@ -429,20 +594,47 @@ fn a_library_loaded_on_its_own_has_only_its_own_search_path() {
     let base = scenario("on-its-own");
     let t = base.join("tree");
     let ins = inspect(&t, &[]);
-    agrees_per_request(&t, &ins, "bin/app", &ld_debug_program(&t.join("bin/app")), true);
+    agrees_per_request(
+        &t,
+        &ins,
+        "bin/app",
+        &ld_debug_program(&t.join("bin/app")),
+        true,
+    );
     agrees(&t, &ins, "bin/app", &ld_list(&t.join("bin/app"), None));
     let (to, how) = edge_in(&ins, "bin/app", "lib/liba.so", "libb.so");
-    assert_eq!((to, &how["via"], &how["of"]), ("dep/libb.so", &Value::from("rpath"), &Value::from("bin/app")));
+    assert_eq!(
+        (to, &how["via"], &how["of"]),
+        (
+            "dep/libb.so",
+            &Value::from("rpath"),
+            &Value::from("bin/app")
+        )
+    );
 
     // dlopened by a program without a search path, liba.so cannot find libb.so.
     let (reqs, printed) = ld_debug_dlopen(&base.join("host"), &t.join("lib/liba.so"));
-    assert!(printed.contains("error libb.so: cannot open shared object file"), "{printed}");
+    assert!(
+        printed.contains("error libb.so: cannot open shared object file"),
+        "{printed}"
+    );
     agrees_per_request(&t, &ins, "lib/liba.so", &reqs, false);
     let (to, how) = edge_in(&ins, "lib/liba.so", "lib/liba.so", "libb.so");
-    assert_eq!((to, &how["via"]), ("dep/libb.so", &Value::from("tree-elsewhere")));
+    assert_eq!(
+        (to, &how["via"]),
+        ("dep/libb.so", &Value::from("tree-elsewhere"))
+    );
     // Still loaded by the program, not a root of its own.
-    let liba = ins["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "lib/liba.so").unwrap();
-    assert_eq!((&liba["reach"], liba.get("root")), (&Value::from("eager"), None));
+    let liba = ins["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "lib/liba.so")
+        .unwrap();
+    assert_eq!(
+        (&liba["reach"], liba.get("root")),
+        (&Value::from("eager"), None)
+    );
 }
 
 #[test]
@@ -459,10 +651,19 @@ fn the_first_loader_lends_its_rpath_and_each_program_its_own() {
         (to, how["of"].as_str().unwrap().to_string())
     };
     // Found in dep/ by both app-a and app-c: through each one's own DT_RPATH.
-    assert_eq!(rpath_of("bin/app-a"), ("dep/libdep.so", "bin/app-a".to_string()));
-    assert_eq!(rpath_of("bin/app-c"), ("dep/libdep.so", "bin/app-c".to_string()));
+    assert_eq!(
+        rpath_of("bin/app-a"),
+        ("dep/libdep.so", "bin/app-a".to_string())
+    );
+    assert_eq!(
+        rpath_of("bin/app-c"),
+        ("dep/libdep.so", "bin/app-c".to_string())
+    );
     // In app-b libmid.so loads libshared.so before libother.so asks for it: libmid's chain counts.
-    assert_eq!(rpath_of("bin/app-b"), ("mid/libdep.so", "lib/libmid.so".to_string()));
+    assert_eq!(
+        rpath_of("bin/app-b"),
+        ("mid/libdep.so", "lib/libmid.so".to_string())
+    );
 }
 
 #[test]
@@ -472,15 +673,30 @@ fn a_dlopened_nodeflib_library_reuses_the_programs_libc() {
     let ins = inspect(&t, &[]);
     let host = base.join("host");
     let (reqs, printed) = ld_debug_dlopen(&host, &t.join("lib/libndc.so"));
-    assert!(printed.lines().any(|l| l.starts_with("loaded /") && l.ends_with("/lib/libndc.so")), "{printed}");
+    assert!(
+        printed
+            .lines()
+            .any(|l| l.starts_with("loaded /") && l.ends_with("/lib/libndc.so")),
+        "{printed}"
+    );
     agrees_per_request(&t, &ins, "lib/libndc.so", &reqs, false);
     let (reqs, printed) = ld_debug_dlopen(&host, &t.join("lib/libndtop.so"));
-    assert!(printed.contains("error libm.so.6: cannot open shared object file"), "{printed}");
+    assert!(
+        printed.contains("error libm.so.6: cannot open shared object file"),
+        "{printed}"
+    );
     agrees_per_request(&t, &ins, "lib/libndtop.so", &reqs, false);
     for lib in ["lib/libndc.so", "lib/libndtop.so"] {
-        assert_eq!(edge_in(&ins, lib, lib, "libc.so.6").1["via"], "system", "{lib}");
+        assert_eq!(
+            edge_in(&ins, lib, lib, "libc.so.6").1["via"],
+            "system",
+            "{lib}"
+        );
     }
-    assert_eq!(edge_in(&ins, "lib/libndtop.so", "lib/libndtop.so", "libm.so.6").1["via"], "nodeflib");
+    assert_eq!(
+        edge_in(&ins, "lib/libndtop.so", "lib/libndtop.so", "libm.so.6").1["via"],
+        "nodeflib"
+    );
 }
 
 #[test]
@@ -494,24 +710,53 @@ fn an_absolute_needed_path_outside_the_tree_is_loaded_from_there() {
     }
     let out = base.join("outside/lib/libabsout.so");
     let (to, how) = edge(&ins, "bin/app", out.to_str().unwrap());
-    assert_eq!((to, &how["via"], &how["path"]), ("libabsout.so", &Value::from("outside-tree"), &Value::from(out.to_str().unwrap())));
+    assert_eq!(
+        (to, &how["via"], &how["path"]),
+        (
+            "libabsout.so",
+            &Value::from("outside-tree"),
+            &Value::from(out.to_str().unwrap())
+        )
+    );
     let gone = base.join("outside/gone/libgone.so");
-    assert_eq!(edge(&ins, "bin/app-missing", gone.to_str().unwrap()).1["via"], "not-found");
+    assert_eq!(
+        edge(&ins, "bin/app-missing", gone.to_str().unwrap()).1["via"],
+        "not-found"
+    );
     // An archive has no place: the same path is unknown there, not looked up on this machine.
     let dir = tempfile::tempdir().unwrap();
     let whl = dir.path().join("t-1.0-py3-none-any.whl");
     make_wheel(&t, &whl);
     let ins = inspect(&whl, &[]);
-    assert_eq!(edge(&ins, "bin/app", out.to_str().unwrap()).1["via"], "not-found");
+    assert_eq!(
+        edge(&ins, "bin/app", out.to_str().unwrap()).1["via"],
+        "not-found"
+    );
 }
 
 #[test]
 fn a_name_not_found_is_searched_again_for_the_next_requester() {
     let t = scenario("retry-not-found");
     let ins = inspect(&t, &[]);
-    agrees_per_request(&t, &ins, "bin/app", &ld_debug_program(&t.join("bin/app")), true);
+    agrees_per_request(
+        &t,
+        &ins,
+        "bin/app",
+        &ld_debug_program(&t.join("bin/app")),
+        true,
+    );
     let (to, how) = edge(&ins, "bin/app", "libf.so");
-    assert_eq!((to, &how["via"]), ("sub/libf.so", &Value::from("tree-elsewhere")));
+    assert_eq!(
+        (to, &how["via"]),
+        ("sub/libf.so", &Value::from("tree-elsewhere"))
+    );
     let (to, how) = edge(&ins, "lib/libg.so", "libf.so");
-    assert_eq!((to, &how["via"], &how["of"]), ("sub/libf.so", &Value::from("rpath"), &Value::from("lib/libg.so")));
+    assert_eq!(
+        (to, &how["via"], &how["of"]),
+        (
+            "sub/libf.so",
+            &Value::from("rpath"),
+            &Value::from("lib/libg.so")
+        )
+    );
 }

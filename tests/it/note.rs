@@ -13,7 +13,12 @@ use std::process::Command;
 fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let dst = d.path().join(name);
-    let st = Command::new("cp").arg("-a").arg(fixture(name)).arg(&dst).status().unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(fixture(name))
+        .arg(&dst)
+        .status()
+        .unwrap();
     assert!(st.success());
     (d, dst)
 }
@@ -22,8 +27,16 @@ fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
 /// note and exits 1 (as on the gcc-built fixture made like systemd's macro), so only a failure
 /// that printed nothing counts.
 fn readelf(args: &[&str], file: &Path) -> String {
-    let o = Command::new("readelf").args(args).arg(file).output().expect("readelf (binutils)");
-    assert!(o.status.success() || !o.stdout.is_empty(), "readelf {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new("readelf")
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("readelf (binutils)");
+    assert!(
+        o.status.success() || !o.stdout.is_empty(),
+        "readelf {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -50,7 +63,10 @@ fn assert_loaded_bytes_identical(old: &Path, new: &Path) {
     for (off, size) in segments {
         for i in off..off + size {
             if a[i] != b[i] {
-                assert!(allowed.iter().any(|r| r.contains(&i)), "loaded byte {i:#x} changed");
+                assert!(
+                    allowed.iter().any(|r| r.contains(&i)),
+                    "loaded byte {i:#x} changed"
+                );
             }
         }
     }
@@ -62,7 +78,12 @@ fn assert_loaded_bytes_identical(old: &Path, new: &Path) {
 }
 
 fn note(lib: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["note", lib.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let mut args = vec![
+        "note",
+        lib.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     run(&args)
 }
@@ -83,11 +104,20 @@ fn notes_made_like_systemds_macro_are_read_through_segments_and_sections() {
     let entries = n.as_array().expect("dlopen_notes");
     assert_eq!(entries.len(), 2, "{n}");
     let linalg = entries.iter().find(|e| e["feature"] == "linalg").unwrap();
-    assert_eq!(linalg["soname"], serde_json::json!(["libtorch_cuda_linalg.so"]));
+    assert_eq!(
+        linalg["soname"],
+        serde_json::json!(["libtorch_cuda_linalg.so"])
+    );
     assert_eq!(linalg["priority"], "recommended");
-    assert_eq!(linalg["description"], "Linear algebra on the GPU (MAGMA or not)");
+    assert_eq!(
+        linalg["description"],
+        "Linear algebra on the GPU (MAGMA or not)"
+    );
     let tracing = entries.iter().find(|e| e["feature"] == "tracing").unwrap();
-    assert_eq!(tracing["soname"], serde_json::json!(["libnvtx_missing.so.3", "libnvtx_missing.so"]));
+    assert_eq!(
+        tracing["soname"],
+        serde_json::json!(["libnvtx_missing.so.3", "libnvtx_missing.so"])
+    );
     // Section headers stripped: the PT_NOTE segment alone still gives the same entries.
     let d = tempfile::tempdir().unwrap();
     let bare = d.path().join("libtorch_cuda.so");
@@ -100,34 +130,89 @@ fn notes_made_like_systemds_macro_are_read_through_segments_and_sections() {
 
 #[test]
 fn plan_reports_declared_and_found_edges_side_by_side() {
-    let o = run(&["plan", fixture("dlopen-note").to_str().unwrap(), "--json", "-q"]);
+    let o = run(&[
+        "plan",
+        fixture("dlopen-note").to_str().unwrap(),
+        "--json",
+        "-q",
+    ]);
     assert_eq!(o.status.code(), Some(0), "confined: {}", stderr(&o));
     let plan = json(&o);
     assert_valid("docs/plan.schema.json", &plan);
     let steps = plan["lazy_library"]["loaded_by"].as_array().unwrap();
-    assert_eq!(steps.len(), 1, "the literal and the note are one edge: {steps:?}");
+    assert_eq!(
+        steps.len(),
+        1,
+        "the literal and the note are one edge: {steps:?}"
+    );
     let s = &steps[0];
     assert_eq!(s["kind"], "dlopen-note");
     assert_eq!(s["declared"]["feature"], "linalg");
     assert_eq!(s["declared"]["priority"], "recommended");
     let how = s["how"].as_str().unwrap();
-    assert!(how.starts_with("declared by .note.dlopen (feature linalg, recommended"), "{how}");
-    assert!(how.contains("also a dlopen literal") && how.contains("rpath of libtorch_cuda.so"), "{how}");
+    assert!(
+        how.starts_with("declared by .note.dlopen (feature linalg, recommended"),
+        "{how}"
+    );
+    assert!(
+        how.contains("also a dlopen literal") && how.contains("rpath of libtorch_cuda.so"),
+        "{how}"
+    );
     let warnings = plan["warnings"].as_array().unwrap();
-    let of = |kind: &str| warnings.iter().find(|w| w["kind"] == kind).unwrap_or_else(|| panic!("no {kind} warning: {warnings:?}"));
+    let of = |kind: &str| {
+        warnings
+            .iter()
+            .find(|w| w["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} warning: {warnings:?}"))
+    };
     let undeclared = of("undeclared-dlopen");
     assert_eq!(undeclared["file"], "lib/libtorch_cuda.so");
-    assert_eq!(undeclared["examples"], serde_json::json!(["libundeclared_plugin.so.1"]));
+    assert_eq!(
+        undeclared["examples"],
+        serde_json::json!(["libundeclared_plugin.so.1"])
+    );
     let missing = of("declared-not-found");
-    assert_eq!(missing["examples"], serde_json::json!(["libnvtx_missing.so.3 | libnvtx_missing.so (suggested)"]));
+    assert_eq!(
+        missing["examples"],
+        serde_json::json!(["libnvtx_missing.so.3 | libnvtx_missing.so (suggested)"])
+    );
     // The tree without notes has none of these warnings.
-    let plain = json(&run(&["plan", fixture("conda-like").to_str().unwrap(), "--json", "-q"]));
-    assert!(plain["warnings"].as_array().unwrap().iter().all(|w| w.get("kind").is_none()), "{}", plain["warnings"]);
+    let plain = json(&run(&[
+        "plan",
+        fixture("conda-like").to_str().unwrap(),
+        "--json",
+        "-q",
+    ]));
+    assert!(
+        plain["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w.get("kind").is_none()),
+        "{}",
+        plain["warnings"]
+    );
     // Text: the edge says it is declared, the warnings name the file.
-    let text = stdout(&run(&["plan", fixture("dlopen-note").to_str().unwrap(), "-q"]));
-    assert!(text.contains("dlopen note; declared by .note.dlopen (feature linalg"), "{text}");
-    assert!(text.contains("! lib/libtorch_cuda.so: 1 dlopen literal(s) that its .note.dlopen does not declare"), "{text}");
-    let inspect = stdout(&run(&["inspect", fixture("dlopen-note").to_str().unwrap(), "-q"]));
+    let text = stdout(&run(&[
+        "plan",
+        fixture("dlopen-note").to_str().unwrap(),
+        "-q",
+    ]));
+    assert!(
+        text.contains("dlopen note; declared by .note.dlopen (feature linalg"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "! lib/libtorch_cuda.so: 1 dlopen literal(s) that its .note.dlopen does not declare"
+        ),
+        "{text}"
+    );
+    let inspect = stdout(&run(&[
+        "inspect",
+        fixture("dlopen-note").to_str().unwrap(),
+        "-q",
+    ]));
     assert!(inspect.contains("    declared libtorch_cuda_linalg.so [declared by .note.dlopen (feature linalg, recommended"), "{inspect}");
     assert!(inspect.contains("warnings (.note.dlopen):"), "{inspect}");
 }
@@ -154,20 +239,59 @@ fn lib_with_note_json(dir: &Path, json_c_literal: &str) -> PathBuf {
 #[test]
 fn malformed_notes_are_warnings_naming_the_file() {
     let d = tempfile::tempdir().unwrap();
-    let lib = lib_with_note_json(d.path(), r#""[{\"soname\":[\"lib/abs.so\"]},{\"soname\":" "#);
-    let o = run(&["plan", d.path().join("lib").to_str().unwrap(), "--json", "-q", "--lazy", "libbadnote.so"]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "a verdict, not an error: {}", stderr(&o));
+    let lib = lib_with_note_json(
+        d.path(),
+        r#""[{\"soname\":[\"lib/abs.so\"]},{\"soname\":" "#,
+    );
+    let o = run(&[
+        "plan",
+        d.path().join("lib").to_str().unwrap(),
+        "--json",
+        "-q",
+        "--lazy",
+        "libbadnote.so",
+    ]);
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "a verdict, not an error: {}",
+        stderr(&o)
+    );
     let plan = json(&o);
-    let w = plan["warnings"].as_array().unwrap().iter().find(|w| w["kind"] == "malformed-note").expect("malformed-note warning");
+    let w = plan["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "malformed-note")
+        .expect("malformed-note warning");
     assert_eq!(w["file"], "libbadnote.so");
-    assert!(w["examples"][0].as_str().unwrap().contains("not a JSON array"), "{w}");
+    assert!(
+        w["examples"][0]
+            .as_str()
+            .unwrap()
+            .contains("not a JSON array"),
+        "{w}"
+    );
     // `note` refuses to merge into it: exit 2, one line naming the file, nothing written.
     let out = d.path().join("out.so");
-    let o = note(&lib, &out, &["--soname", "libx.so", "--feature", "x", "--priority", "required"]);
+    let o = note(
+        &lib,
+        &out,
+        &[
+            "--soname",
+            "libx.so",
+            "--feature",
+            "x",
+            "--priority",
+            "required",
+        ],
+    );
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("libbadnote.so") && err.contains("malformed"), "{err}");
+    assert!(
+        err.contains("libbadnote.so") && err.contains("malformed"),
+        "{err}"
+    );
     assert!(!out.exists());
 }
 
@@ -178,13 +302,64 @@ fn note_refuses_bad_input_with_one_line() {
     let out = d.path().join("out.so");
     let bad = fixture("bad/not-elf/lib/libtorch_cuda.so");
     let cases: Vec<(PathBuf, Vec<&str>, &str)> = vec![
-        (bad.clone(), vec!["--soname", "libx.so", "--feature", "x", "--priority", "required"], "not an ELF file"),
-        (lib.clone(), vec!["--soname", "lib/x.so", "--feature", "x", "--priority", "required"], "contains a '/'"),
-        (lib.clone(), vec!["--soname", "libx.so", "--feature", "x\u{1b}[31m", "--priority", "required"], "control character"),
-        (lib.clone(), vec!["--soname", "libx.so", "--feature", "x", "--priority", "must"], "invalid value 'must'"),
+        (
+            bad.clone(),
+            vec![
+                "--soname",
+                "libx.so",
+                "--feature",
+                "x",
+                "--priority",
+                "required",
+            ],
+            "not an ELF file",
+        ),
+        (
+            lib.clone(),
+            vec![
+                "--soname",
+                "lib/x.so",
+                "--feature",
+                "x",
+                "--priority",
+                "required",
+            ],
+            "contains a '/'",
+        ),
+        (
+            lib.clone(),
+            vec![
+                "--soname",
+                "libx.so",
+                "--feature",
+                "x\u{1b}[31m",
+                "--priority",
+                "required",
+            ],
+            "control character",
+        ),
+        (
+            lib.clone(),
+            vec![
+                "--soname",
+                "libx.so",
+                "--feature",
+                "x",
+                "--priority",
+                "must",
+            ],
+            "invalid value 'must'",
+        ),
         (
             fixture("bad/truncated/lib/libtorch_cuda.so"),
-            vec!["--soname", "libx.so", "--feature", "x", "--priority", "required"],
+            vec![
+                "--soname",
+                "libx.so",
+                "--feature",
+                "x",
+                "--priority",
+                "required",
+            ],
             "truncated",
         ),
     ];
@@ -193,7 +368,10 @@ fn note_refuses_bad_input_with_one_line() {
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(why), "{args:?}: {err}");
-        assert!(!err.contains('\u{1b}'), "no raw control characters: {err:?}");
+        assert!(
+            !err.contains('\u{1b}'),
+            "no raw control characters: {err:?}"
+        );
         assert!(!out.exists(), "{args:?}: nothing written");
     }
 }
@@ -231,12 +409,27 @@ fn written_note_reads_back_loads_and_leaves_loaded_bytes_alone() {
     assert_loaded_bytes_identical(&orig, &lib);
     // readelf -n shows the note with its owner and type.
     let notes = readelf(&["-n", "-W"], &lib);
-    assert!(notes.contains("Displaying notes found in: .note.dlopen"), "{notes}");
-    let dlopen_part = notes.split("Displaying notes found in: .note.dlopen").nth(1).unwrap();
-    assert!(dlopen_part.contains("FDO") && dlopen_part.contains("0x407c0c0a"), "{notes}");
+    assert!(
+        notes.contains("Displaying notes found in: .note.dlopen"),
+        "{notes}"
+    );
+    let dlopen_part = notes
+        .split("Displaying notes found in: .note.dlopen")
+        .nth(1)
+        .unwrap();
+    assert!(
+        dlopen_part.contains("FDO") && dlopen_part.contains("0x407c0c0a"),
+        "{notes}"
+    );
     let sections = readelf(&["-S", "-W"], &lib);
-    let line = sections.lines().find(|l| l.contains(" .note.dlopen ")).expect("a .note.dlopen section");
-    assert!(line.contains("NOTE") && !line.contains(" A "), "a non-allocated SHT_NOTE section: {line}");
+    let line = sections
+        .lines()
+        .find(|l| l.contains(" .note.dlopen "))
+        .expect("a .note.dlopen section");
+    assert!(
+        line.contains("NOTE") && !line.contains(" A "),
+        "a non-allocated SHT_NOTE section: {line}"
+    );
     // splitpkg reads back exactly what it wrote.
     assert_eq!(
         notes_of(&lib),
@@ -244,7 +437,10 @@ fn written_note_reads_back_loads_and_leaves_loaded_bytes_alone() {
     );
     // The program linked against it runs as before, and a program that dlopens it calls into it.
     let after = Command::new(tree.join("bin/torch_smoke")).output().unwrap();
-    assert_eq!((before.status.code(), &before.stdout), (after.status.code(), &after.stdout));
+    assert_eq!(
+        (before.status.code(), &before.stdout),
+        (after.status.code(), &after.stdout)
+    );
     assert!(after.status.success());
     let src = tree.join("dl.c");
     std::fs::write(
@@ -253,9 +449,21 @@ fn written_note_reads_back_loads_and_leaves_loaded_bytes_alone() {
     )
     .unwrap();
     let exe = tree.join("dl");
-    assert!(Command::new("gcc").arg("-o").arg(&exe).arg(&src).arg("-ldl").status().unwrap().success());
+    assert!(
+        Command::new("gcc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .arg("-ldl")
+            .status()
+            .unwrap()
+            .success()
+    );
     let run_dl = |l: &Path| Command::new(&exe).arg(l).output().unwrap();
-    let (a, b) = (run_dl(&orig.canonicalize().unwrap()), run_dl(&lib.canonicalize().unwrap()));
+    let (a, b) = (
+        run_dl(&orig.canonicalize().unwrap()),
+        run_dl(&lib.canonicalize().unwrap()),
+    );
     assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stdout));
     assert_eq!(a.stdout, b.stdout);
 }
@@ -265,17 +473,46 @@ fn merging_into_an_existing_note_gives_one_note() {
     let d = tempfile::tempdir().unwrap();
     let lib = fixture("dlopen-note").join("lib/libtorch_cuda.so");
     let out = d.path().join("libtorch_cuda.so");
-    let o =
-        note(&lib, &out, &["--soname", "libcupti.so.12", "--soname", "libcupti.so", "--feature", "profiler", "--priority", "suggested"]);
+    let o = note(
+        &lib,
+        &out,
+        &[
+            "--soname",
+            "libcupti.so.12",
+            "--soname",
+            "libcupti.so",
+            "--feature",
+            "profiler",
+            "--priority",
+            "suggested",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("(merged with the existing note)"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("(merged with the existing note)"),
+        "{}",
+        stdout(&o)
+    );
     assert_loaded_bytes_identical(&lib, &out);
     let notes = readelf(&["-n", "-W"], &out);
-    assert_eq!(notes.matches("Displaying notes found in: .note.dlopen").count(), 1, "{notes}");
-    assert_eq!(notes.matches("FDO").count(), 1, "one note, one JSON array: {notes}");
+    assert_eq!(
+        notes
+            .matches("Displaying notes found in: .note.dlopen")
+            .count(),
+        1,
+        "{notes}"
+    );
+    assert_eq!(
+        notes.matches("FDO").count(),
+        1,
+        "one note, one JSON array: {notes}"
+    );
     let entries = notes_of(&out);
     assert_eq!(entries.as_array().unwrap().len(), 3, "{entries}");
-    assert_eq!(entries[2]["soname"], serde_json::json!(["libcupti.so.12", "libcupti.so"]));
+    assert_eq!(
+        entries[2]["soname"],
+        serde_json::json!(["libcupti.so.12", "libcupti.so"])
+    );
     // The original note's loaded bytes are still there, its section renamed out of the way.
     assert!(readelf(&["-S", "-W"], &out).contains(".note.dlopen.orig"));
 }
@@ -286,25 +523,52 @@ fn emit_renders_the_note_step_only_when_asked_and_the_step_runs() {
     let (plain, noted) = (d.path().join("plain"), d.path().join("noted"));
     let tree = fixture("conda-like");
     for (out, extra) in [(&plain, vec![]), (&noted, vec!["--dlopen-note"])] {
-        let mut args =
-            vec!["emit", tree.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--format", "rattler-build", "--version", "2.5.1"];
+        let mut args = vec![
+            "emit",
+            tree.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+            "--format",
+            "rattler-build",
+            "--version",
+            "2.5.1",
+        ];
         args.extend(extra);
         let o = run(&args);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     }
-    let script = |dir: &Path| std::fs::read_to_string(dir.join("rattler-build/build-variants.sh")).unwrap();
+    let script =
+        |dir: &Path| std::fs::read_to_string(dir.join("rattler-build/build-variants.sh")).unwrap();
     assert!(!script(&plain).contains("splitpkg note"));
     let s = script(&noted);
-    let line = s.lines().find(|l| l.starts_with("splitpkg note")).expect("the note step");
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("splitpkg note"))
+        .expect("the note step");
     assert_eq!(
         line,
         r#"splitpkg note "$INSTALL/lib/libtorch_cuda.so" --out "$INSTALL/lib/libtorch_cuda.so" --soname "libtorch_cuda_linalg.so" --feature "linalg" --priority required --description "magma (magma or nomagma build), packaged as libtorch-cuda-linalg""#
     );
-    assert!(std::fs::read_to_string(noted.join("rattler-build/recipe.yaml")).unwrap().contains("--dlopen-note"));
+    assert!(
+        std::fs::read_to_string(noted.join("rattler-build/recipe.yaml"))
+            .unwrap()
+            .contains("--dlopen-note")
+    );
     // The rendered step, run on an install tree with this splitpkg on PATH.
     let (_t, install) = copy_fixture("conda-like");
-    let path = format!("{}:{}", bin().parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
-    let o = Command::new("bash").arg("-euc").arg(line).env("INSTALL", &install).env("PATH", path).output().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("bash")
+        .arg("-euc")
+        .arg(line)
+        .env("INSTALL", &install)
+        .env("PATH", path)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let n = notes_of(&install.join("lib/libtorch_cuda.so"));
     assert_eq!(n[0]["priority"], "required");
@@ -325,7 +589,11 @@ fn emit_renders_the_note_step_only_when_asked_and_the_step_runs() {
         "magma-linalg",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(std::fs::read_to_string(d.path().join("f/conda-build/build-variants.sh")).unwrap().contains("--feature \"magma-linalg\""));
+    assert!(
+        std::fs::read_to_string(d.path().join("f/conda-build/build-variants.sh"))
+            .unwrap()
+            .contains("--feature \"magma-linalg\"")
+    );
 }
 
 /// Real world: luma-engine 0.2.5 on PyPI bundles SDL3 builds whose `.note.dlopen` SDL's own
@@ -333,31 +601,79 @@ fn emit_renders_the_note_step_only_when_asked_and_the_step_runs() {
 /// `inspect` reads the wheel in place: 8 entries in SDL3.so, 6 in SDL3_mixer.so, no problem, and
 /// on SDL3.so every declared library is also a `dlopen` literal.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier: downloads luma-engine 0.2.5 (6 MB) from PyPI")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier: downloads luma-engine 0.2.5 (6 MB) from PyPI"
+)]
 fn real_world_sdl3_notes_from_pypi() {
     let dir = repo().join("target/dlopen-note-wheels");
     let whl = dir.join("luma_engine-0.2.5-py3-none-any.whl");
     if !whl.exists() {
         let o = Command::new("python3")
-            .args(["-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-d"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-d",
+            ])
             .arg(&dir)
             .arg("luma-engine==0.2.5")
             .output()
             .expect("python3 -m pip");
-        assert!(o.status.success(), "pip download: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "pip download: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let o = run(&["inspect", whl.to_str().unwrap(), "--json", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let facts = json(&o);
-    let file =
-        |name: &str| facts["files"].as_array().unwrap().iter().find(|f| f["path"] == name).unwrap_or_else(|| panic!("{name}")).clone();
+    let file = |name: &str| {
+        facts["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .clone()
+    };
     let sdl = file("luma/lib/SDL3.so");
     let notes = sdl["elf"]["dlopen_notes"].as_array().unwrap().clone();
     assert_eq!(notes.len(), 8);
-    assert!(notes.iter().any(|n| n["soname"] == serde_json::json!(["libGL.so.1", "libOpenGL.so.0"]) && n["feature"] == "egl-opengl"));
+    assert!(notes.iter().any(|n| n["soname"]
+        == serde_json::json!(["libGL.so.1", "libOpenGL.so.0"])
+        && n["feature"] == "egl-opengl"));
     assert!(notes.iter().all(|n| n["priority"] == "suggested"));
-    let literals: Vec<&str> = sdl["elf"]["library_literals"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
-    assert!(notes.iter().all(|n| n["soname"].as_array().unwrap().iter().all(|s| literals.contains(&s.as_str().unwrap()))));
-    assert_eq!(file("luma/lib/SDL3_mixer.so")["elf"]["dlopen_notes"].as_array().unwrap().len(), 6);
-    assert!(facts["files"].as_array().unwrap().iter().all(|f| f["elf"].get("dlopen_note_problems").is_none()));
+    let literals: Vec<&str> = sdl["elf"]["library_literals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert!(notes.iter().all(|n| {
+        n["soname"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| literals.contains(&s.as_str().unwrap()))
+    }));
+    assert_eq!(
+        file("luma/lib/SDL3_mixer.so")["elf"]["dlopen_notes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        6
+    );
+    assert!(
+        facts["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["elf"].get("dlopen_note_problems").is_none())
+    );
 }

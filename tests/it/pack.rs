@@ -39,7 +39,14 @@ fn pack_ok(input: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
 /// The fixture's conda-like prefix packed with its nomagma build, as the test scenarios need it.
 fn fixture_channel(out: &Path, version: &str, extra: &[&str]) -> serde_json::Value {
     let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
-    let mut args = vec!["--version", version, "--build-keys", "cuda126", "--lazy-variant", nomagma.as_str()];
+    let mut args = vec![
+        "--version",
+        version,
+        "--build-keys",
+        "cuda126",
+        "--lazy-variant",
+        nomagma.as_str(),
+    ];
     args.extend_from_slice(extra);
     pack_ok(&fixture("conda-like"), out, &args)
 }
@@ -50,15 +57,26 @@ fn sha256(path: &Path) -> String {
 }
 
 fn conda_files(channel: &Path) -> Vec<String> {
-    let mut v: Vec<String> = walk(channel).into_iter().map(|(r, _)| r).filter(|r| r.ends_with(".conda")).collect();
+    let mut v: Vec<String> = walk(channel)
+        .into_iter()
+        .map(|(r, _)| r)
+        .filter(|r| r.ends_with(".conda"))
+        .collect();
     v.sort();
     v
 }
 
 /// The split model the CLI uses, computed through the library from the same fixture.
-fn model(input: &Path, version: &str, keys: &str, prefer: &str) -> Vec<splitpkg::recipe::split::PackageModel> {
+fn model(
+    input: &Path,
+    version: &str,
+    keys: &str,
+    prefer: &str,
+) -> Vec<splitpkg::recipe::split::PackageModel> {
     let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
-    let ins = splitpkg::analysis::inspect::inspect(input, &spec, &splitpkg::progress::Progress::hidden()).unwrap();
+    let ins =
+        splitpkg::analysis::inspect::inspect(input, &spec, &splitpkg::progress::Progress::hidden())
+            .unwrap();
     let analysis = splitpkg::analysis::verdict::analyse(&ins, &["libtorch_cuda_linalg.so"]);
     let plan = splitpkg::analysis::plan::make_plan(&ins, &analysis, &["libtorch_cuda_linalg.so"]);
     let options = splitpkg::recipe::split::SplitOptions {
@@ -74,7 +92,9 @@ fn model(input: &Path, version: &str, keys: &str, prefer: &str) -> Vec<splitpkg:
         cuda_floor: None,
         external_depends: Vec::new(),
     };
-    splitpkg::recipe::split::Split::from_plan(&plan, options).unwrap().packages()
+    splitpkg::recipe::split::Split::from_plan(&plan, options)
+        .unwrap()
+        .packages()
 }
 
 fn index_of(pkg: &Path) -> IndexJson {
@@ -91,7 +111,12 @@ fn solve(channel: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
 }
 
 fn scenario<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    r["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap()
+    r["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap()
 }
 
 /// name → build of a solved set.
@@ -100,12 +125,23 @@ fn set(sc: &serde_json::Value) -> BTreeMap<String, String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["name"].as_str().unwrap().to_string(), p["build"].as_str().unwrap().to_string()))
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["build"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
 fn one_line_error(o: &Output, code: i32, names: &str) {
-    assert_eq!(o.status.code(), Some(code), "stdout: {}\nstderr: {}", stdout(o), stderr(o));
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        stdout(o),
+        stderr(o)
+    );
     let e = stderr(o);
     assert_eq!(e.lines().count(), 1, "one line: {e}");
     assert!(e.starts_with("splitpkg: error: "), "{e}");
@@ -117,8 +153,16 @@ fn py_rattler(scenarios: &[serde_json::Value]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("scenarios.json");
     std::fs::write(&f, serde_json::to_vec(scenarios).unwrap()).unwrap();
-    let o = Command::new(python_env()).arg(repo().join("tests/py/solve_check.py")).arg(&f).output().unwrap();
-    assert!(o.status.success(), "py-rattler: {}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(python_env())
+        .arg(repo().join("tests/py/solve_check.py"))
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "py-rattler: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -130,20 +174,40 @@ fn cross_check(report: &serde_json::Value, flipped: Option<&Path>) {
         if sc["status"] == "not-applicable" {
             continue;
         }
-        let channel = if sc["id"] == "e" { flipped.unwrap().to_path_buf() } else { PathBuf::from(report["channel"].as_str().unwrap()) };
+        let channel = if sc["id"] == "e" {
+            flipped.unwrap().to_path_buf()
+        } else {
+            PathBuf::from(report["channel"].as_str().unwrap())
+        };
         asks.push(serde_json::json!({"id": sc["id"], "channel": channel, "specs": sc["specs"], "virtual_packages": vps}));
     }
     let py = py_rattler(&asks);
     assert_eq!(py["rattler_version"], "0.28.0");
-    for sc in report["scenarios"].as_array().unwrap().iter().filter(|s| s["status"] != "not-applicable") {
+    for sc in report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["status"] != "not-applicable")
+    {
         let id = sc["id"].as_str().unwrap();
         let theirs = &py["results"][id];
         if sc["solved"].as_array().unwrap().is_empty() {
-            assert!(theirs["unsolvable"].is_string(), "({id}) py-rattler solved what resolvo refused: {theirs}");
+            assert!(
+                theirs["unsolvable"].is_string(),
+                "({id}) py-rattler solved what resolvo refused: {theirs}"
+            );
         } else {
-            let ours: Vec<serde_json::Value> =
-                sc["solved"].as_array().unwrap().iter().map(|p| serde_json::json!([p["name"], p["version"], p["build"]])).collect();
-            assert_eq!(theirs["solved"], serde_json::Value::Array(ours), "({id}) py-rattler disagrees");
+            let ours: Vec<serde_json::Value> = sc["solved"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| serde_json::json!([p["name"], p["version"], p["build"]]))
+                .collect();
+            assert_eq!(
+                theirs["solved"],
+                serde_json::Value::Array(ours),
+                "({id}) py-rattler disagrees"
+            );
         }
     }
 }
@@ -166,16 +230,36 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
     // Nothing else in the channel (rattler_index's .tmp/ removed; the lock file stays, see
     // docs/security.md) or next to it.
     let all: BTreeSet<String> = walk(&ch).into_iter().map(|(r, _)| r).collect();
-    let expected_extra: BTreeSet<String> =
-        [".splitpkg.lock", "linux-64/repodata.json", "noarch/repodata.json", "splitpkg.json"].into_iter().map(String::from).collect();
-    assert_eq!(all.iter().filter(|f| !f.ends_with(".conda")).cloned().collect::<BTreeSet<_>>(), expected_extra);
-    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no work directory left next to the channel");
+    let expected_extra: BTreeSet<String> = [
+        ".splitpkg.lock",
+        "linux-64/repodata.json",
+        "noarch/repodata.json",
+        "splitpkg.json",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(
+        all.iter()
+            .filter(|f| !f.ends_with(".conda"))
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        expected_extra
+    );
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        1,
+        "no work directory left next to the channel"
+    );
 
     // index.json is Split::packages(), field by field, plus the payload package.
     let models = model(&fixture("conda-like"), "2.5.1", "cuda126", "magma");
     assert_eq!(models.len(), 3);
     for m in &models {
-        let f = ch.join(format!("linux-64/{}-{}-{}.conda", m.name, m.version, m.build));
+        let f = ch.join(format!(
+            "linux-64/{}-{}-{}.conda",
+            m.name, m.version, m.build
+        ));
         let idx = index_of(&f);
         assert_eq!(idx.name.as_normalized(), m.name);
         assert_eq!(idx.version.to_string(), m.version);
@@ -197,13 +281,29 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
     assert_eq!(magma.constrains, vec!["libtorch ==2.5.1 cuda126_*"]);
     assert!(magma.track_features.is_empty());
     assert!(nomagma.depends.is_empty());
-    assert_eq!(nomagma.constrains, vec!["libtorch ==2.5.1 cuda126_*", "libmagma <0.0a0"]);
+    assert_eq!(
+        nomagma.constrains,
+        vec!["libtorch ==2.5.1 cuda126_*", "libmagma <0.0a0"]
+    );
     assert_eq!(nomagma.track_features, vec![FEATURE]);
-    assert_eq!(magma.build_number, nomagma.build_number, "preference by track_features, not build-number offsets");
+    assert_eq!(
+        magma.build_number, nomagma.build_number,
+        "preference by track_features, not build-number offsets"
+    );
     let libmagma = idx(&files[0]);
-    assert_eq!((libmagma.version.to_string(), libmagma.depends.len()), ("2.8.0".to_string(), 0));
-    for spec in core.depends.iter().chain(&magma.depends).chain(&magma.constrains).chain(&nomagma.constrains) {
-        MatchSpec::from_str(spec, ParseStrictness::Strict).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    assert_eq!(
+        (libmagma.version.to_string(), libmagma.depends.len()),
+        ("2.8.0".to_string(), 0)
+    );
+    for spec in core
+        .depends
+        .iter()
+        .chain(&magma.depends)
+        .chain(&magma.constrains)
+        .chain(&nomagma.constrains)
+    {
+        MatchSpec::from_str(spec, ParseStrictness::Strict)
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
     }
 
     // paths.json: every file's sha256 and size match the extracted content; the content is the
@@ -213,10 +313,19 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
     for f in &files {
         let x = tempfile::tempdir().unwrap();
         rattler_package_streaming::fs::extract_conda(&ch.join(f), x.path()).unwrap();
-        let paths: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
+        let paths: PathsJson =
+            rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
         assert_eq!(paths.paths_version, 1);
-        let on_disk: BTreeSet<String> = walk(x.path()).into_iter().map(|(r, _)| r).filter(|r| !r.starts_with("info/")).collect();
-        let listed: BTreeSet<String> = paths.paths.iter().map(|p| p.relative_path.to_string_lossy().into_owned()).collect();
+        let on_disk: BTreeSet<String> = walk(x.path())
+            .into_iter()
+            .map(|(r, _)| r)
+            .filter(|r| !r.starts_with("info/"))
+            .collect();
+        let listed: BTreeSet<String> = paths
+            .paths
+            .iter()
+            .map(|p| p.relative_path.to_string_lossy().into_owned())
+            .collect();
         assert_eq!(on_disk, listed, "{f}: paths.json lists exactly the content");
         for p in &paths.paths {
             let rel = p.relative_path.to_string_lossy().into_owned();
@@ -224,14 +333,31 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
             let src = &tree[&rel];
             match p.path_type {
                 PathType::HardLink => {
-                    let sha: String = p.sha256.unwrap().iter().map(|b| format!("{b:02x}")).collect();
+                    let sha: String = p
+                        .sha256
+                        .unwrap()
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect();
                     assert_eq!(sha, sha256(&got), "{f}: {rel} sha256");
-                    assert_eq!(p.size_in_bytes, Some(std::fs::metadata(&got).unwrap().len()), "{f}: {rel} size");
-                    let expect = if f.contains("nomagma") { sha256(&fixture(NOMAGMA)) } else { sha256(src) };
+                    assert_eq!(
+                        p.size_in_bytes,
+                        Some(std::fs::metadata(&got).unwrap().len()),
+                        "{f}: {rel} size"
+                    );
+                    let expect = if f.contains("nomagma") {
+                        sha256(&fixture(NOMAGMA))
+                    } else {
+                        sha256(src)
+                    };
                     assert_eq!(sha, expect, "{f}: {rel} content");
                 }
                 PathType::SoftLink => {
-                    assert_eq!(std::fs::read_link(&got).unwrap(), std::fs::read_link(src).unwrap(), "{f}: {rel} link target");
+                    assert_eq!(
+                        std::fs::read_link(&got).unwrap(),
+                        std::fs::read_link(src).unwrap(),
+                        "{f}: {rel} link target"
+                    );
                 }
                 PathType::Directory => panic!("{f}: directory entry {rel}"),
             }
@@ -247,38 +373,58 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
             }
         }
     }
-    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), tree.keys().cloned().collect::<BTreeSet<_>>(), "every fixture path packed");
+    assert_eq!(
+        seen.keys().cloned().collect::<BTreeSet<_>>(),
+        tree.keys().cloned().collect::<BTreeSet<_>>(),
+        "every fixture path packed"
+    );
     for (p, fs) in &seen {
         assert_eq!(fs.len(), 1, "{p} in {fs:?}");
     }
-    assert!(seen["lib/libmagma.so.2"][0].contains("libmagma-2.8.0"), "payload symlinks go with the payload");
+    assert!(
+        seen["lib/libmagma.so.2"][0].contains("libmagma-2.8.0"),
+        "payload symlinks go with the payload"
+    );
     assert!(seen["lib/libmagma_sparse.so"][0].contains("libmagma-2.8.0"));
 
     // The report says the same.
     assert_eq!(r["lossless"]["tree_paths"], 10);
     assert_eq!(r["lossless"]["placed_once"], 10);
-    let report_paths: BTreeMap<String, String> = serde_json::from_value(r["paths"].clone()).unwrap();
+    let report_paths: BTreeMap<String, String> =
+        serde_json::from_value(r["paths"].clone()).unwrap();
     assert_eq!(report_paths.len(), 10);
     for (p, fs) in &seen {
         assert_eq!(&report_paths[p], &fs[0]);
     }
     assert_eq!(r["record"]["preferred"], "magma");
     assert_eq!(r["record"]["missing_variants"], serde_json::json!([]));
-    assert_eq!(r["standins"], serde_json::json!([]), "libmagma is real here: no stand-in");
-    assert_eq!(r["standins_replaced_by_real"], serde_json::json!(["libmagma"]));
+    assert_eq!(
+        r["standins"],
+        serde_json::json!([]),
+        "libmagma is real here: no stand-in"
+    );
+    assert_eq!(
+        r["standins_replaced_by_real"],
+        serde_json::json!(["libmagma"])
+    );
     assert_eq!(r["represented_bytes"], 0);
-    let about: AboutJson = rattler_package_streaming::seek::read_package_file(ch.join(&files[3])).unwrap();
+    let about: AboutJson =
+        rattler_package_streaming::seek::read_package_file(ch.join(&files[3])).unwrap();
     assert_eq!(about.extra["splitpkg_variant"], "nomagma");
     assert_eq!(about.extra["splitpkg_preferred"], false);
 
     // splitpkg.json describes the split for solve/env.
-    let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
     assert_eq!(info["core"], "libtorch");
     assert_eq!(info["lazy"], "libtorch-cuda-linalg");
     assert_eq!(info["lazy_library"], "libtorch_cuda_linalg.so");
     assert_eq!(info["variants"], serde_json::json!(["magma", "nomagma"]));
     assert_eq!(info["payload_packages"], serde_json::json!(["libmagma"]));
-    assert_eq!(info["packs"][0]["input"], "conda-like", "no directories of this machine");
+    assert_eq!(
+        info["packs"][0]["input"], "conda-like",
+        "no directories of this machine"
+    );
 }
 
 #[test]
@@ -290,25 +436,41 @@ fn packing_is_reproducible_and_replaces_its_own_files() {
     let fa = conda_files(&a);
     assert_eq!(fa, conda_files(&b));
     for f in &fa {
-        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f} differs between two packs");
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+            "{f} differs between two packs"
+        );
     }
-    assert_eq!(std::fs::read(a.join("splitpkg.json")).unwrap(), std::fs::read(b.join("splitpkg.json")).unwrap());
+    assert_eq!(
+        std::fs::read(a.join("splitpkg.json")).unwrap(),
+        std::fs::read(b.join("splitpkg.json")).unwrap()
+    );
     // A higher level changes the bytes (the option reaches the writer) but not the content.
     let c = d.path().join("c");
     fixture_channel(&c, "2.5.1", &["--compression-level", "19"]);
     let core = "linux-64/libtorch-2.5.1-cuda126_h0df9ae8_0.conda";
-    assert_ne!(std::fs::read(a.join(core)).unwrap(), std::fs::read(c.join(core)).unwrap());
+    assert_ne!(
+        std::fs::read(a.join(core)).unwrap(),
+        std::fs::read(c.join(core)).unwrap()
+    );
     let pa: PathsJson = rattler_package_streaming::seek::read_package_file(a.join(core)).unwrap();
     let pc: PathsJson = rattler_package_streaming::seek::read_package_file(c.join(core)).unwrap();
     assert_eq!(pa, pc);
 
     // Packing the same version again without the nomagma build replaces that pack: its nomagma
     // package leaves the channel and the index.
-    pack_ok(&fixture("conda-like"), &a, &["--version", "2.5.1", "--build-keys", "cuda126"]);
+    pack_ok(
+        &fixture("conda-like"),
+        &a,
+        &["--version", "2.5.1", "--build-keys", "cuda126"],
+    );
     let now = conda_files(&a);
     assert_eq!(now.len(), 3, "{now:?}");
     assert!(!now.iter().any(|f| f.contains("nomagma")));
-    let rd: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(a.join("linux-64/repodata.json")).unwrap()).unwrap();
+    let rd: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("linux-64/repodata.json")).unwrap())
+            .unwrap();
     assert_eq!(rd["packages.conda"].as_object().unwrap().len(), 3);
 }
 
@@ -325,17 +487,40 @@ fn a_second_pack_keeps_packages_the_channel_holds_with_the_same_content() {
     let before = std::fs::metadata(&core).unwrap();
     let r = fixture_channel(&ch, "2.5.1", &["--prefer", "nomagma"]);
     let after = std::fs::metadata(&core).unwrap();
-    assert_eq!((before.ino(), before.mtime_nsec()), (after.ino(), after.mtime_nsec()), "the core file is the same file");
-    let notes: Vec<&str> = r["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(
+        (before.ino(), before.mtime_nsec()),
+        (after.ino(), after.mtime_nsec()),
+        "the core file is the same file"
+    );
+    let notes: Vec<&str> = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
     assert!(
-        notes.iter().any(|n| n.starts_with("kept what the channel already held") && n.contains("libtorch-2.5.1-cuda126_h0df9ae8_0.conda")),
+        notes
+            .iter()
+            .any(|n| n.starts_with("kept what the channel already held")
+                && n.contains("libtorch-2.5.1-cuda126_h0df9ae8_0.conda")),
         "{notes:?}"
     );
     // The kept package is recorded and indexed as if written: same sha256 everywhere.
-    let rec = r["record"]["packages"].as_array().unwrap().iter().find(|p| p["name"] == "libtorch").unwrap().clone();
+    let rec = r["record"]["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "libtorch")
+        .unwrap()
+        .clone();
     assert_eq!(rec["sha256"], sha256(&core));
-    let rd: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap()).unwrap();
-    assert_eq!(rd["packages.conda"]["libtorch-2.5.1-cuda126_h0df9ae8_0.conda"]["sha256"], sha256(&core));
+    let rd: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        rd["packages.conda"]["libtorch-2.5.1-cuda126_h0df9ae8_0.conda"]["sha256"],
+        sha256(&core)
+    );
 
     // Bytes that are not what the index lists (same size, one byte changed): not kept, and the
     // pack refuses to put its own package under that name.
@@ -344,8 +529,23 @@ fn a_second_pack_keeps_packages_the_channel_holds_with_the_same_content() {
     bytes[last] ^= 0xff;
     std::fs::write(&core, &bytes).unwrap();
     let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
-    let o = pack(&fixture("conda-like"), &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
-    one_line_error(&o, 2, "already has a different package under this file name");
+    let o = pack(
+        &fixture("conda-like"),
+        &ch,
+        &[
+            "--version",
+            "2.5.1",
+            "--build-keys",
+            "cuda126",
+            "--lazy-variant",
+            &nomagma,
+        ],
+    );
+    one_line_error(
+        &o,
+        2,
+        "already has a different package under this file name",
+    );
 }
 
 /// `pack` writes `repodata.json` itself from what it knows; `rattler_index` over the same channel
@@ -356,9 +556,14 @@ fn repodata_is_what_rattler_index_writes() {
     let ch = d.path().join("ch");
     fixture_channel(&ch, "2.5.1", &[]);
     fixture_channel(&ch, "2.5.2", &[]);
-    let ours: Vec<String> =
-        ["linux-64", "noarch"].iter().map(|s| std::fs::read_to_string(ch.join(s).join("repodata.json")).unwrap()).collect();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ours: Vec<String> = ["linux-64", "noarch"]
+        .iter()
+        .map(|s| std::fs::read_to_string(ch.join(s).join("repodata.json")).unwrap())
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let config = rattler_index::IndexFsConfig {
         channel: ch.clone(),
         target_platform: None,
@@ -372,12 +577,21 @@ fn repodata_is_what_rattler_index_writes() {
         multi_progress: None,
     };
     rt.block_on(rattler_index::index_fs(config)).unwrap();
-    let timeless = |t: &str| regex::Regex::new(r#""indexed_timestamp":\d+"#).unwrap().replace_all(t, "").into_owned();
+    let timeless = |t: &str| {
+        regex::Regex::new(r#""indexed_timestamp":\d+"#)
+            .unwrap()
+            .replace_all(t, "")
+            .into_owned()
+    };
     for (sub, ours) in ["linux-64", "noarch"].iter().zip(&ours) {
         let theirs = std::fs::read_to_string(ch.join(sub).join("repodata.json")).unwrap();
         assert_eq!(timeless(ours), timeless(&theirs), "{sub}/repodata.json");
     }
-    assert!(ours[0].contains("indexed_timestamp") && ours[0].matches(".conda\":").count() >= 5, "{}", ours[0]);
+    assert!(
+        ours[0].contains("indexed_timestamp") && ours[0].matches(".conda\":").count() >= 5,
+        "{}",
+        ours[0]
+    );
 }
 
 #[test]
@@ -391,15 +605,40 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     )
     .unwrap();
     let ch = d.path().join("channel");
-    let r = pack_ok(&fixture("missing"), &ch, &["--version", "2.5.1", "--standins", s(&manifest)]);
+    let r = pack_ok(
+        &fixture("missing"),
+        &ch,
+        &["--version", "2.5.1", "--standins", s(&manifest)],
+    );
     assert_eq!(r["standins_from"], "standins.yaml");
-    let names: Vec<&str> = r["standins"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(names, vec!["libmagma", "cuda-cudart"], "stand-ins for what the split refers to, in manifest order");
+    let names: Vec<&str> = r["standins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["libmagma", "cuda-cudart"],
+        "stand-ins for what the split refers to, in manifest order"
+    );
     assert_eq!(r["represented_bytes"], 294_000_000u64);
-    assert!(r["notes"].as_array().unwrap().iter().any(|n| n == "stand-in libcublas not made: nothing in this split refers to it"));
+    assert!(
+        r["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "stand-in libcublas not made: nothing in this split refers to it")
+    );
     let files = conda_files(&ch);
-    let cudart = files.iter().find(|f| f.starts_with("noarch/cuda-cudart-13.0.96-standin_h")).unwrap();
-    let magma_standin = files.iter().find(|f| f.starts_with("noarch/libmagma-2.8.0-standin_h")).unwrap();
+    let cudart = files
+        .iter()
+        .find(|f| f.starts_with("noarch/cuda-cudart-13.0.96-standin_h"))
+        .unwrap();
+    let magma_standin = files
+        .iter()
+        .find(|f| f.starts_with("noarch/libmagma-2.8.0-standin_h"))
+        .unwrap();
     for f in [cudart, magma_standin] {
         let idx = index_of(&ch.join(f));
         assert_eq!(idx.license.as_deref(), Some("stand-in"));
@@ -407,17 +646,37 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
             idx.track_features.is_empty() && idx.depends.is_empty() && idx.constrains.is_empty(),
             "stand-ins change no solver semantics"
         );
-        assert_eq!(idx.noarch.kind(), Some(rattler_conda_types::NoArchKind::Generic));
-        let about: AboutJson = rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
+        assert_eq!(
+            idx.noarch.kind(),
+            Some(rattler_conda_types::NoArchKind::Generic)
+        );
+        let about: AboutJson =
+            rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
         assert_eq!(about.extra["splitpkg_standin"], true);
         assert!(about.extra["represents_bytes"].as_u64().unwrap() > 0);
         assert!(about.extra["source"].is_string());
     }
     // The core depends on what provides the library it NEEDs (what run-exports would add).
-    let core = files.iter().find(|f| f.contains("/libtorch-2.5.1-")).unwrap();
-    assert_eq!(index_of(&ch.join(core)).depends, vec!["libtorch-cuda-linalg ==2.5.1 cuda13_*", "cuda-cudart >=13.0.96"]);
-    let text = stdout(&pack(&fixture("missing"), &d.path().join("again"), &["--version", "2.5.1", "--standins", s(&manifest)]));
-    assert!(text.contains("[stand-in]") && text.contains("represents 293000000 bytes"), "{text}");
+    let core = files
+        .iter()
+        .find(|f| f.contains("/libtorch-2.5.1-"))
+        .unwrap();
+    assert_eq!(
+        index_of(&ch.join(core)).depends,
+        vec![
+            "libtorch-cuda-linalg ==2.5.1 cuda13_*",
+            "cuda-cudart >=13.0.96"
+        ]
+    );
+    let text = stdout(&pack(
+        &fixture("missing"),
+        &d.path().join("again"),
+        &["--version", "2.5.1", "--standins", s(&manifest)],
+    ));
+    assert!(
+        text.contains("[stand-in]") && text.contains("represents 293000000 bytes"),
+        "{text}"
+    );
 
     // solve: the stand-ins are in the default set, flagged, with represented bytes apart.
     let envs = d.path().join("envs");
@@ -428,39 +687,74 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["name"].as_str().unwrap().to_string(), p["standin"].as_bool().unwrap()))
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["standin"].as_bool().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         flagged,
-        [("cuda-cudart", true), ("libmagma", true), ("libtorch", false), ("libtorch-cuda-linalg", false)]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b))
-            .collect()
+        [
+            ("cuda-cudart", true),
+            ("libmagma", true),
+            ("libtorch", false),
+            ("libtorch-cuda-linalg", false)
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b))
+        .collect()
     );
     assert_eq!(a["represented_bytes"], 294_000_000u64);
-    let real: u64 =
-        a["solved"].as_array().unwrap().iter().filter(|p| p["standin"] == false).map(|p| p["installed_bytes"].as_u64().unwrap()).sum();
-    assert_eq!(a["installed_bytes"], real, "stand-ins' own bytes are not counted as real");
+    let real: u64 = a["solved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["standin"] == false)
+        .map(|p| p["installed_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        a["installed_bytes"], real,
+        "stand-ins' own bytes are not counted as real"
+    );
     let text = stdout(&run(&["solve", s(&ch), "--quiet"]));
     assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
     // (b)-(e) cannot run on this channel and say why.
     for id in ["b", "c", "d", "e"] {
         assert_eq!(scenario(&rep, id)["status"], "not-applicable", "{id}");
     }
-    assert!(scenario(&rep, "d")["detail"].as_str().unwrap().contains("one version in the channel"));
+    assert!(
+        scenario(&rep, "d")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("one version in the channel")
+    );
 
     // env: the installed stand-ins are marked and count represented bytes.
     let e = run(&["env", s(&envs.join("default")), "--json"]);
     assert_eq!(e.status.code(), Some(0), "{}", stderr(&e));
     let env = json(&e);
     assert_valid("docs/env.schema.json", &env);
-    let magma_pkg = env["packages"].as_array().unwrap().iter().find(|p| p["name"] == "libmagma").unwrap();
+    let magma_pkg = env["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "libmagma")
+        .unwrap();
     assert_eq!(
-        (magma_pkg["standin"].as_bool(), magma_pkg["represents_bytes"].as_u64(), magma_pkg["role"].as_str()),
+        (
+            magma_pkg["standin"].as_bool(),
+            magma_pkg["represents_bytes"].as_u64(),
+            magma_pkg["role"].as_str()
+        ),
         (Some(true), Some(293_000_000), Some("payload"))
     );
     assert_eq!(env["represented_bytes"], 294_000_000u64);
-    assert_eq!(env["switch"]["represented_delta"], -293_000_000i64, "switching to nomagma drops the libmagma stand-in");
+    assert_eq!(
+        env["switch"]["represented_delta"], -293_000_000i64,
+        "switching to nomagma drops the libmagma stand-in"
+    );
     let text = stdout(&run(&["env", s(&envs.join("default"))]));
     assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
 }
@@ -481,69 +775,123 @@ fn scenarios_install_plan_and_env() {
     let d = tempfile::tempdir().unwrap();
     let (ch, flipped) = scenario_channels(d.path());
     let envs = d.path().join("envs");
-    let (o, r) = solve(&ch, &["--prefer-channel", s(&flipped), "--install", s(&envs)]);
+    let (o, r) = solve(
+        &ch,
+        &["--prefer-channel", s(&flipped), "--install", s(&envs)],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert_eq!(r["pass"], true);
     assert_eq!(r["versions"], serde_json::json!(["2.5.1", "2.5.2"]));
-    assert_eq!(r["virtual_packages"], serde_json::json!(["__cuda=13.0", "__glibc=2.28", "__linux=6.1", "__unix=0"]));
+    assert_eq!(
+        r["virtual_packages"],
+        serde_json::json!(["__cuda=13.0", "__glibc=2.28", "__linux=6.1", "__unix=0"])
+    );
 
     let a = scenario(&r, "a");
     assert_eq!(a["status"], "pass");
     assert_eq!(a["specs"], serde_json::json!(["libtorch"]));
-    let expect_a: BTreeMap<String, String> =
-        [("libmagma", "h50e331b_0"), ("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_magma_h1e60bb5_0")]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
+    let expect_a: BTreeMap<String, String> = [
+        ("libmagma", "h50e331b_0"),
+        ("libtorch", "cuda126_h0df9ae8_0"),
+        ("libtorch-cuda-linalg", "cuda126_magma_h1e60bb5_0"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
     assert_eq!(set(a), expect_a);
-    assert!(a["solved"].as_array().unwrap().iter().filter(|p| p["name"] != "libmagma").all(|p| p["version"] == "2.5.2"), "newest version");
+    assert!(
+        a["solved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["name"] != "libmagma")
+            .all(|p| p["version"] == "2.5.2"),
+        "newest version"
+    );
     assert_eq!(a["track_features"]["relied_on"], true);
     assert_eq!(a["track_features"]["solvers_agree"], true);
     let lib = |rel: &str| std::fs::metadata(fixture(rel)).unwrap().len();
-    let magma_bytes = lib("conda-like/lib/libmagma.so.2.8.0") + lib("conda-like/lib/libmagma_sparse.so");
+    let magma_bytes =
+        lib("conda-like/lib/libmagma.so.2.8.0") + lib("conda-like/lib/libmagma_sparse.so");
     let tree_bytes: u64 = walk(&fixture("conda-like"))
         .iter()
-        .filter(|(_, p)| !std::fs::symlink_metadata(p).unwrap().file_type().is_symlink())
+        .filter(|(_, p)| {
+            !std::fs::symlink_metadata(p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        })
         .map(|(_, p)| std::fs::metadata(p).unwrap().len())
         .sum();
-    assert_eq!(a["installed_bytes"], tree_bytes, "the default set installs the whole fixture");
+    assert_eq!(
+        a["installed_bytes"], tree_bytes,
+        "the default set installs the whole fixture"
+    );
 
     let b = scenario(&r, "b");
     assert_eq!(b["status"], "pass");
-    assert_eq!(b["specs"], serde_json::json!(["libtorch", "libtorch-cuda-linalg * *nomagma*"]));
+    assert_eq!(
+        b["specs"],
+        serde_json::json!(["libtorch", "libtorch-cuda-linalg * *nomagma*"])
+    );
     assert_eq!(
         set(b),
-        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
+        [
+            ("libtorch", "cuda126_h0df9ae8_0"),
+            ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
     );
     assert_eq!(b["track_features"]["relied_on"], false);
 
     let c = scenario(&r, "c");
-    assert_eq!((c["status"].as_str(), c["solved"].as_array().unwrap().len()), (Some("pass"), 0));
-    assert_eq!(c["specs"], serde_json::json!(["libtorch-cuda-linalg * *nomagma*", "libmagma"]));
+    assert_eq!(
+        (c["status"].as_str(), c["solved"].as_array().unwrap().len()),
+        (Some("pass"), 0)
+    );
+    assert_eq!(
+        c["specs"],
+        serde_json::json!(["libtorch-cuda-linalg * *nomagma*", "libmagma"])
+    );
     let msg = c["solver_message"].as_str().unwrap();
     assert!(msg.contains("libmagma <0.0a0, which conflicts"), "{msg}");
 
     let dd = scenario(&r, "d");
     assert_eq!(dd["status"], "pass");
-    assert_eq!(dd["specs"], serde_json::json!(["libtorch ==2.5.2", "libtorch-cuda-linalg ==2.5.1"]));
-    assert!(dd["solver_message"].as_str().unwrap().contains("libtorch ==2.5.1 cuda126_*"), "{}", dd["solver_message"]);
+    assert_eq!(
+        dd["specs"],
+        serde_json::json!(["libtorch ==2.5.2", "libtorch-cuda-linalg ==2.5.1"])
+    );
+    assert!(
+        dd["solver_message"]
+            .as_str()
+            .unwrap()
+            .contains("libtorch ==2.5.1 cuda126_*"),
+        "{}",
+        dd["solver_message"]
+    );
 
     let e = scenario(&r, "e");
     assert_eq!(e["status"], "pass");
     // The flipped channel's nomagma build: its preference is in the hash (a name never changes meaning).
     assert_eq!(
         set(e),
-        [("libtorch", "cuda126_h0df9ae8_0"), ("libtorch-cuda-linalg", "cuda126_nomagma_hac6cb61_0")]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
+        [
+            ("libtorch", "cuda126_h0df9ae8_0"),
+            ("libtorch-cuda-linalg", "cuda126_nomagma_hac6cb61_0")
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
     );
     assert_eq!(e["track_features"]["relied_on"], true);
     // Its magma build is weighed down under a name of its own (not the default's h1e60bb5).
-    let flipped_magma = conda_files(&flipped).into_iter().find(|f| f.contains("libtorch-cuda-linalg-2.5.2-cuda126_magma_h")).unwrap();
+    let flipped_magma = conda_files(&flipped)
+        .into_iter()
+        .find(|f| f.contains("libtorch-cuda-linalg-2.5.2-cuda126_magma_h"))
+        .unwrap();
     assert!(!flipped_magma.contains("h1e60bb5"), "{flipped_magma}");
     assert!(index_of(&flipped.join(&flipped_magma)).track_features == vec![FEATURE]);
 
@@ -559,14 +907,33 @@ fn scenarios_install_plan_and_env() {
     let default = envs.join("default");
     let slim = envs.join("slim");
     assert!(default.join("lib/libmagma.so.2.8.0").exists());
-    assert!(!walk(&slim).iter().any(|(r, _)| r.contains("libmagma")), "no libmagma file in the slim prefix");
+    assert!(
+        !walk(&slim).iter().any(|(r, _)| r.contains("libmagma")),
+        "no libmagma file in the slim prefix"
+    );
     // `splitpkg plan` on the prefixes, as a user would run it.
     let p = run(&["plan", s(&default), "--json", "--quiet"]);
-    assert_eq!((p.status.code(), json(&p)["verdict"].as_str().map(str::to_string)), (Some(0), Some("confined".to_string())));
+    assert_eq!(
+        (
+            p.status.code(),
+            json(&p)["verdict"].as_str().map(str::to_string)
+        ),
+        (Some(0), Some("confined".to_string()))
+    );
     let p = run(&["plan", s(&slim), "--json", "--quiet"]);
-    assert_eq!((p.status.code(), json(&p)["verdict"].as_str().map(str::to_string)), (Some(1), Some("not-present".to_string())));
+    assert_eq!(
+        (
+            p.status.code(),
+            json(&p)["verdict"].as_str().map(str::to_string)
+        ),
+        (Some(1), Some("not-present".to_string()))
+    );
     let outputs = json(&p)["outputs"].clone();
-    assert_eq!(outputs, serde_json::json!([]), "no split of a slim prefix: nothing to make optional");
+    assert_eq!(
+        outputs,
+        serde_json::json!([]),
+        "no split of a slim prefix: nothing to make optional"
+    );
 
     // env on both prefixes.
     let svg_d = d.path().join("default.svg");
@@ -578,24 +945,61 @@ fn scenarios_install_plan_and_env() {
     assert_eq!(ed["variant"], "magma");
     assert_eq!(ed["switch"]["to"], "nomagma");
     let lazy_delta = lib(NOMAGMA) as i64 - lib("conda-like/lib/libtorch_cuda_linalg.so") as i64;
-    assert_eq!(ed["switch"]["real_delta"], lazy_delta - magma_bytes as i64, "saves libmagma plus the lazy delta");
-    assert_eq!(ed["switch"]["payload_removed"], serde_json::json!(["libmagma"]));
+    assert_eq!(
+        ed["switch"]["real_delta"],
+        lazy_delta - magma_bytes as i64,
+        "saves libmagma plus the lazy delta"
+    );
+    assert_eq!(
+        ed["switch"]["payload_removed"],
+        serde_json::json!(["libmagma"])
+    );
     assert_eq!(ed["switch"]["estimated"], false);
-    assert_eq!(ed["switch"]["commands"]["conda"], r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#);
-    assert_eq!(ed["switch"]["commands"]["mamba"], r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#);
-    assert_eq!(ed["switch"]["commands"]["pixi"], r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#);
-    assert_eq!(ed["channel"], s(&ch), "found from the installed package's file:// URL");
+    assert_eq!(
+        ed["switch"]["commands"]["conda"],
+        r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#
+    );
+    assert_eq!(
+        ed["switch"]["commands"]["mamba"],
+        r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#
+    );
+    assert_eq!(
+        ed["switch"]["commands"]["pixi"],
+        r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#
+    );
+    assert_eq!(
+        ed["channel"],
+        s(&ch),
+        "found from the installed package's file:// URL"
+    );
     let o = run(&["env", s(&slim), "--json", "--svg", s(&svg_s)]);
     let es = json(&o);
     assert_eq!(es["variant"], "nomagma");
-    assert_eq!(es["switch"]["real_delta"], magma_bytes as i64 - lazy_delta, "costs libmagma back");
-    assert_eq!(es["switch"]["payload_added"], serde_json::json!(["libmagma"]));
-    assert_eq!(es["switch"]["commands"]["conda_spec"], "libtorch-cuda-linalg=*=*_magma_*");
+    assert_eq!(
+        es["switch"]["real_delta"],
+        magma_bytes as i64 - lazy_delta,
+        "costs libmagma back"
+    );
+    assert_eq!(
+        es["switch"]["payload_added"],
+        serde_json::json!(["libmagma"])
+    );
+    assert_eq!(
+        es["switch"]["commands"]["conda_spec"],
+        "libtorch-cuda-linalg=*=*_magma_*"
+    );
     // The switch specs select exactly one variant of the channel's builds.
     let builds = ["cuda126_magma_h1e60bb5_0", "cuda126_nomagma_ha0eb17e_0"];
-    for (spec, want) in [(&ed["switch"]["commands"]["pixi_spec"], 1), (&es["switch"]["commands"]["pixi_spec"], 0)] {
+    for (spec, want) in [
+        (&ed["switch"]["commands"]["pixi_spec"], 1),
+        (&es["switch"]["commands"]["pixi_spec"], 0),
+    ] {
         let m = MatchSpec::from_str(spec.as_str().unwrap(), ParseStrictness::Strict).unwrap();
-        let matching: Vec<&str> = builds.iter().filter(|b| m.build.as_ref().unwrap().matches(b)).copied().collect();
+        let matching: Vec<&str> = builds
+            .iter()
+            .filter(|b| m.build.as_ref().unwrap().matches(b))
+            .copied()
+            .collect();
         assert_eq!(matching, vec![builds[want]], "{spec}");
     }
     // Well-formed, deterministic SVGs with the payload highlighted only where it is installed.
@@ -610,14 +1014,32 @@ fn scenarios_install_plan_and_env() {
     }
     let text_d = std::fs::read_to_string(&svg_d).unwrap();
     let text_s = std::fs::read_to_string(&svg_s).unwrap();
-    assert_eq!(text_d.matches(r#"class="payload""#).count(), 1, "payload in the magma env's 'now' bar only");
-    assert_eq!(text_s.matches(r#"class="payload""#).count(), 1, "payload in the slim env's 'after' bar only");
+    assert_eq!(
+        text_d.matches(r#"class="payload""#).count(),
+        1,
+        "payload in the magma env's 'now' bar only"
+    );
+    assert_eq!(
+        text_s.matches(r#"class="payload""#).count(),
+        1,
+        "payload in the slim env's 'after' bar only"
+    );
     let again = d.path().join("again.svg");
     run(&["env", s(&default), "--svg", s(&again)]);
-    assert_eq!(std::fs::read(&again).unwrap(), text_d.as_bytes(), "SVG is deterministic");
+    assert_eq!(
+        std::fs::read(&again).unwrap(),
+        text_d.as_bytes(),
+        "SVG is deterministic"
+    );
 
     // Text report: every scenario named with its status.
-    let t = stdout(&run(&["solve", s(&ch), "--prefer-channel", s(&flipped), "--quiet"]));
+    let t = stdout(&run(&[
+        "solve",
+        s(&ch),
+        "--prefer-channel",
+        s(&flipped),
+        "--quiet",
+    ]));
     for line in [
         "(a) default: PASS",
         "(b) slim: PASS",
@@ -633,7 +1055,10 @@ fn scenarios_install_plan_and_env() {
 /// The scenarios of `scenarios_install_plan_and_env`, solved again with py-rattler over the same
 /// channels: the same records, or both unsolvable.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, py-rattler in a pip venv: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, py-rattler in a pip venv: cargo test --release --features full-tests"
+)]
 fn scenarios_agree_with_py_rattler() {
     let d = tempfile::tempdir().unwrap();
     let (ch, flipped) = scenario_channels(d.path());
@@ -659,27 +1084,56 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
     let r = json(&o);
     assert_valid("docs/env-switch.schema.json", &r);
     assert_valid("docs/env.schema.json", &r["after"]);
-    assert_eq!((r["from"].as_str(), r["to"].as_str()), (Some("magma"), Some("nomagma")));
-    assert_eq!(r["removed"], serde_json::json!(["libmagma-2.8.0-h50e331b_0", "libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0"]));
-    assert_eq!(r["installed"], serde_json::json!(["libtorch-cuda-linalg-2.5.2-cuda126_nomagma_ha0eb17e_0"]));
+    assert_eq!(
+        (r["from"].as_str(), r["to"].as_str()),
+        (Some("magma"), Some("nomagma"))
+    );
+    assert_eq!(
+        r["removed"],
+        serde_json::json!([
+            "libmagma-2.8.0-h50e331b_0",
+            "libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0"
+        ])
+    );
+    assert_eq!(
+        r["installed"],
+        serde_json::json!(["libtorch-cuda-linalg-2.5.2-cuda126_nomagma_ha0eb17e_0"])
+    );
     assert_eq!(
         r["after"]["real_bytes"].as_i64().unwrap() - r["before"]["real_bytes"].as_i64().unwrap(),
         r["before"]["switch"]["real_delta"].as_i64().unwrap(),
         "the switch saved what env predicted"
     );
-    assert!(!env.join("lib/libmagma.so.2").exists(), "libmagma left the environment");
+    assert!(
+        !env.join("lib/libmagma.so.2").exists(),
+        "libmagma left the environment"
+    );
     let o = run(&["plan", s(&env), "--json", "-q"]);
     assert_eq!(json(&o)["verdict"], "not-present", "{}", stdout(&o));
-    assert_eq!(json(&run(&["env", s(&env), "--json"]))["variant"], "nomagma");
+    assert_eq!(
+        json(&run(&["env", s(&env), "--json"]))["variant"],
+        "nomagma"
+    );
     // And back.
     let o = run(&["env", s(&env), "--switch"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("switched") && stdout(&o).contains("+ libmagma-2.8.0-h50e331b_0"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("switched") && stdout(&o).contains("+ libmagma-2.8.0-h50e331b_0"),
+        "{}",
+        stdout(&o)
+    );
     assert!(env.join("lib/libmagma.so.2").exists());
-    assert_eq!(json(&run(&["plan", s(&env), "--json", "-q"]))["verdict"], "confined");
+    assert_eq!(
+        json(&run(&["plan", s(&env), "--json", "-q"]))["verdict"],
+        "confined"
+    );
     // A channel without the nomagma build: refused, one line, nothing changed.
     let only = d.path().join("only-magma");
-    pack_ok(&fixture("conda-like"), &only, &["--version", "2.5.2", "--build-keys", "cuda126"]);
+    pack_ok(
+        &fixture("conda-like"),
+        &only,
+        &["--version", "2.5.2", "--build-keys", "cuda126"],
+    );
     let before = walk(&env);
     let o = run(&["env", s(&env), "--switch", "--channel", s(&only)]);
     one_line_error(&o, 2, "cannot switch to nomagma");
@@ -696,14 +1150,32 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
 #[test]
 fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
     const SP: &str = "lib/python3.11/site-packages/torch";
-    const TORCH_LIBS: [&str; 3] = ["libtorch_cpu.so", "libtorch_cuda.so", "libtorch_cuda_linalg.so"];
+    const TORCH_LIBS: [&str; 3] = [
+        "libtorch_cpu.so",
+        "libtorch_cuda.so",
+        "libtorch_cuda_linalg.so",
+    ];
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
     let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
-    let r = pack_ok(&fixture("conda-forge"), &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
+    let r = pack_ok(
+        &fixture("conda-forge"),
+        &ch,
+        &[
+            "--version",
+            "2.5.1",
+            "--build-keys",
+            "cuda126",
+            "--lazy-variant",
+            &nomagma,
+        ],
+    );
     assert_eq!(r["lossless"]["ok"], true);
     assert_eq!(
-        (r["lossless"]["tree_paths"].as_u64(), r["lossless"]["placed_once"].as_u64()),
+        (
+            r["lossless"]["tree_paths"].as_u64(),
+            r["lossless"]["placed_once"].as_u64()
+        ),
         (Some(13), Some(13)),
         "conda-like's 10 and 3 links"
     );
@@ -711,11 +1183,22 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
     // What each package holds, by its paths.json.
     let packages = r["record"]["packages"].as_array().unwrap();
     let paths_of = |role: &str, variant: Option<&str>| -> BTreeMap<String, PathType> {
-        let pkg = packages.iter().find(|p| p["role"] == role && variant.is_none_or(|v| p["variant"] == v)).unwrap();
-        let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(pkg["file"].as_str().unwrap())).unwrap();
-        p.paths.into_iter().map(|e| (e.relative_path.display().to_string(), e.path_type)).collect()
+        let pkg = packages
+            .iter()
+            .find(|p| p["role"] == role && variant.is_none_or(|v| p["variant"] == v))
+            .unwrap();
+        let p: PathsJson = rattler_package_streaming::seek::read_package_file(
+            ch.join(pkg["file"].as_str().unwrap()),
+        )
+        .unwrap();
+        p.paths
+            .into_iter()
+            .map(|e| (e.relative_path.display().to_string(), e.path_type))
+            .collect()
     };
-    let want = |entries: &[(String, PathType)]| -> BTreeMap<String, PathType> { entries.iter().cloned().collect() };
+    let want = |entries: &[(String, PathType)]| -> BTreeMap<String, PathType> {
+        entries.iter().cloned().collect()
+    };
     let (hard, soft) = (PathType::HardLink, PathType::SoftLink);
     assert_eq!(
         paths_of("core", None),
@@ -733,39 +1216,91 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
     for v in ["magma", "nomagma"] {
         assert_eq!(
             paths_of("lazy", Some(v)),
-            want(&[("lib/libtorch_cuda_linalg.so".into(), hard), (format!("{SP}/lib/libtorch_cuda_linalg.so"), soft)]),
+            want(&[
+                ("lib/libtorch_cuda_linalg.so".into(), hard),
+                (format!("{SP}/lib/libtorch_cuda_linalg.so"), soft)
+            ]),
             "{v}: the link to the lazy library ships with the lazy library"
         );
     }
-    assert!(paths_of("payload", None).keys().all(|p| p.starts_with("lib/libmagma")));
+    assert!(
+        paths_of("payload", None)
+            .keys()
+            .all(|p| p.starts_with("lib/libmagma"))
+    );
 
     let envs = d.path().join("envs");
     let (o, s_) = solve(&ch, &["--install", s(&envs)]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let inst = &s_["install"]["envs"];
-    assert_eq!((inst[0]["name"].as_str(), inst[0]["verdict"].as_str()), (Some("default"), Some("CONFINED")));
-    assert_eq!((inst[1]["name"].as_str(), inst[1]["verdict"].as_str()), (Some("slim"), Some("NOT PRESENT")));
+    assert_eq!(
+        (inst[0]["name"].as_str(), inst[0]["verdict"].as_str()),
+        (Some("default"), Some("CONFINED"))
+    );
+    assert_eq!(
+        (inst[1]["name"].as_str(), inst[1]["verdict"].as_str()),
+        (Some("slim"), Some("NOT PRESENT"))
+    );
 
     // Every link in site-packages/torch/lib is there and names the environment's own file; the
     // lazy one names this variant's build, and conda-meta records it under the lazy package.
     let links_resolve = |env: &Path, lazy_from: &str| {
         for lib in TORCH_LIBS {
             let link = env.join(SP).join("lib").join(lib);
-            assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "{}", link.display());
-            assert_eq!(std::fs::read_link(&link).unwrap(), PathBuf::from(format!("../../../../{lib}")));
-            assert_eq!(std::fs::canonicalize(&link).unwrap(), std::fs::canonicalize(env.join("lib").join(lib)).unwrap(), "{lib} resolves");
+            assert!(
+                std::fs::symlink_metadata(&link)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink(),
+                "{}",
+                link.display()
+            );
+            assert_eq!(
+                std::fs::read_link(&link).unwrap(),
+                PathBuf::from(format!("../../../../{lib}"))
+            );
+            assert_eq!(
+                std::fs::canonicalize(&link).unwrap(),
+                std::fs::canonicalize(env.join("lib").join(lib)).unwrap(),
+                "{lib} resolves"
+            );
         }
-        assert_eq!(sha256(&env.join(SP).join("lib/libtorch_cuda_linalg.so")), sha256(&fixture(lazy_from)), "{}", env.display());
-        let meta = walk(&env.join("conda-meta")).into_iter().find(|(r, _)| r.starts_with("libtorch-cuda-linalg-")).unwrap().1;
-        let files: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
-        assert!(files["files"].as_array().unwrap().iter().any(|f| f == &format!("{SP}/lib/libtorch_cuda_linalg.so")), "{files}");
+        assert_eq!(
+            sha256(&env.join(SP).join("lib/libtorch_cuda_linalg.so")),
+            sha256(&fixture(lazy_from)),
+            "{}",
+            env.display()
+        );
+        let meta = walk(&env.join("conda-meta"))
+            .into_iter()
+            .find(|(r, _)| r.starts_with("libtorch-cuda-linalg-"))
+            .unwrap()
+            .1;
+        let files: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
+        assert!(
+            files["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f == &format!("{SP}/lib/libtorch_cuda_linalg.so")),
+            "{files}"
+        );
     };
     // plan on site-packages/torch: the environment, with the verdict's exit code.
     let plan_sp = |env: &Path| -> (Option<i32>, String) {
         let o = run(&["plan", s(&env.join(SP)), "--json", "--quiet"]);
-        assert!(stderr(&o).contains("links lead into the conda environment"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("links lead into the conda environment"),
+            "{}",
+            stderr(&o)
+        );
         let p = json(&o);
-        assert_eq!(p["input"]["path"], s(env), "planned the enclosing environment");
+        assert_eq!(
+            p["input"]["path"],
+            s(env),
+            "planned the enclosing environment"
+        );
         assert_eq!(p["lazy_library"]["path"], "lib/libtorch_cuda_linalg.so");
         (o.status.code(), p["verdict"].as_str().unwrap().to_string())
     };
@@ -773,7 +1308,10 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
     links_resolve(&default, "conda-like/lib/libtorch_cuda_linalg.so");
     links_resolve(&slim, NOMAGMA);
     assert!(default.join("lib/libmagma.so.2").exists());
-    assert!(!walk(&slim).iter().any(|(r, _)| r.contains("libmagma")), "no libmagma in the slim environment");
+    assert!(
+        !walk(&slim).iter().any(|(r, _)| r.contains("libmagma")),
+        "no libmagma in the slim environment"
+    );
     assert_eq!(plan_sp(&default), (Some(0), "confined".to_string()));
     assert_eq!(plan_sp(&slim), (Some(1), "not-present".to_string()));
 
@@ -783,13 +1321,19 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let e = json(&o);
         assert_valid("docs/env.schema.json", &e);
-        assert_eq!((e["variant"].as_str(), e["switch"]["to"].as_str()), (Some(variant), Some(other)));
+        assert_eq!(
+            (e["variant"].as_str(), e["switch"]["to"].as_str()),
+            (Some(variant), Some(other))
+        );
         assert_eq!(e["channel"], s(&ch));
     }
     // env --switch replaces the lazy package: the link now names the nomagma file.
     let o = run(&["env", s(&default), "--switch", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!((json(&o)["from"].as_str(), json(&o)["to"].as_str()), (Some("magma"), Some("nomagma")));
+    assert_eq!(
+        (json(&o)["from"].as_str(), json(&o)["to"].as_str()),
+        (Some("magma"), Some("nomagma"))
+    );
     links_resolve(&default, NOMAGMA);
     assert!(!default.join("lib/libmagma.so.2").exists());
     assert_eq!(plan_sp(&default), (Some(1), "not-present".to_string()));
@@ -808,9 +1352,15 @@ fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
     assert_eq!(scenario(&r, "e")["status"], "fail");
     assert_eq!(scenario(&r, "d")["status"], "not-applicable");
     // Virtual packages are passed through: a channel needs nothing virtual, so __cuda=none still solves.
-    let (o, r) = solve(&ch, &["--virtual", "__cuda=none", "--virtual", "__glibc=2.17"]);
+    let (o, r) = solve(
+        &ch,
+        &["--virtual", "__cuda=none", "--virtual", "__glibc=2.17"],
+    );
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(r["virtual_packages"], serde_json::json!(["__glibc=2.17", "__linux=6.1", "__unix=0"]));
+    assert_eq!(
+        r["virtual_packages"],
+        serde_json::json!(["__glibc=2.17", "__linux=6.1", "__unix=0"])
+    );
     let o = run(&["solve", s(&ch), "--virtual", "cuda=12"]);
     one_line_error(&o, 2, "--virtual cuda=12");
     let o = run(&["solve", s(&ch), "--version", "9.9"]);
@@ -818,7 +1368,10 @@ fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
 }
 
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests"
+)]
 fn pack_and_rattler_build_agree_on_the_relations() {
     // The same split rendered by emit and built by rattler-build, and packed by pack: the same
     // depends, constrains and track_features for every package (build-string hashes differ by
@@ -843,15 +1396,30 @@ fn pack_and_rattler_build_agree_on_the_relations() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let stage = d.path().join("stage");
     std::fs::create_dir_all(&stage).unwrap();
-    assert!(Command::new("cp").arg("-a").arg(fixture("conda-like")).arg(stage.join("core")).status().unwrap().success());
-    for (v, lib) in [("magma", fixture("conda-like/lib/libtorch_cuda_linalg.so")), ("nomagma", fixture(NOMAGMA))] {
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(fixture("conda-like"))
+            .arg(stage.join("core"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (v, lib) in [
+        ("magma", fixture("conda-like/lib/libtorch_cuda_linalg.so")),
+        ("nomagma", fixture(NOMAGMA)),
+    ] {
         let dst = stage.join(v).join("lib/libtorch_cuda_linalg.so");
         std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
         std::fs::copy(lib, dst).unwrap();
     }
     let work = d.path().join("work");
     let python = python_env();
-    let path = format!("{}:{}", python.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        python.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let out = Command::new(&python)
         .env("PATH", path)
         .arg(repo().join("tests/py/rattler_build_check.py"))
@@ -862,27 +1430,49 @@ fn pack_and_rattler_build_agree_on_the_relations() {
         .arg("2.8.0")
         .output()
         .unwrap();
-    assert!(out.status.success(), "rattler-build: {}", String::from_utf8_lossy(&out.stderr));
-    let built: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert!(
+        out.status.success(),
+        "rattler-build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     let relations = |v: &serde_json::Value| {
-        let list =
-            |k: &str| v[k].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>()).unwrap_or_default();
-        let tf = v["track_features"].as_str().map(|t| t.split(',').map(str::to_string).collect::<Vec<_>>()).unwrap_or_default();
+        let list = |k: &str| {
+            v[k].as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|x| x.as_str().unwrap().to_string())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        let tf = v["track_features"]
+            .as_str()
+            .map(|t| t.split(',').map(str::to_string).collect::<Vec<_>>())
+            .unwrap_or_default();
         (list("depends"), list("constrains"), tf)
     };
-    let packed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap()).unwrap();
+    let packed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap())
+            .unwrap();
     let mut compared = 0;
     for (_, rb) in built["packages"].as_object().unwrap() {
         let (name, build) = (rb["name"].as_str().unwrap(), rb["build"].as_str().unwrap());
         if name != "libtorch" && name != "libtorch-cuda-linalg" {
             continue;
         }
-        let variant = ["_nomagma_", "_magma_"].into_iter().find(|v| build.contains(v));
+        let variant = ["_nomagma_", "_magma_"]
+            .into_iter()
+            .find(|v| build.contains(v));
         let ours = packed["packages.conda"]
             .as_object()
             .unwrap()
             .values()
-            .find(|p| p["name"] == name && variant.is_none_or(|v| p["build"].as_str().unwrap().contains(v)))
+            .find(|p| {
+                p["name"] == name
+                    && variant.is_none_or(|v| p["build"].as_str().unwrap().contains(v))
+            })
             .unwrap();
         assert_eq!(relations(rb), relations(ours), "{name} {build}");
         assert_eq!(rb["build_number"], ours["build_number"]);
@@ -907,21 +1497,76 @@ fn bad_input_is_one_line_and_writes_nothing() {
     assert!(fresh());
     // The MAGMA build offered as nomagma: refused by verify-variant, exit 1.
     let magma_lib = fixture("conda-like/lib/libtorch_cuda_linalg.so");
-    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", &format!("nomagma={}", magma_lib.display())]);
-    one_line_error(&o, 1, "not a nomagma build of libtorch_cuda_linalg.so: no payload library NEEDED (libmagma.so.2)");
+    let o = pack(
+        &fixture("conda-like"),
+        &out,
+        &[
+            "--version",
+            "1",
+            "--lazy-variant",
+            &format!("nomagma={}", magma_lib.display()),
+        ],
+    );
+    one_line_error(
+        &o,
+        1,
+        "not a nomagma build of libtorch_cuda_linalg.so: no payload library NEEDED (libmagma.so.2)",
+    );
     assert!(fresh());
-    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", "nomagma=/nonexistent/lib.so"]);
+    let o = pack(
+        &fixture("conda-like"),
+        &out,
+        &[
+            "--version",
+            "1",
+            "--lazy-variant",
+            "nomagma=/nonexistent/lib.so",
+        ],
+    );
     one_line_error(&o, 2, "/nonexistent/lib.so");
-    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", &format!("magma={}", magma_lib.display())]);
+    let o = pack(
+        &fixture("conda-like"),
+        &out,
+        &[
+            "--version",
+            "1",
+            "--lazy-variant",
+            &format!("magma={}", magma_lib.display()),
+        ],
+    );
     one_line_error(&o, 2, "--lazy-variant magma");
-    let o = pack(&fixture("conda-like"), &out, &["--version", "1", "--lazy-variant", "nomagma"]);
+    let o = pack(
+        &fixture("conda-like"),
+        &out,
+        &["--version", "1", "--lazy-variant", "nomagma"],
+    );
     one_line_error(&o, 2, "NAME=FILE");
     // Broken stand-in manifests.
     let bad = d.path().join("bad.yaml");
     std::fs::write(&bad, "standins:\n  - name: libmagma\n    version: 2.8.0\n").unwrap();
-    one_line_error(&pack(&fixture("conda-like"), &out, &["--version", "1", "--standins", s(&bad)]), 2, s(&bad));
-    std::fs::write(&bad, "standins:\n  - {name: Bad Name, version: '1', represents_bytes: 1, source: x}\n").unwrap();
-    one_line_error(&pack(&fixture("conda-like"), &out, &["--version", "1", "--standins", s(&bad)]), 2, s(&bad));
+    one_line_error(
+        &pack(
+            &fixture("conda-like"),
+            &out,
+            &["--version", "1", "--standins", s(&bad)],
+        ),
+        2,
+        s(&bad),
+    );
+    std::fs::write(
+        &bad,
+        "standins:\n  - {name: Bad Name, version: '1', represents_bytes: 1, source: x}\n",
+    )
+    .unwrap();
+    one_line_error(
+        &pack(
+            &fixture("conda-like"),
+            &out,
+            &["--version", "1", "--standins", s(&bad)],
+        ),
+        2,
+        s(&bad),
+    );
     assert!(fresh());
     // A broken wheel.
     let wheel = d.path().join("torch-0-cp311-none-any.whl");
@@ -929,29 +1574,64 @@ fn bad_input_is_one_line_and_writes_nothing() {
     one_line_error(&pack(&wheel, &out, &["--version", "1"]), 2, s(&wheel));
     assert!(fresh());
     // --out is a file, or inside the input tree.
-    one_line_error(&pack(&fixture("conda-like"), &bad, &["--version", "1"]), 2, s(&bad));
+    one_line_error(
+        &pack(&fixture("conda-like"), &bad, &["--version", "1"]),
+        2,
+        s(&bad),
+    );
     let inside = fixture("conda-like").join("channel");
-    one_line_error(&pack(&fixture("conda-like"), &inside, &["--version", "1"]), 2, "is inside the input tree");
+    one_line_error(
+        &pack(&fixture("conda-like"), &inside, &["--version", "1"]),
+        2,
+        "is inside the input tree",
+    );
     assert!(!inside.exists());
     // A channel that holds another split is not mixed with this one.
     let ch = d.path().join("channel");
     fixture_channel(&ch, "2.5.1", &[]);
     let before = conda_files(&ch);
-    one_line_error(&pack(&fixture("conda-like"), &ch, &["--version", "2.5.2", "--core-name", "other"]), 2, "splitpkg.json");
+    one_line_error(
+        &pack(
+            &fixture("conda-like"),
+            &ch,
+            &["--version", "2.5.2", "--core-name", "other"],
+        ),
+        2,
+        "splitpkg.json",
+    );
     assert_eq!(conda_files(&ch), before);
     // solve and env on things that are not what they need.
-    one_line_error(&run(&["solve", s(d.path())]), 2, "not a channel made by `splitpkg pack`");
-    one_line_error(&run(&["solve", "/nonexistent/channel"]), 2, "/nonexistent/channel");
-    one_line_error(&run(&["env", s(&fixture("conda-like"))]), 2, "no conda-meta");
+    one_line_error(
+        &run(&["solve", s(d.path())]),
+        2,
+        "not a channel made by `splitpkg pack`",
+    );
+    one_line_error(
+        &run(&["solve", "/nonexistent/channel"]),
+        2,
+        "/nonexistent/channel",
+    );
+    one_line_error(
+        &run(&["env", s(&fixture("conda-like"))]),
+        2,
+        "no conda-meta",
+    );
     let envs = d.path().join("envs");
     std::fs::create_dir_all(envs.join("default")).unwrap();
     std::fs::write(envs.join("default/keep"), b"user data").unwrap();
-    one_line_error(&run(&["solve", s(&ch), "--install", s(&envs)]), 2, "exists and is not empty");
+    one_line_error(
+        &run(&["solve", s(&ch), "--install", s(&envs)]),
+        2,
+        "exists and is not empty",
+    );
     assert!(envs.join("default/keep").exists());
 }
 
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, real torch wheel + py-rattler: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, real torch wheel + py-rattler: cargo test --release --features full-tests"
+)]
 fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     let (wheel, _) = corpus("torch-2.11.0-cu130", false);
     let d = tempfile::tempdir().unwrap();
@@ -962,7 +1642,10 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     assert_eq!(r["lossless"]["tree_paths"], 11843);
     assert_eq!(r["lossless"]["placed_once"], 11843);
     assert_eq!(r["record"]["payload_static"], true);
-    assert_eq!(r["record"]["missing_variants"][0]["variant"], "nomagma", "no nomagma invented");
+    assert_eq!(
+        r["record"]["missing_variants"][0]["variant"], "nomagma",
+        "no nomagma invented"
+    );
     let files = conda_files(&ch);
     assert_eq!(
         files,
@@ -975,11 +1658,18 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     let core = index_of(&ch.join(&files[0]));
     assert_eq!(core.depends, vec!["libtorch-cuda-linalg ==2.11.0 cuda13_*"]);
     let lazy = index_of(&ch.join(&files[1]));
-    assert!(lazy.depends.is_empty(), "MAGMA is linked into the library: no libmagma dependency");
+    assert!(
+        lazy.depends.is_empty(),
+        "MAGMA is linked into the library: no libmagma dependency"
+    );
     assert_eq!(lazy.constrains, vec!["libtorch ==2.11.0 cuda13_*"]);
-    let paths: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&files[1])).unwrap();
+    let paths: PathsJson =
+        rattler_package_streaming::seek::read_package_file(ch.join(&files[1])).unwrap();
     assert_eq!(paths.paths.len(), 1);
-    assert_eq!(paths.paths[0].relative_path, PathBuf::from("lib/python3.11/site-packages/torch/lib/libtorch_cuda_linalg.so"));
+    assert_eq!(
+        paths.paths[0].relative_path,
+        PathBuf::from("lib/python3.11/site-packages/torch/lib/libtorch_cuda_linalg.so")
+    );
     assert_eq!(paths.paths[0].size_in_bytes, Some(53_532_193));
 
     let envs = d.path().join("envs");
@@ -991,20 +1681,41 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     assert_eq!(a["status"], "pass");
     assert_eq!(
         set(a),
-        [("libtorch", "cuda13_h86dd438_0"), ("libtorch-cuda-linalg", "cuda13_magma_hbc75e16_0")]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
+        [
+            ("libtorch", "cuda13_h86dd438_0"),
+            ("libtorch-cuda-linalg", "cuda13_magma_hbc75e16_0")
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
     );
-    assert_eq!(a["track_features"]["relied_on"], false, "one candidate: nothing to rank");
-    let lazy_solved = a["solved"].as_array().unwrap().iter().find(|p| p["name"] == "libtorch-cuda-linalg").unwrap();
+    assert_eq!(
+        a["track_features"]["relied_on"], false,
+        "one candidate: nothing to rank"
+    );
+    let lazy_solved = a["solved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "libtorch-cuda-linalg")
+        .unwrap();
     assert_eq!(lazy_solved["installed_bytes"], 53_532_193);
-    assert_eq!(a["installed_bytes"], 1_136_486_950u64, "the whole wheel, installed");
+    assert_eq!(
+        a["installed_bytes"], 1_136_486_950u64,
+        "the whole wheel, installed"
+    );
     for id in ["b", "c", "d", "e"] {
-        assert_eq!(scenario(&s_, id)["status"], "not-applicable", "{id}: the wheel channel has no nomagma build");
+        assert_eq!(
+            scenario(&s_, id)["status"],
+            "not-applicable",
+            "{id}: the wheel channel has no nomagma build"
+        );
     }
     let default = &s_["install"]["envs"][0];
-    assert_eq!((default["status"].as_str(), default["verdict"].as_str()), (Some("pass"), Some("CONFINED")));
+    assert_eq!(
+        (default["status"].as_str(), default["verdict"].as_str()),
+        (Some("pass"), Some("CONFINED"))
+    );
     assert_eq!(s_["install"]["envs"][1]["status"], "not-applicable");
     cross_check(&s_, None);
 
@@ -1012,7 +1723,10 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     let env = json(&e);
     assert_valid("docs/env.schema.json", &env);
     assert_eq!(env["variant"], "magma");
-    assert_eq!(env["switch"]["estimated"], true, "the nomagma size is the plan's estimate");
+    assert_eq!(
+        env["switch"]["estimated"], true,
+        "the nomagma size is the plan's estimate"
+    );
     assert_eq!(env["switch"]["lazy_after"], 2_125_945);
     assert_eq!(env["switch"]["real_delta"], 2_125_945i64 - 53_532_193);
     eprintln!(
@@ -1047,7 +1761,8 @@ fn archives_pack_like_the_directory_they_hold() {
         conda_files(ch)
             .into_iter()
             .map(|f| {
-                let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&f)).unwrap();
+                let p: PathsJson =
+                    rattler_package_streaming::seek::read_package_file(ch.join(&f)).unwrap();
                 (f, p)
             })
             .collect()
@@ -1056,21 +1771,58 @@ fn archives_pack_like_the_directory_they_hold() {
     fixture_channel(&dir, "2.5.1", &[]);
     let want = paths_of(&dir);
     for input in [&conda, &bz2] {
-        let ch = d.path().join(format!("from-{}", input.extension().unwrap().to_string_lossy()));
+        let ch = d.path().join(format!(
+            "from-{}",
+            input.extension().unwrap().to_string_lossy()
+        ));
         let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
-        let r = pack_ok(input, &ch, &["--version", "2.5.1", "--build-keys", "cuda126", "--lazy-variant", &nomagma]);
+        let r = pack_ok(
+            input,
+            &ch,
+            &[
+                "--version",
+                "2.5.1",
+                "--build-keys",
+                "cuda126",
+                "--lazy-variant",
+                &nomagma,
+            ],
+        );
         assert_eq!(r["lossless"]["placed_once"], 10, "{}", input.display());
         assert_eq!(paths_of(&ch), want, "{}", input.display());
     }
     // A wheel installs under site-packages: the same content one level down.
     let ch = d.path().join("from-whl");
-    let r = pack_ok(&whl, &ch, &["--version", "2.5.1", "--build-keys", "cuda126"]);
+    let r = pack_ok(
+        &whl,
+        &ch,
+        &["--version", "2.5.1", "--build-keys", "cuda126"],
+    );
     assert_eq!(r["lossless"]["placed_once"], 10);
-    let core = conda_files(&ch).into_iter().find(|f| f.contains("/libtorch-2.5.1")).unwrap();
+    let core = conda_files(&ch)
+        .into_iter()
+        .find(|f| f.contains("/libtorch-2.5.1"))
+        .unwrap();
     let p: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(&core)).unwrap();
-    let want_core = want.iter().find(|(f, _)| f.contains("/libtorch-2.5.1")).unwrap().1;
-    let moved: Vec<(String, Option<u64>)> =
-        want_core.paths.iter().map(|e| (format!("lib/python3/site-packages/{}", e.relative_path.display()), e.size_in_bytes)).collect();
-    let got: Vec<(String, Option<u64>)> = p.paths.iter().map(|e| (e.relative_path.display().to_string(), e.size_in_bytes)).collect();
+    let want_core = want
+        .iter()
+        .find(|(f, _)| f.contains("/libtorch-2.5.1"))
+        .unwrap()
+        .1;
+    let moved: Vec<(String, Option<u64>)> = want_core
+        .paths
+        .iter()
+        .map(|e| {
+            (
+                format!("lib/python3/site-packages/{}", e.relative_path.display()),
+                e.size_in_bytes,
+            )
+        })
+        .collect();
+    let got: Vec<(String, Option<u64>)> = p
+        .paths
+        .iter()
+        .map(|e| (e.relative_path.display().to_string(), e.size_in_bytes))
+        .collect();
     assert_eq!(got, moved);
 }

@@ -12,11 +12,19 @@ fn plan(name: &str) -> (serde_json::Value, i32) {
 }
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
-    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
 }
 
 fn output<'a>(plan: &'a serde_json::Value, role: &str) -> Option<&'a serde_json::Value> {
-    plan["outputs"].as_array().unwrap().iter().find(|o| o["role"] == role)
+    plan["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["role"] == role)
 }
 
 #[test]
@@ -30,20 +38,50 @@ fn conda_like_is_confined_with_shared_magma_optional() {
     let loaded_by = &p["lazy_library"]["loaded_by"][0];
     assert_eq!(loaded_by["from"], "lib/libtorch_cuda.so");
     assert_eq!(loaded_by["kind"], "lazy");
-    assert!(loaded_by["how"].as_str().unwrap().contains("$ORIGIN"), "{loaded_by}");
+    assert!(
+        loaded_by["how"].as_str().unwrap().contains("$ORIGIN"),
+        "{loaded_by}"
+    );
 
-    let payload: Vec<&serde_json::Value> = p["payload"]["files"].as_array().unwrap().iter().collect();
-    let forms: BTreeSet<(String, String)> =
-        payload.iter().map(|f| (f["path"].as_str().unwrap().to_string(), f["form"].as_str().unwrap().to_string())).collect();
-    assert!(forms.contains(&("lib/libmagma.so.2.8.0".into(), "library".into())), "{forms:?}");
-    assert!(forms.contains(&("lib/libmagma_sparse.so".into(), "library".into())), "{forms:?}");
+    let payload: Vec<&serde_json::Value> =
+        p["payload"]["files"].as_array().unwrap().iter().collect();
+    let forms: BTreeSet<(String, String)> = payload
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["form"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        forms.contains(&("lib/libmagma.so.2.8.0".into(), "library".into())),
+        "{forms:?}"
+    );
+    assert!(
+        forms.contains(&("lib/libmagma_sparse.so".into(), "library".into())),
+        "{forms:?}"
+    );
 
     // Payload output: both MAGMA libraries and the soname symlinks; nothing else.
     let out = output(&p, "payload").expect("payload output");
-    assert_eq!(strings(&out["files"]), vec!["lib/libmagma.so", "lib/libmagma.so.2", "lib/libmagma.so.2.8.0", "lib/libmagma_sparse.so"]);
+    assert_eq!(
+        strings(&out["files"]),
+        vec![
+            "lib/libmagma.so",
+            "lib/libmagma.so.2",
+            "lib/libmagma.so.2.8.0",
+            "lib/libmagma_sparse.so"
+        ]
+    );
     let lazy = output(&p, "lazy").unwrap();
     assert_eq!(strings(&lazy["files"]), vec!["lib/libtorch_cuda_linalg.so"]);
-    let names: Vec<&str> = lazy["variants"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = lazy["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["magma", "nomagma"]);
 
     // Every file of the tree lands in exactly one output.
@@ -53,7 +91,10 @@ fn conda_like_is_confined_with_shared_magma_optional() {
     }
     let unique: BTreeSet<&String> = all.iter().collect();
     assert_eq!(unique.len(), all.len(), "a file in two outputs: {all:?}");
-    let tree: BTreeSet<String> = walk(&fixture("conda-like")).into_iter().map(|(r, _)| r).collect();
+    let tree: BTreeSet<String> = walk(&fixture("conda-like"))
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
     assert_eq!(unique.into_iter().cloned().collect::<BTreeSet<_>>(), tree);
 
     // The saving is exactly the payload output in this layout (the lazy library links MAGMA dynamically).
@@ -63,14 +104,27 @@ fn conda_like_is_confined_with_shared_magma_optional() {
     let warnings = p["warnings"].as_array().unwrap();
     assert!(
         warnings.iter().any(|w| w["file"] == "lib/libtorch_cuda.so"
-            && w["examples"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))
+            && w["examples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))
             && w["consequence"].as_str().unwrap().contains("has_magma")),
         "{warnings:#?}"
     );
     // The symbol the loader looks up by name next to the library name.
-    assert_eq!(strings(&p["contract"]["loader_lookups"]), vec!["linalg_entry"]);
+    assert_eq!(
+        strings(&p["contract"]["loader_lookups"]),
+        vec!["linalg_entry"]
+    );
     let imports = p["contract"]["imports"].as_array().unwrap();
-    assert!(imports.iter().any(|g| g["provider"] == "lib/libmagma.so.2.8.0" && g["samples"][0] == "magma_dgetrf_gpu"), "{imports:#?}");
+    assert!(
+        imports
+            .iter()
+            .any(|g| g["provider"] == "lib/libmagma.so.2.8.0"
+                && g["samples"][0] == "magma_dgetrf_gpu"),
+        "{imports:#?}"
+    );
 }
 
 #[test]
@@ -92,13 +146,22 @@ fn pip_like_static_magma_is_confined_with_estimate() {
     let est = &f["estimate"];
     assert!(est["bytes"].as_u64().unwrap() > 0);
     assert!(est["bytes"].as_u64().unwrap() < f["size"].as_u64().unwrap());
-    assert!(est["parts"].as_array().unwrap().iter().any(|x| x["what"] == ".text"));
+    assert!(
+        est["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["what"] == ".text")
+    );
     // No payload output (it is inside the lazy library), and the saving is the estimate.
     assert!(output(&p, "payload").is_none());
     assert_eq!(p["saving"]["bytes"], est["bytes"]);
     let nomagma = &output(&p, "lazy").unwrap()["variants"][1];
     assert_eq!(nomagma["measured"], false);
-    assert_eq!(nomagma["bytes"].as_u64().unwrap(), f["size"].as_u64().unwrap() - est["bytes"].as_u64().unwrap());
+    assert_eq!(
+        nomagma["bytes"].as_u64().unwrap(),
+        f["size"].as_u64().unwrap() - est["bytes"].as_u64().unwrap()
+    );
 }
 
 #[test]
@@ -109,7 +172,10 @@ fn eager_leak_is_refuted_with_the_path() {
     assert_eq!(p["verdict"], "not-confined");
     assert!(p["outputs"].as_array().unwrap().is_empty());
     let w = &p["witnesses"][0];
-    assert_eq!(w["summary"], "torch_smoke → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED) → is payload library libmagma.so.2.8.0");
+    assert_eq!(
+        w["summary"],
+        "torch_smoke → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED) → is payload library libmagma.so.2.8.0"
+    );
     let steps = w["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 2);
     assert_eq!(steps[1]["from"], "lib/libtorch_cuda.so");
@@ -124,21 +190,41 @@ fn old_layout_without_lazy_library_is_refuted() {
     assert_eq!(p["verdict"], "not-confined");
     assert!(p["lazy_library"].is_null());
     let w = p["witnesses"][0]["summary"].as_str().unwrap();
-    assert!(w.starts_with("_C.cpython-311-x86_64-linux-gnu.so → libtorch_cuda.so (NEEDED) → defines magma_"), "{w}");
-    assert!(p["reasons"].as_array().unwrap().iter().any(|r| r.as_str().unwrap().contains("no lazy library")));
+    assert!(
+        w.starts_with(
+            "_C.cpython-311-x86_64-linux-gnu.so → libtorch_cuda.so (NEEDED) → defines magma_"
+        ),
+        "{w}"
+    );
+    assert!(
+        p["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("no lazy library"))
+    );
 }
 
 #[test]
 fn missing_payload_library_is_external_and_confined() {
     let (p, code) = plan("missing");
     assert_eq!(code, 0, "{p:#}");
-    assert_eq!(p["payload"]["external"], serde_json::json!(["libmagma.so.2"]));
-    assert_eq!(output(&p, "payload").unwrap()["external"], serde_json::json!(["libmagma.so.2"]));
+    assert_eq!(
+        p["payload"]["external"],
+        serde_json::json!(["libmagma.so.2"])
+    );
+    assert_eq!(
+        output(&p, "payload").unwrap()["external"],
+        serde_json::json!(["libmagma.so.2"])
+    );
     // The CUDA runtime is neither in the tree nor a system library: reported, not fatal.
     let o = run_path(&["inspect", "--json", "--quiet"], &fixture("missing"));
     let ins = json(&o);
     let edges = ins["edges"].as_array().unwrap();
-    let cudart = edges.iter().find(|e| e["name"] == "libcudart.so.13").expect("cudart edge");
+    let cudart = edges
+        .iter()
+        .find(|e| e["name"] == "libcudart.so.13")
+        .expect("cudart edge");
     assert_eq!(cudart["how"]["via"], "not-found");
     let node = &ins["nodes"][cudart["to"].as_u64().unwrap() as usize];
     assert_eq!(node["kind"], "external");
@@ -154,15 +240,27 @@ fn nomagma_build_reports_not_present() {
 #[test]
 fn lazy_and_dep_can_be_overridden() {
     // Treat the torch_cuda library's own loader target as something else: nothing named so.
-    let o = run_path(&["plan", "--json", "--quiet", "--lazy", "libnothing.so"], &fixture("conda-like"));
+    let o = run_path(
+        &["plan", "--json", "--quiet", "--lazy", "libnothing.so"],
+        &fixture("conda-like"),
+    );
     assert_eq!(o.status.code(), Some(1));
     let p = json(&o);
     assert_eq!(p["verdict"], "not-confined");
     // A different component: libtorch_cpu is "the payload", reached eagerly.
-    let o = run_path(&["plan", "--json", "--quiet", "--dep", "torch_cpu"], &fixture("conda-like"));
+    let o = run_path(
+        &["plan", "--json", "--quiet", "--dep", "torch_cpu"],
+        &fixture("conda-like"),
+    );
     let p = json(&o);
     assert_eq!(p["verdict"], "not-confined");
-    assert!(p["witnesses"][0]["summary"].as_str().unwrap().ends_with("is payload library libtorch_cpu.so"), "{p:#}");
+    assert!(
+        p["witnesses"][0]["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("is payload library libtorch_cpu.so"),
+        "{p:#}"
+    );
 }
 
 #[test]
@@ -173,23 +271,42 @@ fn yaml_and_text_carry_the_same_verdict() {
     assert_eq!(y["verdict"], "confined");
     let t = stdout(&run_path(&["plan", "--quiet"], &fixture("eager-leak")));
     assert!(t.contains("verdict: NOT CONFINED"), "{t}");
-    assert!(t.contains("witness: torch_smoke → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED)"), "{t}");
+    assert!(
+        t.contains("witness: torch_smoke → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED)"),
+        "{t}"
+    );
 }
 
 #[test]
 fn plan_output_is_deterministic_and_written_atomically() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("plan.json");
-    let a = run(&["plan", "--json", "--quiet", fixture("conda-like").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let a = run(&[
+        "plan",
+        "--json",
+        "--quiet",
+        fixture("conda-like").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(a.status.code(), Some(0));
     assert!(a.stdout.is_empty());
     let first = std::fs::read(&out).unwrap();
-    let b = run(&["plan", "--json", "--quiet", fixture("conda-like").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let b = run(&[
+        "plan",
+        "--json",
+        "--quiet",
+        fixture("conda-like").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(b.status.code(), Some(0));
     assert_eq!(first, std::fs::read(&out).unwrap());
     // Only the result is left in the directory: no temporary files.
-    let names: Vec<String> =
-        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert_eq!(names, vec!["plan.json"]);
 }
 
@@ -200,14 +317,44 @@ fn plan_output_is_deterministic_and_written_atomically() {
 fn plan_records_its_command_and_a_date_only_from_source_date_epoch() {
     let tree = fixture("pip-like");
     let args = ["plan", tree.to_str().unwrap(), "--json"];
-    let plain = Command::new(bin()).args(args).env_remove("SOURCE_DATE_EPOCH").output().unwrap();
-    let dated = Command::new(bin()).args(args).env("SOURCE_DATE_EPOCH", "1764547200").output().unwrap();
+    let plain = Command::new(bin())
+        .args(args)
+        .env_remove("SOURCE_DATE_EPOCH")
+        .output()
+        .unwrap();
+    let dated = Command::new(bin())
+        .args(args)
+        .env("SOURCE_DATE_EPOCH", "1764547200")
+        .output()
+        .unwrap();
     let (p, d) = (json(&plain), json(&dated));
-    assert_eq!(p["command"], serde_json::json!([bin().to_str().unwrap(), "plan", tree.to_str().unwrap(), "--json"]));
+    assert_eq!(
+        p["command"],
+        serde_json::json!([
+            bin().to_str().unwrap(),
+            "plan",
+            tree.to_str().unwrap(),
+            "--json"
+        ])
+    );
     assert_eq!(p["tool"]["name"], "splitpkg");
-    assert!(p.get("date").is_none(), "no date without SOURCE_DATE_EPOCH: {}", p["date"]);
+    assert!(
+        p.get("date").is_none(),
+        "no date without SOURCE_DATE_EPOCH: {}",
+        p["date"]
+    );
     assert_eq!(d["date"], "2025-12-01T00:00:00Z");
-    assert_eq!(stdout(&plain), stdout(&Command::new(bin()).args(args).env_remove("SOURCE_DATE_EPOCH").output().unwrap()), "deterministic");
+    assert_eq!(
+        stdout(&plain),
+        stdout(
+            &Command::new(bin())
+                .args(args)
+                .env_remove("SOURCE_DATE_EPOCH")
+                .output()
+                .unwrap()
+        ),
+        "deterministic"
+    );
     for v in [&p, &d] {
         assert_valid("docs/plan.schema.json", v);
     }
@@ -215,15 +362,36 @@ fn plan_records_its_command_and_a_date_only_from_source_date_epoch() {
 
 /// A site-packages directory: the pip-like tree plus pip's own dist-info, whose name sorts first
 /// and whose RECORD is `pip_rows` long; torch's RECORD lists `torch_rows`.
-fn site_packages(dir: &std::path::Path, pip_rows: usize, torch_rows: &[&str]) -> std::path::PathBuf {
+fn site_packages(
+    dir: &std::path::Path,
+    pip_rows: usize,
+    torch_rows: &[&str],
+) -> std::path::PathBuf {
     let sp = dir.join("site-packages");
-    assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&sp).status().unwrap().success());
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(fixture("pip-like"))
+            .arg(&sp)
+            .status()
+            .unwrap()
+            .success()
+    );
     let pip = sp.join("pip-23.2.1.dist-info");
     std::fs::create_dir_all(&pip).unwrap();
-    std::fs::write(pip.join("METADATA"), "Metadata-Version: 2.1\nName: pip\nVersion: 23.2.1\n\n").unwrap();
-    let rows: String = (0..pip_rows).map(|i| format!("pip/_internal/m{i}.py,sha256=AAAA,10\n")).collect();
+    std::fs::write(
+        pip.join("METADATA"),
+        "Metadata-Version: 2.1\nName: pip\nVersion: 23.2.1\n\n",
+    )
+    .unwrap();
+    let rows: String = (0..pip_rows)
+        .map(|i| format!("pip/_internal/m{i}.py,sha256=AAAA,10\n"))
+        .collect();
     std::fs::write(pip.join("RECORD"), rows).unwrap();
-    let rows: String = torch_rows.iter().map(|p| format!("{p},sha256=AAAA,10\n")).collect();
+    let rows: String = torch_rows
+        .iter()
+        .map(|p| format!("{p},sha256=AAAA,10\n"))
+        .collect();
     std::fs::write(sp.join("torch-2.5.1.dist-info/RECORD"), rows).unwrap();
     sp
 }
@@ -232,16 +400,32 @@ fn site_packages(dir: &std::path::Path, pip_rows: usize, torch_rows: &[&str]) ->
 fn a_site_packages_directory_is_named_after_the_distribution_that_owns_the_lazy_library() {
     let d = tempfile::tempdir().unwrap();
     // pip's RECORD is the longer one, yet torch owns the lazy library: the tree is torch.
-    let sp = site_packages(d.path(), 50, &["torch/lib/libtorch_cuda_linalg.so", "torch/__init__.py"]);
+    let sp = site_packages(
+        d.path(),
+        50,
+        &["torch/lib/libtorch_cuda_linalg.so", "torch/__init__.py"],
+    );
     let o = run_path(&["plan", "--json", "--quiet"], &sp);
     let v = json(&o);
-    assert_eq!((&v["input"]["package"]["name"], &v["input"]["package"]["version"]), (&"torch".into(), &"2.5.1".into()), "{}", v["input"]);
+    assert_eq!(
+        (
+            &v["input"]["package"]["name"],
+            &v["input"]["package"]["version"]
+        ),
+        (&"torch".into(), &"2.5.1".into()),
+        "{}",
+        v["input"]
+    );
     let text = stdout(&run_path(&["plan", "--quiet"], &sp));
     assert!(!text.contains("pip 23.2.1"), "{text}");
     // No owner of the lazy library (nothing records it): the distribution with the longest RECORD.
     let d = tempfile::tempdir().unwrap();
     let rows: Vec<String> = (0..20).map(|i| format!("torch/f{i}.py")).collect();
-    let sp = site_packages(d.path(), 5, &rows.iter().map(String::as_str).collect::<Vec<_>>());
+    let sp = site_packages(
+        d.path(),
+        5,
+        &rows.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     let v = json(&run_path(&["plan", "--json", "--quiet"], &sp));
     assert_eq!(v["input"]["package"]["name"], "torch", "{}", v["input"]);
 }

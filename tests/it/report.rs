@@ -45,7 +45,12 @@ fn report(inputs: &[(&str, &Path)], format: &str, out: &Path) -> (i32, String, S
         args.push(format!("--{flag}"));
         args.push(p.to_str().unwrap().into());
     }
-    args.extend(["--format".into(), format.into(), "--out".into(), out.to_str().unwrap().into()]);
+    args.extend([
+        "--format".into(),
+        format.into(),
+        "--out".into(),
+        out.to_str().unwrap().into(),
+    ]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run(&argv);
     let page = std::fs::read_to_string(out).unwrap_or_default();
@@ -53,7 +58,12 @@ fn report(inputs: &[(&str, &Path)], format: &str, out: &Path) -> (i32, String, S
 }
 
 fn full_inputs() -> Vec<(&'static str, PathBuf)> {
-    vec![("plan", plan()), ("smoke", smoke_real()), ("fatbin", fatbin()), ("pack", pack())]
+    vec![
+        ("plan", plan()),
+        ("smoke", smoke_real()),
+        ("fatbin", fatbin()),
+        ("pack", pack()),
+    ]
 }
 
 fn html_of(inputs: &[(&str, PathBuf)]) -> String {
@@ -114,12 +124,28 @@ fn the_answer_comes_first_with_measured_numbers() {
     // 53,532,193 (magma lazy library) − 623,656 (the real nomagma one, installed) = 52,908,537.
     assert!(first.contains("52,908,537 B"), "{first}");
     assert!(first.contains("5.29 %"), "{first}");
-    assert!(first.contains("ldl_factor_hermitian"), "the op lost under default routing");
-    assert!(first.contains("cholesky_inverse 1024x64x64 float64</code>: <strong>slower</strong> 195.91×"), "{first}");
+    assert!(
+        first.contains("ldl_factor_hermitian"),
+        "the op lost under default routing"
+    );
+    assert!(
+        first.contains(
+            "cholesky_inverse 1024x64x64 float64</code>: <strong>slower</strong> 195.91×"
+        ),
+        "{first}"
+    );
     // The committed run predates the driver field: 13000 is the CUDA API version, never the driver.
-    assert!(first.contains("NVIDIA H200 (sm_90), driver version not recorded (CUDA 13.0), torch 2.11.0+cu130"), "{first}");
+    assert!(
+        first.contains(
+            "NVIDIA H200 (sm_90), driver version not recorded (CUDA 13.0), torch 2.11.0+cu130"
+        ),
+        "{first}"
+    );
     assert!(!h.contains("<script"), "no script");
-    assert!(!h.replace("http://www.w3.org/2000/svg", "").contains("http"), "nothing fetched: the SVG namespace is the only URL");
+    assert!(
+        !h.replace("http://www.w3.org/2000/svg", "").contains("http"),
+        "nothing fetched: the SVG namespace is the only URL"
+    );
 }
 
 #[test]
@@ -127,12 +153,20 @@ fn every_missing_input_is_said_to_be_not_known() {
     let all = full_inputs();
     let probes = [
         ("plan", "Bytes saved: not known"),
-        ("smoke", "Ops that stop working in the slim variant: not known"),
+        (
+            "smoke",
+            "Ops that stop working in the slim variant: not known",
+        ),
         ("fatbin", "Device code per architecture: not known"),
         ("pack", "Package (.conda) sizes: not known"),
     ];
     for mask in 1u32..16 {
-        let given: Vec<(&str, PathBuf)> = all.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, x)| x.clone()).collect();
+        let given: Vec<(&str, PathBuf)> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, x)| x.clone())
+            .collect();
         for fmt in ["html", "md"] {
             let d = tempfile::tempdir().unwrap();
             let refs: Vec<(&str, &Path)> = given.iter().map(|(f, p)| (*f, p.as_path())).collect();
@@ -140,7 +174,11 @@ fn every_missing_input_is_said_to_be_not_known() {
             assert_eq!(code, 0, "mask {mask}: {err}");
             for (i, (input, phrase)) in probes.iter().enumerate() {
                 let missing = mask & (1 << i) == 0;
-                assert_eq!(page.contains(phrase), missing, "mask {mask} {fmt}: {input} missing={missing}, phrase {phrase:?}");
+                assert_eq!(
+                    page.contains(phrase),
+                    missing,
+                    "mask {mask} {fmt}: {input} missing={missing}, phrase {phrase:?}"
+                );
             }
         }
     }
@@ -155,10 +193,18 @@ fn assert_refused(inputs: &[(&str, &Path)], file: &Path, words: &str) {
     let (code, _, err) = report(inputs, "html", &out);
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert!(err.contains(file.to_str().unwrap()), "names {}: {err}", file.display());
+    assert!(
+        err.contains(file.to_str().unwrap()),
+        "names {}: {err}",
+        file.display()
+    );
     assert!(err.contains(words), "{words:?} in {err}");
     assert!(!out.exists(), "nothing written");
-    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "no temporary file left");
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        0,
+        "no temporary file left"
+    );
 }
 
 #[test]
@@ -173,25 +219,53 @@ fn inputs_from_different_trees_are_refused() {
         v["probe"]["torch_version"] = Value::from("2.8.0+cu128");
     }
     let s28 = write_json(d.path(), "smoke-2.8.json", &s);
-    assert_refused(&[("plan", &p211), ("smoke", &s28)], &s28, "torch 2.8.0 here, 2.11.0 there");
+    assert_refused(
+        &[("plan", &p211), ("smoke", &s28)],
+        &s28,
+        "torch 2.8.0 here, 2.11.0 there",
+    );
 
     // A plan of the gcc fixture tree with the torch smoke run: the lazy library differs.
     let o = run(&["plan", fixture("conda-like").to_str().unwrap(), "--json"]);
-    let fixture_plan = write_json(d.path(), "fixture-plan.json", &serde_json::from_slice(&o.stdout).unwrap());
+    let fixture_plan = write_json(
+        d.path(),
+        "fixture-plan.json",
+        &serde_json::from_slice(&o.stdout).unwrap(),
+    );
     let smoke = smoke_real();
-    assert_refused(&[("plan", &fixture_plan), ("smoke", &smoke)], &smoke, "different tree");
+    assert_refused(
+        &[("plan", &fixture_plan), ("smoke", &smoke)],
+        &smoke,
+        "different tree",
+    );
     // The fixture plan alone is fine.
-    assert_eq!(report(&[("plan", &fixture_plan)], "html", &d.path().join("ok.html")).0, 0);
+    assert_eq!(
+        report(
+            &[("plan", &fixture_plan)],
+            "html",
+            &d.path().join("ok.html")
+        )
+        .0,
+        0
+    );
 
     // A pack of another version, and a fatbin scan of another lazy library.
     let mut k = read_json(&pack());
     k["record"]["version"] = Value::from("2.8.0");
     let k28 = write_json(d.path(), "pack-2.8.json", &k);
     let plan = plan();
-    assert_refused(&[("plan", &p211), ("pack", &k28)], &k28, "torch 2.8.0 here, 2.11.0 there");
+    assert_refused(
+        &[("plan", &p211), ("pack", &k28)],
+        &k28,
+        "torch 2.8.0 here, 2.11.0 there",
+    );
     let mut f = read_json(&fatbin());
     for l in f["libraries"].as_array_mut().unwrap() {
-        if l["path"].as_str().unwrap().ends_with("libtorch_cuda_linalg.so") {
+        if l["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("libtorch_cuda_linalg.so")
+        {
             l["size"] = Value::from(1234);
         }
     }
@@ -205,7 +279,12 @@ fn inputs_from_different_trees_are_refused() {
 fn failures_are_shown_not_hidden() {
     let d = tempfile::tempdir().unwrap();
     let mut s = read_json(&smoke_real());
-    let v = s["variants"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == "nomagma").unwrap();
+    let v = s["variants"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|v| v["name"] == "nomagma")
+        .unwrap();
     let case = &mut v["cases"][0];
     case["status"] = Value::from("fail");
     case["reason"] = Value::from("residual 1e3 > tolerance <boom>");
@@ -222,13 +301,19 @@ fn failures_are_shown_not_hidden() {
     assert!(h.contains("Smoke result: <strong>FAIL</strong>"));
     let (code, m, _) = report(&[("smoke", &sp)], "md", &d.path().join("r.md"));
     assert_eq!(code, 0);
-    assert!(m.contains("| nomagma (real) |") && m.contains("| **FAIL** |"), "{m}");
+    assert!(
+        m.contains("| nomagma (real) |") && m.contains("| **FAIL** |"),
+        "{m}"
+    );
 }
 
 #[test]
 fn an_emulated_variant_is_labelled_everywhere() {
     let h = html_of(&[("plan", plan()), ("smoke", smoke_emulated())]);
-    assert!(h.contains("YES, UNTESTED"), "never presented as a real nomagma result");
+    assert!(
+        h.contains("YES, UNTESTED"),
+        "never presented as a real nomagma result"
+    );
     assert!(h.contains("nomagma <span class=\"emulated\">EMULATED</span>"));
     assert!(!h.contains("nomagma (real)"));
     assert!(h.contains("the nomagma variant was <span class=\"emulated\">EMULATED</span>"));
@@ -239,7 +324,11 @@ fn an_emulated_variant_is_labelled_everywhere() {
     // The saving falls back to the plan's estimate: the emulated variant's library is magma's.
     assert!(h.contains("51,406,248 B") && h.contains("plan estimate"));
     let d = tempfile::tempdir().unwrap();
-    let (_, m, _) = report(&[("smoke", &smoke_emulated())], "md", &d.path().join("r.md"));
+    let (_, m, _) = report(
+        &[("smoke", &smoke_emulated())],
+        "md",
+        &d.path().join("r.md"),
+    );
     assert!(m.contains("nomagma **EMULATED**"), "{m}");
     assert!(!m.contains("nomagma (real)"));
 }
@@ -258,16 +347,28 @@ fn hostile_names_are_escaped() {
     p["reasons"][0] = Value::from(evil);
     let pp = write_json(&dir, "plan.json", &p);
     let h = html_of(&[("plan", pp.clone()), ("smoke", sp.clone())]);
-    assert!(!h.contains("<img") && !h.contains("<script"), "raw markup from an input");
+    assert!(
+        !h.contains("<img") && !h.contains("<script"),
+        "raw markup from an input"
+    );
     assert!(h.contains("&lt;img src=x onerror=alert(1)&gt;&amp;&quot;&#39;|[x](javascript:1)"));
-    let (code, m, _) = report(&[("plan", &pp), ("smoke", &sp)], "md", &d.path().join("r.md"));
+    let (code, m, _) = report(
+        &[("plan", &pp), ("smoke", &sp)],
+        "md",
+        &d.path().join("r.md"),
+    );
     assert_eq!(code, 0);
-    assert!(!m.contains("<img") && !m.contains("<script") && !m.contains("[x](javascript"), "{m}");
+    assert!(
+        !m.contains("<img") && !m.contains("<script") && !m.contains("[x](javascript"),
+        "{m}"
+    );
 }
 
 /// The `<svg … id="ID"> … </svg>` element of a page.
 fn svg<'a>(page: &'a str, id: &str) -> &'a str {
-    let start = page.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no chart {id}"));
+    let start = page
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no chart {id}"));
     let start = page[..start].rfind("<svg").unwrap();
     let end = start + page[start..].find("</svg>").unwrap();
     &page[start..end]
@@ -286,7 +387,11 @@ fn bars(svg: &str) -> Vec<(f64, f64, f64)> {
         .skip(1)
         .filter_map(|r| {
             let tag = &r[..r.find('>').unwrap()];
-            Some((attr(tag, "data-value")?, attr(tag, "x")?, attr(tag, "width")?))
+            Some((
+                attr(tag, "data-value")?,
+                attr(tag, "x")?,
+                attr(tag, "width")?,
+            ))
         })
         .collect()
 }
@@ -297,11 +402,21 @@ fn the_charts_plot_the_values() {
     // Bytes: width proportional to bytes, the largest (core) at full length.
     let b = bars(svg(&h, "chart-bytes"));
     let values: Vec<f64> = b.iter().map(|x| x.0).collect();
-    assert_eq!(values, vec![946490832.0, 53532193.0, 623656.0, 0.0], "core, lazy magma, lazy nomagma (measured), payload");
+    assert_eq!(
+        values,
+        vec![946490832.0, 53532193.0, 623656.0, 0.0],
+        "core, lazy magma, lazy nomagma (measured), payload"
+    );
     for (v, _, w) in &b {
-        assert!((w - v / 946490832.0 * 480.0).abs() < 0.01, "bar {v}: width {w}");
+        assert!(
+            (w - v / 946490832.0 * 480.0).abs() < 0.01,
+            "bar {v}: width {w}"
+        );
     }
-    assert!(svg(&h, "chart-bytes").contains("623,656 B"), "the label says the value");
+    assert!(
+        svg(&h, "chart-bytes").contains("623,656 B"),
+        "the label says the value"
+    );
     // Ratios on a log scale: |log10(ratio)| × 120 units, right of 1× when MAGMA is slower.
     let r = svg(&h, "chart-ratio");
     let b = bars(r);
@@ -310,9 +425,16 @@ fn the_charts_plot_the_values() {
     for (ratio, x, w) in &b {
         let off = ratio.log10().clamp(-2.0, 2.0) * 120.0;
         assert!((w - off.abs()).abs() < 0.01, "ratio {ratio}: width {w}");
-        if *ratio >= 1.0 { assert!((x - centre).abs() < 0.01) } else { assert!((x + w - centre).abs() < 0.01) }
+        if *ratio >= 1.0 {
+            assert!((x - centre).abs() < 0.01)
+        } else {
+            assert!((x + w - centre).abs() < 0.01)
+        }
     }
-    assert!(r.contains("5.99× MAGMA slower (215.404 vs 35.963 ms)"), "{r}");
+    assert!(
+        r.contains("5.99× MAGMA slower (215.404 vs 35.963 ms)"),
+        "{r}"
+    );
     assert!(r.contains("MAGMA failed (no ratio)"));
     // Fatbin: one bar per architecture with the stored bytes of the scan.
     let f = read_json(&fatbin());
@@ -321,13 +443,25 @@ fn the_charts_plot_the_values() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (format!("{} {}", t["name"].as_str().unwrap(), t["kind"].as_str().unwrap()), t["stored"].as_f64().unwrap()))
+        .map(|t| {
+            (
+                format!(
+                    "{} {}",
+                    t["name"].as_str().unwrap(),
+                    t["kind"].as_str().unwrap()
+                ),
+                t["stored"].as_f64().unwrap(),
+            )
+        })
         .collect();
     // By architecture number (sm_75 before sm_100), then suffix (sm_90 before sm_90a).
     let key = |label: &str| {
         let rest = label.split_once('_').map_or(label, |(_, r)| r);
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        (digits.parse::<u64>().unwrap(), rest[digits.len()..].to_string())
+        (
+            digits.parse::<u64>().unwrap(),
+            rest[digits.len()..].to_string(),
+        )
     };
     targets.sort_by_key(|t| key(&t.0));
     want.extend(targets.iter().map(|t| t.1));
@@ -344,31 +478,58 @@ fn markdown_has_tables_and_no_svg() {
     assert_eq!(code, 0, "{err}");
     assert!(m.starts_with("# Should torch split out MAGMA?"));
     assert!(!m.contains("<svg"));
-    assert!(m.contains("| lazy nomagma | 609.0 KiB (623,656 B) | measured |"), "{m}");
-    assert!(m.contains("| lu\\_factor 8192x8192 float64 | 215.404 ms | 35.963 ms | 5.99× |"), "{m}");
+    assert!(
+        m.contains("| lazy nomagma | 609.0 KiB (623,656 B) | measured |"),
+        "{m}"
+    );
+    assert!(
+        m.contains("| lu\\_factor 8192x8192 float64 | 215.404 ms | 35.963 ms | 5.99× |"),
+        "{m}"
+    );
     assert!(m.contains("Verdict: **CONFINED**."));
 }
 
 /// Debian's chromium renders the page from disk: no console errors, the key numbers in the text.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, headless chromium: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, headless chromium: cargo test --release --features full-tests"
+)]
 fn renders_in_headless_chromium() {
     let page = evidence("report.html");
     let profile = tempfile::tempdir().unwrap();
     let o = std::process::Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+        ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("file://{}", page.display()))
         .output()
         .expect("chromium (apt-get install chromium; .ci/run installs it)");
     assert!(o.status.success(), "{}", stderr(&o));
     let dom = String::from_utf8_lossy(&o.stdout);
-    for key in ["52,908,537 B", "5.29 %", "195.91×", "5.99× MAGMA slower", "CONFINED", "NVIDIA H200", "ldl_factor_hermitian", "317.8 MiB"]
-    {
+    for key in [
+        "52,908,537 B",
+        "5.29 %",
+        "195.91×",
+        "5.99× MAGMA slower",
+        "CONFINED",
+        "NVIDIA H200",
+        "ldl_factor_hermitian",
+        "317.8 MiB",
+    ] {
         assert!(dom.contains(key), "{key} not in the rendered page");
     }
     let err = stderr(&o);
-    let console: Vec<&str> = err.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("net::ERR")).collect();
+    let console: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("net::ERR"))
+        .collect();
     assert!(console.is_empty(), "console errors: {console:?}");
 }
 
@@ -417,21 +578,48 @@ fn md_table(m: &str, heading: &str) -> Vec<Vec<String>> {
 #[test]
 fn an_error_has_its_own_column_and_architectures_sort_by_number() {
     let d = tempfile::tempdir().unwrap();
-    let (_, m, _) = report(&[("smoke", &smoke_real()), ("fatbin", &fatbin())], "md", &d.path().join("r.md"));
+    let (_, m, _) = report(
+        &[("smoke", &smoke_real()), ("fatbin", &fatbin())],
+        "md",
+        &d.path().join("r.md"),
+    );
     let rows = md_table(&m, "### Time under magma vs cuSOLVER");
-    assert_eq!(rows[0], ["op", "magma", "cuSOLVER", "magma / cuSOLVER", "error"]);
+    assert_eq!(
+        rows[0],
+        ["op", "magma", "cuSOLVER", "magma / cuSOLVER", "error"]
+    );
     assert!(rows.iter().all(|r| r.len() == rows[0].len()), "{rows:?}");
     // The committed run has one failed magma case (svd): a number column says so, the error
     // column holds the message.
     let failed: Vec<&Vec<String>> = rows.iter().filter(|r| r[1] == "failed").collect();
     assert_eq!(failed.len(), 1, "{rows:?}");
-    assert!(failed[0][4].contains("CUSOLVER\\_STATUS\\_INVALID\\_VALUE") && failed[0][2].ends_with(" ms"), "{failed:?}");
-    assert!(rows[1..].iter().filter(|r| r[1] != "failed").all(|r| r[1].ends_with(" ms") && r[4].is_empty()), "{rows:?}");
-    // sm_75 before sm_100; sm_90 before sm_90a.
-    let archs: Vec<String> = md_table(&m, "### Device code per architecture")[1..].iter().map(|r| r[0].replace('\\', "")).collect();
-    let pos = |a: &str| archs.iter().position(|x| x == a).unwrap_or_else(|| panic!("{a}: {archs:?}"));
     assert!(
-        pos("sm_75 elf") < pos("sm_80 elf") && pos("sm_90 elf") < pos("sm_90a elf") && pos("sm_90a elf") < pos("sm_100 elf"),
+        failed[0][4].contains("CUSOLVER\\_STATUS\\_INVALID\\_VALUE")
+            && failed[0][2].ends_with(" ms"),
+        "{failed:?}"
+    );
+    assert!(
+        rows[1..]
+            .iter()
+            .filter(|r| r[1] != "failed")
+            .all(|r| r[1].ends_with(" ms") && r[4].is_empty()),
+        "{rows:?}"
+    );
+    // sm_75 before sm_100; sm_90 before sm_90a.
+    let archs: Vec<String> = md_table(&m, "### Device code per architecture")[1..]
+        .iter()
+        .map(|r| r[0].replace('\\', ""))
+        .collect();
+    let pos = |a: &str| {
+        archs
+            .iter()
+            .position(|x| x == a)
+            .unwrap_or_else(|| panic!("{a}: {archs:?}"))
+    };
+    assert!(
+        pos("sm_75 elf") < pos("sm_80 elf")
+            && pos("sm_90 elf") < pos("sm_90a elf")
+            && pos("sm_90a elf") < pos("sm_100 elf"),
         "{archs:?}"
     );
     assert!(pos("sm_120a elf") < pos("sm_121a elf"), "{archs:?}");

@@ -17,15 +17,25 @@ fn s(p: &Path) -> &str {
 
 /// `git rev-parse HEAD` of this checkout, when git can say (a tarball has no .git).
 fn git_head() -> Option<String> {
-    let o = Command::new("git").arg("-C").arg(repo()).args(["rev-parse", "HEAD"]).output().ok()?;
-    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
 #[test]
 fn version_names_the_release_and_the_commit() {
     let o = run(&["--version"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stdout(&o), format!("splitpkg {VERSION} (commit {COMMIT})\n"));
+    assert_eq!(
+        stdout(&o),
+        format!("splitpkg {VERSION} (commit {COMMIT})\n")
+    );
     // Built from this checkout without SPLITPKG_COMMIT: the commit is HEAD's.
     if std::env::var_os("SPLITPKG_COMMIT").is_none()
         && let Some(head) = git_head()
@@ -36,45 +46,86 @@ fn version_names_the_release_and_the_commit() {
     let o = run_path(&["plan", "--json"], &fixture("conda-like"));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let tool = &json(&o)["tool"];
-    assert_eq!(*tool, serde_json::json!({"name": "splitpkg", "version": VERSION, "commit": COMMIT}));
+    assert_eq!(
+        *tool,
+        serde_json::json!({"name": "splitpkg", "version": VERSION, "commit": COMMIT})
+    );
 }
 
 /// The first `## [X.Y.Z]` heading of CHANGELOG.md.
 fn changelog_release() -> String {
     let text = std::fs::read_to_string(repo().join("CHANGELOG.md")).unwrap();
-    let line = text.lines().find(|l| l.starts_with("## [") && !l.starts_with("## [Unreleased]")).expect("a release heading");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("## [") && !l.starts_with("## [Unreleased]"))
+        .expect("a release heading");
     line["## [".len()..line.find(']').unwrap()].to_string()
 }
 
 fn recipe() -> serde_yaml::Value {
-    serde_yaml::from_str(&std::fs::read_to_string(repo().join("recipe/recipe.yaml")).unwrap()).unwrap()
+    serde_yaml::from_str(&std::fs::read_to_string(repo().join("recipe/recipe.yaml")).unwrap())
+        .unwrap()
 }
 
 #[test]
 fn release_files_agree_on_one_version() {
     let r = recipe();
-    assert_eq!(r["context"]["version"].as_str(), Some(VERSION), "recipe/recipe.yaml context.version");
+    assert_eq!(
+        r["context"]["version"].as_str(),
+        Some(VERSION),
+        "recipe/recipe.yaml context.version"
+    );
     assert_eq!(r["context"]["name"].as_str(), Some("splitpkg"));
-    assert_eq!(changelog_release(), VERSION, "CHANGELOG.md's latest release");
+    assert_eq!(
+        changelog_release(),
+        VERSION,
+        "CHANGELOG.md's latest release"
+    );
     // pyproject.toml takes the version from Cargo.toml (maturin), so it must not state one.
     let py = std::fs::read_to_string(repo().join("pyproject.toml")).unwrap();
-    assert!(py.contains("dynamic = [\"version\"]") && !py.lines().any(|l| l.starts_with("version")), "pyproject.toml");
+    assert!(
+        py.contains("dynamic = [\"version\"]") && !py.lines().any(|l| l.starts_with("version")),
+        "pyproject.toml"
+    );
     assert!(py.contains("bindings = \"bin\""));
     // The emitted recipes' tests require this package at this release.
-    assert_eq!(splitpkg::recipe::emit::splitpkg_requirement(), format!("splitpkg >={VERSION},<{}", next_breaking(VERSION)));
+    assert_eq!(
+        splitpkg::recipe::emit::splitpkg_requirement(),
+        format!("splitpkg >={VERSION},<{}", next_breaking(VERSION))
+    );
 }
 
 fn next_breaking(v: &str) -> String {
     let n: Vec<u64> = v.split('.').map(|p| p.parse().unwrap()).collect();
-    if n[0] == 0 { format!("0.{}", n[1] + 1) } else { (n[0] + 1).to_string() }
+    if n[0] == 0 {
+        format!("0.{}", n[1] + 1)
+    } else {
+        (n[0] + 1).to_string()
+    }
 }
 
 /// The recipe's third test (verify-variant on the fixture built both ways), as its script lines.
 fn recipe_verify_test() -> (Vec<String>, Vec<String>, Vec<String>) {
     let r = recipe();
-    let t = r["tests"].as_sequence().unwrap().iter().find(|t| t["files"].is_mapping()).expect("a test with files").clone();
-    let strings = |v: &serde_yaml::Value| v.as_sequence().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>();
-    (strings(&t["script"]), strings(&t["files"]["source"]), strings(&t["files"]["recipe"]))
+    let t = r["tests"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|t| t["files"].is_mapping())
+        .expect("a test with files")
+        .clone();
+    let strings = |v: &serde_yaml::Value| {
+        v.as_sequence()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    (
+        strings(&t["script"]),
+        strings(&t["files"]["source"]),
+        strings(&t["files"]["recipe"]),
+    )
 }
 
 /// The committed recipe/test/contract.json is what `emit` writes for the bundled example.
@@ -82,13 +133,29 @@ fn recipe_verify_test() -> (Vec<String>, Vec<String>, Vec<String>) {
 fn recipe_test_contract_is_current() {
     let d = tempfile::tempdir().unwrap();
     let plan = d.path().join("plan.json");
-    let o = run(&["plan", s(&fixture("conda-like")), "--json", "--out", s(&plan)]);
+    let o = run(&[
+        "plan",
+        s(&fixture("conda-like")),
+        "--json",
+        "--out",
+        s(&plan),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = run(&["emit", s(&plan), "--version", "2.5.1", "--out", s(&d.path().join("emit"))]);
+    let o = run(&[
+        "emit",
+        s(&plan),
+        "--version",
+        "2.5.1",
+        "--out",
+        s(&d.path().join("emit")),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let fresh = std::fs::read_to_string(d.path().join("emit/rattler-build/contract.json")).unwrap();
     let committed = std::fs::read_to_string(repo().join("recipe/test/contract.json")).unwrap();
-    assert_eq!(fresh, committed, "recipe/test/contract.json is stale: splitpkg emit on fixtures conda-like (see this test)");
+    assert_eq!(
+        fresh, committed,
+        "recipe/test/contract.json is stale: splitpkg emit on fixtures conda-like (see this test)"
+    );
 }
 
 /// The recipe's verify-variant test, run by bash with this build's binary first on PATH and the
@@ -100,19 +167,47 @@ fn recipe_test_contract_is_current() {
 fn recipe_verify_variant_test_passes_with_this_binary() {
     let (script, source, recipe_files) = recipe_verify_test();
     let d = tempfile::tempdir().unwrap();
-    for (from, rel) in source.iter().map(|f| (repo().join(f), f)).chain(recipe_files.iter().map(|f| (repo().join("recipe").join(f), f))) {
+    for (from, rel) in source.iter().map(|f| (repo().join(f), f)).chain(
+        recipe_files
+            .iter()
+            .map(|f| (repo().join("recipe").join(f), f)),
+    ) {
         let to = d.path().join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
     }
-    let path = format!("{}:{}", bin().parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let body = format!("set -euxo pipefail\n{}\n", script.join("\n"));
-    let o = Command::new("bash").arg("-c").arg(&body).current_dir(d.path()).env("PATH", path).env("CC", "gcc").output().unwrap();
-    assert!(o.status.success(), "recipe test failed:\n{}{}", stdout(&o), stderr(&o));
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(&body)
+        .current_dir(d.path())
+        .env("PATH", path)
+        .env("CC", "gcc")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "recipe test failed:\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
     // Each verdict as the script expects it (the checks ran, not just exited).
     let out = stdout(&o);
-    for line in ["magma.so as magma: PASS", "nomagma.so as nomagma: PASS", "magma.so as nomagma: FAIL", "nomagma.so as magma: FAIL"] {
-        assert!(out.lines().any(|l| l == line), "{line:?} missing from:\n{out}");
+    for line in [
+        "magma.so as magma: PASS",
+        "nomagma.so as nomagma: PASS",
+        "magma.so as nomagma: FAIL",
+        "nomagma.so as magma: FAIL",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "{line:?} missing from:\n{out}"
+        );
     }
 }
 
@@ -137,29 +232,51 @@ fn third_party_licences() -> PathBuf {
     let tool = root.join("bin/cargo-bundle-licenses");
     if !tool.exists() {
         let o = Command::new(env!("CARGO"))
-            .args(["install", "--locked", "--quiet", "cargo-bundle-licenses@5.0.0", "--root"])
+            .args([
+                "install",
+                "--locked",
+                "--quiet",
+                "cargo-bundle-licenses@5.0.0",
+                "--root",
+            ])
             .arg(&root)
             .arg("--target-dir")
             .arg(repo().join("target/tools/build"))
             .output()
             .unwrap();
-        assert!(o.status.success(), "cargo install cargo-bundle-licenses: {}", stderr(&o));
+        assert!(
+            o.status.success(),
+            "cargo install cargo-bundle-licenses: {}",
+            stderr(&o)
+        );
     }
     let out = repo().join("LICENSE-THIRDPARTY.yml");
-    let o = Command::new(&tool).args(["--format", "yaml", "--output"]).arg(&out).current_dir(repo()).output().unwrap();
+    let o = Command::new(&tool)
+        .args(["--format", "yaml", "--output"])
+        .arg(&out)
+        .current_dir(repo())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "cargo-bundle-licenses: {}", stderr(&o));
     out
 }
 
 /// The crates a cargo log says it compiled (`Compiling NAME vX`).
 fn compiled(log: &str) -> Vec<String> {
-    log.lines().filter_map(|l| l.trim_start().strip_prefix("Compiling ")).map(|l| l.split(' ').next().unwrap().to_string()).collect()
+    log.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Compiling "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect()
 }
 
 /// The highest `GLIBC_2.N` the binary asks for (auditwheel's pyelftools reads .gnu.version_r).
 fn max_glibc(tools: &Path, binary: &Path) -> (u32, u32) {
     let script = "import sys\nfrom elftools.elf.elffile import ELFFile\nvs=set()\nfor sec in ELFFile(open(sys.argv[1],'rb')).iter_sections():\n  if sec.name=='.gnu.version_r':\n    for v,auxs in sec.iter_versions():\n      vs.update(a.name for a in auxs if a.name.startswith('GLIBC_2.'))\nprint(max(int(v.split('.')[1]) for v in vs))";
-    let o = Command::new(tools.join("bin/python")).args(["-c", script]).arg(binary).output().unwrap();
+    let o = Command::new(tools.join("bin/python"))
+        .args(["-c", script])
+        .arg(binary)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     (2, stdout(&o).trim().parse().unwrap())
 }
@@ -185,10 +302,25 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     let licences = third_party_licences();
     let d = tempfile::tempdir().unwrap();
     let dist = d.path().join("dist");
-    let path = format!("{}:{}", tools.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        tools.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let started = std::time::Instant::now();
     let o = Command::new(tools.join("bin/python"))
-        .args(["-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "--no-index", "--disable-pip-version-check", "-v", "-w"])
+        .args([
+            "-m",
+            "pip",
+            "wheel",
+            ".",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-v",
+            "-w",
+        ])
         .arg(&dist)
         .current_dir(repo())
         .env("PATH", &path)
@@ -199,34 +331,65 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     let log = format!("{}{}", stdout(&o), stderr(&o));
     assert!(o.status.success(), "pip wheel .: {log}");
     // Reported for CI's budget, not asserted (timing is not a test).
-    eprintln!("pip wheel . after the test build: {:.1} s, compiled {:?}", started.elapsed().as_secs_f64(), compiled(&log));
-    let rebuilt: Vec<String> = compiled(&log).into_iter().filter(|c| c != "splitpkg").collect();
-    assert!(rebuilt.is_empty(), "pip wheel . compiled dependencies again (the crate graph is built once): {rebuilt:?}");
+    eprintln!(
+        "pip wheel . after the test build: {:.1} s, compiled {:?}",
+        started.elapsed().as_secs_f64(),
+        compiled(&log)
+    );
+    let rebuilt: Vec<String> = compiled(&log)
+        .into_iter()
+        .filter(|c| c != "splitpkg")
+        .collect();
+    assert!(
+        rebuilt.is_empty(),
+        "pip wheel . compiled dependencies again (the crate graph is built once): {rebuilt:?}"
+    );
 
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist).unwrap().map(|e| e.unwrap().path()).collect();
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(wheels.len(), 1, "{wheels:?}");
     let whl = &wheels[0];
     let name = whl.file_name().unwrap().to_str().unwrap().to_string();
     let prefix = format!("splitpkg-{VERSION}-py3-none-");
-    let tag = name.strip_prefix(&prefix).and_then(|t| t.strip_suffix(".whl")).unwrap_or_else(|| panic!("{name}"));
+    let tag = name
+        .strip_prefix(&prefix)
+        .and_then(|t| t.strip_suffix(".whl"))
+        .unwrap_or_else(|| panic!("{name}"));
 
     // auditwheel: the tag is the one it derives from the binary, and no library is bundled.
     // `python -m`: the venv was moved into place, so its console scripts' shebangs are stale.
-    let o = Command::new(tools.join("bin/python")).args(["-m", "auditwheel", "show"]).arg(whl).output().unwrap();
+    let o = Command::new(tools.join("bin/python"))
+        .args(["-m", "auditwheel", "show"])
+        .arg(whl)
+        .output()
+        .unwrap();
     let show = format!("{}{}", stdout(&o), stderr(&o));
     assert!(o.status.success(), "auditwheel show: {show}");
     let flat = show.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(flat.contains(&format!("is consistent with the following platform tag: \"{tag}\"")), "tag {tag}; auditwheel: {show}");
+    assert!(
+        flat.contains(&format!(
+            "is consistent with the following platform tag: \"{tag}\""
+        )),
+        "tag {tag}; auditwheel: {show}"
+    );
     // The tag names exactly the highest glibc symbol version the binary needs.
     let x = d.path().join("x");
     let z = zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap();
     let mut names: Vec<String> = z.file_names().map(|n| n.unwrap().into_owned()).collect();
     names.sort();
-    zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap().extract(&x).unwrap();
+    zip::ZipArchive::new(std::fs::File::open(whl).unwrap())
+        .unwrap()
+        .extract(&x)
+        .unwrap();
     let script = format!("splitpkg-{VERSION}.data/scripts/splitpkg");
     assert!(names.contains(&script), "{names:?}");
     let (major, minor) = max_glibc(&tools, &x.join(&script));
-    assert!(tag.starts_with(&format!("manylinux_{major}_{minor}_")), "tag {tag}, the binary needs GLIBC_{major}.{minor}");
+    assert!(
+        tag.starts_with(&format!("manylinux_{major}_{minor}_")),
+        "tag {tag}, the binary needs GLIBC_{major}.{minor}"
+    );
     eprintln!("wheel {name}: the binary needs GLIBC_{major}.{minor}, auditwheel agrees with {tag}");
     // The licences: this project's and every crate's in the binary.
     let dist_info = format!("splitpkg-{VERSION}.dist-info");
@@ -234,13 +397,27 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
         let member = format!("{dist_info}/licenses/{f}");
         assert!(names.contains(&member), "{member} not in {names:?}");
     }
-    assert_eq!(std::fs::read(x.join(format!("{dist_info}/licenses/LICENSE-THIRDPARTY.yml"))).unwrap(), std::fs::read(&licences).unwrap());
+    assert_eq!(
+        std::fs::read(x.join(format!("{dist_info}/licenses/LICENSE-THIRDPARTY.yml"))).unwrap(),
+        std::fs::read(&licences).unwrap()
+    );
     let meta = std::fs::read_to_string(x.join(format!("{dist_info}/METADATA"))).unwrap();
-    assert!(meta.lines().any(|l| l == "License-Expression: BSD-3-Clause"), "{meta}");
+    assert!(
+        meta.lines()
+            .any(|l| l == "License-Expression: BSD-3-Clause"),
+        "{meta}"
+    );
 
     // pip into a fresh venv: the installed binary is this build, and the bundled example runs.
     let venv = d.path().join("venv");
-    assert!(Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap().success());
+    assert!(
+        Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .arg(&venv)
+            .status()
+            .unwrap()
+            .success()
+    );
     let o = Command::new(tools.join("bin/python"))
         .args(["-m", "pip", "--disable-pip-version-check", "--python"])
         .arg(venv.join("bin/python"))
@@ -251,10 +428,28 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     assert!(o.status.success(), "pip install: {}", stderr(&o));
     let installed = venv.join("bin/splitpkg");
     let want = format!("splitpkg {VERSION} (commit {COMMIT})\n");
-    assert_eq!(stdout(&Command::new(&installed).arg("--version").output().unwrap()), want);
-    let o = Command::new("bash").arg(repo().join("fixtures/example")).env("SPLITPKG", &installed).output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "fixtures/example with the pip-installed splitpkg: {}", stderr(&o));
-    assert!(stdout(&o).lines().any(|l| l.starts_with("verdict: CONFINED")), "{}", stdout(&o));
+    assert_eq!(
+        stdout(&Command::new(&installed).arg("--version").output().unwrap()),
+        want
+    );
+    let o = Command::new("bash")
+        .arg(repo().join("fixtures/example"))
+        .env("SPLITPKG", &installed)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "fixtures/example with the pip-installed splitpkg: {}",
+        stderr(&o)
+    );
+    assert!(
+        stdout(&o)
+            .lines()
+            .any(|l| l.starts_with("verdict: CONFINED")),
+        "{}",
+        stdout(&o)
+    );
 
     // uv tool install from the same wheel, offline, into directories of its own.
     let uv = |args: &[&str]| {
@@ -269,10 +464,27 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
             .unwrap()
     };
     let o = uv(&["tool", "install", s(whl)]);
-    assert!(o.status.success(), "uv tool install: {}{}", stdout(&o), stderr(&o));
-    assert_eq!(stdout(&Command::new(d.path().join("uv-bin/splitpkg")).arg("--version").output().unwrap()), want);
+    assert!(
+        o.status.success(),
+        "uv tool install: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert_eq!(
+        stdout(
+            &Command::new(d.path().join("uv-bin/splitpkg"))
+                .arg("--version")
+                .output()
+                .unwrap()
+        ),
+        want
+    );
     let o = uv(&["tool", "list"]);
-    assert!(stdout(&o).contains(&format!("splitpkg v{VERSION}")), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("splitpkg v{VERSION}")),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// recipe/recipe.yaml rendered by real rattler-build (py-rattler-build, offline) with the variant
@@ -280,7 +492,10 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
 /// versions: stand-in values, the keys are what matters): one linux-64 variant with conda-forge's
 /// Rust build requirements, the auditable install, the licence files and the tests.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests"
+)]
 fn recipe_renders_with_rattler_build() {
     let python = python_env();
     let d = tempfile::tempdir().unwrap();
@@ -291,14 +506,22 @@ fn recipe_renders_with_rattler_build() {
     )
     .unwrap();
     let script = "import json, sys\nimport rattler_build as rb\nout = rb.Stage0Recipe.from_file(sys.argv[1]).render(rb.VariantConfig.from_file(sys.argv[2]))\nprint(json.dumps([{'variant': v.variant, 'recipe': v.recipe.to_dict()} for v in out]))";
-    let o = Command::new(&python).args(["-c", script]).arg(repo().join("recipe/recipe.yaml")).arg(&variants).output().unwrap();
+    let o = Command::new(&python)
+        .args(["-c", script])
+        .arg(repo().join("recipe/recipe.yaml"))
+        .arg(&variants)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "render: {}", stderr(&o));
     let rendered = json(&o);
     let all = rendered.as_array().unwrap();
     assert_eq!(all.len(), 1, "{rendered}");
     let r = &all[0]["recipe"];
     assert_eq!(all[0]["variant"]["target_platform"], "linux-64");
-    assert_eq!(r["package"], serde_json::json!({"name": "splitpkg", "version": VERSION}));
+    assert_eq!(
+        r["package"],
+        serde_json::json!({"name": "splitpkg", "version": VERSION})
+    );
     assert_eq!(
         r["requirements"]["build"],
         serde_json::json!([
@@ -309,7 +532,12 @@ fn recipe_renders_with_rattler_build() {
             "cargo-auditable"
         ])
     );
-    let build_script: Vec<&str> = r["build"]["script"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    let build_script: Vec<&str> = r["build"]["script"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
     assert_eq!(
         build_script,
         [
@@ -318,10 +546,19 @@ fn recipe_renders_with_rattler_build() {
         ]
     );
     assert_eq!(r["about"]["license"], "BSD-3-Clause");
-    assert_eq!(r["about"]["license_file"], serde_json::json!(["LICENSE", "LICENSE-THIRDPARTY.yml"]));
+    assert_eq!(
+        r["about"]["license_file"],
+        serde_json::json!(["LICENSE", "LICENSE-THIRDPARTY.yml"])
+    );
     let tests = r["tests"].as_array().unwrap();
-    assert_eq!(tests[0]["script"], serde_json::json!(["splitpkg --help", "splitpkg --version"]));
-    assert_eq!(tests[1]["package_contents"]["bin"], serde_json::json!(["splitpkg"]));
+    assert_eq!(
+        tests[0]["script"],
+        serde_json::json!(["splitpkg --help", "splitpkg --version"])
+    );
+    assert_eq!(
+        tests[1]["package_contents"]["bin"],
+        serde_json::json!(["splitpkg"])
+    );
     let verify: Vec<&str> = tests[2]["script"]
         .as_array()
         .unwrap()
@@ -330,5 +567,8 @@ fn recipe_renders_with_rattler_build() {
         .filter(|l| l.contains("splitpkg verify-variant"))
         .collect();
     assert_eq!(verify.len(), 4, "{verify:?}");
-    assert_eq!(tests[2]["requirements"]["build"], serde_json::json!(["gcc_linux-64 14.*"]));
+    assert_eq!(
+        tests[2]["requirements"]["build"],
+        serde_json::json!(["gcc_linux-64 14.*"])
+    );
 }

@@ -24,11 +24,21 @@ fn list(args: &[&str]) -> Vec<Value> {
 }
 
 fn case<'a>(plan: &'a Value, id: &str) -> &'a Value {
-    plan["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no case {id}"))
+    plan["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no case {id}"))
 }
 
 fn python3() -> Option<PathBuf> {
-    std::process::Command::new("python3").arg("--version").output().ok().filter(|o| o.status.success()).map(|_| PathBuf::from("python3"))
+    std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| PathBuf::from("python3"))
 }
 
 #[test]
@@ -68,7 +78,10 @@ fn no_cuda_driver_exits_2_with_one_line() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "one line expected: {err:?}");
-    assert!(err.starts_with("splitpkg: error: no CUDA driver: "), "{err}");
+    assert!(
+        err.starts_with("splitpkg: error: no CUDA driver: "),
+        "{err}"
+    );
     assert!(err.contains("libcuda"), "{err}");
     assert!(stdout(&o).is_empty());
     // The library call behind it never panics either.
@@ -82,8 +95,22 @@ fn no_cuda_driver_exits_2_with_one_line() {
 fn bad_usage_exits_2() {
     let cases: &[&[&str]] = &[
         &["smoke", "--variant", "foo=/tmp", "--list"],
-        &["smoke", "--variant", "magma=/tmp", "--emulate", "magma", "--list"],
-        &["smoke", "--variant", "magma=/tmp", "--emulate", "nomagma", "--list"],
+        &[
+            "smoke",
+            "--variant",
+            "magma=/tmp",
+            "--emulate",
+            "magma",
+            "--list",
+        ],
+        &[
+            "smoke",
+            "--variant",
+            "magma=/tmp",
+            "--emulate",
+            "nomagma",
+            "--list",
+        ],
         &["smoke", "--variant", "magma", "--list"],
         &["smoke", "--variant", "magma=/tmp", "--case-timeout", "0"],
         &["smoke"],
@@ -167,49 +194,99 @@ fn battery_plan_covers_ops_shapes_dtypes() {
         assert!(has(op, "non-square"), "{op}: no non-square shape");
     }
     // The cases 2.11 routes to MAGMA by default when the library has it.
-    for op in ["cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_nopiv", "lu", "lu_solve", "solve", "inv", "det"] {
-        assert!(has(op, "magma-by-default"), "{op}: no magma-by-default shape");
+    for op in [
+        "cholesky_solve",
+        "cholesky_inverse",
+        "lu_factor",
+        "lu_factor_nopiv",
+        "lu",
+        "lu_solve",
+        "solve",
+        "inv",
+        "det",
+    ] {
+        assert!(
+            has(op, "magma-by-default"),
+            "{op}: no magma-by-default shape"
+        );
     }
     let lu_solve_window = cat.iter().any(|e| {
         let p = (e.params)();
-        e.op == "lu_solve" && p["n"].as_u64().unwrap() <= 8 && (256..=1024).contains(&p["k"].as_u64().unwrap())
+        e.op == "lu_solve"
+            && p["n"].as_u64().unwrap() <= 8
+            && (256..=1024).contains(&p["k"].as_u64().unwrap())
     });
-    assert!(lu_solve_window, "no lu_solve with n <= 8 and 256 <= k <= 1024");
+    assert!(
+        lu_solve_window,
+        "no lu_solve with n <= 8 and 256 <= k <= 1024"
+    );
     let entries: usize = cat.iter().map(|e| e.dtypes.len()).sum();
 
     let plans = list(&["--variant", "magma=/x", "--variant", "nomagma=/y"]);
     assert_eq!(plans[0]["cases"].as_array().unwrap().len(), entries * 3);
     assert_eq!(plans[1]["cases"].as_array().unwrap().len(), entries * 3);
-    let ids: BTreeSet<&str> = plans[0]["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    let ids: BTreeSet<&str> = plans[0]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids.len(), entries * 3, "case ids are unique");
     let emu = list(&["--variant", "nomagma=/y", "--emulate", "nomagma"]);
     let emu_cases = emu[0]["cases"].as_array().unwrap();
     assert_eq!(emu[0]["mode"], "emulated-nomagma");
     assert_eq!(emu[0]["table"], "nomagma-emulated");
-    assert_eq!(emu_cases.len(), entries * 2, "emulation runs default and cusolver only");
-    assert!(emu_cases.iter().all(|c| c["applied_preference"] == "cusolver" && c["preference"] != "magma"));
+    assert_eq!(
+        emu_cases.len(),
+        entries * 2,
+        "emulation runs default and cusolver only"
+    );
+    assert!(
+        emu_cases
+            .iter()
+            .all(|c| c["applied_preference"] == "cusolver" && c["preference"] != "magma")
+    );
 }
 
 #[test]
 fn expectations_per_variant() {
     let plans = list(&["--variant", "magma=/x", "--variant", "nomagma=/y"]);
     let (magma, nomagma) = (&plans[0], &plans[1]);
-    let outcome = |p: &Value, id: &str| case(p, id)["expect"]["outcome"].as_str().unwrap().to_string();
-    let pattern = |p: &Value, id: &str| case(p, id)["expect"]["pattern"].as_str().unwrap_or("").to_string();
+    let outcome = |p: &Value, id: &str| {
+        case(p, id)["expect"]["outcome"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let pattern = |p: &Value, id: &str| {
+        case(p, id)["expect"]["pattern"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
 
     // magma: everything passes except the two documented 2.11 behaviours.
     for c in magma["cases"].as_array().unwrap() {
-        let (op, pref, id) = (c["op"].as_str().unwrap(), c["preference"].as_str().unwrap(), c["id"].as_str().unwrap());
+        let (op, pref, id) = (
+            c["op"].as_str().unwrap(),
+            c["preference"].as_str().unwrap(),
+            c["id"].as_str().unwrap(),
+        );
         let o = c["expect"]["outcome"].as_str().unwrap();
         let want = match (op, pref) {
             ("ldl_factor_hermitian", "cusolver") => "error",
-            ("ldl_factor", "magma") if c["dtype"].as_str().unwrap().starts_with("complex") => "error",
+            ("ldl_factor", "magma") if c["dtype"].as_str().unwrap().starts_with("complex") => {
+                "error"
+            }
             ("svd" | "svdvals" | "pinv" | "matrix_rank", "magma") => "excluded",
             _ => "pass",
         };
         assert_eq!(o, want, "magma {id}");
     }
-    assert_eq!(outcome(magma, "ldl_factor_hermitian/32x32/complex128/default"), "pass");
+    assert_eq!(
+        outcome(magma, "ldl_factor_hermitian/32x32/complex128/default"),
+        "pass"
+    );
 
     // nomagma, default preference: the MAGMA-by-default shapes must pass on cuSOLVER.
     for id in [
@@ -226,21 +303,42 @@ fn expectations_per_variant() {
         assert_eq!(outcome(nomagma, id), "pass", "nomagma {id}");
     }
     // ... except complex Hermitian LDL, which must fail cleanly.
-    assert_eq!(outcome(nomagma, "ldl_factor_hermitian/32x32/complex128/default"), "error");
-    assert!(pattern(nomagma, "ldl_factor_hermitian/32x32/complex128/default").contains("not supported with cuSOLVER backend"));
+    assert_eq!(
+        outcome(nomagma, "ldl_factor_hermitian/32x32/complex128/default"),
+        "error"
+    );
+    assert!(
+        pattern(nomagma, "ldl_factor_hermitian/32x32/complex128/default")
+            .contains("not supported with cuSOLVER backend")
+    );
     // magma preference on nomagma: MAGMA branches raise naming MAGMA; cuSOLVER-only ops still pass.
     assert_eq!(outcome(nomagma, "lu_factor/64x64/float64/magma"), "error");
-    assert_eq!(pattern(nomagma, "lu_factor/64x64/float64/magma"), "(?i)magma");
+    assert_eq!(
+        pattern(nomagma, "lu_factor/64x64/float64/magma"),
+        "(?i)magma"
+    );
     assert_eq!(outcome(nomagma, "cholesky/64x64/float64/magma"), "pass");
     assert_eq!(outcome(nomagma, "qr/64x32/float64/magma"), "pass");
     assert_eq!(outcome(nomagma, "svd/64x32/float64/magma"), "excluded");
-    assert!(case(nomagma, "svd/64x32/float64/magma")["expect"]["note"].as_str().unwrap().contains("stock bug"));
+    assert!(
+        case(nomagma, "svd/64x32/float64/magma")["expect"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("stock bug")
+    );
     // Fixed from the real nomagma run: eigh/eigvalsh up to 128x128 take a CPU path under the magma
     // preference and work; larger ones take the MAGMA branch and must raise.
-    for id in ["eigh/64x64/float32/magma", "eigh/8x32x32/complex128/magma", "eigvalsh/4x128x128/float64/magma"] {
+    for id in [
+        "eigh/64x64/float32/magma",
+        "eigh/8x32x32/complex128/magma",
+        "eigvalsh/4x128x128/float64/magma",
+    ] {
         assert_eq!(outcome(nomagma, id), "pass", "nomagma {id}");
         assert!(
-            case(nomagma, id)["expect"]["note"].as_str().unwrap().contains("docs/evidence/nomagma-real"),
+            case(nomagma, id)["expect"]["note"]
+                .as_str()
+                .unwrap()
+                .contains("docs/evidence/nomagma-real"),
             "{id} names the run that showed it"
         );
     }
@@ -248,17 +346,30 @@ fn expectations_per_variant() {
 
     // Emulated nomagma: complex Hermitian LDL fails under forced cuSOLVER; the rest passes.
     let emu = list(&["--variant", "nomagma=/y", "--emulate", "nomagma"]);
-    assert_eq!(outcome(&emu[0], "ldl_factor_hermitian/4x32x32/complex64/default"), "error");
-    assert_eq!(outcome(&emu[0], "cholesky_solve/16x64x64,k=2/float64/default"), "pass");
+    assert_eq!(
+        outcome(&emu[0], "ldl_factor_hermitian/4x32x32/complex64/default"),
+        "error"
+    );
+    assert_eq!(
+        outcome(&emu[0], "cholesky_solve/16x64x64,k=2/float64/default"),
+        "pass"
+    );
 }
 
 #[test]
 fn cuda_below_rule_follows_torch_cuda_version() {
     let tables = expect::Tables::builtin();
-    let filter = cases::Filter { only: vec!["eig/32x32/float64/default".into()], skip: vec![] };
+    let filter = cases::Filter {
+        only: vec!["eig/32x32/float64/default".into()],
+        skip: vec![],
+    };
     let old = smoke::plan_variant("nomagma", false, &tables, &filter, Some("12.6")).unwrap();
     let new = smoke::plan_variant("nomagma", false, &tables, &filter, Some("13.0")).unwrap();
-    assert_eq!(old.cases[0].expect.outcome, expect::Outcome::Error, "eig needs MAGMA below CUDA 12.8");
+    assert_eq!(
+        old.cases[0].expect.outcome,
+        expect::Outcome::Error,
+        "eig needs MAGMA below CUDA 12.8"
+    );
     assert_eq!(new.cases[0].expect.outcome, expect::Outcome::Pass);
     assert_eq!(expect::version_below("12.10", "12.8"), Some(false));
     assert_eq!(expect::version_below("11.8", "12.8"), Some(true));
@@ -274,8 +385,16 @@ fn replay(file: &str, extra: &[&str]) -> (Value, i32, String) {
 }
 
 fn status_of(rep: &Value, variant: usize, id: &str) -> (String, String) {
-    let c = rep["variants"][variant]["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no {id}"));
-    (c["status"].as_str().unwrap().to_string(), c["reason"].as_str().unwrap_or("").to_string())
+    let c = rep["variants"][variant]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}"));
+    (
+        c["status"].as_str().unwrap().to_string(),
+        c["reason"].as_str().unwrap_or("").to_string(),
+    )
 }
 
 #[test]
@@ -287,8 +406,16 @@ fn replay_stock_behaviour_is_ok() {
     assert_eq!(rep["summary"]["fail"], 0);
     assert_eq!(rep["summary"]["timeout"], 0);
     assert!(rep["summary"]["expected_fail"].as_u64().unwrap() > 0);
-    assert!(rep["summary"]["excluded"].as_u64().unwrap() > 0, "svd under magma is excluded");
-    assert!(rep["options"]["replayed_from"].as_str().unwrap().ends_with("smoke-synthetic-ok.json"));
+    assert!(
+        rep["summary"]["excluded"].as_u64().unwrap() > 0,
+        "svd under magma is excluded"
+    );
+    assert!(
+        rep["options"]["replayed_from"]
+            .as_str()
+            .unwrap()
+            .ends_with("smoke-synthetic-ok.json")
+    );
     // magma variant: has_magma consistent, lazy library mapped only after the first linalg op.
     let checks = &rep["variants"][0]["checks"];
     assert_eq!(checks[0]["name"], "laziness");
@@ -296,17 +423,41 @@ fn replay_stock_behaviour_is_ok() {
     assert_eq!(checks[1]["name"], "has_magma");
     assert_eq!(checks[1]["status"], "pass");
     assert_eq!(checks[2]["status"], "not-checked");
-    assert!(checks[2]["detail"].as_str().unwrap().contains("fatbin reader unavailable"));
+    assert!(
+        checks[2]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("fatbin reader unavailable")
+    );
     // emulated nomagma: labelled, has_magma not applicable.
     let emu = &rep["variants"][1];
     assert_eq!(emu["emulated"], true);
     assert_eq!(emu["checks"][1]["status"], "not-applicable");
-    assert!(emu["checks"][1]["detail"].as_str().unwrap().contains("emulated"));
-    assert_eq!(status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0, "expected-fail");
+    assert!(
+        emu["checks"][1]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("emulated")
+    );
+    assert_eq!(
+        status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
+        "expected-fail"
+    );
     assert_eq!(status_of(&rep, 0, "svd/64x32/float64/magma").0, "excluded");
-    assert_eq!(status_of(&rep, 0, "pinv/32x16/float64/magma").0, "excluded", "excluded whatever the outcome");
+    assert_eq!(
+        status_of(&rep, 0, "pinv/32x16/float64/magma").0,
+        "excluded",
+        "excluded whatever the outcome"
+    );
 
-    let o = run(&["smoke", "--replay", repo().join("tests/data/smoke-synthetic-ok.json").to_str().unwrap()]);
+    let o = run(&[
+        "smoke",
+        "--replay",
+        repo()
+            .join("tests/data/smoke-synthetic-ok.json")
+            .to_str()
+            .unwrap(),
+    ]);
     let text = stdout(&o);
     assert!(text.contains("RESULT: OK"), "{text}");
     assert!(text.contains("EMULATED"), "{text}");
@@ -325,43 +476,109 @@ fn replay_broken_nomagma_fails_with_reasons() {
         assert!(r.contains(reason), "{id}: {r:?} lacks {reason:?}");
     };
     // MAGMA still on a default path of the nomagma library.
-    expect("cholesky_solve/16x64x64,k=2/float64/default", "fail", "unexpected RuntimeError: cholesky_solve: MAGMA library not found");
-    expect("cholesky_solve/32x32,k=2/float64/magma", "expected-fail", "MAGMA library not found");
-    expect("lu_factor/300x200/float64/default", "fail", "wrong result: residual 8.30e-1");
+    expect(
+        "cholesky_solve/16x64x64,k=2/float64/default",
+        "fail",
+        "unexpected RuntimeError: cholesky_solve: MAGMA library not found",
+    );
+    expect(
+        "cholesky_solve/32x32,k=2/float64/magma",
+        "expected-fail",
+        "MAGMA library not found",
+    );
+    expect(
+        "lu_factor/300x200/float64/default",
+        "fail",
+        "wrong result: residual 8.30e-1",
+    );
     expect("lu_factor/64x96/complex64/cusolver", "fail", "residual NaN");
-    expect("lu_factor/64x64/float32/magma", "fail", "expected a clean RuntimeError, got TypeError");
+    expect(
+        "lu_factor/64x64/float32/magma",
+        "fail",
+        "expected a clean RuntimeError, got TypeError",
+    );
     expect("svd/64x32/float32/default", "timeout", "hang");
-    expect("svd/256x128/float32/default", "timeout", "not run: svd timed out 2 times");
-    expect("eig/32x32/float64/cusolver", "fail", "worker died: killed by signal 11");
-    expect("matrix_exp/16x16/float32/default", "fail", "MAGMA not initialized");
-    expect("ldl_factor_hermitian/32x32/complex64/default", "expected-fail", "not supported with cuSOLVER backend");
+    expect(
+        "svd/256x128/float32/default",
+        "timeout",
+        "not run: svd timed out 2 times",
+    );
+    expect(
+        "eig/32x32/float64/cusolver",
+        "fail",
+        "worker died: killed by signal 11",
+    );
+    expect(
+        "matrix_exp/16x16/float32/default",
+        "fail",
+        "MAGMA not initialized",
+    );
+    expect(
+        "ldl_factor_hermitian/32x32/complex64/default",
+        "expected-fail",
+        "not supported with cuSOLVER backend",
+    );
     expect("svd/64x32/float64/magma", "excluded", "known stock bug");
     // has_magma True over a library without MAGMA: a stale core flag, reported apart from the
     // failures above (which alone make this run exit 1).
     let hm = &rep["variants"][0]["checks"][1];
     assert_eq!(hm["name"], "has_magma");
     assert_eq!(hm["status"], "stale");
-    assert!(hm["detail"].as_str().unwrap().contains("stale core flag: torch.cuda.has_magma is True but"), "{hm}");
-    assert!(hm["consequence"].as_str().unwrap().contains("skipCUDAIfNoMagma"), "{hm}");
-    assert!(hm["consequence"].as_str().unwrap().contains("Measured remedy"), "{hm}");
+    assert!(
+        hm["detail"]
+            .as_str()
+            .unwrap()
+            .contains("stale core flag: torch.cuda.has_magma is True but"),
+        "{hm}"
+    );
+    assert!(
+        hm["consequence"]
+            .as_str()
+            .unwrap()
+            .contains("skipCUDAIfNoMagma"),
+        "{hm}"
+    );
+    assert!(
+        hm["consequence"]
+            .as_str()
+            .unwrap()
+            .contains("Measured remedy"),
+        "{hm}"
+    );
     assert_eq!(rep["summary"]["stale_flags"], 1);
     assert_eq!(rep["result"], "fail", "broken cases win over a stale flag");
     // The library has no MAGMA, so it is what the name nomagma says.
     let id = &rep["variants"][0]["checks"][3];
-    assert_eq!((id["name"].as_str(), id["status"].as_str()), (Some("identity"), Some("pass")), "{id}");
+    assert_eq!(
+        (id["name"].as_str(), id["status"].as_str()),
+        (Some("identity"), Some("pass")),
+        "{id}"
+    );
 
-    let o = run(&["smoke", "--replay", repo().join("tests/data/smoke-synthetic-broken.json").to_str().unwrap(), "--all"]);
+    let o = run(&[
+        "smoke",
+        "--replay",
+        repo()
+            .join("tests/data/smoke-synthetic-broken.json")
+            .to_str()
+            .unwrap(),
+        "--all",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     let text = stdout(&o);
     assert!(text.contains("RESULT: FAIL"), "{text}");
     assert!(text.contains("consequence:"), "{text}");
-    assert!(text.contains("cholesky_solve/32x32,k=2/float32/default"), "--all lists passing cases");
+    assert!(
+        text.contains("cholesky_solve/32x32,k=2/float32/default"),
+        "--all lists passing cases"
+    );
 }
 
 /// A recorded report (schema version 1, as the synthetic fixtures and the first H200 run are)
 /// changed by `edit`, written to a temporary file and replayed.
 fn replay_edited(file: &str, edit: impl FnOnce(&mut Value)) -> (Value, i32, String) {
-    let mut rep: Value = serde_json::from_str(&std::fs::read_to_string(repo().join(file)).unwrap()).unwrap();
+    let mut rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join(file)).unwrap()).unwrap();
     edit(&mut rep);
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("edited.json");
@@ -372,13 +589,20 @@ fn replay_edited(file: &str, edit: impl FnOnce(&mut Value)) -> (Value, i32, Stri
 }
 
 fn check<'a>(rep: &'a Value, variant: usize, name: &str) -> &'a Value {
-    rep["variants"][variant]["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no check {name}"))
+    rep["variants"][variant]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}"))
 }
 
 #[test]
 fn stale_core_flag_is_told_apart_from_a_broken_variant() {
     // Every case passes; only has_magma disagrees with the library: exit 4, result ok-stale-flag.
-    let (rep, code, text) = replay_edited("tests/data/smoke-synthetic-ok.json", |r| r["variants"][0]["probe"]["has_magma"] = false.into());
+    let (rep, code, text) = replay_edited("tests/data/smoke-synthetic-ok.json", |r| {
+        r["variants"][0]["probe"]["has_magma"] = false.into()
+    });
     assert_eq!(code, 4, "{}", rep["summary"]);
     assert_valid("docs/smoke.schema.json", &rep);
     assert_eq!(rep["result"], "ok-stale-flag");
@@ -388,11 +612,17 @@ fn stale_core_flag_is_told_apart_from_a_broken_variant() {
     assert_eq!(check(&rep, 0, "has_magma")["status"], "stale");
     assert!(text.contains("RESULT: OK, STALE CORE FLAG"), "{text}");
     assert!(text.contains("Exit code 4"), "{text}");
-    assert!(text.contains("consequence:"), "the stale check explains itself: {text}");
+    assert!(
+        text.contains("consequence:"),
+        "the stale check explains itself: {text}"
+    );
     // The same recording unedited: exit 0, result ok.
     let (rep, code, _) = replay("tests/data/smoke-synthetic-ok.json", &[]);
     assert_eq!((code, rep["result"].as_str()), (0, Some("ok")));
-    assert_eq!(rep["schema_version"], 2, "judged again, so written as today's schema");
+    assert_eq!(
+        rep["schema_version"], 2,
+        "judged again, so written as today's schema"
+    );
 }
 
 #[test]
@@ -408,9 +638,18 @@ fn identity_check_applies_to_old_recordings() {
     let id = check(&rep, 0, "identity");
     assert_eq!(id["status"], "fail", "{id}");
     let detail = id["detail"].as_str().unwrap();
-    assert!(detail.contains("variant \"nomagma\" but libtorch_cuda_linalg.so is a magma build"), "{detail}");
-    assert!(detail.contains("no payload symbols defined"), "names the rule that failed: {detail}");
-    assert!(text.contains("identity") && text.contains("RESULT: FAIL"), "{text}");
+    assert!(
+        detail.contains("variant \"nomagma\" but libtorch_cuda_linalg.so is a magma build"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("no payload symbols defined"),
+        "names the rule that failed: {detail}"
+    );
+    assert!(
+        text.contains("identity") && text.contains("RESULT: FAIL"),
+        "{text}"
+    );
     // And a magma variant whose library has no MAGMA.
     let (rep, code, _) = replay_edited("tests/data/smoke-synthetic-ok.json", |r| {
         let l = &mut r["variants"][0]["lazy_library"];
@@ -421,8 +660,17 @@ fn identity_check_applies_to_old_recordings() {
     assert_eq!(code, 1);
     let id = check(&rep, 0, "identity");
     assert_eq!(id["status"], "fail");
-    assert!(id["detail"].as_str().unwrap().contains("is not a magma build"), "{id}");
-    assert!(id["detail"].as_str().unwrap().contains("payload present"), "{id}");
+    assert!(
+        id["detail"]
+            .as_str()
+            .unwrap()
+            .contains("is not a magma build"),
+        "{id}"
+    );
+    assert!(
+        id["detail"].as_str().unwrap().contains("payload present"),
+        "{id}"
+    );
     // Emulated variants and other names are not judged by name.
     let (rep, _, _) = replay("tests/data/smoke-synthetic-ok.json", &[]);
     assert_eq!(check(&rep, 0, "identity")["status"], "pass");
@@ -436,7 +684,14 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
     let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
     let dir = tempfile::tempdir().unwrap();
     let plan_file = dir.path().join("plan.json");
-    let o = run(&["plan", fixture("conda-like").to_str().unwrap(), "--json", "--out", plan_file.to_str().unwrap(), "-q"]);
+    let o = run(&[
+        "plan",
+        fixture("conda-like").to_str().unwrap(),
+        "--json",
+        "--out",
+        plan_file.to_str().unwrap(),
+        "-q",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for (tree, lib) in [
         ("pip-like", "torch/lib/libtorch_cuda_linalg.so"),
@@ -446,8 +701,23 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
         let path = fixture(tree).join(lib);
         let facts = variant::lazy_facts(&path, &spec).unwrap();
         for name in ["magma", "nomagma"] {
-            let c = eval::identity_check(name, "magma", false, Some(&facts.presence()), None, "libtorch_cuda_linalg.so");
-            let o = run(&["verify-variant", path.to_str().unwrap(), "--variant", name, "--plan", plan_file.to_str().unwrap(), "--json"]);
+            let c = eval::identity_check(
+                name,
+                "magma",
+                false,
+                Some(&facts.presence()),
+                None,
+                "libtorch_cuda_linalg.so",
+            );
+            let o = run(&[
+                "verify-variant",
+                path.to_str().unwrap(),
+                "--variant",
+                name,
+                "--plan",
+                plan_file.to_str().unwrap(),
+                "--json",
+            ]);
             let v = json(&o);
             let rule_ok = v["checks"]
                 .as_array()
@@ -455,7 +725,11 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
                 .iter()
                 .filter(|c| c["name"].as_str().unwrap().contains("payload"))
                 .all(|c| c["pass"] == true);
-            assert_eq!(c.status == eval::CheckStatus::Pass, rule_ok, "{tree} as {name}: smoke says {c:?}, verify-variant says {v}");
+            assert_eq!(
+                c.status == eval::CheckStatus::Pass,
+                rule_ok,
+                "{tree} as {name}: smoke says {c:?}, verify-variant says {v}"
+            );
             let holds = facts.has_magma;
             assert_eq!(rule_ok, (name == "magma") == holds, "{tree} as {name}");
         }
@@ -471,8 +745,15 @@ fn replay_of_the_committed_h200_evidence() {
     let bench = rep["bench"].as_array().unwrap();
     assert_eq!(bench.len(), 1);
     assert_eq!(bench[0]["variant"], "magma");
-    assert!(rep["default_routing"].is_null(), "one variant timed: nothing to compare");
-    assert_eq!(check(&rep, 1, "identity")["status"], "not-applicable", "emulated");
+    assert!(
+        rep["default_routing"].is_null(),
+        "one variant timed: nothing to compare"
+    );
+    assert_eq!(
+        check(&rep, 1, "identity")["status"],
+        "not-applicable",
+        "emulated"
+    );
 }
 
 /// The real nomagma run on the H200 (docs/evidence/nomagma-real: the MAGMA-free library built by
@@ -480,32 +761,76 @@ fn replay_of_the_committed_h200_evidence() {
 /// every case as expected, both variants what their names say, has_magma a stale core flag.
 #[test]
 fn replay_of_the_real_nomagma_runs() {
-    for file in ["docs/evidence/nomagma-real/smoke-copy.json", "docs/evidence/nomagma-real/smoke-envs.json"] {
+    for file in [
+        "docs/evidence/nomagma-real/smoke-copy.json",
+        "docs/evidence/nomagma-real/smoke-envs.json",
+    ] {
         let (rep, code, err) = replay(file, &[]);
         assert_eq!(code, 4, "{file}: {err}\n{}", rep["summary"]);
         assert_valid("docs/smoke.schema.json", &rep);
         assert_eq!(rep["result"], "ok-stale-flag", "{file}");
-        assert_eq!((rep["summary"]["fail"].as_u64(), rep["summary"]["timeout"].as_u64()), (Some(0), Some(0)), "{file}");
+        assert_eq!(
+            (
+                rep["summary"]["fail"].as_u64(),
+                rep["summary"]["timeout"].as_u64()
+            ),
+            (Some(0), Some(0)),
+            "{file}"
+        );
         assert_eq!(rep["summary"]["cases"], 1368);
         for (i, name) in [(0, "magma"), (1, "nomagma")] {
             let v = &rep["variants"][i];
-            assert_eq!((v["name"].as_str(), v["emulated"].as_bool()), (Some(name), Some(false)), "{file}: both variants real");
-            assert_eq!(check(&rep, i, "identity")["status"], "pass", "{file} {name}");
-            assert_eq!(check(&rep, i, "laziness")["status"], "pass", "{file} {name}");
+            assert_eq!(
+                (v["name"].as_str(), v["emulated"].as_bool()),
+                (Some(name), Some(false)),
+                "{file}: both variants real"
+            );
+            assert_eq!(
+                check(&rep, i, "identity")["status"],
+                "pass",
+                "{file} {name}"
+            );
+            assert_eq!(
+                check(&rep, i, "laziness")["status"],
+                "pass",
+                "{file} {name}"
+            );
             let runtime = v["probe"]["loaded_library_exports_magma_init"].as_bool();
-            assert_eq!(runtime, Some(name == "magma"), "{file}: the measured remedy answers right on {name}");
+            assert_eq!(
+                runtime,
+                Some(name == "magma"),
+                "{file}: the measured remedy answers right on {name}"
+            );
         }
         assert_eq!(check(&rep, 0, "has_magma")["status"], "pass");
         assert_eq!(check(&rep, 1, "has_magma")["status"], "stale");
         // The table fix this run showed, and the MAGMA branch that must still raise cleanly.
         assert_eq!(status_of(&rep, 1, "eigh/64x64/float64/magma").0, "pass");
-        assert_eq!(status_of(&rep, 1, "eigvalsh/4x128x128/complex64/magma").0, "pass");
-        assert_eq!(status_of(&rep, 1, "eigh/256x256/float64/magma").0, "expected-fail");
-        assert_eq!(status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0, "expected-fail");
-        assert_eq!(status_of(&rep, 1, "cholesky_inverse/16x64x64/float64/default").0, "pass", "MAGMA-by-default shape on cuSOLVER");
+        assert_eq!(
+            status_of(&rep, 1, "eigvalsh/4x128x128/complex64/magma").0,
+            "pass"
+        );
+        assert_eq!(
+            status_of(&rep, 1, "eigh/256x256/float64/magma").0,
+            "expected-fail"
+        );
+        assert_eq!(
+            status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
+            "expected-fail"
+        );
+        assert_eq!(
+            status_of(&rep, 1, "cholesky_inverse/16x64x64/float64/default").0,
+            "pass",
+            "MAGMA-by-default shape on cuSOLVER"
+        );
         // Both variants timed; default routing compared.
         assert_eq!(rep["bench"].as_array().unwrap().len(), 2);
-        let ci = rep["default_routing"].as_array().unwrap().iter().find(|r| r["op"] == "cholesky_inverse").unwrap();
+        let ci = rep["default_routing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["op"] == "cholesky_inverse")
+            .unwrap();
         assert!(ci["slim_over_full"].as_f64().unwrap() > 100.0, "{ci}");
     }
     // The same recording with the names swapped: the identity check fails both variants.
@@ -521,7 +846,11 @@ fn replay_of_the_real_nomagma_runs() {
 #[test]
 fn default_routing_compares_each_variant_under_its_own_default() {
     let cell = |ms: Option<f64>| smoke::BenchCell {
-        outcome: if ms.is_some() { eval::RawOutcome::Ok } else { eval::RawOutcome::Error },
+        outcome: if ms.is_some() {
+            eval::RawOutcome::Ok
+        } else {
+            eval::RawOutcome::Error
+        },
         median_ms: ms,
         times_ms: vec![],
         error: ms.is_none().then(|| "RuntimeError".into()),
@@ -536,18 +865,46 @@ fn default_routing_compares_each_variant_under_its_own_default() {
             size: "1024x64x64".into(),
             dtype: "float64".into(),
             why: "w".into(),
-            results: [("default".to_string(), cell(default)), ("magma".to_string(), cell(None))].into_iter().collect(),
+            results: [
+                ("default".to_string(), cell(default)),
+                ("magma".to_string(), cell(None)),
+            ]
+            .into_iter()
+            .collect(),
             magma_over_cusolver: None,
         }],
     };
-    let rows = smoke::default_routing(&[bench("magma", Some(0.25), false), bench("nomagma", Some(40.0), false)], "magma");
+    let rows = smoke::default_routing(
+        &[
+            bench("magma", Some(0.25), false),
+            bench("nomagma", Some(40.0), false),
+        ],
+        "magma",
+    );
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].slim_over_full, Some(160.0));
     assert_eq!(rows[0].median_ms["nomagma"], Some(40.0));
-    let rows = smoke::default_routing(&[bench("magma", Some(0.25), false), bench("nomagma", None, false)], "magma");
-    assert_eq!((rows[0].median_ms["nomagma"], rows[0].slim_over_full), (None, None), "an op that fails has no ratio");
+    let rows = smoke::default_routing(
+        &[
+            bench("magma", Some(0.25), false),
+            bench("nomagma", None, false),
+        ],
+        "magma",
+    );
+    assert_eq!(
+        (rows[0].median_ms["nomagma"], rows[0].slim_over_full),
+        (None, None),
+        "an op that fails has no ratio"
+    );
     assert!(
-        smoke::default_routing(&[bench("magma", Some(1.0), false), bench("nomagma", Some(1.0), true)], "magma").is_empty(),
+        smoke::default_routing(
+            &[
+                bench("magma", Some(1.0), false),
+                bench("nomagma", Some(1.0), true)
+            ],
+            "magma"
+        )
+        .is_empty(),
         "emulated timings are not a variant's"
     );
 }
@@ -566,22 +923,50 @@ fn replay_with_user_tables() {
     });
     let f = dir.path().join("user.json");
     std::fs::write(&f, user.to_string()).unwrap();
-    let (rep, code, _) = replay("tests/data/smoke-synthetic-broken.json", &["--expect", f.to_str().unwrap()]);
+    let (rep, code, _) = replay(
+        "tests/data/smoke-synthetic-broken.json",
+        &["--expect", f.to_str().unwrap()],
+    );
     assert_eq!(code, 1, "the wrong results and hangs still fail");
     assert_valid("docs/smoke.schema.json", &rep);
     assert_eq!(rep["variants"][0]["table_origin"], f.to_str().unwrap());
-    assert_eq!(status_of(&rep, 0, "cholesky_solve/16x64x64,k=2/float64/default").0, "expected-fail");
-    assert_eq!(status_of(&rep, 0, "lu_factor/64x64/float32/magma").0, "excluded");
+    assert_eq!(
+        status_of(&rep, 0, "cholesky_solve/16x64x64,k=2/float64/default").0,
+        "expected-fail"
+    );
+    assert_eq!(
+        status_of(&rep, 0, "lu_factor/64x64/float32/magma").0,
+        "excluded"
+    );
 
     for (bad, why) in [
-        (r#"{"tables": {"x": {"rules": [{"expect": "error"}]}}}"#, "pattern"),
-        (r#"{"tables": {"x": {"rules": [{"expect": "error", "pattern": "("}]}}}"#, "bad pattern"),
-        (r#"{"tables": {"x": {"rules": [{"expect": "maybe"}]}}}"#, "not an expectation table"),
-        (r#"{"tables": {"x": {"rules": [{"op": ["qr"]}]}}}"#, "missing"),
+        (
+            r#"{"tables": {"x": {"rules": [{"expect": "error"}]}}}"#,
+            "pattern",
+        ),
+        (
+            r#"{"tables": {"x": {"rules": [{"expect": "error", "pattern": "("}]}}}"#,
+            "bad pattern",
+        ),
+        (
+            r#"{"tables": {"x": {"rules": [{"expect": "maybe"}]}}}"#,
+            "not an expectation table",
+        ),
+        (
+            r#"{"tables": {"x": {"rules": [{"op": ["qr"]}]}}}"#,
+            "missing",
+        ),
         (r#"{"schema": "other", "tables": {}}"#, "schema"),
     ] {
         std::fs::write(&f, bad).unwrap();
-        let o = run(&["smoke", "--variant", "x=/y", "--expect", f.to_str().unwrap(), "--list"]);
+        let o = run(&[
+            "smoke",
+            "--variant",
+            "x=/y",
+            "--expect",
+            f.to_str().unwrap(),
+            "--list",
+        ]);
         assert_eq!(o.status.code(), Some(2), "{bad}");
         assert!(stderr(&o).contains(why), "{bad}: {}", stderr(&o));
         assert_eq!(stderr(&o).lines().count(), 1);
@@ -617,20 +1002,66 @@ fn judge_rules() {
     assert_eq!(j(&exp(Outcome::Pass, None), &ok(2e-3)), Fail);
     assert_eq!(j(&exp(Outcome::Pass, None), &ok(f64::NAN)), Fail);
     assert_eq!(j(&exp(Outcome::Error, Some("(?i)magma")), &ok(1e-6)), Fail);
-    assert_eq!(j(&exp(Outcome::Error, Some("(?i)magma")), &err("requires MAGMA", true)), ExpectedFail);
-    assert_eq!(j(&exp(Outcome::Error, Some("(?i)magma")), &err("requires MAGMA", false)), Fail);
-    assert_eq!(j(&exp(Outcome::Error, Some("cuSOLVER")), &err("requires MAGMA", true)), Fail);
+    assert_eq!(
+        j(
+            &exp(Outcome::Error, Some("(?i)magma")),
+            &err("requires MAGMA", true)
+        ),
+        ExpectedFail
+    );
+    assert_eq!(
+        j(
+            &exp(Outcome::Error, Some("(?i)magma")),
+            &err("requires MAGMA", false)
+        ),
+        Fail
+    );
+    assert_eq!(
+        j(
+            &exp(Outcome::Error, Some("cuSOLVER")),
+            &err("requires MAGMA", true)
+        ),
+        Fail
+    );
     assert_eq!(j(&exp(Outcome::PassOrError, Some("x")), &ok(1e-6)), Pass);
-    assert_eq!(j(&exp(Outcome::PassOrError, Some("x")), &err("x", true)), ExpectedFail);
-    assert_eq!(j(&exp(Outcome::Excluded, None), &err("anything", false)), Excluded);
-    assert_eq!(j(&exp(Outcome::Excluded, None), &eval::Raw::new(eval::RawOutcome::Timeout)), Timeout, "a hang is never excluded");
-    assert_eq!(j(&exp(Outcome::Excluded, None), &eval::Raw::new(eval::RawOutcome::Crash)), Fail, "a crash is never excluded");
+    assert_eq!(
+        j(&exp(Outcome::PassOrError, Some("x")), &err("x", true)),
+        ExpectedFail
+    );
+    assert_eq!(
+        j(&exp(Outcome::Excluded, None), &err("anything", false)),
+        Excluded
+    );
+    assert_eq!(
+        j(
+            &exp(Outcome::Excluded, None),
+            &eval::Raw::new(eval::RawOutcome::Timeout)
+        ),
+        Timeout,
+        "a hang is never excluded"
+    );
+    assert_eq!(
+        j(
+            &exp(Outcome::Excluded, None),
+            &eval::Raw::new(eval::RawOutcome::Crash)
+        ),
+        Fail,
+        "a crash is never excluded"
+    );
     let mut harness = err("boom", true);
     harness.phase = Some("check".into());
-    assert_eq!(j(&exp(Outcome::Error, Some("boom")), &harness), Fail, "a harness error is not the expected error");
+    assert_eq!(
+        j(&exp(Outcome::Error, Some("boom")), &harness),
+        Fail,
+        "a harness error is not the expected error"
+    );
     let mut stuck = ok(1e-6);
     stuck.preference_after = Some("magma".into());
-    assert_eq!(j(&exp(Outcome::Pass, None), &stuck), Fail, "preference not reset");
+    assert_eq!(
+        j(&exp(Outcome::Pass, None), &stuck),
+        Fail,
+        "preference not reset"
+    );
     let mut noisy = ok(1e-6);
     noisy.stderr = Some("Error in magma_getdevice_arch: MAGMA not initialized (call magma_init() first) or bad device".into());
     assert_eq!(j(&exp(Outcome::Pass, None), &noisy), Fail);
@@ -662,13 +1093,20 @@ fn battery_pure_parts_and_op_coverage() {
     };
     let dir = tempfile::tempdir().unwrap();
     let script = battery_file(dir.path());
-    let o = std::process::Command::new(&py).arg(&script).arg("selftest").output().unwrap();
+    let o = std::process::Command::new(&py)
+        .arg(&script)
+        .arg("selftest")
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("selftest ok"));
     // The battery imports without torch and implements exactly the catalog's ops.
     let o = std::process::Command::new(&py)
         .current_dir(dir.path())
-        .args(["-c", "import json, battery; print(json.dumps(sorted(battery.OPS)))"])
+        .args([
+            "-c",
+            "import json, battery; print(json.dumps(sorted(battery.OPS)))",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -680,7 +1118,11 @@ fn battery_pure_parts_and_op_coverage() {
     assert!(smoke::BATTERY.contains(&format!("MARK = \"{}\"", runner::MARK)));
     // Bench ops are implemented.
     for item in cases::bench_items() {
-        assert!(smoke::BATTERY.contains(&format!("\"{}\": lambda", item.op)), "bench op {} missing", item.op);
+        assert!(
+            smoke::BATTERY.contains(&format!("\"{}\": lambda", item.op)),
+            "bench op {} missing",
+            item.op
+        );
     }
 }
 
@@ -724,20 +1166,30 @@ fn fake_spec(dir: &Path, env: &[(&str, &str)]) -> runner::PySpec {
     runner::PySpec {
         python: "python3".into(),
         script,
-        env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         workdir: dir.to_path_buf(),
     }
 }
 
 fn job(i: usize, op: &str) -> runner::Job {
-    runner::Job { id: format!("{op}-{i}"), op: op.into(), payload: serde_json::json!({"id": format!("{op}-{i}"), "op": op}) }
+    runner::Job {
+        id: format!("{op}-{i}"),
+        op: op.into(),
+        payload: serde_json::json!({"id": format!("{op}-{i}"), "op": op}),
+    }
 }
 
 /// Running (a killed process whose new parent has not reaped it yet is a zombie, not alive).
 fn pid_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
-        Ok(stat) => stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).is_some_and(|state| state != 'Z' && state != 'X'),
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
     }
 }
 
@@ -767,25 +1219,67 @@ fn runner_survives_hangs_and_crashes() {
         deadline: None,
     };
     let mut seen = Vec::new();
-    let raws = runner::run_jobs(&spec, "default", &jobs, &limits, |i, r| seen.push((i, r.outcome)));
+    let raws = runner::run_jobs(&spec, "default", &jobs, &limits, |i, r| {
+        seen.push((i, r.outcome))
+    });
     use eval::RawOutcome::*;
     let outcomes: Vec<eval::RawOutcome> = raws.iter().map(|r| r.outcome).collect();
-    assert_eq!(outcomes, vec![Ok, Timeout, Ok, Crash, Ok, Timeout, NotRun, Ok, Ok]);
-    assert_eq!(seen.len(), jobs.len(), "every result reported as it arrives");
-    assert!(raws[1].detail.as_deref().unwrap().contains("process group killed"));
-    assert!(raws[3].detail.as_deref().unwrap().contains("signal 11"), "{:?}", raws[3].detail);
-    assert!(raws[6].detail.as_deref().unwrap().contains("timed out 2 times"));
+    assert_eq!(
+        outcomes,
+        vec![Ok, Timeout, Ok, Crash, Ok, Timeout, NotRun, Ok, Ok]
+    );
+    assert_eq!(
+        seen.len(),
+        jobs.len(),
+        "every result reported as it arrives"
+    );
+    assert!(
+        raws[1]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("process group killed")
+    );
+    assert!(
+        raws[3].detail.as_deref().unwrap().contains("signal 11"),
+        "{:?}",
+        raws[3].detail
+    );
+    assert!(
+        raws[6]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("timed out 2 times")
+    );
     assert_eq!(raws[7].context_ok, Some(false));
-    assert!(raws[7].detail.as_deref().unwrap().contains("illegal memory access"));
+    assert!(
+        raws[7]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("illegal memory access")
+    );
     // A fresh worker after each timeout, crash and broken context.
-    let pid = |i: usize| raws[i].answer.as_ref().unwrap()["worker_pid"].as_i64().unwrap();
+    let pid = |i: usize| {
+        raws[i].answer.as_ref().unwrap()["worker_pid"]
+            .as_i64()
+            .unwrap()
+    };
     assert_ne!(pid(0), pid(2));
     assert_ne!(pid(2), pid(4));
     assert_ne!(pid(4), pid(8));
     // The hang's grandchild went with its process group.
-    let gc: i32 = std::fs::read_to_string(dir.path().join("grandchild.pid")).unwrap().trim().parse().unwrap();
+    let gc: i32 = std::fs::read_to_string(dir.path().join("grandchild.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!pid_alive(gc), "grandchild {gc} of a timed-out case survived");
+    assert!(
+        !pid_alive(gc),
+        "grandchild {gc} of a timed-out case survived"
+    );
 }
 
 #[test]
@@ -795,11 +1289,25 @@ fn runner_reports_a_worker_that_cannot_start() {
     }
     let dir = tempfile::tempdir().unwrap();
     let spec = fake_spec(dir.path(), &[("FAKE_NO_START", "1")]);
-    let limits =
-        runner::Limits { case_timeout: Duration::from_secs(5), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
-    let raws = runner::run_jobs(&spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
+    let limits = runner::Limits {
+        case_timeout: Duration::from_secs(5),
+        ready_timeout: Duration::from_secs(30),
+        timeouts_per_op: 2,
+        deadline: None,
+    };
+    let raws = runner::run_jobs(
+        &spec,
+        "default",
+        &[job(0, "ok"), job(1, "ok")],
+        &limits,
+        |_, _| {},
+    );
     assert!(raws.iter().all(|r| r.outcome == eval::RawOutcome::NotRun));
-    assert!(raws[1].detail.as_deref().unwrap().contains("no torch"), "{:?}", raws[1].detail);
+    assert!(
+        raws[1].detail.as_deref().unwrap().contains("no torch"),
+        "{:?}",
+        raws[1].detail
+    );
 }
 
 /// A worker started ahead (while the probe runs, or while another battery does) takes the first
@@ -811,26 +1319,59 @@ fn runner_uses_a_worker_started_ahead() {
     }
     let dir = tempfile::tempdir().unwrap();
     let spec = fake_spec(dir.path(), &[]);
-    let limits =
-        runner::Limits { case_timeout: Duration::from_secs(5), ready_timeout: Duration::from_secs(30), timeouts_per_op: 2, deadline: None };
+    let limits = runner::Limits {
+        case_timeout: Duration::from_secs(5),
+        ready_timeout: Duration::from_secs(30),
+        timeouts_per_op: 2,
+        deadline: None,
+    };
     let pid = |r: &eval::Raw| r.answer.as_ref().unwrap()["worker_pid"].as_i64().unwrap() as i32;
 
     let ahead = runner::start_ahead(&spec, "default", limits.ready_timeout);
     let ahead_pid = ahead.pid().expect("the fake worker starts");
-    let raws = runner::run_jobs_on(ahead, &spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
-    assert_eq!((pid(&raws[0]), pid(&raws[1])), (ahead_pid as i32, ahead_pid as i32), "the started worker ran both jobs");
+    let raws = runner::run_jobs_on(
+        ahead,
+        &spec,
+        "default",
+        &[job(0, "ok"), job(1, "ok")],
+        &limits,
+        |_, _| {},
+    );
+    assert_eq!(
+        (pid(&raws[0]), pid(&raws[1])),
+        (ahead_pid as i32, ahead_pid as i32),
+        "the started worker ran both jobs"
+    );
 
     let unused = runner::start_ahead(&spec, "default", limits.ready_timeout);
     let unused_pid = unused.pid().unwrap() as i32;
     assert!(pid_alive(unused_pid));
     drop(unused);
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!pid_alive(unused_pid), "a worker started ahead and never used outlived its handle");
+    assert!(
+        !pid_alive(unused_pid),
+        "a worker started ahead and never used outlived its handle"
+    );
 
-    let failed = runner::start_ahead(&fake_spec(dir.path(), &[("FAKE_NO_START", "1")]), "default", limits.ready_timeout);
+    let failed = runner::start_ahead(
+        &fake_spec(dir.path(), &[("FAKE_NO_START", "1")]),
+        "default",
+        limits.ready_timeout,
+    );
     assert!(failed.pid().is_none());
-    let raws = runner::run_jobs_on(failed, &spec, "default", &[job(0, "ok")], &limits, |_, _| {});
-    assert_eq!(raws[0].outcome, eval::RawOutcome::Ok, "a worker that did not start ahead is started for the job");
+    let raws = runner::run_jobs_on(
+        failed,
+        &spec,
+        "default",
+        &[job(0, "ok")],
+        &limits,
+        |_, _| {},
+    );
+    assert_eq!(
+        raws[0].outcome,
+        eval::RawOutcome::Ok,
+        "a worker that did not start ahead is started for the job"
+    );
 }
 
 #[test]
@@ -839,25 +1380,53 @@ fn probe_answers_and_times_out() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let v = runner::run_probe(&fake_spec(dir.path(), &[]), "libtorch_cuda_linalg.so", Duration::from_secs(30)).unwrap();
+    let v = runner::run_probe(
+        &fake_spec(dir.path(), &[]),
+        "libtorch_cuda_linalg.so",
+        Duration::from_secs(30),
+    )
+    .unwrap();
     assert_eq!(v["mapped_after_linalg"], "/x/libtorch_cuda_linalg.so");
     let started = std::time::Instant::now();
-    let e = runner::run_probe(&fake_spec(dir.path(), &[("FAKE_PROBE_HANG", "1")]), "x", Duration::from_secs(1)).unwrap_err();
+    let e = runner::run_probe(
+        &fake_spec(dir.path(), &[("FAKE_PROBE_HANG", "1")]),
+        "x",
+        Duration::from_secs(1),
+    )
+    .unwrap_err();
     assert!(matches!(e, runner::RunError::Timeout { .. }), "{e}");
-    assert!(e.to_string().starts_with("probe did not finish within 1s"), "{e}");
+    assert!(
+        e.to_string().starts_with("probe did not finish within 1s"),
+        "{e}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[test]
 fn lazy_library_facts_on_fixture_trees() {
     let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
-    let pip = variant::lazy_facts(&fixture("pip-like").join("torch/lib/libtorch_cuda_linalg.so"), &spec).unwrap();
+    let pip = variant::lazy_facts(
+        &fixture("pip-like").join("torch/lib/libtorch_cuda_linalg.so"),
+        &spec,
+    )
+    .unwrap();
     assert!(pip.has_magma, "{pip:?}");
-    assert!(pip.defined_symbols > 0 && pip.evidence.starts_with("defines"), "{pip:?}");
-    let conda = variant::lazy_facts(&fixture("conda-like").join("lib/libtorch_cuda_linalg.so"), &spec).unwrap();
+    assert!(
+        pip.defined_symbols > 0 && pip.evidence.starts_with("defines"),
+        "{pip:?}"
+    );
+    let conda = variant::lazy_facts(
+        &fixture("conda-like").join("lib/libtorch_cuda_linalg.so"),
+        &spec,
+    )
+    .unwrap();
     assert!(conda.has_magma, "{conda:?}");
     assert_eq!(conda.needs_payload_libraries, vec!["libmagma.so.2"]);
-    let nomagma = variant::lazy_facts(&fixture("conda-nomagma").join("lib/libtorch_cuda_linalg.so"), &spec).unwrap();
+    let nomagma = variant::lazy_facts(
+        &fixture("conda-nomagma").join("lib/libtorch_cuda_linalg.so"),
+        &spec,
+    )
+    .unwrap();
     assert!(!nomagma.has_magma, "{nomagma:?}");
     assert!(nomagma.evidence.contains("no magma symbols"), "{nomagma:?}");
 }
@@ -868,20 +1437,44 @@ fn variant_paths_resolve_without_importing_torch() {
         return;
     }
     let torch_dir = fixture("pip-like").join("torch");
-    let r = variant::resolve(&variant::VariantArg { name: "magma".into(), path: torch_dir.clone() }, None).unwrap();
+    let r = variant::resolve(
+        &variant::VariantArg {
+            name: "magma".into(),
+            path: torch_dir.clone(),
+        },
+        None,
+    )
+    .unwrap();
     assert_eq!(r.layout, variant::Layout::TorchDir);
     assert_eq!(r.torch_dir, torch_dir.canonicalize().unwrap());
     let lazy = variant::locate_lazy(&r, None, "libtorch_cuda_linalg.so").unwrap();
     assert!(lazy.ends_with("torch/lib/libtorch_cuda_linalg.so"));
-    let r = variant::resolve(&variant::VariantArg { name: "magma".into(), path: fixture("pip-like") }, None).unwrap();
+    let r = variant::resolve(
+        &variant::VariantArg {
+            name: "magma".into(),
+            path: fixture("pip-like"),
+        },
+        None,
+    )
+    .unwrap();
     assert_eq!(r.layout, variant::Layout::SitePackages);
     // Not a torch installation at all.
-    let e = variant::resolve(&variant::VariantArg { name: "magma".into(), path: fixture("links") }, None).unwrap_err();
+    let e = variant::resolve(
+        &variant::VariantArg {
+            name: "magma".into(),
+            path: fixture("links"),
+        },
+        None,
+    )
+    .unwrap_err();
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("not an env prefix"), "{e}");
     assert!(variant::parse_variant("magma").is_err());
     assert!(variant::parse_variant("ma gma=/x").is_err());
-    assert_eq!(variant::parse_variant("nomagma=/a=b").unwrap().path, PathBuf::from("/a=b"));
+    assert_eq!(
+        variant::parse_variant("nomagma=/a=b").unwrap().path,
+        PathBuf::from("/a=b")
+    );
 }
 
 #[test]
@@ -897,8 +1490,15 @@ fn runner_stops_at_the_deadline() {
         timeouts_per_op: 2,
         deadline: Some(std::time::Instant::now()),
     };
-    let raws = runner::run_jobs(&spec, "default", &[job(0, "ok"), job(1, "ok")], &limits, |_, _| {});
-    assert!(raws.iter().all(|r| r.outcome == eval::RawOutcome::NotRun && r.detail.as_deref().unwrap().contains("--deadline")));
+    let raws = runner::run_jobs(
+        &spec,
+        "default",
+        &[job(0, "ok"), job(1, "ok")],
+        &limits,
+        |_, _| {},
+    );
+    assert!(raws.iter().all(|r| r.outcome == eval::RawOutcome::NotRun
+        && r.detail.as_deref().unwrap().contains("--deadline")));
 }
 
 /// A stand-in `torch` package: enough for the probe and the worker to start, with a cholesky that
@@ -947,14 +1547,25 @@ fn run_end_to_end_with_a_fake_torch() {
     }
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
-    let status = std::process::Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&site).status().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture("pip-like"))
+        .arg(&site)
+        .status()
+        .unwrap();
     assert!(status.success());
     std::fs::write(site.join("torch/__init__.py"), FAKE_TORCH).unwrap();
     let torch = site.join("torch");
     let opts = smoke::Options {
         variants: vec![
-            variant::VariantArg { name: "magma".into(), path: torch.clone() },
-            variant::VariantArg { name: "nomagma".into(), path: site.clone() },
+            variant::VariantArg {
+                name: "magma".into(),
+                path: torch.clone(),
+            },
+            variant::VariantArg {
+                name: "nomagma".into(),
+                path: site.clone(),
+            },
         ],
         emulate: vec!["nomagma".into()],
         python: Some("python3".into()),
@@ -964,7 +1575,10 @@ fn run_end_to_end_with_a_fake_torch() {
         case_timeout: Duration::from_secs(30),
         deadline: None,
         seed: Some(7),
-        filter: cases::Filter { only: vec!["matrix_exp/16x16/float64/".into()], skip: vec![] },
+        filter: cases::Filter {
+            only: vec!["matrix_exp/16x16/float64/".into()],
+            skip: vec![],
+        },
         lazy: "libtorch_cuda_linalg.so".into(),
         spec: splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]),
         progress: false,
@@ -991,22 +1605,46 @@ fn run_end_to_end_with_a_fake_torch() {
     let laziness = &magma.checks[0];
     assert_eq!(laziness.status, eval::CheckStatus::Pass, "{laziness:?}");
     let lazy = magma.lazy_library.as_ref().unwrap();
-    assert!(lazy.has_magma && lazy.path.ends_with("torch/lib/libtorch_cuda_linalg.so"), "{lazy:?}");
-    assert_eq!(magma.checks[1].status, eval::CheckStatus::Pass, "has_magma True and the fixture library holds MAGMA");
+    assert!(
+        lazy.has_magma && lazy.path.ends_with("torch/lib/libtorch_cuda_linalg.so"),
+        "{lazy:?}"
+    );
+    assert_eq!(
+        magma.checks[1].status,
+        eval::CheckStatus::Pass,
+        "has_magma True and the fixture library holds MAGMA"
+    );
     for c in &magma.cases {
         assert_eq!(c.raw.outcome, eval::RawOutcome::Error, "{c:?}");
         assert_eq!(c.status, eval::Status::Fail);
-        assert!(c.reason.contains("harness error while building the inputs"), "{}", c.reason);
-        assert_eq!(c.raw.preference_after.as_deref(), Some("default"), "preference reset after the case");
+        assert!(
+            c.reason.contains("harness error while building the inputs"),
+            "{}",
+            c.reason
+        );
+        assert_eq!(
+            c.raw.preference_after.as_deref(),
+            Some("default"),
+            "preference reset after the case"
+        );
     }
     let emu = &rep.variants[1];
     assert!(emu.emulated);
     assert_eq!(emu.layout, Some(variant::Layout::SitePackages));
     assert_eq!(emu.cases.len(), 2, "default and cusolver");
-    assert!(emu.cases.iter().all(|c| c.case.applied_preference == "cusolver" && c.raw.preference_after.as_deref() == Some("cusolver")));
+    assert!(
+        emu.cases
+            .iter()
+            .all(|c| c.case.applied_preference == "cusolver"
+                && c.raw.preference_after.as_deref() == Some("cusolver"))
+    );
     assert_eq!(emu.checks[1].status, eval::CheckStatus::NotApplicable);
     assert_eq!(emu.probe.as_ref().unwrap()["prefer_cusolver_env"], "1");
-    assert_eq!(emu.probe.as_ref().unwrap()["preference_at_start"], "default", "the fake ignores the env variable");
+    assert_eq!(
+        emu.probe.as_ref().unwrap()["preference_at_start"],
+        "default",
+        "the fake ignores the env variable"
+    );
     // Replaying the report judges it the same way.
     let f = dir.path().join("rep.json");
     std::fs::write(&f, serde_json::to_string(&rep).unwrap()).unwrap();

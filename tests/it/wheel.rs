@@ -47,16 +47,30 @@ fn members(whl: &Path) -> BTreeMap<String, Vec<u8>> {
 /// The RECORD of a wheel lists every member with its hash and size, itself without.
 fn assert_record_holds(whl: &Path) {
     let m = members(whl);
-    let (record_path, text) = m.iter().find(|(p, _)| p.ends_with(".dist-info/RECORD")).unwrap();
+    let (record_path, text) = m
+        .iter()
+        .find(|(p, _)| p.ends_with(".dist-info/RECORD"))
+        .unwrap();
     let rows = record::parse(std::str::from_utf8(text).unwrap()).unwrap();
-    assert_eq!(rows.len(), m.len(), "{}: RECORD lists every member once", whl.display());
+    assert_eq!(
+        rows.len(),
+        m.len(),
+        "{}: RECORD lists every member once",
+        whl.display()
+    );
     for r in rows {
         if &r.path == record_path {
             assert_eq!((r.hash, r.size), (None, None));
             continue;
         }
         let d = &m[&r.path];
-        assert_eq!(r.hash.as_deref(), Some(record::hash_of(d).as_str()), "{}: {}", whl.display(), r.path);
+        assert_eq!(
+            r.hash.as_deref(),
+            Some(record::hash_of(d).as_str()),
+            "{}: {}",
+            whl.display(),
+            r.path
+        );
         assert_eq!(r.size, Some(d.len() as u64));
     }
 }
@@ -68,14 +82,20 @@ fn wheel_cmd(input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
 }
 
 fn files_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
 
 /// The wheels directly in `dir`.
 fn wheels_in(dir: &Path) -> Vec<String> {
-    files_in(dir).into_iter().filter(|n| n.ends_with(".whl")).collect()
+    files_in(dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".whl"))
+        .collect()
 }
 
 /// A member as JSON.
@@ -121,9 +141,17 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
             "torch_cuda_linalg-2.5.1-variants.json",
         ]
     );
-    let every: Vec<String> = names.iter().cloned().chain(variant_names.iter().map(|n| format!("variants/{n}"))).collect();
+    let every: Vec<String> = names
+        .iter()
+        .cloned()
+        .chain(variant_names.iter().map(|n| format!("variants/{n}")))
+        .collect();
     for n in &every {
-        assert_eq!(std::fs::read(a.join(n)).unwrap(), std::fs::read(b.join(n)).unwrap(), "{n}: same input, same bytes");
+        assert_eq!(
+            std::fs::read(a.join(n)).unwrap(),
+            std::fs::read(b.join(n)).unwrap(),
+            "{n}: same input, same bytes"
+        );
         if n.ends_with(".whl") {
             assert_record_holds(&a.join(n));
         }
@@ -131,31 +159,59 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     // Each wheel's SHA-256 in the report (taken while it was written) is the file's on disk.
     let r = &reports[0];
     assert_valid("docs/wheel.schema.json", r);
-    let listed: Vec<&serde_json::Value> =
-        std::iter::once(&r["core"]).chain(r["lazy"].as_array().unwrap()).chain(r["variants"]["wheels"].as_array().unwrap()).collect();
-    assert_eq!(listed.len(), 6, "core, two local-label wheels, two variants and the fallback");
+    let listed: Vec<&serde_json::Value> = std::iter::once(&r["core"])
+        .chain(r["lazy"].as_array().unwrap())
+        .chain(r["variants"]["wheels"].as_array().unwrap())
+        .collect();
+    assert_eq!(
+        listed.len(),
+        6,
+        "core, two local-label wheels, two variants and the fallback"
+    );
     for w in listed {
         use sha2::Digest;
         let file = w["file"].as_str().unwrap();
-        let on_disk: String = sha2::Sha256::digest(std::fs::read(a.join(file)).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+        let on_disk: String = sha2::Sha256::digest(std::fs::read(a.join(file)).unwrap())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_eq!(w["sha256"].as_str().unwrap(), on_disk, "{file}");
-        assert_eq!(w["bytes"].as_u64().unwrap(), std::fs::metadata(a.join(file)).unwrap().len(), "{file}");
+        assert_eq!(
+            w["bytes"].as_u64().unwrap(),
+            std::fs::metadata(a.join(file)).unwrap().len(),
+            "{file}"
+        );
     }
     // The core is the same file in both sets.
-    assert_eq!(std::fs::read(a.join(&names[0])).unwrap(), std::fs::read(a.join("variants").join(&names[0])).unwrap());
+    assert_eq!(
+        std::fs::read(a.join(&names[0])).unwrap(),
+        std::fs::read(a.join("variants").join(&names[0])).unwrap()
+    );
     let input_m = members(&input);
     let core = members(&a.join(&names[0]));
     let magma = members(&a.join(&names[2]));
     let slim = members(&a.join(&names[1]));
     // The core: everything but the lazy library, byte-identical; dist-info renamed to the new version.
     assert!(!core.contains_key(LAZY_LIB));
-    for (p, data) in input_m.iter().filter(|(p, _)| !p.contains(".dist-info/") && p.as_str() != LAZY_LIB) {
+    for (p, data) in input_m
+        .iter()
+        .filter(|(p, _)| !p.contains(".dist-info/") && p.as_str() != LAZY_LIB)
+    {
         assert_eq!(core.get(p), Some(data), "{p}");
     }
     let meta = String::from_utf8(core["torch-2.5.1+split.dist-info/METADATA"].clone()).unwrap();
-    assert!(meta.contains("Name: torch\n") && meta.contains("Version: 2.5.1+split\n"), "{meta}");
-    assert!(meta.contains("Requires-Dist: torch-cuda-linalg==2.5.1\n"), "{meta}");
-    assert_eq!(core["torch-2.5.1+split.dist-info/WHEEL"], input_m["torch-2.5.1.dist-info/WHEEL"]);
+    assert!(
+        meta.contains("Name: torch\n") && meta.contains("Version: 2.5.1+split\n"),
+        "{meta}"
+    );
+    assert!(
+        meta.contains("Requires-Dist: torch-cuda-linalg==2.5.1\n"),
+        "{meta}"
+    );
+    assert_eq!(
+        core["torch-2.5.1+split.dist-info/WHEEL"],
+        input_m["torch-2.5.1.dist-info/WHEEL"]
+    );
     // The lazy wheels: the library (the input's own, or the given build), WHEEL, METADATA, RECORD.
     assert_eq!(magma[LAZY_LIB], input_m[LAZY_LIB]);
     assert_eq!(slim[LAZY_LIB], std::fs::read(nomagma_lib()).unwrap());
@@ -173,13 +229,31 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
             ]
         );
         let meta = String::from_utf8(w[&format!("{di}/METADATA")].clone()).unwrap();
-        assert!(meta.contains(&format!("Version: 2.5.1+{label}\n")) && meta.contains("Requires-Dist: torch==2.5.1+split\n"), "{meta}");
+        assert!(
+            meta.contains(&format!("Version: 2.5.1+{label}\n"))
+                && meta.contains("Requires-Dist: torch==2.5.1+split\n"),
+            "{meta}"
+        );
         // The marker names this variant and how to get each one in this layout.
         let m = member_json(w, &format!("{di}/splitpkg-variant.json"));
         assert_eq!(m["variant"], label.split('.').nth(1).unwrap());
-        let installs: Vec<&str> = m["variants"].as_array().unwrap().iter().map(|v| v["install"].as_str().unwrap()).collect();
-        assert_eq!(installs, ["torch-cuda-linalg==2.5.1+1.magma", "torch-cuda-linalg==2.5.1+0.nomagma"]);
-        assert_eq!(m["variants"][1]["library_bytes"], std::fs::read(nomagma_lib()).unwrap().len());
+        let installs: Vec<&str> = m["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["install"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            installs,
+            [
+                "torch-cuda-linalg==2.5.1+1.magma",
+                "torch-cuda-linalg==2.5.1+0.nomagma"
+            ]
+        );
+        assert_eq!(
+            m["variants"][1]["library_bytes"],
+            std::fs::read(nomagma_lib()).unwrap().len()
+        );
     }
 
     // The PEP 825 set: each variant wheel carries exactly one variant, labelled as its file name
@@ -187,23 +261,46 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     // preferred first in the static property's values (the default order).
     let v = a.join("variants");
     let di = "torch_cuda_linalg-2.5.1.dist-info";
-    for (label, lib) in [("magma", &input_m[LAZY_LIB]), ("nomagma", &std::fs::read(nomagma_lib()).unwrap())] {
-        let w = members(&v.join(format!("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-{label}.whl")));
+    for (label, lib) in [
+        ("magma", &input_m[LAZY_LIB]),
+        ("nomagma", &std::fs::read(nomagma_lib()).unwrap()),
+    ] {
+        let w = members(&v.join(format!(
+            "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-{label}.whl"
+        )));
         assert_eq!(&w[LAZY_LIB], lib);
         let vj = member_json(&w, &format!("{di}/variant.json"));
-        assert_eq!(vj["$schema"], "https://variants-schema.wheelnext.dev/v0.2.0.json");
-        assert_eq!(vj["variants"], serde_json::json!({ label: { "torch": { "torch_cuda_linalg": [label] } } }));
-        assert_eq!(vj["providers"]["torch"]["static-properties"]["torch_cuda_linalg"], serde_json::json!(["magma", "nomagma"]));
+        assert_eq!(
+            vj["$schema"],
+            "https://variants-schema.wheelnext.dev/v0.2.0.json"
+        );
+        assert_eq!(
+            vj["variants"],
+            serde_json::json!({ label: { "torch": { "torch_cuda_linalg": [label] } } })
+        );
+        assert_eq!(
+            vj["providers"]["torch"]["static-properties"]["torch_cuda_linalg"],
+            serde_json::json!(["magma", "nomagma"])
+        );
         let meta = String::from_utf8(w[&format!("{di}/METADATA")].clone()).unwrap();
-        assert!(meta.contains("Version: 2.5.1\n") && meta.contains("Requires-Dist: torch==2.5.1+split\n"), "{meta}");
+        assert!(
+            meta.contains("Version: 2.5.1\n")
+                && meta.contains("Requires-Dist: torch==2.5.1+split\n"),
+            "{meta}"
+        );
     }
     let plain = members(&v.join("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl"));
     assert_eq!(plain[LAZY_LIB], input_m[LAZY_LIB]);
     assert!(!plain.contains_key(&format!("{di}/variant.json")));
-    let index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(v.join("torch_cuda_linalg-2.5.1-variants.json")).unwrap()).unwrap();
+    let index: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(v.join("torch_cuda_linalg-2.5.1-variants.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(index["variants"].as_object().unwrap().len(), 2);
-    assert_eq!(index["default-priorities"]["namespace"], serde_json::json!(["torch"]));
+    assert_eq!(
+        index["default-priorities"]["namespace"],
+        serde_json::json!(["torch"])
+    );
 }
 
 #[test]
@@ -214,8 +311,16 @@ fn refusals_name_the_file_and_write_nothing() {
     let one_line = |o: &std::process::Output, code: i32, says: &str| {
         assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
         assert_eq!(stderr(o).lines().count(), 1, "{}", stderr(o));
-        assert!(stderr(o).contains(says), "should say {says:?}: {}", stderr(o));
-        assert!(!out.exists() || files_in(&out).is_empty(), "nothing written: {:?}", files_in(&out));
+        assert!(
+            stderr(o).contains(says),
+            "should say {says:?}: {}",
+            stderr(o)
+        );
+        assert!(
+            !out.exists() || files_in(&out).is_empty(),
+            "nothing written: {:?}",
+            files_in(&out)
+        );
     };
     // A RECORD that does not match the bytes.
     let tampered = d.path().join("t").join(WHEEL_NAME);
@@ -235,7 +340,11 @@ fn refusals_name_the_file_and_write_nothing() {
     assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
     // Not a wheel: refused before anything is read, with or without a version to take (a new
     // user was told to "pass --version", a flag `wheel` lacks).
-    one_line(&wheel_cmd(&fixture("pip-like"), &out, &[]), 2, "splits a .whl");
+    one_line(
+        &wheel_cmd(&fixture("pip-like"), &out, &[]),
+        2,
+        "splits a .whl",
+    );
     let no_meta = d.path().join("no-meta");
     std::fs::create_dir_all(&no_meta).unwrap();
     let o = wheel_cmd(&no_meta, &out, &[]);
@@ -243,14 +352,37 @@ fn refusals_name_the_file_and_write_nothing() {
     one_line(&o, 2, "splits a .whl");
     // The tree's own variant cannot be given again; a magma build is not a nomagma build.
     let magma = format!("magma={}", nomagma_lib().display());
-    one_line(&wheel_cmd(&input, &out, &["--lazy-variant", &magma]), 2, "--lazy-variant magma");
-    let not_slim = format!("nomagma={}", fixture("pip-like/torch/lib/libtorch_cuda_linalg.so").display());
-    one_line(&wheel_cmd(&input, &out, &["--lazy-variant", &not_slim]), 1, "not a nomagma build");
+    one_line(
+        &wheel_cmd(&input, &out, &["--lazy-variant", &magma]),
+        2,
+        "--lazy-variant magma",
+    );
+    let not_slim = format!(
+        "nomagma={}",
+        fixture("pip-like/torch/lib/libtorch_cuda_linalg.so").display()
+    );
+    one_line(
+        &wheel_cmd(&input, &out, &["--lazy-variant", &not_slim]),
+        1,
+        "not a nomagma build",
+    );
     // A wheel whose payload is reachable without the lazy library: a negative verdict (exit 1).
     let leak = d.path().join("leak-tree");
-    assert!(Command::new("cp").arg("-a").arg(fixture("eager-leak")).arg(&leak).status().unwrap().success());
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(fixture("eager-leak"))
+            .arg(&leak)
+            .status()
+            .unwrap()
+            .success()
+    );
     std::fs::create_dir_all(leak.join("torch-2.5.1.dist-info")).unwrap();
-    std::fs::write(leak.join("torch-2.5.1.dist-info/METADATA"), "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\n").unwrap();
+    std::fs::write(
+        leak.join("torch-2.5.1.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\n",
+    )
+    .unwrap();
     let leaky = d.path().join("l").join(WHEEL_NAME);
     std::fs::create_dir_all(leaky.parent().unwrap()).unwrap();
     make_wheel(&leak, &leaky, false);
@@ -258,15 +390,39 @@ fn refusals_name_the_file_and_write_nothing() {
     // A wheel without the lazy library (torch 1.10): `plan`'s answer and exit code (1), decided
     // from the zip's directory before anything is inflated.
     let bare = d.path().join("bare-tree");
-    assert!(Command::new("cp").arg("-a").arg(fixture("pip-like")).arg(&bare).status().unwrap().success());
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(fixture("pip-like"))
+            .arg(&bare)
+            .status()
+            .unwrap()
+            .success()
+    );
     std::fs::remove_file(bare.join(LAZY_LIB)).unwrap();
     let no_lazy = d.path().join("n").join(WHEEL_NAME);
     std::fs::create_dir_all(no_lazy.parent().unwrap()).unwrap();
     make_wheel(&bare, &no_lazy, false);
-    one_line(&wheel_cmd(&no_lazy, &out, &[]), 1, "no member is named libtorch_cuda_linalg.so");
-    assert_eq!(run_path(&["plan", "--quiet"], &no_lazy).status.code(), Some(1));
-    one_line(&wheel_cmd(&no_lazy, &out, &["--lazy", "libnothing_*.so"]), 2, "matches no member");
-    assert_eq!(run_path(&["plan", "--quiet", "--lazy", "libnothing_*.so"], &no_lazy).status.code(), Some(2));
+    one_line(
+        &wheel_cmd(&no_lazy, &out, &[]),
+        1,
+        "no member is named libtorch_cuda_linalg.so",
+    );
+    assert_eq!(
+        run_path(&["plan", "--quiet"], &no_lazy).status.code(),
+        Some(1)
+    );
+    one_line(
+        &wheel_cmd(&no_lazy, &out, &["--lazy", "libnothing_*.so"]),
+        2,
+        "matches no member",
+    );
+    assert_eq!(
+        run_path(&["plan", "--quiet", "--lazy", "libnothing_*.so"], &no_lazy)
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]
@@ -293,10 +449,16 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     v.check_clean();
     // Switch to slim, and back: one owner after each.
     v.install(&out, &["torch-cuda-linalg==2.5.1+0.nomagma"]);
-    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes.clone()));
+    assert_eq!(
+        (v.state(), v.lazy_bytes().unwrap()),
+        ((with("0.nomagma"), 1), slim_bytes.clone())
+    );
     v.check_clean();
     v.install(&out, &["torch-cuda-linalg==2.5.1+1.magma"]);
-    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("1.magma"), 1), magma_bytes.clone()));
+    assert_eq!(
+        (v.state(), v.lazy_bytes().unwrap()),
+        ((with("1.magma"), 1), magma_bytes.clone())
+    );
     // `splitpkg plan` on the environment says which variant is installed and what switching saves.
     let o = run(&["plan", s(&v.site), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -304,8 +466,14 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     assert_eq!(inst["variant"], "magma", "{inst}");
     assert_eq!(inst["owners"].as_array().unwrap().len(), 1);
     assert_eq!(inst["switch"][0]["variant"], "nomagma");
-    assert_eq!(inst["switch"][0]["saves_bytes"], magma_bytes.len() as i64 - slim_bytes.len() as i64);
-    assert_eq!(inst["switch"][0]["install"], "torch-cuda-linalg==2.5.1+0.nomagma");
+    assert_eq!(
+        inst["switch"][0]["saves_bytes"],
+        magma_bytes.len() as i64 - slim_bytes.len() as i64
+    );
+    assert_eq!(
+        inst["switch"][0]["install"],
+        "torch-cuda-linalg==2.5.1+0.nomagma"
+    );
     let text = stdout(&run(&["plan", s(&v.site)]));
     assert!(text.contains("installed (pip): torch-cuda-linalg 2.5.1+1.magma owns torch/lib/libtorch_cuda_linalg.so"), "{text}");
     // Uninstalling the lazy distribution leaves every core file.
@@ -313,25 +481,46 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(v.state(), (core.to_vec(), 0));
     assert!(v.lazy_bytes().is_none());
-    for f in ["torch/__init__.py", "torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cpu.so"] {
+    for f in [
+        "torch/__init__.py",
+        "torch/lib/libtorch_cuda.so",
+        "torch/lib/libtorch_cpu.so",
+    ] {
         assert!(v.site.join(f).exists(), "{f} is still there");
     }
 
     // The slim set in one command.
     let v = Venv::new(&d.path().join("slim"));
     v.install(&out, &["torch", "torch-cuda-linalg==2.5.1+0.nomagma"]);
-    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes.clone()));
+    assert_eq!(
+        (v.state(), v.lazy_bytes().unwrap()),
+        ((with("0.nomagma"), 1), slim_bytes.clone())
+    );
     v.check_clean();
     let o = run(&["plan", s(&v.site), "--json"]);
     let inst = &json(&o)["installed"];
-    assert_eq!((&inst["variant"], &inst["switch"][0]["variant"]), (&serde_json::json!("nomagma"), &serde_json::json!("magma")), "{inst}");
+    assert_eq!(
+        (&inst["variant"], &inst["switch"][0]["variant"]),
+        (&serde_json::json!("nomagma"), &serde_json::json!("magma")),
+        "{inst}"
+    );
 
     // pip without variant support, pointed at the PEP 825 set, takes the plain fallback (the
     // preferred variant) and ignores the variant wheels.
     let v = Venv::new(&d.path().join("variants-dir"));
     v.install(&out.join("variants"), &["torch"]);
-    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((vec![core[0].clone(), "torch_cuda_linalg-2.5.1".into()], 1), magma_bytes.clone()));
-    assert!(!v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists());
+    assert_eq!(
+        (v.state(), v.lazy_bytes().unwrap()),
+        (
+            (vec![core[0].clone(), "torch_cuda_linalg-2.5.1".into()], 1),
+            magma_bytes.clone()
+        )
+    );
+    assert!(
+        !v.site
+            .join("torch_cuda_linalg-2.5.1.dist-info/variant.json")
+            .exists()
+    );
     v.check_clean();
 
     // A monolithic torch of the same version installed first: installing a lazy wheel replaces it
@@ -343,7 +532,10 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     v.install(&mono, &["torch"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1".to_string()], 1));
     v.install(&out, &["torch-cuda-linalg==2.5.1+0.nomagma"]);
-    assert_eq!((v.state(), v.lazy_bytes().unwrap()), ((with("0.nomagma"), 1), slim_bytes));
+    assert_eq!(
+        (v.state(), v.lazy_bytes().unwrap()),
+        ((with("0.nomagma"), 1), slim_bytes)
+    );
     v.check_clean();
 }
 
@@ -355,7 +547,13 @@ fn installer_accepts(tools: &Path, whl: &Path, dest: &Path) {
         .arg(whl)
         .output()
         .unwrap();
-    assert!(o.status.success(), "installer --validate-record all {}: {}{}", whl.display(), stdout(&o), stderr(&o));
+    assert!(
+        o.status.success(),
+        "installer --validate-record all {}: {}{}",
+        whl.display(),
+        stdout(&o),
+        stderr(&o)
+    );
 }
 
 /// The fixture split through PyPA `installer` (every RECORD row validated), variantlib and uv:
@@ -364,7 +562,10 @@ fn installer_accepts(tools: &Path, whl: &Path, dest: &Path) {
 /// mode picks the preferred variant wheel; `uv pip check` is clean and one distribution owns the
 /// library throughout.
 #[test]
-#[cfg_attr(not(feature = "full-tests"), ignore = "full tier, installer and uv from PyPI: cargo test --release --features full-tests")]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, installer and uv from PyPI: cargo test --release --features full-tests"
+)]
 fn installer_and_uv_accept_the_split() {
     let tools = wheel_tools();
     let uv = tools.join("bin/uv");
@@ -375,15 +576,32 @@ fn installer_and_uv_accept_the_split() {
     let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let vdir = out.join("variants");
-    let every = wheels_in(&out).into_iter().map(|n| out.join(n)).chain(wheels_in(&vdir).into_iter().map(|n| vdir.join(n)));
+    let every = wheels_in(&out)
+        .into_iter()
+        .map(|n| out.join(n))
+        .chain(wheels_in(&vdir).into_iter().map(|n| vdir.join(n)));
     for (i, w) in every.enumerate() {
         installer_accepts(&tools, &w, &d.path().join(format!("dest{i}")));
     }
     // variantlib validates the PEP 825 set: each variant wheel's variant.json against its label
     // and against the index file.
-    let o = Command::new(tools.join("bin/python")).arg(repo().join("tools/check-variant-wheels.py")).arg(&vdir).output().unwrap();
-    assert!(o.status.success(), "check-variant-wheels: {}{}", stdout(&o), stderr(&o));
-    assert_eq!(stdout(&o).lines().filter(|l| l.starts_with("ok ")).count(), 5, "{}", stdout(&o));
+    let o = Command::new(tools.join("bin/python"))
+        .arg(repo().join("tools/check-variant-wheels.py"))
+        .arg(&vdir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "check-variant-wheels: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert_eq!(
+        stdout(&o).lines().filter(|l| l.starts_with("ok ")).count(),
+        5,
+        "{}",
+        stdout(&o)
+    );
     let uv_run = |v: &Venv, args: &[&str]| {
         let o = Command::new(&uv)
             .args(["pip"])
@@ -398,19 +616,89 @@ fn installer_and_uv_accept_the_split() {
     };
     let links = s(&out);
     let v = Venv::new(&d.path().join("uv-default"));
-    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch"]);
-    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1));
-    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+0.nomagma"]);
-    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    uv_run(
+        &v,
+        &[
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            links,
+            "torch",
+        ],
+    );
+    assert_eq!(
+        v.state(),
+        (
+            vec![
+                "torch-2.5.1+split".into(),
+                "torch_cuda_linalg-2.5.1+1.magma".into()
+            ],
+            1
+        )
+    );
+    uv_run(
+        &v,
+        &[
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            links,
+            "torch-cuda-linalg==2.5.1+0.nomagma",
+        ],
+    );
+    assert_eq!(
+        v.state(),
+        (
+            vec![
+                "torch-2.5.1+split".into(),
+                "torch_cuda_linalg-2.5.1+0.nomagma".into()
+            ],
+            1
+        )
+    );
+    assert_eq!(
+        v.lazy_bytes().unwrap(),
+        std::fs::read(nomagma_lib()).unwrap()
+    );
     uv_run(&v, &["check"]);
     // Switch back, then uninstall the lazy distribution: every core file stays.
-    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+1.magma"]);
-    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+1.magma".into()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap());
+    uv_run(
+        &v,
+        &[
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            links,
+            "torch-cuda-linalg==2.5.1+1.magma",
+        ],
+    );
+    assert_eq!(
+        v.state(),
+        (
+            vec![
+                "torch-2.5.1+split".into(),
+                "torch_cuda_linalg-2.5.1+1.magma".into()
+            ],
+            1
+        )
+    );
+    assert_eq!(
+        v.lazy_bytes().unwrap(),
+        std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap()
+    );
     uv_run(&v, &["uninstall", "-q", "torch-cuda-linalg"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into()], 0));
-    for f in ["torch/__init__.py", "torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cpu.so"] {
+    for f in [
+        "torch/__init__.py",
+        "torch/lib/libtorch_cuda.so",
+        "torch/lib/libtorch_cpu.so",
+    ] {
         assert!(v.site.join(f).exists(), "{f} is still there");
     }
     // A monolithic torch installed first: the slim pin replaces it with the core; one owner.
@@ -418,26 +706,93 @@ fn installer_and_uv_accept_the_split() {
     std::fs::create_dir_all(&mono).unwrap();
     std::fs::copy(&input, mono.join(WHEEL_NAME)).unwrap();
     let v = Venv::new(&d.path().join("uv-mono"));
-    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", s(&mono), "torch"]);
+    uv_run(
+        &v,
+        &[
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            s(&mono),
+            "torch",
+        ],
+    );
     assert_eq!(v.state(), (vec!["torch-2.5.1".into()], 1));
-    uv_run(&v, &["install", "-q", "--offline", "--no-index", "--find-links", links, "torch-cuda-linalg==2.5.1+0.nomagma"]);
-    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1+0.nomagma".into()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    uv_run(
+        &v,
+        &[
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            links,
+            "torch-cuda-linalg==2.5.1+0.nomagma",
+        ],
+    );
+    assert_eq!(
+        v.state(),
+        (
+            vec![
+                "torch-2.5.1+split".into(),
+                "torch_cuda_linalg-2.5.1+0.nomagma".into()
+            ],
+            1
+        )
+    );
+    assert_eq!(
+        v.lazy_bytes().unwrap(),
+        std::fs::read(nomagma_lib()).unwrap()
+    );
     uv_run(&v, &["check"]);
 
     // uv's variant mode (preview) on the PEP 825 set: the default is the preferred variant; the
     // other one is chosen by installing its variant wheel by path; one owner all along.
     let vlinks = s(&vdir);
-    let variant_mode = ["install", "-q", "--offline", "--no-index", "--preview-features", "wheel-variants", "--find-links", vlinks];
+    let variant_mode = [
+        "install",
+        "-q",
+        "--offline",
+        "--no-index",
+        "--preview-features",
+        "wheel-variants",
+        "--find-links",
+        vlinks,
+    ];
     let v = Venv::new(&d.path().join("uv-variants"));
     uv_run(&v, &[&variant_mode[..], &["torch"]].concat());
-    assert_eq!(v.state(), (vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1".into()], 1));
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap());
-    assert!(v.site.join("torch_cuda_linalg-2.5.1.dist-info/variant.json").exists(), "installed from the magma variant wheel");
+    assert_eq!(
+        v.state(),
+        (
+            vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1".into()],
+            1
+        )
+    );
+    assert_eq!(
+        v.lazy_bytes().unwrap(),
+        std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap()
+    );
+    assert!(
+        v.site
+            .join("torch_cuda_linalg-2.5.1.dist-info/variant.json")
+            .exists(),
+        "installed from the magma variant wheel"
+    );
     let slim = vdir.join("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl");
-    uv_run(&v, &[&variant_mode[..], &["--reinstall-package", "torch-cuda-linalg", s(&slim)]].concat());
+    uv_run(
+        &v,
+        &[
+            &variant_mode[..],
+            &["--reinstall-package", "torch-cuda-linalg", s(&slim)],
+        ]
+        .concat(),
+    );
     assert_eq!(v.state().1, 1);
-    assert_eq!(v.lazy_bytes().unwrap(), std::fs::read(nomagma_lib()).unwrap());
+    assert_eq!(
+        v.lazy_bytes().unwrap(),
+        std::fs::read(nomagma_lib()).unwrap()
+    );
     let o = run(&["plan", s(&v.site), "--json"]);
     assert_eq!(json(&o)["installed"]["variant"], "nomagma");
     assert_eq!(json(&o)["installed"]["owners"][0]["pep825_variant"], true);
@@ -464,8 +819,14 @@ fn torch_2_11_wheel_splits_losslessly_and_installer_validates_it() {
     let r = &reports[0];
     assert_valid("docs/wheel.schema.json", r);
     assert_eq!(r["lossless"], true);
-    assert_eq!(r["core"]["file"], "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl");
-    assert_eq!(r["lazy"][0]["file"], "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl");
+    assert_eq!(
+        r["core"]["file"],
+        "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl"
+    );
+    assert_eq!(
+        r["lazy"][0]["file"],
+        "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl"
+    );
     assert_eq!(r["missing"][0]["variant"], "nomagma");
     assert!(r["input_record_verified"].as_u64().unwrap() > 10_000);
     for k in ["core", "lazy"] {

@@ -57,15 +57,26 @@ impl Member {
         } else if meta.file_type().is_symlink() {
             Data::Link(std::fs::read_link(&full)?)
         } else {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a regular file or symlink", full.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: not a regular file or symlink", full.display()),
+            ));
         };
-        Ok(Member { path: rel.to_path_buf(), header, data })
+        Ok(Member {
+            path: rel.to_path_buf(),
+            header,
+            data,
+        })
     }
 
     /// `rel`, a regular file member of `archive`, with the header [`Member::from_disk`] gives the
     /// same file unpacked (mode 0o755 or 0o644 by its execute bit, as `unpack` writes it): the
     /// test `archive_member_header_is_the_unpacked_files` holds the two together.
-    pub fn from_archive(rel: &Path, archive: &zip::ZipArchive<PositionedFile>, member: &InArchive) -> Member {
+    pub fn from_archive(
+        rel: &Path,
+        archive: &zip::ZipArchive<PositionedFile>,
+        member: &InArchive,
+    ) -> Member {
         let mut header = rattler_header();
         header.set_uid(0);
         header.set_gid(0);
@@ -77,7 +88,14 @@ impl Member {
             gnu.set_device_minor(0);
         }
         header.set_mtime(MTIME);
-        Member { path: rel.to_path_buf(), header, data: Data::Archive { archive: archive.clone(), member: member.clone() } }
+        Member {
+            path: rel.to_path_buf(),
+            header,
+            data: Data::Archive {
+                archive: archive.clone(),
+                member: member.clone(),
+            },
+        }
     }
 
     fn file_size(&self) -> u64 {
@@ -89,33 +107,59 @@ impl Member {
 
     /// Append to `archive` as rattler does (`append_data` for files, `append_link` for links);
     /// with `dry_run`, files are appended without their bytes (only the headers are measured).
-    fn append(&self, archive: &mut tar::Builder<impl Write>, dry_run: bool, progress: &dyn Fn(u64)) -> io::Result<()> {
+    fn append(
+        &self,
+        archive: &mut tar::Builder<impl Write>,
+        dry_run: bool,
+        progress: &dyn Fn(u64),
+    ) -> io::Result<()> {
         let mut header = self.header.clone();
         match &self.data {
-            Data::File(_) | Data::Archive { .. } if dry_run => archive.append_data(&mut header, &self.path, io::empty()),
-            Data::Archive { archive: zip, member } => {
+            Data::File(_) | Data::Archive { .. } if dry_run => {
+                archive.append_data(&mut header, &self.path, io::empty())
+            }
+            Data::Archive {
+                archive: zip,
+                member,
+            } => {
                 let mut zip = zip.clone();
                 let f = zip.by_index(member.index).map_err(io::Error::other)?;
-                let mut reader = Counted { inner: Hashed { inner: f.take(member.size), hasher: Sha256::new() }, progress };
+                let mut reader = Counted {
+                    inner: Hashed {
+                        inner: f.take(member.size),
+                        hasher: Sha256::new(),
+                    },
+                    progress,
+                };
                 archive.append_data(&mut header, &self.path, &mut reader)?;
                 let Hashed { inner, hasher } = reader.inner;
                 if inner.limit() != 0 || hasher.finalize() != member.sha256 {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("{}: changed in the archive while packing", self.path.display()),
+                        format!(
+                            "{}: changed in the archive while packing",
+                            self.path.display()
+                        ),
                     ));
                 }
                 Ok(())
             }
             Data::File(path) => {
-                let f = File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                let f = File::open(path)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
                 let size = self.file_size();
-                let mut reader = Counted { inner: f.take(size), progress };
+                let mut reader = Counted {
+                    inner: f.take(size),
+                    progress,
+                };
                 archive.append_data(&mut header, &self.path, &mut reader)?;
                 if reader.inner.limit() != 0 {
                     // The pledged size is already in the frame header: a file that shrank since
                     // it was staged must fail the write, not shift the archive.
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{}: changed while packing", path.display())));
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{}: changed while packing", path.display()),
+                    ));
                 }
                 Ok(())
             }
@@ -184,12 +228,22 @@ fn tar_size(members: &[Member]) -> io::Result<u64> {
         m.append(&mut dry, true, &|_| {})?;
     }
     let headers = dry.into_inner()?.0;
-    Ok(headers + members.iter().map(|m| m.file_size().div_ceil(512) * 512).sum::<u64>())
+    Ok(headers
+        + members
+            .iter()
+            .map(|m| m.file_size().div_ceil(512) * 512)
+            .sum::<u64>())
 }
 
 /// One inner archive: `members` as a tar, compressed with zstd as rattler compresses its
 /// temporary tar (level, worker threads, pledged size, content size in the frame header).
-fn write_tar_zst(writer: impl Write, members: &[Member], level: i32, threads: u32, progress: &dyn Fn(u64)) -> io::Result<()> {
+fn write_tar_zst(
+    writer: impl Write,
+    members: &[Member],
+    level: i32,
+    threads: u32,
+    progress: &dyn Fn(u64),
+) -> io::Result<()> {
     let size = tar_size(members)?;
     let mut zst = zstd::Encoder::new(writer, level)?;
     zst.multithread(threads)?;
@@ -215,14 +269,18 @@ pub(super) fn write_conda<W: Write + Seek>(
     out_name: &str,
     progress: &dyn Fn(u64),
 ) -> io::Result<W> {
-    let (mut info, mut pkg): (Vec<Member>, Vec<Member>) = members.into_iter().partition(|m| m.path.starts_with(Path::new("info/")));
+    let (mut info, mut pkg): (Vec<Member>, Vec<Member>) = members
+        .into_iter()
+        .partition(|m| m.path.starts_with(Path::new("info/")));
     info.sort_by(|a, b| a.path.cmp(&b.path));
     pkg.sort_by(|a, b| a.path.cmp(&b.path));
 
     let mut zip = zip::ZipWriter::new(writer);
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
-        .last_modified_time(zip::DateTime::from_date_and_time(2023, 1, 1, 0, 0, 0).expect("a valid date"))
+        .last_modified_time(
+            zip::DateTime::from_date_and_time(2023, 1, 1, 0, 0, 0).expect("a valid date"),
+        )
         .large_file(true);
     let metadata = serde_json::to_string(&PackageMetadata::default()).map_err(io::Error::other)?;
     zip.start_file("metadata.json", options)?;
@@ -248,7 +306,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path();
         let long = format!("lib/{}/libdeep.so", "d".repeat(120));
-        let big: Vec<u8> = (0..12u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f).collect();
+        let big: Vec<u8> = (0..12u32 << 20)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f)
+            .collect();
         let files: Vec<(&str, Vec<u8>)> = vec![
             ("lib/libtorch_cuda_linalg.so", big),
             ("lib/empty", Vec::new()),
@@ -269,8 +329,16 @@ mod tests {
             std::fs::write(&p, bytes).unwrap();
             paths.push(p);
         }
-        std::fs::set_permissions(base.join("bin/tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::os::unix::fs::symlink("libtorch_cuda_linalg.so", base.join("lib/libtorch_cuda_linalg.so.2")).unwrap();
+        std::fs::set_permissions(
+            base.join("bin/tool"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            "libtorch_cuda_linalg.so",
+            base.join("lib/libtorch_cuda_linalg.so.2"),
+        )
+        .unwrap();
         std::os::unix::fs::symlink(format!("../{long}"), base.join("lib/farlink")).unwrap();
         paths.push(base.join("lib/libtorch_cuda_linalg.so.2"));
         paths.push(base.join("lib/farlink"));
@@ -278,7 +346,10 @@ mod tests {
     }
 
     fn from_disk(base: &Path, paths: &[PathBuf]) -> Vec<Member> {
-        paths.iter().map(|p| Member::from_disk(base, p.strip_prefix(base).unwrap()).unwrap()).collect()
+        paths
+            .iter()
+            .map(|p| Member::from_disk(base, p.strip_prefix(base).unwrap()).unwrap())
+            .collect()
     }
 
     #[test]
@@ -298,13 +369,25 @@ mod tests {
             )
             .unwrap();
             let read = std::cell::Cell::new(0u64);
-            let ours = write_conda(Cursor::new(Vec::new()), from_disk(dir.path(), &paths), 3, threads, "pkg-1.0-h0_0", &|n| {
-                read.set(read.get() + n)
-            })
+            let ours = write_conda(
+                Cursor::new(Vec::new()),
+                from_disk(dir.path(), &paths),
+                3,
+                threads,
+                "pkg-1.0-h0_0",
+                &|n| read.set(read.get() + n),
+            )
             .unwrap()
             .into_inner();
-            assert_eq!(ours.len(), theirs.get_ref().len(), "{threads} threads: sizes differ");
-            assert!(ours == *theirs.get_ref(), "{threads} threads: the bytes differ from rattler's writer");
+            assert_eq!(
+                ours.len(),
+                theirs.get_ref().len(),
+                "{threads} threads: sizes differ"
+            );
+            assert!(
+                ours == *theirs.get_ref(),
+                "{threads} threads: the bytes differ from rattler's writer"
+            );
             let content: u64 = paths
                 .iter()
                 .filter(|p| !p.starts_with(dir.path().join("info")))
@@ -312,7 +395,11 @@ mod tests {
                 .filter(|m| m.is_file())
                 .map(|m| m.len())
                 .sum();
-            assert_eq!(read.get(), content, "progress counts every content byte once");
+            assert_eq!(
+                read.get(),
+                content,
+                "progress counts every content byte once"
+            );
         }
     }
 
@@ -325,7 +412,11 @@ mod tests {
         let zip_path = dir.path().join("input.whl");
         let mut zw = zip::ZipWriter::new(File::create(&zip_path).unwrap());
         let mut entries = Vec::new();
-        for (index, p) in paths.iter().filter(|p| p.is_file() && !p.is_symlink() && !p.starts_with(dir.path().join("info"))).enumerate() {
+        for (index, p) in paths
+            .iter()
+            .filter(|p| p.is_file() && !p.is_symlink() && !p.starts_with(dir.path().join("info")))
+            .enumerate()
+        {
             let rel = p.strip_prefix(dir.path()).unwrap().to_path_buf();
             let bytes = std::fs::read(p).unwrap();
             let mode = std::fs::metadata(p).unwrap().permissions().mode();
@@ -333,25 +424,67 @@ mod tests {
             zw.start_file(rel.to_string_lossy(), opts).unwrap();
             zw.write_all(&bytes).unwrap();
             let sha256 = Sha256::digest(&bytes);
-            entries.push((rel, InArchive { index, size: bytes.len() as u64, sha256, exec: mode & 0o100 != 0 }));
+            entries.push((
+                rel,
+                InArchive {
+                    index,
+                    size: bytes.len() as u64,
+                    sha256,
+                    exec: mode & 0o100 != 0,
+                },
+            ));
         }
         zw.finish().unwrap();
-        let archive = zip::ZipArchive::new(PositionedFile::new(File::open(&zip_path).unwrap()).unwrap()).unwrap();
-        let mut members: Vec<Member> = entries.iter().map(|(rel, m)| Member::from_archive(rel, &archive, m)).collect();
-        let from_zip: std::collections::BTreeSet<&Path> = entries.iter().map(|(rel, _)| rel.as_path()).collect();
-        let rest: Vec<PathBuf> = paths.iter().filter(|p| !from_zip.contains(p.strip_prefix(dir.path()).unwrap())).cloned().collect();
+        let archive =
+            zip::ZipArchive::new(PositionedFile::new(File::open(&zip_path).unwrap()).unwrap())
+                .unwrap();
+        let mut members: Vec<Member> = entries
+            .iter()
+            .map(|(rel, m)| Member::from_archive(rel, &archive, m))
+            .collect();
+        let from_zip: std::collections::BTreeSet<&Path> =
+            entries.iter().map(|(rel, _)| rel.as_path()).collect();
+        let rest: Vec<PathBuf> = paths
+            .iter()
+            .filter(|p| !from_zip.contains(p.strip_prefix(dir.path()).unwrap()))
+            .cloned()
+            .collect();
         members.extend(from_disk(dir.path(), &rest));
         let mut theirs = Cursor::new(Vec::new());
         let level = rattler_conda_types::compression_level::CompressionLevel::Numeric(3);
-        rattler_package_streaming::write::write_conda_package(&mut theirs, dir.path(), &paths, level, Some(2), "p-1-0", None, None)
-            .unwrap();
-        let ours = write_conda(Cursor::new(Vec::new()), members, 3, 2, "p-1-0", &|_| {}).unwrap().into_inner();
-        assert!(ours == *theirs.get_ref(), "archive members: the bytes differ from rattler's writer over the unpacked files");
+        rattler_package_streaming::write::write_conda_package(
+            &mut theirs,
+            dir.path(),
+            &paths,
+            level,
+            Some(2),
+            "p-1-0",
+            None,
+            None,
+        )
+        .unwrap();
+        let ours = write_conda(Cursor::new(Vec::new()), members, 3, 2, "p-1-0", &|_| {})
+            .unwrap()
+            .into_inner();
+        assert!(
+            ours == *theirs.get_ref(),
+            "archive members: the bytes differ from rattler's writer over the unpacked files"
+        );
 
         // A member whose bytes are not what was read (its digest) fails the write.
         let (rel, m) = &entries[1];
-        let wrong = InArchive { sha256: Sha256::digest(b"something else"), ..m.clone() };
-        let err = write_tar_zst(Vec::new(), &[Member::from_archive(rel, &archive, &wrong)], 3, 1, &|_| {}).unwrap_err();
+        let wrong = InArchive {
+            sha256: Sha256::digest(b"something else"),
+            ..m.clone()
+        };
+        let err = write_tar_zst(
+            Vec::new(),
+            &[Member::from_archive(rel, &archive, &wrong)],
+            3,
+            1,
+            &|_| {},
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("changed in the archive"), "{err}");
     }
 
@@ -359,8 +492,10 @@ mod tests {
     fn a_file_that_shrank_fails_the_write() {
         let (dir, paths) = stage();
         let victim = dir.path().join("lib/odd");
-        let members: Vec<Member> =
-            paths.iter().map(|p| Member::from_disk(dir.path(), p.strip_prefix(dir.path()).unwrap()).unwrap()).collect();
+        let members: Vec<Member> = paths
+            .iter()
+            .map(|p| Member::from_disk(dir.path(), p.strip_prefix(dir.path()).unwrap()).unwrap())
+            .collect();
         std::fs::write(&victim, b"short").unwrap();
         let err = write_tar_zst(Vec::new(), &members, 3, 1, &|_| {}).unwrap_err();
         assert!(err.to_string().contains("lib/odd"), "{err}");

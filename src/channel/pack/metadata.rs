@@ -23,9 +23,22 @@ pub fn role_name(r: Role) -> &'static str {
 }
 
 /// `info/index.json`, `info/paths.json`, `info/about.json` for one package.
-pub(super) fn info_files(b: &Build, split: &Split, plan: &Plan, input_name: &str) -> Result<Vec<(String, Vec<u8>)>> {
+pub(super) fn info_files(
+    b: &Build,
+    split: &Split,
+    plan: &Plan,
+    input_name: &str,
+) -> Result<Vec<(String, Vec<u8>)>> {
     Ok(vec![
-        ("info/about.json".into(), pretty(&about(b, &split.track_feature(), plan.verdict.label(), input_name))?),
+        (
+            "info/about.json".into(),
+            pretty(&about(
+                b,
+                &split.track_feature(),
+                plan.verdict.label(),
+                input_name,
+            ))?,
+        ),
         ("info/index.json".into(), pretty(&index(b)?)?),
         ("info/paths.json".into(), pretty(&paths(b))?),
     ])
@@ -56,7 +69,11 @@ fn index(b: &Build) -> Result<IndexJson> {
         license: b.standin.is_some().then(|| "stand-in".to_string()),
         license_family: None,
         name: PackageName::try_from(m.name.as_str()).map_err(|e| Error::failed(what(), e))?,
-        noarch: if noarch { NoArchType::generic() } else { NoArchType::none() },
+        noarch: if noarch {
+            NoArchType::generic()
+        } else {
+            NoArchType::none()
+        },
         platform: (!noarch).then(|| "linux".to_string()),
         purls: None,
         python_site_packages_path: None,
@@ -64,7 +81,10 @@ fn index(b: &Build) -> Result<IndexJson> {
         subdir: Some(b.subdir.to_string()),
         timestamp: None,
         track_features: m.track_features.clone(),
-        version: m.version.parse::<VersionWithSource>().map_err(|e| Error::failed(what(), e))?,
+        version: m
+            .version
+            .parse::<VersionWithSource>()
+            .map_err(|e| Error::failed(what(), e))?,
     })
 }
 
@@ -88,9 +108,19 @@ fn paths(b: &Build) -> Paths {
             Staged::InArchive(m) => (PathType::HardLink, Some(m.sha256), Some(m.size)),
             Staged::Symlink { .. } => (PathType::SoftLink, None, None),
         };
-        PathsEntry { relative_path: rel.into(), no_link: false, path_type, prefix_placeholder: None, sha256, size_in_bytes }
+        PathsEntry {
+            relative_path: rel.into(),
+            no_link: false,
+            path_type,
+            prefix_placeholder: None,
+            sha256,
+            size_in_bytes,
+        }
     };
-    Paths { paths: b.content.iter().map(|(rel, s)| entry(rel, s)).collect(), paths_version: 1 }
+    Paths {
+        paths: b.content.iter().map(|(rel, s)| entry(rel, s)).collect(),
+        paths_version: 1,
+    }
 }
 
 /// `info/about.json` as packed.
@@ -131,7 +161,12 @@ struct PackedExtra<'a> {
     splitpkg_track_feature: Option<String>,
 }
 
-fn about<'a>(b: &'a Build, track_feature: &str, verdict: &'static str, input_name: &'a str) -> About<'a> {
+fn about<'a>(
+    b: &'a Build,
+    track_feature: &str,
+    verdict: &'static str,
+    input_name: &'a str,
+) -> About<'a> {
     let m = &b.model;
     let extra = match &b.standin {
         Some(s) => Extra::StandIn(s.about_extra()),
@@ -142,7 +177,8 @@ fn about<'a>(b: &'a Build, track_feature: &str, verdict: &'static str, input_nam
             splitpkg_version: env!("CARGO_PKG_VERSION"),
             splitpkg_variant: m.variant.as_ref().map(|v| v.name.as_str()),
             splitpkg_preferred: m.variant.as_ref().map(|v| v.preferred),
-            splitpkg_track_feature: (b.role == Role::Lazy && !m.track_features.is_empty()).then(|| track_feature.to_string()),
+            splitpkg_track_feature: (b.role == Role::Lazy && !m.track_features.is_empty())
+                .then(|| track_feature.to_string()),
         }),
     };
     About {
@@ -174,7 +210,9 @@ pub(super) fn check_index(index: &IndexJson, m: &PackageModel, file: &str) -> Re
         m.track_features.clone(),
     );
     if got != want {
-        return Err(Error::internal(format!("{file}: index.json read back as {got:?}, the split says {want:?}")));
+        return Err(Error::internal(format!(
+            "{file}: index.json read back as {got:?}, the split says {want:?}"
+        )));
     }
     Ok(())
 }
@@ -206,7 +244,10 @@ mod tests {
             standin: None,
             subdir: SUBDIR,
             stage: PathBuf::new(),
-            content: content.iter().map(|(p, s)| (p.to_string(), s.clone())).collect(),
+            content: content
+                .iter()
+                .map(|(p, s)| (p.to_string(), s.clone()))
+                .collect(),
             from: "tree".into(),
             summary: "the summary".into(),
         }
@@ -214,7 +255,10 @@ mod tests {
 
     #[test]
     fn paths_are_listed_in_byte_order_and_read_as_rattlers_paths_json() {
-        let file = Staged::File { size: 3, sha256: rattler_digest::compute_bytes_digest::<rattler_digest::Sha256>(b"abc") };
+        let file = Staged::File {
+            size: 3,
+            sha256: rattler_digest::compute_bytes_digest::<rattler_digest::Sha256>(b"abc"),
+        };
         let b = build(
             Role::Core,
             None,
@@ -226,17 +270,31 @@ mod tests {
         );
         let text = String::from_utf8(pretty(&paths(&b)).unwrap()).unwrap();
         let at = |p: &str| text.find(&format!("\"{p}\"")).unwrap();
-        assert!(at("torch-1.dist-info/METADATA") < at("torch/_C.so") && at("torch/_C.so") < at("torch/_C/__init__.pyi"), "{text}");
-        assert!(text.contains("\"sha256\": \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\""), "{text}");
+        assert!(
+            at("torch-1.dist-info/METADATA") < at("torch/_C.so")
+                && at("torch/_C.so") < at("torch/_C/__init__.pyi"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\"sha256\": \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\""
+            ),
+            "{text}"
+        );
         let parsed: PathsJson = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed.paths.len(), 3);
     }
 
     #[test]
     fn about_keeps_its_field_order_and_reads_as_rattlers_about_json() {
-        let magma = Variant { name: "magma".into(), with_payload: true, preferred: true };
+        let magma = Variant {
+            name: "magma".into(),
+            with_payload: true,
+            preferred: true,
+        };
         let b = build(Role::Lazy, Some(magma), &[]);
-        let text = String::from_utf8(pretty(&about(&b, "tf", "CONFINED", "torch.whl")).unwrap()).unwrap();
+        let text =
+            String::from_utf8(pretty(&about(&b, "tf", "CONFINED", "torch.whl")).unwrap()).unwrap();
         let expect = r#"{
   "summary": "the summary",
   "description": "Packed by splitpkg pack from the split plan; see docs/pack.md.",

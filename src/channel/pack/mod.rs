@@ -48,7 +48,9 @@ use crate::analysis::graph::NodeKind;
 use crate::analysis::inspect::Inspection;
 use crate::analysis::plan::{Plan, Role};
 use crate::analysis::verdict::LazyLibrary;
-use crate::channel::info::{CHANNEL_FILE, CHANNEL_SCHEMA, ChannelInfo, MissingVariant, PackRecord, PackedPackage};
+use crate::channel::info::{
+    CHANNEL_FILE, CHANNEL_SCHEMA, ChannelInfo, MissingVariant, PackRecord, PackedPackage,
+};
 use crate::channel::standin::Manifest;
 use crate::error::{Error, Result};
 use crate::input::{Tree, TreeKind, display_member};
@@ -131,16 +133,31 @@ pub struct PackInput {
 /// Adjust the emit-style options for packing: core depends on stand-ins that provide a library
 /// a core file NEEDs and the tree lacks (what run-exports would add in a real build), and the
 /// payload pin falls back to the payload stand-in's version when the tree has no payload library.
-pub fn options_for_pack(mut options: SplitOptions, ins: &Inspection, plan: &Plan, manifest: &Manifest) -> SplitOptions {
-    let core: BTreeSet<&str> =
-        plan.outputs.iter().filter(|o| o.role == Role::Core).flat_map(|o| o.files.iter().map(String::as_str)).collect();
+pub fn options_for_pack(
+    mut options: SplitOptions,
+    ins: &Inspection,
+    plan: &Plan,
+    manifest: &Manifest,
+) -> SplitOptions {
+    let core: BTreeSet<&str> = plan
+        .outputs
+        .iter()
+        .filter(|o| o.role == Role::Core)
+        .flat_map(|o| o.files.iter().map(String::as_str))
+        .collect();
     let g = &ins.graph;
     let mut deps = BTreeSet::new();
     for n in g.nodes.iter().filter(|n| n.kind == NodeKind::External) {
-        if !g.in_edges(n.id).any(|e| core.contains(g.nodes[e.from].name.as_str())) {
+        if !g
+            .in_edges(n.id)
+            .any(|e| core.contains(g.nodes[e.from].name.as_str()))
+        {
             continue;
         }
-        if let Some(s) = manifest.standins.iter().find(|s| s.provides.iter().any(|p| p == &n.name))
+        if let Some(s) = manifest
+            .standins
+            .iter()
+            .find(|s| s.provides.iter().any(|p| p == &n.name))
             && !options.payload_packages.contains(&s.name)
         {
             deps.insert(format!("{} >={}", s.name, s.version));
@@ -148,7 +165,10 @@ pub fn options_for_pack(mut options: SplitOptions, ins: &Inspection, plan: &Plan
     }
     options.external_depends = deps.into_iter().collect();
     if options.payload_version.is_empty()
-        && let Some(s) = options.payload_packages.first().and_then(|p| manifest.get(p))
+        && let Some(s) = options
+            .payload_packages
+            .first()
+            .and_then(|p| manifest.get(p))
     {
         options.payload_version = s.version.clone();
     }
@@ -172,7 +192,13 @@ impl Workspace {
     }
 }
 
-pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, workspace: Workspace) -> Result<PackReport> {
+pub fn pack(
+    ins: &Inspection,
+    plan: &Plan,
+    split: &Split,
+    opts: &PackOptions,
+    workspace: Workspace,
+) -> Result<PackReport> {
     let o = &split.options;
     let input = &ins.tree.source;
     let out = &opts.out;
@@ -184,7 +210,12 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
     }
     let lazy_file = plan.lazy_file_names();
     let variant = |payload: bool| {
-        split.variants.iter().find(|v| v.with_payload == payload).cloned().ok_or_else(|| Error::internal("a split without both variants"))
+        split
+            .variants
+            .iter()
+            .find(|v| v.with_payload == payload)
+            .cloned()
+            .ok_or_else(|| Error::internal("a split without both variants"))
     };
     let (with, without) = (variant(true)?, variant(false)?);
     let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, &lazy_libs)?;
@@ -195,24 +226,48 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
     let out_abs = absolute(out)?;
     let mut work = workspace.work;
     let input_name = Tree::file_name(&input.display().to_string()).to_string();
-    let (mut builds, placement) = stage::layout(&ins.tree, plan, split, &with.name, &input_name, &work.dir)?;
+    let (mut builds, placement) =
+        stage::layout(&ins.tree, plan, split, &with.name, &input_name, &work.dir)?;
     let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
-    let staged = stage::stage_tree(&ins.tree, &placement, &mut builds, &work.dir, opts.max_unpacked, opts.progress)?;
+    let staged = stage::stage_tree(
+        &ins.tree,
+        &placement,
+        &mut builds,
+        &work.dir,
+        opts.max_unpacked,
+        opts.progress,
+    )?;
     if let Some(u) = &ins.tree.unpacked {
         // Staged by hard link: the unpacked names are no longer needed (the stages hold the data).
         work.remove_later(u.dir.clone());
     }
     trace.step("stage");
     if let Some(file) = &other_file {
-        builds.push(stage::other_variant(file, &without.name, plan, split, &staged, &work.dir, opts.progress)?);
+        builds.push(stage::other_variant(
+            file,
+            &without.name,
+            plan,
+            split,
+            &staged,
+            &work.dir,
+            opts.progress,
+        )?);
     }
     let mut notes = Vec::new();
     let replaced = stage::standins(&mut builds, split, opts, &with.name, &work.dir, &mut notes)?;
 
     // Write, read back (lossless, metadata as modelled), then into the channel.
-    let mut written = publish::write_packages(&builds, &ins.tree, split, plan, &mut work, &out_abs, opts)?;
+    let mut written =
+        publish::write_packages(&builds, &ins.tree, split, plan, &mut work, &out_abs, opts)?;
     trace.step("write");
-    let (read, lossless, paths) = publish::read_back(&builds, &mut written, split, plan, &tree_paths, &without.name)?;
+    let (read, lossless, paths) = publish::read_back(
+        &builds,
+        &mut written,
+        split,
+        plan,
+        &tree_paths,
+        &without.name,
+    )?;
     let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();
     trace.step("read back");
     let record = PackRecord {
@@ -226,7 +281,12 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
         cuda_runtime: plan.input.cuda_runtime,
         packages: packed.iter().filter(|p| !p.standin).cloned().collect(),
         missing_variants,
-        variant_sizes: plan.outputs.iter().filter(|o| o.role == Role::Lazy).flat_map(|o| o.variants.clone()).collect(),
+        variant_sizes: plan
+            .outputs
+            .iter()
+            .filter(|o| o.role == Role::Lazy)
+            .flat_map(|o| o.variants.clone())
+            .collect(),
     };
     let standins: Vec<PackedPackage> = packed.iter().filter(|p| p.standin).cloned().collect();
     let this = ChannelInfo {
@@ -241,7 +301,10 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
         packs: vec![record.clone()],
         standins: standins.clone(),
         lazy_libraries: if lazy_libs.len() > 1 {
-            lazy_libs.iter().map(|l| Tree::file_name(&l.path).to_string()).collect()
+            lazy_libs
+                .iter()
+                .map(|l| Tree::file_name(&l.path).to_string())
+                .collect()
         } else {
             Vec::new()
         },
@@ -250,9 +313,16 @@ pub fn pack(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOptions, wo
     let indexed = publish::publish(&out_abs, out, &mut work, this, &written, &read)?;
     trace.step("publish and index");
 
-    let kept: Vec<&str> = written.iter().filter(|o| o.kept).map(|o| o.file.as_str()).collect();
+    let kept: Vec<&str> = written
+        .iter()
+        .filter(|o| o.kept)
+        .map(|o| o.file.as_str())
+        .collect();
     if !kept.is_empty() {
-        notes.push(format!("kept what the channel already held with the same content (not compressed again): {}", kept.join(", ")));
+        notes.push(format!(
+            "kept what the channel already held with the same content (not compressed again): {}",
+            kept.join(", ")
+        ));
     }
     if other_file.is_none() {
         notes.push(format!(
@@ -304,21 +374,37 @@ fn check_request(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOption
     let input = &ins.tree.source;
     let out = &opts.out;
     if out.exists() && !out.is_dir() {
-        return Err(Error::Usage(format!("--out {}: exists and is not a directory", out.display())));
+        return Err(Error::Usage(format!(
+            "--out {}: exists and is not a directory",
+            out.display()
+        )));
     }
     if !(1..=22).contains(&opts.compression_level) {
-        return Err(Error::Usage(format!("--compression-level {}: zstd levels are 1 to 22", opts.compression_level)));
+        return Err(Error::Usage(format!(
+            "--compression-level {}: zstd levels are 1 to 22",
+            opts.compression_level
+        )));
     }
     if ins.tree.kind == TreeKind::Directory
         && let (Ok(i), Some(parent)) = (input.canonicalize(), absolute_parent(out))
         && parent.starts_with(&i)
     {
-        return Err(Error::Usage(format!("--out {} is inside the input tree {}", out.display(), input.display())));
+        return Err(Error::Usage(format!(
+            "--out {} is inside the input tree {}",
+            out.display(),
+            input.display()
+        )));
     }
     // The channel's description first: a channel that holds another split is refused before any work.
     if out.join(CHANNEL_FILE).exists() {
         let o = &split.options;
-        publish::same_split(&ChannelInfo::load(out)?, &o.core_name, &o.lazy_name, &plan.options.dep, out)?;
+        publish::same_split(
+            &ChannelInfo::load(out)?,
+            &o.core_name,
+            &o.lazy_name,
+            &plan.options.dep,
+            out,
+        )?;
     }
 
     // A link out of the tree would point wherever the installing machine has that path.
@@ -327,7 +413,9 @@ fn check_request(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOption
     {
         return Err(Error::bad(
             display_member(&ins.tree.source, ins.tree.kind, path),
-            format!("symlink to {target} points outside the package; refusing (pass --allow-absolute-symlinks to pack it as it is)"),
+            format!(
+                "symlink to {target} points outside the package; refusing (pass --allow-absolute-symlinks to pack it as it is)"
+            ),
         ));
     }
     Ok(())
@@ -348,13 +436,21 @@ fn other_variant(
             plan.lazy_file_names()
         )));
     }
-    match crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), with, without)? {
+    match crate::recipe::verify::other_variant_file(
+        plan,
+        opts.lazy_variant.as_ref(),
+        with,
+        without,
+    )? {
         Some(file) => Ok((Some(file), Vec::new())),
         None => Ok((
             None,
             vec![MissingVariant {
                 variant: without.name.clone(),
-                why: crate::recipe::verify::missing_variant_reason(without, &plan.lazy_file_names()),
+                why: crate::recipe::verify::missing_variant_reason(
+                    without,
+                    &plan.lazy_file_names(),
+                ),
             }],
         )),
     }
@@ -363,11 +459,22 @@ fn other_variant(
 /// Names, versions and build strings become file names: only conda's characters, no `/`.
 fn check_names(split: &Split, input: &Path) -> Result<()> {
     for m in split.packages() {
-        for (what, v) in [("name", &m.name), ("version", &m.version), ("build", &m.build)] {
-            if v.is_empty() || v.starts_with('.') || !v.chars().all(|c| c.is_ascii_alphanumeric() || "._+!-".contains(c)) {
+        for (what, v) in [
+            ("name", &m.name),
+            ("version", &m.version),
+            ("build", &m.build),
+        ] {
+            if v.is_empty()
+                || v.starts_with('.')
+                || !v
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._+!-".contains(c))
+            {
                 return Err(Error::bad(
                     input.display(),
-                    format!("package {what} {v:?} is not a conda {what} (letters, digits and ._+!- only); refusing"),
+                    format!(
+                        "package {what} {v:?} is not a conda {what} (letters, digits and ._+!- only); refusing"
+                    ),
                 ));
             }
         }
@@ -376,7 +483,13 @@ fn check_names(split: &Split, input: &Path) -> Result<()> {
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
-    if p.is_absolute() { Ok(p.to_path_buf()) } else { Ok(std::env::current_dir().map_err(|e| Error::io(".", e))?.join(p)) }
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()
+            .map_err(|e| Error::io(".", e))?
+            .join(p))
+    }
 }
 
 /// The nearest existing ancestor of `p`, canonicalized (for "is --out inside the input").
@@ -397,7 +510,11 @@ pub fn report_text(r: &PackReport) -> String {
     use crate::output::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "packed {} ({}) into {}", r.input.path, r.input.verdict, r.channel);
+    let _ = writeln!(
+        s,
+        "packed {} ({}) into {}",
+        r.input.path, r.input.verdict, r.channel
+    );
     let _ = writeln!(
         s,
         "split: {} / {} ({} preferred; the other carries track_features {})",
@@ -414,7 +531,13 @@ pub fn report_text(r: &PackReport) -> String {
             Some(b) => format!("represents {b} bytes ({}), not real bytes", human_bytes(b)),
             None => format!("{} files, {}", p.files, human_bytes(p.bytes)),
         };
-        let _ = writeln!(s, "  {:<70} {:<22} {size}, archive {}", p.file, what, human_bytes(p.archive_bytes));
+        let _ = writeln!(
+            s,
+            "  {:<70} {:<22} {size}, archive {}",
+            p.file,
+            what,
+            human_bytes(p.archive_bytes)
+        );
         if p.from != "tree" {
             let _ = writeln!(s, "  {:<70} from {}", "", p.from);
         }
@@ -423,7 +546,11 @@ pub fn report_text(r: &PackReport) -> String {
         let _ = writeln!(s, "  no {} package: {}", m.variant, m.why);
     }
     if !r.standins_replaced_by_real.is_empty() {
-        let _ = writeln!(s, "  no stand-in for {}: real package(s) from the tree", r.standins_replaced_by_real.join(", "));
+        let _ = writeln!(
+            s,
+            "  no stand-in for {}: real package(s) from the tree",
+            r.standins_replaced_by_real.join(", ")
+        );
     }
     let l = &r.lossless;
     let mut per: BTreeMap<&str, usize> = BTreeMap::new();
@@ -435,7 +562,10 @@ pub fn report_text(r: &PackReport) -> String {
         "lossless: {} of {} tree paths are in exactly one package ({}); none missing, none doubled",
         l.placed_once,
         l.tree_paths,
-        per.iter().map(|(f, n)| format!("{} {n}", f.rsplit('/').next().unwrap_or(f))).collect::<Vec<_>>().join(", ")
+        per.iter()
+            .map(|(f, n)| format!("{} {n}", f.rsplit('/').next().unwrap_or(f)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let _ = writeln!(
         s,
@@ -457,7 +587,9 @@ mod tests {
     /// byte-identical across machines with different core counts.
     #[test]
     fn zstd_output_does_not_depend_on_threads() {
-        let data: Vec<u8> = (0..24u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f).collect();
+        let data: Vec<u8> = (0..24u32 << 20)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f)
+            .collect();
         let compress = |threads: u32| {
             let mut enc = zstd::Encoder::new(Vec::new(), 3).unwrap();
             enc.multithread(threads).unwrap();

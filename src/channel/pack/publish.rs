@@ -40,15 +40,25 @@ enum Digesting {
 impl Output {
     fn written(file: String, path: PathBuf) -> Output {
         let p = path.clone();
-        Output { file, path, kept: false, digests: Digesting::Running(std::thread::spawn(move || repodata::digest_file(&p))) }
+        Output {
+            file,
+            path,
+            kept: false,
+            digests: Digesting::Running(std::thread::spawn(move || repodata::digest_file(&p))),
+        }
     }
 
     /// The file's digests (once: a computation is waited for and handed over).
     fn digests(&mut self) -> Result<repodata::Digests> {
         match std::mem::replace(&mut self.digests, Digesting::Taken) {
             Digesting::Known(d) => Ok(d),
-            Digesting::Running(h) => h.join().map_err(|_| Error::internal(format!("hashing {} panicked", self.file)))?,
-            Digesting::Taken => Err(Error::internal(format!("{}: digests taken twice", self.file))),
+            Digesting::Running(h) => h
+                .join()
+                .map_err(|_| Error::internal(format!("hashing {} panicked", self.file)))?,
+            Digesting::Taken => Err(Error::internal(format!(
+                "{}: digests taken twice",
+                self.file
+            ))),
         }
     }
 }
@@ -76,13 +86,19 @@ pub(super) fn write_packages(
         let info = info_files(b, split, plan, input_name)?;
         for (rel, bytes) in &info {
             let dst = b.dst(rel)?;
-            write_hashed(&dst, &bytes[..], false, &Progress::hidden()).map_err(|e| Error::io(&dst, e))?;
+            write_hashed(&dst, &bytes[..], false, &Progress::hidden())
+                .map_err(|e| Error::io(&dst, e))?;
         }
         let stem = b.stem();
         let file = format!("{}/{stem}.conda", b.subdir);
         if let Some((path, digests)) = kept_copy(channel, &file, &info)? {
             opts.progress.inc(b.content_bytes());
-            written.push(Output { file, path, kept: true, digests: Digesting::Known(digests) });
+            written.push(Output {
+                file,
+                path,
+                kept: true,
+                digests: Digesting::Known(digests),
+            });
             work.remove_later(b.stage.clone());
             continue;
         }
@@ -92,10 +108,19 @@ pub(super) fn write_packages(
         let dst = dir.join(format!("{stem}.conda"));
         let f = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
         opts.progress.set_message(&b.model.name);
-        let threads = opts.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-        super::conda::write_conda(std::io::BufWriter::new(f), members, opts.compression_level, threads, &stem, &|n| opts.progress.inc(n))
-            .and_then(|w| w.into_inner().map(drop).map_err(|e| e.into_error()))
-            .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
+        let threads = opts
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+        super::conda::write_conda(
+            std::io::BufWriter::new(f),
+            members,
+            opts.compression_level,
+            threads,
+            &stem,
+            &|n| opts.progress.inc(n),
+        )
+        .and_then(|w| w.into_inner().map(drop).map_err(|e| e.into_error()))
+        .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
         written.push(Output::written(file, dst));
         // The stage is no longer needed: free its disk space while the next package is written.
         work.remove_later(b.stage.clone());
@@ -106,12 +131,20 @@ pub(super) fn write_packages(
 
 /// What package `b` is written from: its staged files and links, the members left in the input
 /// `archive`, and its `info/` files (written into the stage just before).
-fn members(b: &Build, info: &[(String, Vec<u8>)], archive: Option<&zip::ZipArchive<PositionedFile>>) -> Result<Vec<Member>> {
+fn members(
+    b: &Build,
+    info: &[(String, Vec<u8>)],
+    archive: Option<&zip::ZipArchive<PositionedFile>>,
+) -> Result<Vec<Member>> {
     let mut members = Vec::with_capacity(b.content.len() + info.len());
     for (rel, staged) in &b.content {
         members.push(match (staged, archive) {
             (Staged::InArchive(m), Some(a)) => Member::from_archive(Path::new(rel), a, m),
-            (Staged::InArchive(_), None) => return Err(Error::internal(format!("{rel} is in an archive that is not open"))),
+            (Staged::InArchive(_), None) => {
+                return Err(Error::internal(format!(
+                    "{rel} is in an archive that is not open"
+                )));
+            }
             _ => staged_member(b, rel)?,
         });
     }
@@ -134,10 +167,22 @@ fn staged_member(b: &Build, rel: &str) -> Result<Member> {
 /// is the same too. Compressing a 400 MB core again only to find the same bytes is the cost this
 /// saves when a second variant or preference is packed into a channel. (A copy written at another
 /// `--compression-level` has the same content and is kept.)
-fn kept_copy(channel: &Path, file: &str, info: &[(String, Vec<u8>)]) -> Result<Option<(PathBuf, repodata::Digests)>> {
+fn kept_copy(
+    channel: &Path,
+    file: &str,
+    info: &[(String, Vec<u8>)],
+) -> Result<Option<(PathBuf, repodata::Digests)>> {
     let path = channel.join(file);
-    let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
-    let Some(record) = (if meta.is_file() { repodata::listed(channel, file)? } else { None }) else { return Ok(None) };
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return Ok(None);
+    };
+    let Some(record) = (if meta.is_file() {
+        repodata::listed(channel, file)?
+    } else {
+        None
+    }) else {
+        return Ok(None);
+    };
     if record.size != meta.len() || !same_info(&path, info)? {
         return Ok(None);
     }
@@ -148,23 +193,36 @@ fn kept_copy(channel: &Path, file: &str, info: &[(String, Vec<u8>)]) -> Result<O
 /// Whether the package at `path` has exactly the `info/` files `info` lists, byte for byte.
 fn same_info(path: &Path, info: &[(String, Vec<u8>)]) -> Result<bool> {
     let f = crate::input::file::open_regular(path, crate::input::file::Links::Refuse)?;
-    let Ok(mut archive) = rattler_package_streaming::seek::stream_conda_info(std::io::BufReader::new(f)) else { return Ok(false) };
+    let Ok(mut archive) =
+        rattler_package_streaming::seek::stream_conda_info(std::io::BufReader::new(f))
+    else {
+        return Ok(false);
+    };
     let mut found: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let Ok(entries) = archive.entries() else { return Ok(false) };
+    let Ok(entries) = archive.entries() else {
+        return Ok(false);
+    };
     let mut budget = crate::input::file::MAX_DOCUMENT_BYTES;
     for entry in entries {
         let Ok(mut e) = entry else { return Ok(false) };
-        let Ok(p) = e.path().map(|p| p.to_string_lossy().into_owned()) else { return Ok(false) };
+        let Ok(p) = e.path().map(|p| p.to_string_lossy().into_owned()) else {
+            return Ok(false);
+        };
         let mut bytes = Vec::new();
         // Bounded: a package whose info/ is larger than any document we write is not ours.
-        let n = std::io::Read::read_to_end(&mut std::io::Read::take(&mut e, budget + 1), &mut bytes).map_err(|e| Error::io(path, e))?;
+        let n =
+            std::io::Read::read_to_end(&mut std::io::Read::take(&mut e, budget + 1), &mut bytes)
+                .map_err(|e| Error::io(path, e))?;
         if n as u64 > budget {
             return Ok(false);
         }
         budget -= n as u64;
         found.insert(p, bytes);
     }
-    Ok(found.len() == info.len() && info.iter().all(|(rel, bytes)| found.get(rel) == Some(bytes)))
+    Ok(found.len() == info.len()
+        && info
+            .iter()
+            .all(|(rel, bytes)| found.get(rel) == Some(bytes)))
 }
 
 /// Read the written packages back: `index.json` must be the model, `paths.json` must list exactly
@@ -187,16 +245,28 @@ pub(super) fn read_back(
     for (b, out) in builds.iter().zip(written) {
         let (file, path) = (&out.file.clone(), &out.path.clone());
         let index: rattler_conda_types::package::IndexJson =
-            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+            rattler_package_streaming::seek::read_package_file(path)
+                .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
         check_index(&index, &b.model, file)?;
         let paths: rattler_conda_types::package::PathsJson =
-            rattler_package_streaming::seek::read_package_file(path).map_err(|e| Error::failed(format!("reading back {file}"), e))?;
-        let content: BTreeSet<String> = paths.paths.iter().map(|p| p.relative_path.to_string_lossy().replace('\\', "/")).collect();
+            rattler_package_streaming::seek::read_package_file(path)
+                .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+        let content: BTreeSet<String> = paths
+            .paths
+            .iter()
+            .map(|p| p.relative_path.to_string_lossy().replace('\\', "/"))
+            .collect();
         let expected: BTreeSet<String> = b.content.keys().cloned().collect();
         if content != expected {
-            return Err(Error::internal(format!("{file}: paths.json lists {} paths, {} were staged", content.len(), expected.len())));
+            return Err(Error::internal(format!(
+                "{file}: paths.json lists {} paths, {} were staged",
+                content.len(),
+                expected.len()
+            )));
         }
-        let counts_for_tree = b.standin.is_none() && !(b.role == Role::Lazy && b.model.variant.as_ref().is_some_and(|v| v.name == without));
+        let counts_for_tree = b.standin.is_none()
+            && !(b.role == Role::Lazy
+                && b.model.variant.as_ref().is_some_and(|v| v.name == without));
         if counts_for_tree {
             for rel in &content {
                 let tree_path = rel.strip_prefix(&split.install_prefix).unwrap_or(rel);
@@ -217,7 +287,11 @@ pub(super) fn read_back(
             version: b.model.version.clone(),
             build: b.model.build.clone(),
             build_number: b.model.build_number,
-            role: if b.standin.is_some() { "standin".into() } else { role_name(b.role).into() },
+            role: if b.standin.is_some() {
+                "standin".into()
+            } else {
+                role_name(b.role).into()
+            },
             variant: variant.map(|v| v.name.clone()),
             preferred: variant.map(|v| v.preferred),
             standin: b.standin.is_some(),
@@ -231,14 +305,29 @@ pub(super) fn read_back(
             constrains: b.model.constrains.clone(),
             track_features: b.model.track_features.clone(),
         };
-        packed.push(ReadBack { package, index, digests });
+        packed.push(ReadBack {
+            package,
+            index,
+            digests,
+        });
     }
-    let missing: Vec<String> = count.iter().filter(|(_, c)| **c == 0).map(|(p, _)| p.clone()).collect();
-    let doubled: Vec<String> = count.iter().filter(|(_, c)| **c > 1).map(|(p, _)| p.clone()).collect();
+    let missing: Vec<String> = count
+        .iter()
+        .filter(|(_, c)| **c == 0)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let doubled: Vec<String> = count
+        .iter()
+        .filter(|(_, c)| **c > 1)
+        .map(|(p, _)| p.clone())
+        .collect();
     let lossless = Lossless {
         tree_paths: tree_paths.len(),
         placed_once: count.values().filter(|c| **c == 1).count(),
-        ok: missing.is_empty() && doubled.is_empty() && extra.is_empty() && tree_paths.len() == plan.input.files,
+        ok: missing.is_empty()
+            && doubled.is_empty()
+            && extra.is_empty()
+            && tree_paths.len() == plan.input.files,
         missing,
         doubled,
         extra,
@@ -283,7 +372,11 @@ pub(super) fn publish(
     work.keep_created();
     std::fs::create_dir_all(channel).map_err(|e| Error::io(channel, e))?;
     let _lock = crate::output::lock_dir(channel)?;
-    let existing = if channel.join(CHANNEL_FILE).exists() { Some(ChannelInfo::load(channel)?) } else { None };
+    let existing = if channel.join(CHANNEL_FILE).exists() {
+        Some(ChannelInfo::load(channel)?)
+    } else {
+        None
+    };
     if let Some(e) = &existing {
         same_split(e, &this.core, &this.lazy, &this.dep, out)?;
     }
@@ -294,11 +387,23 @@ pub(super) fn publish(
     let described = channel.join(CHANNEL_FILE);
     let stale: Vec<PathBuf> = stale
         .iter()
-        .map(|f| root.join(f).map_err(|e| Error::bad(described.display(), format!("names a package outside the channel: {e}"))))
+        .map(|f| {
+            root.join(f).map_err(|e| {
+                Error::bad(
+                    described.display(),
+                    format!("names a package outside the channel: {e}"),
+                )
+            })
+        })
         .collect::<Result<_>>()?;
     let mut moves = Vec::new();
-    for Output { file, path, kept, .. } in written {
-        let dst = root.join(file).map_err(|e| Error::bad(channel.display(), e))?;
+    for Output {
+        file, path, kept, ..
+    } in written
+    {
+        let dst = root
+            .join(file)
+            .map_err(|e| Error::bad(channel.display(), e))?;
         if !kept && !unchanged_or_new(&dst, file, packed)? {
             moves.push((path, dst));
         }
@@ -316,8 +421,17 @@ pub(super) fn publish(
     let ours: Vec<repodata::Written<'_>> = read
         .iter()
         .map(|r| {
-            let (subdir, file) = r.package.file.split_once('/').unwrap_or(("", &r.package.file));
-            repodata::Written { subdir, file, index: &r.index, digests: &r.digests }
+            let (subdir, file) = r
+                .package
+                .file
+                .split_once('/')
+                .unwrap_or(("", &r.package.file));
+            repodata::Written {
+                subdir,
+                file,
+                index: &r.index,
+                digests: &r.digests,
+            }
         })
         .collect();
     let indexed = repodata::write(channel, &[SUBDIR, NOARCH], &ours)?;
@@ -333,12 +447,20 @@ pub(super) fn publish(
 /// must never change meaning (the build string's hash covers what a pack's options change; what
 /// is left is a different input under the same version and build number).
 fn unchanged_or_new(dst: &Path, file: &str, packed: &[PackedPackage]) -> Result<bool> {
-    let Ok(meta) = std::fs::symlink_metadata(dst) else { return Ok(false) };
-    let new = packed.iter().find(|p| p.file == file).ok_or_else(|| Error::internal(format!("{file} was written but not read back")))?;
+    let Ok(meta) = std::fs::symlink_metadata(dst) else {
+        return Ok(false);
+    };
+    let new = packed
+        .iter()
+        .find(|p| p.file == file)
+        .ok_or_else(|| Error::internal(format!("{file} was written but not read back")))?;
     // The size first: a different size needs no hashing.
     let same = meta.is_file()
         && meta.len() == new.archive_bytes
-        && hex::encode(rattler_digest::compute_file_digest::<rattler_digest::Sha256>(dst).map_err(|e| Error::io(dst, e))?) == new.sha256;
+        && hex::encode(
+            rattler_digest::compute_file_digest::<rattler_digest::Sha256>(dst)
+                .map_err(|e| Error::io(dst, e))?,
+        ) == new.sha256;
     if !same {
         return Err(Error::bad(
             dst.display(),
@@ -353,18 +475,30 @@ fn unchanged_or_new(dst: &Path, file: &str, packed: &[PackedPackage]) -> Result<
 /// replaces a stand-in of its name, payload package names are added. Returns it with the files of
 /// replaced packages that no record names any more.
 fn merge(existing: Option<ChannelInfo>, this: ChannelInfo) -> (ChannelInfo, Vec<String>) {
-    let ChannelInfo { packs, standins, payload_packages, .. } = this.clone();
-    let mut info = existing.unwrap_or(ChannelInfo { packs: Vec::new(), standins: Vec::new(), payload_packages: Vec::new(), ..this });
+    let ChannelInfo {
+        packs,
+        standins,
+        payload_packages,
+        ..
+    } = this.clone();
+    let mut info = existing.unwrap_or(ChannelInfo {
+        packs: Vec::new(),
+        standins: Vec::new(),
+        payload_packages: Vec::new(),
+        ..this
+    });
     let mut stale: Vec<String> = Vec::new();
     for record in &packs {
-        let same = |p: &PackRecord| p.version == record.version && p.build_keys == record.build_keys;
+        let same =
+            |p: &PackRecord| p.version == record.version && p.build_keys == record.build_keys;
         if let Some(old) = info.packs.iter().find(|p| same(p)) {
             stale.extend(old.packages.iter().map(|p| p.file.clone()));
         }
         info.packs.retain(|p| !same(p));
         info.packs.push(record.clone());
     }
-    info.packs.sort_by(|a, b| (&a.version, &a.build_keys).cmp(&(&b.version, &b.build_keys)));
+    info.packs
+        .sort_by(|a, b| (&a.version, &a.build_keys).cmp(&(&b.version, &b.build_keys)));
     for s in &standins {
         if let Some(old) = info.standins.iter().find(|x| x.name == s.name) {
             stale.push(old.file.clone());
@@ -392,7 +526,13 @@ fn merge(existing: Option<ChannelInfo>, this: ChannelInfo) -> (ChannelInfo, Vec<
 
 /// A channel holds one split: refuse to add another (checked before any work and again under the
 /// channel lock, where a concurrent pack may have created the channel meanwhile).
-pub(super) fn same_split(existing: &ChannelInfo, core: &str, lazy: &str, dep: &str, out: &Path) -> Result<()> {
+pub(super) fn same_split(
+    existing: &ChannelInfo,
+    core: &str,
+    lazy: &str,
+    dep: &str,
+    out: &Path,
+) -> Result<()> {
     if existing.core == core && existing.lazy == lazy && existing.dep == dep {
         return Ok(());
     }
@@ -414,13 +554,16 @@ fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
     let mut records: HashMap<String, rattler_conda_types::PackageRecord> = HashMap::new();
     for sub in [SUBDIR, NOARCH] {
         let p = channel.join(sub).join("repodata.json");
-        let rd = rattler_conda_types::RepoData::from_path(&p).map_err(|e| Error::failed(p.display(), e))?;
+        let rd = rattler_conda_types::RepoData::from_path(&p)
+            .map_err(|e| Error::failed(p.display(), e))?;
         for (id, rec) in rd.conda_packages {
             records.insert(format!("{sub}/{}", id), rec);
         }
     }
     for p in packed {
-        let r = records.get(&p.file).ok_or_else(|| Error::internal(format!("rattler_index did not index {}", p.file)))?;
+        let r = records
+            .get(&p.file)
+            .ok_or_else(|| Error::internal(format!("rattler_index did not index {}", p.file)))?;
         let same = r.name.as_normalized() == p.name
             && r.version.to_string() == p.version
             && r.build == p.build
@@ -428,7 +571,10 @@ fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
             && r.constrains == p.constrains
             && r.track_features == p.track_features;
         if !same {
-            return Err(Error::internal(format!("{}: repodata.json disagrees with the package metadata", p.file)));
+            return Err(Error::internal(format!(
+                "{}: repodata.json disagrees with the package metadata",
+                p.file
+            )));
         }
     }
     Ok(())

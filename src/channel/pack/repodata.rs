@@ -12,7 +12,9 @@
 
 use std::path::Path;
 
-use rattler_conda_types::package::{CondaArchiveType, DistArchiveIdentifier, DistArchiveType, IndexJson};
+use rattler_conda_types::package::{
+    CondaArchiveType, DistArchiveIdentifier, DistArchiveType, IndexJson,
+};
 use rattler_conda_types::utils::TimestampMs;
 use rattler_conda_types::{ChannelInfo, PackageRecord, RepoData};
 use rattler_digest::{Md5Hash, Sha256Hash};
@@ -32,7 +34,9 @@ pub struct Digests {
 /// package was just written, so the reads come from the page cache, and a mapped 400 MB package
 /// would count 400 MB towards the process's resident size.
 pub fn digest_file(path: &Path) -> Result<Digests> {
-    fn digest<D: rattler_digest::digest::Digest + Default>(path: &Path) -> Result<(u64, rattler_digest::digest::Output<D>)> {
+    fn digest<D: rattler_digest::digest::Digest + Default>(
+        path: &Path,
+    ) -> Result<(u64, rattler_digest::digest::Output<D>)> {
         let mut f = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
         let mut hasher = D::default();
         let mut buf = vec![0u8; 1 << 20];
@@ -47,7 +51,10 @@ pub fn digest_file(path: &Path) -> Result<Digests> {
         }
         Ok((size, hasher.finalize()))
     }
-    let (sha256, md5) = rayon::join(|| digest::<rattler_digest::Sha256>(path), || digest::<rattler_digest::Md5>(path));
+    let (sha256, md5) = rayon::join(
+        || digest::<rattler_digest::Sha256>(path),
+        || digest::<rattler_digest::Md5>(path),
+    );
     let ((size, sha256), (_, md5)) = (sha256?, md5?);
     Ok(Digests { size, sha256, md5 })
 }
@@ -55,15 +62,28 @@ pub fn digest_file(path: &Path) -> Result<Digests> {
 /// The channel's record of `file` (`SUBDIR/NAME`) in its `repodata.json`: size and digests, when
 /// it lists the file with all three.
 pub fn listed(channel: &Path, file: &str) -> Result<Option<Digests>> {
-    let Some((sub, name)) = file.split_once('/') else { return Ok(None) };
+    let Some((sub, name)) = file.split_once('/') else {
+        return Ok(None);
+    };
     let path = channel.join(sub).join("repodata.json");
     if !path.exists() {
         return Ok(None);
     }
     let repodata = RepoData::from_path(&path).map_err(|e| Error::bad(path.display(), e))?;
-    let Some(id) = DistArchiveIdentifier::try_from_filename(name) else { return Ok(None) };
-    let record = repodata.conda_packages.get(&id).or_else(|| repodata.packages.get(&id));
-    Ok(record.and_then(|r| Some(Digests { size: r.size?, sha256: r.sha256?, md5: r.md5? })))
+    let Some(id) = DistArchiveIdentifier::try_from_filename(name) else {
+        return Ok(None);
+    };
+    let record = repodata
+        .conda_packages
+        .get(&id)
+        .or_else(|| repodata.packages.get(&id));
+    Ok(record.and_then(|r| {
+        Some(Digests {
+            size: r.size?,
+            sha256: r.sha256?,
+            md5: r.md5?,
+        })
+    }))
 }
 
 /// A package this pack wrote: its file name in `subdir`, its `index.json`, its digests.
@@ -82,7 +102,11 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
     for sub in subdirs {
         let dir = channel.join(sub);
         let path = dir.join("repodata.json");
-        let existing = if path.exists() { Some(RepoData::from_path(&path).map_err(|e| Error::bad(path.display(), e))?) } else { None };
+        let existing = if path.exists() {
+            Some(RepoData::from_path(&path).map_err(|e| Error::bad(path.display(), e))?)
+        } else {
+            None
+        };
         let info = ChannelInfo {
             subdir: Some(sub.to_string()),
             base_url: None,
@@ -101,18 +125,24 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
         for (id, file) in package_files(&dir)? {
             let record = match ours.iter().find(|w| w.subdir == *sub && w.file == file) {
                 Some(w) => ours_record(w, now, &path)?,
-                None => match existing.as_ref().and_then(|r| r.conda_packages.get(&id).or_else(|| r.packages.get(&id))) {
+                None => match existing
+                    .as_ref()
+                    .and_then(|r| r.conda_packages.get(&id).or_else(|| r.packages.get(&id)))
+                {
                     Some(r) => r.clone(),
                     None => {
                         let p = dir.join(&file);
-                        let mut r = rattler_index::package_record_from_archive(&p).map_err(|e| Error::bad(p.display(), e))?;
+                        let mut r = rattler_index::package_record_from_archive(&p)
+                            .map_err(|e| Error::bad(p.display(), e))?;
                         r.indexed_timestamp = Some(now);
                         r
                     }
                 },
             };
             match id.archive_type {
-                DistArchiveType::Conda(CondaArchiveType::Conda) => repodata.conda_packages.insert(id, record),
+                DistArchiveType::Conda(CondaArchiveType::Conda) => {
+                    repodata.conda_packages.insert(id, record)
+                }
                 _ => repodata.packages.insert(id, record),
             };
         }
@@ -125,8 +155,9 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
 /// The record of a package this pack wrote.
 fn ours_record(w: &Written<'_>, now: TimestampMs, repodata: &Path) -> Result<PackageRecord> {
     let d = w.digests;
-    let mut r = PackageRecord::from_index_json(w.index.clone(), Some(d.size), Some(d.sha256), Some(d.md5))
-        .map_err(|e| Error::bad(repodata.display(), format!("{}: {e}", w.file)))?;
+    let mut r =
+        PackageRecord::from_index_json(w.index.clone(), Some(d.size), Some(d.sha256), Some(d.md5))
+            .map_err(|e| Error::bad(repodata.display(), format!("{}: {e}", w.file)))?;
     r.indexed_timestamp = Some(now);
     Ok(r)
 }
@@ -141,9 +172,15 @@ fn package_files(dir: &Path) -> Result<Vec<(DistArchiveIdentifier, String)>> {
     };
     for entry in rd {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
-        let Some(id) = DistArchiveIdentifier::try_from_filename(&name) else { continue };
-        if !matches!(id.archive_type, DistArchiveType::Conda(_)) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let Some(id) = DistArchiveIdentifier::try_from_filename(&name) else {
+            continue;
+        };
+        if !matches!(id.archive_type, DistArchiveType::Conda(_))
+            || !entry.file_type().is_ok_and(|t| t.is_file())
+        {
             continue;
         }
         out.push((id, name));
@@ -161,5 +198,9 @@ fn serialize(repodata: &RepoData) -> Result<Vec<u8>> {
         repodata: &'a RepoData,
         v3: serde_json::Map<String, serde_json::Value>,
     }
-    serde_json::to_vec(&WithEmptyV3 { repodata, v3: serde_json::Map::new() }).map_err(|e| Error::failed("repodata.json", e))
+    serde_json::to_vec(&WithEmptyV3 {
+        repodata,
+        v3: serde_json::Map::new(),
+    })
+    .map_err(|e| Error::failed("repodata.json", e))
 }

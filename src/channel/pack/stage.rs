@@ -14,10 +14,12 @@ use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::{NOARCH, SUBDIR};
 use crate::channel::standin::StandIn;
 use crate::error::{Error, Result};
-use crate::input::unpack::{Budget, DiskBudget, InArchive, Sha256Hash, Unpack, Unpacked, copy_hashed, write_hashed};
+use crate::input::unpack::{
+    Budget, DiskBudget, InArchive, Sha256Hash, Unpack, Unpacked, copy_hashed, write_hashed,
+};
 use crate::input::{
-    Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member, open_nofollow, open_zip, tar_bz2, walk_dir,
-    walk_tar, walk_zip,
+    Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member,
+    open_nofollow, open_zip, tar_bz2, walk_dir, walk_tar, walk_zip,
 };
 use crate::output::human_bytes;
 use crate::progress::Progress;
@@ -37,9 +39,18 @@ pub(super) struct Build {
 }
 
 impl Build {
-    fn new(work: &Path, model: PackageModel, role: Role, subdir: &'static str, from: String, summary: String) -> Build {
+    fn new(
+        work: &Path,
+        model: PackageModel,
+        role: Role,
+        subdir: &'static str,
+        from: String,
+        summary: String,
+    ) -> Build {
         Build {
-            stage: work.join("stage").join(format!("{}-{}-{}", model.name, model.version, model.build)),
+            stage: work
+                .join("stage")
+                .join(format!("{}-{}-{}", model.name, model.version, model.build)),
             model,
             role,
             standin: None,
@@ -52,7 +63,10 @@ impl Build {
 
     /// `NAME-VERSION-BUILD`, the package's file name without `.conda`.
     pub fn stem(&self) -> String {
-        format!("{}-{}-{}", self.model.name, self.model.version, self.model.build)
+        format!(
+            "{}-{}-{}",
+            self.model.name, self.model.version, self.model.build
+        )
     }
 
     /// Where package path `rel` is staged: inside the stage, by the one rule for input paths.
@@ -62,7 +76,10 @@ impl Build {
 
     /// Bytes of the package's regular files.
     pub fn content_bytes(&self) -> u64 {
-        self.content.values().filter_map(|s| s.file().map(|(size, _)| size)).sum()
+        self.content
+            .values()
+            .filter_map(|s| s.file().map(|(size, _)| size))
+            .sum()
     }
 }
 
@@ -115,14 +132,26 @@ impl WorkDir {
     /// `.OUT.splitpkg-pack-PID` next to `out` (absolute), so the final renames stay on one file
     /// system. The work directories of dead packs there are removed first.
     pub fn create(out: &Path) -> Result<WorkDir> {
-        let parent = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+        let parent = out
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
         let mut created = crate::output::CreatedDirs::default();
         created.create(&parent)?;
         crate::output::cleanup::sweep_stale(&parent);
-        let out_name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "channel".into());
+        let out_name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "channel".into());
         let dir = parent.join(format!(".{out_name}.splitpkg-pack-{}", std::process::id()));
-        let _registered = crate::output::cleanup::register(&dir, crate::output::cleanup::Leftover::Tree);
-        let work = WorkDir { dir, created, _registered, removals: Vec::new() };
+        let _registered =
+            crate::output::cleanup::register(&dir, crate::output::cleanup::Leftover::Tree);
+        let work = WorkDir {
+            dir,
+            created,
+            _registered,
+            removals: Vec::new(),
+        };
         let _ = std::fs::remove_dir_all(&work.dir);
         std::fs::create_dir_all(&work.dir).map_err(|e| Error::io(&work.dir, e))?;
         Ok(work)
@@ -177,8 +206,11 @@ pub(super) fn layout(
     if lazy_file.is_empty() {
         return Err(Error::internal("a confined plan without a lazy library"));
     }
-    let core_model =
-        split.packages().into_iter().find(|m| m.variant.is_none()).ok_or_else(|| Error::internal("the split has no core package"))?;
+    let core_model = split
+        .packages()
+        .into_iter()
+        .find(|m| m.variant.is_none())
+        .ok_or_else(|| Error::internal("the split has no core package"))?;
     let version_text = &o.version;
     let mut builds = vec![
         Build::new(
@@ -187,7 +219,10 @@ pub(super) fn layout(
             Role::Core,
             SUBDIR,
             "tree".into(),
-            format!("{} {version_text}: everything of {input_name} except {lazy_file}", o.core_name),
+            format!(
+                "{} {version_text}: everything of {input_name} except {lazy_file}",
+                o.core_name
+            ),
         ),
         Build::new(
             work,
@@ -205,20 +240,30 @@ pub(super) fn layout(
                 Role::Core => 0,
                 Role::Lazy => 1,
                 Role::Payload => {
-                    let name = split
-                        .payload_package_for(path)
-                        .ok_or_else(|| Error::Usage("the plan has payload files but no --payload-package".into()))?;
-                    match builds.iter().position(|b| b.role == Role::Payload && b.model.name == name) {
+                    let name = split.payload_package_for(path).ok_or_else(|| {
+                        Error::Usage("the plan has payload files but no --payload-package".into())
+                    })?;
+                    match builds
+                        .iter()
+                        .position(|b| b.role == Role::Payload && b.model.name == name)
+                    {
                         Some(i) => i,
                         None => {
-                            let version = if o.payload_version.is_empty() { "0".to_string() } else { o.payload_version.clone() };
+                            let version = if o.payload_version.is_empty() {
+                                "0".to_string()
+                            } else {
+                                o.payload_version.clone()
+                            };
                             builds.push(Build::new(
                                 work,
                                 split.payload_package(name, &version),
                                 Role::Payload,
                                 SUBDIR,
                                 "tree".into(),
-                                format!("{name} {version}: the {} payload files of {input_name}", plan.options.dep),
+                                format!(
+                                    "{name} {version}: the {} payload files of {input_name}",
+                                    plan.options.dep
+                                ),
                             ));
                             builds.len() - 1
                         }
@@ -251,9 +296,12 @@ pub(super) fn stage_tree(
     let budget = DiskBudget::new(&tree.source, disk_budget(work, max_unpacked)?);
     let staged = stage_members(tree, placement, &stages, &budget, progress)?;
     for (path, (idx, rel)) in placement {
-        let s = staged
-            .get(path)
-            .ok_or_else(|| Error::internal(format!("{}: {path} was planned but not found while unpacking", tree.source.display())))?;
+        let s = staged.get(path).ok_or_else(|| {
+            Error::internal(format!(
+                "{}: {path} was planned but not found while unpacking",
+                tree.source.display()
+            ))
+        })?;
         builds[*idx].content.insert(rel.clone(), s.clone());
     }
     Ok(staged)
@@ -269,22 +317,36 @@ pub(super) fn other_variant(
     work: &Path,
     progress: &Progress,
 ) -> Result<Build> {
-    let lazy_lib = plan.lazy_library.as_ref().ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
+    let lazy_lib = plan
+        .lazy_library
+        .as_ref()
+        .ok_or_else(|| Error::internal("a confined plan without a lazy library"))?;
     let mut b = Build::new(
         work,
         variant_model(split, without)?,
         Role::Lazy,
         SUBDIR,
-        format!("--lazy-variant {}", Tree::file_name(&file.display().to_string())),
-        format!("{} {}, {without} variant", Tree::file_name(&lazy_lib.path), split.options.version),
+        format!(
+            "--lazy-variant {}",
+            Tree::file_name(&file.display().to_string())
+        ),
+        format!(
+            "{} {}, {without} variant",
+            Tree::file_name(&lazy_lib.path),
+            split.options.version
+        ),
     );
-    let mut lazy: Vec<(String, &Staged)> = plan
-        .outputs
-        .iter()
-        .filter(|o| o.role == Role::Lazy)
-        .flat_map(|o| o.files.iter())
-        .map(|p| staged.get(p).map(|s| (p.clone(), s)).ok_or_else(|| Error::internal(format!("{p} is in the plan but was not staged"))))
-        .collect::<Result<_>>()?;
+    let mut lazy: Vec<(String, &Staged)> =
+        plan.outputs
+            .iter()
+            .filter(|o| o.role == Role::Lazy)
+            .flat_map(|o| o.files.iter())
+            .map(|p| {
+                staged.get(p).map(|s| (p.clone(), s)).ok_or_else(|| {
+                    Error::internal(format!("{p} is in the plan but was not staged"))
+                })
+            })
+            .collect::<Result<_>>()?;
     // Files first, links last: nothing is ever written through a link.
     lazy.sort_by_key(|(_, s)| matches!(s, Staged::Symlink { .. }));
     for (path, staged) in lazy {
@@ -293,11 +355,18 @@ pub(super) fn other_variant(
         match staged {
             Staged::Symlink { target } => {
                 make_symlink(target, &dst)?;
-                b.content.insert(rel, Staged::Symlink { target: target.clone() });
+                b.content.insert(
+                    rel,
+                    Staged::Symlink {
+                        target: target.clone(),
+                    },
+                );
             }
             Staged::File { .. } | Staged::InArchive(_) => {
-                let src = crate::input::file::open_regular(file, crate::input::file::Links::Follow)?;
-                let (size, sha256) = write_hashed(&dst, src, true, progress).map_err(|e| Error::io(&dst, e))?;
+                let src =
+                    crate::input::file::open_regular(file, crate::input::file::Links::Follow)?;
+                let (size, sha256) =
+                    write_hashed(&dst, src, true, progress).map_err(|e| Error::io(&dst, e))?;
                 b.content.insert(rel, Staged::File { size, sha256 });
             }
         }
@@ -322,7 +391,11 @@ pub(super) fn standins(
         .payload_packages
         .iter()
         .cloned()
-        .chain(o.external_depends.iter().filter_map(|d| d.split_whitespace().next().map(str::to_string)))
+        .chain(
+            o.external_depends
+                .iter()
+                .filter_map(|d| d.split_whitespace().next().map(str::to_string)),
+        )
         .collect();
     let mut replaced = Vec::new();
     for s in &opts.standins.standins {
@@ -331,7 +404,10 @@ pub(super) fn standins(
             continue;
         }
         if !referenced.contains(&s.name) {
-            notes.push(format!("stand-in {} not made: nothing in this split refers to it", s.name));
+            notes.push(format!(
+                "stand-in {} not made: nothing in this split refers to it",
+                s.name
+            ));
             continue;
         }
         let mut b = Build::new(
@@ -340,11 +416,15 @@ pub(super) fn standins(
             Role::Payload,
             NOARCH,
             format!("stand-in manifest ({})", opts.standins_from),
-            format!("stand-in for {} {}: no library inside; represents {} bytes", s.name, s.version, s.represents_bytes),
+            format!(
+                "stand-in for {} {}: no library inside; represents {} bytes",
+                s.name, s.version, s.represents_bytes
+            ),
         );
         for (rel, bytes) in s.files() {
             let dst = b.dst(&rel)?;
-            let (size, sha256) = write_hashed(&dst, &bytes[..], false, &Progress::hidden()).map_err(|e| Error::io(&dst, e))?;
+            let (size, sha256) = write_hashed(&dst, &bytes[..], false, &Progress::hidden())
+                .map_err(|e| Error::io(&dst, e))?;
             b.content.insert(rel, Staged::File { size, sha256 });
         }
         b.standin = Some(s.clone());
@@ -370,10 +450,20 @@ pub(super) fn standins(
 /// rattler's fs4).
 pub(super) fn disk_budget(work: &Path, max_unpacked: Option<u64>) -> Result<Budget> {
     Ok(match max_unpacked {
-        Some(n) => Budget { limit: n, why: format!("--max-unpacked {}", human_bytes(n)) },
+        Some(n) => Budget {
+            limit: n,
+            why: format!("--max-unpacked {}", human_bytes(n)),
+        },
         None => {
             let free = fs4::available_space(work).map_err(|e| Error::io(work, e))?;
-            Budget { limit: free, why: format!("the {} free in {}", human_bytes(free), work.parent().unwrap_or(work).display()) }
+            Budget {
+                limit: free,
+                why: format!(
+                    "the {} free in {}",
+                    human_bytes(free),
+                    work.parent().unwrap_or(work).display()
+                ),
+            }
         }
     })
 }
@@ -384,7 +474,10 @@ pub fn unpack_for(input: &Path, work: &Path, max_unpacked: Option<u64>) -> Resul
     if TreeKind::detect(input)? != TreeKind::Wheel {
         return Ok(None);
     }
-    Ok(Some(Unpack { dir: work.join("unpacked"), budget: disk_budget(work, max_unpacked)? }))
+    Ok(Some(Unpack {
+        dir: work.join("unpacked"),
+        budget: disk_budget(work, max_unpacked)?,
+    }))
 }
 
 /// Stage the open input file `f` at `dst` as a hard link to it when that gives the package the
@@ -394,7 +487,12 @@ pub fn unpack_for(input: &Path, work: &Path, max_unpacked: Option<u64>) -> Resul
 /// `f`. The link is made to the open file (`/proc/self/fd`), never to a path that could have been
 /// swapped since, and nothing ever writes into a staged file: stages are only added to and
 /// removed.
-fn link_or_copy(f: std::fs::File, dst: &Path, exec: bool, progress: &Progress) -> std::io::Result<(u64, Sha256Hash)> {
+fn link_or_copy(
+    f: std::fs::File,
+    dst: &Path,
+    exec: bool,
+    progress: &Progress,
+) -> std::io::Result<(u64, Sha256Hash)> {
     let mode = f.metadata()?.permissions().mode();
     if let Some(p) = dst.parent() {
         std::fs::create_dir_all(p)?;
@@ -413,8 +511,20 @@ fn hard_link_open(f: &std::fs::File, dst: &Path) -> std::io::Result<()> {
     let from = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))?;
     let to = std::ffi::CString::new(dst.as_os_str().as_bytes())?;
     // SAFETY: two NUL-terminated paths that live across the call.
-    let rc = unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn make_symlink(target: &str, dst: &Path) -> Result<()> {
@@ -446,13 +556,20 @@ fn stage_members(
     let dst_of = |path: &str| -> Result<PathBuf> {
         placement
             .get(path)
-            .ok_or_else(|| Error::internal(format!("{display}: {path} is in the input but not in the plan")))
+            .ok_or_else(|| {
+                Error::internal(format!(
+                    "{display}: {path} is in the input but not in the plan"
+                ))
+            })
             .and_then(|(i, rel)| confined(&stages[*i], rel))
     };
     let out = match kind {
         TreeKind::Directory => {
             // A directory's hard links are names of one file: each is copied by its own name.
-            let members: Vec<Member> = walk_dir(input)?.into_iter().filter(|m| m.kind != MemberKind::Dir).collect();
+            let members: Vec<Member> = walk_dir(input)?
+                .into_iter()
+                .filter(|m| m.kind != MemberKind::Dir)
+                .collect();
             progress.start("staging", members.iter().map(|m| m.size).sum());
             let results: Vec<Result<(String, Staged)>> = members
                 .par_iter()
@@ -464,7 +581,8 @@ fn stage_members(
                     budget.charge(&m.path, m.size)?;
                     let src = input.join(&m.path);
                     let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
-                    let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress).map_err(|e| Error::io(&dst, e))?;
+                    let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress)
+                        .map_err(|e| Error::io(&dst, e))?;
                     Ok((m.path.clone(), Staged::File { size, sha256 }))
                 })
                 .collect();
@@ -473,7 +591,9 @@ fn stage_members(
         }
         TreeKind::Wheel => {
             // The reader unpacked the wheel while planning it (`Workspace`): stage those files.
-            let u = tree.unpacked.as_ref().ok_or_else(|| Error::internal(format!("{display}: a wheel staged without unpacking it")))?;
+            let u = tree.unpacked.as_ref().ok_or_else(|| {
+                Error::internal(format!("{display}: a wheel staged without unpacking it"))
+            })?;
             let map = crate::input::map_file(input)?;
             let bytes: &[u8] = &map;
             let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
@@ -488,15 +608,24 @@ fn stage_members(
             // regular files; symlinks come last): their directories once, then one link per file.
             for (i, stage) in stages.iter().enumerate() {
                 std::fs::create_dir_all(stage).map_err(|e| Error::io(stage, e))?;
-                crate::input::unpack::directories(stage, placement.values().filter(|(j, _)| *j == i).map(|(_, rel)| rel.as_str()))?;
+                crate::input::unpack::directories(
+                    stage,
+                    placement
+                        .values()
+                        .filter(|(j, _)| *j == i)
+                        .map(|(_, rel)| rel.as_str()),
+                )?;
             }
             progress.start("staging", members.iter().map(|m| m.size).sum());
             let results: Vec<Result<(String, Staged)>> = members
                 .par_iter()
                 .map(|m| {
-                    let (i, rel) = placement
-                        .get(&m.path)
-                        .ok_or_else(|| Error::internal(format!("{display}: {} is in the input but not in the plan", m.path)))?;
+                    let (i, rel) = placement.get(&m.path).ok_or_else(|| {
+                        Error::internal(format!(
+                            "{display}: {} is in the input but not in the plan",
+                            m.path
+                        ))
+                    })?;
                     let dst = stages[*i].join(rel);
                     match symlink(m) {
                         Some(staged) => Ok((m.path.clone(), staged)),
@@ -511,7 +640,14 @@ fn stage_members(
             let map = crate::input::map_file(input)?;
             let mut archive = open_zip(&display, &map, "not a .conda archive (zip)")?;
             let (pkg, _) = conda_parts(&display, &mut archive)?;
-            stage_tar(&display, conda_tar(&display, &mut archive, pkg, "pkg archive")?, false, &dst_of, budget, progress)?
+            stage_tar(
+                &display,
+                conda_tar(&display, &mut archive, pkg, "pkg archive")?,
+                false,
+                &dst_of,
+                budget,
+                progress,
+            )?
         }
         TreeKind::TarBz2 => stage_tar(&display, tar_bz2(input)?, true, &dst_of, budget, progress)?,
     };
@@ -529,12 +665,20 @@ fn stage_members(
 /// the size and digest taken while it was unpacked. The unpacked file was written with the mode
 /// staging gives, so the package's tar header is the same as a copy's. A member the reader left in
 /// the archive stays there: the package is written from it.
-fn from_unpacked(u: &Unpacked, m: &Member, dst: &Path, progress: &Progress) -> Result<(String, Staged)> {
+fn from_unpacked(
+    u: &Unpacked,
+    m: &Member,
+    dst: &Path,
+    progress: &Progress,
+) -> Result<(String, Staged)> {
     if let Some(member) = u.in_archive.get(&m.path) {
         progress.inc(member.size);
         return Ok((m.path.clone(), Staged::InArchive(member.clone())));
     }
-    let &(size, sha256) = u.files.get(&m.path).ok_or_else(|| Error::internal(format!("{} was listed but not unpacked", m.path)))?;
+    let &(size, sha256) = u
+        .files
+        .get(&m.path)
+        .ok_or_else(|| Error::internal(format!("{} was listed but not unpacked", m.path)))?;
     let src = u.dir.join(&m.path);
     let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
     if hard_link_open(&f, dst).is_ok() {
@@ -547,7 +691,9 @@ fn from_unpacked(u: &Unpacked, m: &Member, dst: &Path, progress: &Progress) -> R
 
 /// A symlink member as staged (created once every file is).
 fn symlink(m: &Member) -> Option<Staged> {
-    (m.kind == MemberKind::Symlink).then(|| Staged::Symlink { target: m.link.clone().unwrap_or_default() })
+    (m.kind == MemberKind::Symlink).then(|| Staged::Symlink {
+        target: m.link.clone().unwrap_or_default(),
+    })
 }
 
 /// Stage a tar archive's members; `info_is_metadata` for a `.tar.bz2`, whose `info/` is not content.
@@ -564,7 +710,11 @@ fn stage_tar(
     let mut hardlinks: Vec<(String, PathBuf, String)> = Vec::new();
     progress.start_unknown("unpacking");
     let mut skip = |_: &str, _: &mut dyn Read| Ok(());
-    let metadata: Metadata<'_> = if info_is_metadata { Some(&mut skip) } else { None };
+    let metadata: Metadata<'_> = if info_is_metadata {
+        Some(&mut skip)
+    } else {
+        None
+    };
     walk_tar(display, reader, metadata, |m, r| {
         if m.kind == MemberKind::Dir {
             return Ok(());
@@ -576,10 +726,13 @@ fn stage_tar(
             hardlinks.push((m.path.clone(), dst, m.link.clone().unwrap_or_default()));
         } else {
             budget.charge(&m.path, m.size)?;
-            let (size, sha256) =
-                write_hashed(&dst, r, m.executable(), progress).map_err(|e| Error::bad(display, format!("{}: {e}", m.path)))?;
+            let (size, sha256) = write_hashed(&dst, r, m.executable(), progress)
+                .map_err(|e| Error::bad(display, format!("{}: {e}", m.path)))?;
             if size != m.size {
-                return Err(Error::bad(display, format!("{}: member is truncated", m.path)));
+                return Err(Error::bad(
+                    display,
+                    format!("{}: member is truncated", m.path),
+                ));
             }
             out.insert(m.path.clone(), Staged::File { size, sha256 });
         }
@@ -591,15 +744,26 @@ fn stage_tar(
         let name = format!("{display}:{rel}");
         let staged = match out.get(&target) {
             Some(s @ Staged::File { .. }) => s.clone(),
-            _ => return Err(Error::bad(&name, format!("hard link to {target}, which is not an earlier regular file member; refusing"))),
+            _ => {
+                return Err(Error::bad(
+                    &name,
+                    format!(
+                        "hard link to {target}, which is not an earlier regular file member; refusing"
+                    ),
+                ));
+            }
         };
         // Each link is staged as a full copy: free in the archive, not on disk.
         if let Staged::File { size, .. } = &staged {
             budget.charge(&rel, *size)?;
         }
-        let src = dst_of(&target).map_err(|_| Error::bad(&name, format!("hard link to a missing member {target}")))?;
+        let src = dst_of(&target)
+            .map_err(|_| Error::bad(&name, format!("hard link to a missing member {target}")))?;
         let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
-        let exec = f.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+        let exec = f
+            .metadata()
+            .map(|m| m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false);
         write_hashed(&dst, f, exec, progress).map_err(|e| Error::io(&dst, e))?;
         out.insert(rel, staged);
     }
