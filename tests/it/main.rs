@@ -26,5 +26,6 @@ mod report;
 mod security;
 mod ship;
 mod smoke;
+mod snapshots;
 mod variant_contract;
 mod wheel;
