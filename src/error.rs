@@ -1,5 +1,5 @@
-//! The library's error type (`thiserror`), with the exit code the CLI maps it to — in one place,
-//! [`Error::exit_code`].
+//! The library's error type (`thiserror`), with the outcome the CLI maps it to — in one place,
+//! [`Error::exit`] (the numbers are [`Exit::code`]'s).
 //!
 //! The CLI contract (see README) is: 0 success/confined, 1 a negative verdict, 2 bad input or usage,
 //! 3 a failure of the tool or of a library it drives. Every `BadInput` names the file it is about,
@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 // File and member names, reasons and causes: control characters (a newline or an escape sequence
 // in a hostile name or JSON value) are escaped, everything else is shown as it is.
+use crate::exit::Exit;
 use crate::sanitize::printable;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -94,11 +95,14 @@ impl Error {
         Error::Internal(msg.to_string())
     }
 
-    pub fn exit_code(&self) -> i32 {
+    /// Which outcome this error is (its exit code is [`Exit::code`]'s).
+    pub fn exit(&self) -> Exit {
         match self {
-            Error::Refused(_) => 1,
-            Error::BadInput { .. } | Error::Elf { .. } | Error::Io { .. } | Error::Usage(_) => 2,
-            Error::Failed { .. } | Error::Internal(_) => 3,
+            Error::Refused(_) => Exit::No,
+            Error::BadInput { .. } | Error::Elf { .. } | Error::Io { .. } | Error::Usage(_) => {
+                Exit::BadInput
+            }
+            Error::Failed { .. } | Error::Internal(_) => Exit::Failure,
         }
     }
 }
@@ -136,7 +140,7 @@ mod tests {
         let cause = Outer(std::io::Error::other("disk\nfull"));
         let e = Error::failed("writing x.conda", cause);
         assert_eq!(e.to_string(), "writing x.conda: outer failure: disk full");
-        assert_eq!(e.exit_code(), 3);
+        assert_eq!(e.exit(), Exit::Failure);
         assert!(
             std::error::Error::source(&e).is_some(),
             "the cause is kept as source"
@@ -147,7 +151,7 @@ mod tests {
     fn io_errors_name_the_path_and_escape_control_characters() {
         let e = Error::io("a\nb", std::io::Error::from(std::io::ErrorKind::NotFound));
         assert_eq!(e.to_string(), "a\\nb: entity not found");
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit(), Exit::BadInput);
     }
 
     #[test]
@@ -163,15 +167,15 @@ mod tests {
             e.to_string(),
             Error::bad("lib/libx.so", "unknown ELF class 3").to_string()
         );
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit(), Exit::BadInput);
         assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<crate::elf::ElfError>()));
     }
 
     #[test]
     fn exit_codes_are_mapped_in_one_place() {
-        assert_eq!(Error::Refused("no".into()).exit_code(), 1);
-        assert_eq!(Error::Usage("no".into()).exit_code(), 2);
-        assert_eq!(Error::bad("f", "r").exit_code(), 2);
-        assert_eq!(Error::internal("bug").exit_code(), 3);
+        assert_eq!(Error::Refused("no".into()).exit(), Exit::No);
+        assert_eq!(Error::Usage("no".into()).exit(), Exit::BadInput);
+        assert_eq!(Error::bad("f", "r").exit(), Exit::BadInput);
+        assert_eq!(Error::internal("bug").exit(), Exit::Failure);
     }
 }

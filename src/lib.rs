@@ -22,6 +22,7 @@ pub mod channel;
 pub mod confine;
 pub mod elf;
 pub mod error;
+pub mod exit;
 pub mod fatbin;
 pub mod index;
 pub mod input;
@@ -40,3 +41,4 @@ pub mod version;
 pub mod wheel;
 
 pub use error::{Error, Result};
+pub use exit::Exit;

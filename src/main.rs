@@ -13,10 +13,10 @@ fn main() -> ExitCode {
     splitpkg::output::cleanup::install();
     let parsed = cli::Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     match cli::run(parsed) {
-        Ok(code) => ExitCode::from(code as u8),
+        Ok(exit) => exit.into(),
         Err(e) => {
             eprintln!("splitpkg: error: {e}");
-            ExitCode::from(e.exit_code() as u8)
+            e.exit().into()
         }
     }
 }
@@ -44,5 +44,5 @@ fn usage_error(e: clap::Error) -> ! {
         "splitpkg: error: {} (see --help)",
         splitpkg::sanitize::printable(message.trim_start_matches("error: "))
     );
-    std::process::exit(2);
+    std::process::exit(splitpkg::Exit::BadInput.code().into());
 }

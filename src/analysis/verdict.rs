@@ -24,11 +24,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Verdict::Confined => 0,
-            Verdict::NotConfined | Verdict::NotPresent => 1,
-        }
+    pub fn exit(self) -> crate::Exit {
+        crate::Exit::pass_or_no(self == Verdict::Confined)
     }
 
     pub fn label(self) -> &'static str {
@@ -878,7 +875,7 @@ mod tests {
     fn confined_when_the_payload_is_reached_only_through_the_lazy_edge() {
         let (_, a) = conda_layout().analyse();
         assert_eq!(a.verdict, Verdict::Confined, "{:#?}", a.witnesses);
-        assert_eq!(a.verdict.exit_code(), 0);
+        assert_eq!(a.verdict.exit(), crate::Exit::Success);
         assert!(a.witnesses.is_empty());
         let lazy = &a.lazy_libraries[0];
         assert_eq!(
@@ -961,7 +958,7 @@ mod tests {
         );
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::NotConfined);
-        assert_eq!(a.verdict.exit_code(), 1);
+        assert_eq!(a.verdict.exit(), crate::Exit::No);
         let w = &a.witnesses[0];
         assert_eq!(
             walk(w),
@@ -1110,7 +1107,7 @@ mod tests {
         );
         let (_, a) = s.analyse();
         assert_eq!(a.verdict, Verdict::NotPresent);
-        assert_eq!(a.verdict.exit_code(), 1);
+        assert_eq!(a.verdict.exit(), crate::Exit::No);
         assert_eq!(a.verdict.label(), "NOT PRESENT");
         assert!(a.payload.is_empty() && a.witnesses.is_empty());
         assert_eq!(

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::Exit;
 use splitpkg::analysis::inspect::Extras;
 use splitpkg::analysis::pipeline;
 use splitpkg::analysis::verdict::Verdict;
@@ -189,7 +190,7 @@ Examples:
   splitpkg env /tmp/envs/default --switch
   # to the other variant, then the report again";
 
-pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
+pub fn pack(a: PackArgs, quiet: bool) -> Result<Exit> {
     let PackArgs {
         target,
         out,
@@ -256,10 +257,10 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<i32> {
     };
     emit(None, &text)?;
     planned.leak_at_exit();
-    Ok(0)
+    Ok(Exit::Success)
 }
 
-pub fn solve(a: SolveArgs, quiet: bool) -> Result<i32> {
+pub fn solve(a: SolveArgs, quiet: bool) -> Result<Exit> {
     let SolveArgs {
         channel,
         prefer_channel,
@@ -285,10 +286,10 @@ pub fn solve(a: SolveArgs, quiet: bool) -> Result<i32> {
         solvecmd::report_text(&report)
     };
     emit(out.as_deref(), &text)?;
-    Ok(if report.pass { 0 } else { 1 })
+    Ok(Exit::pass_or_no(report.pass))
 }
 
-pub fn env(a: EnvArgs) -> Result<i32> {
+pub fn env(a: EnvArgs) -> Result<Exit> {
     let EnvArgs {
         prefix,
         lazy_name,
@@ -313,7 +314,7 @@ pub fn env(a: EnvArgs) -> Result<i32> {
             envcmd::switch_text(&r)
         };
         emit(out.as_deref(), &text)?;
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     let report = envcmd::env(&opts)?;
     if let Some(svg) = &svg {
@@ -325,5 +326,5 @@ pub fn env(a: EnvArgs) -> Result<i32> {
         envcmd::report_text(&report)
     };
     emit(out.as_deref(), &text)?;
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::Exit;
 use splitpkg::error::Result;
 use splitpkg::index;
 use splitpkg::output::emit;
@@ -56,7 +57,7 @@ pub struct IndexArgs {
     json: bool,
 }
 
-pub fn index(a: IndexArgs, quiet: bool) -> Result<i32> {
+pub fn index(a: IndexArgs, quiet: bool) -> Result<Exit> {
     let progress = Progress::new(!quiet);
     let opts = index::IndexOptions {
         out: a.out,
@@ -71,5 +72,5 @@ pub fn index(a: IndexArgs, quiet: bool) -> Result<i32> {
         index::report_text(&report)
     };
     emit(None, &text)?;
-    Ok(0)
+    Ok(Exit::Success)
 }

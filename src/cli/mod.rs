@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
+use splitpkg::Exit;
 use splitpkg::analysis::inspect::Extras;
 use splitpkg::analysis::payload::PayloadSpec;
 use splitpkg::analysis::pipeline::{self, Request};
@@ -111,7 +112,7 @@ pub enum Command {
 }
 
 /// Run one parsed command line; the exit code on success, the error (with its own code) otherwise.
-pub fn run(cli: Cli) -> Result<i32> {
+pub fn run(cli: Cli) -> Result<Exit> {
     let quiet = cli.quiet;
     match cli.command {
         Command::Inspect(a) => tree::inspect(a, quiet),

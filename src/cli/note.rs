@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::Exit;
 use splitpkg::elf::note::{self, NoteWriteError};
 use splitpkg::elf::{DlopenEntry, Priority};
 use splitpkg::error::{Error, Result};
@@ -63,7 +64,7 @@ impl From<PriorityArg> for Priority {
     }
 }
 
-pub fn note(a: NoteArgs) -> Result<i32> {
+pub fn note(a: NoteArgs) -> Result<Exit> {
     let entry = DlopenEntry {
         soname: a.soname,
         feature: Some(a.feature),
@@ -105,5 +106,5 @@ pub fn note(a: NoteArgs) -> Result<i32> {
         )
     };
     write_out(None, &text)?;
-    Ok(0)
+    Ok(Exit::Success)
 }

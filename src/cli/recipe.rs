@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::Exit;
 use splitpkg::analysis::contract::ContractFile;
 use splitpkg::error::{Error, Result};
 use splitpkg::input::file;
@@ -102,7 +103,7 @@ fn emit_command(
     ) + note
 }
 
-pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
+pub fn emit(a: EmitArgs, quiet: bool) -> Result<Exit> {
     let EmitArgs {
         input,
         format,
@@ -152,10 +153,10 @@ pub fn emit(a: EmitArgs, quiet: bool) -> Result<i32> {
         listing.push_str(&format!("wrote {}\n", out.join(&g.path).display()));
     }
     write_out(None, &listing)?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
-pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
+pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
     let VerifyVariantArgs {
         library,
         variant,
@@ -191,7 +192,7 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<i32> {
         verify::report_text(&report)
     };
     write_out(None, &text)?;
-    Ok(if report.pass { 0 } else { 1 })
+    Ok(Exit::pass_or_no(report.pass))
 }
 
 pub const FEEDSTOCK_HELP: &str = "DIR is a feedstock checkout: recipe/recipe.yaml (v1, with a staging output that compiles the library), recipe/build.sh and .ci_support/. Prints a unified diff that adds the split: a new output for the lazy library (inherits the staging; variants magma/nomagma by one variant key; nomagma rebuilt from the staging's sources without MAGMA and checked with verify-variant), libtorch without the library and with an exact run dependency on it, and the key in conda_build_config.yaml. Both variants build in the same CI job; CPU configurations are untouched. A second run prints nothing.\n\nExit codes: 0 patch printed or written (or nothing to do), 2 a shape it cannot patch safely (one line says what it expected; nothing written).\n\nExamples:\n  splitpkg feedstock pytorch-cpu-feedstock\n  splitpkg feedstock pytorch-cpu-feedstock --write\n  splitpkg feedstock . --prefer nomagma --variant-key with_magma";
@@ -230,7 +231,7 @@ pub struct FeedstockArgs {
     dlopen_note: Option<String>,
 }
 
-pub fn feedstock(a: FeedstockArgs) -> Result<i32> {
+pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
     if a.lazy.contains('/') || a.lazy.contains('*') {
         return Err(Error::Usage(format!(
             "--lazy {:?}: feedstock takes one library file name",
@@ -279,5 +280,5 @@ pub fn feedstock(a: FeedstockArgs) -> Result<i32> {
             eprintln!("splitpkg: wrote {}", a.dir.join(&c.path).display());
         }
     }
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use splitpkg::Exit;
 use splitpkg::error::Result;
 use splitpkg::output::write_atomic;
 use splitpkg::report::{self, Format, Paths};
@@ -49,7 +50,7 @@ pub struct ReportArgs {
     format: FormatArg,
 }
 
-pub fn report(a: ReportArgs) -> Result<i32> {
+pub fn report(a: ReportArgs) -> Result<Exit> {
     let paths = Paths {
         plan: a.plan,
         smoke: a.smoke,
@@ -62,5 +63,5 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     };
     let page = report::run(&paths, format)?;
     write_atomic(&a.out, page.as_bytes())?;
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::Exit;
 use splitpkg::analysis::payload::PayloadSpec;
 use splitpkg::error::{Error, Result};
 use splitpkg::output::emit;
@@ -97,7 +98,7 @@ pub struct SmokeArgs {
     dep: String,
 }
 
-pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<i32> {
+pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<Exit> {
     let tables = match &a.expect {
         Some(f) => Tables::with_file(f)?,
         None => Tables::builtin(),
@@ -119,7 +120,7 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<i32> {
             smoke::report::text(&rep, a.all)
         };
         emit(a.out.as_deref(), &text)?;
-        return Ok(rep.exit_code());
+        return Ok(rep.exit());
     }
     let variants = a
         .variants
@@ -146,7 +147,7 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<i32> {
             smoke::report::plan_text(&plans)
         };
         emit(a.out.as_deref(), &text)?;
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     if !(a.case_timeout > 0.0 && a.case_timeout.is_finite()) {
         return Err(Error::Usage(format!(
@@ -196,5 +197,5 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<i32> {
         smoke::report::text(&rep, a.all)
     };
     emit(a.out.as_deref(), &text)?;
-    Ok(rep.exit_code())
+    Ok(rep.exit())
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::Exit;
 use splitpkg::analysis::inspect::{Extras, Inspection};
 use splitpkg::analysis::pipeline;
 use splitpkg::analysis::text as report;
@@ -73,7 +74,7 @@ pub struct FatbinArgs {
     out: Option<PathBuf>,
 }
 
-pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
+pub fn inspect(a: InspectArgs, quiet: bool) -> Result<Exit> {
     let InspectArgs {
         target,
         json,
@@ -94,10 +95,10 @@ pub fn inspect(a: InspectArgs, quiet: bool) -> Result<i32> {
         report::inspect_text(&ins)
     };
     emit(out.as_deref(), &text)?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
-pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
+pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
     let PlanArgs {
         mut target,
         json,
@@ -126,10 +127,10 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<i32> {
         report::plan_text(plan)
     };
     emit(out.as_deref(), &text)?;
-    Ok(planned.leak_at_exit().verdict.exit_code())
+    Ok(planned.leak_at_exit().verdict.exit())
 }
 
-pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<i32> {
+pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<Exit> {
     let FatbinArgs {
         path,
         json,
@@ -153,7 +154,7 @@ pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<i32> {
         fatbin::text::fatbin_text(&r)
     };
     emit(out.as_deref(), &text)?;
-    Ok(r.exit_code())
+    Ok(r.exit())
 }
 
 fn parse_mode(s: &str) -> std::result::Result<fatbin::CompressMode, String> {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use splitpkg::Exit;
 use splitpkg::analysis::inspect::Extras;
 use splitpkg::analysis::pipeline;
 use splitpkg::analysis::verdict::Verdict;
@@ -57,7 +58,7 @@ pub struct WheelArgs {
     json: bool,
 }
 
-pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
+pub fn wheel(a: WheelArgs, quiet: bool) -> Result<Exit> {
     let WheelArgs {
         target,
         out,
@@ -126,7 +127,7 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<i32> {
     };
     emit(None, &text)?;
     planned.leak_at_exit();
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// What can be answered from the file name and the zip's central directory, before the wheel is

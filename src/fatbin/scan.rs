@@ -107,13 +107,9 @@ pub struct FatbinReport {
 }
 
 impl FatbinReport {
-    /// 1 when some library cannot run on a requested device, else 0.
-    pub fn exit_code(&self) -> i32 {
-        if self.total.device.iter().any(|d| d.runs == Runs::No) {
-            1
-        } else {
-            0
-        }
+    /// `No` when some library cannot run on a requested device.
+    pub fn exit(&self) -> crate::Exit {
+        crate::Exit::pass_or_no(!self.total.device.iter().any(|d| d.runs == Runs::No))
     }
 }
 

@@ -168,7 +168,7 @@ mod tests {
             (d.path(), Links::Follow, "a directory"),
         ] {
             let e = read_bounded(p, links, 10, "test file").unwrap_err();
-            assert_eq!(e.exit_code(), 2);
+            assert_eq!(e.exit(), crate::Exit::BadInput);
             assert!(e.to_string().contains(says), "{e}");
             assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
         }

@@ -237,11 +237,11 @@ impl Verdict {
         }
     }
 
-    pub fn exit_code(self) -> i32 {
+    pub fn exit(self) -> crate::Exit {
         match self {
-            Verdict::Ok => 0,
-            Verdict::Fail => 1,
-            Verdict::OkStaleFlag => 4,
+            Verdict::Ok => crate::Exit::Success,
+            Verdict::Fail => crate::Exit::No,
+            Verdict::OkStaleFlag => crate::Exit::StaleFlag,
         }
     }
 
@@ -417,8 +417,8 @@ pub fn default_routing(benches: &[BenchReport], dep: &str) -> Vec<RoutingRow> {
 }
 
 impl SmokeReport {
-    pub fn exit_code(&self) -> i32 {
-        self.result.exit_code()
+    pub fn exit(&self) -> crate::Exit {
+        self.result.exit()
     }
 }
 
@@ -1228,6 +1228,6 @@ pub fn fuzz_replay(data: &[u8]) {
     {
         let _ = report::text(&rep, true);
         let _ = serde_json::to_string(&rep);
-        let _ = rep.exit_code();
+        let _ = rep.exit();
     }
 }

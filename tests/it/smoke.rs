@@ -1467,7 +1467,7 @@ fn variant_paths_resolve_without_importing_torch() {
         None,
     )
     .unwrap_err();
-    assert_eq!(e.exit_code(), 2);
+    assert_eq!(e.exit(), splitpkg::Exit::BadInput);
     assert!(e.to_string().contains("not an env prefix"), "{e}");
     assert!(variant::parse_variant("magma").is_err());
     assert!(variant::parse_variant("ma gma=/x").is_err());
@@ -1598,7 +1598,11 @@ fn run_end_to_end_with_a_fake_torch() {
     let v = serde_json::to_value(&rep).unwrap();
     assert_valid("docs/smoke.schema.json", &v);
     assert_eq!(rep.seed, 7);
-    assert_eq!(rep.exit_code(), 1, "the fake torch computes nothing");
+    assert_eq!(
+        rep.exit(),
+        splitpkg::Exit::No,
+        "the fake torch computes nothing"
+    );
     let magma = &rep.variants[0];
     assert_eq!(magma.layout, Some(variant::Layout::TorchDir));
     assert_eq!(magma.cases.len(), 3, "default, cusolver, magma");
