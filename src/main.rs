@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     // Before any thread: temporaries are removed on SIGINT/SIGTERM (output::cleanup).
     splitpkg::output::cleanup::install();
     let parsed = cli::Cli::try_parse().unwrap_or_else(|e| usage_error(e));
+    cli::log::init(parsed.verbose);
     match cli::run(parsed) {
         Ok(exit) => exit.into(),
         Err(e) => {

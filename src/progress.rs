@@ -121,12 +121,13 @@ impl Progress {
     }
 }
 
-/// `SPLITPKG_TRACE=1`: when each step of a long command finished, on stderr (bench/ uses it to
-/// say where the time went).
+/// When each step of a long command finished: a `debug` span for the command, and in it one
+/// `debug` event per step (`-v`, or `SPLITPKG_TRACE=1`; bench/ uses them to say where the time
+/// went).
 pub struct StepTrace {
     what: &'static str,
     started: std::time::Instant,
-    on: bool,
+    span: tracing::Span,
 }
 
 impl StepTrace {
@@ -134,18 +135,17 @@ impl StepTrace {
         StepTrace {
             what,
             started: std::time::Instant::now(),
-            on: std::env::var_os("SPLITPKG_TRACE").is_some(),
+            span: tracing::debug_span!("steps", what),
         }
     }
 
     pub fn step(&self, step: &str) {
-        if self.on {
-            eprintln!(
-                "trace: {} {step} done at {:.0} ms",
-                self.what,
-                self.started.elapsed().as_secs_f64() * 1e3
-            );
-        }
+        let _in = self.span.enter();
+        tracing::debug!(
+            "trace: {} {step} done at {:.0} ms",
+            self.what,
+            self.started.elapsed().as_secs_f64() * 1e3
+        );
     }
 }
 

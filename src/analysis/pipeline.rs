@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::analysis::inspect::{Extras, Inspection, inspect_with};
 use crate::analysis::payload::PayloadSpec;
 use crate::analysis::plan::{Plan, make_plan};
-use crate::analysis::verdict::{Analysis, analyse};
+use crate::analysis::verdict::{Analysis, Verdict, analyse};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
@@ -43,7 +43,7 @@ pub struct Planned {
     pub inspection: Inspection,
     pub analysis: Analysis,
     pub plan: Plan,
-    /// Time spent reading (inspect), proving (verdict) and planning, for `SPLITPKG_TRACE`.
+    /// Time spent reading (inspect), proving (verdict) and planning (also traced at `debug`).
     pub timings: [Duration; 3],
 }
 
@@ -64,10 +64,11 @@ pub fn inspect_tree(req: &Request, progress: &Progress) -> Result<Inspection> {
 
 /// Read, prove and plan: the sequence every planning command runs.
 pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
+    let _span = tracing::debug_span!("plan_tree").entered();
     let started = Instant::now();
-    let inspection = inspect_tree(req, progress)?;
+    let inspection = tracing::debug_span!("inspect").in_scope(|| inspect_tree(req, progress))?;
     let read = started.elapsed();
-    let analysis = analyse(&inspection, &req.lazy);
+    let analysis = tracing::debug_span!("verdict").in_scope(|| analyse(&inspection, &req.lazy));
     // A glob that selects nothing is a mistake in the command line, not an answer about the tree.
     if let Some(glob) = analysis.empty_globs.first() {
         return Err(Error::bad(
@@ -78,7 +79,8 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
         ));
     }
     let proved = started.elapsed();
-    let mut plan = make_plan(&inspection, &analysis, &req.lazy);
+    let mut plan =
+        tracing::debug_span!("plan").in_scope(|| make_plan(&inspection, &analysis, &req.lazy));
     if let Some(l) = &plan.lazy_library {
         plan.installed = crate::analysis::plan::installed(&inspection.tree, &l.path)?;
         // In a pip environment the tree is the distribution that owns the lazy library (torch),
@@ -96,16 +98,55 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
         }
     }
     let timings = [read, proved - read, started.elapsed() - proved];
-    if std::env::var_os("SPLITPKG_TRACE").is_some() {
-        eprintln!(
-            "trace: inspect {:?} verdict {:?} plan {:?}",
-            timings[0], timings[1], timings[2]
-        );
-    }
+    tracing::debug!(
+        "trace: inspect {:?} verdict {:?} plan {:?}",
+        timings[0],
+        timings[1],
+        timings[2]
+    );
     Ok(Planned {
         inspection,
         analysis,
         plan,
         timings,
     })
+}
+
+/// What a command needs a CONFINED plan for: the words of its refusal when the plan is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitFor {
+    /// `pack`: `.conda` packages.
+    Pack,
+    /// `wheel`: pip wheels.
+    Wheel,
+    /// `emit` (and every `Split` made from a plan): recipes.
+    Recipes,
+}
+
+/// The one gate every splitting command passes: only a CONFINED plan is split. NOT CONFINED and
+/// NOT PRESENT are refused (exit 1, as `plan` exits for them), naming `input`.
+pub fn require_confined(
+    plan: &Plan,
+    input: impl std::fmt::Display,
+    purpose: SplitFor,
+) -> Result<()> {
+    if plan.verdict == Verdict::Confined {
+        return Ok(());
+    }
+    let nothing = match purpose {
+        SplitFor::Pack => "there is nothing safe to pack",
+        SplitFor::Wheel => "there is nothing safe to split",
+        SplitFor::Recipes => "there is no safe split to emit",
+    };
+    Err(Error::Refused(format!(
+        "the plan for {input} is {}: {nothing} (see `splitpkg plan`)",
+        plan.verdict.label()
+    )))
+}
+
+/// [`plan_tree`], then [`require_confined`]: the sequence of a command that splits a tree.
+pub fn split_tree(req: &Request, progress: &Progress, purpose: SplitFor) -> Result<Planned> {
+    let planned = plan_tree(req, progress)?;
+    require_confined(&planned.plan, req.path.display(), purpose)?;
+    Ok(planned)
 }

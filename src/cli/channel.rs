@@ -8,9 +8,8 @@ use clap::Args;
 use splitpkg::Exit;
 use splitpkg::analysis::inspect::Extras;
 use splitpkg::analysis::pipeline;
-use splitpkg::analysis::verdict::Verdict;
 use splitpkg::channel::{env as envcmd, pack as packcmd, solve as solvecmd, standin};
-use splitpkg::error::{Error, Result};
+use splitpkg::error::Result;
 use splitpkg::output::{emit, write_atomic};
 use splitpkg::progress::Progress;
 use splitpkg::provenance;
@@ -215,21 +214,15 @@ pub fn pack(a: PackArgs, quiet: bool) -> Result<Exit> {
     };
     let progress = Progress::new(!quiet);
     let workspace = packcmd::Workspace::create(&target.path, &out, max_unpacked)?;
-    let planned = pipeline::plan_tree(
+    let planned = pipeline::split_tree(
         &target.request(Extras {
             unpack: workspace.unpack.clone(),
             ..Extras::default()
         }),
         &progress,
+        pipeline::SplitFor::Pack,
     )?;
     let (ins, plan) = (&planned.inspection, &planned.plan);
-    if plan.verdict != Verdict::Confined {
-        return Err(Error::Refused(format!(
-            "the plan for {} is {}: there is nothing safe to pack (see `splitpkg plan`)",
-            target.path.display(),
-            plan.verdict.label()
-        )));
-    }
     let options = packcmd::options_for_pack(
         split_args.options(plan, &target.path)?,
         ins,

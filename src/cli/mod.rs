@@ -5,6 +5,7 @@
 
 mod channel;
 mod index;
+pub mod log;
 mod note;
 mod recipe;
 mod report;
@@ -49,6 +50,10 @@ pub struct Cli {
     /// No progress bars on stderr.
     #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// More on stderr: -v each step's timing, -vv each file's (SPLITPKG_LOG or RUST_LOG take a
+    /// tracing filter instead, e.g. SPLITPKG_LOG=splitpkg::channel=debug).
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -7,7 +7,6 @@ use clap::Args;
 use splitpkg::Exit;
 use splitpkg::analysis::inspect::Extras;
 use splitpkg::analysis::pipeline;
-use splitpkg::analysis::verdict::Verdict;
 use splitpkg::error::{Error, Result};
 use splitpkg::output::emit;
 use splitpkg::progress::Progress;
@@ -92,13 +91,7 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<Exit> {
         ));
     }
     // The verdict first: its exit code is `plan`'s (1 for NOT CONFINED and NOT PRESENT).
-    if plan.verdict != Verdict::Confined {
-        return Err(Error::Refused(format!(
-            "the plan for {} is {}: there is nothing safe to split (see `splitpkg plan`)",
-            target.path.display(),
-            plan.verdict.label()
-        )));
-    }
+    pipeline::require_confined(plan, target.path.display(), pipeline::SplitFor::Wheel)?;
     if plan.all_lazy().is_empty() {
         return Err(Error::internal(format!(
             "{}: a CONFINED plan without a lazy library",

@@ -19,6 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::pipeline::{SplitFor, require_confined};
 use crate::analysis::plan::{Plan, Role};
 use crate::analysis::verdict::{PayloadForm, WarningKind};
 use crate::error::{Error, Result};
@@ -95,13 +96,7 @@ pub struct Split {
 
 impl Split {
     pub fn from_plan(plan: &Plan, options: SplitOptions) -> Result<Split> {
-        if plan.verdict != crate::analysis::verdict::Verdict::Confined {
-            return Err(Error::Refused(format!(
-                "the plan for {} is {}: there is no safe split to emit (see `splitpkg plan`)",
-                plan.input.path,
-                plan.verdict.label()
-            )));
-        }
+        require_confined(plan, &plan.input.path, SplitFor::Recipes)?;
         let variants = variants_for(&plan.options.dep, &options.prefer)?;
         let files = |role| {
             plan.outputs

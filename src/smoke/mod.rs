@@ -426,7 +426,7 @@ const EMULATED_NOTE: &str = "EMULATED: the cuSOLVER preference is forced on a MA
 
 fn progress(on: bool, msg: impl AsRef<str>) {
     if on {
-        eprintln!("smoke: {}", msg.as_ref());
+        tracing::info!("smoke: {}", msg.as_ref());
     }
 }
 
@@ -765,7 +765,7 @@ impl Drop for Scratch {
         if std::env::var_os("SPLITPKG_SMOKE_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.path);
         } else {
-            eprintln!("smoke: scratch files kept in {}", self.path.display());
+            tracing::info!("smoke: scratch files kept in {}", self.path.display());
         }
     }
 }
