@@ -172,7 +172,7 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
             ),
         ));
     }
-    // Once the name and version match the file name's: a wheel of another project is refused for that.
+    // Once name and version match the file name's: another project's wheel is refused for that.
     if let Some(r) = meta.requires_python.as_deref().filter(|r| !is_specifier(r)) {
         return Err(Error::bad(
             format!("{display}:{}", meta.path),
