@@ -206,7 +206,7 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
     for file in files {
         let shown = file.display().to_string();
         let record = PrefixRecord::from_path(&file)
-            .map_err(|e| Error::bad(&shown, format!("unreadable conda-meta record: {e}")))?;
+            .map_err(|e| Error::bad_source(&shown, "unreadable conda-meta record", e))?;
         let named = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -243,7 +243,7 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
                 .to_str()
                 .ok_or_else(|| Error::bad(&shown, format!("path {rel:?} is not UTF-8")))?;
             root.join(text).map_err(|e| {
-                Error::bad(&shown, format!("lists a path outside the environment: {e}"))
+                Error::bad_source(&shown, "lists a path outside the environment", e)
             })?;
         }
         records.push(record);
@@ -832,7 +832,7 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     let vps = crate::channel::solve::virtual_packages(&ch.info, &[])?;
     let records = match crate::channel::solve::solve_specs(&ch.records, &specs, &vps)? {
         Ok(r) => r,
-        Err(msg) => {
+        Err(crate::channel::solve::Unsolvable(msg)) => {
             return Err(Error::bad(
                 channel.display(),
                 format!(

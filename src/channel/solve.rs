@@ -233,7 +233,7 @@ impl Loaded {
         for sub in [SUBDIR, NOARCH] {
             let p = abs.join(sub).join("repodata.json");
             let rd = RepoData::from_path(&p)
-                .map_err(|e| Error::bad(p.display(), format!("not an indexed channel: {e}")))?;
+                .map_err(|e| Error::bad_source(p.display(), "not an indexed channel", e))?;
             records.extend(rd.into_repo_data_records(&channel));
         }
         Ok(Loaded {
@@ -371,12 +371,17 @@ pub fn virtual_packages(
         .collect()
 }
 
+/// The solver's explanation of why a request cannot be satisfied: an answer the scenarios expect
+/// or report, not a failure of the solver.
+#[derive(Debug, Clone)]
+pub struct Unsolvable(pub String);
+
 /// Solve `specs` over every record of the channel.
 pub fn solve_specs(
     records: &[RepoDataRecord],
     specs: &[String],
     virtual_packages: &[GenericVirtualPackage],
-) -> Result<std::result::Result<Vec<RepoDataRecord>, String>> {
+) -> Result<std::result::Result<Vec<RepoDataRecord>, Unsolvable>> {
     let specs: Vec<MatchSpec> = specs
         .iter()
         .map(|s| {
@@ -400,7 +405,7 @@ pub fn solve_specs(
             });
             Ok(Ok(recs))
         }
-        Err(SolveError::Unsolvable(msgs)) => Ok(Err(msgs.join("\n"))),
+        Err(SolveError::Unsolvable(msgs)) => Ok(Err(Unsolvable(msgs.join("\n")))),
         Err(e) => Err(Error::failed("solver", e)),
     }
 }
@@ -916,7 +921,7 @@ fn expect_set(
             fill(s, solved);
             Ok(Some(recs))
         }
-        Err(msg) => {
+        Err(Unsolvable(msg)) => {
             s.status = Status::Fail;
             s.detail = "unsatisfiable".into();
             s.solver_message = Some(msg);
@@ -933,7 +938,7 @@ fn unsat(ctx: &Ctx, s: &mut Scenario) -> Result<()> {
             let solved = ctx.solved(&recs)?;
             fill(s, solved);
         }
-        Err(msg) => {
+        Err(Unsolvable(msg)) => {
             s.status = Status::Pass;
             s.detail = "unsatisfiable, as required".into();
             s.solver_message = Some(msg);

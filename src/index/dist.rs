@@ -160,7 +160,7 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
     let mut archive = ZipArchive::new(file)
-        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
     let meta = WheelMetadata::read(&mut archive, &display)?;
     let (name, version) = (&meta.name, &meta.version);
     if normalize(parts[0]) != normalize(name) || parts[1] != version {
@@ -324,7 +324,7 @@ pub fn read_variant_json(path: &Path) -> Result<serde_json::Value> {
         .unwrap_or_default();
     let file = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
     let mut archive = ZipArchive::new(file)
-        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
     let members: Vec<String> = archive
         .file_names()
         .filter_map(|n| n.ok())
@@ -359,7 +359,7 @@ fn variant_json(
     }
     let bytes = read_capped(archive, member, VARIANT_CAP, display)?;
     let doc: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::bad(&at, format!("not JSON: {e}")))?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::bad_source(&at, "not JSON", e))?;
     let labels: Vec<&String> = doc
         .get("variants")
         .and_then(|v| v.as_object())

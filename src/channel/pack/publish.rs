@@ -438,9 +438,10 @@ pub(super) fn publish(
         .iter()
         .map(|f| {
             root.join(f).map_err(|e| {
-                Error::bad(
+                Error::bad_source(
                     described.display(),
-                    format!("names a package outside the channel: {e}"),
+                    "names a package outside the channel",
+                    e,
                 )
             })
         })

@@ -85,7 +85,7 @@ impl Build {
 
 /// `root/rel` confined to `root` ([`crate::confine`]), or a refusal naming the path.
 pub(super) fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
-    crate::confine::join_inside(root, rel).map_err(|e| Error::bad(rel, format!("not staged: {e}")))
+    crate::confine::join_inside(root, rel).map_err(|e| Error::bad_source(rel, "not staged", e))
 }
 
 #[derive(Debug, Clone)]
@@ -761,7 +761,7 @@ fn stage_tar(
         } else {
             budget.charge(&m.path, m.size)?;
             let (size, sha256) = write_hashed(&dst, r, m.executable(), progress)
-                .map_err(|e| Error::bad(display, format!("{}: {e}", m.path)))?;
+                .map_err(|e| Error::bad_source(display, &m.path, e))?;
             if size != m.size {
                 return Err(Error::bad(
                     display,
