@@ -581,8 +581,8 @@ impl SwitchSizes<'_> {
             .info
             .and_then(|i| i.packs.iter().find(|p| p.version == self.version));
         let sizes = match pack {
-            Some(p) => self.from_pack(p, lazy_now, notes),
-            None => self.without_pack(notes),
+            Some(p) => self.pack_sizes(p, lazy_now, notes),
+            None => self.prefix_sizes(notes),
         };
         let names: Vec<&str> = installed.variants.iter().map(|v| v.name.as_str()).collect();
         let commands = commands(&self.opts.lazy_name, self.other, &names, &installed.build)?;
@@ -642,7 +642,7 @@ impl SwitchSizes<'_> {
 
     /// The channel has a pack of this version: the other build's package, else the plan's
     /// estimate of it, else unknown.
-    fn from_pack(&self, p: &PackRecord, lazy_now: u64, notes: &mut Vec<String>) -> Sizes {
+    fn pack_sizes(&self, p: &PackRecord, lazy_now: u64, notes: &mut Vec<String>) -> Sizes {
         let (lazy, other, version) = (&self.opts.lazy_name, self.other, self.version);
         let other_pkg = p
             .packages
@@ -654,7 +654,7 @@ impl SwitchSizes<'_> {
             ));
         }
         if let Some(o) = other_pkg {
-            return self.from_package(p, o, lazy_now, notes);
+            return self.package_sizes(p, o, lazy_now, notes);
         }
         match p.variant_sizes.iter().find(|v| v.name == other) {
             // Not packed: the plan's estimate for that build, said to be one.
@@ -685,7 +685,7 @@ impl SwitchSizes<'_> {
 
     /// The other build is in the channel: its size, and to the payload variant the payload
     /// packages it brings (real or stand-ins), unless the payload is linked in statically.
-    fn from_package(
+    fn package_sizes(
         &self,
         p: &PackRecord,
         o: &PackedPackage,
@@ -739,7 +739,7 @@ impl SwitchSizes<'_> {
 
     /// No pack of this version is known: the other build's size is unknown, but what leaves with
     /// the payload packages is known from the prefix itself.
-    fn without_pack(&self, notes: &mut Vec<String>) -> Sizes {
+    fn prefix_sizes(&self, notes: &mut Vec<String>) -> Sizes {
         let sizes_from = match self.channel_dir {
             Some(d) if self.info.is_some() => format!(
                 "unknown: channel {} has no pack of version {}",
