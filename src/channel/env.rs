@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use rattler_conda_types::{MatchSpec, ParseStrictness, PrefixRecord};
 use serde::Serialize;
 
-use crate::channel::info::ChannelInfo;
+use crate::channel::info::{ChannelInfo, PackRecord, PackedPackage};
 use crate::error::{Error, Result};
 use crate::recipe::split::{Variant, variant_glob, variant_in_build};
 
@@ -50,13 +50,62 @@ pub struct EnvPackage {
     pub name: String,
     pub version: String,
     pub build: String,
-    /// core, lazy, payload or other.
-    pub role: String,
+    pub role: PackageRole,
     pub files: usize,
     pub bytes: u64,
     pub standin: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub represents_bytes: Option<u64>,
+}
+
+/// A package's part in the split, as `env` tells it from the prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PackageRole {
+    Core,
+    Lazy,
+    Payload,
+    Other,
+}
+
+impl PackageRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageRole::Core => "core",
+            PackageRole::Lazy => "lazy",
+            PackageRole::Payload => "payload",
+            PackageRole::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for PackageRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// The role by its JSON name, for code written against the earlier string field (the SVG chart's,
+/// which moves to the shared SVG module separately); new code compares the variants.
+impl PartialEq<&str> for PackageRole {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+impl From<&str> for PackageRole {
+    fn from(s: &str) -> Self {
+        [
+            PackageRole::Core,
+            PackageRole::Lazy,
+            PackageRole::Payload,
+            PackageRole::Other,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+        .unwrap_or_else(|| panic!("no role {s:?}"))
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -157,7 +206,7 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
     for file in files {
         let shown = file.display().to_string();
         let record = PrefixRecord::from_path(&file)
-            .map_err(|e| Error::bad(&shown, format!("unreadable conda-meta record: {e}")))?;
+            .map_err(|e| Error::bad_source(&shown, "unreadable conda-meta record", e))?;
         let named = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -194,7 +243,7 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
                 .to_str()
                 .ok_or_else(|| Error::bad(&shown, format!("path {rel:?} is not UTF-8")))?;
             root.join(text).map_err(|e| {
-                Error::bad(&shown, format!("lists a path outside the environment: {e}"))
+                Error::bad_source(&shown, "lists a path outside the environment", e)
             })?;
         }
         records.push(record);
@@ -204,76 +253,171 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
 
 pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     let prefix = &opts.prefix;
-    let meta = prefix.join("conda-meta");
-    if !meta.is_dir() {
-        return Err(Error::bad(
-            prefix.display(),
-            "not a conda environment (no conda-meta/)",
-        ));
-    }
-    let mut records = prefix_records(prefix)?;
-    records.sort_by(|a, b| {
-        a.repodata_record
-            .package_record
-            .name
-            .as_normalized()
-            .cmp(b.repodata_record.package_record.name.as_normalized())
-    });
-    let markers = crate::channel::standin::markers_in_prefix(prefix);
-    let name_of = |r: &PrefixRecord| {
-        r.repodata_record
-            .package_record
-            .name
-            .as_normalized()
-            .to_string()
-    };
-    let lazy = records
-        .iter()
-        .find(|r| name_of(r) == opts.lazy_name)
-        .ok_or_else(|| {
-            Error::bad(
-                prefix.display(),
-                format!(
-                    "no {} package installed: not an environment of the split (see --lazy-name)",
-                    opts.lazy_name
-                ),
-            )
-        })?;
-    let with = opts.dep.clone();
-    let without = crate::analysis::payload::slim_variant(&opts.dep);
-    let variants = vec![
-        Variant {
-            name: with.clone(),
-            with_payload: true,
-            preferred: false,
-        },
-        Variant {
-            name: without.clone(),
-            with_payload: false,
-            preferred: false,
-        },
-    ];
-    let lazy_rec = &lazy.repodata_record.package_record;
-    let build = lazy_rec.build.to_string();
-    let variant = variant_in_build(&variants, &build)
-        .map(|v| v.name.clone())
-        .ok_or_else(|| {
-            Error::bad(
-                meta.display(),
-                format!(
-                    "{} {build}: the build string names neither {with} nor {without}",
-                    opts.lazy_name
-                ),
-            )
-        })?;
-    let other = if variant == with {
-        without.clone()
-    } else {
-        with.clone()
-    };
-
-    // The channel that knows the other variant: --channel, or the local one the package came from.
+    let installed = Installed::read(opts)?;
+    let lazy_rec = &installed.lazy().repodata_record.package_record;
+    let (channel_dir, info) = channel_of(opts, installed.lazy())?;
     let mut notes = Vec::new();
+    let payload_names = payload_names(opts, &installed.records, info.as_ref(), &mut notes);
+    let markers = crate::channel::standin::markers_in_prefix(prefix);
+    let packages: Vec<EnvPackage> = installed
+        .records
+        .iter()
+        .map(|r| env_package(r, opts, &markers, &payload_names, info.as_ref()))
+        .collect();
+    let real_bytes: u64 = packages
+        .iter()
+        .filter(|p| !p.standin)
+        .map(|p| p.bytes)
+        .sum();
+    let represented_bytes: u64 = packages.iter().filter_map(|p| p.represents_bytes).sum();
+    let version = lazy_rec.version.to_string();
+    let switch = SwitchSizes {
+        opts,
+        other: &installed.other,
+        to_slim: installed.other == installed.without,
+        version: &version,
+        info: info.as_ref(),
+        channel_dir: channel_dir.as_deref(),
+        packages: &packages,
+    }
+    .switch(
+        &installed,
+        &payload_names,
+        real_bytes,
+        represented_bytes,
+        &mut notes,
+    )?;
+    Ok(EnvReport {
+        schema: "splitpkg-env",
+        schema_version: 1,
+        prefix: prefix.display().to_string(),
+        lazy: opts.lazy_name.clone(),
+        version,
+        build: installed.build.clone(),
+        variant: installed.variant.clone(),
+        track_features: lazy_rec.track_features.clone(),
+        packages,
+        real_bytes,
+        represented_bytes,
+        switch,
+        channel: info
+            .as_ref()
+            .and(channel_dir.as_ref())
+            .map(|d| d.display().to_string()),
+        notes,
+    })
+}
+
+/// What the prefix holds: its records (sorted by name), the lazy package among them and which of
+/// the two variants it is.
+struct Installed {
+    records: Vec<PrefixRecord>,
+    /// The lazy package's index in `records`.
+    lazy: usize,
+    variants: Vec<Variant>,
+    /// The slim variant.
+    without: String,
+    /// The lazy package's build string, its variant and the variant a switch goes to.
+    build: String,
+    variant: String,
+    other: String,
+}
+
+impl Installed {
+    fn read(opts: &EnvOptions) -> Result<Installed> {
+        let prefix = &opts.prefix;
+        let meta = prefix.join("conda-meta");
+        if !meta.is_dir() {
+            return Err(Error::bad(
+                prefix.display(),
+                "not a conda environment (no conda-meta/)",
+            ));
+        }
+        let mut records = prefix_records(prefix)?;
+        records.sort_by(|a, b| {
+            a.repodata_record
+                .package_record
+                .name
+                .as_normalized()
+                .cmp(b.repodata_record.package_record.name.as_normalized())
+        });
+        let lazy = records
+            .iter()
+            .position(|r| name_of(r) == opts.lazy_name)
+            .ok_or_else(|| {
+                Error::bad(
+                    prefix.display(),
+                    format!(
+                        "no {} package installed: not an environment of the split (see --lazy-name)",
+                        opts.lazy_name
+                    ),
+                )
+            })?;
+        let with = opts.dep.clone();
+        let without = crate::analysis::payload::slim_variant(&opts.dep);
+        let variants = vec![
+            Variant {
+                name: with.clone(),
+                with_payload: true,
+                preferred: false,
+            },
+            Variant {
+                name: without.clone(),
+                with_payload: false,
+                preferred: false,
+            },
+        ];
+        let build = records[lazy]
+            .repodata_record
+            .package_record
+            .build
+            .to_string();
+        let variant = variant_in_build(&variants, &build)
+            .map(|v| v.name.clone())
+            .ok_or_else(|| {
+                Error::bad(
+                    meta.display(),
+                    format!(
+                        "{} {build}: the build string names neither {with} nor {without}",
+                        opts.lazy_name
+                    ),
+                )
+            })?;
+        let other = if variant == with {
+            without.clone()
+        } else {
+            with.clone()
+        };
+        Ok(Installed {
+            records,
+            lazy,
+            variants,
+            without,
+            build,
+            variant,
+            other,
+        })
+    }
+
+    fn lazy(&self) -> &PrefixRecord {
+        &self.records[self.lazy]
+    }
+}
+
+fn name_of(r: &PrefixRecord) -> String {
+    r.repodata_record
+        .package_record
+        .name
+        .as_normalized()
+        .to_string()
+}
+
+/// The channel that knows the other variant: --channel, or the local one the package came from;
+/// its description when it is a channel made by `splitpkg pack`.
+fn channel_of(
+    opts: &EnvOptions,
+    lazy: &PrefixRecord,
+) -> Result<(Option<PathBuf>, Option<ChannelInfo>)> {
     let channel_dir = opts.channel.clone().or_else(|| {
         let url = &lazy.repodata_record.url;
         (url.scheme() == "file")
@@ -293,272 +437,333 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         }
         _ => None,
     };
-    let payload_names: Vec<String> = match &info {
-        Some(i) => i.payload_packages.clone(),
-        None => {
-            let prefix_name = format!("lib{}", opts.dep);
-            let mut v: Vec<String> = records
-                .iter()
-                .map(name_of)
-                .filter(|n| {
-                    n == &prefix_name
-                        || n.starts_with(&format!("{prefix_name}_"))
-                        || n.starts_with(&format!("{prefix_name}-"))
-                })
-                .collect();
-            if v.is_empty() {
-                v.push(prefix_name);
-            }
-            notes.push(format!(
-                "payload packages taken by name ({}): no splitpkg channel description found",
-                v.join(", ")
-            ));
-            v
-        }
-    };
+    Ok((channel_dir, info))
+}
 
-    let mut packages = Vec::new();
-    for r in &records {
-        let name = name_of(r);
-        let pr = &r.repodata_record.package_record;
-        let standin = markers.contains_key(&name) || pr.license.as_deref() == Some("stand-in");
-        let role = if name == opts.lazy_name {
-            "lazy"
-        } else if payload_names.contains(&name) {
-            "payload"
-        } else if info.as_ref().is_some_and(|i| i.core == name)
-            || pr
-                .depends
-                .iter()
-                .any(|d| d.split_whitespace().next() == Some(opts.lazy_name.as_str()))
-        {
-            "core"
-        } else {
-            "other"
-        };
-        packages.push(EnvPackage {
-            name: name.clone(),
-            version: pr.version.to_string(),
-            build: pr.build.to_string(),
-            role: role.into(),
-            files: r.paths_data.paths.len(),
-            // File contents only: a symlink's recorded size is the length of its target.
-            bytes: r
-                .paths_data
-                .paths
-                .iter()
-                .filter(|p| {
-                    !matches!(
-                        p.path_type,
-                        rattler_conda_types::prefix_record::PathType::SoftLink
-                            | rattler_conda_types::prefix_record::PathType::Directory
-                    )
-                })
-                .filter_map(|p| p.size_in_bytes)
-                .sum(),
-            standin,
-            represents_bytes: if standin {
-                Some(markers.get(&name).map(|m| m.represents_bytes).unwrap_or(0))
-            } else {
-                None
-            },
-        });
+/// The payload packages: the channel's, or (without a channel description) the installed packages
+/// named after the dependency, said to be taken by name.
+fn payload_names(
+    opts: &EnvOptions,
+    records: &[PrefixRecord],
+    info: Option<&ChannelInfo>,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    if let Some(i) = info {
+        return i.payload_packages.clone();
     }
-    let real_bytes: u64 = packages
+    let prefix_name = format!("lib{}", opts.dep);
+    let mut v: Vec<String> = records
         .iter()
-        .filter(|p| !p.standin)
-        .map(|p| p.bytes)
-        .sum();
-    let represented_bytes: u64 = packages.iter().filter_map(|p| p.represents_bytes).sum();
-    let lazy_now = packages
-        .iter()
-        .find(|p| p.role == "lazy")
-        .map(|p| p.bytes)
-        .unwrap_or(0);
+        .map(name_of)
+        .filter(|n| {
+            n == &prefix_name
+                || n.starts_with(&format!("{prefix_name}_"))
+                || n.starts_with(&format!("{prefix_name}-"))
+        })
+        .collect();
+    if v.is_empty() {
+        v.push(prefix_name);
+    }
+    notes.push(format!(
+        "payload packages taken by name ({}): no splitpkg channel description found",
+        v.join(", ")
+    ));
+    v
+}
 
-    // The switch.
-    let to_slim = other == without;
-    let installed_payload: Vec<&EnvPackage> =
-        packages.iter().filter(|p| p.role == "payload").collect();
-    let (payload_removed, mut payload_added) = if to_slim {
-        (
-            installed_payload
-                .iter()
-                .map(|p| p.name.clone())
-                .collect::<Vec<_>>(),
-            Vec::new(),
-        )
+/// One installed package: its role in the split, its installed bytes and, for a stand-in, the
+/// bytes it represents.
+fn env_package(
+    r: &PrefixRecord,
+    opts: &EnvOptions,
+    markers: &std::collections::BTreeMap<String, crate::channel::standin::Marker>,
+    payload_names: &[String],
+    info: Option<&ChannelInfo>,
+) -> EnvPackage {
+    let name = name_of(r);
+    let pr = &r.repodata_record.package_record;
+    let standin = markers.contains_key(&name) || pr.license.as_deref() == Some("stand-in");
+    let role = if name == opts.lazy_name {
+        PackageRole::Lazy
+    } else if payload_names.contains(&name) {
+        PackageRole::Payload
+    } else if info.is_some_and(|i| i.core == name)
+        || pr
+            .depends
+            .iter()
+            .any(|d| d.split_whitespace().next() == Some(opts.lazy_name.as_str()))
+    {
+        PackageRole::Core
     } else {
-        (Vec::new(), Vec::new())
+        PackageRole::Other
     };
-    let mut real_delta: Option<i64> = None;
-    let mut represented_delta: i64 = 0;
-    let mut lazy_after = None;
-    let mut estimated = false;
-    let sizes_from;
-    let version = lazy_rec.version.to_string();
-    let pack = info
-        .as_ref()
-        .and_then(|i| i.packs.iter().find(|p| p.version == version));
-    match pack {
-        Some(p) => {
-            let other_pkg = p
-                .packages
-                .iter()
-                .find(|x| x.name == opts.lazy_name && x.variant.as_deref() == Some(other.as_str()));
-            if other_pkg.is_none() {
-                notes.push(format!(
-                    "the channel has no {other} build of {} {version}: the commands below fail until one is published",
-                    opts.lazy_name
-                ));
-            }
-            match other_pkg {
-                Some(o) => {
-                    lazy_after = Some(o.bytes);
-                    let mut delta = o.bytes as i64 - lazy_now as i64;
-                    if to_slim {
-                        for pk in &installed_payload {
-                            if pk.standin {
-                                represented_delta -= pk.represents_bytes.unwrap_or(0) as i64;
-                            } else {
-                                delta -= pk.bytes as i64;
-                            }
-                        }
-                    } else if !p.payload_static {
-                        let info = info.as_ref().expect("pack implies info");
-                        for name in &info.payload_packages {
-                            if packages.iter().any(|x| &x.name == name) {
-                                continue;
-                            }
-                            let found = p
-                                .packages
-                                .iter()
-                                .chain(info.standins.iter())
-                                .find(|x| &x.name == name);
-                            match found {
-                                Some(x) if x.standin => {
-                                    represented_delta += x.represents_bytes.unwrap_or(0) as i64
-                                }
-                                Some(x) => delta += x.bytes as i64,
-                                None => notes.push(format!(
-                                    "{name} is not in the channel: its size is not counted"
-                                )),
-                            }
-                            payload_added.push(name.clone());
-                        }
-                    }
-                    real_delta = Some(delta);
-                    sizes_from = format!(
-                        "channel {}",
-                        channel_dir
-                            .as_ref()
-                            .map(|d| d.display().to_string())
-                            .unwrap_or_default()
-                    );
-                }
-                None => match p.variant_sizes.iter().find(|v| v.name == other) {
-                    // Not packed: the plan's estimate for that build, said to be one.
-                    Some(est) => {
-                        lazy_after = Some(est.bytes);
-                        let mut delta = est.bytes as i64 - lazy_now as i64;
-                        for pk in installed_payload.iter().filter(|_| to_slim) {
-                            if pk.standin {
-                                represented_delta -= pk.represents_bytes.unwrap_or(0) as i64;
-                            } else {
-                                delta -= pk.bytes as i64;
-                            }
-                        }
-                        real_delta = Some(delta);
-                        estimated = !est.measured;
-                        sizes_from = format!(
-                            "{} of the {other} build: {} (the channel has no {other} package of {version})",
-                            if est.measured {
-                                "measured size"
-                            } else {
-                                "plan estimate"
-                            },
-                            est.how
-                        );
-                    }
-                    None => {
-                        sizes_from = format!(
-                            "unknown: the channel has no {other} build of {} {version}",
-                            opts.lazy_name
-                        )
-                    }
-                },
-            }
-        }
-        None => {
-            sizes_from = match &channel_dir {
-                Some(d) if info.is_some() => format!(
-                    "unknown: channel {} has no pack of version {version}",
-                    d.display()
-                ),
-                _ => format!(
-                    "unknown: {} was not installed from a splitpkg channel (pass --channel)",
-                    opts.lazy_name
-                ),
-            };
-            if to_slim {
-                // What leaves with the payload packages is known from the prefix itself.
-                let mut delta = 0i64;
-                for pk in &installed_payload {
-                    if pk.standin {
-                        represented_delta -= pk.represents_bytes.unwrap_or(0) as i64;
-                    } else {
-                        delta -= pk.bytes as i64;
-                    }
-                }
-                notes.push(format!(
-                    "switching removes {} of payload packages; the {other} build's own size is unknown",
-                    crate::output::human_bytes(delta.unsigned_abs())
-                ));
-            }
+    EnvPackage {
+        name: name.clone(),
+        version: pr.version.to_string(),
+        build: pr.build.to_string(),
+        role,
+        files: r.paths_data.paths.len(),
+        // File contents only: a symlink's recorded size is the length of its target.
+        bytes: r
+            .paths_data
+            .paths
+            .iter()
+            .filter(|p| {
+                !matches!(
+                    p.path_type,
+                    rattler_conda_types::prefix_record::PathType::SoftLink
+                        | rattler_conda_types::prefix_record::PathType::Directory
+                )
+            })
+            .filter_map(|p| p.size_in_bytes)
+            .sum(),
+        standin,
+        represents_bytes: if standin {
+            Some(markers.get(&name).map(|m| m.represents_bytes).unwrap_or(0))
+        } else {
+            None
+        },
+    }
+}
+
+/// What is known of the switch to the other variant, from the channel's record of the pack (the
+/// other build's package, or the plan's estimate of it) or, without one, from the prefix alone.
+struct SwitchSizes<'a> {
+    opts: &'a EnvOptions,
+    other: &'a str,
+    to_slim: bool,
+    version: &'a str,
+    info: Option<&'a ChannelInfo>,
+    channel_dir: Option<&'a Path>,
+    packages: &'a [EnvPackage],
+}
+
+/// The sizes after the switch, as far as known.
+struct Sizes {
+    lazy_after: Option<u64>,
+    /// Change in real installed bytes (negative: a saving), when known.
+    real_delta: Option<i64>,
+    represented_delta: i64,
+    estimated: bool,
+    sizes_from: String,
+    payload_added: Vec<String>,
+}
+
+impl Sizes {
+    fn unknown(sizes_from: String) -> Sizes {
+        Sizes {
+            lazy_after: None,
+            real_delta: None,
+            represented_delta: 0,
+            estimated: false,
+            sizes_from,
+            payload_added: Vec::new(),
         }
     }
-    let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
-    let commands = commands(&opts.lazy_name, &other, &names, &build)?;
-    if to_slim && !payload_removed.is_empty() {
-        notes.push(format!(
-            "the {other} build constrains {} <0.0a0, so the solver removes {} when you switch",
-            payload_names.join(", "),
-            payload_removed.join(", ")
-        ));
+}
+
+impl SwitchSizes<'_> {
+    fn switch(
+        &self,
+        installed: &Installed,
+        payload_names: &[String],
+        real_bytes: u64,
+        represented_bytes: u64,
+        notes: &mut Vec<String>,
+    ) -> Result<Switch> {
+        let lazy_now = self.lazy_now();
+        let payload_removed: Vec<String> = if self.to_slim {
+            self.installed_payload().map(|p| p.name.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let pack = self
+            .info
+            .and_then(|i| i.packs.iter().find(|p| p.version == self.version));
+        let sizes = match pack {
+            Some(p) => self.pack_sizes(p, lazy_now, notes),
+            None => self.prefix_sizes(notes),
+        };
+        let names: Vec<&str> = installed.variants.iter().map(|v| v.name.as_str()).collect();
+        let commands = commands(&self.opts.lazy_name, self.other, &names, &installed.build)?;
+        if self.to_slim && !payload_removed.is_empty() {
+            notes.push(format!(
+                "the {} build constrains {} <0.0a0, so the solver removes {} when you switch",
+                self.other,
+                payload_names.join(", "),
+                payload_removed.join(", ")
+            ));
+        }
+        Ok(Switch {
+            to: self.other.to_string(),
+            lazy_now,
+            lazy_after: sizes.lazy_after,
+            payload_removed,
+            payload_added: sizes.payload_added,
+            real_after: sizes
+                .real_delta
+                .map(|d| (real_bytes as i64 + d).max(0) as u64),
+            real_delta: sizes.real_delta,
+            represented_after: (represented_bytes as i64 + sizes.represented_delta).max(0) as u64,
+            represented_delta: sizes.represented_delta,
+            sizes_from: sizes.sizes_from,
+            estimated: sizes.estimated,
+            commands,
+        })
     }
-    let switch = Switch {
-        to: other,
-        lazy_now,
-        lazy_after,
-        payload_removed,
-        payload_added,
-        real_after: real_delta.map(|d| (real_bytes as i64 + d).max(0) as u64),
-        real_delta,
-        represented_after: (represented_bytes as i64 + represented_delta).max(0) as u64,
-        represented_delta,
-        sizes_from,
-        estimated,
-        commands,
-    };
-    Ok(EnvReport {
-        schema: "splitpkg-env",
-        schema_version: 1,
-        prefix: prefix.display().to_string(),
-        lazy: opts.lazy_name.clone(),
-        version,
-        build,
-        variant,
-        track_features: lazy_rec.track_features.clone(),
-        packages,
-        real_bytes,
-        represented_bytes,
-        switch,
-        channel: info
-            .as_ref()
-            .and(channel_dir.as_ref())
-            .map(|d| d.display().to_string()),
-        notes,
-    })
+
+    fn lazy_now(&self) -> u64 {
+        self.packages
+            .iter()
+            .find(|p| p.role == PackageRole::Lazy)
+            .map(|p| p.bytes)
+            .unwrap_or(0)
+    }
+
+    fn installed_payload(&self) -> impl Iterator<Item = &EnvPackage> {
+        self.packages
+            .iter()
+            .filter(|p| p.role == PackageRole::Payload)
+    }
+
+    /// What leaves with the installed payload packages, to the slim variant: (real bytes,
+    /// represented bytes), both as negative changes; nothing the other way.
+    fn payload_leaving(&self) -> (i64, i64) {
+        let (mut real, mut represented) = (0i64, 0i64);
+        for pk in self.installed_payload().filter(|_| self.to_slim) {
+            if pk.standin {
+                represented -= pk.represents_bytes.unwrap_or(0) as i64;
+            } else {
+                real -= pk.bytes as i64;
+            }
+        }
+        (real, represented)
+    }
+
+    /// The channel has a pack of this version: the other build's package, else the plan's
+    /// estimate of it, else unknown.
+    fn pack_sizes(&self, p: &PackRecord, lazy_now: u64, notes: &mut Vec<String>) -> Sizes {
+        let (lazy, other, version) = (&self.opts.lazy_name, self.other, self.version);
+        let other_pkg = p
+            .packages
+            .iter()
+            .find(|x| &x.name == lazy && x.variant.as_deref() == Some(other));
+        if other_pkg.is_none() {
+            notes.push(format!(
+                "the channel has no {other} build of {lazy} {version}: the commands below fail until one is published"
+            ));
+        }
+        if let Some(o) = other_pkg {
+            return self.package_sizes(p, o, lazy_now, notes);
+        }
+        match p.variant_sizes.iter().find(|v| v.name == other) {
+            // Not packed: the plan's estimate for that build, said to be one.
+            Some(est) => {
+                let (real, represented) = self.payload_leaving();
+                Sizes {
+                    lazy_after: Some(est.bytes),
+                    real_delta: Some(est.bytes as i64 - lazy_now as i64 + real),
+                    represented_delta: represented,
+                    estimated: !est.measured,
+                    sizes_from: format!(
+                        "{} of the {other} build: {} (the channel has no {other} package of {version})",
+                        if est.measured {
+                            "measured size"
+                        } else {
+                            "plan estimate"
+                        },
+                        est.how
+                    ),
+                    payload_added: Vec::new(),
+                }
+            }
+            None => Sizes::unknown(format!(
+                "unknown: the channel has no {other} build of {lazy} {version}"
+            )),
+        }
+    }
+
+    /// The other build is in the channel: its size, and to the payload variant the payload
+    /// packages it brings (real or stand-ins), unless the payload is linked in statically.
+    fn package_sizes(
+        &self,
+        p: &PackRecord,
+        o: &PackedPackage,
+        lazy_now: u64,
+        notes: &mut Vec<String>,
+    ) -> Sizes {
+        let mut delta = o.bytes as i64 - lazy_now as i64;
+        let mut represented_delta = 0i64;
+        let mut payload_added = Vec::new();
+        if self.to_slim {
+            let (real, represented) = self.payload_leaving();
+            delta += real;
+            represented_delta += represented;
+        } else if !p.payload_static {
+            let info = self.info.expect("pack implies info");
+            for name in &info.payload_packages {
+                if self.packages.iter().any(|x| &x.name == name) {
+                    continue;
+                }
+                let found = p
+                    .packages
+                    .iter()
+                    .chain(info.standins.iter())
+                    .find(|x| &x.name == name);
+                match found {
+                    Some(x) if x.standin => {
+                        represented_delta += x.represents_bytes.unwrap_or(0) as i64
+                    }
+                    Some(x) => delta += x.bytes as i64,
+                    None => notes.push(format!(
+                        "{name} is not in the channel: its size is not counted"
+                    )),
+                }
+                payload_added.push(name.clone());
+            }
+        }
+        Sizes {
+            lazy_after: Some(o.bytes),
+            real_delta: Some(delta),
+            represented_delta,
+            estimated: false,
+            sizes_from: format!(
+                "channel {}",
+                self.channel_dir
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            ),
+            payload_added,
+        }
+    }
+
+    /// No pack of this version is known: the other build's size is unknown, but what leaves with
+    /// the payload packages is known from the prefix itself.
+    fn prefix_sizes(&self, notes: &mut Vec<String>) -> Sizes {
+        let sizes_from = match self.channel_dir {
+            Some(d) if self.info.is_some() => format!(
+                "unknown: channel {} has no pack of version {}",
+                d.display(),
+                self.version
+            ),
+            _ => format!(
+                "unknown: {} was not installed from a splitpkg channel (pass --channel)",
+                self.opts.lazy_name
+            ),
+        };
+        let (real, represented) = self.payload_leaving();
+        if self.to_slim {
+            notes.push(format!(
+                "switching removes {} of payload packages; the {} build's own size is unknown",
+                crate::output::human_bytes(real.unsigned_abs()),
+                self.other
+            ));
+        }
+        Sizes {
+            represented_delta: represented,
+            ..Sizes::unknown(sizes_from)
+        }
+    }
 }
 
 fn signed(n: i64) -> String {
@@ -616,16 +821,18 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     );
     let mut specs = Vec::new();
     for p in &before.packages {
-        match p.role.as_str() {
-            "lazy" => specs.push(format!("{} =={} {glob}", p.name, p.version)),
-            "payload" => {}
-            _ => specs.push(format!("{} =={} {}", p.name, p.version, p.build)),
+        match p.role {
+            PackageRole::Lazy => specs.push(format!("{} =={} {glob}", p.name, p.version)),
+            PackageRole::Payload => {}
+            PackageRole::Core | PackageRole::Other => {
+                specs.push(format!("{} =={} {}", p.name, p.version, p.build))
+            }
         }
     }
     let vps = crate::channel::solve::virtual_packages(&ch.info, &[])?;
     let records = match crate::channel::solve::solve_specs(&ch.records, &specs, &vps)? {
         Ok(r) => r,
-        Err(msg) => {
+        Err(crate::channel::solve::Unsolvable(msg)) => {
             return Err(Error::bad(
                 channel.display(),
                 format!(

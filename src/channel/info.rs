@@ -136,7 +136,7 @@ impl ChannelInfo {
             CHANNEL_FILE,
         )?;
         let info: ChannelInfo = serde_json::from_str(&text)
-            .map_err(|e| Error::bad(path.display(), format!("malformed: {e}")))?;
+            .map_err(|e| Error::bad_source(path.display(), "malformed", e))?;
         if info.schema != CHANNEL_SCHEMA || info.schema_version != 1 {
             return Err(Error::bad(
                 path.display(),

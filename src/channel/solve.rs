@@ -83,8 +83,7 @@ pub struct Scenario {
     pub specs: Vec<String>,
     /// What the scenario must show.
     pub expect: String,
-    /// pass, fail or not-applicable.
-    pub status: &'static str,
+    pub status: Status,
     pub detail: String,
     pub solved: Vec<Solved>,
     pub archive_bytes: u64,
@@ -95,6 +94,69 @@ pub struct Scenario {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub solver_message: Option<String>,
     pub track_features: Semantics,
+}
+
+/// A scenario's or an installed environment's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Pass,
+    Fail,
+    /// What the scenario needs is not in the channel (the reason is in the detail).
+    NotApplicable,
+}
+
+impl Status {
+    fn of(ok: bool) -> Status {
+        if ok { Status::Pass } else { Status::Fail }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::NotApplicable => "not applicable",
+        }
+    }
+}
+
+/// The environments `--install` makes: the default request's solution and the slim one's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstallEnv {
+    Default,
+    Slim,
+}
+
+impl InstallEnv {
+    /// The prefix's directory name under `--install DIR`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstallEnv::Default => "default",
+            InstallEnv::Slim => "slim",
+        }
+    }
+
+    /// What `plan` must say of the installed prefix.
+    fn expect(self) -> &'static str {
+        match self {
+            InstallEnv::Default => "CONFINED",
+            InstallEnv::Slim => "NOT PRESENT, no payload files, no payload packages",
+        }
+    }
+
+    fn verdict(self) -> crate::analysis::verdict::Verdict {
+        match self {
+            InstallEnv::Default => crate::analysis::verdict::Verdict::Confined,
+            InstallEnv::Slim => crate::analysis::verdict::Verdict::NotPresent,
+        }
+    }
+}
+
+impl std::fmt::Display for InstallEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,12 +192,10 @@ pub struct InstallReport {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EnvCheck {
-    /// default or slim.
-    pub name: &'static str,
+    pub name: InstallEnv,
     pub scenario: &'static str,
     pub prefix: String,
-    /// pass, fail or not-applicable.
-    pub status: &'static str,
+    pub status: Status,
     pub detail: String,
     pub packages: Vec<String>,
     /// Verdict of `splitpkg plan` on the installed prefix.
@@ -173,7 +233,7 @@ impl Loaded {
         for sub in [SUBDIR, NOARCH] {
             let p = abs.join(sub).join("repodata.json");
             let rd = RepoData::from_path(&p)
-                .map_err(|e| Error::bad(p.display(), format!("not an indexed channel: {e}")))?;
+                .map_err(|e| Error::bad_source(p.display(), "not an indexed channel", e))?;
             records.extend(rd.into_repo_data_records(&channel));
         }
         Ok(Loaded {
@@ -311,12 +371,17 @@ pub fn virtual_packages(
         .collect()
 }
 
+/// The solver's explanation of why a request cannot be satisfied: an answer the scenarios expect
+/// or report, not a failure of the solver.
+#[derive(Debug, Clone)]
+pub struct Unsolvable(pub String);
+
 /// Solve `specs` over every record of the channel.
 pub fn solve_specs(
     records: &[RepoDataRecord],
     specs: &[String],
     virtual_packages: &[GenericVirtualPackage],
-) -> Result<std::result::Result<Vec<RepoDataRecord>, String>> {
+) -> Result<std::result::Result<Vec<RepoDataRecord>, Unsolvable>> {
     let specs: Vec<MatchSpec> = specs
         .iter()
         .map(|s| {
@@ -340,7 +405,7 @@ pub fn solve_specs(
             });
             Ok(Ok(recs))
         }
-        Err(SolveError::Unsolvable(msgs)) => Ok(Err(msgs.join("\n"))),
+        Err(SolveError::Unsolvable(msgs)) => Ok(Err(Unsolvable(msgs.join("\n")))),
         Err(e) => Err(Error::failed("solver", e)),
     }
 }
@@ -404,7 +469,7 @@ fn scenario(
         channel: channel.dir.display().to_string(),
         specs,
         expect,
-        status: "not-applicable",
+        status: Status::NotApplicable,
         detail: String::new(),
         solved: Vec::new(),
         archive_bytes: 0,
@@ -434,301 +499,30 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         .as_deref()
         .map(Loaded::open)
         .transpose()?;
-    let info = &ch.info;
-    let vps = virtual_packages(info, &opts.virtual_packages)?;
-    let versions = ch.versions();
-    let version = match &opts.version {
-        Some(v) if versions.contains(v) => v.clone(),
-        Some(v) => {
-            return Err(Error::Usage(format!(
-                "--version {v}: the channel has {}",
-                versions.join(", ")
-            )));
-        }
-        None => versions.last().cloned().ok_or_else(|| {
-            Error::bad(
-                opts.channel.display(),
-                "the channel description lists no pack",
-            )
-        })?,
-    };
-    let pack = ch.pack(&version).expect("version from the channel").clone();
-    let newest = versions.last() == Some(&version);
-    let core_spec = if newest {
-        info.core.clone()
-    } else {
-        format!("{} =={version}", info.core)
-    };
-    let variants = &info.variants;
-    let with = variants
-        .iter()
-        .find(|v| !v.starts_with("no"))
-        .cloned()
-        .unwrap_or_default();
-    let without = variants
-        .iter()
-        .find(|v| v.starts_with("no"))
-        .cloned()
-        .unwrap_or_default();
-    let glob = |v: &str| {
-        let names: Vec<&str> = variants.iter().map(String::as_str).collect();
-        crate::recipe::split::variant_glob(v, &names, pack.build_keys.is_empty())
-    };
-    let preferred = pack.preferred.clone();
-    let other = if preferred == with {
-        without.clone()
-    } else {
-        with.clone()
-    };
-    let payload_needed = |v: &str, p: &PackRecord| v == with && !p.payload_static;
-    let payloads = &info.payload_packages;
-    let ctx = Ctx { ch: &ch, vps: &vps };
-    let feature = pack.track_feature.clone();
-    let mut scenarios = Vec::new();
-    let mut installs: Vec<(&'static str, &'static str, Option<Vec<RepoDataRecord>>)> = Vec::new();
-
-    // (a) default
-    let ranking = |p: &str, np: &str, c: &Loaded, v: &str| {
-        if !c.has_variant(v, np) {
-            return Semantics {
-                relied_on: false,
-                solvers_agree: true,
-                why: format!(
-                    "not consulted: {v} has no {np} build in the channel, so {p} is the only candidate"
-                ),
-            };
-        }
-        Semantics {
-            relied_on: true,
-            solvers_agree: true,
-            why: format!(
-                "only the {np} build carries a track feature ({feature}); both builds share version {v} and build number, so the feature alone decides. resolvo ranks \"no feature\" above \"a feature\" (yes/no, before version and build number); conda's classic solver minimises the number of features. With one featured candidate both pick {p}."
-            ),
-        }
-    };
-    let mut a = scenario(
-        "a",
-        "default",
-        &ch,
-        vec![core_spec.clone()],
-        format!(
-            "{} {version} with the {preferred} {}{}",
-            info.core,
-            info.lazy,
-            if payload_needed(&preferred, &pack) {
-                format!(" and {}", payloads.join(", "))
-            } else {
-                format!(", no {}", payloads.join(", "))
-            }
-        ),
-        ranking(&preferred, &other, &ch, &version),
-    );
-    let a_records = if !ch.has_variant(&version, &preferred) {
-        a.detail = format!(
-            "not applicable: the preferred variant ({preferred}) of {version} is not in the channel"
-        );
-        None
-    } else {
-        expect_set(
-            &ctx,
-            &mut a,
-            &version,
-            &preferred,
-            payload_needed(&preferred, &pack),
-        )?
-    };
-    installs.push(("default", "a", a_records));
-    scenarios.push(a);
-
-    // (b) slim
-    let slim_spec = format!("{} * {}", info.lazy, glob(&without));
-    let mut b = scenario(
-        "b",
-        "slim",
-        &ch,
-        vec![core_spec.clone(), slim_spec.clone()],
-        format!(
-            "{} {version} with the {without} {} and no {}",
-            info.core,
-            info.lazy,
-            payloads.join(", ")
-        ),
-        Semantics {
-            relied_on: false,
-            solvers_agree: true,
-            why: format!(
-                "not consulted: the build-string spec leaves only {without} builds; the solver only has to honour their constrains ({})",
-                payloads
-                    .iter()
-                    .map(|p| format!("{p} <0.0a0"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        },
-    );
-    let b_records = if !ch.has_variant(&version, &without) {
-        b.detail = format!(
-            "not applicable: no {without} build of {} {version} in the channel (pack with --lazy-variant {without}=FILE)",
-            info.lazy
-        );
-        None
-    } else {
-        expect_set(&ctx, &mut b, &version, &without, false)?
-    };
-    installs.push(("slim", "b", b_records));
-    scenarios.push(b);
-
-    // (c) slim + payload
-    let payload = payloads.first().cloned().unwrap_or_default();
-    let mut c = scenario(
-        "c",
-        "conflict",
-        &ch,
-        vec![slim_spec.clone(), payload.clone()],
-        format!("unsatisfiable: the {without} build constrains {payload} <0.0a0"),
-        Semantics {
-            relied_on: false,
-            solvers_agree: true,
-            why: format!(
-                "not consulted: a hard conflict between the requested {payload} and the {without} build's constrains {payload} <0.0a0"
-            ),
-        },
-    );
-    let payload_in_channel = ch
-        .records
-        .iter()
-        .any(|r| r.package_record.name.as_normalized() == payload);
-    if !versions.iter().any(|v| ch.has_variant(v, &without)) {
-        c.detail = format!("not applicable: no {without} build in the channel");
-    } else if !payload_in_channel {
-        c.detail =
-            format!("not applicable: no {payload} package (real or stand-in) in the channel");
-    } else {
-        unsat(&ctx, &mut c)?;
-    }
-    scenarios.push(c);
-
-    // (d) version skew
-    let mut d = scenario(
-        "d",
-        "version skew",
-        &ch,
-        Vec::new(),
-        format!(
-            "unsatisfiable: {} and {} are tied to one version",
-            info.core, info.lazy
-        ),
-        Semantics {
-            relied_on: false,
-            solvers_agree: true,
-            why: format!(
-                "not consulted: {} depends on `{} ==VERSION KEYS*` and each {} build constrains `{} ==VERSION KEYS*`",
-                info.core, info.lazy, info.lazy, info.core
-            ),
-        },
-    );
-    if versions.len() < 2 {
-        d.detail = format!(
-            "not applicable: one version in the channel ({})",
-            versions.join(", ")
-        );
-    } else {
-        let older = versions
-            .iter()
-            .rev()
-            .find(|v| **v != version)
-            .cloned()
-            .expect("two versions");
-        d.specs = vec![
-            format!("{} =={version}", info.core),
-            format!("{} =={older}", info.lazy),
-        ];
-        unsat(&ctx, &mut d)?;
-    }
-    scenarios.push(d);
-
-    // (e) flipped preference
-    let mut e = scenario(
-        "e",
-        "flipped preference",
-        flipped.as_ref().unwrap_or(&ch),
-        vec![info.core.clone()],
-        format!(
-            "on a channel packed with --prefer {other}: the {other} {}",
-            info.lazy
-        ),
-        ranking(&other, &preferred, &ch, &version),
-    );
-    match &flipped {
-        None => {
-            e.detail = format!(
-                "not applicable: no --prefer-channel (pack the same input with --prefer {other} into another channel)"
-            )
-        }
-        Some(f) => {
-            let fv = f.versions();
-            let fpack = fv.last().and_then(|v| f.pack(v)).cloned();
-            match fpack {
-                None => e.detail = "not applicable: the --prefer-channel lists no pack".into(),
-                Some(fp) if f.info.core != info.core || f.info.lazy != info.lazy => {
-                    e.status = "fail";
-                    e.detail = format!(
-                        "the --prefer-channel holds another split ({} / {})",
-                        f.info.core, f.info.lazy
-                    );
-                    let _ = fp;
-                }
-                Some(fp) if fp.preferred == preferred => {
-                    e.status = "fail";
-                    e.detail = format!(
-                        "the --prefer-channel prefers {} too: it is not flipped",
-                        fp.preferred
-                    );
-                }
-                Some(fp) if !f.has_variant(&fp.version, &fp.preferred) => {
-                    e.detail = format!(
-                        "not applicable: the --prefer-channel lacks its preferred {} build",
-                        fp.preferred
-                    );
-                }
-                Some(fp) => {
-                    e.expect = format!(
-                        "{} {} with the {} {}{}",
-                        info.core,
-                        fp.version,
-                        fp.preferred,
-                        info.lazy,
-                        if payload_needed(&fp.preferred, &fp) {
-                            format!(" and {}", payloads.join(", "))
-                        } else {
-                            format!(", no {}", payloads.join(", "))
-                        }
-                    );
-                    e.track_features = ranking(&fp.preferred, &preferred, f, &fp.version);
-                    e.track_features.why =
-                        e.track_features.why.replace(&feature, &fp.track_feature);
-                    let fctx = Ctx { ch: f, vps: &vps };
-                    expect_set(
-                        &fctx,
-                        &mut e,
-                        &fp.version,
-                        &fp.preferred,
-                        payload_needed(&fp.preferred, &fp),
-                    )?;
-                }
-            }
-        }
-    }
-    scenarios.push(e);
-
+    let vps = virtual_packages(&ch.info, &opts.virtual_packages)?;
+    let run = Run::new(opts, &ch, &vps)?;
+    let (a, a_install) = run.default()?;
+    let (b, b_install) = run.slim()?;
+    let scenarios = vec![
+        a,
+        b,
+        run.conflict()?,
+        run.version_skew()?,
+        run.flipped(flipped.as_ref())?,
+    ];
     let install = match &opts.install {
-        Some(dir) => Some(install_and_plan(dir, &ch, installs, opts.progress)?),
+        Some(dir) => Some(install_and_plan(
+            dir,
+            &ch,
+            vec![a_install, b_install],
+            opts.progress,
+        )?),
         None => None,
     };
-    let pass = scenarios.iter().all(|s| s.status != "fail")
+    let pass = scenarios.iter().all(|s| s.status != Status::Fail)
         && install
             .as_ref()
-            .is_none_or(|i| i.envs.iter().all(|e| e.status != "fail"));
+            .is_none_or(|i| i.envs.iter().all(|e| e.status != Status::Fail));
     Ok(SolveReport {
         schema: "splitpkg-solve",
         schema_version: 1,
@@ -738,11 +532,11 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
             .as_ref()
             .map(|p| p.display().to_string()),
         solver: SOLVER,
-        core: info.core.clone(),
-        lazy: info.lazy.clone(),
-        versions,
-        version,
-        preferred,
+        core: ch.info.core.clone(),
+        lazy: ch.info.lazy.clone(),
+        versions: run.versions,
+        version: run.version,
+        preferred: run.preferred,
         virtual_packages: vps
             .iter()
             .map(|v| format!("{}={}", v.name.as_normalized(), v.version))
@@ -751,6 +545,362 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         install,
         pass,
     })
+}
+
+/// What the scenarios of one run share: the channel, the version under test and its pack, the two
+/// variants and which of them the channel prefers.
+struct Run<'a> {
+    ctx: Ctx<'a>,
+    info: &'a ChannelInfo,
+    versions: Vec<String>,
+    version: String,
+    pack: PackRecord,
+    /// The core package's spec: its name, pinned to the version unless that is the newest.
+    core_spec: String,
+    /// The variant with the payload and the slim one.
+    with: String,
+    without: String,
+    preferred: String,
+    other: String,
+    /// The track feature of the version's pack.
+    feature: String,
+}
+
+impl<'a> Run<'a> {
+    fn new(opts: &SolveOptions, ch: &'a Loaded, vps: &'a [GenericVirtualPackage]) -> Result<Self> {
+        let info = &ch.info;
+        let versions = ch.versions();
+        let version = match &opts.version {
+            Some(v) if versions.contains(v) => v.clone(),
+            Some(v) => {
+                return Err(Error::Usage(format!(
+                    "--version {v}: the channel has {}",
+                    versions.join(", ")
+                )));
+            }
+            None => versions.last().cloned().ok_or_else(|| {
+                Error::bad(
+                    opts.channel.display(),
+                    "the channel description lists no pack",
+                )
+            })?,
+        };
+        let pack = ch.pack(&version).expect("version from the channel").clone();
+        let newest = versions.last() == Some(&version);
+        let core_spec = if newest {
+            info.core.clone()
+        } else {
+            format!("{} =={version}", info.core)
+        };
+        let with = info
+            .variants
+            .iter()
+            .find(|v| !v.starts_with("no"))
+            .cloned()
+            .unwrap_or_default();
+        let without = info
+            .variants
+            .iter()
+            .find(|v| v.starts_with("no"))
+            .cloned()
+            .unwrap_or_default();
+        let preferred = pack.preferred.clone();
+        let other = if preferred == with {
+            without.clone()
+        } else {
+            with.clone()
+        };
+        Ok(Run {
+            ctx: Ctx { ch, vps },
+            info,
+            versions,
+            version,
+            feature: pack.track_feature.clone(),
+            pack,
+            core_spec,
+            with,
+            without,
+            preferred,
+            other,
+        })
+    }
+
+    fn ch(&self) -> &'a Loaded {
+        self.ctx.ch
+    }
+
+    fn payloads(&self) -> &'a [String] {
+        &self.info.payload_packages
+    }
+
+    /// The build-string glob that selects variant `v`'s builds.
+    fn glob(&self, v: &str) -> String {
+        let names: Vec<&str> = self.info.variants.iter().map(String::as_str).collect();
+        crate::recipe::split::variant_glob(v, &names, self.pack.build_keys.is_empty())
+    }
+
+    /// Whether variant `v` of pack `p` brings the payload packages.
+    fn payload_needed(&self, v: &str, p: &PackRecord) -> bool {
+        v == self.with && !p.payload_static
+    }
+
+    /// What a default request must give: core at `p`'s version with variant `v` of the lazy
+    /// package, and the payload packages or none.
+    fn expect_default(&self, v: &str, p: &PackRecord) -> String {
+        let payloads = self.payloads().join(", ");
+        format!(
+            "{} {} with the {v} {}{}",
+            self.info.core,
+            p.version,
+            self.info.lazy,
+            if self.payload_needed(v, p) {
+                format!(" and {payloads}")
+            } else {
+                format!(", no {payloads}")
+            }
+        )
+    }
+
+    /// How track_features decide between `p` (the one to pick) and `np` in channel `c` at
+    /// version `v`.
+    fn ranking(&self, p: &str, np: &str, c: &Loaded, v: &str) -> Semantics {
+        if !c.has_variant(v, np) {
+            return Semantics {
+                relied_on: false,
+                solvers_agree: true,
+                why: format!(
+                    "not consulted: {v} has no {np} build in the channel, so {p} is the only candidate"
+                ),
+            };
+        }
+        let feature = &self.feature;
+        Semantics {
+            relied_on: true,
+            solvers_agree: true,
+            why: format!(
+                "only the {np} build carries a track feature ({feature}); both builds share version {v} and build number, so the feature alone decides. resolvo ranks \"no feature\" above \"a feature\" (yes/no, before version and build number); conda's classic solver minimises the number of features. With one featured candidate both pick {p}."
+            ),
+        }
+    }
+
+    fn slim_spec(&self) -> String {
+        format!("{} * {}", self.info.lazy, self.glob(&self.without))
+    }
+
+    /// (a) default: the core package alone gives the preferred variant.
+    fn default(&self) -> Result<(Scenario, Install)> {
+        let (ch, version, preferred) = (self.ch(), &self.version, &self.preferred);
+        let mut a = scenario(
+            "a",
+            "default",
+            ch,
+            vec![self.core_spec.clone()],
+            self.expect_default(preferred, &self.pack),
+            self.ranking(preferred, &self.other, ch, version),
+        );
+        let records = if !ch.has_variant(version, preferred) {
+            a.detail = format!(
+                "not applicable: the preferred variant ({preferred}) of {version} is not in the channel"
+            );
+            None
+        } else {
+            let payload = self.payload_needed(preferred, &self.pack);
+            expect_set(&self.ctx, &mut a, version, preferred, payload)?
+        };
+        Ok((
+            a,
+            Install {
+                env: InstallEnv::Default,
+                scenario: "a",
+                records,
+            },
+        ))
+    }
+
+    /// (b) slim: core and the slim build's glob give the slim variant and no payload package.
+    fn slim(&self) -> Result<(Scenario, Install)> {
+        let (ch, version, without) = (self.ch(), &self.version, &self.without);
+        let info = self.info;
+        let mut b = scenario(
+            "b",
+            "slim",
+            ch,
+            vec![self.core_spec.clone(), self.slim_spec()],
+            format!(
+                "{} {version} with the {without} {} and no {}",
+                info.core,
+                info.lazy,
+                self.payloads().join(", ")
+            ),
+            Semantics {
+                relied_on: false,
+                solvers_agree: true,
+                why: format!(
+                    "not consulted: the build-string spec leaves only {without} builds; the solver only has to honour their constrains ({})",
+                    self.payloads()
+                        .iter()
+                        .map(|p| format!("{p} <0.0a0"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
+        );
+        let records = if !ch.has_variant(version, without) {
+            b.detail = format!(
+                "not applicable: no {without} build of {} {version} in the channel (pack with --lazy-variant {without}=FILE)",
+                info.lazy
+            );
+            None
+        } else {
+            expect_set(&self.ctx, &mut b, version, without, false)?
+        };
+        Ok((
+            b,
+            Install {
+                env: InstallEnv::Slim,
+                scenario: "b",
+                records,
+            },
+        ))
+    }
+
+    /// (c) conflict: the slim variant and a payload package cannot be installed together.
+    fn conflict(&self) -> Result<Scenario> {
+        let (ch, without) = (self.ch(), &self.without);
+        let payload = self.payloads().first().cloned().unwrap_or_default();
+        let mut c = scenario(
+            "c",
+            "conflict",
+            ch,
+            vec![self.slim_spec(), payload.clone()],
+            format!("unsatisfiable: the {without} build constrains {payload} <0.0a0"),
+            Semantics {
+                relied_on: false,
+                solvers_agree: true,
+                why: format!(
+                    "not consulted: a hard conflict between the requested {payload} and the {without} build's constrains {payload} <0.0a0"
+                ),
+            },
+        );
+        let payload_in_channel = ch
+            .records
+            .iter()
+            .any(|r| r.package_record.name.as_normalized() == payload);
+        if !self.versions.iter().any(|v| ch.has_variant(v, without)) {
+            c.detail = format!("not applicable: no {without} build in the channel");
+        } else if !payload_in_channel {
+            c.detail =
+                format!("not applicable: no {payload} package (real or stand-in) in the channel");
+        } else {
+            unsat(&self.ctx, &mut c)?;
+        }
+        Ok(c)
+    }
+
+    /// (d) version skew: core of one version and the lazy package of another are refused.
+    fn version_skew(&self) -> Result<Scenario> {
+        let (info, version) = (self.info, &self.version);
+        let mut d = scenario(
+            "d",
+            "version skew",
+            self.ch(),
+            Vec::new(),
+            format!(
+                "unsatisfiable: {} and {} are tied to one version",
+                info.core, info.lazy
+            ),
+            Semantics {
+                relied_on: false,
+                solvers_agree: true,
+                why: format!(
+                    "not consulted: {} depends on `{} ==VERSION KEYS*` and each {} build constrains `{} ==VERSION KEYS*`",
+                    info.core, info.lazy, info.lazy, info.core
+                ),
+            },
+        );
+        if self.versions.len() < 2 {
+            d.detail = format!(
+                "not applicable: one version in the channel ({})",
+                self.versions.join(", ")
+            );
+        } else {
+            let older = self
+                .versions
+                .iter()
+                .rev()
+                .find(|v| *v != version)
+                .cloned()
+                .expect("two versions");
+            d.specs = vec![
+                format!("{} =={version}", info.core),
+                format!("{} =={older}", info.lazy),
+            ];
+            unsat(&self.ctx, &mut d)?;
+        }
+        Ok(d)
+    }
+
+    /// (e) flipped preference: on a channel packed with the opposite `--prefer`, the core package
+    /// alone gives the other variant.
+    fn flipped(&self, flipped: Option<&Loaded>) -> Result<Scenario> {
+        let (ch, info, other, preferred) = (self.ch(), self.info, &self.other, &self.preferred);
+        let mut e = scenario(
+            "e",
+            "flipped preference",
+            flipped.unwrap_or(ch),
+            vec![info.core.clone()],
+            format!(
+                "on a channel packed with --prefer {other}: the {other} {}",
+                info.lazy
+            ),
+            self.ranking(other, preferred, ch, &self.version),
+        );
+        let Some(f) = flipped else {
+            e.detail = format!(
+                "not applicable: no --prefer-channel (pack the same input with --prefer {other} into another channel)"
+            );
+            return Ok(e);
+        };
+        let fv = f.versions();
+        match fv.last().and_then(|v| f.pack(v)).cloned() {
+            None => e.detail = "not applicable: the --prefer-channel lists no pack".into(),
+            Some(_) if f.info.core != info.core || f.info.lazy != info.lazy => {
+                e.status = Status::Fail;
+                e.detail = format!(
+                    "the --prefer-channel holds another split ({} / {})",
+                    f.info.core, f.info.lazy
+                );
+            }
+            Some(fp) if &fp.preferred == preferred => {
+                e.status = Status::Fail;
+                e.detail = format!(
+                    "the --prefer-channel prefers {} too: it is not flipped",
+                    fp.preferred
+                );
+            }
+            Some(fp) if !f.has_variant(&fp.version, &fp.preferred) => {
+                e.detail = format!(
+                    "not applicable: the --prefer-channel lacks its preferred {} build",
+                    fp.preferred
+                );
+            }
+            Some(fp) => {
+                e.expect = self.expect_default(&fp.preferred, &fp);
+                e.track_features = self.ranking(&fp.preferred, preferred, f, &fp.version);
+                e.track_features.why = e
+                    .track_features
+                    .why
+                    .replace(&self.feature, &fp.track_feature);
+                let fctx = Ctx {
+                    ch: f,
+                    vps: self.ctx.vps,
+                };
+                let payload = self.payload_needed(&fp.preferred, &fp);
+                expect_set(&fctx, &mut e, &fp.version, &fp.preferred, payload)?;
+            }
+        }
+        Ok(e)
+    }
 }
 
 /// Solve `s`, which must be satisfiable, and check the set with [`check_set`]. Returns the records
@@ -766,13 +916,13 @@ fn expect_set(
         Ok(recs) => {
             let solved = ctx.solved(&recs)?;
             let (ok, detail) = check_set(&solved, &ctx.ch.info, version, variant, payload);
-            s.status = if ok { "pass" } else { "fail" };
+            s.status = Status::of(ok);
             s.detail = detail;
             fill(s, solved);
             Ok(Some(recs))
         }
-        Err(msg) => {
-            s.status = "fail";
+        Err(Unsolvable(msg)) => {
+            s.status = Status::Fail;
             s.detail = "unsatisfiable".into();
             s.solver_message = Some(msg);
             Ok(None)
@@ -783,13 +933,13 @@ fn expect_set(
 fn unsat(ctx: &Ctx, s: &mut Scenario) -> Result<()> {
     match solve_specs(&ctx.ch.records, &s.specs, ctx.vps)? {
         Ok(recs) => {
-            s.status = "fail";
+            s.status = Status::Fail;
             s.detail = "solved, but must be unsatisfiable".into();
             let solved = ctx.solved(&recs)?;
             fill(s, solved);
         }
-        Err(msg) => {
-            s.status = "pass";
+        Err(Unsolvable(msg)) => {
+            s.status = Status::Pass;
             s.detail = "unsatisfiable, as required".into();
             s.solver_message = Some(msg);
         }
@@ -901,14 +1051,22 @@ pub fn record_id(r: &rattler_conda_types::PackageRecord) -> String {
     format!("{}-{}-{}", r.name.as_normalized(), r.version, r.build)
 }
 
+/// A scenario's solution to install with `--install`, into `DIR/default` or `DIR/slim`.
+struct Install {
+    env: InstallEnv,
+    scenario: &'static str,
+    /// None when the scenario has no solution.
+    records: Option<Vec<RepoDataRecord>>,
+}
+
 fn install_and_plan(
     dir: &Path,
     ch: &Loaded,
-    installs: Vec<(&'static str, &'static str, Option<Vec<RepoDataRecord>>)>,
+    installs: Vec<Install>,
     progress: &Progress,
 ) -> Result<InstallReport> {
-    for (name, _, _) in &installs {
-        let p = dir.join(name);
+    for i in &installs {
+        let p = dir.join(i.env.as_str());
         if p.exists()
             && std::fs::read_dir(&p)
                 .map(|mut d| d.next().is_some())
@@ -922,47 +1080,111 @@ fn install_and_plan(
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let rt = runtime()?;
-    let cache = dir.join("pkgs");
-    let spec = crate::analysis::payload::PayloadSpec::for_deps(&ch.info.dep_names(), &[]);
-    let mut envs = Vec::new();
-    for (name, scenario, records) in installs {
-        let prefix = dir.join(name);
-        let (expect, want) = match name {
-            "default" => (
-                "CONFINED".to_string(),
-                crate::analysis::verdict::Verdict::Confined,
-            ),
-            _ => (
-                "NOT PRESENT, no payload files, no payload packages".to_string(),
-                crate::analysis::verdict::Verdict::NotPresent,
-            ),
-        };
+    let installer = Installing {
+        rt: runtime()?,
+        cache: dir.join("pkgs"),
+        ch,
+        spec: crate::analysis::payload::PayloadSpec::for_deps(&ch.info.dep_names(), &[]),
+        progress,
+    };
+    let envs = installs
+        .into_iter()
+        .map(|i| installer.install_and_check(dir, i))
+        .collect::<Result<_>>()?;
+    Ok(InstallReport {
+        dir: dir.display().to_string(),
+        envs,
+    })
+}
+
+/// What the installs of `--install` share: the runtime, the package cache, the channel and the
+/// payload libraries to look for in the installed prefixes.
+struct Installing<'a> {
+    rt: tokio::runtime::Runtime,
+    cache: PathBuf,
+    ch: &'a Loaded,
+    spec: crate::analysis::payload::PayloadSpec,
+    progress: &'a Progress,
+}
+
+impl Installing<'_> {
+    /// Install one scenario's solution into `dir/ENV` and check the prefix with `plan`.
+    fn install_and_check(&self, dir: &Path, i: Install) -> Result<EnvCheck> {
+        let Install {
+            env,
+            scenario,
+            records,
+        } = i;
+        let prefix = dir.join(env.as_str());
         let Some(records) = records else {
-            envs.push(EnvCheck {
-                name,
+            return Ok(EnvCheck {
+                name: env,
                 scenario,
                 prefix: prefix.display().to_string(),
-                status: "not-applicable",
+                status: Status::NotApplicable,
                 detail: format!("scenario ({scenario}) has no solution to install"),
                 packages: Vec::new(),
                 verdict: None,
-                expect,
+                expect: env.expect().to_string(),
                 payload_files: Vec::new(),
             });
-            continue;
         };
         let packages: Vec<String> = records
             .iter()
             .map(|r| record_id(&r.package_record))
             .collect();
-        progress.start_unknown(&format!("install {name}"));
-        install(&rt, &cache, &prefix, records, None)?;
-        progress.finish();
+        self.progress
+            .start_unknown(&format!("install {}", env.as_str()));
+        install(&self.rt, &self.cache, &prefix, records, None)?;
+        self.progress.finish();
+        let (verdict, payload_files) = self.plan_prefix(&prefix)?;
+        let payload_pkgs: Vec<&str> = self
+            .ch
+            .info
+            .payload_packages
+            .iter()
+            .filter(|p| packages.iter().any(|x| x.starts_with(&format!("{p}-"))))
+            .map(String::as_str)
+            .collect();
+        let want = env.verdict();
+        let (ok, detail) = match env {
+            InstallEnv::Default => (verdict == want, format!("plan: {}", verdict.label())),
+            InstallEnv::Slim => (
+                verdict == want && payload_files.is_empty() && payload_pkgs.is_empty(),
+                format!(
+                    "plan: {}; {} payload files; payload packages: {}",
+                    verdict.label(),
+                    payload_files.len(),
+                    if payload_pkgs.is_empty() {
+                        "none".to_string()
+                    } else {
+                        payload_pkgs.join(", ")
+                    }
+                ),
+            ),
+        };
+        Ok(EnvCheck {
+            name: env,
+            scenario,
+            prefix: prefix.display().to_string(),
+            status: Status::of(ok),
+            detail,
+            packages,
+            verdict: Some(verdict.label().to_string()),
+            expect: env.expect().to_string(),
+            payload_files,
+        })
+    }
+
+    /// `splitpkg plan` on an installed prefix: its verdict and the payload libraries in it.
+    fn plan_prefix(
+        &self,
+        prefix: &Path,
+    ) -> Result<(crate::analysis::verdict::Verdict, Vec<String>)> {
         let req = Request {
-            path: prefix.clone(),
-            lazy: ch.info.lazy_names(),
-            spec: spec.clone(),
+            path: prefix.to_path_buf(),
+            lazy: self.ch.info.lazy_names(),
+            spec: self.spec.clone(),
             extras: Default::default(),
         };
         let Planned {
@@ -976,61 +1198,17 @@ fn install_and_plan(
             .iter()
             .filter(|e| {
                 !matches!(e.kind, crate::input::EntryKind::Dir)
-                    && spec.is_payload_library(crate::input::Tree::file_name(&e.path))
+                    && self
+                        .spec
+                        .is_payload_library(crate::input::Tree::file_name(&e.path))
             })
             .map(|e| e.path.clone())
             .collect();
-        let payload_pkgs: Vec<&String> = ch
-            .info
-            .payload_packages
-            .iter()
-            .filter(|p| packages.iter().any(|x| x.starts_with(&format!("{p}-"))))
-            .collect();
-        let (ok, detail) = if name == "default" {
-            (
-                plan.verdict == want,
-                format!("plan: {}", plan.verdict.label()),
-            )
-        } else {
-            let ok = plan.verdict == want && payload_files.is_empty() && payload_pkgs.is_empty();
-            (
-                ok,
-                format!(
-                    "plan: {}; {} payload files; payload packages: {}",
-                    plan.verdict.label(),
-                    payload_files.len(),
-                    if payload_pkgs.is_empty() {
-                        "none".to_string()
-                    } else {
-                        payload_pkgs
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                ),
-            )
-        };
-        envs.push(EnvCheck {
-            name,
-            scenario,
-            prefix: prefix.display().to_string(),
-            status: if ok { "pass" } else { "fail" },
-            detail,
-            packages,
-            verdict: Some(plan.verdict.label().to_string()),
-            expect,
-            payload_files,
-        });
+        Ok((plan.verdict, payload_files))
     }
-    Ok(InstallReport {
-        dir: dir.display().to_string(),
-        envs,
-    })
 }
 
 pub fn report_text(r: &SolveReport) -> String {
-    use crate::output::human_bytes;
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(
@@ -1049,75 +1227,7 @@ pub fn report_text(r: &SolveReport) -> String {
         r.virtual_packages.join(" ")
     );
     for sc in &r.scenarios {
-        let status = match sc.status {
-            "pass" => "PASS",
-            "fail" => "FAIL",
-            _ => "not applicable",
-        };
-        let _ = writeln!(s, "\n({}) {}: {}", sc.id, sc.name, status);
-        if !sc.specs.is_empty() {
-            let _ = writeln!(
-                s,
-                "    request: {}",
-                sc.specs
-                    .iter()
-                    .map(|x| format!("\"{x}\""))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-        }
-        let _ = writeln!(s, "    must show: {}", sc.expect);
-        if !sc.detail.is_empty() {
-            let _ = writeln!(s, "    result: {}", sc.detail);
-        }
-        if !sc.solved.is_empty() {
-            let _ = writeln!(
-                s,
-                "    solved: {} packages, archives {}, installed {}{}",
-                sc.solved.len(),
-                human_bytes(sc.archive_bytes),
-                human_bytes(sc.installed_bytes),
-                if sc.represented_bytes > 0 {
-                    format!(
-                        " + {} represented by stand-ins",
-                        human_bytes(sc.represented_bytes)
-                    )
-                } else {
-                    String::new()
-                }
-            );
-            for p in &sc.solved {
-                let _ = writeln!(
-                    s,
-                    "      {:<24} {:<10} {:<34} {:>10} archive {:>10} installed{}",
-                    p.name,
-                    p.version,
-                    p.build,
-                    human_bytes(p.archive_bytes),
-                    human_bytes(p.installed_bytes),
-                    match p.represents_bytes {
-                        Some(b) => format!("  [stand-in] represents {}", human_bytes(b)),
-                        None => String::new(),
-                    }
-                );
-            }
-        }
-        if let Some(m) = &sc.solver_message {
-            let _ = writeln!(s, "    solver says:");
-            for l in m.lines() {
-                let _ = writeln!(s, "      {l}");
-            }
-        }
-        let _ = writeln!(
-            s,
-            "    track_features: {}{}",
-            if sc.track_features.relied_on {
-                "relied on — "
-            } else {
-                ""
-            },
-            sc.track_features.why
-        );
+        scenario_text(&mut s, sc);
     }
     if let Some(i) = &r.install {
         let _ = writeln!(s, "\ninstalled into {}:", i.dir);
@@ -1127,11 +1237,7 @@ pub fn report_text(r: &SolveReport) -> String {
                 "  {:<8} ({}) {}: {}{}",
                 e.name,
                 e.scenario,
-                match e.status {
-                    "pass" => "PASS",
-                    "fail" => "FAIL",
-                    _ => "not applicable",
-                },
+                e.status.label(),
                 e.detail,
                 if e.packages.is_empty() {
                     String::new()
@@ -1151,4 +1257,75 @@ pub fn report_text(r: &SolveReport) -> String {
         }
     );
     s
+}
+
+/// One scenario: the request, what it must show, the result, the solved set, the solver's message
+/// and how track_features bear on it.
+fn scenario_text(s: &mut String, sc: &Scenario) {
+    use crate::output::human_bytes;
+    use std::fmt::Write as _;
+    let _ = writeln!(s, "\n({}) {}: {}", sc.id, sc.name, sc.status.label());
+    if !sc.specs.is_empty() {
+        let _ = writeln!(
+            s,
+            "    request: {}",
+            sc.specs
+                .iter()
+                .map(|x| format!("\"{x}\""))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let _ = writeln!(s, "    must show: {}", sc.expect);
+    if !sc.detail.is_empty() {
+        let _ = writeln!(s, "    result: {}", sc.detail);
+    }
+    if !sc.solved.is_empty() {
+        let _ = writeln!(
+            s,
+            "    solved: {} packages, archives {}, installed {}{}",
+            sc.solved.len(),
+            human_bytes(sc.archive_bytes),
+            human_bytes(sc.installed_bytes),
+            if sc.represented_bytes > 0 {
+                format!(
+                    " + {} represented by stand-ins",
+                    human_bytes(sc.represented_bytes)
+                )
+            } else {
+                String::new()
+            }
+        );
+        for p in &sc.solved {
+            let _ = writeln!(
+                s,
+                "      {:<24} {:<10} {:<34} {:>10} archive {:>10} installed{}",
+                p.name,
+                p.version,
+                p.build,
+                human_bytes(p.archive_bytes),
+                human_bytes(p.installed_bytes),
+                match p.represents_bytes {
+                    Some(b) => format!("  [stand-in] represents {}", human_bytes(b)),
+                    None => String::new(),
+                }
+            );
+        }
+    }
+    if let Some(m) = &sc.solver_message {
+        let _ = writeln!(s, "    solver says:");
+        for l in m.lines() {
+            let _ = writeln!(s, "      {l}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "    track_features: {}{}",
+        if sc.track_features.relied_on {
+            "relied on — "
+        } else {
+            ""
+        },
+        sc.track_features.why
+    );
 }

@@ -85,27 +85,32 @@ impl Manifest {
             "manifest",
         )?;
         let m: Manifest = serde_yaml::from_str(&text)
-            .map_err(|e| Error::bad(path.display(), format!("not a stand-in manifest: {e}")))?;
+            .map_err(|e| Error::bad_source(path.display(), "not a stand-in manifest", e))?;
         m.check().map_err(|e| Error::bad(path.display(), e))?;
         Ok(m)
     }
 
-    pub fn check(&self) -> std::result::Result<(), String> {
+    pub fn check(&self) -> std::result::Result<(), ManifestError> {
         let mut seen = BTreeSet::new();
         for s in &self.standins {
-            rattler_conda_types::PackageName::try_from(s.name.as_str())
-                .map_err(|e| format!("stand-in name {:?}: {e}", s.name))?;
+            rattler_conda_types::PackageName::try_from(s.name.as_str()).map_err(|source| {
+                ManifestError::Name {
+                    name: s.name.clone(),
+                    source,
+                }
+            })?;
             s.version
                 .parse::<rattler_conda_types::Version>()
-                .map_err(|e| format!("stand-in {}: version {:?}: {e}", s.name, s.version))?;
+                .map_err(|source| ManifestError::Version {
+                    name: s.name.clone(),
+                    version: s.version.clone(),
+                    source,
+                })?;
             if s.source.trim().is_empty() {
-                return Err(format!(
-                    "stand-in {}: say where represents_bytes comes from (source)",
-                    s.name
-                ));
+                return Err(ManifestError::NoSource(s.name.clone()));
             }
             if !seen.insert(s.name.clone()) {
-                return Err(format!("stand-in {} is listed twice", s.name));
+                return Err(ManifestError::Twice(s.name.clone()));
             }
         }
         Ok(())
@@ -114,6 +119,28 @@ impl Manifest {
     pub fn get(&self, name: &str) -> Option<&StandIn> {
         self.standins.iter().find(|s| s.name == name)
     }
+}
+
+/// Why a stand-in manifest is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("stand-in name {name:?}: {source}")]
+    Name {
+        name: String,
+        #[source]
+        source: rattler_conda_types::InvalidPackageNameError,
+    },
+    #[error("stand-in {name}: version {version:?}: {source}")]
+    Version {
+        name: String,
+        version: String,
+        #[source]
+        source: rattler_conda_types::ParseVersionError,
+    },
+    #[error("stand-in {0}: say where represents_bytes comes from (source)")]
+    NoSource(String),
+    #[error("stand-in {0} is listed twice")]
+    Twice(String),
 }
 
 /// What a stand-in installs, as `share/splitpkg-standins/NAME.json`.
@@ -220,7 +247,10 @@ mod tests {
         let twice = Manifest {
             standins: vec![builtin().standins[0].clone(), builtin().standins[0].clone()],
         };
-        assert!(twice.check().unwrap_err().contains("twice"));
+        assert_eq!(
+            twice.check().unwrap_err().to_string(),
+            "stand-in libmagma is listed twice"
+        );
         let mut bad = builtin();
         bad.standins[0].version = "not a version!".into();
         assert!(bad.check().is_err());

@@ -156,56 +156,14 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    check_file_name(&filename, &display)?;
-    let Some(stem) = filename.strip_suffix(".whl") else {
-        return Err(Error::bad(&display, "not a .whl"));
-    };
-    // NAME-VERSION[-BUILD]-PY-ABI-PLATFORM[-LABEL]: 5 to 7 parts.
-    let parts: Vec<&str> = stem.split('-').collect();
-    if !(5..=7).contains(&parts.len()) || parts.iter().any(|p| p.is_empty()) {
-        return Err(Error::bad(
-            &display,
-            "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM[-LABEL].whl)",
-        ));
-    }
+    let parts = name_parts(&filename, &display)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
     let mut archive = ZipArchive::new(file)
-        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
-    let metas: Vec<String> = archive
-        .file_names()
-        .filter_map(|n| n.ok())
-        .filter(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1)
-        .map(|n| n.into_owned())
-        .collect();
-    let [meta_path] = metas.as_slice() else {
-        return Err(Error::bad(
-            &display,
-            format!(
-                "{} .dist-info/METADATA files at the top level, expected one",
-                metas.len()
-            ),
-        ));
-    };
-    let metadata = read_capped(&mut archive, meta_path, METADATA_CAP, &display)?;
-    let text = String::from_utf8(metadata.clone())
-        .map_err(|_| Error::bad(format!("{display}:{meta_path}"), "not UTF-8"))?;
-    let field = |key: &str| {
-        text.lines()
-            .take_while(|l| !l.is_empty())
-            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
-    };
-    let at = format!("{display}:{meta_path}");
-    let name = field("Name:").ok_or_else(|| Error::bad(&at, "no Name"))?;
-    let version = field("Version:").ok_or_else(|| Error::bad(&at, "no Version"))?;
-    check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
-    if !is_version(&version) {
-        return Err(Error::bad(
-            &at,
-            format!("Version {version:?} is not a normalised PEP 440 version"),
-        ));
-    }
-    if normalize(parts[0]) != normalize(&name) || parts[1] != version {
+        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
+    let meta = WheelMetadata::read(&mut archive, &display)?;
+    let (name, version) = (&meta.name, &meta.version);
+    if normalize(parts[0]) != normalize(name) || parts[1] != version {
         return Err(Error::bad(
             &display,
             format!(
@@ -214,55 +172,136 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
             ),
         ));
     }
-    let requires_python = field("Requires-Python:");
-    if let Some(r) = requires_python.as_deref().filter(|r| !is_specifier(r)) {
+    // Once name and version match the file name's: another project's wheel is refused for that.
+    if let Some(r) = meta.requires_python.as_deref().filter(|r| !is_specifier(r)) {
         return Err(Error::bad(
-            &at,
+            format!("{display}:{}", meta.path),
             format!("Requires-Python {r:?} is not a version specifier"),
         ));
     }
-    let dist_info = meta_path.trim_end_matches("/METADATA");
-    let variant_path = format!("{dist_info}/variant.json");
-    let variant = if archive.index_for_name(&variant_path).is_some() {
-        let label = parts
-            .last()
-            .copied()
-            .filter(|_| parts.len() >= 6)
-            .unwrap_or_default();
-        Some((
-            label.to_string(),
-            variant_json(&mut archive, &variant_path, label, &display)?,
-        ))
-    } else {
-        // Six parts without variant.json: the third is a build tag, which starts with a digit.
-        if parts.len() == 7
-            || (parts.len() == 6 && !parts[2].starts_with(|c: char| c.is_ascii_digit()))
-        {
-            return Err(Error::bad(
-                &display,
-                format!(
-                    "has a variant label ({}) but no {variant_path}",
-                    parts[parts.len() - 1]
-                ),
-            ));
-        }
-        None
-    };
+    let variant = variant_of(&mut archive, &parts, &meta.path, &display)?;
     let (sha256, hashed) = sha256_file(path)?;
     if hashed != size {
         return Err(Error::bad(&display, "changed while it was read"));
     }
     Ok(IndexedWheel {
         path: path.to_path_buf(),
+        project: normalize(name),
         filename,
-        project: normalize(&name),
-        version,
-        requires_python,
+        version: meta.version,
+        requires_python: meta.requires_python,
         variant,
-        metadata,
+        metadata: meta.bytes,
         sha256,
         size,
     })
+}
+
+/// The parts of a wheel's file name, `NAME-VERSION[-BUILD]-PY-ABI-PLATFORM[-LABEL]`: 5 to 7.
+fn name_parts<'a>(filename: &'a str, display: &str) -> Result<Vec<&'a str>> {
+    check_file_name(filename, display)?;
+    let Some(stem) = filename.strip_suffix(".whl") else {
+        return Err(Error::bad(display, "not a .whl"));
+    };
+    let parts: Vec<&str> = stem.split('-').collect();
+    if !(5..=7).contains(&parts.len()) || parts.iter().any(|p| p.is_empty()) {
+        return Err(Error::bad(
+            display,
+            "not a wheel file name (NAME-VERSION[-BUILD]-PY-ABI-PLATFORM[-LABEL].whl)",
+        ));
+    }
+    Ok(parts)
+}
+
+/// The wheel's one top-level `.dist-info/METADATA`: its bytes and the fields the index serves
+/// (name and version checked here, `Requires-Python` by the caller).
+struct WheelMetadata {
+    /// The member's path in the wheel.
+    path: String,
+    bytes: Vec<u8>,
+    name: String,
+    version: String,
+    requires_python: Option<String>,
+}
+
+impl WheelMetadata {
+    fn read(archive: &mut ZipArchive<std::fs::File>, display: &str) -> Result<WheelMetadata> {
+        let metas: Vec<String> = archive
+            .file_names()
+            .filter_map(|n| n.ok())
+            .filter(|n| n.ends_with(".dist-info/METADATA") && n.matches('/').count() == 1)
+            .map(|n| n.into_owned())
+            .collect();
+        let [meta_path] = metas.as_slice() else {
+            return Err(Error::bad(
+                display,
+                format!(
+                    "{} .dist-info/METADATA files at the top level, expected one",
+                    metas.len()
+                ),
+            ));
+        };
+        let bytes = read_capped(archive, meta_path, METADATA_CAP, display)?;
+        let text = String::from_utf8(bytes.clone())
+            .map_err(|_| Error::bad(format!("{display}:{meta_path}"), "not UTF-8"))?;
+        let field = |key: &str| {
+            text.lines()
+                .take_while(|l| !l.is_empty())
+                .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+        };
+        let at = format!("{display}:{meta_path}");
+        let name = field("Name:").ok_or_else(|| Error::bad(&at, "no Name"))?;
+        let version = field("Version:").ok_or_else(|| Error::bad(&at, "no Version"))?;
+        check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
+        if !is_version(&version) {
+            return Err(Error::bad(
+                &at,
+                format!("Version {version:?} is not a normalised PEP 440 version"),
+            ));
+        }
+        Ok(WheelMetadata {
+            path: meta_path.clone(),
+            bytes,
+            name,
+            version,
+            requires_python: field("Requires-Python:"),
+        })
+    }
+}
+
+/// A variant wheel's label and `variant.json`; none for a wheel without `variant.json`, which
+/// must then have no label in its file name.
+fn variant_of(
+    archive: &mut ZipArchive<std::fs::File>,
+    parts: &[&str],
+    meta_path: &str,
+    display: &str,
+) -> Result<Option<(String, serde_json::Value)>> {
+    let dist_info = meta_path.trim_end_matches("/METADATA");
+    let variant_path = format!("{dist_info}/variant.json");
+    if archive.index_for_name(&variant_path).is_some() {
+        let label = parts
+            .last()
+            .copied()
+            .filter(|_| parts.len() >= 6)
+            .unwrap_or_default();
+        return Ok(Some((
+            label.to_string(),
+            variant_json(archive, &variant_path, label, display)?,
+        )));
+    }
+    // Six parts without variant.json: the third is a build tag, which starts with a digit.
+    if parts.len() == 7 || (parts.len() == 6 && !parts[2].starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return Err(Error::bad(
+            display,
+            format!(
+                "has a variant label ({}) but no {variant_path}",
+                parts[parts.len() - 1]
+            ),
+        ));
+    }
+    Ok(None)
 }
 
 /// The `variant.json` of a variant wheel the index already holds (its label from the file name),
@@ -285,7 +324,7 @@ pub fn read_variant_json(path: &Path) -> Result<serde_json::Value> {
         .unwrap_or_default();
     let file = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
     let mut archive = ZipArchive::new(file)
-        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
     let members: Vec<String> = archive
         .file_names()
         .filter_map(|n| n.ok())
@@ -320,7 +359,7 @@ fn variant_json(
     }
     let bytes = read_capped(archive, member, VARIANT_CAP, display)?;
     let doc: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::bad(&at, format!("not JSON: {e}")))?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::bad_source(&at, "not JSON", e))?;
     let labels: Vec<&String> = doc
         .get("variants")
         .and_then(|v| v.as_object())

@@ -147,17 +147,52 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
             "--prefer {p:?}: not a variant value ([0-9a-z._])"
         )));
     }
-    let paths = wheel_paths(inputs)?;
-    opts.progress.start("reading wheels", paths.len() as u64);
+    let wheels = read_wheels(&wheel_paths(inputs)?, opts.progress)?;
+    let mut by_project: BTreeMap<String, Vec<&IndexedWheel>> = BTreeMap::new();
+    for w in &wheels {
+        by_project.entry(w.project.clone()).or_default().push(w);
+    }
+
+    prefer::check(out, &wheels, prefer)?;
+    let (projects, left_out) = write_index(out, &wheels, &by_project, prefer, opts.progress)?;
+    let count = |s: FileStatus| {
+        projects
+            .iter()
+            .flat_map(|p| &p.files)
+            .filter(|f| f.status == s)
+            .count()
+    };
+    let layout = layout_of(&projects);
+    Ok(IndexReport {
+        schema: SCHEMA,
+        schema_version: 1,
+        tool: crate::provenance::Tool::this(),
+        stamp: crate::provenance::Stamp::default(),
+        out: out.display().to_string(),
+        layout,
+        prefer: opts.prefer.clone(),
+        left_out,
+        added: count(FileStatus::Added) + count(FileStatus::Updated),
+        unchanged: count(FileStatus::Unchanged),
+        kept: count(FileStatus::Kept),
+        commands: commands(out, &projects, layout),
+        projects,
+    })
+}
+
+/// Read and check every wheel (in parallel), sorted by file name; a file name given twice with
+/// other bytes is refused.
+fn read_wheels(paths: &[PathBuf], progress: &Progress) -> Result<Vec<IndexedWheel>> {
+    progress.start("reading wheels", paths.len() as u64);
     let read: Result<Vec<IndexedWheel>> = paths
         .par_iter()
         .map(|p| {
             let w = read_wheel(p);
-            opts.progress.inc(1);
+            progress.inc(1);
             w
         })
         .collect();
-    opts.progress.finish();
+    progress.finish();
     let mut wheels = read?;
     wheels.sort_by(|a, b| a.filename.cmp(&b.filename));
     wheels.dedup_by(|a, b| a.filename == b.filename && a.sha256 == b.sha256);
@@ -171,23 +206,28 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
             ),
         ));
     }
-    let mut by_project: BTreeMap<String, Vec<&IndexedWheel>> = BTreeMap::new();
-    for w in &wheels {
-        by_project.entry(w.project.clone()).or_default().push(w);
-    }
+    Ok(wheels)
+}
 
-    prefer::check(out, &wheels, prefer)?;
-
-    // Every input is read and checked: only now does anything appear in --out.
+/// Every input is read and checked: only now does anything appear in --out. Under the index's
+/// lock, the projects given are updated and the root pages written; the projects already there
+/// are reported as they are. Returns every project, sorted, and the wheels left out.
+fn write_index(
+    out: &Path,
+    wheels: &[IndexedWheel],
+    by_project: &BTreeMap<String, Vec<&IndexedWheel>>,
+    prefer: Option<&str>,
+    progress: &Progress,
+) -> Result<(Vec<ProjectReport>, Vec<LeftOut>)> {
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let _lock = crate::output::lock_dir(out)?;
     // Again under the lock: another run may have changed the index since.
-    prefer::check(out, &wheels, prefer)?;
+    prefer::check(out, wheels, prefer)?;
     let mut pending = Pending::default();
     let mut projects = Vec::new();
     let mut left_out = Vec::new();
-    opts.progress.start_unknown("writing the index");
-    for (name, new) in &by_project {
+    progress.start_unknown("writing the index");
+    for (name, new) in by_project {
         projects.push(update_project(
             out,
             name,
@@ -199,7 +239,7 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     }
     let listed = write_root(out, &by_project.keys().cloned().collect(), &mut pending)?;
     pending.commit()?;
-    opts.progress.finish();
+    progress.finish();
 
     // Projects already in the index and not touched are reported as kept.
     for name in listed.iter().filter(|n| !by_project.contains_key(*n)) {
@@ -215,60 +255,40 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
         });
     }
     projects.sort_by(|a, b| a.name.cmp(&b.name));
-    let count = |s: FileStatus| {
-        projects
-            .iter()
-            .flat_map(|p| &p.files)
-            .filter(|f| f.status == s)
-            .count()
-    };
+    Ok((projects, left_out))
+}
+
+/// Which of `splitpkg wheel`'s sets the index holds, from its files.
+fn layout_of(projects: &[ProjectReport]) -> Layout {
     let all_files = || projects.iter().flat_map(|p| &p.files);
-    let layout = if all_files().any(|f| f.filename.ends_with(VARIANTS_SUFFIX)) {
+    if all_files().any(|f| f.filename.ends_with(VARIANTS_SUFFIX)) {
         Layout::Variants
     } else if all_files().any(|f| f.filename.contains('+')) {
         Layout::LocalLabel
     } else {
         Layout::Plain
-    };
+    }
+}
+
+/// How to serve the index and install its first project from it.
+fn commands(out: &Path, projects: &[ProjectReport], layout: Layout) -> IndexCommands {
     let url = "http://127.0.0.1:8000/";
-    let names: Vec<&str> = projects.iter().map(|p| p.name.as_str()).collect();
-    let commands = IndexCommands {
+    let first = projects.first().map(|p| p.name.as_str()).unwrap_or("NAME");
+    IndexCommands {
         serve: format!(
             "python3 -m http.server --bind 127.0.0.1 --directory {} 8000",
             out.display()
         ),
-        pip: format!(
-            "pip install --index-url {url} {}",
-            names.first().copied().unwrap_or("NAME")
-        ),
+        pip: format!("pip install --index-url {url} {first}"),
         uv: match layout {
             Layout::Variants => {
                 format!(
-                    "uv pip install --preview-features wheel-variants --index-url {url} {}",
-                    names.first().copied().unwrap_or("NAME")
+                    "uv pip install --preview-features wheel-variants --index-url {url} {first}"
                 )
             }
-            _ => format!(
-                "uv pip install --index-url {url} {}",
-                names.first().copied().unwrap_or("NAME")
-            ),
+            _ => format!("uv pip install --index-url {url} {first}"),
         },
-    };
-    Ok(IndexReport {
-        schema: SCHEMA,
-        schema_version: 1,
-        tool: crate::provenance::Tool::this(),
-        stamp: crate::provenance::Stamp::default(),
-        out: out.display().to_string(),
-        layout,
-        prefer: opts.prefer.clone(),
-        left_out,
-        added: count(FileStatus::Added) + count(FileStatus::Updated),
-        unchanged: count(FileStatus::Unchanged),
-        kept: count(FileStatus::Kept),
-        projects,
-        commands,
-    })
+    }
 }
 
 const VARIANTS_SUFFIX: &str = "-variants.json";
@@ -420,52 +440,13 @@ fn update_project(
     }
     let new = new.as_slice();
     for w in new {
+        let s = add_wheel(&dir, w, &mut page, &status, pending)?;
         let label = w.variant.as_ref().map(|(l, _)| l.clone());
-        let on_disk = dir.join(&w.filename);
-        let present = std::fs::symlink_metadata(&on_disk).is_ok();
-        if present {
-            same_file(&on_disk, w)?;
-        } else {
-            stage_copy(w, &dir, pending)?;
-        }
-        let meta_name = format!("{}.metadata", w.filename);
-        let meta_hash = crate::output::hex(&Sha256::digest(&w.metadata));
-        if !present || !dir.join(&meta_name).is_file() {
-            stage_bytes(&dir, &meta_name, &w.metadata, pending)?;
-        }
-        if !page.files.iter().any(|f| f.filename == w.filename) {
-            let digest = serde_json::json!({ "sha256": meta_hash });
-            page.files.push(FileEntry {
-                filename: w.filename.clone(),
-                url: url_of(&w.filename),
-                hashes: BTreeMap::from([("sha256".to_string(), w.sha256.clone())]),
-                requires_python: w.requires_python.clone(),
-                core_metadata: Some(digest.clone()),
-                dist_info_metadata: Some(digest),
-                yanked: None,
-                size: Some(w.size),
-                other: BTreeMap::new(),
-            });
-        }
-        let s = if present && status.contains_key(&w.filename) {
-            FileStatus::Unchanged
-        } else {
-            FileStatus::Added
-        };
         status.insert(w.filename.clone(), (s, label));
     }
     update_variant_sets(&dir, new, prefer, &mut page, &mut status, pending)?;
     refuse_mixed_sets(&dir, &page)?;
-    page.files.sort_by(|a, b| a.filename.cmp(&b.filename));
-    let versions: BTreeSet<String> = page
-        .files
-        .iter()
-        .filter(|f| f.filename.ends_with(".whl"))
-        .filter_map(|f| f.filename.split('-').nth(1).map(str::to_string))
-        .collect();
-    page.versions = versions.into_iter().collect();
-    stage_if_changed(&dir, "index.json", to_json(&page)?.as_bytes(), pending)?;
-    stage_if_changed(&dir, "index.html", project_html(&page).as_bytes(), pending)?;
+    write_project_pages(&dir, &mut page, pending)?;
     let files = page
         .files
         .iter()
@@ -481,6 +462,64 @@ fn update_project(
         name: name.to_string(),
         files,
     })
+}
+
+/// Stage wheel `w` and its `.metadata` into the project directory `dir` (unless the index has
+/// them, with the same bytes) and list it on the page. Returns what happened to it: unchanged when
+/// the page listed it and the file was there, else added.
+fn add_wheel(
+    dir: &Path,
+    w: &IndexedWheel,
+    page: &mut ProjectPage,
+    status: &BTreeMap<String, (FileStatus, Option<String>)>,
+    pending: &mut Pending,
+) -> Result<FileStatus> {
+    let on_disk = dir.join(&w.filename);
+    let present = std::fs::symlink_metadata(&on_disk).is_ok();
+    if present {
+        same_file(&on_disk, w)?;
+    } else {
+        stage_copy(w, dir, pending)?;
+    }
+    let meta_name = format!("{}.metadata", w.filename);
+    let meta_hash = crate::output::hex(&Sha256::digest(&w.metadata));
+    if !present || !dir.join(&meta_name).is_file() {
+        stage_bytes(dir, &meta_name, &w.metadata, pending)?;
+    }
+    if !page.files.iter().any(|f| f.filename == w.filename) {
+        let digest = serde_json::json!({ "sha256": meta_hash });
+        page.files.push(FileEntry {
+            filename: w.filename.clone(),
+            url: url_of(&w.filename),
+            hashes: BTreeMap::from([("sha256".to_string(), w.sha256.clone())]),
+            requires_python: w.requires_python.clone(),
+            core_metadata: Some(digest.clone()),
+            dist_info_metadata: Some(digest),
+            yanked: None,
+            size: Some(w.size),
+            other: BTreeMap::new(),
+        });
+    }
+    Ok(if present && status.contains_key(&w.filename) {
+        FileStatus::Unchanged
+    } else {
+        FileStatus::Added
+    })
+}
+
+/// The project's pages, files sorted and versions listed, staged where they changed.
+fn write_project_pages(dir: &Path, page: &mut ProjectPage, pending: &mut Pending) -> Result<()> {
+    page.files.sort_by(|a, b| a.filename.cmp(&b.filename));
+    let versions: BTreeSet<String> = page
+        .files
+        .iter()
+        .filter(|f| f.filename.ends_with(".whl"))
+        .filter_map(|f| f.filename.split('-').nth(1).map(str::to_string))
+        .collect();
+    page.versions = versions.into_iter().collect();
+    stage_if_changed(dir, "index.json", to_json(page)?.as_bytes(), pending)?;
+    stage_if_changed(dir, "index.html", project_html(page).as_bytes(), pending)?;
+    Ok(())
 }
 
 /// A file already in the index under `w`'s name must be `w`'s bytes: a published file is never

@@ -137,9 +137,10 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
         ));
     }
     serde_json::from_slice(&text).map_err(|e| {
-        Error::bad(
+        Error::bad_source(
             path.display(),
-            format!("not a simple-index page this tool can update: {e}"),
+            "not a simple-index page this tool can update",
+            e,
         )
     })
 }

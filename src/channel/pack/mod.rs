@@ -199,16 +199,13 @@ pub fn pack(
     opts: &PackOptions,
     workspace: Workspace,
 ) -> Result<PackReport> {
-    let o = &split.options;
     let input = &ins.tree.source;
-    let out = &opts.out;
     check_request(ins, plan, split, opts)?;
     // Several lazy libraries share one lazy package (the plan's one lazy output).
     let lazy_libs = plan.all_lazy();
     if lazy_libs.is_empty() {
         return Err(Error::internal("a confined plan without a lazy library"));
     }
-    let lazy_file = plan.lazy_file_names();
     let variant = |payload: bool| {
         split
             .variants
@@ -220,152 +217,265 @@ pub fn pack(
     let (with, without) = (variant(true)?, variant(false)?);
     let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, &lazy_libs)?;
     check_names(split, input)?;
-
+    let packing = Packing {
+        ins,
+        plan,
+        split,
+        opts,
+        input_name: Tree::file_name(&input.display().to_string()).to_string(),
+        with,
+        without,
+    };
     let trace = crate::progress::StepTrace::start("pack");
-    // Lay the packages out in a work directory next to --out and stage their content.
-    let out_abs = absolute(out)?;
+    let out_abs = absolute(&opts.out)?;
     let mut work = workspace.work;
-    let input_name = Tree::file_name(&input.display().to_string()).to_string();
-    let (mut builds, placement) =
-        stage::layout(&ins.tree, plan, split, &with.name, &input_name, &work.dir)?;
-    let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
-    let staged = stage::stage_tree(
-        &ins.tree,
-        &placement,
-        &mut builds,
-        &work.dir,
-        opts.max_unpacked,
-        opts.progress,
-    )?;
-    if let Some(u) = &ins.tree.unpacked {
-        // Staged by hard link: the unpacked names are no longer needed (the stages hold the data).
-        work.remove_later(u.dir.clone());
-    }
-    trace.step("stage");
-    if let Some(file) = &other_file {
-        builds.push(stage::other_variant(
-            file,
-            &without.name,
-            plan,
-            split,
-            &staged,
-            &work.dir,
-            opts.progress,
-        )?);
-    }
     let mut notes = Vec::new();
-    let replaced = stage::standins(&mut builds, split, opts, &with.name, &work.dir, &mut notes)?;
+    let staged = packing.stage(&mut work, other_file.as_deref(), &trace, &mut notes)?;
 
     // Write, read back (lossless, metadata as modelled), then into the channel.
+    let builds = &staged.builds;
     let mut written =
-        publish::write_packages(&builds, &ins.tree, split, plan, &mut work, &out_abs, opts)?;
+        publish::write_packages(builds, &ins.tree, split, plan, &mut work, &out_abs, opts)?;
     trace.step("write");
     let (read, lossless, paths) = publish::read_back(
-        &builds,
+        builds,
         &mut written,
         split,
         plan,
-        &tree_paths,
-        &without.name,
+        &staged.tree_paths,
+        &packing.without.name,
     )?;
     let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();
     trace.step("read back");
-    let record = PackRecord {
-        version: o.version.clone(),
-        build_keys: o.build_keys.clone(),
-        prefer: o.prefer.clone(),
-        preferred: split.preferred().name.clone(),
-        track_feature: split.track_feature(),
-        payload_static: split.payload_static,
-        input: input_name.clone(),
-        cuda_runtime: plan.input.cuda_runtime,
-        packages: packed.iter().filter(|p| !p.standin).cloned().collect(),
-        missing_variants,
-        variant_sizes: plan
-            .outputs
-            .iter()
-            .filter(|o| o.role == Role::Lazy)
-            .flat_map(|o| o.variants.clone())
-            .collect(),
-    };
+    let record = packing.record(&packed, missing_variants);
     let standins: Vec<PackedPackage> = packed.iter().filter(|p| p.standin).cloned().collect();
-    let this = ChannelInfo {
-        schema: CHANNEL_SCHEMA.into(),
-        schema_version: 1,
-        core: o.core_name.clone(),
-        lazy: o.lazy_name.clone(),
-        dep: plan.options.dep.clone(),
-        lazy_library: Tree::file_name(&lazy_libs[0].path).to_string(),
-        variants: split.variants.iter().map(|v| v.name.clone()).collect(),
-        payload_packages: o.payload_packages.clone(),
-        packs: vec![record.clone()],
-        standins: standins.clone(),
-        lazy_libraries: if lazy_libs.len() > 1 {
-            lazy_libs
-                .iter()
-                .map(|l| Tree::file_name(&l.path).to_string())
-                .collect()
-        } else {
-            Vec::new()
-        },
-        deps: plan.options.deps.clone(),
-    };
-    let indexed = publish::publish(&out_abs, out, &mut work, this, &written, &read)?;
+    let this = packing.channel_info(&lazy_libs, &record, &standins);
+    let indexed = publish::publish(&out_abs, &opts.out, &mut work, this, &written, &read)?;
     trace.step("publish and index");
 
-    let kept: Vec<&str> = written
-        .iter()
-        .filter(|o| o.kept)
-        .map(|o| o.file.as_str())
-        .collect();
-    if !kept.is_empty() {
-        notes.push(format!(
-            "kept what the channel already held with the same content (not compressed again): {}",
-            kept.join(", ")
-        ));
-    }
-    if other_file.is_none() {
-        notes.push(format!(
-            "only the {} variant of {} was packed: scenarios that need {} are not applicable on this channel",
-            with.name, o.lazy_name, without.name
-        ));
-    }
-    if split.payload_static {
-        notes.push(format!(
-            "{} is linked into {lazy_file} (static): the {} variant carries it and depends on no payload package",
-            plan.options.dep, with.name
-        ));
-    }
-    let real_bytes = packed.iter().filter(|p| !p.standin).map(|p| p.bytes).sum();
-    let represented_bytes = packed.iter().filter_map(|p| p.represents_bytes).sum();
-    Ok(PackReport {
-        schema: "splitpkg-pack",
-        schema_version: 1,
-        tool: crate::provenance::Tool::this(),
-        stamp: crate::provenance::Stamp::default(),
-        input: PackInput {
-            path: input.display().to_string(),
-            kind: ins.tree.kind,
-            verdict: plan.verdict.label().into(),
-            files: plan.input.files,
-            bytes: plan.input.bytes,
-        },
-        channel: out.display().to_string(),
-        core: o.core_name.clone(),
-        lazy: o.lazy_name.clone(),
-        dep: plan.options.dep.clone(),
+    packing.notes(&written, other_file.is_some(), &mut notes);
+    Ok(packing.report(PackResult {
         record,
         standins,
-        standins_replaced_by_real: replaced,
-        standins_from: opts.standins_from.clone(),
+        replaced: staged.replaced,
         lossless,
         paths,
-        real_bytes,
-        represented_bytes,
-        compression_level: opts.compression_level,
+        real_bytes: packed.iter().filter(|p| !p.standin).map(|p| p.bytes).sum(),
+        represented_bytes: packed.iter().filter_map(|p| p.represents_bytes).sum(),
         indexed,
         notes,
-    })
+    }))
+}
+
+/// What the steps of one pack share: the planned input, the split, the options and the two
+/// variants of the lazy package.
+struct Packing<'a> {
+    ins: &'a Inspection,
+    plan: &'a Plan,
+    split: &'a Split,
+    opts: &'a PackOptions<'a>,
+    /// The input's file name (no directories: the channel must not depend on the machine).
+    input_name: String,
+    /// The variant with the payload (the tree's) and the slim one.
+    with: Variant,
+    without: Variant,
+}
+
+/// The packages staged in the work directory, before they are written.
+struct StagedPackages {
+    builds: Vec<stage::Build>,
+    /// Every tree path the plan places.
+    tree_paths: BTreeSet<String>,
+    /// Stand-ins not staged because a real package of that name is in this pack.
+    replaced: Vec<String>,
+}
+
+/// What a pack made, for its report.
+struct PackResult {
+    record: PackRecord,
+    standins: Vec<PackedPackage>,
+    replaced: Vec<String>,
+    lossless: Lossless,
+    paths: BTreeMap<String, String>,
+    real_bytes: u64,
+    represented_bytes: u64,
+    indexed: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Packing<'_> {
+    /// Lay the packages out in a work directory next to --out and stage their content: the tree's,
+    /// the other variant's (`--lazy-variant`) and the stand-ins'.
+    fn stage(
+        &self,
+        work: &mut stage::WorkDir,
+        other_file: Option<&Path>,
+        trace: &crate::progress::StepTrace,
+        notes: &mut Vec<String>,
+    ) -> Result<StagedPackages> {
+        let (ins, plan, split, opts) = (self.ins, self.plan, self.split, self.opts);
+        let (mut builds, placement) = stage::layout(
+            &ins.tree,
+            plan,
+            split,
+            &self.with.name,
+            &self.input_name,
+            &work.dir,
+        )?;
+        let tree_paths: BTreeSet<String> = placement.keys().cloned().collect();
+        let staged = stage::stage_tree(
+            &ins.tree,
+            &placement,
+            &mut builds,
+            &work.dir,
+            opts.max_unpacked,
+            opts.progress,
+        )?;
+        if let Some(u) = &ins.tree.unpacked {
+            // Staged by hard link: the unpacked names are no longer needed (the stages hold the data).
+            work.remove_later(u.dir.clone());
+        }
+        trace.step("stage");
+        if let Some(file) = other_file {
+            builds.push(stage::other_variant(
+                file,
+                &self.without.name,
+                plan,
+                split,
+                &staged,
+                &work.dir,
+                opts.progress,
+            )?);
+        }
+        let replaced =
+            stage::standins(&mut builds, split, opts, &self.with.name, &work.dir, notes)?;
+        Ok(StagedPackages {
+            builds,
+            tree_paths,
+            replaced,
+        })
+    }
+
+    /// This pack as `splitpkg.json` records it.
+    fn record(
+        &self,
+        packed: &[PackedPackage],
+        missing_variants: Vec<MissingVariant>,
+    ) -> PackRecord {
+        let (o, plan, split) = (&self.split.options, self.plan, self.split);
+        PackRecord {
+            version: o.version.clone(),
+            build_keys: o.build_keys.clone(),
+            prefer: o.prefer.clone(),
+            preferred: split.preferred().name.clone(),
+            track_feature: split.track_feature(),
+            payload_static: split.payload_static,
+            input: self.input_name.clone(),
+            cuda_runtime: plan.input.cuda_runtime,
+            packages: packed.iter().filter(|p| !p.standin).cloned().collect(),
+            missing_variants,
+            variant_sizes: plan
+                .outputs
+                .iter()
+                .filter(|o| o.role == Role::Lazy)
+                .flat_map(|o| o.variants.clone())
+                .collect(),
+        }
+    }
+
+    /// The channel's description with this pack in it (merged with what the channel holds when
+    /// published).
+    fn channel_info(
+        &self,
+        lazy_libs: &[&LazyLibrary],
+        record: &PackRecord,
+        standins: &[PackedPackage],
+    ) -> ChannelInfo {
+        let (o, plan, split) = (&self.split.options, self.plan, self.split);
+        ChannelInfo {
+            schema: CHANNEL_SCHEMA.into(),
+            schema_version: 1,
+            core: o.core_name.clone(),
+            lazy: o.lazy_name.clone(),
+            dep: plan.options.dep.clone(),
+            lazy_library: Tree::file_name(&lazy_libs[0].path).to_string(),
+            variants: split.variants.iter().map(|v| v.name.clone()).collect(),
+            payload_packages: o.payload_packages.clone(),
+            packs: vec![record.clone()],
+            standins: standins.to_vec(),
+            lazy_libraries: if lazy_libs.len() > 1 {
+                lazy_libs
+                    .iter()
+                    .map(|l| Tree::file_name(&l.path).to_string())
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            deps: plan.options.deps.clone(),
+        }
+    }
+
+    /// Notes on what was kept, what was not packed, and a payload linked in statically.
+    fn notes(&self, written: &[publish::Output], other_packed: bool, notes: &mut Vec<String>) {
+        let (o, plan, split) = (&self.split.options, self.plan, self.split);
+        let kept: Vec<&str> = written
+            .iter()
+            .filter(|o| o.kept)
+            .map(|o| o.file.as_str())
+            .collect();
+        if !kept.is_empty() {
+            notes.push(format!(
+                "kept what the channel already held with the same content (not compressed again): {}",
+                kept.join(", ")
+            ));
+        }
+        if !other_packed {
+            notes.push(format!(
+                "only the {} variant of {} was packed: scenarios that need {} are not applicable on this channel",
+                self.with.name, o.lazy_name, self.without.name
+            ));
+        }
+        if split.payload_static {
+            notes.push(format!(
+                "{} is linked into {} (static): the {} variant carries it and depends on no payload package",
+                plan.options.dep,
+                plan.lazy_file_names(),
+                self.with.name
+            ));
+        }
+    }
+
+    fn report(&self, r: PackResult) -> PackReport {
+        let (o, plan, opts) = (&self.split.options, self.plan, self.opts);
+        PackReport {
+            schema: "splitpkg-pack",
+            schema_version: 1,
+            tool: crate::provenance::Tool::this(),
+            stamp: crate::provenance::Stamp::default(),
+            input: PackInput {
+                path: self.ins.tree.source.display().to_string(),
+                kind: self.ins.tree.kind,
+                verdict: plan.verdict.label().into(),
+                files: plan.input.files,
+                bytes: plan.input.bytes,
+            },
+            channel: opts.out.display().to_string(),
+            core: o.core_name.clone(),
+            lazy: o.lazy_name.clone(),
+            dep: plan.options.dep.clone(),
+            record: r.record,
+            standins: r.standins,
+            standins_replaced_by_real: r.replaced,
+            standins_from: opts.standins_from.clone(),
+            lossless: r.lossless,
+            paths: r.paths,
+            real_bytes: r.real_bytes,
+            represented_bytes: r.represented_bytes,
+            compression_level: opts.compression_level,
+            indexed: r.indexed,
+            notes: r.notes,
+        }
+    }
 }
 
 /// Refusals that need no work: `--out` and the compression level, a channel that holds another

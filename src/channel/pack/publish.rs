@@ -238,112 +238,161 @@ pub(super) fn read_back(
     tree_paths: &BTreeSet<String>,
     without: &str,
 ) -> Result<(Vec<ReadBack>, Lossless, BTreeMap<String, String>)> {
-    let mut count: BTreeMap<String, usize> = tree_paths.iter().map(|p| (p.clone(), 0)).collect();
-    let mut paths_map = BTreeMap::new();
-    let mut extra = Vec::new();
+    let mut tally = Tally {
+        count: tree_paths.iter().map(|p| (p.clone(), 0)).collect(),
+        paths: BTreeMap::new(),
+        extra: Vec::new(),
+    };
     let mut packed = Vec::new();
     for (b, out) in builds.iter().zip(written) {
         let (file, path) = (&out.file.clone(), &out.path.clone());
-        let index: rattler_conda_types::package::IndexJson =
-            rattler_package_streaming::seek::read_package_file(path)
-                .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
-        check_index(&index, &b.model, file)?;
-        let paths: rattler_conda_types::package::PathsJson =
-            rattler_package_streaming::seek::read_package_file(path)
-                .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
-        let content: BTreeSet<String> = paths
-            .paths
-            .iter()
-            .map(|p| p.relative_path.to_string_lossy().replace('\\', "/"))
-            .collect();
-        let expected: BTreeSet<String> = b.content.keys().cloned().collect();
-        if content != expected {
-            return Err(Error::internal(format!(
-                "{file}: paths.json lists {} paths, {} were staged",
-                content.len(),
-                expected.len()
-            )));
-        }
+        let (index, content) = read_package(b, file, path)?;
         let counts_for_tree = b.standin.is_none()
             && !(b.role == Role::Lazy
                 && b.model.variant.as_ref().is_some_and(|v| v.name == without));
         if counts_for_tree {
-            for rel in &content {
-                let tree_path = rel.strip_prefix(&split.install_prefix).unwrap_or(rel);
-                match count.get_mut(tree_path) {
-                    Some(c) => {
-                        *c += 1;
-                        paths_map.insert(tree_path.to_string(), file.clone());
-                    }
-                    None => extra.push(format!("{file}: {rel}")),
-                }
-            }
+            tally.add(file, &content, &split.install_prefix);
         }
         let digests = out.digests()?;
-        let variant = b.model.variant.as_ref();
-        let package = PackedPackage {
-            file: file.clone(),
-            name: b.model.name.clone(),
-            version: b.model.version.clone(),
-            build: b.model.build.clone(),
-            build_number: b.model.build_number,
-            role: if b.standin.is_some() {
-                "standin".into()
-            } else {
-                role_name(b.role).into()
-            },
-            variant: variant.map(|v| v.name.clone()),
-            preferred: variant.map(|v| v.preferred),
-            standin: b.standin.is_some(),
-            files: content.len(),
-            bytes: b.content_bytes(),
-            represents_bytes: b.standin.as_ref().map(|s| s.represents_bytes),
-            archive_bytes: digests.size,
-            sha256: hex::encode(digests.sha256),
-            from: b.from.clone(),
-            depends: b.model.depends.clone(),
-            constrains: b.model.constrains.clone(),
-            track_features: b.model.track_features.clone(),
-        };
         packed.push(ReadBack {
-            package,
+            package: packed_package(b, file, content.len(), &digests),
             index,
             digests,
         });
     }
-    let missing: Vec<String> = count
+    let (lossless, paths) = tally.lossless(tree_paths, plan)?;
+    Ok((packed, lossless, paths))
+}
+
+/// One written package read back: its `index.json`, checked against the model, and the content
+/// paths its `paths.json` lists, which must be exactly what was staged.
+fn read_package(
+    b: &Build,
+    file: &str,
+    path: &Path,
+) -> Result<(rattler_conda_types::package::IndexJson, BTreeSet<String>)> {
+    let index: rattler_conda_types::package::IndexJson =
+        rattler_package_streaming::seek::read_package_file(path)
+            .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+    check_index(&index, &b.model, file)?;
+    let paths: rattler_conda_types::package::PathsJson =
+        rattler_package_streaming::seek::read_package_file(path)
+            .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+    let content: BTreeSet<String> = paths
+        .paths
         .iter()
-        .filter(|(_, c)| **c == 0)
-        .map(|(p, _)| p.clone())
+        .map(|p| p.relative_path.to_string_lossy().replace('\\', "/"))
         .collect();
-    let doubled: Vec<String> = count
-        .iter()
-        .filter(|(_, c)| **c > 1)
-        .map(|(p, _)| p.clone())
-        .collect();
-    let lossless = Lossless {
-        tree_paths: tree_paths.len(),
-        placed_once: count.values().filter(|c| **c == 1).count(),
-        ok: missing.is_empty()
-            && doubled.is_empty()
-            && extra.is_empty()
-            && tree_paths.len() == plan.input.files,
-        missing,
-        doubled,
-        extra,
-    };
-    if !lossless.ok {
+    let expected: BTreeSet<String> = b.content.keys().cloned().collect();
+    if content != expected {
         return Err(Error::internal(format!(
-            "not lossless: {} of {} tree paths placed once ({} in the plan); missing {:?}, doubled {:?}, not from the tree {:?}",
-            lossless.placed_once,
-            lossless.tree_paths,
-            plan.input.files,
-            first(&lossless.missing),
-            first(&lossless.doubled),
-            first(&lossless.extra)
+            "{file}: paths.json lists {} paths, {} were staged",
+            content.len(),
+            expected.len()
         )));
     }
-    Ok((packed, lossless, paths_map))
+    Ok((index, content))
+}
+
+/// A package as the channel description records it.
+fn packed_package(
+    b: &Build,
+    file: &str,
+    files: usize,
+    digests: &repodata::Digests,
+) -> PackedPackage {
+    let variant = b.model.variant.as_ref();
+    PackedPackage {
+        file: file.to_string(),
+        name: b.model.name.clone(),
+        version: b.model.version.clone(),
+        build: b.model.build.clone(),
+        build_number: b.model.build_number,
+        role: if b.standin.is_some() {
+            "standin".into()
+        } else {
+            role_name(b.role).into()
+        },
+        variant: variant.map(|v| v.name.clone()),
+        preferred: variant.map(|v| v.preferred),
+        standin: b.standin.is_some(),
+        files,
+        bytes: b.content_bytes(),
+        represents_bytes: b.standin.as_ref().map(|s| s.represents_bytes),
+        archive_bytes: digests.size,
+        sha256: hex::encode(digests.sha256),
+        from: b.from.clone(),
+        depends: b.model.depends.clone(),
+        constrains: b.model.constrains.clone(),
+        track_features: b.model.track_features.clone(),
+    }
+}
+
+/// How many of the packages that make up the tree hold each tree path, and what they hold that is
+/// no tree path.
+struct Tally {
+    count: BTreeMap<String, usize>,
+    /// Tree path → the package file that holds it.
+    paths: BTreeMap<String, String>,
+    extra: Vec<String>,
+}
+
+impl Tally {
+    fn add(&mut self, file: &str, content: &BTreeSet<String>, install_prefix: &str) {
+        for rel in content {
+            let tree_path = rel.strip_prefix(install_prefix).unwrap_or(rel);
+            match self.count.get_mut(tree_path) {
+                Some(c) => {
+                    *c += 1;
+                    self.paths.insert(tree_path.to_string(), file.to_string());
+                }
+                None => self.extra.push(format!("{file}: {rel}")),
+            }
+        }
+    }
+
+    /// The lossless account: every tree path in exactly one package, nothing else, and as many
+    /// tree paths as the plan saw; an internal error when not.
+    fn lossless(
+        self,
+        tree_paths: &BTreeSet<String>,
+        plan: &Plan,
+    ) -> Result<(Lossless, BTreeMap<String, String>)> {
+        let count = &self.count;
+        let missing: Vec<String> = count
+            .iter()
+            .filter(|(_, c)| **c == 0)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let doubled: Vec<String> = count
+            .iter()
+            .filter(|(_, c)| **c > 1)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let lossless = Lossless {
+            tree_paths: tree_paths.len(),
+            placed_once: count.values().filter(|c| **c == 1).count(),
+            ok: missing.is_empty()
+                && doubled.is_empty()
+                && self.extra.is_empty()
+                && tree_paths.len() == plan.input.files,
+            missing,
+            doubled,
+            extra: self.extra,
+        };
+        if !lossless.ok {
+            return Err(Error::internal(format!(
+                "not lossless: {} of {} tree paths placed once ({} in the plan); missing {:?}, doubled {:?}, not from the tree {:?}",
+                lossless.placed_once,
+                lossless.tree_paths,
+                plan.input.files,
+                first(&lossless.missing),
+                first(&lossless.doubled),
+                first(&lossless.extra)
+            )));
+        }
+        Ok((lossless, self.paths))
+    }
 }
 
 /// A package written and read back: as the channel description records it, and what its
@@ -389,9 +438,10 @@ pub(super) fn publish(
         .iter()
         .map(|f| {
             root.join(f).map_err(|e| {
-                Error::bad(
+                Error::bad_source(
                     described.display(),
-                    format!("names a package outside the channel: {e}"),
+                    "names a package outside the channel",
+                    e,
                 )
             })
         })

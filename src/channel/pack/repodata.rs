@@ -157,7 +157,7 @@ fn ours_record(w: &Written<'_>, now: TimestampMs, repodata: &Path) -> Result<Pac
     let d = w.digests;
     let mut r =
         PackageRecord::from_index_json(w.index.clone(), Some(d.size), Some(d.sha256), Some(d.md5))
-            .map_err(|e| Error::bad(repodata.display(), format!("{}: {e}", w.file)))?;
+            .map_err(|e| Error::bad_source(repodata.display(), w.file, e))?;
     r.indexed_timestamp = Some(now);
     Ok(r)
 }

@@ -85,7 +85,7 @@ impl Build {
 
 /// `root/rel` confined to `root` ([`crate::confine`]), or a refusal naming the path.
 pub(super) fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
-    crate::confine::join_inside(root, rel).map_err(|e| Error::bad(rel, format!("not staged: {e}")))
+    crate::confine::join_inside(root, rel).map_err(|e| Error::bad_source(rel, "not staged", e))
 }
 
 #[derive(Debug, Clone)]
@@ -551,113 +551,147 @@ fn stage_members(
     budget: &DiskBudget,
     progress: &Progress,
 ) -> Result<BTreeMap<String, Staged>> {
-    let (input, kind) = (tree.source.as_path(), tree.kind);
-    let display = input.display().to_string();
-    let dst_of = |path: &str| -> Result<PathBuf> {
-        placement
-            .get(path)
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "{display}: {path} is in the input but not in the plan"
-                ))
-            })
-            .and_then(|(i, rel)| confined(&stages[*i], rel))
+    let s = Staging {
+        tree,
+        display: tree.source.display().to_string(),
+        placement,
+        stages,
+        budget,
+        progress,
     };
-    let out = match kind {
-        TreeKind::Directory => {
-            // A directory's hard links are names of one file: each is copied by its own name.
-            let members: Vec<Member> = walk_dir(input)?
-                .into_iter()
-                .filter(|m| m.kind != MemberKind::Dir)
-                .collect();
-            progress.start("staging", members.iter().map(|m| m.size).sum());
-            let results: Vec<Result<(String, Staged)>> = members
-                .par_iter()
-                .map(|m| {
-                    let dst = dst_of(&m.path)?;
-                    if let Some(staged) = symlink(m) {
-                        return Ok((m.path.clone(), staged));
-                    }
-                    budget.charge(&m.path, m.size)?;
-                    let src = input.join(&m.path);
-                    let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
-                    let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress)
-                        .map_err(|e| Error::io(&dst, e))?;
-                    Ok((m.path.clone(), Staged::File { size, sha256 }))
-                })
-                .collect();
-            progress.finish();
-            results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
-        }
-        TreeKind::Wheel => {
-            // The reader unpacked the wheel while planning it (`Workspace`): stage those files.
-            let u = tree.unpacked.as_ref().ok_or_else(|| {
-                Error::internal(format!("{display}: a wheel staged without unpacking it"))
-            })?;
-            let map = crate::input::map_file(input)?;
-            let bytes: &[u8] = &map;
-            let mut archive = open_zip(&display, bytes, "not a readable zip archive")?;
-            let mut members = Vec::new();
-            walk_zip(&display, bytes, &mut archive, |m, _| {
-                if m.kind != MemberKind::Dir {
-                    members.push(m.clone());
-                }
-                Ok(())
-            })?;
-            // The stages are new and hold only what staging makes (directories and links to
-            // regular files; symlinks come last): their directories once, then one link per file.
-            for (i, stage) in stages.iter().enumerate() {
-                std::fs::create_dir_all(stage).map_err(|e| Error::io(stage, e))?;
-                crate::input::unpack::directories(
-                    stage,
-                    placement
-                        .values()
-                        .filter(|(j, _)| *j == i)
-                        .map(|(_, rel)| rel.as_str()),
-                )?;
-            }
-            progress.start("staging", members.iter().map(|m| m.size).sum());
-            let results: Vec<Result<(String, Staged)>> = members
-                .par_iter()
-                .map(|m| {
-                    let (i, rel) = placement.get(&m.path).ok_or_else(|| {
-                        Error::internal(format!(
-                            "{display}: {} is in the input but not in the plan",
-                            m.path
-                        ))
-                    })?;
-                    let dst = stages[*i].join(rel);
-                    match symlink(m) {
-                        Some(staged) => Ok((m.path.clone(), staged)),
-                        None => from_unpacked(u, m, &dst, progress),
-                    }
-                })
-                .collect();
-            progress.finish();
-            results.into_iter().collect::<Result<BTreeMap<_, _>>>()?
-        }
+    let input = tree.source.as_path();
+    let dst_of = |path: &str| s.dst_of(path);
+    let out = match tree.kind {
+        TreeKind::Directory => s.directory()?,
+        TreeKind::Wheel => s.wheel()?,
         TreeKind::Conda => {
+            let display = &s.display;
             let map = crate::input::map_file(input)?;
-            let mut archive = open_zip(&display, &map, "not a .conda archive (zip)")?;
-            let (pkg, _) = conda_parts(&display, &mut archive)?;
+            let mut archive = open_zip(display, &map, "not a .conda archive (zip)")?;
+            let (pkg, _) = conda_parts(display, &mut archive)?;
             stage_tar(
-                &display,
-                conda_tar(&display, &mut archive, pkg, "pkg archive")?,
+                display,
+                conda_tar(display, &mut archive, pkg, "pkg archive")?,
                 false,
                 &dst_of,
                 budget,
                 progress,
             )?
         }
-        TreeKind::TarBz2 => stage_tar(&display, tar_bz2(input)?, true, &dst_of, budget, progress)?,
+        TreeKind::TarBz2 => {
+            stage_tar(&s.display, tar_bz2(input)?, true, &dst_of, budget, progress)?
+        }
     };
     // Links last, into stages that hold only directories and regular files.
     for (path, staged) in &out {
         if let Staged::Symlink { target } = staged {
-            make_symlink(target, &dst_of(path)?)?;
+            make_symlink(target, &s.dst_of(path)?)?;
         }
     }
     Ok(out)
+}
+
+/// What staging one input shares: the tree, where each of its paths goes, the stages, the disk
+/// budget and the progress bar.
+struct Staging<'a> {
+    tree: &'a Tree,
+    /// The input, as errors name it.
+    display: String,
+    placement: &'a Placement,
+    stages: &'a [PathBuf],
+    budget: &'a DiskBudget,
+    progress: &'a Progress,
+}
+
+impl Staging<'_> {
+    /// Where tree path `path` is staged, confined to its package's stage.
+    fn dst_of(&self, path: &str) -> Result<PathBuf> {
+        self.placement
+            .get(path)
+            .ok_or_else(|| {
+                Error::internal(format!(
+                    "{}: {path} is in the input but not in the plan",
+                    self.display
+                ))
+            })
+            .and_then(|(i, rel)| confined(&self.stages[*i], rel))
+    }
+
+    /// A directory's hard links are names of one file: each is copied by its own name.
+    fn directory(&self) -> Result<BTreeMap<String, Staged>> {
+        let (input, progress) = (self.tree.source.as_path(), self.progress);
+        let members: Vec<Member> = walk_dir(input)?
+            .into_iter()
+            .filter(|m| m.kind != MemberKind::Dir)
+            .collect();
+        progress.start("staging", members.iter().map(|m| m.size).sum());
+        let results: Vec<Result<(String, Staged)>> = members
+            .par_iter()
+            .map(|m| {
+                let dst = self.dst_of(&m.path)?;
+                if let Some(staged) = symlink(m) {
+                    return Ok((m.path.clone(), staged));
+                }
+                self.budget.charge(&m.path, m.size)?;
+                let src = input.join(&m.path);
+                let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
+                let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress)
+                    .map_err(|e| Error::io(&dst, e))?;
+                Ok((m.path.clone(), Staged::File { size, sha256 }))
+            })
+            .collect();
+        progress.finish();
+        results.into_iter().collect()
+    }
+
+    /// The reader unpacked the wheel while planning it (`Workspace`): stage those files.
+    fn wheel(&self) -> Result<BTreeMap<String, Staged>> {
+        let (input, display, progress) = (self.tree.source.as_path(), &self.display, self.progress);
+        let u = self.tree.unpacked.as_ref().ok_or_else(|| {
+            Error::internal(format!("{display}: a wheel staged without unpacking it"))
+        })?;
+        let map = crate::input::map_file(input)?;
+        let bytes: &[u8] = &map;
+        let mut archive = open_zip(display, bytes, "not a readable zip archive")?;
+        let mut members = Vec::new();
+        walk_zip(display, bytes, &mut archive, |m, _| {
+            if m.kind != MemberKind::Dir {
+                members.push(m.clone());
+            }
+            Ok(())
+        })?;
+        // The stages are new and hold only what staging makes (directories and links to
+        // regular files; symlinks come last): their directories once, then one link per file.
+        for (i, stage) in self.stages.iter().enumerate() {
+            std::fs::create_dir_all(stage).map_err(|e| Error::io(stage, e))?;
+            crate::input::unpack::directories(
+                stage,
+                self.placement
+                    .values()
+                    .filter(|(j, _)| *j == i)
+                    .map(|(_, rel)| rel.as_str()),
+            )?;
+        }
+        progress.start("staging", members.iter().map(|m| m.size).sum());
+        let results: Vec<Result<(String, Staged)>> = members
+            .par_iter()
+            .map(|m| {
+                let (i, rel) = self.placement.get(&m.path).ok_or_else(|| {
+                    Error::internal(format!(
+                        "{display}: {} is in the input but not in the plan",
+                        m.path
+                    ))
+                })?;
+                let dst = self.stages[*i].join(rel);
+                match symlink(m) {
+                    Some(staged) => Ok((m.path.clone(), staged)),
+                    None => from_unpacked(u, m, &dst, progress),
+                }
+            })
+            .collect();
+        progress.finish();
+        results.into_iter().collect()
+    }
 }
 
 /// A member the input reader already unpacked ([`crate::input::unpack`]; the disk budget was
@@ -727,7 +761,7 @@ fn stage_tar(
         } else {
             budget.charge(&m.path, m.size)?;
             let (size, sha256) = write_hashed(&dst, r, m.executable(), progress)
-                .map_err(|e| Error::bad(display, format!("{}: {e}", m.path)))?;
+                .map_err(|e| Error::bad_source(display, &m.path, e))?;
             if size != m.size {
                 return Err(Error::bad(
                     display,
