@@ -703,7 +703,7 @@ fn payload_device_code(analysis: &Analysis) -> u64 {
         .iter()
         .filter_map(|p| p.estimate.as_ref())
         .flat_map(|e| e.parts.iter())
-        .filter(|p| p.what == ".nv_fatbin")
+        .filter(|p| p.what == crate::analysis::payload::PartKind::NvFatbin)
         .map(|p| p.bytes)
         .sum()
 }

@@ -443,7 +443,7 @@ fn payload_text(s: &mut String, plan: &Plan) {
                 let _ = writeln!(
                     s,
                     "      {:<32} {:>10}  {}",
-                    part.what,
+                    part.what.label(),
                     human_bytes(part.bytes),
                     part.how
                 );
