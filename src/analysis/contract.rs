@@ -42,6 +42,23 @@ pub struct ContractFile {
     pub load_registrations: Vec<String>,
 }
 
+/// Why a plan has no contract for the lazy library asked for ([`ContractFile::for_library`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoContract {
+    #[error("the plan has no lazy library")]
+    NoLazyLibrary,
+    #[error(
+        "the plan has {} lazy libraries ({}) and none is named {name}",
+        libraries.len(),
+        libraries.join(", ")
+    )]
+    NoneNamed {
+        name: String,
+        /// The file names of the plan's lazy libraries.
+        libraries: Vec<String>,
+    },
+}
+
 impl ContractFile {
     /// The contract of the plan's one lazy library; `None` without one, or with several (see
     /// [`Self::each`]).
@@ -85,25 +102,18 @@ impl ContractFile {
 
     /// The contract of the lazy library named `file_name` (`verify-variant LIB --plan`): the plan's
     /// one, or the one of that name among several.
-    pub fn for_library(plan: &Plan, file_name: &str) -> Result<ContractFile, String> {
+    pub fn for_library(plan: &Plan, file_name: &str) -> Result<ContractFile, NoContract> {
         let all = Self::each(plan);
         match all.as_slice() {
-            [] => Err("the plan has no lazy library".into()),
+            [] => Err(NoContract::NoLazyLibrary),
             [one] => Ok(one.clone()),
             several => several
                 .iter()
                 .find(|c| c.library == file_name)
                 .cloned()
-                .ok_or_else(|| {
-                    format!(
-                        "the plan has {} lazy libraries ({}) and none is named {file_name}",
-                        several.len(),
-                        several
-                            .iter()
-                            .map(|c| c.library.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                .ok_or_else(|| NoContract::NoneNamed {
+                    name: file_name.to_string(),
+                    libraries: several.iter().map(|c| c.library.clone()).collect(),
                 }),
         }
     }

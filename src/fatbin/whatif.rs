@@ -65,9 +65,19 @@ impl Serialize for CompressMode {
     }
 }
 
+/// An argument that is not a compression mode (`--what-if`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown compression {given:?}: expected none, lz4, zstd or zstd:LEVEL ({min}..={max})")]
+pub struct BadCompressMode {
+    pub given: String,
+    /// The zstd levels the linked library accepts.
+    pub min: i32,
+    pub max: i32,
+}
+
 impl FromStr for CompressMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = BadCompressMode;
+    fn from_str(s: &str) -> Result<Self, BadCompressMode> {
         let t = s.trim().to_ascii_lowercase();
         let t = t.strip_prefix("compress=").unwrap_or(&t);
         match t {
@@ -85,11 +95,11 @@ impl FromStr for CompressMode {
         {
             return Ok(CompressMode::Zstd(level));
         }
-        Err(format!(
-            "unknown compression {s:?}: expected none, lz4, zstd or zstd:LEVEL ({}..={})",
-            range.start(),
-            range.end()
-        ))
+        Err(BadCompressMode {
+            given: s.to_string(),
+            min: *range.start(),
+            max: *range.end(),
+        })
     }
 }
 
