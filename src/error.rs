@@ -32,6 +32,14 @@ pub enum Error {
         #[source]
         source: crate::elf::ElfError,
     },
+    /// Input a reader refuses, with the reader's error kept as the source (a `.nv_fatbin` walk, a
+    /// contract file's JSON). Exit code 2; prints as a `BadInput` would.
+    #[error("{}: {}", printable(file), chain(source.as_ref()))]
+    Invalid {
+        file: String,
+        #[source]
+        source: Cause,
+    },
     /// An I/O failure on a named path. Exit code 2: the input could not be read.
     #[error("{}: {}", printable(&path.display().to_string()), chain(source))]
     Io {
@@ -74,6 +82,14 @@ impl Error {
         }
     }
 
+    /// A reader refused `file`; `source` says why and is kept as the cause.
+    pub fn invalid(file: impl fmt::Display, source: impl Into<Cause>) -> Self {
+        Error::Invalid {
+            file: file.to_string(),
+            source: source.into(),
+        }
+    }
+
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.as_ref().to_path_buf(),
@@ -97,7 +113,11 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Refused(_) => 1,
-            Error::BadInput { .. } | Error::Elf { .. } | Error::Io { .. } | Error::Usage(_) => 2,
+            Error::BadInput { .. }
+            | Error::Elf { .. }
+            | Error::Invalid { .. }
+            | Error::Io { .. }
+            | Error::Usage(_) => 2,
             Error::Failed { .. } | Error::Internal(_) => 3,
         }
     }

@@ -59,6 +59,11 @@ pub enum NoContract {
     },
 }
 
+/// A contract file whose text is not the contract's JSON (the parser's error kept as the source).
+#[derive(Debug, thiserror::Error)]
+#[error("not a contract file: {0}")]
+struct NotAContract(#[source] serde_json::Error);
+
 impl ContractFile {
     /// The contract of the plan's one lazy library; `None` without one, or with several (see
     /// [`Self::each`]).
@@ -121,7 +126,7 @@ impl ContractFile {
     /// A contract file's text, checked for its schema (`file` names it in the error).
     pub fn parse(text: &str, file: &std::path::Path) -> Result<ContractFile> {
         let c: ContractFile = serde_json::from_str(text)
-            .map_err(|e| Error::bad(file.display(), format!("not a contract file: {e}")))?;
+            .map_err(|e| Error::invalid(file.display(), NotAContract(e)))?;
         if c.schema != SCHEMA_NAME {
             return Err(Error::bad(
                 file.display(),

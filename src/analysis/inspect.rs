@@ -183,7 +183,7 @@ impl FileReader<'_> {
         });
         let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
         let fatbin = fatbin
-            .map_err(|e| Error::bad(name(), e))?
+            .map_err(|e| Error::invalid(name(), e))?
             .map(|s| s.without_containers());
         if self.trace {
             eprintln!(

@@ -132,7 +132,7 @@ fn scan_one(
 ) -> Result<FileScan> {
     let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
     let started = Instant::now();
-    let summary = read_from(&view, input.file).map_err(|e| Error::bad(name(), e))?;
+    let summary = read_from(&view, input.file).map_err(|e| Error::invalid(name(), e))?;
     let walk = started.elapsed();
     let cuda = cuda_major_from_needed(needed_names(&view));
     let size = input.bytes.len() as u64;
@@ -157,7 +157,7 @@ fn scan_one(
     if !opts.what_if.is_empty() {
         let t = Instant::now();
         whatifs =
-            what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::bad(name(), e))?;
+            what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::invalid(name(), e))?;
         if trace {
             eprintln!(
                 "fatbin: what-if {:>8.2} s  {}",

@@ -160,11 +160,11 @@ pub fn decompress_with_limit(
     let want = e.uncompressed as usize;
     let out = match e.compression {
         Compression::Zstd => zstd::bulk::decompress(input, want)
-            .map_err(|x| err(format!("zstd payload does not decompress: {x}")))?,
+            .map_err(|x| FatbinError::caused(e.offset, "zstd payload does not decompress", x))?,
         Compression::Lz4 => {
             let mut out = vec![0u8; want];
             let n = lz4_flex::block::decompress_into(input, &mut out)
-                .map_err(|x| err(format!("LZ4 payload does not decompress: {x}")))?;
+                .map_err(|x| FatbinError::caused(e.offset, "LZ4 payload does not decompress", x))?;
             out.truncate(n);
             out
         }
@@ -259,9 +259,7 @@ pub fn what_if(
                             Some(c) => c.compress(&raw).map(|v| v.len()),
                             None => zstd::bulk::compress(&raw, *l).map(|v| v.len()),
                         }
-                        .map_err(|x| {
-                            FatbinError::at(e.offset, format!("zstd compression failed: {x}"))
-                        })?,
+                        .map_err(|x| FatbinError::caused(e.offset, "zstd compression failed", x))?,
                     };
                     out.push((stored_len(n), t.elapsed().as_secs_f64()));
                 }
