@@ -42,6 +42,14 @@ pub enum Error {
         #[source]
         source: crate::elf::ElfError,
     },
+    /// Input a reader refuses, with the reader's error kept as the source (a `.nv_fatbin` walk, a
+    /// contract file's JSON). Exit code 2; prints as a `BadInput` would.
+    #[error("{}: {}", printable(file), chain(source.as_ref()))]
+    Invalid {
+        file: String,
+        #[source]
+        source: Cause,
+    },
     /// An I/O failure on a named path. Exit code 2: the input could not be read.
     #[error("{}: {}", printable(&path.display().to_string()), chain(source))]
     Io {
@@ -98,6 +106,14 @@ impl Error {
         }
     }
 
+    /// A reader refused `file`; `source` says why and is kept as the cause.
+    pub fn invalid(file: impl fmt::Display, source: impl Into<Cause>) -> Self {
+        Error::Invalid {
+            file: file.to_string(),
+            source: source.into(),
+        }
+    }
+
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.as_ref().to_path_buf(),
@@ -125,6 +141,7 @@ impl Error {
             Error::BadInput { .. }
             | Error::BadSource { .. }
             | Error::Elf { .. }
+            | Error::Invalid { .. }
             | Error::Io { .. }
             | Error::Usage(_) => Exit::BadInput,
             Error::Failed { .. } | Error::Internal(_) => Exit::Failure,

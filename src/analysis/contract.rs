@@ -42,6 +42,28 @@ pub struct ContractFile {
     pub load_registrations: Vec<String>,
 }
 
+/// Why a plan has no contract for the lazy library asked for ([`ContractFile::for_library`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoContract {
+    #[error("the plan has no lazy library")]
+    NoLazyLibrary,
+    #[error(
+        "the plan has {} lazy libraries ({}) and none is named {name}",
+        libraries.len(),
+        libraries.join(", ")
+    )]
+    NoneNamed {
+        name: String,
+        /// The file names of the plan's lazy libraries.
+        libraries: Vec<String>,
+    },
+}
+
+/// A contract file whose text is not the contract's JSON (the parser's error kept as the source).
+#[derive(Debug, thiserror::Error)]
+#[error("not a contract file: {0}")]
+struct NotAContract(#[source] serde_json::Error);
+
 impl ContractFile {
     /// The contract of the plan's one lazy library; `None` without one, or with several (see
     /// [`Self::each`]).
@@ -85,25 +107,18 @@ impl ContractFile {
 
     /// The contract of the lazy library named `file_name` (`verify-variant LIB --plan`): the plan's
     /// one, or the one of that name among several.
-    pub fn for_library(plan: &Plan, file_name: &str) -> Result<ContractFile, String> {
+    pub fn for_library(plan: &Plan, file_name: &str) -> Result<ContractFile, NoContract> {
         let all = Self::each(plan);
         match all.as_slice() {
-            [] => Err("the plan has no lazy library".into()),
+            [] => Err(NoContract::NoLazyLibrary),
             [one] => Ok(one.clone()),
             several => several
                 .iter()
                 .find(|c| c.library == file_name)
                 .cloned()
-                .ok_or_else(|| {
-                    format!(
-                        "the plan has {} lazy libraries ({}) and none is named {file_name}",
-                        several.len(),
-                        several
-                            .iter()
-                            .map(|c| c.library.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                .ok_or_else(|| NoContract::NoneNamed {
+                    name: file_name.to_string(),
+                    libraries: several.iter().map(|c| c.library.clone()).collect(),
                 }),
         }
     }
@@ -111,7 +126,7 @@ impl ContractFile {
     /// A contract file's text, checked for its schema (`file` names it in the error).
     pub fn parse(text: &str, file: &std::path::Path) -> Result<ContractFile> {
         let c: ContractFile = serde_json::from_str(text)
-            .map_err(|e| Error::bad(file.display(), format!("not a contract file: {e}")))?;
+            .map_err(|e| Error::invalid(file.display(), NotAContract(e)))?;
         if c.schema != SCHEMA_NAME {
             return Err(Error::bad(
                 file.display(),

@@ -92,78 +92,18 @@ pub fn inspect_with(
     extras: Extras,
 ) -> Result<Inspection> {
     let kind = TreeKind::detect(path)?;
-    // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
-    let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
-    let t0 = std::time::Instant::now();
+    let reader = FileReader {
+        path,
+        kind,
+        spec,
+        extras: &extras,
+        // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
+        trace: std::env::var_os("SPLITPKG_TRACE").is_some(),
+        t0: std::time::Instant::now(),
+    };
+    let (trace, t0) = (reader.trace, reader.t0);
     let (tree, parsed) = Tree::open_unpacking(path, extras.unpack.as_ref(), progress, |input| {
-        let name = || display_member(path, kind, input.path);
-        let start = t0.elapsed();
-        let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
-        let headers = t0.elapsed() - start;
-        // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
-        // idle core can take it (torch's two largest libraries would otherwise serialise on it).
-        // The digest is a third independent task, for the same reason.
-        let digest = || {
-            extras
-                .digests
-                .then(|| <[u8; 32]>::from(sha2::Sha256::digest(input.bytes)))
-        };
-        let (sha256, (facts, (fatbin, t_fatbin))) = rayon::join(digest, || {
-            rayon::join(
-                || {
-                    let (elf, t_facts) = timed(|| view.facts(&spec.mention_words(), input.map));
-                    let elf = elf?;
-                    let (payload, t_payload) = timed(|| {
-                        payload::scan(
-                            &view,
-                            &elf,
-                            Tree::file_name(input.path),
-                            input.bytes.len() as u64,
-                            spec,
-                        )
-                    });
-                    Ok::<_, crate::elf::ElfError>((elf, payload, t_facts, t_payload))
-                },
-                || timed(|| crate::fatbin::read_from(&view, input.file)),
-            )
-        });
-        let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
-        let fatbin = fatbin
-            .map_err(|e| Error::bad(name(), e))?
-            .map(|s| s.without_containers());
-        if trace {
-            eprintln!(
-                "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin  {} ({} dynsyms)",
-                start.as_secs_f64() * 1e3,
-                t0.elapsed().as_secs_f64() * 1e3,
-                headers,
-                t_facts,
-                t_payload,
-                t_fatbin,
-                input.path,
-                elf.symbols.len()
-            );
-        }
-        let translation_units = if extras.translation_units {
-            view.translation_units()
-        } else {
-            Vec::new()
-        };
-        let load_time_imports = if carries_payload(&elf, &payload, spec) {
-            view.load_time_imports()
-        } else {
-            None
-        };
-        Ok(FileFacts {
-            path: input.path.to_string(),
-            size: input.bytes.len() as u64,
-            elf,
-            payload,
-            fatbin,
-            translation_units,
-            sha256,
-            load_time_imports,
-        })
+        reader.read(input)
     })?;
     if trace {
         eprintln!(
@@ -193,6 +133,92 @@ pub fn inspect_with(
         graph,
         spec: spec.clone(),
     })
+}
+
+/// What reading one ELF file of the tree needs: where the tree is (for names in errors), the
+/// payload, the extras asked for, and the clock of the per-file trace.
+struct FileReader<'a> {
+    path: &'a Path,
+    kind: TreeKind,
+    spec: &'a PayloadSpec,
+    extras: &'a Extras,
+    trace: bool,
+    t0: std::time::Instant,
+}
+
+impl FileReader<'_> {
+    /// The facts of one ELF file, read on a worker thread of [`Tree::open_unpacking`].
+    fn read(&self, input: crate::input::ElfInput<'_>) -> Result<FileFacts> {
+        let (spec, t0) = (self.spec, self.t0);
+        let name = || display_member(self.path, self.kind, input.path);
+        let start = t0.elapsed();
+        let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
+        let headers = t0.elapsed() - start;
+        // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
+        // idle core can take it (torch's two largest libraries would otherwise serialise on it).
+        // The digest is a third independent task, for the same reason.
+        let digest = || {
+            self.extras
+                .digests
+                .then(|| <[u8; 32]>::from(sha2::Sha256::digest(input.bytes)))
+        };
+        let (sha256, (facts, (fatbin, t_fatbin))) = rayon::join(digest, || {
+            rayon::join(
+                || {
+                    let (elf, t_facts) = timed(|| view.facts(&spec.mention_words(), input.map));
+                    let elf = elf?;
+                    let (payload, t_payload) = timed(|| {
+                        payload::scan(
+                            &view,
+                            &elf,
+                            Tree::file_name(input.path),
+                            input.bytes.len() as u64,
+                            spec,
+                        )
+                    });
+                    Ok::<_, crate::elf::ElfError>((elf, payload, t_facts, t_payload))
+                },
+                || timed(|| crate::fatbin::read_from(&view, input.file)),
+            )
+        });
+        let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
+        let fatbin = fatbin
+            .map_err(|e| Error::invalid(name(), e))?
+            .map(|s| s.without_containers());
+        if self.trace {
+            eprintln!(
+                "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin  {} ({} dynsyms)",
+                start.as_secs_f64() * 1e3,
+                t0.elapsed().as_secs_f64() * 1e3,
+                headers,
+                t_facts,
+                t_payload,
+                t_fatbin,
+                input.path,
+                elf.symbols.len()
+            );
+        }
+        let translation_units = if self.extras.translation_units {
+            view.translation_units()
+        } else {
+            Vec::new()
+        };
+        let load_time_imports = if carries_payload(&elf, &payload, spec) {
+            view.load_time_imports()
+        } else {
+            None
+        };
+        Ok(FileFacts {
+            path: input.path.to_string(),
+            size: input.bytes.len() as u64,
+            elf,
+            payload,
+            fatbin,
+            translation_units,
+            sha256,
+            load_time_imports,
+        })
+    }
 }
 
 #[doc(hidden)]

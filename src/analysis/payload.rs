@@ -369,9 +369,40 @@ pub struct Estimate {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EstimatePart {
-    pub what: String,
+    pub what: PartKind,
     pub bytes: u64,
     pub how: String,
+}
+
+/// What part of a file an [`EstimatePart`] counts; written as the label (`.nv_fatbin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PartKind {
+    /// The whole file (a payload library).
+    #[serde(rename = "file")]
+    File,
+    #[serde(rename = ".text")]
+    Text,
+    /// Payload data objects.
+    #[serde(rename = "data")]
+    Data,
+    /// CUDA device code.
+    #[serde(rename = ".nv_fatbin")]
+    NvFatbin,
+    /// Sections never loaded at run time.
+    #[serde(rename = "debug, symbol and unwind tables")]
+    Tables,
+}
+
+impl PartKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            PartKind::File => "file",
+            PartKind::Text => ".text",
+            PartKind::Data => "data",
+            PartKind::NvFatbin => ".nv_fatbin",
+            PartKind::Tables => "debug, symbol and unwind tables",
+        }
+    }
 }
 
 /// Scan one ELF file for the payload. `file_size` is the whole file; `soname` and `file_name`
@@ -417,7 +448,7 @@ pub fn scan(
             bytes: file_size,
             method: "the whole file is a payload library".into(),
             parts: vec![EstimatePart {
-                what: "file".into(),
+                what: PartKind::File,
                 bytes: file_size,
                 how: "payload library by name".into(),
             }],
@@ -469,105 +500,33 @@ fn estimate_static(
     facts: &crate::elf::ElfFacts,
     spec: &PayloadSpec,
 ) -> Estimate {
-    let text_idx = view
-        .shdrs
-        .iter()
-        .position(|s| view.section_name(s) == ".text");
     let text_size = facts.sections.text;
-    let (table, strs, source) = match view.symtab() {
-        Some((t, s)) => (Some(t), s, ".symtab"),
-        None => (None, &[][..], ".dynsym"),
-    };
-
-    let mut lo = u64::MAX;
-    let mut hi = 0u64;
-    let mut named_bytes = 0u64;
-    let mut object_bytes = 0u64;
-    let mut cuda_units: Vec<u64> = Vec::new();
-    let mut consider = |name: &str, value: u64, size: u64, kind: u8, shndx: u16| {
-        if kind == sym::STT_FUNC && name.contains("__sti____cudaRegisterAll") {
-            cuda_units.push(value);
-            return;
-        }
-        if !spec.is_payload_symbol(name) {
-            return;
-        }
-        if kind == sym::STT_FUNC && Some(shndx as usize) == text_idx && size > 0 {
-            lo = lo.min(value);
-            // Symbol values and sizes come from the file: saturate rather than wrap.
-            hi = hi.max(value.saturating_add(size));
-            named_bytes = named_bytes.saturating_add(size);
-        } else if kind == sym::STT_OBJECT {
-            object_bytes = object_bytes.saturating_add(size);
-        }
-    };
-    let (table, strs) = match table {
-        Some(t) => (Some(t), strs),
-        None => match view.dynsym_table() {
-            Some((t, s)) => (Some(t), s),
-            None => (None, strs),
-        },
-    };
-    for s in table.iter().flat_map(|t| t.iter()) {
-        if !s.defined() {
-            continue;
-        }
-        let raw = strs.get(s.name as usize..).unwrap_or(&[]);
-        if !(spec.may_be_payload_symbol(raw)
-            || (s.kind() == sym::STT_FUNC && is_cuda_registration(raw)))
-        {
-            continue;
-        }
-        if let Some(name) = cstr_at(strs, s.name as usize) {
-            consider(name, s.value, s.size, s.kind(), s.shndx);
-        }
-    }
+    let span = PayloadSpan::scan(view, spec);
 
     let mut parts = Vec::new();
-    let span = hi.saturating_sub(lo);
-    let text_part = span.min(text_size);
+    let text_part = span.hi.saturating_sub(span.lo).min(text_size);
     parts.push(EstimatePart {
-        what: ".text".into(),
+        what: PartKind::Text,
         bytes: text_part,
         how: format!(
-            "address span of payload functions in {source} ({} bytes in named payload functions)",
-            named_bytes
+            "address span of payload functions in {} ({} bytes in named payload functions)",
+            span.source, span.named_bytes
         ),
     });
-    if object_bytes > 0 {
+    if span.object_bytes > 0 {
         parts.push(EstimatePart {
-            what: "data".into(),
-            bytes: object_bytes,
-            how: format!("sizes of payload data objects in {source}"),
+            what: PartKind::Data,
+            bytes: span.object_bytes,
+            how: format!("sizes of payload data objects in {}", span.source),
         });
     }
     if facts.sections.nv_fatbin > 0 {
-        let inside = cuda_units.iter().filter(|&&a| a >= lo && a < hi).count();
-        let (bytes, how) = if cuda_units.is_empty() {
-            (
-                0,
-                "not attributed: no CUDA registration symbols to tell whose device code it is"
-                    .to_string(),
-            )
-        } else {
-            (
-                facts.sections.nv_fatbin * inside as u64 / cuda_units.len() as u64,
-                format!(
-                    "{inside} of {} CUDA translation units register from inside the payload span",
-                    cuda_units.len()
-                ),
-            )
-        };
-        parts.push(EstimatePart {
-            what: ".nv_fatbin".into(),
-            bytes,
-            how,
-        });
+        parts.push(span.device_code(facts.sections.nv_fatbin));
     }
     let unloaded = facts.sections.debug + facts.sections.symtab + view.unwind_bytes();
     if unloaded > 0 && text_size > 0 {
         parts.push(EstimatePart {
-            what: "debug, symbol and unwind tables".into(),
+            what: PartKind::Tables,
             bytes: (unloaded as u128 * text_part as u128 / text_size as u128) as u64,
             how: "in proportion to the payload share of .text".into(),
         });
@@ -576,6 +535,112 @@ fn estimate_static(
         bytes: parts.iter().map(|p| p.bytes).sum(),
         method: "static payload: contiguous archive span in .text, CUDA units inside it, proportional share of tables".into(),
         parts,
+    }
+}
+
+/// The payload's functions and data in a file's symbol table: the address span of its functions
+/// in `.text`, and where the CUDA translation units register.
+struct PayloadSpan {
+    /// The table read: `.symtab`, or `.dynsym` for a stripped file.
+    source: &'static str,
+    lo: u64,
+    hi: u64,
+    /// Bytes in named payload functions inside `.text`.
+    named_bytes: u64,
+    /// Bytes of payload data objects.
+    object_bytes: u64,
+    /// Addresses of the CUDA registration functions (one per translation unit).
+    cuda_units: Vec<u64>,
+}
+
+impl PayloadSpan {
+    fn scan(view: &ElfView<'_>, spec: &PayloadSpec) -> Self {
+        let text_idx = view
+            .shdrs
+            .iter()
+            .position(|s| view.section_name(s) == ".text");
+        let (table, strs, source) = match view.symtab() {
+            Some((t, s)) => (Some(t), s, ".symtab"),
+            None => (None, &[][..], ".dynsym"),
+        };
+
+        let mut span = PayloadSpan {
+            source,
+            lo: u64::MAX,
+            hi: 0,
+            named_bytes: 0,
+            object_bytes: 0,
+            cuda_units: Vec::new(),
+        };
+        let mut consider = |name: &str, value: u64, size: u64, kind: u8, shndx: u16| {
+            if kind == sym::STT_FUNC && name.contains("__sti____cudaRegisterAll") {
+                span.cuda_units.push(value);
+                return;
+            }
+            if !spec.is_payload_symbol(name) {
+                return;
+            }
+            if kind == sym::STT_FUNC && Some(shndx as usize) == text_idx && size > 0 {
+                span.lo = span.lo.min(value);
+                // Symbol values and sizes come from the file: saturate rather than wrap.
+                span.hi = span.hi.max(value.saturating_add(size));
+                span.named_bytes = span.named_bytes.saturating_add(size);
+            } else if kind == sym::STT_OBJECT {
+                span.object_bytes = span.object_bytes.saturating_add(size);
+            }
+        };
+        let (table, strs) = match table {
+            Some(t) => (Some(t), strs),
+            None => match view.dynsym_table() {
+                Some((t, s)) => (Some(t), s),
+                None => (None, strs),
+            },
+        };
+        for s in table.iter().flat_map(|t| t.iter()) {
+            if !s.defined() {
+                continue;
+            }
+            let raw = strs.get(s.name as usize..).unwrap_or(&[]);
+            if !(spec.may_be_payload_symbol(raw)
+                || (s.kind() == sym::STT_FUNC && is_cuda_registration(raw)))
+            {
+                continue;
+            }
+            if let Some(name) = cstr_at(strs, s.name as usize) {
+                consider(name, s.value, s.size, s.kind(), s.shndx);
+            }
+        }
+        span
+    }
+
+    /// The payload's share of `nv_fatbin` bytes of device code: the CUDA translation units that
+    /// register from inside the span, out of all of them.
+    fn device_code(&self, nv_fatbin: u64) -> EstimatePart {
+        let units = &self.cuda_units;
+        let inside = units
+            .iter()
+            .filter(|&&a| a >= self.lo && a < self.hi)
+            .count();
+        let (bytes, how) = if units.is_empty() {
+            (
+                0,
+                "not attributed: no CUDA registration symbols to tell whose device code it is"
+                    .to_string(),
+            )
+        } else {
+            (
+                nv_fatbin * inside as u64 / units.len() as u64,
+                format!(
+                    "{inside} of {} CUDA translation units register from inside the payload span",
+                    units.len()
+                ),
+            )
+        };
+        EstimatePart {
+            what: PartKind::NvFatbin,
+            bytes,
+            how,
+        }
     }
 }
 

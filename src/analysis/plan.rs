@@ -308,7 +308,6 @@ impl Plan {
 
 pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S]) -> Plan {
     let tree = &ins.tree;
-    let g = &ins.graph;
     let total = tree.total_file_bytes();
 
     let external: Vec<String> = analysis
@@ -323,243 +322,25 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
         .filter_map(|p| p.estimate.as_ref().map(|e| e.bytes))
         .sum();
 
-    let mut outputs = Vec::new();
-    let mut saving = Saving {
-        bytes: 0,
-        percent_of_tree: 0.0,
-        how: "no split: the payload is not confined".into(),
-    };
-    if analysis.verdict == Verdict::Confined && !analysis.lazy_file_ids.is_empty() {
-        let lazy_files = &analysis.lazy_file_ids;
-        // Payload libraries and what only they need.
-        let payload_lib_nodes: HashSet<usize> = analysis
-            .payload_file_ids
-            .iter()
-            .filter(|&&f| ins.files[f].payload.library)
-            .filter_map(|&f| g.node_of_file(f))
-            .chain(
-                g.nodes
-                    .iter()
-                    .filter(|n| {
-                        n.kind == NodeKind::External && ins.spec.is_payload_library(&n.name)
-                    })
-                    .map(|n| n.id),
-            )
-            .collect();
-        let needed_by_rest = reach_avoiding(ins, &payload_lib_nodes);
-        let mut payload_files: HashSet<usize> = HashSet::new();
-        let mut q: VecDeque<usize> = payload_lib_nodes.iter().copied().collect();
-        let mut seen: HashSet<usize> = payload_lib_nodes.clone();
-        while let Some(n) = q.pop_front() {
-            if let Some(f) = g.nodes[n].file {
-                payload_files.insert(f);
-            }
-            for e in g.out_edges(n) {
-                if !needed_by_rest.contains(&e.to) && seen.insert(e.to) {
-                    q.push_back(e.to);
-                }
-            }
-        }
-
-        // Assign every tree entry; symlinks and hard links follow what they point at.
-        let device_code_of: BTreeMap<usize, u64> = ins
-            .files
-            .iter()
-            .filter_map(|f| {
-                tree.index_of(&f.path)
-                    .map(|e| (e, f.fatbin.as_ref().map(|s| s.section_size).unwrap_or(0)))
-            })
-            .collect();
-        let entry_of_file: BTreeMap<usize, usize> = ins
-            .files
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| tree.index_of(&f.path).map(|e| (e, i)))
-            .collect();
-        let mut buckets: BTreeMap<Role, (Vec<String>, u64, u64)> = BTreeMap::new();
-        for (idx, e) in tree.entries.iter().enumerate() {
-            let (target_entry, own_bytes) = match &e.kind {
-                EntryKind::Dir => continue,
-                EntryKind::File {
-                    size, hardlink_of, ..
-                } => (
-                    hardlink_of.unwrap_or(idx),
-                    if hardlink_of.is_some() { 0 } else { *size },
-                ),
-                EntryKind::Symlink { .. } => match tree.resolve(&e.path) {
-                    Resolve::File(t) => (t, 0),
-                    _ => (idx, 0),
-                },
+    let (outputs, saving) =
+        if analysis.verdict == Verdict::Confined && !analysis.lazy_file_ids.is_empty() {
+            split_outputs(ins, analysis, &external, total)
+        } else {
+            let saving = Saving {
+                bytes: 0,
+                percent_of_tree: 0.0,
+                how: "no split: the payload is not confined".into(),
             };
-            let role = match entry_of_file.get(&target_entry) {
-                Some(f) if lazy_files.contains(f) => Role::Lazy,
-                Some(f) if payload_files.contains(f) => Role::Payload,
-                _ => Role::Core,
-            };
-            let b = buckets.entry(role).or_default();
-            b.0.push(e.path.clone());
-            b.1 += own_bytes;
-            if own_bytes > 0 {
-                b.2 += device_code_of.get(&idx).copied().unwrap_or(0);
-            }
-        }
-        // One shared lazy output: its variants are the sums over its libraries.
-        let static_estimate = |f: usize| -> Option<&Estimate> {
-            ins.files[f]
-                .payload
-                .estimate
-                .as_ref()
-                .filter(|_| !ins.files[f].payload.library)
+            (Vec::new(), saving)
         };
-        let lazy_size: u64 = lazy_files.iter().map(|&f| ins.files[f].size).sum();
-        let static_bytes: u64 = lazy_files
-            .iter()
-            .filter_map(|&f| static_estimate(f))
-            .map(|e| e.bytes)
-            .sum();
-        let (with, without) = variant_names(&ins.spec);
-        let nomagma_bytes: u64 = lazy_files
-            .iter()
-            .map(|&f| {
-                ins.files[f]
-                    .size
-                    .saturating_sub(static_estimate(f).map(|e| e.bytes).unwrap_or(0))
-            })
-            .sum();
-        let several = lazy_files.len() > 1;
-        let variants = vec![
-            Variant {
-                name: with.clone(),
-                with_payload: true,
-                bytes: lazy_size,
-                measured: true,
-                how: if several {
-                    format!("the {} libraries in this tree", lazy_files.len())
-                } else {
-                    "the library in this tree".into()
-                },
-            },
-            Variant {
-                name: without.clone(),
-                with_payload: false,
-                bytes: nomagma_bytes,
-                measured: false,
-                how: match (several, static_estimate(lazy_files[0])) {
-                    (false, Some(e)) => {
-                        format!(
-                            "this library minus the estimated static {} ({} bytes: {})",
-                            ins.spec.name, e.bytes, e.method
-                        )
-                    }
-                    (false, None) => format!(
-                        "same code without the {} dependency (it links {} dynamically)",
-                        ins.spec.name, ins.spec.name
-                    ),
-                    (true, _) if static_bytes > 0 => {
-                        format!(
-                            "these libraries minus the estimated static {} ({static_bytes} bytes)",
-                            ins.spec.name
-                        )
-                    }
-                    (true, _) => format!(
-                        "same code without the {} dependency (they link {} dynamically)",
-                        ins.spec.name, ins.spec.name
-                    ),
-                },
-            },
-        ];
-        for role in [Role::Core, Role::Lazy, Role::Payload] {
-            let (files, bytes, device_code) = buckets.remove(&role).unwrap_or_default();
-            if role == Role::Payload && files.is_empty() && external.is_empty() {
-                continue;
-            }
-            outputs.push(Output {
-                role,
-                files,
-                bytes,
-                variants: if role == Role::Lazy {
-                    variants.clone()
-                } else {
-                    Vec::new()
-                },
-                external: if role == Role::Payload {
-                    external.clone()
-                } else {
-                    Vec::new()
-                },
-                device_code,
-            });
-        }
-        let payload_out = outputs
-            .iter()
-            .find(|o| o.role == Role::Payload)
-            .map(|o| o.bytes)
-            .unwrap_or(0);
-        let lazy_delta = lazy_size - nomagma_bytes;
-        let bytes = payload_out + lazy_delta;
-        saving = Saving {
-            bytes,
-            percent_of_tree: if total > 0 {
-                (bytes as f64 * 10000.0 / total as f64).round() / 100.0
-            } else {
-                0.0
-            },
-            how: format!(
-                "{} payload-output bytes + {} estimated {} bytes inside the lazy library{}",
-                payload_out,
-                lazy_delta,
-                ins.spec.name,
-                if external.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; plus the external package(s) providing {}",
-                        external.join(", ")
-                    )
-                }
-            ),
-        };
-    }
 
     Plan {
         schema: SCHEMA_NAME.to_string(),
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
         stamp: crate::provenance::Stamp::default(),
-        input: InputSummary {
-            path: tree.source.display().to_string(),
-            kind: tree.kind,
-            package: tree.package.clone(),
-            files: tree
-                .entries
-                .iter()
-                .filter(|e| !matches!(e.kind, EntryKind::Dir))
-                .count(),
-            elf_files: ins.files.len(),
-            bytes: total,
-            cuda_runtime: crate::fatbin::cuda_major_from_needed(
-                ins.files
-                    .iter()
-                    .flat_map(|f| f.elf.needed.iter().map(String::as_str)),
-            )
-            .map(|r| r.0),
-        },
-        options: PlanOptions {
-            lazy: lazy
-                .iter()
-                .map(|l| l.as_ref())
-                .collect::<Vec<_>>()
-                .join(", "),
-            dep: ins.spec.name.clone(),
-            symbol_prefixes: ins.spec.symbol_prefixes.clone(),
-            library_prefixes: ins.spec.dso_prefixes.clone(),
-            lazy_patterns: if lazy.len() > 1 {
-                lazy.iter().map(|l| l.as_ref().to_string()).collect()
-            } else {
-                Vec::new()
-            },
-            deps: ins.spec.components.clone(),
-        },
+        input: input_summary(ins, total),
+        options: plan_options(ins, lazy),
         verdict: analysis.verdict,
         reasons: analysis.reasons.clone(),
         witnesses: analysis.witnesses.clone(),
@@ -593,6 +374,314 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
     }
 }
 
+/// The tree the plan was made from: where, what kind, how many files and bytes.
+fn input_summary(ins: &Inspection, total: u64) -> InputSummary {
+    let tree = &ins.tree;
+    InputSummary {
+        path: tree.source.display().to_string(),
+        kind: tree.kind,
+        package: tree.package.clone(),
+        files: tree
+            .entries
+            .iter()
+            .filter(|e| !matches!(e.kind, EntryKind::Dir))
+            .count(),
+        elf_files: ins.files.len(),
+        bytes: total,
+        cuda_runtime: crate::fatbin::cuda_major_from_needed(
+            ins.files
+                .iter()
+                .flat_map(|f| f.elf.needed.iter().map(String::as_str)),
+        )
+        .map(|r| r.0),
+    }
+}
+
+/// The command-line choices the plan answers (`--lazy`, `--dep` and the payload's prefixes).
+fn plan_options<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> PlanOptions {
+    PlanOptions {
+        lazy: lazy
+            .iter()
+            .map(|l| l.as_ref())
+            .collect::<Vec<_>>()
+            .join(", "),
+        dep: ins.spec.name.clone(),
+        symbol_prefixes: ins.spec.symbol_prefixes.clone(),
+        library_prefixes: ins.spec.dso_prefixes.clone(),
+        lazy_patterns: if lazy.len() > 1 {
+            lazy.iter().map(|l| l.as_ref().to_string()).collect()
+        } else {
+            Vec::new()
+        },
+        deps: ins.spec.components.clone(),
+    }
+}
+
+/// The paths of one output and their bytes, while the tree's entries are assigned.
+#[derive(Default)]
+struct Bucket {
+    files: Vec<String>,
+    bytes: u64,
+    /// Stored `.nv_fatbin` bytes in the bucket's files.
+    device_code: u64,
+}
+
+/// The three outputs of a confined tree and what a slim environment saves.
+fn split_outputs(
+    ins: &Inspection,
+    analysis: &Analysis,
+    external: &[String],
+    total: u64,
+) -> (Vec<Output>, Saving) {
+    let lazy_files = &analysis.lazy_file_ids;
+    let payload_files = payload_closure(ins, analysis);
+    let mut buckets = assign_entries(ins, lazy_files, &payload_files);
+    let lazy = LazyVariants::of(ins, lazy_files);
+    let mut outputs = Vec::new();
+    for role in [Role::Core, Role::Lazy, Role::Payload] {
+        let Bucket {
+            files,
+            bytes,
+            device_code,
+        } = buckets.remove(&role).unwrap_or_default();
+        if role == Role::Payload && files.is_empty() && external.is_empty() {
+            continue;
+        }
+        outputs.push(Output {
+            role,
+            files,
+            bytes,
+            variants: if role == Role::Lazy {
+                lazy.variants.clone()
+            } else {
+                Vec::new()
+            },
+            external: if role == Role::Payload {
+                external.to_vec()
+            } else {
+                Vec::new()
+            },
+            device_code,
+        });
+    }
+    let saving = slim_saving(ins, &outputs, &lazy, external, total);
+    (outputs, saving)
+}
+
+/// Tree file indices of the payload: payload libraries and what only they need.
+fn payload_closure(ins: &Inspection, analysis: &Analysis) -> HashSet<usize> {
+    let g = &ins.graph;
+    let payload_lib_nodes: HashSet<usize> = analysis
+        .payload_file_ids
+        .iter()
+        .filter(|&&f| ins.files[f].payload.library)
+        .filter_map(|&f| g.node_of_file(f))
+        .chain(
+            g.nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::External && ins.spec.is_payload_library(&n.name))
+                .map(|n| n.id),
+        )
+        .collect();
+    let needed_by_rest = reach_avoiding(ins, &payload_lib_nodes);
+    let mut payload_files: HashSet<usize> = HashSet::new();
+    let mut q: VecDeque<usize> = payload_lib_nodes.iter().copied().collect();
+    let mut seen: HashSet<usize> = payload_lib_nodes.clone();
+    while let Some(n) = q.pop_front() {
+        if let Some(f) = g.nodes[n].file {
+            payload_files.insert(f);
+        }
+        for e in g.out_edges(n) {
+            if !needed_by_rest.contains(&e.to) && seen.insert(e.to) {
+                q.push_back(e.to);
+            }
+        }
+    }
+    payload_files
+}
+
+/// Assign every tree entry to an output; symlinks and hard links follow what they point at.
+fn assign_entries(
+    ins: &Inspection,
+    lazy_files: &[usize],
+    payload_files: &HashSet<usize>,
+) -> BTreeMap<Role, Bucket> {
+    let tree = &ins.tree;
+    let device_code_of: BTreeMap<usize, u64> = ins
+        .files
+        .iter()
+        .filter_map(|f| {
+            tree.index_of(&f.path)
+                .map(|e| (e, f.fatbin.as_ref().map(|s| s.section_size).unwrap_or(0)))
+        })
+        .collect();
+    let entry_of_file: BTreeMap<usize, usize> = ins
+        .files
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| tree.index_of(&f.path).map(|e| (e, i)))
+        .collect();
+    let mut buckets: BTreeMap<Role, Bucket> = BTreeMap::new();
+    for (idx, e) in tree.entries.iter().enumerate() {
+        let (target_entry, own_bytes) = match &e.kind {
+            EntryKind::Dir => continue,
+            EntryKind::File {
+                size, hardlink_of, ..
+            } => (
+                hardlink_of.unwrap_or(idx),
+                if hardlink_of.is_some() { 0 } else { *size },
+            ),
+            EntryKind::Symlink { .. } => match tree.resolve(&e.path) {
+                Resolve::File(t) => (t, 0),
+                _ => (idx, 0),
+            },
+        };
+        let role = match entry_of_file.get(&target_entry) {
+            Some(f) if lazy_files.contains(f) => Role::Lazy,
+            Some(f) if payload_files.contains(f) => Role::Payload,
+            _ => Role::Core,
+        };
+        let b = buckets.entry(role).or_default();
+        b.files.push(e.path.clone());
+        b.bytes += own_bytes;
+        if own_bytes > 0 {
+            b.device_code += device_code_of.get(&idx).copied().unwrap_or(0);
+        }
+    }
+    buckets
+}
+
+/// The static payload estimate of a file that links the payload in (none for a payload library).
+fn static_estimate(ins: &Inspection, f: usize) -> Option<&Estimate> {
+    ins.files[f]
+        .payload
+        .estimate
+        .as_ref()
+        .filter(|_| !ins.files[f].payload.library)
+}
+
+/// The variants of the one shared lazy output: the sums over its libraries.
+struct LazyVariants {
+    variants: Vec<Variant>,
+    /// Bytes of the lazy libraries as in the tree.
+    size: u64,
+    /// Their estimated bytes without the payload.
+    without_payload: u64,
+}
+
+impl LazyVariants {
+    fn of(ins: &Inspection, lazy_files: &[usize]) -> Self {
+        let size: u64 = lazy_files.iter().map(|&f| ins.files[f].size).sum();
+        let static_bytes: u64 = lazy_files
+            .iter()
+            .filter_map(|&f| static_estimate(ins, f))
+            .map(|e| e.bytes)
+            .sum();
+        let (with, without) = variant_names(&ins.spec);
+        let without_payload: u64 = lazy_files
+            .iter()
+            .map(|&f| {
+                ins.files[f]
+                    .size
+                    .saturating_sub(static_estimate(ins, f).map(|e| e.bytes).unwrap_or(0))
+            })
+            .sum();
+        let several = lazy_files.len() > 1;
+        let variants = vec![
+            Variant {
+                name: with.clone(),
+                with_payload: true,
+                bytes: size,
+                measured: true,
+                how: if several {
+                    format!("the {} libraries in this tree", lazy_files.len())
+                } else {
+                    "the library in this tree".into()
+                },
+            },
+            Variant {
+                name: without.clone(),
+                with_payload: false,
+                bytes: without_payload,
+                measured: false,
+                how: slim_variant_how(ins, lazy_files, static_bytes),
+            },
+        ];
+        LazyVariants {
+            variants,
+            size,
+            without_payload,
+        }
+    }
+}
+
+/// How the variant without the payload was estimated.
+fn slim_variant_how(ins: &Inspection, lazy_files: &[usize], static_bytes: u64) -> String {
+    let several = lazy_files.len() > 1;
+    match (several, static_estimate(ins, lazy_files[0])) {
+        (false, Some(e)) => {
+            format!(
+                "this library minus the estimated static {} ({} bytes: {})",
+                ins.spec.name, e.bytes, e.method
+            )
+        }
+        (false, None) => format!(
+            "same code without the {} dependency (it links {} dynamically)",
+            ins.spec.name, ins.spec.name
+        ),
+        (true, _) if static_bytes > 0 => {
+            format!(
+                "these libraries minus the estimated static {} ({static_bytes} bytes)",
+                ins.spec.name
+            )
+        }
+        (true, _) => format!(
+            "same code without the {} dependency (they link {} dynamically)",
+            ins.spec.name, ins.spec.name
+        ),
+    }
+}
+
+/// What a slim environment does not install: the payload output and the payload's share of the
+/// lazy library.
+fn slim_saving(
+    ins: &Inspection,
+    outputs: &[Output],
+    lazy: &LazyVariants,
+    external: &[String],
+    total: u64,
+) -> Saving {
+    let payload_out = outputs
+        .iter()
+        .find(|o| o.role == Role::Payload)
+        .map(|o| o.bytes)
+        .unwrap_or(0);
+    let lazy_delta = lazy.size - lazy.without_payload;
+    let bytes = payload_out + lazy_delta;
+    Saving {
+        bytes,
+        percent_of_tree: if total > 0 {
+            (bytes as f64 * 10000.0 / total as f64).round() / 100.0
+        } else {
+            0.0
+        },
+        how: format!(
+            "{} payload-output bytes + {} estimated {} bytes inside the lazy library{}",
+            payload_out,
+            lazy_delta,
+            ins.spec.name,
+            if external.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; plus the external package(s) providing {}",
+                    external.join(", ")
+                )
+            }
+        ),
+    }
+}
+
 /// Symlinks pointing outside the tree: not followed, and refused by `pack` unless allowed.
 fn outside_symlinks(tree: &crate::input::Tree) -> Vec<Warning> {
     tree.outside_symlinks()
@@ -614,7 +703,7 @@ fn payload_device_code(analysis: &Analysis) -> u64 {
         .iter()
         .filter_map(|p| p.estimate.as_ref())
         .flat_map(|e| e.parts.iter())
-        .filter(|p| p.what == ".nv_fatbin")
+        .filter(|p| p.what == crate::analysis::payload::PartKind::NvFatbin)
         .map(|p| p.bytes)
         .sum()
 }

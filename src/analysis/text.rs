@@ -21,6 +21,23 @@ fn reach_label(r: Reach) -> &'static str {
 /// `splitpkg inspect`: per-file facts, then each root's load tree with how every edge resolved.
 pub fn inspect_text(ins: &Inspection) -> String {
     let mut s = String::new();
+    tree_header(&mut s, ins);
+    let _ = writeln!(s, "\nFILES");
+    for (i, f) in ins.files.iter().enumerate() {
+        file_text(&mut s, ins, i, f);
+    }
+    let _ = writeln!(s, "\nLOAD TREE (─ NEEDED, ┄ lazy; [how ld.so finds it])");
+    s.push_str(&load_tree(&ins.graph));
+    let notes = crate::analysis::declared::note_warnings(ins);
+    if !notes.is_empty() {
+        let _ = writeln!(s, "\nwarnings (.note.dlopen):");
+        warnings_text(&mut s, &notes);
+    }
+    s
+}
+
+/// The tree: where, what kind, how big, the package and the reader's notes.
+fn tree_header(s: &mut String, ins: &Inspection) {
     let t = &ins.tree;
     let _ = writeln!(
         s,
@@ -49,105 +66,103 @@ pub fn inspect_text(ins: &Inspection) -> String {
     for n in &t.notes {
         let _ = writeln!(s, "note: {n}");
     }
-    let _ = writeln!(s, "\nFILES");
-    for (i, f) in ins.files.iter().enumerate() {
-        let e = &f.elf;
-        let node = ins.graph.node_of_file(i).map(|n| &ins.graph.nodes[n]);
+}
+
+/// One ELF file (`i`-th of the inspection): its dynamic section, sections and payload facts.
+fn file_text(s: &mut String, ins: &Inspection, i: usize, f: &crate::analysis::inspect::FileFacts) {
+    let e = &f.elf;
+    let node = ins.graph.node_of_file(i).map(|n| &ins.graph.nodes[n]);
+    let _ = writeln!(
+        s,
+        "{}  {}  {}{}{}",
+        f.path,
+        human_bytes(f.size),
+        serde_json::to_value(e.elf_type)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        node.map(|n| format!("  [{}]", reach_label(n.reach)))
+            .unwrap_or_default(),
+        if e.python_extension {
+            "  python-extension"
+        } else {
+            ""
+        },
+    );
+    if let Some(so) = &e.soname {
+        let _ = writeln!(s, "    soname   {so}");
+    }
+    if let Some(r) = &e.rpath {
+        let _ = writeln!(s, "    rpath    {}", r.join(":"));
+    }
+    if let Some(r) = &e.runpath {
+        let _ = writeln!(s, "    runpath  {}", r.join(":"));
+    }
+    if !e.needed.is_empty() {
+        let _ = writeln!(s, "    needed   {}", e.needed.join(", "));
+    }
+    if !e.loader_imports.is_empty() {
+        let _ = writeln!(s, "    loader   {}", e.loader_imports.join(", "));
+    }
+    if !e.library_literals.is_empty() {
+        let names: Vec<&str> = e.library_literals.iter().map(|l| l.name.as_str()).collect();
+        let _ = writeln!(s, "    literals {}", names.join(", "));
+    }
+    for d in &e.dlopen_notes {
         let _ = writeln!(
             s,
-            "{}  {}  {}{}{}",
-            f.path,
-            human_bytes(f.size),
-            serde_json::to_value(e.elf_type)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            node.map(|n| format!("  [{}]", reach_label(n.reach)))
-                .unwrap_or_default(),
-            if e.python_extension {
-                "  python-extension"
-            } else {
-                ""
-            },
+            "    declared {} [{}]",
+            d.soname.join(" | "),
+            crate::analysis::graph::declared_text(d, false)
         );
-        if let Some(so) = &e.soname {
-            let _ = writeln!(s, "    soname   {so}");
-        }
-        if let Some(r) = &e.rpath {
-            let _ = writeln!(s, "    rpath    {}", r.join(":"));
-        }
-        if let Some(r) = &e.runpath {
-            let _ = writeln!(s, "    runpath  {}", r.join(":"));
-        }
-        if !e.needed.is_empty() {
-            let _ = writeln!(s, "    needed   {}", e.needed.join(", "));
-        }
-        if !e.loader_imports.is_empty() {
-            let _ = writeln!(s, "    loader   {}", e.loader_imports.join(", "));
-        }
-        if !e.library_literals.is_empty() {
-            let names: Vec<&str> = e.library_literals.iter().map(|l| l.name.as_str()).collect();
-            let _ = writeln!(s, "    literals {}", names.join(", "));
-        }
-        for d in &e.dlopen_notes {
-            let _ = writeln!(
-                s,
-                "    declared {} [{}]",
-                d.soname.join(" | "),
-                crate::analysis::graph::declared_text(d, false)
-            );
-        }
-        for p in &e.dlopen_note_problems {
-            let _ = writeln!(s, "    ! {p}");
-        }
-        let sec = &e.sections;
-        let _ = writeln!(
-            s,
-            "    sections .text {}  .rodata {}  .nv_fatbin {}   symbols {} defined, {} undefined",
-            human_bytes(sec.text),
-            human_bytes(sec.rodata),
-            human_bytes(sec.nv_fatbin),
-            e.dynamic_symbols.defined,
-            e.dynamic_symbols.undefined
-        );
-        let p = &f.payload;
-        if p.holds_code() || !p.referenced.is_empty() || p.is_glue() {
-            let mut parts = Vec::new();
-            if p.library {
-                parts.push("payload library".to_string());
-            }
-            if !p.defined.is_empty() {
-                parts.push(format!(
-                    "defines {} (e.g. {})",
-                    p.defined.count, p.defined.samples[0]
-                ));
-            }
-            if !p.defined_hidden.is_empty() {
-                parts.push(format!("{} hidden in .symtab", p.defined_hidden.count));
-            }
-            if !p.referenced.is_empty() {
-                parts.push(format!("references {}", p.referenced.count));
-            }
-            if !p.glue_symbols.is_empty() {
-                parts.push(format!("{} glue symbols", p.glue_symbols.count));
-            }
-            if !p.mentions.is_empty() {
-                parts.push(format!("{} strings mention it", p.mentions.count));
-            }
-            if let Some(est) = &p.estimate {
-                parts.push(format!("≈ {} payload", human_bytes(est.bytes)));
-            }
-            let _ = writeln!(s, "    {}  {}", ins.spec.name, parts.join("; "));
-        }
     }
-    let _ = writeln!(s, "\nLOAD TREE (─ NEEDED, ┄ lazy; [how ld.so finds it])");
-    s.push_str(&load_tree(&ins.graph));
-    let notes = crate::analysis::declared::note_warnings(ins);
-    if !notes.is_empty() {
-        let _ = writeln!(s, "\nwarnings (.note.dlopen):");
-        warnings_text(&mut s, &notes);
+    for p in &e.dlopen_note_problems {
+        let _ = writeln!(s, "    ! {p}");
     }
-    s
+    let sec = &e.sections;
+    let _ = writeln!(
+        s,
+        "    sections .text {}  .rodata {}  .nv_fatbin {}   symbols {} defined, {} undefined",
+        human_bytes(sec.text),
+        human_bytes(sec.rodata),
+        human_bytes(sec.nv_fatbin),
+        e.dynamic_symbols.defined,
+        e.dynamic_symbols.undefined
+    );
+    let p = &f.payload;
+    if p.holds_code() || !p.referenced.is_empty() || p.is_glue() {
+        payload_facts_text(s, &ins.spec.name, p);
+    }
+}
+
+/// What a file holds of the payload, on one line.
+fn payload_facts_text(s: &mut String, dep: &str, p: &crate::analysis::payload::PayloadFacts) {
+    let mut parts = Vec::new();
+    if p.library {
+        parts.push("payload library".to_string());
+    }
+    if !p.defined.is_empty() {
+        parts.push(format!(
+            "defines {} (e.g. {})",
+            p.defined.count, p.defined.samples[0]
+        ));
+    }
+    if !p.defined_hidden.is_empty() {
+        parts.push(format!("{} hidden in .symtab", p.defined_hidden.count));
+    }
+    if !p.referenced.is_empty() {
+        parts.push(format!("references {}", p.referenced.count));
+    }
+    if !p.glue_symbols.is_empty() {
+        parts.push(format!("{} glue symbols", p.glue_symbols.count));
+    }
+    if !p.mentions.is_empty() {
+        parts.push(format!("{} strings mention it", p.mentions.count));
+    }
+    if let Some(est) = &p.estimate {
+        parts.push(format!("≈ {} payload", human_bytes(est.bytes)));
+    }
+    let _ = writeln!(s, "    {dep}  {}", parts.join("; "));
 }
 
 /// Each warning: file and what, a few examples, the consequence.
@@ -270,6 +285,28 @@ fn escape(s: &str) -> String {
 /// `splitpkg plan`: verdict first, then evidence, outputs, saving, warnings and contract.
 pub fn plan_text(plan: &Plan) -> String {
     let mut s = String::new();
+    verdict_text(&mut s, plan);
+    lazy_libraries_text(&mut s, plan);
+    if let Some(inst) = &plan.installed {
+        installed_text(&mut s, inst, plan);
+    }
+    payload_text(&mut s, plan);
+    if let Some(d) = &plan.device_code {
+        device_code_text(&mut s, d, plan);
+    }
+    if !plan.outputs.is_empty() {
+        outputs_text(&mut s, plan);
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(s, "\nwarnings:");
+        warnings_text(&mut s, &plan.warnings);
+    }
+    plan_contracts_text(&mut s, plan);
+    s
+}
+
+/// The input, the verdict with the flags it answers, its reasons and witnesses.
+fn verdict_text(s: &mut String, plan: &Plan) {
     let i = &plan.input;
     let pkg = i
         .package
@@ -316,6 +353,10 @@ pub fn plan_text(plan: &Plan) -> String {
             );
         }
     }
+}
+
+/// The lazy library (or the several sharing one lazy output) and what loads it.
+fn lazy_libraries_text(s: &mut String, plan: &Plan) {
     if let Some(l) = &plan.lazy_library {
         let _ = writeln!(
             s,
@@ -361,9 +402,10 @@ pub fn plan_text(plan: &Plan) -> String {
             }
         }
     }
-    if let Some(inst) = &plan.installed {
-        installed_text(&mut s, inst, plan);
-    }
+}
+
+/// Every payload file: form, reach, estimate with its parts, example symbols, provider.
+fn payload_text(s: &mut String, plan: &Plan) {
     let _ = writeln!(s, "\npayload ({}):", plan.options.dep);
     if plan.payload.files.is_empty() {
         let _ = writeln!(s, "  none found");
@@ -401,7 +443,7 @@ pub fn plan_text(plan: &Plan) -> String {
                 let _ = writeln!(
                     s,
                     "      {:<32} {:>10}  {}",
-                    part.what,
+                    part.what.label(),
                     human_bytes(part.bytes),
                     part.how
                 );
@@ -420,95 +462,99 @@ pub fn plan_text(plan: &Plan) -> String {
             );
         }
     }
-    if let Some(d) = &plan.device_code {
+}
+
+/// The tree's device code and the driver floor it sets.
+fn device_code_text(s: &mut String, d: &crate::analysis::plan::DeviceCode, plan: &Plan) {
+    let _ = writeln!(
+        s,
+        "\ndevice code: {} stored in {} libraries ({:.2} % of the tree), {} uncompressed, {}; of which {} is {}",
+        human_bytes(d.stored),
+        d.libraries,
+        d.percent_of_tree,
+        human_bytes(d.uncompressed),
+        if d.compression.is_empty() {
+            "uncompressed".to_string()
+        } else {
+            d.compression.join(", ")
+        },
+        human_bytes(plan.payload.device_code),
+        plan.options.dep
+    );
+    let _ = writeln!(
+        s,
+        "  driver floor: {}{}  ({})",
+        d.driver_minimum.as_deref().unwrap_or("unknown"),
+        d.cuda_floor
+            .as_deref()
+            .map(|c| format!(", raised by compression to the CUDA {c} driver"))
+            .unwrap_or_default(),
+        d.why
+    );
+}
+
+/// The outputs with their variants and (short lists of) files, then the saving.
+fn outputs_text(s: &mut String, plan: &Plan) {
+    let _ = writeln!(s, "\noutputs:");
+    for o in &plan.outputs {
+        let role = match o.role {
+            Role::Core => "core",
+            Role::Lazy => "lazy",
+            Role::Payload => "payload (optional)",
+        };
         let _ = writeln!(
             s,
-            "\ndevice code: {} stored in {} libraries ({:.2} % of the tree), {} uncompressed, {}; of which {} is {}",
-            human_bytes(d.stored),
-            d.libraries,
-            d.percent_of_tree,
-            human_bytes(d.uncompressed),
-            if d.compression.is_empty() {
-                "uncompressed".to_string()
+            "  {role:<20} {:>6} files  {:>10}{}",
+            o.files.len(),
+            human_bytes(o.bytes),
+            if o.device_code > 0 {
+                format!("  (device code {})", human_bytes(o.device_code))
             } else {
-                d.compression.join(", ")
-            },
-            human_bytes(plan.payload.device_code),
-            plan.options.dep
+                String::new()
+            }
         );
-        let _ = writeln!(
-            s,
-            "  driver floor: {}{}  ({})",
-            d.driver_minimum.as_deref().unwrap_or("unknown"),
-            d.cuda_floor
-                .as_deref()
-                .map(|c| format!(", raised by compression to the CUDA {c} driver"))
-                .unwrap_or_default(),
-            d.why
-        );
-    }
-    if !plan.outputs.is_empty() {
-        let _ = writeln!(s, "\noutputs:");
-        for o in &plan.outputs {
-            let role = match o.role {
-                Role::Core => "core",
-                Role::Lazy => "lazy",
-                Role::Payload => "payload (optional)",
-            };
+        for v in &o.variants {
             let _ = writeln!(
                 s,
-                "  {role:<20} {:>6} files  {:>10}{}",
-                o.files.len(),
-                human_bytes(o.bytes),
-                if o.device_code > 0 {
-                    format!("  (device code {})", human_bytes(o.device_code))
+                "      variant {:<10} {:>10}  {}{}",
+                v.name,
+                human_bytes(v.bytes),
+                if v.measured {
+                    "measured"
                 } else {
+                    "estimated: "
+                },
+                if v.measured {
                     String::new()
+                } else {
+                    v.how.clone()
                 }
             );
-            for v in &o.variants {
-                let _ = writeln!(
-                    s,
-                    "      variant {:<10} {:>10}  {}{}",
-                    v.name,
-                    human_bytes(v.bytes),
-                    if v.measured {
-                        "measured"
-                    } else {
-                        "estimated: "
-                    },
-                    if v.measured {
-                        String::new()
-                    } else {
-                        v.how.clone()
-                    }
-                );
-            }
-            if o.role != Role::Core && o.files.len() <= 12 {
-                for f in &o.files {
-                    let _ = writeln!(s, "      {f}");
-                }
-            }
-            for x in &o.external {
-                let _ = writeln!(s, "      external: {x}");
+        }
+        if o.role != Role::Core && o.files.len() <= 12 {
+            for f in &o.files {
+                let _ = writeln!(s, "      {f}");
             }
         }
-        let _ = writeln!(
-            s,
-            "\nsaving in a slim environment: {} ({:.2} % of the tree)\n  {}",
-            human_bytes(plan.saving.bytes),
-            plan.saving.percent_of_tree,
-            plan.saving.how
-        );
+        for x in &o.external {
+            let _ = writeln!(s, "      external: {x}");
+        }
     }
-    if !plan.warnings.is_empty() {
-        let _ = writeln!(s, "\nwarnings:");
-        warnings_text(&mut s, &plan.warnings);
-    }
+    let _ = writeln!(
+        s,
+        "\nsaving in a slim environment: {} ({:.2} % of the tree)\n  {}",
+        human_bytes(plan.saving.bytes),
+        plan.saving.percent_of_tree,
+        plan.saving.how
+    );
+}
+
+/// The loader contract: the plan's for one lazy library, each library's own for several.
+fn plan_contracts_text(s: &mut String, plan: &Plan) {
     if plan.lazy_library.is_some() {
         let _ = writeln!(s, "\ncontract (loader ↔ lazy library):");
         contract_text(
-            &mut s,
+            s,
             &plan.contract.loader_lookups,
             &plan.contract.required_exports,
             &plan.contract.imports,
@@ -519,7 +565,7 @@ pub fn plan_text(plan: &Plan) -> String {
         if let Some(c) = &l.contract {
             let _ = writeln!(s, "\ncontract (loader ↔ {}):", l.path);
             contract_text(
-                &mut s,
+                s,
                 &c.loader_lookups,
                 &c.required_exports,
                 &c.imports,
@@ -527,7 +573,6 @@ pub fn plan_text(plan: &Plan) -> String {
             );
         }
     }
-    s
 }
 
 fn contract_text(

@@ -228,8 +228,6 @@ const MAX_WITNESSES: usize = 5;
 /// and each must be reached only lazily.
 pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
     let g = &ins.graph;
-    let spec = &ins.spec;
-    let mut witnesses = Vec::new();
     let lazy_label = lazy
         .iter()
         .map(|s| s.as_ref())
@@ -243,55 +241,7 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         .iter()
         .filter_map(|&f| g.node_of_file(f))
         .collect();
-    let cuda = crate::fatbin::cuda_major_from_needed(
-        ins.files
-            .iter()
-            .flat_map(|f| f.elf.needed.iter().map(String::as_str)),
-    )
-    .map(|r| r.0);
-
-    // Payload nodes: files holding payload code, and payload libraries requested but not in the tree.
-    let mut payload = Vec::new();
-    let mut payload_nodes: Vec<usize> = Vec::new();
-    let mut payload_file_ids = Vec::new();
-    for (i, f) in ins.files.iter().enumerate() {
-        if !f.payload.holds_code() {
-            continue;
-        }
-        let node = g.node_of_file(i).expect("every file has a node");
-        payload_nodes.push(node);
-        payload_file_ids.push(i);
-        let mut symbols = f.payload.defined.samples.clone();
-        symbols.extend(f.payload.defined_hidden.samples.iter().cloned());
-        symbols.truncate(8);
-        payload.push(PayloadFile {
-            path: f.path.clone(),
-            form: if f.payload.library {
-                PayloadForm::Library
-            } else {
-                PayloadForm::Static
-            },
-            reach: g.nodes[node].reach,
-            size: Some(f.size),
-            estimate: f.payload.estimate.clone(),
-            symbols,
-            provider: None,
-        });
-    }
-    for n in &g.nodes {
-        if n.kind == NodeKind::External && spec.is_payload_library(&n.name) {
-            payload_nodes.push(n.id);
-            payload.push(PayloadFile {
-                path: n.name.clone(),
-                form: PayloadForm::External,
-                reach: n.reach,
-                size: None,
-                estimate: None,
-                symbols: Vec::new(),
-                provider: crate::analysis::providers::lookup(&n.name, cuda),
-            });
-        }
-    }
+    let payload = PayloadNodes::find(ins);
     let referencing: Vec<usize> = ins
         .files
         .iter()
@@ -302,11 +252,169 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
 
     // Reachability with the lazy libraries cut out: anything payload-related reached here is exposed.
     let (outside, parent) = reach_without(g, &cut);
+    let proof = Proof {
+        ins,
+        lazy_files,
+        cut,
+        outside,
+        parent,
+        payload,
+        referencing,
+    };
+    let mut witnesses = proof.exposure_witnesses();
+    let (mut lazy_libraries, eager) = proof.lazy_libraries();
+    // Those witnesses come first, in path order.
+    for w in eager.into_iter().rev() {
+        witnesses.insert(0, w);
+    }
+    let verdict = proof.verdict(&witnesses, &lazy_libraries, &lazy_label, &mut reasons);
 
-    let witness_end = |node: usize| -> Option<String> {
-        let n = &g.nodes[node];
+    let mut warnings = glue_warnings(ins, &proof.outside, &proof.cut);
+    warnings.extend(crate::analysis::declared::note_warnings(ins));
+    let contract = proof.contract(&mut lazy_libraries);
+    let Proof {
+        lazy_files,
+        payload,
+        ..
+    } = proof;
+    Analysis {
+        verdict,
+        reasons,
+        witnesses,
+        lazy_libraries,
+        payload: payload.files,
+        warnings,
+        contract,
+        payload_file_ids: payload.file_ids,
+        lazy_file_ids: lazy_files,
+        empty_globs,
+    }
+}
+
+/// Payload nodes: files holding payload code, and payload libraries requested but not in the tree.
+struct PayloadNodes {
+    files: Vec<PayloadFile>,
+    nodes: Vec<usize>,
+    /// Tree file indices of the files among them.
+    file_ids: Vec<usize>,
+}
+
+impl PayloadNodes {
+    fn find(ins: &Inspection) -> Self {
+        let g = &ins.graph;
+        let cuda = crate::fatbin::cuda_major_from_needed(
+            ins.files
+                .iter()
+                .flat_map(|f| f.elf.needed.iter().map(String::as_str)),
+        )
+        .map(|r| r.0);
+        let mut files = Vec::new();
+        let mut nodes: Vec<usize> = Vec::new();
+        let mut file_ids = Vec::new();
+        for (i, f) in ins.files.iter().enumerate() {
+            if !f.payload.holds_code() {
+                continue;
+            }
+            let node = g.node_of_file(i).expect("every file has a node");
+            nodes.push(node);
+            file_ids.push(i);
+            let mut symbols = f.payload.defined.samples.clone();
+            symbols.extend(f.payload.defined_hidden.samples.iter().cloned());
+            symbols.truncate(8);
+            files.push(PayloadFile {
+                path: f.path.clone(),
+                form: if f.payload.library {
+                    PayloadForm::Library
+                } else {
+                    PayloadForm::Static
+                },
+                reach: g.nodes[node].reach,
+                size: Some(f.size),
+                estimate: f.payload.estimate.clone(),
+                symbols,
+                provider: None,
+            });
+        }
+        for n in &g.nodes {
+            if n.kind == NodeKind::External && ins.spec.is_payload_library(&n.name) {
+                nodes.push(n.id);
+                files.push(PayloadFile {
+                    path: n.name.clone(),
+                    form: PayloadForm::External,
+                    reach: n.reach,
+                    size: None,
+                    estimate: None,
+                    symbols: Vec::new(),
+                    provider: crate::analysis::providers::lookup(&n.name, cuda),
+                });
+            }
+        }
+        PayloadNodes {
+            files,
+            nodes,
+            file_ids,
+        }
+    }
+}
+
+/// What the steps of the proof share: the lazy libraries cut out of the graph, what the roots
+/// reach without them, and where the payload is.
+struct Proof<'a> {
+    ins: &'a Inspection,
+    /// Tree file indices of the lazy libraries, sorted by path.
+    lazy_files: Vec<usize>,
+    /// Their graph nodes.
+    cut: HashSet<usize>,
+    /// Nodes the roots reach with `cut` removed, and the edge each was first reached by.
+    outside: HashSet<usize>,
+    parent: HashMap<usize, usize>,
+    payload: PayloadNodes,
+    /// Files that reference payload symbols without holding payload code.
+    referencing: Vec<usize>,
+}
+
+impl Proof<'_> {
+    /// Shortest paths from a root to payload code (or a reference to it) that avoid the lazy
+    /// libraries.
+    fn exposure_witnesses(&self) -> Vec<Witness> {
+        let g = &self.ins.graph;
+        let (outside, cut) = (&self.outside, &self.cut);
+        let mut exposed: Vec<usize> = self
+            .payload
+            .nodes
+            .iter()
+            .copied()
+            .filter(|n| outside.contains(n) && !cut.contains(n))
+            .collect();
+        for &f in &self.referencing {
+            let n = g.node_of_file(f).unwrap();
+            if outside.contains(&n) && !cut.contains(&n) {
+                exposed.push(n);
+            }
+        }
+        // Files holding payload code make the clearest witnesses; mere references come after them.
+        let references_only = |n: usize| {
+            g.nodes[n]
+                .file
+                .is_some_and(|f| !self.ins.files[f].payload.holds_code())
+        };
+        exposed.sort_by_key(|&n| (references_only(n), path_to(g, &self.parent, n).len(), n));
+        exposed.dedup();
+        let mut witnesses = Vec::new();
+        for &n in exposed.iter().take(MAX_WITNESSES) {
+            let steps = path_to(g, &self.parent, n);
+            let reason = self.witness_end(n).unwrap_or_default();
+            witnesses.push(make_witness(g, steps, reason, n));
+        }
+        witnesses
+    }
+
+    /// What is at the end of a witness path: the payload library, a payload symbol it defines or
+    /// references, or the payload library it needs from outside the tree.
+    fn witness_end(&self, node: usize) -> Option<String> {
+        let n = &self.ins.graph.nodes[node];
         if let Some(fi) = n.file {
-            let f = &ins.files[fi];
+            let f = &self.ins.files[fi];
             if f.payload.library {
                 return Some(format!("is payload library {}", Tree::file_name(&f.path)));
             }
@@ -322,7 +430,7 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
                 return Some(format!("references {s}"));
             }
             None
-        } else if spec.is_payload_library(&n.name) {
+        } else if self.ins.spec.is_payload_library(&n.name) {
             Some(format!(
                 "needs payload library {} (not in the tree)",
                 n.name
@@ -330,162 +438,145 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         } else {
             None
         }
-    };
-
-    let mut exposed: Vec<usize> = payload_nodes
-        .iter()
-        .copied()
-        .filter(|n| outside.contains(n) && !cut.contains(n))
-        .collect();
-    for &f in &referencing {
-        let n = g.node_of_file(f).unwrap();
-        if outside.contains(&n) && !cut.contains(&n) {
-            exposed.push(n);
-        }
-    }
-    // Files holding payload code make the clearest witnesses; mere references come after them.
-    let references_only = |n: usize| {
-        g.nodes[n]
-            .file
-            .is_some_and(|f| !ins.files[f].payload.holds_code())
-    };
-    exposed.sort_by_key(|&n| (references_only(n), path_to(g, &parent, n).len(), n));
-    exposed.dedup();
-    for &n in exposed.iter().take(MAX_WITNESSES) {
-        let steps = path_to(g, &parent, n);
-        let reason = witness_end(n).unwrap_or_default();
-        witnesses.push(make_witness(g, steps, reason, n));
     }
 
-    // Each lazy library must be reached only lazily.
-    let mut lazy_libraries = Vec::new();
-    let mut eager = Vec::new();
-    for &lf in &lazy_files {
-        let Some(ln) = g.node_of_file(lf) else {
-            continue;
-        };
-        let node = &g.nodes[ln];
-        // One step per loader and kind: the graph keeps an edge per way a file was found (each
-        // process has its own search path), but the loader is the same file; the first process's
-        // resolution is the one shown (ld.so's first loader wins).
-        let mut loaded_by: Vec<Step> = Vec::new();
-        for st in g
-            .in_edges(ln)
-            .filter(|e| e.kind.is_lazy())
-            .map(|e| step(g, e))
-        {
-            if !loaded_by
-                .iter()
-                .any(|o| o.from == st.from && o.kind == st.kind)
-            {
-                loaded_by.push(st);
+    /// Each lazy library must be reached only lazily: the libraries with what loads them, and a
+    /// witness for each that loads at start-up while it carries the payload.
+    fn lazy_libraries(&self) -> (Vec<LazyLibrary>, Vec<Witness>) {
+        let (ins, g) = (self.ins, &self.ins.graph);
+        let mut lazy_libraries = Vec::new();
+        let mut eager = Vec::new();
+        for &lf in &self.lazy_files {
+            let Some(ln) = g.node_of_file(lf) else {
+                continue;
+            };
+            let node = &g.nodes[ln];
+            if node.reach == Reach::Eager {
+                let payload_nodes = &self.payload.nodes;
+                let holds = payload_nodes.contains(&ln) || reaches_payload(g, ln, payload_nodes);
+                if holds {
+                    eager.push(eager_witness(g, ln));
+                }
             }
+            lazy_libraries.push(LazyLibrary {
+                path: ins.files[lf].path.clone(),
+                size: ins.files[lf].size,
+                reach: node.reach,
+                loaded_by: loaded_by(g, ln),
+                contract: None,
+            });
         }
-        if node.reach == Reach::Eager {
-            let holds = payload_nodes.contains(&ln) || reaches_payload(g, ln, &payload_nodes);
-            if holds {
-                let steps = g.eager_path(ln);
-                let reason = if node.root.is_some() && steps.is_empty() {
-                    format!(
-                        "{} is loaded at start-up: nothing in the tree NEEDs or names it, so something outside may load it",
-                        Tree::file_name(&node.name)
-                    )
-                } else {
-                    "the lazy library is NEEDed, so it loads at start-up".to_string()
-                };
-                eager.push(make_witness(
-                    g,
-                    steps.into_iter().cloned().collect(),
-                    reason,
-                    ln,
-                ));
-            }
-        }
-        lazy_libraries.push(LazyLibrary {
-            path: ins.files[lf].path.clone(),
-            size: ins.files[lf].size,
-            reach: node.reach,
-            loaded_by,
-            contract: None,
-        });
-    }
-    // Those witnesses come first, in path order.
-    for w in eager.into_iter().rev() {
-        witnesses.insert(0, w);
+        (lazy_libraries, eager)
     }
 
-    let verdict = if payload.is_empty() && referencing.is_empty() {
-        reasons.push(format!(
-            "no {} code, library or reference found in the tree",
-            spec.name
-        ));
-        Verdict::NotPresent
-    } else if !witnesses.is_empty() {
-        if lazy_files.is_empty() {
+    /// The verdict, with the reasons it adds.
+    fn verdict(
+        &self,
+        witnesses: &[Witness],
+        lazy_libraries: &[LazyLibrary],
+        lazy_label: &str,
+        reasons: &mut Vec<String>,
+    ) -> Verdict {
+        let spec = &self.ins.spec;
+        if self.payload.files.is_empty() && self.referencing.is_empty() {
             reasons.push(format!(
-                "no lazy library named {lazy_label} in the tree: {} is loaded eagerly",
+                "no {} code, library or reference found in the tree",
                 spec.name
             ));
-        }
-        Verdict::NotConfined
-    } else if !lazy_libraries.is_empty() {
-        for l in lazy_libraries.iter().filter(|l| l.loaded_by.is_empty()) {
-            reasons.push(format!(
-                "{} is never loaded: no loader in the tree names it",
-                l.path
-            ));
-        }
-        match lazy_libraries.as_slice() {
-            [one] => reasons.push(format!(
-                "every path from a root to {} code crosses a lazy edge into {}, which nothing loads eagerly",
-                spec.name, one.path
-            )),
-            several => reasons.push(format!(
-                "every path from a root to {} code crosses a lazy edge into one of {} lazy libraries ({}), none of which anything loads eagerly",
-                spec.name,
-                several.len(),
-                several.iter().map(|l| l.path.as_str()).collect::<Vec<_>>().join(", ")
-            )),
-        }
-        Verdict::Confined
-    } else {
-        reasons.push(format!("no lazy library named {lazy_label} in the tree"));
-        Verdict::NotConfined
-    };
-
-    let mut warnings = glue_warnings(ins, &outside, &cut);
-    warnings.extend(crate::analysis::declared::note_warnings(ins));
-    let contract = match lazy_files.as_slice() {
-        [] => Contract::default(),
-        [one] => contract(ins, *one, &outside),
-        several => {
-            let each: Vec<Contract> = several
-                .iter()
-                .map(|&lf| contract(ins, lf, &outside))
-                .collect();
-            for ((l, c), &lf) in lazy_libraries.iter_mut().zip(&each).zip(several) {
-                let f = &ins.files[lf];
-                let carries = f.carries_payload(spec);
-                l.contract = Some(Contract {
-                    carries_payload: Some(carries),
-                    ..c.clone()
-                });
+            Verdict::NotPresent
+        } else if !witnesses.is_empty() {
+            if self.lazy_files.is_empty() {
+                reasons.push(format!(
+                    "no lazy library named {lazy_label} in the tree: {} is loaded eagerly",
+                    spec.name
+                ));
             }
-            merge_contracts(&each)
+            Verdict::NotConfined
+        } else if !lazy_libraries.is_empty() {
+            for l in lazy_libraries.iter().filter(|l| l.loaded_by.is_empty()) {
+                reasons.push(format!(
+                    "{} is never loaded: no loader in the tree names it",
+                    l.path
+                ));
+            }
+            match lazy_libraries {
+                [one] => reasons.push(format!(
+                    "every path from a root to {} code crosses a lazy edge into {}, which nothing loads eagerly",
+                    spec.name, one.path
+                )),
+                several => reasons.push(format!(
+                    "every path from a root to {} code crosses a lazy edge into one of {} lazy libraries ({}), none of which anything loads eagerly",
+                    spec.name,
+                    several.len(),
+                    several.iter().map(|l| l.path.as_str()).collect::<Vec<_>>().join(", ")
+                )),
+            }
+            Verdict::Confined
+        } else {
+            reasons.push(format!("no lazy library named {lazy_label} in the tree"));
+            Verdict::NotConfined
         }
-    };
-    Analysis {
-        verdict,
-        reasons,
-        witnesses,
-        lazy_libraries,
-        payload,
-        warnings,
-        contract,
-        payload_file_ids,
-        lazy_file_ids: lazy_files,
-        empty_globs,
     }
+
+    /// The loader contract: the one lazy library's, or the union of several (each library then
+    /// keeps its own in `lazy_libraries`).
+    fn contract(&self, lazy_libraries: &mut [LazyLibrary]) -> Contract {
+        let ins = self.ins;
+        match self.lazy_files.as_slice() {
+            [] => Contract::default(),
+            [one] => contract(ins, *one, &self.outside),
+            several => {
+                let each: Vec<Contract> = several
+                    .iter()
+                    .map(|&lf| contract(ins, lf, &self.outside))
+                    .collect();
+                for ((l, c), &lf) in lazy_libraries.iter_mut().zip(&each).zip(several) {
+                    let f = &ins.files[lf];
+                    let carries = f.carries_payload(&ins.spec);
+                    l.contract = Some(Contract {
+                        carries_payload: Some(carries),
+                        ..c.clone()
+                    });
+                }
+                merge_contracts(&each)
+            }
+        }
+    }
+}
+
+/// The lazy edges into node `ln`, one step per loader and kind: the graph keeps an edge per way a
+/// file was found (each process has its own search path), but the loader is the same file; the
+/// first process's resolution is the one shown (ld.so's first loader wins).
+fn loaded_by(g: &LoadGraph, ln: usize) -> Vec<Step> {
+    let mut loaded_by: Vec<Step> = Vec::new();
+    for st in g
+        .in_edges(ln)
+        .filter(|e| e.kind.is_lazy())
+        .map(|e| step(g, e))
+    {
+        if !loaded_by
+            .iter()
+            .any(|o| o.from == st.from && o.kind == st.kind)
+        {
+            loaded_by.push(st);
+        }
+    }
+    loaded_by
+}
+
+/// The witness for a lazy library (node `ln`) that loads at start-up.
+fn eager_witness(g: &LoadGraph, ln: usize) -> Witness {
+    let node = &g.nodes[ln];
+    let steps = g.eager_path(ln);
+    let reason = if node.root.is_some() && steps.is_empty() {
+        format!(
+            "{} is loaded at start-up: nothing in the tree NEEDs or names it, so something outside may load it",
+            Tree::file_name(&node.name)
+        )
+    } else {
+        "the lazy library is NEEDed, so it loads at start-up".to_string()
+    };
+    make_witness(g, steps.into_iter().cloned().collect(), reason, ln)
 }
 
 /// The contract of several lazy libraries as one: every name any of them must export or is looked

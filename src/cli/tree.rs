@@ -157,11 +157,15 @@ pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<Exit> {
     Ok(r.exit())
 }
 
-fn parse_mode(s: &str) -> std::result::Result<fatbin::CompressMode, String> {
+fn parse_mode(
+    s: &str,
+) -> std::result::Result<fatbin::CompressMode, fatbin::whatif::BadCompressMode> {
     s.parse()
 }
 
-fn parse_capability(s: &str) -> std::result::Result<fatbin::Capability, String> {
+fn parse_capability(
+    s: &str,
+) -> std::result::Result<fatbin::Capability, fatbin::device::BadCapability> {
     s.parse()
 }
 

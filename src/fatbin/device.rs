@@ -53,15 +53,16 @@ impl Serialize for Capability {
     }
 }
 
+/// An argument that is not a compute capability (`--device`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a compute capability: {0:?} (expected sm_XY, e.g. sm_90 or sm_120, or X.Y)")]
+pub struct BadCapability(pub String);
+
 /// Accepts `sm_90`, `sm_90a` (a device has no suffix; it is ignored), `compute_90`, `90` and `9.0`.
 impl FromStr for Capability {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || {
-            format!(
-                "not a compute capability: {s:?} (expected sm_XY, e.g. sm_90 or sm_120, or X.Y)"
-            )
-        };
+    type Err = BadCapability;
+    fn from_str(s: &str) -> Result<Self, BadCapability> {
+        let bad = || BadCapability(s.to_string());
         let t = s.trim().to_ascii_lowercase();
         if let Some((ma, mi)) = t.split_once('.') {
             let (major, minor) = (

@@ -18,6 +18,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -53,10 +54,13 @@ pub mod flags {
 }
 
 /// An error in the section, with the file offset where the walk stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct FatbinError {
     pub offset: u64,
+    /// The whole reason, a cause's text included (`cannot read 8 bytes: …`).
     pub reason: String,
+    /// The error of the library that failed (reading the file, decompressing), when one did.
+    pub source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl FatbinError {
@@ -64,9 +68,33 @@ impl FatbinError {
         FatbinError {
             offset,
             reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// `what` failed with `source`: the reason reads `what: source`, and the source is kept.
+    fn caused(
+        offset: u64,
+        what: impl fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        FatbinError {
+            offset,
+            reason: format!("{what}: {source}"),
+            source: Some(Arc::new(source)),
         }
     }
 }
+
+/// Two errors are the same when they say the same at the same offset (the source is only the
+/// cause of what the reason says).
+impl PartialEq for FatbinError {
+    fn eq(&self, other: &Self) -> bool {
+        self.offset == other.offset && self.reason == other.reason
+    }
+}
+
+impl Eq for FatbinError {}
 
 impl fmt::Display for FatbinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -78,7 +106,13 @@ impl fmt::Display for FatbinError {
     }
 }
 
-impl std::error::Error for FatbinError {}
+impl std::error::Error for FatbinError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -352,9 +386,9 @@ impl Source for FileSource<'_> {
             let want = n.max(Self::WINDOW).min(self.len - pos);
             w.1.resize(want, 0);
             let at = self.base.saturating_add(pos as u64);
-            self.file
-                .read_exact_at(&mut w.1, at)
-                .map_err(|e| FatbinError::at(at, format!("cannot read {want} bytes: {e}")))?;
+            self.file.read_exact_at(&mut w.1, at).map_err(|e| {
+                FatbinError::caused(at, format_args!("cannot read {want} bytes"), e)
+            })?;
             w.0 = pos;
         }
         let start = pos - w.0;

@@ -128,7 +128,7 @@ fn scan_one(
 ) -> Result<FileScan> {
     let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
     let started = Instant::now();
-    let summary = read_from(&view, input.file).map_err(|e| Error::bad(name(), e))?;
+    let summary = read_from(&view, input.file).map_err(|e| Error::invalid(name(), e))?;
     let walk = started.elapsed();
     let cuda = cuda_major_from_needed(needed_names(&view));
     let size = input.bytes.len() as u64;
@@ -153,7 +153,7 @@ fn scan_one(
     if !opts.what_if.is_empty() {
         let t = Instant::now();
         whatifs =
-            what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::bad(name(), e))?;
+            what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::invalid(name(), e))?;
         if trace {
             eprintln!(
                 "fatbin: what-if {:>8.2} s  {}",
@@ -191,66 +191,13 @@ fn scan_one(
 /// Read every ELF file under `path` (directory, .whl, .conda, .tar.bz2, or one ELF file).
 pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<FatbinReport> {
     let trace = opts.time || std::env::var_os("SPLITPKG_TRACE").is_some();
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    let (kind, mut files) = if meta.is_file() && is_elf_file(path)? {
-        let file = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
-        let map = Arc::new(crate::input::map_file(path)?);
-        let display = path.display().to_string();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| display.clone());
-        let input = ElfInput {
-            path: &name,
-            bytes: &map,
-            map: Some(&map),
-            file: Some(&file),
-        };
-        let one = scan_one(input, &|| display.clone(), opts, trace)?;
-        ("file".to_string(), vec![one])
-    } else {
-        let kind = TreeKind::detect(path)?;
-        let (_tree, results) = Tree::open(path, progress, |input| {
-            let member = input.path.to_string();
-            scan_one(input, &|| display_member(path, kind, &member), opts, trace)
-        })?;
-        let kind = serde_json::to_value(kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        (kind, results.into_iter().map(|(_, f)| f).collect())
-    };
+    let (kind, mut files) = scan_files(path, opts, progress, trace)?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
 
-    // The build's CUDA major: from the libraries that carry device code first, then any file.
-    let tree_cuda = files
-        .iter()
-        .filter(|f| f.lib.is_some())
-        .chain(files.iter())
-        .find_map(|f| {
-            f.cuda.as_ref().map(|(m, n)| CudaRuntime {
-                major: *m,
-                from: format!("NEEDED {n} in {}", f.path),
-            })
-        });
+    let tree_cuda = cuda_of_build(&files);
     let elf_files = files.len() as u64;
     let bytes = files.iter().map(|f| f.size).sum();
-    let mut libraries = Vec::new();
-    for f in files {
-        let Some(mut lib) = f.lib else { continue };
-        lib.cuda_runtime = match f.cuda {
-            Some((m, n)) => Some(CudaRuntime {
-                major: m,
-                from: format!("NEEDED {n}"),
-            }),
-            None => tree_cuda.clone(),
-        };
-        lib.driver = driver_floor(
-            lib.cuda_runtime.as_ref().map(|c| c.major),
-            lib.fatbin.compression_floor.clone(),
-        );
-        libraries.push(lib);
-    }
+    let libraries = with_device_code(files, tree_cuda.as_ref());
 
     let fatbin = total(libraries.iter().map(|l| &l.fatbin));
     let driver = driver_floor(
@@ -267,33 +214,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
         .devices
         .iter()
         .enumerate()
-        .map(|(i, &d)| {
-            let verdicts: Vec<(&str, &DeviceVerdict)> = libraries
-                .iter()
-                .map(|l| (l.path.as_str(), &l.device[i]))
-                .collect();
-            let pick = |r: Runs| {
-                verdicts
-                    .iter()
-                    .filter(|(_, v)| v.runs == r)
-                    .map(|(p, _)| p.to_string())
-                    .collect::<Vec<_>>()
-            };
-            let (jit, cannot_run) = (pick(Runs::Jit), pick(Runs::No));
-            let runs = if !cannot_run.is_empty() {
-                Runs::No
-            } else if !jit.is_empty() {
-                Runs::Jit
-            } else {
-                Runs::Yes
-            };
-            DeviceTotal {
-                device: d,
-                runs,
-                jit,
-                cannot_run,
-            }
-        })
+        .map(|(i, &d)| device_total(d, libraries.iter().map(|l| (l.path.as_str(), &l.device[i]))))
         .collect();
     Ok(FatbinReport {
         schema: SCHEMA,
@@ -321,6 +242,110 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
         },
         libraries,
     })
+}
+
+/// Every ELF file of the input, scanned, and the input's kind (`file` for one ELF file).
+fn scan_files(
+    path: &Path,
+    opts: &ScanOptions,
+    progress: &Progress,
+    trace: bool,
+) -> Result<(String, Vec<FileScan>)> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_file() && is_elf_file(path)? {
+        let file = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
+        let map = Arc::new(crate::input::map_file(path)?);
+        let display = path.display().to_string();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| display.clone());
+        let input = ElfInput {
+            path: &name,
+            bytes: &map,
+            map: Some(&map),
+            file: Some(&file),
+        };
+        let one = scan_one(input, &|| display.clone(), opts, trace)?;
+        Ok(("file".to_string(), vec![one]))
+    } else {
+        let kind = TreeKind::detect(path)?;
+        let (_tree, results) = Tree::open(path, progress, |input| {
+            let member = input.path.to_string();
+            scan_one(input, &|| display_member(path, kind, &member), opts, trace)
+        })?;
+        let kind = serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        Ok((kind, results.into_iter().map(|(_, f)| f).collect()))
+    }
+}
+
+/// The build's CUDA major: from the libraries that carry device code first, then any file.
+fn cuda_of_build(files: &[FileScan]) -> Option<CudaRuntime> {
+    files
+        .iter()
+        .filter(|f| f.lib.is_some())
+        .chain(files.iter())
+        .find_map(|f| {
+            f.cuda.as_ref().map(|(m, n)| CudaRuntime {
+                major: *m,
+                from: format!("NEEDED {n} in {}", f.path),
+            })
+        })
+}
+
+/// The libraries with device code, each with its CUDA major (its own NEEDED name, else the
+/// tree's) and the driver floor that sets.
+fn with_device_code(files: Vec<FileScan>, tree_cuda: Option<&CudaRuntime>) -> Vec<LibraryFatbin> {
+    let mut libraries = Vec::new();
+    for f in files {
+        let Some(mut lib) = f.lib else { continue };
+        lib.cuda_runtime = match f.cuda {
+            Some((m, n)) => Some(CudaRuntime {
+                major: m,
+                from: format!("NEEDED {n}"),
+            }),
+            None => tree_cuda.cloned(),
+        };
+        lib.driver = driver_floor(
+            lib.cuda_runtime.as_ref().map(|c| c.major),
+            lib.fatbin.compression_floor.clone(),
+        );
+        libraries.push(lib);
+    }
+    libraries
+}
+
+/// A device against the whole tree: the libraries it runs only through PTX JIT, those it cannot
+/// run, and the worst verdict.
+fn device_total<'a>(
+    device: Capability,
+    verdicts: impl Iterator<Item = (&'a str, &'a DeviceVerdict)>,
+) -> DeviceTotal {
+    let verdicts: Vec<(&str, &DeviceVerdict)> = verdicts.collect();
+    let pick = |r: Runs| {
+        verdicts
+            .iter()
+            .filter(|(_, v)| v.runs == r)
+            .map(|(p, _)| p.to_string())
+            .collect::<Vec<_>>()
+    };
+    let (jit, cannot_run) = (pick(Runs::Jit), pick(Runs::No));
+    let runs = if !cannot_run.is_empty() {
+        Runs::No
+    } else if !jit.is_empty() {
+        Runs::Jit
+    } else {
+        Runs::Yes
+    };
+    DeviceTotal {
+        device,
+        runs,
+        jit,
+        cannot_run,
+    }
 }
 
 fn is_elf_file(path: &Path) -> Result<bool> {

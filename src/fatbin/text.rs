@@ -131,7 +131,6 @@ fn driver_line(s: &mut String, d: &crate::fatbin::DriverFloor, indent: &str) {
 /// `splitpkg fatbin`: per library, the per-target table, compression and driver floor, then the
 /// tree's totals, what-if estimates and device verdicts.
 pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
-    use crate::fatbin::Runs;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -154,65 +153,77 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
         }
     }
     for l in &r.libraries {
-        let f = &l.fatbin;
+        library_text(&mut s, l);
+    }
+    tree_text(&mut s, &r.total);
+    s
+}
+
+/// One library: its section, the per-target table, driver floor, what-if and device lines.
+fn library_text(s: &mut String, l: &super::scan::LibraryFatbin) {
+    use crate::fatbin::Runs;
+    let f = &l.fatbin;
+    let _ = writeln!(
+        s,
+        "\n{}  .nv_fatbin {} of {}: {} containers, {} entries ({} SASS, {} PTX{})",
+        l.path,
+        human_bytes(f.section_size),
+        human_bytes(l.size),
+        thousands(f.container_count),
+        thousands(f.entries),
+        thousands(f.elf),
+        thousands(f.ptx),
+        if f.other > 0 {
+            format!(", {} other", thousands(f.other))
+        } else {
+            String::new()
+        }
+    );
+    fatbin_block(s, f, "  ");
+    driver_line(s, &l.driver, "  ");
+    for w in &l.what_if {
         let _ = writeln!(
             s,
-            "\n{}  .nv_fatbin {} of {}: {} containers, {} entries ({} SASS, {} PTX{})",
-            l.path,
-            human_bytes(f.section_size),
-            human_bytes(l.size),
-            thousands(f.container_count),
-            thousands(f.entries),
-            thousands(f.elf),
-            thousands(f.ptx),
-            if f.other > 0 {
-                format!(", {} other", thousands(f.other))
-            } else {
+            "  what-if {:<8} stored {} → {} ({}), section {} → {}",
+            w.mode.to_string(),
+            human_bytes(w.stored_now),
+            human_bytes(w.stored_after),
+            size_change(w.stored_now, w.stored_after),
+            human_bytes(w.section_now),
+            human_bytes(w.section_after)
+        );
+    }
+    for d in &l.device {
+        let via: Vec<String> = d
+            .via
+            .iter()
+            .map(|v| format!("{} {} ×{}", v.kind.label(), v.name, thousands(v.containers)))
+            .collect();
+        let verdict = match d.runs {
+            Runs::Yes => "runs (SASS)".to_string(),
+            Runs::Jit => format!("runs, {} containers only through PTX JIT", thousands(d.jit)),
+            Runs::No => format!(
+                "CANNOT RUN: {} of {} containers have no code for it",
+                thousands(d.none),
+                thousands(d.containers)
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "  device {}: {verdict}{}",
+            d.device,
+            if via.is_empty() {
                 String::new()
+            } else {
+                format!("  [{}]", via.join(", "))
             }
         );
-        fatbin_block(&mut s, f, "  ");
-        driver_line(&mut s, &l.driver, "  ");
-        for w in &l.what_if {
-            let _ = writeln!(
-                s,
-                "  what-if {:<8} stored {} → {} ({}), section {} → {}",
-                w.mode.to_string(),
-                human_bytes(w.stored_now),
-                human_bytes(w.stored_after),
-                size_change(w.stored_now, w.stored_after),
-                human_bytes(w.section_now),
-                human_bytes(w.section_after)
-            );
-        }
-        for d in &l.device {
-            let via: Vec<String> = d
-                .via
-                .iter()
-                .map(|v| format!("{} {} ×{}", v.kind.label(), v.name, thousands(v.containers)))
-                .collect();
-            let verdict = match d.runs {
-                Runs::Yes => "runs (SASS)".to_string(),
-                Runs::Jit => format!("runs, {} containers only through PTX JIT", thousands(d.jit)),
-                Runs::No => format!(
-                    "CANNOT RUN: {} of {} containers have no code for it",
-                    thousands(d.none),
-                    thousands(d.containers)
-                ),
-            };
-            let _ = writeln!(
-                s,
-                "  device {}: {verdict}{}",
-                d.device,
-                if via.is_empty() {
-                    String::new()
-                } else {
-                    format!("  [{}]", via.join(", "))
-                }
-            );
-        }
     }
-    let t = &r.total;
+}
+
+/// The tree's totals: device code, per-target table, driver floor, what-if and device verdicts.
+fn tree_text(s: &mut String, t: &super::scan::Total) {
+    use crate::fatbin::Runs;
     let _ = writeln!(
         s,
         "\ntree: {} libraries with device code, .nv_fatbin {} in {} containers, {} entries ({} SASS, {} PTX)",
@@ -224,8 +235,8 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
         thousands(t.fatbin.ptx)
     );
     if t.libraries > 0 {
-        fatbin_block(&mut s, &t.fatbin, "  ");
-        driver_line(&mut s, &t.driver, "  ");
+        fatbin_block(s, &t.fatbin, "  ");
+        driver_line(s, &t.driver, "  ");
     }
     for w in &t.what_if {
         let floor = w
@@ -250,7 +261,6 @@ pub fn fatbin_text(r: &super::scan::FatbinReport) -> String {
         };
         let _ = writeln!(s, "  device {}: {verdict}", d.device);
     }
-    s
 }
 
 #[cfg(test)]

@@ -65,9 +65,19 @@ impl Serialize for CompressMode {
     }
 }
 
+/// An argument that is not a compression mode (`--what-if`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown compression {given:?}: expected none, lz4, zstd or zstd:LEVEL ({min}..={max})")]
+pub struct BadCompressMode {
+    pub given: String,
+    /// The zstd levels the linked library accepts.
+    pub min: i32,
+    pub max: i32,
+}
+
 impl FromStr for CompressMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = BadCompressMode;
+    fn from_str(s: &str) -> Result<Self, BadCompressMode> {
         let t = s.trim().to_ascii_lowercase();
         let t = t.strip_prefix("compress=").unwrap_or(&t);
         match t {
@@ -85,11 +95,11 @@ impl FromStr for CompressMode {
         {
             return Ok(CompressMode::Zstd(level));
         }
-        Err(format!(
-            "unknown compression {s:?}: expected none, lz4, zstd or zstd:LEVEL ({}..={})",
-            range.start(),
-            range.end()
-        ))
+        Err(BadCompressMode {
+            given: s.to_string(),
+            min: *range.start(),
+            max: *range.end(),
+        })
     }
 }
 
@@ -150,11 +160,11 @@ pub fn decompress_with_limit(
     let want = e.uncompressed as usize;
     let out = match e.compression {
         Compression::Zstd => zstd::bulk::decompress(input, want)
-            .map_err(|x| err(format!("zstd payload does not decompress: {x}")))?,
+            .map_err(|x| FatbinError::caused(e.offset, "zstd payload does not decompress", x))?,
         Compression::Lz4 => {
             let mut out = vec![0u8; want];
             let n = lz4_flex::block::decompress_into(input, &mut out)
-                .map_err(|x| err(format!("LZ4 payload does not decompress: {x}")))?;
+                .map_err(|x| FatbinError::caused(e.offset, "LZ4 payload does not decompress", x))?;
             out.truncate(n);
             out
         }
@@ -249,9 +259,7 @@ pub fn what_if(
                             Some(c) => c.compress(&raw).map(|v| v.len()),
                             None => zstd::bulk::compress(&raw, *l).map(|v| v.len()),
                         }
-                        .map_err(|x| {
-                            FatbinError::at(e.offset, format!("zstd compression failed: {x}"))
-                        })?,
+                        .map_err(|x| FatbinError::caused(e.offset, "zstd compression failed", x))?,
                     };
                     out.push((stored_len(n), t.elapsed().as_secs_f64()));
                 }

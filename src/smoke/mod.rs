@@ -715,7 +715,10 @@ fn check_contracts(
     req.spec = opts.spec.clone();
     let contract = crate::analysis::pipeline::plan_tree(&req, &crate::progress::Progress::hidden())
         .map_err(|e| e.to_string())
-        .and_then(|p| crate::analysis::contract::ContractFile::for_library(&p.plan, &opts.lazy));
+        .and_then(|p| {
+            crate::analysis::contract::ContractFile::for_library(&p.plan, &opts.lazy)
+                .map_err(|e| e.to_string())
+        });
     let contract = match contract {
         Ok(c) => c,
         Err(e) => {
