@@ -23,6 +23,9 @@ pub mod confine;
 pub mod elf;
 pub mod error;
 pub mod fatbin;
+/// The fuzz harnesses of the cargo-fuzz targets under `fuzz/`, above every stage they drive.
+#[doc(hidden)]
+pub mod fuzz;
 pub mod index;
 pub mod input;
 pub mod output;

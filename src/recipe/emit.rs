@@ -431,56 +431,6 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
 /// ([`crate::sanitize`]), under the name the templates' filters use.
 pub use crate::sanitize as quote;
 
-#[doc(hidden)]
-/// The fuzz harness for untrusted plans (cargo-fuzz target `plan_json`): a plan document from bytes,
-/// the split with default options, and both recipe formats rendered. Whatever the plan says, a
-/// rendered file stays inside the output directory and no tree path reaches a recipe unchecked.
-pub fn fuzz_plan_json(data: &[u8]) {
-    let Ok(plan) = serde_json::from_slice::<Plan>(data) else {
-        return;
-    };
-    let options = crate::recipe::split::SplitOptions {
-        core_name: "libtorch".into(),
-        lazy_name: "libtorch-cuda-linalg".into(),
-        version: "2.11.0".into(),
-        build_number: 0,
-        prefer: plan.options.dep.clone(),
-        variant_key: "linalg_variant".into(),
-        payload_packages: vec![format!("lib{}", plan.options.dep)],
-        payload_version: crate::recipe::split::payload_version(&plan),
-        build_keys: "cuda13".into(),
-        cuda_floor: None,
-        external_depends: Vec::new(),
-    };
-    let Ok(split) = Split::from_plan(&plan, options) else {
-        return;
-    };
-    if let Ok(out) = render(
-        &plan,
-        &split,
-        &[Format::RattlerBuild, Format::CondaBuild],
-        "stage",
-        "fuzz",
-        "fuzz",
-    ) {
-        for f in &out.files {
-            assert!(
-                f.path
-                    .components()
-                    .all(|c| matches!(c, std::path::Component::Normal(_))),
-                "{} leaves the output directory",
-                f.path.display()
-            );
-        }
-        for p in split.lazy_files.iter().chain(&split.payload_files) {
-            assert!(
-                crate::recipe::split::check_recipe_path(p).is_ok(),
-                "{p:?} reached a recipe unchecked"
-            );
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! The quoting filters checked by reading their output back with the tool that reads each
