@@ -94,19 +94,16 @@ pub struct DlopenEntry {
 impl DlopenEntry {
     /// Why this entry cannot be written as the spec asks: no soname, a soname with a `/` or
     /// nothing in it, or a control character anywhere (the spec forbids them and `\u` escapes).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), EntryError> {
         if self.soname.is_empty() {
-            return Err("at least one soname is required".into());
+            return Err(EntryError::NoSoname);
         }
         for s in &self.soname {
             if s.is_empty() {
-                return Err("a soname is empty".into());
+                return Err(EntryError::EmptySoname);
             }
             if s.contains('/') {
-                return Err(format!(
-                    "soname {:?} contains a '/': the note names libraries, not paths",
-                    s
-                ));
+                return Err(EntryError::SonameWithSlash(s.clone()));
             }
         }
         let texts = self
@@ -115,12 +112,23 @@ impl DlopenEntry {
             .chain(&self.feature)
             .chain(&self.description);
         if let Some(t) = texts.into_iter().find(|t| t.chars().any(char::is_control)) {
-            return Err(format!(
-                "{t:?} contains a control character, which the note's JSON may not hold"
-            ));
+            return Err(EntryError::Control(t.clone()));
         }
         Ok(())
     }
+}
+
+/// Why [`DlopenEntry::check`] refuses an entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("at least one soname is required")]
+    NoSoname,
+    #[error("a soname is empty")]
+    EmptySoname,
+    #[error("soname {0:?} contains a '/': the note names libraries, not paths")]
+    SonameWithSlash(String),
+    #[error("{0:?} contains a control character, which the note's JSON may not hold")]
+    Control(String),
 }
 
 /// A note that could not be read as the spec writes it. The file is still read; the note (or the
@@ -428,8 +436,11 @@ pub enum NoteWriteError {
     ExtendedNumbering,
     #[error("its dlopen note is malformed: {0}")]
     Malformed(NoteProblem),
-    #[error("{0}")]
-    BadEntry(String),
+    #[error(transparent)]
+    BadEntry(#[from] EntryError),
+    /// The merged entries did not serialise (not expected: they are strings and an enum).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
     #[error("the result would exceed the 4 GiB a 32-bit ELF file can address")]
     TooLarge,
 }
@@ -451,7 +462,7 @@ pub struct Written {
 /// declares (an entry with the same soname list is replaced). See the module documentation for
 /// the layout and what stays byte-identical.
 pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), NoteWriteError> {
-    entry.check().map_err(NoteWriteError::BadEntry)?;
+    entry.check()?;
     let view = ElfView::parse(bytes)?;
     let h = &view.header;
     if !matches!(
@@ -476,8 +487,7 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
         .filter(|e| e.soname != entry.soname)
         .collect();
     entries.push(entry);
-    let json =
-        serde_json::to_string(&entries).map_err(|e| NoteWriteError::BadEntry(e.to_string()))?;
+    let json = serde_json::to_string(&entries)?;
 
     let w = Layout::new(&view);
     let mut out = bytes.to_vec();

@@ -637,7 +637,7 @@ mod tests {
             ("lib/x%}", "Jinja delimiter"),
             ("lib/x}}", "Jinja delimiter"),
         ] {
-            let e = check_recipe_path(bad).expect_err(bad);
+            let e = check_recipe_path(bad).expect_err(bad).to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
     }
