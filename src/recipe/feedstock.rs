@@ -306,116 +306,11 @@ impl Recipe {
     /// tests, and everything the new output copies from them.
     fn shape(&self, path: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Shape> {
         let o = &split.options;
-        let lib_short = lib_short(&opts.lazy_library);
-        let expected = || {
-            Error::bad(
-                path.display(),
-                format!(
-                    "no staging output that builds {}: expected `package: {}` with `inherit:` a `staging:` output and `{}` in its tests",
-                    opts.lazy_library, o.core_name, lib_short
-                ),
-            )
-        };
-        let core = self
-            .items
-            .iter()
-            .position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name))
-            .ok_or_else(expected)?;
+        let (core, staging, st, test) = self.core_and_staging(path, split, opts)?;
+        let (test_lines, cond) = self.test_entry(path, test)?;
         let cv = &self.items[core].value;
-        let staging = cv.get("inherit").and_then(|i| {
-            i.as_str()
-                .map(str::to_string)
-                .or_else(|| i.get("from")?.as_str().map(str::to_string))
-        });
-        let staging = staging.ok_or_else(expected)?;
-        let st = self
-            .items
-            .iter()
-            .find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging))
-            .ok_or_else(expected)?;
-        let test = (self.items[core].start..self.items[core].end)
-            .find(|&i| self.lines[i].trim() == format!("- {lib_short}"))
-            .ok_or_else(expected)?;
-        // The entry alone under `- if: COND / then:` (as in PR #518), or a plain list item.
-        let (test_lines, cond) = if test >= 2
-            && self.lines[test - 1].trim() == "then:"
-            && self.lines[test - 2].trim_start().starts_with("- if:")
-            && indent(&self.lines[test - 1]) == indent(&self.lines[test - 2]) + 2
-            && self
-                .lines
-                .get(test + 1)
-                .is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
-        {
-            let c = self.lines[test - 2].trim_start()["- if:".len()..]
-                .trim()
-                .to_string();
-            ((test - 2, test), Some(c))
-        } else {
-            ((test, test), None)
-        };
-        if cond.as_deref().is_some_and(|c| c.contains('#')) {
-            return Err(Error::bad(
-                path.display(),
-                format!(
-                    "line {}: a comment after the condition; expected `- if: COND`",
-                    test - 1
-                ),
-            ));
-        }
-
-        let script = cv.get("build").and_then(|b| b.get("script")).ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!("output {}: expected build.script with `file:` and `env:` (the staged build script)", o.core_name),
-            )
-        })?;
-        let script_file = script
-            .get("file")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let env = script.get("env").and_then(Value::as_mapping);
-        let stage = env.and_then(|m| m.iter().find(|(_, v)| v.as_str() == Some(&o.core_name)));
-        let (Some((stage_var, _)), true) = (stage, script_file == "build") else {
-            return Err(Error::bad(
-                path.display(),
-                format!(
-                    "output {}: expected `script: {{file: build, env: {{STAGE_VARIABLE: {}}}}}` (build.sh selects the stage)",
-                    o.core_name, o.core_name
-                ),
-            ));
-        };
-        let stage_var = stage_var.as_str().unwrap_or_default().to_string();
-        let script_env = env
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.as_str()?, v.as_str()?)))
-            .filter(|(k, _)| *k != stage_var)
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-
-        let build_string = cv
-            .get("build")
-            .and_then(|b| b.get("string"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let build_keys_expr = build_string.strip_suffix("_${{ hash }}_${{ build_number }}").ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!(
-                    "output {}: expected its build string to end in _${{{{ hash }}}}_${{{{ build_number }}}}, not {build_string:?}",
-                    o.core_name
-                ),
-            )
-        })?;
-
-        let strings_at = |v: &Value, keys: &[&str]| -> Vec<String> {
-            let mut cur = Some(v);
-            for k in keys {
-                cur = cur.and_then(|c| c.get(*k));
-            }
-            cur.map(flat_strings).unwrap_or_default()
-        };
+        let (script_file, stage_var, script_env) = build_script(path, cv, &o.core_name)?;
+        let build_keys_expr = build_keys_expr(path, cv, &o.core_name)?;
         let name = |s: &str| s.split_whitespace().next().unwrap_or_default().to_string();
         let st_host = strings_at(&st.value, &["requirements", "host"]);
         let payload_devel: Vec<String> = st_host
@@ -457,8 +352,81 @@ impl Recipe {
                 .cloned()
                 .collect(),
             payload_devel,
-            build_keys_expr: build_keys_expr.to_string(),
+            build_keys_expr,
         })
+    }
+
+    /// The core output (its index), the staging output it inherits (name and item), and the line
+    /// of the core's test entry that names the library.
+    fn core_and_staging(
+        &self,
+        path: &Path,
+        split: &Split,
+        opts: &FeedstockOptions,
+    ) -> Result<(usize, String, &Item, usize)> {
+        let o = &split.options;
+        let lib_short = lib_short(&opts.lazy_library);
+        let expected = || {
+            Error::bad(
+                path.display(),
+                format!(
+                    "no staging output that builds {}: expected `package: {}` with `inherit:` a `staging:` output and `{}` in its tests",
+                    opts.lazy_library, o.core_name, lib_short
+                ),
+            )
+        };
+        let core = self
+            .items
+            .iter()
+            .position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name))
+            .ok_or_else(expected)?;
+        let cv = &self.items[core].value;
+        let staging = cv.get("inherit").and_then(|i| {
+            i.as_str()
+                .map(str::to_string)
+                .or_else(|| i.get("from")?.as_str().map(str::to_string))
+        });
+        let staging = staging.ok_or_else(expected)?;
+        let st = self
+            .items
+            .iter()
+            .find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging))
+            .ok_or_else(expected)?;
+        let test = (self.items[core].start..self.items[core].end)
+            .find(|&i| self.lines[i].trim() == format!("- {lib_short}"))
+            .ok_or_else(expected)?;
+        Ok((core, staging, st, test))
+    }
+
+    /// The lines of the test entry at line `test` and the condition it sits under: the entry
+    /// alone under `- if: COND / then:` (as in PR #518), or a plain list item.
+    fn test_entry(&self, path: &Path, test: usize) -> Result<((usize, usize), Option<String>)> {
+        let (test_lines, cond) = if test >= 2
+            && self.lines[test - 1].trim() == "then:"
+            && self.lines[test - 2].trim_start().starts_with("- if:")
+            && indent(&self.lines[test - 1]) == indent(&self.lines[test - 2]) + 2
+            && self
+                .lines
+                .get(test + 1)
+                .is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
+        {
+            let c = self.lines[test - 2].trim_start()["- if:".len()..]
+                .trim()
+                .to_string();
+            ((test - 2, test), Some(c))
+        } else {
+            ((test, test), None)
+        };
+        if cond.as_deref().is_some_and(|c| c.contains('#')) {
+            return Err(Error::bad(
+                path.display(),
+                format!(
+                    "line {}: a comment after the condition; expected `- if: COND`",
+                    test - 1
+                ),
+            ));
+        }
+        Ok((test_lines, cond))
     }
 
     /// Lines that add the payload packages to an output's `ignore_run_exports.by_name`.
@@ -875,6 +843,69 @@ fn without_variant(split: &Split) -> &str {
         .find(|v| !v.with_payload)
         .map(|v| v.name.as_str())
         .unwrap_or_default()
+}
+
+/// The core output's staged build script: its file (`build`), the environment variable that
+/// selects the stage (the one set to the core's name), and the rest of its environment.
+fn build_script(path: &Path, cv: &Value, core_name: &str) -> Result<(String, String, Vec<String>)> {
+    let script = cv.get("build").and_then(|b| b.get("script")).ok_or_else(|| {
+        Error::bad(
+            path.display(),
+            format!("output {core_name}: expected build.script with `file:` and `env:` (the staged build script)"),
+        )
+    })?;
+    let script_file = script
+        .get("file")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let env = script.get("env").and_then(Value::as_mapping);
+    let stage = env.and_then(|m| m.iter().find(|(_, v)| v.as_str() == Some(core_name)));
+    let (Some((stage_var, _)), true) = (stage, script_file == "build") else {
+        return Err(Error::bad(
+            path.display(),
+            format!(
+                "output {core_name}: expected `script: {{file: build, env: {{STAGE_VARIABLE: {core_name}}}}}` (build.sh selects the stage)",
+            ),
+        ));
+    };
+    let stage_var = stage_var.as_str().unwrap_or_default().to_string();
+    let script_env = env
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str()?, v.as_str()?)))
+        .filter(|(k, _)| *k != stage_var)
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    Ok((script_file, stage_var, script_env))
+}
+
+/// The core output's build string without its `_${{ hash }}_${{ build_number }}` tail: the
+/// expression of the build keys the new output repeats.
+fn build_keys_expr(path: &Path, cv: &Value, core_name: &str) -> Result<String> {
+    let build_string = cv
+        .get("build")
+        .and_then(|b| b.get("string"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let expr = build_string.strip_suffix("_${{ hash }}_${{ build_number }}").ok_or_else(|| {
+        Error::bad(
+            path.display(),
+            format!(
+                "output {core_name}: expected its build string to end in _${{{{ hash }}}}_${{{{ build_number }}}}, not {build_string:?}",
+            ),
+        )
+    })?;
+    Ok(expr.to_string())
+}
+
+/// The strings under `keys` in `v` (a string or a list of them, flattened), or none.
+fn strings_at(v: &Value, keys: &[&str]) -> Vec<String> {
+    let mut cur = Some(v);
+    for k in keys {
+        cur = cur.and_then(|c| c.get(*k));
+    }
+    cur.map(flat_strings).unwrap_or_default()
 }
 
 /// `libtorch_cuda_linalg.so` → `torch_cuda_linalg` (what `package_contents: lib:` lists).
