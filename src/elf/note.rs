@@ -464,29 +464,8 @@ pub struct Written {
 pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), NoteWriteError> {
     entry.check()?;
     let view = ElfView::parse(bytes)?;
-    let h = &view.header;
-    if !matches!(
-        h.e_type,
-        goblin::elf::header::ET_DYN | goblin::elf::header::ET_EXEC
-    ) {
-        return Err(NoteWriteError::NotLoadable(h.e_type));
-    }
-    if (h.e_shnum == 0 && h.e_shoff != 0)
-        || h.e_shstrndx == section_header::SHN_XINDEX as u16
-        || view.shdrs.len() + 3 >= 0xff00
-    {
-        return Err(NoteWriteError::ExtendedNumbering);
-    }
-    let existing = view.dlopen_notes();
-    if let Some(p) = existing.problems.into_iter().next() {
-        return Err(NoteWriteError::Malformed(p));
-    }
-    let mut entries: Vec<DlopenEntry> = existing
-        .entries
-        .into_iter()
-        .filter(|e| e.soname != entry.soname)
-        .collect();
-    entries.push(entry);
+    check_writable(&view)?;
+    let entries = merged_entries(&view, entry)?;
     let json = serde_json::to_string(&entries)?;
 
     let w = Layout::new(&view);
@@ -496,65 +475,12 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
     let note = note_bytes(&json, w.le);
     out.extend_from_slice(&note);
 
-    // The section headers, renamed where needed, plus the new note section (and a name table
-    // when the file had none).
-    let mut sections: Vec<(String, Shdr)> = view
-        .shdrs
-        .iter()
-        .map(|s| (view.section_name(s).to_string(), Shdr::from(s)))
-        .collect();
-    let mut merged_existing = false;
-    for (name, s) in sections.iter_mut() {
-        if name == SECTION {
-            *name = MERGED_SECTION.to_string();
-            s.sh_type = section_header::SHT_PROGBITS;
-            merged_existing = true;
-        }
-    }
-    if sections.is_empty() {
-        sections.push((String::new(), Shdr::default()));
-    }
-    sections.push((
-        SECTION.to_string(),
-        Shdr {
-            sh_type: section_header::SHT_NOTE,
-            offset: note_offset,
-            size: note.len() as u64,
-            addralign: 4,
-            ..Shdr::default()
-        },
-    ));
-    let shstrndx = match view
-        .shdrs
-        .get(h.e_shstrndx as usize)
-        .filter(|s| s.sh_type == section_header::SHT_STRTAB)
-    {
-        Some(_) => h.e_shstrndx as usize,
-        None => {
-            sections.push((
-                ".shstrtab".to_string(),
-                Shdr {
-                    sh_type: section_header::SHT_STRTAB,
-                    addralign: 1,
-                    ..Shdr::default()
-                },
-            ));
-            sections.len() - 1
-        }
-    };
-    // The name table: every name once, at the end of the file.
-    let mut names = vec![0u8];
-    for (name, s) in sections.iter_mut() {
-        s.name = if name.is_empty() {
-            0
-        } else {
-            intern(&mut names, name)
-        };
-    }
-    let names_offset = out.len() as u64;
-    out.extend_from_slice(&names);
-    sections[shstrndx].1.offset = names_offset;
-    sections[shstrndx].1.size = names.len() as u64;
+    let SectionTable {
+        mut sections,
+        shstrndx,
+        merged_existing,
+    } = SectionTable::with_note(&view, note_offset, note.len() as u64);
+    append_names(&mut out, &mut sections, shstrndx);
 
     pad_to(&mut out, if w.is64 { 8 } else { 4 });
     let shoff = out.len() as u64;
@@ -574,6 +500,125 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
             merged_existing,
         },
     ))
+}
+
+/// Only shared libraries and executables, with section numbering that fits the header.
+fn check_writable(view: &ElfView<'_>) -> Result<(), NoteWriteError> {
+    let h = &view.header;
+    if !matches!(
+        h.e_type,
+        goblin::elf::header::ET_DYN | goblin::elf::header::ET_EXEC
+    ) {
+        return Err(NoteWriteError::NotLoadable(h.e_type));
+    }
+    if (h.e_shnum == 0 && h.e_shoff != 0)
+        || h.e_shstrndx == section_header::SHN_XINDEX as u16
+        || view.shdrs.len() + 3 >= 0xff00
+    {
+        return Err(NoteWriteError::ExtendedNumbering);
+    }
+    Ok(())
+}
+
+/// The entries the file declares, with `entry` replacing one with the same soname list; a
+/// malformed existing note is refused rather than rewritten.
+fn merged_entries(
+    view: &ElfView<'_>,
+    entry: DlopenEntry,
+) -> Result<Vec<DlopenEntry>, NoteWriteError> {
+    let existing = view.dlopen_notes();
+    if let Some(p) = existing.problems.into_iter().next() {
+        return Err(NoteWriteError::Malformed(p));
+    }
+    let mut entries: Vec<DlopenEntry> = existing
+        .entries
+        .into_iter()
+        .filter(|e| e.soname != entry.soname)
+        .collect();
+    entries.push(entry);
+    Ok(entries)
+}
+
+/// The section headers of the new file, by name; names are interned by [`append_names`].
+struct SectionTable {
+    sections: Vec<(String, Shdr)>,
+    /// The index of the section-name table.
+    shstrndx: usize,
+    /// An existing `.note.dlopen` was renamed [`MERGED_SECTION`].
+    merged_existing: bool,
+}
+
+impl SectionTable {
+    /// The section headers, renamed where needed, plus the new note section (and a name table
+    /// when the file had none).
+    fn with_note(view: &ElfView<'_>, note_offset: u64, note_size: u64) -> Self {
+        let h = &view.header;
+        let mut sections: Vec<(String, Shdr)> = view
+            .shdrs
+            .iter()
+            .map(|s| (view.section_name(s).to_string(), Shdr::from(s)))
+            .collect();
+        let mut merged_existing = false;
+        for (name, s) in sections.iter_mut() {
+            if name == SECTION {
+                *name = MERGED_SECTION.to_string();
+                s.sh_type = section_header::SHT_PROGBITS;
+                merged_existing = true;
+            }
+        }
+        if sections.is_empty() {
+            sections.push((String::new(), Shdr::default()));
+        }
+        sections.push((
+            SECTION.to_string(),
+            Shdr {
+                sh_type: section_header::SHT_NOTE,
+                offset: note_offset,
+                size: note_size,
+                addralign: 4,
+                ..Shdr::default()
+            },
+        ));
+        let shstrndx = match view
+            .shdrs
+            .get(h.e_shstrndx as usize)
+            .filter(|s| s.sh_type == section_header::SHT_STRTAB)
+        {
+            Some(_) => h.e_shstrndx as usize,
+            None => {
+                sections.push((
+                    ".shstrtab".to_string(),
+                    Shdr {
+                        sh_type: section_header::SHT_STRTAB,
+                        addralign: 1,
+                        ..Shdr::default()
+                    },
+                ));
+                sections.len() - 1
+            }
+        };
+        SectionTable {
+            sections,
+            shstrndx,
+            merged_existing,
+        }
+    }
+}
+
+/// The name table: every name once, at the end of `out`, and the sections pointing into it.
+fn append_names(out: &mut Vec<u8>, sections: &mut [(String, Shdr)], shstrndx: usize) {
+    let mut names = vec![0u8];
+    for (name, s) in sections.iter_mut() {
+        s.name = if name.is_empty() {
+            0
+        } else {
+            intern(&mut names, name)
+        };
+    }
+    let names_offset = out.len() as u64;
+    out.extend_from_slice(&names);
+    sections[shstrndx].1.offset = names_offset;
+    sections[shstrndx].1.size = names.len() as u64;
 }
 
 /// The note record: header, owner, NUL-terminated JSON, zero padding to 4.
