@@ -1184,10 +1184,15 @@ where
     T: Send,
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
 {
-    let results: Mutex<Vec<Result<(String, T)>>> = Mutex::new(Vec::new());
+    let pool = ElfPool {
+        display,
+        visit,
+        progress,
+        budget: Budget::new(),
+        results: Mutex::new(Vec::new()),
+    };
     let mut hardlinks = Vec::new();
     let mut package = None;
-    let budget = Budget::new();
     progress.start_unknown("decompressing");
     let outcome: Result<()> = rayon::in_place_scope(|scope| {
         let mut index_json = |path: &str, r: &mut dyn Read| -> Result<()> {
@@ -1223,33 +1228,7 @@ where
                         .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
                     let elf = head.starts_with(ELF_MAGIC);
                     if elf {
-                        let name = format!("{display}:{rel}");
-                        check_elf_size(&name, size)?;
-                        // Held until the visitor is done with the bytes; the walk waits here while
-                        // the members in flight use up the budget.
-                        let held = budget.take(size, true);
-                        let mut data = inflate_buffer(&name, size)?;
-                        data.extend_from_slice(&head);
-                        r.read_to_end(&mut data)
-                            .map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
-                        if data.len() as u64 != size {
-                            return Err(Error::bad(display, format!("{rel}: member is truncated")));
-                        }
-                        let results = &results;
-                        let path = rel.clone();
-                        scope.spawn(move |_| {
-                            let r = visit(ElfInput {
-                                path: &path,
-                                bytes: &data,
-                                map: None,
-                                file: None,
-                            })
-                            .map(|v| (path.clone(), v));
-                            progress.inc(data.len() as u64);
-                            drop(data);
-                            drop(held);
-                            results.lock().unwrap().push(r);
-                        });
+                        pool.spawn(scope, rel, size, head, r)?;
                     } else {
                         b.check_non_elf(&format!("{display}:{rel}"), rel, &head)?;
                     }
@@ -1271,7 +1250,74 @@ where
     if package.is_some() {
         b.package = package;
     }
-    // Tar hard links name an earlier member; alias them to it.
+    tar_hardlinks(display, b, hardlinks)?;
+    let mut out = Vec::new();
+    for r in pool.results.into_inner().unwrap() {
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+/// The ELF members of a streamed archive, visited on the pool while the walk reads on: the
+/// inflate budget they hold, the visitor, and where their results go.
+struct ElfPool<'a, T, F> {
+    display: &'a str,
+    visit: &'a F,
+    progress: &'a Progress,
+    budget: Budget,
+    results: Mutex<Vec<Result<(String, T)>>>,
+}
+
+impl<'a, T, F> ElfPool<'a, T, F>
+where
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    /// Read the rest of the ELF member `rel` (`head` is its start) and visit it on the pool.
+    fn spawn<'s>(
+        &'s self,
+        scope: &rayon::Scope<'s>,
+        rel: &str,
+        size: u64,
+        head: Vec<u8>,
+        r: &mut dyn Read,
+    ) -> Result<()>
+    where
+        'a: 's,
+    {
+        let display = self.display;
+        let name = format!("{display}:{rel}");
+        check_elf_size(&name, size)?;
+        // Held until the visitor is done with the bytes; the walk waits here while the members in
+        // flight use up the budget.
+        let held = self.budget.take(size, true);
+        let mut data = inflate_buffer(&name, size)?;
+        data.extend_from_slice(&head);
+        r.read_to_end(&mut data)
+            .map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
+        if data.len() as u64 != size {
+            return Err(Error::bad(display, format!("{rel}: member is truncated")));
+        }
+        let path = rel.to_string();
+        scope.spawn(move |_| {
+            let r = (self.visit)(ElfInput {
+                path: &path,
+                bytes: &data,
+                map: None,
+                file: None,
+            })
+            .map(|v| (path.clone(), v));
+            self.progress.inc(data.len() as u64);
+            drop(data);
+            drop(held);
+            self.results.lock().unwrap().push(r);
+        });
+        Ok(())
+    }
+}
+
+/// Tar hard links name an earlier member; alias them to it.
+fn tar_hardlinks(display: &str, b: &mut Builder, hardlinks: Vec<(String, String)>) -> Result<()> {
     for (link, target) in hardlinks {
         if !matches!(b.entries.get(&target), Some(EntryKind::File { .. })) {
             return Err(Error::bad(
@@ -1281,11 +1327,7 @@ where
         }
         b.hardlinks.push((link, target));
     }
-    let mut out = Vec::new();
-    for r in results.into_inner().unwrap() {
-        out.push(r?);
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// A directory inside a conda environment (`PREFIX/lib/python3.X/site-packages/torch`) whose
