@@ -358,7 +358,7 @@ fn read_desc(desc: &[u8], at: u64, out: &mut DlopenNotes) {
             Err(why) => out.problem(NoteProblem::BadEntry {
                 offset: at,
                 index,
-                why,
+                why: why.to_string(),
             }),
         }
     }
@@ -369,18 +369,18 @@ fn read_entry(
     item: &serde_json::Value,
     at: u64,
     out: &mut DlopenNotes,
-) -> Result<Option<DlopenEntry>, String> {
-    let obj = item.as_object().ok_or("not a JSON object")?;
+) -> Result<Option<DlopenEntry>, BadEntry> {
+    let obj = item.as_object().ok_or(BadEntry::NotAnObject)?;
     let names = obj
         .get("soname")
         .and_then(|v| v.as_array())
-        .ok_or("no \"soname\" list")?;
+        .ok_or(BadEntry::NoSonameList)?;
     let mut soname = Vec::new();
     for n in names {
         let n = n
             .as_str()
             .filter(|s| !s.is_empty())
-            .ok_or("a soname is not a non-empty string")?;
+            .ok_or(BadEntry::Soname)?;
         if n.contains('/') {
             out.problem(NoteProblem::SonameWithSlash {
                 offset: at,
@@ -390,19 +390,18 @@ fn read_entry(
             soname.push(n.to_string());
         }
     }
-    let text = |key: &str| -> Result<Option<String>, String> {
+    let text = |key: &'static str| -> Result<Option<String>, BadEntry> {
         match obj.get(key) {
             None => Ok(None),
             Some(v) => v
                 .as_str()
                 .map(|s| Some(s.to_string()))
-                .ok_or_else(|| format!("\"{key}\" is not a string")),
+                .ok_or(BadEntry::NotAString(key)),
         }
     };
     let priority = match text("priority")? {
         None => Priority::default(),
-        Some(p) => Priority::parse(&p)
-            .ok_or_else(|| format!("priority {p:?} is not required, recommended or suggested"))?,
+        Some(p) => Priority::parse(&p).ok_or(BadEntry::Priority(p))?,
     };
     let entry = DlopenEntry {
         soname,
@@ -418,9 +417,26 @@ fn read_entry(
         .chain(&entry.description)
         .any(|t| t.chars().any(char::is_control))
     {
-        return Err("a string holds a control character".into());
+        return Err(BadEntry::Control);
     }
     Ok((!entry.soname.is_empty()).then_some(entry))
+}
+
+/// Why an element of a note's array is not an entry (the `why` of [`NoteProblem::BadEntry`]).
+#[derive(Debug, thiserror::Error)]
+enum BadEntry {
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("no \"soname\" list")]
+    NoSonameList,
+    #[error("a soname is not a non-empty string")]
+    Soname,
+    #[error("\"{0}\" is not a string")]
+    NotAString(&'static str),
+    #[error("priority {0:?} is not required, recommended or suggested")]
+    Priority(String),
+    #[error("a string holds a control character")]
+    Control,
 }
 
 // --- writing -------------------------------------------------------------------------------------
