@@ -24,6 +24,15 @@ pub enum Error {
     /// Hostile, broken or unsupported input. Exit code 2.
     #[error("{}: {}", printable(file), printable(&one_line(reason)))]
     BadInput { file: String, reason: String },
+    /// Bad input that a library found (a zip, tar, YAML or JSON reader's error): prints as
+    /// `BadInput` with `reason: cause`, keeping the cause as the source. Exit code 2.
+    #[error("{}: {}", printable(file), printable(&one_line(&format!("{reason}: {source}"))))]
+    BadSource {
+        file: String,
+        reason: String,
+        #[source]
+        source: Cause,
+    },
     /// An ELF file the reader refuses (not ELF, truncated, offsets outside the file). Exit code 2;
     /// prints as a `BadInput` would, with the reader's error kept as the source.
     #[error("{}: {}", printable(file), chain(source))]
@@ -66,6 +75,20 @@ impl Error {
         }
     }
 
+    /// Bad input that `source` (a library's error) found: `file: reason: source`, as
+    /// [`Error::bad`] with the reason and cause joined would print, but the cause stays the source.
+    pub fn bad_source(
+        file: impl fmt::Display,
+        reason: impl fmt::Display,
+        source: impl Into<Cause>,
+    ) -> Self {
+        Error::BadSource {
+            file: file.to_string(),
+            reason: reason.to_string(),
+            source: source.into(),
+        }
+    }
+
     /// The ELF reader refused `file`.
     pub fn elf(file: impl fmt::Display, source: crate::elf::ElfError) -> Self {
         Error::Elf {
@@ -97,7 +120,11 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Refused(_) => 1,
-            Error::BadInput { .. } | Error::Elf { .. } | Error::Io { .. } | Error::Usage(_) => 2,
+            Error::BadInput { .. }
+            | Error::BadSource { .. }
+            | Error::Elf { .. }
+            | Error::Io { .. }
+            | Error::Usage(_) => 2,
             Error::Failed { .. } | Error::Internal(_) => 3,
         }
     }

@@ -834,7 +834,7 @@ fn list_wheel(
                 (&mut *r)
                     .take(256)
                     .read_to_end(&mut head)
-                    .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
+                    .map_err(|e| Error::bad_source(display, rel, e))?;
                 let elf = head.starts_with(ELF_MAGIC);
                 if elf {
                     check_elf_size(&format!("{display}:{rel}"), size)?;
@@ -929,7 +929,7 @@ where
             (&mut f)
                 .take(m.size + 1)
                 .read_to_end(&mut data)
-                .map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
+                .map_err(|e| Error::bad_source(&name, "cannot inflate", e))?;
             if data.len() as u64 != m.size {
                 return Err(Error::bad(
                     &name,
@@ -993,7 +993,7 @@ where
     // `PositionedFile`); the walk above checked it through the map.
     let reader = unpack::PositionedFile::new(file).map_err(|e| Error::io(path, e))?;
     let data = zip::ZipArchive::new(reader)
-        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
     type Visited<T> = Result<(String, (u64, unpack::Sha256Hash), Option<T>)>;
     let results: Vec<Visited<T>> = largest_first(&members, |m| {
         let mut archive = data.clone();
@@ -1098,10 +1098,9 @@ where
         let mut tar = tar::Archive::new(conda_tar(&display, &mut archive, info, "info archive")?);
         let entries = tar
             .entries()
-            .map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+            .map_err(|e| Error::bad_source(&display, "info archive", e))?;
         for entry in entries {
-            let mut entry =
-                entry.map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+            let mut entry = entry.map_err(|e| Error::bad_source(&display, "info archive", e))?;
             let p = entry
                 .path()
                 .map_err(|e| Error::bad(&display, e))?
@@ -1134,8 +1133,8 @@ fn read_index_json(display: &str, r: &mut dyn Read) -> Result<PackageMeta> {
 }
 
 fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
-    let v: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::bad_source(display, "info/index.json", e))?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
     let meta = PackageMeta {
         name: s("name").ok_or_else(|| Error::bad(display, "info/index.json has no name"))?,
@@ -1225,7 +1224,7 @@ where
                     (&mut *r)
                         .take(256)
                         .read_to_end(&mut head)
-                        .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
+                        .map_err(|e| Error::bad_source(display, rel, e))?;
                     let elf = head.starts_with(ELF_MAGIC);
                     if elf {
                         pool.spawn(scope, rel, size, head, r)?;
@@ -1294,7 +1293,7 @@ where
         let mut data = inflate_buffer(&name, size)?;
         data.extend_from_slice(&head);
         r.read_to_end(&mut data)
-            .map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
+            .map_err(|e| Error::bad_source(display, format!("{rel}: truncated"), e))?;
         if data.len() as u64 != size {
             return Err(Error::bad(display, format!("{rel}: member is truncated")));
         }

@@ -93,9 +93,10 @@ pub fn owners(root: &Path, dist_infos: &[&str], path: &str) -> Result<Vec<Owner>
         let marker = if std::fs::symlink_metadata(&marker_path).is_ok() {
             let m: VariantMarker =
                 serde_json::from_str(&read_small(&marker_path)?).map_err(|e| {
-                    Error::bad(
+                    Error::bad_source(
                         marker_path.display(),
-                        format!("not a {MARKER_SCHEMA} document: {e}"),
+                        format!("not a {MARKER_SCHEMA} document"),
+                        e,
                     )
                 })?;
             m.check()

@@ -501,7 +501,7 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
         // Contract file names come from the plan's library names: the one rule for input paths.
         let rel = g.path.to_string_lossy();
         let path = crate::confine::join_inside(out, &rel)
-            .map_err(|e| Error::bad(out.display(), format!("not written: {e}")))?;
+            .map_err(|e| Error::bad_source(out.display(), "not written", e))?;
         crate::output::write_atomic(&path, g.text.as_bytes())?;
         if g.executable {
             use std::os::unix::fs::PermissionsExt;

@@ -247,7 +247,7 @@ struct Shape {
 impl Recipe {
     fn parse(path: &Path, text: &str) -> Result<Recipe> {
         let doc: Value = serde_yaml::from_str(text)
-            .map_err(|e| Error::bad(path.display(), format!("not YAML: {e}")))?;
+            .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
         if doc.get("schema_version").and_then(Value::as_u64) != Some(1) {
             return Err(Error::bad(
                 path.display(),
@@ -284,9 +284,10 @@ impl Recipe {
                 })
                 .collect();
             let value: Value = serde_yaml::from_str(&body).map_err(|e| {
-                Error::bad(
+                Error::bad_source(
                     path.display(),
-                    format!("output at line {} is not YAML: {e}", s + 1),
+                    format!("output at line {} is not YAML", s + 1),
+                    e,
                 )
             })?;
             items.push(Item {
