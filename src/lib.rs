@@ -24,6 +24,9 @@ pub mod elf;
 pub mod error;
 pub mod exit;
 pub mod fatbin;
+/// The fuzz harnesses of the cargo-fuzz targets under `fuzz/`, above every stage they drive.
+#[doc(hidden)]
+pub mod fuzz;
 pub mod index;
 pub mod input;
 pub mod output;

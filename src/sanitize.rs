@@ -68,9 +68,23 @@ pub fn shell_word(s: &str) -> String {
 
 // --- validation (PyPA specifications) --------------------------------------------------------
 
+/// A string the PyPA specifications do not allow where it was found. The messages quote the
+/// string with every hostile character escaped; callers prefix the field (`Name: …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("{} is not a distribution name (PEP 508)", quoted(.0))]
+    DistName(String),
+    #[error("{} is not a version (PEP 440)", quoted(.0))]
+    Version(String),
+    #[error("{} is not a wheel tag (PEP 425)", quoted(.0))]
+    WheelTag(String),
+    #[error("{key} value with the control character {}: a header cannot hold it", .control.escape_default())]
+    HeaderControl { key: String, control: char },
+}
+
 /// A distribution name (PEP 508, the core metadata `Name`): ASCII letters and digits, with `.`,
 /// `_`, `-` inside.
-pub fn check_dist_name(name: &str) -> Result<(), String> {
+pub fn check_dist_name(name: &str) -> Result<(), Invalid> {
     let ok = !name.is_empty()
         && name
             .chars()
@@ -80,26 +94,23 @@ pub fn check_dist_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{} is not a distribution name (PEP 508)",
-            quoted(name)
-        ))
+        Err(Invalid::DistName(name.to_string()))
     }
 }
 
 /// A version as PEP 440 reads it (the permissive form `packaging` accepts, `v` prefix, separators
 /// and a local label included): `2.11.0`, `2.11.0+cu130`, `1!2.0rc1.post2.dev3`.
-pub fn check_version(v: &str) -> Result<(), String> {
+pub fn check_version(v: &str) -> Result<(), Invalid> {
     if Pep440(v.to_ascii_lowercase().as_bytes(), 0).whole() {
         Ok(())
     } else {
-        Err(format!("{} is not a version (PEP 440)", quoted(v)))
+        Err(Invalid::Version(v.to_string()))
     }
 }
 
 /// One part of a wheel's compatibility tag (PEP 425: python, ABI or platform, `.`-joined for a
 /// compressed set): ASCII letters, digits, `_` and `.`.
-pub fn check_wheel_tag(tag: &str) -> Result<(), String> {
+pub fn check_wheel_tag(tag: &str) -> Result<(), Invalid> {
     let ok = !tag.is_empty()
         && !tag.starts_with('.')
         && tag
@@ -108,18 +119,18 @@ pub fn check_wheel_tag(tag: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{} is not a wheel tag (PEP 425)", quoted(tag)))
+        Err(Invalid::WheelTag(tag.to_string()))
     }
 }
 
 /// A header line `Key: value` for core metadata (RFC 822 style): the value may not hold a line
 /// break or any other control character, which a reader would take for a new header.
-pub fn header_line(key: &str, value: &str) -> Result<String, String> {
+pub fn header_line(key: &str, value: &str) -> Result<String, Invalid> {
     match value.chars().find(|c| c.is_control()) {
-        Some(c) => Err(format!(
-            "{key} value with the control character {}: a header cannot hold it",
-            c.escape_default()
-        )),
+        Some(control) => Err(Invalid::HeaderControl {
+            key: key.to_string(),
+            control,
+        }),
         None => Ok(format!("{key}: {value}")),
     }
 }
@@ -415,8 +426,14 @@ mod tests {
         assert!(
             header_line("Name", "torch\rRequires-Dist: evil")
                 .unwrap_err()
+                .to_string()
                 .contains("\\r")
         );
-        assert!(check_dist_name("a\x1bb").unwrap_err().contains("\\u{1b}"));
+        assert!(
+            check_dist_name("a\x1bb")
+                .unwrap_err()
+                .to_string()
+                .contains("\\u{1b}")
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The ELF readers on arbitrary bytes (`splitpkg::elf::fuzz_one`): headers, dynamic tables,
+//! The ELF readers on arbitrary bytes (`splitpkg::fuzz::elf`): headers, dynamic tables,
 //! symbols through the hash tables, versions, `.rodata` literals, `.symtab` translation units and
 //! the payload scan. Any panic, hang or out-of-memory is a bug.
 #![no_main]
@@ -6,5 +6,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    splitpkg::elf::fuzz_one(data);
+    splitpkg::fuzz::elf(data);
 });

@@ -220,30 +220,3 @@ impl FileReader<'_> {
         })
     }
 }
-
-#[doc(hidden)]
-/// The fuzz harness for the archive readers (cargo-fuzz target `archive`): the bytes as a `.whl`,
-/// a `.tar.bz2` or a `.conda` (by their magic, else by the first byte), read the way `plan` reads
-/// them. Any panic, hang or unbounded allocation is a bug; a clean error is the expected answer.
-pub fn fuzz_archive(data: &[u8]) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let ext = if data.starts_with(b"BZh") {
-        "tar.bz2"
-    } else if data.first().is_some_and(|b| b % 2 == 0) {
-        "whl"
-    } else {
-        "conda"
-    };
-    let dir = std::env::temp_dir().join(format!("splitpkg-fuzz-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join(format!("in{}.{ext}", N.fetch_add(1, Ordering::Relaxed) % 4));
-    if std::fs::write(&path, data).is_ok() {
-        let _ = inspect(
-            &path,
-            &PayloadSpec::for_dep("magma", &[]),
-            &Progress::hidden(),
-        );
-    }
-    let _ = std::fs::remove_file(&path);
-}

@@ -56,7 +56,7 @@ pub struct PackArgs {
 }
 
 /// `123`, `64K`, `500M`, `2G`, `1T` (powers of 1024; an optional trailing `B` or `iB`).
-fn parse_size(s: &str) -> std::result::Result<u64, String> {
+fn parse_size(s: &str) -> std::result::Result<u64, SizeError> {
     let t = s.trim();
     let t = t
         .strip_suffix("iB")
@@ -69,7 +69,7 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
                 'M' => 20,
                 'G' => 30,
                 'T' => 40,
-                _ => return Err(format!("{s:?}: unknown unit {c:?} (K, M, G or T)")),
+                _ => return Err(SizeError::Unit(s.to_string(), c)),
             };
             (&t[..i], shift)
         }
@@ -77,9 +77,20 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
     };
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("{s:?}: not a size (e.g. 500M, 64G)"))?;
+        .map_err(|source| SizeError::Number(s.to_string(), source))?;
     n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?}: too large"))
+        .ok_or_else(|| SizeError::TooLarge(s.to_string()))
+}
+
+/// Why `--max-unpacked` is not a size (clap prints it after the argument).
+#[derive(Debug, thiserror::Error)]
+enum SizeError {
+    #[error("{0:?}: unknown unit {1:?} (K, M, G or T)")]
+    Unit(String, char),
+    #[error("{0:?}: not a size (e.g. 500M, 64G)")]
+    Number(String, #[source] std::num::ParseIntError),
+    #[error("{0:?}: too large")]
+    TooLarge(String),
 }
 
 #[derive(Args)]

@@ -71,7 +71,7 @@ pub fn note(a: NoteArgs) -> Result<Exit> {
         description: a.description,
         priority: a.priority.into(),
     };
-    entry.check().map_err(Error::Usage)?;
+    entry.check().map_err(|e| Error::Usage(e.to_string()))?;
     let bytes = std::fs::read(&a.library).map_err(|e| Error::io(&a.library, e))?;
     let name = a.library.display().to_string();
     let (out, written) = note::add_note(&bytes, entry).map_err(|e| match e {

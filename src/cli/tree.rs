@@ -61,10 +61,10 @@ pub struct FatbinArgs {
     entries: bool,
     /// Estimate the section size under another compression: none, lz4, zstd or zstd:LEVEL
     /// (repeatable; decompresses every entry once).
-    #[arg(long = "what-if", value_name = "MODE", value_parser = parse_mode)]
+    #[arg(long = "what-if", value_name = "MODE", value_parser = str::parse::<fatbin::CompressMode>)]
     what_if: Vec<fatbin::CompressMode>,
     /// Check each library against a GPU: sm_XY or X.Y (repeatable).
-    #[arg(long, value_name = "sm_XY", value_parser = parse_capability)]
+    #[arg(long, value_name = "sm_XY", value_parser = str::parse::<fatbin::Capability>)]
     device: Vec<fatbin::Capability>,
     /// Print each library's header-walk time on stderr.
     #[arg(long)]
@@ -155,18 +155,6 @@ pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<Exit> {
     };
     emit(out.as_deref(), &text)?;
     Ok(r.exit())
-}
-
-fn parse_mode(
-    s: &str,
-) -> std::result::Result<fatbin::CompressMode, fatbin::whatif::BadCompressMode> {
-    s.parse()
-}
-
-fn parse_capability(
-    s: &str,
-) -> std::result::Result<fatbin::Capability, fatbin::device::BadCapability> {
-    s.parse()
 }
 
 fn inspect_json(ins: &Inspection, symbols: bool) -> serde_json::Value {

@@ -1041,58 +1041,6 @@ pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
     })
 }
 
-#[doc(hidden)]
-/// The fuzz harness for the ELF readers (cargo-fuzz target `elf`): headers, dynamic tables, symbols
-/// through the hash tables and versions, `.rodata` literals, `.symtab` translation units, the code
-/// run at load, the payload scan and identity rule on top, and the `.note.dlopen` reader and writer
-/// (what the writer adds must read back). Any panic or hang is a bug.
-pub fn fuzz_one(data: &[u8]) {
-    let Ok(view) = ElfView::parse(data) else {
-        return;
-    };
-    let _ = view.translation_units();
-    let _ = view.load_time_imports();
-    let _ = view.dlopen_notes();
-    let entry = DlopenEntry {
-        soname: vec!["libfuzz.so.1".into()],
-        feature: Some("f".into()),
-        description: None,
-        priority: Priority::Required,
-    };
-    if let Ok((out, _)) = note::add_note(data, entry.clone()) {
-        let back = ElfView::parse(&out)
-            .expect("a file add_note wrote parses")
-            .dlopen_notes();
-        assert!(
-            back.entries.contains(&entry),
-            "the note add_note wrote reads back: {back:?}"
-        );
-    }
-    let mut spec = crate::analysis::payload::PayloadSpec::for_dep("magma", &[]);
-    spec.deep = true;
-    if let Ok(facts) = view.facts(&spec.mention_words(), None) {
-        for name in [
-            "magma_init",
-            "dlopen",
-            "_ZN2at4cuda6detail17set_magma_init_fnEPFvvE",
-            "",
-        ] {
-            let _ = facts.symbols.defines(name);
-        }
-        let _ = facts.symbols.to_list();
-        let pay = crate::analysis::payload::scan(
-            &view,
-            &facts,
-            "libtorch_cuda_linalg.so",
-            data.len() as u64,
-            &spec,
-        );
-        for with in [true, false] {
-            let _ = crate::analysis::payload::Presence::scan(&facts, &pay, &spec).rule(with);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

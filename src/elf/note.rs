@@ -94,19 +94,16 @@ pub struct DlopenEntry {
 impl DlopenEntry {
     /// Why this entry cannot be written as the spec asks: no soname, a soname with a `/` or
     /// nothing in it, or a control character anywhere (the spec forbids them and `\u` escapes).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), EntryError> {
         if self.soname.is_empty() {
-            return Err("at least one soname is required".into());
+            return Err(EntryError::NoSoname);
         }
         for s in &self.soname {
             if s.is_empty() {
-                return Err("a soname is empty".into());
+                return Err(EntryError::EmptySoname);
             }
             if s.contains('/') {
-                return Err(format!(
-                    "soname {:?} contains a '/': the note names libraries, not paths",
-                    s
-                ));
+                return Err(EntryError::SonameWithSlash(s.clone()));
             }
         }
         let texts = self
@@ -115,12 +112,23 @@ impl DlopenEntry {
             .chain(&self.feature)
             .chain(&self.description);
         if let Some(t) = texts.into_iter().find(|t| t.chars().any(char::is_control)) {
-            return Err(format!(
-                "{t:?} contains a control character, which the note's JSON may not hold"
-            ));
+            return Err(EntryError::Control(t.clone()));
         }
         Ok(())
     }
+}
+
+/// Why [`DlopenEntry::check`] refuses an entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("at least one soname is required")]
+    NoSoname,
+    #[error("a soname is empty")]
+    EmptySoname,
+    #[error("soname {0:?} contains a '/': the note names libraries, not paths")]
+    SonameWithSlash(String),
+    #[error("{0:?} contains a control character, which the note's JSON may not hold")]
+    Control(String),
 }
 
 /// A note that could not be read as the spec writes it. The file is still read; the note (or the
@@ -350,7 +358,7 @@ fn read_desc(desc: &[u8], at: u64, out: &mut DlopenNotes) {
             Err(why) => out.problem(NoteProblem::BadEntry {
                 offset: at,
                 index,
-                why,
+                why: why.to_string(),
             }),
         }
     }
@@ -361,18 +369,18 @@ fn read_entry(
     item: &serde_json::Value,
     at: u64,
     out: &mut DlopenNotes,
-) -> Result<Option<DlopenEntry>, String> {
-    let obj = item.as_object().ok_or("not a JSON object")?;
+) -> Result<Option<DlopenEntry>, BadEntry> {
+    let obj = item.as_object().ok_or(BadEntry::NotAnObject)?;
     let names = obj
         .get("soname")
         .and_then(|v| v.as_array())
-        .ok_or("no \"soname\" list")?;
+        .ok_or(BadEntry::NoSonameList)?;
     let mut soname = Vec::new();
     for n in names {
         let n = n
             .as_str()
             .filter(|s| !s.is_empty())
-            .ok_or("a soname is not a non-empty string")?;
+            .ok_or(BadEntry::Soname)?;
         if n.contains('/') {
             out.problem(NoteProblem::SonameWithSlash {
                 offset: at,
@@ -382,19 +390,18 @@ fn read_entry(
             soname.push(n.to_string());
         }
     }
-    let text = |key: &str| -> Result<Option<String>, String> {
+    let text = |key: &'static str| -> Result<Option<String>, BadEntry> {
         match obj.get(key) {
             None => Ok(None),
             Some(v) => v
                 .as_str()
                 .map(|s| Some(s.to_string()))
-                .ok_or_else(|| format!("\"{key}\" is not a string")),
+                .ok_or(BadEntry::NotAString(key)),
         }
     };
     let priority = match text("priority")? {
         None => Priority::default(),
-        Some(p) => Priority::parse(&p)
-            .ok_or_else(|| format!("priority {p:?} is not required, recommended or suggested"))?,
+        Some(p) => Priority::parse(&p).ok_or(BadEntry::Priority(p))?,
     };
     let entry = DlopenEntry {
         soname,
@@ -410,9 +417,26 @@ fn read_entry(
         .chain(&entry.description)
         .any(|t| t.chars().any(char::is_control))
     {
-        return Err("a string holds a control character".into());
+        return Err(BadEntry::Control);
     }
     Ok((!entry.soname.is_empty()).then_some(entry))
+}
+
+/// Why an element of a note's array is not an entry (the `why` of [`NoteProblem::BadEntry`]).
+#[derive(Debug, thiserror::Error)]
+enum BadEntry {
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("no \"soname\" list")]
+    NoSonameList,
+    #[error("a soname is not a non-empty string")]
+    Soname,
+    #[error("\"{0}\" is not a string")]
+    NotAString(&'static str),
+    #[error("priority {0:?} is not required, recommended or suggested")]
+    Priority(String),
+    #[error("a string holds a control character")]
+    Control,
 }
 
 // --- writing -------------------------------------------------------------------------------------
@@ -428,8 +452,11 @@ pub enum NoteWriteError {
     ExtendedNumbering,
     #[error("its dlopen note is malformed: {0}")]
     Malformed(NoteProblem),
-    #[error("{0}")]
-    BadEntry(String),
+    #[error(transparent)]
+    BadEntry(#[from] EntryError),
+    /// The merged entries did not serialise (not expected: they are strings and an enum).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
     #[error("the result would exceed the 4 GiB a 32-bit ELF file can address")]
     TooLarge,
 }
@@ -451,33 +478,11 @@ pub struct Written {
 /// declares (an entry with the same soname list is replaced). See the module documentation for
 /// the layout and what stays byte-identical.
 pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), NoteWriteError> {
-    entry.check().map_err(NoteWriteError::BadEntry)?;
+    entry.check()?;
     let view = ElfView::parse(bytes)?;
-    let h = &view.header;
-    if !matches!(
-        h.e_type,
-        goblin::elf::header::ET_DYN | goblin::elf::header::ET_EXEC
-    ) {
-        return Err(NoteWriteError::NotLoadable(h.e_type));
-    }
-    if (h.e_shnum == 0 && h.e_shoff != 0)
-        || h.e_shstrndx == section_header::SHN_XINDEX as u16
-        || view.shdrs.len() + 3 >= 0xff00
-    {
-        return Err(NoteWriteError::ExtendedNumbering);
-    }
-    let existing = view.dlopen_notes();
-    if let Some(p) = existing.problems.into_iter().next() {
-        return Err(NoteWriteError::Malformed(p));
-    }
-    let mut entries: Vec<DlopenEntry> = existing
-        .entries
-        .into_iter()
-        .filter(|e| e.soname != entry.soname)
-        .collect();
-    entries.push(entry);
-    let json =
-        serde_json::to_string(&entries).map_err(|e| NoteWriteError::BadEntry(e.to_string()))?;
+    check_writable(&view)?;
+    let entries = merged_entries(&view, entry)?;
+    let json = serde_json::to_string(&entries)?;
 
     let w = Layout::new(&view);
     let mut out = bytes.to_vec();
@@ -486,65 +491,12 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
     let note = note_bytes(&json, w.le);
     out.extend_from_slice(&note);
 
-    // The section headers, renamed where needed, plus the new note section (and a name table
-    // when the file had none).
-    let mut sections: Vec<(String, Shdr)> = view
-        .shdrs
-        .iter()
-        .map(|s| (view.section_name(s).to_string(), Shdr::from(s)))
-        .collect();
-    let mut merged_existing = false;
-    for (name, s) in sections.iter_mut() {
-        if name == SECTION {
-            *name = MERGED_SECTION.to_string();
-            s.sh_type = section_header::SHT_PROGBITS;
-            merged_existing = true;
-        }
-    }
-    if sections.is_empty() {
-        sections.push((String::new(), Shdr::default()));
-    }
-    sections.push((
-        SECTION.to_string(),
-        Shdr {
-            sh_type: section_header::SHT_NOTE,
-            offset: note_offset,
-            size: note.len() as u64,
-            addralign: 4,
-            ..Shdr::default()
-        },
-    ));
-    let shstrndx = match view
-        .shdrs
-        .get(h.e_shstrndx as usize)
-        .filter(|s| s.sh_type == section_header::SHT_STRTAB)
-    {
-        Some(_) => h.e_shstrndx as usize,
-        None => {
-            sections.push((
-                ".shstrtab".to_string(),
-                Shdr {
-                    sh_type: section_header::SHT_STRTAB,
-                    addralign: 1,
-                    ..Shdr::default()
-                },
-            ));
-            sections.len() - 1
-        }
-    };
-    // The name table: every name once, at the end of the file.
-    let mut names = vec![0u8];
-    for (name, s) in sections.iter_mut() {
-        s.name = if name.is_empty() {
-            0
-        } else {
-            intern(&mut names, name)
-        };
-    }
-    let names_offset = out.len() as u64;
-    out.extend_from_slice(&names);
-    sections[shstrndx].1.offset = names_offset;
-    sections[shstrndx].1.size = names.len() as u64;
+    let SectionTable {
+        mut sections,
+        shstrndx,
+        merged_existing,
+    } = SectionTable::with_note(&view, note_offset, note.len() as u64);
+    append_names(&mut out, &mut sections, shstrndx);
 
     pad_to(&mut out, if w.is64 { 8 } else { 4 });
     let shoff = out.len() as u64;
@@ -564,6 +516,125 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
             merged_existing,
         },
     ))
+}
+
+/// Only shared libraries and executables, with section numbering that fits the header.
+fn check_writable(view: &ElfView<'_>) -> Result<(), NoteWriteError> {
+    let h = &view.header;
+    if !matches!(
+        h.e_type,
+        goblin::elf::header::ET_DYN | goblin::elf::header::ET_EXEC
+    ) {
+        return Err(NoteWriteError::NotLoadable(h.e_type));
+    }
+    if (h.e_shnum == 0 && h.e_shoff != 0)
+        || h.e_shstrndx == section_header::SHN_XINDEX as u16
+        || view.shdrs.len() + 3 >= 0xff00
+    {
+        return Err(NoteWriteError::ExtendedNumbering);
+    }
+    Ok(())
+}
+
+/// The entries the file declares, with `entry` replacing one with the same soname list; a
+/// malformed existing note is refused rather than rewritten.
+fn merged_entries(
+    view: &ElfView<'_>,
+    entry: DlopenEntry,
+) -> Result<Vec<DlopenEntry>, NoteWriteError> {
+    let existing = view.dlopen_notes();
+    if let Some(p) = existing.problems.into_iter().next() {
+        return Err(NoteWriteError::Malformed(p));
+    }
+    let mut entries: Vec<DlopenEntry> = existing
+        .entries
+        .into_iter()
+        .filter(|e| e.soname != entry.soname)
+        .collect();
+    entries.push(entry);
+    Ok(entries)
+}
+
+/// The section headers of the new file, by name; names are interned by [`append_names`].
+struct SectionTable {
+    sections: Vec<(String, Shdr)>,
+    /// The index of the section-name table.
+    shstrndx: usize,
+    /// An existing `.note.dlopen` was renamed [`MERGED_SECTION`].
+    merged_existing: bool,
+}
+
+impl SectionTable {
+    /// The section headers, renamed where needed, plus the new note section (and a name table
+    /// when the file had none).
+    fn with_note(view: &ElfView<'_>, note_offset: u64, note_size: u64) -> Self {
+        let h = &view.header;
+        let mut sections: Vec<(String, Shdr)> = view
+            .shdrs
+            .iter()
+            .map(|s| (view.section_name(s).to_string(), Shdr::from(s)))
+            .collect();
+        let mut merged_existing = false;
+        for (name, s) in sections.iter_mut() {
+            if name == SECTION {
+                *name = MERGED_SECTION.to_string();
+                s.sh_type = section_header::SHT_PROGBITS;
+                merged_existing = true;
+            }
+        }
+        if sections.is_empty() {
+            sections.push((String::new(), Shdr::default()));
+        }
+        sections.push((
+            SECTION.to_string(),
+            Shdr {
+                sh_type: section_header::SHT_NOTE,
+                offset: note_offset,
+                size: note_size,
+                addralign: 4,
+                ..Shdr::default()
+            },
+        ));
+        let shstrndx = match view
+            .shdrs
+            .get(h.e_shstrndx as usize)
+            .filter(|s| s.sh_type == section_header::SHT_STRTAB)
+        {
+            Some(_) => h.e_shstrndx as usize,
+            None => {
+                sections.push((
+                    ".shstrtab".to_string(),
+                    Shdr {
+                        sh_type: section_header::SHT_STRTAB,
+                        addralign: 1,
+                        ..Shdr::default()
+                    },
+                ));
+                sections.len() - 1
+            }
+        };
+        SectionTable {
+            sections,
+            shstrndx,
+            merged_existing,
+        }
+    }
+}
+
+/// The name table: every name once, at the end of `out`, and the sections pointing into it.
+fn append_names(out: &mut Vec<u8>, sections: &mut [(String, Shdr)], shstrndx: usize) {
+    let mut names = vec![0u8];
+    for (name, s) in sections.iter_mut() {
+        s.name = if name.is_empty() {
+            0
+        } else {
+            intern(&mut names, name)
+        };
+    }
+    let names_offset = out.len() as u64;
+    out.extend_from_slice(&names);
+    sections[shstrndx].1.offset = names_offset;
+    sections[shstrndx].1.size = names.len() as u64;
 }
 
 /// The note record: header, owner, NUL-terminated JSON, zero padding to 4.

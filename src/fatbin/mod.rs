@@ -891,25 +891,6 @@ pub fn driver_floor(cuda_major: Option<u32>, compression: Option<DriverReq>) -> 
     }
 }
 
-#[doc(hidden)]
-/// The fuzz harness (cargo-fuzz target and the stable mutation test share it): every reader on
-/// arbitrary bytes, with decompression capped low so a fuzzer does not spend its time in memset.
-pub fn fuzz_one(data: &[u8]) {
-    if let Ok(containers) = parse(data, 0) {
-        let s = summarise(0, data.len() as u64, containers);
-        for e in s.entries_in_order() {
-            let _ = whatif::decompress_with_limit(data, 0, e, 1 << 20);
-        }
-        for cap in ["sm_75", "sm_90", "sm_121"] {
-            let _ = device_check(&s, cap.parse().expect("static"));
-        }
-        let _ = total([&s]);
-    }
-    if let Ok(view) = ElfView::parse(data) {
-        let _ = read(&view);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,7 +113,7 @@ pub fn read_capped(r: impl Read, at: &str, limit: u64, what: &str) -> Result<Vec
     let mut data = Vec::new();
     r.take(limit.saturating_add(1))
         .read_to_end(&mut data)
-        .map_err(|e| Error::bad(at, format!("unreadable: {e}")))?;
+        .map_err(|e| Error::bad_source(at, "unreadable", e))?;
     if data.len() as u64 > limit {
         return Err(too_large(at, what, limit));
     }

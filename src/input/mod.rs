@@ -834,7 +834,7 @@ fn list_wheel(
                 (&mut *r)
                     .take(256)
                     .read_to_end(&mut head)
-                    .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
+                    .map_err(|e| Error::bad_source(display, rel, e))?;
                 let elf = head.starts_with(ELF_MAGIC);
                 if elf {
                     check_elf_size(&format!("{display}:{rel}"), size)?;
@@ -929,7 +929,7 @@ where
             (&mut f)
                 .take(m.size + 1)
                 .read_to_end(&mut data)
-                .map_err(|e| Error::bad(&name, format!("cannot inflate: {e}")))?;
+                .map_err(|e| Error::bad_source(&name, "cannot inflate", e))?;
             if data.len() as u64 != m.size {
                 return Err(Error::bad(
                     &name,
@@ -993,7 +993,7 @@ where
     // `PositionedFile`); the walk above checked it through the map.
     let reader = unpack::PositionedFile::new(file).map_err(|e| Error::io(path, e))?;
     let data = zip::ZipArchive::new(reader)
-        .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
     type Visited<T> = Result<(String, (u64, unpack::Sha256Hash), Option<T>)>;
     let results: Vec<Visited<T>> = largest_first(&members, |m| {
         let mut archive = data.clone();
@@ -1098,10 +1098,9 @@ where
         let mut tar = tar::Archive::new(conda_tar(&display, &mut archive, info, "info archive")?);
         let entries = tar
             .entries()
-            .map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+            .map_err(|e| Error::bad_source(&display, "info archive", e))?;
         for entry in entries {
-            let mut entry =
-                entry.map_err(|e| Error::bad(&display, format!("info archive: {e}")))?;
+            let mut entry = entry.map_err(|e| Error::bad_source(&display, "info archive", e))?;
             let p = entry
                 .path()
                 .map_err(|e| Error::bad(&display, e))?
@@ -1134,8 +1133,8 @@ fn read_index_json(display: &str, r: &mut dyn Read) -> Result<PackageMeta> {
 }
 
 fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
-    let v: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::bad(display, format!("info/index.json: {e}")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::bad_source(display, "info/index.json", e))?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
     let meta = PackageMeta {
         name: s("name").ok_or_else(|| Error::bad(display, "info/index.json has no name"))?,
@@ -1184,10 +1183,15 @@ where
     T: Send,
     F: Fn(ElfInput<'_>) -> Result<T> + Sync,
 {
-    let results: Mutex<Vec<Result<(String, T)>>> = Mutex::new(Vec::new());
+    let pool = ElfPool {
+        display,
+        visit,
+        progress,
+        budget: Budget::new(),
+        results: Mutex::new(Vec::new()),
+    };
     let mut hardlinks = Vec::new();
     let mut package = None;
-    let budget = Budget::new();
     progress.start_unknown("decompressing");
     let outcome: Result<()> = rayon::in_place_scope(|scope| {
         let mut index_json = |path: &str, r: &mut dyn Read| -> Result<()> {
@@ -1220,36 +1224,10 @@ where
                     (&mut *r)
                         .take(256)
                         .read_to_end(&mut head)
-                        .map_err(|e| Error::bad(display, format!("{rel}: {e}")))?;
+                        .map_err(|e| Error::bad_source(display, rel, e))?;
                     let elf = head.starts_with(ELF_MAGIC);
                     if elf {
-                        let name = format!("{display}:{rel}");
-                        check_elf_size(&name, size)?;
-                        // Held until the visitor is done with the bytes; the walk waits here while
-                        // the members in flight use up the budget.
-                        let held = budget.take(size, true);
-                        let mut data = inflate_buffer(&name, size)?;
-                        data.extend_from_slice(&head);
-                        r.read_to_end(&mut data)
-                            .map_err(|e| Error::bad(display, format!("{rel}: truncated: {e}")))?;
-                        if data.len() as u64 != size {
-                            return Err(Error::bad(display, format!("{rel}: member is truncated")));
-                        }
-                        let results = &results;
-                        let path = rel.clone();
-                        scope.spawn(move |_| {
-                            let r = visit(ElfInput {
-                                path: &path,
-                                bytes: &data,
-                                map: None,
-                                file: None,
-                            })
-                            .map(|v| (path.clone(), v));
-                            progress.inc(data.len() as u64);
-                            drop(data);
-                            drop(held);
-                            results.lock().unwrap().push(r);
-                        });
+                        pool.spawn(scope, rel, size, head, r)?;
                     } else {
                         b.check_non_elf(&format!("{display}:{rel}"), rel, &head)?;
                     }
@@ -1271,7 +1249,74 @@ where
     if package.is_some() {
         b.package = package;
     }
-    // Tar hard links name an earlier member; alias them to it.
+    tar_hardlinks(display, b, hardlinks)?;
+    let mut out = Vec::new();
+    for r in pool.results.into_inner().unwrap() {
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+/// The ELF members of a streamed archive, visited on the pool while the walk reads on: the
+/// inflate budget they hold, the visitor, and where their results go.
+struct ElfPool<'a, T, F> {
+    display: &'a str,
+    visit: &'a F,
+    progress: &'a Progress,
+    budget: Budget,
+    results: Mutex<Vec<Result<(String, T)>>>,
+}
+
+impl<'a, T, F> ElfPool<'a, T, F>
+where
+    T: Send,
+    F: Fn(ElfInput<'_>) -> Result<T> + Sync,
+{
+    /// Read the rest of the ELF member `rel` (`head` is its start) and visit it on the pool.
+    fn spawn<'s>(
+        &'s self,
+        scope: &rayon::Scope<'s>,
+        rel: &str,
+        size: u64,
+        head: Vec<u8>,
+        r: &mut dyn Read,
+    ) -> Result<()>
+    where
+        'a: 's,
+    {
+        let display = self.display;
+        let name = format!("{display}:{rel}");
+        check_elf_size(&name, size)?;
+        // Held until the visitor is done with the bytes; the walk waits here while the members in
+        // flight use up the budget.
+        let held = self.budget.take(size, true);
+        let mut data = inflate_buffer(&name, size)?;
+        data.extend_from_slice(&head);
+        r.read_to_end(&mut data)
+            .map_err(|e| Error::bad_source(display, format!("{rel}: truncated"), e))?;
+        if data.len() as u64 != size {
+            return Err(Error::bad(display, format!("{rel}: member is truncated")));
+        }
+        let path = rel.to_string();
+        scope.spawn(move |_| {
+            let r = (self.visit)(ElfInput {
+                path: &path,
+                bytes: &data,
+                map: None,
+                file: None,
+            })
+            .map(|v| (path.clone(), v));
+            self.progress.inc(data.len() as u64);
+            drop(data);
+            drop(held);
+            self.results.lock().unwrap().push(r);
+        });
+        Ok(())
+    }
+}
+
+/// Tar hard links name an earlier member; alias them to it.
+fn tar_hardlinks(display: &str, b: &mut Builder, hardlinks: Vec<(String, String)>) -> Result<()> {
     for (link, target) in hardlinks {
         if !matches!(b.entries.get(&target), Some(EntryKind::File { .. })) {
             return Err(Error::bad(
@@ -1281,11 +1326,7 @@ where
         }
         b.hardlinks.push((link, target));
     }
-    let mut out = Vec::new();
-    for r in results.into_inner().unwrap() {
-        out.push(r?);
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// A directory inside a conda environment (`PREFIX/lib/python3.X/site-packages/torch`) whose

@@ -93,9 +93,10 @@ pub fn owners(root: &Path, dist_infos: &[&str], path: &str) -> Result<Vec<Owner>
         let marker = if std::fs::symlink_metadata(&marker_path).is_ok() {
             let m: VariantMarker =
                 serde_json::from_str(&read_small(&marker_path)?).map_err(|e| {
-                    Error::bad(
+                    Error::bad_source(
                         marker_path.display(),
-                        format!("not a {MARKER_SCHEMA} document: {e}"),
+                        format!("not a {MARKER_SCHEMA} document"),
+                        e,
                     )
                 })?;
             m.check()
@@ -139,7 +140,7 @@ impl VariantMarker {
     /// What a marker says is printed as switch commands and sizes: variant names are PEP 825
     /// labels, `install` a requirement (`NAME==VERSION`) or a wheel file name whose parts follow
     /// the PyPA grammar, library sizes within what one library can be.
-    pub fn check(&self) -> std::result::Result<(), String> {
+    pub fn check(&self) -> std::result::Result<(), MarkerError> {
         let label = |v: &str| {
             if !v.is_empty()
                 && v.len() <= 16
@@ -148,51 +149,77 @@ impl VariantMarker {
             {
                 Ok(())
             } else {
-                Err(format!(
-                    "variant {} is not a variant label ([0-9a-z._], at most 16 characters)",
-                    sanitize::quoted(v)
-                ))
+                Err(MarkerError::Label(v.to_string()))
             }
         };
         label(&self.variant)?;
         for v in &self.variants {
             label(&v.name)?;
             if v.library_bytes > super::MAX_ELF_MEMBER_BYTES {
-                return Err(format!(
-                    "variant {}: library_bytes {} is above what one library can be",
-                    v.name, v.library_bytes
-                ));
+                return Err(MarkerError::LibraryBytes {
+                    variant: v.name.clone(),
+                    bytes: v.library_bytes,
+                });
             }
-            check_install(&v.install).map_err(|why| {
-                format!(
-                    "variant {}: install {}: {why}",
-                    v.name,
-                    sanitize::quoted(&v.install)
-                )
+            check_install(&v.install).map_err(|source| MarkerError::Install {
+                variant: v.name.clone(),
+                install: v.install.clone(),
+                source,
             })?;
         }
         Ok(())
     }
 }
 
+/// Why a variant marker is refused; the message follows the file name.
+#[derive(Debug, thiserror::Error)]
+pub enum MarkerError {
+    #[error(
+        "variant {} is not a variant label ([0-9a-z._], at most 16 characters)",
+        sanitize::quoted(.0)
+    )]
+    Label(String),
+    #[error("variant {variant}: library_bytes {bytes} is above what one library can be")]
+    LibraryBytes { variant: String, bytes: u64 },
+    #[error("variant {variant}: install {}: {source}", sanitize::quoted(.install))]
+    Install {
+        variant: String,
+        install: String,
+        #[source]
+        source: InstallError,
+    },
+}
+
+/// Why a marker's `install` is neither a requirement nor a wheel file name.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("neither NAME==VERSION nor a wheel file name")]
+    Neither,
+    #[error("not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM[-LABEL].whl)")]
+    WheelName,
+    #[error(transparent)]
+    Invalid(#[from] sanitize::Invalid),
+}
+
 /// `NAME==VERSION`, or `NAME-VERSION-TAG-TAG-TAG[-LABEL].whl`.
-fn check_install(s: &str) -> std::result::Result<(), String> {
+fn check_install(s: &str) -> std::result::Result<(), InstallError> {
     if let Some((name, version)) = s.split_once("==") {
         sanitize::check_dist_name(name)?;
-        return sanitize::check_version(version);
+        return Ok(sanitize::check_version(version)?);
     }
     let Some(stem) = s.strip_suffix(".whl") else {
-        return Err("neither NAME==VERSION nor a wheel file name".into());
+        return Err(InstallError::Neither);
     };
     let parts: Vec<&str> = stem.split('-').collect();
     if !(5..=6).contains(&parts.len()) {
-        return Err("not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM[-LABEL].whl)".into());
+        return Err(InstallError::WheelName);
     }
     sanitize::check_dist_name(parts[0])?;
     sanitize::check_version(parts[1])?;
-    parts[2..]
-        .iter()
-        .try_for_each(|t| sanitize::check_wheel_tag(t))
+    for t in &parts[2..] {
+        sanitize::check_wheel_tag(t)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

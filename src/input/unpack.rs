@@ -62,7 +62,7 @@ pub(super) fn hash_member(
     progress: &Progress,
 ) -> Result<(u64, Sha256Hash)> {
     let (n, sha256, _) = copy_hashed(r.take(size.saturating_add(1)), std::io::sink(), progress)
-        .map_err(|e| Error::bad(name, format!("cannot inflate: {e}")))?;
+        .map_err(|e| Error::bad_source(name, "cannot inflate", e))?;
     if n != size {
         return Err(Error::bad(
             name,
@@ -192,11 +192,10 @@ pub(super) fn member(
     r: impl Read,
     progress: &Progress,
 ) -> Result<(PathBuf, (u64, Sha256Hash))> {
-    crate::confine::check_relative(path)
-        .map_err(|e| Error::bad(name, format!("not unpacked: {e}")))?;
+    crate::confine::check_relative(path).map_err(|e| Error::bad_source(name, "not unpacked", e))?;
     let dst = dir.join(path);
     let (n, sha256) = write_new(&dst, r.take(size.saturating_add(1)), exec, progress)
-        .map_err(|e| Error::bad(name, format!("cannot unpack: {e}")))?;
+        .map_err(|e| Error::bad_source(name, "cannot unpack", e))?;
     if n != size {
         return Err(Error::bad(
             name,
@@ -212,8 +211,7 @@ pub(super) fn member(
 pub fn directories<'a>(dir: &Path, paths: impl Iterator<Item = &'a str>) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for p in paths {
-        crate::confine::check_relative(p)
-            .map_err(|e| Error::bad(p, format!("not unpacked: {e}")))?;
+        crate::confine::check_relative(p).map_err(|e| Error::bad_source(p, "not unpacked", e))?;
         let mut cur = p;
         while let Some(i) = cur.rfind('/') {
             cur = &cur[..i];

@@ -65,10 +65,9 @@ pub(crate) fn walk_tar(
     let mut tar = tar::Archive::new(reader);
     let entries = tar
         .entries()
-        .map_err(|e| Error::bad(display, format!("not a tar archive: {e}")))?;
+        .map_err(|e| Error::bad_source(display, "not a tar archive", e))?;
     for (index, entry) in entries.enumerate() {
-        let mut entry =
-            entry.map_err(|e| Error::bad(display, format!("broken tar archive: {e}")))?;
+        let mut entry = entry.map_err(|e| Error::bad_source(display, "broken tar archive", e))?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let Some(path) = safe_member_path(display, &raw)? else {
             continue;
@@ -109,7 +108,7 @@ pub(crate) fn walk_tar(
         rules.check(display, &path, kind, named.as_deref())?;
         let link = match kind {
             MemberKind::Symlink => {
-                Some(link_name(&entry).map_err(|e| Error::bad(display, format!("{path}: {e}")))?)
+                Some(link_name(&entry).map_err(|e| Error::bad_source(display, &path, e))?)
             }
             _ => named,
         };
@@ -135,8 +134,9 @@ pub(crate) fn walk_tar(
         };
         visit(&member, &mut entry)?;
         if kind == MemberKind::File {
-            std::io::copy(&mut entry, &mut std::io::sink())
-                .map_err(|e| Error::bad(display, format!("{}: truncated: {e}", member.path)))?;
+            std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| {
+                Error::bad_source(display, format!("{}: truncated", member.path), e)
+            })?;
         }
     }
     Ok(())
@@ -148,7 +148,7 @@ pub(crate) type Zip<'a> = zip::ZipArchive<std::io::Cursor<&'a [u8]>>;
 /// Open `bytes` as a zip archive; `what` says what it should have been.
 pub(crate) fn open_zip<'a>(display: &str, bytes: &'a [u8], what: &str) -> Result<Zip<'a>> {
     zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| Error::bad(display, format!("{what}: {e}")))
+        .map_err(|e| Error::bad_source(display, what, e))
 }
 
 /// Walk a zip archive (zip has no hard links), calling `visit` for every member in central
@@ -166,10 +166,10 @@ pub(crate) fn walk_zip(
     for index in 0..archive.len() {
         let mut f = archive
             .by_index(index)
-            .map_err(|e| Error::bad(display, format!("member {index}: {e}")))?;
+            .map_err(|e| Error::bad_source(display, format!("member {index}"), e))?;
         let raw = f
             .name()
-            .map_err(|e| Error::bad(display, format!("member {index}: {e}")))?
+            .map_err(|e| Error::bad_source(display, format!("member {index}"), e))?
             .into_owned();
         let Some(path) = safe_member_path(display, &raw)? else {
             continue;
@@ -250,7 +250,7 @@ pub(crate) fn conda_tar<'a>(
     let f = archive
         .by_index(index)
         .map_err(|e| Error::bad(display, e))?;
-    zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad(display, format!("{what}: {e}")))
+    zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad_source(display, what, e))
 }
 
 /// A `.tar.bz2` as a tar stream (multi-stream bzip2, as conda writes it).
@@ -383,12 +383,8 @@ fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
     let path = parts.join("/");
     // A backslash or a drive letter is a separator or a root to a Windows installer
     // (`torch\..\..\evil.py`, `C:\Windows\evil.py`): the one rule for input paths refuses them.
-    crate::confine::check_relative(&path).map_err(|e| {
-        Error::bad(
-            format!("{archive}:{raw}"),
-            format!("member name refused: {e}"),
-        )
-    })?;
+    crate::confine::check_relative(&path)
+        .map_err(|e| Error::bad_source(format!("{archive}:{raw}"), "member name refused", e))?;
     Ok(Some(path))
 }
 

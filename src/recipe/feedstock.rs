@@ -247,7 +247,7 @@ struct Shape {
 impl Recipe {
     fn parse(path: &Path, text: &str) -> Result<Recipe> {
         let doc: Value = serde_yaml::from_str(text)
-            .map_err(|e| Error::bad(path.display(), format!("not YAML: {e}")))?;
+            .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
         if doc.get("schema_version").and_then(Value::as_u64) != Some(1) {
             return Err(Error::bad(
                 path.display(),
@@ -284,9 +284,10 @@ impl Recipe {
                 })
                 .collect();
             let value: Value = serde_yaml::from_str(&body).map_err(|e| {
-                Error::bad(
+                Error::bad_source(
                     path.display(),
-                    format!("output at line {} is not YAML: {e}", s + 1),
+                    format!("output at line {} is not YAML", s + 1),
+                    e,
                 )
             })?;
             items.push(Item {
@@ -306,116 +307,11 @@ impl Recipe {
     /// tests, and everything the new output copies from them.
     fn shape(&self, path: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Shape> {
         let o = &split.options;
-        let lib_short = lib_short(&opts.lazy_library);
-        let expected = || {
-            Error::bad(
-                path.display(),
-                format!(
-                    "no staging output that builds {}: expected `package: {}` with `inherit:` a `staging:` output and `{}` in its tests",
-                    opts.lazy_library, o.core_name, lib_short
-                ),
-            )
-        };
-        let core = self
-            .items
-            .iter()
-            .position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name))
-            .ok_or_else(expected)?;
+        let (core, staging, st, test) = self.core_and_staging(path, split, opts)?;
+        let (test_lines, cond) = self.test_entry(path, test)?;
         let cv = &self.items[core].value;
-        let staging = cv.get("inherit").and_then(|i| {
-            i.as_str()
-                .map(str::to_string)
-                .or_else(|| i.get("from")?.as_str().map(str::to_string))
-        });
-        let staging = staging.ok_or_else(expected)?;
-        let st = self
-            .items
-            .iter()
-            .find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging))
-            .ok_or_else(expected)?;
-        let test = (self.items[core].start..self.items[core].end)
-            .find(|&i| self.lines[i].trim() == format!("- {lib_short}"))
-            .ok_or_else(expected)?;
-        // The entry alone under `- if: COND / then:` (as in PR #518), or a plain list item.
-        let (test_lines, cond) = if test >= 2
-            && self.lines[test - 1].trim() == "then:"
-            && self.lines[test - 2].trim_start().starts_with("- if:")
-            && indent(&self.lines[test - 1]) == indent(&self.lines[test - 2]) + 2
-            && self
-                .lines
-                .get(test + 1)
-                .is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
-        {
-            let c = self.lines[test - 2].trim_start()["- if:".len()..]
-                .trim()
-                .to_string();
-            ((test - 2, test), Some(c))
-        } else {
-            ((test, test), None)
-        };
-        if cond.as_deref().is_some_and(|c| c.contains('#')) {
-            return Err(Error::bad(
-                path.display(),
-                format!(
-                    "line {}: a comment after the condition; expected `- if: COND`",
-                    test - 1
-                ),
-            ));
-        }
-
-        let script = cv.get("build").and_then(|b| b.get("script")).ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!("output {}: expected build.script with `file:` and `env:` (the staged build script)", o.core_name),
-            )
-        })?;
-        let script_file = script
-            .get("file")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let env = script.get("env").and_then(Value::as_mapping);
-        let stage = env.and_then(|m| m.iter().find(|(_, v)| v.as_str() == Some(&o.core_name)));
-        let (Some((stage_var, _)), true) = (stage, script_file == "build") else {
-            return Err(Error::bad(
-                path.display(),
-                format!(
-                    "output {}: expected `script: {{file: build, env: {{STAGE_VARIABLE: {}}}}}` (build.sh selects the stage)",
-                    o.core_name, o.core_name
-                ),
-            ));
-        };
-        let stage_var = stage_var.as_str().unwrap_or_default().to_string();
-        let script_env = env
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.as_str()?, v.as_str()?)))
-            .filter(|(k, _)| *k != stage_var)
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-
-        let build_string = cv
-            .get("build")
-            .and_then(|b| b.get("string"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let build_keys_expr = build_string.strip_suffix("_${{ hash }}_${{ build_number }}").ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!(
-                    "output {}: expected its build string to end in _${{{{ hash }}}}_${{{{ build_number }}}}, not {build_string:?}",
-                    o.core_name
-                ),
-            )
-        })?;
-
-        let strings_at = |v: &Value, keys: &[&str]| -> Vec<String> {
-            let mut cur = Some(v);
-            for k in keys {
-                cur = cur.and_then(|c| c.get(*k));
-            }
-            cur.map(flat_strings).unwrap_or_default()
-        };
+        let (script_file, stage_var, script_env) = build_script(path, cv, &o.core_name)?;
+        let build_keys_expr = build_keys_expr(path, cv, &o.core_name)?;
         let name = |s: &str| s.split_whitespace().next().unwrap_or_default().to_string();
         let st_host = strings_at(&st.value, &["requirements", "host"]);
         let payload_devel: Vec<String> = st_host
@@ -457,8 +353,81 @@ impl Recipe {
                 .cloned()
                 .collect(),
             payload_devel,
-            build_keys_expr: build_keys_expr.to_string(),
+            build_keys_expr,
         })
+    }
+
+    /// The core output (its index), the staging output it inherits (name and item), and the line
+    /// of the core's test entry that names the library.
+    fn core_and_staging(
+        &self,
+        path: &Path,
+        split: &Split,
+        opts: &FeedstockOptions,
+    ) -> Result<(usize, String, &Item, usize)> {
+        let o = &split.options;
+        let lib_short = lib_short(&opts.lazy_library);
+        let expected = || {
+            Error::bad(
+                path.display(),
+                format!(
+                    "no staging output that builds {}: expected `package: {}` with `inherit:` a `staging:` output and `{}` in its tests",
+                    opts.lazy_library, o.core_name, lib_short
+                ),
+            )
+        };
+        let core = self
+            .items
+            .iter()
+            .position(|it| Self::name_of(&it.value, "package").as_deref() == Some(&o.core_name))
+            .ok_or_else(expected)?;
+        let cv = &self.items[core].value;
+        let staging = cv.get("inherit").and_then(|i| {
+            i.as_str()
+                .map(str::to_string)
+                .or_else(|| i.get("from")?.as_str().map(str::to_string))
+        });
+        let staging = staging.ok_or_else(expected)?;
+        let st = self
+            .items
+            .iter()
+            .find(|it| Self::name_of(&it.value, "staging").as_deref() == Some(&staging))
+            .ok_or_else(expected)?;
+        let test = (self.items[core].start..self.items[core].end)
+            .find(|&i| self.lines[i].trim() == format!("- {lib_short}"))
+            .ok_or_else(expected)?;
+        Ok((core, staging, st, test))
+    }
+
+    /// The lines of the test entry at line `test` and the condition it sits under: the entry
+    /// alone under `- if: COND / then:` (as in PR #518), or a plain list item.
+    fn test_entry(&self, path: &Path, test: usize) -> Result<((usize, usize), Option<String>)> {
+        let (test_lines, cond) = if test >= 2
+            && self.lines[test - 1].trim() == "then:"
+            && self.lines[test - 2].trim_start().starts_with("- if:")
+            && indent(&self.lines[test - 1]) == indent(&self.lines[test - 2]) + 2
+            && self
+                .lines
+                .get(test + 1)
+                .is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
+        {
+            let c = self.lines[test - 2].trim_start()["- if:".len()..]
+                .trim()
+                .to_string();
+            ((test - 2, test), Some(c))
+        } else {
+            ((test, test), None)
+        };
+        if cond.as_deref().is_some_and(|c| c.contains('#')) {
+            return Err(Error::bad(
+                path.display(),
+                format!(
+                    "line {}: a comment after the condition; expected `- if: COND`",
+                    test - 1
+                ),
+            ));
+        }
+        Ok((test_lines, cond))
     }
 
     /// Lines that add the payload packages to an output's `ignore_run_exports.by_name`.
@@ -685,145 +654,24 @@ fn patch_script(
     shape: &Shape,
 ) -> Result<String> {
     let o = &split.options;
-    let lines: Vec<&str> = text.lines().collect();
-    let var = &shape.stage_var;
-    let case = lines
-        .iter()
-        .position(|l| {
-            let t = l.trim();
-            [
-                format!("case ${{{var}}} in"),
-                format!("case \"${{{var}}}\" in"),
-                format!("case ${var} in"),
-                format!("case \"${var}\" in"),
-            ]
-            .contains(&t.to_string())
-        })
-        .ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!("expected `case ${{{var}}} in` selecting the stage the recipe sets"),
-            )
-        })?;
-    let esac = (case..lines.len())
-        .find(|&i| lines[i].trim() == "esac" && indent(lines[i]) == indent(lines[case]))
-        .ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!(
-                    "line {}: `case ${{{var}}}` without a matching esac",
-                    case + 1
-                ),
-            )
-        })?;
-    let arm_indent = indent(lines[case]) + 2;
-    let arms: Vec<usize> = (case + 1..esac)
-        .filter(|&i| {
-            indent(lines[i]) == arm_indent
-                && lines[i].trim().ends_with(')')
-                && !lines[i].trim().starts_with('#')
-        })
-        .collect();
-    let arm_end = |start: usize| {
-        (start + 1..esac)
-            .find(|&i| lines[i].trim() == ";;" && indent(lines[i]) <= arm_indent + 2)
-            .unwrap_or(esac)
-    };
-    let core_arm = *arms
-        .iter()
-        .find(|&&i| lines[i].trim() == format!("{})", o.core_name))
-        .ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!(
-                    "no `{})` arm in `case ${{{var}}}`; expected the stage that installs {}",
-                    o.core_name, o.core_name
-                ),
-            )
-        })?;
-    let core_end = arm_end(core_arm);
-    // The directory the core stage installs from: `mv DIR/lib/* ${PREFIX}/lib/`.
-    let torch_dir = (core_arm..core_end)
-        .find_map(|i| {
-            let w: Vec<&str> = lines[i].split_whitespace().collect();
-            match w.as_slice() {
-                [cmd, src, dst]
-                    if *cmd == "mv" && (dst.trim_end_matches('/') == "${PREFIX}/lib" || dst.trim_end_matches('/') == "$PREFIX/lib") =>
-                {
-                    src.strip_suffix("/lib/*").map(str::to_string)
-                }
-                _ => None,
-            }
-        })
-        .ok_or_else(|| {
-            Error::bad(
-                path.display(),
-                format!("the `{})` stage: expected `mv DIR/lib/* ${{PREFIX}}/lib/` (where the staging left the libraries)", o.core_name),
-            )
-        })?;
+    let script = StageCase::find(path, text, &shape.stage_var)?;
+    let core_arm = script.core_arm(&o.core_name)?;
+    let core_end = script.arm_end(core_arm);
+    let torch_dir = script.torch_dir(core_arm, core_end, &o.core_name)?;
     let lib = &opts.lazy_library;
-    let body = arm_indent + 2;
-    let pad = |s: &str| format!("{}{s}", " ".repeat(body));
-    let mut core_add = vec![
-        pad(&format!(
-            "# {lib} is the {} output's (added by `splitpkg feedstock`)",
-            o.lazy_name
-        )),
-        pad(&format!("rm -f ${{PREFIX}}/lib/{lib}")),
-    ];
-    if let Some(core_file) = &opts.dlopen_note {
-        core_add.push(pad(&format!(
-            "splitpkg note ${{PREFIX}}/lib/{core_file} --out ${{PREFIX}}/lib/{core_file} --soname {lib} --feature linalg --priority required"
-        )));
-    }
-    // The stage that links the Python package's files to $PREFIX: the library must be a link there.
-    let link_check = arms.iter().filter(|&&a| a != core_arm).find_map(|&a| {
-        let end = arm_end(a);
-        let links = (a..end).any(|i| lines[i].trim_start().starts_with("ln -s"));
-        let dir = (a..end).find_map(|i| lines[i].trim().strip_prefix("pushd ").map(str::trim))?;
-        links.then(|| {
-            let f = format!("{dir}/lib/{lib}");
-            (
-                end,
-                vec![
-                    pad(&format!("# {lib} belongs to {}: here only a link to it (added by `splitpkg feedstock`)", o.lazy_name)),
-                    pad(&format!("if [[ -e {f} && ! -L {f} ]]; then")),
-                    pad(&format!("  echo \"{f} is a file; expected a link to ${{PREFIX}}/lib ({})\" >&2", o.lazy_name)),
-                    pad("  exit 1"),
-                    pad("fi"),
-                ],
-            )
-        })
-    });
-    let env = crate::recipe::emit::environment()?;
-    let stage = env
-        .get_template("feedstock-stage.sh")
-        .and_then(|t| {
-            t.render(minijinja::context! {
-                lazy => o.lazy_name.as_str(), lib => lib.as_str(), key => o.variant_key.as_str(),
-                with => with_variant(split), with_upper => with_variant(split).to_uppercase(),
-                without => without_variant(split), torch_dir => torch_dir.as_str(),
-            })
-        })
-        .map_err(|e| Error::failed("rendering the build.sh stage", e))?;
-    let new_arm: Vec<String> = stage
-        .lines()
-        .map(|s| {
-            if s.is_empty() {
-                String::new()
-            } else {
-                format!("{}{s}", " ".repeat(arm_indent))
-            }
-        })
-        .collect();
-    let default_arm = arms
+    let core_add = script.core_additions(split, opts);
+    let link_check = script.link_check(core_arm, lib, &o.lazy_name);
+    let new_arm = script.new_stage(split, lib, &torch_dir)?;
+    let default_arm = script
+        .arms
         .iter()
         .copied()
-        .find(|&i| lines[i].trim() == "*)")
-        .unwrap_or(esac);
+        .find(|&i| script.lines[i].trim() == "*)")
+        .unwrap_or(script.esac);
 
     let mut inserts: Vec<(usize, Vec<String>)> = vec![(core_end, core_add), (default_arm, new_arm)];
     inserts.extend(link_check);
+    let lines = &script.lines;
     let mut out: Vec<String> = Vec::new();
     for i in 0..=lines.len() {
         for (_, l) in inserts.iter().filter(|(at, _)| *at == i) {
@@ -834,6 +682,199 @@ fn patch_script(
         }
     }
     Ok(out.join("\n") + "\n")
+}
+
+/// The `case ${STAGE} in … esac` of a feedstock's build.sh that selects the stage the recipe sets.
+struct StageCase<'a> {
+    path: &'a Path,
+    lines: Vec<&'a str>,
+    /// The stage variable (`build.script.env` of the core output).
+    var: &'a str,
+    /// The `esac` line.
+    esac: usize,
+    /// The indentation of the arms' patterns, and the lines where arms start.
+    arm_indent: usize,
+    arms: Vec<usize>,
+}
+
+impl<'a> StageCase<'a> {
+    fn find(path: &'a Path, text: &'a str, var: &'a str) -> Result<Self> {
+        let lines: Vec<&str> = text.lines().collect();
+        let case = lines
+            .iter()
+            .position(|l| {
+                let t = l.trim();
+                [
+                    format!("case ${{{var}}} in"),
+                    format!("case \"${{{var}}}\" in"),
+                    format!("case ${var} in"),
+                    format!("case \"${var}\" in"),
+                ]
+                .contains(&t.to_string())
+            })
+            .ok_or_else(|| {
+                Error::bad(
+                    path.display(),
+                    format!("expected `case ${{{var}}} in` selecting the stage the recipe sets"),
+                )
+            })?;
+        let esac = (case..lines.len())
+            .find(|&i| lines[i].trim() == "esac" && indent(lines[i]) == indent(lines[case]))
+            .ok_or_else(|| {
+                Error::bad(
+                    path.display(),
+                    format!(
+                        "line {}: `case ${{{var}}}` without a matching esac",
+                        case + 1
+                    ),
+                )
+            })?;
+        let arm_indent = indent(lines[case]) + 2;
+        let arms: Vec<usize> = (case + 1..esac)
+            .filter(|&i| {
+                indent(lines[i]) == arm_indent
+                    && lines[i].trim().ends_with(')')
+                    && !lines[i].trim().starts_with('#')
+            })
+            .collect();
+        Ok(StageCase {
+            path,
+            lines,
+            var,
+            esac,
+            arm_indent,
+            arms,
+        })
+    }
+
+    /// The `;;` that ends the arm starting at `start` (or the `esac`).
+    fn arm_end(&self, start: usize) -> usize {
+        (start + 1..self.esac)
+            .find(|&i| self.lines[i].trim() == ";;" && indent(self.lines[i]) <= self.arm_indent + 2)
+            .unwrap_or(self.esac)
+    }
+
+    /// A line of an arm's body, indented as the arm's commands are.
+    fn pad(&self, s: &str) -> String {
+        format!("{}{s}", " ".repeat(self.arm_indent + 2))
+    }
+
+    /// The `CORE)` arm: the stage that installs the core output.
+    fn core_arm(&self, core_name: &str) -> Result<usize> {
+        let var = self.var;
+        self.arms
+            .iter()
+            .copied()
+            .find(|&i| self.lines[i].trim() == format!("{core_name})"))
+            .ok_or_else(|| {
+                Error::bad(
+                    self.path.display(),
+                    format!(
+                        "no `{core_name})` arm in `case ${{{var}}}`; expected the stage that installs {core_name}"
+                    ),
+                )
+            })
+    }
+
+    /// The directory the core stage installs from: `mv DIR/lib/* ${PREFIX}/lib/`.
+    fn torch_dir(&self, core_arm: usize, core_end: usize, core_name: &str) -> Result<String> {
+        (core_arm..core_end)
+            .find_map(|i| {
+                let w: Vec<&str> = self.lines[i].split_whitespace().collect();
+                match w.as_slice() {
+                    [cmd, src, dst]
+                        if *cmd == "mv" && (dst.trim_end_matches('/') == "${PREFIX}/lib" || dst.trim_end_matches('/') == "$PREFIX/lib") =>
+                    {
+                        src.strip_suffix("/lib/*").map(str::to_string)
+                    }
+                    _ => None,
+                }
+            })
+            .ok_or_else(|| {
+                Error::bad(
+                    self.path.display(),
+                    format!("the `{core_name})` stage: expected `mv DIR/lib/* ${{PREFIX}}/lib/` (where the staging left the libraries)"),
+                )
+            })
+    }
+
+    /// What the core stage gains at its end: the library is removed (the lazy output installs
+    /// it), and with `--dlopen-note` the loading library declares it.
+    fn core_additions(&self, split: &Split, opts: &FeedstockOptions) -> Vec<String> {
+        let lib = &opts.lazy_library;
+        let mut core_add = vec![
+            self.pad(&format!(
+                "# {lib} is the {} output's (added by `splitpkg feedstock`)",
+                split.options.lazy_name
+            )),
+            self.pad(&format!("rm -f ${{PREFIX}}/lib/{lib}")),
+        ];
+        if let Some(core_file) = &opts.dlopen_note {
+            core_add.push(self.pad(&format!(
+                "splitpkg note ${{PREFIX}}/lib/{core_file} --out ${{PREFIX}}/lib/{core_file} --soname {lib} --feature linalg --priority required"
+            )));
+        }
+        core_add
+    }
+
+    /// The stage that links the Python package's files to $PREFIX: the library must be a link
+    /// there. Where to insert the check, and its lines; none when no other arm links.
+    fn link_check(
+        &self,
+        core_arm: usize,
+        lib: &str,
+        lazy_name: &str,
+    ) -> Option<(usize, Vec<String>)> {
+        let lines = &self.lines;
+        self.arms
+            .iter()
+            .filter(|&&a| a != core_arm)
+            .find_map(|&a| {
+                let end = self.arm_end(a);
+                let links = (a..end).any(|i| lines[i].trim_start().starts_with("ln -s"));
+                let dir =
+                    (a..end).find_map(|i| lines[i].trim().strip_prefix("pushd ").map(str::trim))?;
+                links.then(|| {
+                    let f = format!("{dir}/lib/{lib}");
+                    (
+                        end,
+                        vec![
+                            self.pad(&format!("# {lib} belongs to {lazy_name}: here only a link to it (added by `splitpkg feedstock`)")),
+                            self.pad(&format!("if [[ -e {f} && ! -L {f} ]]; then")),
+                            self.pad(&format!("  echo \"{f} is a file; expected a link to ${{PREFIX}}/lib ({lazy_name})\" >&2")),
+                            self.pad("  exit 1"),
+                            self.pad("fi"),
+                        ],
+                    )
+                })
+            })
+    }
+
+    /// The new arm that installs the variant (templates/feedstock-stage.sh), indented as an arm.
+    fn new_stage(&self, split: &Split, lib: &str, torch_dir: &str) -> Result<Vec<String>> {
+        let o = &split.options;
+        let env = crate::recipe::emit::environment()?;
+        let stage = env
+            .get_template("feedstock-stage.sh")
+            .and_then(|t| {
+                t.render(minijinja::context! {
+                    lazy => o.lazy_name.as_str(), lib => lib, key => o.variant_key.as_str(),
+                    with => with_variant(split), with_upper => with_variant(split).to_uppercase(),
+                    without => without_variant(split), torch_dir => torch_dir,
+                })
+            })
+            .map_err(|e| Error::failed("rendering the build.sh stage", e))?;
+        Ok(stage
+            .lines()
+            .map(|s| {
+                if s.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}{s}", " ".repeat(self.arm_indent))
+                }
+            })
+            .collect())
+    }
 }
 
 /// conda_build_config.yaml gains the variant key with both values. conda-smithy writes it into the
@@ -875,6 +916,69 @@ fn without_variant(split: &Split) -> &str {
         .find(|v| !v.with_payload)
         .map(|v| v.name.as_str())
         .unwrap_or_default()
+}
+
+/// The core output's staged build script: its file (`build`), the environment variable that
+/// selects the stage (the one set to the core's name), and the rest of its environment.
+fn build_script(path: &Path, cv: &Value, core_name: &str) -> Result<(String, String, Vec<String>)> {
+    let script = cv.get("build").and_then(|b| b.get("script")).ok_or_else(|| {
+        Error::bad(
+            path.display(),
+            format!("output {core_name}: expected build.script with `file:` and `env:` (the staged build script)"),
+        )
+    })?;
+    let script_file = script
+        .get("file")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let env = script.get("env").and_then(Value::as_mapping);
+    let stage = env.and_then(|m| m.iter().find(|(_, v)| v.as_str() == Some(core_name)));
+    let (Some((stage_var, _)), true) = (stage, script_file == "build") else {
+        return Err(Error::bad(
+            path.display(),
+            format!(
+                "output {core_name}: expected `script: {{file: build, env: {{STAGE_VARIABLE: {core_name}}}}}` (build.sh selects the stage)",
+            ),
+        ));
+    };
+    let stage_var = stage_var.as_str().unwrap_or_default().to_string();
+    let script_env = env
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str()?, v.as_str()?)))
+        .filter(|(k, _)| *k != stage_var)
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    Ok((script_file, stage_var, script_env))
+}
+
+/// The core output's build string without its `_${{ hash }}_${{ build_number }}` tail: the
+/// expression of the build keys the new output repeats.
+fn build_keys_expr(path: &Path, cv: &Value, core_name: &str) -> Result<String> {
+    let build_string = cv
+        .get("build")
+        .and_then(|b| b.get("string"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let expr = build_string.strip_suffix("_${{ hash }}_${{ build_number }}").ok_or_else(|| {
+        Error::bad(
+            path.display(),
+            format!(
+                "output {core_name}: expected its build string to end in _${{{{ hash }}}}_${{{{ build_number }}}}, not {build_string:?}",
+            ),
+        )
+    })?;
+    Ok(expr.to_string())
+}
+
+/// The strings under `keys` in `v` (a string or a list of them, flattened), or none.
+fn strings_at(v: &Value, keys: &[&str]) -> Vec<String> {
+    let mut cur = Some(v);
+    for k in keys {
+        cur = cur.and_then(|c| c.get(*k));
+    }
+    cur.map(flat_strings).unwrap_or_default()
 }
 
 /// `libtorch_cuda_linalg.so` → `torch_cuda_linalg` (what `package_contents: lib:` lists).

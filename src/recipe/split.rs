@@ -512,32 +512,51 @@ fn site_packages_for(wheel: &str) -> String {
 /// command), backslashes, `#` (conda-build reads `# [...]` anywhere on a line as a selector) and
 /// Jinja delimiters (`{{`, `{%`, `{#`, and their closers: conda-build renders all of meta.yaml as
 /// Jinja before reading it, rattler-build renders `${{ }}` in every string).
-pub fn check_recipe_path(p: &str) -> std::result::Result<(), String> {
+pub fn check_recipe_path(p: &str) -> std::result::Result<(), RecipePathError> {
     if p.is_empty() {
-        return Err("empty path".into());
+        return Err(RecipePathError::Empty);
     }
     if p.starts_with('/') {
-        return Err("absolute path".into());
+        return Err(RecipePathError::Absolute);
     }
     if p.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-        return Err("empty, '.' or '..' path component".into());
+        return Err(RecipePathError::Component);
     }
     if let Some(c) = p.chars().find(|c| c.is_control()) {
-        return Err(format!("control character {c:?}"));
+        return Err(RecipePathError::Control(c));
     }
     if p.contains('\\') {
-        return Err("backslash".into());
+        return Err(RecipePathError::Backslash);
     }
     if p.contains('#') {
-        return Err("'#' (conda-build selectors)".into());
+        return Err(RecipePathError::Selector);
     }
     if let Some(d) = ["{{", "{%", "{#", "}}", "%}", "#}"]
-        .iter()
-        .find(|d| p.contains(**d))
+        .into_iter()
+        .find(|d| p.contains(d))
     {
-        return Err(format!("Jinja delimiter {d:?}"));
+        return Err(RecipePathError::Jinja(d));
     }
     Ok(())
+}
+
+/// Why [`check_recipe_path`] refuses a tree path; callers name the path and the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecipePathError {
+    #[error("empty path")]
+    Empty,
+    #[error("absolute path")]
+    Absolute,
+    #[error("empty, '.' or '..' path component")]
+    Component,
+    #[error("control character {0:?}")]
+    Control(char),
+    #[error("backslash")]
+    Backslash,
+    #[error("'#' (conda-build selectors)")]
+    Selector,
+    #[error("Jinja delimiter {0:?}")]
+    Jinja(&'static str),
 }
 
 /// `2.8.0` → (`2.8.0`, `2.9.0a0`): what an `x.x` upper bound pins to.

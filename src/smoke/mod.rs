@@ -1209,28 +1209,3 @@ pub fn parse_report(text: &str, path: &Path) -> Result<SmokeReport> {
     serde_json::from_str(text)
         .map_err(|e| Error::bad(path.display(), format!("not a splitpkg smoke report: {e}")))
 }
-
-#[doc(hidden)]
-/// The fuzz harness for recorded smoke documents (cargo-fuzz target `smoke_json`): the bytes as a
-/// `--replay` report, judged again with the built-in tables and rendered as text and JSON, and as
-/// an `--expect` table file, as `smoke --replay FILE [--expect FILE]` reads them. Both come from
-/// machines the user may not control (a CI artifact, a colleague's run). A clean error is the
-/// expected answer; any panic or hang is a bug.
-pub fn fuzz_replay(data: &[u8]) {
-    static BUILTIN: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    let from = Path::new("fuzz.json");
-    let tables = match Tables::with_text(text, "fuzz-expect.json") {
-        Ok(t) => t,
-        Err(_) => BUILTIN.get_or_init(Tables::builtin).clone(),
-    };
-    if let Ok(rep) = parse_report(text, from)
-        && let Ok(rep) = replay(rep, &tables, from, None)
-    {
-        let _ = report::text(&rep, true);
-        let _ = serde_json::to_string(&rep);
-        let _ = rep.exit();
-    }
-}

@@ -860,7 +860,7 @@ fn mutate_and_run(seed: &[u8], rounds: usize, mut x: u64) -> usize {
         if fatbin::parse(&buf, 0).is_ok() {
             ok += 1;
         }
-        fatbin::fuzz_one(&buf);
+        splitpkg::fuzz::fatbin(&buf);
     }
     ok
 }
