@@ -941,19 +941,21 @@ fn read_member(
     read_capped_text(f, &at, MAX_METADATA_BYTES, "dist-info file")
 }
 
+/// A METADATA header [`check_header`] refuses to copy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("header with the control character {}: refusing to copy it", .0.escape_default())]
+struct ControlInHeader(char);
+
 /// The METADATA header is copied into the core wheel: a carriage return or another control
 /// character in it is a header Python's parser reads and ours does not (`Name: x\rRequires-Dist: y`).
-fn check_header(metadata: &str) -> std::result::Result<(), String> {
+fn check_header(metadata: &str) -> std::result::Result<(), ControlInHeader> {
     let head = metadata.split("\n\n").next().unwrap_or_default();
     match head
         .lines()
         .flat_map(|l| l.chars())
         .find(|&c| c.is_control() && c != '\t')
     {
-        Some(c) => Err(format!(
-            "header with the control character {}: refusing to copy it",
-            c.escape_default()
-        )),
+        Some(c) => Err(ControlInHeader(c)),
         None => Ok(()),
     }
 }
@@ -1276,9 +1278,8 @@ fn verify_written(
     let display = path.display().to_string();
     let map = map_file(path)?;
     let bytes: &[u8] = &map;
-    let unreadable = |e: zip::result::ZipError| {
-        Error::internal(format!("{display}: written wheel unreadable: {e}"))
-    };
+    let unreadable =
+        |e: zip::result::ZipError| Error::failed(format!("{display}: written wheel unreadable"), e);
     let mut archive = ZipArchive::new(Cursor::new(bytes)).map_err(unreadable)?;
     let names: Vec<String> = archive
         .file_names()
@@ -1311,8 +1312,8 @@ fn verify_written(
             .ok_or_else(|| bug(&"in RECORD, not in the archive"))?;
         match copies.get(&row.path) {
             Some(&i) => {
-                let a = archive.by_index_raw(j).map_err(|e| bug(&e))?;
-                let b = inp.by_index_raw(i).map_err(|e| bug(&e))?;
+                let a = archive.by_index_raw(j).map_err(|e| Error::failed(&at, e))?;
+                let b = inp.by_index_raw(i).map_err(|e| Error::failed(&at, e))?;
                 let same_header = a.crc32() == b.crc32()
                     && a.size() == b.size()
                     && a.size() == size
