@@ -1,6 +1,6 @@
 //! `smoke`: each variant on a CUDA GPU, or a recorded run judged again (`--replay`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -108,19 +108,7 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<Exit> {
         skip: a.skip.clone(),
     };
     if let Some(file) = &a.replay {
-        let rep = smoke::replay(
-            smoke::load_report(file)?,
-            &tables,
-            file,
-            a.expect.as_deref(),
-        )?;
-        let text = if a.json {
-            to_json(&rep)?
-        } else {
-            smoke::report::text(&rep, a.all)
-        };
-        emit(a.out.as_deref(), &text)?;
-        return Ok(rep.exit());
+        return replay(&a, file, &tables);
     }
     let variants = a
         .variants
@@ -135,36 +123,9 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<Exit> {
         }
     }
     if a.list {
-        let plans = variants
-            .iter()
-            .map(|v| {
-                smoke::plan_variant(&v.name, a.emulate.contains(&v.name), &tables, &filter, None)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let text = if a.json {
-            to_json(&plans)?
-        } else {
-            smoke::report::plan_text(&plans)
-        };
-        emit(a.out.as_deref(), &text)?;
-        return Ok(Exit::Success);
+        return list(&a, &variants, &tables, &filter);
     }
-    if !(a.case_timeout > 0.0 && a.case_timeout.is_finite()) {
-        return Err(Error::Usage(format!(
-            "--case-timeout {}: must be a positive number of seconds",
-            a.case_timeout
-        )));
-    }
-    if let Some(d) = a.deadline
-        && !(d > 0.0 && d.is_finite())
-    {
-        return Err(Error::Usage(format!(
-            "--deadline {d}: must be a positive number of seconds"
-        )));
-    }
-    if a.bench_reps == 0 {
-        return Err(Error::Usage("--bench-reps must be at least 1".into()));
-    }
+    check_limits(&a)?;
     for v in &variants {
         smoke::plan_variant(&v.name, a.emulate.contains(&v.name), &tables, &filter, None)?;
     }
@@ -191,11 +152,63 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<Exit> {
     };
     let mut rep = smoke::run(&opts, device)?;
     rep.options.expect_file = a.expect.as_ref().map(|p| p.display().to_string());
+    write_report(&a, &rep)
+}
+
+/// `--replay FILE`: the recorded run judged again with the current (or `--expect`) tables.
+fn replay(a: &SmokeArgs, file: &Path, tables: &Tables) -> Result<Exit> {
+    let rep = smoke::replay(smoke::load_report(file)?, tables, file, a.expect.as_deref())?;
+    write_report(a, &rep)
+}
+
+/// The report as text or JSON; the exit code is its verdict's.
+fn write_report(a: &SmokeArgs, rep: &smoke::SmokeReport) -> Result<Exit> {
     let text = if a.json {
-        to_json(&rep)?
+        to_json(rep)?
     } else {
-        smoke::report::text(&rep, a.all)
+        smoke::report::text(rep, a.all)
     };
     emit(a.out.as_deref(), &text)?;
     Ok(rep.exit())
+}
+
+/// `--list`: the planned cases with their expectations, nothing run.
+fn list(
+    a: &SmokeArgs,
+    variants: &[smoke::variant::VariantArg],
+    tables: &Tables,
+    filter: &Filter,
+) -> Result<Exit> {
+    let plans = variants
+        .iter()
+        .map(|v| smoke::plan_variant(&v.name, a.emulate.contains(&v.name), tables, filter, None))
+        .collect::<Result<Vec<_>>>()?;
+    let text = if a.json {
+        to_json(&plans)?
+    } else {
+        smoke::report::plan_text(&plans)
+    };
+    emit(a.out.as_deref(), &text)?;
+    Ok(Exit::Success)
+}
+
+/// `--case-timeout`, `--deadline` and `--bench-reps` that cannot work.
+fn check_limits(a: &SmokeArgs) -> Result<()> {
+    if !(a.case_timeout > 0.0 && a.case_timeout.is_finite()) {
+        return Err(Error::Usage(format!(
+            "--case-timeout {}: must be a positive number of seconds",
+            a.case_timeout
+        )));
+    }
+    if let Some(d) = a.deadline
+        && !(d > 0.0 && d.is_finite())
+    {
+        return Err(Error::Usage(format!(
+            "--deadline {d}: must be a positive number of seconds"
+        )));
+    }
+    if a.bench_reps == 0 {
+        return Err(Error::Usage("--bench-reps must be at least 1".into()));
+    }
+    Ok(())
 }

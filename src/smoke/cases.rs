@@ -12,7 +12,45 @@ use serde_json::{Value, json};
 pub const DTYPES: [&str; 4] = ["float32", "float64", "complex64", "complex128"];
 pub const REAL: &[&str] = &["float32", "float64"];
 pub const COMPLEX: &[&str] = &["complex64", "complex128"];
-pub const PREFERENCES: [&str; 3] = ["default", "cusolver", "magma"];
+
+/// A linalg backend preference (`torch.backends.cuda.preferred_linalg_library`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preference {
+    Default,
+    Cusolver,
+    Magma,
+}
+
+impl Preference {
+    /// Every preference, in the order cases and bench items run.
+    pub const ALL: [Preference; 3] = [Preference::Default, Preference::Cusolver, Preference::Magma];
+
+    /// The name PyTorch and the battery use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preference::Default => "default",
+            Preference::Cusolver => "cusolver",
+            Preference::Magma => "magma",
+        }
+    }
+}
+
+/// A preference name that is none of [`Preference::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown linalg preference {0:?}")]
+pub struct UnknownPreference(String);
+
+impl std::str::FromStr for Preference {
+    type Err = UnknownPreference;
+
+    fn from_str(s: &str) -> Result<Preference, UnknownPreference> {
+        Preference::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| UnknownPreference(s.to_string()))
+    }
+}
 
 /// One entry of the catalog: an op on one shape, for the listed dtypes.
 pub struct Entry {
@@ -147,25 +185,26 @@ impl Mode {
         }
     }
 
-    pub fn preferences(self) -> &'static [&'static str] {
+    pub fn preferences(self) -> &'static [Preference] {
         match self {
-            Mode::Real => &PREFERENCES,
-            Mode::EmulatedNomagma => &PREFERENCES[..2],
+            Mode::Real => &Preference::ALL,
+            Mode::EmulatedNomagma => &Preference::ALL[..2],
         }
     }
 
     /// The preference the worker resets to after every case.
-    pub fn base_preference(self) -> &'static str {
+    pub fn base_preference(self) -> Preference {
         match self {
-            Mode::Real => "default",
-            Mode::EmulatedNomagma => "cusolver",
+            Mode::Real => Preference::Default,
+            Mode::EmulatedNomagma => Preference::Cusolver,
         }
     }
 
-    pub fn applied(self, preference: &str) -> String {
+    /// The preference set in the process for a case that stands for `preference`.
+    pub fn applied(self, preference: Preference) -> Preference {
         match self {
-            Mode::Real => preference.to_string(),
-            Mode::EmulatedNomagma => "cusolver".to_string(),
+            Mode::Real => preference,
+            Mode::EmulatedNomagma => Preference::Cusolver,
         }
     }
 }
@@ -191,7 +230,7 @@ pub fn plan(mode: Mode, filter: &Filter) -> Vec<Case> {
     for e in catalog() {
         for dtype in e.dtypes {
             for pref in mode.preferences() {
-                let id = format!("{}/{}/{}/{}", e.op, e.shape, dtype, pref);
+                let id = format!("{}/{}/{}/{}", e.op, e.shape, dtype, pref.as_str());
                 if !filter.keeps(&id) {
                     continue;
                 }
@@ -201,8 +240,8 @@ pub fn plan(mode: Mode, filter: &Filter) -> Vec<Case> {
                     shape: e.shape.to_string(),
                     params: (e.params)(),
                     dtype: dtype.to_string(),
-                    preference: pref.to_string(),
-                    applied_preference: mode.applied(pref),
+                    preference: pref.as_str().to_string(),
+                    applied_preference: mode.applied(*pref).as_str().to_string(),
                     tags: e.tags.iter().map(|t| t.to_string()).collect(),
                 });
             }

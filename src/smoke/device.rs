@@ -27,24 +27,22 @@ pub struct DeviceInfo {
 }
 
 /// Why there is no usable GPU; the CLI prints it as `no CUDA driver: …` / `no CUDA device: …`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum NoDevice {
+    #[error("no CUDA driver: {0}")]
     Driver(String),
+    #[error("no CUDA device: {0}")]
     Device(String),
 }
 
-impl std::fmt::Display for NoDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NoDevice::Driver(s) => write!(f, "no CUDA driver: {s}"),
-            NoDevice::Device(s) => write!(f, "no CUDA device: {s}"),
-        }
-    }
-}
+/// The driver library could not be opened: dlerror()'s message for the first name tried.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+struct DriverNotLoadable(String);
 
 /// dlopen the driver ourselves first: cudarc panics when the library is missing, and dlerror()
 /// says more than its panic message.
-fn driver_loadable() -> Result<(), String> {
+fn driver_loadable() -> Result<(), DriverNotLoadable> {
     use std::ffi::{CStr, CString};
     let mut first: Option<String> = None;
     for name in ["libcuda.so.1", "libcuda.so"] {
@@ -65,13 +63,13 @@ fn driver_loadable() -> Result<(), String> {
             first.get_or_insert(msg);
         }
     }
-    Err(first.unwrap_or_default())
+    Err(DriverNotLoadable(first.unwrap_or_default()))
 }
 
 /// Probe device `ordinal`. Never panics: cudarc's panics (missing library or symbol) are caught
 /// and turned into `NoDevice::Driver`.
 pub fn probe(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
-    driver_loadable().map_err(NoDevice::Driver)?;
+    driver_loadable().map_err(|e| NoDevice::Driver(e.0))?;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let result = std::panic::catch_unwind(|| probe_inner(ordinal));

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::cases::Preference;
 use super::expect::{Expectation, Outcome};
 
 /// The message MAGMA prints (not raises) when its init hook was not wired up.
@@ -58,6 +59,66 @@ pub enum RawOutcome {
     NotRun,
 }
 
+/// Where a case's error came from, as the battery reports it; a name this splitpkg does not know
+/// is kept as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Phase {
+    SetPreference,
+    Inputs,
+    Op,
+    Check,
+    Harness,
+    Other(String),
+}
+
+impl Phase {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Phase::SetPreference => "set_preference",
+            Phase::Inputs => "inputs",
+            Phase::Op => "op",
+            Phase::Check => "check",
+            Phase::Harness => "harness",
+            Phase::Other(s) => s,
+        }
+    }
+
+    /// What the harness was doing, for a harness error.
+    fn words(&self) -> &'static str {
+        match self {
+            Phase::Inputs => "building the inputs",
+            Phase::Check => "checking the result on the CPU",
+            _ => "running the case",
+        }
+    }
+}
+
+impl From<&str> for Phase {
+    fn from(s: &str) -> Phase {
+        match s {
+            "set_preference" => Phase::SetPreference,
+            "inputs" => Phase::Inputs,
+            "op" => Phase::Op,
+            "check" => Phase::Check,
+            "harness" => Phase::Harness,
+            other => Phase::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<String> for Phase {
+    fn from(s: String) -> Phase {
+        Phase::from(s.as_str())
+    }
+}
+
+impl From<Phase> for String {
+    fn from(p: Phase) -> String {
+        p.as_str().to_string()
+    }
+}
+
 /// What the battery reported for one case, as recorded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Raw {
@@ -68,7 +129,7 @@ pub struct Raw {
     pub time_ms: Option<f64>,
     /// Where an error came from: `set_preference`, `inputs`, `op`, `check`, `harness`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
     /// The exception is a RuntimeError (or a subclass such as torch.linalg.LinAlgError).
@@ -124,7 +185,7 @@ impl Raw {
         let mut raw = Raw::new(outcome);
         raw.residual = v.get("residual").map(|x| num(x).unwrap_or(f64::NAN));
         raw.time_ms = f("time_ms");
-        raw.phase = s("phase");
+        raw.phase = s("phase").map(Phase::from);
         raw.error_type = s("error_type");
         raw.runtime_error = v.get("runtime_error").and_then(|x| x.as_bool());
         raw.error = s("error");
@@ -260,41 +321,10 @@ pub fn judge(
     exp: &Expectation,
     raw: &Raw,
     tolerance: f64,
-    base_preference: &str,
+    base_preference: Preference,
 ) -> (Status, String) {
-    match raw.outcome {
-        RawOutcome::Timeout => {
-            return (
-                Status::Timeout,
-                format!(
-                    "hang: {}",
-                    raw.detail
-                        .as_deref()
-                        .unwrap_or("no answer within the case timeout; process group killed")
-                ),
-            );
-        }
-        RawOutcome::NotRun => {
-            return (
-                Status::Timeout,
-                format!(
-                    "not run: {}",
-                    raw.detail.as_deref().unwrap_or("earlier cases failed")
-                ),
-            );
-        }
-        RawOutcome::Crash => {
-            return (
-                Status::Fail,
-                format!(
-                    "worker died: {}",
-                    raw.detail
-                        .as_deref()
-                        .unwrap_or("no answer and no exit status")
-                ),
-            );
-        }
-        _ => {}
+    if let Some(judged) = judge_unanswered(raw) {
+        return judged;
     }
     if let Some(text) = &raw.stderr
         && text.contains(MAGMA_NOT_INITIALIZED)
@@ -305,20 +335,16 @@ pub fn judge(
         );
     }
     if let Some(after) = &raw.preference_after
-        && after != base_preference
+        && after.parse::<Preference>().ok() != Some(base_preference)
     {
         return (
             Status::Fail,
             format!(
-                "the backend preference was not reset: still {after:?} after the case (expected {base_preference:?})"
+                "the backend preference was not reset: still {after:?} after the case (expected {:?})",
+                base_preference.as_str()
             ),
         );
     }
-    let tol_ok = |r: Option<f64>| r.is_some_and(|r| r.is_finite() && r <= tolerance);
-    let residual_text = |r: Option<f64>| {
-        r.map(|r| format!("{r:.2e}"))
-            .unwrap_or_else(|| "missing".into())
-    };
     if exp.outcome == Outcome::Excluded {
         let note = exp.note.as_deref().unwrap_or("excluded");
         let short = note.split(':').next().unwrap_or(note);
@@ -328,79 +354,117 @@ pub fn judge(
         );
     }
     match raw.outcome {
-        RawOutcome::Ok => {
-            let ok = tol_ok(raw.residual);
-            match exp.outcome {
-                Outcome::Pass | Outcome::PassOrError if ok => (Status::Pass, String::new()),
-                Outcome::Pass | Outcome::PassOrError => (
-                    Status::Fail,
-                    format!(
-                        "wrong result: residual {} exceeds the tolerance {tolerance:.0e}",
-                        residual_text(raw.residual)
-                    ),
-                ),
-                Outcome::Error => (
-                    Status::Fail,
-                    format!(
-                        "expected a RuntimeError matching /{}/, but the op ran (residual {})",
-                        exp.pattern.as_deref().unwrap_or(""),
-                        residual_text(raw.residual)
-                    ),
-                ),
-                Outcome::Excluded => unreachable!(),
-            }
-        }
-        RawOutcome::Error => {
-            let phase = raw.phase.as_deref().unwrap_or("op");
-            let text = raw.error.as_deref().unwrap_or("");
-            let line = first_line(text);
-            let ty = raw.error_type.as_deref().unwrap_or("error");
-            if matches!(phase, "inputs" | "check" | "harness") {
-                return (
-                    Status::Fail,
-                    format!("harness error while {}: {ty}: {line}", phase_words(phase)),
-                );
-            }
-            match exp.outcome {
-                Outcome::Pass => (
-                    Status::Fail,
-                    format!(
-                        "unexpected {ty}{}: {line}",
-                        if phase == "set_preference" {
-                            " setting the preference"
-                        } else {
-                            ""
-                        }
-                    ),
-                ),
-                Outcome::Error | Outcome::PassOrError => {
-                    let pattern = exp.pattern.as_deref().unwrap_or("");
-                    if raw.runtime_error == Some(false) {
-                        (
-                            Status::Fail,
-                            format!("expected a clean RuntimeError, got {ty}: {line}"),
-                        )
-                    } else if pattern_matches(pattern, text) {
-                        (Status::ExpectedFail, format!("{ty}: {line}"))
-                    } else {
-                        (
-                            Status::Fail,
-                            format!("error does not match /{pattern}/: {ty}: {line}"),
-                        )
-                    }
-                }
-                Outcome::Excluded => unreachable!(),
-            }
-        }
+        RawOutcome::Ok => judge_ran(exp, raw, tolerance),
+        RawOutcome::Error => judge_error(exp, raw),
         _ => unreachable!(),
     }
 }
 
-fn phase_words(phase: &str) -> &'static str {
-    match phase {
-        "inputs" => "building the inputs",
-        "check" => "checking the result on the CPU",
-        _ => "running the case",
+/// A case without an answer (hang, not run, dead worker) fails whatever was expected.
+fn judge_unanswered(raw: &Raw) -> Option<(Status, String)> {
+    match raw.outcome {
+        RawOutcome::Timeout => Some((
+            Status::Timeout,
+            format!(
+                "hang: {}",
+                raw.detail
+                    .as_deref()
+                    .unwrap_or("no answer within the case timeout; process group killed")
+            ),
+        )),
+        RawOutcome::NotRun => Some((
+            Status::Timeout,
+            format!(
+                "not run: {}",
+                raw.detail.as_deref().unwrap_or("earlier cases failed")
+            ),
+        )),
+        RawOutcome::Crash => Some((
+            Status::Fail,
+            format!(
+                "worker died: {}",
+                raw.detail
+                    .as_deref()
+                    .unwrap_or("no answer and no exit status")
+            ),
+        )),
+        RawOutcome::Ok | RawOutcome::Error => None,
+    }
+}
+
+/// The op ran: right if its residual is within the tolerance and the table allows a pass.
+fn judge_ran(exp: &Expectation, raw: &Raw, tolerance: f64) -> (Status, String) {
+    let ok = raw
+        .residual
+        .is_some_and(|r| r.is_finite() && r <= tolerance);
+    let residual_text = || {
+        raw.residual
+            .map(|r| format!("{r:.2e}"))
+            .unwrap_or_else(|| "missing".into())
+    };
+    match exp.outcome {
+        Outcome::Pass | Outcome::PassOrError if ok => (Status::Pass, String::new()),
+        Outcome::Pass | Outcome::PassOrError => (
+            Status::Fail,
+            format!(
+                "wrong result: residual {} exceeds the tolerance {tolerance:.0e}",
+                residual_text()
+            ),
+        ),
+        Outcome::Error => (
+            Status::Fail,
+            format!(
+                "expected a RuntimeError matching /{}/, but the op ran (residual {})",
+                exp.pattern.as_deref().unwrap_or(""),
+                residual_text()
+            ),
+        ),
+        Outcome::Excluded => unreachable!(),
+    }
+}
+
+/// The case raised: an expected failure only as a clean RuntimeError matching the table's pattern,
+/// raised by the op (an error of the harness is never one).
+fn judge_error(exp: &Expectation, raw: &Raw) -> (Status, String) {
+    let phase = raw.phase.clone().unwrap_or(Phase::Op);
+    let text = raw.error.as_deref().unwrap_or("");
+    let line = first_line(text);
+    let ty = raw.error_type.as_deref().unwrap_or("error");
+    if matches!(phase, Phase::Inputs | Phase::Check | Phase::Harness) {
+        return (
+            Status::Fail,
+            format!("harness error while {}: {ty}: {line}", phase.words()),
+        );
+    }
+    match exp.outcome {
+        Outcome::Pass => (
+            Status::Fail,
+            format!(
+                "unexpected {ty}{}: {line}",
+                if phase == Phase::SetPreference {
+                    " setting the preference"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Outcome::Error | Outcome::PassOrError => {
+            let pattern = exp.pattern.as_deref().unwrap_or("");
+            if raw.runtime_error == Some(false) {
+                (
+                    Status::Fail,
+                    format!("expected a clean RuntimeError, got {ty}: {line}"),
+                )
+            } else if pattern_matches(pattern, text) {
+                (Status::ExpectedFail, format!("{ty}: {line}"))
+            } else {
+                (
+                    Status::Fail,
+                    format!("error does not match /{pattern}/: {ty}: {line}"),
+                )
+            }
+        }
+        Outcome::Excluded => unreachable!(),
     }
 }
 
@@ -428,10 +492,58 @@ impl CheckStatus {
     }
 }
 
+/// Which per-variant check; a name this splitpkg does not know is kept as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum CheckName {
+    Laziness,
+    HasMagma,
+    DeviceCode,
+    Identity,
+    Other(String),
+}
+
+impl CheckName {
+    pub fn as_str(&self) -> &str {
+        match self {
+            CheckName::Laziness => "laziness",
+            CheckName::HasMagma => "has_magma",
+            CheckName::DeviceCode => "device_code",
+            CheckName::Identity => "identity",
+            CheckName::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for CheckName {
+    fn from(s: String) -> CheckName {
+        match s.as_str() {
+            "laziness" => CheckName::Laziness,
+            "has_magma" => CheckName::HasMagma,
+            "device_code" => CheckName::DeviceCode,
+            "identity" => CheckName::Identity,
+            _ => CheckName::Other(s),
+        }
+    }
+}
+
+impl From<CheckName> for String {
+    fn from(n: CheckName) -> String {
+        n.as_str().to_string()
+    }
+}
+
+/// The name as recorded (padded like a string, for the text tables).
+impl std::fmt::Display for CheckName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// A per-variant check (laziness, has_magma, device code).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
-    pub name: String,
+    pub name: CheckName,
     pub status: CheckStatus,
     pub detail: String,
     /// What a failure means for users.
@@ -440,13 +552,13 @@ pub struct Check {
 }
 
 fn check(
-    name: &str,
+    name: CheckName,
     status: CheckStatus,
     detail: impl Into<String>,
     consequence: Option<String>,
 ) -> Check {
     Check {
-        name: name.to_string(),
+        name,
         status,
         detail: detail.into(),
         consequence,
@@ -458,7 +570,7 @@ fn check(
 pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Check {
     let Some(p) = probe else {
         return check(
-            "laziness",
+            CheckName::Laziness,
             CheckStatus::Fail,
             "the probe process gave no answer",
             None,
@@ -467,7 +579,7 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
     let get = |k: &str| p.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if p.get("import_ok").and_then(|v| v.as_bool()) != Some(true) {
         return check(
-            "laziness",
+            CheckName::Laziness,
             CheckStatus::Fail,
             format!(
                 "import torch failed: {}",
@@ -478,7 +590,7 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
     }
     if let Some(e) = get("cuda_error") {
         return check(
-            "laziness",
+            CheckName::Laziness,
             CheckStatus::Fail,
             format!("CUDA did not initialise in the variant: {}", first_line(&e)),
             None,
@@ -486,7 +598,7 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
     }
     let eager = |moment: &str, path: String| {
         check(
-            "laziness",
+            CheckName::Laziness,
             CheckStatus::Fail,
             format!("{lazy_name} is mapped {moment} ({path})"),
             Some(format!(
@@ -511,7 +623,7 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
                 .map(|m| format!("; device memory in use grew by {m} MiB"))
                 .unwrap_or_default();
             check(
-                "laziness",
+                CheckName::Laziness,
                 CheckStatus::Pass,
                 format!(
                     "not mapped after import torch, CUDA init and a matmul; mapped after the first cholesky: {path}{grew}"
@@ -520,7 +632,7 @@ pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Che
             )
         }
         None => check(
-            "laziness",
+            CheckName::Laziness,
             CheckStatus::Fail,
             format!(
                 "{lazy_name} is not mapped after the first linalg op{}",
@@ -550,7 +662,7 @@ pub fn has_magma_check(
 ) -> Check {
     if emulated {
         return check(
-            "has_magma",
+            CheckName::HasMagma,
             CheckStatus::NotApplicable,
             "not applicable: emulated (same installation as the magma variant; has_magma and the library are the stock ones)",
             None,
@@ -576,13 +688,13 @@ pub fn has_magma_check(
     };
     match (reported, lazy_has_magma) {
         (None, _) => check(
-            "has_magma",
+            CheckName::HasMagma,
             CheckStatus::Fail,
             "torch.cuda.has_magma could not be read (torch did not import)",
             None,
         ),
         (_, None) => check(
-            "has_magma",
+            CheckName::HasMagma,
             CheckStatus::Fail,
             format!(
                 "could not tell whether {lazy_name} contains MAGMA (library not found or unreadable)"
@@ -590,7 +702,7 @@ pub fn has_magma_check(
             None,
         ),
         (Some(a), Some(b)) if a == b => check(
-            "has_magma",
+            CheckName::HasMagma,
             CheckStatus::Pass,
             format!(
                 "torch.cuda.has_magma is {} and {lazy_name} {} MAGMA{runtime_text}",
@@ -600,7 +712,7 @@ pub fn has_magma_check(
             None,
         ),
         (Some(true), Some(false)) => check(
-            "has_magma",
+            CheckName::HasMagma,
             CheckStatus::Stale,
             format!(
                 "stale core flag: torch.cuda.has_magma is True but {lazy_name} contains no MAGMA{runtime_text}"
@@ -610,7 +722,7 @@ pub fn has_magma_check(
             )),
         ),
         (Some(false), Some(true)) => check(
-            "has_magma",
+            CheckName::HasMagma,
             CheckStatus::Stale,
             format!(
                 "stale core flag: torch.cuda.has_magma is False but {lazy_name} contains MAGMA{runtime_text}"
@@ -636,7 +748,7 @@ pub fn identity_check(
 ) -> Check {
     let Some(with_payload) = crate::analysis::payload::variant_carries(variant, dep) else {
         return check(
-            "identity",
+            CheckName::Identity,
             CheckStatus::NotApplicable,
             format!("not applicable: the variant name {variant:?} is neither {dep} nor no{dep}"),
             None,
@@ -644,7 +756,7 @@ pub fn identity_check(
     };
     if emulated {
         return check(
-            "identity",
+            CheckName::Identity,
             CheckStatus::NotApplicable,
             format!(
                 "not applicable: emulated (runs the {dep} installation with cuSOLVER forced; its library is the {dep} build by design)"
@@ -654,7 +766,7 @@ pub fn identity_check(
     }
     let Some(p) = presence else {
         return check(
-            "identity",
+            CheckName::Identity,
             CheckStatus::Fail,
             format!(
                 "could not tell whether {lazy_name} is the {variant} build (library not found or unreadable)"
@@ -674,7 +786,7 @@ pub fn identity_check(
         && let Some(contract) = contract_failures.filter(|c| !c.is_empty())
     {
         return check(
-            "identity",
+            CheckName::Identity,
             CheckStatus::Fail,
             format!(
                 "variant {variant:?} but {lazy_name} is not a {variant} build of this torch, by the rule verify-variant applies: {}",
@@ -688,14 +800,14 @@ pub fn identity_check(
     if failed.is_empty() {
         let said: Vec<&str> = rules.iter().map(|r| r.name).collect();
         return check(
-            "identity",
+            CheckName::Identity,
             CheckStatus::Pass,
             format!("{lazy_name} is a {variant} build ({})", said.join("; ")),
             None,
         );
     }
     check(
-        "identity",
+        CheckName::Identity,
         CheckStatus::Fail,
         format!(
             "variant {variant:?} but {lazy_name} is {} build, by the rule verify-variant applies: {}",
@@ -720,13 +832,13 @@ fn py(b: bool) -> &'static str {
 pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
     match result {
         None => check(
-            "device_code",
+            CheckName::DeviceCode,
             CheckStatus::NotChecked,
             "not checked (fatbin reader unavailable)",
             None,
         ),
         Some(d) => Check {
-            name: "device_code".into(),
+            name: CheckName::DeviceCode,
             status: d.status,
             detail: d.detail,
             consequence: d.consequence,
@@ -769,26 +881,55 @@ pub fn device_code_check(
     own: Option<&std::collections::BTreeSet<PathBuf>>,
     sm: &str,
 ) -> Option<DeviceCheck> {
-    use crate::fatbin::{self, Kind, Runs};
-    let device: fatbin::Capability = sm.parse().ok()?;
-    let mut out = Vec::new();
-    let mut failing = Vec::new();
-    let mut partial = Vec::new();
-    let mut stubs = Vec::new();
-    let mut unreadable = Vec::new();
+    let device: crate::fatbin::Capability = sm.parse().ok()?;
+    let mut found = DeviceCodeFindings::default();
     for lib in libraries {
+        found.examine(lib, own, device, sm);
+    }
+    found.into_check(sm)
+}
+
+/// What [`device_code_check`] found in the libraries it read.
+#[derive(Default)]
+struct DeviceCodeFindings {
+    libraries: Vec<LibraryDeviceCode>,
+    /// The variant's own libraries with no code for the device.
+    failing: Vec<String>,
+    /// Libraries with code for the device in some of their fat binaries only.
+    partial: Vec<String>,
+    /// Dependencies whose registered device code has nothing for the device.
+    stubs: Vec<String>,
+    unreadable: Vec<String>,
+}
+
+fn file_name(lib: &std::path::Path) -> String {
+    lib.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl DeviceCodeFindings {
+    /// Read one library's fat binaries (none: skipped) and file what they hold for `device`.
+    fn examine(
+        &mut self,
+        lib: &std::path::Path,
+        own: Option<&std::collections::BTreeSet<PathBuf>>,
+        device: crate::fatbin::Capability,
+        sm: &str,
+    ) {
+        use crate::fatbin::{self, Kind, Runs};
         let Ok(map) = crate::input::map_file(lib) else {
-            continue;
+            return;
         };
         let Ok(view) = crate::elf::ElfView::parse(&map) else {
-            continue;
+            return;
         };
         let summary = match fatbin::read(&view) {
             Ok(Some(s)) => s,
-            Ok(None) => continue,
+            Ok(None) => return,
             Err(e) => {
-                unreadable.push(format!("{}: {e}", lib.display()));
-                continue;
+                self.unreadable.push(format!("{}: {e}", lib.display()));
+                return;
             }
         };
         let verdict = fatbin::device_check(&summary, device);
@@ -810,32 +951,24 @@ pub fn device_code_check(
         if !runs && !own {
             // A CUDA dependency wheel: some (cuFFT) register only a stub fat binary and load their
             // kernels by other means, so its registered device code is reported, not judged.
-            stubs.push(format!(
+            self.stubs.push(format!(
                 "{} ({} fat binaries, none for {sm})",
-                lib.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
+                file_name(lib),
                 verdict.containers
             ));
         }
         if runs && verdict.runs == Runs::No {
-            partial.push(format!(
+            self.partial.push(format!(
                 "{} ({} of {} fat binaries have no code for {sm}: kernels for other GPUs)",
-                lib.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
+                file_name(lib),
                 verdict.none,
                 verdict.containers
             ));
         }
         if !runs && own {
-            failing.push(
-                lib.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            );
+            self.failing.push(file_name(lib));
         }
-        out.push(LibraryDeviceCode {
+        self.libraries.push(LibraryDeviceCode {
             file: lib.display().to_string(),
             sass: names(Kind::Elf),
             ptx: names(Kind::Ptx)
@@ -845,43 +978,50 @@ pub fn device_code_check(
             runs_on_device: runs,
         });
     }
-    if out.is_empty() && unreadable.is_empty() {
-        return None;
-    }
-    let status = if failing.is_empty() && unreadable.is_empty() {
-        CheckStatus::Pass
-    } else {
-        CheckStatus::Fail
-    };
-    let detail = format!(
-        "{} of {} libraries with device code carry SASS or PTX for {sm}{}{}{}",
-        out.iter().filter(|l| l.runs_on_device).count(),
-        out.len(),
-        if partial.is_empty() {
-            String::new()
-        } else {
-            format!("; arch-specific kernels elsewhere: {}", partial.join(", "))
-        },
-        if stubs.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; dependencies whose registered device code has nothing for {sm} (not judged: they may load kernels otherwise): {}",
-                stubs.join(", ")
-            )
-        },
-        if unreadable.is_empty() {
-            String::new()
-        } else {
-            format!("; unreadable: {}", unreadable.join("; "))
+
+    /// The check: a failure when an own library has no code for `sm` or a library is unreadable.
+    fn into_check(self, sm: &str) -> Option<DeviceCheck> {
+        let out = self.libraries;
+        let (failing, partial, stubs, unreadable) =
+            (self.failing, self.partial, self.stubs, self.unreadable);
+        if out.is_empty() && unreadable.is_empty() {
+            return None;
         }
-    );
-    let consequence = (!failing.is_empty())
-        .then(|| format!("kernels in {} have neither SASS for {sm} nor PTX to JIT: they fail to launch on this GPU", failing.join(", ")));
-    Some(DeviceCheck {
-        status,
-        detail,
-        consequence,
-        libraries: out,
-    })
+        let status = if failing.is_empty() && unreadable.is_empty() {
+            CheckStatus::Pass
+        } else {
+            CheckStatus::Fail
+        };
+        let detail = format!(
+            "{} of {} libraries with device code carry SASS or PTX for {sm}{}{}{}",
+            out.iter().filter(|l| l.runs_on_device).count(),
+            out.len(),
+            if partial.is_empty() {
+                String::new()
+            } else {
+                format!("; arch-specific kernels elsewhere: {}", partial.join(", "))
+            },
+            if stubs.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; dependencies whose registered device code has nothing for {sm} (not judged: they may load kernels otherwise): {}",
+                    stubs.join(", ")
+                )
+            },
+            if unreadable.is_empty() {
+                String::new()
+            } else {
+                format!("; unreadable: {}", unreadable.join("; "))
+            }
+        );
+        let consequence = (!failing.is_empty())
+            .then(|| format!("kernels in {} have neither SASS for {sm} nor PTX to JIT: they fail to launch on this GPU", failing.join(", ")));
+        Some(DeviceCheck {
+            status,
+            detail,
+            consequence,
+            libraries: out,
+        })
+    }
 }

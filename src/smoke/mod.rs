@@ -29,9 +29,9 @@ use serde_json::{Value, json};
 use crate::analysis::payload::PayloadSpec;
 use crate::error::{Error, Result};
 pub use crate::provenance::Tool;
-use cases::{Case, Filter, Mode};
+use cases::{Case, Filter, Mode, Preference};
 use device::DeviceInfo;
-use eval::{Check, CheckStatus, Raw, RawOutcome, Status};
+use eval::{Check, CheckName, CheckStatus, Raw, RawOutcome, Status};
 use expect::{Expectation, Tables};
 use variant::{Layout, LazyFacts, VariantArg};
 
@@ -394,7 +394,7 @@ pub fn default_routing(benches: &[BenchReport], dep: &str) -> Vec<RoutingRow> {
                 .find(|x| x.op == r.op && x.size == r.size && x.dtype == r.dtype);
             median_ms.insert(
                 b.variant.clone(),
-                cell.and_then(|c| c.results.get("default"))
+                cell.and_then(|c| c.results.get(Preference::Default.as_str()))
                     .and_then(|c| c.median_ms),
             );
         }
@@ -474,7 +474,7 @@ fn finish_variant(v: &mut VariantReport, lazy_name: &str, dep: &str) {
     let device = v
         .checks
         .iter()
-        .find(|c| c.name == "device_code")
+        .find(|c| c.name == CheckName::DeviceCode)
         .cloned()
         .unwrap_or_else(|| eval::device_code_check_report(None));
     let presence = v.lazy_library.as_ref().map(LazyFacts::presence);
@@ -541,6 +541,63 @@ fn total(variants: &[VariantReport]) -> Counts {
 /// machine without CUDA stops before anything else).
 pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     let date = crate::provenance::run_date();
+    check_options(opts)?;
+    // Plan (and so check the tables) and resolve every variant before running anything.
+    let resolved = resolve_variants(opts)?;
+    let seed = opts.seed.unwrap_or_else(random_seed);
+    let deadline = opts.deadline.map(|d| Instant::now() + d);
+    let scratch = Scratch::new()?;
+    let script = scratch.path.join("battery.py");
+    std::fs::write(&script, BATTERY).map_err(|e| Error::io(&script, e))?;
+    progress(
+        opts.progress,
+        format!(
+            "device {} ({}, driver CUDA {}), seed {seed}",
+            device.name, device.sm, device.driver_cuda
+        ),
+    );
+    let ctx = RunContext {
+        opts,
+        device: &device,
+        seed,
+        deadline,
+        scratch: &scratch.path,
+        script: &script,
+        threads: cpu_share(resolved.len()),
+    };
+    // The benches' workers start while the batteries run (the start-up is not timed; each then
+    // waits, idle, until its bench): about 3 s each off the run (issue 28).
+    let bench_specs = ctx.bench_specs(&resolved)?;
+    let ahead: Vec<std::thread::JoinHandle<runner::Started>> = bench_specs
+        .iter()
+        .map(|(_, spec)| {
+            let spec = spec.clone();
+            std::thread::spawn(move || {
+                runner::start_ahead(
+                    &spec,
+                    Preference::Default.as_str(),
+                    Duration::from_secs(300),
+                )
+            })
+        })
+        .collect();
+    let mut reports = ctx.run_variants(&resolved)?;
+    check_contracts(opts, &resolved, &mut reports);
+    // Every real variant is timed the same way, so each variant's default routing can be compared:
+    // that, not a forced preference, is what its users get.
+    let bench: Vec<BenchReport> = bench_specs
+        .iter()
+        .zip(ahead)
+        .map(|((name, spec), h)| {
+            let started = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            ctx.run_bench(name, spec, started)
+        })
+        .collect();
+    Ok(smoke_report(opts, date, seed, device, reports, bench))
+}
+
+/// The combinations of `--variant`, `--emulate` and `--bench` that cannot run.
+fn check_options(opts: &Options) -> Result<()> {
     for e in &opts.emulate {
         if !opts.variants.iter().any(|v| &v.name == e) {
             return Err(Error::Usage(format!(
@@ -565,7 +622,13 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     {
         return Err(Error::Usage("--bench times each real variant under every preference; an emulated variant has no timings of its own: add a --variant that is not emulated".into()));
     }
-    // Plan (and so check the tables) and resolve every variant before running anything.
+    Ok(())
+}
+
+/// A variant to run: as given, whether it is emulated, and where its torch is.
+type ResolvedVariant<'a> = (&'a VariantArg, bool, variant::Resolved);
+
+fn resolve_variants(opts: &Options) -> Result<Vec<ResolvedVariant<'_>>> {
     let mut resolved = Vec::new();
     for v in &opts.variants {
         let emulated = opts.emulate.contains(&v.name);
@@ -573,92 +636,22 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         let r = variant::resolve(v, opts.python.as_deref())?;
         resolved.push((v, emulated, r));
     }
-    let seed = opts.seed.unwrap_or_else(random_seed);
-    let deadline = opts.deadline.map(|d| Instant::now() + d);
-    let scratch = Scratch::new()?;
-    let script = scratch.path.join("battery.py");
-    std::fs::write(&script, BATTERY).map_err(|e| Error::io(&script, e))?;
-    progress(
-        opts.progress,
-        format!(
-            "device {} ({}, driver CUDA {}), seed {seed}",
-            device.name, device.sm, device.driver_cuda
-        ),
-    );
+    Ok(resolved)
+}
 
-    // The variants' batteries run at once, one worker process each on the same GPU: a case is judged
-    // on its own results, not on time, so the runs do not disturb each other's verdicts, and the
-    // smoke of two variants takes about as long as one (issue 28). The benches below stay one at a
-    // time, alone on the GPU.
-    // Each worker's CPU references then get their share of the cores: two MKL/OpenMP pools of all
-    // cores each, busy-waiting on one machine, made every case of both runs 10 to 50 times slower
-    // on the H200 machine (16 cores).
-    let threads = cpu_share(resolved.len());
-    // The benches' workers start while the batteries run (the start-up is not timed; each then
-    // waits, idle, until its bench): about 3 s each off the run (issue 28).
-    let bench_specs: Vec<(&str, runner::PySpec)> = if opts.bench {
-        resolved
-            .iter()
-            .filter(|(_, emulated, _)| !emulated)
-            .map(|(arg, emulated, r)| {
-                Ok((
-                    arg.name.as_str(),
-                    bench_spec(&variant_spec(
-                        &scratch.path,
-                        &script,
-                        &arg.name,
-                        *emulated,
-                        r,
-                    )?)?,
-                ))
-            })
-            .collect::<Result<_>>()?
-    } else {
-        Vec::new()
-    };
-    let ahead: Vec<std::thread::JoinHandle<runner::Started>> = bench_specs
-        .iter()
-        .map(|(_, spec)| {
-            let spec = spec.clone();
-            std::thread::spawn(move || {
-                runner::start_ahead(&spec, "default", Duration::from_secs(300))
-            })
-        })
-        .collect();
-    let ran: Vec<Result<VariantReport>> = std::thread::scope(|s| {
-        let handles: Vec<_> = resolved
-            .iter()
-            .map(|(arg, emulated, r)| {
-                let (device, scratch, script, threads) =
-                    (&device, &scratch.path, &script, &threads);
-                s.spawn(move || {
-                    run_variant(
-                        opts, device, seed, deadline, scratch, script, arg, *emulated, r, threads,
-                    )
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    let mut reports = ran.into_iter().collect::<Result<Vec<_>>>()?;
-    check_contracts(opts, &resolved, &mut reports);
-    // Every real variant is timed the same way, so each variant's default routing can be compared:
-    // that, not a forced preference, is what its users get.
-    let bench: Vec<BenchReport> = bench_specs
-        .iter()
-        .zip(ahead)
-        .map(|((name, spec), h)| {
-            let started = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            run_bench(opts, seed, deadline, name, spec, started)
-        })
-        .collect();
+/// The report of a run: its options as recorded, the variants, the benches and the verdict.
+fn smoke_report(
+    opts: &Options,
+    date: Option<String>,
+    seed: u64,
+    device: DeviceInfo,
+    variants: Vec<VariantReport>,
+    bench: Vec<BenchReport>,
+) -> SmokeReport {
     let default_routing = default_routing(&bench, &opts.spec.name);
-    let summary = total(&reports);
+    let summary = total(&variants);
     let result = Verdict::of(&summary);
-    Ok(SmokeReport {
+    SmokeReport {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
@@ -680,12 +673,12 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         },
         tolerances: eval::tolerance_table(),
         device: Some(device),
-        variants: reports,
+        variants,
         bench,
         default_routing,
         summary,
         result,
-    })
+    }
 }
 
 /// Every variant's lazy library against the contract of the run's real MAGMA build (the first
@@ -714,10 +707,9 @@ fn check_contracts(
     );
     req.spec = opts.spec.clone();
     let contract = crate::analysis::pipeline::plan_tree(&req, &crate::progress::Progress::hidden())
-        .map_err(|e| e.to_string())
         .and_then(|p| {
             crate::analysis::contract::ContractFile::for_library(&p.plan, &opts.lazy)
-                .map_err(|e| e.to_string())
+                .map_err(Error::internal)
         });
     let contract = match contract {
         Ok(c) => c,
@@ -773,96 +765,285 @@ impl Drop for Scratch {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_variant(
-    opts: &Options,
-    device: &DeviceInfo,
+/// What every variant's run and bench of one smoke run share.
+struct RunContext<'a> {
+    opts: &'a Options,
+    device: &'a DeviceInfo,
     seed: u64,
+    /// `--deadline` from the start of the run: cases not started by then are not run.
     deadline: Option<Instant>,
-    scratch: &Path,
-    script: &Path,
-    arg: &VariantArg,
-    emulated: bool,
-    r: &variant::Resolved,
-    threads: &[(String, String)],
-) -> Result<VariantReport> {
-    let name = &arg.name;
-    let spec = variant_spec(scratch, script, name, emulated, r)?;
-    let started = Instant::now();
-    progress(
-        opts.progress,
-        format!(
-            "[{name}] {} via {}{}",
-            r.torch_dir.display(),
-            r.python,
-            if emulated {
-                " (EMULATED nomagma: cuSOLVER forced)"
-            } else {
-                ""
-            }
-        ),
-    );
+    scratch: &'a Path,
+    /// The battery script, written into the scratch directory.
+    script: &'a Path,
+    /// The CPU math libraries' threads for the workers that share the machine ([`cpu_share`]).
+    threads: Vec<(String, String)>,
+}
 
-    // The probe and the cases share the machine with the other variants' (see `cpu_share`); the
-    // bench, alone on it later, runs with the environment as given.
-    let shared = runner::PySpec {
-        env: [&spec.env[..], threads].concat(),
-        ..spec.clone()
-    };
-    // The cases' worker starts while the probe runs: each start-up (Python, `import torch`, the
-    // CUDA context) takes about 4 s with the other variant's beside it, as long as the cases.
-    let (first, probed) = std::thread::scope(|s| {
-        let base = Mode::of(emulated).base_preference();
-        let first = s.spawn(|| runner::start_ahead(&shared, base, Duration::from_secs(300)));
-        let probed = runner::run_probe(&shared, &opts.lazy, Duration::from_secs(300));
-        (
-            first
-                .join()
-                .unwrap_or_else(|e| std::panic::resume_unwind(e)),
-            probed,
-        )
-    });
-    let (probe, probe_error) = match probed {
-        Ok(v) => (Some(v), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let cuda = probe
-        .as_ref()
-        .and_then(|p| p.get("cuda_version"))
-        .and_then(|v| v.as_str())
-        .map(str::to_string);
-    let mapped = probe
-        .as_ref()
-        .and_then(|p| p.get("mapped_after_linalg"))
-        .and_then(|v| v.as_str());
-    let (lazy_library, lazy_error) = match variant::locate_lazy(r, mapped, &opts.lazy) {
-        Some(path) => match variant::lazy_facts(&path, &opts.spec) {
-            Ok(f) => (Some(f), None),
+/// What a variant's probe and its lazy library say, before its cases run.
+struct VariantFacts {
+    probe: Option<Value>,
+    probe_error: Option<String>,
+    /// `torch.version.cuda`, when the probe answered.
+    cuda: Option<String>,
+    lazy_library: Option<LazyFacts>,
+    lazy_error: Option<String>,
+    device_check: Option<eval::DeviceCheck>,
+}
+
+impl RunContext<'_> {
+    /// The bench workers' specs, one per real variant (none without `--bench`).
+    fn bench_specs<'v>(
+        &self,
+        resolved: &'v [ResolvedVariant],
+    ) -> Result<Vec<(&'v str, runner::PySpec)>> {
+        if !self.opts.bench {
+            return Ok(Vec::new());
+        }
+        resolved
+            .iter()
+            .filter(|(_, emulated, _)| !emulated)
+            .map(|(arg, emulated, r)| {
+                let spec = variant_spec(self.scratch, self.script, &arg.name, *emulated, r)?;
+                Ok((arg.name.as_str(), bench_spec(&spec)?))
+            })
+            .collect()
+    }
+
+    /// The variants' batteries run at once, one worker process each on the same GPU: a case is
+    /// judged on its own results, not on time, so the runs do not disturb each other's verdicts,
+    /// and the smoke of two variants takes about as long as one (issue 28). The benches stay one
+    /// at a time, alone on the GPU.
+    /// Each worker's CPU references then get their share of the cores: two MKL/OpenMP pools of
+    /// all cores each, busy-waiting on one machine, made every case of both runs 10 to 50 times
+    /// slower on the H200 machine (16 cores).
+    fn run_variants(&self, resolved: &[ResolvedVariant]) -> Result<Vec<VariantReport>> {
+        let ran: Vec<Result<VariantReport>> = std::thread::scope(|s| {
+            let handles: Vec<_> = resolved
+                .iter()
+                .map(|(arg, emulated, r)| s.spawn(move || self.run_variant(arg, *emulated, r)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        ran.into_iter().collect()
+    }
+
+    fn run_variant(
+        &self,
+        arg: &VariantArg,
+        emulated: bool,
+        r: &variant::Resolved,
+    ) -> Result<VariantReport> {
+        let opts = self.opts;
+        let name = &arg.name;
+        let spec = variant_spec(self.scratch, self.script, name, emulated, r)?;
+        let started = Instant::now();
+        progress(
+            opts.progress,
+            format!(
+                "[{name}] {} via {}{}",
+                r.torch_dir.display(),
+                r.python,
+                if emulated {
+                    " (EMULATED nomagma: cuSOLVER forced)"
+                } else {
+                    ""
+                }
+            ),
+        );
+        // The probe and the cases share the machine with the other variants' (see `cpu_share`);
+        // the bench, alone on it later, runs with the environment as given.
+        let shared = runner::PySpec {
+            env: [&spec.env[..], &self.threads].concat(),
+            ..spec.clone()
+        };
+        let (first, facts) = self.probe(&shared, emulated, r);
+        let plan = plan_variant(
+            name,
+            emulated,
+            &opts.tables,
+            &opts.filter,
+            facts.cuda.as_deref(),
+        )?;
+        let cases = self.run_cases(name, &plan, first, &shared);
+        let mut report = VariantReport {
+            name: name.clone(),
+            path: arg.path.display().to_string(),
+            mode: plan.mode,
+            emulated,
+            note: emulated.then(|| EMULATED_NOTE.to_string()),
+            table: plan.table.clone(),
+            table_origin: opts
+                .tables
+                .origin
+                .get(&plan.table)
+                .cloned()
+                .unwrap_or_default(),
+            python: r.python.clone(),
+            layout: Some(r.layout),
+            torch_dir: Some(r.torch_dir.display().to_string()),
+            probe: facts.probe,
+            probe_error: facts.probe_error,
+            lazy_library: facts.lazy_library,
+            lazy_error: facts.lazy_error,
+            checks: vec![eval::device_code_check_report(facts.device_check)],
+            cases,
+            summary: Counts::default(),
+        };
+        finish_variant(&mut report, &opts.lazy, &opts.spec.name);
+        let s = &report.summary;
+        progress(
+            opts.progress,
+            format!(
+                "[{name}] done in {:.0} s: {s}",
+                started.elapsed().as_secs_f64()
+            ),
+        );
+        Ok(report)
+    }
+
+    /// Probe the variant (laziness, versions, has_magma) and read its lazy library. The cases'
+    /// worker starts while the probe runs: each start-up (Python, `import torch`, the CUDA
+    /// context) takes about 4 s with the other variant's beside it, as long as the cases.
+    fn probe(
+        &self,
+        shared: &runner::PySpec,
+        emulated: bool,
+        r: &variant::Resolved,
+    ) -> (runner::Started, VariantFacts) {
+        let opts = self.opts;
+        let (first, probed) = std::thread::scope(|s| {
+            let base = Mode::of(emulated).base_preference().as_str();
+            let first = s.spawn(|| runner::start_ahead(shared, base, Duration::from_secs(300)));
+            let probed = runner::run_probe(shared, &opts.lazy, Duration::from_secs(300));
+            (
+                first
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                probed,
+            )
+        });
+        let (probe, probe_error) = match probed {
+            Ok(v) => (Some(v), None),
             Err(e) => (None, Some(e.to_string())),
-        },
-        None => (
-            None,
-            Some(format!(
-                "{} not found next to torch ({})",
-                opts.lazy,
-                r.torch_dir.display()
-            )),
-        ),
-    };
-    let device_check = lazy_library.as_ref().and_then(|l| {
-        let dir = Path::new(&l.path).parent()?.to_path_buf();
-        let site = r.torch_dir.parent().map(Path::to_path_buf);
-        let own = variant::own_libraries(&r.torch_dir, Path::new(&l.path));
-        eval::device_code_check(
-            &variant::variant_libraries(&dir, site.as_deref()),
-            Some(&own),
-            &device.sm,
-        )
-    });
+        };
+        let cuda = probe
+            .as_ref()
+            .and_then(|p| p.get("cuda_version"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let mapped = probe
+            .as_ref()
+            .and_then(|p| p.get("mapped_after_linalg"))
+            .and_then(|v| v.as_str());
+        let (lazy_library, lazy_error) = match variant::locate_lazy(r, mapped, &opts.lazy) {
+            Some(path) => match variant::lazy_facts(&path, &opts.spec) {
+                Ok(f) => (Some(f), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
+            None => (
+                None,
+                Some(format!(
+                    "{} not found next to torch ({})",
+                    opts.lazy,
+                    r.torch_dir.display()
+                )),
+            ),
+        };
+        let device_check = lazy_library.as_ref().and_then(|l| {
+            let dir = Path::new(&l.path).parent()?.to_path_buf();
+            let site = r.torch_dir.parent().map(Path::to_path_buf);
+            let own = variant::own_libraries(&r.torch_dir, Path::new(&l.path));
+            eval::device_code_check(
+                &variant::variant_libraries(&dir, site.as_deref()),
+                Some(&own),
+                &self.device.sm,
+            )
+        });
+        let facts = VariantFacts {
+            probe,
+            probe_error,
+            cuda,
+            lazy_library,
+            lazy_error,
+            device_check,
+        };
+        (first, facts)
+    }
 
-    let plan = plan_variant(name, emulated, &opts.tables, &opts.filter, cuda.as_deref())?;
-    let jobs: Vec<runner::Job> = plan
-        .cases
+    /// Run the planned cases on the worker started ahead (`first`), judging each as it comes
+    /// and reporting each op's tally when its last case is in.
+    fn run_cases(
+        &self,
+        name: &str,
+        plan: &VariantPlan,
+        first: runner::Started,
+        shared: &runner::PySpec,
+    ) -> Vec<CaseReport> {
+        let opts = self.opts;
+        let jobs = case_jobs(plan, self.seed);
+        let limits = runner::Limits {
+            case_timeout: opts.case_timeout,
+            ready_timeout: Duration::from_secs(300),
+            timeouts_per_op: 2,
+            deadline: self.deadline,
+        };
+        let mut judged: Vec<CaseReport> = Vec::with_capacity(jobs.len());
+        let mut op_started = Instant::now();
+        let n = plan.cases.len();
+        let raws_done = runner::run_jobs_on(
+            first,
+            shared,
+            plan.mode.base_preference().as_str(),
+            &jobs,
+            &limits,
+            |i, raw| {
+                let PlannedCase { case, expect } = plan.cases[i].clone();
+                let seed = cases::case_seed(self.seed, &case.id);
+                let report = judge_case(case, seed, expect, raw.clone(), plan.mode);
+                if !report.status.ok() {
+                    progress(
+                        opts.progress,
+                        format!(
+                            "[{name}] {} {}: {}",
+                            report.status.label(),
+                            report.case.id,
+                            report.reason
+                        ),
+                    );
+                }
+                let op = report.case.op.clone();
+                if i == 0 || plan.cases[i - 1].case.op != op {
+                    op_started = Instant::now();
+                }
+                let last_of_op = i + 1 == n || plan.cases[i + 1].case.op != op;
+                judged.push(report);
+                if last_of_op {
+                    let of_op: Vec<&CaseReport> =
+                        judged.iter().filter(|c| c.case.op == op).collect();
+                    let met = of_op.iter().filter(|c| c.status.ok()).count();
+                    progress(
+                        opts.progress,
+                        format!(
+                            "[{name}] {op:<22} {:>3} cases, {met:>3} as expected ({:.1} s) [{}/{n}]",
+                            of_op.len(),
+                            op_started.elapsed().as_secs_f64(),
+                            i + 1
+                        ),
+                    );
+                }
+            },
+        );
+        debug_assert_eq!(raws_done.len(), judged.len());
+        judged
+    }
+}
+
+/// The worker's jobs for a variant's planned cases, each with its own seed.
+fn case_jobs(plan: &VariantPlan, seed: u64) -> Vec<runner::Job> {
+    plan.cases
         .iter()
         .map(|pc| {
             let c = &pc.case;
@@ -875,94 +1056,7 @@ fn run_variant(
                 payload,
             }
         })
-        .collect();
-    let limits = runner::Limits {
-        case_timeout: opts.case_timeout,
-        ready_timeout: Duration::from_secs(300),
-        timeouts_per_op: 2,
-        deadline,
-    };
-    let mut judged: Vec<CaseReport> = Vec::with_capacity(jobs.len());
-    let mut op_start = (String::new(), Instant::now(), 0usize);
-    let n = plan.cases.len();
-    let raws_done = runner::run_jobs_on(
-        first,
-        &shared,
-        plan.mode.base_preference(),
-        &jobs,
-        &limits,
-        |i, raw| {
-            let PlannedCase { case, expect } = plan.cases[i].clone();
-            let seed = cases::case_seed(seed, &case.id);
-            let report = judge_case(case, seed, expect, raw.clone(), plan.mode);
-            if !report.status.ok() {
-                progress(
-                    opts.progress,
-                    format!(
-                        "[{name}] {} {}: {}",
-                        report.status.label(),
-                        report.case.id,
-                        report.reason
-                    ),
-                );
-            }
-            let op = report.case.op.clone();
-            if op_start.0 != op {
-                op_start = (op.clone(), Instant::now(), 0);
-            }
-            op_start.2 += 1;
-            let last_of_op = i + 1 == n || plan.cases[i + 1].case.op != op;
-            judged.push(report);
-            if last_of_op {
-                let of_op: Vec<&CaseReport> = judged.iter().filter(|c| c.case.op == op).collect();
-                let met = of_op.iter().filter(|c| c.status.ok()).count();
-                progress(
-                    opts.progress,
-                    format!(
-                        "[{name}] {op:<22} {:>3} cases, {met:>3} as expected ({:.1} s) [{}/{n}]",
-                        of_op.len(),
-                        op_start.1.elapsed().as_secs_f64(),
-                        i + 1
-                    ),
-                );
-            }
-        },
-    );
-    debug_assert_eq!(raws_done.len(), judged.len());
-    let mut report = VariantReport {
-        name: name.clone(),
-        path: arg.path.display().to_string(),
-        mode: plan.mode,
-        emulated,
-        note: emulated.then(|| EMULATED_NOTE.to_string()),
-        table: plan.table.clone(),
-        table_origin: opts
-            .tables
-            .origin
-            .get(&plan.table)
-            .cloned()
-            .unwrap_or_default(),
-        python: r.python.clone(),
-        layout: Some(r.layout),
-        torch_dir: Some(r.torch_dir.display().to_string()),
-        probe,
-        probe_error,
-        lazy_library,
-        lazy_error,
-        checks: vec![eval::device_code_check_report(device_check)],
-        cases: judged,
-        summary: Counts::default(),
-    };
-    finish_variant(&mut report, &opts.lazy, &opts.spec.name);
-    let s = &report.summary;
-    progress(
-        opts.progress,
-        format!(
-            "[{name}] done in {:.0} s: {s}",
-            started.elapsed().as_secs_f64()
-        ),
-    );
-    Ok(report)
+        .collect()
 }
 
 /// How a variant's workers are started: its Python, `PYTHONPATH` for a bare torch directory,
@@ -999,22 +1093,82 @@ fn bench_spec(spec: &runner::PySpec) -> Result<runner::PySpec> {
     })
 }
 
-fn run_bench(
-    opts: &Options,
-    seed: u64,
-    deadline: Option<Instant>,
-    variant: &str,
-    spec: &runner::PySpec,
-    started: runner::Started,
-) -> BenchReport {
-    let items = cases::bench_items();
+impl RunContext<'_> {
+    /// Time every bench item under every preference on one real variant, alone on the GPU.
+    fn run_bench(
+        &self,
+        variant: &str,
+        spec: &runner::PySpec,
+        started: runner::Started,
+    ) -> BenchReport {
+        let opts = self.opts;
+        let items = cases::bench_items();
+        let jobs = bench_jobs(&items, opts.bench_reps, self.seed);
+        let limits = runner::Limits {
+            case_timeout: opts.case_timeout.max(Duration::from_secs(180)),
+            ready_timeout: Duration::from_secs(300),
+            timeouts_per_op: 1,
+            deadline: self.deadline,
+        };
+        progress(
+            opts.progress,
+            format!(
+                "[bench {variant}] {} timings (median of {})",
+                jobs.len(),
+                opts.bench_reps
+            ),
+        );
+        let mut answers: Vec<Option<Value>> = Vec::new();
+        let base = Preference::Default.as_str();
+        let raws = runner::run_jobs_on(started, spec, base, &jobs, &limits, |i, raw| {
+            answers.push(raw.answer.clone());
+            let ms = raw
+                .answer
+                .as_ref()
+                .and_then(|a| a.get("median_ms"))
+                .and_then(|v| v.as_f64());
+            progress(
+                opts.progress,
+                format!(
+                    "[bench {variant}] {:<48} {}",
+                    jobs[i].id,
+                    ms.map(|m| format!("{m:.3} ms"))
+                        .unwrap_or_else(|| eval_brief(raw))
+                ),
+            );
+        });
+        // The jobs are item-major: one per preference for each item.
+        let per_item = Preference::ALL.len();
+        let rows = items
+            .iter()
+            .enumerate()
+            .map(|(k, it)| {
+                let at = k * per_item..(k + 1) * per_item;
+                bench_row(it, &raws[at.clone()], &answers[at])
+            })
+            .collect();
+        BenchReport {
+            variant: variant.into(),
+            emulated: false,
+            reps: opts.bench_reps,
+            method: format!(
+                "one warm-up call, then the median of {} calls timed with CUDA events, per preference, each item in the worker under its own timeout",
+                opts.bench_reps
+            ),
+            rows,
+        }
+    }
+}
+
+/// The bench's jobs: each item under each preference, item-major.
+fn bench_jobs(items: &[cases::BenchItem], reps: u32, seed: u64) -> Vec<runner::Job> {
     let mut jobs = Vec::new();
-    for it in &items {
-        for pref in cases::PREFERENCES {
+    for it in items {
+        for pref in Preference::ALL.map(Preference::as_str) {
             let id = format!("bench/{}/{}/{}/{pref}", it.op, it.size, it.dtype);
             let payload = json!({
                 "kind": "bench", "id": id, "op": it.op, "params": (it.params)(), "dtype": it.dtype,
-                "preference": pref, "applied_preference": pref, "reps": opts.bench_reps,
+                "preference": pref, "applied_preference": pref, "reps": reps,
                 "seed": cases::case_seed(seed, &id),
             });
             jobs.push(runner::Job {
@@ -1024,90 +1178,47 @@ fn run_bench(
             });
         }
     }
-    let limits = runner::Limits {
-        case_timeout: opts.case_timeout.max(Duration::from_secs(180)),
-        ready_timeout: Duration::from_secs(300),
-        timeouts_per_op: 1,
-        deadline,
-    };
-    progress(
-        opts.progress,
-        format!(
-            "[bench {variant}] {} timings (median of {})",
-            jobs.len(),
-            opts.bench_reps
-        ),
-    );
-    let mut answers: Vec<Option<Value>> = Vec::new();
-    let raws = runner::run_jobs_on(started, spec, "default", &jobs, &limits, |i, raw| {
-        answers.push(raw.answer.clone());
-        let ms = raw
-            .answer
-            .as_ref()
+    jobs
+}
+
+/// One bench item's row from its raw results and the worker's answers, one per preference (in
+/// the order of [`Preference::ALL`]).
+fn bench_row(it: &cases::BenchItem, raws: &[Raw], answers: &[Option<Value>]) -> BenchRow {
+    let mut results = BTreeMap::new();
+    for ((pref, raw), ans) in Preference::ALL.iter().zip(raws).zip(answers) {
+        let ans = ans.as_ref();
+        let median = ans
             .and_then(|a| a.get("median_ms"))
-            .and_then(|v| v.as_f64());
-        progress(
-            opts.progress,
-            format!(
-                "[bench {variant}] {:<48} {}",
-                jobs[i].id,
-                ms.map(|m| format!("{m:.3} ms"))
-                    .unwrap_or_else(|| eval_brief(raw))
-            ),
+            .and_then(|v| v.as_f64())
+            .filter(|_| raw.outcome == RawOutcome::Ok);
+        let times = ans
+            .and_then(|a| a.get("times_ms"))
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+            .unwrap_or_default();
+        let error = (raw.outcome != RawOutcome::Ok).then(|| eval_brief(raw));
+        results.insert(
+            pref.as_str().to_string(),
+            BenchCell {
+                outcome: raw.outcome,
+                median_ms: median,
+                times_ms: times,
+                error,
+            },
         );
-    });
-    let mut rows = Vec::new();
-    for (k, it) in items.iter().enumerate() {
-        let mut results = BTreeMap::new();
-        for (j, pref) in cases::PREFERENCES.iter().enumerate() {
-            let idx = k * cases::PREFERENCES.len() + j;
-            let raw = &raws[idx];
-            let ans = answers[idx].as_ref();
-            let median = ans
-                .and_then(|a| a.get("median_ms"))
-                .and_then(|v| v.as_f64())
-                .filter(|_| raw.outcome == RawOutcome::Ok);
-            let times = ans
-                .and_then(|a| a.get("times_ms"))
-                .and_then(|v| v.as_array())
-                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
-                .unwrap_or_default();
-            let error = (raw.outcome != RawOutcome::Ok).then(|| eval_brief(raw));
-            results.insert(
-                pref.to_string(),
-                BenchCell {
-                    outcome: raw.outcome,
-                    median_ms: median,
-                    times_ms: times,
-                    error,
-                },
-            );
-        }
-        let ratio = match (
-            results.get("magma").and_then(|c| c.median_ms),
-            results.get("cusolver").and_then(|c| c.median_ms),
-        ) {
-            (Some(m), Some(c)) if c > 0.0 => Some(m / c),
-            _ => None,
-        };
-        rows.push(BenchRow {
-            op: it.op.into(),
-            size: it.size.into(),
-            dtype: it.dtype.into(),
-            why: it.why.into(),
-            results,
-            magma_over_cusolver: ratio,
-        });
     }
-    BenchReport {
-        variant: variant.into(),
-        emulated: false,
-        reps: opts.bench_reps,
-        method: format!(
-            "one warm-up call, then the median of {} calls timed with CUDA events, per preference, each item in the worker under its own timeout",
-            opts.bench_reps
-        ),
-        rows,
+    let median = |p: Preference| results.get(p.as_str()).and_then(|c| c.median_ms);
+    let ratio = match (median(Preference::Magma), median(Preference::Cusolver)) {
+        (Some(m), Some(c)) if c > 0.0 => Some(m / c),
+        _ => None,
+    };
+    BenchRow {
+        op: it.op.into(),
+        size: it.size.into(),
+        dtype: it.dtype.into(),
+        why: it.why.into(),
+        results,
+        magma_over_cusolver: ratio,
     }
 }
 

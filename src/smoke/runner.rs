@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -97,14 +98,22 @@ fn tail_text(data: &[u8], limit: usize) -> String {
     format!("…{}", &text[start..])
 }
 
-/// Why a Python process of the smoke run gave no usable answer. Cloneable text, because a worker
-/// that cannot start is reported on every case it would have run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a Python process of the smoke run gave no usable answer. Cloneable (the I/O cause is
+/// shared), because a worker that cannot start is reported on every case it would have run.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot run {program}: {reason}")]
-    Spawn { program: String, reason: String },
-    #[error("{path}: {reason}")]
-    Scratch { path: String, reason: String },
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{path}: {source}")]
+    Scratch {
+        path: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     #[error("{what} did not finish within {secs}s: {stderr}")]
     Timeout {
         what: String,
@@ -128,7 +137,7 @@ pub enum RunError {
 fn spawn_error(c: &Command, e: std::io::Error) -> RunError {
     RunError::Spawn {
         program: c.get_program().to_string_lossy().into_owned(),
-        reason: e.to_string(),
+        source: Arc::new(e),
     }
 }
 
@@ -211,7 +220,7 @@ impl Worker {
         let stderr_path = spec.workdir.join(format!("worker-{n}.stderr"));
         let err = std::fs::File::create(&stderr_path).map_err(|e| RunError::Scratch {
             path: stderr_path.display().to_string(),
-            reason: e.to_string(),
+            source: Arc::new(e),
         })?;
         let mut child = spec
             .command(&["worker", "--base-pref", base_pref])
@@ -221,7 +230,7 @@ impl Worker {
             .spawn()
             .map_err(|e| RunError::Spawn {
                 program: spec.python.clone(),
-                reason: e.to_string(),
+                source: Arc::new(e),
             })?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
@@ -367,110 +376,149 @@ pub fn run_jobs_on(
     limits: &Limits,
     mut on_result: impl FnMut(usize, &Raw),
 ) -> Vec<Raw> {
+    let mut run = JobRun {
+        spec,
+        base_pref,
+        limits,
+        worker: first.0.take(),
+        started: 0,
+        timeouts: HashMap::new(),
+        fatal: None,
+    };
+    run.started = usize::from(run.worker.is_some());
     let mut out = Vec::with_capacity(jobs.len());
-    let mut worker: Option<Worker> = first.0.take();
-    let mut started = usize::from(worker.is_some());
-    let mut timeouts: HashMap<&str, u32> = HashMap::new();
-    let mut fatal: Option<RunError> = None;
     for (i, job) in jobs.iter().enumerate() {
-        let raw = (|| {
-            if let Some(reason) = &fatal {
-                let mut r = Raw::new(RawOutcome::NotRun);
-                r.detail = Some(reason.to_string());
-                return r;
-            }
-            if limits.deadline.is_some_and(|d| Instant::now() >= d) {
-                let mut r = Raw::new(RawOutcome::NotRun);
-                r.detail = Some("the run's --deadline was reached".into());
-                return r;
-            }
-            let t = timeouts.get(job.op.as_str()).copied().unwrap_or(0);
-            if t >= limits.timeouts_per_op {
-                let mut r = Raw::new(RawOutcome::NotRun);
-                r.detail = Some(format!(
-                    "{} timed out {t} times already in this variant",
-                    job.op
-                ));
-                return r;
-            }
-            if worker.is_none() {
-                started += 1;
-                match Worker::start(spec, base_pref, started, limits.ready_timeout) {
-                    Ok(w) => worker = Some(w),
-                    Err(e) => {
-                        // A worker that cannot start will not start for the next case either.
-                        let mut r = Raw::new(RawOutcome::NotRun);
-                        r.detail = Some(e.to_string());
-                        fatal = Some(e);
-                        return r;
-                    }
-                }
-            }
-            let w = worker.as_mut().expect("started");
-            let stderr_path = spec.workdir.join(format!("case-{i}.out"));
-            let mut payload = job.payload.clone();
-            payload["stderr_path"] = Value::String(stderr_path.display().to_string());
-            if let Err(e) = w.send(&payload.to_string()) {
-                let status = w.child.wait().map(exit_text).unwrap_or_default();
-                if let Some(mut w) = worker.take() {
-                    w.kill()
-                }
-                let mut r = Raw::new(RawOutcome::Crash);
-                r.detail = Some(format!("worker gone before the case ({e}; {status})"));
-                return r;
-            }
-            let begun = Instant::now();
-            match w.recv(limits.case_timeout) {
-                Recv::Line(v) => {
-                    let r = Raw::from_worker(&v);
-                    if r.context_ok == Some(false) || v.get("reset_error").is_some() {
-                        // The worker exits by itself; make sure it is gone.
-                        if let Some(mut w) = worker.take() {
-                            w.kill()
-                        }
-                    }
-                    r
-                }
-                Recv::Timeout => {
-                    if let Some(mut w) = worker.take() {
-                        w.kill()
-                    }
-                    *timeouts.entry(job.op.as_str()).or_default() += 1;
-                    let mut r = Raw::new(RawOutcome::Timeout);
-                    r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
-                    r.detail = Some(format!(
-                        "no answer within {}s; process group killed",
-                        limits.case_timeout.as_secs_f64()
-                    ));
-                    let text = tail_of(&stderr_path, 4000);
-                    r.stderr = (!text.is_empty()).then_some(text);
-                    r
-                }
-                Recv::Eof => {
-                    let mut w = worker.take().expect("worker");
-                    let status = w.child.wait().map(exit_text).unwrap_or_default();
-                    w.kill();
-                    let mut r = Raw::new(RawOutcome::Crash);
-                    r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
-                    let text = tail_of(&stderr_path, 4000);
-                    r.detail = Some(format!(
-                        "{status}; last output: {}",
-                        text.lines()
-                            .rev()
-                            .find(|l| !l.trim().is_empty())
-                            .unwrap_or("none")
-                            .trim()
-                    ));
-                    r.stderr = (!text.is_empty()).then_some(text);
-                    r
-                }
-            }
-        })();
+        let raw = run.job(i, job);
         on_result(i, &raw);
         out.push(raw);
     }
-    if let Some(w) = worker {
+    if let Some(w) = run.worker {
         w.finish();
     }
     out
+}
+
+/// A job list on its way through workers: the worker of the moment (replaced after a hang, a
+/// death or a broken CUDA context) and what stops the jobs still to come.
+struct JobRun<'a> {
+    spec: &'a PySpec,
+    base_pref: &'a str,
+    limits: &'a Limits,
+    worker: Option<Worker>,
+    /// Workers started so far, the one started ahead included (it names their stderr files).
+    started: usize,
+    /// Timeouts so far, by op.
+    timeouts: HashMap<&'a str, u32>,
+    /// A worker that cannot start will not start for the next case either.
+    fatal: Option<RunError>,
+}
+
+fn not_run(detail: String) -> Raw {
+    let mut r = Raw::new(RawOutcome::NotRun);
+    r.detail = Some(detail);
+    r
+}
+
+impl<'a> JobRun<'a> {
+    /// Run job `i` on the current worker (started first if there is none) and take its answer,
+    /// or why there is none.
+    fn job(&mut self, i: usize, job: &'a Job) -> Raw {
+        if let Some(why) = self.skipped(job) {
+            return not_run(why);
+        }
+        if self.worker.is_none() {
+            self.started += 1;
+            match Worker::start(
+                self.spec,
+                self.base_pref,
+                self.started,
+                self.limits.ready_timeout,
+            ) {
+                Ok(w) => self.worker = Some(w),
+                Err(e) => {
+                    let r = not_run(e.to_string());
+                    self.fatal = Some(e);
+                    return r;
+                }
+            }
+        }
+        let w = self.worker.as_mut().expect("started");
+        let stderr_path = self.spec.workdir.join(format!("case-{i}.out"));
+        let mut payload = job.payload.clone();
+        payload["stderr_path"] = Value::String(stderr_path.display().to_string());
+        if let Err(e) = w.send(&payload.to_string()) {
+            let status = w.child.wait().map(exit_text).unwrap_or_default();
+            self.kill_worker();
+            let mut r = Raw::new(RawOutcome::Crash);
+            r.detail = Some(format!("worker gone before the case ({e}; {status})"));
+            return r;
+        }
+        let begun = Instant::now();
+        match w.recv(self.limits.case_timeout) {
+            Recv::Line(v) => {
+                let r = Raw::from_worker(&v);
+                if r.context_ok == Some(false) || v.get("reset_error").is_some() {
+                    // The worker exits by itself; make sure it is gone.
+                    self.kill_worker();
+                }
+                r
+            }
+            Recv::Timeout => self.timed_out(job, begun, &stderr_path),
+            Recv::Eof => self.died(begun, &stderr_path),
+        }
+    }
+
+    /// Why `job` is not run: no worker can start, the deadline is past, or its op hung too often.
+    fn skipped(&self, job: &Job) -> Option<String> {
+        if let Some(reason) = &self.fatal {
+            return Some(reason.to_string());
+        }
+        if self.limits.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some("the run's --deadline was reached".into());
+        }
+        let t = self.timeouts.get(job.op.as_str()).copied().unwrap_or(0);
+        (t >= self.limits.timeouts_per_op)
+            .then(|| format!("{} timed out {t} times already in this variant", job.op))
+    }
+
+    fn kill_worker(&mut self) {
+        if let Some(mut w) = self.worker.take() {
+            w.kill()
+        }
+    }
+
+    /// No answer in time: the worker's group is killed and the hang counted against its op.
+    fn timed_out(&mut self, job: &'a Job, begun: Instant, stderr_path: &Path) -> Raw {
+        self.kill_worker();
+        *self.timeouts.entry(job.op.as_str()).or_default() += 1;
+        let mut r = Raw::new(RawOutcome::Timeout);
+        r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
+        r.detail = Some(format!(
+            "no answer within {}s; process group killed",
+            self.limits.case_timeout.as_secs_f64()
+        ));
+        let text = tail_of(stderr_path, 4000);
+        r.stderr = (!text.is_empty()).then_some(text);
+        r
+    }
+
+    /// The worker died during the case: its exit status and last words.
+    fn died(&mut self, begun: Instant, stderr_path: &Path) -> Raw {
+        let mut w = self.worker.take().expect("worker");
+        let status = w.child.wait().map(exit_text).unwrap_or_default();
+        w.kill();
+        let mut r = Raw::new(RawOutcome::Crash);
+        r.time_ms = Some(begun.elapsed().as_secs_f64() * 1e3);
+        let text = tail_of(stderr_path, 4000);
+        r.detail = Some(format!(
+            "{status}; last output: {}",
+            text.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("none")
+                .trim()
+        ));
+        r.stderr = (!text.is_empty()).then_some(text);
+        r
+    }
 }

@@ -170,7 +170,18 @@ pub fn pythonpath_env(r: &Resolved) -> Vec<(String, String)> {
 
 const FIND_SPEC: &str = "import importlib.util,sys\ns=importlib.util.find_spec('torch')\nif s is None or not s.submodule_search_locations: sys.exit('torch is not importable')\nprint(list(s.submodule_search_locations)[0])";
 
-fn find_torch(r: &Resolved) -> std::result::Result<PathBuf, String> {
+/// Why a variant's Python did not say where torch is.
+#[derive(Debug, thiserror::Error)]
+enum FindTorchError {
+    #[error(transparent)]
+    Run(#[from] super::runner::RunError),
+    #[error("{python} cannot find torch: {reason}")]
+    NotFound { python: String, reason: String },
+    #[error("{0} printed no torch location")]
+    NoLocation(String),
+}
+
+fn find_torch(r: &Resolved) -> std::result::Result<PathBuf, FindTorchError> {
     let mut c = Command::new(&r.python);
     c.arg("-c").arg(FIND_SPEC);
     for (k, v) in pythonpath_env(r) {
@@ -180,20 +191,18 @@ fn find_torch(r: &Resolved) -> std::result::Result<PathBuf, String> {
         c,
         &format!("{} (finding torch)", r.python),
         Duration::from_secs(60),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "{} cannot find torch: {}",
-            r.python,
-            err.lines().last().unwrap_or("").trim()
-        ));
+        return Err(FindTorchError::NotFound {
+            python: r.python.clone(),
+            reason: err.lines().last().unwrap_or("").trim().to_string(),
+        });
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or("").trim();
     if line.is_empty() {
-        return Err(format!("{} printed no torch location", r.python));
+        return Err(FindTorchError::NoLocation(r.python.clone()));
     }
     Ok(PathBuf::from(line))
 }

@@ -218,28 +218,11 @@ pub fn split_wheel(
             out.display()
         )));
     }
-    // One lazy library, or several (`--lazy` repeated or a glob) that travel together in one lazy
-    // distribution, as `pack` puts them in one lazy package.
-    let lazy_paths: Vec<String> = plan.all_lazy().iter().map(|l| l.path.clone()).collect();
-    let Some(first_lazy) = lazy_paths.first().cloned() else {
-        return Err(Error::internal("a confined plan without a lazy library"));
-    };
-    if lazy_paths.len() > 1 && opts.lazy_variant.is_some() {
-        return Err(Error::Usage(format!(
-            "--lazy-variant: one file cannot stand for {} lazy libraries ({}); another variant of several libraries is not supported",
-            lazy_paths.len(),
-            lazy_paths.join(", ")
-        )));
-    }
-    let variant = |payload: bool| {
-        split
-            .variants
-            .iter()
-            .find(|v| v.with_payload == payload)
-            .cloned()
-            .ok_or_else(|| Error::internal("a split without both variants"))
-    };
-    let (with, without) = (variant(true)?, variant(false)?);
+    let lazy_paths = lazy_paths(plan, opts)?;
+    let (with, without) = (
+        payload_variant(split, true)?,
+        payload_variant(split, false)?,
+    );
     let other_file = crate::recipe::verify::other_variant_file(
         plan,
         opts.lazy_variant.as_ref(),
@@ -248,55 +231,354 @@ pub fn split_wheel(
     )?;
 
     let map = map_file(source)?;
-    // ELF members were hashed while the plan had them inflated (`Extras::digests`): the RECORD
-    // check inflates only the rest, so every member is inflated once in all.
-    let known: BTreeMap<&str, (String, u64)> = ins
-        .files
+    let known = known_digests(ins);
+    let tracer = crate::progress::StepTrace::start("wheel");
+    let trace = |step: &str| tracer.step(step);
+    let mut input = Input::open(source, &map, &known, opts.progress)?;
+    trace("input RECORD verified");
+    let job = Job::new(&input, plan, split, opts, lazy_paths, &with, other_file)?;
+
+    // Every check on the input and the options is behind us: only now does anything appear in
+    // `--out` (and goes again, if still empty, should a later step fail or a signal come).
+    let mut created = crate::output::CreatedDirs::default();
+    for d in [out, &job.variants_dir] {
+        created.create(d)?;
+        crate::output::cleanup::sweep_stale(d);
+    }
+    let mut pending = Pending::default();
+    opts.progress.start_unknown("writing wheels");
+    let written = job.write_all(&mut input, &mut pending)?;
+    opts.progress.finish();
+
+    trace("wheels written");
+    let checked = job.read_back(&input, written, &pending, &with)?;
+    job.link_core(&checked.core, &mut pending)?;
+    trace("read back");
+    pending.commit()?;
+    created.keep();
+    trace("committed");
+    Ok(job.report(&input, checked))
+}
+
+/// The plan's lazy libraries: one, or several (`--lazy` repeated or a glob) that travel together
+/// in one lazy distribution, as `pack` puts them in one lazy package.
+fn lazy_paths(plan: &Plan, opts: &WheelOptions) -> Result<Vec<String>> {
+    let lazy_paths: Vec<String> = plan.all_lazy().iter().map(|l| l.path.clone()).collect();
+    if lazy_paths.is_empty() {
+        return Err(Error::internal("a confined plan without a lazy library"));
+    }
+    if lazy_paths.len() > 1 && opts.lazy_variant.is_some() {
+        return Err(Error::Usage(format!(
+            "--lazy-variant: one file cannot stand for {} lazy libraries ({}); another variant of several libraries is not supported",
+            lazy_paths.len(),
+            lazy_paths.join(", ")
+        )));
+    }
+    Ok(lazy_paths)
+}
+
+/// The split's variant with (or without) the payload.
+fn payload_variant(split: &Split, payload: bool) -> Result<Variant> {
+    split
+        .variants
+        .iter()
+        .find(|v| v.with_payload == payload)
+        .cloned()
+        .ok_or_else(|| Error::internal("a split without both variants"))
+}
+
+/// ELF members were hashed while the plan had them inflated (`Extras::digests`): the RECORD
+/// check inflates only the rest, so every member is inflated once in all.
+fn known_digests(ins: &Inspection) -> BTreeMap<&str, (String, u64)> {
+    ins.files
         .iter()
         .filter_map(|f| {
             f.sha256
                 .map(|h| (f.path.as_str(), (record::hash_field(&h), f.size)))
         })
-        .collect();
-    let tracer = crate::progress::StepTrace::start("wheel");
-    let trace = |step: &str| tracer.step(step);
-    let mut input = Input::open(source, &map, &known, opts.progress)?;
-    trace("input RECORD verified");
-    if let Some(absent) = lazy_paths.iter().find(|p| !input.record.contains_key(*p)) {
-        return Err(Error::bad(
-            &input.display,
-            format!("has no {absent} (the plan's lazy library)"),
-        ));
-    }
-    let lazy_dist = match &opts.lazy_dist {
-        Some(n) => n.clone(),
-        None => default_lazy_dist(&lazy_paths)?,
-    };
-    sanitize::check_dist_name(&lazy_dist)
-        .map_err(|why| Error::Usage(format!("--lazy-dist: {why}")))?;
-    let (public, local) = match input.version.split_once('+') {
-        Some((p, l)) => (p.to_string(), Some(l.to_string())),
-        None => (input.version.clone(), None),
-    };
-    let label = |rest: &str| match &local {
-        Some(l) => format!("{public}+{l}.{rest}"),
-        None => format!("{public}+{rest}"),
-    };
-    let core_version = label("split");
-    let lazy_version =
-        |v: &Variant| label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name));
+        .collect()
+}
 
-    // Never written through a link: `--out/variants` → elsewhere would put the wheels there.
-    let variants_dir = crate::confine::dir_inside(out, VARIANTS_DIR)
-        .map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))?;
-    // What each variant is, for the markers and the PEP 825 metadata: (variant, content, bytes).
-    let lazy_names = plan.lazy_file_names();
-    let lazy_size: u64 = lazy_paths
-        .iter()
-        .filter_map(|p| input.record.get(p))
-        .map(|r| r.1)
-        .sum();
-    let mut available: Vec<(&Variant, LazyContent, u64)> = Vec::new();
+/// A variant of the lazy library that can be written, with where its library comes from and the
+/// library's size.
+struct Available<'a> {
+    variant: &'a Variant,
+    content: LazyContent,
+    bytes: u64,
+}
+
+/// What one split writes, decided from the input and the options before anything is written.
+struct Job<'a> {
+    out: &'a Path,
+    /// `--out/variants`, checked not to lead elsewhere through a link.
+    variants_dir: PathBuf,
+    lazy_paths: Vec<String>,
+    /// The libraries by file name (`a.so, b.so`), for the summary.
+    lazy_names: String,
+    lazy_dist: String,
+    /// The input's public version (`2.11.0`) and local label (`cu130`), if any.
+    public: String,
+    local: Option<String>,
+    /// `2.11.0+split`.
+    core_version: String,
+    /// `torch==2.11.0+split`.
+    requires: String,
+    /// The variants that can be written, preferred first.
+    available: Vec<Available<'a>>,
+    missing: Vec<MissingWheel>,
+    pep825: Pep825,
+}
+
+/// The written wheels read back and found to be the input's content.
+struct ReadBack {
+    core: WrittenWheel,
+    /// The local-label lazy wheels.
+    lazy: Vec<WrittenWheel>,
+    /// The PEP 825 set's wheels (variants and the plain fallback).
+    variant_wheels: Vec<WrittenWheel>,
+    /// Members matched against their own RECORD.
+    members: usize,
+    lossless: bool,
+}
+
+impl<'a> Job<'a> {
+    fn new(
+        input: &Input,
+        plan: &Plan,
+        split: &'a Split,
+        opts: &'a WheelOptions,
+        lazy_paths: Vec<String>,
+        with: &Variant,
+        other_file: Option<PathBuf>,
+    ) -> Result<Job<'a>> {
+        if let Some(absent) = lazy_paths.iter().find(|p| !input.record.contains_key(*p)) {
+            return Err(Error::bad(
+                &input.display,
+                format!("has no {absent} (the plan's lazy library)"),
+            ));
+        }
+        let lazy_dist = match &opts.lazy_dist {
+            Some(n) => n.clone(),
+            None => default_lazy_dist(&lazy_paths)?,
+        };
+        sanitize::check_dist_name(&lazy_dist)
+            .map_err(|why| Error::Usage(format!("--lazy-dist: {why}")))?;
+        let (public, local) = match input.version.split_once('+') {
+            Some((p, l)) => (p.to_string(), Some(l.to_string())),
+            None => (input.version.clone(), None),
+        };
+        let out = opts.out.as_path();
+        // Never written through a link: `--out/variants` → elsewhere would put the wheels there.
+        let variants_dir = crate::confine::dir_inside(out, VARIANTS_DIR)
+            .map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))?;
+        let lazy_names = plan.lazy_file_names();
+        let lazy_size: u64 = lazy_paths
+            .iter()
+            .filter_map(|p| input.record.get(p))
+            .map(|r| r.1)
+            .sum();
+        let (available, missing) =
+            available_variants(split, with, other_file, &lazy_names, lazy_size)?;
+        let pep825 = Pep825::new(
+            &input.name,
+            &lazy_dist,
+            available.iter().map(|a| a.variant.name.as_str()),
+        )?;
+        let mut job = Job {
+            out,
+            variants_dir,
+            lazy_paths,
+            lazy_names,
+            lazy_dist,
+            public,
+            local,
+            core_version: String::new(),
+            requires: String::new(),
+            available,
+            missing,
+            pep825,
+        };
+        job.core_version = job.label("split");
+        job.requires = format!("{}=={}", input.name, job.core_version);
+        Ok(job)
+    }
+
+    /// The input's version with `rest` in its local label (`2.11.0+rest`, `2.11.0+cu130.rest`).
+    fn label(&self, rest: &str) -> String {
+        match &self.local {
+            Some(l) => format!("{}+{l}.{rest}", self.public),
+            None => format!("{}+{rest}", self.public),
+        }
+    }
+
+    /// A lazy wheel's local-label version: the preferred variant's label sorts highest.
+    fn lazy_version(&self, v: &Variant) -> String {
+        self.label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name))
+    }
+
+    /// The core, each available variant in each of its layouts, and the PEP 825 index file, all
+    /// into `pending`. Each written wheel travels with the members it copied raw, for its
+    /// read-back check.
+    fn write_all(
+        &self,
+        input: &mut Input,
+        pending: &mut Pending,
+    ) -> Result<Vec<(WrittenWheel, Copies)>> {
+        let mut written = vec![self.write_core(input, pending)?];
+        for a in &self.available {
+            let v = a.variant;
+            // The same variant in each layout: local label (today's installers), PEP 825 variant,
+            // and for the preferred one the plain fallback beside the variants.
+            let mut layouts = vec![
+                (Layout::LocalLabel, self.lazy_version(v)),
+                (Layout::Variant, input.version.clone()),
+            ];
+            if v.preferred {
+                layouts.push((Layout::PlainFallback, input.version.clone()));
+            }
+            for (layout, version) in layouts {
+                let spec = LazySpec {
+                    layout,
+                    version,
+                    variant: v,
+                    marker: self.marker(v, layout, (&input.version, &input.tags)),
+                };
+                written.push(self.write_lazy(input, &spec, &a.content, pending)?);
+            }
+        }
+        // The index file of the PEP 825 set, written and committed with the wheels.
+        let index = self.index_file(input);
+        std::fs::write(
+            pending.add(&self.variants_dir, &index)?,
+            self.pep825.index_json(),
+        )
+        .map_err(|e| Error::io(self.variants_dir.join(&index), e))?;
+        Ok(written)
+    }
+
+    /// `{lazy_dist}-{version}-variants.json`.
+    fn index_file(&self, input: &Input) -> String {
+        format!(
+            "{}-{}-variants.json",
+            escaped(&self.lazy_dist),
+            input.version
+        )
+    }
+
+    /// Read every written wheel back against its own RECORD, then check the union.
+    fn read_back(
+        &self,
+        input: &Input,
+        written: Vec<(WrittenWheel, Copies)>,
+        pending: &Pending,
+        with: &Variant,
+    ) -> Result<ReadBack> {
+        let mut members = 0;
+        let mut contents = Vec::new();
+        for (w, c) in &written {
+            let (n, files) = verify_written(&pending.tmp_of(&self.out.join(&w.file)), input, c)?;
+            members += n;
+            contents.push(files);
+        }
+        let mut written = written.into_iter().map(|(w, _)| w);
+        let core = written
+            .next()
+            .ok_or_else(|| Error::internal("no core wheel written"))?;
+        let all_lazy: Vec<WrittenWheel> = written.collect();
+        let lossless = lossless(input, &contents, &all_lazy, &self.lazy_paths, with);
+        let (lazy, variant_wheels): (Vec<WrittenWheel>, Vec<WrittenWheel>) = all_lazy
+            .into_iter()
+            .partition(|w| w.layout == Layout::LocalLabel);
+        if !lossless {
+            return Err(Error::internal(format!(
+                "{}: the written wheels do not reproduce the input's files",
+                input.display
+            )));
+        }
+        Ok(ReadBack {
+            core,
+            lazy,
+            variant_wheels,
+            members,
+            lossless,
+        })
+    }
+
+    /// The core belongs to both sets: linked (one copy on disk), copied where links cannot be
+    /// made, and committed with the rest.
+    fn link_core(&self, core: &WrittenWheel, pending: &mut Pending) -> Result<()> {
+        let (core_tmp, core_linked) = (
+            pending.tmp_of(&self.out.join(&core.file)),
+            pending.add(&self.variants_dir, &core.file)?,
+        );
+        if std::fs::hard_link(&core_tmp, &core_linked).is_err() {
+            std::fs::copy(&core_tmp, &core_linked)
+                .map_err(|e| Error::io(self.variants_dir.join(&core.file), e))?;
+        }
+        Ok(())
+    }
+
+    fn report(self, input: &Input, checked: ReadBack) -> WheelReport {
+        let find_links = self.out.display().to_string();
+        let commands = commands(&find_links, &input.name, &checked.lazy);
+        let variants = self.variant_set(input, checked.variant_wheels);
+        WheelReport {
+            schema: SCHEMA,
+            schema_version: 1,
+            tool: crate::provenance::Tool::this(),
+            stamp: crate::provenance::Stamp::default(),
+            input: input.display.clone(),
+            out: find_links,
+            core: checked.core,
+            lazy: checked.lazy,
+            missing: self.missing,
+            input_record_verified: input.record.len(),
+            written_record_verified: checked.members,
+            lossless: checked.lossless,
+            commands,
+            variants,
+        }
+    }
+
+    /// The PEP 825 set as reported, with uv's and pip's commands for it.
+    fn variant_set(&self, input: &Input, wheels: Vec<WrittenWheel>) -> VariantSet {
+        let dist = shell_word(&input.name);
+        let vdir = self.variants_dir.display().to_string();
+        let vlinks = shell_word(&vdir);
+        let uv_variants = format!(
+            "uv pip install --preview-features wheel-variants --find-links {vlinks} {dist}"
+        );
+        VariantSet {
+            dir: vdir.clone(),
+            schema: VARIANT_SCHEMA,
+            index: self.index_file(input),
+            property: format!("{} :: {}", self.pep825.namespace, self.pep825.feature),
+            uv_other: wheels
+                .iter()
+                .find(|w| w.layout == Layout::Variant && !w.preferred)
+                .map(|w| {
+                    format!(
+                        "{uv_variants} {}",
+                        shell_word(&self.out.join(&w.file).display().to_string())
+                    )
+                }),
+            uv_default: uv_variants,
+            pip_default: format!("pip install --find-links {vlinks} {dist}"),
+            wheels,
+        }
+    }
+}
+
+/// The variants that can be written, preferred first (the tree's own, and the other when
+/// `--lazy-variant` gave it), and those that cannot, with why.
+fn available_variants<'a>(
+    split: &'a Split,
+    with: &Variant,
+    other_file: Option<PathBuf>,
+    lazy_names: &str,
+    lazy_size: u64,
+) -> Result<(Vec<Available<'a>>, Vec<MissingWheel>)> {
+    let mut available = Vec::new();
     let mut missing = Vec::new();
     for v in split
         .variants
@@ -305,184 +587,42 @@ pub fn split_wheel(
         .chain(split.variants.iter().filter(|v| !v.preferred))
     {
         if v.with_payload == with.with_payload {
-            available.push((v, LazyContent::Member, lazy_size));
+            available.push(Available {
+                variant: v,
+                content: LazyContent::Member,
+                bytes: lazy_size,
+            });
         } else if let Some(f) = &other_file {
             let n = std::fs::metadata(f).map_err(|e| Error::io(f, e))?.len();
-            available.push((v, LazyContent::File(f.clone()), n));
+            available.push(Available {
+                variant: v,
+                content: LazyContent::File(f.clone()),
+                bytes: n,
+            });
         } else {
             missing.push(MissingWheel {
                 variant: v.name.clone(),
-                why: crate::recipe::verify::missing_variant_reason(v, &lazy_names),
+                why: crate::recipe::verify::missing_variant_reason(v, lazy_names),
             });
         }
     }
-    let pep825 = Pep825::new(
-        &input.name,
-        &lazy_dist,
-        available.iter().map(|(v, _, _)| v.name.as_str()),
-    )?;
-    let requires = format!("{}=={core_version}", input.name);
+    Ok((available, missing))
+}
 
-    // Every check on the input and the options is behind us: only now does anything appear in
-    // `--out` (and goes again, if still empty, should a later step fail or a signal come).
-    let mut created = crate::output::CreatedDirs::default();
-    for d in [out, &variants_dir] {
-        created.create(d)?;
-        crate::output::cleanup::sweep_stale(d);
-    }
-    let mut pending = Pending::default();
-    opts.progress.start_unknown("writing wheels");
-    // Each written wheel travels with the members it copied raw, for its read-back check.
-    let mut written = vec![write_core(
-        &mut input,
-        &core_version,
-        &lazy_dist,
-        &public,
-        &lazy_paths,
-        out,
-        &mut pending,
-    )?];
-    for (v, content, _) in &available {
-        // The same variant in each layout: local label (today's installers), PEP 825 variant, and
-        // for the preferred one the plain fallback beside the variants.
-        let mut layouts = vec![
-            (Layout::LocalLabel, lazy_version(v)),
-            (Layout::Variant, input.version.clone()),
-        ];
-        if v.preferred {
-            layouts.push((Layout::PlainFallback, input.version.clone()));
-        }
-        for (layout, version) in layouts {
-            let marker = marker(
-                &first_lazy,
-                v,
-                layout,
-                &available,
-                &lazy_dist,
-                &lazy_version,
-                (&input.version, &input.tags),
-            );
-            let spec = LazySpec {
-                layout,
-                version,
-                variant: v,
-                requires: &requires,
-                marker,
-                pep825: &pep825,
-                library_names: &lazy_names,
-            };
-            let dir = if layout == Layout::LocalLabel {
-                out.as_path()
-            } else {
-                variants_dir.as_path()
-            };
-            written.push(write_lazy(
-                &mut input,
-                &lazy_dist,
-                &spec,
-                &lazy_paths,
-                content,
-                dir,
-                &mut pending,
-            )?);
-        }
-    }
-    // The index file of the PEP 825 set, written and committed with the wheels.
-    let index = format!("{}-{}-variants.json", escaped(&lazy_dist), input.version);
-    std::fs::write(pending.add(&variants_dir, &index)?, pep825.index_json())
-        .map_err(|e| Error::io(variants_dir.join(&index), e))?;
-    opts.progress.finish();
-
-    // Read every written wheel back against its own RECORD, then check the union.
-    trace("wheels written");
-    let mut read_back = 0;
-    let mut contents = Vec::new();
-    for (w, c) in written.iter_mut() {
-        let (n, files) = verify_written(&pending.tmp_of(&out.join(&w.file)), &input, c)?;
-        read_back += n;
-        contents.push(files);
-    }
-    let mut written = written.into_iter().map(|(w, _)| w);
-    let core = written
-        .next()
-        .ok_or_else(|| Error::internal("no core wheel written"))?;
-    let all_lazy: Vec<WrittenWheel> = written.collect();
-    let lossless = lossless(&input, &contents, &all_lazy, &lazy_paths, &with);
-    let (lazy, variant_wheels): (Vec<WrittenWheel>, Vec<WrittenWheel>) = all_lazy
-        .into_iter()
-        .partition(|w| w.layout == Layout::LocalLabel);
-    if !lossless {
-        return Err(Error::internal(format!(
-            "{}: the written wheels do not reproduce the input's files",
-            input.display
-        )));
-    }
-    // The core belongs to both sets: linked (one copy on disk), copied where links cannot be made,
-    // and committed with the rest.
-    let (core_tmp, core_linked) = (
-        pending.tmp_of(&out.join(&core.file)),
-        pending.add(&variants_dir, &core.file)?,
-    );
-    if std::fs::hard_link(&core_tmp, &core_linked).is_err() {
-        std::fs::copy(&core_tmp, &core_linked)
-            .map_err(|e| Error::io(variants_dir.join(&core.file), e))?;
-    }
-    trace("read back");
-    pending.commit()?;
-    created.keep();
-    trace("committed");
-
-    // Printed for the user to paste: every word quoted for the shell (the names and versions are
-    // checked already; `--out` is the user's own path, spaces and all).
-    let find_links = out.display().to_string();
-    let links = shell_word(&find_links);
-    let dist = shell_word(&input.name);
+/// Installer commands for the local-label set, printed for the user to paste: every word quoted
+/// for the shell (the names and versions are checked already; `--out` is the user's own path,
+/// spaces and all).
+fn commands(find_links: &str, dist: &str, lazy: &[WrittenWheel]) -> Commands {
+    let links = shell_word(find_links);
+    let dist = shell_word(dist);
     let pin = |w: &WrittenWheel| shell_word(&format!("{}=={}", w.distribution, w.version));
     let other = lazy.iter().find(|w| !w.preferred);
-    let commands = Commands {
+    Commands {
         default: format!("pip install --find-links {links} {dist}"),
         other: other.map(|w| format!("pip install --find-links {links} {dist} {}", pin(w))),
         uv_default: format!("uv pip install --find-links {links} {dist}"),
         uv_other: other.map(|w| format!("uv pip install --find-links {links} {dist} {}", pin(w))),
-    };
-    let vdir = variants_dir.display().to_string();
-    let vlinks = shell_word(&vdir);
-    let uv_variants =
-        format!("uv pip install --preview-features wheel-variants --find-links {vlinks} {dist}");
-    let variants = VariantSet {
-        dir: vdir.clone(),
-        schema: VARIANT_SCHEMA,
-        index,
-        property: format!("{} :: {}", pep825.namespace, pep825.feature),
-        uv_other: variant_wheels
-            .iter()
-            .find(|w| w.layout == Layout::Variant && !w.preferred)
-            .map(|w| {
-                format!(
-                    "{uv_variants} {}",
-                    shell_word(&out.join(&w.file).display().to_string())
-                )
-            }),
-        uv_default: uv_variants,
-        pip_default: format!("pip install --find-links {vlinks} {dist}"),
-        wheels: variant_wheels,
-    };
-    Ok(WheelReport {
-        schema: SCHEMA,
-        schema_version: 1,
-        tool: crate::provenance::Tool::this(),
-        stamp: crate::provenance::Stamp::default(),
-        input: input.display.clone(),
-        out: find_links,
-        core,
-        lazy,
-        missing,
-        input_record_verified: input.record.len(),
-        written_record_verified: read_back,
-        lossless,
-        commands,
-        variants,
-    })
+    }
 }
 
 /// The subdirectory of `--out` with the PEP 825 set. It is apart from the local-label wheels
@@ -801,19 +941,21 @@ fn read_member(
     read_capped_text(f, &at, MAX_METADATA_BYTES, "dist-info file")
 }
 
+/// A METADATA header [`check_header`] refuses to copy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("header with the control character {}: refusing to copy it", .0.escape_default())]
+struct ControlInHeader(char);
+
 /// The METADATA header is copied into the core wheel: a carriage return or another control
 /// character in it is a header Python's parser reads and ours does not (`Name: x\rRequires-Dist: y`).
-fn check_header(metadata: &str) -> std::result::Result<(), String> {
+fn check_header(metadata: &str) -> std::result::Result<(), ControlInHeader> {
     let head = metadata.split("\n\n").next().unwrap_or_default();
     match head
         .lines()
         .flat_map(|l| l.chars())
         .find(|&c| c.is_control() && c != '\t')
     {
-        Some(c) => Err(format!(
-            "header with the control character {}: refusing to copy it",
-            c.escape_default()
-        )),
+        Some(c) => Err(ControlInHeader(c)),
         None => Ok(()),
     }
 }
@@ -880,68 +1022,220 @@ fn edit_metadata(metadata: &str, version: &str, extra: &[String]) -> String {
     )
 }
 
-fn write_core(
-    input: &mut Input,
-    version: &str,
-    lazy_dist: &str,
-    public: &str,
-    lazy_paths: &[String],
-    out: &Path,
-    pending: &mut Pending,
-) -> Result<(WrittenWheel, Copies)> {
-    let esc = escaped(&input.name);
-    let file = format!("{esc}-{version}-{}.whl", input.tags);
-    let tmp = pending.add(out, &file)?;
-    let old = input.dist_info_stem.clone();
-    let new = format!("{esc}-{version}");
-    let time = metadata_time(input)?;
-    let mut w = Writer::create(&tmp, format!("{new}.dist-info"), time)?;
-    let meta_path = format!("{old}.dist-info/METADATA");
-    let record_path = format!("{old}.dist-info/RECORD");
-    let renamed = |p: &str| -> String {
-        for suffix in [".dist-info/", ".data/"] {
-            if let Some(rest) = p.strip_prefix(&format!("{old}{suffix}")) {
-                return format!("{new}{suffix}{rest}");
+impl Job<'_> {
+    fn write_core(
+        &self,
+        input: &mut Input,
+        pending: &mut Pending,
+    ) -> Result<(WrittenWheel, Copies)> {
+        let version = &self.core_version;
+        let esc = escaped(&input.name);
+        let file = format!("{esc}-{version}-{}.whl", input.tags);
+        let tmp = pending.add(self.out, &file)?;
+        let old = input.dist_info_stem.clone();
+        let new = format!("{esc}-{version}");
+        let time = metadata_time(input)?;
+        let mut w = Writer::create(&tmp, format!("{new}.dist-info"), time)?;
+        let meta_path = format!("{old}.dist-info/METADATA");
+        let record_path = format!("{old}.dist-info/RECORD");
+        let renamed = |p: &str| -> String {
+            for suffix in [".dist-info/", ".data/"] {
+                if let Some(rest) = p.strip_prefix(&format!("{old}{suffix}")) {
+                    return format!("{new}{suffix}{rest}");
+                }
+            }
+            p.to_string()
+        };
+        let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
+        for path in &members {
+            if self.lazy_paths.contains(path)
+                || path == &record_path
+                || path.starts_with(&format!("{record_path}."))
+            {
+                continue;
+            }
+            if path == &meta_path {
+                let requires = sanitize::header_line(
+                    "Requires-Dist",
+                    &format!("{}=={}", self.lazy_dist, self.public),
+                )
+                .map_err(Error::internal)?;
+                let text = edit_metadata(&input.metadata, version, &[requires]);
+                w.add(&renamed(path), text.as_bytes(), 0o644)?;
+            } else {
+                input.copy_into(&mut w, path, &renamed(path))?;
             }
         }
-        p.to_string()
-    };
-    let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
-    for path in &members {
-        if lazy_paths.contains(path)
-            || path == &record_path
-            || path.starts_with(&format!("{record_path}."))
-        {
-            continue;
-        }
-        if path == &meta_path {
-            let requires =
-                sanitize::header_line("Requires-Dist", &format!("{lazy_dist}=={public}"))
-                    .map_err(Error::internal)?;
-            let text = edit_metadata(&input.metadata, version, &[requires]);
-            w.add(&renamed(path), text.as_bytes(), 0o644)?;
-        } else {
-            input.copy_into(&mut w, path, &renamed(path))?;
+        let Finished {
+            bytes,
+            members,
+            copies,
+            sha256,
+        } = w.finish(&tmp, pending)?;
+        let wheel = WrittenWheel {
+            file,
+            layout: Layout::Core,
+            distribution: input.name.clone(),
+            version: version.to_string(),
+            variant: None,
+            preferred: true,
+            bytes,
+            sha256,
+            members,
+        };
+        Ok((wheel, copies))
+    }
+
+    /// The marker a lazy wheel carries (`input::pip`), so `plan` on an installed environment can
+    /// say which variant is there and how to get the other.
+    fn marker(&self, v: &Variant, layout: Layout, (version, tags): (&str, &str)) -> VariantMarker {
+        let dist = &self.lazy_dist;
+        let variants = self
+            .available
+            .iter()
+            .map(|a| MarkerVariant {
+                name: a.variant.name.clone(),
+                with_payload: a.variant.with_payload,
+                library_bytes: a.bytes,
+                install: match layout {
+                    Layout::LocalLabel => format!("{dist}=={}", self.lazy_version(a.variant)),
+                    _ => lazy_file_name(dist, version, tags, Some(&a.variant.name)),
+                },
+            })
+            .collect();
+        VariantMarker {
+            schema: MARKER_SCHEMA.into(),
+            schema_version: 1,
+            lazy_library: self.lazy_paths[0].clone(),
+            variant: v.name.clone(),
+            with_payload: v.with_payload,
+            preferred: v.preferred,
+            variants,
         }
     }
-    let Finished {
-        bytes,
-        members,
-        copies,
-        sha256,
-    } = w.finish(&tmp, pending)?;
-    let wheel = WrittenWheel {
-        file,
-        layout: Layout::Core,
-        distribution: input.name.clone(),
-        version: version.to_string(),
-        variant: None,
-        preferred: true,
-        bytes,
-        sha256,
-        members,
-    };
-    Ok((wheel, copies))
+
+    /// One lazy wheel: the library (the input's member or the other build), fresh METADATA, the
+    /// marker, `variant.json` in the PEP 825 layout, and WHEEL and the licence files.
+    fn write_lazy(
+        &self,
+        input: &mut Input,
+        spec: &LazySpec,
+        content: &LazyContent,
+        pending: &mut Pending,
+    ) -> Result<(WrittenWheel, Copies)> {
+        let (dist, version, variant) = (&self.lazy_dist, &spec.version, spec.variant);
+        let label = (spec.layout == Layout::Variant).then_some(variant.name.as_str());
+        let file = lazy_file_name(dist, version, &input.tags, label);
+        let dir = if spec.layout == Layout::LocalLabel {
+            self.out
+        } else {
+            self.variants_dir.as_path()
+        };
+        let tmp = pending.add(dir, &file)?;
+        let dist_info = format!("{}-{version}.dist-info", escaped(dist));
+        let time = metadata_time(input)?;
+        let mut w = Writer::create(&tmp, dist_info.clone(), time)?;
+        match content {
+            LazyContent::Member => {
+                for p in &self.lazy_paths {
+                    input.copy_into(&mut w, p, p)?;
+                }
+            }
+            // Only with one lazy library (`--lazy-variant` is refused for several).
+            LazyContent::File(f) => {
+                let file = crate::input::open_nofollow(f).map_err(|e| Error::io(f, e))?;
+                w.add(&self.lazy_paths[0], file, 0o755)?;
+            }
+        }
+        let meta = self.lazy_metadata(input, spec)?;
+        w.add(&format!("{dist_info}/METADATA"), meta.as_bytes(), 0o644)?;
+        let marker = serde_json::to_string_pretty(&spec.marker)
+            .map_err(|e| Error::failed("writing the variant marker", e))?
+            + "\n";
+        w.add(&format!("{dist_info}/{MARKER}"), marker.as_bytes(), 0o644)?;
+        if label.is_some() {
+            w.add(
+                &format!("{dist_info}/variant.json"),
+                self.pep825.variant_json(&variant.name).as_bytes(),
+                0o644,
+            )?;
+        }
+        copy_licences(input, &mut w, &dist_info)?;
+        let Finished {
+            bytes,
+            members,
+            copies,
+            sha256,
+        } = w.finish(&tmp, pending)?;
+        let rel = if spec.layout == Layout::LocalLabel {
+            file
+        } else {
+            format!("{VARIANTS_DIR}/{file}")
+        };
+        let wheel = WrittenWheel {
+            file: rel,
+            layout: spec.layout,
+            distribution: dist.to_string(),
+            version: version.to_string(),
+            variant: Some(variant.name.clone()),
+            preferred: variant.preferred,
+            bytes,
+            sha256,
+            members,
+        };
+        Ok((wheel, copies))
+    }
+
+    /// A lazy wheel's METADATA, written fresh: its name, version, what it is, and the exact core
+    /// it requires.
+    fn lazy_metadata(&self, input: &Input, spec: &LazySpec) -> Result<String> {
+        let variant = spec.variant;
+        let summary = format!(
+            "{} of {} {} ({} variant, {}), split out by splitpkg",
+            self.lazy_names,
+            input.name,
+            input.version,
+            variant.name,
+            if variant.with_payload {
+                "with the payload"
+            } else {
+                "without the payload"
+            }
+        );
+        let header = |key: &str, value: &str| {
+            sanitize::header_line(key, value).map_err(|why| Error::bad(&input.display, why))
+        };
+        Ok([
+            header("Metadata-Version", "2.1")?,
+            header("Name", &self.lazy_dist)?,
+            header("Version", &spec.version)?,
+            header("Summary", &summary)?,
+            header("Requires-Dist", &self.requires)?,
+        ]
+        .join("\n")
+            + "\n")
+    }
+}
+
+/// WHEEL (same tags) and the licence files travel with the library into `dist_info`.
+fn copy_licences(input: &mut Input, w: &mut Writer, dist_info: &str) -> Result<()> {
+    let old = format!("{}.dist-info/", input.dist_info_stem);
+    let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
+    for path in &members {
+        let Some(rest) = path.strip_prefix(&old) else {
+            continue;
+        };
+        let upper = rest.to_ascii_uppercase();
+        if rest == "WHEEL"
+            || rest.starts_with("licenses/")
+            || ["LICENSE", "NOTICE", "COPYING"]
+                .iter()
+                .any(|p| upper.starts_with(p))
+        {
+            input.copy_into(w, path, &format!("{dist_info}/{rest}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// Where a lazy wheel's library comes from.
@@ -957,46 +1251,7 @@ struct LazySpec<'a> {
     layout: Layout,
     version: String,
     variant: &'a Variant,
-    /// `torch==2.11.0+split`.
-    requires: &'a str,
     marker: VariantMarker,
-    pep825: &'a Pep825,
-    /// The libraries by file name (`a.so, b.so`), for the summary.
-    library_names: &'a str,
-}
-
-/// The marker a lazy wheel carries (`input::pip`), so `plan` on an installed environment can say
-/// which variant is there and how to get the other.
-fn marker(
-    lazy_path: &str,
-    v: &Variant,
-    layout: Layout,
-    available: &[(&Variant, LazyContent, u64)],
-    dist: &str,
-    local_version: &dyn Fn(&Variant) -> String,
-    (version, tags): (&str, &str),
-) -> VariantMarker {
-    let variants = available
-        .iter()
-        .map(|(o, _, bytes)| MarkerVariant {
-            name: o.name.clone(),
-            with_payload: o.with_payload,
-            library_bytes: *bytes,
-            install: match layout {
-                Layout::LocalLabel => format!("{dist}=={}", local_version(o)),
-                _ => lazy_file_name(dist, version, tags, Some(&o.name)),
-            },
-        })
-        .collect();
-    VariantMarker {
-        schema: MARKER_SCHEMA.into(),
-        schema_version: 1,
-        lazy_library: lazy_path.to_string(),
-        variant: v.name.clone(),
-        with_payload: v.with_payload,
-        preferred: v.preferred,
-        variants,
-    }
 }
 
 /// `{dist}-{version}-{tags}[-{label}].whl` (PEP 427 escaping; the label is PEP 825's).
@@ -1005,112 +1260,6 @@ fn lazy_file_name(dist: &str, version: &str, tags: &str, label: Option<&str>) ->
         Some(l) => format!("{}-{version}-{tags}-{l}.whl", escaped(dist)),
         None => format!("{}-{version}-{tags}.whl", escaped(dist)),
     }
-}
-
-fn write_lazy(
-    input: &mut Input,
-    dist: &str,
-    spec: &LazySpec,
-    lazy_paths: &[String],
-    content: &LazyContent,
-    dir: &Path,
-    pending: &mut Pending,
-) -> Result<(WrittenWheel, Copies)> {
-    let (version, variant) = (&spec.version, spec.variant);
-    let label = (spec.layout == Layout::Variant).then_some(variant.name.as_str());
-    let file = lazy_file_name(dist, version, &input.tags, label);
-    let tmp = pending.add(dir, &file)?;
-    let dist_info = format!("{}-{version}.dist-info", escaped(dist));
-    let time = metadata_time(input)?;
-    let mut w = Writer::create(&tmp, dist_info.clone(), time)?;
-    match content {
-        LazyContent::Member => {
-            for p in lazy_paths {
-                input.copy_into(&mut w, p, p)?;
-            }
-        }
-        // Only with one lazy library (`--lazy-variant` is refused for several).
-        LazyContent::File(f) => {
-            let file = crate::input::open_nofollow(f).map_err(|e| Error::io(f, e))?;
-            w.add(&lazy_paths[0], file, 0o755)?;
-        }
-    }
-    let old = input.dist_info_stem.clone();
-    let summary = format!(
-        "{} of {} {} ({} variant, {}), split out by splitpkg",
-        spec.library_names,
-        input.name,
-        input.version,
-        variant.name,
-        if variant.with_payload {
-            "with the payload"
-        } else {
-            "without the payload"
-        }
-    );
-    let header = |key: &str, value: &str| {
-        sanitize::header_line(key, value).map_err(|why| Error::bad(&input.display, why))
-    };
-    let meta = [
-        header("Metadata-Version", "2.1")?,
-        header("Name", dist)?,
-        header("Version", version)?,
-        header("Summary", &summary)?,
-        header("Requires-Dist", spec.requires)?,
-    ]
-    .join("\n")
-        + "\n";
-    w.add(&format!("{dist_info}/METADATA"), meta.as_bytes(), 0o644)?;
-    let marker = serde_json::to_string_pretty(&spec.marker)
-        .map_err(|e| Error::internal(e.to_string()))?
-        + "\n";
-    w.add(&format!("{dist_info}/{MARKER}"), marker.as_bytes(), 0o644)?;
-    if label.is_some() {
-        w.add(
-            &format!("{dist_info}/variant.json"),
-            spec.pep825.variant_json(&variant.name).as_bytes(),
-            0o644,
-        )?;
-    }
-    // WHEEL (same tags) and the licence files travel with the library.
-    let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
-    for path in &members {
-        let Some(rest) = path.strip_prefix(&format!("{old}.dist-info/")) else {
-            continue;
-        };
-        let upper = rest.to_ascii_uppercase();
-        if rest == "WHEEL"
-            || rest.starts_with("licenses/")
-            || ["LICENSE", "NOTICE", "COPYING"]
-                .iter()
-                .any(|p| upper.starts_with(p))
-        {
-            input.copy_into(&mut w, path, &format!("{dist_info}/{rest}"))?;
-        }
-    }
-    let Finished {
-        bytes,
-        members,
-        copies,
-        sha256,
-    } = w.finish(&tmp, pending)?;
-    let rel = if spec.layout == Layout::LocalLabel {
-        file
-    } else {
-        format!("{VARIANTS_DIR}/{file}")
-    };
-    let wheel = WrittenWheel {
-        file: rel,
-        layout: spec.layout,
-        distribution: dist.to_string(),
-        version: version.to_string(),
-        variant: Some(variant.name.clone()),
-        preferred: variant.preferred,
-        bytes,
-        sha256,
-        members,
-    };
-    Ok((wheel, copies))
 }
 
 /// Read a written wheel back against its own RECORD; returns the members checked and the
@@ -1129,9 +1278,8 @@ fn verify_written(
     let display = path.display().to_string();
     let map = map_file(path)?;
     let bytes: &[u8] = &map;
-    let unreadable = |e: zip::result::ZipError| {
-        Error::internal(format!("{display}: written wheel unreadable: {e}"))
-    };
+    let unreadable =
+        |e: zip::result::ZipError| Error::failed(format!("{display}: written wheel unreadable"), e);
     let mut archive = ZipArchive::new(Cursor::new(bytes)).map_err(unreadable)?;
     let names: Vec<String> = archive
         .file_names()
@@ -1164,8 +1312,8 @@ fn verify_written(
             .ok_or_else(|| bug(&"in RECORD, not in the archive"))?;
         match copies.get(&row.path) {
             Some(&i) => {
-                let a = archive.by_index_raw(j).map_err(|e| bug(&e))?;
-                let b = inp.by_index_raw(i).map_err(|e| bug(&e))?;
+                let a = archive.by_index_raw(j).map_err(|e| Error::failed(&at, e))?;
+                let b = inp.by_index_raw(i).map_err(|e| Error::failed(&at, e))?;
                 let same_header = a.crc32() == b.crc32()
                     && a.size() == b.size()
                     && a.size() == size

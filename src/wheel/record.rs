@@ -25,35 +25,64 @@ pub fn hash_of(bytes: &[u8]) -> String {
     hash_field(&Sha256::digest(bytes))
 }
 
+/// A RECORD row that cannot be read; each names its line (1-based).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("RECORD line {line}: unbalanced quotes")]
+    UnbalancedQuotes { line: usize },
+    #[error("RECORD line {line}: {fields} fields, expected 3")]
+    Fields { line: usize, fields: usize },
+    #[error("RECORD line {line}: {path}: hash {hash:?} is not sha256")]
+    NotSha256 {
+        line: usize,
+        path: String,
+        hash: String,
+    },
+    #[error("RECORD line {line}: {path}: size {size:?} is not a number")]
+    Size {
+        line: usize,
+        path: String,
+        size: String,
+    },
+}
+
 /// Parse RECORD text: CSV with `"` quoting (a path may hold a comma). `Err` names the row.
-pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
+pub fn parse(text: &str) -> Result<Vec<Entry>, RecordError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.is_empty() {
             continue;
         }
-        let fields =
-            split_csv(line).ok_or_else(|| format!("RECORD line {}: unbalanced quotes", i + 1))?;
-        let [path, hash, size] = <[String; 3]>::try_from(fields)
-            .map_err(|f| format!("RECORD line {}: {} fields, expected 3", i + 1, f.len()))?;
+        let line_no = i + 1;
+        let fields = split_csv(line).ok_or(RecordError::UnbalancedQuotes { line: line_no })?;
+        let [path, hash, size] =
+            <[String; 3]>::try_from(fields).map_err(|f| RecordError::Fields {
+                line: line_no,
+                fields: f.len(),
+            })?;
         let hash = (!hash.is_empty()).then_some(hash);
         if let Some(h) = &hash
             && !h.starts_with("sha256=")
         {
-            return Err(format!(
-                "RECORD line {}: {path}: hash {h:?} is not sha256",
-                i + 1
-            ));
+            return Err(RecordError::NotSha256 {
+                line: line_no,
+                path,
+                hash: h.clone(),
+            });
         }
         let size = if size.is_empty() {
             None
         } else {
-            Some(size.parse::<u64>().map_err(|_| {
-                format!(
-                    "RECORD line {}: {path}: size {size:?} is not a number",
-                    i + 1
-                )
-            })?)
+            match size.parse::<u64>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    return Err(RecordError::Size {
+                        line: line_no,
+                        path,
+                        size,
+                    });
+                }
+            }
         };
         out.push(Entry { path, hash, size });
     }
@@ -132,17 +161,13 @@ mod tests {
 
     #[test]
     fn malformed_rows_are_refused() {
-        assert!(parse("a,sha256=x\n").unwrap_err().contains("2 fields"));
-        assert!(parse("a,md5=x,1\n").unwrap_err().contains("not sha256"));
-        assert!(
-            parse("a,sha256=x,ten\n")
-                .unwrap_err()
-                .contains("not a number")
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        assert_eq!(err("a,sha256=x\n"), "RECORD line 1: 2 fields, expected 3");
+        assert!(err("a,md5=x,1\n").contains("not sha256"));
+        assert_eq!(
+            err("x,,\na,sha256=x,ten\n"),
+            "RECORD line 2: a: size \"ten\" is not a number"
         );
-        assert!(
-            parse("\"a,sha256=x,1\n")
-                .unwrap_err()
-                .contains("unbalanced")
-        );
+        assert!(err("\"a,sha256=x,1\n").contains("unbalanced"));
     }
 }

@@ -997,7 +997,9 @@ fn judge_rules() {
     };
     use eval::Status::*;
     use expect::Outcome;
-    let j = |e: &expect::Expectation, r: &eval::Raw| eval::judge(e, r, 1e-3, "default").0;
+    let j = |e: &expect::Expectation, r: &eval::Raw| {
+        eval::judge(e, r, 1e-3, cases::Preference::Default).0
+    };
     assert_eq!(j(&exp(Outcome::Pass, None), &ok(1e-6)), Pass);
     assert_eq!(j(&exp(Outcome::Pass, None), &ok(2e-3)), Fail);
     assert_eq!(j(&exp(Outcome::Pass, None), &ok(f64::NAN)), Fail);
