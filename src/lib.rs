@@ -40,6 +40,8 @@ pub mod report;
 pub mod sanitize;
 #[cfg(feature = "gpu")]
 pub mod smoke;
+/// SVG drawing for the report's charts and `env --svg`'s picture: plain data in, a string out.
+pub mod svg;
 pub mod version;
 pub mod wheel;
 

@@ -1007,102 +1007,64 @@ pub fn report_text(r: &EnvReport) -> String {
 
 /// A self-contained, deterministic SVG: one bar per environment (now, after switching), split into
 /// other packages, the lazy library and the payload (real, and represented by stand-ins, hatched).
+/// The picture is drawn by [`crate::svg::stacked_bars`]; this says what is in it.
 pub fn svg(r: &EnvReport) -> String {
-    use crate::output::human_bytes;
-    use std::fmt::Write as _;
-    let other_now: u64 = r
-        .packages
-        .iter()
-        .filter(|p| !p.standin && p.role != "lazy" && p.role != "payload")
-        .map(|p| p.bytes)
-        .sum();
-    let payload_real_now: u64 = r
-        .packages
-        .iter()
-        .filter(|p| !p.standin && p.role == "payload")
-        .map(|p| p.bytes)
-        .sum();
-    let payload_rep_now: u64 = r
-        .packages
-        .iter()
-        .filter(|p| p.role == "payload")
-        .filter_map(|p| p.represents_bytes)
-        .sum();
-    let other_rep: u64 = r
-        .packages
-        .iter()
-        .filter(|p| p.role != "payload")
-        .filter_map(|p| p.represents_bytes)
-        .sum();
+    use crate::svg::{Part, Segment, Stacked, StackedBar};
+    let now = svg_bytes_now(r);
     let w = &r.switch;
-    let (payload_real_after, payload_rep_after) = match w.real_delta {
-        Some(d) => {
-            let lazy_after = w.lazy_after.unwrap_or(w.lazy_now) as i64;
-            let pr = (payload_real_now as i64 + d - (lazy_after - w.lazy_now as i64)).max(0) as u64;
-            (
-                pr,
-                (payload_rep_now as i64 + w.represented_delta).max(0) as u64,
-            )
-        }
-        None => (
-            if w.payload_removed.is_empty() {
-                payload_real_now
-            } else {
-                0
-            },
-            (payload_rep_now as i64 + w.represented_delta).max(0) as u64,
-        ),
+    let (payload_real_after, payload_rep_after) = svg_payload_after(r, &now);
+    let segments = |lazy: u64, payload: u64, payload_rep: u64| {
+        [
+            ("other packages", now.other, Part::Other),
+            ("other stand-ins", now.other_rep, Part::OtherStandIn),
+            (r.lazy.as_str(), lazy, Part::Lazy),
+            ("payload", payload, Part::Payload),
+            ("payload [stand-in]", payload_rep, Part::PayloadStandIn),
+        ]
+        .into_iter()
+        .map(|(name, bytes, part)| Segment {
+            name: name.to_string(),
+            bytes,
+            part,
+        })
+        .collect::<Vec<_>>()
     };
-    struct Bar {
-        label: String,
-        segs: Vec<(String, u64, &'static str)>,
-        note: String,
-    }
-    let bars = [
-        Bar {
-            label: format!("now: {}", r.variant),
-            segs: vec![
-                ("other packages".to_string(), other_now, "other"),
-                ("other stand-ins".to_string(), other_rep, "rep"),
-                (r.lazy.clone(), w.lazy_now, "lazy"),
-                ("payload".to_string(), payload_real_now, "payload"),
-                (
-                    "payload [stand-in]".to_string(),
-                    payload_rep_now,
-                    "payload-rep",
-                ),
-            ],
-            note: String::new(),
-        },
-        Bar {
-            label: format!("after switching: {}", w.to),
-            segs: vec![
-                ("other packages".to_string(), other_now, "other"),
-                ("other stand-ins".to_string(), other_rep, "rep"),
-                (r.lazy.clone(), w.lazy_after.unwrap_or(0), "lazy"),
-                ("payload".to_string(), payload_real_after, "payload"),
-                (
-                    "payload [stand-in]".to_string(),
-                    payload_rep_after,
-                    "payload-rep",
-                ),
-            ],
-            note: if w.lazy_after.is_none() {
-                format!("{} size unknown", r.lazy)
-            } else if w.estimated {
-                format!("{} size estimated", r.lazy)
-            } else {
-                String::new()
-            },
-        },
+    let bar = |label: String, segments: Vec<Segment>, note: String| {
+        let total: u64 = segments.iter().map(|s| s.bytes).sum();
+        let note = if note.is_empty() {
+            note
+        } else {
+            format!(" ({note})")
+        };
+        StackedBar {
+            label,
+            value: format!("{}{note}", crate::output::human_bytes(total)),
+            segments,
+        }
+    };
+    let after_note = if w.lazy_after.is_none() {
+        format!("{} size unknown", r.lazy)
+    } else if w.estimated {
+        format!("{} size estimated", r.lazy)
+    } else {
+        String::new()
+    };
+    let bars = vec![
+        bar(
+            format!("now: {}", r.variant),
+            segments(w.lazy_now, now.payload_real, now.payload_rep),
+            String::new(),
+        ),
+        bar(
+            format!("after switching: {}", w.to),
+            segments(
+                w.lazy_after.unwrap_or(0),
+                payload_real_after,
+                payload_rep_after,
+            ),
+            after_note,
+        ),
     ];
-    let max: u64 = bars
-        .iter()
-        .map(|b| b.segs.iter().map(|s| s.1).sum::<u64>())
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let title = format!("{} in {}", r.lazy, r.prefix);
     let footer = match w.real_delta {
         Some(d) => format!(
             "switching {} real bytes{}",
@@ -1115,137 +1077,69 @@ pub fn svg(r: &EnvReport) -> String {
         ),
         None => format!("sizes after switching: {}", w.sizes_from),
     };
-    let value = |b: &Bar| {
-        let total: u64 = b.segs.iter().map(|s| s.1).sum();
-        format!(
-            "{}{}",
-            human_bytes(total),
-            if b.note.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", b.note)
-            }
-        )
+    crate::svg::stacked_bars(&Stacked {
+        title: format!("{}: {} vs {}", r.lazy, r.variant, w.to),
+        heading: format!("{} in {}", r.lazy, r.prefix),
+        bars,
+        legend: [
+            (Part::Other, "other packages"),
+            (Part::Lazy, "lazy library"),
+            (Part::Payload, "payload"),
+            (Part::PayloadStandIn, "payload [stand-in], represented"),
+        ]
+        .into_iter()
+        .map(|(part, label)| (part, label.to_string()))
+        .collect(),
+        footer,
+    })
+}
+
+/// The installed bytes the picture splits the environment into, now.
+struct SvgBytesNow {
+    other: u64,
+    other_rep: u64,
+    payload_real: u64,
+    payload_rep: u64,
+}
+
+fn svg_bytes_now(r: &EnvReport) -> SvgBytesNow {
+    let sum = |keep: &dyn Fn(&EnvPackage) -> bool| -> u64 {
+        r.packages.iter().filter(|p| keep(p)).map(|p| p.bytes).sum()
     };
-    // The picture is as wide as its longest text: labels come from the environment (a prefix
-    // path, a variant name) and are never clipped.
-    let (bar_w, bar_h) = (470.0f64, 34.0f64);
-    let left = bars
-        .iter()
-        .map(|b| 20.0 + text_width(&b.label, 12.0))
-        .fold(190.0f64, f64::max);
-    let width = [
-        760.0,
-        20.0 + text_width(&title, 14.0),
-        20.0 + text_width(&footer, 11.0),
-        bars.iter()
-            .map(|b| left + bar_w + 16.0 + text_width(&value(b), 12.0))
-            .fold(0.0, f64::max),
-    ]
-    .into_iter()
-    .fold(0.0f64, f64::max)
-    .ceil();
-    let height = 210.0;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"##
-    );
-    let _ = writeln!(
-        s,
-        r##"<title>{}: {} vs {}</title>"##,
-        xml(&r.lazy),
-        xml(&r.variant),
-        xml(&w.to)
-    );
-    let _ = writeln!(
-        s,
-        r##"<defs><pattern id="hatch" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fdd0a2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#e6550d" stroke-width="2"/></pattern></defs>"##
-    );
-    let _ = writeln!(
-        s,
-        r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##
-    );
-    let _ = writeln!(
-        s,
-        r##"<text x="10" y="22" font-size="14" font-weight="bold">{}</text>"##,
-        xml(&title)
-    );
-    for (i, b) in bars.iter().enumerate() {
-        let y = 45.0 + i as f64 * 55.0;
-        let _ = writeln!(
-            s,
-            r##"<text x="10" y="{:.1}">{}</text>"##,
-            y + bar_h / 2.0 + 4.0,
-            xml(&b.label)
-        );
-        let mut x = left;
-        for (name, bytes, class) in &b.segs {
-            if *bytes == 0 {
-                continue;
-            }
-            let wd = bar_w * *bytes as f64 / max as f64;
-            let fill = match *class {
-                "other" => "#bdbdbd",
-                "rep" => "#d9d9d9",
-                "lazy" => "#3182bd",
-                "payload" => "#e6550d",
-                _ => "url(#hatch)",
-            };
-            let _ = writeln!(
-                s,
-                r##"<rect class="{class}" x="{x:.1}" y="{y:.1}" width="{wd:.1}" height="{bar_h}" fill="{fill}"><title>{}: {}</title></rect>"##,
-                xml(name),
-                human_bytes(*bytes)
-            );
-            x += wd;
+    let represented = |keep: &dyn Fn(&EnvPackage) -> bool| -> u64 {
+        r.packages
+            .iter()
+            .filter(|p| keep(p))
+            .filter_map(|p| p.represents_bytes)
+            .sum()
+    };
+    SvgBytesNow {
+        other: sum(&|p| !p.standin && p.role != "lazy" && p.role != "payload"),
+        other_rep: represented(&|p| p.role != "payload"),
+        payload_real: sum(&|p| !p.standin && p.role == "payload"),
+        payload_rep: represented(&|p| p.role == "payload"),
+    }
+}
+
+/// The payload's real and represented bytes after switching: from the channel's sizes when known,
+/// otherwise none (real) when the switch removes the payload packages.
+fn svg_payload_after(r: &EnvReport, now: &SvgBytesNow) -> (u64, u64) {
+    let w = &r.switch;
+    let rep = (now.payload_rep as i64 + w.represented_delta).max(0) as u64;
+    match w.real_delta {
+        Some(d) => {
+            let lazy_after = w.lazy_after.unwrap_or(w.lazy_now) as i64;
+            let real =
+                (now.payload_real as i64 + d - (lazy_after - w.lazy_now as i64)).max(0) as u64;
+            (real, rep)
         }
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}">{}</text>"##,
-            x + 6.0,
-            y + bar_h / 2.0 + 4.0,
-            xml(&value(b))
-        );
+        None if w.payload_removed.is_empty() => (now.payload_real, rep),
+        None => (0, rep),
     }
-    let legend = [
-        ("#bdbdbd", "other packages"),
-        ("#3182bd", "lazy library"),
-        ("#e6550d", "payload"),
-        ("url(#hatch)", "payload [stand-in], represented"),
-    ];
-    let mut x = 10.0;
-    for (fill, label) in legend {
-        let _ = writeln!(
-            s,
-            r##"<rect x="{x:.1}" y="168" width="12" height="12" fill="{fill}"/><text x="{:.1}" y="178">{}</text>"##,
-            x + 16.0,
-            xml(label)
-        );
-        x += 24.0 + label.len() as f64 * 6.5;
-    }
-    let _ = writeln!(
-        s,
-        r##"<text x="10" y="200" font-size="11" fill="#555555">{}</text>"##,
-        xml(&footer)
-    );
-    s.push_str("</svg>\n");
-    s
 }
 
-/// A generous estimate of the width of `text` in a sans-serif font of `size` px: 0.62 em a
-/// character (DejaVu Sans, the widest common default, averages about 0.55 em over ASCII text),
-/// so the picture is sized to its labels without measuring a font.
-fn text_width(text: &str, size: f64) -> f64 {
-    text.chars().count() as f64 * size * 0.62
-}
-
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+#[cfg(test)]
+use crate::svg::text_width;
 
 #[cfg(test)]
 mod tests {

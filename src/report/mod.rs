@@ -7,12 +7,25 @@
 //! and `channel` features or only serialise, and a report must work in any build. The plan is read
 //! as the analysis stage's own [`Plan`].
 //!
+//! [`build`] turns the inputs into one format-neutral model ([`Report`]); `html.rs` and `md.rs`
+//! render it through the minijinja templates in `templates/report/`, and `svg.rs` draws its charts
+//! with the shared [`crate::svg`] module.
+//!
 //! Everything rendered is a pure function of the inputs: nothing about "now" or the machine
 //! running `report`, and every list is sorted, so the same inputs give the same bytes.
 
+mod build;
 pub mod html;
 pub mod md;
+pub mod model;
 pub mod svg;
+mod template;
+
+pub use build::build;
+pub use model::{
+    Answer, BackendLine, ByteBar, Change, Failure, FatbinBar, FatbinTotals, Lost, LostOp,
+    PackageLine, Proof, Provenance, Report, RoutingLine, Saving, SlimSmoke, VariantLine,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,7 +33,6 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::analysis::plan::{self, Plan, Role};
-use crate::analysis::verdict::{Verdict, WarningKind};
 use crate::error::{Error, Result};
 
 pub const SMOKE_SCHEMA: &str = "splitpkg-smoke";
@@ -257,7 +269,7 @@ pub enum CaseStatus {
 }
 
 impl CaseStatus {
-    fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             CaseStatus::Pass => "pass",
             CaseStatus::Fail => "FAIL",
@@ -273,10 +285,45 @@ pub struct CaseView {
     pub id: String,
     pub op: String,
     #[serde(default)]
-    pub preference: String,
+    pub preference: Preference,
     pub status: CaseStatus,
     #[serde(default)]
     pub reason: String,
+}
+
+/// The backend a case asked for: `default` (torch's own routing) or one named explicitly
+/// (`magma`, `cusolver`). Read from the document's string once, here.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(from = "String")]
+pub enum Preference {
+    Default,
+    Backend(String),
+}
+
+/// A case that does not record its preference names none: it is not counted as the default's.
+impl Default for Preference {
+    fn default() -> Self {
+        Preference::Backend(String::new())
+    }
+}
+
+impl From<String> for Preference {
+    fn from(s: String) -> Self {
+        if s == "default" {
+            Preference::Default
+        } else {
+            Preference::Backend(s)
+        }
+    }
+}
+
+impl std::fmt::Display for Preference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Preference::Default => f.write_str("default"),
+            Preference::Backend(b) => f.write_str(b),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -703,93 +750,7 @@ fn check_same_tree(inputs: &Inputs) -> Result<()> {
     Ok(())
 }
 
-// ---- the model ----
-
-/// Whether the package should (can) split out the payload, from what the inputs show.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
-    /// Confined, and a real slim variant passed its smoke run.
-    Yes,
-    /// Confined, but no real slim variant was run (none, or only EMULATED).
-    YesUntested,
-    /// Confined, but the smoke run recorded failures.
-    SlimBroken,
-    /// The payload is reachable eagerly (or not there): no split.
-    No,
-    /// No plan: nothing is known about confinement.
-    Unknown,
-}
-
-impl Answer {
-    pub fn headline(self) -> &'static str {
-        match self {
-            Answer::Yes => {
-                "YES: the payload is confined to a lazily loaded library and a real slim variant works"
-            }
-            Answer::YesUntested => {
-                "YES, UNTESTED: the payload is confined, but no real slim variant was smoke-tested"
-            }
-            Answer::SlimBroken => {
-                "NOT YET: the payload is confined, but the smoke run recorded failures"
-            }
-            Answer::No => "NO: the payload is not confined to a lazily loaded library",
-            Answer::Unknown => "NOT KNOWN: no plan was given, so confinement is not known",
-        }
-    }
-}
-
-/// How the slim variant's default routing compares with the full one for a timed op.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    Slower,
-    Faster,
-    Same,
-    /// The op failed (no timing) on one of the variants.
-    Failed,
-}
-
-impl Change {
-    pub fn label(self) -> &'static str {
-        match self {
-            Change::Slower => "slower",
-            Change::Faster => "faster",
-            Change::Same => "same",
-            Change::Failed => "failed",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct RoutingLine {
-    pub item: String,
-    pub full_ms: Option<f64>,
-    pub slim_ms: Option<f64>,
-    pub ratio: Option<f64>,
-    pub change: Change,
-}
-
-/// One bar of the magma vs cuSOLVER chart.
-#[derive(Debug, Clone)]
-pub struct BackendLine {
-    pub item: String,
-    pub magma_ms: Option<f64>,
-    pub cusolver_ms: Option<f64>,
-    /// magma / cuSOLVER (above 1: MAGMA slower).
-    pub ratio: Option<f64>,
-    pub magma_error: Option<String>,
-}
-
-impl BackendLine {
-    /// The magma time cell: `failed` when the case raised (its error has a column of its own, so
-    /// a long message never takes the place of a number).
-    pub fn magma_cell(&self) -> String {
-        if self.magma_error.is_some() {
-            "failed".into()
-        } else {
-            fmt_ms(self.magma_ms)
-        }
-    }
-}
+// ---- formatting shared by both page formats ----
 
 /// An architecture name's sort key: its number as a number (`sm_75` before `sm_100`), then the
 /// rest (`sm_90` before `sm_90a`).
@@ -803,712 +764,13 @@ pub(crate) fn arch_key(name: &str) -> (String, u64, String) {
     )
 }
 
-/// One bar of the bytes chart.
-#[derive(Debug, Clone)]
-pub struct ByteBar {
-    pub label: String,
-    pub bytes: u64,
-    /// Measured in the tree/environment, or estimated (the plan's other variant).
-    pub measured: bool,
-}
-
-/// An op that works in the full variant and not in the slim one, by preference.
-#[derive(Debug, Clone)]
-pub struct LostOp {
-    pub op: String,
-    pub preference: String,
-    pub cases: usize,
-    pub example_reason: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct Failure {
-    pub variant: String,
-    pub emulated: bool,
-    pub what: String,
-    pub status: String,
-    pub reason: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct VariantLine {
-    pub name: String,
-    pub emulated: bool,
-    pub note: Option<String>,
-    pub torch: Option<String>,
-    pub lazy_bytes: Option<u64>,
-    pub lazy_has_magma: Option<bool>,
-    pub counts: CountsView,
-    pub checks: Vec<CheckView>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Provenance {
-    pub input: &'static str,
-    pub file: String,
-    pub schema: String,
-    pub tool: Option<String>,
-    pub command: Option<String>,
-    /// The date, or why there is none ([`NO_DATE`], [`NOT_RECORDED`]).
-    pub date: String,
-}
-
-/// Everything the page shows, computed once; `html` and `md` only lay it out.
-#[derive(Debug, Clone)]
-pub struct Report {
-    pub title: String,
-    pub answer: Answer,
-    pub dep: String,
-    pub slim: String,
-    /// Bytes a slim environment does not install: (bytes, of environment bytes, how).
-    pub saving: Option<Saving>,
-    pub byte_bars: Vec<ByteBar>,
-    pub payload_static_in_lazy: Option<u64>,
-    pub platform: Option<String>,
-    pub lost_default: Vec<LostOp>,
-    pub lost_explicit: Vec<LostOp>,
-    pub slim_smoke: SlimSmoke,
-    pub routing: Vec<RoutingLine>,
-    pub backend: Vec<BackendLine>,
-    pub fatbin_bars: Vec<(String, u64)>,
-    pub fatbin_total: Option<(u64, u64, Option<String>)>,
-    pub verdict: Option<Verdict>,
-    pub reasons: Vec<String>,
-    pub witnesses: Vec<String>,
-    pub lazy_edges: Vec<String>,
-    pub core_state_warnings: Vec<(String, String)>,
-    pub other_warnings: Vec<(String, String)>,
-    pub contract: Option<String>,
-    pub variants: Vec<VariantLine>,
-    pub smoke_result: Option<SmokeResult>,
-    pub failures: Vec<Failure>,
-    pub packages: Vec<(String, String, u64, u64)>,
-    pub provenance: Vec<Provenance>,
-    pub unknown: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Saving {
-    pub bytes: u64,
-    pub env_bytes: u64,
-    pub percent: f64,
-    pub how: String,
-}
-
-/// What the smoke run says about the slim variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlimSmoke {
-    Real,
-    Emulated,
-    NotRun,
-    NoSmoke,
-}
-
-fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
-}
-
-fn ms(v: Option<f64>) -> String {
+pub fn fmt_ms(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.3} ms"))
         .unwrap_or_else(|| "—".into())
 }
 
-pub fn fmt_ms(v: Option<f64>) -> String {
-    ms(v)
-}
-
 pub fn fmt_ratio(r: f64) -> String {
     format!("{r:.2}×")
-}
-
-pub fn build(inputs: &Inputs) -> Report {
-    let plan = inputs.plan.as_ref().map(|p| &p.doc);
-    let smoke = inputs.smoke.as_ref().map(|s| &s.doc);
-    let dep = plan
-        .map(|p| p.options.dep.clone())
-        .or_else(|| smoke.map(|s| s.options.dep.clone()))
-        .unwrap_or_else(default_dep);
-    let slim = crate::analysis::payload::slim_variant(&dep);
-    let mut unknown = Vec::new();
-
-    let title = match plan.and_then(|p| p.input.package.as_ref()) {
-        Some(pkg) => format!("{} {}", pkg.name, pkg.version),
-        None => plan
-            .map(|p| file_name(&p.input.path).to_string())
-            .unwrap_or_else(|| "package".into()),
-    };
-
-    // Variants as the smoke run saw them.
-    let mut variants: Vec<VariantLine> = smoke
-        .map(|s| {
-            s.variants
-                .iter()
-                .map(|v| VariantLine {
-                    name: v.name.clone(),
-                    emulated: v.is_emulated(),
-                    note: v.note.clone(),
-                    torch: v.torch_version(),
-                    lazy_bytes: v
-                        .lazy_library
-                        .as_ref()
-                        .filter(|_| !v.is_emulated())
-                        .map(|l| l.size),
-                    lazy_has_magma: v.lazy_library.as_ref().and_then(|l| l.has_magma),
-                    counts: v.summary.clone().unwrap_or_default(),
-                    checks: {
-                        let mut c = v.checks.clone();
-                        c.sort_by(|a, b| a.name.cmp(&b.name));
-                        c
-                    },
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    variants.sort_by(|a, b| a.name.cmp(&b.name));
-    let slim_variant = smoke.and_then(|s| s.variants.iter().find(|v| v.name == slim));
-    let full_variant = smoke.and_then(|s| {
-        s.variants
-            .iter()
-            .find(|v| v.name == dep && !v.is_emulated())
-    });
-    let slim_smoke = match (smoke, slim_variant) {
-        (None, _) => SlimSmoke::NoSmoke,
-        (Some(_), None) => SlimSmoke::NotRun,
-        (Some(_), Some(v)) if v.is_emulated() => SlimSmoke::Emulated,
-        (Some(_), Some(_)) => SlimSmoke::Real,
-    };
-
-    // Failures: every case and check that did not meet its expectation, in every variant.
-    let mut failures = Vec::new();
-    if let Some(s) = smoke {
-        for v in &s.variants {
-            for c in &v.cases {
-                if matches!(c.status, CaseStatus::Fail | CaseStatus::Timeout) {
-                    failures.push(Failure {
-                        variant: v.name.clone(),
-                        emulated: v.is_emulated(),
-                        what: format!("case {}", c.id),
-                        status: c.status.label().into(),
-                        reason: c.reason.clone(),
-                    });
-                }
-            }
-            for c in &v.checks {
-                if c.status == CheckStatus::Fail {
-                    failures.push(Failure {
-                        variant: v.name.clone(),
-                        emulated: v.is_emulated(),
-                        what: format!("check {}", c.name),
-                        status: "FAIL".into(),
-                        reason: c.detail.clone(),
-                    });
-                }
-            }
-            if let Some(e) = &v.probe_error {
-                failures.push(Failure {
-                    variant: v.name.clone(),
-                    emulated: v.is_emulated(),
-                    what: "probe".into(),
-                    status: "FAIL".into(),
-                    reason: e.clone(),
-                });
-            }
-        }
-    }
-    failures.sort_by(|a, b| (&a.variant, &a.what).cmp(&(&b.variant, &b.what)));
-    let smoke_failed =
-        smoke.is_some_and(|s| s.result == Some(SmokeResult::Fail)) || !failures.is_empty();
-
-    // Ops lost in the slim variant: a case id that passes in the full variant and does not in
-    // the slim one. Only a real slim variant can lose anything (an emulated one forces cuSOLVER on
-    // the full installation).
-    let (mut lost_default, mut lost_explicit) = (Vec::new(), Vec::new());
-    if let (Some(full), Some(sv)) = (full_variant, slim_variant.filter(|v| !v.is_emulated())) {
-        let full_ok: BTreeSet<&str> = full
-            .cases
-            .iter()
-            .filter(|c| c.status == CaseStatus::Pass)
-            .map(|c| c.id.as_str())
-            .collect();
-        let mut lost: BTreeMap<(String, String), (usize, String)> = BTreeMap::new();
-        for c in &sv.cases {
-            if full_ok.contains(c.id.as_str())
-                && c.status != CaseStatus::Pass
-                && c.status != CaseStatus::Excluded
-            {
-                let e = lost
-                    .entry((c.op.clone(), c.preference.clone()))
-                    .or_insert((0, c.reason.clone()));
-                e.0 += 1;
-            }
-        }
-        for ((op, preference), (cases, example_reason)) in lost {
-            let l = LostOp {
-                op,
-                preference: preference.clone(),
-                cases,
-                example_reason,
-            };
-            if preference == "default" {
-                lost_default.push(l)
-            } else {
-                lost_explicit.push(l)
-            }
-        }
-    }
-
-    // Default routing: the slim variant's default time over the full one's, real variants only.
-    let mut routing: Vec<RoutingLine> = smoke
-        .map(|s| {
-            s.default_routing
-                .iter()
-                .map(|r| {
-                    let full_ms = r.median_ms.get(&dep).copied().flatten();
-                    let slim_ms = r.median_ms.get(&slim).copied().flatten();
-                    let ratio = r.slim_over_full.or(match (slim_ms, full_ms) {
-                        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                        _ => None,
-                    });
-                    let change = match ratio {
-                        None => Change::Failed,
-                        Some(x) if x > SAME_WITHIN => Change::Slower,
-                        Some(x) if x < 1.0 / SAME_WITHIN => Change::Faster,
-                        Some(_) => Change::Same,
-                    };
-                    RoutingLine {
-                        item: format!("{} {} {}", r.op, r.size, r.dtype),
-                        full_ms,
-                        slim_ms,
-                        ratio,
-                        change,
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    routing.sort_by(|a, b| a.item.cmp(&b.item));
-
-    // magma vs cuSOLVER under explicit preferences, from the real full variant's bench.
-    let mut backend: Vec<BackendLine> = smoke
-        .and_then(|s| s.bench.iter().find(|b| b.variant == dep && !b.emulated))
-        .map(|b| {
-            b.rows
-                .iter()
-                .map(|r| {
-                    let m = r.results.get("magma");
-                    let c = r.results.get("cusolver");
-                    let magma_ms = m.and_then(|c| c.median_ms);
-                    let cusolver_ms = c.and_then(|c| c.median_ms);
-                    let ratio = match (magma_ms, cusolver_ms) {
-                        (Some(a), Some(b)) if b > 0.0 && a > 0.0 => Some(a / b),
-                        _ => None,
-                    };
-                    BackendLine {
-                        item: format!("{} {} {}", r.op, r.size, r.dtype),
-                        magma_ms,
-                        cusolver_ms,
-                        ratio,
-                        magma_error: m.and_then(|c| c.error.clone()),
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    backend.sort_by(|a, b| a.item.cmp(&b.item));
-
-    let platform = smoke.map(|s| {
-        let d = s.device.clone().unwrap_or_default();
-        let torch: BTreeSet<String> = s
-            .variants
-            .iter()
-            .filter_map(|v| v.torch_version())
-            .collect();
-        format!(
-            "{} ({}), {}, torch {}",
-            d.name.clone().unwrap_or_else(|| "GPU not recorded".into()),
-            d.sm.clone().unwrap_or_else(|| "sm not recorded".into()),
-            d.driver_text(),
-            if torch.is_empty() {
-                "not recorded".into()
-            } else {
-                torch.into_iter().collect::<Vec<_>>().join(", ")
-            }
-        )
-    });
-
-    // Bytes.
-    let mut byte_bars = Vec::new();
-    let mut payload_static_in_lazy = None;
-    let mut saving = None;
-    if let Some(p) = plan {
-        let out = |r: Role| p.outputs.iter().find(|o| o.role == r);
-        if let Some(core) = out(Role::Core) {
-            byte_bars.push(ByteBar {
-                label: "core".into(),
-                bytes: core.bytes,
-                measured: true,
-            });
-        }
-        if let Some(lazy) = out(Role::Lazy) {
-            let mut vs = lazy.variants.clone();
-            vs.sort_by(|a, b| {
-                b.with_payload
-                    .cmp(&a.with_payload)
-                    .then(a.name.cmp(&b.name))
-            });
-            for v in vs {
-                // A real smoke of the variant measured its installed library: prefer that.
-                let measured = variants
-                    .iter()
-                    .find(|x| x.name == v.name && !x.emulated)
-                    .and_then(|x| x.lazy_bytes);
-                let (bytes, is_measured) = match (v.measured, measured) {
-                    (true, _) => (v.bytes, true),
-                    (false, Some(m)) => (m, true),
-                    (false, None) => (v.bytes, false),
-                };
-                byte_bars.push(ByteBar {
-                    label: format!("lazy {}", v.name),
-                    bytes,
-                    measured: is_measured,
-                });
-            }
-        }
-        byte_bars.push(ByteBar {
-            label: "payload".into(),
-            bytes: out(Role::Payload).map(|o| o.bytes).unwrap_or(0),
-            measured: true,
-        });
-        if p.payload
-            .files
-            .iter()
-            .any(|f| f.form == crate::analysis::verdict::PayloadForm::Static)
-        {
-            payload_static_in_lazy = Some(
-                p.saving
-                    .bytes
-                    .saturating_sub(out(Role::Payload).map(|o| o.bytes).unwrap_or(0)),
-            );
-        }
-        if p.verdict == Verdict::Confined {
-            // Measured saving when the slim library's real size is known; the plan's estimate otherwise.
-            let full = byte_bars.iter().find(|b| b.label == format!("lazy {dep}"));
-            let slim_bar = byte_bars.iter().find(|b| b.label == format!("lazy {slim}"));
-            let payload_out = out(Role::Payload).map(|o| o.bytes).unwrap_or(0);
-            let (bytes, how) = match (full, slim_bar) {
-                (Some(f), Some(s)) if f.measured && s.measured => (
-                    f.bytes.saturating_sub(s.bytes) + payload_out,
-                    format!(
-                        "measured: lazy {dep} − lazy {slim} (installed, from the smoke run) + payload output"
-                    ),
-                ),
-                _ => (p.saving.bytes, format!("plan estimate: {}", p.saving.how)),
-            };
-            let external_note = if p.payload.external.is_empty() {
-                String::new()
-            } else {
-                let mut e = p.payload.external.clone();
-                e.sort();
-                format!(
-                    "; payload libraries outside the tree ({}) not counted: their packages' sizes are not in these inputs",
-                    e.join(", ")
-                )
-            };
-            let env_bytes = p.input.bytes;
-            let percent = if env_bytes > 0 {
-                bytes as f64 * 100.0 / env_bytes as f64
-            } else {
-                0.0
-            };
-            saving = Some(Saving {
-                bytes,
-                env_bytes,
-                percent,
-                how: format!("{how}{external_note}"),
-            });
-        }
-    } else {
-        unknown.push("Bytes saved: not known (no --plan).".into());
-        unknown.push(
-            "Verdict, witnesses, glue warnings and the contract: not known (no --plan).".into(),
-        );
-    }
-    match slim_smoke {
-        SlimSmoke::NoSmoke => {
-            unknown.push("Ops that stop working in the slim variant: not known (no --smoke).".into());
-            unknown.push("Ops slower or faster by default routing: not known (no --smoke).".into());
-            unknown.push("GPU, driver and torch of a run: not known (no --smoke).".into());
-        }
-        SlimSmoke::NotRun => {
-            unknown.push(format!("Ops that stop working in the slim variant: not known (the smoke run has no {slim} variant)."))
-        }
-        SlimSmoke::Emulated => unknown.push(format!(
-            "Ops that stop working in the slim variant: not known — {slim} was EMULATED (cuSOLVER forced on a {dep} installation), not run as a real {slim} build."
-        )),
-        SlimSmoke::Real => {}
-    }
-    if smoke.is_some() && routing.is_empty() {
-        unknown.push(format!(
-            "Ops slower or faster by default routing: not known (no default-routing timings of two real variants; {})",
-            if slim_smoke == SlimSmoke::Emulated { "an EMULATED variant is never timed" } else { "run smoke --bench on both" }
-        ));
-    }
-    if smoke.is_some() && backend.is_empty() {
-        unknown.push(format!("Time under {dep} vs cuSOLVER: not known (no bench of a real {dep} variant; smoke --bench)."));
-    }
-
-    // Fatbin.
-    let (fatbin_bars, fatbin_total) = match &inputs.fatbin {
-        Some(f) => {
-            let mut by: BTreeMap<((String, u64, String), String), u64> = BTreeMap::new();
-            for t in &f.doc.total.fatbin.targets {
-                *by.entry((arch_key(&t.name), format!("{} {}", t.name, t.kind)))
-                    .or_default() += t.stored;
-            }
-            let bars: Vec<(String, u64)> =
-                by.into_iter().map(|((_, label), b)| (label, b)).collect();
-            let s = &f.doc.total.fatbin;
-            (
-                bars,
-                Some((
-                    s.stored,
-                    s.uncompressed,
-                    f.doc.total.driver.as_ref().and_then(|d| d.minimum.clone()),
-                )),
-            )
-        }
-        None => {
-            unknown.push("Device code per architecture: not known (no --fatbin).".into());
-            (Vec::new(), None)
-        }
-    };
-
-    // The proof.
-    let mut core_state_warnings = Vec::new();
-    let mut other_warnings = Vec::new();
-    let mut lazy_edges = Vec::new();
-    let mut witnesses = Vec::new();
-    let mut reasons = Vec::new();
-    let mut contract = None;
-    if let Some(p) = plan {
-        for w in &p.warnings {
-            let line = (w.file.clone(), format!("{} — {}", w.what, w.consequence));
-            match w.kind() {
-                WarningKind::CoreState => core_state_warnings.push(line),
-                _ => other_warnings.push(line),
-            }
-        }
-        core_state_warnings.sort();
-        other_warnings.sort();
-        // Every lazy library's edges: with several (`--lazy` repeated or a glob) the plan lists them
-        // in `lazy_libraries` and `lazy_library` is absent.
-        for l in p.all_lazy() {
-            for s in &l.loaded_by {
-                lazy_edges.push(format!("{} → {} ({})", s.from, s.to, s.how));
-            }
-        }
-        lazy_edges.sort();
-        witnesses = p.witnesses.iter().map(|w| w.summary.clone()).collect();
-        witnesses.sort();
-        reasons = p.reasons.clone();
-        let c = &p.contract;
-        let imports: usize = c.imports.iter().map(|g| g.count).sum();
-        let mut lookups = c.loader_lookups.clone();
-        lookups.sort();
-        let mut required = c.required_exports.clone();
-        required.sort();
-        contract = Some(format!(
-            "{} export(s); {} import(s) from {} provider(s); loader lookups: {}; exports the loader requires: {}",
-            c.exports,
-            imports,
-            c.imports.len(),
-            if lookups.is_empty() {
-                "none".into()
-            } else {
-                lookups.join(", ")
-            },
-            if required.is_empty() {
-                "none".into()
-            } else {
-                required.join(", ")
-            }
-        ));
-    }
-
-    // Packages.
-    let mut packages = Vec::new();
-    if let Some(pk) = &inputs.pack {
-        for p in pk.doc.record.packages.iter().chain(pk.doc.standins.iter()) {
-            let role = match (&p.variant, p.standin) {
-                (_, true) => {
-                    format!(
-                        "stand-in (represents {}, not real bytes)",
-                        crate::output::human_bytes(p.represents_bytes.unwrap_or(0))
-                    )
-                }
-                (Some(v), false) => format!("{} {}", p.role, v),
-                (None, false) => p.role.clone(),
-            };
-            packages.push((p.file.clone(), role, p.bytes, p.archive_bytes));
-        }
-        packages.sort();
-        packages.dedup();
-    } else {
-        unknown.push("Package (.conda) sizes: not known (no --pack).".into());
-    }
-
-    let answer = match plan.map(|p| p.verdict) {
-        None => Answer::Unknown,
-        Some(Verdict::NotConfined | Verdict::NotPresent) => Answer::No,
-        Some(Verdict::Confined) if smoke_failed => Answer::SlimBroken,
-        Some(Verdict::Confined) if slim_smoke == SlimSmoke::Real => Answer::Yes,
-        Some(Verdict::Confined) => Answer::YesUntested,
-    };
-
-    let provenance = provenance(inputs, &mut unknown);
-
-    Report {
-        title,
-        answer,
-        dep,
-        slim,
-        saving,
-        byte_bars,
-        payload_static_in_lazy,
-        platform,
-        lost_default,
-        lost_explicit,
-        slim_smoke,
-        routing,
-        backend,
-        fatbin_bars,
-        fatbin_total,
-        verdict: plan.map(|p| p.verdict),
-        reasons,
-        witnesses,
-        lazy_edges,
-        core_state_warnings,
-        other_warnings,
-        contract,
-        variants,
-        smoke_result: smoke.and_then(|s| s.result),
-        failures,
-        packages,
-        provenance,
-        unknown,
-    }
-}
-
-fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
-    /// `deterministic`: the document is byte-identical for the same input, so it has a date only
-    /// when SOURCE_DATE_EPOCH was set; a smoke run records its own, so one without predates the field.
-    fn row(
-        input: &'static str,
-        file: &str,
-        schema: (&str, u32),
-        tool: Option<&ToolView>,
-        stamp: &crate::provenance::Stamp,
-        deterministic: bool,
-    ) -> Provenance {
-        Provenance {
-            input,
-            file: file.to_string(),
-            schema: format!("{} v{}", schema.0, schema.1),
-            tool: tool.map(|t| match &t.commit {
-                Some(c) => format!(
-                    "{} {} (commit {})",
-                    t.name,
-                    t.version,
-                    c.get(..12).unwrap_or(c)
-                ),
-                None => format!("{} {}", t.name, t.version),
-            }),
-            command: if stamp.command.is_empty() {
-                None
-            } else {
-                Some(
-                    stamp
-                        .command
-                        .iter()
-                        .map(|a| shell_quote(a))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                )
-            },
-            date: stamp
-                .date
-                .clone()
-                .unwrap_or_else(|| if deterministic { NO_DATE } else { NOT_RECORDED }.to_string()),
-        }
-    }
-    let mut out = Vec::new();
-    let mut not_given =
-        |what: &str| unknown.push(format!("Provenance of the {what}: not known (not given)."));
-    match &inputs.plan {
-        Some(p) => {
-            let d = &p.doc;
-            out.push(row(
-                "plan",
-                &p.file,
-                (&d.schema, d.schema_version),
-                Some(&d.tool),
-                &d.stamp,
-                true,
-            ))
-        }
-        None => not_given("plan"),
-    }
-    match &inputs.smoke {
-        Some(s) => {
-            let d = &s.doc;
-            out.push(row(
-                "smoke",
-                &s.file,
-                (&d.schema, d.schema_version),
-                Some(&d.tool),
-                &d.stamp,
-                false,
-            ))
-        }
-        None => not_given("smoke run"),
-    }
-    match &inputs.fatbin {
-        Some(f) => {
-            let d = &f.doc;
-            out.push(row(
-                "fatbin",
-                &f.file,
-                (&d.schema, d.schema_version),
-                Some(&d.tool),
-                &d.stamp,
-                true,
-            ))
-        }
-        None => not_given("fatbin scan"),
-    }
-    match &inputs.pack {
-        Some(p) => {
-            let d = &p.doc;
-            out.push(row(
-                "pack",
-                &p.file,
-                (&d.schema, d.schema_version),
-                d.tool.as_ref(),
-                &d.stamp,
-                true,
-            ))
-        }
-        None => not_given("pack report"),
-    }
-    out
 }
 
 /// Read, check and render: the whole `report` command minus writing the file.
@@ -1524,8 +786,8 @@ pub fn run(paths: &Paths, format: Format) -> Result<String> {
     }
     let inputs = load(paths)?;
     let report = build(&inputs);
-    Ok(match format {
+    match format {
         Format::Html => html::render(&report),
         Format::Md => md::render(&report),
-    })
+    }
 }

@@ -1,0 +1,118 @@
+//! The page templates (`templates/report/`, compiled into the binary) and the minijinja
+//! environment that renders them from the model.
+//!
+//! Escaping is minijinja's auto-escaping, chosen by the template's name: every value a template
+//! prints is escaped for its format unless it is marked safe (the SVG charts, drawn and escaped
+//! by [`crate::svg`]). `report.html` escapes as HTML; `report.md` as Markdown ([`super::md::escape`]).
+//! The HTML rules are [`crate::svg::escape`]'s rather than minijinja's built-in ones, which also
+//! escape `/` (every path on the page) and pass control characters through.
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{AutoEscape, Environment, ErrorKind, Output, State, UndefinedBehavior, Value};
+
+use crate::error::{Error, Result};
+
+const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "report.html",
+        include_str!("../../templates/report/report.html.j2"),
+    ),
+    (
+        "report.md",
+        include_str!("../../templates/report/report.md.j2"),
+    ),
+];
+
+/// The auto-escape mode of `.md` templates.
+const MARKDOWN: &str = "markdown";
+
+fn auto_escape(name: &str) -> AutoEscape {
+    if name.ends_with(".html") {
+        AutoEscape::Html
+    } else if name.ends_with(".md") {
+        AutoEscape::Custom(MARKDOWN.into())
+    } else {
+        AutoEscape::None
+    }
+}
+
+/// Print a value as the template's auto-escape mode asks. A template that prints none or an
+/// undefined value has a defect: it fails rather than print `none`.
+fn format(
+    out: &mut Output,
+    state: &mut State,
+    value: &Value,
+) -> std::result::Result<(), minijinja::Error> {
+    if value.is_none() || value.is_undefined() {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            "the template printed a value that is not there",
+        ));
+    }
+    let text = match value.as_str() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(value.to_string()),
+    };
+    let text = match state.auto_escape() {
+        _ if value.is_safe() => text,
+        AutoEscape::Html => crate::svg::escape(&text).into(),
+        AutoEscape::Custom(name) if name == MARKDOWN => super::md::escape(&text).into(),
+        _ => text,
+    };
+    out.write_str(&text).map_err(minijinja::Error::from)
+}
+
+fn environment() -> Result<Environment<'static>> {
+    let mut env = Environment::new();
+    env.set_auto_escape_callback(auto_escape);
+    env.set_formatter(format);
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    // A block tag on a line of its own leaves no trace in the page.
+    env.set_syntax(
+        SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .keep_trailing_newline(true)
+            .build()
+            .map_err(|e| Error::failed("template syntax", e))?,
+    );
+    for (name, text) in TEMPLATES {
+        env.add_template(name, text)
+            .map_err(|e| Error::failed(format!("template {name}"), e))?;
+    }
+    Ok(env)
+}
+
+/// Render template `name` with the model (`r`) and any extra values (the charts).
+pub(super) fn render(name: &str, report: &super::Report, extra: Value) -> Result<String> {
+    let env = environment()?;
+    let model = serde_json::to_value(report).map_err(|e| Error::failed("report model", e))?;
+    let ctx = minijinja::context! {
+        r => to_value(model),
+        not_recorded => super::NOT_RECORDED,
+        ..extra
+    };
+    env.get_template(name)
+        .and_then(|t| t.render(ctx))
+        .map_err(|e| Error::failed(format!("template {name}"), e))
+}
+
+/// A template value from the model's JSON (minijinja 3 takes plain values; as `recipe::emit`).
+fn to_value(v: serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::from(()),
+        serde_json::Value::Bool(b) => Value::from(b),
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .map(Value::from)
+            .or_else(|| n.as_i64().map(Value::from))
+            .unwrap_or_else(|| Value::from(n.as_f64().unwrap_or(0.0))),
+        serde_json::Value::String(s) => Value::from(s),
+        serde_json::Value::Array(a) => Value::from(a.into_iter().map(to_value).collect::<Vec<_>>()),
+        serde_json::Value::Object(o) => Value::from(
+            o.into_iter()
+                .map(|(k, v)| (k, to_value(v)))
+                .collect::<std::collections::BTreeMap<String, Value>>(),
+        ),
+    }
+}
