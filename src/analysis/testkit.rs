@@ -1,6 +1,6 @@
-//! Small trees of real ELF files, built with gcc inside a unit test, for the rules of the verdict,
-//! the plan, the split and emit. Each test writes the few libraries its rule needs (the wider
-//! fixture trees of `fixtures/build.sh` are exercised through the CLI in `tests/`).
+//! Small trees of real ELF files, built with gcc inside a test (the unit tests and tests/it),
+//! for the rules of the verdict, the plan, the split and emit. Each test writes the few libraries
+//! its rule needs (the wider fixture trees of `fixtures/build.sh` are exercised through the CLI).
 //!
 //! Libraries get their file name as SONAME, one DT_RPATH entry per directory of what they NEED
 //! (`$ORIGIN`-relative, as torch ships them) and a DT_NEEDED entry for every name in `needs`,

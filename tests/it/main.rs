@@ -8,6 +8,7 @@
 
 mod common;
 
+mod architecture;
 mod bad_input;
 mod emit;
 mod fatbin;

@@ -429,3 +429,28 @@ fn a_site_packages_directory_is_named_after_the_distribution_that_owns_the_lazy_
     let v = json(&run_path(&["plan", "--json", "--quiet"], &sp));
     assert_eq!(v["input"]["package"]["name"], "torch", "{}", v["input"]);
 }
+
+/// The unit tests' gcc scenarios, through the command line: the miniature conda layout is
+/// CONFINED (exit 0), and the same tree with the core NEEDing libmagma eagerly is refuted (exit 1)
+/// with the eager path named.
+#[test]
+fn testkit_scenarios_through_the_cli() {
+    use splitpkg::analysis::testkit::{MAGMA, conda_layout};
+    let mut s = conda_layout();
+    let o = run(&["plan", "-q", "--json", s.tree().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["verdict"], "confined");
+
+    s.lib("lib/libmagma_eager.so", MAGMA, &[]).lib(
+        "lib/libtorch_cpu.so",
+        "int torch_cpu_fn(int x) { return x + 1; }\n",
+        &["lib/libmagma_eager.so"],
+    );
+    let o = run(&["plan", "-q", s.tree().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("NOT CONFINED") && text.contains("lib/libtorch_cpu.so"),
+        "{text}"
+    );
+}

@@ -1,0 +1,227 @@
+//! The claims docs/architecture.md makes about the code's shape, checked on the source itself so
+//! they cannot go stale: the stage folders import only earlier stages, no two modules import each
+//! other (directly or round a longer loop), `elf/` imports nothing else of the crate, and no
+//! function in `src/` is longer than 100 lines.
+//!
+//! The reading is textual: `crate::name` in code (comments and `#[cfg(test)] mod tests` blocks
+//! left out, since doc links and tests may name any module). rustfmt's layout (a function's closing
+//! brace at its own indentation) is what makes the line count exact.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The stage folders in data-flow order (docs/architecture.md, "Folders and what they own"): a
+/// folder may import one of a lower rank, never one of the same or a higher rank.
+const STAGES: &[(&str, u8)] = &[
+    ("input", 0),
+    ("elf", 0),
+    ("fatbin", 1),
+    ("analysis", 2),
+    ("recipe", 3),
+    ("channel", 4),
+    ("wheel", 4),
+    ("index", 5),
+    ("smoke", 5),
+    ("report", 5),
+];
+
+const MAX_FN_LINES: usize = 100;
+
+struct Source {
+    /// Path relative to `src/`, e.g. `channel/pack/conda.rs`.
+    rel: String,
+    /// The file's code without comment lines and without its `#[cfg(test)] mod tests` block.
+    code: String,
+    /// The whole file, for the function lengths.
+    text: String,
+}
+
+fn sources() -> Vec<Source> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(&src).sort_by_file_name() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
+        let rel = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        out.push(Source {
+            code: code_of(&text),
+            rel,
+            text,
+        });
+    }
+    out
+}
+
+fn code_of(text: &str) -> String {
+    let body = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    body.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The top-level module a file belongs to (`channel/pack/conda.rs` → `channel`, `error.rs` →
+/// `error`); `None` for the crate root and the binary's `main.rs` and `cli/`.
+fn module_of(rel: &str) -> Option<&str> {
+    let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
+    (!matches!(top, "lib" | "main" | "cli")).then_some(top)
+}
+
+/// Which top-level modules each top-level module names as `crate::name`.
+fn imports(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut graph: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for s in sources {
+        let Some(from) = module_of(&s.rel) else {
+            continue;
+        };
+        let entry = graph.entry(from.to_string()).or_default();
+        for (i, _) in s.code.match_indices("crate::") {
+            let name: String = s.code[i + 7..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let is_module = name.chars().next().is_some_and(|c| c.is_ascii_lowercase());
+            if is_module && name != from {
+                entry.entry(name).or_default().insert(s.rel.clone());
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn stages_import_only_earlier_stages() {
+    let rank: BTreeMap<&str, u8> = STAGES.iter().copied().collect();
+    let mut wrong = Vec::new();
+    for (from, targets) in imports(&sources()) {
+        let Some(&r_from) = rank.get(from.as_str()) else {
+            continue;
+        };
+        for (to, files) in targets {
+            if rank.get(to.as_str()).is_some_and(|&r_to| r_to >= r_from) {
+                wrong.push(format!("{from} -> {to} (in {files:?})"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a stage imports a later or sibling stage: {wrong:#?}"
+    );
+}
+
+#[test]
+fn no_two_modules_import_each_other() {
+    let graph = imports(&sources());
+    // Every module that `from` reaches; a loop is a module that reaches itself.
+    let reaches = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(m) = todo.pop() {
+            for next in graph.get(&m).into_iter().flat_map(|t| t.keys()) {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let loops: Vec<String> = graph
+        .keys()
+        .filter(|m| reaches(m).contains(*m))
+        .map(|m| format!("{m} -> {:?}", graph[m]))
+        .collect();
+    assert!(
+        loops.is_empty(),
+        "modules that import each other: {loops:#?}"
+    );
+}
+
+#[test]
+fn elf_imports_nothing_above_it() {
+    let graph = imports(&sources());
+    let elf = graph.get("elf").cloned().unwrap_or_default();
+    assert!(
+        elf.is_empty(),
+        "src/elf/ imports other modules of the crate: {elf:?}"
+    );
+}
+
+/// `fn` items with their length in lines, from the line that opens them to the brace that closes
+/// them at the same indentation.
+fn functions(text: &str) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(name) = fn_name(line) else { continue };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let close = format!("{indent}}}");
+        let end = if line.trim_end().ends_with('}') {
+            i
+        } else {
+            (i..lines.len()).find(|&j| lines[j] == close).unwrap_or(i)
+        };
+        out.push((i + 1, end - i + 1, name));
+    }
+    out
+}
+
+fn fn_name(line: &str) -> Option<String> {
+    let mut words = line.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        let qualifier =
+            w.starts_with("pub") || matches!(w, "const" | "async" | "unsafe" | "extern");
+        if w == "fn" {
+            let name: String = words
+                .next()?
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            return Some(name);
+        }
+        if !qualifier && !w.starts_with('"') {
+            return None;
+        }
+    }
+    None
+}
+
+#[test]
+fn no_function_is_longer_than_a_screen() {
+    let mut long: Vec<String> = Vec::new();
+    for s in sources() {
+        for (line, len, name) in functions(&s.text) {
+            if len > MAX_FN_LINES {
+                long.push(format!("src/{}:{line} {name} ({len} lines)", s.rel));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines: {long:#?}"
+    );
+}
+
+#[test]
+fn the_function_scanner_measures_known_shapes() {
+    // The scanner itself, on a known shape: a one-line fn, a three-line one, a declaration.
+    let text = "fn a() {}\npub(crate) fn b(x: u8) -> u8 {\n    x\n}\n    fn c(&self);\n";
+    let found: Vec<(usize, usize, String)> = functions(text);
+    assert_eq!(
+        found,
+        vec![(1, 1, "a".to_string()), (2, 3, "b".to_string())]
+    );
+}
