@@ -116,3 +116,50 @@ fn to_value(v: serde_json::Value) -> Value {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use minijinja::{Value, context};
+
+    use super::environment;
+
+    fn render(
+        name: &'static str,
+        source: &'static str,
+        ctx: Value,
+    ) -> Result<String, minijinja::Error> {
+        let mut env = environment().unwrap();
+        env.add_template(name, source).unwrap();
+        let t = env.get_template(name).unwrap();
+        t.render(ctx)
+    }
+
+    #[test]
+    fn html_values_are_escaped_by_the_pages_rules_and_charts_pass_through() {
+        let page = render(
+            "t.html",
+            "{{ x }}|{{ chart }}",
+            context! { x => "<a href='/p'>&\"\u{1b}", chart => Value::from_safe_string("<svg/>".into()) },
+        )
+        .unwrap();
+        // `/` is kept (paths stay readable), `'` is `&#39;`, a control character is shown.
+        assert_eq!(page, "&lt;a href=&#39;/p&#39;&gt;&amp;&quot;\\u{1b}|<svg/>");
+    }
+
+    #[test]
+    fn markdown_values_cannot_open_a_cell_a_link_or_a_tag() {
+        let page = render(
+            "t.md",
+            "| {{ x }} |",
+            context! { x => "a|b [l](j:1) <i>\nx_y" },
+        )
+        .unwrap();
+        assert_eq!(page, "| a\\|b \\[l\\](j:1) &lt;i&gt; x\\_y |");
+    }
+
+    #[test]
+    fn a_value_that_is_not_there_fails_rather_than_printing_none() {
+        assert!(render("t.html", "{{ x }}", context! { x => () }).is_err());
+        assert!(render("t.md", "{{ missing }}", context! {}).is_err());
+    }
+}
