@@ -42,6 +42,12 @@ pub struct Scratch {
     n: usize,
 }
 
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Scratch {
     pub fn new() -> Scratch {
         let dir = tempfile::tempdir().expect("temp dir");
