@@ -85,29 +85,6 @@ impl std::fmt::Display for PackageRole {
     }
 }
 
-/// The role by its JSON name, for code written against the earlier string field (the SVG chart's,
-/// which moves to the shared SVG module separately); new code compares the variants.
-impl PartialEq<&str> for PackageRole {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-#[cfg(test)]
-impl From<&str> for PackageRole {
-    fn from(s: &str) -> Self {
-        [
-            PackageRole::Core,
-            PackageRole::Lazy,
-            PackageRole::Payload,
-            PackageRole::Other,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
-        .unwrap_or_else(|| panic!("no role {s:?}"))
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Switch {
     pub to: String,
@@ -1114,10 +1091,12 @@ fn svg_bytes_now(r: &EnvReport) -> SvgBytesNow {
             .sum()
     };
     SvgBytesNow {
-        other: sum(&|p| !p.standin && p.role != "lazy" && p.role != "payload"),
-        other_rep: represented(&|p| p.role != "payload"),
-        payload_real: sum(&|p| !p.standin && p.role == "payload"),
-        payload_rep: represented(&|p| p.role == "payload"),
+        other: sum(&|p| {
+            !p.standin && p.role != PackageRole::Lazy && p.role != PackageRole::Payload
+        }),
+        other_rep: represented(&|p| p.role != PackageRole::Payload),
+        payload_real: sum(&|p| !p.standin && p.role == PackageRole::Payload),
+        payload_rep: represented(&|p| p.role == PackageRole::Payload),
     }
 }
 
@@ -1146,11 +1125,11 @@ mod tests {
     use super::*;
 
     fn report(prefix: &str, variant: &str) -> EnvReport {
-        let pkg = |name: &str, role: &str, bytes: u64| EnvPackage {
+        let pkg = |name: &str, role: PackageRole, bytes: u64| EnvPackage {
             name: name.into(),
             version: "2.11.0".into(),
             build: "0".into(),
-            role: role.into(),
+            role,
             files: 1,
             bytes,
             standin: false,
@@ -1173,9 +1152,9 @@ mod tests {
             variant: variant.into(),
             track_features: Vec::new(),
             packages: vec![
-                pkg("libtorch", "core", 900 << 20),
-                pkg("libtorch-cuda-linalg", "lazy", 50 << 20),
-                pkg("libmagma", "payload", 400 << 20),
+                pkg("libtorch", PackageRole::Core, 900 << 20),
+                pkg("libtorch-cuda-linalg", PackageRole::Lazy, 50 << 20),
+                pkg("libmagma", PackageRole::Payload, 400 << 20),
             ],
             real_bytes: 1350 << 20,
             represented_bytes: 0,
