@@ -474,25 +474,31 @@ fn install_root(split: &Split) -> String {
 
 /// Template values from serde types, through JSON (minijinja 3 takes plain values).
 fn to_value<T: Serialize>(v: &T) -> minijinja::Value {
-    fn conv(v: serde_json::Value) -> minijinja::Value {
-        use minijinja::Value;
-        match v {
-            serde_json::Value::Null => Value::from(()),
-            serde_json::Value::Bool(b) => Value::from(b),
-            serde_json::Value::Number(n) => n
-                .as_i64()
-                .map(Value::from)
-                .unwrap_or_else(|| Value::from(n.as_f64().unwrap_or(0.0))),
-            serde_json::Value::String(s) => Value::from(s),
-            serde_json::Value::Array(a) => Value::from(a.into_iter().map(conv).collect::<Vec<_>>()),
-            serde_json::Value::Object(o) => Value::from(
-                o.into_iter()
-                    .map(|(k, v)| (k, conv(v)))
-                    .collect::<std::collections::BTreeMap<String, Value>>(),
-            ),
+    template_value(serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
+}
+
+/// A template value from JSON; the one conversion for every template (recipes and the report).
+/// Integers stay integers (unsigned first, so sizes past `i64::MAX` too), other numbers are floats.
+pub(crate) fn template_value(v: serde_json::Value) -> minijinja::Value {
+    use minijinja::Value;
+    match v {
+        serde_json::Value::Null => Value::from(()),
+        serde_json::Value::Bool(b) => Value::from(b),
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .map(Value::from)
+            .or_else(|| n.as_i64().map(Value::from))
+            .unwrap_or_else(|| Value::from(n.as_f64().unwrap_or(0.0))),
+        serde_json::Value::String(s) => Value::from(s),
+        serde_json::Value::Array(a) => {
+            Value::from(a.into_iter().map(template_value).collect::<Vec<_>>())
         }
+        serde_json::Value::Object(o) => Value::from(
+            o.into_iter()
+                .map(|(k, v)| (k, template_value(v)))
+                .collect::<std::collections::BTreeMap<String, Value>>(),
+        ),
     }
-    conv(serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
 }
 
 /// Write every generated file atomically under `out`.

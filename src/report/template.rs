@@ -88,33 +88,13 @@ pub(super) fn render(name: &str, report: &super::Report, extra: Value) -> Result
     let env = environment()?;
     let model = serde_json::to_value(report).map_err(|e| Error::failed("report model", e))?;
     let ctx = minijinja::context! {
-        r => to_value(model),
+        r => crate::recipe::emit::template_value(model),
         not_recorded => super::NOT_RECORDED,
         ..extra
     };
     env.get_template(name)
         .and_then(|t| t.render(ctx))
         .map_err(|e| Error::failed(format!("template {name}"), e))
-}
-
-/// A template value from the model's JSON (minijinja 3 takes plain values; as `recipe::emit`).
-fn to_value(v: serde_json::Value) -> Value {
-    match v {
-        serde_json::Value::Null => Value::from(()),
-        serde_json::Value::Bool(b) => Value::from(b),
-        serde_json::Value::Number(n) => n
-            .as_u64()
-            .map(Value::from)
-            .or_else(|| n.as_i64().map(Value::from))
-            .unwrap_or_else(|| Value::from(n.as_f64().unwrap_or(0.0))),
-        serde_json::Value::String(s) => Value::from(s),
-        serde_json::Value::Array(a) => Value::from(a.into_iter().map(to_value).collect::<Vec<_>>()),
-        serde_json::Value::Object(o) => Value::from(
-            o.into_iter()
-                .map(|(k, v)| (k, to_value(v)))
-                .collect::<std::collections::BTreeMap<String, Value>>(),
-        ),
-    }
 }
 
 #[cfg(test)]
