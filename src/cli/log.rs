@@ -21,20 +21,34 @@ use tracing_subscriber::registry::LookupSpan;
 
 /// Installs the subscriber for this process; `verbose` is the count of `-v` flags.
 pub fn init(verbose: u8) {
-    let filter = ["SPLITPKG_LOG", "RUST_LOG"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
-        .map(EnvFilter::new)
-        .unwrap_or_else(|| {
-            let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
-            EnvFilter::new(default_directive(verbose, trace))
-        });
+    let filter = from_env().unwrap_or_else(|| {
+        let trace = std::env::var_os("SPLITPKG_TRACE").is_some();
+        EnvFilter::new(default_directive(verbose, trace))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .event_format(Plain)
         .init();
+}
+
+/// The filter `SPLITPKG_LOG` (else `RUST_LOG`) gives. One that does not parse is reported on one
+/// line, naming the variable, and the default filter is used: logging never stops a command.
+fn from_env() -> Option<EnvFilter> {
+    let (var, value) = ["SPLITPKG_LOG", "RUST_LOG"].iter().find_map(|var| {
+        let value = std::env::var(var).ok().filter(|v| !v.trim().is_empty())?;
+        Some((var, value))
+    })?;
+    EnvFilter::try_new(&value)
+        .inspect_err(|e| {
+            eprintln!(
+                "splitpkg: warning: {var}={}: not a tracing filter ({}); using the default",
+                splitpkg::sanitize::printable(&format!("{value:?}")),
+                splitpkg::sanitize::printable(&e.to_string())
+            )
+        })
+        .ok()
 }
 
 /// The filter without SPLITPKG_LOG/RUST_LOG: from the `-v` count, or `SPLITPKG_TRACE` (`trace`).
