@@ -162,7 +162,6 @@ pub fn archive(data: &[u8]) {
 /// judged again with the built-in tables and rendered as text and JSON, and as an `--expect` table
 /// file, as `smoke --replay FILE [--expect FILE]` reads them. Both come from machines the user may
 /// not control (a CI artifact, a colleague's run).
-#[cfg(feature = "gpu")]
 pub fn smoke_json(data: &[u8]) {
     use crate::smoke::{expect::Tables, parse_report, replay, report};
     use std::path::Path;

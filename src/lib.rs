@@ -12,14 +12,15 @@
 //! uses. [`fatbin`] reads the CUDA device code (`.nv_fatbin`) of a library from its headers.
 //!
 //! Features (all default): `cli` (clap, for the binary), `channel` (the [`channel`] folder: the
-//! rattler crates) and `gpu` (the [`smoke`] folder: cudarc). Without them the library is the
-//! readers, the proof, plan and emit; the fuzz targets link that.
+//! rattler crates) and `gpu` (smoke's CUDA driver probe: cudarc). Without them the library is the
+//! readers, the proof, plan, emit, report and every document type ([`document`]); the fuzz targets
+//! link that.
 
 pub mod analysis;
-#[cfg(feature = "channel")]
 pub mod channel;
 /// The one rule for joining a path from an input to a directory that is written or deleted in.
 pub mod confine;
+pub mod document;
 pub mod elf;
 pub mod error;
 pub mod exit;
@@ -38,7 +39,6 @@ pub mod recipe;
 pub mod report;
 /// The one sanitiser for input strings that reach a terminal, a file name, a header or a shell command.
 pub mod sanitize;
-#[cfg(feature = "gpu")]
 pub mod smoke;
 /// SVG drawing for the report's charts and `env --svg`'s picture: plain data in, a string out.
 pub mod svg;

@@ -23,7 +23,7 @@ pub const VERSION_LINE: &str = concat!(
 );
 
 /// The program that wrote a document (the `tool` object of every JSON document).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tool {
     pub name: String,
     pub version: String,
@@ -51,7 +51,7 @@ impl Default for Tool {
 
 /// The command that wrote a document and, where it can be had, the date: flattened into every
 /// document (`"command": [...], "date": "..."`), each absent when not recorded.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stamp {
     /// argv of the run (filled by the CLI; empty from a library caller, which never guesses one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -98,7 +98,9 @@ pub struct GraphInput<'a> {
     pub elf: &'a ElfFacts,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeKind {
     /// An ELF file of the tree (index into the inputs).
@@ -109,7 +111,7 @@ pub enum NodeKind {
     External,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reach {
     Eager,
@@ -117,7 +119,9 @@ pub enum Reach {
     Unreached,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RootKind {
     Executable,
@@ -132,12 +136,12 @@ pub struct Node {
     /// Tree path for files, the requested name otherwise.
     pub name: String,
     pub kind: NodeKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_group: Option<&'static str>,
     pub reach: Reach,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<RootKind>,
     /// The edge through which BFS first reached this node eagerly (shortest eager path).
     #[serde(skip)]
@@ -147,7 +151,7 @@ pub struct Node {
     pub lazy_parent: Option<usize>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EdgeKind {
     /// DT_NEEDED: loaded with the requester.
@@ -165,7 +169,7 @@ impl EdgeKind {
 }
 
 /// How ld.so would find (or fail to find) the requested name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "via", rename_all = "kebab-case")]
 pub enum How {
     /// A DT_RPATH entry of `of` (the requester or one of the objects that loaded it).
@@ -196,7 +200,7 @@ pub enum How {
     /// library, what is loaded is whatever that file is on the machine that runs it.
     OutsideTree {
         path: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         entry: Option<String>,
     },
     /// A system library ld.so will not load for this requester: it has DF_1_NODEFLIB, which rules
@@ -207,7 +211,7 @@ pub enum How {
     /// point outside the tree (e.g. `$ORIGIN/../../nvidia/cu13/lib`), which were not searched.
     NotFound {
         tried: Vec<String>,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         outside: Vec<String>,
     },
 }
@@ -255,7 +259,7 @@ fn file_name(p: &str) -> &str {
     Tree::file_name(p)
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Edge {
     pub id: usize,
     pub from: usize,
@@ -269,11 +273,11 @@ pub struct Edge {
     pub roots: Vec<usize>,
     /// For a [`EdgeKind::DlopenNote`] edge: the note's entry (every alternative, feature,
     /// description, priority). `name` is the alternative the ld.so model resolved.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<DlopenEntry>,
     /// A declared edge whose name the requester also holds as a `dlopen` literal: declared and
     /// found agree.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub literal_too: bool,
 }
 

@@ -20,11 +20,11 @@ pub struct FileFacts {
     pub elf: ElfFacts,
     pub payload: PayloadFacts,
     /// CUDA device code (`.nv_fatbin` headers only), without the per-entry layout.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fatbin: Option<crate::fatbin::FatbinSummary>,
     /// Source files named by `STT_FILE` symbols (`inspect --json`); read only when asked for, since
     /// walking the local symbols of torch's large tables would cost the plan several ms.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub translation_units: Vec<String>,
     /// SHA-256 of the file's bytes, when asked for (`Extras::digests`): `wheel` verifies the
     /// input RECORD with it, so the ELF members are inflated once for the plan and the check.

@@ -16,7 +16,7 @@ use goblin::elf::sym;
 /// How many example names a report keeps per category; counts are always complete.
 const SAMPLES: usize = 8;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadSpec {
     /// Human name, e.g. `magma`.
     pub name: String,
@@ -29,7 +29,7 @@ pub struct PayloadSpec {
     pub deep: bool,
     /// The components when `--dep` names several (`name` is then their names joined by `_`, which
     /// names the variants: `cublas_cudnn` / `nocublas_cudnn`); empty for one.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<String>,
 }
 
@@ -187,7 +187,7 @@ fn mangled_global_starts_with(name: &str, prefix: &str) -> bool {
     })
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Names {
     pub count: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -216,7 +216,7 @@ impl Names {
 }
 
 /// What one ELF file holds of the payload.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadFacts {
     /// The file itself is a payload library (by file name or SONAME).
     pub library: bool,
@@ -230,7 +230,7 @@ pub struct PayloadFacts {
     pub glue_symbols: Names,
     /// Read-only strings naming the payload (build-config text, messages).
     pub mentions: Names,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimate>,
 }
 
@@ -360,14 +360,14 @@ impl Presence {
 }
 
 /// An estimate of how many bytes of a file are payload, with the way each part was counted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Estimate {
     pub bytes: u64,
     pub method: String,
     pub parts: Vec<EstimatePart>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EstimatePart {
     pub what: PartKind,
     pub bytes: u64,
@@ -375,7 +375,7 @@ pub struct EstimatePart {
 }
 
 /// What part of a file an [`EstimatePart`] counts; written as the label (`.nv_fatbin`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum PartKind {
     /// The whole file (a payload library).
     #[serde(rename = "file")]

@@ -25,7 +25,7 @@ pub use crate::provenance::Tool;
 pub const SCHEMA_NAME: &str = "splitpkg-plan";
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     pub schema: String,
     pub schema_version: u32,
@@ -58,9 +58,19 @@ pub struct Plan {
     pub installed: Option<Installed>,
 }
 
+impl crate::document::Document for Plan {
+    const SCHEMA: &'static str = SCHEMA_NAME;
+    const VERSION: u32 = SCHEMA_VERSION;
+    const READS: &'static [u32] = &[SCHEMA_VERSION];
+    const WHAT: &'static str = "plan";
+    const SCHEMA_FILE: &'static str = "plan.schema.json";
+    const TITLE: &'static str = "splitpkg plan";
+    const ABOUT: &'static str = "Output of `splitpkg plan --json`. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it.";
+}
+
 /// The lazy library as installed by pip: its owners (RECORD), the variant (`splitpkg wheel`'s
 /// marker), and what switching to each other variant would save.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Installed {
     pub owners: Vec<Owner>,
     /// The installed variant, when the one owner is a `splitpkg wheel` lazy wheel.
@@ -70,7 +80,7 @@ pub struct Installed {
     pub switch: Vec<SwitchTo>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SwitchTo {
     pub variant: String,
     /// Bytes the environment loses by switching (negative: it grows).
@@ -150,7 +160,7 @@ fn saves(own: u64, other: u64) -> i64 {
 }
 
 /// The tree's CUDA device code and the driver it needs (from `.nv_fatbin` headers).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceCode {
     pub libraries: usize,
     /// Bytes of device code as stored in the files, and after decompression.
@@ -170,11 +180,11 @@ pub struct DeviceCode {
     pub why: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InputSummary {
     pub path: String,
     pub kind: TreeKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<PackageMeta>,
     pub files: usize,
     pub elf_files: usize,
@@ -184,7 +194,7 @@ pub struct InputSummary {
     pub cuda_runtime: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanOptions {
     /// The `--lazy` argument; several are joined with `, ` and listed in `lazy_patterns`.
     pub lazy: String,
@@ -198,7 +208,7 @@ pub struct PlanOptions {
     pub deps: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadSummary {
     pub files: Vec<PayloadFile>,
     /// Payload libraries the tree requests but does not contain (another package provides them).
@@ -210,7 +220,9 @@ pub struct PayloadSummary {
     pub device_code: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     Core,
@@ -218,7 +230,7 @@ pub enum Role {
     Payload,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Output {
     pub role: Role,
     /// Tree paths (files, hard links and symlinks), sorted.
@@ -234,7 +246,7 @@ pub struct Output {
     pub device_code: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Variant {
     /// `magma` / `nomagma` (the payload name, with and without `no`).
     pub name: String,
@@ -245,7 +257,7 @@ pub struct Variant {
     pub how: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Saving {
     /// Bytes a slim environment does not install, out of this tree.
     pub bytes: u64,
@@ -253,7 +265,7 @@ pub struct Saving {
     pub how: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContractSummary {
     pub loader_lookups: Vec<String>,
     pub required_exports: Vec<String>,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 const TABLE_JSON: &str = include_str!("../../data/providers.json");
 
 /// The packages that ship one library: a PyPI distribution and a conda-forge package, where known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Provider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pip: Option<String>,

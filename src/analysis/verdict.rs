@@ -15,7 +15,7 @@ use crate::analysis::inspect::Inspection;
 use crate::analysis::payload::demangle;
 use crate::input::Tree;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Confined,
@@ -38,7 +38,7 @@ impl Verdict {
 }
 
 /// One step of a witness path.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Step {
     pub from: String,
     pub to: String,
@@ -50,7 +50,7 @@ pub struct Step {
     pub declared: Option<crate::elf::DlopenEntry>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Witness {
     /// One line, e.g. `_C.so → libtorch_python.so (NEEDED) → libtorch_cuda.so (NEEDED) → defines magma_dgetrf_gpu`.
     pub summary: String,
@@ -60,7 +60,7 @@ pub struct Witness {
 }
 
 /// How the payload sits in (or outside) the tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PayloadForm {
     /// A payload library file (`libmagma.so`).
@@ -81,16 +81,16 @@ impl PayloadForm {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadFile {
     /// Tree path, or the requested name for payload libraries outside the tree.
     pub path: String,
     pub form: PayloadForm,
     pub reach: Reach,
     /// File size for files in the tree.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<crate::analysis::payload::Estimate>,
     /// Example payload symbols the file defines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -101,7 +101,7 @@ pub struct PayloadFile {
     pub provider: Option<crate::analysis::providers::Provider>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LazyLibrary {
     pub path: String,
     pub size: u64,
@@ -114,7 +114,7 @@ pub struct LazyLibrary {
     pub contract: Option<Contract>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Warning {
     pub file: String,
     pub what: String,
@@ -128,7 +128,7 @@ pub struct Warning {
 }
 
 /// What a [`Warning`] is about, for decisions (the recipe's HAS_MAGMA.md); the text is for people.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WarningKind {
     /// PyTorch's MAGMA state (`hasMAGMA`, `set_magma_init_fn`) is compiled into a core file: the
@@ -164,7 +164,7 @@ impl Warning {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ImportGroup {
     /// Tree path of the providing file, or `system`/`unresolved`.
     pub provider: String,
@@ -174,7 +174,7 @@ pub struct ImportGroup {
 }
 
 /// The loader ↔ lazy-library contract a replacement (nomagma) library must honour.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct Contract {
     /// Symbol names the loader stores next to the library name and the lazy library defines:
     /// looked up by name (`dlsym`) after loading.
@@ -200,7 +200,7 @@ pub struct Contract {
     pub carries_payload: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Analysis {
     pub verdict: Verdict,
     pub reasons: Vec<String>,

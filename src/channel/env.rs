@@ -10,8 +10,10 @@
 use std::path::{Path, PathBuf};
 
 use rattler_conda_types::{MatchSpec, ParseStrictness, PrefixRecord};
-use serde::Serialize;
 
+pub use crate::channel::document::{
+    Commands, EnvPackage, EnvReport, PackageRole, Switch, SwitchReport,
+};
 use crate::channel::info::{ChannelInfo, PackRecord, PackedPackage};
 use crate::error::{Error, Result};
 use crate::recipe::split::{Variant, variant_glob, variant_in_build};
@@ -21,51 +23,6 @@ pub struct EnvOptions {
     pub lazy_name: String,
     pub dep: String,
     pub channel: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct EnvReport {
-    pub schema: &'static str,
-    pub schema_version: u32,
-    pub prefix: String,
-    pub lazy: String,
-    pub version: String,
-    pub build: String,
-    /// The installed variant (`magma` / `nomagma`), from the build string.
-    pub variant: String,
-    pub track_features: Vec<String>,
-    pub packages: Vec<EnvPackage>,
-    /// Installed bytes of real packages.
-    pub real_bytes: u64,
-    /// Bytes the installed stand-ins represent (not on disk).
-    pub represented_bytes: u64,
-    pub switch: Switch,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub channel: Option<String>,
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct EnvPackage {
-    pub name: String,
-    pub version: String,
-    pub build: String,
-    pub role: PackageRole,
-    pub files: usize,
-    pub bytes: u64,
-    pub standin: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub represents_bytes: Option<u64>,
-}
-
-/// A package's part in the split, as `env` tells it from the prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PackageRole {
-    Core,
-    Lazy,
-    Payload,
-    Other,
 }
 
 impl PackageRole {
@@ -83,39 +40,6 @@ impl std::fmt::Display for PackageRole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(self.as_str())
     }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Switch {
-    pub to: String,
-    /// Bytes of the lazy package now, and after the switch when known.
-    pub lazy_now: u64,
-    pub lazy_after: Option<u64>,
-    /// Payload packages the switch removes (to the slim variant) or adds.
-    pub payload_removed: Vec<String>,
-    pub payload_added: Vec<String>,
-    /// Change in real installed bytes (negative: a saving), when known.
-    pub real_delta: Option<i64>,
-    /// Change in bytes represented by stand-ins.
-    pub represented_delta: i64,
-    /// Real installed bytes after the switch, when known.
-    pub real_after: Option<u64>,
-    pub represented_after: u64,
-    /// Where the other variant's size comes from, or why it is unknown.
-    pub sizes_from: String,
-    /// The other variant's size is the plan's estimate, not a measured package.
-    pub estimated: bool,
-    pub commands: Commands,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Commands {
-    pub conda: String,
-    pub mamba: String,
-    pub pixi: String,
-    /// The match specs inside the commands (each parses with rattler_conda_types).
-    pub conda_spec: String,
-    pub pixi_spec: String,
 }
 
 /// The build-string glob that selects `variant`'s builds, given an installed build string (its
@@ -265,7 +189,7 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
         &mut notes,
     )?;
     Ok(EnvReport {
-        schema: "splitpkg-env",
+        schema: "splitpkg-env".into(),
         schema_version: 1,
         prefix: prefix.display().to_string(),
         lazy: opts.lazy_name.clone(),
@@ -754,25 +678,6 @@ fn signed(n: i64) -> String {
     }
 }
 
-/// What `env --switch` did: the solve and the installer's transaction, then the environment again.
-#[derive(Debug, Clone, Serialize)]
-pub struct SwitchReport {
-    pub schema: &'static str,
-    pub schema_version: u32,
-    pub prefix: String,
-    pub channel: String,
-    pub from: String,
-    pub to: String,
-    /// The match specs solved: every other installed package pinned exactly, the lazy package by
-    /// the other variant's build glob, payload packages left to the solver.
-    pub specs: Vec<String>,
-    /// `name-version-build` the installer removed and installed.
-    pub removed: Vec<String>,
-    pub installed: Vec<String>,
-    pub before: EnvReport,
-    pub after: EnvReport,
-}
-
 /// Switch the environment to the other variant with rattler's solver and installer, from the
 /// splitpkg channel the lazy package came from (or `--channel`). Nothing is touched unless the
 /// solve succeeds; the installer then applies the transaction (remove the old lazy build and, to
@@ -847,7 +752,7 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     let (removed, installed) = result?;
     let after = env(opts)?;
     Ok(SwitchReport {
-        schema: "splitpkg-env-switch",
+        schema: "splitpkg-env-switch".into(),
         schema_version: 1,
         prefix: prefix.display().to_string(),
         channel: channel.display().to_string(),
@@ -1143,7 +1048,7 @@ mod tests {
         )
         .unwrap();
         EnvReport {
-            schema: "splitpkg-env",
+            schema: "splitpkg-env".into(),
             schema_version: 1,
             prefix: prefix.into(),
             lazy: "libtorch-cuda-linalg".into(),

@@ -15,7 +15,7 @@ pub const SUBDIR: &str = "linux-64";
 pub const NOARCH: &str = "noarch";
 
 /// One package written by `pack`, as reported and as recorded in `splitpkg.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct PackedPackage {
     /// `linux-64/libtorch-2.5.1-cuda126_h…_0.conda`, relative to the channel.
     pub file: String,
@@ -47,7 +47,7 @@ pub struct PackedPackage {
 }
 
 /// One `splitpkg pack` run into a channel.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct PackRecord {
     pub version: String,
     pub build_keys: String,
@@ -68,14 +68,14 @@ pub struct PackRecord {
     pub variant_sizes: Vec<crate::analysis::plan::Variant>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct MissingVariant {
     pub variant: String,
     pub why: String,
 }
 
 /// `CHANNEL/splitpkg.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ChannelInfo {
     pub schema: String,
     pub schema_version: u32,

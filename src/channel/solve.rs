@@ -34,9 +34,11 @@ use rattler_conda_types::{
     RepoDataRecord, Version,
 };
 use rattler_solve::{SolveError, SolverImpl, SolverTask};
-use serde::Serialize;
 
 use crate::analysis::pipeline::{Planned, Request, plan_tree};
+pub use crate::channel::document::{
+    EnvCheck, InstallEnv, InstallReport, Scenario, Semantics, SolveReport, Solved, Status,
+};
 use crate::channel::info::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -55,57 +57,6 @@ pub struct SolveOptions<'a> {
     pub progress: &'a Progress,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct SolveReport {
-    pub schema: &'static str,
-    pub schema_version: u32,
-    pub channel: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefer_channel: Option<String>,
-    pub solver: &'static str,
-    pub core: String,
-    pub lazy: String,
-    pub versions: Vec<String>,
-    pub version: String,
-    pub preferred: String,
-    pub virtual_packages: Vec<String>,
-    pub scenarios: Vec<Scenario>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub install: Option<InstallReport>,
-    pub pass: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Scenario {
-    pub id: &'static str,
-    pub name: &'static str,
-    pub channel: String,
-    pub specs: Vec<String>,
-    /// What the scenario must show.
-    pub expect: String,
-    pub status: Status,
-    pub detail: String,
-    pub solved: Vec<Solved>,
-    pub archive_bytes: u64,
-    /// Installed bytes of real content.
-    pub installed_bytes: u64,
-    /// Installed bytes the stand-ins in the set represent (not real bytes).
-    pub represented_bytes: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub solver_message: Option<String>,
-    pub track_features: Semantics,
-}
-
-/// A scenario's or an installed environment's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Status {
-    Pass,
-    Fail,
-    /// What the scenario needs is not in the channel (the reason is in the detail).
-    NotApplicable,
-}
-
 impl Status {
     fn of(ok: bool) -> Status {
         if ok { Status::Pass } else { Status::Fail }
@@ -118,14 +69,6 @@ impl Status {
             Status::NotApplicable => "not applicable",
         }
     }
-}
-
-/// The environments `--install` makes: the default request's solution and the slim one's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InstallEnv {
-    Default,
-    Slim,
 }
 
 impl InstallEnv {
@@ -157,53 +100,6 @@ impl std::fmt::Display for InstallEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(self.as_str())
     }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Semantics {
-    /// Whether the outcome depends on how track_features rank candidates.
-    pub relied_on: bool,
-    /// Whether resolvo's yes/no reading and conda's count reading give the same outcome.
-    pub solvers_agree: bool,
-    pub why: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Solved {
-    pub name: String,
-    pub version: String,
-    pub build: String,
-    /// `linux-64/NAME-VERSION-BUILD.conda`, relative to the channel.
-    pub file: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub variant: Option<String>,
-    pub standin: bool,
-    pub archive_bytes: u64,
-    pub installed_bytes: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub represents_bytes: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct InstallReport {
-    pub dir: String,
-    pub envs: Vec<EnvCheck>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct EnvCheck {
-    pub name: InstallEnv,
-    pub scenario: &'static str,
-    pub prefix: String,
-    pub status: Status,
-    pub detail: String,
-    pub packages: Vec<String>,
-    /// Verdict of `splitpkg plan` on the installed prefix.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<String>,
-    pub expect: String,
-    /// Payload libraries found in the prefix.
-    pub payload_files: Vec<String>,
 }
 
 /// A channel made by `splitpkg pack`, loaded.
@@ -464,8 +360,8 @@ fn scenario(
     semantics: Semantics,
 ) -> Scenario {
     Scenario {
-        id,
-        name,
+        id: id.into(),
+        name: name.into(),
         channel: channel.dir.display().to_string(),
         specs,
         expect,
@@ -524,14 +420,14 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
             .as_ref()
             .is_none_or(|i| i.envs.iter().all(|e| e.status != Status::Fail));
     Ok(SolveReport {
-        schema: "splitpkg-solve",
+        schema: "splitpkg-solve".into(),
         schema_version: 1,
         channel: opts.channel.display().to_string(),
         prefer_channel: opts
             .prefer_channel
             .as_ref()
             .map(|p| p.display().to_string()),
-        solver: SOLVER,
+        solver: SOLVER.into(),
         core: ch.info.core.clone(),
         lazy: ch.info.lazy.clone(),
         versions: run.versions,
@@ -1119,7 +1015,7 @@ impl Installing<'_> {
         let Some(records) = records else {
             return Ok(EnvCheck {
                 name: env,
-                scenario,
+                scenario: scenario.into(),
                 prefix: prefix.display().to_string(),
                 status: Status::NotApplicable,
                 detail: format!("scenario ({scenario}) has no solution to install"),
@@ -1165,7 +1061,7 @@ impl Installing<'_> {
         };
         Ok(EnvCheck {
             name: env,
-            scenario,
+            scenario: scenario.into(),
             prefix: prefix.display().to_string(),
             status: Status::of(ok),
             detail,

@@ -21,9 +21,8 @@ use splitpkg::Exit;
 use splitpkg::analysis::inspect::Extras;
 use splitpkg::analysis::payload::PayloadSpec;
 use splitpkg::analysis::pipeline::{self, Request};
-use splitpkg::analysis::plan::{self, Plan};
+use splitpkg::analysis::plan::Plan;
 use splitpkg::error::{Error, Result};
-use splitpkg::input::file;
 use splitpkg::progress::Progress;
 use splitpkg::recipe::split;
 
@@ -290,24 +289,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
 /// A plan from PLAN.json or by planning a tree.
 fn load_plan(input: &Path, lazy: &[String], dep: &[String], quiet: bool) -> Result<Plan> {
     if input.extension().is_some_and(|e| e == "json") {
-        let text = file::read_text(input, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "plan")?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::bad(input.display(), format!("not JSON: {e}")))?;
-        if value.get("schema").and_then(|s| s.as_str()) != Some(plan::SCHEMA_NAME) {
-            return Err(Error::bad(
-                input.display(),
-                "not a splitpkg plan (no \"schema\": \"splitpkg-plan\")",
-            ));
-        }
-        if value.get("schema_version").and_then(|s| s.as_u64()) != Some(plan::SCHEMA_VERSION as u64)
-        {
-            return Err(Error::bad(
-                input.display(),
-                format!("plan schema_version is not {}", plan::SCHEMA_VERSION),
-            ));
-        }
-        return serde_json::from_value(value)
-            .map_err(|e| Error::bad(input.display(), format!("malformed plan: {e}")));
+        return <Plan as splitpkg::document::Document>::load(input);
     }
     Ok(
         pipeline::plan_tree(&Request::new(input, lazy, dep), &Progress::new(!quiet))?

@@ -372,12 +372,12 @@ pub struct LibLiteral {
     /// Base name, e.g. `libtorch_cuda_linalg.so`.
     pub name: String,
     /// The literal as written, when it carries a directory part.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full: Option<String>,
     /// File offset of the first occurrence.
     pub offset: u64,
     /// Identifier-like strings stored next to it (the loader's `dlsym` names are usually here).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub neighbours: Vec<String>,
 }
 
@@ -386,15 +386,15 @@ pub struct ElfFacts {
     pub class: u8,
     pub machine: String,
     pub elf_type: ElfType,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpreter: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soname: Option<String>,
     pub needed: Vec<String>,
     /// DT_RPATH entries, unexpanded. `None` when the tag is absent (different from an empty value).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpath: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runpath: Option<Vec<String>>,
     pub nodeflib: bool,
     pub sections: SectionSizes,
@@ -405,10 +405,10 @@ pub struct ElfFacts {
     pub mentions: Mentions,
     /// Libraries declared in the file's `.note.dlopen` (UAPI.12, the one standard way to declare
     /// lazy edges): see [`note`].
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dlopen_notes: Vec<DlopenEntry>,
     /// What was wrong with those notes (the malformed parts are skipped).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dlopen_note_problems: Vec<NoteProblem>,
     /// Exports a `PyInit_*` function: a CPython extension module.
     pub python_extension: bool,
@@ -421,7 +421,7 @@ pub struct ElfFacts {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Mentions {
     pub count: usize,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<String>,
 }
 

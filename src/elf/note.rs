@@ -45,7 +45,18 @@ pub const MAX_DESC: u64 = 64 * 1024;
 
 /// How much a declared library matters (the spec's `priority`).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
@@ -79,7 +90,7 @@ impl Priority {
 }
 
 /// One object of the note's JSON array. Field order is the spec's and the written order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DlopenEntry {
     /// Alternatives, most preferred first; never empty, no `/`.
     pub soname: Vec<String>,
@@ -133,7 +144,7 @@ pub enum EntryError {
 
 /// A note that could not be read as the spec writes it. The file is still read; the note (or the
 /// entry, or the soname) is skipped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "problem", rename_all = "kebab-case")]
 pub enum NoteProblem {
     /// The note (or the section holding it) runs past the end of its section, segment or file.
@@ -462,7 +473,7 @@ pub enum NoteWriteError {
 }
 
 /// What [`add_note`] wrote.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Written {
     /// The merged entries, as the note's JSON array holds them.
     pub entries: Vec<DlopenEntry>,

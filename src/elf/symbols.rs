@@ -188,7 +188,7 @@ pub struct Sym<'a> {
 #[derive(Debug, Clone, Serialize)]
 pub struct SymbolRecord {
     pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     pub defined: bool,
     pub size: u64,

@@ -17,7 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use super::{Container, Entry, FatbinSummary, Kind, arch_name};
 
@@ -47,11 +47,7 @@ impl fmt::Display for Capability {
     }
 }
 
-impl Serialize for Capability {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
+crate::string_form!(Capability, "Capability", "^sm_[0-9]+$");
 
 /// An argument that is not a compute capability (`--device`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -119,7 +115,9 @@ pub fn entry_fits(e: &Entry, dev: Capability) -> Option<ContainerFit> {
     fits(e.kind, e.arch, e.arch_specific, dev)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ContainerFit {
     /// A cubin for this device (or an older minor of its major).
@@ -148,7 +146,7 @@ fn container_fit(c: &Container, dev: Capability) -> (ContainerFit, Option<&Entry
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Runs {
     /// Every container has SASS for the device.
@@ -160,7 +158,7 @@ pub enum Runs {
 }
 
 /// Per library: can its device code run on `device`?
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceVerdict {
     pub device: Capability,
     pub runs: Runs,
@@ -171,11 +169,11 @@ pub struct DeviceVerdict {
     /// Which target each usable container would load, with container counts (`sm_86` × 443).
     pub via: Vec<Via>,
     /// File offsets of the first containers with nothing for the device (at most 8).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_examples: Vec<u64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct Via {
     pub kind: Kind,
     pub name: String,

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::elf::ElfView;
 
@@ -114,7 +114,19 @@ impl std::error::Error for FatbinError {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Ptx,
@@ -122,6 +134,17 @@ pub enum Kind {
     Elf,
     /// Any other kind code (denvdis lists 4 as an old-style cubin); kept in `Entry::kind_code`.
     Other,
+}
+
+/// As the document writes it (`ptx`, `elf`, `other`).
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Ptx => "ptx",
+            Kind::Elf => "elf",
+            Kind::Other => "other",
+        })
+    }
 }
 
 impl Kind {
@@ -142,7 +165,19 @@ impl Kind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     None,
@@ -177,7 +212,7 @@ impl Compression {
 }
 
 /// One entry, as its header describes it. Offsets are file offsets.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Entry {
     pub offset: u64,
     pub kind: Kind,
@@ -211,7 +246,7 @@ pub fn arch_name(arch: u32, arch_specific: bool) -> String {
     format!("sm_{arch}{}", if arch_specific { "a" } else { "" })
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Container {
     pub offset: u64,
     pub version: u16,
@@ -227,7 +262,7 @@ impl Container {
 }
 
 /// Entries of one (kind, architecture name) in a library or a tree.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct TargetStats {
     pub kind: Kind,
     /// `sm_90a`.
@@ -242,7 +277,7 @@ pub struct TargetStats {
     pub compression: Vec<Compression>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct CompressionStats {
     pub compression: Compression,
     pub entries: u64,
@@ -251,7 +286,7 @@ pub struct CompressionStats {
 }
 
 /// What `splitpkg` knows about one library's device code without decompressing it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FatbinSummary {
     /// File offset and size of `.nv_fatbin`.
     pub section_offset: u64,
@@ -274,10 +309,10 @@ pub struct FatbinSummary {
     /// True when there is no PTX at all: GPUs newer than every SASS major cannot run this code.
     pub no_ptx: bool,
     /// The minimum driver the compression alone requires.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression_floor: Option<DriverReq>,
     /// The format itself (container → entries). Empty when dropped for a compact report.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<Container>,
 }
 
@@ -738,7 +773,7 @@ pub fn total<'a>(summaries: impl IntoIterator<Item = &'a FatbinSummary>) -> Fatb
 // --- drivers -----------------------------------------------------------------------------------
 
 /// A minimum NVIDIA driver, with the reason it is needed.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct DriverReq {
     /// Linux driver version, e.g. `550.54.14`.
     pub linux: String,
@@ -774,7 +809,7 @@ pub fn compression_floor(kinds: impl IntoIterator<Item = Compression>) -> Option
 }
 
 /// The CUDA major version a build targets, and how it was found.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct CudaRuntime {
     pub major: u32,
     /// e.g. `NEEDED libcudart.so.13 in lib/libtorch_cuda.so`.
@@ -856,14 +891,14 @@ pub fn runtime_floor(major: u32) -> Option<DriverReq> {
 }
 
 /// The driver floor of a library or tree: the higher of what the runtime and the compression need.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct DriverFloor {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<DriverReq>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<DriverReq>,
     /// The higher of the two; absent when neither is known.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minimum: Option<String>,
     /// Whether compression raises the floor above what the runtime needs anyway.
     pub compression_raises_floor: bool,

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf,
@@ -33,7 +33,7 @@ pub struct ScanOptions {
     pub time: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub path: String,
     /// `directory`, `wheel`, `conda`, `tar-bz2`, or `file` for a single ELF file.
@@ -42,7 +42,7 @@ pub struct Input {
     pub bytes: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Options {
     pub what_if: Vec<CompressMode>,
     pub device: Vec<Capability>,
@@ -50,17 +50,17 @@ pub struct Options {
 }
 
 /// One library with device code.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibraryFatbin {
     pub path: String,
     pub size: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_runtime: Option<CudaRuntime>,
     pub driver: DriverFloor,
     pub fatbin: FatbinSummary,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub what_if: Vec<WhatIf>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device: Vec<DeviceVerdict>,
     /// Header walk time (section lookup, walk, summary); not serialised, it varies run to run.
     #[serde(skip)]
@@ -68,7 +68,7 @@ pub struct LibraryFatbin {
 }
 
 /// A device against the whole tree.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceTotal {
     pub device: Capability,
     /// The worst of the libraries' verdicts.
@@ -77,21 +77,21 @@ pub struct DeviceTotal {
     pub cannot_run: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Total {
     pub libraries: u64,
     /// Every library's summary added up (without layout).
     pub fatbin: FatbinSummary,
     pub driver: DriverFloor,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub what_if: Vec<WhatIf>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device: Vec<DeviceTotal>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FatbinReport {
-    pub schema: &'static str,
+    pub schema: String,
     pub schema_version: u32,
     pub tool: Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
@@ -100,10 +100,20 @@ pub struct FatbinReport {
     pub input: Input,
     pub options: Options,
     /// The CUDA major the build targets, when a NEEDED name tells it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_runtime: Option<CudaRuntime>,
     pub libraries: Vec<LibraryFatbin>,
     pub total: Total,
+}
+
+impl crate::document::Document for FatbinReport {
+    const SCHEMA: &'static str = SCHEMA;
+    const VERSION: u32 = SCHEMA_VERSION;
+    const READS: &'static [u32] = &[SCHEMA_VERSION];
+    const WHAT: &'static str = "fatbin report";
+    const SCHEMA_FILE: &'static str = "fatbin.schema.json";
+    const TITLE: &'static str = "splitpkg fatbin";
+    const ABOUT: &'static str = "Output of `splitpkg fatbin --json`: CUDA device code (.nv_fatbin) per library and for the tree. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it. Byte counts are integers; offsets are file offsets. Format notes: docs/fatbin.md.";
 }
 
 impl FatbinReport {
@@ -217,7 +227,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
         .map(|(i, &d)| device_total(d, libraries.iter().map(|l| (l.path.as_str(), &l.device[i]))))
         .collect();
     Ok(FatbinReport {
-        schema: SCHEMA,
+        schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
         stamp: crate::provenance::Stamp::default(),

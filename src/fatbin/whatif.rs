@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use super::{Compression, DriverReq, Entry, FatbinError, FatbinSummary, Kind, compression_floor};
 
@@ -59,11 +59,7 @@ impl fmt::Display for CompressMode {
     }
 }
 
-impl Serialize for CompressMode {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
+crate::string_form!(CompressMode, "CompressMode", "^(none|lz4|zstd:-?[0-9]+)$");
 
 /// An argument that is not a compression mode (`--what-if`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -184,7 +180,7 @@ fn stored_len(n: usize) -> u64 {
     (n as u64).div_ceil(8) * 8
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WhatIfTarget {
     pub kind: Kind,
     pub name: String,
@@ -195,7 +191,7 @@ pub struct WhatIfTarget {
 }
 
 /// One library's device code under one compression.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WhatIf {
     pub mode: CompressMode,
     pub entries: u64,
@@ -210,7 +206,7 @@ pub struct WhatIf {
     pub saving: i64,
     pub targets: Vec<WhatIfTarget>,
     /// The driver floor this compression would impose.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverReq>,
     /// Seconds spent compressing, summed over entries (threads overlap; a busy machine inflates it).
     /// Decompression is shared between modes and not included.

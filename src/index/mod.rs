@@ -34,7 +34,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -54,7 +54,7 @@ pub struct IndexOptions<'a> {
 }
 
 /// What happened to a file of the index in this run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileStatus {
     /// Written by this run.
@@ -68,7 +68,7 @@ pub enum FileStatus {
 }
 
 /// Which of `splitpkg wheel`'s sets the index holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layout {
     /// PEP 825 variant wheels (with their `-variants.json`) and their plain fallbacks.
@@ -79,27 +79,27 @@ pub enum Layout {
     Plain,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexedFile {
     pub filename: String,
     pub status: FileStatus,
     pub sha256: String,
     pub size: u64,
     /// The PEP 825 variant label of a variant wheel.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub yanked: bool,
 }
 
 /// A wheel given but not put in the index, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LeftOut {
     pub filename: String,
     pub why: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectReport {
     /// PEP 503-normalised: the page is `NAME/`.
     pub name: String,
@@ -107,16 +107,16 @@ pub struct ProjectReport {
 }
 
 /// How to serve and install from the index.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexCommands {
     pub serve: String,
     pub pip: String,
     pub uv: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexReport {
-    pub schema: &'static str,
+    pub schema: String,
     pub schema_version: u32,
     pub tool: crate::provenance::Tool,
     #[serde(flatten)]
@@ -124,16 +124,26 @@ pub struct IndexReport {
     pub out: String,
     pub layout: Layout,
     /// `--prefer`: the value every PEP 825 set of the index lists first.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefer: Option<String>,
     pub projects: Vec<ProjectReport>,
     /// Wheels given and not indexed: with `--prefer`, the plain fallback of a variant set.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,
     pub added: usize,
     pub unchanged: usize,
     pub kept: usize,
     pub commands: IndexCommands,
+}
+
+impl crate::document::Document for IndexReport {
+    const SCHEMA: &'static str = SCHEMA;
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "index report";
+    const SCHEMA_FILE: &'static str = "index.schema.json";
+    const TITLE: &'static str = "splitpkg index";
+    const ABOUT: &'static str = "Output of `splitpkg index --json`: every file of the static simple index after this run, what the run did with it, and how to serve the index. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it. Written only after every file and page is in place: a refused run prints one error line and changes nothing.";
 }
 
 /// Write or update the index `opts.out` with the wheels in `inputs` (`.whl` files, or directories
@@ -164,7 +174,7 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     };
     let layout = layout_of(&projects);
     Ok(IndexReport {
-        schema: SCHEMA,
+        schema: SCHEMA.into(),
         schema_version: 1,
         tool: crate::provenance::Tool::this(),
         stamp: crate::provenance::Stamp::default(),

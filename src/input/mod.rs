@@ -48,7 +48,7 @@ pub const MAX_ELF_MEMBER_BYTES: u64 = 4 << 30;
 /// max(budget, largest ELF member) plus the process's baseline, whatever the archive's ratio.
 pub const INFLATE_BUDGET_BYTES: u64 = 2 << 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TreeKind {
     Directory,
@@ -82,14 +82,14 @@ impl TreeKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum EntryKind {
     File {
         size: u64,
         elf: bool,
         /// Set when this entry is a hard link to another entry (index into `Tree::entries`).
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         hardlink_of: Option<usize>,
     },
     Symlink {
@@ -98,7 +98,7 @@ pub enum EntryKind {
     Dir,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Entry {
     /// Relative to the tree root, `/`-separated, never starting with `/` or containing `..`.
     pub path: String,
@@ -107,13 +107,13 @@ pub struct Entry {
 }
 
 /// Package identity found inside the input (conda `info/index.json`, wheel `METADATA`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct PackageMeta {
     pub name: String,
     pub version: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subdir: Option<String>,
 }
 

@@ -17,7 +17,7 @@ pub const MARKER: &str = "splitpkg-variant.json";
 pub const MARKER_SCHEMA: &str = "splitpkg-wheel-variant";
 
 /// What a lazy wheel says about itself and the other variants of its split.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantMarker {
     pub schema: String,
     pub schema_version: u32,
@@ -31,7 +31,7 @@ pub struct VariantMarker {
     pub variants: Vec<MarkerVariant>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MarkerVariant {
     pub name: String,
     pub with_payload: bool,
@@ -43,7 +43,7 @@ pub struct MarkerVariant {
 }
 
 /// An installed distribution that owns a path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Owner {
     /// `torch_cuda_linalg-2.11.0+1.magma.dist-info`.
     pub dist_info: String,

@@ -33,7 +33,7 @@ pub struct VerifyReport {
     pub pass: bool,
     pub checks: Vec<Check>,
     /// What was not checked, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
 
@@ -564,7 +564,6 @@ mod tests {
         assert!(r.pass && r.notes.is_empty(), "{}", report_text(&r));
     }
 
-    #[cfg(feature = "gpu")]
     #[test]
     fn smokes_identity_check_applies_the_contract() {
         use crate::smoke::eval::{CheckStatus, identity_check};

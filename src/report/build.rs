@@ -9,18 +9,20 @@ use super::model::{
     PackageLine, Proof, Provenance, Report, RoutingLine, Saving, SlimSmoke, VariantLine,
 };
 use super::{
-    CaseStatus, CheckStatus, Inputs, NO_DATE, NOT_RECORDED, Preference, SAME_WITHIN, SmokeDoc,
-    SmokeResult, ToolView, VariantView, bytes as bytes_text, default_dep, file_name, fmt_ms,
-    fmt_ratio,
+    Inputs, NO_DATE, NOT_RECORDED, SAME_WITHIN, bytes as bytes_text, file_name, fmt_ms, fmt_ratio,
 };
 use crate::analysis::plan::{Plan, Role};
 use crate::analysis::verdict::{PayloadForm, Verdict, WarningKind};
+use crate::provenance::Tool;
+use crate::smoke::cases::Preference;
+use crate::smoke::eval::{CheckStatus, Status as CaseStatus};
+use crate::smoke::{SmokeReport, VariantReport, Verdict as SmokeVerdict};
 
 /// What every section reads: the inputs, and the payload's and the slim variant's names.
 struct Sources<'a> {
     inputs: &'a Inputs,
     plan: Option<&'a Plan>,
-    smoke: Option<&'a SmokeDoc>,
+    smoke: Option<&'a SmokeReport>,
     dep: String,
     slim: String,
 }
@@ -31,7 +33,7 @@ pub fn build(inputs: &Inputs) -> Report {
     let dep = plan
         .map(|p| p.options.dep.clone())
         .or_else(|| smoke.map(|s| s.options.dep.clone()))
-        .unwrap_or_else(default_dep);
+        .unwrap_or_else(|| "magma".into());
     let src = Sources {
         inputs,
         plan,
@@ -43,7 +45,7 @@ pub fn build(inputs: &Inputs) -> Report {
     let slim_smoke = src.slim_smoke();
     let failures = src.failures();
     let smoke_failed =
-        smoke.is_some_and(|s| s.result == Some(SmokeResult::Fail)) || !failures.is_empty();
+        smoke.is_some_and(|s| s.result == SmokeVerdict::Fail) || !failures.is_empty();
     let routing = src.routing();
     let backend = src.backend();
     let byte_bars = src.byte_bars(&variants);
@@ -82,8 +84,8 @@ pub fn build(inputs: &Inputs) -> Report {
         fatbin_total,
         proof: plan.map(proof),
         variants,
-        smoke_result: smoke.and_then(|s| s.result),
-        smoke_result_label: SmokeResult::label(smoke.and_then(|s| s.result)),
+        smoke_result: smoke.map(|s| s.result),
+        smoke_result_label: smoke.map_or("not recorded", |s| s.result.label()),
         failures,
         packages: src.packages(),
         provenance,
@@ -104,7 +106,7 @@ impl Sources<'_> {
         }
     }
 
-    fn slim_variant(&self) -> Option<&VariantView> {
+    fn slim_variant(&self) -> Option<&VariantReport> {
         self.smoke
             .and_then(|s| s.variants.iter().find(|v| v.name == self.slim))
     }
@@ -144,7 +146,7 @@ impl Sources<'_> {
             for c in &v.cases {
                 if matches!(c.status, CaseStatus::Fail | CaseStatus::Timeout) {
                     failures.push(failure(
-                        format!("case {}", c.id),
+                        format!("case {}", c.case.id),
                         c.status.label(),
                         &c.reason,
                     ));
@@ -181,16 +183,16 @@ impl Sources<'_> {
             .cases
             .iter()
             .filter(|c| c.status == CaseStatus::Pass)
-            .map(|c| c.id.as_str())
+            .map(|c| c.case.id.as_str())
             .collect();
         let mut by_op: BTreeMap<(&str, &Preference), (usize, &str)> = BTreeMap::new();
         for c in &sv.cases {
-            if full_ok.contains(c.id.as_str())
+            if full_ok.contains(c.case.id.as_str())
                 && c.status != CaseStatus::Pass
                 && c.status != CaseStatus::Excluded
             {
                 by_op
-                    .entry((&c.op, &c.preference))
+                    .entry((&c.case.op, &c.case.preference))
                     .or_insert((0, &c.reason))
                     .0 += 1;
             }
@@ -204,7 +206,7 @@ impl Sources<'_> {
             };
             match preference {
                 Preference::Default => lost.default.push(l),
-                Preference::Backend(_) => lost.explicit.push(l),
+                Preference::Cusolver | Preference::Magma => lost.explicit.push(l),
             }
         }
         lost
@@ -287,17 +289,17 @@ impl Sources<'_> {
     /// The GPU, driver and torch of the run.
     fn platform(&self) -> Option<String> {
         self.smoke.map(|s| {
-            let d = s.device.clone().unwrap_or_default();
+            let device = match &s.device {
+                Some(d) => format!("{} ({}), {}", d.name, d.sm, d.driver_text()),
+                None => "GPU not recorded (sm not recorded), driver version not recorded".into(),
+            };
             let torch: BTreeSet<String> = s
                 .variants
                 .iter()
                 .filter_map(|v| v.torch_version())
                 .collect();
             format!(
-                "{} ({}), {}, torch {}",
-                d.name.clone().unwrap_or_else(|| "GPU not recorded".into()),
-                d.sm.clone().unwrap_or_else(|| "sm not recorded".into()),
-                d.driver_text(),
+                "{device}, torch {}",
                 if torch.is_empty() {
                     "not recorded".into()
                 } else {
@@ -435,7 +437,7 @@ impl Sources<'_> {
             })
             .collect();
         let s = &f.doc.total.fatbin;
-        let driver = f.doc.total.driver.as_ref().and_then(|d| d.minimum.clone());
+        let driver = f.doc.total.driver.minimum.clone();
         let total = FatbinTotals {
             stored: bytes_text(s.stored),
             uncompressed: bytes_text(s.uncompressed),
@@ -527,15 +529,15 @@ impl Sources<'_> {
     }
 }
 
-fn variant_line(v: &VariantView) -> VariantLine {
+fn variant_line(v: &VariantReport) -> VariantLine {
     let lazy_bytes = v
         .lazy_library
         .as_ref()
         .filter(|_| !v.is_emulated())
         .map(|l| l.size);
-    let c = v.summary.clone().unwrap_or_default();
+    let c = &v.summary;
     let mut checks = v.checks.clone();
-    checks.sort_by(|a, b| a.name.cmp(&b.name));
+    checks.sort_by_key(|c| c.name.to_string());
     VariantLine {
         name: v.name.clone(),
         emulated: v.is_emulated(),
@@ -546,7 +548,7 @@ fn variant_line(v: &VariantView) -> VariantLine {
         lazy_magma_note: v
             .lazy_library
             .as_ref()
-            .and_then(|l| l.has_magma)
+            .map(|l| l.has_magma)
             .map(|m| if m { "has magma" } else { "no magma" }),
         counts: format!(
             "{} cases: {} pass, {} expected-fail, {} excluded, {} fail, {} timeout",
@@ -554,7 +556,7 @@ fn variant_line(v: &VariantView) -> VariantLine {
         ),
         check_lines: checks
             .iter()
-            .map(|k| VariantLine::check_line(&k.name, k.status))
+            .map(|k| VariantLine::check_line(&k.name.to_string(), k.status))
             .collect(),
     }
 }
@@ -629,7 +631,7 @@ fn provenance_row(
     input: &'static str,
     file: &str,
     schema: (&str, u32),
-    tool: Option<&ToolView>,
+    tool: Option<&Tool>,
     stamp: &crate::provenance::Stamp,
     deterministic: bool,
 ) -> Provenance {
@@ -694,7 +696,10 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
                 &s.file,
                 schema,
                 Some(&d.tool),
-                &d.stamp,
+                &crate::provenance::Stamp {
+                    command: d.command.clone(),
+                    date: d.date.clone(),
+                },
                 false,
             ))
         }
@@ -723,7 +728,7 @@ fn provenance(inputs: &Inputs, unknown: &mut Vec<String>) -> Vec<Provenance> {
                 "pack",
                 &p.file,
                 schema,
-                d.tool.as_ref(),
+                Some(&d.tool),
                 &d.stamp,
                 true,
             ))

@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use super::{CheckStatus, SmokeResult};
+use crate::smoke::Verdict as SmokeResult;
+use crate::smoke::eval::CheckStatus;
 
 /// Whether the package should (can) split out the payload, from what the inputs show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

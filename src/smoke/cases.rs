@@ -14,12 +14,20 @@ pub const REAL: &[&str] = &["float32", "float64"];
 pub const COMPLEX: &[&str] = &["complex64", "complex128"];
 
 /// A linalg backend preference (`torch.backends.cuda.preferred_linalg_library`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Preference {
     Default,
     Cusolver,
     Magma,
+}
+
+impl std::fmt::Display for Preference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Preference {
@@ -148,7 +156,7 @@ pub fn ops() -> Vec<&'static str> {
 }
 
 /// One planned case: an entry, one dtype, one preference.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Case {
     /// `op/shape/dtype/preference`, unique within a variant.
     pub id: String,
@@ -157,15 +165,15 @@ pub struct Case {
     pub params: Value,
     pub dtype: String,
     /// The preference the case stands for (what a user would set).
-    pub preference: String,
+    pub preference: Preference,
     /// The preference actually set in the process: differs from `preference` only when emulating
     /// (the emulated nomagma forces `cusolver`).
-    pub applied_preference: String,
+    pub applied_preference: Preference,
     pub tags: Vec<String>,
 }
 
 /// How a variant is run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// The variant's own installation, every preference.
@@ -240,8 +248,8 @@ pub fn plan(mode: Mode, filter: &Filter) -> Vec<Case> {
                     shape: e.shape.to_string(),
                     params: (e.params)(),
                     dtype: dtype.to_string(),
-                    preference: pref.as_str().to_string(),
-                    applied_preference: mode.applied(*pref).as_str().to_string(),
+                    preference: *pref,
+                    applied_preference: mode.applied(*pref),
                     tags: e.tags.iter().map(|t| t.to_string()).collect(),
                 });
             }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct DeviceInfo {
     pub ordinal: i32,
     /// Devices the driver sees (after CUDA_VISIBLE_DEVICES).
@@ -24,6 +24,18 @@ pub struct DeviceInfo {
     /// `9.0` for an H200.
     pub compute_capability: String,
     pub sm: String,
+}
+
+impl DeviceInfo {
+    /// `driver 580.159.04 (CUDA 13.0)`. `driver_version` (13000) is the CUDA API version the
+    /// driver supports, never shown as the driver's: without `driver` the text says it was not
+    /// recorded.
+    pub fn driver_text(&self) -> String {
+        match &self.driver {
+            Some(d) => format!("driver {d} (CUDA {})", self.driver_cuda),
+            None => format!("driver version not recorded (CUDA {})", self.driver_cuda),
+        }
+    }
 }
 
 /// Why there is no usable GPU; the CLI prints it as `no CUDA driver: …` / `no CUDA device: …`.
@@ -69,6 +81,11 @@ fn driver_loadable() -> Result<(), DriverNotLoadable> {
 /// Probe device `ordinal`. Never panics: cudarc's panics (missing library or symbol) are caught
 /// and turned into `NoDevice::Driver`.
 pub fn probe(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
+    if cfg!(not(feature = "gpu")) {
+        return Err(NoDevice::Driver(
+            "this splitpkg was built without the `gpu` feature (no CUDA driver probe)".into(),
+        ));
+    }
     driver_loadable().map_err(|e| NoDevice::Driver(e.0))?;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
@@ -87,6 +104,12 @@ pub fn probe(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
     }
 }
 
+#[cfg(not(feature = "gpu"))]
+fn probe_inner(_ordinal: i32) -> Result<DeviceInfo, NoDevice> {
+    unreachable!("probe returns before probing without the gpu feature")
+}
+
+#[cfg(feature = "gpu")]
 fn probe_inner(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
     use cudarc::driver::{result, sys};
     let derr = |what: &str, e: result::DriverError| format!("{what}: {e:?}");
@@ -126,10 +149,12 @@ fn probe_inner(ordinal: i32) -> Result<DeviceInfo, NoDevice> {
 }
 
 /// Where the loaded NVIDIA kernel module states its version.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 const NVRM_VERSION: &str = "/proc/driver/nvidia/version";
 
 /// The driver's version (`580.159.04`) from [`NVRM_VERSION`]; `None` when it cannot be read. A
 /// regular file is required before it is opened, and at most 4 KiB are read.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 fn driver_release() -> Option<String> {
     use std::io::Read;
     if !std::fs::metadata(NVRM_VERSION).ok()?.is_file() {

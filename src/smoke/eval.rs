@@ -44,7 +44,7 @@ pub fn tolerance_table() -> serde_json::Value {
     })
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RawOutcome {
     /// The op returned; `residual` says how good the numbers are.
@@ -61,7 +61,7 @@ pub enum RawOutcome {
 
 /// Where a case's error came from, as the battery reports it; a name this splitpkg does not know
 /// is kept as recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(from = "String", into = "String")]
 pub enum Phase {
     SetPreference,
@@ -120,10 +120,12 @@ impl From<Phase> for String {
 }
 
 /// What the battery reported for one case, as recorded.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Raw {
     pub outcome: RawOutcome,
+    /// A number, or `nan`/`inf`/`-inf` where the result was not finite.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "lossless")]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub residual: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_ms: Option<f64>,
@@ -251,7 +253,7 @@ mod lossless {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     Pass,
@@ -468,7 +470,7 @@ fn judge_error(exp: &Expectation, raw: &Raw) -> (Status, String) {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckStatus {
     Pass,
@@ -493,7 +495,7 @@ impl CheckStatus {
 }
 
 /// Which per-variant check; a name this splitpkg does not know is kept as recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(from = "String", into = "String")]
 pub enum CheckName {
     Laziness,
@@ -541,7 +543,7 @@ impl std::fmt::Display for CheckName {
 }
 
 /// A per-variant check (laziness, has_magma, device code).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
     pub name: CheckName,
     pub status: CheckStatus,
@@ -847,7 +849,7 @@ pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
 }
 
 /// The result of checking a variant's CUDA libraries for code that runs on the device.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceCheck {
     pub status: CheckStatus,
     pub detail: String,
@@ -858,7 +860,7 @@ pub struct DeviceCheck {
     pub libraries: Vec<LibraryDeviceCode>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibraryDeviceCode {
     pub file: String,
     /// SASS architectures, e.g. `sm_90`.

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 pub const BUILTIN: &str = include_str!("expect.json");
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// The op succeeds and its residual is within tolerance.
@@ -26,7 +26,7 @@ pub enum Outcome {
     Excluded,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -53,7 +53,7 @@ pub struct Rule {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
     #[serde(default)]
@@ -76,7 +76,7 @@ struct TableFile {
 }
 
 /// What one case is expected to do, with where that came from.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Expectation {
     pub outcome: Outcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -211,7 +211,11 @@ impl Rule {
     pub fn matches(&self, case: &Case, cuda: Option<&str>) -> bool {
         (self.op.is_empty() || self.op.contains(&case.op))
             && dtype_matches(&self.dtype, &case.dtype)
-            && (self.preference.is_empty() || self.preference.contains(&case.preference))
+            && (self.preference.is_empty()
+                || self
+                    .preference
+                    .iter()
+                    .any(|p| p == case.preference.as_str()))
             && (self.shape.is_empty() || self.shape.contains(&case.shape))
             && self.tags.iter().all(|t| case.tags.contains(t))
             && match (&self.cuda_below, cuda) {

@@ -64,7 +64,7 @@ pub struct Options {
 }
 
 /// A variant's plan: its mode, table and cases with expectations (nothing run yet).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantPlan {
     pub name: String,
     pub mode: Mode,
@@ -72,7 +72,7 @@ pub struct VariantPlan {
     pub cases: Vec<PlannedCase>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlannedCase {
     #[serde(flatten)]
     pub case: Case,
@@ -124,7 +124,7 @@ pub fn plan_variant(
     })
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunOptions {
     pub case_timeout_s: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,7 +152,7 @@ fn default_dep() -> String {
     "magma".into()
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CaseReport {
     #[serde(flatten)]
     pub case: Case,
@@ -165,7 +165,7 @@ pub struct CaseReport {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Counts {
     pub cases: usize,
     pub pass: usize,
@@ -216,7 +216,7 @@ impl std::fmt::Display for Counts {
 }
 
 /// What the run says, for people and for CI (each has its own exit code).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// Every case and check met its expectation. Exit 0.
@@ -254,7 +254,7 @@ impl Verdict {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantReport {
     pub name: String,
     pub path: String,
@@ -283,7 +283,23 @@ pub struct VariantReport {
     pub summary: Counts,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+impl VariantReport {
+    /// Emulated by either field (a hand-edited document may set only one): never shown as real.
+    pub fn is_emulated(&self) -> bool {
+        self.emulated || self.mode == Mode::EmulatedNomagma
+    }
+
+    /// A string the probe answered (`torch_version`, `cuda_version`).
+    pub fn probe_str(&self, key: &str) -> Option<String> {
+        self.probe.as_ref()?.get(key)?.as_str().map(str::to_string)
+    }
+
+    pub fn torch_version(&self) -> Option<String> {
+        self.probe_str("torch_version")
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchCell {
     pub outcome: RawOutcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,7 +310,7 @@ pub struct BenchCell {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchRow {
     pub op: String,
     pub size: String,
@@ -306,7 +322,7 @@ pub struct BenchRow {
     pub magma_over_cusolver: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchReport {
     pub variant: String,
     /// Timings of an emulated variant would be the magma installation's: never taken.
@@ -317,7 +333,7 @@ pub struct BenchReport {
     pub rows: Vec<BenchRow>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SmokeReport {
     pub schema: String,
     pub schema_version: u32,
@@ -343,6 +359,25 @@ pub struct SmokeReport {
     pub result: Verdict,
 }
 
+impl crate::document::Document for SmokeReport {
+    const SCHEMA: &'static str = SCHEMA;
+    const VERSION: u32 = SCHEMA_VERSION;
+    const READS: &'static [u32] = &READS_SCHEMA_VERSIONS;
+    const WHAT: &'static str = "smoke report";
+    const SCHEMA_FILE: &'static str = "smoke.schema.json";
+    const TITLE: &'static str = "splitpkg smoke";
+    const ABOUT: &'static str = "Output of `splitpkg smoke --json` (and of `--replay FILE --json`). Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it. Raw facts (`probe`, `lazy_library`, each case's `raw`) are what was measured; `expect`, `status`, `reason`, `checks` and `summary` are the judgement, which `--replay` recomputes from the raw facts.";
+
+    /// Version 1 recorded no `result`: it is what its summary says (serde's default, `fail`, is
+    /// only for a document that says nothing).
+    fn upgrade(mut self) -> Self {
+        if self.schema_version < 2 {
+            self.result = Verdict::of(&self.summary);
+        }
+        self
+    }
+}
+
 fn unknown_verdict() -> Verdict {
     Verdict::Fail
 }
@@ -365,7 +400,7 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(
 }
 
 /// One bench item under the default preference on each variant, and slim / magma.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoutingRow {
     pub op: String,
     pub size: String,
@@ -1251,21 +1286,6 @@ pub fn replay(
     from: &Path,
     expect_file: Option<&Path>,
 ) -> Result<SmokeReport> {
-    if rep.schema != SCHEMA {
-        return Err(Error::bad(
-            from.display(),
-            format!("schema is {:?}, expected {SCHEMA:?}", rep.schema),
-        ));
-    }
-    if !READS_SCHEMA_VERSIONS.contains(&rep.schema_version) {
-        return Err(Error::bad(
-            from.display(),
-            format!(
-                "schema_version {} is not supported (this splitpkg reads {READS_SCHEMA_VERSIONS:?} and writes {SCHEMA_VERSION})",
-                rep.schema_version
-            ),
-        ));
-    }
     // Judged again with today's rules, so written as today's schema.
     rep.schema_version = SCHEMA_VERSION;
     let lazy = rep.options.lazy.clone();
@@ -1317,6 +1337,5 @@ pub fn load_report(path: &Path) -> Result<SmokeReport> {
 
 /// A recorded report from its text; `path` names it in errors.
 pub fn parse_report(text: &str, path: &Path) -> Result<SmokeReport> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::bad(path.display(), format!("not a splitpkg smoke report: {e}")))
+    <SmokeReport as crate::document::Document>::from_str(text, &path.display().to_string())
 }

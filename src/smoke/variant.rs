@@ -44,7 +44,7 @@ pub fn parse_variant(s: &str) -> Result<VariantArg> {
 }
 
 /// How PATH was understood.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layout {
     /// A prefix with `bin/python` (conda env, venv): its own interpreter.
@@ -224,7 +224,7 @@ pub fn locate_lazy(r: &Resolved, mapped: Option<&str>, lazy: &str) -> Option<Pat
 }
 
 /// What the variant's lazy library holds of the payload (same facts the plan uses).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct LazyFacts {
     pub path: String,
     pub size: u64,

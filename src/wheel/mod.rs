@@ -27,7 +27,7 @@ use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use zip::{DateTime, ZipArchive};
 
@@ -58,7 +58,7 @@ pub struct WheelOptions<'a> {
 }
 
 /// Which installers a wheel is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layout {
     /// The core, in both directories.
@@ -73,7 +73,7 @@ pub enum Layout {
 }
 
 /// One wheel written.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WrittenWheel {
     /// The path under `--out` (`variants/…` for the PEP 825 set).
     pub file: String,
@@ -81,7 +81,7 @@ pub struct WrittenWheel {
     pub distribution: String,
     pub version: String,
     /// The lazy library's variant (`magma`, `nomagma`); none for the core.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
     /// The variant a plain `pip install` gets.
     pub preferred: bool,
@@ -91,27 +91,27 @@ pub struct WrittenWheel {
 }
 
 /// The variant that could not be written, and why (never invented).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MissingWheel {
     pub variant: String,
     pub why: String,
 }
 
 /// Installer commands for the written set (a `--find-links` directory).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Commands {
     pub default: String,
     /// The non-preferred variant, when it was written.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other: Option<String>,
     pub uv_default: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uv_other: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WheelReport {
-    pub schema: &'static str,
+    pub schema: String,
     pub schema_version: u32,
     pub tool: crate::provenance::Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
@@ -134,12 +134,22 @@ pub struct WheelReport {
     pub variants: VariantSet,
 }
 
+impl crate::document::Document for WheelReport {
+    const SCHEMA: &'static str = SCHEMA;
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "wheel report";
+    const SCHEMA_FILE: &'static str = "wheel.schema.json";
+    const TITLE: &'static str = "splitpkg wheel";
+    const ABOUT: &'static str = "Output of `splitpkg wheel --json`: the core and lazy wheels written from one .whl, in two layouts (local version labels in `out`, the PEP 825 set in `variants.dir`), the checks that passed, and the install commands. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it. Written only after every check passed: a refused or failed split prints an error and writes nothing.";
+}
+
 /// The PEP 825 set: variant wheels, the plain fallback, the index file, and the core (linked).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantSet {
     pub dir: String,
     /// The variant metadata format followed (`$schema`): variantlib 0.2.2's, format 0.2.0.
-    pub schema: &'static str,
+    pub schema: String,
     /// `{name}-{version}-variants.json`.
     pub index: String,
     /// `namespace :: feature`, each variant one value (`torch :: torch_cuda_linalg :: magma`).
@@ -148,7 +158,7 @@ pub struct VariantSet {
     /// uv's variant support (`--preview-features wheel-variants`): the preferred variant by default,
     /// the other by its file; pip (no variant support) takes the plain fallback.
     pub uv_default: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uv_other: Option<String>,
     pub pip_default: String,
 }
@@ -523,7 +533,7 @@ impl<'a> Job<'a> {
         let commands = commands(&find_links, &input.name, &checked.lazy);
         let variants = self.variant_set(input, checked.variant_wheels);
         WheelReport {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             schema_version: 1,
             tool: crate::provenance::Tool::this(),
             stamp: crate::provenance::Stamp::default(),
@@ -550,7 +560,7 @@ impl<'a> Job<'a> {
         );
         VariantSet {
             dir: vdir.clone(),
-            schema: VARIANT_SCHEMA,
+            schema: VARIANT_SCHEMA.into(),
             index: self.index_file(input),
             property: format!("{} :: {}", self.pep825.namespace, self.pep825.feature),
             uv_other: wheels

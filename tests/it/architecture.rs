@@ -22,7 +22,7 @@ const STAGES: &[(&str, u8)] = &[
     ("wheel", 4),
     ("index", 5),
     ("smoke", 5),
-    ("report", 5),
+    ("report", 6),
 ];
 
 const MAX_FN_LINES: usize = 100;

@@ -1641,7 +1641,7 @@ fn run_end_to_end_with_a_fake_torch() {
     assert!(
         emu.cases
             .iter()
-            .all(|c| c.case.applied_preference == "cusolver"
+            .all(|c| c.case.applied_preference == cases::Preference::Cusolver
                 && c.raw.preference_after.as_deref() == Some("cusolver"))
     );
     assert_eq!(emu.checks[1].status, eval::CheckStatus::NotApplicable);

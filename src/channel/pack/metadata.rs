@@ -135,7 +135,7 @@ struct About<'a> {
     summary: &'a str,
     description: &'static str,
     extra: Extra<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     license: Option<&'static str>,
 }
 
@@ -153,11 +153,11 @@ struct PackedExtra<'a> {
     splitpkg_input: &'a str,
     splitpkg_verdict: &'static str,
     splitpkg_version: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     splitpkg_variant: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     splitpkg_preferred: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     splitpkg_track_feature: Option<String>,
 }
 

@@ -42,12 +42,11 @@ mod stage;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::analysis::graph::NodeKind;
 use crate::analysis::inspect::Inspection;
 use crate::analysis::plan::{Plan, Role};
 use crate::analysis::verdict::LazyLibrary;
+pub use crate::channel::document::{Lossless, PackInput, PackReport};
 use crate::channel::info::{
     CHANNEL_FILE, CHANNEL_SCHEMA, ChannelInfo, MissingVariant, PackRecord, PackedPackage,
 };
@@ -78,56 +77,6 @@ pub struct PackOptions<'a> {
     /// system the work directory is on.
     pub max_unpacked: Option<u64>,
     pub progress: &'a Progress,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Lossless {
-    /// Tree paths (files, hard links, symlinks) the plan assigns.
-    pub tree_paths: usize,
-    /// Tree paths found in exactly one package after reading the packages back.
-    pub placed_once: usize,
-    pub missing: Vec<String>,
-    pub doubled: Vec<String>,
-    /// Package paths that are not tree paths (must be none).
-    pub extra: Vec<String>,
-    pub ok: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PackReport {
-    pub schema: &'static str,
-    pub schema_version: u32,
-    pub tool: crate::provenance::Tool,
-    /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
-    #[serde(flatten)]
-    pub stamp: crate::provenance::Stamp,
-    pub input: PackInput,
-    pub channel: String,
-    pub core: String,
-    pub lazy: String,
-    pub dep: String,
-    pub record: PackRecord,
-    pub standins: Vec<PackedPackage>,
-    /// Stand-ins not written because a real package of that name is in this pack.
-    pub standins_replaced_by_real: Vec<String>,
-    pub standins_from: String,
-    pub lossless: Lossless,
-    /// Every tree path → the package file that holds it.
-    pub paths: BTreeMap<String, String>,
-    pub real_bytes: u64,
-    pub represented_bytes: u64,
-    pub compression_level: i32,
-    pub indexed: Vec<String>,
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PackInput {
-    pub path: String,
-    pub kind: TreeKind,
-    pub verdict: String,
-    pub files: usize,
-    pub bytes: u64,
 }
 
 /// Adjust the emit-style options for packing: core depends on stand-ins that provide a library
@@ -448,7 +397,7 @@ impl Packing<'_> {
     fn report(&self, r: PackResult) -> PackReport {
         let (o, plan, opts) = (&self.split.options, self.plan, self.opts);
         PackReport {
-            schema: "splitpkg-pack",
+            schema: "splitpkg-pack".into(),
             schema_version: 1,
             tool: crate::provenance::Tool::this(),
             stamp: crate::provenance::Stamp::default(),

@@ -1,0 +1,309 @@
+//! The documents the channel commands write (`pack`, `solve`, `env`, `env --switch`), compiled in
+//! every build: the report and the schemas read them without the `channel` feature's rattler
+//! crates. Behaviour stays with the commands (`pack`, `solve`, `env`); these are the records.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::channel::info::{PackRecord, PackedPackage};
+use crate::input::TreeKind;
+
+// ---- pack ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Lossless {
+    /// Tree paths (files, hard links, symlinks) the plan assigns.
+    pub tree_paths: usize,
+    /// Tree paths found in exactly one package after reading the packages back.
+    pub placed_once: usize,
+    pub missing: Vec<String>,
+    pub doubled: Vec<String>,
+    /// Package paths that are not tree paths (must be none).
+    pub extra: Vec<String>,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PackReport {
+    pub schema: String,
+    pub schema_version: u32,
+    pub tool: crate::provenance::Tool,
+    /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
+    #[serde(flatten)]
+    pub stamp: crate::provenance::Stamp,
+    pub input: PackInput,
+    pub channel: String,
+    pub core: String,
+    pub lazy: String,
+    pub dep: String,
+    pub record: PackRecord,
+    pub standins: Vec<PackedPackage>,
+    /// Stand-ins not written because a real package of that name is in this pack.
+    pub standins_replaced_by_real: Vec<String>,
+    pub standins_from: String,
+    pub lossless: Lossless,
+    /// Every tree path → the package file that holds it.
+    pub paths: BTreeMap<String, String>,
+    pub real_bytes: u64,
+    pub represented_bytes: u64,
+    pub compression_level: i32,
+    pub indexed: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl crate::document::Document for PackReport {
+    const SCHEMA: &'static str = "splitpkg-pack";
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "pack report";
+    const SCHEMA_FILE: &'static str = "pack.schema.json";
+    const TITLE: &'static str = "splitpkg pack";
+    const ABOUT: &'static str = "Output of `splitpkg pack --json`. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it. `record` and `standins` are also what CHANNEL/splitpkg.json keeps per pack.";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PackInput {
+    pub path: String,
+    pub kind: TreeKind,
+    pub verdict: String,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+// ---- solve ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SolveReport {
+    pub schema: String,
+    pub schema_version: u32,
+    pub channel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer_channel: Option<String>,
+    pub solver: String,
+    pub core: String,
+    pub lazy: String,
+    pub versions: Vec<String>,
+    pub version: String,
+    pub preferred: String,
+    pub virtual_packages: Vec<String>,
+    pub scenarios: Vec<Scenario>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<InstallReport>,
+    pub pass: bool,
+}
+
+impl crate::document::Document for SolveReport {
+    const SCHEMA: &'static str = "splitpkg-solve";
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "solve report";
+    const SCHEMA_FILE: &'static str = "solve.schema.json";
+    const TITLE: &'static str = "splitpkg solve";
+    const ABOUT: &'static str = "Output of `splitpkg solve --json`: install scenarios solved with rattler_solve (resolvo) on a channel made by `splitpkg pack`. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it.";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Scenario {
+    pub id: String,
+    pub name: String,
+    pub channel: String,
+    pub specs: Vec<String>,
+    /// What the scenario must show.
+    pub expect: String,
+    pub status: Status,
+    pub detail: String,
+    pub solved: Vec<Solved>,
+    pub archive_bytes: u64,
+    /// Installed bytes of real content.
+    pub installed_bytes: u64,
+    /// Installed bytes the stand-ins in the set represent (not real bytes).
+    pub represented_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver_message: Option<String>,
+    pub track_features: Semantics,
+}
+
+/// A scenario's or an installed environment's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Pass,
+    Fail,
+    /// What the scenario needs is not in the channel (the reason is in the detail).
+    NotApplicable,
+}
+
+/// The environments `--install` makes: the default request's solution and the slim one's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InstallEnv {
+    Default,
+    Slim,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Semantics {
+    /// Whether the outcome depends on how track_features rank candidates.
+    pub relied_on: bool,
+    /// Whether resolvo's yes/no reading and conda's count reading give the same outcome.
+    pub solvers_agree: bool,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Solved {
+    pub name: String,
+    pub version: String,
+    pub build: String,
+    /// `linux-64/NAME-VERSION-BUILD.conda`, relative to the channel.
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    pub standin: bool,
+    pub archive_bytes: u64,
+    pub installed_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub represents_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InstallReport {
+    pub dir: String,
+    pub envs: Vec<EnvCheck>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EnvCheck {
+    pub name: InstallEnv,
+    pub scenario: String,
+    pub prefix: String,
+    pub status: Status,
+    pub detail: String,
+    pub packages: Vec<String>,
+    /// Verdict of `splitpkg plan` on the installed prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    pub expect: String,
+    /// Payload libraries found in the prefix.
+    pub payload_files: Vec<String>,
+}
+
+// ---- env ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EnvReport {
+    pub schema: String,
+    pub schema_version: u32,
+    pub prefix: String,
+    pub lazy: String,
+    pub version: String,
+    pub build: String,
+    /// The installed variant (`magma` / `nomagma`), from the build string.
+    pub variant: String,
+    pub track_features: Vec<String>,
+    pub packages: Vec<EnvPackage>,
+    /// Installed bytes of real packages.
+    pub real_bytes: u64,
+    /// Bytes the installed stand-ins represent (not on disk).
+    pub represented_bytes: u64,
+    pub switch: Switch,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    pub notes: Vec<String>,
+}
+
+impl crate::document::Document for EnvReport {
+    const SCHEMA: &'static str = "splitpkg-env";
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "env report";
+    const SCHEMA_FILE: &'static str = "env.schema.json";
+    const TITLE: &'static str = "splitpkg env";
+    const ABOUT: &'static str = "Output of `splitpkg env PREFIX --json`. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it.";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EnvPackage {
+    pub name: String,
+    pub version: String,
+    pub build: String,
+    pub role: PackageRole,
+    pub files: usize,
+    pub bytes: u64,
+    pub standin: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub represents_bytes: Option<u64>,
+}
+
+/// A package's part in the split, as `env` tells it from the prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PackageRole {
+    Core,
+    Lazy,
+    Payload,
+    Other,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Switch {
+    pub to: String,
+    /// Bytes of the lazy package now, and after the switch when known.
+    pub lazy_now: u64,
+    pub lazy_after: Option<u64>,
+    /// Payload packages the switch removes (to the slim variant) or adds.
+    pub payload_removed: Vec<String>,
+    pub payload_added: Vec<String>,
+    /// Change in real installed bytes (negative: a saving), when known.
+    pub real_delta: Option<i64>,
+    /// Change in bytes represented by stand-ins.
+    pub represented_delta: i64,
+    /// Real installed bytes after the switch, when known.
+    pub real_after: Option<u64>,
+    pub represented_after: u64,
+    /// Where the other variant's size comes from, or why it is unknown.
+    pub sizes_from: String,
+    /// The other variant's size is the plan's estimate, not a measured package.
+    pub estimated: bool,
+    pub commands: Commands,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Commands {
+    pub conda: String,
+    pub mamba: String,
+    pub pixi: String,
+    /// The match specs inside the commands (each parses with rattler_conda_types).
+    pub conda_spec: String,
+    pub pixi_spec: String,
+}
+
+/// What `env --switch` did: the solve and the installer's transaction, then the environment again.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SwitchReport {
+    pub schema: String,
+    pub schema_version: u32,
+    pub prefix: String,
+    pub channel: String,
+    pub from: String,
+    pub to: String,
+    /// The match specs solved: every other installed package pinned exactly, the lazy package by
+    /// the other variant's build glob, payload packages left to the solver.
+    pub specs: Vec<String>,
+    /// `name-version-build` the installer removed and installed.
+    pub removed: Vec<String>,
+    pub installed: Vec<String>,
+    pub before: EnvReport,
+    pub after: EnvReport,
+}
+
+impl crate::document::Document for SwitchReport {
+    const SCHEMA: &'static str = "splitpkg-env-switch";
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "env --switch report";
+    const SCHEMA_FILE: &'static str = "env-switch.schema.json";
+    const TITLE: &'static str = "splitpkg env --switch";
+    const ABOUT: &'static str = "Output of `splitpkg env PREFIX --switch --json`: what was solved, the installer's transaction, and the environment before and after (each an `env` report, docs/env.schema.json). Versioned by `schema_version`: fields are only added within a version.";
+}
