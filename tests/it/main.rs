@@ -24,6 +24,7 @@ mod pack;
 mod plan;
 mod real_corpus;
 mod report;
+mod schemas;
 mod security;
 mod ship;
 mod smoke;
