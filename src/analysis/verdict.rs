@@ -37,6 +37,65 @@ impl Verdict {
     }
 }
 
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Verdict, String> {
+        [Verdict::Confined, Verdict::NotConfined, Verdict::NotPresent]
+            .into_iter()
+            .find(|v| v.label() == s)
+            .ok_or_else(|| format!("not a verdict: {s:?} (CONFINED, NOT CONFINED, NOT PRESENT)"))
+    }
+}
+
+/// A verdict written as its label (`NOT CONFINED`), as the channel documents record it; the plan
+/// writes the kebab-case name. `#[serde(with = "as_label")]`, `#[schemars(schema_with = …)]`.
+pub mod as_label {
+    use super::Verdict;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.label())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Verdict, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+
+    pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "enum": ["CONFINED", "NOT CONFINED", "NOT PRESENT"] })
+    }
+
+    /// The same for an optional verdict.
+    pub mod option {
+        use super::Verdict;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(v: &Option<Verdict>, s: S) -> Result<S::Ok, S::Error> {
+            match v {
+                Some(v) => s.serialize_str(v.label()),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Verdict>, D::Error> {
+            Option::<String>::deserialize(d)?
+                .map(|s| s.parse().map_err(serde::de::Error::custom))
+                .transpose()
+        }
+
+        pub fn schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+            let mut s = super::schema(g);
+            s.insert(
+                "enum".into(),
+                serde_json::json!(["CONFINED", "NOT CONFINED", "NOT PRESENT", null]),
+            );
+            s
+        }
+    }
+}
+
 /// One step of a witness path.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Step {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::verdict::{Verdict, as_label};
 use crate::channel::info::{PackRecord, PackedPackage};
 use crate::input::TreeKind;
 
@@ -66,7 +67,9 @@ impl crate::document::Document for PackReport {
 pub struct PackInput {
     pub path: String,
     pub kind: TreeKind,
-    pub verdict: String,
+    #[serde(with = "as_label")]
+    #[schemars(schema_with = "as_label::schema")]
+    pub verdict: Verdict,
     pub files: usize,
     pub bytes: u64,
 }
@@ -182,8 +185,13 @@ pub struct EnvCheck {
     pub detail: String,
     pub packages: Vec<String>,
     /// Verdict of `splitpkg plan` on the installed prefix.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "as_label::option"
+    )]
+    #[schemars(schema_with = "as_label::option::schema")]
+    pub verdict: Option<Verdict>,
     pub expect: String,
     /// Payload libraries found in the prefix.
     pub payload_files: Vec<String>,

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::plan::Role;
 use crate::error::{Error, Result};
 
 pub const CHANNEL_FILE: &str = "splitpkg.json";
@@ -13,6 +14,39 @@ pub const CHANNEL_SCHEMA: &str = "splitpkg-channel";
 /// The subdirectories packages go into: the tree's packages, and the stand-ins.
 pub const SUBDIR: &str = "linux-64";
 pub const NOARCH: &str = "noarch";
+
+/// A package's part in a pack: the plan's role, or a stand-in for a payload package.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PackedRole {
+    Core,
+    Lazy,
+    Payload,
+    Standin,
+}
+
+impl From<Role> for PackedRole {
+    fn from(r: Role) -> PackedRole {
+        match r {
+            Role::Core => PackedRole::Core,
+            Role::Lazy => PackedRole::Lazy,
+            Role::Payload => PackedRole::Payload,
+        }
+    }
+}
+
+impl std::fmt::Display for PackedRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            PackedRole::Core => "core",
+            PackedRole::Lazy => "lazy",
+            PackedRole::Payload => "payload",
+            PackedRole::Standin => "standin",
+        })
+    }
+}
 
 /// One package written by `pack`, as reported and as recorded in `splitpkg.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -23,8 +57,7 @@ pub struct PackedPackage {
     pub version: String,
     pub build: String,
     pub build_number: u64,
-    /// core, lazy, payload or standin.
-    pub role: String,
+    pub role: PackedRole,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

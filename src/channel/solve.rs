@@ -1066,7 +1066,7 @@ impl Installing<'_> {
             status: Status::of(ok),
             detail,
             packages,
-            verdict: Some(verdict.label().to_string()),
+            verdict: Some(verdict),
             expect: env.expect().to_string(),
             payload_files,
         })

@@ -466,7 +466,7 @@ impl Sources<'_> {
                         crate::output::human_bytes(p.represents_bytes.unwrap_or(0))
                     ),
                     (Some(v), false) => format!("{} {}", p.role, v),
-                    (None, false) => p.role.clone(),
+                    (None, false) => p.role.to_string(),
                 },
                 bytes: p.bytes,
                 archive_bytes: p.archive_bytes,

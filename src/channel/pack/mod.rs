@@ -404,7 +404,7 @@ impl Packing<'_> {
             input: PackInput {
                 path: self.ins.tree.source.display().to_string(),
                 kind: self.ins.tree.kind,
-                verdict: plan.verdict.label().into(),
+                verdict: plan.verdict,
                 files: plan.input.files,
                 bytes: plan.input.bytes,
             },
@@ -572,7 +572,9 @@ pub fn report_text(r: &PackReport) -> String {
     let _ = writeln!(
         s,
         "packed {} ({}) into {}",
-        r.input.path, r.input.verdict, r.channel
+        r.input.path,
+        r.input.verdict.label(),
+        r.channel
     );
     let _ = writeln!(
         s,
@@ -584,7 +586,7 @@ pub fn report_text(r: &PackReport) -> String {
             (Some(v), Some(true)) => format!("{} {v} (preferred)", p.role),
             (Some(v), _) => format!("{} {v}", p.role),
             _ if p.standin => "[stand-in]".to_string(),
-            _ => p.role.clone(),
+            _ => p.role.to_string(),
         };
         let size = match p.represents_bytes {
             Some(b) => format!("represents {b} bytes ({}), not real bytes", human_bytes(b)),

@@ -7,10 +7,11 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::conda::Member;
-use super::metadata::{check_index, info_files, role_name};
+use super::metadata::{check_index, info_files};
 use super::stage::{Build, Staged, WorkDir};
 use super::{Lossless, PackOptions, repodata};
 use crate::analysis::plan::{Plan, Role};
+use crate::channel::info::PackedRole;
 use crate::channel::info::{CHANNEL_FILE, ChannelInfo, NOARCH, PackRecord, PackedPackage, SUBDIR};
 use crate::error::{Error, Result};
 use crate::input::Tree;
@@ -309,9 +310,9 @@ fn packed_package(
         build: b.model.build.clone(),
         build_number: b.model.build_number,
         role: if b.standin.is_some() {
-            "standin".into()
+            PackedRole::Standin
         } else {
-            role_name(b.role).into()
+            b.role.into()
         },
         variant: variant.map(|v| v.name.clone()),
         preferred: variant.map(|v| v.preferred),
