@@ -97,8 +97,9 @@ pub fn inspect_with(
         kind,
         spec,
         extras: &extras,
-        // SPLITPKG_TRACE=1 prints per-file stage timings on stderr (used by bench/ to explain numbers).
-        trace: std::env::var_os("SPLITPKG_TRACE").is_some(),
+        // Per-file stage timings as `trace` events (`-vv`, SPLITPKG_TRACE=1: bench/ explains its
+        // numbers with them); timed only when someone listens.
+        trace: tracing::enabled!(tracing::Level::TRACE),
         t0: std::time::Instant::now(),
     };
     let (trace, t0) = (reader.trace, reader.t0);
@@ -106,7 +107,7 @@ pub fn inspect_with(
         reader.read(input)
     })?;
     if trace {
-        eprintln!(
+        tracing::trace!(
             "trace: files read in {:.1} ms",
             t0.elapsed().as_secs_f64() * 1e3
         );
@@ -125,7 +126,7 @@ pub fn inspect_with(
     };
     let graph = LoadGraph::build_with(&tree, &inputs, |name| spec.is_payload_library(name), &env);
     if trace {
-        eprintln!("trace: graph {:?}", t_open.elapsed());
+        tracing::trace!("trace: graph {:?}", t_open.elapsed());
     }
     Ok(Inspection {
         tree,
@@ -186,7 +187,7 @@ impl FileReader<'_> {
             .map_err(|e| Error::invalid(name(), e))?
             .map(|s| s.without_containers());
         if self.trace {
-            eprintln!(
+            tracing::trace!(
                 "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin  {} ({} dynsyms)",
                 start.as_secs_f64() * 1e3,
                 t0.elapsed().as_secs_f64() * 1e3,

@@ -151,12 +151,15 @@ fn scan_one(
         });
     };
     if trace {
-        eprintln!(
-            "fatbin: header walk {:>8.3} ms  {}  ({} containers, {} entries)",
-            walk.as_secs_f64() * 1e3,
-            input.path,
-            summary.container_count,
-            summary.entries
+        timing(
+            opts.time,
+            format_args!(
+                "fatbin: header walk {:>8.3} ms  {}  ({} containers, {} entries)",
+                walk.as_secs_f64() * 1e3,
+                input.path,
+                summary.container_count,
+                summary.entries
+            ),
         );
     }
     let mut whatifs = Vec::new();
@@ -165,10 +168,13 @@ fn scan_one(
         whatifs =
             what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::invalid(name(), e))?;
         if trace {
-            eprintln!(
-                "fatbin: what-if {:>8.2} s  {}",
-                t.elapsed().as_secs_f64(),
-                input.path
+            timing(
+                opts.time,
+                format_args!(
+                    "fatbin: what-if {:>8.2} s  {}",
+                    t.elapsed().as_secs_f64(),
+                    input.path
+                ),
             );
         }
     }
@@ -198,9 +204,18 @@ fn scan_one(
     })
 }
 
+/// A per-file timing: shown by default with `--time`, else a `trace` event (`-vv`).
+fn timing(time: bool, line: std::fmt::Arguments<'_>) {
+    if time {
+        tracing::info!("{line}");
+    } else {
+        tracing::trace!("{line}");
+    }
+}
+
 /// Read every ELF file under `path` (directory, .whl, .conda, .tar.bz2, or one ELF file).
 pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<FatbinReport> {
-    let trace = opts.time || std::env::var_os("SPLITPKG_TRACE").is_some();
+    let trace = opts.time || tracing::enabled!(tracing::Level::TRACE);
     let (kind, mut files) = scan_files(path, opts, progress, trace)?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
 
