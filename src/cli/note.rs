@@ -76,7 +76,7 @@ pub fn note(a: NoteArgs) -> Result<Exit> {
     let name = a.library.display().to_string();
     let (out, written) = note::add_note(&bytes, entry).map_err(|e| match e {
         NoteWriteError::Elf(source) => Error::elf(&name, source),
-        other => Error::bad(&name, other),
+        other => Error::invalid(&name, other),
     })?;
     let mode = std::fs::metadata(&a.library)
         .map_err(|e| Error::io(&a.library, e))?

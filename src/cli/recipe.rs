@@ -181,7 +181,8 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            ContractFile::for_library(&plan, &name).map_err(|why| Error::bad(p.display(), why))?
+            ContractFile::for_library(&plan, &name)
+                .map_err(|why| Error::invalid(p.display(), why))?
         }
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };
