@@ -40,12 +40,17 @@ def main():
         ("fatbin lib/", ["fatbin", "-q", os.path.join(tree, "lib")]),
         ("plan .whl", ["plan", "-q", wheel]),
         ("wheel .whl", ["wheel", "-q", wheel, "--out", os.path.join(scratch, "wheels")]),
+        ("report (4 documents)", ["report", "-q"] + [a for k in ("plan", "smoke", "fatbin", "pack")
+                                  for a in (f"--{k}", os.path.join(ROOT, "docs/evidence/report-inputs", f"{k}.json"))]
+         + ["--out", os.path.join(scratch, "report.html")]),
+        ("pack tree", ["pack", "-q", tree, "--version", "2.11.0", "--out", os.path.join(scratch, "channel")]),
     ]
     cases = [c for c in cases if not args.only or args.only in c[0]]
     print(f"A = {args.a}\nB = {args.b}\nruns = {args.runs} each, interleaved\n")
     print("| command | A median | A min–max | B median | B min–max | B/A |\n|---|---|---|---|---|---|")
     for name, cmd in cases:
-        runs = args.runs if "whl" not in name else max(3, args.runs // 3)
+        slow = "whl" in name or name.startswith("pack")
+        runs = max(3, args.runs // 3) if slow else args.runs
         ta, tb = [], []
         for binary in (args.a, args.b):
             run([binary] + cmd)
