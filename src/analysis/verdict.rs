@@ -37,13 +37,18 @@ impl Verdict {
     }
 }
 
+/// A recorded verdict label that is none of the three.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("not a verdict: {0:?} (CONFINED, NOT CONFINED, NOT PRESENT)")]
+pub struct BadVerdict(String);
+
 impl std::str::FromStr for Verdict {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Verdict, String> {
+    type Err = BadVerdict;
+    fn from_str(s: &str) -> Result<Verdict, BadVerdict> {
         [Verdict::Confined, Verdict::NotConfined, Verdict::NotPresent]
             .into_iter()
             .find(|v| v.label() == s)
-            .ok_or_else(|| format!("not a verdict: {s:?} (CONFINED, NOT CONFINED, NOT PRESENT)"))
+            .ok_or_else(|| BadVerdict(s.to_string()))
     }
 }
 

@@ -48,6 +48,52 @@ impl std::fmt::Display for PackedRole {
     }
 }
 
+/// Where a package's content came from: the tree, the other variant's library (`--lazy-variant`),
+/// or the stand-in manifest. Written as `tree`, `--lazy-variant FILE`, `stand-in manifest (FROM)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Tree,
+    LazyVariant(String),
+    StandinManifest(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Tree => f.write_str("tree"),
+            Origin::LazyVariant(file) => write!(f, "--lazy-variant {file}"),
+            Origin::StandinManifest(from) => write!(f, "stand-in manifest ({from})"),
+        }
+    }
+}
+
+/// A recorded `from` that names none of the origins.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("not a package origin: {0:?}")]
+pub struct BadOrigin(String);
+
+impl std::str::FromStr for Origin {
+    type Err = BadOrigin;
+    fn from_str(s: &str) -> std::result::Result<Origin, BadOrigin> {
+        if s == "tree" {
+            return Ok(Origin::Tree);
+        }
+        if let Some(file) = s.strip_prefix("--lazy-variant ") {
+            return Ok(Origin::LazyVariant(file.to_string()));
+        }
+        s.strip_prefix("stand-in manifest (")
+            .and_then(|r| r.strip_suffix(')'))
+            .map(|from| Origin::StandinManifest(from.to_string()))
+            .ok_or_else(|| BadOrigin(s.to_string()))
+    }
+}
+
+crate::string_form!(
+    Origin,
+    "Origin",
+    "^(tree|--lazy-variant .+|stand-in manifest \\(.*\\))$"
+);
+
 /// One package written by `pack`, as reported and as recorded in `splitpkg.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct PackedPackage {
@@ -72,8 +118,8 @@ pub struct PackedPackage {
     pub represents_bytes: Option<u64>,
     pub archive_bytes: u64,
     pub sha256: String,
-    /// Where the content came from: `tree`, `--lazy-variant FILE-NAME`, `stand-in manifest (…)`.
-    pub from: String,
+    /// Where the content came from.
+    pub from: Origin,
     pub depends: Vec<String>,
     pub constrains: Vec<String>,
     pub track_features: Vec<String>,

@@ -248,7 +248,7 @@ mod tests {
                 .iter()
                 .map(|(p, s)| (p.to_string(), s.clone()))
                 .collect(),
-            from: "tree".into(),
+            from: crate::channel::info::Origin::Tree,
             summary: "the summary".into(),
         }
     }

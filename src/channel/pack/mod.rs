@@ -48,7 +48,7 @@ use crate::analysis::plan::{Plan, Role};
 use crate::analysis::verdict::LazyLibrary;
 pub use crate::channel::document::{Lossless, PackInput, PackReport};
 use crate::channel::info::{
-    CHANNEL_FILE, CHANNEL_SCHEMA, ChannelInfo, MissingVariant, PackRecord, PackedPackage,
+    CHANNEL_FILE, CHANNEL_SCHEMA, ChannelInfo, MissingVariant, Origin, PackRecord, PackedPackage,
 };
 use crate::channel::standin::Manifest;
 use crate::error::{Error, Result};
@@ -599,7 +599,7 @@ pub fn report_text(r: &PackReport) -> String {
             what,
             human_bytes(p.archive_bytes)
         );
-        if p.from != "tree" {
+        if p.from != Origin::Tree {
             let _ = writeln!(s, "  {:<70} from {}", "", p.from);
         }
     }

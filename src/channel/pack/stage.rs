@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::PackOptions;
 use crate::analysis::plan::{Plan, Role};
-use crate::channel::info::{NOARCH, SUBDIR};
+use crate::channel::info::{NOARCH, Origin, SUBDIR};
 use crate::channel::standin::StandIn;
 use crate::error::{Error, Result};
 use crate::input::unpack::{
@@ -34,7 +34,7 @@ pub(super) struct Build {
     pub stage: PathBuf,
     /// Content paths (relative to the prefix) → what is there.
     pub content: BTreeMap<String, Staged>,
-    pub from: String,
+    pub from: Origin,
     pub summary: String,
 }
 
@@ -44,7 +44,7 @@ impl Build {
         model: PackageModel,
         role: Role,
         subdir: &'static str,
-        from: String,
+        from: Origin,
         summary: String,
     ) -> Build {
         Build {
@@ -218,7 +218,7 @@ pub(super) fn layout(
             core_model,
             Role::Core,
             SUBDIR,
-            "tree".into(),
+            Origin::Tree,
             format!(
                 "{} {version_text}: everything of {input_name} except {lazy_file}",
                 o.core_name
@@ -229,7 +229,7 @@ pub(super) fn layout(
             variant_model(split, with)?,
             Role::Lazy,
             SUBDIR,
-            "tree".into(),
+            Origin::Tree,
             format!("{lazy_file} {version_text}, {with} variant (the build in {input_name})"),
         ),
     ];
@@ -259,7 +259,7 @@ pub(super) fn layout(
                                 split.payload_package(name, &version),
                                 Role::Payload,
                                 SUBDIR,
-                                "tree".into(),
+                                Origin::Tree,
                                 format!(
                                     "{name} {version}: the {} payload files of {input_name}",
                                     plan.options.dep
@@ -326,10 +326,7 @@ pub(super) fn other_variant(
         variant_model(split, without)?,
         Role::Lazy,
         SUBDIR,
-        format!(
-            "--lazy-variant {}",
-            Tree::file_name(&file.display().to_string())
-        ),
+        Origin::LazyVariant(Tree::file_name(&file.display().to_string()).to_string()),
         format!(
             "{} {}, {without} variant",
             Tree::file_name(&lazy_lib.path),
@@ -415,7 +412,7 @@ pub(super) fn standins(
             crate::recipe::split::standin_package(&s.name, &s.version),
             Role::Payload,
             NOARCH,
-            format!("stand-in manifest ({})", opts.standins_from),
+            Origin::StandinManifest(opts.standins_from.clone()),
             format!(
                 "stand-in for {} {}: no library inside; represents {} bytes",
                 s.name, s.version, s.represents_bytes
