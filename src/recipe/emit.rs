@@ -204,17 +204,8 @@ struct Recipe<'a> {
 
 impl<'a> Recipe<'a> {
     fn new(plan: &'a Plan, split: &'a Split) -> Result<Self> {
-        let variant = |with_payload: bool, what: &str| {
-            split
-                .variants
-                .iter()
-                .find(|v| v.with_payload == with_payload)
-                .expect(what)
-                .name
-                .clone()
-        };
-        let with = variant(true, "payload variant");
-        let without = variant(false, "slim variant");
+        let with = split.variant_with_payload(true)?.name;
+        let without = split.variant_with_payload(false)?.name;
         let core_checks = Self::core_checks(plan, split)?;
         let lazy_name = split
             .lazy_files

@@ -230,8 +230,8 @@ pub fn split_wheel(
     }
     let lazy_paths = lazy_paths(plan, opts)?;
     let (with, without) = (
-        payload_variant(split, true)?,
-        payload_variant(split, false)?,
+        split.variant_with_payload(true)?,
+        split.variant_with_payload(false)?,
     );
     let other_file = crate::recipe::verify::other_variant_file(
         plan,
@@ -285,16 +285,6 @@ fn lazy_paths(plan: &Plan, opts: &WheelOptions) -> Result<Vec<String>> {
         )));
     }
     Ok(lazy_paths)
-}
-
-/// The split's variant with (or without) the payload.
-fn payload_variant(split: &Split, payload: bool) -> Result<Variant> {
-    split
-        .variants
-        .iter()
-        .find(|v| v.with_payload == payload)
-        .cloned()
-        .ok_or_else(|| Error::internal("a split without both variants"))
 }
 
 /// ELF members were hashed while the plan had them inflated (`Extras::digests`): the RECORD

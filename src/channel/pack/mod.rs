@@ -155,15 +155,10 @@ pub fn pack(
     if lazy_libs.is_empty() {
         return Err(Error::internal("a confined plan without a lazy library"));
     }
-    let variant = |payload: bool| {
-        split
-            .variants
-            .iter()
-            .find(|v| v.with_payload == payload)
-            .cloned()
-            .ok_or_else(|| Error::internal("a split without both variants"))
-    };
-    let (with, without) = (variant(true)?, variant(false)?);
+    let (with, without) = (
+        split.variant_with_payload(true)?,
+        split.variant_with_payload(false)?,
+    );
     let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, &lazy_libs)?;
     check_names(split, input)?;
     let packing = Packing {
