@@ -145,18 +145,10 @@ impl PayloadSpec {
         self.component_names()
     }
 
-    /// Spellings searched for in symbol names. Exact case variants keep the search a plain memmem.
+    /// Spellings searched for in symbol names: the ones [`crate::elf::ElfView::facts`] already
+    /// looked for in the string table, so the search reuses its hits.
     fn words(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for c in self.component_names() {
-            let lower = c.to_ascii_lowercase();
-            let mut cap = lower.clone();
-            if let Some(f) = cap.get_mut(0..1) {
-                f.make_ascii_uppercase();
-            }
-            out.extend([lower.clone(), cap, lower.to_ascii_uppercase()]);
-        }
-        out
+        crate::elf::case_variants(&self.component_names())
     }
 }
 

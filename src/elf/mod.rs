@@ -28,9 +28,11 @@ use object::Endianness;
 mod error;
 mod load_time;
 pub mod note;
+mod search;
 mod symbols;
 pub use error::ElfError;
 pub use note::{DlopenEntry, DlopenNotes, NoteProblem, Priority};
+pub use search::case_variants;
 pub use symbols::{Bytes, DynSymbols, HashKind, RawSym, Sym, SymTable, SymbolRecord};
 
 /// Bytes either side of a library-name literal searched for symbol names the loader looks up.
@@ -498,8 +500,9 @@ impl<'a> ElfView<'a> {
             }
         }
 
-        let symbols = self.dynamic_symbols(map)?;
-        let (loader_imports, python_extension) = self.loader_imports(&symbols);
+        let mut symbols = self.dynamic_symbols(map)?;
+        let (loader_imports, python_extension) =
+            self.loader_imports(&mut symbols, &search::case_variants(words));
 
         let mut sections = SectionSizes::default();
         for sh in &self.shdrs {
@@ -630,8 +633,10 @@ impl<'a> ElfView<'a> {
 
     /// Loader entry points this file imports, and whether it exports a `PyInit_*` function. The
     /// string table is searched once for the few names that matter; only symbols pointing at a
-    /// hit are decoded.
-    fn loader_imports(&self, symbols: &DynSymbols) -> (Vec<String>, bool) {
+    /// hit are decoded. The same pass looks for `words` (their case spellings, as
+    /// [`DynSymbols::containing`] is asked for them next) and leaves their hits with `symbols`:
+    /// a big library's string table is megabytes, and a second pass over it cost as much again.
+    fn loader_imports(&self, symbols: &mut DynSymbols, words: &[String]) -> (Vec<String>, bool) {
         const NAMES: [&str; 5] = [
             "dlopen",
             "dlmopen",
@@ -640,18 +645,28 @@ impl<'a> ElfView<'a> {
             "PyInit_",
         ];
         let text = &self.bytes[self.dynstr.clone()];
-        let ac = aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(NAMES)
-            .expect("static patterns");
+        let shared = symbols.strtab() == text && search::disjoint(&NAMES, words);
+        let mut patterns: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+        if shared {
+            patterns.extend(words.iter().cloned());
+        }
+        let ac = search::searcher(&patterns).expect("static patterns and words");
         let mut hits: Vec<(u32, usize)> = Vec::new();
+        let mut word_hits = Vec::new();
         for m in ac.find_iter(text) {
+            let p = m.pattern().as_usize();
+            if p >= NAMES.len() {
+                word_hits.push(m);
+                continue;
+            }
             let at_start = m.start() == 0 || text[m.start() - 1] == 0;
             let exact = text.get(m.end()) == Some(&0);
-            let p = m.pattern().as_usize();
             if at_start && (p >= 2 || exact) {
                 hits.push((m.start() as u32, p));
             }
+        }
+        if shared {
+            symbols.remember(words, symbols::string_hits(text, word_hits.into_iter()));
         }
         let mut imports: Vec<String> = Vec::new();
         let mut python = false;
@@ -680,7 +695,6 @@ impl<'a> ElfView<'a> {
                 imports.push(label.to_string());
             }
         }
-        let _ = symbols;
         imports.sort();
         (imports, python)
     }
@@ -867,23 +881,13 @@ impl<'a> ElfView<'a> {
     pub fn scan_rodata(&self, words: &[&str]) -> (Vec<LibLiteral>, Mentions) {
         let mut literals: Vec<LibLiteral> = Vec::new();
         let mut mentions = Mentions::default();
-        // Explicit case variants rather than ascii_case_insensitive: with a handful of patterns
-        // aho-corasick uses its SIMD searcher, which is several times faster on 20 MB of .rodata.
         let mut patterns: Vec<String> = vec![".so".to_string()];
-        for w in words.iter().filter(|w| !w.is_empty()) {
-            let lower = w.to_ascii_lowercase();
-            let mut cap = lower.clone();
-            cap[..1].make_ascii_uppercase();
-            for v in [lower.clone(), cap, lower.to_ascii_uppercase()] {
-                if !patterns.contains(&v) {
-                    patterns.push(v);
-                }
-            }
-        }
-        let Ok(ac) = aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(&patterns)
-        else {
+        patterns.extend(
+            search::case_variants(words)
+                .into_iter()
+                .filter(|v| v != ".so"),
+        );
+        let Some(ac) = search::searcher(&patterns) else {
             return (literals, mentions);
         };
         for range in self.rodata_ranges() {

@@ -212,6 +212,17 @@ pub struct DynSymbols {
     /// the contract asks for imports of every core file, and 90 % of a big library's entries are
     /// exports that would otherwise be walked again.
     imports: Vec<u32>,
+    /// Where some words occur in the string table, found by the pass that reads it for the loader
+    /// entry points ([`Self::remember`]): [`Self::containing`] asks for the same words next.
+    found: Option<Found>,
+}
+
+/// Hits of a set of needles in the string table: (string start, hit position), in table order.
+#[derive(Debug, Clone)]
+struct Found {
+    /// The needles, sorted, each once.
+    needles: Vec<String>,
+    hits: Vec<(usize, usize)>,
 }
 
 impl Default for DynSymbols {
@@ -226,6 +237,7 @@ impl Default for DynSymbols {
             le: true,
             defined: 0,
             imports: Vec::new(),
+            found: None,
         }
     }
 }
@@ -259,7 +271,22 @@ impl DynSymbols {
             le,
             defined,
             imports,
+            found: None,
         }
+    }
+
+    /// Keep where `needles` occur in the string table (hits as [`string_hits`] gives them), found
+    /// by a pass over the table that searched for them among other names.
+    pub(crate) fn remember(&mut self, needles: &[String], hits: Vec<(usize, usize)>) {
+        self.found = Some(Found {
+            needles: needle_set(needles),
+            hits,
+        });
+    }
+
+    /// The string table's bytes.
+    pub(crate) fn strtab(&self) -> &[u8] {
+        &self.strtab
     }
 
     /// Number of imported (undefined, named) symbols.
@@ -364,27 +391,21 @@ impl DynSymbols {
     /// pass over the entries matching hit offsets. Names may share tails, so a hit belongs to every
     /// symbol whose name starts at or before it within the same string.
     pub fn containing(&self, needles: &[&str]) -> Vec<Sym<'_>> {
-        let Ok(ac) = aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(needles)
-        else {
-            return Vec::new();
+        let searched;
+        let hits: &[(usize, usize)] = match &self.found {
+            Some(f) if f.needles == needle_set(needles) => &f.hits,
+            _ => {
+                let Some(ac) = super::search::searcher(needles) else {
+                    return Vec::new();
+                };
+                searched = string_hits(&self.strtab, ac.find_iter(&self.strtab[..]));
+                &searched
+            }
         };
-        let text: &[u8] = &self.strtab;
-        // (string start, hit position) for every hit; the string ends at the next NUL.
-        let mut hits: Vec<(usize, usize)> = Vec::new();
-        for m in ac.find_iter(text) {
-            let start = text[..m.start()]
-                .iter()
-                .rposition(|&b| b == 0)
-                .map(|i| i + 1)
-                .unwrap_or(0);
-            hits.push((start, m.start()));
-        }
         if hits.is_empty() {
             return Vec::new();
         }
-        hits.sort_unstable();
+        // Hits come in table order, so they are sorted by string start already.
         let mut out = Vec::new();
         for (i, s) in self.raw().iter().enumerate().skip(1) {
             let off = s.name as usize;
@@ -540,6 +561,31 @@ impl DynSymbols {
             })
             .collect()
     }
+}
+
+/// `needles` sorted, each once: the key [`DynSymbols::remember`] keeps hits under.
+fn needle_set<S: AsRef<str>>(needles: &[S]) -> Vec<String> {
+    let mut set: Vec<String> = needles.iter().map(|n| n.as_ref().to_string()).collect();
+    set.sort();
+    set.dedup();
+    set
+}
+
+/// (string start, hit position) for each match in a string table; a string ends at the next NUL.
+pub(crate) fn string_hits(
+    text: &[u8],
+    matches: impl Iterator<Item = aho_corasick::Match>,
+) -> Vec<(usize, usize)> {
+    matches
+        .map(|m| {
+            let start = text[..m.start()]
+                .iter()
+                .rposition(|&b| b == 0)
+                .map(|i| i + 1)
+                .unwrap_or(0);
+            (start, m.start())
+        })
+        .collect()
 }
 
 #[cfg(test)]
