@@ -56,7 +56,8 @@ pub struct SmokeArgs {
     /// variant, and compare the default routing of the variants.
     #[arg(long)]
     bench: bool,
-    /// Timed calls per bench item (the median is reported).
+    /// Timed calls per bench item (the median is reported); an item whose first 3 calls take
+    /// 2 s or more is timed 3 times.
     #[arg(long, default_value_t = 5, value_name = "N")]
     bench_reps: u32,
     /// Seconds one case may take before it counts as a hang.
