@@ -15,6 +15,7 @@ pub mod cases;
 pub mod device;
 pub mod eval;
 pub mod expect;
+pub mod prefetch;
 pub mod report;
 pub mod runner;
 pub mod variant;
@@ -579,6 +580,13 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     check_options(opts)?;
     // Plan (and so check the tables) and resolve every variant before running anything.
     let resolved = resolve_variants(opts)?;
+    let prefetch = prefetch::start(
+        resolved
+            .iter()
+            .map(|(_, _, r)| r.torch_dir.clone())
+            .collect(),
+        opts.spec.clone(),
+    );
     let seed = opts.seed.unwrap_or_else(random_seed);
     let deadline = opts.deadline.map(|d| Instant::now() + d);
     let scratch = Scratch::new()?;
@@ -617,6 +625,17 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
         })
         .collect();
     let mut reports = ctx.run_variants(&resolved)?;
+    if let Ok(p) = prefetch.join() {
+        progress(
+            opts.progress,
+            format!(
+                "read ahead: {} files of the variants' load graphs, {:.1} GB, asked of the page cache in {:.1} s",
+                p.files,
+                p.bytes as f64 / 1e9,
+                p.took.as_secs_f64()
+            ),
+        );
+    }
     check_contracts(opts, &resolved, &mut reports);
     // Every real variant is timed the same way, so each variant's default routing can be compared:
     // that, not a forced preference, is what its users get.

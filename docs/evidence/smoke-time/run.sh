@@ -12,11 +12,20 @@
 # third_party/pytorch-src (../nomagma-real/SOURCES.md; carried, never committed), by
 # tools/build-lazy-variant. Every progress line is stamped with the seconds since the command
 # started (log-*.txt); times.txt is the summary. Writes to $OUT (default docs/evidence/smoke-time/out).
+#
+# RUNS overrides the runs, as NAME:BINARY words in order: on a freshly started machine,
+#     RUNS="cold:dist/splitpkg warm:dist/splitpkg warm-2:dist/splitpkg" bash docs/evidence/smoke-time/run.sh
+# times the first smoke after boot (nothing of the CUDA wheels in the page cache, the GPU not yet
+# used) and then the same step warm. DROP_CACHES=1 empties the page cache before each run (sync;
+# echo 3 > /proc/sys/vm/drop_caches, as root): every run then reads torch and the CUDA wheels from
+# disk, colder than a first run after boot (which finds torch cached by the copy made above). Each
+# run's log starts with the machine's uptime and how much of its memory is page cache.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-docs/evidence/smoke-time/out}
 mkdir -p "$OUT"
 W=${WORK:-/tmp/splitpkg-smoke-time}
+RUNS=${RUNS:-before:dist/splitpkg-before after:dist/splitpkg after-2:dist/splitpkg}
 rm -rf "$W"; mkdir -p "$W"
 . docs/evidence/steps.sh
 PY=python3
@@ -31,7 +40,7 @@ step environment
   echo "cores $(nproc)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
-  for b in dist/splitpkg-before dist/splitpkg; do echo "$b: $("$b" --version) sha256 $(sha256sum < "$b" | cut -c1-16)"; done
+  for b in $(for r in $RUNS; do echo "${r#*:}"; done | sort -u); do echo "$b: $("$b" --version) sha256 $(sha256sum < "$b" | cut -c1-16)"; done
 } > "$OUT/environment.txt" 2>&1
 
 step "build the real nomagma library"
@@ -48,29 +57,31 @@ ln -s "$SITE/nvidia" "$W/copy/nvidia"
 smoke() {
   local name=$1 bin=$2
   step "smoke $name"
+  if [[ ${DROP_CACHES:-0} == 1 ]]; then
+    sync; echo 3 > /proc/sys/vm/drop_caches || echo "   could not drop the page cache" >&2
+  fi
+  printf 'uptime %s s, page cache %s kB\n' "$(cut -d' ' -f1 /proc/uptime)" "$(awk '$1=="Cached:"{print $2}' /proc/meminfo)" > "$OUT/log-$name.txt"
   local start; start=$(date +%s%N)
   "$bin" smoke --variant "magma=$TORCH" --variant "nomagma=$W/copy" --python "$PY" --bench \
     --deadline 300 --json --out "$OUT/smoke-$name.json" 2>&1 \
     | "$PY" -u -c 'import sys, time
 t0 = time.monotonic()
 for line in sys.stdin:
-    print(f"{time.monotonic() - t0:8.2f} {line}", end="")' > "$OUT/log-$name.txt"
+    print(f"{time.monotonic() - t0:8.2f} {line}", end="")' >> "$OUT/log-$name.txt"
   local rc=${PIPESTATUS[0]}
   local ms=$(( ($(date +%s%N) - start) / 1000000 ))
   printf '\n$ %s smoke --variant magma=TORCH --variant nomagma=$W/copy --python %s --bench --deadline 300 --json --out smoke-%s.json\nexit code %d after %d.%03d s\n' \
     "$bin" "$PY" "$name" "$rc" $((ms / 1000)) $((ms % 1000)) >> "$OUT/log-$name.txt"
   echo "   smoke $name: exit $rc, $((ms / 1000)).$((ms % 1000 / 100)) s" | tee -a "$OUT/steps.log" >&2
 }
-smoke before dist/splitpkg-before
-smoke after dist/splitpkg
-smoke after-2 dist/splitpkg
+for r in $RUNS; do smoke "${r%%:*}" "${r#*:}"; done
 
 step summary
-"$PY" - "$OUT" > "$OUT/times.txt" <<'PYEOF'
+"$PY" - "$OUT" $(for r in $RUNS; do echo "${r%%:*}"; done) > "$OUT/times.txt" <<'PYEOF'
 import json, re, sys, os
 out = sys.argv[1]
 print("run       total    phase (first..last progress line, s since start)")
-for name in ("before", "after", "after-2"):
+for name in sys.argv[2:]:
     path = os.path.join(out, f"log-{name}.txt")
     if not os.path.exists(path):
         continue
