@@ -1,13 +1,12 @@
 //! Ask the page cache for the libraries a variant's Python will load, before it loads them.
 //!
-//! On a machine just started, the first smoke of both torch 2.11 variants took 61 s against 54 s
-//! for the next (H200, `docs/evidence/smoke-time`): `import torch` took 7 s instead of 4, and the
-//! first `det` and `slogdet` cases 3.5 and 2 s instead of 0.3, while the CUDA wheels' libraries
-//! (cuBLAS, cuSOLVER: hundreds of MB each) came from disk a page fault at a time. The load graph
-//! names those files (the tree's own, and where its NEEDED and dlopen names resolve outside it),
-//! so a helper thread asks the kernel to read them ahead (`POSIX_FADV_WILLNEED`: large sequential
-//! reads, no copy) while the workers start. On a warm machine the pages are there and this costs
-//! the time of the graph (tens of ms, off the critical path).
+//! The load graph names those files (the tree's own, and where its NEEDED and dlopen names resolve
+//! outside it: the CUDA wheels' cuBLAS, cuSOLVER, … hundreds of MB each), so a helper thread asks
+//! the kernel to read them ahead (`POSIX_FADV_WILLNEED`: large sequential reads, no copy) while the
+//! workers start, instead of `import torch` and the first cases faulting them in a page at a time.
+//! On the H200 with an empty page cache this took the two variants' batteries from 24 to 20 s on
+//! average (`docs/evidence/smoke-time`); with the files cached it costs the graph (0.2 s for
+//! torch 2.11's 48 files, 4 GB), off the critical path.
 
 use std::collections::HashSet;
 use std::os::fd::AsRawFd;
