@@ -317,9 +317,9 @@ around it; that took 16.2 ms on this VM (benchmark run of 2026-11-30 before the 
 ## Where the time goes
 
 One `SPLITPKG_TRACE=1 splitpkg plan` run on the tree. Per file: when it ran (ms since the first file
-started), then ELF headers; facts (`.dynstr`, `.dynsym`, `.rodata`); payload scan (with the `.symtab`
-estimate for the file that holds the payload); `.nv_fatbin` header walk (a separate task). Files are
-taken largest first by two threads:
+started), then ELF headers; facts (`.dynstr`, `.dynsym`, `.rodata`); payload names; `.nv_fatbin` header
+walk (a separate task); for the file that holds the payload, its `.symtab` estimate and the imports
+its load-time code refers to (side by side). Files are taken largest first by two threads:
 
 ```
 {trace(tree)}

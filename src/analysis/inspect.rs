@@ -169,7 +169,7 @@ impl FileReader<'_> {
                     let (elf, t_facts) = timed(|| view.facts(&spec.mention_words(), input.map));
                     let elf = elf?;
                     let (payload, t_payload) = timed(|| {
-                        payload::scan(
+                        payload::scan_names(
                             &view,
                             &elf,
                             Tree::file_name(input.path),
@@ -182,19 +182,36 @@ impl FileReader<'_> {
                 || timed(|| crate::fatbin::read_from(&view, input.file)),
             )
         });
-        let (elf, payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
+        let (elf, mut payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
+        // The file that carries the payload gets two more walks, each over its whole `.symtab`
+        // (the static estimate, the code run at load): side by side, for the other core is idle
+        // by the time torch's linalg library, read third, gets here.
+        let ((estimate, load_time_imports), t_tail) = timed(|| {
+            rayon::join(
+                || payload::static_estimate(&view, &elf, &payload, spec),
+                || {
+                    carries_payload(&elf, &payload, spec)
+                        .then(|| view.load_time_imports())
+                        .flatten()
+                },
+            )
+        });
+        if estimate.is_some() {
+            payload.estimate = estimate;
+        }
         let fatbin = fatbin
             .map_err(|e| Error::invalid(name(), e))?
             .map(|s| s.without_containers());
         if self.trace {
             tracing::trace!(
-                "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin  {} ({} dynsyms)",
+                "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin {:>9.2?} estimate+load-time  {} ({} dynsyms)",
                 start.as_secs_f64() * 1e3,
                 t0.elapsed().as_secs_f64() * 1e3,
                 headers,
                 t_facts,
                 t_payload,
                 t_fatbin,
+                t_tail,
                 input.path,
                 elf.symbols.len()
             );
@@ -203,11 +220,6 @@ impl FileReader<'_> {
             view.translation_units()
         } else {
             Vec::new()
-        };
-        let load_time_imports = if carries_payload(&elf, &payload, spec) {
-            view.load_time_imports()
-        } else {
-            None
         };
         Ok(FileFacts {
             path: input.path.to_string(),

@@ -406,6 +406,34 @@ pub fn scan(
     file_size: u64,
     spec: &PayloadSpec,
 ) -> PayloadFacts {
+    let mut out = scan_names(view, facts, file_name, file_size, spec);
+    if out.estimate.is_none() {
+        out.estimate = static_estimate(view, facts, &out, spec);
+    }
+    out
+}
+
+/// The static estimate [`scan`] adds to what [`scan_names`] found: `None` unless the file holds
+/// payload code without being a payload library. A separate step so that a reader can run it
+/// beside other work on the same file (it walks the whole `.symtab`).
+pub fn static_estimate(
+    view: &ElfView<'_>,
+    facts: &crate::elf::ElfFacts,
+    found: &PayloadFacts,
+    spec: &PayloadSpec,
+) -> Option<Estimate> {
+    (found.holds_code() && !found.library).then(|| estimate_static(view, facts, spec))
+}
+
+/// [`scan`] without the static estimate ([`static_estimate`]); a payload library's whole-file
+/// estimate is set.
+pub fn scan_names(
+    view: &ElfView<'_>,
+    facts: &crate::elf::ElfFacts,
+    file_name: &str,
+    file_size: u64,
+    spec: &PayloadSpec,
+) -> PayloadFacts {
     let mut out = PayloadFacts {
         library: spec.is_payload_library(file_name)
             || facts
@@ -474,9 +502,6 @@ pub fn scan(
         }
     }
 
-    if out.holds_code() {
-        out.estimate = Some(estimate_static(view, facts, spec));
-    }
     out
 }
 

@@ -869,10 +869,21 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     let core_files: Vec<usize> = (0..ins.files.len())
         .filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap()))
         .collect();
-    // The three questions are independent and each reads different tables: answer them side by
-    // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings).
-    let (required, (imports, exports)) = rayon::join(
-        || required_exports(ins, lazy, &core_files),
+    let core_defines = |n: &str| {
+        core_files
+            .iter()
+            .any(|&c| ins.files[c].elf.symbols.defines(n))
+    };
+    // The four questions are independent and each reads different tables: answer them side by
+    // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings;
+    // the provided exports walk every export of the lazy library).
+    let ((required, provided), (imports, exports)) = rayon::join(
+        || {
+            rayon::join(
+                || required_exports(ins, lazy, &core_files),
+                || crate::analysis::contract::provided_exports(lazy, &core_defines, &ins.spec),
+            )
+        },
         || {
             rayon::join(
                 || import_groups(ins, g, lazy_file, lazy_node),
@@ -880,20 +891,11 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
             )
         },
     );
-    let core_defines = |n: &str| {
-        core_files
-            .iter()
-            .any(|&c| ins.files[c].elf.symbols.defines(n))
-    };
     Contract {
         loader_lookups,
         required_exports: required,
         imports,
-        provided_exports: crate::analysis::contract::provided_exports(
-            lazy,
-            &core_defines,
-            &ins.spec,
-        ),
+        provided_exports: provided,
         load_registrations: crate::analysis::contract::load_registrations(lazy, &core_defines),
         exports,
         carries_payload: None,
