@@ -266,13 +266,21 @@ installed, so every tool sees the CUDA libraries as missing (the same condition 
 
 **splitpkg plan vs libtree: {plan_tree['median'] / libtree:.1f}×** (target: within 2×: not met). libtree reads only the
 dynamic section of each file. The plan also has to read `.dynstr`, `.dynsym` and all of `.rodata` (dlopen
-literals, payload mentions; about 40 MB, 4 % of the tree) and the `.nv_fatbin` headers, then build the
+literals, payload mentions; about 28 MB, 3 % of the tree) and the `.nv_fatbin` headers, then build the
 lazy graph, scan for the payload, estimate it from `.symtab`, and give the verdict and the plan.
 
 **The floor is already {floor / libtree:.1f}× libtree.** `bench/floor.rs` reads exactly those bytes with the
 same two threads and the same positioned fatbin reads, and analyses nothing. So on this machine a
 plan within 2× of libtree is below the cost of reading its inputs. splitpkg's own analysis adds
 {(plan_tree['median'] - floor) * 1000:.1f} ms on top of the floor (plan / floor = {plan_tree['median'] / floor:.2f}×).
+
+Where that goes (measured on 2026-12-04 with `SPLITPKG_TRACE=1`, `perf` and `strace`; this paragraph
+is not regenerated): the graph (~1.8 ms) and the verdict (~2 ms) come after the last file, on
+fewer threads; at exit the kernel tears down the maps the verdict still used, on one thread (3–4
+ms from `exit_group` to the exit), where the floor unmaps each file on its thread when it is done
+with it; the payload library's two `.symtab` walks (static estimate, load-time imports; 2.7–4 ms
+side by side) are reads the floor does not make; the rest is decoding, looking up and sorting
+symbol names. `perf stat`: plan keeps 1.15 of the 2 CPUs busy, the floor 1.5.
 
 ## Wheel, read in place
 
