@@ -454,7 +454,8 @@ impl<'a> ElfView<'a> {
     /// Read the facts. `words` are searched (ASCII case-insensitively) in read-only data in the
     /// same pass as the library-name literals; the strings holding them are returned as mentions.
     /// `map` is the file's shared memory map, when there is one: the symbol view then borrows the
-    /// tables from it instead of copying them.
+    /// tables from it instead of copying them, and the searched read-only data is unmapped
+    /// ([`Self::drop_mapped_rodata`]).
     pub fn facts(&self, words: &[&str], map: Option<&Arc<Mmap>>) -> Result<ElfFacts, ElfError> {
         let h = &self.header;
         let interp_ph = self
@@ -526,6 +527,9 @@ impl<'a> ElfView<'a> {
         }
 
         let (library_literals, mentions) = self.scan_rodata(words);
+        if let Some(map) = map {
+            self.drop_mapped_rodata(map);
+        }
         let notes = self.dlopen_notes();
         let dynamic_symbols = SymbolCounts {
             defined: symbols.defined,
@@ -551,6 +555,31 @@ impl<'a> ElfView<'a> {
             dynamic_symbols,
             symbols,
         })
+    }
+
+    /// Unmap the pages of read-only data from this process once they have been searched: the
+    /// ~28 MB of a torch tree's `.rodata` are most of the pages `plan` maps, and what a process
+    /// still maps at exit the kernel tears down on one thread before the parent learns of the exit
+    /// (3–4 ms of `plan`'s ~20 ms on torch 2.11). Dropping them here does that work on the reading
+    /// threads instead: 41 interleaved runs each way, run twice, 22.8/23.0 -> 21.1/21.0 ms. Only
+    /// whole pages inside the ranges are dropped; a later read refaults them from the page cache.
+    fn drop_mapped_rodata(&self, map: &Mmap) {
+        const PAGE: usize = 4096;
+        for r in self.rodata_ranges() {
+            let (start, end) = (r.start.next_multiple_of(PAGE), r.end / PAGE * PAGE);
+            if end > start {
+                // SAFETY: `map` is a read-only, private map of a file: MADV_DONTNEED only drops
+                // page-table entries, and the next access maps the same file bytes again. An
+                // error leaves the pages mapped, which is what happened before.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start,
+                        end - start,
+                    )
+                };
+            }
+        }
     }
 
     /// The dynamic symbol table (found through DT_SYMTAB) and the dynamic string table.
