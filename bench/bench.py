@@ -276,11 +276,13 @@ plan within 2× of libtree is below the cost of reading its inputs. splitpkg's o
 
 Where that goes (measured on 2026-12-04 with `SPLITPKG_TRACE=1`, `perf` and `strace`; this paragraph
 is not regenerated): the graph (~1.8 ms) and the verdict (~2 ms) come after the last file, on
-fewer threads; at exit the kernel tears down the maps the verdict still used, on one thread (3–4
-ms from `exit_group` to the exit), where the floor unmaps each file on its thread when it is done
-with it; the payload library's two `.symtab` walks (static estimate, load-time imports; 2.7–4 ms
-side by side) are reads the floor does not make; the rest is decoding, looking up and sorting
-symbol names. `perf stat`: plan keeps 1.15 of the 2 CPUs busy, the floor 1.5.
+fewer threads; at exit the kernel tears down the maps the verdict still used, on one thread
+(1.9–2.5 ms from `exit_group` to the exit; 3.7–4.9 ms before `.rodata` was unmapped as soon as it
+was searched), where the floor unmaps each file on its thread when it is done with it; the payload
+library's two `.symtab` walks (static estimate, load-time imports; 2.7–4 ms side by side, a third
+of it sorting function starts) are reads the floor does not make; the rest is decoding, looking up
+and sorting symbol names, and hashing paths in the graph. `perf stat`: plan keeps 1.33 of the 2
+CPUs busy, the floor 1.5.
 
 ## Wheel, read in place
 
