@@ -1315,21 +1315,9 @@ impl<'t, 'a> Builder<'t, 'a> {
 
     /// Where a search-path entry of object `o`, opened from tree directory `origin`, points.
     fn expand_entry(&self, o: usize, origin: &str, entry: &str) -> Dir {
-        let elf = self.files[o].elf;
-        let lib = if elf.class == 64 { "lib64" } else { "lib" };
-        let platform = match elf.machine.as_str() {
-            "X86_64" => "x86_64",
-            "AARCH64" => "aarch64",
-            "PPC64" => "ppc64le",
-            _ => "unknown",
-        };
-        let expanded = entry
-            .replace("${ORIGIN}", "\u{0}O")
-            .replace("$ORIGIN", "\u{0}O")
-            .replace("${LIB}", lib)
-            .replace("$LIB", lib)
-            .replace("${PLATFORM}", platform)
-            .replace("$PLATFORM", platform);
+        // `$ORIGIN` becomes a marker: an entry that starts with it is joined to the tree-relative
+        // origin and normalised below.
+        let expanded = substitute_tokens(entry, "\u{0}O", self.files[o].elf);
         if let Some(rest) = expanded.strip_prefix("\u{0}O") {
             return normalize(&format!("{origin}{rest}")).map_or(Dir::Unknown, Dir::Tree);
         }
@@ -1410,6 +1398,27 @@ impl<'t, 'a> Builder<'t, 'a> {
         }
         best
     }
+}
+
+/// A search-path entry with ld.so's dynamic string tokens substituted for the object `elf`:
+/// `$ORIGIN` (and `${ORIGIN}`) with `origin`, `$LIB` with `lib64` or `lib` by class, `$PLATFORM`
+/// with the machine's platform name.
+pub fn substitute_tokens(entry: &str, origin: &str, elf: &crate::elf::ElfFacts) -> String {
+    let lib = if elf.class == 64 { "lib64" } else { "lib" };
+    let platform = match elf.machine.as_str() {
+        "X86_64" => "x86_64",
+        "AARCH64" => "aarch64",
+        "PPC64" => "ppc64le",
+        _ => "unknown",
+    };
+    // `$ORIGIN` last, so that nothing in `origin` itself is taken for a token.
+    entry
+        .replace("${LIB}", lib)
+        .replace("$LIB", lib)
+        .replace("${PLATFORM}", platform)
+        .replace("$PLATFORM", platform)
+        .replace("${ORIGIN}", origin)
+        .replace("$ORIGIN", origin)
 }
 
 /// The ELF class and machine of the file at `path`, when it is a regular ELF file. The type is

@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::analysis::graph::How;
+use crate::analysis::graph::{How, substitute_tokens};
 use crate::analysis::payload::PayloadSpec;
 use crate::progress::Progress;
 
@@ -71,14 +71,12 @@ fn graph_files(dir: &Path, spec: &PayloadSpec) -> Vec<PathBuf> {
                 };
                 let origin = dir.join(&ins.files[from].path);
                 let origin = origin.parent().unwrap_or(dir).to_string_lossy();
+                let elf = &ins.files[from].elf;
                 out.extend(
                     outside
                         .iter()
                         .map(|entry| {
-                            let entry = entry
-                                .replace("${ORIGIN}", &origin)
-                                .replace("$ORIGIN", &origin);
-                            Path::new(&entry).join(&e.name)
+                            Path::new(&substitute_tokens(entry, &origin, elf)).join(&e.name)
                         })
                         .find(|p| p.is_file()),
                 );
