@@ -560,9 +560,11 @@ impl<'a> ElfView<'a> {
     /// Unmap the pages of read-only data from this process once they have been searched: the
     /// ~28 MB of a torch tree's `.rodata` are most of the pages `plan` maps, and what a process
     /// still maps at exit the kernel tears down on one thread before the parent learns of the exit
-    /// (3–4 ms of `plan`'s ~20 ms on torch 2.11). Dropping them here does that work on the reading
-    /// threads instead: 41 interleaved runs each way, run twice, 22.8/23.0 -> 21.1/21.0 ms. Only
-    /// whole pages inside the ranges are dropped; a later read refaults them from the page cache.
+    /// (3.7–4.9 ms of `plan`'s ~20 ms on torch 2.11, 1.9–2.5 ms with this). Dropping them here does
+    /// that work on the reading threads instead: 41 interleaved runs each way, run twice,
+    /// 22.8/23.0 -> 21.1/21.0 ms. Only whole pages inside the ranges are dropped; a later read
+    /// refaults them from the page cache. Without section headers the ranges are the whole
+    /// read-only segment, dynamic symbol tables included: those refault when the verdict reads them.
     fn drop_mapped_rodata(&self, map: &Mmap) {
         const PAGE: usize = 4096;
         for r in self.rodata_ranges() {
