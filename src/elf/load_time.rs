@@ -69,12 +69,8 @@ impl<'a> ElfView<'a> {
             if seen.len() >= MAX_FUNCTIONS || !seen.insert(addr) {
                 continue;
             }
-            let next = starts.partition_point(|&s| s <= addr);
-            let end = starts
-                .get(next)
-                .copied()
-                .unwrap_or(u64::MAX)
-                .min(addr.saturating_add(MAX_FUNCTION));
+            let limit = addr.saturating_add(MAX_FUNCTION);
+            let end = starts.next_after(addr, limit).unwrap_or(limit);
             let Some(code) = self.code(addr, end) else {
                 continue;
             };
@@ -92,10 +88,7 @@ impl<'a> ElfView<'a> {
                         .and_then(|slot| slots.get(&slot))
                     {
                         out.insert(name);
-                    } else if depth < MAX_DEPTH
-                        && target != addr
-                        && starts.binary_search(&target).is_ok()
-                    {
+                    } else if depth < MAX_DEPTH && target != addr && starts.contains(target) {
                         queue.push((target, depth + 1));
                     }
                 }
@@ -190,14 +183,13 @@ impl<'a> ElfView<'a> {
         self.bytes.get(off..off + (end - start) as usize)
     }
 
-    /// Function start addresses, sorted and without repeats: the `.eh_frame_hdr` search table
-    /// (every function with unwind information, kept by `strip`) and, when present, `.symtab`'s
-    /// functions. A sorted vector, not a set: a file with the payload linked in has ~200k of them,
-    /// and inserting them one by one into a B-tree was a tenth of `plan`'s time on torch 2.11.
-    /// The search table is sorted already (a binary-search table; checked, as the file may lie),
-    /// so only `.symtab`'s half is sorted and the two are merged: sorting the union was 1.5–2 ms
-    /// of torch 2.11's linalg library, on the path every other file waits for.
-    fn function_starts(&self) -> Vec<u64> {
+    /// Function start addresses: the `.eh_frame_hdr` search table (every function with unwind
+    /// information, kept by `strip`) and, when present, `.symtab`'s functions. A file with the
+    /// payload linked in has ~55k of each (torch 2.11's linalg library), and the decoder asks
+    /// about the few hundred functions run at load: marking them in a bitmap of the code's
+    /// addresses costs a tenth of sorting and merging the two lists, which was 1–1.3 ms of the
+    /// walk every `plan` of a tree waits for ([`FunctionStarts`]).
+    fn function_starts(&self) -> FunctionStarts {
         let mut table = Vec::new();
         if let Some(ph) = self.phdrs.iter().find(|p| p.p_type == program_header::PT_GNU_EH_FRAME)
             && let Some(hdr) = super::file_range(self.bytes.len() as u64, ph.p_offset, ph.p_filesz).map(|r| &self.bytes[r])
@@ -214,10 +206,7 @@ impl<'a> ElfView<'a> {
                 ph.p_vaddr.wrapping_add_signed(rel)
             }));
         }
-        if !table.is_sorted() {
-            table.sort_unstable();
-        }
-        let mut symbols: Vec<u64> = match self.symtab() {
+        let symbols: Vec<u64> = match self.symtab() {
             Some((symtab, _)) => symtab
                 .iter()
                 .filter(|s| s.kind() == goblin::elf::sym::STT_FUNC && s.defined() && s.value != 0)
@@ -225,8 +214,7 @@ impl<'a> ElfView<'a> {
                 .collect(),
             None => Vec::new(),
         };
-        symbols.sort_unstable();
-        merge_sorted(&table, &symbols)
+        FunctionStarts::new(table, symbols)
     }
 
     /// `DT_RELA` and `DT_JMPREL` entries (x86-64 uses RELA only).
@@ -260,6 +248,76 @@ impl<'a> ElfView<'a> {
     }
 }
 
+/// A set of function start addresses, asked two things: is an address one, and which is the
+/// first after an address (below a limit).
+enum FunctionStarts {
+    /// One bit per byte of the address span the starts cover, `lo` first.
+    Bitmap { lo: u64, bits: Vec<u64> },
+    /// Sorted, each once: for starts spread over more than [`FunctionStarts::MAX_SPAN`] bytes (a
+    /// huge or hostile file), where the bitmap would cost more than sorting.
+    Sorted(Vec<u64>),
+}
+
+impl FunctionStarts {
+    /// Widest span of addresses kept as a bitmap (8 MiB of bits; torch 2.11's linalg library
+    /// spans 7.5 MB, a 0.9 MiB bitmap).
+    const MAX_SPAN: u64 = 64 << 20;
+
+    fn new(a: Vec<u64>, b: Vec<u64>) -> Self {
+        let (Some(&lo), Some(&hi)) = (a.iter().chain(&b).min(), a.iter().chain(&b).max()) else {
+            return FunctionStarts::Sorted(Vec::new());
+        };
+        if hi - lo >= Self::MAX_SPAN {
+            let (mut a, mut b) = (a, b);
+            a.sort_unstable();
+            b.sort_unstable();
+            return FunctionStarts::Sorted(merge_sorted(&a, &b));
+        }
+        let mut bits = vec![0u64; ((hi - lo) / 64 + 1) as usize];
+        for s in a.into_iter().chain(b) {
+            let i = s - lo;
+            bits[(i / 64) as usize] |= 1 << (i % 64);
+        }
+        FunctionStarts::Bitmap { lo, bits }
+    }
+
+    fn contains(&self, addr: u64) -> bool {
+        match self {
+            FunctionStarts::Bitmap { lo, bits } => addr.checked_sub(*lo).is_some_and(|i| {
+                bits.get((i / 64) as usize)
+                    .is_some_and(|w| w & (1 << (i % 64)) != 0)
+            }),
+            FunctionStarts::Sorted(v) => v.binary_search(&addr).is_ok(),
+        }
+    }
+
+    /// The first start above `addr` and below `limit`.
+    fn next_after(&self, addr: u64, limit: u64) -> Option<u64> {
+        let found = match self {
+            FunctionStarts::Bitmap { lo, bits } => {
+                // From the bit after `addr` (or the first bit), one word at a time up to `limit`.
+                let from = addr.saturating_add(1).max(*lo) - lo;
+                let end = limit.saturating_sub(*lo).min(bits.len() as u64 * 64);
+                let mut w = from / 64;
+                let mut word =
+                    bits.get(w as usize).copied().unwrap_or(0) & (u64::MAX << (from % 64));
+                loop {
+                    if word != 0 {
+                        break Some(lo + w * 64 + u64::from(word.trailing_zeros()));
+                    }
+                    w += 1;
+                    if w * 64 >= end {
+                        break None;
+                    }
+                    word = bits[w as usize];
+                }
+            }
+            FunctionStarts::Sorted(v) => v.get(v.partition_point(|&s| s <= addr)).copied(),
+        };
+        found.filter(|&s| s < limit)
+    }
+}
+
 /// The sorted union of two sorted lists, each value once.
 fn merge_sorted(a: &[u64], b: &[u64]) -> Vec<u64> {
     let mut out = Vec::with_capacity(a.len() + b.len());
@@ -289,7 +347,64 @@ struct Reloc {
 
 #[cfg(test)]
 mod tests {
-    use super::merge_sorted;
+    use super::{FunctionStarts, merge_sorted};
+
+    /// The bitmap answers as the sorted list does, at the edges of words, of the span and of
+    /// the limit, for starts given twice and in any order.
+    #[test]
+    fn bitmap_and_sorted_starts_answer_alike() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..50 {
+            let base = 0x40_0000 + (next() % 4096);
+            let n = (next() % 300) as usize + round % 2;
+            let a: Vec<u64> = (0..n).map(|_| base + next() % 20_000).collect();
+            let b: Vec<u64> = a
+                .iter()
+                .step_by(3)
+                .copied()
+                .chain((0..n / 2).map(|_| base + next() % 20_000))
+                .collect();
+            let bitmap = FunctionStarts::new(a.clone(), b.clone());
+            assert!(matches!(bitmap, FunctionStarts::Bitmap { .. }) || n == 0);
+            let (mut sa, mut sb) = (a.clone(), b.clone());
+            sa.sort_unstable();
+            sb.sort_unstable();
+            let sorted = FunctionStarts::Sorted(merge_sorted(&sa, &sb));
+            for q in (base.saturating_sub(130)..base + 20_130).step_by(7).chain([
+                0,
+                u64::MAX - 1,
+                u64::MAX,
+            ]) {
+                assert_eq!(bitmap.contains(q), sorted.contains(q), "contains {q:#x}");
+                for limit in [
+                    q.saturating_add(1),
+                    q.saturating_add(64),
+                    q.saturating_add(1000),
+                    u64::MAX,
+                ] {
+                    assert_eq!(
+                        bitmap.next_after(q, limit),
+                        sorted.next_after(q, limit),
+                        "next after {q:#x} below {limit:#x}"
+                    );
+                }
+            }
+        }
+        assert!(matches!(
+            FunctionStarts::new(vec![0x1000, 0x1000 + FunctionStarts::MAX_SPAN], vec![]),
+            FunctionStarts::Sorted(_)
+        ));
+        assert_eq!(
+            FunctionStarts::new(vec![], vec![]).next_after(0, u64::MAX),
+            None
+        );
+    }
 
     #[test]
     fn merging_keeps_each_start_once_in_order() {
