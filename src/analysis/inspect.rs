@@ -2,6 +2,7 @@
 //! the load graph. Everything later (verdict, plan, emit, pack) works from an [`Inspection`].
 
 use std::path::Path;
+use std::time::Instant;
 
 use serde::Serialize;
 use sha2::Digest as _;
@@ -47,6 +48,50 @@ impl FileFacts {
 
 fn carries_payload(elf: &crate::elf::ElfFacts, payload: &PayloadFacts, spec: &PayloadSpec) -> bool {
     payload.holds_code() || elf.needed.iter().any(|n| spec.is_payload_library(n))
+}
+
+/// The load graph of `files`, built while the payload walks left for later (`tails`, see
+/// [`Tail`]) run beside it; their results are written into `files` after. The graph reads only
+/// the ELF facts.
+fn graph_beside_tails(
+    tree: &Tree,
+    files: &mut [FileFacts],
+    tails: &[Option<Tail>],
+    spec: &PayloadSpec,
+    env: &LoaderEnv,
+    trace: Option<Instant>,
+) -> LoadGraph {
+    let (graph, walked) = rayon::join(
+        || {
+            let t_graph = Instant::now();
+            let inputs: Vec<GraphInput<'_>> = files
+                .iter()
+                .map(|f| GraphInput {
+                    path: &f.path,
+                    elf: &f.elf,
+                })
+                .collect();
+            let graph =
+                LoadGraph::build_with(tree, &inputs, |name| spec.is_payload_library(name), env);
+            if trace.is_some() {
+                tracing::trace!("trace: graph {:?}", t_graph.elapsed());
+            }
+            graph
+        },
+        || {
+            use rayon::prelude::*;
+            (tails.par_iter().enumerate())
+                .filter_map(|(i, t)| Some((i, t.as_ref()?.finish(&files[i], spec, trace))))
+                .collect::<Vec<_>>()
+        },
+    );
+    for (i, (estimate, imports)) in walked {
+        if estimate.is_some() {
+            files[i].payload.estimate = estimate;
+        }
+        files[i].load_time_imports = imports;
+    }
+    graph
 }
 
 /// What to read beyond the facts every command needs.
@@ -112,22 +157,12 @@ pub fn inspect_with(
             t0.elapsed().as_secs_f64() * 1e3
         );
     }
-    let t_open = std::time::Instant::now();
-    let files: Vec<FileFacts> = parsed.into_iter().map(|(_, f)| f).collect();
-    let inputs: Vec<GraphInput<'_>> = files
-        .iter()
-        .map(|f| GraphInput {
-            path: &f.path,
-            elf: &f.elf,
-        })
-        .collect();
+    let (mut files, tails): (Vec<FileFacts>, Vec<Option<Tail>>) =
+        parsed.into_iter().map(|(_, f)| f).unzip();
     let env = LoaderEnv {
         ld_library_path: extras.ld_library_path,
     };
-    let graph = LoadGraph::build_with(&tree, &inputs, |name| spec.is_payload_library(name), &env);
-    if trace {
-        tracing::trace!("trace: graph {:?}", t_open.elapsed());
-    }
+    let graph = graph_beside_tails(&tree, &mut files, &tails, spec, &env, trace.then_some(t0));
     Ok(Inspection {
         tree,
         files,
@@ -148,8 +183,9 @@ struct FileReader<'a> {
 }
 
 impl FileReader<'_> {
-    /// The facts of one ELF file, read on a worker thread of [`Tree::open_unpacking`].
-    fn read(&self, input: crate::input::ElfInput<'_>) -> Result<FileFacts> {
+    /// The facts of one ELF file, read on a worker thread of [`Tree::open_unpacking`], and the
+    /// payload walks still to run on it when its bytes outlive the visit (see [`Tail`]).
+    fn read(&self, input: crate::input::ElfInput<'_>) -> Result<(FileFacts, Option<Tail>)> {
         let (spec, t0) = (self.spec, self.t0);
         let name = || display_member(self.path, self.kind, input.path);
         let start = t0.elapsed();
@@ -184,21 +220,26 @@ impl FileReader<'_> {
         });
         let (elf, mut payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
         // The file that carries the payload gets two more walks, each over its whole `.symtab`
-        // (the static estimate, the code run at load): side by side, for the other core is idle
-        // by the time torch's linalg library, read third, gets here.
-        let ((estimate, load_time_imports), t_tail) = timed(|| {
-            rayon::join(
-                || payload::static_estimate(&view, &elf, &payload, spec),
-                || {
-                    carries_payload(&elf, &payload, spec)
-                        .then(|| view.load_time_imports())
-                        .flatten()
-                },
-            )
+        // (the static estimate, the code run at load). When the file stays mapped they wait and
+        // run beside the load graph, which needs neither (see `Tail`); otherwise (an archive
+        // member, whose bytes go with the visit) they run here.
+        let deferred = carries_payload(&elf, &payload, spec)
+            .then_some(input.map)
+            .flatten();
+        let (load_time_imports, t_tail) = match deferred {
+            Some(_) => (None, std::time::Duration::ZERO),
+            None => {
+                let ((estimate, imports), t) = timed(|| Tail::walk(&view, &elf, &payload, spec));
+                if estimate.is_some() {
+                    payload.estimate = estimate;
+                }
+                (imports, t)
+            }
+        };
+        let tail = deferred.map(|map| Tail {
+            map: map.clone(),
+            path: input.path.to_string(),
         });
-        if estimate.is_some() {
-            payload.estimate = estimate;
-        }
         let fatbin = fatbin
             .map_err(|e| Error::invalid(name(), e))?
             .map(|s| s.without_containers());
@@ -221,7 +262,7 @@ impl FileReader<'_> {
         } else {
             Vec::new()
         };
-        Ok(FileFacts {
+        let facts = FileFacts {
             path: input.path.to_string(),
             size: input.bytes.len() as u64,
             elf,
@@ -230,6 +271,62 @@ impl FileReader<'_> {
             translation_units,
             sha256,
             load_time_imports,
-        })
+        };
+        Ok((facts, tail))
+    }
+}
+
+/// The two walks over the whole `.symtab` of a file that carries the payload: the static
+/// estimate and the imports of the code run at load. Neither enters the load graph, so for a
+/// file that stays mapped (a directory's) they run beside the graph instead of holding up the
+/// end of the reading. On torch 2.11 they take 1.4 and 1.9 ms on linalg, the library read third,
+/// and the graph 2.5 ms; `plan` on the tree went from 18.5 to 17.2 ms (41 interleaved runs).
+struct Tail {
+    map: std::sync::Arc<memmap2::Mmap>,
+    path: String,
+}
+
+/// What the walks found: the static estimate, the load-time imports.
+type Walked = (Option<payload::Estimate>, Option<Vec<String>>);
+
+impl Tail {
+    /// Both walks, side by side: the static estimate and the load-time imports. Each is `None`
+    /// where it does not apply (a payload library has no static estimate; a file that does not
+    /// carry the payload gets neither walk).
+    fn walk(
+        view: &ElfView<'_>,
+        elf: &ElfFacts,
+        payload: &PayloadFacts,
+        spec: &PayloadSpec,
+    ) -> Walked {
+        if !carries_payload(elf, payload, spec) {
+            return (None, None);
+        }
+        let ((estimate, t_estimate), (imports, t_imports)) = rayon::join(
+            || timed(|| payload::static_estimate(view, elf, payload, spec)),
+            || timed(|| view.load_time_imports()),
+        );
+        tracing::trace!("trace: estimate {t_estimate:.2?} load-time {t_imports:.2?}");
+        (estimate, imports)
+    }
+
+    /// The walks on `facts`, the file's facts read earlier from the same map.
+    fn finish(&self, facts: &FileFacts, spec: &PayloadSpec, t0: Option<Instant>) -> Walked {
+        // Parsed once already; every read the walks make is bounds-checked against the headers.
+        let Ok(view) = ElfView::parse(&self.map) else {
+            return (None, None);
+        };
+        let start = t0.map(|t| t.elapsed());
+        let walked = Tail::walk(&view, &facts.elf, &facts.payload, spec);
+        if let (Some(t0), Some(start)) = (t0, start) {
+            tracing::trace!(
+                "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} estimate+load-time beside the graph  {}",
+                start.as_secs_f64() * 1e3,
+                t0.elapsed().as_secs_f64() * 1e3,
+                t0.elapsed() - start,
+                self.path
+            );
+        }
+        walked
     }
 }
