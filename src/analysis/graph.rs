@@ -22,7 +22,12 @@
 //! outside program (or `ld.so --list LIB`) would load it: its own search path only. Those
 //! processes add edges (their ids are in the edges' `roots`), never reach.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+// The model hashes paths, names and indices tens of thousands of times per tree; keys are the
+// tree's own strings and small integers, so a fast non-keyed hash is enough (no order reaches
+// any output: every listing is sorted or in the order the processes ran).
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -582,12 +587,12 @@ impl Process {
             root_node,
             prefix_python,
             marks_reach: start != Start::OnItsOwn,
-            loaded: HashMap::new(),
+            loaded: HashMap::default(),
             system_loaded,
             in_process: vec![false; files],
-            chains: HashMap::new(),
-            opened: HashMap::new(),
-            context: HashMap::new(),
+            chains: HashMap::default(),
+            opened: HashMap::default(),
+            context: HashMap::default(),
         }
     }
 
@@ -601,10 +606,10 @@ impl<'t, 'a> Builder<'t, 'a> {
         let mut graph = LoadGraph {
             nodes: Vec::new(),
             edges: Vec::new(),
-            by_file: HashMap::new(),
-            by_external: HashMap::new(),
+            by_file: HashMap::default(),
+            by_external: HashMap::default(),
         };
-        let mut file_by_entry = HashMap::new();
+        let mut file_by_entry = HashMap::default();
         for (i, f) in files.iter().enumerate() {
             let id = graph.nodes.len();
             graph.nodes.push(Node {
@@ -623,7 +628,7 @@ impl<'t, 'a> Builder<'t, 'a> {
                 file_by_entry.insert(e, i);
             }
         }
-        let mut by_name: HashMap<&'t str, Vec<usize>> = HashMap::new();
+        let mut by_name: HashMap<&'t str, Vec<usize>> = HashMap::default();
         let mut site_packages = false;
         for (i, e) in tree.entries.iter().enumerate() {
             if !matches!(e.kind, crate::input::EntryKind::Dir) {
@@ -658,7 +663,7 @@ impl<'t, 'a> Builder<'t, 'a> {
             tree,
             files,
             graph,
-            edge_index: HashMap::new(),
+            edge_index: HashMap::default(),
             file_by_entry,
             lookups: Default::default(),
             expanded: Default::default(),
@@ -667,8 +672,8 @@ impl<'t, 'a> Builder<'t, 'a> {
             root_abs,
             ld_library_path: Vec::new(),
             prefix,
-            contexts: HashMap::new(),
-            walks: HashMap::new(),
+            contexts: HashMap::default(),
+            walks: HashMap::default(),
         };
         // An empty entry is the current directory, as in ld.so; relative entries are taken from the
         // tree's root (an archive has no other directory to be in).
@@ -749,7 +754,7 @@ impl<'t, 'a> Builder<'t, 'a> {
     /// Which files some other file would load by its own search path alone (no inherited RPATH):
     /// used only to pick unreferenced roots in a sensible order.
     fn tentative_targets(&mut self) -> HashMap<usize, ()> {
-        let mut out = HashMap::new();
+        let mut out = HashMap::default();
         for (i, f) in self.files.iter().enumerate() {
             let start = if f.elf.is_executable() {
                 Start::Program(RootKind::Executable)
