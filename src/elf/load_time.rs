@@ -20,7 +20,11 @@
 //! as that function also runs at load. An exact GOT-slot or function-start hit by chance bytes
 //! is rare, and a chance hit can only add a name, never hide one.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+// Looked up at every byte of the code run at load (~100k times on torch 2.11's linalg): a fast
+// hash for addresses.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use goblin::elf::dynamic;
 use goblin::elf::header;
@@ -63,7 +67,7 @@ impl<'a> ElfView<'a> {
             return Some(Vec::new());
         };
         let mut queue: Vec<(u64, usize)> = initialisers.into_iter().map(|a| (a, 0)).collect();
-        let mut seen: HashSet<u64> = HashSet::new();
+        let mut seen: HashSet<u64> = HashSet::default();
         let mut out: BTreeSet<&str> = BTreeSet::new();
         while let Some((addr, depth)) = queue.pop() {
             if seen.len() >= MAX_FUNCTIONS || !seen.insert(addr) {
@@ -101,7 +105,7 @@ impl<'a> ElfView<'a> {
     /// a dynamic symbol table.
     fn got_slots(&self, relocs: &[Reloc]) -> Option<HashMap<u64, &'a str>> {
         let (symbols, strs) = self.dynsym_table()?;
-        let mut slots = HashMap::new();
+        let mut slots = HashMap::default();
         for r in relocs.iter().filter(|r| {
             matches!(r.kind, R_X86_64_64 | R_X86_64_GLOB_DAT | R_X86_64_JUMP_SLOT) && r.sym != 0
         }) {
