@@ -126,17 +126,22 @@ impl PayloadSpec {
     /// linalg library), so it decides on the first bytes and parses a mangled length only for
     /// global-scope names.
     pub fn may_be_payload_symbol(&self, raw: &[u8]) -> bool {
-        match raw {
-            [b'_', b'Z', ..] => mangled_global(raw).is_some_and(|(_, ident)| {
+        self.may_be_payload_ident(raw, global_ident(raw))
+    }
+
+    /// [`Self::may_be_payload_symbol`] with the name's [`global_ident`] already parsed.
+    fn may_be_payload_ident(&self, raw: &[u8], ident: Option<&[u8]>) -> bool {
+        match (raw, ident) {
+            ([b'_', b'Z', ..], ident) => ident.is_some_and(|ident| {
                 self.symbol_prefixes
                     .iter()
                     .any(|p| ident.starts_with(p.as_bytes()))
             }),
-            [first, ..] => self
+            ([first, ..], _) => self
                 .symbol_prefixes
                 .iter()
                 .any(|p| p.as_bytes().first() == Some(first) && raw.starts_with(p.as_bytes())),
-            [] => false,
+            ([], _) => false,
         }
     }
 
@@ -168,6 +173,15 @@ fn mangled_global(raw: &[u8]) -> Option<(usize, &[u8])> {
         n.checked_mul(10)?.checked_add((d - b'0') as usize)
     })?;
     Some((len, &rest[digits..]))
+}
+
+/// The identifier of a global-scope mangled name (what follows `_Z[L]<length>`), parsed once
+/// for the several prefix checks a `.symtab` walk makes of each name.
+fn global_ident(raw: &[u8]) -> Option<&[u8]> {
+    match raw {
+        [b'_', b'Z', ..] => mangled_global(raw).map(|(_, ident)| ident),
+        _ => None,
+    }
 }
 
 /// A mangled C++ function at global scope whose name starts with `prefix`. Entities inside a
@@ -618,8 +632,9 @@ impl PayloadSpan {
                 continue;
             }
             let raw = strs.get(s.name as usize..).unwrap_or(&[]);
-            if !(spec.may_be_payload_symbol(raw)
-                || (s.kind() == sym::STT_FUNC && is_cuda_registration(raw)))
+            let ident = global_ident(raw);
+            if !(spec.may_be_payload_ident(raw, ident)
+                || (s.kind() == sym::STT_FUNC && is_cuda_registration(raw, ident)))
             {
                 continue;
             }
@@ -664,9 +679,9 @@ impl PayloadSpan {
 /// A CUDA translation unit's registration function (one per unit): `__sti____cudaRegisterAll…` in
 /// C, or that identifier mangled at global scope with internal (`_ZL24__sti____cudaRegisterAllv`)
 /// or external linkage (`_Z24…`, 625 of torch 1.10's 1,354 units).
-fn is_cuda_registration(raw: &[u8]) -> bool {
+fn is_cuda_registration(raw: &[u8], ident: Option<&[u8]>) -> bool {
     const NAME: &[u8] = b"__sti____cudaRegisterAll";
-    raw.starts_with(NAME) || mangled_global(raw).is_some_and(|(_, ident)| ident.starts_with(NAME))
+    raw.starts_with(NAME) || ident.is_some_and(|ident| ident.starts_with(NAME))
 }
 
 pub fn demangle(name: &str) -> String {
