@@ -274,15 +274,24 @@ same two threads and the same positioned fatbin reads, and analyses nothing. So 
 plan within 2× of libtree is below the cost of reading its inputs. splitpkg's own analysis adds
 {(plan_tree['median'] - floor) * 1000:.1f} ms on top of the floor (plan / floor = {plan_tree['median'] / floor:.2f}×).
 
-Where that goes (measured on 2026-12-04 with `SPLITPKG_TRACE=1`, `perf` and `strace`; this paragraph
-is not regenerated): the graph (~1.8 ms) and the verdict (~2 ms) come after the last file, on
-fewer threads; at exit the kernel tears down the maps the verdict still used, on one thread
-(1.9–2.5 ms from `exit_group` to the exit; 3.7–4.9 ms before `.rodata` was unmapped as soon as it
-was searched), where the floor unmaps each file on its thread when it is done with it; the payload
-library's two `.symtab` walks (static estimate, load-time imports; 2.7–4 ms side by side, a third
-of it sorting function starts) are reads the floor does not make; the rest is decoding, looking up
-and sorting symbol names, and hashing paths in the graph. `perf stat`: plan keeps 1.33 of the 2
-CPUs busy, the floor 1.5.
+Where that goes (measured on 2026-12-04 with `SPLITPKG_TRACE=1`, `perf`, `perf sched` and
+timestamps; this paragraph is not regenerated):
+- **Before the first file** (~1.5 ms more than the floor's small binary): `splitpkg --version`
+  takes 2.0–2.5 ms against 0.8 ms for `/bin/true`; about 30 % of it is the dynamic loader applying
+  35k relative relocations to the 22 MB position-independent binary. A non-PIE build started
+  0.5–0.9 ms sooner but gives up address-space randomisation for a tool that reads hostile
+  archives, so it was not adopted.
+- **After the last file:** the load graph (2.0–3.5 ms) runs beside the payload library's two
+  `.symtab` walks (static estimate 1.3 ms, load-time imports 1.8 ms; one after the other, for
+  the graph holds the other core), then the verdict (~2 ms, most of it the loader contract: what
+  core files import that only the lazy library defines, its exports, its imports by provider).
+- **At exit:** the output reaches the parent 1.6–2.0 ms before the process is gone (0.35 ms for
+  an empty directory): the kernel tears down the maps the verdict read, on one thread. The floor
+  unmaps each file on its own thread when it is done with it.
+- **Noise:** in one or two runs of ten on this VM the second worker thread starts 2–4 ms late
+  (timestamped as it enters the read, before it opens a file); the floor's runs, on the same
+  thread pool, are exposed to it too.
+- `perf stat`: plan keeps 1.54 of the 2 CPUs busy, the floor 1.61.
 
 ## Wheel, read in place
 
