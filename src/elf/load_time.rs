@@ -257,7 +257,7 @@ impl<'a> ElfView<'a> {
 enum FunctionStarts {
     /// One bit per byte of the address span the starts cover, `lo` first.
     Bitmap { lo: u64, bits: Vec<u64> },
-    /// Sorted, each once: for starts spread over more than [`FunctionStarts::MAX_SPAN`] bytes (a
+    /// Sorted, each once: for starts spread over [`FunctionStarts::MAX_SPAN`] bytes or more (a
     /// huge or hostile file), where the bitmap would cost more than sorting.
     Sorted(Vec<u64>),
 }
@@ -272,10 +272,7 @@ impl FunctionStarts {
             return FunctionStarts::Sorted(Vec::new());
         };
         if hi - lo >= Self::MAX_SPAN {
-            let (mut a, mut b) = (a, b);
-            a.sort_unstable();
-            b.sort_unstable();
-            return FunctionStarts::Sorted(merge_sorted(&a, &b));
+            return FunctionStarts::sorted(a, b);
         }
         let mut bits = vec![0u64; ((hi - lo) / 64 + 1) as usize];
         for s in a.into_iter().chain(b) {
@@ -283,6 +280,14 @@ impl FunctionStarts {
             bits[(i / 64) as usize] |= 1 << (i % 64);
         }
         FunctionStarts::Bitmap { lo, bits }
+    }
+
+    /// The sorted form of the starts in `a` and `b`.
+    fn sorted(mut a: Vec<u64>, b: Vec<u64>) -> Self {
+        a.extend(b);
+        a.sort_unstable();
+        a.dedup();
+        FunctionStarts::Sorted(a)
     }
 
     fn contains(&self, addr: u64) -> bool {
@@ -322,26 +327,6 @@ impl FunctionStarts {
     }
 }
 
-/// The sorted union of two sorted lists, each value once.
-fn merge_sorted(a: &[u64], b: &[u64]) -> Vec<u64> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i] <= b[j] {
-            out.push(a[i]);
-            j += usize::from(a[i] == b[j]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out.dedup();
-    out
-}
-
 struct Reloc {
     offset: u64,
     kind: u32,
@@ -351,7 +336,7 @@ struct Reloc {
 
 #[cfg(test)]
 mod tests {
-    use super::{FunctionStarts, merge_sorted};
+    use super::FunctionStarts;
 
     /// The bitmap answers as the sorted list does, at the edges of words, of the span and of
     /// the limit, for starts given twice and in any order.
@@ -376,10 +361,7 @@ mod tests {
                 .collect();
             let bitmap = FunctionStarts::new(a.clone(), b.clone());
             assert!(matches!(bitmap, FunctionStarts::Bitmap { .. }) || n == 0);
-            let (mut sa, mut sb) = (a.clone(), b.clone());
-            sa.sort_unstable();
-            sb.sort_unstable();
-            let sorted = FunctionStarts::Sorted(merge_sorted(&sa, &sb));
+            let sorted = FunctionStarts::sorted(a.clone(), b.clone());
             for q in (base.saturating_sub(130)..base + 20_130).step_by(7).chain([
                 0,
                 u64::MAX - 1,
@@ -411,12 +393,16 @@ mod tests {
     }
 
     #[test]
-    fn merging_keeps_each_start_once_in_order() {
-        assert_eq!(merge_sorted(&[], &[]), Vec::<u64>::new());
-        assert_eq!(merge_sorted(&[1, 4, 9], &[]), vec![1, 4, 9]);
-        assert_eq!(merge_sorted(&[], &[2, 2, 3]), vec![2, 3]);
+    fn the_sorted_form_keeps_each_start_once_in_order() {
+        let sorted = |a: &[u64], b: &[u64]| match FunctionStarts::sorted(a.to_vec(), b.to_vec()) {
+            FunctionStarts::Sorted(v) => v,
+            FunctionStarts::Bitmap { .. } => unreachable!(),
+        };
+        assert_eq!(sorted(&[], &[]), Vec::<u64>::new());
+        assert_eq!(sorted(&[1, 4, 9], &[]), vec![1, 4, 9]);
+        assert_eq!(sorted(&[], &[2, 2, 3]), vec![2, 3]);
         assert_eq!(
-            merge_sorted(&[1, 4, 4, 9, 12], &[0, 4, 5, 9, 9, 20]),
+            sorted(&[1, 4, 4, 9, 12], &[0, 4, 5, 9, 9, 20]),
             vec![0, 1, 4, 5, 9, 12, 20]
         );
     }
