@@ -676,7 +676,12 @@ impl<'a> ElfView<'a> {
             "PyInit_",
         ];
         let text = &self.bytes[self.dynstr.clone()];
-        let shared = symbols.strtab() == text && search::disjoint(&NAMES, words);
+        // The symbol view's strings are this `.dynstr` (mapped or copied) whenever the file has a
+        // symbol table, and empty when it has none (`dynamic_symbols`): equal lengths are the same
+        // table. Comparing the bytes instead cost 0.4-0.7 ms on libtorch_cpu's 5.5 MB.
+        let same_table = symbols.strtab().len() == text.len();
+        debug_assert!(!same_table || symbols.strtab() == text);
+        let shared = same_table && search::disjoint(&NAMES, words);
         let mut patterns: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
         if shared {
             patterns.extend(words.iter().cloned());
