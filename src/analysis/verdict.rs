@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::graph::{Edge, EdgeKind, LoadGraph, NodeKind, Reach};
 use crate::analysis::inspect::Inspection;
 use crate::analysis::payload::demangle;
+use crate::elf::Lookup;
 use crate::input::Tree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -869,11 +870,7 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     let core_files: Vec<usize> = (0..ins.files.len())
         .filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap()))
         .collect();
-    let core_defines = |n: &str| {
-        core_files
-            .iter()
-            .any(|&c| ins.files[c].elf.symbols.defines(n))
-    };
+    let core_defines = |n: &str| core_define(ins, &core_files, &Lookup::new(n));
     // The four questions are independent and each reads different tables: answer them side by
     // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings;
     // the provided exports walk every export of the lazy library).
@@ -902,6 +899,13 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     }
 }
 
+/// Does any of `core_files` export the name?
+fn core_define(ins: &Inspection, core_files: &[usize], name: &Lookup<'_>) -> bool {
+    core_files
+        .iter()
+        .any(|&c| ins.files[c].elf.symbols.defines_lookup(name))
+}
+
 /// Symbols core files import that nothing but the lazy library defines.
 fn required_exports(
     ins: &Inspection,
@@ -918,10 +922,8 @@ fn required_exports(
                 .symbols
                 .undefined_names_by_offset()
                 .filter(|n| {
-                    lazy.elf.symbols.defines(n)
-                        && !core_files
-                            .iter()
-                            .any(|&c| ins.files[c].elf.symbols.defines(n))
+                    let n = Lookup::new(n);
+                    lazy.elf.symbols.defines_lookup(&n) && !core_define(ins, core_files, &n)
                 })
                 .map(str::to_string)
                 .collect::<Vec<_>>()
@@ -954,9 +956,10 @@ fn import_groups(
         .any(|n| crate::analysis::graph::system_group(n).is_some());
     let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
     for (name, bind) in lazy.elf.symbols.undefined_names() {
+        let lookup = Lookup::new(name);
         let provider = providers
             .iter()
-            .find(|&&f| ins.files[f].elf.symbols.defines(name))
+            .find(|&&f| ins.files[f].elf.symbols.defines_lookup(&lookup))
             .map(|&f| ins.files[f].path.clone())
             .unwrap_or_else(|| {
                 if bind == goblin::elf::sym::STB_WEAK {

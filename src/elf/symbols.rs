@@ -37,6 +37,38 @@ impl Bytes {
     }
 }
 
+/// A symbol name to look up in the hash tables of several files: its GNU and SysV hashes are
+/// computed on first use and kept. The loader contract asks up to a dozen files about each of
+/// thousands of names; hashing each name once per file was most of
+/// [`DynSymbols::defines`]'s time.
+pub struct Lookup<'a> {
+    name: &'a str,
+    gnu: std::cell::OnceCell<u32>,
+    sysv: std::cell::OnceCell<u32>,
+}
+
+impl<'a> Lookup<'a> {
+    pub fn new(name: &'a str) -> Self {
+        Lookup {
+            name,
+            gnu: std::cell::OnceCell::new(),
+            sysv: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn gnu(&self) -> u32 {
+        *self
+            .gnu
+            .get_or_init(|| object::elf::gnu_hash(self.name.as_bytes()))
+    }
+
+    fn sysv(&self) -> u32 {
+        *self
+            .sysv
+            .get_or_init(|| object::elf::hash(self.name.as_bytes()))
+    }
+}
+
 impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -151,6 +183,24 @@ impl<'a> SymTable<'a> {
         match self.entries {
             Entries::Elf32(t) => t.get(i).map(|s| RawSym::from_object(s, self.endian)),
             Entries::Elf64(t) => t.get(i).map(|s| RawSym::from_object(s, self.endian)),
+        }
+    }
+
+    /// The entries before `mid` and from `mid` on (`mid` past the end: all, and none).
+    pub fn split_at(self, mid: usize) -> (Self, Self) {
+        let part = |entries| SymTable {
+            entries,
+            endian: self.endian,
+        };
+        match self.entries {
+            Entries::Elf32(t) => {
+                let (a, b) = t.split_at(mid.min(t.len()));
+                (part(Entries::Elf32(a)), part(Entries::Elf32(b)))
+            }
+            Entries::Elf64(t) => {
+                let (a, b) = t.split_at(mid.min(t.len()));
+                (part(Entries::Elf64(a)), part(Entries::Elf64(b)))
+            }
         }
     }
 
@@ -441,10 +491,15 @@ impl DynSymbols {
     /// cargo run --release --example symbols -- $(fixtures/corpus/fetch --unpack torch-2.11.0-cu130 | awk '$1=="tree"{print $3}')
     /// ```
     pub fn defines(&self, name: &str) -> bool {
+        self.defines_lookup(&Lookup::new(name))
+    }
+
+    /// [`Self::defines`] for a name asked of several files: its hash is computed once.
+    pub fn defines_lookup(&self, name: &Lookup<'_>) -> bool {
         match &self.hash {
             Some((HashKind::Gnu, h)) => self.gnu_lookup(h, name).unwrap_or(false),
             Some((HashKind::Sysv, h)) => self.sysv_lookup(h, name).unwrap_or(false),
-            None => self.defined_names().any(|n| n == name),
+            None => self.defined_names().any(|n| n == name.name),
         }
     }
 
@@ -457,13 +512,21 @@ impl DynSymbols {
         })
     }
 
+    /// Is symbol `idx` defined and named `name`? The bytes are compared in place: the name
+    /// followed by the terminator is exactly what [`Self::name_at`] would return as `name`, without
+    /// finding the end and checking UTF-8 first.
     fn matches(&self, idx: usize, name: &str) -> bool {
-        self.raw()
-            .get(idx)
-            .is_some_and(|s| s.defined() && self.name_at(s.name) == Some(name))
+        let n = name.as_bytes();
+        self.raw().get(idx).is_some_and(|s| {
+            let at = s.name as usize;
+            s.defined()
+                && self.strtab.get(at..at.saturating_add(n.len())) == Some(n)
+                && self.strtab.get(at + n.len()) == Some(&0)
+        })
     }
 
-    fn gnu_lookup(&self, h: &[u8], name: &str) -> Option<bool> {
+    fn gnu_lookup(&self, h: &[u8], lookup: &Lookup<'_>) -> Option<bool> {
+        let name = lookup.name;
         let nbuckets = self.u32_at(h, 0)? as usize;
         let symoffset = self.u32_at(h, 4)? as usize;
         let bloom_size = self.u32_at(h, 8)? as usize;
@@ -471,7 +534,7 @@ impl DynSymbols {
         if nbuckets == 0 || bloom_size == 0 {
             return Some(false);
         }
-        let hash = object::elf::gnu_hash(name.as_bytes());
+        let hash = lookup.gnu();
         let word_bits = if self.is64 { 64 } else { 32 };
         let word_bytes = word_bits / 8;
         let bloom_at = 16 + ((hash as usize / word_bits) % bloom_size) * word_bytes;
@@ -513,13 +576,14 @@ impl DynSymbols {
         Some(false)
     }
 
-    fn sysv_lookup(&self, h: &[u8], name: &str) -> Option<bool> {
+    fn sysv_lookup(&self, h: &[u8], lookup: &Lookup<'_>) -> Option<bool> {
+        let name = lookup.name;
         let nbucket = self.u32_at(h, 0)? as usize;
         let nchain = self.u32_at(h, 4)? as usize;
         if nbucket == 0 {
             return Some(false);
         }
-        let hash = object::elf::hash(name.as_bytes()) as usize;
+        let hash = lookup.sysv() as usize;
         let mut idx = self.u32_at(h, 8 + (hash % nbucket) * 4)? as usize;
         // A chain visits each symbol at most once: bounded by the chain table and the symbol
         // table, and a cycle (a hostile table) is caught by Brent's method within a few times its
@@ -633,6 +697,53 @@ mod tests {
             assert!(s.defined() && t.get(1).is_none());
             assert_eq!(t.iter().count(), 1);
         }
+    }
+
+    /// The halves of a split hold every entry once, in order, wherever the split falls.
+    #[test]
+    fn split_halves_keep_every_entry_in_order() {
+        let mut bytes = Vec::new();
+        for name in 1u32..=5 {
+            let mut e = [0u8; 24];
+            e[..4].copy_from_slice(&name.to_le_bytes());
+            bytes.extend_from_slice(&e);
+        }
+        let t = SymTable::new(&bytes, true, true);
+        for mid in [0, 2, 5, 9] {
+            let (a, b) = t.split_at(mid);
+            assert_eq!(a.len(), mid.min(5));
+            let names: Vec<u32> = a.iter().chain(b.iter()).map(|s| s.name).collect();
+            assert_eq!(names, [1, 2, 3, 4, 5]);
+        }
+    }
+
+    /// A name matches only the whole terminated string: not a longer one it begins, not one the
+    /// table cuts off before its terminator.
+    #[test]
+    fn a_lookup_matches_whole_terminated_names_only() {
+        // Symbols 1..=3 name "ab", "abc" and the unterminated "xy" at the end of the strings.
+        let strtab = b"\0ab\0abc\0xy";
+        let mut table = vec![0u8; 24];
+        for off in [1u32, 4, 8] {
+            let mut e = [0u8; 24];
+            e[..4].copy_from_slice(&off.to_le_bytes());
+            e[4] = 0x12; // STB_GLOBAL, STT_FUNC
+            e[6..8].copy_from_slice(&1u16.to_le_bytes()); // defined
+            table.extend_from_slice(&e);
+        }
+        let syms = DynSymbols::new(
+            Bytes::Owned(Arc::from(table)),
+            Bytes::Owned(Arc::from(&strtab[..])),
+            None,
+            None,
+            Vec::new(),
+            true,
+            true,
+        );
+        assert!(syms.matches(1, "ab") && syms.matches(2, "abc"));
+        assert!(!syms.matches(2, "ab") && !syms.matches(1, "a"));
+        assert!(!syms.matches(3, "xy") && !syms.matches(3, "x"));
+        assert!(!syms.matches(4, "ab"));
     }
 
     /// A SysV chain that loops (hostile, issue 12): every lookup ends at once, not after nchain steps.
