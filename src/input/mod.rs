@@ -557,7 +557,8 @@ impl Builder {
         }
         // Archives often omit directory entries; add them so path walks see real directories.
         // A parent already seen had its own parents added then: stop climbing there (torch 2.11's
-        // wheel: 12,482 members, ~2,000 directories, most of them absent from the archive).
+        // wheel: 12,482 members under 639 directories; looking up every member's whole chain of
+        // parents made `finish` take 9-12 ms).
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let mut dirs = Vec::new();
         for path in entries.keys() {
@@ -816,7 +817,7 @@ struct ZipFile {
 ///
 /// The walk reads no content. The first bytes of every member are read beside it, on all threads
 /// ([`zip_heads`]): setting up each member's inflater (its first block's Huffman tables) is most
-/// of a wheel's listing, 64 ms of torch 2.11's 12,482 members when one thread did it all. What
+/// of a wheel's listing, 76–84 ms for torch 2.11's 12,482 members when one thread did it all. What
 /// decides (the member rules, ELF or not, a library-named file that is neither ELF nor a linker
 /// script, the METADATA) then runs in archive order, so the first error is the one a sequential
 /// walk meets first.
