@@ -302,9 +302,12 @@ impl Tail {
         if !carries_payload(elf, payload, spec) {
             return (None, None);
         }
-        let ((estimate, t_estimate), (imports, t_imports)) = rayon::join(
-            || timed(|| payload::static_estimate(view, elf, payload, spec)),
+        // The load-time walk first: the estimate's walk is two halves (`PayloadSpan::scan`), and
+        // left last on this thread's queue, its second half is what the graph's thread, done
+        // first, can take.
+        let ((imports, t_imports), (estimate, t_estimate)) = rayon::join(
             || timed(|| view.load_time_imports()),
+            || timed(|| payload::static_estimate(view, elf, payload, spec)),
         );
         tracing::trace!("trace: estimate {t_estimate:.2?} load-time {t_imports:.2?}");
         (estimate, imports)
