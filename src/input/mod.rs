@@ -912,21 +912,25 @@ fn zip_heads(archive: &walk::Zip<'_>, len: u64) -> Vec<std::result::Result<Vec<u
     use rayon::prelude::*;
     (0..archive.len())
         .into_par_iter()
-        .map_init(
-            || archive.clone(),
-            |a, i| {
-                let mut f = a.by_index(i).map_err(HeadError::Open)?;
-                let mut head = Vec::with_capacity(len as usize);
-                if !f.is_dir() {
-                    f.by_ref()
-                        .take(len)
-                        .read_to_end(&mut head)
-                        .map_err(HeadError::Read)?;
-                }
-                Ok(head)
-            },
-        )
+        .map_init(|| archive.clone(), |a, i| read_head(a, i, len))
         .collect()
+}
+
+/// The first `len` bytes of member `index` (fewer when it is shorter; none for a directory).
+fn read_head(
+    archive: &mut walk::Zip<'_>,
+    index: usize,
+    len: u64,
+) -> std::result::Result<Vec<u8>, HeadError> {
+    let mut f = archive.by_index(index).map_err(HeadError::Open)?;
+    let mut head = Vec::with_capacity(len.min(256) as usize);
+    if !f.is_dir() {
+        f.by_ref()
+            .take(len)
+            .read_to_end(&mut head)
+            .map_err(HeadError::Read)?;
+    }
+    Ok(head)
 }
 
 /// Why a member's first bytes could not be read; [`HeadError::into_error`] names the member once
@@ -945,22 +949,14 @@ impl HeadError {
     }
 }
 
-/// The first `len` bytes of a zip member (fewer when it is shorter).
+/// The first `len` bytes of a walked zip member, errors naming it.
 fn zip_head(
     display: &str,
     archive: &mut walk::Zip<'_>,
     m: &walk::Member,
     len: u64,
 ) -> Result<Vec<u8>> {
-    let mut f = archive
-        .by_index(m.index)
-        .map_err(|e| HeadError::Open(e).into_error(display, m))?;
-    let mut head = Vec::with_capacity(len.min(256) as usize);
-    f.by_ref()
-        .take(len)
-        .read_to_end(&mut head)
-        .map_err(|e| HeadError::Read(e).into_error(display, m))?;
-    Ok(head)
+    read_head(archive, m.index, len).map_err(|e| e.into_error(display, m))
 }
 
 fn read_wheel<T, F>(
