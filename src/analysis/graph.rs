@@ -1294,9 +1294,9 @@ impl<'t, 'a> Builder<'t, 'a> {
         let dir = match cached {
             Some(d) => d,
             None => {
+                // `probe` still holds the key built above.
+                let key = self.probe.borrow().clone();
                 let d = self.expand_entry(o, origin, entry);
-                let mut key = String::new();
-                entry_key(&mut key, o, origin, entry);
                 self.expanded.borrow_mut().insert(key, d.clone());
                 d
             }
