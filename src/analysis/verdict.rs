@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::graph::{Edge, EdgeKind, LoadGraph, NodeKind, Reach};
 use crate::analysis::inspect::Inspection;
 use crate::analysis::payload::demangle;
-use crate::elf::Lookup;
+use crate::elf::{DefinedPrints, Lookup};
 use crate::input::Tree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -913,6 +913,7 @@ fn required_exports(
     core_files: &[usize],
 ) -> Vec<String> {
     use rayon::prelude::*;
+    let lazy_defines = DefinedPrints::new(&lazy.elf.symbols);
     let mut required: Vec<String> = core_files
         .par_iter()
         .with_max_len(1)
@@ -920,11 +921,8 @@ fn required_exports(
             ins.files[i]
                 .elf
                 .symbols
-                .undefined_names_by_offset()
-                .filter(|n| {
-                    let n = Lookup::new(n);
-                    lazy.elf.symbols.defines_lookup(&n) && !core_define(ins, core_files, &n)
-                })
+                .imports_defined_by(&lazy_defines)
+                .filter(|n| !core_define(ins, core_files, &Lookup::new(n)))
                 .map(str::to_string)
                 .collect::<Vec<_>>()
         })

@@ -33,7 +33,9 @@ mod symbols;
 pub use error::ElfError;
 pub use note::{DlopenEntry, DlopenNotes, NoteProblem, Priority};
 pub use search::case_variants;
-pub use symbols::{Bytes, DynSymbols, HashKind, Lookup, RawSym, Sym, SymTable, SymbolRecord};
+pub use symbols::{
+    Bytes, DefinedPrints, DynSymbols, HashKind, Lookup, RawSym, Sym, SymTable, SymbolRecord,
+};
 
 /// Bytes either side of a library-name literal searched for symbol names the loader looks up.
 const NEIGHBOUR_WINDOW: usize = 512;
