@@ -448,9 +448,14 @@ impl ElfFacts {
     }
 }
 
-/// Mangled-name prefixes of PyTorch's `at::DynamicLibrary` constructors (complete and base object);
-/// the argument list changed across releases, so only the class and constructor part is matched.
-const DYNAMIC_LIBRARY_CTORS: [&str; 2] = ["_ZN2at14DynamicLibraryC1", "_ZN2at14DynamicLibraryC2"];
+/// PyTorch's `at::DynamicLibrary` constructors (complete and base object) are the names that
+/// start with `_ZN2at` + [`CTOR_CLASS`] + `1` or `2`; the argument list changed across releases,
+/// so only the class and constructor part is matched. The string table is searched for the part
+/// after `_ZN2at`, and the scope is checked at each hit: nearly every name libtorch exports starts
+/// with `_ZN2at`, and a pattern that began there left the searcher confirming a candidate at
+/// most of them (0.73 → 0.39 ms over libtorch_cpu's 5.6 MB `.dynstr`, in memory).
+const CTOR_SCOPE: &str = "_ZN2at";
+const CTOR_CLASS: &str = "14DynamicLibraryC";
 
 impl<'a> ElfView<'a> {
     /// Read the facts. `words` are searched (ASCII case-insensitively) in read-only data in the
@@ -670,13 +675,7 @@ impl<'a> ElfView<'a> {
     /// [`DynSymbols::containing`] is asked for them next) and leaves their hits with `symbols`:
     /// a big library's string table is megabytes, and a second pass over it cost as much again.
     fn loader_imports(&self, symbols: &mut DynSymbols, words: &[String]) -> (Vec<String>, bool) {
-        const NAMES: [&str; 5] = [
-            "dlopen",
-            "dlmopen",
-            DYNAMIC_LIBRARY_CTORS[0],
-            DYNAMIC_LIBRARY_CTORS[1],
-            "PyInit_",
-        ];
+        const NAMES: [&str; 4] = ["dlopen", "dlmopen", CTOR_CLASS, "PyInit_"];
         let text = &self.bytes[self.dynstr.clone()];
         // The symbol view's strings are this `.dynstr` (mapped or copied) whenever the file has a
         // symbol table, and empty when it has none (`dynamic_symbols`): equal lengths are the same
@@ -697,10 +696,13 @@ impl<'a> ElfView<'a> {
                 word_hits.push(m);
                 continue;
             }
-            let at_start = m.start() == 0 || text[m.start() - 1] == 0;
+            let Some(start) = name_start(text, &m) else {
+                continue;
+            };
+            let at_start = start == 0 || text[start - 1] == 0;
             let exact = text.get(m.end()) == Some(&0);
             if at_start && (p >= 2 || exact) {
-                hits.push((m.start() as u32, p));
+                hits.push((start as u32, p));
             }
         }
         if shared {
@@ -720,13 +722,13 @@ impl<'a> ElfView<'a> {
                 continue;
             };
             let label = match hits[i].1 {
-                4 if s.defined() && s.kind() == sym::STT_FUNC => {
+                3 if s.defined() && s.kind() == sym::STT_FUNC => {
                     python = true;
                     continue;
                 }
                 0 if !s.defined() => "dlopen",
                 1 if !s.defined() => "dlmopen",
-                2 | 3 if !s.defined() => "at::DynamicLibrary::DynamicLibrary",
+                2 if !s.defined() => "at::DynamicLibrary::DynamicLibrary",
                 _ => continue,
             };
             if !imports.iter().any(|x| x == label) {
@@ -986,6 +988,18 @@ impl<'a> ElfView<'a> {
     }
 }
 
+/// Where the name a loader-entry pattern matched in `text` begins: at the match, or for
+/// [`CTOR_CLASS`] (pattern 2 of `loader_imports`) at the `_ZN2at` before it, when that is there
+/// and `1` or `2` follows the class; `None` when it is not a constructor's name.
+fn name_start(text: &[u8], m: &aho_corasick::Match) -> Option<usize> {
+    if m.pattern().as_usize() != 2 {
+        return Some(m.start());
+    }
+    let start = m.start().checked_sub(CTOR_SCOPE.len())?;
+    let scoped = &text[start..m.start()] == CTOR_SCOPE.as_bytes();
+    (scoped && matches!(text.get(m.end()), Some(b'1' | b'2'))).then_some(start)
+}
+
 /// Given the position of ".so" in `data`, return the bounds of the whole C string around it if that
 /// string ends with `.so` plus optional numeric version components.
 fn literal_bounds(data: &[u8], pos: usize) -> Option<(usize, usize)> {
@@ -1120,6 +1134,34 @@ mod tests {
         assert!(!is_library_name(std::str::from_utf8(&data[s..e]).unwrap()));
         let pos3 = memchr::memmem::find(&data[38..], b".so").unwrap() + 38;
         assert_eq!(literal_bounds(data, pos3), None);
+    }
+
+    /// `at::DynamicLibrary`'s complete and base constructors are loader entry points when a file
+    /// imports them, whatever their arguments. Its destructor, an allocating constructor (`C3`),
+    /// the class under another scope, and a constructor the file defines itself are not.
+    #[test]
+    fn dynamic_library_constructors_are_loader_imports() {
+        let imported =
+            |name: &str| format!("extern void {name}(void);\nvoid f(void) {{ {name}(); }}\n");
+        let cases = [
+            (imported("_ZN2at14DynamicLibraryC1EPKcS2_b"), true),
+            (imported("_ZN2at14DynamicLibraryC2EPKc"), true),
+            (imported("_ZN2at14DynamicLibraryD1Ev"), false),
+            (imported("_ZN2at14DynamicLibraryC3Ev"), false),
+            (imported("_ZN3foo2at14DynamicLibraryC1Ev"), false),
+            (
+                "void _ZN2at14DynamicLibraryC1Ev(void) {}\n".to_string(),
+                false,
+            ),
+        ];
+        for (code, loader) in cases {
+            let mut s = crate::analysis::testkit::Scratch::new();
+            s.lib("libuser.so", &code, &[]);
+            let bytes = std::fs::read(s.tree().join("libuser.so")).unwrap();
+            let facts = ElfView::parse(&bytes).unwrap().facts(&[], None).unwrap();
+            let found = facts.loader_imports == ["at::DynamicLibrary::DynamicLibrary"];
+            assert_eq!(found, loader, "{code}");
+        }
     }
 
     /// The refusals print as they did when they were strings (tests and scripts grep for them).
