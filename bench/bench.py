@@ -290,7 +290,16 @@ timestamps; this paragraph is not regenerated):
   loader contract's four questions side by side (what core files import that only the lazy
   library defines 1.2 ms, its provided exports 0.6, its imports by provider 0.5, its sorted
   exports 0.4), everything else 0.15 ms. Cutting the graph by half moved plan's median by only
-  ~0.1 ms (41 interleaved runs, twice): the walks, not the graph, were the longer side.
+  ~0.1 ms (41 interleaved runs, twice): the walks, not the graph, were the longer side. Since
+  46e7bf2 the first question turns most of the ~11.5k core imports away by a print of the name
+  (length and three eight-byte windows) before hashing them: 0.81 → 0.43 ms a call in a warm
+  loop, 0.9–1.0 ms of wall time in the plan, where it waits on the other questions' thread.
+- **The reading itself** (2026-12-04, late evening): the loader-entry search over each `.dynstr`
+  looked for the two `at::DynamicLibrary` constructors by their full names, which begin with the
+  `_ZN2at` nearly every libtorch name begins with, and the searcher stopped to confirm a
+  candidate at most names. It now looks for the class part and checks the scope at each hit
+  (9da27e5): libtorch_cpu's facts 7.55 → 5.05 ms, libtorch_cuda's 3.95 → 3.25 ms (traced
+  medians), plan 18.2/18.6 → 16.7/17.2 ms (41 interleaved runs, twice, on a busy VM).
 - **At exit:** the output reaches the parent 1.6–2.0 ms before the process is gone (0.35 ms for
   an empty directory): the kernel tears down the maps the verdict read, on one thread. The floor
   unmaps each file on its own thread when it is done with it.
