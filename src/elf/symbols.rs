@@ -71,9 +71,9 @@ impl<'a> Lookup<'a> {
 
 /// Prints of the names a symbol table defines, to turn most other names away before a lookup.
 /// A print mixes a name's length with three eight-byte windows of it (start, middle, end): it
-/// costs finding the name's end and three loads, where the GNU hash [`DynSymbols::defines_lookup`]
-/// needs is a multiply per byte. Equal names have equal prints, so a name whose print is absent
-/// is not defined; a present one is looked up. The loader contract's required exports ask one
+/// costs finding the name's end and three loads, where the GNU hash that
+/// [`DynSymbols::defines_lookup`] needs costs a multiply per byte. Equal names have equal prints,
+/// so a name whose print is absent is not defined; a present one is looked up. The loader contract's required exports ask one
 /// library about the ~11.5k imports of torch 2.11's core files; hashing each of them was a third
 /// of that question's time and checking them as UTF-8 another seventh.
 pub struct DefinedPrints<'a> {
