@@ -342,9 +342,14 @@ fn subtract(r: Range<usize>, cut: Range<usize>) -> Vec<Range<usize>> {
 
 /// The NUL-terminated string at `off`, if it is valid UTF-8 and terminated inside `tab`.
 pub fn cstr_at(tab: &[u8], off: usize) -> Option<&str> {
+    std::str::from_utf8(cbytes_at(tab, off)?).ok()
+}
+
+/// The bytes of the NUL-terminated string at `off`, without the NUL; `None` when it is not
+/// terminated inside `tab`.
+pub(crate) fn cbytes_at(tab: &[u8], off: usize) -> Option<&[u8]> {
     let rest = tab.get(off..)?;
-    let end = memchr::memchr(0, rest)?;
-    std::str::from_utf8(&rest[..end]).ok()
+    Some(&rest[..memchr::memchr(0, rest)?])
 }
 
 // --- facts -------------------------------------------------------------------------------------
@@ -990,10 +995,10 @@ impl<'a> ElfView<'a> {
 }
 
 /// Where the name a loader-entry pattern matched in `text` begins: at the match, or for
-/// [`CTOR_CLASS`] (pattern 2 of `loader_imports`) at the `_ZN2at` before it, when that is there
-/// and `1` or `2` follows the class; `None` when it is not a constructor's name.
+/// [`CTOR_CLASS`] at the `_ZN2at` before it, when that is there and `1` or `2` follows the class;
+/// `None` when it is not a constructor's name.
 fn name_start(text: &[u8], m: &aho_corasick::Match) -> Option<usize> {
-    if m.pattern().as_usize() != 2 {
+    if &text[m.range()] != CTOR_CLASS.as_bytes() {
         return Some(m.start());
     }
     let start = m.start().checked_sub(CTOR_SCOPE.len())?;

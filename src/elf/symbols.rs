@@ -90,12 +90,9 @@ impl<'a> DefinedPrints<'a> {
         // Every defined entry, whether or not the hash table lists it: a superset of what
         // `defines_lookup` can find, which is all a prefilter needs.
         for s in raw.iter().skip(1).filter(|s| s.defined()) {
-            if let Some(name) = c_bytes(&symbols.strtab, s.name) {
+            if let Some(name) = super::cbytes_at(&symbols.strtab, s.name as usize) {
                 let p = print(name);
-                let mut i = slot(p, size);
-                while slots[i] != 0 && slots[i] != p {
-                    i = (i + 1) & (size - 1);
-                }
+                let i = slot_of(&slots, p);
                 slots[i] = p;
             }
         }
@@ -104,15 +101,8 @@ impl<'a> DefinedPrints<'a> {
 
     /// False when the table surely does not define `name`.
     fn may_define(&self, name: &[u8]) -> bool {
-        let (p, size) = (print(name), self.slots.len());
-        let mut i = slot(p, size);
-        loop {
-            match self.slots[i] {
-                0 => return false,
-                x if x == p => return true,
-                _ => i = (i + 1) & (size - 1),
-            }
-        }
+        let p = print(name);
+        self.slots[slot_of(&self.slots, p)] == p
     }
 
     fn defines(&self, name: &str) -> bool {
@@ -160,14 +150,15 @@ fn print(name: &[u8]) -> u64 {
     h | 1
 }
 
-fn slot(print: u64, size: usize) -> usize {
-    (print >> 7) as usize & (size - 1)
-}
-
-/// The bytes of the NUL-terminated string at `off`, without the NUL; `None` when unterminated.
-fn c_bytes(tab: &[u8], off: u32) -> Option<&[u8]> {
-    let rest = tab.get(off as usize..)?;
-    Some(&rest[..memchr::memchr(0, rest)?])
+/// The slot of `print` in `slots` (a power of two long, never full): where it is, or the empty
+/// slot where it would go.
+fn slot_of(slots: &[u64], print: u64) -> usize {
+    let mask = slots.len() - 1;
+    let mut i = (print >> 7) as usize & mask;
+    while slots[i] != 0 && slots[i] != print {
+        i = (i + 1) & mask;
+    }
+    i
 }
 
 impl Deref for Bytes {
@@ -522,19 +513,10 @@ impl DynSymbols {
             .filter_map(|s| self.name_at(s.name).map(|n| (n, s.bind())))
     }
 
-    /// Names of imported symbols in string-table order rather than symbol order. A large
-    /// library's names are spread over megabytes; visiting them in address order turns thousands
-    /// of cache and TLB misses into a forward sweep the prefetcher follows.
-    pub fn undefined_names_by_offset(&self) -> impl Iterator<Item = &str> {
-        self.import_offsets()
-            .into_iter()
-            .filter_map(|o| self.name_at(o))
-    }
-
-    /// The imports among `provider`'s names, each once, in string-table order: what
-    /// [`Self::undefined_names_by_offset`] filtered by `provider`'s [`Self::defines_lookup`]
-    /// gives. Most imports are turned away by their print ([`DefinedPrints`]) before they are
-    /// checked as UTF-8 or hashed for the lookup.
+    /// The imports among `provider`'s names, each once, in string-table order: the names of
+    /// [`Self::undefined_names`] that `provider`'s [`Self::defines_lookup`] finds. Most imports
+    /// are turned away by their print ([`DefinedPrints`]) before they are checked as UTF-8 or
+    /// hashed for the lookup.
     pub fn imports_defined_by<'s>(
         &'s self,
         provider: &DefinedPrints<'_>,
@@ -544,7 +526,7 @@ impl DynSymbols {
             if let Some(&ahead) = offs.get(i + PREFETCH_AHEAD) {
                 prefetch(&self.strtab, ahead);
             }
-            let name = c_bytes(&self.strtab, offs[i])?;
+            let name = super::cbytes_at(&self.strtab, offs[i] as usize)?;
             if !provider.may_define(name) {
                 return None;
             }
@@ -553,7 +535,9 @@ impl DynSymbols {
         })
     }
 
-    /// String-table offsets of the imported names, sorted, each once.
+    /// String-table offsets of the imported names, sorted, each once. A large library's names
+    /// are spread over megabytes; visiting them in address order turns thousands of cache and TLB
+    /// misses into a forward sweep the prefetcher follows.
     fn import_offsets(&self) -> Vec<u32> {
         let raw = self.raw();
         let mut offs: Vec<u32> = self
@@ -926,11 +910,18 @@ mod tests {
         ]);
         let prints = DefinedPrints::new(&provider);
         let fast: Vec<&str> = user.imports_defined_by(&prints).collect();
-        let slow: Vec<&str> = user
-            .undefined_names_by_offset()
+        let slow: std::collections::BTreeSet<&str> = user
+            .undefined_names()
+            .map(|(n, _)| n)
             .filter(|n| provider.defines_lookup(&Lookup::new(n)))
             .collect();
-        assert_eq!(fast, slow);
+        assert_eq!(
+            fast.iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<_>>(),
+            slow
+        );
+        // Each once, in string-table order.
         assert_eq!(fast, ["a", "magma_init", long]);
     }
 
