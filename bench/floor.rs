@@ -3,11 +3,15 @@
 //! For every ELF file (two threads, largest first, as splitpkg schedules them): map it, read the
 //! section headers, touch one byte per cache line of `.dynsym`, `.dynstr`, `.gnu.version*`,
 //! `.gnu.hash` and `.rodata*` (where dlopen literals and build-config text live), and walk the
-//! `.nv_fatbin` headers with the same positioned reads splitpkg uses. No strings are compared, no
-//! symbols decoded, no graph built. The time left between this and `splitpkg plan` is the cost of
-//! the analysis; the time between this and libtree is the cost of reading what libtree never reads.
+//! `.nv_fatbin` headers with the same positioned reads splitpkg uses. For the files named after
+//! DIR — those the plan says carry the payload (`payload.files` of `plan --json`) — also the tables
+//! the plan's two walks of such a file read: `.symtab`, `.strtab` (the static estimate, the
+//! function starts), `.eh_frame_hdr`, `.rela.dyn`, `.rela.plt` and `.init_array` (the code run at
+//! load). No strings are compared, no symbols decoded, no graph built. The time left between this
+//! and `splitpkg plan` is the cost of the analysis; the time between this and libtree is the cost
+//! of reading what libtree never reads.
 //!
-//! Usage: cargo run --release --example floor -- DIR
+//! Usage: cargo run --release --example floor -- DIR [CARRIER...]   (CARRIER: a path under DIR)
 
 use std::io::Read;
 
@@ -17,14 +21,15 @@ use goblin::elf::section_header::SectionHeader;
 use rayon::prelude::*;
 use scroll::Pread;
 
-/// What to touch: `FLOOR_PARTS` is a comma list of `tables`, `rodata`, `fatbin` (default: all).
+/// What to touch: `FLOOR_PARTS` is a comma list of `tables`, `rodata`, `fatbin`, `walks` (default:
+/// all).
 fn part(name: &str) -> bool {
     std::env::var("FLOOR_PARTS")
         .map(|v| v.split(',').any(|p| p == name))
         .unwrap_or(true)
 }
 
-fn touched(path: &std::path::Path) -> u64 {
+fn touched(path: &std::path::Path, carries: bool) -> u64 {
     let file = std::fs::File::open(path).expect("open");
     // SAFETY: read-only map of a file nobody modifies during the run.
     let map = unsafe { memmap2::Mmap::map(&file) }.expect("map");
@@ -54,7 +59,18 @@ fn touched(path: &std::path::Path) -> u64 {
                 n,
                 ".dynsym" | ".dynstr" | ".gnu.version" | ".gnu.version_r" | ".gnu.hash"
             ))
-            || (part("rodata") && n.starts_with(".rodata"));
+            || (part("rodata") && n.starts_with(".rodata"))
+            || (part("walks")
+                && carries
+                && matches!(
+                    n,
+                    ".symtab"
+                        | ".strtab"
+                        | ".eh_frame_hdr"
+                        | ".rela.dyn"
+                        | ".rela.plt"
+                        | ".init_array"
+                ));
         if wanted && sh.sh_type != goblin::elf::section_header::SHT_NOBITS {
             let s = &b[sh.sh_offset as usize..(sh.sh_offset + sh.sh_size) as usize];
             sum += s.iter().step_by(64).map(|&x| x as u64).sum::<u64>();
@@ -70,7 +86,13 @@ fn touched(path: &std::path::Path) -> u64 {
 }
 
 fn main() {
-    let dir = std::env::args().nth(1).expect("usage: floor DIR");
+    let dir = std::env::args()
+        .nth(1)
+        .expect("usage: floor DIR [CARRIER...]");
+    let carriers: Vec<std::path::PathBuf> = std::env::args()
+        .skip(2)
+        .map(|c| std::path::Path::new(&dir).join(c))
+        .collect();
     let mut files: Vec<(std::path::PathBuf, u64)> = walkdir::WalkDir::new(&dir)
         .into_iter()
         .filter_map(Result::ok)
@@ -93,7 +115,7 @@ fn main() {
     let sum: u64 = files
         .par_iter()
         .with_max_len(1)
-        .map(|(p, _)| touched(p))
+        .map(|(p, _)| touched(p, carriers.contains(p)))
         .sum();
     println!("{} ELF files, checksum {sum}", files.len());
 }
