@@ -280,7 +280,7 @@ plan within 2× of libtree is below the cost of reading its inputs. splitpkg's o
 Where that goes (measured on 2026-12-04 with `SPLITPKG_TRACE=1`, `perf`, `perf sched` and
 timestamps; this paragraph is not regenerated):
 - **Since 2026-12-04, late evening:** the release profile builds with thin LTO (c738465): plan
-  0.4–0.94 ms faster in four interleaved runs of 41–61 against the same code without it, start-up
+  0.4–0.94 ms faster in three interleaved runs of 41–61 against the same code without it, start-up
   0.3–0.4 ms sooner (fat LTO with one codegen unit measured the same). The floor now also touches
   what the plan's two walks read in the file that carries the payload (`.symtab`, `.strtab` and the
   load-time tables, ~4 MB of linalg; 66fc511), which it had left out: +0.0–0.4 ms.
