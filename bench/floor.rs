@@ -111,6 +111,14 @@ fn main() {
             )
         })
         .collect();
+    // A carrier that names no ELF file here would leave its tables out of the floor unnoticed.
+    for c in &carriers {
+        assert!(
+            files.iter().any(|(p, _)| p == c),
+            "{} is not an ELF file under {dir}",
+            c.display()
+        );
+    }
     files.sort_by_key(|f| std::cmp::Reverse(f.1));
     let sum: u64 = files
         .par_iter()

@@ -73,9 +73,10 @@ impl<'a> Lookup<'a> {
 /// A print mixes a name's length with three eight-byte windows of it (start, middle, end): it
 /// costs finding the name's end and three loads, where the GNU hash that
 /// [`DynSymbols::defines_lookup`] needs costs a multiply per byte. Equal names have equal prints,
-/// so a name whose print is absent is not defined; a present one is looked up. The loader contract's required exports ask one
-/// library about the ~11.5k imports of torch 2.11's core files; hashing each of them was a third
-/// of that question's time and checking them as UTF-8 another seventh.
+/// so a name whose print is absent is not defined; a present one is looked up. The loader
+/// contract's required exports ask one library about the ~11.5k imports of torch 2.11's core
+/// files; hashing each of them was a third of that question's time and checking them as UTF-8
+/// another seventh.
 pub struct DefinedPrints<'a> {
     symbols: &'a DynSymbols,
     /// Open addressing over a power-of-two table; 0 marks an empty slot (no print is 0).
