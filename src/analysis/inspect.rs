@@ -51,17 +51,22 @@ fn carries_payload(elf: &crate::elf::ElfFacts, payload: &PayloadFacts, spec: &Pa
 }
 
 /// The load graph of `files`, built while the payload walks left for later (`tails`, see
-/// [`Tail`]) run beside it; their results are written into `files` after. The graph reads only
-/// the ELF facts.
-fn graph_beside_tails(
-    tree: &Tree,
-    files: &mut [FileFacts],
-    tails: &[Option<Tail>],
+/// [`Tail`]) run beside it; then `then` on the inspection, still beside the walks, whose results
+/// are written into the files after. The graph reads only the ELF facts, and `then` must not read
+/// what the walks fill in (`payload.estimate`, `load_time_imports`): the walks work on their own
+/// copy of a carrier's facts, so the inspection can be handed over while they run.
+fn graph_beside_tails<R: Send>(
+    (tree, files): (Tree, Vec<FileFacts>),
+    tails: Vec<Option<Tail>>,
     spec: &PayloadSpec,
     env: &LoaderEnv,
     trace: Option<Instant>,
-) -> LoadGraph {
-    let (graph, walked) = rayon::join(
+    then: impl FnOnce(&Inspection) -> R + Send,
+) -> (Inspection, R) {
+    let carriers: Vec<(usize, Tail, ElfFacts, PayloadFacts)> = (tails.into_iter().enumerate())
+        .filter_map(|(i, t)| Some((i, t?, files[i].elf.clone(), files[i].payload.clone())))
+        .collect();
+    let ((inspection, result), walked) = rayon::join(
         || {
             let t_graph = Instant::now();
             let inputs: Vec<GraphInput<'_>> = files
@@ -72,26 +77,34 @@ fn graph_beside_tails(
                 })
                 .collect();
             let graph =
-                LoadGraph::build_with(tree, &inputs, |name| spec.is_payload_library(name), env);
+                LoadGraph::build_with(&tree, &inputs, |name| spec.is_payload_library(name), env);
             if trace.is_some() {
                 tracing::trace!("trace: graph {:?}", t_graph.elapsed());
             }
-            graph
+            let inspection = Inspection {
+                tree,
+                files,
+                graph,
+                spec: spec.clone(),
+            };
+            let result = then(&inspection);
+            (inspection, result)
         },
         || {
             use rayon::prelude::*;
-            (tails.par_iter().enumerate())
-                .filter_map(|(i, t)| Some((i, t.as_ref()?.finish(&files[i], spec, trace))))
+            (carriers.par_iter())
+                .map(|(i, t, elf, payload)| (*i, t.finish(elf, payload, spec, trace)))
                 .collect::<Vec<_>>()
         },
     );
+    let mut inspection = inspection;
     for (i, (estimate, imports)) in walked {
         if estimate.is_some() {
-            files[i].payload.estimate = estimate;
+            inspection.files[i].payload.estimate = estimate;
         }
-        files[i].load_time_imports = imports;
+        inspection.files[i].load_time_imports = imports;
     }
-    graph
+    (inspection, result)
 }
 
 /// What to read beyond the facts every command needs.
@@ -136,6 +149,21 @@ pub fn inspect_with(
     progress: &Progress,
     extras: Extras,
 ) -> Result<Inspection> {
+    inspect_then(path, spec, progress, extras, |_| ()).map(|(inspection, ())| inspection)
+}
+
+/// [`inspect_with`], and `then` on the inspection as soon as its load graph is built, beside the
+/// walks still running on the file that carries the payload (the static estimate and the code run
+/// at load, ~2.5 ms on torch 2.11's linalg library); their results are in the inspection returned,
+/// not in the one `then` sees. `plan` proves confinement there: the proof needs the graph, not
+/// the walks ([`crate::analysis::verdict::prove`]).
+pub fn inspect_then<R: Send>(
+    path: &Path,
+    spec: &PayloadSpec,
+    progress: &Progress,
+    extras: Extras,
+    then: impl FnOnce(&Inspection) -> R + Send,
+) -> Result<(Inspection, R)> {
     let kind = TreeKind::detect(path)?;
     let reader = FileReader {
         path,
@@ -157,18 +185,19 @@ pub fn inspect_with(
             t0.elapsed().as_secs_f64() * 1e3
         );
     }
-    let (mut files, tails): (Vec<FileFacts>, Vec<Option<Tail>>) =
+    let (files, tails): (Vec<FileFacts>, Vec<Option<Tail>>) =
         parsed.into_iter().map(|(_, f)| f).unzip();
     let env = LoaderEnv {
         ld_library_path: extras.ld_library_path,
     };
-    let graph = graph_beside_tails(&tree, &mut files, &tails, spec, &env, trace.then_some(t0));
-    Ok(Inspection {
-        tree,
-        files,
-        graph,
-        spec: spec.clone(),
-    })
+    Ok(graph_beside_tails(
+        (tree, files),
+        tails,
+        spec,
+        &env,
+        trace.then_some(t0),
+        then,
+    ))
 }
 
 /// What reading one ELF file of the tree needs: where the tree is (for names in errors), the
@@ -313,14 +342,20 @@ impl Tail {
         (estimate, imports)
     }
 
-    /// The walks on `facts`, the file's facts read earlier from the same map.
-    fn finish(&self, facts: &FileFacts, spec: &PayloadSpec, t0: Option<Instant>) -> Walked {
+    /// The walks on the file's facts (`elf`, `payload`), read earlier from the same map.
+    fn finish(
+        &self,
+        elf: &ElfFacts,
+        payload: &PayloadFacts,
+        spec: &PayloadSpec,
+        t0: Option<Instant>,
+    ) -> Walked {
         // Parsed once already; every read the walks make is bounds-checked against the headers.
         let Ok(view) = ElfView::parse(&self.map) else {
             return (None, None);
         };
         let start = t0.map(|t| t.elapsed());
-        let walked = Tail::walk(&view, &facts.elf, &facts.payload, spec);
+        let walked = Tail::walk(&view, elf, payload, spec);
         if let (Some(t0), Some(start)) = (t0, start) {
             tracing::trace!(
                 "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} estimate+load-time beside the graph  {}",

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::analysis::inspect::{Extras, Inspection, inspect_with};
+use crate::analysis::inspect::{Extras, Inspection, inspect_then, inspect_with};
 use crate::analysis::payload::PayloadSpec;
 use crate::analysis::plan::{Plan, make_plan};
-use crate::analysis::verdict::{Analysis, Verdict, analyse};
+use crate::analysis::verdict::{Analysis, Verdict, prove};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
@@ -43,7 +43,9 @@ pub struct Planned {
     pub inspection: Inspection,
     pub analysis: Analysis,
     pub plan: Plan,
-    /// Time spent reading (inspect), proving (verdict) and planning (also traced at `debug`).
+    /// Time spent reading (inspect: the files and the load graph), proving (verdict: the proof,
+    /// which runs beside the payload walks, and their results added) and planning (also traced at
+    /// `debug`).
     pub timings: [Duration; 3],
 }
 
@@ -69,9 +71,18 @@ pub fn inspect_tree(req: &Request, progress: &Progress) -> Result<Inspection> {
 pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
     let _span = tracing::debug_span!("plan_tree").entered();
     let started = Instant::now();
-    let inspection = tracing::debug_span!("inspect").in_scope(|| inspect_tree(req, progress))?;
-    let read = started.elapsed();
-    let analysis = tracing::debug_span!("verdict").in_scope(|| analyse(&inspection, &req.lazy));
+    // The proof runs as soon as the load graph is built, beside the payload walks (see
+    // `inspect_then`); `read` ends where it starts.
+    let read = std::sync::OnceLock::new();
+    let (inspection, proved) = tracing::debug_span!("inspect").in_scope(|| {
+        let prove = |ins: &Inspection| {
+            let _ = read.set(started.elapsed());
+            tracing::debug_span!("verdict").in_scope(|| prove(ins, &req.lazy))
+        };
+        inspect_then(&req.path, &req.spec, progress, req.extras.clone(), prove)
+    })?;
+    let read = read.get().copied().unwrap_or_default();
+    let analysis = proved.finish(&inspection);
     // A glob that selects nothing is a mistake in the command line, not an answer about the tree.
     if let Some(glob) = analysis.empty_globs.first() {
         return Err(Error::bad(
@@ -152,4 +163,49 @@ pub fn split_tree(req: &Request, progress: &Progress, purpose: SplitFor) -> Resu
     let planned = plan_tree(req, progress)?;
     require_confined(&planned.plan, req.path.display(), purpose)?;
     Ok(planned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::testkit::{LAZY, MAGMA, Scratch};
+    use crate::analysis::verdict::analyse;
+
+    /// `plan_tree` proves while the walks of the file carrying the payload still run, and adds
+    /// their results after: it must conclude exactly what the proof on the finished inspection
+    /// concludes, the static estimate and the load registrations included.
+    #[test]
+    fn proving_beside_the_payload_walks_changes_nothing() {
+        let mut s = Scratch::new();
+        s.lib(
+            "torch/lib/libtorch_cpu.so",
+            "int torch_cpu_fn(int x) { return x + 1; }\nint linalg_stub;\n",
+            &[],
+        )
+        .lib(
+            "torch/lib/libtorch_cuda_linalg.so",
+            &format!(
+                "{MAGMA}extern int torch_cpu_fn(int);\nextern int linalg_stub;\n\
+                 __attribute__((constructor)) static void register_linalg(void) {{ linalg_stub = 1; }}\n\
+                 int linalg_entry(int x) {{ return magma_dgetrf_gpu(x) + torch_cpu_fn(x); }}\n"
+            ),
+            &["torch/lib/libtorch_cpu.so"],
+        )
+        .lib(
+            "torch/lib/libtorch_cuda.so",
+            &crate::analysis::testkit::loader("torch_cuda_linalg_call", LAZY, "linalg_entry"),
+            &["torch/lib/libtorch_cpu.so"],
+        );
+        let req = Request::new(&s.tree(), &[LAZY], &["magma"]);
+        let planned = plan_tree(&req, &Progress::hidden()).expect("plan the scratch tree");
+        let after = analyse(&planned.inspection, &[LAZY]);
+        let json = |a: &Analysis| serde_json::to_value(a).unwrap();
+        assert_eq!(json(&planned.analysis), json(&after));
+        assert_eq!(
+            planned.analysis.contract.load_registrations,
+            ["linalg_stub"]
+        );
+        let estimate = planned.analysis.payload[0].estimate.as_ref();
+        assert!(estimate.is_some_and(|e| e.bytes > 0), "{estimate:?}");
+    }
 }

@@ -292,6 +292,52 @@ const MAX_WITNESSES: usize = 5;
 /// [`crate::analysis::lazy`]): with all of them cut out of the graph no root may reach payload code,
 /// and each must be reached only lazily.
 pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
+    prove(ins, lazy).finish(ins)
+}
+
+/// An [`Analysis`] proved before the payload walks of the inspection ended: all of it but what
+/// those walks add, the payload files' static estimates and the contract's load registrations.
+/// `plan` proves beside the walks ([`crate::analysis::inspect::inspect_then`]): on torch 2.11
+/// the proof and the walks are each ~2 ms of work, which ran one after the other.
+pub struct Proved {
+    analysis: Analysis,
+    /// The core files of each lazy library (in `lazy_file_ids` order): where its load-time
+    /// code's imports must be defined to count as registrations.
+    core_files: Vec<Vec<usize>>,
+}
+
+impl Proved {
+    /// The analysis, with what the walks found in `ins` (the inspection proved, now complete).
+    pub fn finish(mut self, ins: &Inspection) -> Analysis {
+        let a = &mut self.analysis;
+        for (p, &f) in a.payload.iter_mut().zip(&a.payload_file_ids) {
+            p.estimate = ins.files[f].payload.estimate.clone();
+        }
+        let each: Vec<Vec<String>> = (a.lazy_file_ids.iter().zip(&self.core_files))
+            .map(|(&lf, core)| {
+                let core_defines = |n: &str| core_define(ins, core, &Lookup::new(n));
+                crate::analysis::contract::load_registrations(&ins.files[lf], &core_defines)
+            })
+            .collect();
+        match each.as_slice() {
+            [] => {}
+            [one] => a.contract.load_registrations = one.clone(),
+            several => {
+                for (l, r) in a.lazy_libraries.iter_mut().zip(several) {
+                    if let Some(c) = &mut l.contract {
+                        c.load_registrations = r.clone();
+                    }
+                }
+                a.contract.load_registrations = union(several.iter().flatten());
+            }
+        }
+        self.analysis
+    }
+}
+
+/// [`analyse`] without what the inspection's payload walks add ([`Proved::finish`] adds it): it
+/// reads neither `payload.estimate` nor `load_time_imports`.
+pub fn prove<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Proved {
     let g = &ins.graph;
     let lazy_label = lazy
         .iter()
@@ -337,12 +383,15 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
     let mut warnings = glue_warnings(ins, &proof.outside, &proof.cut);
     warnings.extend(crate::analysis::declared::note_warnings(ins));
     let contract = proof.contract(&mut lazy_libraries);
+    let core_files = (proof.lazy_files.iter())
+        .map(|&lf| core_files(ins, lf, &proof.outside))
+        .collect();
     let Proof {
         lazy_files,
         payload,
         ..
     } = proof;
-    Analysis {
+    let analysis = Analysis {
         verdict,
         reasons,
         witnesses,
@@ -353,6 +402,10 @@ pub fn analyse<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Analysis {
         payload_file_ids: payload.file_ids,
         lazy_file_ids: lazy_files,
         empty_globs,
+    };
+    Proved {
+        analysis,
+        core_files,
     }
 }
 
@@ -647,12 +700,7 @@ fn eager_witness(g: &LoadGraph, ln: usize) -> Witness {
 /// The contract of several lazy libraries as one: every name any of them must export or is looked
 /// up by, and their imports by provider.
 fn merge_contracts(each: &[Contract]) -> Contract {
-    let union = |f: &dyn Fn(&Contract) -> &Vec<String>| {
-        let mut v: Vec<String> = each.iter().flat_map(|c| f(c).iter().cloned()).collect();
-        v.sort();
-        v.dedup();
-        v
-    };
+    let union = |f: &dyn Fn(&Contract) -> &Vec<String>| union(each.iter().flat_map(f));
     let mut groups: BTreeMap<String, ImportGroup> = BTreeMap::new();
     for g in each.iter().flat_map(|c| c.imports.iter()) {
         let e = groups.entry(g.provider.clone()).or_insert(ImportGroup {
@@ -678,6 +726,14 @@ fn merge_contracts(each: &[Contract]) -> Contract {
         exports: union(&|c| &c.exports),
         carries_payload: None,
     }
+}
+
+/// The names, sorted, each once.
+fn union<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut v: Vec<String> = names.cloned().collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// BFS over every edge from every root, never entering `cut`. Returns the reached set and parents.
@@ -867,9 +923,7 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     loader_lookups.sort();
 
     // Symbols core files import that nothing but the lazy library defines.
-    let core_files: Vec<usize> = (0..ins.files.len())
-        .filter(|&i| i != lazy_file && outside.contains(&g.node_of_file(i).unwrap()))
-        .collect();
+    let core_files = core_files(ins, lazy_file, outside);
     let core_defines = |n: &str| core_define(ins, &core_files, &Lookup::new(n));
     // The four questions are independent and each reads different tables: answer them side by
     // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings;
@@ -893,10 +947,19 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
         required_exports: required,
         imports,
         provided_exports: provided,
-        load_registrations: crate::analysis::contract::load_registrations(lazy, &core_defines),
+        // The walk of the code run at load may still be running: see [`Proved::finish`].
+        load_registrations: Vec::new(),
         exports,
         carries_payload: None,
     }
+}
+
+/// The files of the core of `lazy_file`: every other file the roots reach without the lazy
+/// libraries (`outside`).
+fn core_files(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Vec<usize> {
+    (0..ins.files.len())
+        .filter(|&i| i != lazy_file && outside.contains(&ins.graph.node_of_file(i).unwrap()))
+        .collect()
 }
 
 /// Does any of `core_files` export the name?
