@@ -131,31 +131,6 @@ impl Inspection {
     pub fn file(&self, path: &str) -> Option<&FileFacts> {
         self.files.iter().find(|f| f.path == path)
     }
-
-    /// Drop the pages of the dynamic symbol tables this process still maps, on every thread of
-    /// the pool: most of what the kernel would otherwise tear down at exit on one thread, before
-    /// the parent learns of the exit. MADV_DONTNEED takes the address space's lock shared, so the
-    /// threads zap side by side (unmapping takes it exclusively, and did not help). On torch 2.11
-    /// `exit_group` to exit went from 1.7 to 0.95 ms under strace, and `plan` 0.29-0.50 ms faster
-    /// in three interleaved runs of 61-81. Later reads refault the pages, so the inspection stays
-    /// usable.
-    pub fn drop_mapped_tables(&self) {
-        use rayon::prelude::*;
-        // Pieces small enough for both threads to share a 7.5 MB string table.
-        const PIECE: usize = 1 << 20;
-        const PAGE: usize = 4096;
-        let mut pieces: Vec<(&memmap2::Mmap, usize, usize)> = Vec::new();
-        for f in &self.files {
-            for (map, r) in f.elf.symbols.mapped() {
-                let end = r.end.next_multiple_of(PAGE).min(map.len());
-                for at in (r.start / PAGE * PAGE..end).step_by(PIECE) {
-                    pieces.push((map, at, (at + PIECE).min(end)));
-                }
-            }
-        }
-        (pieces.par_iter().with_max_len(1))
-            .for_each(|&(map, start, end)| crate::elf::drop_pages(map, start, end));
-    }
 }
 
 /// `f`'s result and how long it took.

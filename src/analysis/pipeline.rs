@@ -55,11 +55,8 @@ impl Planned {
     /// exit, on one thread, before the parent learns of it (on torch 2.11, from `exit_group` to
     /// the exit under strace: 3.7–4.9 ms, 1.9–2.5 ms since the searched read-only data is dropped
     /// as it is read, [`crate::elf::ElfView::facts`]). Unmapping the files here on two threads
-    /// instead moved that time rather than saving it (41 interleaved runs each way, within noise):
-    /// munmap takes the address space's lock exclusively. Dropping the symbol tables' pages does
-    /// not, and runs on both threads first ([`Inspection::drop_mapped_tables`]).
+    /// instead moved that time rather than saving it (41 interleaved runs each way, within noise).
     pub fn leak_at_exit(self) -> Plan {
-        self.inspection.drop_mapped_tables();
         std::mem::forget(self.inspection);
         self.plan
     }
@@ -210,22 +207,5 @@ mod tests {
         );
         let estimate = planned.analysis.payload[0].estimate.as_ref();
         assert!(estimate.is_some_and(|e| e.bytes > 0), "{estimate:?}");
-    }
-
-    /// Dropping the mapped symbol tables' pages before exit leaves an inspection that reads the
-    /// same: the pages come back from the file.
-    #[test]
-    fn an_inspection_reads_the_same_after_its_table_pages_are_dropped() {
-        let s = crate::analysis::testkit::conda_layout();
-        let ins = s.inspect("magma");
-        assert!(
-            ins.files
-                .iter()
-                .any(|f| f.elf.symbols.mapped().next().is_some())
-        );
-        let json = |a: &Analysis| serde_json::to_value(a).unwrap();
-        let before = json(&analyse(&ins, &[LAZY]));
-        ins.drop_mapped_tables();
-        assert_eq!(json(&analyse(&ins, &[LAZY])), before);
     }
 }

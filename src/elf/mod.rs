@@ -581,7 +581,19 @@ impl<'a> ElfView<'a> {
     fn drop_mapped_rodata(&self, map: &Mmap) {
         const PAGE: usize = 4096;
         for r in self.rodata_ranges() {
-            drop_pages(map, r.start.next_multiple_of(PAGE), r.end / PAGE * PAGE);
+            let (start, end) = (r.start.next_multiple_of(PAGE), r.end / PAGE * PAGE);
+            if end > start {
+                // SAFETY: `map` is a read-only, private map of a file: MADV_DONTNEED only drops
+                // page-table entries, and the next access maps the same file bytes again. An
+                // error leaves the pages mapped, which is what happened before.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start,
+                        end - start,
+                    )
+                };
+            }
         }
     }
 
@@ -979,19 +991,6 @@ impl<'a> ElfView<'a> {
             }
         }
         (literals, mentions)
-    }
-}
-
-/// Drop this process's page-table entries for `map`'s bytes `start..end` (page-aligned; nothing
-/// when empty). The file is unchanged and the next read maps the same bytes again, so this is
-/// always safe; an error leaves the pages mapped, which costs only time.
-pub fn drop_pages(map: &Mmap, start: usize, end: usize) {
-    if end > start {
-        // SAFETY: `map` is a read-only map of a file: MADV_DONTNEED only drops page-table
-        // entries, and the next access maps the same file bytes again.
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-        };
     }
 }
 

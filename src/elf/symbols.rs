@@ -427,18 +427,6 @@ impl DynSymbols {
         });
     }
 
-    /// The mapped ranges the view's tables lie in (none when they were copied).
-    pub fn mapped(&self) -> impl Iterator<Item = (&Arc<Mmap>, Range<usize>)> {
-        [Some(&self.table), Some(&self.strtab), self.versym.as_ref()]
-            .into_iter()
-            .chain([self.hash.as_ref().map(|(_, h)| h)])
-            .flatten()
-            .filter_map(|b| match b {
-                Bytes::Map(m, r) => Some((m, r.clone())),
-                Bytes::Owned(_) => None,
-            })
-    }
-
     /// The string table's bytes.
     pub(crate) fn strtab(&self) -> &[u8] {
         &self.strtab
