@@ -303,7 +303,11 @@ timestamps; this paragraph is not regenerated):
   the file that carries the payload (3f3e937), where it used to wait for both: after the last
   file, graph then proof (1.5 + 2.1 ms) beside the walks (2.9 ms), not graph beside the walks
   (2.3 ms) then proof (1.65 ms). 0.12–0.55 ms faster in three interleaved runs of 61–81 of the
-  release build (0.58 and 1.03 ms in two of the profiling build). The rows of each table now run
+  release build (0.58 and 1.03 ms in two of the profiling build; 0.33–0.45 ms in a quiet hour,
+  two runs of 101). Tried and reverted: dropping the mapped symbol tables' pages on both threads
+  before exit (MADV_DONTNEED takes the address-space lock shared, munmap exclusively) cut
+  `exit_group` to exit from 1.7 to 0.95 ms under strace, but the plan was no faster in a quiet hour
+  (+0.13, 0.00, +0.13 ms over three runs of 101). The rows of each table now run
   in turns, one run of each per round (`timed_together`), so the minutes' drift moves plan and
   floor alike.
 - **Since 2026-12-04, late evening:** the release profile builds with thin LTO (c738465): plan
