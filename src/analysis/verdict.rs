@@ -382,10 +382,11 @@ pub fn prove<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Proved {
 
     let mut warnings = glue_warnings(ins, &proof.outside, &proof.cut);
     warnings.extend(crate::analysis::declared::note_warnings(ins));
-    let contract = proof.contract(&mut lazy_libraries);
-    let core_files = (proof.lazy_files.iter())
+    // Each lazy library's core files, once: its contract and `Proved::finish` both ask them.
+    let core_files: Vec<Vec<usize>> = (proof.lazy_files.iter())
         .map(|&lf| core_files(ins, lf, &proof.outside))
         .collect();
+    let contract = proof.contract(&mut lazy_libraries, &core_files);
     let Proof {
         lazy_files,
         payload,
@@ -638,15 +639,15 @@ impl Proof<'_> {
 
     /// The loader contract: the one lazy library's, or the union of several (each library then
     /// keeps its own in `lazy_libraries`).
-    fn contract(&self, lazy_libraries: &mut [LazyLibrary]) -> Contract {
+    /// `core_files`: each lazy library's, in `lazy_files` order.
+    fn contract(&self, lazy_libraries: &mut [LazyLibrary], core_files: &[Vec<usize>]) -> Contract {
         let ins = self.ins;
         match self.lazy_files.as_slice() {
             [] => Contract::default(),
-            [one] => contract(ins, *one, &self.outside),
+            [one] => contract(ins, *one, &core_files[0]),
             several => {
-                let each: Vec<Contract> = several
-                    .iter()
-                    .map(|&lf| contract(ins, lf, &self.outside))
+                let each: Vec<Contract> = (several.iter().zip(core_files))
+                    .map(|(&lf, core)| contract(ins, lf, core))
                     .collect();
                 for ((l, c), &lf) in lazy_libraries.iter_mut().zip(&each).zip(several) {
                     let f = &ins.files[lf];
@@ -898,7 +899,7 @@ fn glue_warnings(
     out
 }
 
-fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Contract {
+fn contract(ins: &Inspection, lazy_file: usize, core_files: &[usize]) -> Contract {
     let g = &ins.graph;
     let lazy = &ins.files[lazy_file];
     let lazy_node = g.node_of_file(lazy_file).unwrap();
@@ -923,15 +924,14 @@ fn contract(ins: &Inspection, lazy_file: usize, outside: &HashSet<usize>) -> Con
     loader_lookups.sort();
 
     // Symbols core files import that nothing but the lazy library defines.
-    let core_files = core_files(ins, lazy_file, outside);
-    let core_defines = |n: &str| core_define(ins, &core_files, &Lookup::new(n));
+    let core_defines = |n: &str| core_define(ins, core_files, &Lookup::new(n));
     // The four questions are independent and each reads different tables: answer them side by
     // side (the required-exports sweep alone reads ~11k import names spread over 30 MB of strings;
     // the provided exports walk every export of the lazy library).
     let ((required, provided), (imports, exports)) = rayon::join(
         || {
             rayon::join(
-                || required_exports(ins, lazy, &core_files),
+                || required_exports(ins, lazy, core_files),
                 || crate::analysis::contract::provided_exports(lazy, &core_defines, &ins.spec),
             )
         },
