@@ -496,7 +496,8 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
         .unwrap();
         let _ = std::fs::remove_file(fake.join("started"));
         let out_s = a.path().join(format!("sig-{sig}/libtorch_cuda_linalg.so"));
-        let child = Command::new(repo().join("tools/build-lazy-variant"))
+        let mut child = Command::new(repo().join("tools/build-lazy-variant"));
+        child
             .current_dir(a.path())
             .env("PATH", &failing)
             .args([
@@ -522,9 +523,12 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
                 s(&bin()),
             ])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(std::process::Stdio::piped());
+        // A shell cannot trap a signal that was ignored when it started, and `nohup` or a
+        // background job without job control starts everything below it with SIGINT ignored:
+        // the script gets the default dispositions a user's terminal would give it.
+        default_signal_dispositions(&mut child);
+        let child = child.spawn().unwrap();
         while !fake.join("started").exists() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -543,6 +547,22 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
         );
         // (bash runs the trap once the compile step in the foreground returns: the fake compiler
         // sleeps 3 s, so nothing is left running.)
+    }
+}
+
+/// Resets SIGINT and SIGTERM to their default action in the child before it execs.
+fn default_signal_dispositions(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only async-signal-safe calls are allowed; signal(2) is one.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGINT, libc::SIGTERM] {
+                if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
     }
 }
 
