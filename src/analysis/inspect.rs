@@ -66,7 +66,7 @@ fn graph_beside_tails<R: Send>(
     let carriers: Vec<(usize, Tail, ElfFacts, PayloadFacts)> = (tails.into_iter().enumerate())
         .filter_map(|(i, t)| Some((i, t?, files[i].elf.clone(), files[i].payload.clone())))
         .collect();
-    let ((inspection, result), walked) = rayon::join(
+    let ((mut inspection, result), walked) = rayon::join(
         || {
             let t_graph = Instant::now();
             let inputs: Vec<GraphInput<'_>> = files
@@ -97,7 +97,6 @@ fn graph_beside_tails<R: Send>(
                 .collect::<Vec<_>>()
         },
     );
-    let mut inspection = inspection;
     for (i, (estimate, imports)) in walked {
         if estimate.is_some() {
             inspection.files[i].payload.estimate = estimate;

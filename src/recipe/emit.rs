@@ -204,8 +204,8 @@ struct Recipe<'a> {
 
 impl<'a> Recipe<'a> {
     fn new(plan: &'a Plan, split: &'a Split) -> Result<Self> {
-        let with = split.variant_with_payload(true)?.name;
-        let without = split.variant_with_payload(false)?.name;
+        let with = split.variant_with_payload(true)?.name.clone();
+        let without = split.variant_with_payload(false)?.name.clone();
         let core_checks = Self::core_checks(plan, split)?;
         let lazy_name = split
             .lazy_files

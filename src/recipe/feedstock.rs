@@ -453,7 +453,7 @@ impl Recipe {
             &format!(
                 "# {} goes with the {} variant of {} (added by `splitpkg feedstock`)",
                 o.payload_packages.join(", "),
-                with_variant(split),
+                variant_name(split, true),
                 o.lazy_name
             ),
         );
@@ -617,9 +617,9 @@ fn render_output(split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Resul
         core => o.core_name.as_str(),
         staging => shape.staging.as_str(),
         key => o.variant_key.as_str(),
-        with => with_variant(split),
-        with_upper => with_variant(split).to_uppercase(),
-        without => without_variant(split),
+        with => variant_name(split, true),
+        with_upper => variant_name(split, true).to_uppercase(),
+        without => variant_name(split, false),
         preferred => split.preferred().name.as_str(),
         non_preferred => split.non_preferred().name.as_str(),
         track_feature => split.track_feature(),
@@ -859,8 +859,8 @@ impl<'a> StageCase<'a> {
             .and_then(|t| {
                 t.render(minijinja::context! {
                     lazy => o.lazy_name.as_str(), lib => lib, key => o.variant_key.as_str(),
-                    with => with_variant(split), with_upper => with_variant(split).to_uppercase(),
-                    without => without_variant(split), torch_dir => torch_dir,
+                    with => variant_name(split, true), with_upper => variant_name(split, true).to_uppercase(),
+                    without => variant_name(split, false), torch_dir => torch_dir,
                 })
             })
             .map_err(|e| Error::failed("rendering the build.sh stage", e))?;
@@ -900,22 +900,11 @@ fn patch_cbc(text: Option<&str>, split: &Split) -> String {
     out
 }
 
-fn with_variant(split: &Split) -> &str {
+/// The name of the variant with (`true`) or without the payload; every split has both.
+fn variant_name(split: &Split, payload: bool) -> &str {
     split
-        .variants
-        .iter()
-        .find(|v| v.with_payload)
-        .map(|v| v.name.as_str())
-        .unwrap_or_default()
-}
-
-fn without_variant(split: &Split) -> &str {
-    split
-        .variants
-        .iter()
-        .find(|v| !v.with_payload)
-        .map(|v| v.name.as_str())
-        .unwrap_or_default()
+        .variant_with_payload(payload)
+        .map_or("", |v| v.name.as_str())
 }
 
 /// The core output's staged build script: its file (`build`), the environment variable that

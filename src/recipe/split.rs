@@ -252,11 +252,10 @@ impl Split {
     }
 
     /// The variant with (or without) the payload; every split has both.
-    pub fn variant_with_payload(&self, payload: bool) -> Result<Variant> {
+    pub fn variant_with_payload(&self, payload: bool) -> Result<&Variant> {
         self.variants
             .iter()
             .find(|v| v.with_payload == payload)
-            .cloned()
             .ok_or_else(|| Error::internal("a split without both variants"))
     }
 

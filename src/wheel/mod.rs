@@ -233,12 +233,8 @@ pub fn split_wheel(
         split.variant_with_payload(true)?,
         split.variant_with_payload(false)?,
     );
-    let other_file = crate::recipe::verify::other_variant_file(
-        plan,
-        opts.lazy_variant.as_ref(),
-        &with,
-        &without,
-    )?;
+    let other_file =
+        crate::recipe::verify::other_variant_file(plan, opts.lazy_variant.as_ref(), with, without)?;
 
     let map = map_file(source)?;
     let known = known_digests(ins);
@@ -246,7 +242,7 @@ pub fn split_wheel(
     let trace = |step: &str| tracer.step(step);
     let mut input = Input::open(source, &map, &known, opts.progress)?;
     trace("input RECORD verified");
-    let job = Job::new(&input, plan, split, opts, lazy_paths, &with, other_file)?;
+    let job = Job::new(&input, plan, split, opts, lazy_paths, with, other_file)?;
 
     // Every check on the input and the options is behind us: only now does anything appear in
     // `--out` (and goes again, if still empty, should a later step fail or a signal come).
@@ -261,7 +257,7 @@ pub fn split_wheel(
     opts.progress.finish();
 
     trace("wheels written");
-    let checked = job.read_back(&input, written, &pending, &with)?;
+    let checked = job.read_back(&input, written, &pending, with)?;
     job.link_core(&checked.core, &mut pending)?;
     trace("read back");
     pending.commit()?;

@@ -159,7 +159,7 @@ pub fn pack(
         split.variant_with_payload(true)?,
         split.variant_with_payload(false)?,
     );
-    let (other_file, missing_variants) = other_variant(plan, opts, &with, &without, &lazy_libs)?;
+    let (other_file, missing_variants) = other_variant(plan, opts, with, without, &lazy_libs)?;
     check_names(split, input)?;
     let packing = Packing {
         ins,
@@ -221,8 +221,8 @@ struct Packing<'a> {
     /// The input's file name (no directories: the channel must not depend on the machine).
     input_name: String,
     /// The variant with the payload (the tree's) and the slim one.
-    with: Variant,
-    without: Variant,
+    with: &'a Variant,
+    without: &'a Variant,
 }
 
 /// The packages staged in the work directory, before they are written.
