@@ -106,11 +106,17 @@ pub trait Document: Sized + DeserializeOwned + Serialize + schemars::JsonSchema 
         if let Some(props) = obj.get_mut("properties").and_then(|p| p.as_object_mut()) {
             props.insert(
                 "schema".into(),
-                serde_json::json!({ "const": Self::SCHEMA }),
+                serde_json::json!({
+                    "const": Self::SCHEMA,
+                    "description": "Which document this is; a reader refuses any other.",
+                }),
             );
             props.insert(
                 "schema_version".into(),
-                serde_json::json!({ "const": Self::VERSION }),
+                serde_json::json!({
+                    "const": Self::VERSION,
+                    "description": "The version of this document's layout: a splitpkg reads the versions it knows and refuses any other.",
+                }),
             );
         }
         schema

@@ -25,7 +25,9 @@ pub const VERSION_LINE: &str = concat!(
 /// The program that wrote a document (the `tool` object of every JSON document).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tool {
+    /// `splitpkg`.
     pub name: String,
+    /// The release (`Cargo.toml`'s version).
     pub version: String,
     /// The git commit of the build ([`COMMIT`]); absent in documents written before 0.1.0 recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

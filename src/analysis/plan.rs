@@ -29,25 +29,40 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct Plan {
     pub schema: String,
     pub schema_version: u32,
+    /// The splitpkg that wrote this plan.
     pub tool: Tool,
     /// The command that wrote this plan (filled by the CLI; empty from a library caller) and a
     /// date only with `SOURCE_DATE_EPOCH` set, so the same input gives the same bytes.
     #[serde(flatten)]
     pub stamp: crate::provenance::Stamp,
+    /// What was planned: the tree, wheel or package, and its size.
     pub input: InputSummary,
+    /// The options the plan was made with (`--lazy`, `--dep` and the name prefixes they imply).
     pub options: PlanOptions,
+    /// Whether the payload can move to an optional output: `confined` (it can; exit 0),
+    /// `not-confined` (something loads it at start-up) or `not-present` (nothing to move): exit 1.
     pub verdict: Verdict,
+    /// Why, in one sentence each: the evidence the verdict rests on.
     pub reasons: Vec<String>,
+    /// For `not-confined`: each load chain from a start-up entry point to payload code.
     pub witnesses: Vec<Witness>,
+    /// The library that is opened at the first use of the payload (`--lazy`); null when several
+    /// were selected (see `lazy_libraries`) or none was found.
     pub lazy_library: Option<LazyLibrary>,
     /// With several lazy libraries (`--lazy` repeated or a glob), all of them, and `lazy_library`
     /// is null: they share one lazy output. Absent for one. See [`Plan::all_lazy`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lazy_libraries: Vec<LazyLibrary>,
+    /// Where the payload is: the files that hold it, the payload libraries another package
+    /// provides, and its estimated size.
     pub payload: PayloadSummary,
+    /// The packages the tree splits into: core, lazy (with its two variants) and payload.
     pub outputs: Vec<Output>,
+    /// What an environment with the slim variant does not install.
     pub saving: Saving,
+    /// Findings that do not change the verdict but a maintainer should read.
     pub warnings: Vec<Warning>,
+    /// What a replacement lazy library must provide and may import (`verify-variant` checks it).
     pub contract: ContractSummary,
     /// CUDA device code in the tree; absent when no file has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,12 +197,18 @@ pub struct DeviceCode {
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InputSummary {
+    /// The path as given on the command line.
     pub path: String,
+    /// A directory, a wheel, a `.conda` or a `.tar.bz2` package.
     pub kind: TreeKind,
+    /// Name and version from the package's own metadata, when it has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<PackageMeta>,
+    /// Regular files in the tree.
     pub files: usize,
+    /// Of which ELF files.
     pub elf_files: usize,
+    /// Bytes of all files (unpacked).
     pub bytes: u64,
     /// Major version of the CUDA runtime the tree NEEDs (`libcudart.so.13` → 13), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,16 +221,21 @@ pub struct PlanOptions {
     pub lazy: String,
     /// The payload's name: the `--dep` argument, or several joined with `_` (listed in `deps`).
     pub dep: String,
+    /// Symbol name prefixes that mark payload code (`magma_`, `magmablas_`, ...).
     pub symbol_prefixes: Vec<String>,
+    /// Library name prefixes that mark a payload library (`libmagma`).
     pub library_prefixes: Vec<String>,
+    /// Each `--lazy` argument, when there were several.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lazy_patterns: Vec<String>,
+    /// Each `--dep` argument, when there were several.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deps: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadSummary {
+    /// Files in the tree that hold payload code or are payload libraries.
     pub files: Vec<PayloadFile>,
     /// Payload libraries the tree requests but does not contain (another package provides them).
     pub external: Vec<String>,
@@ -232,10 +258,14 @@ pub enum Role {
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Output {
+    /// `core` (loads at start-up), `lazy` (the library opened at first use, in two variants) or
+    /// `payload` (payload libraries only the variant with the payload needs).
     pub role: Role,
     /// Tree paths (files, hard links and symlinks), sorted.
     pub files: Vec<String>,
+    /// Bytes of these files.
     pub bytes: u64,
+    /// The lazy output's two variants, with and without the payload; absent for the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<Variant>,
     /// Payload libraries this output needs that are not in the tree.
@@ -250,10 +280,13 @@ pub struct Output {
 pub struct Variant {
     /// `magma` / `nomagma` (the payload name, with and without `no`).
     pub name: String,
+    /// Whether this variant carries the payload.
     pub with_payload: bool,
     /// Bytes of the lazy library in this variant: measured for the one in the tree, estimated otherwise.
     pub bytes: u64,
+    /// `bytes` is the size of a real file, not an estimate.
     pub measured: bool,
+    /// How `bytes` was found.
     pub how: String,
 }
 
@@ -261,15 +294,21 @@ pub struct Variant {
 pub struct Saving {
     /// Bytes a slim environment does not install, out of this tree.
     pub bytes: u64,
+    /// `bytes` as a percentage of the tree's bytes.
     pub percent_of_tree: f64,
+    /// How `bytes` was found.
     pub how: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContractSummary {
+    /// Symbols the core looks up by name (`dlsym`) in the lazy library after opening it.
     pub loader_lookups: Vec<String>,
+    /// Symbols other core files import that only the lazy library defines.
     pub required_exports: Vec<String>,
+    /// What the lazy library imports, grouped by the file that provides it.
     pub imports: Vec<ImportGroup>,
+    /// How many dynamic symbols the lazy library in the tree defines.
     pub exports: usize,
     /// See [`crate::analysis::verdict::Contract::provided_exports`]; absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
