@@ -118,6 +118,11 @@ pub trait Document: Sized + DeserializeOwned + Serialize + schemars::JsonSchema 
                     "description": "The version of this document's layout: a splitpkg reads the versions it knows and refuses any other.",
                 }),
             );
+            // Every document records its writer; the field's own doc (if any) is kept.
+            if let Some(tool) = props.get_mut("tool").and_then(|t| t.as_object_mut()) {
+                tool.entry("description")
+                    .or_insert_with(|| "The splitpkg that wrote this document.".into());
+            }
         }
         schema
     }

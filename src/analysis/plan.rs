@@ -29,7 +29,6 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct Plan {
     pub schema: String,
     pub schema_version: u32,
-    /// The splitpkg that wrote this plan.
     pub tool: Tool,
     /// The command that wrote this plan (filled by the CLI; empty from a library caller) and a
     /// date only with `SOURCE_DATE_EPOCH` set, so the same input gives the same bytes.

@@ -18,10 +18,13 @@ pub struct Lossless {
     pub tree_paths: usize,
     /// Tree paths found in exactly one package after reading the packages back.
     pub placed_once: usize,
+    /// Tree paths found in no package (must be none).
     pub missing: Vec<String>,
+    /// Tree paths found in more than one package (must be none).
     pub doubled: Vec<String>,
     /// Package paths that are not tree paths (must be none).
     pub extra: Vec<String>,
+    /// Every tree path is in exactly one package and nothing else is.
     pub ok: bool,
 }
 
@@ -33,23 +36,38 @@ pub struct PackReport {
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
     #[serde(flatten)]
     pub stamp: crate::provenance::Stamp,
+    /// What was packed.
     pub input: PackInput,
+    /// The channel directory written into (`--out`).
     pub channel: String,
+    /// The core package's name (`libtorch`).
     pub core: String,
+    /// The lazy package's name (`libtorch-cuda-linalg`).
     pub lazy: String,
+    /// The payload's name, which names the variants (`magma`, `nomagma`).
     pub dep: String,
+    /// This pack as the channel's `splitpkg.json` keeps it: the packages written and why a
+    /// variant was not.
     pub record: PackRecord,
+    /// Stand-in packages written for payload libraries another package provides (`libmagma`).
     pub standins: Vec<PackedPackage>,
     /// Stand-ins not written because a real package of that name is in this pack.
     pub standins_replaced_by_real: Vec<String>,
+    /// Where the stand-ins' descriptions came from: `built-in` or the manifest's file name.
     pub standins_from: String,
+    /// The packages read back: every tree path placed exactly once.
     pub lossless: Lossless,
     /// Every tree path → the package file that holds it.
     pub paths: BTreeMap<String, String>,
+    /// Installed bytes of the real packages written.
     pub real_bytes: u64,
+    /// Installed bytes of the packages the stand-ins stand for.
     pub represented_bytes: u64,
+    /// The zstd level of the packages' inner archives.
     pub compression_level: i32,
+    /// The `repodata.json` files written.
     pub indexed: Vec<String>,
+    /// What a maintainer should know about this pack, one line each.
     pub notes: Vec<String>,
 }
 
@@ -65,12 +83,17 @@ impl crate::document::Document for PackReport {
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PackInput {
+    /// The path as given on the command line.
     pub path: String,
+    /// A directory, a wheel, a `.conda` or a `.tar.bz2` package.
     pub kind: TreeKind,
+    /// The plan's verdict (`pack` packs only a confined tree).
     #[serde(with = "as_label")]
     #[schemars(schema_with = "as_label::schema")]
     pub verdict: Verdict,
+    /// Regular files in the tree.
     pub files: usize,
+    /// Bytes of all files (unpacked).
     pub bytes: u64,
 }
 

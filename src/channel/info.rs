@@ -99,15 +99,23 @@ crate::string_form!(
 pub struct PackedPackage {
     /// `linux-64/libtorch-2.5.1-cuda126_h…_0.conda`, relative to the channel.
     pub file: String,
+    /// The package's name.
     pub name: String,
+    /// The package's version.
     pub version: String,
+    /// The build string; the lazy package's names its variant (`…_nomagma_…`).
     pub build: String,
+    /// The build number.
     pub build_number: u64,
+    /// `core`, `lazy`, `payload` or `standin`.
     pub role: PackedRole,
+    /// For the lazy package: which variant this build is (`magma`, `nomagma`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// For the lazy package: whether a plain install gets this variant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preferred: Option<bool>,
+    /// Whether this is a stand-in for a package another channel provides.
     pub standin: bool,
     /// Paths in the package (files and symlinks), without `info/`.
     pub files: usize,
@@ -116,28 +124,42 @@ pub struct PackedPackage {
     /// For a stand-in: the installed size of the package it stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub represents_bytes: Option<u64>,
+    /// Bytes of the `.conda` file.
     pub archive_bytes: u64,
+    /// SHA-256 of the `.conda` file, as `repodata.json` lists it.
     pub sha256: String,
     /// Where the content came from.
     pub from: Origin,
+    /// The package's `depends`, as in its `info/index.json`.
     pub depends: Vec<String>,
+    /// The package's `constrains`, as in its `info/index.json`.
     pub constrains: Vec<String>,
+    /// The package's `track_features` (set on the variant a plain install should not get).
     pub track_features: Vec<String>,
 }
 
 /// One `splitpkg pack` run into a channel.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct PackRecord {
+    /// The packages' version (`--version`).
     pub version: String,
+    /// Keys that shape the binary, joined into the build-string prefix (`cuda130`).
     pub build_keys: String,
+    /// The `--prefer` argument.
     pub prefer: String,
+    /// The variant a plain install gets (`magma` unless `--prefer` says otherwise).
     pub preferred: String,
+    /// The track feature the other variant carries (`libtorch-cuda-linalg-p-0`).
     pub track_feature: String,
+    /// The payload is linked into the lazy library (a wheel's layout) rather than shipped as a
+    /// package of its own.
     pub payload_static: bool,
     /// File name of the input (no directories: the channel must not depend on the machine).
     pub input: String,
+    /// Major version of the CUDA runtime the tree NEEDs, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_runtime: Option<u32>,
+    /// The packages this pack wrote (or kept, when the channel held the same content).
     pub packages: Vec<PackedPackage>,
     /// Variants of the lazy library that were not packed, with why.
     pub missing_variants: Vec<MissingVariant>,
@@ -149,7 +171,9 @@ pub struct PackRecord {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct MissingVariant {
+    /// The variant's name (`nomagma`).
     pub variant: String,
+    /// Why it was not packed.
     pub why: String,
 }
 
