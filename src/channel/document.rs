@@ -226,21 +226,31 @@ pub struct EnvCheck {
 pub struct EnvReport {
     pub schema: String,
     pub schema_version: u32,
+    /// The conda environment read (`PREFIX`).
     pub prefix: String,
+    /// The lazy package's name (`libtorch-cuda-linalg`).
     pub lazy: String,
+    /// Its installed version.
     pub version: String,
+    /// Its installed build string.
     pub build: String,
     /// The installed variant (`magma` / `nomagma`), from the build string.
     pub variant: String,
+    /// The installed lazy package's `track_features`.
     pub track_features: Vec<String>,
+    /// Every package in the environment, with its part in the split (`other`: none).
     pub packages: Vec<EnvPackage>,
     /// Installed bytes of real packages.
     pub real_bytes: u64,
     /// Bytes the installed stand-ins represent (not on disk).
     pub represented_bytes: u64,
+    /// What switching to the other variant would change, and the commands that do it.
     pub switch: Switch,
+    /// The splitpkg channel the other variant's size comes from: `--channel`, or the local channel
+    /// the lazy package was installed from. Absent when neither holds a `splitpkg.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// What a user should know about this environment, one line each.
     pub notes: Vec<String>,
 }
 
@@ -256,13 +266,21 @@ impl crate::document::Document for EnvReport {
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvPackage {
+    /// The package's name.
     pub name: String,
+    /// Its installed version.
     pub version: String,
+    /// Its installed build string.
     pub build: String,
+    /// `core`, `lazy`, `payload` or `other`.
     pub role: PackageRole,
+    /// Files the package installed.
     pub files: usize,
+    /// Bytes of those files.
     pub bytes: u64,
+    /// Whether this is a stand-in for a package another channel provides.
     pub standin: bool,
+    /// For a stand-in: the installed size of the package it stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub represents_bytes: Option<u64>,
 }
@@ -279,12 +297,15 @@ pub enum PackageRole {
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Switch {
+    /// The other variant (`nomagma` from `magma`, and back).
     pub to: String,
     /// Bytes of the lazy package now, and after the switch when known.
     pub lazy_now: u64,
+    /// Bytes of the lazy package after the switch, when known.
     pub lazy_after: Option<u64>,
     /// Payload packages the switch removes (to the slim variant) or adds.
     pub payload_removed: Vec<String>,
+    /// Payload packages the switch adds (to the variant with the payload).
     pub payload_added: Vec<String>,
     /// Change in real installed bytes (negative: a saving), when known.
     pub real_delta: Option<i64>,
@@ -292,21 +313,27 @@ pub struct Switch {
     pub represented_delta: i64,
     /// Real installed bytes after the switch, when known.
     pub real_after: Option<u64>,
+    /// Bytes represented by stand-ins after the switch.
     pub represented_after: u64,
     /// Where the other variant's size comes from, or why it is unknown.
     pub sizes_from: String,
     /// The other variant's size is the plan's estimate, not a measured package.
     pub estimated: bool,
+    /// The install commands that switch.
     pub commands: Commands,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Commands {
+    /// `conda install` of the other variant.
     pub conda: String,
+    /// `mamba install` of the other variant.
     pub mamba: String,
+    /// `pixi add` of the other variant.
     pub pixi: String,
     /// The match specs inside the commands (each parses with rattler_conda_types).
     pub conda_spec: String,
+    /// The match spec inside the pixi command.
     pub pixi_spec: String,
 }
 
@@ -315,17 +342,24 @@ pub struct Commands {
 pub struct SwitchReport {
     pub schema: String,
     pub schema_version: u32,
+    /// The conda environment switched (`PREFIX`).
     pub prefix: String,
+    /// The channel the other variant was solved from.
     pub channel: String,
+    /// The variant installed before.
     pub from: String,
+    /// The variant installed now.
     pub to: String,
     /// The match specs solved: every other installed package pinned exactly, the lazy package by
     /// the other variant's build glob, payload packages left to the solver.
     pub specs: Vec<String>,
     /// `name-version-build` the installer removed and installed.
     pub removed: Vec<String>,
+    /// `name-version-build` the installer installed.
     pub installed: Vec<String>,
+    /// The environment before the switch, as `env` reports it.
     pub before: EnvReport,
+    /// The environment after it.
     pub after: EnvReport,
 }
 

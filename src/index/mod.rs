@@ -81,13 +81,18 @@ pub enum Layout {
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexedFile {
+    /// The file's name on the project's page.
     pub filename: String,
+    /// What this run did with it: `added`, `unchanged`, `kept` or `updated`.
     pub status: FileStatus,
+    /// SHA-256 of the file, as its link on the page carries it.
     pub sha256: String,
+    /// Bytes of the file.
     pub size: u64,
     /// The PEP 825 variant label of a variant wheel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// The page marks the file yanked (PEP 592); absent when it does not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub yanked: bool,
 }
@@ -95,7 +100,9 @@ pub struct IndexedFile {
 /// A wheel given but not put in the index, and why.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LeftOut {
+    /// The wheel's file name.
     pub filename: String,
+    /// Why it was not indexed.
     pub why: String,
 }
 
@@ -103,14 +110,18 @@ pub struct LeftOut {
 pub struct ProjectReport {
     /// PEP 503-normalised: the page is `NAME/`.
     pub name: String,
+    /// Every file on the project's page after this run.
     pub files: Vec<IndexedFile>,
 }
 
 /// How to serve and install from the index.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexCommands {
+    /// Serves the index on 127.0.0.1 (Python's `http.server`).
     pub serve: String,
+    /// Installs from the served index with pip.
     pub pip: String,
+    /// Installs from the served index with uv.
     pub uv: String,
 }
 
@@ -121,18 +132,25 @@ pub struct IndexReport {
     pub tool: crate::provenance::Tool,
     #[serde(flatten)]
     pub stamp: crate::provenance::Stamp,
+    /// The index directory (`--out`).
     pub out: String,
+    /// Which of `splitpkg wheel`'s sets the index holds: `variants`, `local-label` or `plain`.
     pub layout: Layout,
     /// `--prefer`: the value every PEP 825 set of the index lists first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefer: Option<String>,
+    /// Every project of the index, with its files.
     pub projects: Vec<ProjectReport>,
     /// Wheels given and not indexed: with `--prefer`, the plain fallback of a variant set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,
+    /// Files this run wrote.
     pub added: usize,
+    /// Files given again with the bytes the index has.
     pub unchanged: usize,
+    /// Files already in the index and not given.
     pub kept: usize,
+    /// How to serve the index and install from it.
     pub commands: IndexCommands,
 }
 
