@@ -160,11 +160,18 @@ pub enum Runs {
 /// Per library: can its device code run on `device`?
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceVerdict {
+    /// The compute capability checked, as `sm_XY`.
     pub device: Capability,
+    /// `yes` when every container has SASS for it, `jit` when some have only PTX, `no` when some
+    /// have neither.
     pub runs: Runs,
+    /// Containers checked: `sass + jit + none`, every container of the library.
     pub containers: u64,
+    /// Containers with SASS for the device.
     pub sass: u64,
+    /// Containers with no SASS for the device but PTX the driver can JIT-compile for it.
     pub jit: u64,
+    /// Containers with nothing for the device: their kernels fail to launch.
     pub none: u64,
     /// Which target each usable container would load, with container counts (`sm_86` × 443).
     pub via: Vec<Via>,
@@ -173,10 +180,14 @@ pub struct DeviceVerdict {
     pub missing_examples: Vec<u64>,
 }
 
+/// A target that containers would load on the device, and how many.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct Via {
+    /// `elf` (SASS, loaded as is) or `ptx` (JIT-compiled by the driver).
     pub kind: Kind,
+    /// The target's name, `sm_86` or `sm_90a` (PTX too is named `sm_…`, not `compute_…`).
     pub name: String,
+    /// Containers that would load this target (each container loads one).
     pub containers: u64,
 }
 

@@ -114,6 +114,7 @@ impl std::error::Error for FatbinError {
     }
 }
 
+/// What an entry holds, from its header's kind code.
 #[derive(
     Debug,
     Clone,
@@ -129,8 +130,9 @@ impl std::error::Error for FatbinError {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
+    /// PTX (kind code 1): the driver can JIT-compile it for GPUs of its architecture or newer.
     Ptx,
-    /// A cubin: SASS for one architecture.
+    /// A cubin (kind code 2): SASS for one architecture.
     Elf,
     /// Any other kind code (denvdis lists 4 as an old-style cubin); kept in `Entry::kind_code`.
     Other,
@@ -165,6 +167,7 @@ impl Kind {
     }
 }
 
+/// How an entry's payload is compressed, from its header's flags.
 #[derive(
     Debug,
     Clone,
@@ -180,8 +183,11 @@ impl Kind {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
+    /// Stored as is: no compression flag set.
     None,
+    /// An LZ4 block (flag `0x2000`, nvcc `-Xfatbin -compress-all`).
     Lz4,
+    /// One zstd frame (flag `0x8000`, nvcc `--compress-mode`): needs a driver from CUDA 12.4 on.
     Zstd,
     /// The old 0x1000 flag, or both LZ4 and zstd bits at once: compressed, format unknown.
     Unknown,
@@ -214,14 +220,24 @@ impl Compression {
 /// One entry, as its header describes it. Offsets are file offsets.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Entry {
+    /// File offset of the entry header.
     pub offset: u64,
+    /// `ptx`, `elf` (SASS) or `other`, from `kind_code`.
     pub kind: Kind,
+    /// The header's kind code as is: 1 PTX, 2 ELF, anything else `other`.
     pub kind_code: u16,
     /// SM number: 90 for sm_90 / compute_90.
     pub arch: u32,
+    /// Flag `0x100000`: an arch-specific target (the `a` of `sm_90a`), which runs only on exactly
+    /// that compute capability.
     pub arch_specific: bool,
+    /// Bytes of the entry header (64, or 112 for sm_100+ cubins; any size from 64 is accepted);
+    /// the payload follows it.
     pub header_size: u32,
+    /// The header's flag bits as a number: `0x1` 64-bit, `0x2` debug, `0x1000` old compression
+    /// flag, `0x2000` LZ4, `0x8000` zstd, `0x100000` arch-specific, and others not interpreted.
     pub flags: u64,
+    /// How the payload is compressed, from `flags`.
     pub compression: Compression,
     /// Bytes reserved for the payload (compressed size rounded up to 8).
     pub stored: u64,
@@ -246,12 +262,20 @@ pub fn arch_name(arch: u32, arch_specific: bool) -> String {
     format!("sm_{arch}{}", if arch_specific { "a" } else { "" })
 }
 
+/// One container of `.nv_fatbin`: a header and the entries that follow it back to back. The CUDA
+/// runtime registers each container separately.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Container {
+    /// File offset of the container header (its magic `0xBA55ED50`).
     pub offset: u64,
+    /// The header's format version; always 1 (the walk stops at any other).
     pub version: u16,
+    /// Bytes of the container header (16 in every file seen; any size from 16 is accepted).
     pub header_size: u16,
+    /// Bytes after the header that belong to the container: its entries and any zero tail. The
+    /// container ends at `offset + header_size + payload_size`.
     pub payload_size: u64,
+    /// The entries, in file order.
     pub entries: Vec<Entry>,
 }
 
@@ -264,45 +288,67 @@ impl Container {
 /// Entries of one (kind, architecture name) in a library or a tree.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct TargetStats {
+    /// `ptx`, `elf` (SASS) or `other`.
     pub kind: Kind,
     /// `sm_90a`.
     pub name: String,
+    /// SM number: 90 for sm_90 / compute_90.
     pub arch: u32,
+    /// Whether the target is arch-specific (the `a` of `sm_90a`, flag `0x100000`).
     pub arch_specific: bool,
+    /// Entries of this kind and target.
     pub entries: u64,
     /// Containers holding at least one such entry.
     pub containers: u64,
+    /// Payload bytes of those entries, as stored in the file (compressed entries count
+    /// compressed; headers excluded).
     pub stored: u64,
+    /// Payload bytes of those entries after decompression, as their headers claim.
     pub uncompressed: u64,
+    /// The compressions those entries use, each once, in the order none, lz4, zstd, unknown.
     pub compression: Vec<Compression>,
 }
 
+/// Entries of one compression in a library or a tree.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct CompressionStats {
+    /// The compression these entries use.
     pub compression: Compression,
+    /// Entries with that compression.
     pub entries: u64,
+    /// Payload bytes of those entries, as stored in the file (headers excluded).
     pub stored: u64,
+    /// Payload bytes of those entries after decompression, as their headers claim.
     pub uncompressed: u64,
 }
 
 /// What `splitpkg` knows about one library's device code without decompressing it.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FatbinSummary {
-    /// File offset and size of `.nv_fatbin`.
+    /// File offset of `.nv_fatbin`; 0 in a tree's total, which adds up several files.
     pub section_offset: u64,
+    /// Bytes of `.nv_fatbin` (its section header's size): container headers, entries and
+    /// padding. In a tree's total, the libraries' sections added up.
     pub section_size: u64,
     /// Zero bytes between and after containers.
     pub padding: u64,
+    /// Containers in the section.
     pub container_count: u64,
+    /// Entries in all containers: `ptx + elf + other`.
     pub entries: u64,
+    /// PTX entries.
     pub ptx: u64,
+    /// ELF entries (cubins: SASS).
     pub elf: u64,
+    /// Entries of any other kind code.
     pub other: u64,
     /// Payload bytes reserved in the file (excluding headers).
     pub stored: u64,
+    /// Payload bytes after decompression, as the entry headers claim (nothing is decompressed).
     pub uncompressed: u64,
     /// Per (architecture name, kind), ascending by architecture.
     pub targets: Vec<TargetStats>,
+    /// Per compression present, in the order none, lz4, zstd, unknown.
     pub compression: Vec<CompressionStats>,
     /// SASS targets with no PTX of the same architecture to JIT from.
     pub sass_only: Vec<String>,
@@ -779,6 +825,7 @@ pub struct DriverReq {
     pub linux: String,
     /// The CUDA toolkit release whose driver that is.
     pub cuda: String,
+    /// Why the floor applies, one sentence (`the CUDA 12 runtime needs driver 525.60.13 or newer`).
     pub why: String,
 }
 
@@ -811,6 +858,7 @@ pub fn compression_floor(kinds: impl IntoIterator<Item = Compression>) -> Option
 /// The CUDA major version a build targets, and how it was found.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct CudaRuntime {
+    /// The CUDA major version (13), from the SONAME of a NEEDED CUDA library.
     pub major: u32,
     /// e.g. `NEEDED libcudart.so.13 in lib/libtorch_cuda.so`.
     pub from: String,
@@ -893,8 +941,10 @@ pub fn runtime_floor(major: u32) -> Option<DriverReq> {
 /// The driver floor of a library or tree: the higher of what the runtime and the compression need.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct DriverFloor {
+    /// What the CUDA runtime needs; absent when its major is unknown or not 11, 12 or 13.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<DriverReq>,
+    /// What the compression needs; absent unless some entry is zstd-compressed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<DriverReq>,
     /// The higher of the two; absent when neither is known.

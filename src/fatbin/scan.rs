@@ -33,33 +33,51 @@ pub struct ScanOptions {
     pub time: bool,
 }
 
+/// What was read.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Input {
+    /// The path as given on the command line.
     pub path: String,
     /// `directory`, `wheel`, `conda`, `tar-bz2`, or `file` for a single ELF file.
     pub kind: String,
+    /// ELF files read, with device code or not (symlinks are not followed; a file hard-linked
+    /// under several names counts once).
     pub elf_files: u64,
+    /// Bytes of those ELF files (archive members as unpacked); other files are not counted.
     pub bytes: u64,
 }
 
+/// The options the report was made with.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Options {
+    /// The `--what-if` modes in the order given (`zstd` is written `zstd:3`); empty without it.
     pub what_if: Vec<CompressMode>,
+    /// The `--device` compute capabilities in the order given, as `sm_XY`; empty without it.
     pub device: Vec<Capability>,
+    /// Whether `--entries` was given: each library's `fatbin.containers` then holds the layout.
     pub entries: bool,
 }
 
 /// One library with device code.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibraryFatbin {
+    /// Relative to the tree root, `/`-separated; for a single ELF file, its file name.
     pub path: String,
+    /// Bytes of the file (an archive member as unpacked).
     pub size: u64,
+    /// The CUDA major this library targets: from its own NEEDED names, else the tree's
+    /// (`cuda_runtime` of the report); absent when neither tells it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_runtime: Option<CudaRuntime>,
+    /// The minimum driver this library needs, from its `cuda_runtime` and its compression.
     pub driver: DriverFloor,
+    /// Its `.nv_fatbin`, from the headers; the container → entry layout only with `--entries`.
     pub fatbin: FatbinSummary,
+    /// One estimate per `--what-if` mode, in the order of `options.what_if`; absent without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub what_if: Vec<WhatIf>,
+    /// One verdict per `--device`, in the order of `options.device`; absent without it. Always
+    /// computed from the full layout, with or without `--entries`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device: Vec<DeviceVerdict>,
     /// Header walk time (section lookup, walk, summary); not serialised, it varies run to run.
@@ -70,25 +88,38 @@ pub struct LibraryFatbin {
 /// A device against the whole tree.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceTotal {
+    /// The compute capability checked, as `sm_XY`.
     pub device: Capability,
     /// The worst of the libraries' verdicts.
     pub runs: Runs,
+    /// Libraries (`path` as in `libraries`) that run on it only through PTX JIT, in path order.
     pub jit: Vec<String>,
+    /// Libraries (`path` as in `libraries`) with a container that has no code for it, in path
+    /// order.
     pub cannot_run: Vec<String>,
 }
 
+/// The libraries with device code, added up.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Total {
+    /// Libraries with device code (the length of `libraries`).
     pub libraries: u64,
     /// Every library's summary added up (without layout).
     pub fatbin: FatbinSummary,
+    /// The tree's driver floor: the report's `cuda_runtime` and the compression of all
+    /// libraries together.
     pub driver: DriverFloor,
+    /// Per `--what-if` mode, the libraries' estimates added up, in the order of
+    /// `options.what_if`; absent without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub what_if: Vec<WhatIf>,
+    /// Per `--device`, the verdict over all libraries, in the order of `options.device`; absent
+    /// without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device: Vec<DeviceTotal>,
 }
 
+/// The report of `splitpkg fatbin --json`.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FatbinReport {
     pub schema: String,
@@ -97,12 +128,17 @@ pub struct FatbinReport {
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
     #[serde(flatten)]
     pub stamp: crate::provenance::Stamp,
+    /// What was read.
     pub input: Input,
+    /// The options the report was made with.
     pub options: Options,
     /// The CUDA major the build targets, when a NEEDED name tells it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_runtime: Option<CudaRuntime>,
+    /// Every ELF file with a `.nv_fatbin` section, sorted by path; files without one are only
+    /// counted in `input.elf_files`.
     pub libraries: Vec<LibraryFatbin>,
+    /// The libraries added up.
     pub total: Total,
 }
 

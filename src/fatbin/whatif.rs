@@ -180,30 +180,45 @@ fn stored_len(n: usize) -> u64 {
     (n as u64).div_ceil(8) * 8
 }
 
+/// The entries of one (kind, architecture name) under one compression.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WhatIfTarget {
+    /// `ptx`, `elf` (SASS) or `other`.
     pub kind: Kind,
+    /// cuobjdump's name: `sm_90a`.
     pub name: String,
+    /// SM number: 90 for sm_90 / compute_90.
     pub arch: u32,
+    /// Whether the target is arch-specific (the `a` of `sm_90a`).
     pub arch_specific: bool,
+    /// Payload bytes of those entries, as stored in the file now (compressed entries count
+    /// compressed).
     pub stored_now: u64,
+    /// Payload bytes of those entries compressed under `mode`, each rounded up to 8.
     pub stored_after: u64,
 }
 
 /// One library's device code under one compression.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WhatIf {
+    /// The compression estimated: `none`, `lz4` or `zstd:LEVEL`.
     pub mode: CompressMode,
+    /// Entries decompressed and compressed again: every entry of the section.
     pub entries: u64,
     /// Measured by decompressing (equals the headers' claim, or the run fails).
     pub uncompressed: u64,
     /// Payload bytes now and after (headers and padding unchanged).
     pub stored_now: u64,
+    /// Payload bytes with every entry compressed under `mode`, each rounded up to 8 as nvcc
+    /// stores them.
     pub stored_after: u64,
+    /// Bytes of `.nv_fatbin` now (the summary's `section_size`).
     pub section_now: u64,
+    /// Bytes the section would take: `section_now - stored_now + stored_after`.
     pub section_after: u64,
     /// `section_now - section_after`: positive is a saving.
     pub saving: i64,
+    /// The payload bytes per (kind, architecture name), ascending by architecture.
     pub targets: Vec<WhatIfTarget>,
     /// The driver floor this compression would impose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
