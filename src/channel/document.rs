@@ -99,23 +99,42 @@ pub struct PackInput {
 
 // ---- solve ----
 
+/// What `solve` found: the install scenarios (a)-(e) on a channel and, with `--install`, the
+/// environments made from the solutions of (a) and (b).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SolveReport {
     pub schema: String,
     pub schema_version: u32,
+    /// The channel directory solved over (`CHANNEL`), as given on the command line.
     pub channel: String,
+    /// The channel packed with the opposite `--prefer` for scenario (e) (`--prefer-channel`), as
+    /// given. Absent without that option.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefer_channel: Option<String>,
+    /// The solver every scenario runs: `resolvo (rattler_solve VERSION)`.
     pub solver: String,
+    /// The core package's name (`libtorch`), from the channel's `splitpkg.json`.
     pub core: String,
+    /// The lazy package's name (`libtorch-cuda-linalg`), from the channel's `splitpkg.json`.
     pub lazy: String,
+    /// The versions the channel's `splitpkg.json` records a pack of, oldest first.
     pub versions: Vec<String>,
+    /// The version tested: `--version`, or the newest in the channel. The core package's spec pins
+    /// it unless it is the newest.
     pub version: String,
+    /// The variant a plain install of the tested version gets (`magma` unless packed with
+    /// `--prefer nomagma`).
     pub preferred: String,
+    /// The virtual packages given to the solver, `NAME=VERSION` sorted by name: the defaults
+    /// (`__unix`, `__linux`, `__glibc`, `__cuda`) with `--virtual` applied.
     pub virtual_packages: Vec<String>,
+    /// The five scenarios, (a) to (e) in that order.
     pub scenarios: Vec<Scenario>,
+    /// The environments `--install DIR` made and checked. Absent without `--install`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install: Option<InstallReport>,
+    /// No scenario and no install check failed (`not-applicable` ones do not count); the exit
+    /// code is 0 exactly when this is true.
     pub pass: bool,
 }
 
@@ -129,24 +148,45 @@ impl crate::document::Document for SolveReport {
     const ABOUT: &'static str = "Output of `splitpkg solve --json`: install scenarios solved with rattler_solve (resolvo) on a channel made by `splitpkg pack`. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it.";
 }
 
+/// One install request solved over a channel, and whether the outcome is the one it must show.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scenario {
+    /// The scenario's letter: `a` to `e`.
     pub id: String,
+    /// `default`, `slim`, `conflict`, `version skew` or `flipped preference`.
     pub name: String,
+    /// The channel directory solved over, made absolute: `CHANNEL`, or for (e) the
+    /// `--prefer-channel` when one is given.
     pub channel: String,
+    /// The match specs requested: the core package for (a) and (e); it and the lazy package by the
+    /// slim build's glob for (b); that glob and the first payload package for (c); core and lazy
+    /// pinned to two versions for (d), which has none when the channel holds one version.
     pub specs: Vec<String>,
     /// What the scenario must show.
     pub expect: String,
+    /// `pass`: the outcome is what `expect` says (for (a), (b), (e) a solved set with core and
+    /// lazy at the version, the lazy package in the expected variant and the payload packages
+    /// exactly when that variant needs them; for (c), (d) unsatisfiable); `fail`: it is not, or
+    /// for (e) the `--prefer-channel` is not the flipped channel; `not-applicable`: the channel
+    /// lacks what the scenario needs (for (e): no `--prefer-channel`), so nothing was solved.
     pub status: Status,
+    /// The outcome in words: the variant solved (`+` the payload packages), what differs from
+    /// `expect`, whether it was unsatisfiable (as required or not), or `not applicable:` and why.
     pub detail: String,
+    /// The packages of the solution, sorted by name. Empty when nothing was solved (unsatisfiable
+    /// or not applicable).
     pub solved: Vec<Solved>,
+    /// Bytes of the solved packages' `.conda` files (stand-ins included), from the repodata.
     pub archive_bytes: u64,
     /// Installed bytes of real content.
     pub installed_bytes: u64,
     /// Installed bytes the stand-ins in the set represent (not real bytes).
     pub represented_bytes: u64,
+    /// The solver's explanation of why the request cannot be satisfied: the answer (c) and (d)
+    /// require, a failure for the others. Absent when the request was solved or not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solver_message: Option<String>,
+    /// Whether the outcome depends on how the solver ranks `track_features`, and why.
     pub track_features: Semantics,
 }
 
@@ -156,7 +196,8 @@ pub struct Scenario {
 pub enum Status {
     Pass,
     Fail,
-    /// What the scenario needs is not in the channel (the reason is in the detail).
+    /// What the scenario needs is not in the channel, or (an installed environment) its scenario
+    /// has no solution to install; the reason is in the detail.
     NotApplicable,
 }
 
@@ -168,44 +209,76 @@ pub enum InstallEnv {
     Slim,
 }
 
+/// How `track_features` bear on a scenario's outcome, under resolvo's and conda's readings.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Semantics {
     /// Whether the outcome depends on how track_features rank candidates.
     pub relied_on: bool,
-    /// Whether resolvo's yes/no reading and conda's count reading give the same outcome.
+    /// Whether resolvo's yes/no reading and conda's count reading give the same outcome. Reasoned
+    /// from the candidates, not measured (only resolvo runs): where the feature decides, one
+    /// candidate carries it and both readings pick the other, so every scenario says `true`.
     pub solvers_agree: bool,
+    /// Why, in words: which build carries the track feature and what both solvers then pick, or
+    /// `not consulted:` and what decides instead (a build-string spec, a constraint, one build).
     pub why: String,
 }
 
+/// One package of a scenario's solution.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Solved {
+    /// The package's name.
     pub name: String,
+    /// The package's version.
     pub version: String,
+    /// The package's build string.
     pub build: String,
-    /// `linux-64/NAME-VERSION-BUILD.conda`, relative to the channel.
+    /// `SUBDIR/NAME-VERSION-BUILD.conda`, relative to the channel (`noarch/` for a stand-in,
+    /// `linux-64/` otherwise).
     pub file: String,
+    /// For the lazy package: the variant its build string names (`magma`, `nomagma`). Absent for
+    /// other packages, and for a build that names none of the channel's variants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// Whether this is a stand-in for a package another channel provides.
     pub standin: bool,
+    /// Bytes of the `.conda` file, as the repodata lists it (0 when it lists none).
     pub archive_bytes: u64,
+    /// Installed bytes of the package's files, from its `paths.json` (for a stand-in: its own
+    /// README and marker).
     pub installed_bytes: u64,
+    /// For a stand-in: the installed size of the package it stands for. Absent for a real package.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub represents_bytes: Option<u64>,
 }
 
+/// What `--install DIR` did: the solutions of (a) and (b) installed with rattler's installer,
+/// and each prefix planned.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InstallReport {
+    /// The directory given to `--install`, as given: it holds the package cache (`pkgs`) and the
+    /// prefixes `default` and `slim`.
     pub dir: String,
+    /// The two environments: `default`, then `slim`.
     pub envs: Vec<EnvCheck>,
 }
 
+/// One environment `--install` made from a scenario's solution, and what `plan` says of it.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvCheck {
+    /// `default` (the solution of (a)) or `slim` (that of (b)); also the prefix's directory name.
     pub name: InstallEnv,
+    /// The id of the scenario whose solution was installed: `a` or `b`.
     pub scenario: String,
+    /// The prefix installed into: `DIR/default` or `DIR/slim`.
     pub prefix: String,
+    /// `pass`: the prefix is as `expect` says; `fail`: it is not; `not-applicable`: the scenario
+    /// has no solution (not applicable or unsatisfiable), so nothing was installed.
     pub status: Status,
+    /// The outcome in words: `plan: VERDICT` (for `slim` also the payload files counted and the
+    /// payload packages found), or why nothing was installed.
     pub detail: String,
+    /// `name-version-build` of each package installed, sorted by name. Empty when nothing was
+    /// installed.
     pub packages: Vec<String>,
     /// Verdict of `splitpkg plan` on the installed prefix.
     #[serde(
@@ -215,6 +288,8 @@ pub struct EnvCheck {
     )]
     #[schemars(schema_with = "as_label::option::schema")]
     pub verdict: Option<Verdict>,
+    /// What the prefix must show: `CONFINED` for `default`; for `slim` `NOT PRESENT, no payload
+    /// files, no payload packages`.
     pub expect: String,
     /// Payload libraries found in the prefix.
     pub payload_files: Vec<String>,
