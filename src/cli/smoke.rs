@@ -85,7 +85,7 @@ pub struct SmokeArgs {
     /// List passing cases too in the text table.
     #[arg(long)]
     all: bool,
-    /// JSON (schema docs/smoke.schema.json, `schema_version` 1).
+    /// JSON (schema docs/smoke.schema.json, `schema_version` 2).
     #[arg(long)]
     json: bool,
     /// Write to FILE (atomically) instead of stdout.

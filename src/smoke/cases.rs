@@ -160,15 +160,24 @@ pub fn ops() -> Vec<&'static str> {
 pub struct Case {
     /// `op/shape/dtype/preference`, unique within a variant.
     pub id: String,
+    /// The op as the battery names it: the `torch.linalg` (or `torch`) function, `lu_factor_nopiv`
+    /// for `pivot=False`, `ldl_factor_hermitian` for `hermitian=True`; `matrix_exp` is the control.
     pub op: String,
+    /// The shape label, batch first, then options: `16x64x64,k=2` is 16 matrices of 64×64 with 2
+    /// right-hand-side columns.
     pub shape: String,
+    /// The parameters the battery's op reads: `b` (batch dims), `n`, `m`, `k` (right-hand-side
+    /// columns), `r` (rank), and options (`upper`, `left`, `transpose`).
     pub params: Value,
+    /// The dtype the op runs in: `float32`, `float64`, `complex64` or `complex128`.
     pub dtype: String,
     /// The preference the case stands for (what a user would set).
     pub preference: Preference,
     /// The preference actually set in the process: differs from `preference` only when emulating
     /// (the emulated nomagma forces `cusolver`).
     pub applied_preference: Preference,
+    /// The routing facts table rules match on: `batched`, `non-square`, `magma-by-default`,
+    /// `small-n-wide-rhs`, `complex-hermitian`, `magma-only`, `control`. Empty for none.
     pub tags: Vec<String>,
 }
 

@@ -6,8 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The GPU the run used, as the CUDA driver API describes it (probed once, before any variant).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct DeviceInfo {
+    /// The CUDA device index probed and used: always 0, the first device the driver sees.
     pub ordinal: i32,
     /// Devices the driver sees (after CUDA_VISIBLE_DEVICES).
     pub count: i32,
@@ -20,9 +22,12 @@ pub struct DeviceInfo {
     /// where the file is not there (a container without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// The device's name from `cuDeviceGetName`, e.g. `NVIDIA H200`.
     pub name: String,
     /// `9.0` for an H200.
     pub compute_capability: String,
+    /// The compute capability as an SM target, `sm_90` for 9.0: what the device-code check
+    /// looks for.
     pub sm: String,
 }
 

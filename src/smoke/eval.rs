@@ -44,18 +44,21 @@ pub fn tolerance_table() -> serde_json::Value {
     })
 }
 
+/// How a case (or a bench timing) ended, as measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RawOutcome {
     /// The op returned; `residual` says how good the numbers are.
     Ok,
-    /// A Python exception (from setting the preference, the op, or the harness).
+    /// A Python exception (from setting the preference, building the inputs, the op, checking the
+    /// result, or the harness: see `phase`).
     Error,
     /// No answer within the case timeout: the process group was killed.
     Timeout,
     /// The worker process died during the case (signal, abort, exit).
     Crash,
-    /// Not run (the op already timed out twice in this variant, or the worker never started).
+    /// Not run: its op already timed out in this variant (twice for cases, once for bench items),
+    /// the run's `--deadline` had passed, or the worker never started.
     NotRun,
 }
 
@@ -122,34 +125,45 @@ impl From<Phase> for String {
 /// What the battery reported for one case, as recorded.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Raw {
+    /// How the case ended: `ok`, `error`, `timeout`, `crash` or `not-run`.
     pub outcome: RawOutcome,
     /// A number, or `nan`/`inf`/`-inf` where the result was not finite.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "lossless")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub residual: Option<f64>,
+    /// Wall time in milliseconds of the op call, to its synchronize or its exception (inputs and
+    /// check not counted); for a timeout or a dead worker, from sending the case until the runner
+    /// gave up or saw it die. Absent when the op never ran (an error before it, or not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_ms: Option<f64>,
     /// Where an error came from: `set_preference`, `inputs`, `op`, `check`, `harness`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+    /// The exception's class name (`RuntimeError`, `LinAlgError`). Absent without an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
     /// The exception is a RuntimeError (or a subclass such as torch.linalg.LinAlgError).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_error: Option<bool>,
+    /// The exception's message (at most 4000 characters). Absent without an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Everything the process wrote to fd 1 and fd 2 during the case (tail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
+    /// The distinct Python warnings raised during the case, first line of each, sorted, at most
+    /// 5. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// The preference read back after the reset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preference_after: Option<String>,
+    /// Whether the CUDA context still worked after the case (`torch.cuda.synchronize()`): false
+    /// replaces the worker. Absent when the worker gave no answer (timeout, crash, not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_ok: Option<bool>,
-    /// Timeout length, exit status, why not run.
+    /// Timeout length, exit status, why not run; for an answered case, a failed preference reset
+    /// or a broken CUDA context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// The worker's whole answer (bench timings live here); not part of the recorded case.
@@ -253,6 +267,8 @@ mod lossless {
     }
 }
 
+/// A case's judgement: `pass`, `expected-fail` and `excluded` met the expectation; `fail` and
+/// `timeout` did not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
@@ -470,6 +486,7 @@ fn judge_error(exp: &Expectation, raw: &Raw) -> (Status, String) {
     }
 }
 
+/// How a per-variant check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckStatus {
@@ -542,11 +559,17 @@ impl std::fmt::Display for CheckName {
     }
 }
 
-/// A per-variant check (laziness, has_magma, device code).
+/// A per-variant check (laziness, has_magma, device code, identity).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
+    /// Which check: `laziness`, `has_magma`, `device_code` or `identity`.
     pub name: CheckName,
+    /// `pass`; `fail`; `stale` (has_magma only); `not-applicable` (has_magma and identity on an
+    /// emulated variant, identity on a variant named neither magma nor nomagma); `not-checked`
+    /// (device_code when no library with device code was found to read).
     pub status: CheckStatus,
+    /// What the check found, in words: when the library was mapped, the flag against the library,
+    /// which libraries carry code for the device, or what the identity rule saw.
     pub detail: String,
     /// What a failure means for users.
     #[serde(default, skip_serializing_if = "Option::is_none")]

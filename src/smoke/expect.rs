@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 
 pub const BUILTIN: &str = include_str!("expect.json");
 
+/// What a table rule expects of a case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
@@ -78,9 +79,15 @@ struct TableFile {
 /// What one case is expected to do, with where that came from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Expectation {
+    /// What the case must do: `pass`, `error`, `pass-or-error` or `excluded`; `pass` when no rule
+    /// of the table matches.
     pub outcome: Outcome,
+    /// The regex an expected error's message must match (anywhere in it). Absent when the deciding
+    /// rule has none, and always for `<table>#default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
+    /// The deciding rule's note, shown in reports; an excluded case's reason begins with its text
+    /// up to the first `:`. Absent when the rule has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// `table#rule-index` of the deciding rule, or `table#default`.

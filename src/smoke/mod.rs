@@ -125,23 +125,39 @@ pub fn plan_variant(
     })
 }
 
+/// The options the run was given, as recorded (a `--replay` adds where it was judged from).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunOptions {
+    /// `--case-timeout` in seconds (default 60): a case with no answer by then is a hang and its
+    /// worker is killed. Bench items get at least 180 s.
     pub case_timeout_s: f64,
+    /// `--deadline` in seconds: the run's wall-time budget, after which cases and bench items not
+    /// yet started are reported as not run. Absent without `--deadline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_s: Option<f64>,
+    /// Whether `--bench` was given: every real (not emulated) variant is then timed (`bench`).
     pub bench: bool,
+    /// `--bench-reps` (default 5): the most timed calls per bench item and preference.
     pub bench_reps: u32,
+    /// The lazily loaded library's file name (`--lazy`, default `libtorch_cuda_linalg.so`): the
+    /// one the probe watches for and whose facts are read.
     pub lazy: String,
     /// The optional component the variants are named after (`magma` → `magma`/`nomagma`).
     #[serde(default = "default_dep")]
     pub dep: String,
+    /// `--only` substrings: only cases whose id contains one of them ran (bench items are not
+    /// filtered). Absent when not given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub only: Vec<String>,
+    /// `--skip` substrings: cases whose id contains one of them did not run. Absent when not given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skip: Vec<String>,
+    /// `--emulate` variant names: run as emulated nomagma (cuSOLVER forced on a MAGMA
+    /// installation, judged by table `<name>-emulated`), never real results. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub emulate: Vec<String>,
+    /// The `--expect FILE` whose tables were laid over the built-in ones for this judgement (after
+    /// `--replay`, the replay's own). Absent when only the built-in tables were used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_file: Option<String>,
     /// Set when this report was judged again from a recorded one (`--replay`).
@@ -153,31 +169,57 @@ fn default_dep() -> String {
     "magma".into()
 }
 
+/// One case of a variant as run and judged: the planned case, its seed and expectation, what the
+/// battery measured (`raw`) and the judgement (`status`, `reason`).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CaseReport {
     #[serde(flatten)]
     pub case: Case,
+    /// The seed of the case's random inputs, derived from the run's `seed` and the case id (53
+    /// bits): the same run seed gives the same inputs.
     pub seed: u64,
+    /// What the variant's table expects of the case, and the rule that decided it.
     pub expect: Expectation,
+    /// The largest relative residual that passes: 1e-3 for float32/complex64, 1e-9 for
+    /// float64/complex128, ten times that for eig/eigvals, 0.5 for matrix_rank (an exact rank).
     pub tolerance: f64,
+    /// What the battery (or, for a hang, a dead worker or a case not run, the runner) reported, as
+    /// measured. On an emulated variant it was measured with cuSOLVER forced on a MAGMA install.
     pub raw: Raw,
+    /// The judgement: `pass`, `expected-fail` and `excluded` met the expectation; `fail` and
+    /// `timeout` (a hang, or a case not run) did not.
     pub status: Status,
+    /// Why the case got its status, in words (for an expected failure, the error raised). Absent
+    /// for a pass.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
 }
 
+/// Case statuses and failed checks counted for one variant or, in the report's `summary`, over
+/// every variant (emulated ones included). Bench timings are not counted.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Counts {
+    /// Cases judged: every planned case, whether it ran or not.
     pub cases: usize,
+    /// Cases with status `pass`: the op ran and its residual is within tolerance.
     pub pass: usize,
+    /// Cases with status `fail`: wrong numbers, an error not expected or not matching, a dead
+    /// worker, MAGMA's not-initialized message, a preference not reset, or a harness error.
     pub fail: usize,
+    /// Cases with status `expected-fail`: a clean RuntimeError matching the table's pattern.
     pub expected_fail: usize,
+    /// Cases with status `timeout`: hangs, and cases not run (after two hangs of their op, past
+    /// `--deadline`, or with no worker that could start).
     pub timeout: usize,
+    /// Cases with status `excluded`: known stock bugs, recorded but not judged.
     pub excluded: usize,
+    /// Checks with status `fail` (a `stale` check counts in `stale_flags` instead).
     pub checks_failed: usize,
     /// Checks whose status is `stale`: a core flag that describes the other variant.
     #[serde(default)]
     pub stale_flags: usize,
+    /// No case failed or timed out, no check failed, and there was at least one case; in the
+    /// summary, every variant is ok and there is at least one. A stale flag leaves it true.
     pub ok: bool,
 }
 
@@ -255,32 +297,60 @@ impl Verdict {
     }
 }
 
+/// One variant as run: where it is and how it was run and judged, what its probe and lazy library
+/// showed, its checks, its cases and their counts.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantReport {
+    /// NAME from `--variant NAME=PATH`: `magma`, `nomagma`, or a name with a table in `--expect`.
     pub name: String,
+    /// PATH from `--variant NAME=PATH`, as given.
     pub path: String,
+    /// `real` (the variant's own installation) or `emulated-nomagma` (standing in for nomagma: a
+    /// MAGMA installation with cuSOLVER forced, never a real nomagma result).
     pub mode: Mode,
+    /// Whether the variant was emulated (`--emulate`): its cases ran on a MAGMA installation with
+    /// the cuSOLVER preference forced, so they are not a real nomagma run. Agrees with `mode`.
     pub emulated: bool,
+    /// For an emulated variant, the `EMULATED: …` warning that its results are not a real
+    /// nomagma pass. Absent for a real variant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The expected-outcome table the cases are judged by: the variant's name, or
+    /// `<name>-emulated` for an emulated variant.
     pub table: String,
+    /// Where that table came from: `built-in`, or the path of the `--expect` file that gave it.
     pub table_origin: String,
+    /// The Python that ran the variant: the env prefix's `bin/python3` (or `bin/python`), else
+    /// `--python` (default `python3`).
     pub python: String,
+    /// How PATH was understood; a run always records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
+    /// The `torch` package directory the variant's Python imports, as it reported it (canonical
+    /// path); a run always records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch_dir: Option<String>,
     /// The probe's raw answer: versions, has_magma, where the lazy library was mapped when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<Value>,
+    /// Why the probe gave no answer: its Python could not start, it ran past 300 s, or it printed
+    /// no answer line. Absent when it answered (a failed `import torch` is in `probe`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_error: Option<String>,
+    /// What the lazy library file holds of the payload (for an emulated variant, the MAGMA
+    /// installation's library). Absent when it was not found or not readable (`lazy_error`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lazy_library: Option<LazyFacts>,
+    /// Why `lazy_library` is absent: the library was not found next to torch, or could not be
+    /// read. Absent when it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lazy_error: Option<String>,
+    /// The per-variant checks, in this order: `laziness`, `has_magma`, `device_code`, `identity`.
     pub checks: Vec<Check>,
+    /// Every planned case (after `--only` and `--skip`), op by op in catalog order, with what it
+    /// did and its judgement.
     pub cases: Vec<CaseReport>,
+    /// The variant's counts, and whether it met its table.
     pub summary: Counts,
 }
 
@@ -300,54 +370,90 @@ impl VariantReport {
     }
 }
 
+/// One bench item timed under one preference on one variant.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchCell {
+    /// How the timing ended: `ok`, `error` (an exception, as the `magma` preference raises without
+    /// MAGMA), `timeout`, `crash` or `not-run`.
     pub outcome: RawOutcome,
+    /// The median of `times_ms` in milliseconds (for an even count, the upper of the middle two).
+    /// Absent unless `outcome` is `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median_ms: Option<f64>,
+    /// Each timed call in milliseconds, measured with CUDA events, in call order (the warm-up call
+    /// is not timed). Absent unless `outcome` is `ok`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub times_ms: Vec<f64>,
+    /// What went wrong in brief: the exception's type and its first line (cut at 160 characters),
+    /// `timeout`, or `crash: …` / `not run: …` with the reason. Absent when `outcome` is `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
+/// One bench item (op, size, dtype) timed under the `default`, `cusolver` and `magma` preferences.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchRow {
+    /// The op as the battery names it (`lu_factor`, `lu_factor_nopiv` for `pivot=False`, `eigh`).
     pub op: String,
+    /// The size label, batch first: `8192x8192`, `64x256x256` (64 matrices of 256×256), with
+    /// `,k=N` for the right-hand-side columns.
     pub size: String,
+    /// The dtype timed: `float64`, or `float32`.
     pub dtype: String,
+    /// Why the item is timed: the path PyTorch 2.11 takes for it, by default on a MAGMA build
+    /// (`default: MAGMA batched LU`). The same text on every variant.
     pub why: String,
     /// By preference: `default`, `cusolver`, `magma`.
     pub results: BTreeMap<String, BenchCell>,
+    /// The `magma` median over the `cusolver` median (above 1: MAGMA is slower). Absent unless
+    /// both were timed (on a variant without MAGMA the `magma` preference raises).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub magma_over_cusolver: Option<f64>,
 }
 
+/// The timings of one real variant (`--bench`): each bench item under each preference, alone on
+/// the GPU.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchReport {
+    /// The variant timed, by its `--variant` NAME.
     pub variant: String,
     /// Timings of an emulated variant would be the magma installation's: never taken.
     #[serde(default)]
     pub emulated: bool,
+    /// `--bench-reps`: the most timed calls per item and preference; `method` says when fewer are
+    /// taken.
     pub reps: u32,
+    /// How the timings were taken, in words: warm-up, timed calls, CUDA events, the time budget.
     pub method: String,
+    /// One row per bench item, in a fixed order: large single matrices where 2.11's default is
+    /// cuSOLVER, then batched or small-n shapes where it picks MAGMA.
     pub rows: Vec<BenchRow>,
 }
 
+/// A smoke run: where it ran, every variant's probe, checks and cases as measured and judged, the
+/// benches and the verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SmokeReport {
     pub schema: String,
     pub schema_version: u32,
     pub tool: Tool,
+    /// The command line of the run, program first; a `--replay` keeps the recorded run's.
     pub command: Vec<String>,
     /// When the run started (RFC 3339 UTC; `SOURCE_DATE_EPOCH` when set); absent in older recordings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<String>,
+    /// The run's seed (`--seed`, else drawn from the clock and process id): every case's and bench
+    /// item's input seed derives from it and the id, so the same seed repeats the inputs.
     pub seed: u64,
+    /// The options the run was given.
     pub options: RunOptions,
+    /// The relative-residual tolerances by dtype, the eig/eigvals factor and `matrix_rank: exact`,
+    /// as shown in reports; each case records its own in `tolerance`.
     pub tolerances: Value,
+    /// The GPU the cases ran on. A run always records it; null only in a document without it.
     #[serde(default)]
     pub device: Option<DeviceInfo>,
+    /// One report per `--variant`, in the order given.
     pub variants: Vec<VariantReport>,
     /// One timing table per real variant (`--bench`); version 1 recorded one object (magma only).
     #[serde(default, deserialize_with = "one_or_many")]
@@ -355,7 +461,10 @@ pub struct SmokeReport {
     /// The default-preference timing of each bench row on every variant: what each variant's users get.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub default_routing: Vec<RoutingRow>,
+    /// The counts over every variant, emulated ones included; `ok` only when every variant is ok.
     pub summary: Counts,
+    /// The verdict, which sets the exit code; a version 1 recording, which lacks it, gets its
+    /// summary's.
     #[serde(default = "unknown_verdict")]
     pub result: Verdict,
 }
@@ -403,8 +512,11 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(
 /// One bench item under the default preference on each variant, and slim / magma.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoutingRow {
+    /// The bench item's op, as in the bench rows.
     pub op: String,
+    /// The bench item's size label, as in the bench rows.
     pub size: String,
+    /// The bench item's dtype, as in the bench rows.
     pub dtype: String,
     /// Median ms by variant name; `None` when the op failed there (the error is in that bench).
     pub median_ms: BTreeMap<String, Option<f64>>,

@@ -226,20 +226,31 @@ pub fn locate_lazy(r: &Resolved, mapped: Option<&str>, lazy: &str) -> Option<Pat
 /// What the variant's lazy library holds of the payload (same facts the plan uses).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct LazyFacts {
+    /// The library file read: the path the probe saw mapped after the first linalg op, else
+    /// `torch/lib/<lazy>` or, in a conda environment, `$PREFIX/lib/<lazy>`.
     pub path: String,
+    /// The file's size in bytes.
     pub size: u64,
     /// The library contains MAGMA: defines payload symbols (exported or hidden) or NEEDs a
     /// payload library.
     pub has_magma: bool,
+    /// Why `has_magma` is what it is, in words: `is itself a magma library`, `defines N magma
+    /// symbols (e.g. …)`, `NEEDs …`, `imports N magma symbols (e.g. …)` (no MAGMA code: false), or
+    /// `no magma symbols defined and no magma library NEEDed`.
     pub evidence: String,
+    /// Payload symbols the library defines, exported or hidden (for MAGMA, `magma_*` and
+    /// `magmablas_*`).
     pub defined_symbols: usize,
+    /// Payload libraries (`libmagma*`) in the library's DT_NEEDED. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs_payload_libraries: Vec<String>,
     /// Payload symbols the library imports (recordings before this field read as 0).
     #[serde(default)]
     pub imported_symbols: usize,
+    /// One payload symbol the library defines. Absent when it defines none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defined_example: Option<String>,
+    /// One payload symbol the library imports. Absent when it imports none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported_example: Option<String>,
     /// Failed checks of the variant contract (`verify-variant`'s rule, [`crate::recipe::verify::contract_checks`])
