@@ -116,6 +116,8 @@ pub enum NodeKind {
     External,
 }
 
+/// How the processes started from the roots reach a node: `eager` (loaded at start-up), `lazy`
+/// (only after a run-time load) or `unreached` (not loaded by any of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reach {
@@ -156,6 +158,7 @@ pub struct Node {
     pub lazy_parent: Option<usize>,
 }
 
+/// How a file requests a library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EdgeKind {

@@ -368,15 +368,25 @@ impl Presence {
 /// An estimate of how many bytes of a file are payload, with the way each part was counted.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Estimate {
+    /// Payload bytes in the file: the sum of `parts`.
     pub bytes: u64,
+    /// How the file was counted: `the whole file is a payload library`, or `static payload: …` for
+    /// payload linked into the file (its span in `.text`, CUDA units inside it, a share of tables).
     pub method: String,
+    /// The parts counted, each with its bytes and how they were found.
     pub parts: Vec<EstimatePart>,
 }
 
+/// One part of a payload estimate: which part of the file, its bytes and how they were counted.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EstimatePart {
+    /// The part of the file: `file`, `.text`, `data`, `.nv_fatbin` or
+    /// `debug, symbol and unwind tables`.
     pub what: PartKind,
+    /// Payload bytes attributed to that part; `.nv_fatbin` counts 0 when no CUDA registration
+    /// symbol tells whose device code it is.
     pub bytes: u64,
+    /// How they were counted, one phrase (`in proportion to the payload share of .text`).
     pub how: String,
 }
 
@@ -386,6 +396,8 @@ pub enum PartKind {
     /// The whole file (a payload library).
     #[serde(rename = "file")]
     File,
+    /// Payload code: the address span from the first payload function in `.text` to the end of
+    /// the last.
     #[serde(rename = ".text")]
     Text,
     /// Payload data objects.

@@ -67,7 +67,7 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_code: Option<DeviceCode>,
     /// A pip environment (a directory with `*.dist-info`): who owns the lazy library there and
-    /// which variant it is. Absent for every other input.
+    /// which variant it is. Absent for every other input, and when `lazy_library` is null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installed: Option<Installed>,
 }
@@ -86,16 +86,22 @@ impl crate::document::Document for Plan {
 /// marker), and what switching to each other variant would save.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Installed {
+    /// The installed distributions whose RECORD lists the lazy library's path: one normally, none
+    /// when no RECORD does, several when one distribution overwrote another's file.
     pub owners: Vec<Owner>,
     /// The installed variant, when the one owner is a `splitpkg wheel` lazy wheel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// Each other variant the marker lists, with what switching to it saves and how; empty unless
+    /// the one owner is a `splitpkg wheel` lazy wheel.
     #[serde(default)]
     pub switch: Vec<SwitchTo>,
 }
 
+/// Another variant of the installed lazy wheel (from its marker), and what switching to it means.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SwitchTo {
+    /// That variant's name (`nomagma`).
     pub variant: String,
     /// Bytes the environment loses by switching (negative: it grows).
     pub saves_bytes: i64,
@@ -176,12 +182,17 @@ fn saves(own: u64, other: u64) -> i64 {
 /// The tree's CUDA device code and the driver it needs (from `.nv_fatbin` headers).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceCode {
+    /// ELF files in the tree with a `.nv_fatbin` section.
     pub libraries: usize,
-    /// Bytes of device code as stored in the files, and after decompression.
+    /// Bytes of device code as stored in the files: the `.nv_fatbin` sections' sizes added up
+    /// (container headers and padding included).
     pub stored: u64,
+    /// Bytes of the entries' payloads after decompression, as their headers claim (headers
+    /// excluded; nothing is decompressed).
     pub uncompressed: u64,
+    /// `stored` as a percentage of the tree's bytes (`input.bytes`), rounded to two decimals.
     pub percent_of_tree: f64,
-    /// Compression kinds present (`zstd`, `lz4`, `none`).
+    /// Compression kinds present, each once, in the order `none`, `lz4`, `zstd`, `unknown`.
     pub compression: Vec<String>,
     /// Minimum Linux driver: the higher of what the CUDA runtime and the compression need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,11 +200,16 @@ pub struct DeviceCode {
     /// True when the compression alone needs a newer driver than the CUDA runtime does; then
     /// `cuda_floor` is the CUDA release whose driver is needed (`12.4` for zstd).
     pub compression_raises_floor: bool,
+    /// The CUDA release whose driver the compression needs (`12.4`); absent unless
+    /// `compression_raises_floor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_floor: Option<String>,
+    /// Why `driver_minimum` is what it is, in one sentence: the compression's reason when it raises
+    /// the floor, else the runtime's (then the compression's after it), or that neither sets one.
     pub why: String,
 }
 
+/// The input the plan was made from: where, what kind, its package identity, files and bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InputSummary {
     /// The path as given on the command line.
@@ -214,6 +230,7 @@ pub struct InputSummary {
     pub cuda_runtime: Option<u32>,
 }
 
+/// The command-line choices the plan answers: the lazy libraries and the payload.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanOptions {
     /// The `--lazy` argument; several are joined with `, ` and listed in `lazy_patterns`.
@@ -232,9 +249,11 @@ pub struct PlanOptions {
     pub deps: Vec<String>,
 }
 
+/// Where the payload is and how big it is.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadSummary {
-    /// Files in the tree that hold payload code or are payload libraries.
+    /// Files in the tree that hold payload code or are payload libraries, then the payload
+    /// libraries the tree requests but does not contain (`form` `external`).
     pub files: Vec<PayloadFile>,
     /// Payload libraries the tree requests but does not contain (another package provides them).
     pub external: Vec<String>,
@@ -245,6 +264,7 @@ pub struct PayloadSummary {
     pub device_code: u64,
 }
 
+/// Which of the split's outputs a package is: `core`, `lazy` or `payload`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
 )]
@@ -255,6 +275,7 @@ pub enum Role {
     Payload,
 }
 
+/// One output of the split: its role, its files and their bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Output {
     /// `core` (loads at start-up), `lazy` (the library opened at first use, in two variants) or
@@ -275,6 +296,7 @@ pub struct Output {
     pub device_code: u64,
 }
 
+/// One variant of the lazy output, with or without the payload, and its lazy library's bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Variant {
     /// `magma` / `nomagma` (the payload name, with and without `no`).
@@ -289,6 +311,7 @@ pub struct Variant {
     pub how: String,
 }
 
+/// What an environment with the slim variant (no payload) does not install.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Saving {
     /// Bytes a slim environment does not install, out of this tree.
@@ -299,6 +322,7 @@ pub struct Saving {
     pub how: String,
 }
 
+/// The loader contract: what a replacement lazy library must export and what it imports.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContractSummary {
     /// Symbols the core looks up by name (`dlsym`) in the lazy library after opening it.

@@ -12,8 +12,12 @@ const TABLE_JSON: &str = include_str!("../../data/providers.json");
 /// The packages that ship one library: a PyPI distribution and a conda-forge package, where known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Provider {
+    /// The PyPI distribution that ships it (`nvidia-cudnn-cu13`); absent when `data/providers.json`
+    /// names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pip: Option<String>,
+    /// The conda-forge package that ships it (`cudnn`); absent when `data/providers.json` names
+    /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conda: Option<String>,
 }

@@ -16,6 +16,9 @@ use crate::analysis::payload::demangle;
 use crate::elf::{DefinedPrints, Lookup};
 use crate::input::Tree;
 
+/// Whether the payload can move to an optional output: `confined` (it can), `not-confined`
+/// (something loads it at start-up, or no lazy library was found) or `not-present` (no payload
+/// code, library or reference in the tree).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
@@ -102,23 +105,37 @@ pub mod as_label {
     }
 }
 
-/// One step of a witness path.
+/// One edge of the load graph: a step of a witness path, or a lazy edge into a lazy library.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Step {
+    /// Tree path of the file that makes the request.
     pub from: String,
+    /// Tree path of the file the request resolves to; for a library that is no tree file (a system
+    /// library, a file outside the tree, one not found), the file name requested.
     pub to: String,
+    /// The name as requested: the NEEDED entry, the `dlopen` literal, or the `.note.dlopen`
+    /// alternative the ld.so model resolved.
     pub name: String,
+    /// How the request is made: `needed` (DT_NEEDED, loaded with the requester), `lazy` (a
+    /// `dlopen` literal, loaded when that code runs) or `dlopen-note` (declared in `.note.dlopen`).
     pub kind: EdgeKind,
+    /// How ld.so would find it, for people: `rpath of libtorch_cuda.so ($ORIGIN → lib)`,
+    /// `system (glibc)`, `not found (external)`, …; a declared step says so first.
     pub how: String,
     /// For a step declared by the requester's `.note.dlopen`: the entry (feature, priority, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<crate::elf::DlopenEntry>,
 }
 
+/// A load chain that refutes confinement, from a root (an executable, a Python extension module,
+/// or a library nothing in the tree loads) either to payload code or a reference to it without
+/// passing through a lazy library, or to a lazy library that carries the payload and loads at
+/// start-up.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Witness {
     /// One line, e.g. `_C.so → libtorch_python.so (NEEDED) → libtorch_cuda.so (NEEDED) → defines magma_dgetrf_gpu`.
     pub summary: String,
+    /// The chain edge by edge, the first from the root; empty when the root itself is the end.
     pub steps: Vec<Step>,
     /// What is at the end: `defines magma_dgetrf_gpu`, `is payload library libmagma.so`, ...
     pub reason: String,
@@ -146,15 +163,22 @@ impl PayloadForm {
     }
 }
 
+/// A file of the tree that holds payload code, or a payload library the tree requests but lacks.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadFile {
     /// Tree path, or the requested name for payload libraries outside the tree.
     pub path: String,
+    /// `library` (a payload library file), `static` (payload code linked into this file) or
+    /// `external` (a payload library requested, NEEDed or `dlopen`ed, but not in the tree).
     pub form: PayloadForm,
+    /// How the roots reach it: `eager` (loaded at start-up), `lazy` (only after a run-time load)
+    /// or `unreached` (no process started from a root loads it).
     pub reach: Reach,
     /// File size for files in the tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// How many of its bytes are payload, part by part: the whole file for a payload library, an
+    /// estimate for static payload; absent for an external library.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<crate::analysis::payload::Estimate>,
     /// Example payload symbols the file defines.
@@ -166,10 +190,16 @@ pub struct PayloadFile {
     pub provider: Option<crate::analysis::providers::Provider>,
 }
 
+/// A library `--lazy` selected: where it is, how the roots reach it and what loads it.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LazyLibrary {
+    /// Tree path of the library.
     pub path: String,
+    /// Its size in bytes.
     pub size: u64,
+    /// How the roots reach it: `lazy` (only after a run-time load, as confinement needs), `eager`
+    /// (at start-up; a library nothing in the tree loads counts as loaded from outside at start-up)
+    /// or `unreached` (no process started from a root loads it).
     pub reach: Reach,
     /// Lazy edges into it: `libtorch_cuda.so → libtorch_cuda_linalg.so via rpath of libtorch_cuda.so ($ORIGIN → lib)`.
     pub loaded_by: Vec<Step>,
@@ -179,11 +209,17 @@ pub struct LazyLibrary {
     pub contract: Option<Contract>,
 }
 
+/// A finding that does not change the verdict: the file, what was found and what it means.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Warning {
+    /// Tree path of the file it is about: a core file, a file with a `.note.dlopen`, or a symlink.
     pub file: String,
+    /// What was found, with how many (`1 magma-aware dynamic symbol(s) outside the lazy library`).
     pub what: String,
+    /// What it means for the split or for a packager, and what to do where something can be done.
     pub consequence: String,
+    /// Examples of what was found (symbols, strings, `dlopen` names or note problems), at most
+    /// eight; absent when there are none (a symlink pointing outside the tree).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
     /// The kind, written for the kinds added after schema version 1 first shipped (the
@@ -229,11 +265,18 @@ impl Warning {
     }
 }
 
+/// The lazy library's imports that one provider answers.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ImportGroup {
-    /// Tree path of the providing file, or `system`/`unresolved`.
+    /// Tree path of the file that defines them (the first in the lazy library's NEEDED closure,
+    /// breadth-first as ld.so looks); else `weak (may stay unresolved)`,
+    /// `system or external libraries` (the lazy library NEEDs a system library) or
+    /// `unresolved in the tree`.
     pub provider: String,
+    /// How many undefined dynamic symbols of the lazy library it answers (with several lazy
+    /// libraries, added up over them).
     pub count: usize,
+    /// Up to six of those symbols, demangled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<String>,
 }

@@ -299,7 +299,10 @@ pub struct EnvCheck {
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvReport {
+    /// Which document this is (`splitpkg-env`). Described here for the reports `env --switch`
+    /// nests; a document's own top-level field gets its description from `generated_schema`.
     pub schema: String,
+    /// The version of the env report's layout.
     pub schema_version: u32,
     /// The conda environment read (`PREFIX`).
     pub prefix: String,

@@ -94,10 +94,14 @@ impl Priority {
 pub struct DlopenEntry {
     /// Alternatives, most preferred first; never empty, no `/`.
     pub soname: Vec<String>,
+    /// The feature the library provides, in the note's words (`linalg`); absent when it gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feature: Option<String>,
+    /// What the library is for, in the note's words; absent when the note gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// How much the program needs it: `required`, `recommended` (also when the note gives none)
+    /// or `suggested`.
     #[serde(default)]
     pub priority: Priority,
 }

@@ -48,6 +48,8 @@ pub const MAX_ELF_MEMBER_BYTES: u64 = 4 << 30;
 /// max(budget, largest ELF member) plus the process's baseline, whatever the archive's ratio.
 pub const INFLATE_BUDGET_BYTES: u64 = 2 << 30;
 
+/// What the input is: `directory`, `wheel` (`.whl`), `conda` (`.conda`) or `tar-bz2` (a conda
+/// `.tar.bz2` package).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TreeKind {
@@ -109,10 +111,17 @@ pub struct Entry {
 /// Package identity found inside the input (conda `info/index.json`, wheel `METADATA`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct PackageMeta {
+    /// The package's name: `name` in a conda package's `info/index.json`, or `Name` in a wheel's
+    /// METADATA (in a pip environment, the distribution that alone owns the lazy library, else the
+    /// one with the largest RECORD).
     pub name: String,
+    /// Its version, from the same file.
     pub version: String,
+    /// The conda build string (`build` in `info/index.json`); absent for wheels and directories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,
+    /// The conda platform subdirectory (`subdir` in `info/index.json`, e.g. `linux-64`); absent for
+    /// wheels and directories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subdir: Option<String>,
 }

@@ -19,21 +19,29 @@ pub const MARKER_SCHEMA: &str = "splitpkg-wheel-variant";
 /// What a lazy wheel says about itself and the other variants of its split.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantMarker {
+    /// `splitpkg-wheel-variant`; a marker that names another schema is not reported.
     pub schema: String,
+    /// The marker's version: `1`, the one `splitpkg wheel` writes.
     pub schema_version: u32,
     /// The lazy library's path in the environment (`torch/lib/libtorch_cuda_linalg.so`); the
     /// first of them when several travel in one lazy wheel.
     pub lazy_library: String,
+    /// This wheel's variant (`magma`, `nomagma`): a label of at most 16 characters of `[0-9a-z._]`.
     pub variant: String,
+    /// Whether this wheel's lazy library carries the payload.
     pub with_payload: bool,
+    /// Whether this is the split's preferred variant, the one a plain install gets (`--prefer`).
     pub preferred: bool,
     /// Every variant of the split that was written, this one included.
     pub variants: Vec<MarkerVariant>,
 }
 
+/// One variant of the split, as a lazy wheel's marker lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MarkerVariant {
+    /// The variant's name (`magma`, `nomagma`).
     pub name: String,
+    /// Whether that variant's lazy library carries the payload.
     pub with_payload: bool,
     /// Bytes of that variant's lazy library.
     pub library_bytes: u64,
@@ -47,7 +55,9 @@ pub struct MarkerVariant {
 pub struct Owner {
     /// `torch_cuda_linalg-2.11.0+1.magma.dist-info`.
     pub dist_info: String,
+    /// The distribution's `Name`, as its METADATA writes it.
     pub name: String,
+    /// Its `Version` from METADATA (`2.11.0+1.magma`).
     pub version: String,
     /// The `splitpkg wheel` marker, when the distribution is one of its lazy wheels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
