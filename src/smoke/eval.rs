@@ -853,13 +853,15 @@ fn py(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
 
-/// The device-code check as reported: the hook's answer, or "not checked".
+/// The device-code check as reported: [`device_code_check`]'s answer, or "not checked" when it
+/// had none to give (the lazy library not found, no library beside it with device code, or a
+/// device whose compute capability is not known).
 pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
     match result {
         None => check(
             CheckName::DeviceCode,
             CheckStatus::NotChecked,
-            "not checked (fatbin reader unavailable)",
+            "not checked: no library with device code found beside the lazy library, or the device's compute capability is unknown",
             None,
         ),
         Some(d) => Check {
@@ -1048,5 +1050,27 @@ impl DeviceCodeFindings {
             consequence,
             libraries: out,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_code_is_not_checked_without_device_code_or_a_known_device() {
+        // No library with device code, and a device name that is no compute capability: nothing
+        // to judge, and the report says why instead of passing.
+        assert!(device_code_check(&[], None, "sm_90").is_none());
+        let missing = [PathBuf::from("/nonexistent/libtorch_cuda.so")];
+        assert!(device_code_check(&missing, None, "sm_90").is_none());
+        assert!(device_code_check(&missing, None, "a GPU").is_none());
+        let c = device_code_check_report(None);
+        assert_eq!(c.status, CheckStatus::NotChecked);
+        assert!(
+            c.detail.contains("no library with device code"),
+            "{}",
+            c.detail
+        );
     }
 }
