@@ -1052,25 +1052,3 @@ impl DeviceCodeFindings {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn device_code_is_not_checked_without_device_code_or_a_known_device() {
-        // No library with device code, and a device name that is no compute capability: nothing
-        // to judge, and the report says why instead of passing.
-        assert!(device_code_check(&[], None, "sm_90").is_none());
-        let missing = [PathBuf::from("/nonexistent/libtorch_cuda.so")];
-        assert!(device_code_check(&missing, None, "sm_90").is_none());
-        assert!(device_code_check(&missing, None, "a GPU").is_none());
-        let c = device_code_check_report(None);
-        assert_eq!(c.status, CheckStatus::NotChecked);
-        assert!(
-            c.detail.contains("no library with device code"),
-            "{}",
-            c.detail
-        );
-    }
-}

@@ -1659,3 +1659,30 @@ fn run_end_to_end_with_a_fake_torch() {
     let again = json(&o);
     assert_eq!(again["summary"], v["summary"]);
 }
+
+/// The device-code check judges a real library with device code (gcc-built, `.nv_fatbin` added),
+/// and says "not checked", with the reason, in each case where it has nothing to judge.
+#[test]
+fn device_code_check_judges_device_code_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libtorch_cuda.so");
+    let section = splitpkg::fatbin::synth::torch_like(2, &[80, 90]);
+    embed_fatbin(&fixture("missing/lib/libtorch_cuda.so"), &section, &lib);
+    let libs = [lib.clone()];
+    let judged = eval::device_code_check(&libs, None, "sm_90").expect("a library to judge");
+    assert_eq!(judged.status, eval::CheckStatus::Pass, "{}", judged.detail);
+    // Each of these alone leaves nothing to judge: no libraries, none with device code (the host
+    // library without `.nv_fatbin`, a missing file), a device that is no compute capability.
+    let host = fixture("missing/lib/libtorch_cuda.so");
+    assert!(eval::device_code_check(&[], None, "sm_90").is_none());
+    assert!(eval::device_code_check(&[host], None, "sm_90").is_none());
+    assert!(eval::device_code_check(&[dir.path().join("absent.so")], None, "sm_90").is_none());
+    assert!(eval::device_code_check(&libs, None, "a GPU").is_none());
+    let c = eval::device_code_check_report(None);
+    assert_eq!(c.status, eval::CheckStatus::NotChecked);
+    assert!(
+        c.detail.contains("no library with device code"),
+        "{}",
+        c.detail
+    );
+}
