@@ -15,13 +15,17 @@ use crate::sanitize;
 /// The marker's file name inside a lazy wheel's dist-info.
 pub const MARKER: &str = "splitpkg-variant.json";
 pub const MARKER_SCHEMA: &str = "splitpkg-wheel-variant";
+/// The marker version `splitpkg wheel` writes and the only one read: a later version may change
+/// what a field means, and read as this one it would print wrong switch commands or sizes.
+pub const MARKER_VERSION: u32 = 1;
 
 /// What a lazy wheel says about itself and the other variants of its split.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantMarker {
     /// `splitpkg-wheel-variant`; a marker that names another schema is not reported.
     pub schema: String,
-    /// The marker's version: `1`, the one `splitpkg wheel` writes.
+    /// The marker's version: `1`, the one `splitpkg wheel` writes; a marker of this schema with
+    /// another version is refused.
     pub schema_version: u32,
     /// The lazy library's path in the environment (`torch/lib/libtorch_cuda_linalg.so`); the
     /// first of them when several travel in one lazy wheel.
@@ -149,8 +153,12 @@ fn read_small(path: &Path) -> Result<String> {
 impl VariantMarker {
     /// What a marker says is printed as switch commands and sizes: variant names are PEP 825
     /// labels, `install` a requirement (`NAME==VERSION`) or a wheel file name whose parts follow
-    /// the PyPA grammar, library sizes within what one library can be.
+    /// the PyPA grammar, library sizes within what one library can be; and it is the version
+    /// this splitpkg reads.
     pub fn check(&self) -> std::result::Result<(), MarkerError> {
+        if self.schema == MARKER_SCHEMA && self.schema_version != MARKER_VERSION {
+            return Err(MarkerError::Version(self.schema_version));
+        }
         let label = |v: &str| {
             if !v.is_empty()
                 && v.len() <= 16
@@ -184,6 +192,8 @@ impl VariantMarker {
 /// Why a variant marker is refused; the message follows the file name.
 #[derive(Debug, thiserror::Error)]
 pub enum MarkerError {
+    #[error("{MARKER_SCHEMA} version {0}: this splitpkg reads version {MARKER_VERSION}")]
+    Version(u32),
     #[error(
         "variant {} is not a variant label ([0-9a-z._], at most 16 characters)",
         sanitize::quoted(.0)

@@ -34,7 +34,7 @@ use zip::{DateTime, ZipArchive};
 use crate::analysis::inspect::Inspection;
 use crate::analysis::plan::Plan;
 use crate::error::{Error, Result};
-use crate::input::pip::{MARKER, MARKER_SCHEMA, MarkerVariant, VariantMarker};
+use crate::input::pip::{MARKER, MARKER_SCHEMA, MARKER_VERSION, MarkerVariant, VariantMarker};
 use crate::input::{Tree, TreeKind, map_file};
 use crate::output::Pending;
 use crate::progress::Progress;
@@ -1122,7 +1122,7 @@ impl Job<'_> {
             .collect();
         VariantMarker {
             schema: MARKER_SCHEMA.into(),
-            schema_version: 1,
+            schema_version: MARKER_VERSION,
             lazy_library: self.lazy_paths[0].clone(),
             variant: v.name.clone(),
             with_payload: v.with_payload,

@@ -321,6 +321,23 @@ fn variant_markers_that_would_print_commands_or_wrong_sizes_are_refused() {
     );
 }
 
+/// A marker of a later version may mean something else by the same fields: `plan` refuses it,
+/// naming the file, rather than print switch commands read with version 1's meaning.
+#[test]
+fn a_variant_marker_of_another_version_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let mut m = marker("torch-cuda-linalg==2.5.1+0.nomagma", "nomagma", 400);
+    m["schema_version"] = 2.into();
+    let site = site_with_marker(d.path(), &m);
+    let out = d.path().join("plan.txt");
+    refused(
+        &run_bounded(&["plan", s(&site), "--quiet", "--out", s(&out)]),
+        "torch_cuda_linalg-2.5.1+1.magma.dist-info/splitpkg-variant.json",
+        "splitpkg-wheel-variant version 2: this splitpkg reads version 1",
+    );
+    assert!(!out.exists());
+}
+
 #[test]
 fn control_characters_from_json_values_are_escaped_in_the_one_line_error() {
     let d = tempfile::tempdir().unwrap();
