@@ -299,6 +299,13 @@ plan within 2× of libtree is below the cost of reading its inputs. splitpkg's o
 
 Where that goes (measured on 2026-12-04 with `SPLITPKG_TRACE=1`, `perf`, `perf sched` and
 timestamps; this paragraph is not regenerated):
+- **On an Intel Xeon VM (2026-12-05; [docs/evidence/plan-floor/](docs/evidence/plan-floor/)):**
+  the same code takes the same CPU as on the AMD EPYC (22–27 ms), but the floor takes half as much
+  (6.8 against 12.5 ms). The host serves page faults and reads faster; it does not run the
+  searches faster. The four string searches (`.dynstr` and `.rodata` of libtorch_cpu and
+  libtorch_cuda) take 8–11 ms of plan's CPU. Two hand-written SIMD searches (AVX2, AVX-512) were no
+  faster than aho-corasick's. A search as cheap as the floor's reads would save ~2 ms of wall
+  time: still ~2× the floor here.
 - **Since 2026-12-05:** the proof runs as soon as the load graph is built, beside the two walks of
   the file that carries the payload (3f3e937), where it used to wait for both: after the last
   file, graph then proof (1.5 + 2.1 ms) beside the walks (2.9 ms), not graph beside the walks
