@@ -3,11 +3,13 @@
 //! libtorch_cpu.so, each with exactly aho-corasick's leftmost-first matches (`check` asserts it):
 //! `teddy` (aho-corasick, what `plan` uses), `c512` / `c256` (an AVX-512BW / AVX2 filter on the
 //! case-folded first three bytes of every pattern, then an exact comparison at each candidate),
-//! and `touch` (the floor's loop). Not part of splitpkg: a standalone crate
+//! `touch` (the floor's loop), and `teddy3`: aho-corasick with one more pattern, `$DUMMY` (`\x01\x02\x03`
+//! makes its fingerprint three bytes instead of four; what `search::Searcher` now does). Not part
+//! of splitpkg: a standalone crate
 //! (`cargo new scanexp`, dependencies aho-corasick 1.1, memmap2 0.9), run as
 //!
 //!     RO=<.rodata offset hex> ROS=<size hex> DS=<.dynstr offset hex> DSS=<size hex> \
-//!         scanexp libtorch_cpu.so {check|touch|teddy|c512|c256} [REPEATS]
+//!         scanexp libtorch_cpu.so {check|touch|teddy|teddy3|c512|c256} [REPEATS]
 //!
 //! Results in README.md.
 
@@ -125,6 +127,7 @@ fn main() {
             let r: usize = match mode.as_str() {
                 "touch" => data.iter().step_by(64).map(|&b| b as usize).sum(),
                 "teddy" => acs[ri].find_iter(data).map(|m| m.start() + m.pattern().as_usize()).sum(),
+                "teddy3" => { let mut p: Vec<String> = pats.iter().map(|s| s.to_string()).collect(); p.push(std::env::var("DUMMY").unwrap()); let ac = AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&p).unwrap(); let t2 = Instant::now(); let r = ac.find_iter(data).map(|m| m.start() + m.pattern().as_usize()).sum(); line += &format!("(build {:.3}) ", (t2 - t).as_secs_f64()*1e3); r }
                 "c512" => scan_custom(data, pats, true).iter().map(|m| m.0 + m.1).sum(),
                 "c256" => scan_custom(data, pats, false).iter().map(|m| m.0 + m.1).sum(),
                 "check" => { let a: Vec<(usize,usize)> = acs[ri].find_iter(data).map(|m| (m.start(), m.pattern().as_usize())).collect(); for w in [true,false] { let b = scan_custom(data, pats, w); assert_eq!(a, b); } a.len() }
