@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use aho_corasick::{AhoCorasick, Match, MatchKind, PatternID};
 
-/// Three bytes no string table holds, added to a set whose patterns are all longer. aho-corasick's
+/// Three control characters, which symbol names and messages do not hold (a table that does
+/// costs only time), added to a set whose patterns are all longer. aho-corasick's
 /// SIMD searcher (Teddy) fingerprints as many leading bytes as the shortest pattern has, four at
 /// most; with this one it fingerprints three, and the set's search of torch's `.dynstr` tables runs
 /// 20–40 % faster (docs/evidence/plan-floor/). Its matches are dropped ([`Searcher::find_iter`]),
