@@ -9,9 +9,12 @@
 //! (`cargo new scanexp`, dependencies aho-corasick 1.1, memmap2 0.9), run as
 //!
 //!     RO=<.rodata offset hex> ROS=<size hex> DS=<.dynstr offset hex> DSS=<size hex> \
-//!         scanexp libtorch_cpu.so {check|touch|teddy|teddy3|c512|c256} [REPEATS]
+//!         scanexp libtorch_cpu.so {check|touch|teddy|teddy3|c512|c256|tt|pread} [REPEATS]
 //!
-//! Results in README.md.
+//! Stop 47 added `tt` (the floor's loop, then the search, each timed: the search's own work on
+//! pages already mapped and read once), `pread` (the search over `CHUNK`-byte positioned reads
+//! into one buffer instead of the map) and `REV=1` (`.dynstr` before `.rodata`). Results in
+//! README.md.
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use std::arch::x86_64::*;
@@ -116,6 +119,10 @@ fn main() {
         (hexenv("RO"), hexenv("ROS"), vec![".so", "magma", "Magma", "MAGMA"]),
         (hexenv("DS"), hexenv("DSS"), vec!["dlopen", "dlmopen", "14DynamicLibraryC", "PyInit_", "magma", "Magma", "MAGMA"]),
     ];
+    let mut ranges = ranges;
+    if std::env::var("REV").is_ok() {
+        ranges.reverse();
+    }
     let f = std::fs::File::open(path).unwrap();
     let acs: Vec<AhoCorasick> = ranges.iter().map(|r| AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&r.2).unwrap()).collect();
     let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
@@ -126,6 +133,34 @@ fn main() {
             let t = Instant::now();
             let r: usize = match mode.as_str() {
                 "touch" => data.iter().step_by(64).map(|&b| b as usize).sum(),
+                "tt" => {
+                    let t1 = Instant::now();
+                    let a: usize = data.iter().step_by(64).map(|&b| b as usize).sum();
+                    line += &format!("(touch {:.3}) ", t1.elapsed().as_secs_f64() * 1e3);
+                    let t2 = Instant::now();
+                    let b: usize = acs[ri]
+                        .find_iter(data)
+                        .map(|m| m.start() + m.pattern().as_usize())
+                        .sum();
+                    line += &format!("(teddy {:.3}) ", t2.elapsed().as_secs_f64() * 1e3);
+                    a + b
+                }
+                "pread" => {
+                    use std::os::unix::fs::FileExt;
+                    let chunk: usize = std::env::var("CHUNK").map_or(1 << 20, |c| c.parse().unwrap());
+                    let mut buf = vec![0u8; chunk];
+                    let (mut at, mut r) = (0, 0);
+                    while at < *len {
+                        let n = chunk.min(len - at);
+                        f.read_exact_at(&mut buf[..n], (off + at) as u64).unwrap();
+                        r += acs[ri]
+                            .find_iter(&buf[..n])
+                            .map(|m| m.start() + m.pattern().as_usize())
+                            .sum::<usize>();
+                        at += n;
+                    }
+                    r
+                }
                 "teddy" => acs[ri].find_iter(data).map(|m| m.start() + m.pattern().as_usize()).sum(),
                 "teddy3" => { let mut p: Vec<String> = pats.iter().map(|s| s.to_string()).collect(); p.push(std::env::var("DUMMY").unwrap()); let ac = AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&p).unwrap(); let t2 = Instant::now(); let r = ac.find_iter(data).map(|m| m.start() + m.pattern().as_usize()).sum(); line += &format!("(build {:.3}) ", (t2 - t).as_secs_f64()*1e3); r }
                 "c512" => scan_custom(data, pats, true).iter().map(|m| m.0 + m.1).sum(),
