@@ -1665,15 +1665,16 @@ fn run_end_to_end_with_a_fake_torch() {
 #[test]
 fn device_code_check_judges_device_code_or_says_why_not() {
     let dir = tempfile::tempdir().unwrap();
+    // The host library, without `.nv_fatbin`; `lib` is it with device code added.
+    let host = fixture("missing/lib/libtorch_cuda.so");
     let lib = dir.path().join("libtorch_cuda.so");
     let section = splitpkg::fatbin::synth::torch_like(2, &[80, 90]);
-    embed_fatbin(&fixture("missing/lib/libtorch_cuda.so"), &section, &lib);
+    embed_fatbin(&host, &section, &lib);
     let libs = [lib.clone()];
     let judged = eval::device_code_check(&libs, None, "sm_90").expect("a library to judge");
     assert_eq!(judged.status, eval::CheckStatus::Pass, "{}", judged.detail);
     // Each of these alone leaves nothing to judge: no libraries, none with device code (the host
     // library without `.nv_fatbin`, a missing file), a device that is no compute capability.
-    let host = fixture("missing/lib/libtorch_cuda.so");
     assert!(eval::device_code_check(&[], None, "sm_90").is_none());
     assert!(eval::device_code_check(&[host], None, "sm_90").is_none());
     assert!(eval::device_code_check(&[dir.path().join("absent.so")], None, "sm_90").is_none());
