@@ -11,7 +11,13 @@
 //! and `splitpkg plan` is the cost of the analysis; the time between this and libtree is the cost
 //! of reading what libtree never reads.
 //!
-//! Usage: cargo run --release --example floor -- DIR [CARRIER...]   (CARRIER: a path under DIR)
+//! With `--searches`, `.dynstr` and `.rodata*` are not touched but searched, with the pattern sets
+//! and the searcher `plan` uses for them (`splitpkg::elf::search_table`, magma's words), and the
+//! matches only counted: the least that any `plan` finding dlopen literals and payload mentions
+//! must do (issue 28, item 3).
+//!
+//! Usage: cargo run --release --example floor -- [--searches] DIR [CARRIER...]
+//! (CARRIER: a path under DIR)
 
 use std::io::Read;
 
@@ -29,7 +35,24 @@ fn part(name: &str) -> bool {
         .unwrap_or(true)
 }
 
-fn touched(path: &std::path::Path, carries: bool) -> u64 {
+/// The words `plan` searches for by default (`--dep magma`).
+fn words() -> Vec<&'static str> {
+    static SPEC: std::sync::OnceLock<splitpkg::analysis::payload::PayloadSpec> =
+        std::sync::OnceLock::new();
+    SPEC.get_or_init(|| splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]))
+        .mention_words()
+}
+
+/// The string tables `plan` searches, and how to search one: `None` for the floor's reads.
+fn searched(name: &str) -> Option<splitpkg::elf::SearchedTable> {
+    match name {
+        ".dynstr" => Some(splitpkg::elf::SearchedTable::Dynstr),
+        n if n.starts_with(".rodata") => Some(splitpkg::elf::SearchedTable::Rodata),
+        _ => None,
+    }
+}
+
+fn touched(path: &std::path::Path, carries: bool, searches: bool) -> u64 {
     let file = std::fs::File::open(path).expect("open");
     // SAFETY: read-only map of a file nobody modifies during the run.
     let map = unsafe { memmap2::Mmap::map(&file) }.expect("map");
@@ -73,7 +96,10 @@ fn touched(path: &std::path::Path, carries: bool) -> u64 {
                 ));
         if wanted && sh.sh_type != goblin::elf::section_header::SHT_NOBITS {
             let s = &b[sh.sh_offset as usize..(sh.sh_offset + sh.sh_size) as usize];
-            sum += s.iter().step_by(64).map(|&x| x as u64).sum::<u64>();
+            sum += match searched(n).filter(|_| searches) {
+                Some(table) => splitpkg::elf::search_table(table, s, &words()) as u64,
+                None => s.iter().step_by(64).map(|&x| x as u64).sum::<u64>(),
+            };
         }
         if n == ".nv_fatbin" && part("fatbin") {
             let src = splitpkg::fatbin::FileSource::new(&file, sh.sh_offset, sh.sh_size as usize);
@@ -86,11 +112,17 @@ fn touched(path: &std::path::Path, carries: bool) -> u64 {
 }
 
 fn main() {
-    let dir = std::env::args()
-        .nth(1)
-        .expect("usage: floor DIR [CARRIER...]");
-    let carriers: Vec<std::path::PathBuf> = std::env::args()
-        .skip(2)
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let searches = args.first().is_some_and(|a| a == "--searches");
+    if searches {
+        args.remove(0);
+    }
+    let dir = args
+        .first()
+        .cloned()
+        .expect("usage: floor [--searches] DIR [CARRIER...]");
+    let carriers: Vec<std::path::PathBuf> = args[1..]
+        .iter()
         .map(|c| std::path::Path::new(&dir).join(c))
         .collect();
     let mut files: Vec<(std::path::PathBuf, u64)> = walkdir::WalkDir::new(&dir)
@@ -123,7 +155,7 @@ fn main() {
     let sum: u64 = files
         .par_iter()
         .with_max_len(1)
-        .map(|(p, _)| touched(p, carriers.contains(p)))
+        .map(|(p, _)| touched(p, carriers.contains(p), searches))
         .sum();
     println!("{} ELF files, checksum {sum}", files.len());
 }

@@ -463,6 +463,54 @@ impl ElfFacts {
 const CTOR_SCOPE: &str = "_ZN2at";
 const CTOR_CLASS: &str = "14DynamicLibraryC";
 
+/// The loader entry points `.dynstr` is searched for ([`ElfView::facts`]).
+const LOADER_NAMES: [&str; 4] = ["dlopen", "dlmopen", CTOR_CLASS, "PyInit_"];
+
+/// The `.dynstr` search's patterns: the loader entry points, then the payload words' spellings
+/// when the same pass also finds them (`shared`).
+fn dynstr_patterns(spellings: &[String], shared: bool) -> Vec<String> {
+    let mut patterns: Vec<String> = LOADER_NAMES.iter().map(|n| n.to_string()).collect();
+    if shared {
+        patterns.extend(spellings.iter().cloned());
+    }
+    patterns
+}
+
+/// The `.rodata` search's patterns: library names (`.so`) first, then the payload words'
+/// spellings.
+fn rodata_patterns(words: &[&str]) -> Vec<String> {
+    let mut patterns: Vec<String> = vec![".so".to_string()];
+    patterns.extend(
+        search::case_variants(words)
+            .into_iter()
+            .filter(|v| v != ".so"),
+    );
+    patterns
+}
+
+/// A string table [`ElfView::facts`] searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchedTable {
+    Dynstr,
+    Rodata,
+}
+
+/// The matches of the search `facts` runs over such a table for `words`, with the same pattern
+/// set and searcher, and nothing done with them. `bench/floor.rs --searches` runs it in place of
+/// the floor's read of those tables: the least that any `plan` which finds dlopen literals and
+/// mentions must do.
+pub fn search_table(table: SearchedTable, bytes: &[u8], words: &[&str]) -> usize {
+    let patterns = match table {
+        SearchedTable::Dynstr => {
+            let spellings = search::case_variants(words);
+            let shared = search::disjoint(&LOADER_NAMES, &spellings);
+            dynstr_patterns(&spellings, shared)
+        }
+        SearchedTable::Rodata => rodata_patterns(words),
+    };
+    search::searcher(&patterns).map_or(0, |ac| ac.find_iter(bytes).count())
+}
+
 impl<'a> ElfView<'a> {
     /// Read the facts. `words` are searched (ASCII case-insensitively) in read-only data in the
     /// same pass as the library-name literals; the strings holding them are returned as mentions.
@@ -681,24 +729,20 @@ impl<'a> ElfView<'a> {
     /// [`DynSymbols::containing`] is asked for them next) and leaves their hits with `symbols`:
     /// a big library's string table is megabytes, and a second pass over it cost as much again.
     fn loader_imports(&self, symbols: &mut DynSymbols, words: &[String]) -> (Vec<String>, bool) {
-        const NAMES: [&str; 4] = ["dlopen", "dlmopen", CTOR_CLASS, "PyInit_"];
         let text = &self.bytes[self.dynstr.clone()];
         // The symbol view's strings are this `.dynstr` (mapped or copied) whenever the file has a
         // symbol table, and empty when it has none (`dynamic_symbols`): equal lengths are the same
         // table. Comparing the bytes instead cost 0.4-0.7 ms on libtorch_cpu's 5.5 MB.
         let same_table = symbols.strtab().len() == text.len();
         debug_assert!(!same_table || symbols.strtab() == text);
-        let shared = same_table && search::disjoint(&NAMES, words);
-        let mut patterns: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
-        if shared {
-            patterns.extend(words.iter().cloned());
-        }
+        let shared = same_table && search::disjoint(&LOADER_NAMES, words);
+        let patterns = dynstr_patterns(words, shared);
         let ac = search::searcher(&patterns).expect("static patterns and words");
         let mut hits: Vec<(u32, usize)> = Vec::new();
         let mut word_hits = Vec::new();
         for m in ac.find_iter(text) {
             let p = m.pattern().as_usize();
-            if p >= NAMES.len() {
+            if p >= LOADER_NAMES.len() {
                 word_hits.push(m);
                 continue;
             }
@@ -927,13 +971,7 @@ impl<'a> ElfView<'a> {
     pub fn scan_rodata(&self, words: &[&str]) -> (Vec<LibLiteral>, Mentions) {
         let mut literals: Vec<LibLiteral> = Vec::new();
         let mut mentions = Mentions::default();
-        let mut patterns: Vec<String> = vec![".so".to_string()];
-        patterns.extend(
-            search::case_variants(words)
-                .into_iter()
-                .filter(|v| v != ".so"),
-        );
-        let Some(ac) = search::searcher(&patterns) else {
+        let Some(ac) = search::searcher(&rodata_patterns(words)) else {
             return (literals, mentions);
         };
         for range in self.rodata_ranges() {
@@ -1202,6 +1240,17 @@ mod tests {
             e.to_string(),
             "truncated: program headers at 0x10000000000 (1 entries) run past the end of the file (64 bytes)"
         );
+    }
+
+    /// The floor's `--searches` runs the searches `facts` runs: the same patterns, pacer dropped.
+    #[test]
+    fn table_searches_match_what_facts_searches_for() {
+        let dynstr = b"\0dlopen\0_ZN2at14DynamicLibraryC1Ev\0magma_init\0PyInit_x\0\x01\x02\x03\0";
+        assert_eq!(search_table(SearchedTable::Dynstr, dynstr, &["magma"]), 4);
+        assert_eq!(search_table(SearchedTable::Dynstr, dynstr, &[]), 3);
+        let rodata = b"libtorch_cuda_linalg.so\0built with MAGMA and Magma\0dlmopen\0";
+        assert_eq!(search_table(SearchedTable::Rodata, rodata, &["magma"]), 3);
+        assert_eq!(search_table(SearchedTable::Rodata, rodata, &[]), 1);
     }
 
     #[test]
