@@ -232,7 +232,7 @@ def main():
         ("cat > /dev/null", "read every byte of the same files once", ["sh", "-c", "cat " + " ".join(f"'{r}'" for r in rel) + " > /dev/null"], tree),
         # What any correct plan costs at least: the searches it cannot skip, and its start and exit.
         ("floor --searches", "the floor, with `.dynstr` and `.rodata` searched by plan's own searcher and pattern sets (matches counted) instead of touched", [FLOOR, "--searches", tree] + carriers, None),
-        ("splitpkg plan, empty directory", "start, an empty walk, the verdict and exit: no file read", [SPLITPKG, "plan", "-q", empty], None),
+        ("splitpkg plan, empty directory", "start, an empty walk, the verdict and exit: no file read (exit 1: no payload found)", [SPLITPKG, "plan", "-q", empty], None),
         ("floor, empty directory", "the floor's start and exit", [FLOOR, empty], None),
     ]
     measured = timed_together([(cmd, cwd) for _, _, cmd, cwd in tree_rows], a.runs)
