@@ -495,8 +495,8 @@ pub enum SearchedTable {
     Rodata,
 }
 
-/// The matches of the search `facts` runs over such a table for `words`, with the same pattern
-/// set and searcher, and nothing done with them. `bench/floor.rs --searches` runs it in place of
+/// How many matches the search `facts` runs over such a table for `words` finds, with the same
+/// pattern set and searcher; nothing else is done with them. `bench/floor.rs --searches` runs it in place of
 /// the floor's read of those tables: the least that any `plan` which finds dlopen literals and
 /// mentions must do.
 pub fn search_table(table: SearchedTable, bytes: &[u8], words: &[&str]) -> usize {
@@ -1242,9 +1242,10 @@ mod tests {
         );
     }
 
-    /// The floor's `--searches` runs the searches `facts` runs: the same patterns, pacer dropped.
+    /// What the floor's `--searches` counts: loader entry points, library names and the words'
+    /// spellings, each match once; the pacer's bytes are never a match.
     #[test]
-    fn table_searches_match_what_facts_searches_for() {
+    fn table_searches_count_entry_points_library_names_and_words() {
         let dynstr = b"\0dlopen\0_ZN2at14DynamicLibraryC1Ev\0magma_init\0PyInit_x\0\x01\x02\x03\0";
         assert_eq!(search_table(SearchedTable::Dynstr, dynstr, &["magma"]), 4);
         assert_eq!(search_table(SearchedTable::Dynstr, dynstr, &[]), 3);
