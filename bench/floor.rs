@@ -35,14 +35,6 @@ fn part(name: &str) -> bool {
         .unwrap_or(true)
 }
 
-/// The words `plan` searches for by default (`--dep magma`).
-fn words() -> Vec<&'static str> {
-    static SPEC: std::sync::OnceLock<splitpkg::analysis::payload::PayloadSpec> =
-        std::sync::OnceLock::new();
-    SPEC.get_or_init(|| splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]))
-        .mention_words()
-}
-
 /// The string tables `plan` searches, and how to search one: `None` for the floor's reads.
 fn searched(name: &str) -> Option<splitpkg::elf::SearchedTable> {
     match name {
@@ -52,7 +44,8 @@ fn searched(name: &str) -> Option<splitpkg::elf::SearchedTable> {
     }
 }
 
-fn touched(path: &std::path::Path, carries: bool, searches: bool) -> u64 {
+/// `searches`: the words to search the string tables for, as `plan` would (`None`: touch them).
+fn touched(path: &std::path::Path, carries: bool, searches: Option<&[&str]>) -> u64 {
     let file = std::fs::File::open(path).expect("open");
     // SAFETY: read-only map of a file nobody modifies during the run.
     let map = unsafe { memmap2::Mmap::map(&file) }.expect("map");
@@ -96,9 +89,9 @@ fn touched(path: &std::path::Path, carries: bool, searches: bool) -> u64 {
                 ));
         if wanted && sh.sh_type != goblin::elf::section_header::SHT_NOBITS {
             let s = &b[sh.sh_offset as usize..(sh.sh_offset + sh.sh_size) as usize];
-            sum += match searched(n).filter(|_| searches) {
-                Some(table) => splitpkg::elf::search_table(table, s, &words()) as u64,
-                None => s.iter().step_by(64).map(|&x| x as u64).sum::<u64>(),
+            sum += match (searches, searched(n)) {
+                (Some(words), Some(table)) => splitpkg::elf::search_table(table, s, words) as u64,
+                _ => s.iter().step_by(64).map(|&x| x as u64).sum::<u64>(),
             };
         }
         if n == ".nv_fatbin" && part("fatbin") {
@@ -152,6 +145,10 @@ fn main() {
         );
     }
     files.sort_by_key(|f| std::cmp::Reverse(f.1));
+    // The words `plan` searches for by default (`--dep magma`).
+    let spec = splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]);
+    let words = spec.mention_words();
+    let searches = searches.then_some(&words[..]);
     let sum: u64 = files
         .par_iter()
         .with_max_len(1)

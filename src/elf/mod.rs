@@ -466,14 +466,16 @@ const CTOR_CLASS: &str = "14DynamicLibraryC";
 /// The loader entry points `.dynstr` is searched for ([`ElfView::facts`]).
 const LOADER_NAMES: [&str; 4] = ["dlopen", "dlmopen", CTOR_CLASS, "PyInit_"];
 
-/// The `.dynstr` search's patterns: the loader entry points, then the payload words' spellings
-/// when the same pass also finds them (`shared`).
-fn dynstr_patterns(spellings: &[String], shared: bool) -> Vec<String> {
+/// The `.dynstr` search's patterns, and whether the payload words' spellings are among them: the
+/// loader entry points, then the spellings when one pass can find both, which it can when the
+/// symbols' strings are this table (`same_table`) and no spelling touches an entry point.
+fn dynstr_patterns(spellings: &[String], same_table: bool) -> (Vec<String>, bool) {
+    let shared = same_table && search::disjoint(&LOADER_NAMES, spellings);
     let mut patterns: Vec<String> = LOADER_NAMES.iter().map(|n| n.to_string()).collect();
     if shared {
         patterns.extend(spellings.iter().cloned());
     }
-    patterns
+    (patterns, shared)
 }
 
 /// The `.rodata` search's patterns: library names (`.so`) first, then the payload words'
@@ -496,16 +498,12 @@ pub enum SearchedTable {
 }
 
 /// How many matches the search `facts` runs over such a table for `words` finds, with the same
-/// pattern set and searcher; nothing else is done with them. `bench/floor.rs --searches` runs it in place of
-/// the floor's read of those tables: the least that any `plan` which finds dlopen literals and
-/// mentions must do.
+/// pattern set and searcher (a `.dynstr` as that of a file with symbols); nothing else is done
+/// with them. `bench/floor.rs --searches` runs it in place of the floor's read of those tables:
+/// the least that any `plan` which finds dlopen literals and mentions must do.
 pub fn search_table(table: SearchedTable, bytes: &[u8], words: &[&str]) -> usize {
     let patterns = match table {
-        SearchedTable::Dynstr => {
-            let spellings = search::case_variants(words);
-            let shared = search::disjoint(&LOADER_NAMES, &spellings);
-            dynstr_patterns(&spellings, shared)
-        }
+        SearchedTable::Dynstr => dynstr_patterns(&search::case_variants(words), true).0,
         SearchedTable::Rodata => rodata_patterns(words),
     };
     search::searcher(&patterns).map_or(0, |ac| ac.find_iter(bytes).count())
@@ -735,8 +733,7 @@ impl<'a> ElfView<'a> {
         // table. Comparing the bytes instead cost 0.4-0.7 ms on libtorch_cpu's 5.5 MB.
         let same_table = symbols.strtab().len() == text.len();
         debug_assert!(!same_table || symbols.strtab() == text);
-        let shared = same_table && search::disjoint(&LOADER_NAMES, words);
-        let patterns = dynstr_patterns(words, shared);
+        let (patterns, shared) = dynstr_patterns(words, same_table);
         let ac = search::searcher(&patterns).expect("static patterns and words");
         let mut hits: Vec<(u32, usize)> = Vec::new();
         let mut word_hits = Vec::new();
