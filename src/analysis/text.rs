@@ -629,7 +629,7 @@ fn kind_label(k: EdgeKind) -> &'static str {
 fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan: &Plan) {
     // Read from the environment (a plan JSON may also come from elsewhere): shown escaped, and the
     // requirement as one shell word.
-    use crate::sanitize::{printable, shell_word};
+    use crate::sanitize::printable;
     let lazy = plan
         .lazy_library
         .as_ref()
@@ -673,9 +673,9 @@ fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan:
                 };
                 let _ = writeln!(
                     s,
-                    "  switch to {}: {change}: pip install {} (from the directory or index that has it)",
+                    "  switch to {}: {change}: {}",
                     printable(&t.variant),
-                    shell_word(&t.install)
+                    switch_command(&t.install)
                 );
             }
         }
@@ -691,5 +691,24 @@ fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan:
                 names.join(", ")
             );
         }
+    }
+}
+
+/// How to install another variant of an installed lazy wheel, as its marker names it. A
+/// requirement (`torch-cuda-linalg==2.11.0+0.nomagma`, the local-label layout) is pip's; a PEP 825
+/// variant wheel's file name is uv's alone in variant mode: pip reads the variant label as a build
+/// tag and refuses the file (`Invalid build number: cp311`, issue 53).
+fn switch_command(install: &str) -> String {
+    use crate::sanitize::shell_word;
+    if install.ends_with(".whl") {
+        format!(
+            "uv pip install --preview-features wheel-variants {} (in the directory that holds it; pip cannot install a variant wheel)",
+            shell_word(install)
+        )
+    } else {
+        format!(
+            "pip install {} (add --find-links or --index-url for the directory or index that has it)",
+            shell_word(install)
+        )
     }
 }

@@ -20,7 +20,7 @@ pub const WHEEL_HELP: &str = "Writes into DIR:
   the core wheel      TORCH-VERSION+split-TAGS.whl: the input without the lazy library, every other member byte-identical (copied as its compressed stream), METADATA requiring the lazy distribution at the same version, RECORD regenerated
   one lazy wheel per variant  torch_cuda_linalg-VERSION+1.magma-TAGS.whl (the input's own build) and, with --lazy-variant, torch_cuda_linalg-VERSION+0.nomagma-TAGS.whl; each holds the library, WHEEL and the licence files, and requires exactly the core
 
-Installers take the highest local label, so the preferred variant's label sorts highest (+1.…): `pip install --find-links DIR torch` gets it, and one pin selects the other. Each lazy wheel requires torch==VERSION+split, which a monolithic torch does not satisfy, so it cannot be installed beside one (docs/evidence/wheel-installers/ has what pip and uv were measured to do).
+Installers take the highest local label, so the preferred variant's label sorts highest (+1.…) and one pin selects the other. Each lazy wheel requires torch==VERSION+split, which a monolithic torch does not satisfy, so it cannot be installed beside one (docs/evidence/wheel-installers/ has what pip and uv were measured to do).
 
 Before anything is renamed into DIR: the input RECORD is verified, every written wheel is read back against its own RECORD, and the core plus each lazy wheel must hold exactly the input's files. The other variant is only ever the file given to --lazy-variant, after it passes verify-variant; none is invented.
 
@@ -31,9 +31,12 @@ Examples:
     wheels/
   splitpkg wheel torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl --out \\
     wheels/ --lazy-variant nomagma=build/libtorch_cuda_linalg.so
-  pip install --no-index --find-links wheels/ torch  # core + preferred
-  pip install --no-index --find-links wheels/ torch \\
-    \"torch-cuda-linalg==2.11.0+0.nomagma\"  # core + slim";
+  pip install --find-links wheels/ torch==2.11.0+split \\
+    torch-cuda-linalg==2.11.0+1.magma  # core + preferred
+  pip install --find-links wheels/ torch==2.11.0+split \\
+    torch-cuda-linalg==2.11.0+0.nomagma  # core + slim
+
+The install commands it prints pin the split: --find-links adds DIR to your package index, so an unpinned `torch` gets the newest torch published instead (torch's own dependencies still come from the index).";
 
 #[derive(Args)]
 pub struct WheelArgs {

@@ -537,7 +537,7 @@ impl<'a> Job<'a> {
 
     fn report(self, input: &Input, checked: ReadBack) -> WheelReport {
         let find_links = self.out.display().to_string();
-        let commands = commands(&find_links, &input.name, &checked.lazy);
+        let commands = commands(&find_links, &checked.core, &checked.lazy);
         let variants = self.variant_set(input, checked.variant_wheels);
         WheelReport {
             schema: SCHEMA.into(),
@@ -557,13 +557,18 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// The PEP 825 set as reported, with uv's and pip's commands for it.
+    /// The PEP 825 set as reported, with uv's and pip's commands for it. Each pins the core, as
+    /// the local-label commands do (`commands`): uv's variant mode then picks the lazy variant by
+    /// preference, the other variant is named by its file, and pip takes the plain fallback.
     fn variant_set(&self, input: &Input, wheels: Vec<WrittenWheel>) -> VariantSet {
-        let dist = shell_word(&input.name);
         let vdir = self.variants_dir.display().to_string();
         let vlinks = shell_word(&vdir);
+        let core = wheels
+            .iter()
+            .find(|w| w.layout == Layout::Core)
+            .map_or_else(|| shell_word(&input.name), pin);
         let uv_variants = format!(
-            "uv pip install --preview-features wheel-variants --find-links {vlinks} {dist}"
+            "uv pip install --preview-features wheel-variants --find-links {vlinks} {core}"
         );
         VariantSet {
             dir: vdir.clone(),
@@ -580,7 +585,7 @@ impl<'a> Job<'a> {
                     )
                 }),
             uv_default: uv_variants,
-            pip_default: format!("pip install --find-links {vlinks} {dist}"),
+            pip_default: format!("pip install --find-links {vlinks} {core}"),
             wheels,
         }
     }
@@ -628,18 +633,40 @@ fn available_variants<'a>(
 
 /// Installer commands for the local-label set, printed for the user to paste: every word quoted
 /// for the shell (the names and versions are checked already; `--out` is the user's own path,
-/// spaces and all).
-fn commands(find_links: &str, dist: &str, lazy: &[WrittenWheel]) -> Commands {
+/// spaces and all). Each command pins the core and the lazy wheel to the versions written here:
+/// `--find-links` adds a directory to the index, it does not replace it, so an unpinned `torch`
+/// resolves to the newest monolithic torch on the public index (2.15.0 against a split of 2.11.0,
+/// issue 53), and `--no-index` fails on torch's own dependencies. A pin matches only the split's
+/// local version, which no public index holds; the dependencies still come from the index.
+fn commands(find_links: &str, core: &WrittenWheel, lazy: &[WrittenWheel]) -> Commands {
     let links = shell_word(find_links);
-    let dist = shell_word(dist);
-    let pin = |w: &WrittenWheel| shell_word(&format!("{}=={}", w.distribution, w.version));
-    let other = lazy.iter().find(|w| !w.preferred);
+    let core = pin(core);
+    let install = |tool: &str, w: &WrittenWheel| {
+        format!("{tool} install --find-links {links} {core} {}", pin(w))
+    };
+    // The variant a plain install gets: the preferred one, or the one written when it is missing.
+    let first = lazy.iter().find(|w| w.preferred).or(lazy.first());
+    let other = lazy
+        .iter()
+        .find(|w| !first.is_some_and(|f| std::ptr::eq(*w, f)));
+    let or_core = |tool: &str| {
+        first.map_or_else(
+            || format!("{tool} install --find-links {links} {core}"),
+            |w| install(tool, w),
+        )
+    };
     Commands {
-        default: format!("pip install --find-links {links} {dist}"),
-        other: other.map(|w| format!("pip install --find-links {links} {dist} {}", pin(w))),
-        uv_default: format!("uv pip install --find-links {links} {dist}"),
-        uv_other: other.map(|w| format!("uv pip install --find-links {links} {dist} {}", pin(w))),
+        default: or_core("pip"),
+        other: other.map(|w| install("pip", w)),
+        uv_default: or_core("uv pip"),
+        uv_other: other.map(|w| install("uv pip", w)),
     }
+}
+
+/// `dist==version` of a written wheel, quoted for the shell: the requirement that selects exactly
+/// that file (a local version label is matched only by a pin that names it).
+fn pin(w: &WrittenWheel) -> String {
+    shell_word(&format!("{}=={}", w.distribution, w.version))
 }
 
 /// The subdirectory of `--out` with the PEP 825 set. It is apart from the local-label wheels
@@ -1450,7 +1477,7 @@ pub fn report_text(r: &WheelReport) -> String {
     );
     let _ = writeln!(
         s,
-        "install (add --no-index to stay offline):\n  {}\n  {}",
+        "install (pinned to this split; torch's other dependencies come from your package index):\n  {}\n  {}",
         r.commands.default, r.commands.uv_default
     );
     if let (Some(o), Some(u)) = (&r.commands.other, &r.commands.uv_other) {

@@ -191,9 +191,13 @@ fn wheel_tags_with_shell_characters_never_name_an_output() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     let cmd = r["commands"]["default"].as_str().unwrap();
+    // Pinned to the split (issue 53): an unpinned `torch` resolves to the newest public torch.
     assert_eq!(
         cmd,
-        format!("pip install --find-links '{}' torch", out.display())
+        format!(
+            "pip install --find-links '{}' torch==2.5.1+split torch-cuda-linalg==2.5.1+1.magma",
+            out.display()
+        )
     );
     // Run as a shell would: the directory is one literal word and nothing runs.
     let said = Command::new("sh")
@@ -203,7 +207,10 @@ fn wheel_tags_with_shell_characters_never_name_an_output() {
         .unwrap();
     assert_eq!(
         stdout(&said),
-        format!("--find-links\n{}\ntorch\n", out.display())
+        format!(
+            "--find-links\n{}\ntorch==2.5.1+split\ntorch-cuda-linalg==2.5.1+1.magma\n",
+            out.display()
+        )
     );
     nothing_ran(&[&case]);
 }
@@ -256,6 +263,20 @@ fn variant_markers_that_would_print_commands_or_wrong_sizes_are_refused() {
         stdout(&o).contains(
             "switch to nomagma: saves 600 B: pip install torch-cuda-linalg==2.5.1+0.nomagma"
         ),
+        "{}",
+        stdout(&o)
+    );
+    // A PEP 825 variant wheel's file is uv's to install: pip reads its label as a build tag.
+    let case = d.path().join("variant-file");
+    std::fs::create_dir(&case).unwrap();
+    let file = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl";
+    let site = site_with_marker(&case, &marker(file, "nomagma", 400));
+    let o = run_bounded(&["plan", s(&site), "--quiet"]);
+    assert!(o.status.code() == Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!(
+            "switch to nomagma: saves 600 B: uv pip install --preview-features wheel-variants {file}"
+        )),
         "{}",
         stdout(&o)
     );

@@ -18,6 +18,7 @@ mod hostile_paths;
 mod hostile_strings;
 mod index;
 mod inspect;
+mod install_commands;
 mod loader;
 mod note;
 mod pack;

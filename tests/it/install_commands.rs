@@ -1,0 +1,235 @@
+//! Every install command `wheel` prints, run exactly as printed (with only a dry run added) by
+//! real pip and uv into fresh venvs, with the public package index reachable as it is for users
+//! (issue 53): torch must resolve to the split's core and the lazy distribution to the chosen
+//! variant. `--find-links` adds the directory to the index, it does not replace it, so an
+//! unpinned `torch` resolves to the newest public torch; the inputs here (the fixture's 2.5.1 and
+//! the real 2.11.0) are older than the newest torch published, so a command that is not pinned
+//! cannot pass by luck, and each test shows that with the unpinned command first.
+
+use crate::common::*;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// What an installer chose: distribution name → (version, file name of the chosen wheel).
+type Chosen = BTreeMap<String, (String, String)>;
+
+/// Run `printed` (a `pip install …` or `uv pip install …` line, as `wheel` printed it) through
+/// `sh`, with the installer named by its path in `tools`, a dry run into a fresh venv, and no
+/// installer settings from the environment; what it would install, by distribution.
+fn resolve_as_printed(tools: &Path, printed: &str, scratch: &Path) -> Chosen {
+    let venv = Venv::new(scratch);
+    let python = shell(&venv.python);
+    let (run, uv) = if let Some(rest) = printed.strip_prefix("uv pip install ") {
+        let uv = shell(&tools.join("bin/uv"));
+        (
+            format!("{uv} pip install --dry-run -v --python {python} {rest}"),
+            true,
+        )
+    } else if let Some(rest) = printed.strip_prefix("pip install ") {
+        let report = shell(&scratch.join("report.json"));
+        let pip = shell(&tools.join("bin/python"));
+        (
+            format!(
+                "{pip} -m pip --disable-pip-version-check install --dry-run --quiet \
+                 --report {report} --python {python} {rest}"
+            ),
+            false,
+        )
+    } else {
+        panic!("not an install command: {printed}");
+    };
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(&run);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PIP_") || k.starts_with("UV_") {
+            cmd.env_remove(k);
+        }
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{run}: {}", stderr(&o));
+    if uv {
+        uv_selections(&stderr(&o))
+    } else {
+        pip_report(&scratch.join("report.json"))
+    }
+}
+
+fn shell(p: &Path) -> String {
+    splitpkg::sanitize::shell_word(&p.display().to_string())
+}
+
+/// uv's dry run at `-v` logs each choice as `Selecting: NAME==VERSION [compatible] (FILE)`; the
+/// last one for a name is the one it keeps.
+fn uv_selections(log: &str) -> Chosen {
+    let mut chosen = Chosen::new();
+    for line in log.lines() {
+        let Some(rest) = line.split("Selecting: ").nth(1) else {
+            continue;
+        };
+        let (req, file) = rest.split_once(' ').unwrap_or((rest, ""));
+        let Some((name, version)) = req.split_once("==") else {
+            continue;
+        };
+        let file = file
+            .rsplit_once('(')
+            .map(|(_, f)| f.trim_end_matches(')'))
+            .unwrap_or("");
+        chosen.insert(name.into(), (version.into(), file.into()));
+    }
+    chosen
+}
+
+/// pip's `--report` (installation report format 1): each item's name, version and file.
+fn pip_report(path: &Path) -> Chosen {
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    r["install"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let url = i["download_info"]["url"].as_str().unwrap();
+            let file = url.rsplit('/').next().unwrap().replace("%2B", "+");
+            (
+                normalise(i["metadata"]["name"].as_str().unwrap()),
+                (i["metadata"]["version"].as_str().unwrap().into(), file),
+            )
+        })
+        .collect()
+}
+
+fn normalise(name: &str) -> String {
+    name.to_ascii_lowercase().replace(['_', '.'], "-")
+}
+
+/// `chosen` has torch as the split core of `version` and the lazy distribution from `lazy_file`.
+fn assert_split(chosen: &Chosen, version: &str, lazy_file: &str, what: &str) {
+    let torch = &chosen["torch"];
+    assert_eq!(torch.0, format!("{version}+split"), "{what}: {chosen:?}");
+    assert!(
+        torch.1.starts_with(&format!("torch-{version}+split-")),
+        "{what}: {chosen:?}"
+    );
+    assert_eq!(
+        chosen["torch-cuda-linalg"].1, lazy_file,
+        "{what}: {chosen:?}"
+    );
+}
+
+/// The file name of the report's wheel in `list` that is `variant` in `layout`.
+fn file_of(list: &serde_json::Value, layout: &str, variant: Option<&str>) -> String {
+    let w = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["layout"] == layout && w["variant"].as_str() == variant)
+        .unwrap_or_else(|| panic!("no {layout} {variant:?} wheel in {list}"));
+    let f = w["file"].as_str().unwrap();
+    f.rsplit('/').next().unwrap().to_string()
+}
+
+/// The fixture split with both variants: the default and the other variant's commands of both
+/// layouts, with pip and uv.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, pip and uv with the public index: cargo test --release --features full-tests"
+)]
+fn every_printed_wheel_command_installs_the_split_with_the_public_index() {
+    let tools = wheel_tools();
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("torch-2.5.1-cp311-cp311-linux_x86_64.whl");
+    make_pip_wheel(
+        &fixture("pip-like"),
+        &input,
+        "cp311-cp311-linux_x86_64",
+        false,
+    );
+    let out = d.path().join("wheels dir");
+    let nomagma = format!(
+        "nomagma={}",
+        fixture("conda-nomagma/lib/libtorch_cuda_linalg.so").display()
+    );
+    let o = run(&[
+        "wheel",
+        s(&input),
+        "--out",
+        s(&out),
+        "--lazy-variant",
+        &nomagma,
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    // The control: the unpinned command a user would guess gets a public torch, not the split.
+    let unpinned = format!("pip install --find-links {} torch", shell(&out));
+    let chosen = resolve_as_printed(&tools, &unpinned, &d.path().join("unpinned"));
+    assert_ne!(chosen["torch"].0, "2.5.1+split", "{chosen:?}");
+    let (c, v) = (&r["commands"], &r["variants"]);
+    let magma = file_of(&r["lazy"], "local-label", Some("magma"));
+    let nomagma = file_of(&r["lazy"], "local-label", Some("nomagma"));
+    let variant_magma = file_of(&v["wheels"], "variant", Some("magma"));
+    let variant_nomagma = file_of(&v["wheels"], "variant", Some("nomagma"));
+    let fallback = file_of(&v["wheels"], "plain-fallback", Some("magma"));
+    for (i, (printed, lazy)) in [
+        (&c["default"], &magma),
+        (&c["uv_default"], &magma),
+        (&c["other"], &nomagma),
+        (&c["uv_other"], &nomagma),
+        (&v["uv_default"], &variant_magma),
+        (&v["uv_other"], &variant_nomagma),
+        (&v["pip_default"], &fallback),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let printed = printed.as_str().unwrap();
+        let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
+        assert_split(&chosen, "2.5.1", lazy, printed);
+    }
+}
+
+/// The real torch 2.11 CUDA wheel (the public index has 2.15): the default commands of both
+/// layouts resolve to the split, with torch's CUDA dependencies from the public index.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, the real torch 2.11 wheel, pip and uv with the public index: cargo test --release --features full-tests"
+)]
+fn torch_2_11_printed_commands_install_the_split_with_the_public_index() {
+    let (whl, _) = corpus("torch-2.11.0-cu130", false);
+    let tools = wheel_tools();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("wheels");
+    let o = run(&["wheel", s(&whl), "--out", s(&out), "--json", "--quiet"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    let unpinned = format!("uv pip install --find-links {} torch", shell(&out));
+    let chosen = resolve_as_printed(&tools, &unpinned, &d.path().join("unpinned"));
+    assert_ne!(chosen["torch"].0, "2.11.0+split", "{chosen:?}");
+    let (c, v) = (&r["commands"], &r["variants"]);
+    let magma = file_of(&r["lazy"], "local-label", Some("magma"));
+    let variant_magma = file_of(&v["wheels"], "variant", Some("magma"));
+    let fallback = file_of(&v["wheels"], "plain-fallback", Some("magma"));
+    for (i, (printed, lazy)) in [
+        (&c["default"], &magma),
+        (&c["uv_default"], &magma),
+        (&v["uv_default"], &variant_magma),
+        (&v["pip_default"], &fallback),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let printed = printed.as_str().unwrap();
+        let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
+        assert_split(&chosen, "2.11.0", lazy, printed);
+        // torch's own dependencies came from the public index.
+        assert!(
+            chosen.keys().any(|k| k.starts_with("nvidia-")),
+            "{printed}: {chosen:?}"
+        );
+    }
+}
