@@ -8,6 +8,11 @@
 //! The last component is not resolved by [`join_inside`]: removing or replacing a symlink acts on the
 //! link itself, and packages do ship links that point elsewhere. A directory splitpkg itself writes
 //! into must not be a link at all ([`dir_inside`]).
+//!
+//! A tree the user hands over to be read and edited in place (a feedstock checkout) is stricter:
+//! no component of a path splitpkg reads or writes there may be a symlink at all
+//! ([`no_links_inside`]), so a `recipe/` → `/etc` link or a `conda_build_config.yaml` →
+//! `/etc/passwd` link is never read, printed or written through.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -40,6 +45,8 @@ pub enum Escape {
     LinkedDir(String),
     #[error("{0} exists and is not a directory")]
     NotDir(String),
+    #[error("{0} is a symlink; refusing to read or write through a link inside the input tree")]
+    LinkInTree(String),
 }
 
 /// The lexical rule alone: `rel` is relative, `/`-separated, and cannot name anything outside the
@@ -161,6 +168,34 @@ pub fn dir_inside(root: &Path, rel: &str) -> Result<PathBuf, Escape> {
     }
 }
 
+/// `root/rel` for a file of an input tree splitpkg reads, and may rewrite, in place: `rel` passes
+/// [`check_relative`] and no component of it — each directory on the way and the file itself — is a
+/// symlink, wherever it points (`lstat` of each, relative to the root; the root itself is the
+/// user's own path and may be one). A missing component ends the walk: nothing below it exists,
+/// and a writer creates it as a real directory or file. Readers still open the file with
+/// `O_NOFOLLOW` ([`crate::input::file::Links::Refuse`]), so a link planted after this check is
+/// refused too.
+pub fn no_links_inside(root: &Path, rel: &str) -> Result<PathBuf, Escape> {
+    check_relative(rel)?;
+    let parts: Vec<&str> = rel
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let mut path = root.to_path_buf();
+    for (n, part) in parts.iter().enumerate() {
+        path.push(part);
+        let shown = || parts[..=n].join("/");
+        match std::fs::symlink_metadata(&path) {
+            // Missing (or unreadable: the open that follows reports that error with the path).
+            Err(_) => break,
+            Ok(m) if m.file_type().is_symlink() => return Err(Escape::LinkInTree(shown())),
+            Ok(m) if n + 1 < parts.len() && !m.is_dir() => return Err(Escape::NotDir(shown())),
+            Ok(_) => {}
+        }
+    }
+    Ok(root.join(rel))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +269,45 @@ mod tests {
             Err(Escape::LinkedDir(_))
         ));
         assert!(dir_inside(&root, "lib/real").is_ok());
+    }
+
+    #[test]
+    fn no_component_of_an_input_tree_path_may_be_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("feedstock");
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::fs::write(root.join("real/file"), "x").unwrap();
+        std::os::unix::fs::symlink("real", root.join("inside")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("real/passwd")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent-splitpkg", root.join("real/dangling")).unwrap();
+        assert_eq!(
+            no_links_inside(&root, "real/file").unwrap(),
+            root.join("real/file")
+        );
+        assert_eq!(
+            no_links_inside(&root, "real/missing/deeper").unwrap(),
+            root.join("real/missing/deeper"),
+            "a missing path is created by the writer, not a link"
+        );
+        // Even a link that stays inside the tree: the rule is "no link", not "no escape".
+        for (rel, link) in [
+            ("inside/file", "inside"),
+            ("real/passwd", "real/passwd"),
+            ("real/dangling", "real/dangling"),
+        ] {
+            assert_eq!(
+                no_links_inside(&root, rel),
+                Err(Escape::LinkInTree(link.into())),
+                "{rel}"
+            );
+        }
+        assert_eq!(
+            no_links_inside(&root, "real/file/x"),
+            Err(Escape::NotDir("real/file".into()))
+        );
+        assert!(matches!(
+            no_links_inside(&root, "../x"),
+            Err(Escape::Parent(_))
+        ));
     }
 }

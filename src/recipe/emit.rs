@@ -513,6 +513,59 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
 /// ([`crate::sanitize`]), under the name the templates' filters use.
 pub use crate::sanitize as quote;
 
+/// A value copied from an input recipe into a YAML file splitpkg writes (`feedstock`), as one
+/// scalar that reads back as exactly that string wherever it lands: a block list item, a mapping
+/// value or a mapping key. serde_yaml's own rendering where that is one line (plain where YAML
+/// allows it, quoted where the text would read as a number, a comment, a key, …), else
+/// double-quoted with every character outside printable ASCII escaped, so a newline in the value
+/// never becomes a line of the file. `None` when neither reads back unchanged: the caller refuses
+/// the input rather than write YAML that means something else.
+pub fn yaml_scalar(s: &str) -> Option<String> {
+    let emitted = serde_yaml::to_string(s).ok()?;
+    let line = emitted.strip_suffix('\n').unwrap_or(&emitted);
+    [line.to_string(), yaml_escaped(s)]
+        .into_iter()
+        .filter(|c| !c.contains(['\n', '\r']))
+        .find(|c| yaml_reads_back(c, s))
+}
+
+/// `s` double-quoted, only printable ASCII left as it is.
+fn yaml_escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            c if u32::from(c) <= 0xFFFF => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push_str(&format!("\\U{:08X}", u32::from(c))),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Whether `scalar` parses back as the one string `s` as a list item, a value and a key.
+fn yaml_reads_back(scalar: &str, s: &str) -> bool {
+    use serde_yaml::{Mapping, Value};
+    let want = Value::String(s.to_string());
+    let parse = |doc: String| serde_yaml::from_str::<Value>(&doc).ok();
+    let item = parse(format!("- {scalar}\n- next\n"));
+    let value = parse(format!("k: {scalar}\nnext: 1\n"));
+    let key = parse(format!("{scalar}: v\n"));
+    let mut as_key = Mapping::new();
+    as_key.insert(want.clone(), Value::String("v".into()));
+    item == Some(Value::Sequence(vec![
+        want.clone(),
+        Value::String("next".into()),
+    ])) && value.as_ref().and_then(|v| v.get("k")) == Some(&want)
+        && value.as_ref().and_then(Value::as_mapping).map(Mapping::len) == Some(2)
+        && key == Some(Value::Mapping(as_key))
+}
+
 #[cfg(test)]
 mod tests {
     //! The quoting filters checked by reading their output back with the tool that reads each
@@ -595,6 +648,50 @@ mod tests {
             std::fs::read_dir(d.path()).unwrap().count(),
             0,
             "a name ran as code"
+        );
+    }
+
+    #[test]
+    fn yaml_scalars_read_back_as_one_string() {
+        let injected = [
+            "a\ninjected: key",
+            "x\n- item",
+            "libmagma-devel #comment",
+            "a: b",
+            "'single' \"double\"",
+            "line\u{2028}separator\u{85}next\u{feff}",
+            "tab\tand\rcr",
+            "${{ compiler('cuda') }}",
+            "- dash",
+            "? key",
+            "*alias",
+            "&anchor",
+            "!!binary x",
+            "123",
+            "true",
+            "null",
+            "~",
+            "",
+            " padded ",
+            "trailing:",
+            "{flow: map}",
+            "[flow]",
+            "\u{1F600} ümlaut",
+        ];
+        for s in HOSTILE.iter().copied().chain(injected) {
+            let y = yaml_scalar(s).unwrap_or_else(|| panic!("{s:?} has no scalar"));
+            assert!(!y.contains('\n'), "{s:?} -> {y:?} on one line");
+            let doc = format!("a:\n  - {y}\n  - {y}: {y}\nb: {y}\n");
+            let back: serde_yaml::Value = serde_yaml::from_str(&doc).unwrap();
+            assert_eq!(back["a"][0].as_str(), Some(s), "{doc}");
+            assert_eq!(back["a"][1][s].as_str(), Some(s), "{doc}");
+            assert_eq!(back["b"].as_str(), Some(s), "{doc}");
+            assert_eq!(back.as_mapping().unwrap().len(), 2, "{doc}");
+        }
+        assert_eq!(
+            yaml_scalar("${{ flavor }}_${{ hash }}").as_deref(),
+            Some("${{ flavor }}_${{ hash }}"),
+            "an ordinary value stays as the maintainer wrote it"
         );
     }
 

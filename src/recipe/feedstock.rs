@@ -13,7 +13,25 @@ use std::path::{Path, PathBuf};
 use serde_yaml::Value;
 
 use crate::error::{Error, Result};
+use crate::input::file::Links;
 use crate::recipe::split::Split;
+
+/// The files `feedstock` reads and edits, relative to the feedstock root.
+const RECIPE: &str = "recipe/recipe.yaml";
+const SCRIPT: &str = "recipe/build.sh";
+const CBC: &str = "recipe/conda_build_config.yaml";
+
+/// Each feedstock file is refused above this size: PR #518's recipe.yaml is 30 KB, its build.sh
+/// 10 KB.
+pub const MAX_FEEDSTOCK_FILE_BYTES: u64 = 16 << 20;
+
+/// YAML nested deeper than this is refused before it is parsed: the parser's work grows with the
+/// square of the depth (a recipe nested 100k deep ran until it was killed) and serde_yaml recurses
+/// once per level. PR #518's recipe nests 9 levels deep.
+pub const MAX_YAML_NESTING: usize = 64;
+
+/// The mode a file `--write` creates (conda_build_config.yaml when the feedstock has none).
+pub const NEW_FILE_MODE: u32 = 0o644;
 
 /// What `feedstock` needs besides the [`Split`].
 #[derive(Debug, Clone)]
@@ -43,6 +61,49 @@ pub struct FileChange {
     /// `None` when the file does not exist yet.
     pub before: Option<String>,
     pub after: String,
+    /// The file's permission bits now (`None` when it does not exist yet).
+    pub before_mode: Option<u32>,
+    /// The permission bits `--write` leaves: the file's own (an edit keeps its mode), or
+    /// [`NEW_FILE_MODE`] for a new file. The diff prints git's mode lines from these two.
+    pub after_mode: u32,
+}
+
+impl FileChange {
+    /// This file's part of the diff, as git writes it: a `diff --git` line, the mode lines when
+    /// the file is new or its executable bit changes, then the unified diff of its text.
+    pub fn diff(&self) -> String {
+        let name = self.path.display().to_string();
+        let from = if self.before.is_some() {
+            format!("a/{name}")
+        } else {
+            "/dev/null".to_string()
+        };
+        let text = unified_diff(
+            self.before.as_deref().unwrap_or(""),
+            &self.after,
+            &from,
+            &format!("b/{name}"),
+        );
+        let modes = mode_lines(self.before_mode, self.after_mode);
+        if text.is_empty() && modes.is_empty() {
+            return String::new();
+        }
+        format!("diff --git a/{name} b/{name}\n{modes}{text}")
+    }
+}
+
+/// git's mode header lines for a file whose permission bits go from `before` (`None`: a new
+/// file) to `after`. git records only the executable bit (`100644` or `100755`), so a change of
+/// other bits prints nothing, as in git.
+pub fn mode_lines(before: Option<u32>, after: u32) -> String {
+    let git = |m: u32| if m & 0o111 != 0 { 0o100755 } else { 0o100644 };
+    match before {
+        None => format!("new file mode {:o}\n", git(after)),
+        Some(b) if git(b) != git(after) => {
+            format!("old mode {:o}\nnew mode {:o}\n", git(b), git(after))
+        }
+        Some(_) => String::new(),
+    }
 }
 
 /// The patch: empty when the feedstock already has the split.
@@ -52,25 +113,10 @@ pub struct Patch {
 }
 
 impl Patch {
-    /// A unified diff of every change (`--- a/…`, `+++ b/…`), empty for an empty patch.
+    /// A git-style unified diff of every change (`diff --git`, mode lines, `--- a/…`,
+    /// `+++ b/…`), empty for an empty patch.
     pub fn diff(&self) -> String {
-        self.changes
-            .iter()
-            .map(|c| {
-                let name = c.path.display().to_string();
-                let from = if c.before.is_some() {
-                    format!("a/{name}")
-                } else {
-                    "/dev/null".to_string()
-                };
-                unified_diff(
-                    c.before.as_deref().unwrap_or(""),
-                    &c.after,
-                    &from,
-                    &format!("b/{name}"),
-                )
-            })
-            .collect()
+        self.changes.iter().map(FileChange::diff).collect()
     }
 
     /// Write every changed file atomically (each file is replaced whole, or not at all). Files are
@@ -116,7 +162,7 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     let files = locate(root)?;
     let recipe_text = read(&files.recipe)?;
     let script_text = read(&files.script)?;
-    let cbc_text = std::fs::read_to_string(&files.cbc).ok();
+    let cbc_text = read_if_present(&files.cbc)?;
     let recipe = Recipe::parse(&files.recipe, &recipe_text)?;
     let o = &split.options;
     let key_line = format!("{}:", o.variant_key);
@@ -153,32 +199,50 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     let recipe_after = recipe.patched(&files.recipe, split, opts, &shape)?;
     let script_after = patch_script(&files.script, &script_text, split, opts, &shape)?;
     let cbc_after = patch_cbc(cbc_text.as_deref(), split);
-    let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).to_path_buf();
     Ok(Patch {
         changes: vec![
-            FileChange {
-                path: rel(&files.recipe),
-                before: Some(recipe_text),
-                after: recipe_after,
-            },
-            FileChange {
-                path: rel(&files.script),
-                before: Some(script_text),
-                after: script_after,
-            },
-            FileChange {
-                path: rel(&files.cbc),
-                before: cbc_text,
-                after: cbc_after,
-            },
+            change(root, RECIPE, Some(recipe_text), recipe_after)?,
+            change(root, SCRIPT, Some(script_text), script_after)?,
+            change(root, CBC, cbc_text, cbc_after)?,
         ],
     })
 }
 
+/// The change of the file `rel`, with its mode now and the one `--write` leaves.
+fn change(root: &Path, rel: &str, before: Option<String>, after: String) -> Result<FileChange> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = root.join(rel);
+    let before_mode = match &before {
+        Some(_) => Some(
+            std::fs::symlink_metadata(&path)
+                .map_err(|e| Error::io(&path, e))?
+                .permissions()
+                .mode()
+                & 0o7777,
+        ),
+        None => None,
+    };
+    Ok(FileChange {
+        path: PathBuf::from(rel),
+        before,
+        after,
+        before_mode,
+        after_mode: before_mode.unwrap_or(NEW_FILE_MODE),
+    })
+}
+
+/// The feedstock's files, each confined to the feedstock ([`crate::confine::no_links_inside`]):
+/// a `recipe/` that is a link, or a link at any file this command reads or writes, is refused
+/// before anything is read.
 fn locate(root: &Path) -> Result<Files> {
-    let recipe = root.join("recipe/recipe.yaml");
-    if !recipe.is_file() {
-        let why = if root.join("recipe/meta.yaml").is_file() {
+    let inside = |rel: &str| {
+        crate::confine::no_links_inside(root, rel)
+            .map_err(|e| Error::invalid(root.join(rel).display(), e))
+    };
+    let (recipe, script, cbc) = (inside(RECIPE)?, inside(SCRIPT)?, inside(CBC)?);
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    if !exists(&recipe) {
+        let why = if exists(&inside("recipe/meta.yaml")?) {
             "recipe/meta.yaml is a v0 recipe; expected recipe/recipe.yaml (v1, rattler-build) with a staging output"
         } else {
             "expected a feedstock: recipe/recipe.yaml (v1) and .ci_support/"
@@ -193,15 +257,20 @@ fn locate(root: &Path) -> Result<Files> {
     }
     Ok(Files {
         recipe,
-        script: root.join("recipe/build.sh"),
-        cbc: root.join("recipe/conda_build_config.yaml"),
+        script,
+        cbc,
     })
 }
 
+/// A feedstock file through the one bounded opener: a regular file (never a FIFO, a device or a
+/// link), at most [`MAX_FEEDSTOCK_FILE_BYTES`], UTF-8 without CR line endings.
 fn read(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| Error::bad(path.display(), "not UTF-8 text"))?;
+    let text = crate::input::file::read_text(
+        path,
+        Links::Refuse,
+        MAX_FEEDSTOCK_FILE_BYTES,
+        "feedstock file",
+    )?;
     if text.contains('\r') {
         return Err(Error::bad(
             path.display(),
@@ -209,6 +278,82 @@ fn read(path: &Path) -> Result<String> {
         ));
     }
     Ok(text)
+}
+
+/// [`read`], or `None` where nothing is at `path` (a feedstock without conda_build_config.yaml).
+/// Anything else that is there — a FIFO, a directory, a file that is not UTF-8 — is refused, never
+/// taken for a missing file and replaced.
+fn read_if_present(path: &Path) -> Result<Option<String>> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => read(path).map(Some),
+    }
+}
+
+/// Refuse YAML nested deeper than [`MAX_YAML_NESTING`] before parsing it. The count is an upper
+/// bound, never less than the parser's depth: block levels (the indentations still open), compact
+/// nesting on one line (`- - - x`), and flow brackets, counted wherever they appear except in
+/// whole-line comments (inside a quoted string they may over-count, which only a string with
+/// dozens of unmatched brackets notices).
+fn check_nesting(path: &Path, text: &str) -> Result<()> {
+    let mut open: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let body = line.trim_start_matches([' ', '\t']);
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let col = line.len() - body.len();
+        while open.last().is_some_and(|&c| c >= col) {
+            open.pop();
+        }
+        open.push(col);
+        let mut compact = 0;
+        let mut rest = body;
+        while let Some(r) = rest.strip_prefix("- ").or_else(|| rest.strip_prefix("? ")) {
+            compact += 1;
+            rest = r.trim_start_matches([' ', '\t']);
+        }
+        let mut peak = flow;
+        for b in body.bytes() {
+            match b {
+                b'[' | b'{' => {
+                    flow += 1;
+                    peak = peak.max(flow);
+                }
+                b']' | b'}' => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if open.len() + compact + peak > MAX_YAML_NESTING {
+            return Err(Error::bad(
+                path.display(),
+                format!(
+                    "line {}: YAML nested more than {MAX_YAML_NESTING} levels deep; refusing to parse it",
+                    n + 1
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A value copied from the recipe into the YAML `feedstock` writes, as one YAML scalar
+/// ([`crate::recipe::emit::yaml_scalar`]); refused when none reads back as the same string.
+fn ys(path: &Path, what: &str, value: &str) -> Result<String> {
+    crate::recipe::emit::yaml_scalar(value).ok_or_else(|| {
+        Error::bad(
+            path.display(),
+            format!(
+                "{what} {value:?} cannot be written back as one YAML string; refusing to copy it"
+            ),
+        )
+    })
+}
+
+/// [`ys`] for each value of a list.
+fn ys_all(path: &Path, what: &str, values: &[String]) -> Result<Vec<String>> {
+    values.iter().map(|v| ys(path, what, v)).collect()
 }
 
 /// The recipe as lines plus its parsed outputs.
@@ -246,6 +391,7 @@ struct Shape {
 
 impl Recipe {
     fn parse(path: &Path, text: &str) -> Result<Recipe> {
+        check_nesting(path, text)?;
         let doc: Value = serde_yaml::from_str(text)
             .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
         if doc.get("schema_version").and_then(Value::as_u64) != Some(1) {
@@ -411,22 +557,30 @@ impl Recipe {
                 .get(test + 1)
                 .is_none_or(|l| blank_or_comment(l) || indent(l) < indent(&self.lines[test - 1]))
         {
-            let c = self.lines[test - 2].trim_start()["- if:".len()..]
-                .trim()
-                .to_string();
+            let c = self.lines[test - 2].trim_start()["- if:".len()..].trim();
             ((test - 2, test), Some(c))
         } else {
             ((test, test), None)
         };
-        if cond.as_deref().is_some_and(|c| c.contains('#')) {
-            return Err(Error::bad(
-                path.display(),
-                format!(
-                    "line {}: a comment after the condition; expected `- if: COND`",
-                    test - 1
-                ),
-            ));
-        }
+        // The condition as YAML reads it (unquoted, a trailing comment dropped), so it is written
+        // back as a value, never as the text it was.
+        let cond = match cond {
+            None => None,
+            Some(c) => Some(
+                serde_yaml::from_str::<Value>(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .ok_or_else(|| {
+                        Error::bad(
+                            path.display(),
+                            format!(
+                                "line {}: expected `- if: COND` with a string condition",
+                                test - 1
+                            ),
+                        )
+                    })?,
+            ),
+        };
         Ok((test_lines, cond))
     }
 
@@ -530,8 +684,12 @@ impl Recipe {
             },
         )?;
         let req_end = block_end(&self.lines, req, field, core.end);
-        let spec = split.same_build(&o.lazy_name);
-        let dep_lines = |at: usize| match &shape.cond {
+        let spec = ys(path, "build string", &split.same_build(&o.lazy_name))?;
+        let cond = match &shape.cond {
+            Some(c) => Some(ys(path, "condition", c)?),
+            None => None,
+        };
+        let dep_lines = |at: usize| match &cond {
             Some(c) => vec![
                 pad(at, &format!("- if: {c}")),
                 pad(at + 2, "then:"),
@@ -578,7 +736,7 @@ impl Recipe {
         {
             at -= 1;
         }
-        let block = render_output(split, opts, shape)?;
+        let block = render_output(path, split, opts, shape)?;
         let mut l = vec![String::new()];
         l.extend(block.lines().map(|s| {
             if s.is_empty() {
@@ -605,17 +763,33 @@ impl Recipe {
     }
 }
 
-/// The new output, at column 0 (the caller indents it like the other outputs).
-fn render_output(split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Result<String> {
+/// The new output, at column 0 (the caller indents it like the other outputs). Every value that
+/// comes from the recipe (`path`) is passed to the template as a YAML scalar ([`ys`]).
+fn render_output(
+    path: &Path,
+    split: &Split,
+    opts: &FeedstockOptions,
+    shape: &Shape,
+) -> Result<String> {
     let o = &split.options;
     let env = crate::recipe::emit::environment()?;
     let key_expr = format!("${{{{ {} }}}}", o.variant_key);
+    let skip = match &shape.cond {
+        Some(c) => Some(ys(path, "condition", &format!("${{{{ not ({c}) }}}}"))?),
+        None => None,
+    };
+    let by_name: Vec<String> = shape
+        .ignore_by_name
+        .iter()
+        .filter(|n| !o.payload_packages.contains(n))
+        .cloned()
+        .collect();
     let ctx = minijinja::context! {
         lib => opts.lazy_library.as_str(),
-        lib_short => lib_short(&opts.lazy_library),
+        lib_short => ys(path, "library", &lib_short(&opts.lazy_library))?,
         lazy => o.lazy_name.as_str(),
         core => o.core_name.as_str(),
-        staging => shape.staging.as_str(),
+        staging => ys(path, "staging output name", &shape.staging)?,
         key => o.variant_key.as_str(),
         with => variant_name(split, true),
         with_upper => variant_name(split, true).to_uppercase(),
@@ -623,20 +797,20 @@ fn render_output(split: &Split, opts: &FeedstockOptions, shape: &Shape) -> Resul
         preferred => split.preferred().name.as_str(),
         non_preferred => split.non_preferred().name.as_str(),
         track_feature => split.track_feature(),
-        build_string => split.lazy_build_string(&key_expr, "${{ hash }}", "${{ build_number }}"),
-        cond => shape.cond.as_deref(),
-        ignore_keys => shape.ignore_keys.clone(),
-        stage_var => shape.stage_var.as_str(),
+        build_string => ys(path, "build string", &split.lazy_build_string(&key_expr, "${{ hash }}", "${{ build_number }}"))?,
+        skip => skip,
+        ignore_keys => ys_all(path, "variant ignore key", &shape.ignore_keys)?,
+        stage_var => ys(path, "script env key", &shape.stage_var)?,
         script_env => shape.script_env.clone(),
-        script_file => shape.script_file.as_str(),
+        script_file => ys(path, "script file", &shape.script_file)?,
         splitpkg_requirement => crate::recipe::emit::splitpkg_requirement(),
-        compilers => shape.compilers.clone(),
-        host => shape.host.clone(),
-        payload_devel => shape.payload_devel.clone(),
+        compilers => ys_all(path, "build requirement", &shape.compilers)?,
+        host => ys_all(path, "host requirement", &shape.host)?,
+        payload_devel => ys_all(path, "host requirement", &shape.payload_devel)?,
         payload_packages => o.payload_packages.clone(),
-        core_spec => split.same_build(&o.core_name),
+        core_spec => ys(path, "build string", &split.same_build(&o.core_name))?,
         forbid => split.forbid_payload(),
-        ignore_by_name => shape.ignore_by_name.iter().filter(|n| !o.payload_packages.contains(n)).cloned().collect::<Vec<_>>(),
+        ignore_by_name => ys_all(path, "ignore_run_exports name", &by_name)?,
     };
     env.get_template("feedstock-output.yaml")
         .and_then(|t| t.render(&ctx))
@@ -935,11 +1109,32 @@ fn build_script(path: &Path, cv: &Value, core_name: &str) -> Result<(String, Str
     let script_env = env
         .into_iter()
         .flatten()
-        .filter_map(|(k, v)| Some((k.as_str()?, v.as_str()?)))
-        .filter(|(k, _)| *k != stage_var)
-        .map(|(k, v)| format!("{k}: {v}"))
-        .collect();
+        .filter(|(k, _)| k.as_str() != Some(stage_var.as_str()))
+        .map(|(k, v)| env_line(path, core_name, k, v))
+        .collect::<Result<_>>()?;
     Ok((script_file, stage_var, script_env))
+}
+
+/// One `KEY: VALUE` line of the script environment the new output repeats: the key and a string
+/// value as YAML scalars ([`ys`]), a number or boolean as YAML writes it. Anything else (a nested
+/// mapping, a non-string key) is refused rather than dropped: the build would differ silently.
+fn env_line(path: &Path, core_name: &str, k: &Value, v: &Value) -> Result<String> {
+    let refuse = || {
+        Error::bad(
+            path.display(),
+            format!("output {core_name}: build.script.env: expected string keys and scalar values"),
+        )
+    };
+    let key = ys(path, "script env key", k.as_str().ok_or_else(refuse)?)?;
+    let value = match v {
+        Value::String(s) => ys(path, "script env value", s)?,
+        Value::Bool(_) | Value::Number(_) => serde_yaml::to_string(v)
+            .map_err(|_| refuse())?
+            .trim_end()
+            .to_string(),
+        _ => return Err(refuse()),
+    };
+    Ok(format!("{key}: {value}"))
 }
 
 /// The core output's build string without its `_${{ hash }}_${{ build_number }}` tail: the
@@ -1025,77 +1220,88 @@ fn flat_strings(v: &Value) -> Vec<String> {
     }
 }
 
-/// A unified diff (three lines of context) from a longest-common-subsequence line match.
+/// A unified diff (three lines of context, `\\ No newline at end of file` where one is missing)
+/// by Myers' algorithm ([`similar`]): time O((N+M)·D) and memory O(N+M) for N and M lines and D
+/// lines changed. A patch only inserts lines and drops the moved test entry, so D stays small
+/// however long the files are (a 40,000-line conda_build_config.yaml costs one pass).
 pub fn unified_diff(a: &str, b: &str, from: &str, to: &str) -> String {
     if a == b {
         return String::new();
     }
-    let x: Vec<&str> = a.lines().collect();
-    let y: Vec<&str> = b.lines().collect();
-    let (n, m) = (x.len(), y.len());
-    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i][j] = if x[i] == y[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    // (tag, a index, b index): ' ' same, '-' only in a, '+' only in b.
-    let mut ops: Vec<(char, usize, usize)> = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    while i < n || j < m {
-        if i < n && j < m && x[i] == y[j] {
-            ops.push((' ', i, j));
-            i += 1;
-            j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            ops.push(('+', i, j));
-            j += 1;
-        } else {
-            ops.push(('-', i, j));
-            i += 1;
-        }
-    }
-    let mut out = format!("--- {from}\n+++ {to}\n");
-    let changed: Vec<usize> = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| o.0 != ' ')
-        .map(|(k, _)| k)
-        .collect();
-    let mut k = 0;
-    while k < changed.len() {
-        let start = changed[k].saturating_sub(3);
-        let mut end = changed[k];
-        while k < changed.len() && changed[k] <= end + 7 {
-            end = changed[k];
-            k += 1;
-        }
-        let end = (end + 4).min(ops.len());
-        let hunk = &ops[start..end];
-        let a_start = hunk[0].1;
-        let b_start = hunk[0].2;
-        let a_len = hunk.iter().filter(|o| o.0 != '+').count();
-        let b_len = hunk.iter().filter(|o| o.0 != '-').count();
-        let range = |s: usize, l: usize| {
-            if l == 0 {
-                format!("{s},0")
-            } else {
-                format!("{},{l}", s + 1)
-            }
+    similar::TextDiff::configure()
+        .algorithm(similar::Algorithm::Myers)
+        .diff_lines(a, b)
+        .unified_diff()
+        .context_radius(3)
+        .header(from, to)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_lines_are_the_ones_git_prints() {
+        assert_eq!(mode_lines(None, 0o644), "new file mode 100644\n");
+        assert_eq!(mode_lines(None, 0o750), "new file mode 100755\n");
+        assert_eq!(
+            mode_lines(Some(0o644), 0o755),
+            "old mode 100644\nnew mode 100755\n"
+        );
+        assert_eq!(
+            mode_lines(Some(0o755), 0o644),
+            "old mode 100755\nnew mode 100644\n"
+        );
+        assert_eq!(
+            mode_lines(Some(0o600), 0o644),
+            "",
+            "git keeps only the x bit"
+        );
+        let mode_only = FileChange {
+            path: PathBuf::from(SCRIPT),
+            before: Some("x\n".into()),
+            after: "x\n".into(),
+            before_mode: Some(0o644),
+            after_mode: 0o755,
         };
-        out.push_str(&format!(
-            "@@ -{} +{} @@\n",
-            range(a_start, a_len),
-            range(b_start, b_len)
-        ));
-        for &(t, ai, bj) in hunk {
-            let line = if t == '+' { y[bj] } else { x[ai] };
-            out.push_str(&format!("{t}{line}\n"));
+        assert_eq!(
+            mode_only.diff(),
+            "diff --git a/recipe/build.sh b/recipe/build.sh\nold mode 100644\nnew mode 100755\n"
+        );
+        let same = FileChange {
+            after_mode: 0o644,
+            ..mode_only
+        };
+        assert_eq!(same.diff(), "", "no change, no diff");
+    }
+
+    #[test]
+    fn the_diff_marks_a_missing_final_newline_and_keeps_context_at_three() {
+        let a: String = (0..20).map(|i| format!("{i}\n")).collect();
+        let b = a.replace("10\n", "10\nnew\n");
+        let d = unified_diff(&a, &b, "a/f", "b/f");
+        assert_eq!(
+            d,
+            "--- a/f\n+++ b/f\n@@ -9,6 +9,7 @@\n 8\n 9\n 10\n+new\n 11\n 12\n 13\n"
+        );
+        let d = unified_diff("a\nb", "a\nb\nc\n", "a/f", "b/f");
+        assert!(d.contains("\\ No newline at end of file"), "{d}");
+    }
+
+    #[test]
+    fn nesting_is_bounded_before_parsing() {
+        let p = Path::new("recipe.yaml");
+        let ok = "a:\n  b:\n    - c: ${{ x }}\n    - [1, {d: 2}]\n# [[[[ in a comment\n";
+        assert!(check_nesting(p, ok).is_ok());
+        for deep in [
+            format!("a: {}", "[".repeat(65)),
+            format!("a:\n  {}x\n", "- ".repeat(65)),
+            (0..66).map(|i| format!("{}k:\n", " ".repeat(i))).collect(),
+        ] {
+            let e = check_nesting(p, &deep).unwrap_err().to_string();
+            assert!(e.starts_with("recipe.yaml: line "), "{e}");
+            assert!(e.contains("nested more than 64 levels"), "{e}");
         }
     }
-    out
 }

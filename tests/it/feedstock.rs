@@ -11,12 +11,12 @@ use std::process::{Command, Output};
 
 use serde_yaml::Value;
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// A copy of the mini feedstock (the command edits files in place with --write).
-fn mini() -> tempfile::TempDir {
+pub(crate) fn mini() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     let st = Command::new("cp")
         .arg("-a")
@@ -28,7 +28,7 @@ fn mini() -> tempfile::TempDir {
     d
 }
 
-fn feedstock(dir: &Path, extra: &[&str]) -> Output {
+pub(crate) fn feedstock(dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["feedstock", s(dir)];
     args.extend_from_slice(extra);
     run(&args)
@@ -42,7 +42,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-fn one_line_refusal(o: &Output, needle: &str) {
+pub(crate) fn one_line_refusal(o: &Output, needle: &str) {
     assert_eq!(
         o.status.code(),
         Some(2),
@@ -56,7 +56,7 @@ fn one_line_refusal(o: &Output, needle: &str) {
     assert!(stdout(o).is_empty(), "no diff on a refusal: {}", stdout(o));
 }
 
-fn output<'a>(recipe: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn output<'a>(recipe: &'a Value, name: &str) -> &'a Value {
     recipe["outputs"]
         .as_sequence()
         .unwrap()

@@ -13,6 +13,7 @@ mod bad_input;
 mod emit;
 mod fatbin;
 mod feedstock;
+mod feedstock_hostile;
 mod generic;
 mod hostile_paths;
 mod hostile_strings;
