@@ -1028,7 +1028,10 @@ fn glue_warnings(
             };
             out.push(Warning {
                 file: f.path.clone(),
-                what: format!("{} read-only string(s) name {dep} (build-config or messages)", f.payload.mentions.count),
+                what: format!(
+                    "{} read-only string(s) name {dep} (build-config or messages)",
+                    f.payload.mentions.count
+                ),
                 consequence,
                 examples: f.payload.mentions.samples.clone(),
                 kind: None,

@@ -120,7 +120,11 @@ fn decode(insn: u32, pc: u64) -> Option<Insn> {
     }
     if insn & 0xFF80_0000 == 0x9100_0000 {
         let imm = u64::from((insn >> 10) & 0xFFF);
-        return Some(Insn::AddImm(if insn & (1 << 22) != 0 { imm << 12 } else { imm }));
+        return Some(Insn::AddImm(if insn & (1 << 22) != 0 {
+            imm << 12
+        } else {
+            imm
+        }));
     }
     if insn & 0xFFC0_0000 == 0xF940_0000 {
         return Some(Insn::LdrImm(u64::from((insn >> 10) & 0xFFF) * 8));

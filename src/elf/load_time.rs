@@ -91,7 +91,10 @@ impl<'a> ElfView<'a> {
         let ((slots, initialisers), starts) = rayon::join(
             || {
                 let relocs = self.relocations();
-                (self.got_slots(&relocs, isa), self.initialisers(&relocs, isa))
+                (
+                    self.got_slots(&relocs, isa),
+                    self.initialisers(&relocs, isa),
+                )
             },
             || self.function_starts(),
         );

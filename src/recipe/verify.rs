@@ -91,7 +91,8 @@ pub fn verify_variant(
     let pay = payload::scan(&view, &facts, &name, map.len() as u64, &spec);
 
     let mut checks = Vec::new();
-    let mut check = |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
+    let mut check =
+        |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
 
     match &facts.soname {
         Some(soname) => check(
@@ -154,7 +155,8 @@ pub fn contract_checks(
     contract: &ContractFile,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let mut check = |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
+    let mut check =
+        |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
     for (what, names) in [
         ("exports what the loader looks up", &contract.loader_lookups),
         ("exports what core files import", &contract.required_exports),
