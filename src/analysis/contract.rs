@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::inspect::FileFacts;
 use crate::analysis::payload::{PayloadSpec, demangle};
 use crate::analysis::plan::Plan;
+use crate::analysis::verdict::NotRead;
 use crate::error::{Error, Result};
 
 /// The contract file's schema name and version. Version 2 added `provided_exports` and
@@ -40,6 +41,10 @@ pub struct ContractFile {
     /// registrations ([`load_registrations`]): every variant's load-time code must refer to them.
     #[serde(default)]
     pub load_registrations: Vec<String>,
+    /// Why the stock library's registrations were not read (its machine's code is not decoded):
+    /// then none can be checked, and `verify-variant` says so instead of passing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_registrations_not_read: Option<NotRead>,
 }
 
 /// Why a plan has no contract for the lazy library asked for ([`ContractFile::for_library`]).
@@ -70,7 +75,7 @@ impl ContractFile {
     pub fn from_plan(plan: &Plan) -> Option<ContractFile> {
         let lazy = plan.lazy_library.as_ref()?;
         let c = &plan.contract;
-        Some(Self::of(
+        let mut file = Self::of(
             plan,
             &lazy.path,
             [
@@ -79,7 +84,9 @@ impl ContractFile {
                 &c.provided_exports,
                 &c.load_registrations,
             ],
-        ))
+        );
+        file.load_registrations_not_read = c.load_registrations_not_read.clone();
+        Some(file)
     }
 
     /// One contract per lazy library: the plan's for one, each library's own for several.
@@ -90,16 +97,19 @@ impl ContractFile {
         plan.lazy_libraries
             .iter()
             .map(|l| match &l.contract {
-                Some(c) => Self::of(
-                    plan,
-                    &l.path,
-                    [
-                        &c.loader_lookups,
-                        &c.required_exports,
-                        &c.provided_exports,
-                        &c.load_registrations,
-                    ],
-                ),
+                Some(c) => ContractFile {
+                    load_registrations_not_read: c.load_registrations_not_read.clone(),
+                    ..Self::of(
+                        plan,
+                        &l.path,
+                        [
+                            &c.loader_lookups,
+                            &c.required_exports,
+                            &c.provided_exports,
+                            &c.load_registrations,
+                        ],
+                    )
+                },
                 None => Self::of(plan, &l.path, [&Vec::new(); 4]),
             })
             .collect()
@@ -170,6 +180,7 @@ impl ContractFile {
             required_exports: required_exports.clone(),
             provided_exports: provided_exports.clone(),
             load_registrations: load_registrations.clone(),
+            load_registrations_not_read: None,
         }
     }
 }

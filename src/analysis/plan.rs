@@ -339,6 +339,10 @@ pub struct ContractSummary {
     /// See [`crate::analysis::verdict::Contract::load_registrations`]; absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub load_registrations: Vec<String>,
+    /// See [`crate::analysis::verdict::Contract::load_registrations_not_read`]; absent when they
+    /// were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_registrations_not_read: Option<crate::analysis::verdict::NotRead>,
 }
 
 impl From<&Contract> for ContractSummary {
@@ -350,6 +354,7 @@ impl From<&Contract> for ContractSummary {
             exports: c.exports.len(),
             provided_exports: c.provided_exports.clone(),
             load_registrations: c.load_registrations.clone(),
+            load_registrations_not_read: c.load_registrations_not_read.clone(),
         }
     }
 }

@@ -281,6 +281,44 @@ pub struct ImportGroup {
     pub samples: Vec<String>,
 }
 
+/// Why a library's registrations at load were not read: a check that needs them cannot pass
+/// (`verify-variant` says "not checked" and fails unless told to accept it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NotRead {
+    pub reason: NotReadReason,
+    /// The file's ELF machine (`PPC64`, `S390`, …).
+    pub machine: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotReadReason {
+    /// splitpkg does not decode this machine's code: it reads little-endian x86-64 and AArch64
+    /// ([`crate::elf::Isa`]).
+    CodeNotDecoded,
+}
+
+impl NotRead {
+    /// Why `file`'s registrations were not read, when its code was to be read (it carries the
+    /// payload, so the walk ran) and gave nothing.
+    pub fn of(file: &crate::analysis::inspect::FileFacts) -> Option<NotRead> {
+        file.load_time_imports.is_none().then(|| NotRead {
+            reason: NotReadReason::CodeNotDecoded,
+            machine: file.elf.machine.clone(),
+        })
+    }
+
+    /// The reason in words, for check details and text reports.
+    pub fn describe(&self) -> String {
+        match self.reason {
+            NotReadReason::CodeNotDecoded => format!(
+                "splitpkg cannot read {} code (it reads x86-64 and AArch64)",
+                self.machine
+            ),
+        }
+    }
+}
+
 /// The loader ↔ lazy-library contract a replacement (nomagma) library must honour.
 #[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct Contract {
@@ -298,6 +336,10 @@ pub struct Contract {
     /// ([`crate::analysis::contract::load_registrations`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub load_registrations: Vec<String>,
+    /// Why `load_registrations` could not be read from the lazy library's code (then it is
+    /// empty because nothing was read, not because nothing registers); absent when it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_registrations_not_read: Option<NotRead>,
     /// Every dynamic symbol the lazy library defines (for `verify-variant`).
     #[serde(skip)]
     pub exports: Vec<String>,
@@ -356,22 +398,35 @@ impl Proved {
         for (p, &f) in a.payload.iter_mut().zip(&a.payload_file_ids) {
             p.estimate = ins.files[f].payload.estimate.clone();
         }
-        let each: Vec<Vec<String>> = (a.lazy_file_ids.iter().zip(&self.core_files))
-            .map(|(&lf, core)| {
-                let core_defines = |n: &str| core_define(ins, core, &Lookup::new(n));
-                crate::analysis::contract::load_registrations(&ins.files[lf], &core_defines)
-            })
-            .collect();
+        let each: Vec<(Vec<String>, Option<NotRead>)> =
+            (a.lazy_file_ids.iter().zip(&self.core_files))
+                .map(|(&lf, core)| {
+                    let core_defines = |n: &str| core_define(ins, core, &Lookup::new(n));
+                    let file = &ins.files[lf];
+                    // Only a file that carries the payload is walked (see `FileFacts`).
+                    let unread = (file.carries_payload(&ins.spec))
+                        .then(|| NotRead::of(file))
+                        .flatten();
+                    let found = crate::analysis::contract::load_registrations(file, &core_defines);
+                    (found, unread)
+                })
+                .collect();
         match each.as_slice() {
             [] => {}
-            [one] => a.contract.load_registrations = one.clone(),
+            [(one, unread)] => {
+                a.contract.load_registrations = one.clone();
+                a.contract.load_registrations_not_read = unread.clone();
+            }
             several => {
-                for (l, r) in a.lazy_libraries.iter_mut().zip(several) {
+                for (l, (r, unread)) in a.lazy_libraries.iter_mut().zip(several) {
                     if let Some(c) = &mut l.contract {
                         c.load_registrations = r.clone();
+                        c.load_registrations_not_read = unread.clone();
                     }
                 }
-                a.contract.load_registrations = union(several.iter().flatten());
+                a.contract.load_registrations = union(several.iter().flat_map(|(r, _)| r));
+                a.contract.load_registrations_not_read =
+                    several.iter().find_map(|(_, unread)| unread.clone());
             }
         }
         self.analysis
@@ -423,7 +478,8 @@ pub fn prove<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Proved {
     }
     let verdict = proof.verdict(&witnesses, &lazy_libraries, &lazy_label, &mut reasons);
 
-    let mut warnings = glue_warnings(ins, &proof.outside, &proof.cut);
+    let built_with = !proof.payload.files.is_empty() || config_names_payload(ins);
+    let mut warnings = glue_warnings(ins, &proof.outside, &proof.cut, built_with);
     warnings.extend(crate::analysis::declared::note_warnings(ins));
     // Each lazy library's core files, once: its contract and `Proved::finish` both ask them.
     let core_files: Vec<Vec<usize>> = (proof.lazy_files.iter())
@@ -767,6 +823,7 @@ fn merge_contracts(each: &[Contract]) -> Contract {
         imports,
         provided_exports: union(&|c| &c.provided_exports),
         load_registrations: union(&|c| &c.load_registrations),
+        load_registrations_not_read: None,
         exports: union(&|c| &c.exports),
         carries_payload: None,
     }
@@ -881,11 +938,36 @@ fn make_witness(g: &LoadGraph, edges: Vec<Edge>, reason: String, end: usize) -> 
     }
 }
 
+/// Whether the build says it was compiled with the payload: a read-only string of a file that is
+/// a build-config line naming it (`  - Magma 2.8.0`, which PyTorch's `show_config` writes only
+/// under `AT_MAGMA_ENABLED()`; torch 2.11's x86-64 libtorch_cuda.so has it, the aarch64 build
+/// made without MAGMA does not). Read from the build, so a tree whose nomagma variant is
+/// installed still shows the core was built with MAGMA.
+fn config_names_payload(ins: &Inspection) -> bool {
+    let lines: Vec<String> = (ins.spec.component_names().iter())
+        .map(|n| format!("- {}", n.to_ascii_lowercase()))
+        .collect();
+    ins.files.iter().any(|f| {
+        f.payload.mentions.samples.iter().any(|s| {
+            let s = s.trim_start().to_ascii_lowercase();
+            lines.iter().any(|l| {
+                s.strip_prefix(l.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+            })
+        })
+    })
+}
+
 /// Payload-aware code outside the lazy library: it stays in the core, compiled with the payload on.
+/// `built_with`: the build was compiled with the payload (it is in the tree, or a build-config
+/// line of the core names it, [`config_names_payload`]). A build made without it (PyPI's torch
+/// for aarch64) has the same symbols and texts, but they are what that build is, not a state a
+/// split leaves stale: the warnings say so instead of claiming `has_magma` stays True.
 fn glue_warnings(
     ins: &Inspection,
     outside: &HashSet<usize>,
     lazy_nodes: &HashSet<usize>,
+    built_with: bool,
 ) -> Vec<Warning> {
     let g = &ins.graph;
     // Several components are named each (`cublas or cudnn`); one reads as before.
@@ -907,7 +989,13 @@ fn glue_warnings(
                 .samples
                 .iter()
                 .any(|s| s.contains("hasMAGMA") || s.contains("set_magma_init_fn"));
-            let consequence = if torch_state {
+            let consequence = if !built_with {
+                format!(
+                    "this build carries no {dep} (no {dep} code or library in the tree): these {dep}-aware functions \
+                     are part of every build, and what the build reports about {dep} (torch.cuda.has_magma for \
+                     MAGMA) is what it was compiled with; no split changes it"
+                )
+            } else if torch_state {
                 CORE_STATE_CONSEQUENCE.to_string()
             } else {
                 format!(
@@ -927,13 +1015,24 @@ fn glue_warnings(
             });
         }
         if !f.payload.mentions.is_empty() {
-            out.push(Warning {
-                file: f.path.clone(),
-                what: format!("{} read-only string(s) name {dep} (build-config or messages)", f.payload.mentions.count),
-                consequence: format!(
+            let consequence = if built_with {
+                format!(
                     "text compiled into the core still describes a build with {dep}; reports built from it (e.g. a \
                      build-config summary) will claim {dep} is present in the slim variant"
+                )
+            } else {
+                format!(
+                    "this build carries no {dep} (no {dep} code or library in the tree): the text is the build's own \
+                     (messages, or a build-config summary of what it was compiled with), and no split changes it"
+                )
+            };
+            out.push(Warning {
+                file: f.path.clone(),
+                what: format!(
+                    "{} read-only string(s) name {dep} (build-config or messages)",
+                    f.payload.mentions.count
                 ),
+                consequence,
                 examples: f.payload.mentions.samples.clone(),
                 kind: None,
             });
@@ -992,6 +1091,7 @@ fn contract(ins: &Inspection, lazy_file: usize, core_files: &[usize]) -> Contrac
         provided_exports: provided,
         // The walk of the code run at load may still be running: see [`Proved::finish`].
         load_registrations: Vec::new(),
+        load_registrations_not_read: None,
         exports,
         carries_payload: None,
     }

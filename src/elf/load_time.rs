@@ -11,14 +11,18 @@
 //! any build without knowing PyTorch's macros, its symbol names or its release: the `stub` names
 //! are whatever the core defines, and the rule is the same in torch 1.10 and 2.11.
 //!
-//! How (x86-64; other machines answer `None`): every position of an initialiser is tried as the
+//! How (little-endian x86-64 and AArch64; other machines answer `None`, and a check that needs
+//! the answer says it was not made): on x86-64 every position of an initialiser is tried as the
 //! end of a RIP-relative `disp32`, and as a `call rel32` (`E8`). A `disp32` whose target is a GOT
 //! slot the dynamic relocations bind to an imported symbol is a reference to that symbol (the
 //! `mov reg, [rip+disp]` that loads an imported object's address ends with its displacement); a
 //! call into a PLT stub (`[endbr64] [bnd] jmp *[rip+disp]`) is a call of the slot's symbol; a call
 //! to the start of another function of the file (from `.eh_frame_hdr` or `.symtab`) is followed,
 //! as that function also runs at load. An exact GOT-slot or function-start hit by chance bytes
-//! is rare, and a chance hit can only add a name, never hide one.
+//! is rare, and a chance hit can only add a name, never hide one. On AArch64 the same questions
+//! are asked of the addresses `ADRP` + `LDR`/`ADD` compute and of `BL`/`B` targets
+//! ([`super::aarch64`]); a `BLR`/`BR` through a register is seen by the `LDR` of the GOT slot
+//! that loaded it.
 
 use std::collections::BTreeSet;
 
@@ -39,27 +43,58 @@ const MAX_FUNCTIONS: usize = 1024;
 /// Calls followed from an initialiser.
 const MAX_DEPTH: usize = 3;
 
-const R_X86_64_64: u32 = 1;
-const R_X86_64_GLOB_DAT: u32 = 6;
-const R_X86_64_JUMP_SLOT: u32 = 7;
-const R_X86_64_RELATIVE: u32 = 8;
+/// The instruction sets whose code run at load is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    X86_64,
+    Aarch64,
+}
+
+impl Isa {
+    /// The set a file's code is in, if it is one read (64-bit little-endian only: the ELF
+    /// tables below are read as such).
+    pub fn of(machine: u16, is_64: bool, little_endian: bool) -> Option<Isa> {
+        match machine {
+            _ if !is_64 || !little_endian => None,
+            header::EM_X86_64 => Some(Isa::X86_64),
+            header::EM_AARCH64 => Some(Isa::Aarch64),
+            _ => None,
+        }
+    }
+
+    /// The relocation types that bind a slot to a symbol's address: the absolute word, the
+    /// GOT entry, the PLT's GOT entry (`R_X86_64_64`, `GLOB_DAT`, `JUMP_SLOT`;
+    /// `R_AARCH64_ABS64`, `GLOB_DAT`, `JUMP_SLOT`).
+    fn binding_relocs(self) -> [u32; 3] {
+        match self {
+            Isa::X86_64 => [1, 6, 7],
+            Isa::Aarch64 => [257, 1025, 1026],
+        }
+    }
+
+    /// `R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`: base + addend.
+    fn relative_reloc(self) -> u32 {
+        match self {
+            Isa::X86_64 => 8,
+            Isa::Aarch64 => 1027,
+        }
+    }
+}
 
 impl<'a> ElfView<'a> {
     /// Names (without version) of the imported symbols the code run at load refers to, sorted.
-    /// `None` for a file whose code this reader does not decode (not little-endian x86-64).
+    /// `None` for a file whose code this reader does not decode ([`Isa::of`]).
     pub fn load_time_imports(&self) -> Option<Vec<String>> {
-        if self.header.e_machine != header::EM_X86_64
-            || !self.ctx.container.is_big()
-            || !self.ctx.is_little_endian()
-        {
-            return None;
-        }
+        let isa = self.isa()?;
         // The relocations and the function starts are independent walks of different tables (the
         // latter the whole `.symtab` of a library with the payload linked in): side by side.
         let ((slots, initialisers), starts) = rayon::join(
             || {
                 let relocs = self.relocations();
-                (self.got_slots(&relocs), self.initialisers(&relocs))
+                (
+                    self.got_slots(&relocs, isa),
+                    self.initialisers(&relocs, isa),
+                )
             },
             || self.function_starts(),
         );
@@ -78,37 +113,53 @@ impl<'a> ElfView<'a> {
             let Some(code) = self.code(addr, end) else {
                 continue;
             };
-            for i in 0..code.len().saturating_sub(3) {
-                let here = addr.wrapping_add(i as u64);
-                let rel =
-                    i32::from_le_bytes([code[i], code[i + 1], code[i + 2], code[i + 3]]) as i64;
-                if let Some(name) = slots.get(&here.wrapping_add(4).wrapping_add_signed(rel)) {
-                    out.insert(name);
+            // A call: of the slot's symbol through a PLT stub, or of a function to read too.
+            let mut follow = |target: u64| -> Option<&'a str> {
+                if let Some(name) = self
+                    .plt_stub_target(target, isa)
+                    .and_then(|slot| slots.get(&slot))
+                {
+                    return Some(*name);
                 }
-                if i > 0 && code[i - 1] == 0xE8 {
-                    let target = here.wrapping_add(4).wrapping_add_signed(rel);
-                    if let Some(name) = self
-                        .plt_stub_target(target)
-                        .and_then(|slot| slots.get(&slot))
-                    {
-                        out.insert(name);
-                    } else if depth < MAX_DEPTH && target != addr && starts.contains(target) {
-                        queue.push((target, depth + 1));
+                if depth < MAX_DEPTH && target != addr && starts.contains(target) {
+                    queue.push((target, depth + 1));
+                }
+                None
+            };
+            match isa {
+                Isa::X86_64 => x86_64_references(code, addr, &slots, &mut out, &mut follow),
+                Isa::Aarch64 => super::aarch64::references(code, addr, |r| match r {
+                    super::aarch64::Reference::Address(a) => {
+                        if let Some(name) = slots.get(&a) {
+                            out.insert(name);
+                        }
                     }
-                }
+                    super::aarch64::Reference::Call(t) => out.extend(follow(t)),
+                }),
             }
         }
         Some(out.into_iter().map(str::to_string).collect())
     }
 
+    /// The instruction set of the file's code, if it is one read.
+    pub fn isa(&self) -> Option<Isa> {
+        Isa::of(
+            self.header.e_machine,
+            self.ctx.container.is_big(),
+            self.ctx.is_little_endian(),
+        )
+    }
+
     /// GOT slot address -> the imported symbol the dynamic relocations bind it to; `None` without
     /// a dynamic symbol table.
-    fn got_slots(&self, relocs: &[Reloc]) -> Option<HashMap<u64, &'a str>> {
+    fn got_slots(&self, relocs: &[Reloc], isa: Isa) -> Option<HashMap<u64, &'a str>> {
         let (symbols, strs) = self.dynsym_table()?;
         let mut slots = HashMap::default();
-        for r in relocs.iter().filter(|r| {
-            matches!(r.kind, R_X86_64_64 | R_X86_64_GLOB_DAT | R_X86_64_JUMP_SLOT) && r.sym != 0
-        }) {
+        let binding = isa.binding_relocs();
+        for r in relocs
+            .iter()
+            .filter(|r| binding.contains(&r.kind) && r.sym != 0)
+        {
             if let Some(s) = symbols.get(r.sym as usize)
                 && !s.defined()
                 && let Some(name) = super::cstr_at(strs, s.name as usize)
@@ -121,8 +172,8 @@ impl<'a> ElfView<'a> {
     }
 
     /// Entry points of the code run at load: `DT_INIT` and the `DT_INIT_ARRAY` entries. An entry
-    /// the file leaves 0 gets its value from its `R_X86_64_RELATIVE` relocation.
-    fn initialisers(&self, relocs: &[Reloc]) -> Vec<u64> {
+    /// the file leaves 0 gets its value from its `RELATIVE` relocation.
+    fn initialisers(&self, relocs: &[Reloc], isa: Isa) -> Vec<u64> {
         let mut out: Vec<u64> = self
             .dyn_val(dynamic::DT_INIT)
             .into_iter()
@@ -136,7 +187,9 @@ impl<'a> ElfView<'a> {
         };
         let relative: HashMap<u64, u64> = relocs
             .iter()
-            .filter(|r| r.kind == R_X86_64_RELATIVE && r.offset >= array && r.offset - array < size)
+            .filter(|r| {
+                r.kind == isa.relative_reloc() && r.offset >= array && r.offset - array < size
+            })
             .map(|r| (r.offset, r.addend as u64))
             .collect();
         for k in 0..(size / 8).min(MAX_FUNCTIONS as u64) {
@@ -157,8 +210,11 @@ impl<'a> ElfView<'a> {
     }
 
     /// The GOT slot a PLT stub at `addr` jumps through, if `addr` is one.
-    fn plt_stub_target(&self, addr: u64) -> Option<u64> {
-        let code = self.code(addr, addr.saturating_add(16))?;
+    fn plt_stub_target(&self, addr: u64, isa: Isa) -> Option<u64> {
+        let code = self.code(addr, addr.saturating_add(20))?;
+        if isa == Isa::Aarch64 {
+            return super::aarch64::plt_stub_slot(code, addr);
+        }
         let mut i = 0;
         if code.starts_with(&[0xF3, 0x0F, 0x1E, 0xFA]) {
             i += 4; // endbr64 (IBT's .plt.sec)
@@ -235,7 +291,7 @@ impl<'a> ElfView<'a> {
         FunctionStarts::new(unwound, symbols)
     }
 
-    /// `DT_RELA` and `DT_JMPREL` entries (x86-64 uses RELA only).
+    /// `DT_RELA` and `DT_JMPREL` entries (x86-64 and AArch64 use RELA only).
     fn relocations(&self) -> Vec<Reloc> {
         let mut out = Vec::new();
         for (at, size) in [
@@ -263,6 +319,28 @@ impl<'a> ElfView<'a> {
             }));
         }
         out
+    }
+}
+
+/// x86-64: every byte offset of `code` (at `addr`) tried as the end of a RIP-relative `disp32`
+/// naming a GOT slot, and as a `call rel32`, whose target goes to `follow`.
+fn x86_64_references<'a>(
+    code: &[u8],
+    addr: u64,
+    slots: &HashMap<u64, &'a str>,
+    out: &mut BTreeSet<&'a str>,
+    follow: &mut impl FnMut(u64) -> Option<&'a str>,
+) {
+    for i in 0..code.len().saturating_sub(3) {
+        let here = addr.wrapping_add(i as u64);
+        let rel = i32::from_le_bytes([code[i], code[i + 1], code[i + 2], code[i + 3]]) as i64;
+        let target = here.wrapping_add(4).wrapping_add_signed(rel);
+        if let Some(name) = slots.get(&target) {
+            out.insert(name);
+        }
+        if i > 0 && code[i - 1] == 0xE8 {
+            out.extend(follow(target));
+        }
     }
 }
 

@@ -25,12 +25,14 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use object::Endianness;
 
+mod aarch64;
 mod error;
 mod load_time;
 pub mod note;
 mod search;
 mod symbols;
 pub use error::ElfError;
+pub use load_time::Isa;
 pub use note::{DlopenEntry, DlopenNotes, NoteProblem, Priority};
 pub use search::case_variants;
 pub use symbols::{

@@ -21,6 +21,31 @@ pub struct Check {
     pub name: String,
     pub pass: bool,
     pub detail: String,
+    /// The check could not run (code of a machine splitpkg does not read): it fails unless the
+    /// user accepts unchecked items ([`VerifyReport::accept_unchecked`]), and never reads "ok".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
+}
+
+impl Check {
+    fn new(name: &str, pass: bool, detail: String) -> Check {
+        Check {
+            name: name.into(),
+            pass,
+            detail,
+            unchecked: false,
+        }
+    }
+
+    /// A check that could not run: failed, and says why.
+    fn not_checked(name: &str, why: String) -> Check {
+        Check {
+            name: name.into(),
+            pass: false,
+            detail: format!("not checked: {why}"),
+            unchecked: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,13 +91,8 @@ pub fn verify_variant(
     let pay = payload::scan(&view, &facts, &name, map.len() as u64, &spec);
 
     let mut checks = Vec::new();
-    let mut check = |name: &str, pass: bool, detail: String| {
-        checks.push(Check {
-            name: name.into(),
-            pass,
-            detail,
-        })
-    };
+    let mut check =
+        |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
 
     match &facts.soname {
         Some(soname) => check(
@@ -135,13 +155,8 @@ pub fn contract_checks(
     contract: &ContractFile,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let mut check = |name: &str, pass: bool, detail: String| {
-        checks.push(Check {
-            name: name.into(),
-            pass,
-            detail,
-        })
-    };
+    let mut check =
+        |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
     for (what, names) in [
         ("exports what the loader looks up", &contract.loader_lookups),
         ("exports what core files import", &contract.required_exports),
@@ -155,49 +170,61 @@ pub fn contract_checks(
         let missing: Vec<&String> = names.iter().filter(|n| !facts.symbols.defines(n)).collect();
         check(what, missing.is_empty(), presence(names.len(), &missing));
     }
-    // The dispatch registrations the stock library makes while it is loaded: without them every
-    // call the core routes to this library finds no kernel (or, for the unguarded wrappers,
-    // reloads forever).
-    match view.load_time_imports() {
-        Some(refs) => {
-            let missing: Vec<&String> = contract
-                .load_registrations
-                .iter()
-                .filter(|n| refs.binary_search(n).is_err())
-                .collect();
-            check(
-                "registers at load like the stock",
-                missing.is_empty(),
-                presence(contract.load_registrations.len(), &missing),
-            );
-        }
-        None => check(
-            "registers at load like the stock",
-            contract.load_registrations.is_empty(),
+    checks.push(registrations_check(view, facts, contract));
+    checks
+}
+
+/// The dispatch registrations the stock library makes while it is loaded: without them every
+/// call the core routes to this library finds no kernel (or, for the unguarded wrappers, reloads
+/// forever). Where either side's code was not read the check is not made, and says so: an empty
+/// list read from nothing must not pass for "registers nothing".
+fn registrations_check(
+    view: &ElfView<'_>,
+    facts: &crate::elf::ElfFacts,
+    contract: &ContractFile,
+) -> Check {
+    const NAME: &str = "registers at load like the stock";
+    if let Some(unread) = &contract.load_registrations_not_read {
+        return Check::not_checked(
+            NAME,
             format!(
-                "cannot read {} code; {} registrations to check",
+                "the stock library's registrations were not read: {}",
+                unread.describe()
+            ),
+        );
+    }
+    let Some(refs) = view.load_time_imports() else {
+        return Check::not_checked(
+            NAME,
+            format!(
+                "splitpkg cannot read {} code (it reads x86-64 and AArch64); {} registrations to check",
                 facts.machine,
                 contract.load_registrations.len()
             ),
-        ),
-    }
-    checks
+        );
+    };
+    let missing: Vec<&String> = contract
+        .load_registrations
+        .iter()
+        .filter(|n| refs.binary_search(n).is_err())
+        .collect();
+    Check::new(
+        NAME,
+        missing.is_empty(),
+        presence(contract.load_registrations.len(), &missing),
+    )
 }
 
 /// The link editor's `--no-undefined`, made on the finished file: a NEEDED library that cannot be
 /// found fails too, since what it would define cannot be shown.
 fn imports_check(r: &needed::Resolution) -> Check {
-    let name = "imports resolved by NEEDED".to_string();
+    let name = "imports resolved by NEEDED";
     if !r.not_found.is_empty() {
         let detail = format!(
             "NEEDED {} not found (pass --lib-dir DIR where they are)",
             r.not_found.join(", ")
         );
-        return Check {
-            name,
-            pass: false,
-            detail,
-        };
+        return Check::new(name, false, detail);
     }
     let detail = if r.unresolved.is_empty() {
         format!("all {} strong imports defined", r.imports)
@@ -209,11 +236,7 @@ fn imports_check(r: &needed::Resolution) -> Check {
             first_few(&r.unresolved)
         )
     };
-    Check {
-        name,
-        pass: r.unresolved.is_empty(),
-        detail,
-    }
+    Check::new(name, r.unresolved.is_empty(), detail)
 }
 
 /// [`contract_checks`] of the library at `path`.
@@ -248,6 +271,25 @@ fn first_few<S: AsRef<str>>(names: &[S]) -> String {
     format!("{}{more}", shown.join(", "))
 }
 
+impl VerifyReport {
+    /// `--accept-unchecked`: the checks that could not run no longer fail the report (each keeps
+    /// its "not checked" detail, and a note says they were accepted).
+    pub fn accept_unchecked(&mut self) {
+        let mut accepted = Vec::new();
+        for c in self.checks.iter_mut().filter(|c| c.unchecked) {
+            c.pass = true;
+            accepted.push(c.name.clone());
+        }
+        if !accepted.is_empty() {
+            self.notes.push(format!(
+                "accepted unchecked (--accept-unchecked): {}",
+                accepted.join(", ")
+            ));
+        }
+        self.pass = self.checks.iter().all(|c| c.pass);
+    }
+}
+
 pub fn report_text(r: &VerifyReport) -> String {
     let mut s = format!(
         "{} as {}: {}\n",
@@ -256,12 +298,13 @@ pub fn report_text(r: &VerifyReport) -> String {
         if r.pass { "PASS" } else { "FAIL" }
     );
     for c in &r.checks {
-        s.push_str(&format!(
-            "  {} {:<34} {}\n",
-            if c.pass { "ok  " } else { "FAIL" },
-            c.name,
-            c.detail
-        ));
+        // An unchecked item never reads "ok", accepted or not.
+        let status = match (c.unchecked, c.pass) {
+            (true, true) => "n/c ",
+            (false, true) => "ok  ",
+            (_, false) => "FAIL",
+        };
+        s.push_str(&format!("  {} {:<34} {}\n", status, c.name, c.detail));
     }
     for n in &r.notes {
         s.push_str(&format!("  note {n}\n"));
