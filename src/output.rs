@@ -118,14 +118,32 @@ impl Drop for Pending {
 /// `DIR/.splitpkg.lock`, held exclusively (flock) until dropped, so that commands updating one
 /// output directory (`pack` into a channel, `index` into an index) take turns. The file stays:
 /// removing a lock file while another process waits on it would let a third lock a new one beside it.
+///
+/// The lock is a regular file or nothing: opened `O_NOFOLLOW | O_NONBLOCK`, so a symbolic link
+/// planted there is not followed (nor created through) and a FIFO does not block the open, and
+/// refused with one line naming it unless the open file is a regular one.
 pub fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(".splitpkg.lock");
+    let not_regular = || {
+        Error::bad(
+            path.display(),
+            "the directory's lock is not a regular file (a symbolic link, a FIFO or a device); remove it",
+        )
+    };
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+        return Err(not_regular());
+    }
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
+    if !f.metadata().map_err(|e| Error::io(&path, e))?.is_file() {
+        return Err(not_regular());
+    }
     f.lock().map_err(|e| Error::io(&path, e))?;
     Ok(f)
 }

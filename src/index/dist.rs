@@ -14,7 +14,7 @@ use crate::sanitize::check_dist_name;
 use crate::wheel::escaped;
 
 /// `METADATA` larger than this is not a wheel's (torch 2.11's is 30 KiB).
-const METADATA_CAP: u64 = 16 << 20;
+pub const METADATA_CAP: u64 = 16 << 20;
 /// `variant.json` larger than this is not one variant's description.
 const VARIANT_CAP: u64 = 1 << 20;
 /// The longest file name an index takes (file systems take 255 bytes).
@@ -141,7 +141,7 @@ pub fn is_label(l: &str) -> bool {
 }
 
 /// `Requires-Python`: a specifier set, nothing a page could not quote.
-fn is_specifier(s: &str) -> bool {
+pub fn is_specifier(s: &str) -> bool {
     s.len() <= 256
         && s.chars().all(|c| {
             c.is_ascii_alphanumeric()
@@ -157,7 +157,9 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let parts = name_parts(&filename, &display)?;
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // The one opener: a FIFO named `x.whl` does not block, `/dev/zero` behind a link is not read,
+    // and a link is refused as the copy into the index (`stage_copy`) would refuse it.
+    let file = crate::input::file::open_regular(path, crate::input::file::Links::Refuse)?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
     let mut archive = ZipArchive::new(file)
         .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;

@@ -38,10 +38,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::input::file::{Links, read_bounded};
 use crate::output::Pending;
 use crate::progress::Progress;
 use dist::{IndexedWheel, check_file_name, read_wheel, sha256_file, variants_file_name};
-use page::{FileEntry, Meta, ProjectPage, project_html, read_json, root_pages, to_json, url_of};
+use page::{
+    FileEntry, Meta, PAGE_CAP, ProjectPage, project_html, read_json, root_pages, to_json, url_of,
+};
 
 pub const SCHEMA: &str = "splitpkg-index";
 
@@ -203,7 +206,7 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
         added: count(FileStatus::Added) + count(FileStatus::Updated),
         unchanged: count(FileStatus::Unchanged),
         kept: count(FileStatus::Kept),
-        commands: commands(out, &projects, layout),
+        commands: commands(out, &projects, layout, prefer),
         projects,
     })
 }
@@ -238,8 +241,9 @@ fn read_wheels(paths: &[PathBuf], progress: &Progress) -> Result<Vec<IndexedWhee
 }
 
 /// Every input is read and checked: only now does anything appear in --out. Under the index's
-/// lock, the projects given are updated and the root pages written; the projects already there
-/// are reported as they are. Returns every project, sorted, and the wheels left out.
+/// lock, the projects given are updated, the projects already there have their pages regenerated
+/// from their files (an earlier page is never served as it was: `load_project`), and the root
+/// pages are written; all in one commit. Returns every project, sorted, and the wheels left out.
 fn write_index(
     out: &Path,
     wheels: &[IndexedWheel],
@@ -265,25 +269,33 @@ fn write_index(
             &mut pending,
         )?);
     }
-    let listed = write_root(out, &by_project.keys().cloned().collect(), &mut pending)?;
+    let mut names = project_dirs(out)?;
+    names.extend(by_project.keys().cloned());
+    for name in names.iter().filter(|n| !by_project.contains_key(*n)) {
+        projects.push(keep_project(out, name, &mut pending)?);
+    }
+    write_root(out, &names, &mut pending)?;
     pending.commit()?;
     progress.finish();
-
-    // Projects already in the index and not touched are reported as kept.
-    for name in listed.iter().filter(|n| !by_project.contains_key(*n)) {
-        let page: ProjectPage = read_json(&out.join(name).join("index.json"))?;
-        let files = page
-            .files
-            .iter()
-            .map(|f| report_file(f, FileStatus::Kept, None))
-            .collect();
-        projects.push(ProjectReport {
-            name: name.clone(),
-            files,
-        });
-    }
     projects.sort_by(|a, b| a.name.cmp(&b.name));
     Ok((projects, left_out))
+}
+
+/// A project already in the index and not given: its pages regenerated from its files (so a
+/// stored URL or key an earlier page carried is not served on), its files reported as kept.
+fn keep_project(out: &Path, name: &str, pending: &mut Pending) -> Result<ProjectReport> {
+    let dir = out.join(name);
+    let mut page = load_project(&dir, name)?;
+    write_project_pages(&dir, &mut page, pending)?;
+    let files = page
+        .files
+        .iter()
+        .map(|f| report_file(f, FileStatus::Kept, None))
+        .collect();
+    Ok(ProjectReport {
+        name: name.to_string(),
+        files,
+    })
 }
 
 /// Which of `splitpkg wheel`'s sets the index holds, from its files.
@@ -298,25 +310,97 @@ fn layout_of(projects: &[ProjectReport]) -> Layout {
     }
 }
 
-/// How to serve the index and install its first project from it.
-fn commands(out: &Path, projects: &[ProjectReport], layout: Layout) -> IndexCommands {
+/// Where the printed install commands resolve every dependency the index does not hold (torch's
+/// own: `filelock`, the CUDA wheels).
+pub const PUBLIC_INDEX: &str = "https://pypi.org/simple";
+
+/// How to serve the index and install from it. Every project of the index is pinned to its newest
+/// version there (`newest`): with the public index reachable an unpinned `torch` resolves to the
+/// newest monolithic torch (issue 53); pip merges `--index-url` and `--extra-index-url` with no
+/// precedence, so the pin is what makes it take the split, and uv takes a package from the first
+/// index that has it, so the local one comes as `--index` before `--default-index`. `--out` is
+/// quoted as one shell word. An index written with `--prefer` has no command for pip: it holds no
+/// plain fallback and pip does not read PEP 825 variant wheels.
+fn commands(
+    out: &Path,
+    projects: &[ProjectReport],
+    layout: Layout,
+    prefer: Option<&str>,
+) -> IndexCommands {
     let url = "http://127.0.0.1:8000/";
-    let first = projects.first().map(|p| p.name.as_str()).unwrap_or("NAME");
+    let pins: Vec<String> = projects
+        .iter()
+        .filter_map(|p| {
+            let v = newest(p)?;
+            Some(crate::sanitize::shell_word(&format!("{}=={v}", p.name)))
+        })
+        .collect();
+    let pins = if pins.is_empty() {
+        "NAME==VERSION".to_string()
+    } else {
+        pins.join(" ")
+    };
+    let preview = if layout == Layout::Variants {
+        "--preview-features wheel-variants "
+    } else {
+        ""
+    };
+    let pip = match prefer {
+        Some(p) => format!(
+            "# none: pip does not read PEP 825 variant wheels, and --prefer {p} left the plain fallback out of this index; use uv (below), or pip with the index written without --prefer"
+        ),
+        None => format!("pip install --index-url {url} --extra-index-url {PUBLIC_INDEX} {pins}"),
+    };
     IndexCommands {
         serve: format!(
             "python3 -m http.server --bind 127.0.0.1 --directory {} 8000",
-            out.display()
+            crate::sanitize::shell_word(&out.display().to_string())
         ),
-        pip: format!("pip install --index-url {url} {first}"),
-        uv: match layout {
-            Layout::Variants => {
-                format!(
-                    "uv pip install --preview-features wheel-variants --index-url {url} {first}"
-                )
-            }
-            _ => format!("uv pip install --index-url {url} {first}"),
-        },
+        pip,
+        uv: format!("uv pip install {preview}--index {url} --default-index {PUBLIC_INDEX} {pins}"),
     }
+}
+
+/// The version of `project`'s wheels an unpinned install from the index would take: the newest by
+/// PEP 440's order as far as split indexes need it (release numbers numerically, then the local
+/// label, `+1.magma` above `+0.nomagma`; pre-, post- and dev-releases in text order). Yanked files
+/// are not candidates.
+fn newest(project: &ProjectReport) -> Option<String> {
+    project
+        .files
+        .iter()
+        .filter(|f| f.filename.ends_with(".whl") && !f.yanked)
+        .filter_map(|f| f.filename.split('-').nth(1))
+        .max_by(|a, b| pep440_order(a, b))
+        .map(str::to_string)
+}
+
+fn pep440_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (pa, la) = a.split_once('+').unwrap_or((a, ""));
+    let (pb, lb) = b.split_once('+').unwrap_or((b, ""));
+    let segment = |x: &str, y: &str| match (x.parse::<u64>(), y.parse::<u64>()) {
+        (Ok(m), Ok(n)) => m.cmp(&n),
+        (Ok(_), Err(_)) => Ordering::Greater,
+        (Err(_), Ok(_)) => Ordering::Less,
+        (Err(_), Err(_)) => x.cmp(y),
+    };
+    let local = || {
+        let (xs, ys) = (la.split('.'), lb.split('.'));
+        match (la.is_empty(), lb.is_empty()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Less,
+            (false, true) => Ordering::Greater,
+            _ => xs
+                .zip(ys)
+                .map(|(x, y)| segment(x, y))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| la.split('.').count().cmp(&lb.split('.').count())),
+        }
+    };
+    crate::version::compare(pa, pb)
+        .unwrap_or_else(|| pa.cmp(pb))
+        .then_with(local)
 }
 
 const VARIANTS_SUFFIX: &str = "-variants.json";
@@ -383,44 +467,117 @@ fn report_file(f: &FileEntry, status: FileStatus, variant: Option<String>) -> In
     }
 }
 
-/// The project's page as the index has it (every entry checked), or a new one.
+/// The project's page as the index has it, or a new one. Nothing an earlier page says is served
+/// on trust (`verified_entry`); of the page itself only its name is read back (checked against its
+/// directory): `meta` is this tool's, and any other key is dropped (PEP 708's `tracks` and
+/// `alternate-locations` would send installers to another index).
 fn load_project(dir: &Path, name: &str) -> Result<ProjectPage> {
     let path = dir.join("index.json");
-    if !path.exists() {
-        return Ok(ProjectPage {
-            meta: Meta::default(),
-            name: name.to_string(),
-            files: Vec::new(),
-            versions: Vec::new(),
-            other: BTreeMap::new(),
-        });
+    let mut page = ProjectPage {
+        meta: Meta::default(),
+        name: name.to_string(),
+        files: Vec::new(),
+        versions: Vec::new(),
+        other: BTreeMap::new(),
+    };
+    if !regular_or_missing(&path)? {
+        return Ok(page);
     }
-    let page: ProjectPage = read_json(&path)?;
+    let stored: ProjectPage = read_json(&path)?;
     let at = path.display().to_string();
-    if page.name != name {
+    if stored.name != name {
         return Err(Error::bad(
             &at,
             format!(
                 "is the page of {:?}, in the directory of {name:?}",
-                page.name
+                stored.name
             ),
         ));
     }
-    for f in &page.files {
-        check_file_name(&f.filename, &at)?;
-        let m = std::fs::symlink_metadata(dir.join(&f.filename));
-        if !m.is_ok_and(|m| m.is_file()) {
-            return Err(Error::bad(
-                &at,
-                format!(
-                    "lists {}, which is not a file in {}",
-                    f.filename,
-                    dir.display()
-                ),
-            ));
+    for f in &stored.files {
+        if page.files.iter().any(|e| e.filename == f.filename) {
+            return Err(Error::bad(&at, format!("lists {} twice", f.filename)));
         }
+        page.files.push(verified_entry(dir, f, &at)?);
     }
     Ok(page)
+}
+
+/// An entry of a stored page rebuilt from the file it names, which must be a regular file beside
+/// the page: the `url` from the file name (a stored `javascript:…`, off-site or `../` URL is never
+/// read back), the size from the file (another size than the page's means the file changed behind
+/// the index's back: refused, its hash would be stale), the PEP 658 digest from the `.metadata`
+/// file beside it. The SHA-256 and `requires-python` must have their shapes. Of what a person may
+/// set by hand, `yanked` (true or a reason) and `upload-time` are kept; any other key is dropped.
+fn verified_entry(dir: &Path, f: &FileEntry, at: &str) -> Result<FileEntry> {
+    check_file_name(&f.filename, at)?;
+    let lists = |why: String| Error::bad(at, format!("lists {}, {why}", f.filename));
+    let size = match std::fs::symlink_metadata(dir.join(&f.filename)) {
+        Ok(m) if m.is_file() => m.len(),
+        _ => {
+            return Err(lists(format!(
+                "which is not a regular file in {}",
+                dir.display()
+            )));
+        }
+    };
+    if let Some(listed) = f.size.filter(|s| *s != size) {
+        return Err(lists(format!(
+            "of {listed} bytes; the file has {size}: it changed behind the index's back"
+        )));
+    }
+    let sha = f
+        .sha256()
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .ok_or_else(|| lists("without a SHA-256 (64 lower-case hex digits)".into()))?;
+    if let Some(r) = f
+        .requires_python
+        .as_deref()
+        .filter(|r| !dist::is_specifier(r))
+    {
+        return Err(lists(format!(
+            "with Requires-Python {r:?}, not a version specifier"
+        )));
+    }
+    let digest = metadata_digest(dir, &f.filename)?;
+    let upload_time = f.other.get("upload-time").filter(|v| v.is_string());
+    Ok(FileEntry {
+        filename: f.filename.clone(),
+        url: url_of(&f.filename),
+        hashes: BTreeMap::from([("sha256".to_string(), sha.to_string())]),
+        requires_python: f.requires_python.clone(),
+        core_metadata: digest.clone(),
+        dist_info_metadata: digest,
+        yanked: f.yanked.clone().filter(|y| y.is_boolean() || y.is_string()),
+        size: Some(size),
+        other: upload_time
+            .map(|t| BTreeMap::from([("upload-time".to_string(), t.clone())]))
+            .unwrap_or_default(),
+    })
+}
+
+/// The PEP 658 digest of wheel `filename`'s `.metadata` file in `dir`, none when it has none
+/// (or is not a wheel): the page links only a metadata file that is there.
+fn metadata_digest(dir: &Path, filename: &str) -> Result<Option<serde_json::Value>> {
+    let path = dir.join(format!("{filename}.metadata"));
+    if !filename.ends_with(".whl") || !regular_or_missing(&path)? {
+        return Ok(None);
+    }
+    let bytes = read_bounded(&path, Links::Refuse, dist::METADATA_CAP, "PEP 658 metadata")?;
+    let sha = crate::output::hex(&Sha256::digest(&bytes));
+    Ok(Some(serde_json::json!({ "sha256": sha })))
+}
+
+/// Whether the index has a file at `path`: false when nothing is there, true for a regular file.
+/// Anything else (a symbolic link such as `.metadata` -> /etc/passwd, a FIFO, a device, a
+/// directory) is refused with one line naming it: an index reads, serves and replaces only
+/// regular files of its own, and the check opens nothing that could block.
+fn regular_or_missing(path: &Path) -> Result<bool> {
+    match crate::input::open_nofollow(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, e)),
+    }
 }
 
 /// Add `new` to the project `name`'s directory and pages, staged in `pending`. With `prefer`, a
@@ -503,31 +660,39 @@ fn add_wheel(
     pending: &mut Pending,
 ) -> Result<FileStatus> {
     let on_disk = dir.join(&w.filename);
-    let present = std::fs::symlink_metadata(&on_disk).is_ok();
+    let present = regular_or_missing(&on_disk)?;
     if present {
         same_file(&on_disk, w)?;
     } else {
         stage_copy(w, dir, pending)?;
     }
-    let meta_name = format!("{}.metadata", w.filename);
-    let meta_hash = crate::output::hex(&Sha256::digest(&w.metadata));
-    if !present || !dir.join(&meta_name).is_file() {
-        stage_bytes(dir, &meta_name, &w.metadata, pending)?;
-    }
-    if !page.files.iter().any(|f| f.filename == w.filename) {
-        let digest = serde_json::json!({ "sha256": meta_hash });
-        page.files.push(FileEntry {
-            filename: w.filename.clone(),
-            url: url_of(&w.filename),
-            hashes: BTreeMap::from([("sha256".to_string(), w.sha256.clone())]),
-            requires_python: w.requires_python.clone(),
-            core_metadata: Some(digest.clone()),
-            dist_info_metadata: Some(digest),
-            yanked: None,
-            size: Some(w.size),
-            other: BTreeMap::new(),
-        });
-    }
+    // The `.metadata` is the wheel's METADATA: whatever else is there is replaced.
+    stage_if_changed(
+        dir,
+        &format!("{}.metadata", w.filename),
+        &w.metadata,
+        pending,
+    )?;
+    let digest = serde_json::json!({ "sha256": crate::output::hex(&Sha256::digest(&w.metadata)) });
+    // Listed or not, the entry says what the verified file is; a yank set by hand stays.
+    let (yanked, other) = page
+        .files
+        .iter()
+        .find(|f| f.filename == w.filename)
+        .map(|f| (f.yanked.clone(), f.other.clone()))
+        .unwrap_or_default();
+    page.files.retain(|f| f.filename != w.filename);
+    page.files.push(FileEntry {
+        filename: w.filename.clone(),
+        url: url_of(&w.filename),
+        hashes: BTreeMap::from([("sha256".to_string(), w.sha256.clone())]),
+        requires_python: w.requires_python.clone(),
+        core_metadata: Some(digest.clone()),
+        dist_info_metadata: Some(digest),
+        yanked,
+        size: Some(w.size),
+        other,
+    });
     Ok(if present && status.contains_key(&w.filename) {
         FileStatus::Unchanged
     } else {
@@ -599,9 +764,13 @@ fn stage_bytes(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending) -> R
     Ok(())
 }
 
-/// Pages are rewritten only when their text changes, so a repeated run touches nothing.
+/// Pages (and `.metadata` files) are rewritten only when their bytes change, so a repeated run
+/// touches nothing. What is there is read through the bounded opener: a FIFO, a link or a device
+/// at a page's place is refused, never read or replaced.
 fn stage_if_changed(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending) -> Result<()> {
-    if std::fs::read(dir.join(name)).is_ok_and(|old| old == bytes) {
+    let path = dir.join(name);
+    if regular_or_missing(&path)? && read_bounded(&path, Links::Refuse, PAGE_CAP, "page")? == bytes
+    {
         return Ok(());
     }
     stage_bytes(dir, name, bytes, pending)
@@ -626,7 +795,7 @@ fn update_variant_sets(
     for (file, members) in sets {
         check_file_name(&file, &dir.display().to_string())?;
         let path = dir.join(&file);
-        let existing: Option<serde_json::Value> = if path.exists() {
+        let existing: Option<serde_json::Value> = if regular_or_missing(&path)? {
             Some(read_json(&path)?)
         } else {
             None
@@ -753,33 +922,38 @@ fn refuse_mixed_sets(dir: &Path, page: &ProjectPage) -> Result<()> {
     Ok(())
 }
 
-/// The root pages: every project directory with a page, the ones updated now included. Returns
-/// the project names listed.
-fn write_root(
-    out: &Path,
-    updated: &BTreeSet<String>,
-    pending: &mut Pending,
-) -> Result<Vec<String>> {
-    let mut names: BTreeSet<String> = updated.clone();
+/// Every project directory of the index with a page. A symbolic link under a project's name is
+/// refused: the index would list and serve whatever it points at.
+fn project_dirs(out: &Path) -> Result<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
     for e in std::fs::read_dir(out)
         .map_err(|e| Error::io(out, e))?
         .filter_map(|e| e.ok())
     {
         let name = e.file_name().to_string_lossy().into_owned();
-        let is_project =
-            e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join("index.json").is_file();
-        if is_project
-            && check_file_name(&name, &out.display().to_string()).is_ok()
-            && dist::normalize(&name) == name
-        {
+        if check_file_name(&name, "").is_err() || dist::normalize(&name) != name {
+            continue;
+        }
+        let t = e.file_type().map_err(|err| Error::io(e.path(), err))?;
+        if t.is_symlink() {
+            return Err(Error::bad(
+                e.path().display(),
+                "is a symbolic link where a project directory goes: an index serves only its own directories; remove it",
+            ));
+        }
+        if t.is_dir() && regular_or_missing(&e.path().join("index.json"))? {
             names.insert(name);
         }
     }
-    let names: Vec<String> = names.into_iter().collect();
+    Ok(names)
+}
+
+/// The root pages listing `names`.
+fn write_root(out: &Path, names: &BTreeSet<String>, pending: &mut Pending) -> Result<()> {
+    let names: Vec<String> = names.iter().cloned().collect();
     let (json, html) = root_pages(&names)?;
     stage_if_changed(out, "index.json", json.as_bytes(), pending)?;
-    stage_if_changed(out, "index.html", html.as_bytes(), pending)?;
-    Ok(names)
+    stage_if_changed(out, "index.html", html.as_bytes(), pending)
 }
 
 /// The report as text.
@@ -840,6 +1014,23 @@ pub fn report_text(r: &IndexReport) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn pins_take_the_version_an_unpinned_install_would() {
+        use std::cmp::Ordering::*;
+        for (a, b, o) in [
+            ("2.5.1+1.magma", "2.5.1+0.nomagma", Greater),
+            ("2.5.1+split", "2.5.1", Greater),
+            ("2.10.0", "2.9.1", Greater),
+            ("2.5.1+10", "2.5.1+9", Greater),
+            ("2.5.1+1", "2.5.1+abc", Greater),
+            ("2.5.1+1.magma", "2.5.1+1.magma.x", Less),
+            ("2.5.1", "2.5.1", Equal),
+        ] {
+            assert_eq!(pep440_order(a, b), o, "{a} vs {b}");
+            assert_eq!(pep440_order(b, a), o.reverse(), "{b} vs {a}");
+        }
+    }
 
     #[test]
     fn variant_docs_merge_or_refuse() {

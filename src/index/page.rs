@@ -1,8 +1,9 @@
 //! The pages of a static simple index: each project's `index.json` (PEP 691, API 1.1 with PEP 700's
 //! `versions` and `size`) is the model, and its `index.html` (PEP 503, with PEP 658/714 metadata
 //! attributes) is rendered from it; the root lists the projects the same two ways. A project's
-//! `index.json` is also what an update reads back, so whatever a release engineer set there by hand
-//! (a `yanked` reason, keys this tool does not know) is kept.
+//! `index.json` is also what an update reads back, but only for its list of files and what a
+//! release engineer sets there by hand (`yanked`, `upload-time`): every entry is rebuilt from the
+//! file it names (`index::verified_entry`), so a URL or key an earlier page carried is never served.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,7 +16,7 @@ use crate::error::{Error, Result};
 /// The simple API version the pages declare (PEP 700's `versions` and `size` need 1.1).
 pub const API_VERSION: &str = "1.1";
 /// An existing page larger than this is not one this tool wrote.
-const PAGE_CAP: u64 = 64 << 20;
+pub const PAGE_CAP: u64 = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
@@ -124,18 +125,8 @@ fn escape(s: &str) -> String {
 /// Read a page this tool (or a person) wrote earlier: bounded, and refused with one line when it
 /// is not a page of this shape.
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    use std::io::Read;
-    let f = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
-    let mut text = Vec::new();
-    f.take(PAGE_CAP + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| Error::io(path, e))?;
-    if text.len() as u64 > PAGE_CAP {
-        return Err(Error::bad(
-            path.display(),
-            format!("larger than {PAGE_CAP} bytes"),
-        ));
-    }
+    use crate::input::file::{Links, read_bounded};
+    let text = read_bounded(path, Links::Refuse, PAGE_CAP, "page")?;
     serde_json::from_slice(&text).map_err(|e| {
         Error::bad_source(
             path.display(),

@@ -1312,3 +1312,320 @@ fn torch_2_11_split_from_the_index_pip_download_and_uv_compile() {
         "torch's other dependencies from PyPI: {compiled}"
     );
 }
+
+/// Every path under `dir` with what it is: a regular file's bytes and modification time, a link's
+/// target, or the kind of anything else. Unlike `snapshot` it opens nothing but regular files, so
+/// it never blocks on a planted FIFO.
+fn state(dir: &Path) -> Vec<(String, String)> {
+    use std::os::unix::fs::FileTypeExt;
+    walk(dir)
+        .into_iter()
+        .filter(|(rel, _)| rel != ".splitpkg.lock")
+        .map(|(rel, p)| {
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let t = m.file_type();
+            let what = if t.is_symlink() {
+                format!("-> {}", std::fs::read_link(&p).unwrap().display())
+            } else if t.is_fifo() {
+                "fifo".to_string()
+            } else {
+                format!("{} {:?}", sha256(&p), m.modified().unwrap())
+            };
+            (rel, what)
+        })
+        .collect()
+}
+
+fn mkfifo(path: &Path) {
+    assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+}
+
+/// A run that must be refused: exit 2, one line naming `names`, the index as it was.
+fn refused_unchanged(o: &Output, out: &Path, before: &[(String, String)], names: &str) {
+    one_line(o, names);
+    assert_eq!(state(out), before, "nothing written: {}", stderr(o));
+}
+
+/// Issue 50: on update, a `url` stored in an earlier page (`javascript:`, an off-site URL, a path
+/// out of the index) never reaches a page: every entry is rebuilt from the file it names, in the
+/// project given and in a project kept as it was; keys that would send installers elsewhere
+/// (PEP 708 `tracks`, `alternate-locations`) and stale hashes are dropped, a hand-set yank stays.
+#[test]
+fn stored_urls_never_reach_a_page_entries_are_rebuilt_from_the_files() {
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let out = d.path().join("index");
+    assert_eq!(index(&[&wheels], &out).status.code(), Some(0));
+    let clean: Vec<(String, Vec<u8>)> = ["torch", "torch-cuda-linalg"]
+        .iter()
+        .flat_map(|p| ["index.html", "index.json"].map(|f| format!("{p}/{f}")))
+        .map(|rel| (rel.clone(), std::fs::read(out.join(&rel)).unwrap()))
+        .collect();
+    let hostile = [
+        "javascript:alert(1)",
+        "https://evil.example/x.whl",
+        "../../../etc/passwd",
+    ];
+    for project in ["torch", "torch-cuda-linalg"] {
+        let mut p = page(&out, project);
+        for (i, f) in p["files"].as_array_mut().unwrap().iter_mut().enumerate() {
+            f["url"] = serde_json::json!(hostile[i % hostile.len()]);
+            f["provenance"] = serde_json::json!("https://evil.example/prov");
+            f["core-metadata"] = serde_json::json!({"sha256": "0".repeat(64)});
+        }
+        p["tracks"] = serde_json::json!(["https://evil.example/simple/torch/"]);
+        p["alternate-locations"] = serde_json::json!(["https://evil.example/simple/"]);
+        p["meta"]["api-version"] = serde_json::json!("9\"><script>");
+        std::fs::write(
+            out.join(project).join("index.json"),
+            serde_json::to_string_pretty(&p).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            out.join(project).join("index.html"),
+            "<a href=\"javascript:alert(1)\">x</a>",
+        )
+        .unwrap();
+    }
+    // The core given again (its project updated), the lazy project only kept.
+    let o = index(&[&wheels.join(CORE)], &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (rel, bytes) in &clean {
+        let now = std::fs::read_to_string(out.join(rel)).unwrap();
+        for bad in hostile
+            .iter()
+            .copied()
+            .chain(["evil.example", "<script>", "tracks"])
+        {
+            assert!(!now.contains(bad), "{rel} still carries {bad:?}: {now}");
+        }
+        assert_eq!(
+            now,
+            String::from_utf8_lossy(bytes),
+            "{rel}: rebuilt as a fresh run wrote it"
+        );
+    }
+    // A yank by hand survives the rebuild; a yank that is not true or a reason does not.
+    let path = out.join("torch/index.json");
+    let mut p = page(&out, "torch");
+    p["files"][0]["yanked"] = serde_json::json!("bad build");
+    std::fs::write(&path, serde_json::to_string_pretty(&p).unwrap()).unwrap();
+    assert_eq!(index(&[&wheels.join(MAGMA)], &out).status.code(), Some(0));
+    assert_eq!(entry(&page(&out, "torch"), CORE)["yanked"], "bad build");
+    assert_eq!(
+        entry(&page(&out, "torch"), CORE)["url"],
+        CORE.replace('+', "%2B")
+    );
+}
+
+/// Issue 50: a page that lists a file whose size is not the file's (it changed behind the index's
+/// back, the hash is stale), or a hash that is not a SHA-256, is refused rather than served on.
+#[test]
+fn a_page_that_lies_about_its_files_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let out = d.path().join("index");
+    assert_eq!(index(&[&wheels], &out).status.code(), Some(0));
+    let path = out.join("torch-cuda-linalg/index.json");
+    let good = std::fs::read(&path).unwrap();
+    for (key, value, says) in [
+        (
+            "size",
+            serde_json::json!(1),
+            "changed behind the index's back",
+        ),
+        (
+            "hashes",
+            serde_json::json!({"sha256": "\"><script>"}),
+            "without a SHA-256",
+        ),
+    ] {
+        let mut p: serde_json::Value = serde_json::from_slice(&good).unwrap();
+        p["files"][0][key] = value;
+        std::fs::write(&path, serde_json::to_string_pretty(&p).unwrap()).unwrap();
+        let before = state(&out);
+        // The other project given: the kept one is checked all the same.
+        let o = index(&[&wheels.join(CORE)], &out);
+        refused_unchanged(&o, &out, &before, says);
+        assert!(
+            stderr(&o).contains("torch-cuda-linalg/index.json"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+/// Issue 50: a symbolic link where the index keeps a file — a `.metadata` (PEP 658) to
+/// /etc/passwd, a wheel, a page, the lock, a project directory (given or kept) — is refused with
+/// one line naming it, exit 2, nothing written: never kept, served, followed or replaced.
+#[test]
+fn symlinks_in_the_index_are_refused_and_nothing_is_written() {
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let fresh = || {
+        let out = d.path().join("index");
+        let _ = std::fs::remove_dir_all(&out);
+        assert_eq!(index(&[&wheels], &out).status.code(), Some(0));
+        out
+    };
+    let elsewhere = d.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let cases: [(&str, &str); 6] = [
+        (
+            "torch-cuda-linalg/torch_cuda_linalg-2.5.1+1.magma-cp311-cp311-linux_x86_64.whl.metadata",
+            "/etc/passwd",
+        ),
+        ("torch/torch-2.5.1+split-cp311-cp311-linux_x86_64.whl", ""),
+        ("torch/index.html", "/etc/passwd"),
+        ("torch-cuda-linalg/index.json", ""),
+        ("index.json", "/etc/passwd"),
+        (".splitpkg.lock", "/etc/passwd"),
+    ];
+    for (rel, target) in cases {
+        let out = fresh();
+        let at = out.join(rel);
+        // An empty target: the link points at a copy of the file itself, outside the index.
+        let target = if target.is_empty() {
+            let copy = elsewhere.join(at.file_name().unwrap());
+            std::fs::copy(&at, &copy).unwrap();
+            copy
+        } else {
+            PathBuf::from(target)
+        };
+        std::fs::remove_file(&at).unwrap();
+        std::os::unix::fs::symlink(&target, &at).unwrap();
+        let before = state(&out);
+        // The core given: one case in a project given, the others kept or the index's own.
+        let o = index(&[&wheels.join(CORE)], &out);
+        refused_unchanged(&o, &out, &before, rel.rsplit('/').next().unwrap());
+        if target == Path::new("/etc/passwd") {
+            assert!(!stdout(&o).contains("root:"), "{}", stdout(&o));
+        }
+    }
+    // A project directory that is a link: given, and kept.
+    for given in [CORE, MAGMA] {
+        let out = fresh();
+        let moved = elsewhere.join("torch");
+        let _ = std::fs::remove_dir_all(&moved);
+        std::fs::rename(out.join("torch"), &moved).unwrap();
+        std::os::unix::fs::symlink(&moved, out.join("torch")).unwrap();
+        let before = state(&out);
+        let moved_before = state(&moved);
+        let o = index(&[&wheels.join(given)], &out);
+        refused_unchanged(&o, &out, &before, "symbolic link");
+        assert!(stderr(&o).contains("torch"), "{}", stderr(&o));
+        assert_eq!(state(&moved), moved_before, "nothing written through it");
+    }
+}
+
+/// Issue 50: a FIFO at a wheel's place (given, or in the index), at a page's, at the root
+/// `index.json` or at the lock, and `/dev/zero` behind a `.whl` link, are refused without blocking
+/// or reading: one line naming the file, exit 2, nothing written.
+#[test]
+fn fifos_and_devices_are_refused_without_hanging() {
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let out = d.path().join("index");
+    // As inputs: nothing is created.
+    let fifo = d.path().join("x-1.0-py3-none-any.whl");
+    mkfifo(&fifo);
+    let zero = d.path().join("z-1.0-py3-none-any.whl");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for (input, says) in [(&fifo, "a FIFO"), (&zero, "a symlink")] {
+        let o = index(&[input.as_path()], &out);
+        one_line(&o, says);
+        assert!(stderr(&o).contains(s(input)), "{}", stderr(&o));
+        assert!(!out.exists());
+    }
+    // In the index, where it keeps a file.
+    for rel in [
+        "torch/torch-2.5.1+split-cp311-cp311-linux_x86_64.whl",
+        "torch-cuda-linalg/torch_cuda_linalg-2.5.1+1.magma-cp311-cp311-linux_x86_64.whl.metadata",
+        "torch/index.html",
+        "torch-cuda-linalg/index.json",
+        "index.json",
+        ".splitpkg.lock",
+    ] {
+        let _ = std::fs::remove_dir_all(&out);
+        assert_eq!(index(&[&wheels], &out).status.code(), Some(0));
+        std::fs::remove_file(out.join(rel)).unwrap();
+        mkfifo(&out.join(rel));
+        let before = state(&out);
+        let o = index(&[&wheels.join(CORE)], &out);
+        refused_unchanged(&o, &out, &before, rel.rsplit('/').next().unwrap());
+    }
+}
+
+/// Issue 50 and 53: the printed commands are safe to paste and install the split. `--out` is one
+/// shell word however it is named (`sh` splits the printed serve command back into the same argv
+/// and runs nothing else); pip and uv pin every project to the split's versions, with the local
+/// index before the public one for uv; the `--prefer` index prints no pip command, as pip cannot
+/// install from it.
+#[test]
+fn printed_commands_quote_out_and_pin_the_split() {
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let out = d.path().join("a b; touch pwned; 'q' $(touch pwned2)");
+    let o = index(&[&wheels], &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let c = json(&o)["commands"].clone();
+    let serve = c["serve"].as_str().unwrap();
+    let argv = serve
+        .strip_prefix("python3 ")
+        .unwrap_or_else(|| panic!("{serve}"));
+    let split = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s\\n' {argv}"))
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(split.status.success(), "{}", stderr(&split));
+    assert_eq!(
+        stdout(&split).lines().collect::<Vec<_>>(),
+        [
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            s(&out),
+            "8000"
+        ]
+    );
+    assert!(!d.path().join("pwned").exists() && !d.path().join("pwned2").exists());
+    let pins = "torch==2.5.1+split torch-cuda-linalg==2.5.1+1.magma";
+    assert_eq!(
+        c["pip"],
+        format!(
+            "pip install --index-url http://127.0.0.1:8000/ --extra-index-url https://pypi.org/simple {pins}"
+        )
+    );
+    assert_eq!(
+        c["uv"],
+        format!(
+            "uv pip install --index http://127.0.0.1:8000/ --default-index https://pypi.org/simple {pins}"
+        )
+    );
+    assert!(stdout(&run(&["index", "--quiet", "--out", s(&out), s(&wheels)])).contains(pins));
+
+    // The variant set: the lazy project's one version; the --prefer index has no pip command.
+    let v = wheels.join("variants");
+    let vout = d.path().join("index-variants");
+    let r = json(&index(&[&v], &vout));
+    let vpins = "torch==2.5.1+split torch-cuda-linalg==2.5.1";
+    assert_eq!(
+        r["commands"]["uv"],
+        format!(
+            "uv pip install --preview-features wheel-variants --index http://127.0.0.1:8000/ --default-index https://pypi.org/simple {vpins}"
+        )
+    );
+    assert!(r["commands"]["pip"].as_str().unwrap().ends_with(vpins));
+    let slim = d.path().join("index-slim");
+    let r = json(&index_with(&[&v], &slim, &["--prefer", "nomagma"]));
+    assert!(r["commands"]["uv"].as_str().unwrap().ends_with(vpins));
+    let pip = r["commands"]["pip"].as_str().unwrap();
+    assert!(
+        pip.starts_with("# none: pip does not read PEP 825 variant wheels"),
+        "{pip}"
+    );
+}
