@@ -25,7 +25,7 @@ One index holds one of `splitpkg wheel`'s sets: the local-label wheels (DIR) or 
 
 One index serves one preference of the PEP 825 set. uv's variant mode installs the variant whose value a -variants.json lists first and offers no choice of its own, so --prefer VARIANT writes an index of the same wheels with VARIANT listed first: users choose it as their index (--index-url, UV_DEFAULT_INDEX, uv.toml). It leaves out the plain fallback (the publisher's default build, which pip would install) and refuses a set without VARIANT, an index that would lack a VARIANT wheel for one of the set's platforms, and an index written with another preference.
 
-Serve INDEX with any static server (docs/wheel.md has nginx and S3 notes). The commands printed at the end pin every project of INDEX to its newest version there: with the public index reachable, an unpinned `torch` installs the newest monolithic torch. pip has no index precedence (the pin decides); uv takes a package from the first index that has it (--index before --default-index). An index written with --prefer has no pip command: pip does not read variant wheels and the fallback is left out.
+Serve INDEX with any static server (docs/wheel.md has nginx and S3 notes). The commands printed at the end pin every project of INDEX to its newest version there: with the public index reachable, an unpinned `torch` installs the newest monolithic torch. pip has no index precedence (the pin decides); uv takes a package from the first index that has it (--index comes ahead of its default index). torch's own dependencies come from the index your installer is set up with. An index written with --prefer has no pip command: pip does not read variant wheels and the fallback is left out.
 
 Exit codes: 0 written, 2 bad input (a broken or hostile wheel, a published name with other bytes, the two sets in one index, --out a file, a --prefer the wheels or INDEX cannot take, a symbolic link, FIFO or device where INDEX keeps a file, page, project directory or its lock, a page listing a file that is not there).
 
@@ -36,13 +36,13 @@ Examples:
   splitpkg index wheels/variants/ --out index-variants/
   splitpkg index wheels/variants/ --out index-slim/ --prefer nomagma
   python3 -m http.server --bind 127.0.0.1 --directory index/ 8000
-  pip install --index-url http://127.0.0.1:8000/ --extra-index-url https://pypi.org/simple \\
-    torch==2.11.0+split torch-cuda-linalg==2.11.0+1.magma
+  pip install --extra-index-url http://127.0.0.1:8000/ torch==2.11.0+split \\
+    torch-cuda-linalg==2.11.0+1.magma
   # uv, variant mode: index-variants/ on 8001, index-slim/ on 8002
   uv pip install --preview-features wheel-variants --index http://127.0.0.1:8001/ \\
-    --default-index https://pypi.org/simple torch==2.11.0+split torch-cuda-linalg==2.11.0
+    torch==2.11.0+split torch-cuda-linalg==2.11.0
   uv pip install --preview-features wheel-variants --index http://127.0.0.1:8002/ \\
-    --default-index https://pypi.org/simple torch==2.11.0+split torch-cuda-linalg==2.11.0";
+    torch==2.11.0+split torch-cuda-linalg==2.11.0";
 
 #[derive(Args)]
 pub struct IndexArgs {

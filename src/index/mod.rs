@@ -310,15 +310,13 @@ fn layout_of(projects: &[ProjectReport]) -> Layout {
     }
 }
 
-/// Where the printed install commands resolve every dependency the index does not hold (torch's
-/// own: `filelock`, the CUDA wheels).
-pub const PUBLIC_INDEX: &str = "https://pypi.org/simple";
-
 /// How to serve the index and install from it. Every project of the index is pinned to its newest
 /// version there (`newest`): with the public index reachable an unpinned `torch` resolves to the
-/// newest monolithic torch (issue 53); pip merges `--index-url` and `--extra-index-url` with no
+/// newest monolithic torch (issue 53); pip merges `--extra-index-url` with its index with no
 /// precedence, so the pin is what makes it take the split, and uv takes a package from the first
-/// index that has it, so the local one comes as `--index` before `--default-index`. `--out` is
+/// index that has it, so the local one comes as `--index`, ahead of uv's default index. Neither
+/// command names the public index: torch's own dependencies come from the index the user's
+/// installer is set up with (PyPI unless configured otherwise, a mirror where one is). `--out` is
 /// quoted as one shell word. An index written with `--prefer` has no command for pip: it holds no
 /// plain fallback and pip does not read PEP 825 variant wheels.
 fn commands(
@@ -349,7 +347,7 @@ fn commands(
         Some(p) => format!(
             "# none: pip does not read PEP 825 variant wheels, and --prefer {p} left the plain fallback out of this index; use uv (below), or pip with the index written without --prefer"
         ),
-        None => format!("pip install --index-url {url} --extra-index-url {PUBLIC_INDEX} {pins}"),
+        None => format!("pip install --extra-index-url {url} {pins}"),
     };
     IndexCommands {
         serve: format!(
@@ -357,7 +355,7 @@ fn commands(
             crate::sanitize::shell_word(&out.display().to_string())
         ),
         pip,
-        uv: format!("uv pip install {preview}--index {url} --default-index {PUBLIC_INDEX} {pins}"),
+        uv: format!("uv pip install {preview}--index {url} {pins}"),
     }
 }
 
