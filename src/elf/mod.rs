@@ -354,7 +354,8 @@ fn check_segments(h: &Header, phdrs: &[ProgramHeader], len: u64) -> Result<(), E
     }
     const PAGE: u64 = 4096;
     if let Some(index) = phdrs.iter().position(|p| {
-        p.p_type == program_header::PT_LOAD && p.p_vaddr.wrapping_sub(p.p_offset) % PAGE != 0
+        p.p_type == program_header::PT_LOAD
+            && !p.p_vaddr.wrapping_sub(p.p_offset).is_multiple_of(PAGE)
     }) {
         return Err(ElfError::LoadMisaligned { index });
     }

@@ -790,6 +790,11 @@ fn the_load_tree_labels_each_edge_as_its_roots_process_found_it() {
         true,
     );
     let (reqs, _) = ld_debug_dlopen(&base.join("host"), &t.join("lib/_C.so"));
+    // The host's own requests (its libc) are not the tree's.
+    let tree_c = canon(&t);
+    let reqs: Vec<Request> = (reqs.into_iter())
+        .filter(|r| canon(&r.by).starts_with(&tree_c))
+        .collect();
     agrees_per_request(&t, &ins, "lib/_C.so", &reqs, true);
     assert!(
         !reqs
