@@ -195,7 +195,9 @@ pub enum How {
     TreeDefault { dir: String },
     /// The NEEDED entry is a path (absolute: mapped into the tree when it points inside it).
     Path { path: String },
-    /// A library with this soname is already loaded in the process.
+    /// A library with this soname (or file name) is already loaded in the process, so ld.so does
+    /// not search: `by` is the object whose request loaded it there (the root, for the root
+    /// itself), not the library.
     AlreadyLoaded { by: String },
     /// Not on any search path, but a file of that name exists in the tree: ld.so would not find it
     /// without `LD_LIBRARY_PATH`.
@@ -1038,10 +1040,18 @@ impl<'t, 'a> Builder<'t, 'a> {
         // 0. An object already loaded under that name or SONAME is reused before any search (the
         //    search path, DF_1_NODEFLIB and all do not matter then).
         if let Some(&f) = p.loaded.get(name) {
+            // Who brought it in: the last object of its loader chain (the library's own path read
+            // "already loaded (by libtorch_cpu.so)" for libtorch_cpu.so, as if it loaded itself).
+            let by = p
+                .chains
+                .get(&f)
+                .and_then(|c| c.last())
+                .copied()
+                .unwrap_or(f);
             return (
                 Some(f),
                 How::AlreadyLoaded {
-                    by: self.files[f].path.to_string(),
+                    by: self.files[by].path.to_string(),
                 },
                 None,
             );

@@ -1,8 +1,11 @@
 //! `--lazy`: which files are the lazily loaded libraries. Each argument is an exact name (a file
 //! name or SONAME, as before) or a glob over them (`libfoo_providers_*.so`: `*`, `?` and `[...]`
-//! classes); the lazy set is every file any argument selects. An exact name that selects nothing is
-//! an answer (the payload is then loaded eagerly: NOT CONFINED, torch 1.10); a glob that selects
-//! nothing is a mistake in the command line, refused by the pipeline (exit 2).
+//! classes); the lazy set is every file any argument selects. A glob that selects nothing is a
+//! mistake in the command line, refused by the pipeline (exit 2); so is an exact name that selects
+//! nothing while the tree loads another library lazily on the way to the payload (a mistyped name:
+//! the pipeline names the closest ones, [`closest_names`]). Where nothing in the tree is loaded
+//! lazily on the way to the payload, an exact name that selects nothing is an answer (the payload
+//! is loaded eagerly: NOT CONFINED, torch 1.10).
 
 use crate::analysis::inspect::Inspection;
 use crate::input::Tree;
@@ -94,6 +97,51 @@ pub fn select<S: AsRef<str>>(ins: &Inspection, patterns: &[S]) -> Selection {
         }
     }
     sel
+}
+
+/// The tree's library names (file names and SONAMEs) a `--lazy` name that selects nothing most
+/// likely meant, best first, at most three: `lazily_loaded` (the libraries the tree loads lazily
+/// on the way to the payload) first, then the names within a third of its length in edit distance
+/// or sharing its stem (`libtorch_cuda` for `libtorch_cuda.so.2`).
+pub fn closest_names(ins: &Inspection, name: &str, lazily_loaded: &[String]) -> Vec<String> {
+    let stem = |n: &str| n.split(".so").next().unwrap_or(n).to_string();
+    let mut scored: Vec<(bool, usize, String)> = Vec::new();
+    let names = ins.files.iter().flat_map(|f| {
+        let file = Tree::file_name(&f.path).to_string();
+        std::iter::once(file).chain(f.elf.soname.clone())
+    });
+    for n in names.filter(|n| crate::elf::is_library_name(n)) {
+        let distance = edit_distance(name.as_bytes(), n.as_bytes());
+        let preferred = lazily_loaded.contains(&n);
+        let (a, b) = (stem(name), stem(&n));
+        let near = distance <= (name.len() / 3).max(2) || a.starts_with(&b) || b.starts_with(&a);
+        if preferred || near {
+            scored.push((!preferred, distance, n));
+        }
+    }
+    scored.sort();
+    let mut out: Vec<String> = Vec::new();
+    for (_, _, n) in scored {
+        if !out.contains(&n) && out.len() < 3 {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// Levenshtein distance over bytes (two rows): names are short, a few hundred per tree.
+fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, &x) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, &y) in b.iter().enumerate() {
+            let swap = prev[j] + usize::from(x != y);
+            cur[j + 1] = swap.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
 }
 
 /// `*` (any run), `?` (one byte) and `[...]` classes (`[abc]`, `[a-z]`, `[!x]`), over whole names.
@@ -200,6 +248,15 @@ mod tests {
         assert!(m("*", "anything") && m("**x", "x") && !m("*x", "xy"));
         assert!(m("lib[x.so", "lib[x.so"), "an unclosed class is literal");
         assert!(m("a*b*c", "a-b-b-c") && !m("a*b*c", "a-b-b-"));
+    }
+
+    #[test]
+    fn edit_distances() {
+        let d = |a: &str, b: &str| edit_distance(a.as_bytes(), b.as_bytes());
+        assert_eq!(d("libfoo.so", "libfoo.so"), 0);
+        assert_eq!(d("libtorch_cuda_linalg.so", "libtorch_cuda_linalq.so"), 1);
+        assert_eq!(d("", "abc"), 3);
+        assert_eq!(d("kitten", "sitting"), 3);
     }
 
     #[test]

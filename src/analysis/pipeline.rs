@@ -11,6 +11,7 @@ use crate::analysis::payload::PayloadSpec;
 use crate::analysis::plan::{Plan, make_plan};
 use crate::analysis::verdict::{Analysis, Verdict, prove};
 use crate::error::{Error, Result};
+use crate::input::Tree;
 use crate::progress::Progress;
 
 /// What to read and how to model it: the input, the lazy library, the payload, the loader options.
@@ -92,6 +93,9 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
             ),
         ));
     }
+    if let Some(reason) = unmatched_name(&inspection, &analysis, &req.lazy) {
+        return Err(Error::bad(req.path.display(), reason));
+    }
     let proved = started.elapsed();
     let mut plan =
         tracing::debug_span!("plan").in_scope(|| make_plan(&inspection, &analysis, &req.lazy));
@@ -124,6 +128,37 @@ pub fn plan_tree(req: &Request, progress: &Progress) -> Result<Planned> {
         plan,
         timings,
     })
+}
+
+/// The refusal of an exact `--lazy` name that selects no file while the tree loads a library
+/// lazily on the way to the payload (a witness crosses a lazy edge into a tree file): the name is
+/// then a mistake for that library, and NOT CONFINED would be a wrong answer about the tree. With no
+/// such library (torch 1.10: MAGMA is linked into libtorch_cuda.so and nothing in the tree is
+/// dlopened on the way to it) the name selecting nothing stays the answer, NOT CONFINED.
+fn unmatched_name(ins: &Inspection, analysis: &Analysis, lazy: &[String]) -> Option<String> {
+    use crate::analysis::lazy::{LazyPattern, closest_names};
+    if !analysis.lazy_file_ids.is_empty() {
+        return None;
+    }
+    let name = lazy
+        .iter()
+        .find(|l| matches!(LazyPattern::parse(l), LazyPattern::Name(_)))?;
+    let mut lazily_loaded: Vec<String> = (analysis.witnesses.iter())
+        .flat_map(|w| &w.steps)
+        .filter(|s| s.kind.is_lazy() && ins.file(&s.to).is_some())
+        .map(|s| Tree::file_name(&s.to).to_string())
+        .collect();
+    if lazily_loaded.is_empty() {
+        return None;
+    }
+    lazily_loaded.sort();
+    lazily_loaded.dedup();
+    let names = closest_names(ins, name, &lazily_loaded);
+    Some(format!(
+        "--lazy {name:?} matches no ELF file by name or SONAME, while the tree loads {} lazily on the way to the payload; did you mean {}? (`splitpkg inspect` lists the files)",
+        lazily_loaded.join(", "),
+        names.join(" or ")
+    ))
 }
 
 /// What a command needs a CONFINED plan for: the words of its refusal when the plan is not.

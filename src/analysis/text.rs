@@ -176,35 +176,87 @@ fn warnings_text(s: &mut String, warnings: &[crate::analysis::verdict::Warning])
     }
 }
 
+/// Each root's tree is its own process: only the edges that process took (ld.so finds a name
+/// differently per process: through the requester's DT_RPATH in one, already loaded in another).
+/// A subtree printed before is referred to ("see above") only where this process took the same
+/// edges below it; otherwise it is printed again.
 fn load_tree(g: &LoadGraph) -> String {
     let mut s = String::new();
-    let mut shown: HashSet<usize> = HashSet::new();
     let mut roots: Vec<&crate::analysis::graph::Node> =
         g.nodes.iter().filter(|n| n.root.is_some()).collect();
     roots.sort_by_key(|n| (n.root, n.name.clone()));
+    let mut shown = Shown::default();
     for r in roots {
         let kind = serde_json::to_value(r.root)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
         let _ = writeln!(s, "{} [root: {kind}]", r.name);
-        shown.insert(r.id);
-        walk(g, r.id, "", &mut shown, &mut s);
+        let key = (r.id, shown.below(g, r.id, r.id));
+        shown.printed.insert(key);
+        walk(g, (r.id, r.id), "", &mut shown, &mut s);
     }
     s
 }
 
-fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s: &mut String) {
-    let mut edges: Vec<&crate::analysis::graph::Edge> = g.out_edges(node).collect();
-    // NEEDED entries in file order first (as ld.so loads them), then lazy ones.
+/// What the load tree printed: subtrees by their node and the edges below it.
+#[derive(Default)]
+struct Shown {
+    printed: HashSet<(usize, Vec<usize>)>,
+    /// `below` per (node, root), computed once.
+    below: std::collections::HashMap<(usize, usize), Vec<usize>>,
+}
+
+impl Shown {
+    /// The ids of every edge `root`'s process took from `node` down, sorted.
+    fn below(&mut self, g: &LoadGraph, node: usize, root: usize) -> Vec<usize> {
+        if let Some(b) = self.below.get(&(node, root)) {
+            return b.clone();
+        }
+        let (mut edges, mut seen, mut stack) = (Vec::new(), HashSet::from([node]), vec![node]);
+        while let Some(n) = stack.pop() {
+            for e in process_edges(g, n, root) {
+                edges.push(e.id);
+                if seen.insert(e.to) {
+                    stack.push(e.to);
+                }
+            }
+        }
+        edges.sort_unstable();
+        self.below.insert((node, root), edges.clone());
+        edges
+    }
+}
+
+/// The edges `root`'s process took from `node`: NEEDED entries in file order first (as ld.so loads
+/// them), then lazy ones.
+fn process_edges(g: &LoadGraph, node: usize, root: usize) -> Vec<&crate::analysis::graph::Edge> {
+    let mut edges: Vec<&crate::analysis::graph::Edge> = g
+        .out_edges(node)
+        .filter(|e| e.roots.contains(&root))
+        .collect();
     edges.sort_by_key(|e| e.kind.is_lazy());
+    edges
+}
+
+fn walk(
+    g: &LoadGraph,
+    (node, root): (usize, usize),
+    prefix: &str,
+    shown: &mut Shown,
+    s: &mut String,
+) {
+    let edges = process_edges(g, node, root);
     let count = edges.len();
     for (i, e) in edges.into_iter().enumerate() {
         let last = i + 1 == count;
         let (branch, cont) = if last { ("└", " ") } else { ("├", "│") };
         let line = if e.kind.is_lazy() { "┄┄" } else { "──" };
         let to = &g.nodes[e.to];
-        let repeat = to.kind == NodeKind::File && !shown.insert(e.to);
+        let repeat = to.kind == NodeKind::File && {
+            let key = (e.to, shown.below(g, e.to, root));
+            !shown.printed.insert(key)
+        };
         let _ = writeln!(
             s,
             "{prefix}{branch}{line} {}{} [{}]{}",
@@ -218,7 +270,7 @@ fn walk(g: &LoadGraph, node: usize, prefix: &str, shown: &mut HashSet<usize>, s:
             if repeat { " (see above)" } else { "" }
         );
         if to.kind == NodeKind::File && !repeat {
-            walk(g, e.to, &format!("{prefix}{cont}   "), shown, s);
+            walk(g, (e.to, root), &format!("{prefix}{cont}   "), shown, s);
         }
     }
 }

@@ -8,6 +8,8 @@ use splitpkg::Exit;
 use splitpkg::elf::note::{self, NoteWriteError};
 use splitpkg::elf::{DlopenEntry, Priority};
 use splitpkg::error::{Error, Result};
+use splitpkg::input::MAX_ELF_MEMBER_BYTES;
+use splitpkg::input::file::{Links, open_regular, read_capped};
 use splitpkg::output::{emit as write_out, write_atomic};
 
 use super::to_json;
@@ -72,15 +74,19 @@ pub fn note(a: NoteArgs) -> Result<Exit> {
         priority: a.priority.into(),
     };
     entry.check().map_err(|e| Error::Usage(e.to_string()))?;
-    let bytes = std::fs::read(&a.library).map_err(|e| Error::io(&a.library, e))?;
+    // The one opener: a FIFO or a device is refused before it can block or stream forever, and the
+    // read stops at the ELF size cap. The mode comes from the file that was read.
+    let file = open_regular(&a.library, Links::Follow)?;
     let name = a.library.display().to_string();
+    let mode = file
+        .metadata()
+        .map_err(|e| Error::io(&a.library, e))?
+        .permissions();
+    let bytes = read_capped(file, &name, MAX_ELF_MEMBER_BYTES, "ELF file")?;
     let (out, written) = note::add_note(&bytes, entry).map_err(|e| match e {
         NoteWriteError::Elf(source) => Error::elf(&name, source),
         other => Error::invalid(&name, other),
     })?;
-    let mode = std::fs::metadata(&a.library)
-        .map_err(|e| Error::io(&a.library, e))?
-        .permissions();
     write_atomic(&a.out, &out)?;
     // The copy keeps the library's mode (an executable stays executable).
     std::fs::set_permissions(&a.out, mode).map_err(|e| Error::io(&a.out, e))?;

@@ -35,6 +35,19 @@ pub enum ElfError {
     #[error("dynamic symbol table at {offset:#x} ({count} entries) runs past the end of the file")]
     SymbolTablePastEnd { offset: usize, count: usize },
 
+    // --- headers ld.so refuses to load ------------------------------------------------------------
+    #[error(
+        "e_phentsize is {found}, not {expected} (the size of a program header): ld.so refuses to load it"
+    )]
+    PhentSize { found: u16, expected: usize },
+    /// What the file lacks.
+    #[error("{0}: ld.so refuses to load it")]
+    NotLoadable(&'static str),
+    #[error(
+        "segment {index} (PT_LOAD): address and file offset differ modulo the page size: ld.so refuses to load it"
+    )]
+    LoadMisaligned { index: usize },
+
     // --- headers or entries that do not decode -----------------------------------------------------
     /// `what` is "program headers" or "section headers".
     #[error("bad {what}")]

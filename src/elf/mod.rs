@@ -87,6 +87,15 @@ impl<'a> ElfView<'a> {
         let phdrs = if header.e_phnum == 0 {
             Vec::new()
         } else {
+            // goblin reads each entry at the class's size whatever e_phentsize says; ld.so refuses
+            // a file whose entries are another size ("ELF file's phentsize not the expected size").
+            let expected = ProgramHeader::size(ctx);
+            if usize::from(header.e_phentsize) != expected {
+                return Err(ElfError::PhentSize {
+                    found: header.e_phentsize,
+                    expected,
+                });
+            }
             let need = header
                 .e_phoff
                 .checked_add(header.e_phnum as u64 * ProgramHeader::size(ctx) as u64);
@@ -103,19 +112,7 @@ impl<'a> ElfView<'a> {
                     source,
                 })?
         };
-        for (i, ph) in phdrs.iter().enumerate() {
-            if ph.p_type == program_header::PT_LOAD || ph.p_type == program_header::PT_DYNAMIC {
-                let end = ph.p_offset.checked_add(ph.p_filesz);
-                if end.is_none_or(|e| e > len) {
-                    return Err(ElfError::SegmentPastEnd {
-                        index: i,
-                        kind: program_header::pt_to_str(ph.p_type),
-                        end: ph.p_offset.saturating_add(ph.p_filesz),
-                        len,
-                    });
-                }
-            }
-        }
+        check_segments(&header, &phdrs, len)?;
 
         let shdrs = if header.e_shoff == 0 {
             Vec::new()
@@ -221,6 +218,11 @@ impl<'a> ElfView<'a> {
         cstr_at(tab, sh.sh_name).unwrap_or("")
     }
 
+    /// Bytes of the section-name table (0 when the file has none).
+    pub fn section_names_len(&self) -> usize {
+        self.shstrtab.len()
+    }
+
     pub fn section(&self, name: &str) -> Option<&SectionHeader> {
         self.shdrs.iter().find(|s| self.section_name(s) == name)
     }
@@ -317,6 +319,49 @@ impl<'a> ElfView<'a> {
         let r = file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size)?;
         Some((self.sym_table(r), strs))
     }
+}
+
+/// What ld.so checks of the segments before it maps a file (glibc `_dl_map_object_from_fd`), so
+/// that no command judges a library the loader would refuse: the segments it maps and reads lie
+/// inside the file; a shared library has a `PT_LOAD` ("object file has no loadable segments") and
+/// a `PT_DYNAMIC` ("object file has no dynamic section"), and maps each `PT_LOAD` at an address
+/// congruent to its offset modulo the page ("ELF load command address/offset not page-aligned";
+/// 4 KiB, the smallest page of any Linux target). A file without program headers (an object
+/// file, a section-only test file) is not loaded by anyone and is read as it is.
+fn check_segments(h: &Header, phdrs: &[ProgramHeader], len: u64) -> Result<(), ElfError> {
+    for (i, ph) in phdrs.iter().enumerate() {
+        if ph.p_type == program_header::PT_LOAD || ph.p_type == program_header::PT_DYNAMIC {
+            let end = ph.p_offset.checked_add(ph.p_filesz);
+            if end.is_none_or(|e| e > len) {
+                return Err(ElfError::SegmentPastEnd {
+                    index: i,
+                    kind: program_header::pt_to_str(ph.p_type),
+                    end: ph.p_offset.saturating_add(ph.p_filesz),
+                    len,
+                });
+            }
+        }
+    }
+    if h.e_type != header::ET_DYN || phdrs.is_empty() {
+        return Ok(());
+    }
+    let has = |t: u32| phdrs.iter().any(|p| p.p_type == t);
+    if !has(program_header::PT_LOAD) {
+        return Err(ElfError::NotLoadable("no PT_LOAD segment"));
+    }
+    if !has(program_header::PT_DYNAMIC) {
+        return Err(ElfError::NotLoadable(
+            "a shared object (ET_DYN) without a PT_DYNAMIC segment",
+        ));
+    }
+    const PAGE: u64 = 4096;
+    if let Some(index) = phdrs.iter().position(|p| {
+        p.p_type == program_header::PT_LOAD
+            && !p.p_vaddr.wrapping_sub(p.p_offset).is_multiple_of(PAGE)
+    }) {
+        return Err(ElfError::LoadMisaligned { index });
+    }
+    Ok(())
 }
 
 /// `start..start+size` if it lies inside a file of `len` bytes.

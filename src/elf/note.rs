@@ -28,6 +28,7 @@ use std::ops::Range;
 
 use goblin::elf::program_header;
 use goblin::elf::section_header;
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 use super::{ElfError, ElfView, file_range, read_u32};
@@ -148,7 +149,7 @@ pub enum EntryError {
 
 /// A note that could not be read as the spec writes it. The file is still read; the note (or the
 /// entry, or the soname) is skipped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "problem", rename_all = "kebab-case")]
 pub enum NoteProblem {
     /// The note (or the section holding it) runs past the end of its section, segment or file.
@@ -222,17 +223,21 @@ pub struct DlopenNotes {
     /// File offsets (and padding) of the notes read, to read each once: a hostile section that
     /// covers the same bytes with another alignment reads them differently and must not hide them.
     seen: HashSet<(u64, usize)>,
+    /// `entries` and `problems` as sets: a file may declare hundreds of thousands of notes, and
+    /// deduplicating them by `Vec::contains` was quadratic (250k entries: 43 s in `plan`).
+    entry_set: FxHashSet<DlopenEntry>,
+    problem_set: FxHashSet<NoteProblem>,
 }
 
 impl DlopenNotes {
     fn push(&mut self, e: DlopenEntry) {
-        if !self.entries.contains(&e) {
+        if self.entry_set.insert(e.clone()) {
             self.entries.push(e);
         }
     }
 
     fn problem(&mut self, p: NoteProblem) {
-        if !self.problems.contains(&p) {
+        if self.problem_set.insert(p.clone()) {
             self.problems.push(p);
         }
     }
@@ -465,6 +470,9 @@ pub enum NoteWriteError {
     NotLoadable(u16),
     #[error("uses extended section numbering (65280 or more sections)")]
     ExtendedNumbering,
+    /// The copy carries the section headers over: headers readelf calls broken would stay broken.
+    #[error("broken section headers: {0}")]
+    Sections(#[from] SectionProblem),
     #[error("its dlopen note is malformed: {0}")]
     Malformed(NoteProblem),
     #[error(transparent)]
@@ -474,6 +482,11 @@ pub enum NoteWriteError {
     Json(#[from] serde_json::Error),
     #[error("the result would exceed the 4 GiB a 32-bit ELF file can address")]
     TooLarge,
+    /// Readers (this one included) skip a larger descriptor: the note would be written but lost.
+    #[error(
+        "the merged note's descriptor would be {size} bytes, above the {MAX_DESC} a reader takes"
+    )]
+    DescriptorTooLarge { size: u64 },
 }
 
 /// What [`add_note`] wrote.
@@ -498,6 +511,10 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
     check_writable(&view)?;
     let entries = merged_entries(&view, entry)?;
     let json = serde_json::to_string(&entries)?;
+    let size = json.len() as u64 + 1;
+    if size > MAX_DESC {
+        return Err(NoteWriteError::DescriptorTooLarge { size });
+    }
 
     let w = Layout::new(&view);
     let mut out = bytes.to_vec();
@@ -533,6 +550,107 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
     ))
 }
 
+/// Why a file's section headers cannot be carried into the copy: each is what `readelf -S`
+/// reports as broken (a name or link that points nowhere, a section outside the file), and the
+/// copy would keep it, or lose names readers find the note by.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SectionProblem {
+    #[error("e_shentsize is {found}, not {expected} (the size of a section header)")]
+    EntrySize { found: u16, expected: usize },
+    #[error("e_shstrndx {index} is out of range ({count} sections)")]
+    NameTableOutOfRange { index: u16, count: usize },
+    #[error("e_shstrndx {index} is not a string table")]
+    NameTableNotStrtab { index: u16 },
+    #[error(
+        "section {index} ({offset:#x}, {size} bytes) runs past the end of the file ({len} bytes)"
+    )]
+    PastEnd {
+        index: usize,
+        offset: u64,
+        size: u64,
+        len: u64,
+    },
+    #[error("section {index}'s name offset {name} is outside the section-name table")]
+    NameOutside { index: usize, name: usize },
+    #[error("section {index} links to section {link}, out of range ({count} sections)")]
+    LinkOutOfRange {
+        index: usize,
+        link: u32,
+        count: usize,
+    },
+    #[error("sections {first} and {second} overlap in the file")]
+    Overlap { first: usize, second: usize },
+}
+
+/// The section header table as readelf checks it (see [`SectionProblem`]). A file without one
+/// (`e_shoff` 0) gets a new one and has nothing to check.
+fn check_sections(view: &ElfView<'_>) -> Result<(), SectionProblem> {
+    let (h, shdrs) = (&view.header, &view.shdrs);
+    if shdrs.is_empty() {
+        return Ok(());
+    }
+    let expected = section_header::SectionHeader::size(view.ctx);
+    if usize::from(h.e_shentsize) != expected {
+        return Err(SectionProblem::EntrySize {
+            found: h.e_shentsize,
+            expected,
+        });
+    }
+    let count = shdrs.len();
+    let index = h.e_shstrndx;
+    if index != section_header::SHN_UNDEF as u16 {
+        let names = shdrs
+            .get(usize::from(index))
+            .ok_or(SectionProblem::NameTableOutOfRange { index, count })?;
+        if names.sh_type != section_header::SHT_STRTAB {
+            return Err(SectionProblem::NameTableNotStrtab { index });
+        }
+    }
+    let len = view.bytes.len() as u64;
+    let names_len = view.section_names_len();
+    let in_file = |sh: &section_header::SectionHeader| sh.sh_type != section_header::SHT_NOBITS;
+    // Every section's bytes first: a name table outside the file would read as empty below.
+    if let Some((index, sh)) = (shdrs.iter().enumerate())
+        .find(|&(_, sh)| in_file(sh) && file_range(len, sh.sh_offset, sh.sh_size).is_none())
+    {
+        return Err(SectionProblem::PastEnd {
+            index,
+            offset: sh.sh_offset,
+            size: sh.sh_size,
+            len,
+        });
+    }
+    let mut spans = Vec::new();
+    for (i, sh) in shdrs.iter().enumerate() {
+        if index != section_header::SHN_UNDEF as u16 && sh.sh_name >= names_len.max(1) {
+            return Err(SectionProblem::NameOutside {
+                index: i,
+                name: sh.sh_name,
+            });
+        }
+        if sh.sh_link as usize >= count {
+            return Err(SectionProblem::LinkOutOfRange {
+                index: i,
+                link: sh.sh_link,
+                count,
+            });
+        }
+        if in_file(sh) && sh.sh_type != section_header::SHT_NULL && sh.sh_size > 0 {
+            spans.push((sh.sh_offset, sh.sh_offset + sh.sh_size, i));
+        }
+    }
+    // Linkers never lay two sections over the same bytes; a hostile file that does would have
+    // one of them rewritten (a note merged) while the other still reads the old bytes.
+    spans.sort_unstable();
+    match spans.windows(2).find(|w| w[1].0 < w[0].1) {
+        Some(w) => Err(SectionProblem::Overlap {
+            first: w[0].2.min(w[1].2),
+            second: w[0].2.max(w[1].2),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Only shared libraries and executables, with section numbering that fits the header.
 fn check_writable(view: &ElfView<'_>) -> Result<(), NoteWriteError> {
     let h = &view.header;
@@ -548,6 +666,7 @@ fn check_writable(view: &ElfView<'_>) -> Result<(), NoteWriteError> {
     {
         return Err(NoteWriteError::ExtendedNumbering);
     }
+    check_sections(view)?;
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use crate::recipe::emit::quote;
 use crate::recipe::split::Split;
 
 /// One `splitpkg note` call: `loader` declares `soname`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct NoteCall {
     /// The loader's tree path: relative to the install tree the build writes (`build-variants.sh`'s
     /// `$INSTALL`, the recipe's `core/`); `Split::install_path` maps it under a prefix.
@@ -38,6 +38,9 @@ impl NoteStep {
     /// loader's (`libtorch_cuda.so` → `libtorch_cuda_linalg.so`: `linalg`), else its own stem.
     pub fn from_plan(plan: &Plan, split: &Split, feature: Option<&str>) -> NoteStep {
         let mut calls = Vec::new();
+        // A set beside the list: a plan may carry hundreds of thousands of edges (a loader's
+        // `.note.dlopen` declaring as many libraries), and `Vec::contains` made this quadratic.
+        let mut seen = rustc_hash::FxHashSet::default();
         for l in plan.all_lazy() {
             for s in &l.loaded_by {
                 let soname = Tree::file_name(&s.name).to_string();
@@ -49,7 +52,7 @@ impl NoteStep {
                     soname,
                     feature,
                 };
-                if !calls.contains(&call) {
+                if seen.insert(call.clone()) {
                     calls.push(call);
                 }
             }

@@ -191,12 +191,27 @@ fn a_glob_that_matches_nothing_is_refused_with_one_line_naming_the_input() {
         );
     }
     assert!(!channel.exists(), "nothing written");
-    // An exact name that matches nothing is an answer, as for torch 1.10: not confined.
-    let (code, p) = plan("providers", &["--lazy", "libbar.so", "--dep", "heavy"]);
-    assert_eq!(code, Some(1));
-    assert_eq!(
-        p["reasons"][0],
-        "no lazy library named libbar.so in the tree: heavy is loaded eagerly"
+    // So is an exact name that matches nothing while the tree dlopens the providers on the way to
+    // libheavy (issue 50): the refusal names them. (With no lazy loading on the way to the payload
+    // it is an answer, as for torch 1.10: plan::a_lazy_name_matching_no_file_is_an_answer_….)
+    let o = run_path(
+        &[
+            "plan",
+            "--json",
+            "--quiet",
+            "--lazy",
+            "libbar.so",
+            "--dep",
+            "heavy",
+        ],
+        &tree,
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(
+        err.contains("did you mean libfoo_providers_a.so or libfoo_providers_b.so"),
+        "{err}"
     );
 }
 

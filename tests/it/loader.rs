@@ -760,3 +760,90 @@ fn a_name_not_found_is_searched_again_for_the_next_requester() {
         )
     );
 }
+
+/// The lines of `inspect`'s load tree under `root` (up to the next root or the end of the tree).
+fn tree_section<'a>(text: &'a str, root: &str) -> Vec<&'a str> {
+    let head = format!("{root} [root: ");
+    text.lines()
+        .skip_while(|l| !l.starts_with(&head))
+        .skip(1)
+        .take_while(|l| !l.contains("[root: ") && !l.trim().is_empty())
+        .collect()
+}
+
+/// (l) torch 2.11's torch_shm_manager: each root's tree in `inspect` is that root's process. Under
+/// the program, libshm.so finds libcpu.so through its own DT_RPATH, which is what ld.so says
+/// (LD_DEBUG: "RPATH from file …/libshm.so"); under the extension, libpy.so loaded it before
+/// libshm.so asks, and the label names libpy.so (not libcpu.so itself). Both processes agree with
+/// ld.so request by request.
+#[test]
+fn the_load_tree_labels_each_edge_as_its_roots_process_found_it() {
+    let base = scenario("already-loaded");
+    let t = base.join("tree");
+    let ins = inspect(&t, &[]);
+    let program = t.join("bin/shm_manager");
+    agrees_per_request(
+        &t,
+        &ins,
+        "bin/shm_manager",
+        &ld_debug_program(&program),
+        true,
+    );
+    let (reqs, _) = ld_debug_dlopen(&base.join("host"), &t.join("lib/_C.so"));
+    // The host's own requests (its libc) are not the tree's.
+    let tree_c = canon(&t);
+    let reqs: Vec<Request> = (reqs.into_iter())
+        .filter(|r| canon(&r.by).starts_with(&tree_c))
+        .collect();
+    agrees_per_request(&t, &ins, "lib/_C.so", &reqs, true);
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.name == "libcpu.so" && r.by.ends_with("libshm.so")),
+        "in the extension's process ld.so does not search for libcpu.so again: {reqs:?}"
+    );
+
+    // ld.so's words for the program's search.
+    let o = Command::new(&program)
+        .env_remove("LD_LIBRARY_PATH")
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .env("LD_DEBUG", "libs")
+        .output()
+        .unwrap();
+    let debug = String::from_utf8_lossy(&o.stderr);
+    let search = debug
+        .lines()
+        .skip_while(|l| !l.contains("find library=libcpu.so"))
+        .find(|l| l.contains("search path="))
+        .unwrap_or_else(|| panic!("no search for libcpu.so: {debug}"));
+    assert!(search.ends_with("/lib/libshm.so)"), "{search}");
+    assert!(search.contains("(RPATH from file "), "{search}");
+
+    let o = run_path(&["inspect", "--quiet"], &t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let program_tree = tree_section(&text, "bin/shm_manager");
+    let cpu: Vec<&&str> = program_tree
+        .iter()
+        .filter(|l| l.contains("── libcpu.so ["))
+        .collect();
+    assert_eq!(cpu.len(), 1, "{text}");
+    assert!(cpu[0].contains("[rpath of libshm.so"), "{text}");
+    assert!(
+        !program_tree.iter().any(|l| l.contains("already loaded")),
+        "the program's process loads nothing twice: {text}"
+    );
+    let ext_tree = tree_section(&text, "lib/_C.so");
+    assert!(
+        ext_tree
+            .iter()
+            .any(|l| l.contains("── libcpu.so [already loaded (by libpy.so)]")),
+        "{text}"
+    );
+    assert!(
+        ext_tree
+            .iter()
+            .any(|l| l.contains("── libcpu.so [rpath of libpy.so")),
+        "{text}"
+    );
+}

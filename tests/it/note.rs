@@ -677,3 +677,238 @@ fn real_world_sdl3_notes_from_pypi() {
             .all(|f| f["elf"].get("dlopen_note_problems").is_none())
     );
 }
+
+/// One line, exit 2, naming the file, saying `why`, and nothing written.
+fn refuses(input: &Path, out: &Path, why: &str) {
+    let o = note(
+        input,
+        out,
+        &[
+            "--soname",
+            "libx.so",
+            "--feature",
+            "x",
+            "--priority",
+            "required",
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{why}: {err}");
+    assert_eq!(err.lines().count(), 1, "{why}: one line: {err:?}");
+    assert!(
+        err.contains(&*input.to_string_lossy()),
+        "{why}: names the file: {err}"
+    );
+    assert!(err.contains(why), "{why}: {err}");
+    assert!(!out.exists(), "{why}: nothing written");
+}
+
+/// `note` reads its input through the one opener: a FIFO is refused before it can block, a device
+/// before it streams forever, a directory as what it is.
+#[test]
+fn note_reads_only_regular_files() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.so");
+    let fifo = d.path().join("libfifo.so");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    refuses(&fifo, &out, "a FIFO, not a regular file");
+    refuses(Path::new("/dev/zero"), &out, "a character device");
+    refuses(d.path(), &out, "a directory");
+}
+
+/// Offset of section header `i` in a little-endian ELF64 file.
+fn shdr(b: &[u8], i: usize) -> usize {
+    let shoff = u64::from_le_bytes(b[0x28..0x30].try_into().unwrap()) as usize;
+    shoff + i * 64
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+/// The first two sections with bytes in the file that are not string tables (not SHT_NULL,
+/// SHT_STRTAB or SHT_NOBITS; size > 0).
+fn two_sections_with_bytes(b: &[u8]) -> (usize, usize) {
+    let with_bytes: Vec<usize> = (1..u16_at(b, 0x3c) as usize)
+        .filter(|&i| {
+            let h = shdr(b, i);
+            let size = u64::from_le_bytes(b[h + 32..h + 40].try_into().unwrap());
+            !matches!(u32_at(b, h + 4), 0 | 3 | 8) && size > 0
+        })
+        .collect();
+    (with_bytes[0], with_bytes[1])
+}
+
+/// Section headers readelf calls broken are refused (the copy would carry them), each case with
+/// its own line; the untouched library is still accepted. readelf complains of the out-of-range
+/// e_shstrndx the hostile suite found.
+#[test]
+fn note_refuses_broken_section_headers() {
+    let d = tempfile::tempdir().unwrap();
+    let src = std::fs::read(fixture("conda-like/lib/libtorch_cuda.so")).unwrap();
+    let out = d.path().join("out.so");
+    let (first, second) = two_sections_with_bytes(&src);
+    let shnum = u16_at(&src, 0x3c);
+    let shstrndx = u16_at(&src, 0x3e) as usize;
+    let strtab_name = u32_at(&src, shdr(&src, shstrndx));
+    type Patch = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Patch)> = vec![
+        (
+            "e_shstrndx 200 is out of range",
+            Box::new(|b: &mut Vec<u8>| b[0x3e..0x40].copy_from_slice(&200u16.to_le_bytes())),
+        ),
+        (
+            "is not a string table",
+            Box::new(move |b: &mut Vec<u8>| {
+                b[0x3e..0x40].copy_from_slice(&(first as u16).to_le_bytes())
+            }),
+        ),
+        (
+            "e_shentsize is 32",
+            Box::new(|b: &mut Vec<u8>| b[0x3a..0x3c].copy_from_slice(&32u16.to_le_bytes())),
+        ),
+        (
+            "section headers at",
+            Box::new(|b: &mut Vec<u8>| {
+                let past = b.len() as u64 + 4096;
+                b[0x28..0x30].copy_from_slice(&past.to_le_bytes());
+            }),
+        ),
+        (
+            "runs past the end of the file",
+            Box::new(move |b: &mut Vec<u8>| {
+                let h = shdr(b, second) + 24;
+                let past = b.len() as u64 - 8;
+                b[h..h + 8].copy_from_slice(&past.to_le_bytes());
+            }),
+        ),
+        (
+            "overlap in the file",
+            Box::new(move |b: &mut Vec<u8>| {
+                let (h1, h2) = (shdr(b, first) + 24, shdr(b, second) + 24);
+                let off: [u8; 8] = b[h1..h1 + 8].try_into().unwrap();
+                b[h2..h2 + 8].copy_from_slice(&off);
+            }),
+        ),
+        (
+            "links to section",
+            Box::new(move |b: &mut Vec<u8>| {
+                let h = shdr(b, first) + 40;
+                b[h..h + 4].copy_from_slice(&(u32::from(shnum) + 7).to_le_bytes());
+            }),
+        ),
+        (
+            "is outside the section-name table",
+            Box::new(move |b: &mut Vec<u8>| {
+                let h = shdr(b, first);
+                b[h..h + 4].copy_from_slice(&(strtab_name + 1_000_000).to_le_bytes());
+            }),
+        ),
+    ];
+    for (why, patch) in cases {
+        let mut bytes = src.clone();
+        patch(&mut bytes);
+        let input = d.path().join("libpatched.so");
+        std::fs::write(&input, &bytes).unwrap();
+        refuses(&input, &out, why);
+    }
+    // readelf agrees the first case is broken.
+    let mut bytes = src.clone();
+    bytes[0x3e..0x40].copy_from_slice(&200u16.to_le_bytes());
+    let input = d.path().join("libpatched.so");
+    std::fs::write(&input, &bytes).unwrap();
+    let o = Command::new("readelf")
+        .arg("-S")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).trim().is_empty(),
+        "readelf flags an out-of-range e_shstrndx"
+    );
+    // The library itself is fine.
+    let o = note(
+        &fixture("conda-like/lib/libtorch_cuda.so"),
+        &out,
+        &[
+            "--soname",
+            "libx.so",
+            "--feature",
+            "x",
+            "--priority",
+            "required",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// 250,000 `.note.dlopen` notes, each entry declared twice, read through a gcc-built library: each
+/// distinct entry is kept once, in the order first declared (the reader deduplicates with a set).
+/// `inspect` reads them through the whole pipeline as one declared edge per distinct entry.
+#[test]
+fn a_quarter_million_notes_are_deduplicated() {
+    const DISTINCT: usize = 125_000;
+    let d = tempfile::tempdir().unwrap();
+    let mut notes = Vec::new();
+    for _ in 0..2 {
+        for i in 0..DISTINCT {
+            let json = format!(r#"[{{"soname":["libdep{i}.so"],"priority":"suggested"}}]"#);
+            notes.extend(splitpkg::elf::note::note_bytes(&json, true));
+        }
+    }
+    std::fs::write(d.path().join("notes.bin"), &notes).unwrap();
+    std::fs::write(
+        d.path().join("many.s"),
+        ".section .note.dlopen,\"a\",@note\n.balign 4\n.incbin \"notes.bin\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir(d.path().join("lib")).unwrap();
+    let lib = d.path().join("lib/libmany.so");
+    let st = Command::new("gcc")
+        .current_dir(d.path())
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg("many.s")
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let bytes = std::fs::read(&lib).unwrap();
+    let read = splitpkg::elf::ElfView::parse(&bytes)
+        .unwrap()
+        .dlopen_notes();
+    assert_eq!(read.problems, vec![]);
+    assert_eq!(read.entries.len(), DISTINCT);
+    for (i, e) in read.entries.iter().enumerate() {
+        assert_eq!(e.soname, [format!("libdep{i}.so")]);
+        assert_eq!(e.priority, splitpkg::elf::Priority::Suggested);
+    }
+
+    let o = run(&[
+        "inspect",
+        d.path().join("lib").to_str().unwrap(),
+        "--json",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ins = json(&o);
+    assert_eq!(
+        ins["files"][0]["elf"]["dlopen_notes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        DISTINCT
+    );
+    let declared = ins["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "dlopen-note")
+        .count();
+    assert_eq!(declared, DISTINCT);
+}

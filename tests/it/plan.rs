@@ -237,16 +237,70 @@ fn nomagma_build_reports_not_present() {
     assert_eq!(p["verdict"], "not-present");
 }
 
+/// `--lazy NAME` that names no file of the tree is a mistake when the tree loads another library
+/// lazily on the way to the payload (conda-like dlopens libtorch_cuda_linalg.so): refused like an
+/// empty glob, one line, exit 2, nothing written, naming the closest library names; not "NOT
+/// CONFINED", which its own witness through the lazy edge contradicted.
+#[test]
+fn a_lazy_name_matching_no_file_is_refused_with_a_did_you_mean() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("plan.json");
+    for (name, meant) in [
+        ("libnothing.so", "did you mean libtorch_cuda_linalg.so"),
+        (
+            "libtorch_cuda_linalq.so",
+            "did you mean libtorch_cuda_linalg.so",
+        ),
+        (
+            "libtorch_cud.so",
+            "libtorch_cuda_linalg.so or libtorch_cuda.so",
+        ),
+    ] {
+        let o = run(&[
+            "plan",
+            "--json",
+            "--quiet",
+            "--lazy",
+            name,
+            fixture("conda-like").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err:?}");
+        assert!(
+            err.contains(&format!("--lazy \"{name}\" matches no ELF file")),
+            "{err}"
+        );
+        assert!(err.contains(meant), "{name}: {err}");
+        assert!(o.stdout.is_empty() && !out.exists(), "nothing written");
+    }
+}
+
+/// Where nothing in the tree is loaded lazily on the way to the payload (old-layout, as torch 1.10:
+/// MAGMA linked into libtorch_cuda.so), a name that selects nothing is the answer: NOT CONFINED,
+/// with the eager path, whatever the name.
+#[test]
+fn a_lazy_name_matching_no_file_is_an_answer_without_lazy_loading() {
+    for name in ["libtorch_cuda_linalg.so", "libnothing.so"] {
+        let o = run_path(
+            &["plan", "--json", "--quiet", "--lazy", name],
+            &fixture("old-layout"),
+        );
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
+        let p = json(&o);
+        assert_eq!(p["verdict"], "not-confined");
+        let w = p["witnesses"][0]["summary"].as_str().unwrap();
+        assert!(
+            w.contains("→ libtorch_cuda.so (NEEDED) → defines magma_"),
+            "{w}"
+        );
+    }
+}
+
 #[test]
 fn lazy_and_dep_can_be_overridden() {
-    // Treat the torch_cuda library's own loader target as something else: nothing named so.
-    let o = run_path(
-        &["plan", "--json", "--quiet", "--lazy", "libnothing.so"],
-        &fixture("conda-like"),
-    );
-    assert_eq!(o.status.code(), Some(1));
-    let p = json(&o);
-    assert_eq!(p["verdict"], "not-confined");
     // A different component: libtorch_cpu is "the payload", reached eagerly.
     let o = run_path(
         &["plan", "--json", "--quiet", "--dep", "torch_cpu"],
