@@ -8,7 +8,7 @@ use splitpkg::Exit;
 use splitpkg::elf::note::{self, NoteWriteError};
 use splitpkg::elf::{DlopenEntry, Priority};
 use splitpkg::error::{Error, Result};
-use splitpkg::output::{emit as write_out, write_atomic};
+use splitpkg::output::{emit as write_out, write_atomic_as};
 
 use super::to_json;
 
@@ -78,12 +78,13 @@ pub fn note(a: NoteArgs) -> Result<Exit> {
         NoteWriteError::Elf(source) => Error::elf(&name, source),
         other => Error::invalid(&name, other),
     })?;
+    use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&a.library)
         .map_err(|e| Error::io(&a.library, e))?
-        .permissions();
-    write_atomic(&a.out, &out)?;
+        .permissions()
+        .mode();
     // The copy keeps the library's mode (an executable stays executable).
-    std::fs::set_permissions(&a.out, mode).map_err(|e| Error::io(&a.out, e))?;
+    write_atomic_as(&a.out, &out, Some(mode))?;
     let text = if a.json {
         to_json(&written)?
     } else {
