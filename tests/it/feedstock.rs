@@ -16,7 +16,7 @@ fn s(p: &Path) -> &str {
 }
 
 /// A copy of the mini feedstock (the command edits files in place with --write).
-fn mini() -> tempfile::TempDir {
+pub(crate) fn mini() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     let st = Command::new("cp")
         .arg("-a")
@@ -35,7 +35,7 @@ fn feedstock(dir: &Path, extra: &[&str]) -> Output {
 }
 
 /// Every file of the feedstock, for "nothing changed" checks.
-fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     walk(dir)
         .into_iter()
         .map(|(rel, p)| (rel, std::fs::read(&p).unwrap_or_default()))
