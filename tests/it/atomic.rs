@@ -71,6 +71,8 @@ fn writers(d: &Path, out: &Path) -> Vec<(&'static str, Vec<String>)> {
                 "libtorch_cuda_linalg.so",
                 "--feature",
                 "linalg",
+                "--priority",
+                "required",
             ]),
         ),
     ]
