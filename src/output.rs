@@ -1,150 +1,93 @@
 //! Writing results: atomically (temp file in the same directory, fsync, rename), so an interrupted
-//! run never leaves a half-written plan or recipe where a CI job expects a whole one.
+//! run never leaves a half-written plan or recipe where a CI job expects a whole one. Every output
+//! file is created by [`atomic`] and committed by [`Pending`] (one file: [`write_atomic`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+pub mod atomic;
 pub mod cleanup;
+mod pending;
 
-/// Where `path` is written before it is renamed into place: a hidden name in the same directory
-/// (so the rename is atomic), matched by `.gitignore` (`*.splitpkg-tmp-*`).
-pub fn temp_path(dir: &Path, file: &str) -> PathBuf {
-    dir.join(format!(".{file}.splitpkg-tmp-{}", std::process::id()))
-}
+pub use pending::{Pending, Staged};
 
+/// Write `data` to `path` through the one atomic-write primitive ([`atomic`], [`Pending`]): a
+/// temporary that no planted link can redirect, renamed onto a regular file or a missing path
+/// only, with the replaced file's mode. The directory is created if missing.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    write_atomic_as(path, data, None)
+}
+
+/// [`write_atomic`] with the new file's permission bits `mode` (when `Some`) instead of the
+/// replaced file's: set on the temporary before the rename, never on the path afterwards.
+pub fn write_atomic_as(path: &Path, data: &[u8], mode: Option<u32>) -> Result<()> {
+    let dir = atomic::parent_of(path);
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let tmp = temp_path(dir, &name);
-    let _registered = cleanup::register(&tmp, cleanup::Leftover::File);
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
+    let mut tx = Pending::default();
+    let mut staged = tx.add_path(path.to_path_buf())?;
+    staged
+        .file
+        .write_all(data)
+        .map_err(|e| Error::io(path, e))?;
+    if let Some(mode) = mode {
+        tx.set_mode(&staged, mode)?;
     }
-    Ok(())
-}
-
-/// Files written under temporary names (`temp_path`) and renamed into place together, in the
-/// order added, once all are complete; removed if dropped uncommitted. `wheel` stages its wheels
-/// here, `index` its files and pages.
-#[derive(Default)]
-pub struct Pending {
-    /// (temporary path, final path)
-    files: Vec<(PathBuf, PathBuf)>,
-    /// The temporary paths, removed on SIGINT/SIGTERM too (`output::cleanup`).
-    registered: Vec<cleanup::Registered>,
-    /// `fsync` of each finished file, running.
-    syncing: Vec<(PathBuf, std::thread::JoinHandle<std::io::Result<()>>)>,
-    committed: bool,
-}
-
-impl Pending {
-    /// The temporary path of `out/file`; `file` is made from an input's metadata and file name, so
-    /// it must be one file name ([`crate::confine::check_file_name`]).
-    pub fn add(&mut self, out: &Path, file: &str) -> Result<PathBuf> {
-        crate::confine::check_file_name(file).map_err(|e| {
-            Error::bad(
-                out.display(),
-                format!("refusing to write a file named so: {e}"),
-            )
-        })?;
-        let tmp = temp_path(out, file);
-        self.registered
-            .push(cleanup::register(&tmp, cleanup::Leftover::File));
-        self.files.push((tmp.clone(), out.join(file)));
-        Ok(tmp)
-    }
-
-    /// The temporary path of final path `dst`.
-    pub fn tmp_of(&self, dst: &Path) -> PathBuf {
-        self.files
-            .iter()
-            .find(|(_, f)| f == dst)
-            .map(|(t, _)| t.clone())
-            .unwrap_or_default()
-    }
-
-    /// `fsync` the finished file `tmp` on a helper thread; `commit` waits for it.
-    pub fn sync_in_background(&mut self, tmp: &Path, file: std::fs::File) {
-        self.syncing.push((
-            tmp.to_path_buf(),
-            std::thread::spawn(move || file.sync_all()),
-        ));
-    }
-
-    /// Every file on disk first, then every rename: a crash leaves either the old set or files
-    /// whose data is complete.
-    pub fn commit(&mut self) -> Result<()> {
-        for (tmp, sync) in self.syncing.drain(..) {
-            sync.join()
-                .map_err(|_| {
-                    Error::internal(format!("{}: the fsync thread failed", tmp.display()))
-                })?
-                .map_err(|e| Error::io(&tmp, e))?;
-        }
-        for (tmp, dst) in &self.files {
-            std::fs::rename(tmp, dst).map_err(|e| Error::io(dst, e))?;
-        }
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.committed {
-            for (tmp, _) in &self.files {
-                let _ = std::fs::remove_file(tmp);
-            }
-        }
-    }
+    tx.sync_in_background(&staged.path, staged.file);
+    tx.commit()
 }
 
 /// `DIR/.splitpkg.lock`, held exclusively (flock) until dropped, so that commands updating one
 /// output directory (`pack` into a channel, `index` into an index) take turns. The file stays:
 /// removing a lock file while another process waits on it would let a third lock a new one beside it.
-///
-/// The lock is a regular file or nothing: opened `O_NOFOLLOW | O_NONBLOCK`, so a symbolic link
-/// planted there is not followed (nor created through) and a FIFO does not block the open, and
-/// refused with one line naming it unless the open file is a regular one.
+/// A symlink, FIFO or device at its name is refused (never followed, never waited on).
 pub fn lock_dir(dir: &Path) -> Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(".splitpkg.lock");
-    let not_regular = || {
-        Error::bad(
-            path.display(),
-            "the directory's lock is not a regular file (a symbolic link, a FIFO or a device); remove it",
-        )
-    };
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
-        return Err(not_regular());
+    if let Ok(m) = std::fs::symlink_metadata(&path)
+        && !m.file_type().is_file()
+    {
+        return Err(not_a_lock(&path, &m.file_type()));
     }
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
-    if !f.metadata().map_err(|e| Error::io(&path, e))?.is_file() {
-        return Err(not_regular());
+    let t = f.metadata().map_err(|e| Error::io(&path, e))?.file_type();
+    if !t.is_file() {
+        return Err(not_a_lock(&path, &t));
     }
     f.lock().map_err(|e| Error::io(&path, e))?;
+    Ok(f)
+}
+
+fn not_a_lock(path: &Path, t: &std::fs::FileType) -> Error {
+    Error::bad(
+        path.display(),
+        format!(
+            "is {}, not a regular file: refusing to use it as the lock",
+            atomic::kind_of(t)
+        ),
+    )
+}
+
+/// The directory `dir` itself, locked exclusively (flock on the directory) until dropped: for a
+/// tree that is the user's own (a feedstock checkout), where a lock file would be a stray file in
+/// their repository. `feedstock --write` holds it from before its inputs are read to after the
+/// last rename, so two runs take turns and the second patches the first's result.
+pub fn lock_tree(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    f.lock().map_err(|e| Error::io(dir, e))?;
     Ok(f)
 }
 
@@ -246,6 +189,30 @@ impl Drop for CreatedDirs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_that_is_a_fifo_or_a_symlink_is_refused_without_waiting_or_following() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = d.path().join(".splitpkg.lock");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&lock)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let e = lock_dir(d.path()).unwrap_err().to_string();
+        assert!(e.contains("a FIFO") && e.contains("refusing"), "{e}");
+        std::fs::remove_file(&lock).unwrap();
+        let target = d.path().join("elsewhere");
+        std::os::unix::fs::symlink(&target, &lock).unwrap();
+        let e = lock_dir(d.path()).unwrap_err().to_string();
+        assert!(e.contains("a symlink"), "{e}");
+        assert!(!target.exists(), "nothing created through the link");
+        std::fs::remove_file(&lock).unwrap();
+        let held = lock_dir(d.path()).unwrap();
+        drop(held);
+        let tree = lock_tree(d.path()).unwrap();
+        drop(tree);
+    }
 
     #[test]
     fn created_dirs_go_again_unless_kept_and_only_when_empty() {

@@ -10,7 +10,7 @@ use splitpkg::elf::{DlopenEntry, Priority};
 use splitpkg::error::{Error, Result};
 use splitpkg::input::MAX_ELF_MEMBER_BYTES;
 use splitpkg::input::file::{Links, open_regular, read_capped};
-use splitpkg::output::{emit as write_out, write_atomic};
+use splitpkg::output::{emit as write_out, write_atomic_as};
 
 use super::to_json;
 
@@ -78,18 +78,20 @@ pub fn note(a: NoteArgs) -> Result<Exit> {
     // read stops at the ELF size cap. The mode comes from the file that was read.
     let file = open_regular(&a.library, Links::Follow)?;
     let name = a.library.display().to_string();
-    let mode = file
-        .metadata()
-        .map_err(|e| Error::io(&a.library, e))?
-        .permissions();
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        file.metadata()
+            .map_err(|e| Error::io(&a.library, e))?
+            .permissions()
+            .mode()
+    };
     let bytes = read_capped(file, &name, MAX_ELF_MEMBER_BYTES, "ELF file")?;
     let (out, written) = note::add_note(&bytes, entry).map_err(|e| match e {
         NoteWriteError::Elf(source) => Error::elf(&name, source),
         other => Error::invalid(&name, other),
     })?;
-    write_atomic(&a.out, &out)?;
     // The copy keeps the library's mode (an executable stays executable).
-    std::fs::set_permissions(&a.out, mode).map_err(|e| Error::io(&a.out, e))?;
+    write_atomic_as(&a.out, &out, Some(mode))?;
     let text = if a.json {
         to_json(&written)?
     } else {

@@ -283,6 +283,17 @@ pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
         )));
     }
     let split = split::Split::for_recipe(options, &a.dep, &a.lazy)?;
+    // Held from before the inputs are read to after the last rename: a second `--write` waits,
+    // then patches this one's result (or refuses it), so no patch is lost.
+    let _lock = if a.write {
+        let lock = splitpkg::output::lock_tree(&a.dir)?;
+        for d in [a.dir.clone(), a.dir.join("recipe")] {
+            splitpkg::output::cleanup::sweep_once(&d);
+        }
+        Some(lock)
+    } else {
+        None
+    };
     let patch = feedstock::patch(&a.dir, &split, &opts)?;
     write_out(None, &patch.diff())?;
     if a.write && !patch.changes.is_empty() {

@@ -253,6 +253,7 @@ fn write_index(
 ) -> Result<(Vec<ProjectReport>, Vec<LeftOut>)> {
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let _lock = crate::output::lock_dir(out)?;
+    crate::output::cleanup::sweep_once(out);
     // Again under the lock: another run may have changed the index since.
     prefer::check(out, wheels, prefer)?;
     let mut pending = Pending::default();
@@ -731,9 +732,11 @@ fn same_file(on_disk: &Path, w: &IndexedWheel) -> Result<()> {
 /// Copy `w` into `dir` under a temporary name, hashing as it goes: the copy must be the bytes
 /// that were read and hashed.
 fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()> {
-    let tmp = pending.add(dir, &w.filename)?;
     let mut src = crate::input::open_nofollow(&w.path).map_err(|e| Error::io(&w.path, e))?;
-    let mut dst = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let crate::output::Staged {
+        path: tmp,
+        file: mut dst,
+    } = pending.add(dir, &w.filename)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -755,10 +758,12 @@ fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()>
 }
 
 fn stage_bytes(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending) -> Result<()> {
-    let tmp = pending.add(dir, name)?;
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    pending.sync_in_background(&tmp, f);
+    let mut staged = pending.add(dir, name)?;
+    staged
+        .file
+        .write_all(bytes)
+        .map_err(|e| Error::io(&staged.path, e))?;
+    pending.sync_in_background(&staged.path, staged.file);
     Ok(())
 }
 

@@ -1,17 +1,19 @@
 //! What an interrupted run leaves behind, and who removes it.
 //!
 //! Every temporary path splitpkg creates (a wheel or an atomic write under its temporary name,
-//! `pack`'s work directory, `env --switch`'s package cache) is named `…splitpkg-KIND-PID` and is
-//! [`register`]ed while it exists. Two things remove it when the run does not finish:
+//! `pack`'s work directory, `env --switch`'s package cache) is named `…splitpkg-KIND-PID` (an
+//! atomic write's `….splitpkg-tmp-PID-RANDOM`, `super::atomic`) and is [`register`]ed while it exists. Two things remove it when the run does not finish:
 //!
 //! - **a signal** (SIGINT, SIGTERM, SIGHUP): [`install`] blocks them in every thread and waits for
 //!   them on a thread of its own (`sigwait`), which removes what is registered, then lets the
 //!   signal end the process as it would have (same exit status for the parent's shell). Removing
-//!   files is not async-signal-safe, so it is never done inside a signal handler.
+//!   files is not async-signal-safe, so it is never done inside a signal handler. A transaction
+//!   in its rename phase holds [`defer_signals`]: the signal waits until it has finished.
 //! - **the next run** (for `kill -9`, a power cut): [`sweep_stale`] removes, in a directory about to
 //!   get a temporary of its own, every splitpkg temporary whose PID is no longer a live process. A
 //!   live process's temporary is never touched (`kill(pid, 0)` answering anything but "no such
-//!   process" counts as alive).
+//!   process" counts as alive). Every atomic write sweeps its directory once per run
+//!   ([`sweep_once`]).
 //!
 //! Children started with `std::process::Command` get an empty signal mask again (std resets it),
 //! so blocking here does not leak into `python` or `rattler-build`.
@@ -88,6 +90,16 @@ fn remove_registered(keep_listed: bool) -> bool {
     found
 }
 
+/// Held while a transaction renames its files into place ([`defer_signals`]); the signal thread
+/// takes it before removing anything, so a signal in that phase ends the process after it.
+static COMMITTING: Mutex<()> = Mutex::new(());
+
+/// Defer SIGINT/SIGTERM/SIGHUP's removal and exit until the guard is dropped: the renames of a
+/// transaction (and its rollback) run to their end, so a signal never leaves half a set.
+pub fn defer_signals() -> std::sync::MutexGuard<'static, ()> {
+    COMMITTING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 fn signal_set() -> libc::sigset_t {
@@ -120,6 +132,8 @@ pub fn install() {
             // in a directory being removed. Passes repeat until nothing registered is left (bounded);
             // what is made in the instant before the process ends carries this PID, and the next
             // run's `sweep_stale` removes it.
+            // A transaction renaming its files into place finishes first (all files or none).
+            let _committed = COMMITTING.lock().unwrap_or_else(|p| p.into_inner());
             for _ in 0..100 {
                 if !remove_registered(true) {
                     break;
@@ -146,7 +160,7 @@ pub fn install() {
     }
 }
 
-/// The kinds of temporary names splitpkg gives (`.FILE.splitpkg-tmp-PID`,
+/// The kinds of temporary names splitpkg gives (`.FILE.splitpkg-tmp-PID-RANDOM`,
 /// `.CHANNEL.splitpkg-pack-PID`, `.splitpkg-switch-pkgs-PID`) and how each is removed.
 const KINDS: [(&str, Leftover); 3] = [
     (".splitpkg-tmp-", Leftover::File),
@@ -161,8 +175,15 @@ pub fn temp_owner(name: &str) -> Option<(u32, Leftover)> {
     }
     KINDS.iter().find_map(|(tag, kind)| {
         let at = name.rfind(tag)?;
-        let pid = &name[at + tag.len()..];
-        (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        // `PID`, or `PID-RANDOM` (the random part of an atomic write's temporary).
+        let rest = &name[at + tag.len()..];
+        let (pid, random) = rest.split_once('-').unwrap_or((rest, "0"));
+        let digits = |s: &str, hex: bool| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (hex && b.is_ascii_hexdigit()))
+        };
+        (digits(pid, false) && digits(random, true))
             .then(|| pid.parse().ok().map(|p| (p, *kind)))
             .flatten()
     })
@@ -198,10 +219,28 @@ pub fn sweep_stale(dir: &Path) -> Vec<PathBuf> {
             continue;
         }
         let path = e.path();
+        // A file leftover is a regular file (or a link, unlinked without being followed); a
+        // directory or a FIFO under such a name is not one of ours.
+        let Ok(t) = e.file_type() else { continue };
+        if kind == Leftover::File && !(t.is_file() || t.is_symlink()) {
+            continue;
+        }
         remove(&path, kind);
         removed.push(path);
     }
     removed
+}
+
+/// [`sweep_stale`] `dir` unless this process did already: every atomic write calls this for the
+/// directory it writes in, so each output directory is swept once per run.
+pub fn sweep_once(dir: &Path) {
+    static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
+    if !swept.iter().any(|d| d == dir) {
+        swept.push(dir.to_path_buf());
+        drop(swept);
+        sweep_stale(dir);
+    }
 }
 
 #[cfg(test)]
@@ -212,6 +251,10 @@ mod tests {
     fn temp_names_are_recognised() {
         assert_eq!(
             temp_owner(".torch-2.11.0+split-cp311.whl.splitpkg-tmp-4242"),
+            Some((4242, Leftover::File))
+        );
+        assert_eq!(
+            temp_owner(".recipe.yaml.splitpkg-tmp-4242-00ff3a9c0b1d2e4f"),
             Some((4242, Leftover::File))
         );
         assert_eq!(
@@ -228,6 +271,8 @@ mod tests {
             ".x.splitpkg-tmp-12a",
             "x.splitpkg-tmp-12",
             ".x.splitpkg-other-1",
+            ".x.splitpkg-tmp-12-",
+            ".x.splitpkg-tmp-12-xyz",
         ] {
             assert_eq!(temp_owner(not), None, "{not}");
         }

@@ -499,12 +499,8 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
         let rel = g.path.to_string_lossy();
         let path = crate::confine::join_inside(out, &rel)
             .map_err(|e| Error::bad_source(out.display(), "not written", e))?;
-        crate::output::write_atomic(&path, g.text.as_bytes())?;
-        if g.executable {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                .map_err(|e| Error::io(&path, e))?;
-        }
+        let mode = g.executable.then_some(0o755);
+        crate::output::write_atomic_as(&path, g.text.as_bytes(), mode)?;
     }
     Ok(())
 }

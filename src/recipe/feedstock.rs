@@ -119,33 +119,32 @@ impl Patch {
         self.changes.iter().map(FileChange::diff).collect()
     }
 
-    /// Write every changed file atomically (each file is replaced whole, or not at all). Files are
-    /// checked to be unchanged since they were read, so a concurrent edit is not overwritten.
+    /// Write every changed file as one transaction ([`crate::output::Pending`]): all of them or
+    /// none, on a refusal (a directory or a symlink where a file goes, an immutable file), a
+    /// failed rename and a signal. Each file keeps its mode. Files are checked to be unchanged
+    /// since they were read, so an edit made meanwhile (by a tool that does not take the
+    /// feedstock's lock, `output::lock_tree`) is not overwritten.
     pub fn write(&self, root: &Path) -> Result<()> {
+        let mut tx = crate::output::Pending::default();
         for c in &self.changes {
             let path = root.join(&c.path);
+            // Staged first: a FIFO or a link at the path is refused before it is read again.
+            let mut staged = tx.add_path(path.clone())?;
             let now = std::fs::read_to_string(&path).ok();
             if now != c.before {
                 return Err(Error::bad(
                     path.display(),
-                    "changed while it was being patched; nothing written for it",
+                    "changed while it was being patched; nothing written",
                 ));
             }
+            use std::io::Write;
+            staged
+                .file
+                .write_all(c.after.as_bytes())
+                .map_err(|e| Error::io(&path, e))?;
+            tx.sync_in_background(&staged.path, staged.file);
         }
-        for c in &self.changes {
-            let path = root.join(&c.path);
-            crate::output::write_atomic(&path, c.after.as_bytes())?;
-            if let Some(mode) = std::fs::metadata(&path).ok().map(|m| m.permissions()) {
-                // build.sh keeps its executable bit: write_atomic creates a fresh file.
-                if c.path.extension().is_some_and(|e| e == "sh") {
-                    use std::os::unix::fs::PermissionsExt;
-                    let mut m = mode;
-                    m.set_mode(m.mode() | 0o755);
-                    std::fs::set_permissions(&path, m).map_err(|e| Error::io(&path, e))?;
-                }
-            }
-        }
-        Ok(())
+        tx.commit()
     }
 }
 

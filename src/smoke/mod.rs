@@ -909,15 +909,27 @@ struct Scratch {
 }
 
 impl Scratch {
+    /// A new directory in the shared temporary directory, made by this call (never one that
+    /// exists: another user could have planted it, or a link in its place) with an unpredictable
+    /// name, readable by this user only; the workers' files are created in it.
     fn new() -> Result<Scratch> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let path =
-            std::env::temp_dir().join(format!("splitpkg-smoke-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
-        Ok(Scratch { path })
+        use std::os::unix::fs::DirBuilderExt;
+        for _ in 0..16 {
+            let path = std::env::temp_dir().join(format!(
+                "splitpkg-smoke-{}-{:016x}",
+                std::process::id(),
+                crate::output::atomic::random_u64()
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(Scratch { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        Err(Error::bad(
+            std::env::temp_dir().display(),
+            "16 scratch directory names were all taken: refusing to run there",
+        ))
     }
 }
 

@@ -465,11 +465,10 @@ impl<'a> Job<'a> {
         }
         // The index file of the PEP 825 set, written and committed with the wheels.
         let index = self.index_file(input);
-        std::fs::write(
-            pending.add(&self.variants_dir, &index)?,
-            self.pep825.index_json(),
-        )
-        .map_err(|e| Error::io(self.variants_dir.join(&index), e))?;
+        let mut staged = pending.add(&self.variants_dir, &index)?;
+        std::io::Write::write_all(&mut staged.file, self.pep825.index_json().as_bytes())
+            .map_err(|e| Error::io(self.variants_dir.join(&index), e))?;
+        pending.sync_in_background(&staged.path, staged.file);
         Ok(written)
     }
 
@@ -524,15 +523,7 @@ impl<'a> Job<'a> {
     /// The core belongs to both sets: linked (one copy on disk), copied where links cannot be
     /// made, and committed with the rest.
     fn link_core(&self, core: &WrittenWheel, pending: &mut Pending) -> Result<()> {
-        let (core_tmp, core_linked) = (
-            pending.tmp_of(&self.out.join(&core.file)),
-            pending.add(&self.variants_dir, &core.file)?,
-        );
-        if std::fs::hard_link(&core_tmp, &core_linked).is_err() {
-            std::fs::copy(&core_tmp, &core_linked)
-                .map_err(|e| Error::io(self.variants_dir.join(&core.file), e))?;
-        }
-        Ok(())
+        pending.add_link(&self.out.join(&core.file), &self.variants_dir, &core.file)
     }
 
     fn report(self, input: &Input, checked: ReadBack) -> WheelReport {
@@ -1075,11 +1066,12 @@ impl Job<'_> {
         let version = &self.core_version;
         let esc = escaped(&input.name);
         let file = format!("{esc}-{version}-{}.whl", input.tags);
-        let tmp = pending.add(self.out, &file)?;
+        let staged = pending.add(self.out, &file)?;
+        let tmp = staged.path.clone();
         let old = input.dist_info_stem.clone();
         let new = format!("{esc}-{version}");
         let time = metadata_time(input)?;
-        let mut w = Writer::create(&tmp, format!("{new}.dist-info"), time)?;
+        let mut w = Writer::create(staged, format!("{new}.dist-info"), time)?;
         let meta_path = format!("{old}.dist-info/METADATA");
         let record_path = format!("{old}.dist-info/RECORD");
         let renamed = |p: &str| -> String {
@@ -1175,10 +1167,11 @@ impl Job<'_> {
         } else {
             self.variants_dir.as_path()
         };
-        let tmp = pending.add(dir, &file)?;
+        let staged = pending.add(dir, &file)?;
+        let tmp = staged.path.clone();
         let dist_info = format!("{}-{version}.dist-info", escaped(dist));
         let time = metadata_time(input)?;
-        let mut w = Writer::create(&tmp, dist_info.clone(), time)?;
+        let mut w = Writer::create(staged, dist_info.clone(), time)?;
         match content {
             LazyContent::Member => {
                 for p in &self.lazy_paths {

@@ -15,7 +15,7 @@ use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 
 use super::record::{self, Entry};
 use crate::error::{Error, Result};
-use crate::output::Pending;
+use crate::output::{Pending, Staged};
 
 /// Members of a written wheel copied as raw streams: path in the wheel → index in the input.
 pub(super) type Copies = BTreeMap<String, usize>;
@@ -39,16 +39,10 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub fn create(tmp: &Path, dist_info: String, time: DateTime) -> Result<Writer> {
-        // Readable too: the hasher reads back what is written.
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(tmp)
-            .map_err(|e| Error::io(tmp, e))?;
-        let hashed = HashedFile::new(f).map_err(|e| Error::io(tmp, e))?;
+    /// Into `staged`, a new file opened for reading too (the hasher reads back what is written).
+    pub fn create(staged: Staged, dist_info: String, time: DateTime) -> Result<Writer> {
+        let tmp = &staged.path;
+        let hashed = HashedFile::new(staged.file).map_err(|e| Error::io(tmp, e))?;
         Ok(Writer {
             zip: ZipWriter::new(hashed),
             rows: Vec::new(),

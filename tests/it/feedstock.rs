@@ -35,7 +35,7 @@ pub(crate) fn feedstock(dir: &Path, extra: &[&str]) -> Output {
 }
 
 /// Every file of the feedstock, for "nothing changed" checks.
-fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     walk(dir)
         .into_iter()
         .map(|(rel, p)| (rel, std::fs::read(&p).unwrap_or_default()))

@@ -9,6 +9,7 @@
 mod common;
 
 mod architecture;
+mod atomic;
 mod bad_input;
 mod emit;
 mod fatbin;

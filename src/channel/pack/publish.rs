@@ -3,7 +3,6 @@
 //! merged into `CHANNEL/splitpkg.json` — the last three under the channel's lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::conda::Member;
@@ -107,7 +106,7 @@ pub(super) fn write_packages(
         let dir = work.dir.join("pkgs").join(b.subdir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let dst = dir.join(format!("{stem}.conda"));
-        let f = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
+        let f = crate::output::atomic::create_new(&dst)?;
         opts.progress.set_message(&b.model.name);
         let threads = opts
             .threads
