@@ -8,7 +8,7 @@
 #        fatbin, 60 s; a lone number is the seconds for fatbin, as before)
 # Env: FUZZ_CORPUS, FUZZ_ARTIFACTS (default fuzz/corpus/TARGET, fuzz/artifacts/TARGET), FUZZ_SEEDS
 #      (a directory of extra seed files), FUZZ_RUNS (stop after N executions instead), CARGO_TARGET_DIR,
-#      FUZZ_PROFILE (release, or dev).
+#      FUZZ_PROFILE (release, or dev), FUZZ_TIMEOUT (libFuzzer's per-input hang limit in seconds, default 10).
 # The full test tier runs every target briefly (`cargo test --release --features full-tests`;
 # tests/it/fatbin.rs, `fuzz_targets_build_and_run`).
 set -euo pipefail
@@ -36,5 +36,5 @@ if [[ -d $here/regressions/$name ]]; then cp "$here"/regressions/"$name"/* "$cor
 if [[ -n ${FUZZ_SEEDS:-} ]]; then cp "$FUZZ_SEEDS"/* "$corpus"/; fi
 limit=(-max_total_time="$secs")
 [[ -n ${FUZZ_RUNS:-} ]] && limit=(-runs="$FUZZ_RUNS")
-"$bin" "$corpus" "${limit[@]}" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+"$bin" "$corpus" "${limit[@]}" -max_len=65536 -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-10}" \
   -artifact_prefix="$artifacts/" -print_final_stats=1

@@ -307,8 +307,16 @@ pub fn stacked_bars(p: &Stacked) -> String {
     for (i, b) in p.bars.iter().enumerate() {
         stacked_row(&mut s, b, 45.0 + i as f64 * 55.0, left, max);
     }
+    // Only what the bars draw: a legend entry for a part no bar has (the payload when it is linked
+    // into the lazy library, stand-ins when there are none) would describe a colour not in the picture.
+    let drawn = |part: Part| {
+        p.bars
+            .iter()
+            .flat_map(|b| &b.segments)
+            .any(|seg| seg.part == part && seg.bytes > 0)
+    };
     let mut x = 10.0;
-    for (part, label) in &p.legend {
+    for (part, label) in p.legend.iter().filter(|(part, _)| drawn(*part)) {
         let _ = writeln!(
             s,
             r##"<rect x="{x:.1}" y="168" width="12" height="12" fill="{}"/><text x="{:.1}" y="178">{}</text>"##,

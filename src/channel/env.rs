@@ -551,7 +551,7 @@ impl SwitchSizes<'_> {
             .find(|x| &x.name == lazy && x.variant.as_deref() == Some(other));
         if other_pkg.is_none() {
             notes.push(format!(
-                "the channel has no {other} build of {lazy} {version}: the commands below fail until one is published"
+                "the channel has no {other} build of {lazy} {version}: the switch commands fail until one is published"
             ));
         }
         if let Some(o) = other_pkg {
@@ -878,12 +878,14 @@ pub fn report_text(r: &EnvReport) -> String {
         );
     }
     let _ = writeln!(s, "  sizes from: {}", w.sizes_from);
+    // The notes are about the switch (a missing build, what the solver removes): said before the
+    // commands they qualify, so a reader meets the warning before the command it warns about.
+    for n in &r.notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
     let _ = writeln!(s, "  conda: {}", w.commands.conda);
     let _ = writeln!(s, "  mamba: {}", w.commands.mamba);
     let _ = writeln!(s, "  pixi:  {}", w.commands.pixi);
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
     s
 }
 
@@ -965,6 +967,7 @@ pub fn svg(r: &EnvReport) -> String {
         bars,
         legend: [
             (Part::Other, "other packages"),
+            (Part::OtherStandIn, "other stand-ins, represented"),
             (Part::Lazy, "lazy library"),
             (Part::Payload, "payload"),
             (Part::PayloadStandIn, "payload [stand-in], represented"),
@@ -1120,6 +1123,47 @@ mod tests {
         let (w, right) = widths(&svg);
         assert!(w > 760.0 && right <= w, "{right} > {w}");
         assert!(svg.contains(&long), "the label is there, whole");
+    }
+
+    /// The legend's entries as drawn (the texts at the legend's height).
+    fn legend(svg: &str) -> Vec<String> {
+        svg.lines()
+            .filter(|l| l.contains(r#"y="168""#))
+            .filter_map(|l| l.split("y=\"178\">").nth(1)?.split("</text>").next())
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_legend_lists_only_what_the_bars_draw() {
+        // A conda environment with a libmagma package: other packages, the lazy library, payload.
+        let with_payload = report("/opt/conda/envs/t", "magma");
+        assert_eq!(
+            legend(&svg(&with_payload)),
+            ["other packages", "lazy library", "payload"]
+        );
+        // A wheel: MAGMA is linked into libtorch_cuda_linalg.so, no payload package exists, so
+        // neither the payload nor its stand-in can appear.
+        let mut wheel = report("/opt/venv", "magma");
+        wheel.packages.retain(|p| p.role != PackageRole::Payload);
+        wheel.switch.payload_removed.clear();
+        wheel.switch.real_delta = Some(-(45 << 20));
+        let drawn = svg(&wheel);
+        assert_eq!(legend(&drawn), ["other packages", "lazy library"]);
+        assert!(!drawn.contains("stand-in"), "{drawn}");
+    }
+
+    #[test]
+    fn a_note_comes_before_the_commands_it_qualifies() {
+        let mut r = report("/opt/conda/envs/t", "magma");
+        r.notes.push(
+            "the channel has no nomagma build of libtorch-cuda-linalg 2.11.0: the switch commands fail until one is published".into(),
+        );
+        let text = report_text(&r);
+        let note = text.find("note: the channel has no nomagma build").unwrap();
+        let conda = text.find("conda: conda install").unwrap();
+        assert!(note < conda, "{text}");
+        assert!(!text.contains("below"), "{text}");
     }
 
     #[test]

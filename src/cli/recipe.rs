@@ -45,17 +45,20 @@ pub struct EmitArgs {
 }
 
 #[derive(Args)]
+// One of --contract and --plan, each shown as the alternative of the other (`--contract` alone
+// was marked required although `--plan` works).
+#[command(group(clap::ArgGroup::new("contract_source").required(true).multiple(false)))]
 pub struct VerifyVariantArgs {
     /// The lazy library file to check.
     library: PathBuf,
     /// magma or nomagma (for --dep magma).
     #[arg(long)]
     variant: String,
-    /// contract.json written by `splitpkg emit`.
-    #[arg(long, value_name = "FILE", required_unless_present = "plan")]
+    /// The loader contract: contract.json written by `splitpkg emit` (this or --plan).
+    #[arg(long, value_name = "FILE", group = "contract_source")]
     contract: Option<PathBuf>,
-    /// Or a plan JSON to take the contract from.
-    #[arg(long, value_name = "FILE", conflicts_with = "contract")]
+    /// A plan (`splitpkg plan --json`) to take the contract from (this or --contract).
+    #[arg(long, value_name = "FILE", group = "contract_source")]
     plan: Option<PathBuf>,
     /// Where the library's NEEDED libraries are (repeatable; searched before its own directory,
     /// its RPATH/RUNPATH and the system's). Given, a NEEDED library found nowhere fails the
@@ -68,6 +71,7 @@ pub struct VerifyVariantArgs {
     /// it was accepted.
     #[arg(long)]
     accept_unchecked: bool,
+    /// JSON on stdout: the library, the variant, each check with its result, and whether all pass.
     #[arg(long)]
     json: bool,
 }

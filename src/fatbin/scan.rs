@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::whatif::{Estimate, Watch, what_if_watched};
 use super::{
     Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf,
-    cuda_major_from_needed, device_check, driver_floor, needed_names, read_from, total, what_if,
+    cuda_major_from_needed, device_check, driver_floor, needed_names, read_from, total,
 };
 use crate::elf::ElfView;
 use crate::error::{Error, Result};
@@ -23,7 +24,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Default)]
 pub struct ScanOptions {
-    /// Estimate the stored size under each of these (decompresses everything: seconds per GiB).
+    /// Estimate the stored size under each of these (decompresses and recompresses every entry:
+    /// from seconds per GiB for lz4 to an hour and more per GiB at zstd:19; the cost is estimated
+    /// and said before the long part starts).
     pub what_if: Vec<CompressMode>,
     /// Check each library against these devices.
     pub devices: Vec<Capability>,
@@ -166,11 +169,37 @@ struct FileScan {
     lib: Option<LibraryFatbin>,
 }
 
+/// A what-if's estimate, said on stderr before the long part starts, and its progress: a bar of
+/// uncompressed bytes for a single file (in a tree, the tree's own bar runs, and each library
+/// says its estimate as it starts).
+struct WhatIfWatch<'a> {
+    path: &'a str,
+    bar: Option<&'a Progress>,
+}
+
+impl Watch for WhatIfWatch<'_> {
+    fn estimate(&self, e: &Estimate) {
+        tracing::info!("fatbin: {}: {e}", crate::sanitize::printable(self.path));
+        if let Some(bar) = self.bar {
+            bar.start("what-if", e.bytes);
+            bar.inc(e.sample);
+        }
+    }
+
+    fn done(&self, bytes: u64) {
+        if let Some(bar) = self.bar {
+            bar.inc(bytes);
+        }
+    }
+}
+
+/// `bar`: the progress to draw the what-if on (a single file; `None` in a tree, whose bar is in use).
 fn scan_one(
     input: ElfInput<'_>,
     name: &dyn Fn() -> String,
     opts: &ScanOptions,
     trace: bool,
+    bar: Option<&Progress>,
 ) -> Result<FileScan> {
     let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
     let started = Instant::now();
@@ -201,8 +230,15 @@ fn scan_one(
     let mut whatifs = Vec::new();
     if !opts.what_if.is_empty() {
         let t = Instant::now();
-        whatifs =
-            what_if(input.bytes, &summary, &opts.what_if).map_err(|e| Error::invalid(name(), e))?;
+        let watch = WhatIfWatch {
+            path: input.path,
+            bar,
+        };
+        let done = what_if_watched(input.bytes, &summary, &opts.what_if, &watch);
+        if let Some(bar) = bar {
+            bar.finish();
+        }
+        whatifs = done.map_err(|e| Error::invalid(name(), e))?;
         if trace {
             timing(
                 opts.time,
@@ -327,13 +363,19 @@ fn scan_files(
             map: Some(&map),
             file: Some(&file),
         };
-        let one = scan_one(input, &|| display.clone(), opts, trace)?;
+        let one = scan_one(input, &|| display.clone(), opts, trace, Some(progress))?;
         Ok(("file".to_string(), vec![one]))
     } else {
         let kind = TreeKind::detect(path)?;
         let (_tree, results) = Tree::open(path, progress, |input| {
             let member = input.path.to_string();
-            scan_one(input, &|| display_member(path, kind, &member), opts, trace)
+            scan_one(
+                input,
+                &|| display_member(path, kind, &member),
+                opts,
+                trace,
+                None,
+            )
         })?;
         let kind = serde_json::to_value(kind)
             .ok()

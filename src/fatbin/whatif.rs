@@ -180,6 +180,42 @@ fn stored_len(n: usize) -> u64 {
     (n as u64).div_ceil(8) * 8
 }
 
+/// One zstd compressor per zstd mode (reused across a thread's entries), `None` for the others.
+fn compressors(modes: &[CompressMode]) -> Vec<Option<zstd::bulk::Compressor<'static>>> {
+    modes
+        .iter()
+        .map(|m| match m {
+            CompressMode::Zstd(l) => zstd::bulk::Compressor::new(*l).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One entry decompressed and compressed under each mode: (stored length, seconds) per mode.
+fn recompress(
+    file: &[u8],
+    e: &Entry,
+    modes: &[CompressMode],
+    ctx: &mut [Option<zstd::bulk::Compressor<'static>>],
+) -> Result<Vec<(u64, f64)>, FatbinError> {
+    let raw = decompress_entry(file, 0, e)?;
+    let mut out = Vec::with_capacity(modes.len());
+    for (i, m) in modes.iter().enumerate() {
+        let t = Instant::now();
+        let n = match m {
+            CompressMode::None => raw.len(),
+            CompressMode::Lz4 => lz4_flex::block::compress(&raw).len(),
+            CompressMode::Zstd(l) => match ctx[i].as_mut() {
+                Some(c) => c.compress(&raw).map(|v| v.len()),
+                None => zstd::bulk::compress(&raw, *l).map(|v| v.len()),
+            }
+            .map_err(|x| FatbinError::caused(e.offset, "zstd compression failed", x))?,
+        };
+        out.push((stored_len(n), t.elapsed().as_secs_f64()));
+    }
+    Ok(out)
+}
+
 /// The entries of one (kind, architecture name) under one compression.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WhatIfTarget {
@@ -228,12 +264,87 @@ pub struct WhatIf {
     pub compress_seconds: f64,
 }
 
+/// What a what-if will cost, measured on its first entries before the rest start: said before
+/// the long part (zstd:19 recompresses torch 2.11's 4.4 GiB at a few MiB/s a thread).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// The modes, as given.
+    pub modes: Vec<CompressMode>,
+    /// Uncompressed bytes of device code to recompress under each mode, the sample included.
+    pub bytes: u64,
+    /// Uncompressed bytes the rate was measured on (the first entries, in file order).
+    pub sample: u64,
+    /// Uncompressed bytes per second one thread gets through, every mode included.
+    pub rate: f64,
+    /// Threads that share the rest.
+    pub threads: usize,
+    /// Seconds the rest should take: `(bytes - sample) / rate / threads`.
+    pub seconds: f64,
+}
+
+impl fmt::Display for Estimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::output::human_bytes;
+        let modes: Vec<String> = self.modes.iter().map(|m| m.to_string()).collect();
+        write!(
+            f,
+            "{} recompresses {} of device code: estimate about {} on {} thread{} (~{}/s a thread, measured on the first {})",
+            modes.join(", "),
+            human_bytes(self.bytes),
+            minutes(self.seconds),
+            self.threads,
+            if self.threads == 1 { "" } else { "s" },
+            human_bytes(self.rate as u64),
+            human_bytes(self.sample),
+        )
+    }
+}
+
+/// A duration as a person plans with it: seconds under two minutes, then minutes, then hours.
+fn minutes(secs: f64) -> String {
+    match secs {
+        s if s < 120.0 => format!("{:.0} s", s.max(1.0)),
+        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
+        s => format!("{:.1} h", s / 3600.0),
+    }
+}
+
+/// Who follows a what-if: told the estimate once the sample is measured, then the uncompressed
+/// bytes of each entry as it finishes (every mode done for it).
+pub trait Watch: Sync {
+    fn estimate(&self, e: &Estimate);
+    fn done(&self, bytes: u64);
+}
+
+/// No one follows.
+pub struct Unwatched;
+
+impl Watch for Unwatched {
+    fn estimate(&self, _: &Estimate) {}
+    fn done(&self, _: u64) {}
+}
+
+/// Entries measured on one thread before the estimate: the first this many uncompressed bytes
+/// (at least one entry). 8 MiB takes a few seconds at zstd:19 and is real work, not thrown away.
+pub const SAMPLE_BYTES: u64 = 8 << 20;
+
 /// Decompress every entry of `s` once and compress it under each of `modes`. `file` is the whole
 /// file (offsets in `s` are file offsets); `s` must keep its container layout.
 pub fn what_if(
     file: &[u8],
     s: &FatbinSummary,
     modes: &[CompressMode],
+) -> Result<Vec<WhatIf>, FatbinError> {
+    what_if_watched(file, s, modes, &Unwatched)
+}
+
+/// [`what_if`], telling `watch` the estimate (measured on the first [`SAMPLE_BYTES`]) before the
+/// rest starts, then each entry as it is done.
+pub fn what_if_watched(
+    file: &[u8],
+    s: &FatbinSummary,
+    modes: &[CompressMode],
+    watch: &dyn Watch,
 ) -> Result<Vec<WhatIf>, FatbinError> {
     let entries: Vec<&Entry> = s.entries_in_order().collect();
     if entries.len() as u64 != s.entries {
@@ -242,48 +353,66 @@ pub fn what_if(
             "what-if needs the container layout; the summary was made without it",
         ));
     }
+    let total: u64 = entries.iter().map(|e| e.uncompressed).sum();
+    let mut taken = 0u64;
+    let first = entries
+        .iter()
+        .take_while(|e| {
+            let more = taken < SAMPLE_BYTES;
+            taken += e.uncompressed;
+            more
+        })
+        .count();
+    let started = Instant::now();
+    let mut ctx = compressors(modes);
+    let mut sizes = Vec::with_capacity(entries.len());
+    for e in &entries[..first] {
+        sizes.push(recompress(file, e, modes, &mut ctx)?);
+        watch.done(e.uncompressed);
+    }
+    let sample: u64 = entries[..first].iter().map(|e| e.uncompressed).sum();
+    let rate = sample as f64 / started.elapsed().as_secs_f64().max(1e-6);
+    let threads = rayon::current_num_threads().max(1);
+    // A section without device code has nothing to estimate (and no rate to divide by).
+    if sample > 0 {
+        watch.estimate(&Estimate {
+            modes: modes.to_vec(),
+            bytes: total,
+            sample,
+            rate,
+            threads,
+            seconds: total.saturating_sub(sample) as f64 / rate / threads as f64,
+        });
+    }
     // Per entry: compressed length and CPU time under each mode.
-    let sizes: Vec<Vec<(u64, f64)>> = entries
+    let rest: Vec<Vec<(u64, f64)>> = entries[first..]
         .par_iter()
         .map_init(
-            || {
-                modes
-                    .iter()
-                    .map(|m| {
-                        if let CompressMode::Zstd(l) = m {
-                            zstd::bulk::Compressor::new(*l).ok()
-                        } else {
-                            None
-                        }
-                    })
-                    .collect::<Vec<_>>()
-            },
-            |ctx, e| -> Result<Vec<(u64, f64)>, FatbinError> {
-                let raw = decompress_entry(file, 0, e)?;
-                let mut out = Vec::with_capacity(modes.len());
-                for (i, m) in modes.iter().enumerate() {
-                    let t = Instant::now();
-                    let n = match m {
-                        CompressMode::None => raw.len(),
-                        CompressMode::Lz4 => lz4_flex::block::compress(&raw).len(),
-                        CompressMode::Zstd(l) => match ctx[i].as_mut() {
-                            Some(c) => c.compress(&raw).map(|v| v.len()),
-                            None => zstd::bulk::compress(&raw, *l).map(|v| v.len()),
-                        }
-                        .map_err(|x| FatbinError::caused(e.offset, "zstd compression failed", x))?,
-                    };
-                    out.push((stored_len(n), t.elapsed().as_secs_f64()));
-                }
-                Ok(out)
+            || compressors(modes),
+            |ctx, e| {
+                let r = recompress(file, e, modes, ctx)?;
+                watch.done(e.uncompressed);
+                Ok(r)
             },
         )
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, FatbinError>>()?;
+    sizes.extend(rest);
+    Ok(summarise(s, &entries, modes, &sizes))
+}
+
+/// Per mode, the entries' sizes (`sizes[entry][mode]`) added up per target and for the section.
+fn summarise(
+    s: &FatbinSummary,
+    entries: &[&Entry],
+    modes: &[CompressMode],
+    sizes: &[Vec<(u64, f64)>],
+) -> Vec<WhatIf> {
     let uncompressed: u64 = entries.iter().map(|e| e.uncompressed).sum();
     let mut results = Vec::with_capacity(modes.len());
     for (i, &mode) in modes.iter().enumerate() {
         let mut targets: Vec<WhatIfTarget> = Vec::new();
         let (mut now, mut after, mut secs) = (0u64, 0u64, 0f64);
-        for (e, per) in entries.iter().zip(&sizes) {
+        for (e, per) in entries.iter().zip(sizes) {
             let (n, t) = per[i];
             now += e.stored;
             after += n;
@@ -323,7 +452,7 @@ pub fn what_if(
             compress_seconds: secs,
         });
     }
-    Ok(results)
+    results
 }
 
 #[cfg(test)]

@@ -96,13 +96,21 @@ pub fn build(inputs: &Inputs) -> Report {
 }
 
 impl Sources<'_> {
+    /// The package and its version: the plan's package metadata when the input had some, else
+    /// the torch version the smoke run imported (a plan of an unpacked tree has no metadata, and
+    /// the title would otherwise name the directory alone).
     fn title(&self) -> String {
-        match self.plan.and_then(|p| p.input.package.as_ref()) {
-            Some(pkg) => format!("{} {}", pkg.name, pkg.version),
-            None => self
-                .plan
-                .map(|p| file_name(&p.input.path).to_string())
-                .unwrap_or_else(|| "package".into()),
+        if let Some(pkg) = self.plan.and_then(|p| p.input.package.as_ref()) {
+            return format!("{} {}", pkg.name, pkg.version);
+        }
+        let torch = self
+            .smoke
+            .and_then(|s| s.variants.iter().find_map(|v| v.torch_version()));
+        // The smoke run imports torch: its version is torch's, whatever the plan's directory is called.
+        match (self.plan, torch) {
+            (_, Some(v)) => format!("torch {v}"),
+            (Some(p), None) => file_name(&p.input.path).to_string(),
+            (None, None) => "package".into(),
         }
     }
 

@@ -67,6 +67,14 @@ fn environment() -> Result<Environment<'static>> {
     env.set_auto_escape_callback(auto_escape);
     env.set_formatter(format);
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    // Markdown code spans (`report.md` only): `code` for paths and commands, `op` for op names
+    // that must not wrap. Escaped by `md::code` itself, so marked safe.
+    env.add_filter("code", |s: String| {
+        Value::from_safe_string(super::md::code(&s, false))
+    });
+    env.add_filter("op", |s: String| {
+        Value::from_safe_string(super::md::code(&s, true))
+    });
     // A block tag on a line of its own leaves no trace in the page.
     env.set_syntax(
         SyntaxConfig::builder()

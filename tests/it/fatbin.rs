@@ -370,6 +370,129 @@ fn what_if_sizes() {
     );
 }
 
+/// What a watch of a what-if heard, in order.
+#[derive(Default)]
+struct Heard(std::sync::Mutex<Vec<Result<u64, fatbin::whatif::Estimate>>>);
+
+impl fatbin::whatif::Watch for Heard {
+    fn estimate(&self, e: &fatbin::whatif::Estimate) {
+        self.0.lock().unwrap().push(Err(e.clone()));
+    }
+    fn done(&self, bytes: u64) {
+        self.0.lock().unwrap().push(Ok(bytes));
+    }
+}
+
+#[test]
+fn what_if_says_its_cost_before_the_rest_and_counts_every_byte() {
+    // Five 3 MiB entries: the first three (9 MiB, past the 8 MiB sample) are measured, then the
+    // estimate is said, then the other two are done.
+    let raw = synth::fake_cubin(90, 3 << 20, 11);
+    let entries: Vec<SynthEntry> = (0..5)
+        .map(|_| SynthEntry::elf(90, &raw, Compression::Lz4))
+        .collect();
+    let sec = synth::section(&[synth::container(&entries)], 8);
+    let s = fatbin::summarise(0, sec.len() as u64, fatbin::parse(&sec, 0).unwrap());
+    let modes: Vec<CompressMode> = vec!["zstd:19".parse().unwrap(), CompressMode::Lz4];
+    let heard = Heard::default();
+    let w = fatbin::whatif::what_if_watched(&sec, &s, &modes, &heard).unwrap();
+    assert_eq!(
+        w[0].stored_after,
+        fatbin::what_if(&sec, &s, &modes).unwrap()[0].stored_after,
+        "watched or not, the same result"
+    );
+    let heard = heard.0.into_inner().unwrap();
+    let at = heard.iter().position(|h| h.is_err()).expect("an estimate");
+    assert_eq!(at, 3, "said after the sample, before the rest: {heard:?}");
+    assert_eq!(heard.len(), 6);
+    let Err(e) = &heard[at] else { unreachable!() };
+    assert_eq!(e.bytes, s.uncompressed);
+    assert_eq!(e.sample, 3 * raw.len() as u64);
+    assert_eq!(e.modes, modes);
+    assert!(e.rate > 0.0 && e.seconds >= 0.0, "{e:?}");
+    let done: u64 = heard.iter().filter_map(|h| h.as_ref().ok()).sum();
+    assert_eq!(done, s.uncompressed, "every entry's bytes counted once");
+    let line = e.to_string();
+    assert!(
+        line.starts_with("zstd:19, lz4 recompresses 15.0 MiB of device code: estimate about "),
+        "{line}"
+    );
+    assert!(line.ends_with("measured on the first 9.0 MiB)"), "{line}");
+}
+
+#[test]
+fn what_if_on_the_command_line_says_its_estimate_on_stderr() {
+    let sec = synth::torch_like(3, &[80, 86, 90]);
+    let dir = cuda_tree(&sec);
+    let lib = dir.path().join("lib/libtorch_cuda.so");
+    for path in [dir.path(), lib.as_path()] {
+        let o = run_path(&["fatbin", "--quiet", "--what-if", "zstd:19"], path);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.lines().any(|l| l.starts_with("fatbin: ")
+                && l.contains("libtorch_cuda.so: zstd:19 recompresses ")
+                && l.contains("estimate about ")),
+            "{err}"
+        );
+        assert!(stdout(&o).contains("what-if zstd:19"), "{}", stdout(&o));
+    }
+}
+
+/// `splitpkg fatbin --help` as a terminal of `columns` shows it.
+fn fatbin_help(columns: &str) -> String {
+    let o = std::process::Command::new(bin())
+        .args(["fatbin", "--help"])
+        .env("COLUMNS", columns)
+        .env("LINES", "24")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    stdout(&o)
+}
+
+#[test]
+fn fatbin_help_states_what_the_what_if_costs_and_its_examples_do_not_wrap() {
+    for columns in ["80", "100"] {
+        let help = fatbin_help(columns);
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        // The old help gave one cost for every level.
+        assert!(!flat.contains("every entry (seconds per GiB)"), "{help}");
+        assert!(flat.contains("8 min per GiB at zstd:19"), "{help}");
+        assert!(flat.contains("zstd:19"), "{help}");
+        assert!(flat.contains("before it starts"), "{help}");
+        let block: Vec<&str> = help
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("Examples:"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .collect();
+        assert!(block.len() >= 4, "{help}");
+        let mut continued = false;
+        for line in &block {
+            let text = line.trim_start();
+            assert!(
+                continued || text.starts_with("splitpkg ") || text.starts_with("# "),
+                "{columns} columns: wrapped mid-command: {line:?}\n{help}"
+            );
+            continued = text.ends_with('\\');
+        }
+        // A zstd:19 example over a whole torch tree ran about two hours: any zstd:19 example is
+        // on one library and says what it costs in the comment above it.
+        for (i, line) in block.iter().enumerate() {
+            if line.contains("zstd:19") && line.trim_start().starts_with("splitpkg ") {
+                assert!(line.contains(".so"), "{line}");
+                assert!(
+                    i > 0
+                        && block[i - 1].trim_start().starts_with("# ")
+                        && block[i - 1].contains("min"),
+                    "{help}"
+                );
+            }
+        }
+    }
+}
+
 // --- device check ------------------------------------------------------------------------------
 
 #[test]
@@ -885,32 +1008,35 @@ fn mutations_of_synthetic_sections_never_panic() {
     ];
     // The same inside a minimal ELF: the section lookup and ElfView face the mutations too.
     let elf = synth::minimal_elf(&seeds[0]);
-    let started = std::time::Instant::now();
+    // The property is that every input returns (no panic, no hang: a hang never ends the test);
+    // how long 350,000 inputs take is the machine's business, not the test's. Both outcomes are
+    // exercised: some mutations still parse, most are refused.
     for (i, (seed, rounds)) in [(&seeds[0], 150_000), (&seeds[1], 150_000), (&elf, 50_000)]
         .into_iter()
         .enumerate()
     {
-        mutate_and_run(seed, rounds, 0x9e37_79b9_7f4a_7c15 ^ i as u64);
+        let ok = mutate_and_run(seed, rounds, 0x9e37_79b9_7f4a_7c15 ^ i as u64);
+        if i < 2 {
+            assert!(ok > 0 && ok < rounds, "seed {i}: {ok} of {rounds} parsed");
+        }
     }
-    // Termination is the property: 350,000 hostile inputs in bounded time.
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(120),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
-/// Run one cargo-fuzz target for `secs` through `fuzz/run-stable.sh` (stable Rust, coverage
-/// instrumentation, unoptimised: it builds in half the time and keeps overflow checks) and return
-/// the executions; fails on a crash, hang, leak or out-of-memory artifact.
-fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
+/// Run one cargo-fuzz target for a fixed number of inputs (`runs`: libFuzzer's `-runs`) through
+/// `fuzz/run-stable.sh` (stable Rust, coverage instrumentation, unoptimised: it builds in half the
+/// time and keeps overflow checks); fails on a crash, hang, leak or out-of-memory artifact, or
+/// when libFuzzer kept no input beyond the seeds (no coverage growth). Never on speed: a busy
+/// machine takes longer, it does not fail (a minimum of inputs per second once failed CI).
+fn fuzz(target: &str, runs: u64, seeds: Option<&Path>) {
     let work = tempfile::tempdir().unwrap();
     let (corpus, artifacts) = (work.path().join("corpus"), work.path().join("artifacts"));
     let mut cmd = std::process::Command::new("bash");
-    cmd.arg(repo().join("fuzz/run-stable.sh"))
-        .arg(target)
-        .arg(secs.to_string());
+    cmd.arg(repo().join("fuzz/run-stable.sh")).arg(target);
     cmd.env("FUZZ_PROFILE", "dev")
+        .env("FUZZ_RUNS", runs.to_string())
+        // libFuzzer's per-input hang limit, generous for an unoptimised build on a loaded machine:
+        // a real hang (a loop that never ends) still stops there and leaves an artifact.
+        .env("FUZZ_TIMEOUT", "120")
         .env("FUZZ_CORPUS", &corpus)
         .env("FUZZ_ARTIFACTS", &artifacts);
     if let Some(s) = seeds {
@@ -923,12 +1049,15 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
         "fuzz/run-stable.sh {target} failed:\n{}",
         &log[log.len().saturating_sub(4000)..]
     );
-    let runs: u64 = log
+    let executed: u64 = log
         .lines()
         .find_map(|l| l.strip_prefix("stat::number_of_executed_units:"))
         .and_then(|n| n.trim().parse().ok())
         .expect("libFuzzer final stats");
-    assert!(runs > min_runs, "{target}: only {runs} inputs in {secs} s");
+    assert!(
+        executed >= runs,
+        "{target}: {executed} inputs run of the {runs} asked"
+    );
     let crashes: Vec<_> = std::fs::read_dir(&artifacts).unwrap().collect();
     assert!(crashes.is_empty(), "{target}: crash artifacts: {crashes:?}");
     // libFuzzer keeping new inputs shows the instrumentation works.
@@ -952,7 +1081,7 @@ fn fuzz(target: &str, secs: u32, seeds: Option<&Path>, min_runs: u64) {
 /// libraries, plan_json from their plans, archive from fixture trees packed as .whl, .tar.bz2 and
 /// .conda, smoke_json from the committed H200 recordings. The long runs are by hand
 /// (docs/security.md); this keeps the targets compiling and the readers panic-free on what
-/// libFuzzer finds in a few seconds each.
+/// libFuzzer finds in a fixed number of inputs each.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -1015,11 +1144,12 @@ fn fuzz_targets_build_and_run() {
     )
     .unwrap();
     // The first run builds all five targets.
-    fuzz("fatbin", 20, None, 10_000);
-    fuzz("elf", 10, Some(&elf), 500);
-    fuzz("plan_json", 10, Some(&plans), 5_000);
-    fuzz("archive", 10, Some(&archives), 200);
-    fuzz("smoke_json", 10, Some(&smoke), 500);
+    // A fixed count of inputs each (what the earlier 10 to 20 s runs reached on an idle machine).
+    fuzz("fatbin", 20_000, None);
+    fuzz("elf", 1_000, Some(&elf));
+    fuzz("plan_json", 5_000, Some(&plans));
+    fuzz("archive", 400, Some(&archives));
+    fuzz("smoke_json", 1_000, Some(&smoke));
 }
 
 /// Regenerate the committed seed corpus of the cargo-fuzz target (fuzz/seeds/fatbin/).

@@ -10,7 +10,7 @@ use crate::common::*;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
 const CORE: &str = "torch-2.5.1+split-cp311-cp311-linux_x86_64.whl";
@@ -48,7 +48,9 @@ impl Server {
             let _ = tx.send(line);
         });
         // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        // Blocking: the server prints this line when it listens, or exits (an empty line), however
+        // long a loaded machine takes to start Python.
+        let line = rx.recv().unwrap_or_default();
         let port = line
             .split(" port ")
             .nth(1)

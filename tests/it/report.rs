@@ -148,6 +148,34 @@ fn the_answer_comes_first_with_measured_numbers() {
     );
 }
 
+/// The title names the version: the plan's package metadata, else (a plan of an unpacked tree has
+/// none) the torch the smoke run imported; only without either is it the directory's name alone.
+#[test]
+fn the_title_keeps_the_torch_version() {
+    let d = tempfile::tempdir().unwrap();
+    let title = |inputs: &[(&str, &Path)]| {
+        let (code, m, err) = report(inputs, "md", &d.path().join("t.md"));
+        assert_eq!(code, 0, "{err}");
+        m.lines().next().unwrap().to_string()
+    };
+    let (plan, smoke) = (plan(), smoke_real());
+    assert_eq!(
+        title(&[("plan", &plan), ("smoke", &smoke)]),
+        "# Should torch 2.11.0+cu130 split out MAGMA?"
+    );
+    assert_eq!(
+        title(&[("smoke", &smoke)]),
+        "# Should torch 2.11.0+cu130 split out MAGMA?"
+    );
+    assert_eq!(title(&[("plan", &plan)]), "# Should torch split out MAGMA?");
+    let h = html_of(&full_inputs());
+    assert!(
+        h.contains("<title>Should torch 2.11.0+cu130 split out MAGMA?</title>"),
+        "{}",
+        &h[..400]
+    );
+}
+
 #[test]
 fn every_missing_input_is_said_to_be_not_known() {
     let all = full_inputs();
@@ -358,10 +386,15 @@ fn hostile_names_are_escaped() {
         &d.path().join("r.md"),
     );
     assert_eq!(code, 0);
-    assert!(
-        !m.contains("<img") && !m.contains("<script") && !m.contains("[x](javascript"),
-        "{m}"
-    );
+    // Outside code spans (the even pieces between backticks; these values hold none), nothing
+    // is markup or a link; inside one, GFM shows the text as typed, which is what it is.
+    for text in m.split('`').step_by(2) {
+        assert!(
+            !text.contains("<img") && !text.contains("<script") && !text.contains("[x](javascript"),
+            "{m}"
+        );
+    }
+    assert!(m.contains("`/tmp/"), "the path is a code span: {m}");
 }
 
 /// The `<svg … id="ID"> … </svg>` element of a page.
@@ -476,15 +509,27 @@ fn markdown_has_tables_and_no_svg() {
     let refs: Vec<(&str, &Path)> = inputs.iter().map(|(f, p)| (*f, p.as_path())).collect();
     let (code, m, err) = report(&refs, "md", &d.path().join("r.md"));
     assert_eq!(code, 0, "{err}");
-    assert!(m.starts_with("# Should torch split out MAGMA?"));
+    assert!(m.starts_with("# Should torch 2.11.0+cu130 split out MAGMA?"));
     assert!(!m.contains("<svg"));
     assert!(
         m.contains("| lazy nomagma | 609.0 KiB (623,656 B) | measured |"),
         "{m}"
     );
+    // An op with its shape and dtype is one code span, its spaces no-break: a rendered table
+    // cannot wrap it, let alone break `float64`.
     assert!(
-        m.contains("| lu\\_factor 8192x8192 float64 | 215.404 ms | 35.963 ms | 5.99× |"),
+        m.contains("| `lu_factor\u{a0}8192x8192\u{a0}float64` | 215.404 ms | 35.963 ms | 5.99× |"),
         "{m}"
+    );
+    // Provenance: the table without the commands, each command on a line of its own below it.
+    let prov = &m[m.find("## Provenance").unwrap()..];
+    assert!(
+        prov.contains("| input | file | schema | tool | date |"),
+        "{prov}"
+    );
+    assert!(
+        prov.contains("- plan: `/work/main/target/release/splitpkg -q plan "),
+        "{prov}"
     );
     assert!(m.contains("Verdict: **CONFINED**."));
 }
@@ -531,6 +576,98 @@ fn renders_in_headless_chromium() {
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("net::ERR"))
         .collect();
     assert!(console.is_empty(), "console errors: {console:?}");
+}
+
+/// Run after layout, in a copy of the page: every word (a run of letters and digits) of every
+/// table cell whose glyphs lie on more than one line is a word the page broke, which it never
+/// should (`float6|4`, `ldl_factor_hermit|ian`). Its findings go into the DOM Chromium dumps.
+const BROKEN_WORDS_SCRIPT: &str = r#"<script>
+const out = [];
+let words = 0;
+for (const cell of document.querySelectorAll("td, th")) {
+  const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    for (const m of n.data.matchAll(/[A-Za-z0-9]+/g)) {
+      const r = document.createRange();
+      r.setStart(n, m.index);
+      r.setEnd(n, m.index + m[0].length);
+      const lines = new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top)));
+      words += 1;
+      if (lines.size > 1) out.push("BROKEN " + m[0]);
+    }
+  }
+}
+out.push("WORDS " + words);
+const pre = document.createElement("pre");
+pre.id = "broken-words";
+pre.textContent = out.join("\n");
+document.body.appendChild(pre);
+</script>"#;
+
+/// The words of table cells that Chromium, at `width` CSS pixels, draws across a line break, and
+/// how many words it checked.
+fn broken_words(page: &Path, width: u32) -> (Vec<String>, usize) {
+    let d = tempfile::tempdir().unwrap();
+    let html = std::fs::read_to_string(page).unwrap();
+    let copy = d.path().join("page.html");
+    std::fs::write(
+        &copy,
+        html.replace("</body>", &format!("{BROKEN_WORDS_SCRIPT}</body>")),
+    )
+    .unwrap();
+    let o = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--dump-dom",
+        ])
+        .arg(format!("--window-size={width},2000"))
+        .arg(format!(
+            "--user-data-dir={}",
+            d.path().join("profile").display()
+        ))
+        .arg(format!("file://{}", copy.display()))
+        .output()
+        .expect("chromium (apt-get install chromium; .ci/run installs it)");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dom = String::from_utf8_lossy(&o.stdout).into_owned();
+    let found = dom
+        .split(r#"<pre id="broken-words">"#)
+        .nth(1)
+        .and_then(|r| r.split("</pre>").next())
+        .unwrap_or_else(|| panic!("the check did not run:\n{dom}"));
+    let mut words = 0;
+    let mut broken = Vec::new();
+    for line in found.lines() {
+        if let Some(w) = line.strip_prefix("BROKEN ") {
+            broken.push(w.to_string());
+        } else if let Some(n) = line.strip_prefix("WORDS ") {
+            words = n.parse().unwrap();
+        }
+    }
+    (broken, words)
+}
+
+/// At a laptop's width and a narrow window's, no table cell breaks inside a word: op names and
+/// dtypes stay whole (`white-space: nowrap`), paths and commands break at their spaces and
+/// separators, never mid-word as `word-break: break-all` did.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, headless chromium: cargo test --release --features full-tests"
+)]
+fn no_table_cell_breaks_inside_a_word() {
+    let page = evidence("report.html");
+    for width in [1280, 900] {
+        let (broken, words) = broken_words(&page, width);
+        assert!(words > 500, "{width} px: only {words} words checked");
+        assert!(
+            broken.is_empty(),
+            "{width} px: words broken across lines: {broken:?}"
+        );
+    }
 }
 
 #[test]

@@ -1389,7 +1389,8 @@ fn probe_answers_and_times_out() {
     )
     .unwrap();
     assert_eq!(v["mapped_after_linalg"], "/x/libtorch_cuda_linalg.so");
-    let started = std::time::Instant::now();
+    // The hanging probe sleeps 100 s and would then end without a Timeout: the typed Timeout is
+    // the proof that the 1 s limit fired (no wall-clock bound on the test, which load breaks).
     let e = runner::run_probe(
         &fake_spec(dir.path(), &[("FAKE_PROBE_HANG", "1")]),
         "x",
@@ -1401,7 +1402,6 @@ fn probe_answers_and_times_out() {
         e.to_string().starts_with("probe did not finish within 1s"),
         "{e}"
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[test]

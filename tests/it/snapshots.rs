@@ -121,3 +121,53 @@ fn readme_quick_start_is_the_real_output() {
         skip = false;
     }
 }
+
+/// `verify-variant --help` offers the contract or the plan, calling neither required alone, and
+/// every option has a line of help (`--json` had none).
+#[test]
+fn verify_variant_help_offers_contract_or_plan() {
+    let help = text(&["verify-variant", "--help"], 0, None);
+    assert!(help.contains("<--contract <FILE>|--plan <FILE>>"), "{help}");
+    let options: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Options:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    for (i, line) in options.iter().enumerate() {
+        let opt = line.trim_start();
+        if opt.starts_with("--") || opt.starts_with("-h") {
+            let same_line = opt
+                .split_once("  ")
+                .is_some_and(|(_, h)| !h.trim().is_empty());
+            let next_line = options
+                .get(i + 1)
+                .is_some_and(|n| !n.trim_start().starts_with('-'));
+            assert!(same_line || next_line, "{line:?} has no help:\n{help}");
+        }
+    }
+    let json = options
+        .iter()
+        .position(|l| l.trim_start().starts_with("--json"))
+        .unwrap();
+    assert!(
+        options[json].contains("JSON") || options[json + 1].contains("JSON"),
+        "{help}"
+    );
+    // Either source works; neither is required alone; both at once are refused.
+    let o = run(&["verify-variant", "x.so", "--variant", "nomagma"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = crate::common::stderr(&o);
+    assert!(err.contains("--contract <FILE>|--plan <FILE>"), "{err}");
+    let o = run(&[
+        "verify-variant",
+        "x.so",
+        "--variant",
+        "nomagma",
+        "--contract",
+        "c.json",
+        "--plan",
+        "p.json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
