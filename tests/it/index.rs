@@ -1598,15 +1598,11 @@ fn printed_commands_quote_out_and_pin_the_split() {
     let pins = "torch==2.5.1+split torch-cuda-linalg==2.5.1+1.magma";
     assert_eq!(
         c["pip"],
-        format!(
-            "pip install --extra-index-url http://127.0.0.1:8000/ {pins}"
-        )
+        format!("pip install --extra-index-url http://127.0.0.1:8000/ {pins}")
     );
     assert_eq!(
         c["uv"],
-        format!(
-            "uv pip install --index http://127.0.0.1:8000/ {pins}"
-        )
+        format!("uv pip install --index http://127.0.0.1:8000/ {pins}")
     );
     assert!(stdout(&run(&["index", "--quiet", "--out", s(&out), s(&wheels)])).contains(pins));
 
