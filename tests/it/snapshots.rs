@@ -136,7 +136,10 @@ fn verify_variant_help_offers_contract_or_plan() {
         .collect();
     for (i, line) in options.iter().enumerate() {
         let opt = line.trim_start();
-        if opt.starts_with("--") || opt.starts_with("-h") {
+        // An option starts at clap's option indent (2 or 6 spaces); a wrapped line of help that
+        // happens to start with `--plan)` is deeper.
+        let indent = line.len() - opt.len();
+        if indent <= 6 && (opt.starts_with("--") || opt.starts_with("-h")) {
             let same_line = opt
                 .split_once("  ")
                 .is_some_and(|(_, h)| !h.trim().is_empty());
