@@ -39,9 +39,11 @@ Examples:
   pip install --extra-index-url http://127.0.0.1:8000/ torch==2.11.0+split \\
     torch-cuda-linalg==2.11.0+1.magma
   # uv, variant mode: index-variants/ on 8001, index-slim/ on 8002
-  uv pip install --preview-features wheel-variants --index http://127.0.0.1:8001/ \\
+  uv pip install --preview-features wheel-variants \\
+    --index http://127.0.0.1:8001/ \\
     torch==2.11.0+split torch-cuda-linalg==2.11.0
-  uv pip install --preview-features wheel-variants --index http://127.0.0.1:8002/ \\
+  uv pip install --preview-features wheel-variants \\
+    --index http://127.0.0.1:8002/ \\
     torch==2.11.0+split torch-cuda-linalg==2.11.0";
 
 #[derive(Args)]
