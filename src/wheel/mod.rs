@@ -529,7 +529,7 @@ impl<'a> Job<'a> {
     fn report(self, input: &Input, checked: ReadBack) -> WheelReport {
         let find_links = self.out.display().to_string();
         let commands = commands(&find_links, &checked.core, &checked.lazy);
-        let variants = self.variant_set(input, checked.variant_wheels);
+        let variants = self.variant_set(input, &checked.core, checked.variant_wheels);
         WheelReport {
             schema: SCHEMA.into(),
             schema_version: 1,
@@ -551,13 +551,15 @@ impl<'a> Job<'a> {
     /// The PEP 825 set as reported, with uv's and pip's commands for it. Each pins the core, as
     /// the local-label commands do (`commands`): uv's variant mode then picks the lazy variant by
     /// preference, the other variant is named by its file, and pip takes the plain fallback.
-    fn variant_set(&self, input: &Input, wheels: Vec<WrittenWheel>) -> VariantSet {
+    fn variant_set(
+        &self,
+        input: &Input,
+        core: &WrittenWheel,
+        wheels: Vec<WrittenWheel>,
+    ) -> VariantSet {
         let vdir = self.variants_dir.display().to_string();
         let vlinks = shell_word(&vdir);
-        let core = wheels
-            .iter()
-            .find(|w| w.layout == Layout::Core)
-            .map_or_else(|| shell_word(&input.name), pin);
+        let core = pin(core);
         let uv_variants = format!(
             "uv pip install --preview-features wheel-variants --find-links {vlinks} {core}"
         );

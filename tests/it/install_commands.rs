@@ -32,8 +32,8 @@ fn resolve_as_printed(tools: &Path, printed: &str, scratch: &Path) -> Chosen {
         let pip = shell(&tools.join("bin/python"));
         (
             format!(
-                "{pip} -m pip --disable-pip-version-check install --dry-run --quiet \
-                 --report {report} --python {python} {rest}"
+                "{pip} -m pip --disable-pip-version-check --python {python} install --dry-run \
+                 --quiet --report {report} {rest}"
             ),
             false,
         )
