@@ -74,6 +74,11 @@ pub struct VerifyVariantArgs {
     /// JSON on stdout: the library, the variant, each check with its result, and whether all pass.
     #[arg(long)]
     json: bool,
+    /// Also write the contract the check used (contract.json, written atomically), so that a
+    /// package's own tests can check it again without the stock file: the stage script
+    /// `feedstock` writes ships it in the lazy package.
+    #[arg(long, value_name = "FILE")]
+    write_contract: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -175,6 +180,7 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
         lib_dirs,
         accept_unchecked,
         json,
+        write_contract,
     } = a;
     let contract = match (contract, plan) {
         (Some(c), _) => {
@@ -198,6 +204,9 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };
     let mut report = verify::verify_variant(&library, &variant, &contract, Some(&lib_dirs))?;
+    if let Some(path) = &write_contract {
+        splitpkg::output::write_atomic(path, to_json(&contract)?.as_bytes())?;
+    }
     if accept_unchecked {
         report.accept_unchecked();
     }
@@ -300,6 +309,9 @@ pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
     };
     let patch = feedstock::patch(&a.dir, &split, &opts)?;
     write_out(None, &patch.diff())?;
+    for n in &patch.notes {
+        eprintln!("splitpkg: note: {n}");
+    }
     if a.write && !patch.changes.is_empty() {
         patch.write(&a.dir)?;
         for c in &patch.changes {

@@ -53,6 +53,9 @@ const REBUILD_HOST: &[&str] = &[
     "libcusparse-dev",
 ];
 
+/// The recipe's build number, as its outputs' build strings end (`_${{ hash }}_${{ build_number }}`).
+const BUILD_NUMBER: &str = "${{ build_number }}";
+
 /// One file of the feedstock, before and after.
 #[derive(Debug, Clone)]
 pub struct FileChange {
@@ -110,6 +113,8 @@ pub fn mode_lines(before: Option<u32>, after: u32) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Patch {
     pub changes: Vec<FileChange>,
+    /// What the patch could not do and a maintainer must (one line each, for stderr).
+    pub notes: Vec<String>,
 }
 
 impl Patch {
@@ -196,6 +201,15 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     split.options.build_keys = shape.build_keys_expr.clone();
     let split = &split;
     let recipe_after = recipe.patched(&files.recipe, split, opts, &shape)?;
+    let mut notes = Vec::new();
+    let recipe_after = bump_build_base(&recipe_after).unwrap_or_else(|| {
+        notes.push(format!(
+            "{}: no `build_base: N` in context: bump the build number by hand, so that no pre-split {} of this version matches the new pins",
+            files.recipe.display(),
+            o.core_name
+        ));
+        recipe_after
+    });
     let script_after = patch_script(&files.script, &script_text, split, opts, &shape)?;
     let cbc_after = patch_cbc(cbc_text.as_deref(), split);
     Ok(Patch {
@@ -204,7 +218,36 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
             change(root, SCRIPT, Some(script_text), script_after)?,
             change(root, CBC, cbc_text, cbc_after)?,
         ],
+        notes,
     })
+}
+
+/// The recipe with `context: build_base: N` raised to N + 1: the core's contents change (it no
+/// longer ships the lazy library), and the pins between core and lazy package end in the build
+/// number, so the new builds match only each other. `None` without such a line.
+fn bump_build_base(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let context = lines.iter().position(|l| l.trim_end() == "context:")?;
+    let end = (context + 1..lines.len())
+        .find(|&i| !blank_or_comment(lines[i]) && indent(lines[i]) == 0)
+        .unwrap_or(lines.len());
+    let at = (context + 1..end).find(|&i| {
+        indent(lines[i]) == 2 && lines[i].trim_start().starts_with("build_base:")
+    })?;
+    let rest = lines[at].trim_start().strip_prefix("build_base:")?;
+    let (value, comment) = match rest.find('#') {
+        Some(c) => (&rest[..c], &rest[c..]),
+        None => (rest, ""),
+    };
+    let n: u64 = value.trim().parse().ok()?;
+    let comment = if comment.is_empty() {
+        String::new()
+    } else {
+        format!("  {comment}")
+    };
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    out[at] = format!("  build_base: {}{comment}", n + 1);
+    Some(out.join("\n") + "\n")
 }
 
 /// The change of the file `rel`, with its mode now and the one `--write` leaves.
@@ -659,6 +702,29 @@ impl Recipe {
         })
     }
 
+    /// Where and what to insert so that `lines` end the list `key:` of the block `block..end`
+    /// (its keys at column `col`), creating the key when the block has none.
+    fn append_to(
+        &self,
+        block: usize,
+        end: usize,
+        col: usize,
+        key: &str,
+        lines: Vec<String>,
+    ) -> (usize, Vec<String>) {
+        match find_key(&self.lines, block, end, col, key) {
+            Some(k) => {
+                let k_end = block_end(&self.lines, k, col, end);
+                (last_content(&self.lines, k, k_end) + 1, lines)
+            }
+            None => {
+                let mut l = vec![format!("{}{key}:", " ".repeat(col))];
+                l.extend(lines);
+                (block + 1, l)
+            }
+        }
+    }
+
     /// The recipe with the core output edited and the lazy output added after it.
     fn patched(
         &self,
@@ -683,7 +749,7 @@ impl Recipe {
             },
         )?;
         let req_end = block_end(&self.lines, req, field, core.end);
-        let spec = ys(path, "build string", &split.same_build(&o.lazy_name))?;
+        let spec = ys(path, "build string", &split.same_build_number(&o.lazy_name, BUILD_NUMBER))?;
         let cond = match &shape.cond {
             Some(c) => Some(ys(path, "condition", c)?),
             None => None,
@@ -703,18 +769,20 @@ impl Recipe {
                 opts.lazy_library, o.lazy_name
             ),
         )];
-        match find_key(&self.lines, req, req_end, field + 2, "run") {
-            Some(run) => {
-                let run_end = block_end(&self.lines, run, field + 2, req_end);
-                run_lines.extend(dep_lines(field + 4));
-                inserts.push((last_content(&self.lines, run, run_end) + 1, run_lines));
-            }
-            None => {
-                let mut l = vec![pad(field + 2, "run:")];
-                l.extend(run_lines);
-                l.extend(dep_lines(field + 4));
-                inserts.push((req + 1, l));
-            }
+        run_lines.extend(dep_lines(field + 4));
+        inserts.push(self.append_to(req, req_end, field + 2, "run", run_lines));
+        if opts.dlopen_note.is_some() {
+            let splitpkg = crate::recipe::emit::splitpkg_requirement();
+            let mut l = vec![pad(field + 4, "# `splitpkg note` in build.sh (added by `splitpkg feedstock`)")];
+            l.extend(match &cond {
+                Some(c) => vec![
+                    pad(field + 4, &format!("- if: {c}")),
+                    pad(field + 6, "then:"),
+                    pad(field + 8, &format!("- {splitpkg}")),
+                ],
+                None => vec![pad(field + 4, &format!("- {splitpkg}"))],
+            });
+            inserts.push(self.append_to(req, req_end, field + 2, "build", l));
         }
         // The staging's payload run-export now belongs to the magma variant only: the core and
         // every other output built from the staging (pytorch has libmagma-devel in its host too,
@@ -790,13 +858,14 @@ fn render_output(
         core => o.core_name.as_str(),
         staging => ys(path, "staging output name", &shape.staging)?,
         key => o.variant_key.as_str(),
+        key_expr => key_expr.as_str(),
         with => variant_name(split, true),
         with_upper => variant_name(split, true).to_uppercase(),
         without => variant_name(split, false),
         preferred => split.preferred().name.as_str(),
         non_preferred => split.non_preferred().name.as_str(),
         track_feature => split.track_feature(),
-        build_string => ys(path, "build string", &split.lazy_build_string(&key_expr, "${{ hash }}", "${{ build_number }}"))?,
+        build_string => ys(path, "build string", &split.lazy_build_string(&key_expr, "${{ hash }}", BUILD_NUMBER))?,
         skip => skip,
         ignore_keys => ys_all(path, "variant ignore key", &shape.ignore_keys)?,
         stage_var => ys(path, "script env key", &shape.stage_var)?,
@@ -807,7 +876,7 @@ fn render_output(
         host => ys_all(path, "host requirement", &shape.host)?,
         payload_devel => ys_all(path, "host requirement", &shape.payload_devel)?,
         payload_packages => o.payload_packages.clone(),
-        core_spec => ys(path, "build string", &split.same_build(&o.core_name))?,
+        core_spec => ys(path, "build string", &split.same_build_number(&o.core_name, BUILD_NUMBER))?,
         forbid => split.forbid_payload(),
         ignore_by_name => ys_all(path, "ignore_run_exports name", &by_name)?,
     };
@@ -983,9 +1052,16 @@ impl<'a> StageCase<'a> {
             self.pad(&format!("rm -f ${{PREFIX}}/lib/{lib}")),
         ];
         if let Some(core_file) = &opts.dlopen_note {
-            core_add.push(self.pad(&format!(
-                "splitpkg note ${{PREFIX}}/lib/{core_file} --out ${{PREFIX}}/lib/{core_file} --soname {lib} --feature linalg --priority required"
-            )));
+            // Only the builds that have the file (CUDA on linux); the recipe puts splitpkg in
+            // this output's build requirements under the same condition.
+            let f = format!("${{PREFIX}}/lib/{core_file}");
+            core_add.extend([
+                self.pad(&format!("if [[ -e {f} ]]; then")),
+                self.pad(&format!(
+                    "  splitpkg note {f} --out {f} --soname {lib} --feature linalg --priority required"
+                )),
+                self.pad("fi"),
+            ]);
         }
         core_add
     }
