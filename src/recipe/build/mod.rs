@@ -137,7 +137,9 @@ pub fn build(
     let built = job.link()?;
     let linked = t0.elapsed().as_secs_f64();
     let variant = format!("no{}", r.without);
-    let verify = verify::verify_variant(&built, &variant, contract, Some(&lib_dirs(r)))?;
+    let mut verify = verify::verify_variant(&built, &variant, contract, Some(&lib_dirs(r)))?;
+    // Reported as the file it becomes, not its name in the work directory.
+    verify.library = r.out.display().to_string();
     let checked = t0.elapsed().as_secs_f64();
     let bytes = std::fs::read(&built).map_err(|e| Error::io(&built, e))?;
     let report = BuildReport {
