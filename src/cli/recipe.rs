@@ -253,6 +253,61 @@ pub struct FeedstockArgs {
     /// core stage, so loaders see that it dlopens the lazy library (off by default).
     #[arg(long, value_name = "CORE")]
     dlopen_note: Option<String>,
+    /// Also write a pull-request description of the patch (Markdown): what changes per output and
+    /// per CI configuration, the bytes a slim environment saves, what the slim variant loses, how
+    /// users pick a variant, how to revert.
+    #[arg(long, value_name = "FILE")]
+    pr_body: Option<PathBuf>,
+    /// A smoke run of both variants (`splitpkg smoke --json`) for the description's "what the
+    /// slim variant loses".
+    #[arg(long, value_name = "FILE", requires = "pr_body")]
+    pr_smoke: Option<PathBuf>,
+    /// The payload package (.conda or .tar.bz2) of one CUDA version, measured for the
+    /// description's savings: `13.0=libmagma-2.10.0-cuda130_….conda` (repeatable).
+    #[arg(long, value_name = "CUDA=FILE", requires = "pr_body")]
+    pr_payload: Vec<String>,
+}
+
+/// `--pr-payload CUDA=FILE` options as data.
+fn pr_payloads(args: &[String]) -> Result<Vec<splitpkg::report::pr::Payload>> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((cuda, file)) if !cuda.is_empty() && !file.is_empty() => {
+                Ok(splitpkg::report::pr::Payload {
+                    cuda: cuda.to_string(),
+                    file: PathBuf::from(file),
+                })
+            }
+            _ => Err(Error::Usage(format!(
+                "--pr-payload {a:?}: expected CUDA=FILE, e.g. 13.0=libmagma-2.10.0-cuda130_h0_0.conda"
+            ))),
+        })
+        .collect()
+}
+
+/// The pull-request description of `patch`.
+fn pr_body(
+    dir: &std::path::Path,
+    payloads: &[String],
+    smoke: Option<&std::path::Path>,
+    patch: &feedstock::Patch,
+) -> Result<String> {
+    let Some(summary) = &patch.summary else {
+        return Err(Error::Usage(format!(
+            "--pr-body: {} is split already; run on the unpatched checkout to describe the patch",
+            dir.display()
+        )));
+    };
+    let configs = feedstock::ci_configs(dir)?;
+    let payloads = pr_payloads(payloads)?;
+    let smoke = match smoke {
+        Some(p) => Some(splitpkg::report::Loaded {
+            file: p.display().to_string(),
+            doc: <splitpkg::smoke::SmokeReport as splitpkg::document::Document>::load(p)?,
+        }),
+        None => None,
+    };
+    splitpkg::report::pr::render(summary, &configs, &payloads, smoke)
 }
 
 pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
@@ -308,6 +363,14 @@ pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
         None
     };
     let patch = feedstock::patch(&a.dir, &split, &opts)?;
+    // Made before anything is printed or written: a bad --pr-payload or --pr-smoke writes nothing.
+    let body = match &a.pr_body {
+        Some(path) => Some((
+            path,
+            pr_body(&a.dir, &a.pr_payload, a.pr_smoke.as_deref(), &patch)?,
+        )),
+        None => None,
+    };
     write_out(None, &patch.diff())?;
     for n in &patch.notes {
         eprintln!("splitpkg: note: {n}");
@@ -317,6 +380,10 @@ pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
         for c in &patch.changes {
             eprintln!("splitpkg: wrote {}", a.dir.join(&c.path).display());
         }
+    }
+    if let Some((path, text)) = body {
+        splitpkg::output::write_atomic(path, text.as_bytes())?;
+        eprintln!("splitpkg: wrote {}", path.display());
     }
     Ok(Exit::Success)
 }

@@ -115,6 +115,36 @@ pub struct Patch {
     pub changes: Vec<FileChange>,
     /// What the patch could not do and a maintainer must (one line each, for stderr).
     pub notes: Vec<String>,
+    /// What the patch does, in the recipe's terms (for the pull-request description); `None`
+    /// for an empty patch.
+    pub summary: Option<Summary>,
+}
+
+/// What a patch does, in the recipe's own names and expressions.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Summary {
+    pub core: String,
+    pub lazy: String,
+    pub library: String,
+    pub key: String,
+    /// The variant with the payload (`magma`) and the one without (`nomagma`).
+    pub with: String,
+    pub without: String,
+    pub preferred: String,
+    /// Where the lazy output is built (the condition of the core's test entry), `None`: always.
+    pub condition: Option<String>,
+    pub staging: String,
+    /// Other outputs built from the staging, which now ignore the payload's run-export.
+    pub also_ignoring: Vec<String>,
+    /// The core's run dependency on the lazy output, and the lazy output's constraint on the core.
+    pub core_depends: String,
+    pub lazy_constrains: String,
+    /// What the variant without the payload constrains (`libmagma <0.0a0`).
+    pub forbid: Vec<String>,
+    pub payload_packages: Vec<String>,
+    /// `context: build_base` before and after; `None` when the recipe has none.
+    pub build_base: Option<(u64, u64)>,
+    pub dlopen_note: Option<String>,
 }
 
 impl Patch {
@@ -151,6 +181,66 @@ impl Patch {
         }
         tx.commit()
     }
+}
+
+/// One CI configuration of the feedstock (`.ci_support/NAME.yaml`, written by conda-smithy).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CiConfig {
+    /// The file name (`linux_64_cuda_compiler_version13.0.yaml`).
+    pub file: String,
+    pub target_platform: String,
+    /// `None` for a CPU configuration (`cuda_compiler_version: None`).
+    pub cuda: Option<String>,
+    /// `sbsa` or `tegra` for CUDA on linux-aarch64.
+    pub arm_variant: Option<String>,
+}
+
+impl CiConfig {
+    /// Whether the lazy output is built in this configuration: CUDA on linux, the condition under
+    /// which conda-forge's `libtorch` test lists the library.
+    pub fn builds_lazy(&self) -> bool {
+        self.cuda.is_some() && self.target_platform.starts_with("linux-")
+    }
+}
+
+/// The feedstock's CI configurations, sorted by file name; none without `.ci_support/`.
+pub fn ci_configs(root: &Path) -> Result<Vec<CiConfig>> {
+    let dir = root.join(".ci_support");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml") && !n.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter(|n| n != "migrations")
+        .map(|n| ci_config(&dir.join(&n), n))
+        .collect()
+}
+
+fn ci_config(path: &Path, file: String) -> Result<CiConfig> {
+    let text = read(path)?;
+    check_nesting(path, &text)?;
+    let v: Value = serde_yaml::from_str(&text)
+        .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
+    // conda-smithy writes each key as a list of one value.
+    let first = |k: &str| -> Option<String> {
+        let x = v.get(k)?;
+        let x = x.as_sequence().and_then(|s| s.first()).unwrap_or(x);
+        x.as_str().map(str::to_string)
+    };
+    Ok(CiConfig {
+        target_platform: first("target_platform").unwrap_or_else(|| {
+            file.split('_').take(2).collect::<Vec<_>>().join("-")
+        }),
+        cuda: first("cuda_compiler_version").filter(|c| c != "None"),
+        arm_variant: first("arm_variant_type"),
+        file,
+    })
 }
 
 /// The feedstock's files this command reads and edits.
@@ -202,14 +292,18 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     let split = &split;
     let recipe_after = recipe.patched(&files.recipe, split, opts, &shape)?;
     let mut notes = Vec::new();
-    let recipe_after = bump_build_base(&recipe_after).unwrap_or_else(|| {
-        notes.push(format!(
-            "{}: no `build_base: N` in context: bump the build number by hand, so that no pre-split {} of this version matches the new pins",
-            files.recipe.display(),
-            o.core_name
-        ));
-        recipe_after
-    });
+    let (recipe_after, build_base) = match bump_build_base(&recipe_after) {
+        Some((text, n)) => (text, Some((n, n + 1))),
+        None => {
+            notes.push(format!(
+                "{}: no `build_base: N` in context: bump the build number by hand, so that no pre-split {} of this version matches the new pins",
+                files.recipe.display(),
+                o.core_name
+            ));
+            (recipe_after, None)
+        }
+    };
+    let summary = summary(&recipe, split, opts, &shape, build_base);
     let script_after = patch_script(&files.script, &script_text, split, opts, &shape)?;
     let cbc_after = patch_cbc(cbc_text.as_deref(), split);
     Ok(Patch {
@@ -219,13 +313,53 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
             change(root, CBC, cbc_text, cbc_after)?,
         ],
         notes,
+        summary: Some(summary),
     })
+}
+
+fn summary(
+    recipe: &Recipe,
+    split: &Split,
+    opts: &FeedstockOptions,
+    shape: &Shape,
+    build_base: Option<(u64, u64)>,
+) -> Summary {
+    let o = &split.options;
+    let also_ignoring = recipe
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(n, it)| {
+            *n != shape.core
+                && it.value.get("inherit").and_then(Value::as_str) == Some(shape.staging.as_str())
+        })
+        .filter_map(|(_, it)| Recipe::name_of(&it.value, "package"))
+        .collect();
+    Summary {
+        core: o.core_name.clone(),
+        lazy: o.lazy_name.clone(),
+        library: opts.lazy_library.clone(),
+        key: o.variant_key.clone(),
+        with: variant_name(split, true).to_string(),
+        without: variant_name(split, false).to_string(),
+        preferred: split.preferred().name.clone(),
+        condition: shape.cond.clone(),
+        staging: shape.staging.clone(),
+        also_ignoring,
+        core_depends: split.same_build_number(&o.lazy_name, BUILD_NUMBER),
+        lazy_constrains: split.same_build_number(&o.core_name, BUILD_NUMBER),
+        forbid: split.forbid_payload(),
+        payload_packages: o.payload_packages.clone(),
+        build_base,
+        dlopen_note: opts.dlopen_note.clone(),
+    }
 }
 
 /// The recipe with `context: build_base: N` raised to N + 1: the core's contents change (it no
 /// longer ships the lazy library), and the pins between core and lazy package end in the build
-/// number, so the new builds match only each other. `None` without such a line.
-fn bump_build_base(text: &str) -> Option<String> {
+/// number, so the new builds match only each other. The text and the old N; `None` without such
+/// a line.
+fn bump_build_base(text: &str) -> Option<(String, u64)> {
     let lines: Vec<&str> = text.lines().collect();
     let context = lines.iter().position(|l| l.trim_end() == "context:")?;
     let end = (context + 1..lines.len())
@@ -247,7 +381,7 @@ fn bump_build_base(text: &str) -> Option<String> {
     };
     let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     out[at] = format!("  build_base: {}{comment}", n + 1);
-    Some(out.join("\n") + "\n")
+    Some((out.join("\n") + "\n", n))
 }
 
 /// The change of the file `rel`, with its mode now and the one `--write` leaves.
