@@ -11,6 +11,9 @@ use std::process::{Command, Output};
 
 use serde_yaml::Value;
 
+/// Where `feedstock` puts the has_magma source patch in the mini feedstock (which lists none).
+const HAS_MAGMA_PATCH: &str = "recipe/patches/0001-splitpkg-hasMAGMA-answers-from-installed-files.patch";
+
 pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -121,6 +124,7 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         "recipe/recipe.yaml",
         "recipe/build.sh",
         "recipe/conda_build_config.yaml",
+        HAS_MAGMA_PATCH,
     ] {
         assert_eq!(
             std::fs::read(d.path().join(f)).unwrap(),
@@ -144,6 +148,20 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         &std::fs::read_to_string(d.path().join("recipe/recipe.yaml")).unwrap(),
     )
     .unwrap();
+    // The has_magma source patch: a new file, listed in the source's patches, and it applies to
+    // the fixture's CUDAHooks.cpp.
+    assert_eq!(
+        strings(&recipe["source"][0]["patches"]),
+        [HAS_MAGMA_PATCH.strip_prefix("recipe/").unwrap()]
+    );
+    let applies = Command::new("patch")
+        .args(["-p1", "--dry-run", "-s", "-d"])
+        .arg(d.path().join("src"))
+        .arg("-i")
+        .arg(d.path().join(HAS_MAGMA_PATCH))
+        .status()
+        .unwrap();
+    assert!(applies.success(), "the source patch applies to the fixture's sources");
     let lazy = output(&recipe, "libtorch-cuda-linalg");
     assert_eq!(lazy["inherit"], "libtorch-build");
     assert_eq!(lazy["build"]["variant"]["use_keys"][0], "linalg_variant");
