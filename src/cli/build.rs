@@ -65,7 +65,7 @@ pub fn build_variant(a: BuildVariantArgs, quiet: bool) -> Result<Exit> {
             ContractFile::parse(&text, c)?
         }
         None => {
-            let plan = load_plan(&a.torch, &[a.lazy.clone()], &[a.without.clone()], true)?;
+            let plan = load_plan(&a.torch, std::slice::from_ref(&a.lazy), std::slice::from_ref(&a.without), true)?;
             ContractFile::for_library(&plan, &a.lazy)
                 .map_err(|why| Error::invalid(a.torch.display(), why))?
         }

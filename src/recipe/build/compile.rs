@@ -258,7 +258,7 @@ fn errors(log: &str) -> Vec<String> {
         .lines()
         .filter(|l| l.contains("error"))
         .take(20)
-        .map(|l| crate::sanitize::printable(l))
+        .map(crate::sanitize::printable)
         .collect();
     if !hits.is_empty() {
         return hits;
@@ -266,7 +266,7 @@ fn errors(log: &str) -> Vec<String> {
     let all: Vec<&str> = log.lines().collect();
     all[all.len().saturating_sub(20)..]
         .iter()
-        .map(|l| crate::sanitize::printable(l))
+        .map(crate::sanitize::printable)
         .collect()
 }
 
