@@ -53,6 +53,12 @@ const REBUILD_HOST: &[&str] = &[
     "libcusparse-dev",
 ];
 
+/// The PyTorch source patch that makes `torch.cuda.has_magma` answer from the installed files
+/// (which variant of the lazy output is installed): `recipe/patches/NNNN-` + this name.
+const HAS_MAGMA_PATCH: &str = "splitpkg-hasMAGMA-answers-from-installed-files.patch";
+const HAS_MAGMA_PATCH_TEXT: &str =
+    include_str!("../../templates/feedstock/hasMAGMA-from-installed-files.patch");
+
 /// The recipe's build number, as its outputs' build strings end (`_${{ hash }}_${{ build_number }}`).
 const BUILD_NUMBER: &str = "${{ build_number }}";
 
@@ -145,6 +151,8 @@ pub struct Summary {
     /// `context: build_base` before and after; `None` when the recipe has none.
     pub build_base: Option<(u64, u64)>,
     pub dlopen_note: Option<String>,
+    /// The PyTorch source patch added for `has_magma` (`recipe/patches/0024-….patch`).
+    pub source_patch: Option<String>,
 }
 
 impl Patch {
@@ -161,8 +169,14 @@ impl Patch {
     /// feedstock's lock, `output::lock_tree`) is not overwritten.
     pub fn write(&self, root: &Path) -> Result<()> {
         let mut tx = crate::output::Pending::default();
+        let mut created = crate::output::CreatedDirs::default();
         for c in &self.changes {
             let path = root.join(&c.path);
+            if c.before.is_none() {
+                // A new file (the source patch) may need its directory (`recipe/patches/`),
+                // removed again if the transaction does not commit.
+                created.create(crate::output::atomic::parent_of(&path))?;
+            }
             // Staged first: a FIFO or a link at the path is refused before it is read again.
             let mut staged = tx.add_path(path.clone())?;
             let now = std::fs::read_to_string(&path).ok();
@@ -179,7 +193,9 @@ impl Patch {
                 .map_err(|e| Error::io(&path, e))?;
             tx.sync_in_background(&staged.path, staged.file);
         }
-        tx.commit()
+        tx.commit()?;
+        created.keep();
+        Ok(())
     }
 }
 
@@ -303,7 +319,18 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
             (recipe_after, None)
         }
     };
-    let summary = summary(&recipe, split, opts, &shape, build_base);
+    let (recipe_after, source_patch) = with_source_patch(&files.recipe, &recipe_after)?;
+    // A new file: confined like the others, and never one that is there already.
+    let at = crate::confine::no_links_inside(root, &source_patch)
+        .map_err(|e| Error::invalid(root.join(&source_patch).display(), e))?;
+    if std::fs::symlink_metadata(&at).is_ok() {
+        return Err(Error::bad(
+            at.display(),
+            "exists already; the has_magma source patch would replace it",
+        ));
+    }
+    let mut summary = summary(&recipe, split, opts, &shape, build_base);
+    summary.source_patch = Some(source_patch.clone());
     let script_after = patch_script(&files.script, &script_text, split, opts, &shape)?;
     let cbc_after = patch_cbc(cbc_text.as_deref(), split);
     Ok(Patch {
@@ -311,6 +338,7 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
             change(root, RECIPE, Some(recipe_text), recipe_after)?,
             change(root, SCRIPT, Some(script_text), script_after)?,
             change(root, CBC, cbc_text, cbc_after)?,
+            change(root, &source_patch, None, HAS_MAGMA_PATCH_TEXT.to_string())?,
         ],
         notes,
         summary: Some(summary),
@@ -352,7 +380,61 @@ fn summary(
         payload_packages: o.payload_packages.clone(),
         build_base,
         dlopen_note: opts.dlopen_note.clone(),
+        source_patch: None,
     }
+}
+
+/// The recipe with the `has_magma` source patch listed under its first source's `patches:` (the
+/// key is added when the source has none), and the patch's path from the feedstock root. It is
+/// numbered after the highest `patches/NNNN-` the recipe lists.
+fn with_source_patch(path: &Path, text: &str) -> Result<(String, String)> {
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let refuse = |why: &str| Error::bad(path.display(), why.to_string());
+    let source = lines
+        .iter()
+        .position(|l| l.trim_end() == "source:")
+        .ok_or_else(|| refuse("no top-level `source:` to add the has_magma source patch to"))?;
+    let end = block_end(&lines, source, 0, lines.len());
+    let first = (source + 1..end)
+        .find(|&i| !blank_or_comment(&lines[i]))
+        .ok_or_else(|| refuse("an empty `source:`"))?;
+    // A list of sources (`- url: …`): its first item's keys are two columns right of the dash.
+    let (item, key_col) = match lines[first].trim_start().strip_prefix("- ") {
+        Some(_) => (first, indent(&lines[first]) + 2),
+        None => (first, indent(&lines[first])),
+    };
+    let item_end = (item + 1..end)
+        .find(|&i| !blank_or_comment(&lines[i]) && indent(&lines[i]) < key_col)
+        .unwrap_or(end);
+    let number = lines
+        .iter()
+        .filter_map(|l| l.split("patches/").nth(1))
+        .filter_map(|rest| rest.get(..4)?.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let rel = format!("patches/{number:04}-{HAS_MAGMA_PATCH}");
+    let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
+    let entry = |col: usize| {
+        vec![
+            pad(col, "# torch.cuda.has_magma answers from the installed variant of the lazy library (added by `splitpkg feedstock`)"),
+            pad(col, &format!("- {rel}")),
+        ]
+    };
+    let (at, add) = match find_key(&lines, item, item_end, key_col, "patches") {
+        Some(k) => {
+            let k_end = block_end(&lines, k, key_col, item_end);
+            (last_content(&lines, k, k_end) + 1, entry(key_col + 2))
+        }
+        None => {
+            let mut l = vec![pad(key_col, "patches:")];
+            l.extend(entry(key_col + 2));
+            (last_content(&lines, item, item_end) + 1, l)
+        }
+    };
+    let mut out = lines;
+    out.splice(at..at, add);
+    Ok((out.join("\n") + "\n", format!("recipe/{rel}")))
 }
 
 /// The recipe with `context: build_base: N` raised to N + 1: the core's contents change (it no
@@ -1260,8 +1342,8 @@ impl<'a> StageCase<'a> {
     }
 }
 
-/// conda_build_config.yaml gains the variant key with both values. conda-smithy writes it into the
-/// CUDA `.ci_support` files as one list (only the lazy output uses it), so no job is added.
+/// conda_build_config.yaml gains the variant key with both values. conda-smithy writes it into each
+/// linux `.ci_support` file as one list (only the lazy output uses it), so no job is added.
 fn patch_cbc(text: Option<&str>, split: &Split) -> String {
     let o = &split.options;
     let mut out = text.unwrap_or_default().to_string();

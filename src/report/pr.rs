@@ -188,7 +188,8 @@ fn smoke_facts(s: Loaded<SmokeReport>) -> SmokeFacts {
         || "not recorded".to_string(),
         |d| d.name.clone(),
     );
-    let file = s.file.clone();
+    // Its file name only: a description is pasted into a pull request, not a machine path.
+    let file = crate::input::Tree::file_name(&s.file).to_string();
     let report = super::build::build(&Inputs {
         smoke: Some(s),
         ..Inputs::default()

@@ -11,6 +11,9 @@ use std::process::{Command, Output};
 
 use serde_yaml::Value;
 
+/// Where `feedstock` puts the has_magma source patch in the mini feedstock (which lists none).
+const HAS_MAGMA_PATCH: &str = "recipe/patches/0001-splitpkg-hasMAGMA-answers-from-installed-files.patch";
+
 pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -121,6 +124,7 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         "recipe/recipe.yaml",
         "recipe/build.sh",
         "recipe/conda_build_config.yaml",
+        HAS_MAGMA_PATCH,
     ] {
         assert_eq!(
             std::fs::read(d.path().join(f)).unwrap(),
@@ -144,6 +148,20 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         &std::fs::read_to_string(d.path().join("recipe/recipe.yaml")).unwrap(),
     )
     .unwrap();
+    // The has_magma source patch: a new file, listed in the source's patches, and it applies to
+    // the fixture's CUDAHooks.cpp.
+    assert_eq!(
+        strings(&recipe["source"][0]["patches"]),
+        [HAS_MAGMA_PATCH.strip_prefix("recipe/").unwrap()]
+    );
+    let applies = Command::new("patch")
+        .args(["-p1", "--dry-run", "-s", "-d"])
+        .arg(d.path().join("src"))
+        .arg("-i")
+        .arg(d.path().join(HAS_MAGMA_PATCH))
+        .status()
+        .unwrap();
+    assert!(applies.success(), "the source patch applies to the fixture's sources");
     let lazy = output(&recipe, "libtorch-cuda-linalg");
     assert_eq!(lazy["inherit"], "libtorch-build");
     assert_eq!(lazy["build"]["variant"]["use_keys"][0], "linalg_variant");
@@ -1063,4 +1081,84 @@ fn sha256_hex(data: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// `--pr-body`: the description a reviewer reads, from the patch, the feedstock's CI configs, a
+/// measured payload and a real smoke run; bad inputs to it write nothing.
+#[test]
+fn the_pr_body_describes_the_patch_with_measured_figures_only() {
+    let d = mini();
+    let payload = tempfile::tempdir().unwrap();
+    let lib = payload.path().join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let ok = Command::new("gcc")
+        .args(["-O1", "-fPIC", "-shared", "-Wl,-soname,libmagma.so.2", "-o"])
+        .arg(lib.join("libmagma.so.2"))
+        .arg(repo().join("fixtures/feedstock/magma/magma.c"))
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let bytes = std::fs::metadata(lib.join("libmagma.so.2")).unwrap().len();
+    let smoke = repo().join("docs/evidence/nomagma-real/smoke-envs.json");
+    let body = d.path().join("out/pr.md");
+    let pay = format!("13.0={}", s(payload.path()));
+    let o = feedstock(
+        d.path(),
+        &["--pr-body", s(&body), "--pr-smoke", s(&smoke), "--pr-payload", &pay],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = std::fs::read_to_string(&body).unwrap();
+    for want in [
+        "# Split libmagma out of `libtorch`: `libtorch-cuda-linalg` with `magma` and `nomagma` variants",
+        "## What changes, per output",
+        "`libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*_${{ build_number }}`",
+        "| `context.build_base` | 0 → 1:",
+        "`recipe/patches/0001-splitpkg-hasMAGMA-answers-from-installed-files.patch`",
+        "| `linux_64_cuda_compiler_versionNone.yaml` | linux-64 | none (CPU) | none: untouched | none (no split) |",
+        "## What the slim variant loses",
+        "on NVIDIA H200",
+        "## How to revert",
+        "`conda install pytorch \"libtorch-cuda-linalg=*=*nomagma_*\"`",
+    ] {
+        assert!(md.contains(want), "{want:?} in\n{md}");
+    }
+    // The saving is the payload as measured, with the rule that applies to it.
+    let digits = bytes.to_string();
+    let mut grouped = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let measured = format!("({grouped} B)");
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("| 13.0 |"))
+        .unwrap_or_else(|| panic!("a savings row for CUDA 13.0 in\n{md}"));
+    assert!(line.contains(&measured) && line.contains("not worth it"), "{line}");
+    // Only the patch printed on stdout; nothing else of the feedstock written without --write.
+    assert!(stdout(&o).starts_with("diff --git"));
+    // Without a payload or a smoke run, the description says "not measured", loudly.
+    let plain = d.path().join("plain.md");
+    let o = feedstock(d.path(), &["--pr-body", s(&plain)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = std::fs::read_to_string(&plain).unwrap();
+    assert!(md.contains("**Not measured** for CUDA 13.0"), "{md}");
+    assert!(md.contains("**Not measured on a GPU.**"), "{md}");
+    // A bad --pr-payload: one line, exit 2, no description and no feedstock change.
+    let before = snapshot(d.path());
+    let bad = d.path().join("bad.md");
+    one_line_refusal(
+        &feedstock(d.path(), &["--write", "--pr-body", s(&bad), "--pr-payload", "13.0"]),
+        "--pr-payload",
+    );
+    assert!(!bad.exists());
+    assert_eq!(snapshot(d.path()), before);
+    // A feedstock split already has nothing to describe.
+    assert_eq!(feedstock(d.path(), &["--write"]).status.code(), Some(0));
+    one_line_refusal(
+        &feedstock(d.path(), &["--pr-body", s(&bad)]),
+        "split already",
+    );
 }

@@ -16,6 +16,7 @@ mod fatbin;
 mod feedstock;
 mod feedstock_hostile;
 mod generic;
+mod has_magma;
 mod hostile_paths;
 mod hostile_strings;
 mod index;
