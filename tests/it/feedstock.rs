@@ -824,8 +824,11 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
 }
 
 /// The real recipe: conda-forge/pytorch-cpu-feedstock PR #518, rendered by real rattler-build for
-/// every linux-64 config before and after the patch. CI has no GitHub: the checkout comes from
-/// SPLITPKG_FEEDSTOCK (see docs/feedstock.md for how to make it), pinned by content.
+/// every linux config (linux-64, and linux-aarch64 cross-compiled from linux-64 as the feedstock
+/// builds it) before and after the patch, with what `conda smithy rerender` would add to each
+/// `.ci_support` file. CI has no GitHub: the checkout comes from SPLITPKG_FEEDSTOCK (see
+/// docs/feedstock.md for how to make it), pinned by content. docs/evidence/feedstock/run.sh
+/// writes the same render as the committed evidence.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -866,20 +869,7 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
     let d = tempfile::tempdir().unwrap();
     let (orig, patched) = (d.path().join("orig"), d.path().join("patched"));
     for dst in [&orig, &patched] {
-        std::fs::create_dir_all(dst.join(".ci_support")).unwrap();
-        let st = Command::new("cp")
-            .arg("-a")
-            .arg(src.join("recipe"))
-            .arg(dst)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        for e in std::fs::read_dir(src.join(".ci_support")).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_file() {
-                std::fs::copy(e.path(), dst.join(".ci_support").join(e.file_name())).unwrap();
-            }
-        }
+        copy_feedstock(&src, dst);
     }
     let o = feedstock(&patched, &["--write"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -891,19 +881,7 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
         "idempotent on the real recipe"
     );
 
-    let python = python_env();
-    let r = Command::new(&python)
-        .arg(repo().join("tests/py/feedstock_render.py"))
-        .args([s(&orig), s(&patched), "linalg_variant"])
-        .output()
-        .unwrap();
-    assert!(
-        r.status.success(),
-        "render failed:\n{}\n{}",
-        stdout(&r),
-        stderr(&r)
-    );
-    let render: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let render = render_pr518(&orig, &patched);
     let evidence = repo().join("target/feedstock-pr518");
     std::fs::create_dir_all(&evidence).unwrap();
     std::fs::write(evidence.join("patch.diff"), &diff).unwrap();
@@ -914,82 +892,186 @@ fn real_feedstock_pr518_renders_both_variants_in_one_job() {
     .unwrap();
 
     let configs = render["configs"].as_object().unwrap();
-    assert_eq!(configs.len(), 6, "every linux-64 config");
+    let aarch64 = configs.keys().filter(|n| n.starts_with("linux_aarch64_"));
+    let cuda = configs.keys().filter(|n| !n.contains("versionNone"));
+    assert_eq!(
+        (configs.len(), aarch64.count(), cuda.count()),
+        (9, 3, 6),
+        "every linux config: 6 linux-64 and 3 linux-aarch64, 6 of them CUDA"
+    );
     assert_eq!(
         render["ci_support_files"]["before"], render["ci_support_files"]["after"],
         "no new .ci_support file"
     );
+    let mut lazy_builds = std::collections::BTreeMap::new();
     for (name, c) in configs {
-        let (before, after) = (&c["before"], &c["after"]);
-        let cuda = !name.contains("cuda_compiler_versionNone");
-        let lazy: Vec<&serde_json::Value> = after["outputs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| o["name"] == "libtorch-cuda-linalg")
-            .collect();
-        for (k, n) in before["counts"].as_object().unwrap() {
+        lazy_builds.insert(name.as_str(), check_pr518_config(name, c));
+    }
+    // CUDA 12.9 on linux-aarch64 builds libtorch twice in one job (sbsa and tegra), 13.0 once.
+    let aarch64_cuda: Vec<usize> = lazy_builds
+        .iter()
+        .filter(|(n, _)| n.starts_with("linux_aarch64_") && !n.contains("versionNone"))
+        .map(|(_, k)| *k)
+        .collect();
+    assert_eq!(aarch64_cuda, [4, 2], "{lazy_builds:?}");
+    check_pr518_rerender(&render);
+}
+
+type Json = serde_json::Value;
+
+fn copy_feedstock(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst.join(".ci_support")).unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(src.join("recipe"))
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for e in std::fs::read_dir(src.join(".ci_support")).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dst.join(".ci_support").join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn render_pr518(orig: &Path, patched: &Path) -> Json {
+    let r = Command::new(python_env())
+        .arg(repo().join("tests/py/feedstock_render.py"))
+        .args([s(orig), s(patched), "linalg_variant"])
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "render failed:\n{}\n{}",
+        stdout(&r),
+        stderr(&r)
+    );
+    serde_json::from_slice(&r.stdout).unwrap()
+}
+
+fn outputs<'a>(side: &'a Json, name: &str) -> Vec<&'a Json> {
+    side["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["name"] == name)
+        .collect()
+}
+
+fn text(v: &Json) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+/// One config before and after: every output keeps its variants, and with the patch's
+/// build_base bump taken out every existing build string is the same (the split itself changes
+/// no existing build; CPU configs change by the bump only). On CUDA one magma and one nomagma
+/// build of the lazy output per libtorch build (per arm_variant_type on aarch64), with that
+/// libtorch's flavor and build number. Returns the lazy builds' count.
+fn check_pr518_config(name: &str, c: &Json) -> usize {
+    let (before, after) = (&c["before"], &c["after"]);
+    for (k, n) in before["counts"].as_object().unwrap() {
+        assert_eq!(
+            &after["counts"][k], n,
+            "{name}: {k} keeps its number of rendered variants"
+        );
+    }
+    assert_eq!(
+        before["job_keys"], after["job_keys"],
+        "{name}: the keys CI jobs split on are unchanged"
+    );
+    let existing: Vec<&Json> = c["after_with_original_build_base"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b[0] != "libtorch-cuda-linalg")
+        .collect();
+    let was: Vec<Json> = before["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| serde_json::json!([o["name"], o["build"]]))
+        .collect();
+    assert_eq!(
+        existing,
+        was.iter().collect::<Vec<_>>(),
+        "{name}: existing builds"
+    );
+    let lazy = outputs(after, "libtorch-cuda-linalg");
+    if name.contains("cuda_compiler_versionNone") {
+        assert!(lazy.is_empty(), "{name}: no lazy output on CPU");
+        assert_eq!(
+            after["counts"], before["counts"],
+            "{name}: CPU config untouched"
+        );
+        return 0;
+    }
+    let cores = outputs(after, "libtorch");
+    assert_eq!(
+        lazy.len(),
+        2 * cores.len(),
+        "{name}: two lazy builds per libtorch"
+    );
+    for core in cores {
+        let build = text(&core["build"]);
+        let mut parts = build.rsplitn(3, '_');
+        let (bn, _hash, flavor) = (parts.next().unwrap(), parts.next(), parts.next().unwrap());
+        for v in ["magma", "nomagma"] {
+            let hit = lazy.iter().filter(|o| {
+                let b = text(&o["build"]);
+                o["arm_variant_type"] == core["arm_variant_type"]
+                    && o["variant_key"] == v
+                    && b.starts_with(&format!("{flavor}_{v}_"))
+                    && b.ends_with(&format!("_{bn}"))
+            });
             assert_eq!(
-                &after["counts"][k], n,
-                "{name}: {k} keeps its number of rendered variants"
+                hit.count(),
+                1,
+                "{name} ({}): {v} build string {flavor}_{v}_<hash>_{bn}",
+                core["arm_variant_type"]
             );
         }
-        assert_eq!(
-            before["job_keys"], after["job_keys"],
-            "{name}: the keys CI jobs split on are unchanged"
-        );
+    }
+    lazy.len()
+}
+
+/// What `conda smithy rerender` would write: the model of its rule gives back every existing
+/// `.ci_support` file's keys, the CI-job keys stay the same per platform, and the variant key
+/// with both values lands in every linux file (the rule is per platform: the CPU files get it as
+/// they already have libmagma_devel and nccl, which only CUDA builds use).
+fn check_pr518_rerender(render: &Json) {
+    let smithy = &render["smithy"];
+    assert_eq!(
+        smithy["model_mismatches_before"]["platform_union"],
+        serde_json::json!([]),
+        "the model reproduces the existing .ci_support files"
+    );
+    assert_ne!(
+        smithy["model_mismatches_before"]["config_union"],
+        serde_json::json!([]),
+        "a per-config rule would not (the CPU files hold CUDA-only keys)"
+    );
+    for plat in ["linux_64", "linux_aarch64"] {
+        let (b, a) = (&smithy["before"][plat], &smithy["after"][plat]);
+        assert_eq!(b["job_keys"], a["job_keys"], "{plat}: same CI jobs");
         assert!(
-            !after["job_keys"]
+            !a["job_keys"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .any(|k| k == "linalg_variant"),
+            "{plat}"
+        );
+    }
+    let adds = render["rerender_adds"].as_object().unwrap();
+    assert_eq!(adds.len(), 9);
+    for (name, a) in adds {
+        assert_eq!(
+            a,
+            &serde_json::json!({"linalg_variant": ["magma", "nomagma"]}),
             "{name}"
         );
-        if cuda {
-            assert_eq!(lazy.len(), 2, "{name}: the lazy output twice");
-            let flavor = before["outputs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|o| o["name"] == "libtorch")
-                .unwrap()["build"]
-                .as_str()
-                .unwrap()
-                .rsplitn(3, '_')
-                .nth(2)
-                .unwrap()
-                .to_string();
-            let bn = before["outputs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|o| o["name"] == "libtorch")
-                .unwrap()["build"]
-                .as_str()
-                .unwrap()
-                .rsplit('_')
-                .next()
-                .unwrap()
-                .to_string();
-            for v in ["magma", "nomagma"] {
-                let hit = lazy.iter().filter(|o| {
-                    let b = o["build"].as_str().unwrap();
-                    b.starts_with(&format!("{flavor}_{v}_")) && b.ends_with(&format!("_{bn}"))
-                });
-                assert_eq!(
-                    hit.count(),
-                    1,
-                    "{name}: {v} build string {flavor}_{v}_<hash>_{bn}"
-                );
-            }
-        } else {
-            assert!(lazy.is_empty(), "{name}: no lazy output on CPU");
-            assert_eq!(
-                before["outputs"], after["outputs"],
-                "{name}: CPU config untouched"
-            );
-        }
     }
 }
 
