@@ -460,9 +460,10 @@ fn the_conda_recipe_renders_for_linux_aarch64() {
             ])
         );
     }
+    // The same script; the build strings differ (a hash of the variant, target platform included).
     assert_eq!(
-        r["linux-64"][0]["recipe"]["build"],
-        r["linux-aarch64"][0]["recipe"]["build"]
+        r["linux-64"][0]["recipe"]["build"]["script"],
+        r["linux-aarch64"][0]["recipe"]["build"]["script"]
     );
 }
 
