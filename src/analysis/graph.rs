@@ -31,6 +31,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::hwcaps;
 use crate::elf::{DlopenEntry, ElfFacts};
 use crate::input::{Resolve, Tree, TreeKind};
 
@@ -490,6 +491,9 @@ struct Builder<'t, 'a> {
     contexts: HashMap<Vec<(usize, String)>, usize>,
     /// (requester, context, name) → the walk's result, shared by every process with that context.
     walks: HashMap<(usize, usize), HashMap<String, std::rc::Rc<Walk>>>,
+    /// Tree directories holding a hardware-capability subdirectory (`tls/`, `glibc-hwcaps/`, …):
+    /// only these are searched through them (`hwcaps`), so no other directory pays the probes.
+    hwcap_parents: HashSet<String>,
 }
 
 /// An edge of `Builder::edge_index`: its name, how it was resolved (`None` for a miss) and its id.
@@ -689,6 +693,7 @@ impl<'t, 'a> Builder<'t, 'a> {
             prefix,
             contexts: HashMap::default(),
             walks: HashMap::default(),
+            hwcap_parents: hwcap_parents(tree),
         };
         // An empty entry is the current directory, as in ld.so; relative entries are taken from the
         // tree's root (an archive has no other directory to be in).
@@ -1330,6 +1335,9 @@ impl<'t, 'a> Builder<'t, 'a> {
         match dir {
             Dir::Tree(dir) => {
                 tried.push(dir.clone());
+                if let Some(hit) = self.try_hwcaps(dir, name, p) {
+                    return Some(hit);
+                }
                 let found = {
                     let mut path = self.probe.borrow_mut();
                     path.clear();
@@ -1353,6 +1361,24 @@ impl<'t, 'a> Builder<'t, 'a> {
                 None
             }
         }
+    }
+
+    /// ld.so tries a directory's hardware-capability subdirectories before the directory itself
+    /// (those of the process's machine, in its order: `hwcaps`).
+    fn try_hwcaps(&self, dir: &str, name: &str, p: &Process) -> Option<Hit> {
+        if !self.hwcap_parents.contains(dir) {
+            return None;
+        }
+        let machine = &self.files[p.root].elf.machine;
+        hwcaps::subdirs(machine).iter().find_map(|sub| {
+            let sub = if dir.is_empty() {
+                sub.to_string()
+            } else {
+                format!("{dir}/{sub}")
+            };
+            let f = self.lookup_loadable(&format!("{sub}/{name}"), p)?;
+            Some(Hit::Tree(sub.into(), f))
+        })
     }
 
     /// Where a search-path entry of object `o`, opened from tree directory `origin`, points.
@@ -1499,6 +1525,23 @@ fn elf_head(path: &str) -> Option<(u8, String)> {
         class,
         goblin::elf::header::machine_to_str(machine).to_string(),
     ))
+}
+
+/// The tree directories with a subdirectory ld.so may search for hardware capabilities (the
+/// root is the empty string).
+fn hwcap_parents(tree: &Tree) -> HashSet<String> {
+    let mut out = HashSet::default();
+    for e in &tree.entries {
+        // `start`: where `part` begins; its parent is the path before the slash ahead of it.
+        let mut start = 0;
+        for part in e.path.split('/') {
+            if hwcaps::starts_subdir(part) {
+                out.insert(e.path[..start.max(1) - 1].to_string());
+            }
+            start += part.len() + 1;
+        }
+    }
+    out
 }
 
 /// Normalise `a/b/../c` inside the tree; `None` when it climbs above the root.

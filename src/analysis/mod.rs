@@ -7,6 +7,7 @@
 pub mod contract;
 pub mod declared;
 pub mod graph;
+pub mod hwcaps;
 pub mod inspect;
 pub mod lazy;
 pub mod payload;

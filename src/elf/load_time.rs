@@ -110,6 +110,9 @@ impl<'a> ElfView<'a> {
             }
             let limit = addr.saturating_add(MAX_FUNCTION);
             let end = starts.next_after(addr, limit).unwrap_or(limit);
+            // No function runs on past its section: `_init` has no start after it in `.init`, and
+            // a sweep beyond it read `.plt`, whose GOT loads are every PLT import.
+            let end = self.section_end(addr).map_or(end, |e| end.min(e));
             let Some(code) = self.code(addr, end) else {
                 continue;
             };
@@ -228,6 +231,18 @@ impl<'a> ElfView<'a> {
         let d = code.get(i + 2..i + 6)?;
         let rel = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64;
         Some(addr.wrapping_add(i as u64 + 6).wrapping_add_signed(rel))
+    }
+
+    /// The end address of the executable section holding `addr`, when the file has section
+    /// headers.
+    fn section_end(&self, addr: u64) -> Option<u64> {
+        use goblin::elf::section_header::{SHF_ALLOC, SHF_EXECINSTR};
+        let exec = (SHF_ALLOC | SHF_EXECINSTR) as u64;
+        self.shdrs
+            .iter()
+            .filter(|s| s.sh_flags & exec == exec)
+            .find(|s| addr >= s.sh_addr && addr - s.sh_addr < s.sh_size)
+            .map(|s| s.sh_addr.saturating_add(s.sh_size))
     }
 
     /// File bytes of `start..end`, cut at the end of the executable segment holding `start`.

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::analysis::hwcaps;
 use crate::elf::{ElfFacts, ElfView};
 use crate::input::file;
 
@@ -75,12 +76,13 @@ fn search_dirs(path: &Path, facts: &ElfFacts, lib_dirs: &[PathBuf]) -> Vec<PathB
             dirs.push(PathBuf::from(e));
         }
     }
-    dirs.extend(system_dirs());
+    dirs.extend(system_dirs(&facts.machine));
     dirs
 }
 
-/// The system's library directories: `/etc/ld.so.conf.d/*.conf` lines, then the defaults.
-fn system_dirs() -> Vec<PathBuf> {
+/// The system's library directories: `/etc/ld.so.conf.d/*.conf` lines, then the defaults for a
+/// library of ELF machine `machine`.
+fn system_dirs(machine: &str) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(rd) = std::fs::read_dir("/etc/ld.so.conf.d") {
         let mut confs: Vec<PathBuf> = rd
@@ -101,16 +103,9 @@ fn system_dirs() -> Vec<PathBuf> {
             );
         }
     }
-    for d in [
-        "/lib64",
-        "/usr/lib64",
-        "/lib/x86_64-linux-gnu",
-        "/usr/lib/x86_64-linux-gnu",
-        "/lib",
-        "/usr/lib",
-    ] {
-        dirs.push(PathBuf::from(d));
-    }
+    // The library's machine's multiarch directories: an aarch64 library's libc is in
+    // /lib/aarch64-linux-gnu on Debian and Ubuntu, never in the x86-64 ones.
+    dirs.extend(hwcaps::default_dirs(machine).into_iter().map(PathBuf::from));
     dirs
 }
 

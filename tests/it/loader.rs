@@ -43,7 +43,7 @@ fn scenario(rule: &str) -> PathBuf {
     scenarios().join(rule)
 }
 
-fn inspect(path: &Path, extra: &[&str]) -> Value {
+pub(crate) fn inspect(path: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["inspect", "--json", "--quiet"];
     args.extend_from_slice(extra);
     let o = run_path(&args, path);
@@ -65,6 +65,18 @@ fn ld_list(exe: &Path, ld_library_path: Option<&Path>) -> Vec<(String, Option<Pa
         .output()
         .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let list = parse_list(&text);
+    assert!(
+        !list.is_empty(),
+        "{}: no ld.so listing\n{text}\n{}",
+        exe.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    list
+}
+
+/// ld.so's trace-mode listing (`LD_TRACE_LOADED_OBJECTS=1` on stdout) as (name, file) pairs.
+pub(crate) fn parse_list(text: &str) -> Vec<(String, Option<PathBuf>)> {
     let mut list = Vec::new();
     for line in text.lines().map(str::trim) {
         let strip = |s: &str| s.rsplit_once(" (0x").map_or(s, |(p, _)| p).to_string();
@@ -84,12 +96,6 @@ fn ld_list(exe: &Path, ld_library_path: Option<&Path>) -> Vec<(String, Option<Pa
             list.push((p.clone(), Some(PathBuf::from(p))));
         }
     }
-    assert!(
-        !list.is_empty(),
-        "{}: no ld.so listing\n{text}\n{}",
-        exe.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
     list
 }
 
@@ -121,12 +127,12 @@ fn process<'a>(ins: &'a Value, root: &str) -> BTreeMap<String, (&'a Value, &'a V
     out
 }
 
-fn canon(p: &Path) -> PathBuf {
+pub(crate) fn canon(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 /// splitpkg's resolution of every name in `root`'s process agrees with ld.so's.
-fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option<PathBuf>)]) {
+pub(crate) fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option<PathBuf>)]) {
     let sp = process(ins, root);
     let tree_c = canon(tree);
     let ld_names: Vec<&str> = ld.iter().map(|(n, _)| n.as_str()).collect();
@@ -332,6 +338,57 @@ fn a_candidate_of_another_machine_is_skipped() {
     assert_eq!(edge(&ins, "bin/app", "libcm.so").0, "lib/libcm.so");
 }
 
+/// (o) glibc's hardware-capability subdirectories (src/analysis/hwcaps.rs): this x86-64 ld.so
+/// takes lib/tls/ (legacy, glibc <= 2.36) and lib/glibc-hwcaps/x86-64-v2/ before lib/; lib/aarch64/
+/// is another machine's platform directory (tests/it/loader_aarch64.rs: the AArch64 loader takes it).
+#[test]
+fn hwcaps_subdirectories_are_searched_first() {
+    let t = scenario("hwcaps");
+    let help = Command::new(ld_so(&t.join("bin/app")))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    if !help.contains("Legacy HWCAP subdirectories") || !help.contains("x86-64-v2 (supported") {
+        eprintln!(
+            "NOTE: skipping the hwcaps scenario: this ld.so is not the model's (glibc 2.33 to 2.36 on x86-64): {help}"
+        );
+        return;
+    }
+    let ins = inspect(&t, &[]);
+    agrees_per_request(
+        &t,
+        &ins,
+        "bin/app",
+        &ld_debug_program(&t.join("bin/app")),
+        true,
+    );
+    agrees(&t, &ins, "bin/app", &ld_list(&t.join("bin/app"), None));
+    for (name, file) in [
+        ("libh.so", "lib/tls/libh.so"),
+        ("libg.so", "lib/glibc-hwcaps/x86-64-v2/libg.so"),
+        ("libp.so", "lib/libp.so"),
+    ] {
+        assert_eq!(edge(&ins, "bin/app", name).0, file);
+    }
+}
+
+/// The program interpreter (PT_INTERP) of `exe`, read with readelf.
+fn ld_so(exe: &Path) -> PathBuf {
+    let o = Command::new("readelf")
+        .arg("-lW")
+        .arg(exe)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let interp = text
+        .lines()
+        .find_map(|l| l.split_once("[Requesting program interpreter: "))
+        .map(|(_, r)| r.trim_end_matches(']').to_string())
+        .unwrap_or_else(|| panic!("{}: no PT_INTERP: {text}", exe.display()));
+    PathBuf::from(interp)
+}
+
 #[test]
 fn a_candidate_of_another_class_is_skipped() {
     let t = scenario("class32");
@@ -393,10 +450,10 @@ fn ld_library_path_comes_after_rpath_and_before_runpath() {
 /// (as ld.so printed it) and the file it opened, `None` when it found none. A name that matched
 /// an object already loaded is no request: ld.so prints nothing for it.
 #[derive(Debug)]
-struct Request {
-    by: PathBuf,
-    name: String,
-    opened: Option<PathBuf>,
+pub(crate) struct Request {
+    pub(crate) by: PathBuf,
+    pub(crate) name: String,
+    pub(crate) opened: Option<PathBuf>,
 }
 
 /// Run `cmd` under `LD_DEBUG=files,libs` and read its requests from stderr.
@@ -406,6 +463,12 @@ fn ld_debug(mut cmd: Command) -> (Vec<Request>, String) {
         .env("LD_DEBUG", "files,libs");
     let out = cmd.output().expect("run under LD_DEBUG");
     let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (parse_debug(&text), stdout)
+}
+
+/// The requests in ld.so's `LD_DEBUG=files,libs` output.
+pub(crate) fn parse_debug(text: &str) -> Vec<Request> {
     let mut reqs: Vec<Request> = Vec::new();
     let mut tried: Option<PathBuf> = None;
     for line in text.lines() {
@@ -436,8 +499,7 @@ fn ld_debug(mut cmd: Command) -> (Vec<Request>, String) {
             tried = Some(PathBuf::from(t));
         }
     }
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (reqs, stdout)
+    reqs
 }
 
 /// ld.so's requests for the program `exe` (trace mode: every NEEDED entry, found or not).
@@ -470,7 +532,13 @@ fn tree_path(tree: &Path, p: &Path) -> String {
 /// Every request ld.so made in `root`'s process agrees with the edge splitpkg gives that
 /// requester and name in the same process; with `complete` (a program in trace mode), every
 /// searched edge of the process is one of ld.so's requests.
-fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], complete: bool) {
+pub(crate) fn agrees_per_request(
+    tree: &Path,
+    ins: &Value,
+    root: &str,
+    reqs: &[Request],
+    complete: bool,
+) {
     let nodes = ins["nodes"].as_array().unwrap();
     let id = nodes
         .iter()
@@ -562,7 +630,12 @@ fn agrees_per_request(tree: &Path, ins: &Value, root: &str, reqs: &[Request], co
 }
 
 /// The edges `from` → `name` taken in `root`'s process.
-fn edge_in<'a>(ins: &'a Value, root: &str, from: &str, name: &str) -> (&'a str, &'a Value) {
+pub(crate) fn edge_in<'a>(
+    ins: &'a Value,
+    root: &str,
+    from: &str,
+    name: &str,
+) -> (&'a str, &'a Value) {
     let nodes = ins["nodes"].as_array().unwrap();
     let id = &nodes
         .iter()

@@ -23,6 +23,7 @@ mod index;
 mod inspect;
 mod install_commands;
 mod loader;
+mod loader_aarch64;
 mod note;
 mod pack;
 mod plan;
