@@ -10,8 +10,10 @@ use crate::error::{Error, Result};
 pub mod atomic;
 pub mod cleanup;
 mod pending;
+mod workdir;
 
 pub use pending::{Pending, Staged};
+pub use workdir::{WorkDir, WorkKind};
 
 /// Write `data` to `path` through the one atomic-write primitive ([`atomic`], [`Pending`]): a
 /// temporary that no planted link can redirect, renamed onto a regular file or a missing path

@@ -3,6 +3,7 @@
 //! goes through [`splitpkg::analysis::pipeline`]) and maps the outcome to an exit code: 0
 //! confined/ok, 1 negative verdict, 2 bad input or usage, 3 internal failure, 4 (smoke) stale flag.
 
+mod build;
 mod channel;
 mod index;
 pub mod log;
@@ -26,6 +27,7 @@ use splitpkg::error::{Error, Result};
 use splitpkg::progress::Progress;
 use splitpkg::recipe::split;
 
+pub use build::{BUILD_VARIANT_HELP, BuildVariantArgs};
 pub use channel::{ENV_HELP, EnvArgs, PACK_HELP, PackArgs, SOLVE_HELP, SolveArgs};
 pub use index::{INDEX_HELP, IndexArgs};
 pub use note::{NOTE_HELP, NoteArgs};
@@ -88,6 +90,9 @@ pub enum Command {
         after_help = "Checks: the SONAME; the payload (present for the variant that carries it, absent otherwise); the contract: the names the loader looks up, the exports core files import and the stock file provides, the registrations it makes at load; every strong import defined by a NEEDED library (--lib-dir). A check that cannot run (the registrations of a library whose machine code splitpkg does not read: it reads x86-64 and AArch64) says \"not checked\" and fails unless --accept-unchecked is given.\n\nExit codes: 0 pass, 1 a check failed or could not run, 2 bad input.\n\nExamples:\n  splitpkg verify-variant $PREFIX/lib/libtorch_cuda_linalg.so --variant \\\n    nomagma --contract contract.json\n  splitpkg verify-variant build/lib/libtorch_cuda_linalg.so --variant \\\n    magma --plan plan.json --json\n  splitpkg verify-variant out/libtorch_cuda_linalg.so --variant nomagma \\\n    --plan plan.json --lib-dir torch/lib --lib-dir cuda/lib\n  splitpkg verify-variant ppc64le/libtorch_cuda_linalg.so --variant nomagma \\\n    --contract contract.json --accept-unchecked"
     )]
     VerifyVariant(VerifyVariantArgs),
+    /// Rebuild the lazy library without MAGMA from PyTorch's sources and the installed torch, with the compiler the environment names, and check it before writing it.
+    #[command(after_help = BUILD_VARIANT_HELP)]
+    BuildVariant(BuildVariantArgs),
     /// Patch a conda-forge feedstock (v1 recipe with a staging output) to split the lazy library into its own output with magma/nomagma variants; prints the diff, --write applies it.
     #[command(after_help = FEEDSTOCK_HELP)]
     Feedstock(FeedstockArgs),
@@ -124,6 +129,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Fatbin(a) => tree::fatbin(a, quiet),
         Command::Emit(a) => recipe::emit(a, quiet),
         Command::VerifyVariant(a) => recipe::verify_variant(a),
+        Command::BuildVariant(a) => build::build_variant(a, quiet),
         Command::Feedstock(a) => recipe::feedstock(a),
         Command::Pack(a) => channel::pack(a, quiet),
         Command::Solve(a) => channel::solve(a, quiet),

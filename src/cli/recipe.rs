@@ -74,6 +74,11 @@ pub struct VerifyVariantArgs {
     /// JSON on stdout: the library, the variant, each check with its result, and whether all pass.
     #[arg(long)]
     json: bool,
+    /// Also write the contract the check used (contract.json, written atomically), so that a
+    /// package's own tests can check it again without the stock file: the stage script
+    /// `feedstock` writes ships it in the lazy package.
+    #[arg(long, value_name = "FILE")]
+    write_contract: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -175,6 +180,7 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
         lib_dirs,
         accept_unchecked,
         json,
+        write_contract,
     } = a;
     let contract = match (contract, plan) {
         (Some(c), _) => {
@@ -198,6 +204,9 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };
     let mut report = verify::verify_variant(&library, &variant, &contract, Some(&lib_dirs))?;
+    if let Some(path) = &write_contract {
+        splitpkg::output::write_atomic(path, to_json(&contract)?.as_bytes())?;
+    }
     if accept_unchecked {
         report.accept_unchecked();
     }
@@ -244,6 +253,61 @@ pub struct FeedstockArgs {
     /// core stage, so loaders see that it dlopens the lazy library (off by default).
     #[arg(long, value_name = "CORE")]
     dlopen_note: Option<String>,
+    /// Also write a pull-request description of the patch (Markdown): what changes per output and
+    /// per CI configuration, the bytes a slim environment saves, what the slim variant loses, how
+    /// users pick a variant, how to revert.
+    #[arg(long, value_name = "FILE")]
+    pr_body: Option<PathBuf>,
+    /// A smoke run of both variants (`splitpkg smoke --json`) for the description's "what the
+    /// slim variant loses".
+    #[arg(long, value_name = "FILE", requires = "pr_body")]
+    pr_smoke: Option<PathBuf>,
+    /// The payload package (.conda or .tar.bz2) of one CUDA version, measured for the
+    /// description's savings: `13.0=libmagma-2.10.0-cuda130_….conda` (repeatable).
+    #[arg(long, value_name = "CUDA=FILE", requires = "pr_body")]
+    pr_payload: Vec<String>,
+}
+
+/// `--pr-payload CUDA=FILE` options as data.
+fn pr_payloads(args: &[String]) -> Result<Vec<splitpkg::report::pr::Payload>> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((cuda, file)) if !cuda.is_empty() && !file.is_empty() => {
+                Ok(splitpkg::report::pr::Payload {
+                    cuda: cuda.to_string(),
+                    file: PathBuf::from(file),
+                })
+            }
+            _ => Err(Error::Usage(format!(
+                "--pr-payload {a:?}: expected CUDA=FILE, e.g. 13.0=libmagma-2.10.0-cuda130_h0_0.conda"
+            ))),
+        })
+        .collect()
+}
+
+/// The pull-request description of `patch`.
+fn pr_body(
+    dir: &std::path::Path,
+    payloads: &[String],
+    smoke: Option<&std::path::Path>,
+    patch: &feedstock::Patch,
+) -> Result<String> {
+    let Some(summary) = &patch.summary else {
+        return Err(Error::Usage(format!(
+            "--pr-body: {} is split already; run on the unpatched checkout to describe the patch",
+            dir.display()
+        )));
+    };
+    let configs = feedstock::ci_configs(dir)?;
+    let payloads = pr_payloads(payloads)?;
+    let smoke = match smoke {
+        Some(p) => Some(splitpkg::report::Loaded {
+            file: p.display().to_string(),
+            doc: <splitpkg::smoke::SmokeReport as splitpkg::document::Document>::load(p)?,
+        }),
+        None => None,
+    };
+    splitpkg::report::pr::render(summary, &configs, &payloads, smoke)
 }
 
 pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
@@ -299,12 +363,27 @@ pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
         None
     };
     let patch = feedstock::patch(&a.dir, &split, &opts)?;
+    // Made before anything is printed or written: a bad --pr-payload or --pr-smoke writes nothing.
+    let body = match &a.pr_body {
+        Some(path) => Some((
+            path,
+            pr_body(&a.dir, &a.pr_payload, a.pr_smoke.as_deref(), &patch)?,
+        )),
+        None => None,
+    };
     write_out(None, &patch.diff())?;
+    for n in &patch.notes {
+        eprintln!("splitpkg: note: {n}");
+    }
     if a.write && !patch.changes.is_empty() {
         patch.write(&a.dir)?;
         for c in &patch.changes {
             eprintln!("splitpkg: wrote {}", a.dir.join(&c.path).display());
         }
+    }
+    if let Some((path, text)) = body {
+        splitpkg::output::write_atomic(path, text.as_bytes())?;
+        eprintln!("splitpkg: wrote {}", path.display());
     }
     Ok(Exit::Success)
 }

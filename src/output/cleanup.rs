@@ -161,10 +161,12 @@ pub fn install() {
 }
 
 /// The kinds of temporary names splitpkg gives (`.FILE.splitpkg-tmp-PID-RANDOM`,
-/// `.CHANNEL.splitpkg-pack-PID`, `.splitpkg-switch-pkgs-PID`) and how each is removed.
-const KINDS: [(&str, Leftover); 3] = [
+/// `.OUT.splitpkg-pack-PID`, `.OUT.splitpkg-build-PID`, `.splitpkg-switch-pkgs-PID`) and how each
+/// is removed.
+const KINDS: [(&str, Leftover); 4] = [
     (".splitpkg-tmp-", Leftover::File),
-    (".splitpkg-pack-", Leftover::Tree),
+    (super::WorkKind::Pack.tag(), Leftover::Tree),
+    (super::WorkKind::Build.tag(), Leftover::Tree),
     (".splitpkg-switch-pkgs-", Leftover::Tree),
 ];
 

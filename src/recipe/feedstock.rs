@@ -53,6 +53,9 @@ const REBUILD_HOST: &[&str] = &[
     "libcusparse-dev",
 ];
 
+/// The recipe's build number, as its outputs' build strings end (`_${{ hash }}_${{ build_number }}`).
+const BUILD_NUMBER: &str = "${{ build_number }}";
+
 /// One file of the feedstock, before and after.
 #[derive(Debug, Clone)]
 pub struct FileChange {
@@ -110,6 +113,38 @@ pub fn mode_lines(before: Option<u32>, after: u32) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Patch {
     pub changes: Vec<FileChange>,
+    /// What the patch could not do and a maintainer must (one line each, for stderr).
+    pub notes: Vec<String>,
+    /// What the patch does, in the recipe's terms (for the pull-request description); `None`
+    /// for an empty patch.
+    pub summary: Option<Summary>,
+}
+
+/// What a patch does, in the recipe's own names and expressions.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Summary {
+    pub core: String,
+    pub lazy: String,
+    pub library: String,
+    pub key: String,
+    /// The variant with the payload (`magma`) and the one without (`nomagma`).
+    pub with: String,
+    pub without: String,
+    pub preferred: String,
+    /// Where the lazy output is built (the condition of the core's test entry), `None`: always.
+    pub condition: Option<String>,
+    pub staging: String,
+    /// Other outputs built from the staging, which now ignore the payload's run-export.
+    pub also_ignoring: Vec<String>,
+    /// The core's run dependency on the lazy output, and the lazy output's constraint on the core.
+    pub core_depends: String,
+    pub lazy_constrains: String,
+    /// What the variant without the payload constrains (`libmagma <0.0a0`).
+    pub forbid: Vec<String>,
+    pub payload_packages: Vec<String>,
+    /// `context: build_base` before and after; `None` when the recipe has none.
+    pub build_base: Option<(u64, u64)>,
+    pub dlopen_note: Option<String>,
 }
 
 impl Patch {
@@ -146,6 +181,66 @@ impl Patch {
         }
         tx.commit()
     }
+}
+
+/// One CI configuration of the feedstock (`.ci_support/NAME.yaml`, written by conda-smithy).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CiConfig {
+    /// The file name (`linux_64_cuda_compiler_version13.0.yaml`).
+    pub file: String,
+    pub target_platform: String,
+    /// `None` for a CPU configuration (`cuda_compiler_version: None`).
+    pub cuda: Option<String>,
+    /// `sbsa` or `tegra` for CUDA on linux-aarch64.
+    pub arm_variant: Option<String>,
+}
+
+impl CiConfig {
+    /// Whether the lazy output is built in this configuration: CUDA on linux, the condition under
+    /// which conda-forge's `libtorch` test lists the library.
+    pub fn builds_lazy(&self) -> bool {
+        self.cuda.is_some() && self.target_platform.starts_with("linux-")
+    }
+}
+
+/// The feedstock's CI configurations, sorted by file name; none without `.ci_support/`.
+pub fn ci_configs(root: &Path) -> Result<Vec<CiConfig>> {
+    let dir = root.join(".ci_support");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml") && !n.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter(|n| n != "migrations")
+        .map(|n| ci_config(&dir.join(&n), n))
+        .collect()
+}
+
+fn ci_config(path: &Path, file: String) -> Result<CiConfig> {
+    let text = read(path)?;
+    check_nesting(path, &text)?;
+    let v: Value = serde_yaml::from_str(&text)
+        .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
+    // conda-smithy writes each key as a list of one value.
+    let first = |k: &str| -> Option<String> {
+        let x = v.get(k)?;
+        let x = x.as_sequence().and_then(|s| s.first()).unwrap_or(x);
+        x.as_str().map(str::to_string)
+    };
+    Ok(CiConfig {
+        target_platform: first("target_platform").unwrap_or_else(|| {
+            file.split('_').take(2).collect::<Vec<_>>().join("-")
+        }),
+        cuda: first("cuda_compiler_version").filter(|c| c != "None"),
+        arm_variant: first("arm_variant_type"),
+        file,
+    })
 }
 
 /// The feedstock's files this command reads and edits.
@@ -196,6 +291,19 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     split.options.build_keys = shape.build_keys_expr.clone();
     let split = &split;
     let recipe_after = recipe.patched(&files.recipe, split, opts, &shape)?;
+    let mut notes = Vec::new();
+    let (recipe_after, build_base) = match bump_build_base(&recipe_after) {
+        Some((text, n)) => (text, Some((n, n + 1))),
+        None => {
+            notes.push(format!(
+                "{}: no `build_base: N` in context: bump the build number by hand, so that no pre-split {} of this version matches the new pins",
+                files.recipe.display(),
+                o.core_name
+            ));
+            (recipe_after, None)
+        }
+    };
+    let summary = summary(&recipe, split, opts, &shape, build_base);
     let script_after = patch_script(&files.script, &script_text, split, opts, &shape)?;
     let cbc_after = patch_cbc(cbc_text.as_deref(), split);
     Ok(Patch {
@@ -204,7 +312,76 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
             change(root, SCRIPT, Some(script_text), script_after)?,
             change(root, CBC, cbc_text, cbc_after)?,
         ],
+        notes,
+        summary: Some(summary),
     })
+}
+
+fn summary(
+    recipe: &Recipe,
+    split: &Split,
+    opts: &FeedstockOptions,
+    shape: &Shape,
+    build_base: Option<(u64, u64)>,
+) -> Summary {
+    let o = &split.options;
+    let also_ignoring = recipe
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(n, it)| {
+            *n != shape.core
+                && it.value.get("inherit").and_then(Value::as_str) == Some(shape.staging.as_str())
+        })
+        .filter_map(|(_, it)| Recipe::name_of(&it.value, "package"))
+        .collect();
+    Summary {
+        core: o.core_name.clone(),
+        lazy: o.lazy_name.clone(),
+        library: opts.lazy_library.clone(),
+        key: o.variant_key.clone(),
+        with: variant_name(split, true).to_string(),
+        without: variant_name(split, false).to_string(),
+        preferred: split.preferred().name.clone(),
+        condition: shape.cond.clone(),
+        staging: shape.staging.clone(),
+        also_ignoring,
+        core_depends: split.same_build_number(&o.lazy_name, BUILD_NUMBER),
+        lazy_constrains: split.same_build_number(&o.core_name, BUILD_NUMBER),
+        forbid: split.forbid_payload(),
+        payload_packages: o.payload_packages.clone(),
+        build_base,
+        dlopen_note: opts.dlopen_note.clone(),
+    }
+}
+
+/// The recipe with `context: build_base: N` raised to N + 1: the core's contents change (it no
+/// longer ships the lazy library), and the pins between core and lazy package end in the build
+/// number, so the new builds match only each other. The text and the old N; `None` without such
+/// a line.
+fn bump_build_base(text: &str) -> Option<(String, u64)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let context = lines.iter().position(|l| l.trim_end() == "context:")?;
+    let end = (context + 1..lines.len())
+        .find(|&i| !blank_or_comment(lines[i]) && indent(lines[i]) == 0)
+        .unwrap_or(lines.len());
+    let at = (context + 1..end).find(|&i| {
+        indent(lines[i]) == 2 && lines[i].trim_start().starts_with("build_base:")
+    })?;
+    let rest = lines[at].trim_start().strip_prefix("build_base:")?;
+    let (value, comment) = match rest.find('#') {
+        Some(c) => (&rest[..c], &rest[c..]),
+        None => (rest, ""),
+    };
+    let n: u64 = value.trim().parse().ok()?;
+    let comment = if comment.is_empty() {
+        String::new()
+    } else {
+        format!("  {comment}")
+    };
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    out[at] = format!("  build_base: {}{comment}", n + 1);
+    Some((out.join("\n") + "\n", n))
 }
 
 /// The change of the file `rel`, with its mode now and the one `--write` leaves.
@@ -659,6 +836,29 @@ impl Recipe {
         })
     }
 
+    /// Where and what to insert so that `lines` end the list `key:` of the block `block..end`
+    /// (its keys at column `col`), creating the key when the block has none.
+    fn append_to(
+        &self,
+        block: usize,
+        end: usize,
+        col: usize,
+        key: &str,
+        lines: Vec<String>,
+    ) -> (usize, Vec<String>) {
+        match find_key(&self.lines, block, end, col, key) {
+            Some(k) => {
+                let k_end = block_end(&self.lines, k, col, end);
+                (last_content(&self.lines, k, k_end) + 1, lines)
+            }
+            None => {
+                let mut l = vec![format!("{}{key}:", " ".repeat(col))];
+                l.extend(lines);
+                (block + 1, l)
+            }
+        }
+    }
+
     /// The recipe with the core output edited and the lazy output added after it.
     fn patched(
         &self,
@@ -683,7 +883,7 @@ impl Recipe {
             },
         )?;
         let req_end = block_end(&self.lines, req, field, core.end);
-        let spec = ys(path, "build string", &split.same_build(&o.lazy_name))?;
+        let spec = ys(path, "build string", &split.same_build_number(&o.lazy_name, BUILD_NUMBER))?;
         let cond = match &shape.cond {
             Some(c) => Some(ys(path, "condition", c)?),
             None => None,
@@ -703,18 +903,20 @@ impl Recipe {
                 opts.lazy_library, o.lazy_name
             ),
         )];
-        match find_key(&self.lines, req, req_end, field + 2, "run") {
-            Some(run) => {
-                let run_end = block_end(&self.lines, run, field + 2, req_end);
-                run_lines.extend(dep_lines(field + 4));
-                inserts.push((last_content(&self.lines, run, run_end) + 1, run_lines));
-            }
-            None => {
-                let mut l = vec![pad(field + 2, "run:")];
-                l.extend(run_lines);
-                l.extend(dep_lines(field + 4));
-                inserts.push((req + 1, l));
-            }
+        run_lines.extend(dep_lines(field + 4));
+        inserts.push(self.append_to(req, req_end, field + 2, "run", run_lines));
+        if opts.dlopen_note.is_some() {
+            let splitpkg = crate::recipe::emit::splitpkg_requirement();
+            let mut l = vec![pad(field + 4, "# `splitpkg note` in build.sh (added by `splitpkg feedstock`)")];
+            l.extend(match &cond {
+                Some(c) => vec![
+                    pad(field + 4, &format!("- if: {c}")),
+                    pad(field + 6, "then:"),
+                    pad(field + 8, &format!("- {splitpkg}")),
+                ],
+                None => vec![pad(field + 4, &format!("- {splitpkg}"))],
+            });
+            inserts.push(self.append_to(req, req_end, field + 2, "build", l));
         }
         // The staging's payload run-export now belongs to the magma variant only: the core and
         // every other output built from the staging (pytorch has libmagma-devel in its host too,
@@ -790,13 +992,14 @@ fn render_output(
         core => o.core_name.as_str(),
         staging => ys(path, "staging output name", &shape.staging)?,
         key => o.variant_key.as_str(),
+        key_expr => key_expr.as_str(),
         with => variant_name(split, true),
         with_upper => variant_name(split, true).to_uppercase(),
         without => variant_name(split, false),
         preferred => split.preferred().name.as_str(),
         non_preferred => split.non_preferred().name.as_str(),
         track_feature => split.track_feature(),
-        build_string => ys(path, "build string", &split.lazy_build_string(&key_expr, "${{ hash }}", "${{ build_number }}"))?,
+        build_string => ys(path, "build string", &split.lazy_build_string(&key_expr, "${{ hash }}", BUILD_NUMBER))?,
         skip => skip,
         ignore_keys => ys_all(path, "variant ignore key", &shape.ignore_keys)?,
         stage_var => ys(path, "script env key", &shape.stage_var)?,
@@ -807,7 +1010,7 @@ fn render_output(
         host => ys_all(path, "host requirement", &shape.host)?,
         payload_devel => ys_all(path, "host requirement", &shape.payload_devel)?,
         payload_packages => o.payload_packages.clone(),
-        core_spec => ys(path, "build string", &split.same_build(&o.core_name))?,
+        core_spec => ys(path, "build string", &split.same_build_number(&o.core_name, BUILD_NUMBER))?,
         forbid => split.forbid_payload(),
         ignore_by_name => ys_all(path, "ignore_run_exports name", &by_name)?,
     };
@@ -983,9 +1186,16 @@ impl<'a> StageCase<'a> {
             self.pad(&format!("rm -f ${{PREFIX}}/lib/{lib}")),
         ];
         if let Some(core_file) = &opts.dlopen_note {
-            core_add.push(self.pad(&format!(
-                "splitpkg note ${{PREFIX}}/lib/{core_file} --out ${{PREFIX}}/lib/{core_file} --soname {lib} --feature linalg --priority required"
-            )));
+            // Only the builds that have the file (CUDA on linux); the recipe puts splitpkg in
+            // this output's build requirements under the same condition.
+            let f = format!("${{PREFIX}}/lib/{core_file}");
+            core_add.extend([
+                self.pad(&format!("if [[ -e {f} ]]; then")),
+                self.pad(&format!(
+                    "  splitpkg note {f} --out {f} --soname {lib} --feature linalg --priority required"
+                )),
+                self.pad("fi"),
+            ]);
         }
         core_add
     }

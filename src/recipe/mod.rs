@@ -3,6 +3,7 @@
 //! before it may stand for a variant ([`verify`]), and the optional build step that declares the
 //! lazy library in its loader's `.note.dlopen` ([`note`]).
 
+pub mod build;
 pub mod emit;
 pub mod feedstock;
 pub mod needed;

@@ -290,6 +290,18 @@ impl Split {
         }
     }
 
+    /// [`Split::same_build`] tied to one build number as well (`libtorch ==2.12.0
+    /// cuda130_generic_*_201`): a package of the same version and keys from another build — a
+    /// pre-split one that still ships the lazy library — does not match. `build_number` is an
+    /// expression of the recipe (`${{ build_number }}`).
+    pub fn same_build_number(&self, name: &str, build_number: &str) -> String {
+        format!(
+            "{name} =={} {}*_{build_number}",
+            self.options.version,
+            self.key_prefix()
+        )
+    }
+
     /// The lazy package's build string: build keys, variant, hash, build number
     /// (`cuda130_magma_h…_0`). Recipes pass their own expressions for the parts
     /// (`${{ flavor }}`, `${{ linalg_variant }}`, `${{ hash }}`, `${{ build_number }}`).

@@ -17,6 +17,7 @@ mod build;
 pub mod html;
 pub mod md;
 pub mod model;
+pub mod pr;
 pub mod svg;
 mod template;
 

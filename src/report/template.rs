@@ -21,6 +21,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "report.md",
         include_str!("../../templates/report/report.md.j2"),
     ),
+    (
+        "feedstock-pr.md",
+        include_str!("../../templates/report/feedstock-pr.md.j2"),
+    ),
 ];
 
 /// The auto-escape mode of `.md` templates.
@@ -92,7 +96,7 @@ fn environment() -> Result<Environment<'static>> {
 }
 
 /// Render template `name` with the model (`r`) and any extra values (the charts).
-pub(super) fn render(name: &str, report: &super::Report, extra: Value) -> Result<String> {
+pub(super) fn render<T: serde::Serialize>(name: &str, report: &T, extra: Value) -> Result<String> {
     let env = environment()?;
     let model = serde_json::to_value(report).map_err(|e| Error::failed("report model", e))?;
     let ctx = minijinja::context! {

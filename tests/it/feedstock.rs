@@ -1,7 +1,7 @@
 //! `splitpkg feedstock`: the mini feedstock (fixtures/feedstock) patched, refused shapes, the
-//! patch idempotent and equal to the diff it prints; tools/build-lazy-variant on the mini
-//! feedstock's staging tree (reproducible bytes, its output directory, clean-up on failure and on
-//! signals); in the full tier the patched mini feedstock built by real rattler-build offline and
+//! patch idempotent and equal to the diff it prints; `splitpkg build-variant` on the mini
+//! feedstock's staging tree (reproducible bytes, the compiler from $CXX and nothing else on PATH,
+//! clean-up on failure and on signals); in the full tier the patched mini feedstock built by real rattler-build offline and
 //! the real conda-forge PR #518 recipe rendered by real rattler-build (from SPLITPKG_FEEDSTOCK).
 
 use crate::common::*;
@@ -95,8 +95,10 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         "+      name: libtorch-cuda-linalg",
         "+    inherit: libtorch-build",
         "+      string: ${{ flavor }}_${{ linalg_variant }}_${{ hash }}_${{ build_number }}",
-        "+            - libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*",
+        "+            - libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*_${{ build_number }}",
         "-                - torch_cuda_linalg",
+        "-  build_base: 0",
+        "+  build_base: 1",
         "+    rm -f ${PREFIX}/lib/libtorch_cuda_linalg.so",
         "+linalg_variant:",
     ] {
@@ -159,14 +161,25 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
     );
     let rc = strings(&lazy["requirements"]["run_constraints"]);
     assert!(
-        rc.contains(&"libtorch ==${{ version }} ${{ flavor }}_*".to_string())
+        rc.contains(&"libtorch ==${{ version }} ${{ flavor }}_*_${{ build_number }}".to_string())
             && rc.contains(&"libmagma <0.0a0".to_string()),
         "{rc:?}"
     );
     assert!(strings(&lazy["requirements"]["host"]).contains(&"libmagma-devel".to_string()));
+    // Each variant's test checks the installed file against the contract the build recorded.
     assert_eq!(
-        strings(&lazy["tests"]),
-        ["package_contents", "lib", "torch_cuda_linalg"]
+        strings(&lazy["tests"][0]),
+        [
+            "package_contents",
+            "lib",
+            "torch_cuda_linalg",
+            "files",
+            "share/splitpkg/libtorch-cuda-linalg/contract.json"
+        ]
+    );
+    assert_eq!(
+        strings(&lazy["tests"][1]["script"]),
+        ["splitpkg verify-variant ${PREFIX}/lib/libtorch_cuda_linalg.so --variant ${{ linalg_variant }} --contract ${PREFIX}/share/splitpkg/libtorch-cuda-linalg/contract.json"]
     );
     let core = output(&recipe, "libtorch");
     assert!(
@@ -174,8 +187,9 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         "the test moved"
     );
     assert!(
-        strings(&core["requirements"]["run"])
-            .contains(&"libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*".to_string())
+        strings(&core["requirements"]["run"]).contains(
+            &"libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*_${{ build_number }}".to_string()
+        )
     );
     assert!(strings(&core["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()));
     let py = output(&recipe, "pytorch");
@@ -186,8 +200,8 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
     let script = std::fs::read_to_string(d.path().join("recipe/build.sh")).unwrap();
     assert!(
         script.contains(
-            "splitpkg-build-lazy-variant --src \"${SRC_DIR}\" --torch build/lib.fixture/torch"
-        ),
+            "splitpkg build-variant --src \"${SRC_DIR}\" --torch build/lib.fixture/torch"
+        ) && !script.contains("splitpkg-build-lazy-variant"),
         "{script}"
     );
     assert!(script.contains("splitpkg verify-variant ${PREFIX}/lib/libtorch_cuda_linalg.so --variant \"${SPLITPKG_VARIANT}\""));
@@ -216,14 +230,33 @@ fn the_dlopen_note_hook_adds_one_step() {
     let diff = stdout(&o);
     let notes: Vec<&str> = diff
         .lines()
-        .filter(|l| l.contains("splitpkg note"))
+        .filter(|l| l.starts_with("+") && l.contains("splitpkg note "))
         .collect();
     assert_eq!(
         notes,
         [
-            "+    splitpkg note ${PREFIX}/lib/libtorch_cuda.so --out ${PREFIX}/lib/libtorch_cuda.so --soname libtorch_cuda_linalg.so --feature linalg --priority required"
+            "+      splitpkg note ${PREFIX}/lib/libtorch_cuda.so --out ${PREFIX}/lib/libtorch_cuda.so --soname libtorch_cuda_linalg.so --feature linalg --priority required"
         ]
     );
+    // Only where the file exists (the CUDA builds on linux), with splitpkg in that output's
+    // build requirements under the lazy output's condition.
+    assert!(
+        diff.contains("+    if [[ -e ${PREFIX}/lib/libtorch_cuda.so ]]; then\n+      splitpkg note"),
+        "{diff}"
+    );
+    let w = feedstock(d.path(), &["--dlopen-note", "libtorch_cuda.so", "--write"]);
+    assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
+    let recipe: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(d.path().join("recipe/recipe.yaml")).unwrap(),
+    )
+    .unwrap();
+    let build = &output(&recipe, "libtorch")["requirements"]["build"][0];
+    assert_eq!(build["if"], r#"cuda_compiler_version != "None" and linux"#, "{build:?}");
+    assert!(
+        build["then"][0].as_str().unwrap().starts_with("splitpkg "),
+        "{build:?}"
+    );
+    let d = mini();
     assert!(
         !stdout(&feedstock(d.path(), &[])).contains("splitpkg note"),
         "off by default"
@@ -337,7 +370,7 @@ fn refuses_shapes_it_cannot_patch_and_writes_nothing() {
 }
 
 /// The mini feedstock's staging build run by hand (its build.sh `build` stage) against a prefix
-/// with the libmagma-like library: the tree `tools/build-lazy-variant --torch` reads.
+/// with the libmagma-like library: the tree `splitpkg build-variant --torch` reads.
 fn staged() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let prefix = d.path().join("prefix");
@@ -374,15 +407,11 @@ fn staged() -> (tempfile::TempDir, PathBuf) {
     (d, work)
 }
 
-fn build_lazy_variant(
-    work: &Path,
-    out: &Path,
-    envs: &[(&str, &str)],
-    cwd: &Path,
-    splitpkg: Option<&Path>,
-) -> Output {
-    let mut c = Command::new(repo().join("tools/build-lazy-variant"));
+/// `splitpkg build-variant` on a staged tree (`work`), from `cwd`, with `envs` set.
+fn build_variant(work: &Path, out: &Path, envs: &[(&str, &str)], cwd: &Path) -> Command {
+    let mut c = Command::new(bin());
     c.current_dir(cwd)
+        .arg("build-variant")
         .arg("--src")
         .arg(work)
         .arg("--torch")
@@ -395,39 +424,66 @@ fn build_lazy_variant(
         .arg(work.join("../prefix/lib"))
         .arg("--out")
         .arg(out)
-        .arg("--jobs")
-        .arg("1");
-    if let Some(b) = splitpkg {
-        c.arg("--splitpkg").arg(b);
-    }
+        .args(["--jobs", "1"]);
     for (k, v) in envs {
         c.env(k, v);
     }
-    c.output().unwrap()
+    c
+}
+
+/// Work directories `build-variant` left in `dir`.
+fn leftovers(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".splitpkg-build-")
+            })
+            .count()
+        })
+        .unwrap_or(0)
 }
 
 #[test]
-fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
+fn build_variant_on_a_conda_staging_tree_is_reproducible_and_needs_only_the_compiler() {
     let (a, work_a) = staged();
     let (b, work_b) = staged();
-    // Different absolute paths, output directories that do not exist yet.
+    // Different absolute paths and working directories, output directories that do not exist
+    // yet, the compiler from $CXX, and a PATH with nothing but the compiler and the binutils it
+    // runs itself (as, ld): no nm, readelf, c++filt or python.
     let out_a = a.path().join("out/new/libtorch_cuda_linalg.so");
     let out_b = b.path().join("elsewhere/libtorch_cuda_linalg.so");
-    let oa = build_lazy_variant(&work_a, &out_a, &[], a.path(), Some(&bin()));
+    let oa = build_variant(&work_a, &out_a, &[], a.path()).output().unwrap();
     assert!(oa.status.success(), "{}\n{}", stdout(&oa), stderr(&oa));
     assert!(
-        stdout(&oa).contains("check (a)  verify-variant --variant nomagma: PASS"),
+        stdout(&oa).contains("as nomagma: PASS") && stdout(&oa).contains("built:     "),
         "{}",
         stdout(&oa)
     );
-    // splitpkg found on PATH from another working directory.
-    let path = format!(
-        "{}:{}",
-        bin().parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let ob = build_lazy_variant(&work_b, &out_b, &[("PATH", &path)], Path::new("/"), None);
+    let only = b.path().join("only-the-compiler");
+    std::fs::create_dir_all(&only).unwrap();
+    // g++ runs the assembler and the link editor itself.
+    for tool in ["g++", "as", "ld"] {
+        std::os::unix::fs::symlink(which(tool), only.join(tool)).unwrap();
+    }
+    let ob = build_variant(
+        &work_b,
+        &out_b,
+        &[("PATH", s(&only)), ("CXX", "g++")],
+        Path::new("/"),
+    )
+    .arg("--json")
+    .output()
+    .unwrap();
     assert!(ob.status.success(), "{}\n{}", stdout(&ob), stderr(&ob));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&ob)).unwrap();
+    assert_eq!(report["built"], true);
+    assert_eq!(report["compiler"], serde_json::json!(["g++"]));
+    assert_eq!(report["needed_dropped"], serde_json::json!(["libmagma.so.2"]));
+    assert_eq!(report["verify"]["library"], s(&out_b));
     let (x, y) = (
         std::fs::read(&out_a).unwrap(),
         std::fs::read(&out_b).unwrap(),
@@ -448,105 +504,68 @@ fn build_lazy_variant_on_a_conda_staging_tree_is_reproducible_and_cleans_up() {
         needed(&work_a.join("build/lib.fixture/torch/lib/libtorch_cuda_linalg.so"))
             .contains("libmagma.so.2")
     );
-    let leftovers = |dir: &Path| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with(".build-lazy-variant")
-            })
-            .count()
-    };
     assert_eq!(leftovers(out_a.parent().unwrap()), 0);
+}
 
-    // A compiler that fails, and one that is stopped by SIGTERM / SIGINT: no temporary directory stays.
+/// The absolute path of a program on PATH.
+fn which(name: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not on PATH"))
+}
+
+#[test]
+fn build_variant_writes_nothing_and_leaves_nothing_on_failure_or_a_signal() {
+    let (a, work_a) = staged();
     let fake = a.path().join("fakebin");
     std::fs::create_dir_all(&fake).unwrap();
-    let gxx = fake.join("g++");
-    let failing = format!(
-        "{}:{}",
-        fake.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    std::fs::write(&gxx, "#!/bin/sh\necho 'fake g++: error' >&2\nexit 1\n").unwrap();
+    let gxx = fake.join("fake-g++");
+    std::fs::write(&gxx, "#!/bin/sh\necho 'fake g++: error: no' >&2\nexit 1\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&gxx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A compiler that fails: exit 1, its error line shown, nothing written, no work directory
+    // and no output directory left.
     let out_f = a.path().join("fail/libtorch_cuda_linalg.so");
-    let of = build_lazy_variant(
-        &work_a,
-        &out_f,
-        &[("PATH", &failing)],
-        a.path(),
-        Some(&bin()),
-    );
+    let of = build_variant(&work_a, &out_f, &[("CXX", s(&gxx))], a.path())
+        .output()
+        .unwrap();
     assert_eq!(of.status.code(), Some(1), "{}", stderr(&of));
-    assert!(!out_f.exists());
-    assert_eq!(leftovers(out_f.parent().unwrap()), 0, "removed on failure");
-    for (sig, code) in [("TERM", 143), ("INT", 130)] {
+    assert!(stdout(&of).contains("fake g++: error: no"), "{}", stdout(&of));
+    assert!(stderr(&of).contains("compiling BatchLinearAlgebra.cpp failed"), "{}", stderr(&of));
+    assert!(!out_f.exists() && !out_f.parent().unwrap().exists());
+    // A compiler that is not there: bad input, one line.
+    let o = build_variant(&work_a, &out_f, &[("CXX", "no-such-c++")], a.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("\"no-such-c++\" ($CXX) not found"), "{}", stderr(&o));
+    // SIGTERM and SIGINT while the compiler runs: the process ends by that signal and its work
+    // directory is removed.
+    for sig in [libc::SIGTERM, libc::SIGINT] {
         std::fs::write(
             &gxx,
-            format!(
-                "#!/bin/sh\ntouch {}/started\nexec sleep 3\n",
-                fake.display()
-            ),
+            format!("#!/bin/sh\ntouch {}/started\nexec sleep 3\n", fake.display()),
         )
         .unwrap();
         let _ = std::fs::remove_file(fake.join("started"));
         let out_s = a.path().join(format!("sig-{sig}/libtorch_cuda_linalg.so"));
-        let mut child = Command::new(repo().join("tools/build-lazy-variant"));
+        let mut child = build_variant(&work_a, &out_s, &[("CXX", s(&gxx))], a.path());
         child
-            .current_dir(a.path())
-            .env("PATH", &failing)
-            .args([
-                "--src",
-                s(&work_a),
-                "--torch",
-                s(&work_a.join("build/lib.fixture/torch")),
-            ])
-            .args([
-                "--cuda-include",
-                s(&work_a.join("build/cuda/include")),
-                "--cuda-lib",
-                s(&work_a.join("build/cuda/lib")),
-            ])
-            .args([
-                "--cuda-lib",
-                s(&work_a.join("../prefix/lib")),
-                "--out",
-                s(&out_s),
-                "--jobs",
-                "1",
-                "--splitpkg",
-                s(&bin()),
-            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
-        // A shell cannot trap a signal that was ignored when it started, and `nohup` or a
-        // background job without job control starts everything below it with SIGINT ignored:
-        // the script gets the default dispositions a user's terminal would give it.
         default_signal_dispositions(&mut child);
         let child = child.spawn().unwrap();
         while !fake.join("started").exists() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let st = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(st.success());
+        // SAFETY: kill(2) on the child we started.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
         let o = child.wait_with_output().unwrap();
-        assert_eq!(o.status.code(), Some(code), "{sig}: {}", stderr(&o));
-        assert_eq!(
-            leftovers(out_s.parent().unwrap()),
-            0,
-            "{sig}: temporary directory removed"
-        );
-        // (bash runs the trap once the compile step in the foreground returns: the fake compiler
-        // sleeps 3 s, so nothing is left running.)
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(o.status.signal(), Some(sig), "{sig}: {}", stderr(&o));
+        assert_eq!(leftovers(out_s.parent().unwrap()), 0, "{sig}: work directory removed");
+        assert!(!out_s.exists());
     }
 }
 

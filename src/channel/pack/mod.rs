@@ -128,14 +128,14 @@ pub fn options_for_pack(
 /// while it is planned ([`Workspace::unpack`], for [`crate::analysis::inspect::Extras::unpack`]),
 /// and staged from there by hard link. Removed when the pack ends, whatever the outcome.
 pub struct Workspace {
-    work: stage::WorkDir,
+    work: crate::output::WorkDir,
     /// Where and how much to unpack, for a wheel input.
     pub unpack: Option<crate::input::unpack::Unpack>,
 }
 
 impl Workspace {
     pub fn create(input: &Path, out: &Path, max_unpacked: Option<u64>) -> Result<Workspace> {
-        let work = stage::WorkDir::create(&absolute(out)?)?;
+        let work = crate::output::WorkDir::create(&absolute(out)?, crate::output::WorkKind::Pack)?;
         let unpack = stage::unpack_for(input, &work.dir, max_unpacked)?;
         Ok(Workspace { work, unpack })
     }
@@ -252,7 +252,7 @@ impl Packing<'_> {
     /// the other variant's (`--lazy-variant`) and the stand-ins'.
     fn stage(
         &self,
-        work: &mut stage::WorkDir,
+        work: &mut crate::output::WorkDir,
         other_file: Option<&Path>,
         trace: &crate::progress::StepTrace,
         notes: &mut Vec<String>,

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::conda::Member;
 use super::metadata::{check_index, info_files};
-use super::stage::{Build, Staged, WorkDir};
+use super::stage::{Build, Staged};
+use crate::output::WorkDir;
 use super::{Lossless, PackOptions, repodata};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::PackedRole;
