@@ -2,9 +2,7 @@
 offline, for each CI config given (linux-64 natively, linux-aarch64 cross-compiled from linux-64),
 then solve and install it per platform with py-rattler.
 
-Usage: feedstock_build.py FEEDSTOCK_DIR MAGMA_SRC_DIR WORK_DIR SPLITPKG_BIN BUILD_LAZY_VARIANT VARIANT_KEY CI_CONFIG...
-
-BUILD_LAZY_VARIANT is packaged as `splitpkg-build-lazy-variant` beside splitpkg; `-` for none.
+Usage: feedstock_build.py FEEDSTOCK_DIR MAGMA_SRC_DIR WORK_DIR SPLITPKG_BIN VARIANT_KEY CI_CONFIG...
 
 1. A file:// channel gets the packages the recipes need:
    - compiler packages as conda-forge names them (`gcc_linux-64`, `gxx_linux-aarch64`, ...): stand-ins
@@ -14,7 +12,7 @@ BUILD_LAZY_VARIANT is packaged as `splitpkg-build-lazy-variant` beside splitpkg;
    - `libmagma` and `libmagma-devel` per target platform (a gcc-built libmagma-like library; the devel
      package run-exports `libmagma`), compiled with those compilers;
    - `splitpkg` for linux-64 (the already-built x86-64 binary, packaged as it is; it runs in the
-     build environment, also of a cross build).
+     build environment, also of a cross build: `splitpkg build-variant` and `verify-variant`).
 2. The feedstock's recipe is built for each CI_CONFIG plus VARIANT_KEY with the values its
    conda_build_config.yaml lists (what `conda smithy rerender` writes into .ci_support), every
    variant, for the config's target_platform with build platform linux-64. Recipe tests use the
@@ -46,8 +44,8 @@ from rattler.exceptions import SolverError
 from rattler.platform.subdir import Subdir
 from rattler_build.cli_api import build_recipes
 
-feedstock, magma_src, work, splitpkg_bin, blv, key = sys.argv[1:7]
-ci_configs = sys.argv[7:]
+feedstock, magma_src, work, splitpkg_bin, key = sys.argv[1:6]
+ci_configs = sys.argv[6:]
 feedstock, magma_src, work = pathlib.Path(feedstock), pathlib.Path(magma_src), pathlib.Path(work)
 channel = work / "channel"
 channel.mkdir(parents=True, exist_ok=True)
@@ -171,10 +169,7 @@ helpers = work / "helpers"
 build(compilers_recipe(helpers / "compilers", sorted(COMPILERS)))
 for t in targets:
     build(magma_recipe(helpers / "magma"), target=t)
-files = {"splitpkg": splitpkg_bin}
-if blv != "-":
-    files["splitpkg-build-lazy-variant"] = blv
-build(splitpkg_package.stage(helpers / "splitpkg", files))
+build(splitpkg_package.stage(helpers / "splitpkg", {"splitpkg": splitpkg_bin}))
 
 # 2. The patched feedstock per config, both variants in one build call (one CI job each).
 extra = work / "variant-key.yaml"
