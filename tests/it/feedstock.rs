@@ -718,7 +718,7 @@ fn mini_packages(platform: &str, p: &serde_json::Value) {
     );
     let build = |v: &serde_json::Value| v["build"].as_str().unwrap().to_string();
     assert!(
-        build(magma).starts_with("cuda130_generic_magma_") && build(magma).ends_with("_200"),
+        build(magma).starts_with("cuda130_generic_magma_") && build(magma).ends_with("_201"),
         "{platform}: {}",
         build(magma)
     );
@@ -739,7 +739,7 @@ fn mini_packages(platform: &str, p: &serde_json::Value) {
     assert!(strs(&nomagma["constrains"]).contains(&"libmagma <0.0a0".to_string()));
     for v in [magma, nomagma] {
         assert!(
-            strs(&v["constrains"]).contains(&"libtorch ==2.12.0 cuda130_generic_*_200".to_string()),
+            strs(&v["constrains"]).contains(&"libtorch ==2.12.0 cuda130_generic_*_201".to_string()),
             "{platform}: {v:#}"
         );
         assert_eq!(
@@ -768,7 +768,7 @@ fn mini_packages(platform: &str, p: &serde_json::Value) {
     );
     assert!(
         strs(&core["depends"])
-            .contains(&"libtorch-cuda-linalg ==2.12.0 cuda130_generic_*_200".to_string()),
+            .contains(&"libtorch-cuda-linalg ==2.12.0 cuda130_generic_*_201".to_string()),
         "{platform}: {core:#}"
     );
     for v in [core, py] {
