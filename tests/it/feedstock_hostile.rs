@@ -282,9 +282,9 @@ fn injection_in_host_requirements_stays_one_string() {
 fn injection_in_compiler_requirements_stays_one_string() {
     for x in SUFFIXES.map(|s| format!("${{{{ compiler('cxx') }}}}{s}")) {
         let r = patched_with(&[(
-            "    requirements:\n      host:\n        - if: cuda_compiler_version",
+            "        - ${{ compiler('cxx') }}\n      host:",
             format!(
-                "    requirements:\n      build:\n        - {}\n      host:\n        - if: cuda_compiler_version",
+                "        - ${{{{ compiler('cxx') }}}}\n        - {}\n      host:",
                 q(&x)
             ),
         )]);

@@ -33,15 +33,15 @@ build:
     return dir / "recipe.yaml"
 
 
-def built_packages(channel: pathlib.Path) -> dict:
-    """Each linux-64 package in CHANNEL's repodata: its relations, and the files it holds as rattler
+def built_packages(channel: pathlib.Path, subdir: str = "linux-64") -> dict:
+    """Each package in CHANNEL's SUBDIR repodata: its relations, and the files it holds as rattler
     reads them back from the archive (hostile-name tests check that a name landed literally)."""
     import rattler
 
-    repodata = json.loads((channel / "linux-64" / "repodata.json").read_text())
+    repodata = json.loads((channel / subdir / "repodata.json").read_text())
     packages = {}
     for fn, rec in sorted(repodata.get("packages.conda", {}).items()):
         packages[fn] = {k: rec.get(k) for k in ("name", "version", "build", "build_number", "depends", "constrains", "track_features")}
-        paths = rattler.PathsJson.from_package_archive(channel / "linux-64" / fn)
+        paths = rattler.PathsJson.from_package_archive(channel / subdir / fn)
         packages[fn]["paths"] = sorted(str(e.relative_path) for e in paths.paths)
     return packages

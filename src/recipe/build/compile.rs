@@ -54,6 +54,25 @@ impl Compiler {
         c.args(&self.args);
         c
     }
+
+    /// The directories the compiler links from (`-print-search-dirs`): where a cross compiler's
+    /// target libc and libstdc++ lie (Debian's `/usr/aarch64-linux-gnu/lib`, a conda sysroot),
+    /// which the build machine's own library directories do not hold. None if it cannot say.
+    pub fn library_dirs(&self) -> Vec<PathBuf> {
+        let Ok(o) = self.command().arg("-print-search-dirs").output() else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("libraries: ="))
+            .map(|l| {
+                l.split(':')
+                    .map(PathBuf::from)
+                    .filter(|d| d.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// A path that is a file, or a name some `PATH` directory holds.

@@ -137,7 +137,11 @@ pub fn build(
     let built = job.link()?;
     let linked = t0.elapsed().as_secs_f64();
     let variant = format!("no{}", r.without);
-    let mut verify = verify::verify_variant(&built, &variant, contract, Some(&lib_dirs(r)))?;
+    // The imports are checked against the libraries the link used: the compiler's own
+    // directories too (a cross build's libc and libstdc++ are not the build machine's).
+    let mut dirs = lib_dirs(r);
+    dirs.extend(r.compiler.library_dirs());
+    let mut verify = verify::verify_variant(&built, &variant, contract, Some(&dirs))?;
     // Reported as the file it becomes, not its name in the work directory.
     verify.library = r.out.display().to_string();
     let checked = t0.elapsed().as_secs_f64();
