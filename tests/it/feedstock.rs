@@ -658,6 +658,11 @@ fn mini_feedstock_builds_with_rattler_build_and_installs() {
     );
     let o = Command::new(&python)
         .env("PATH", path)
+        // the unpatched fixture: its monolithic libtorch (build 200) goes into the channel too
+        .env(
+            "SPLITPKG_MONOLITHIC_FEEDSTOCK",
+            repo().join("fixtures/feedstock"),
+        )
         .arg(repo().join("tests/py/feedstock_build.py"))
         .args([
             s(d.path()),
@@ -881,6 +886,27 @@ fn mini_environments(platform: &str, p: &serde_json::Value) {
         "{platform}: {:#}",
         sc["slim_with_libmagma"]
     );
+    if platform == "linux-64" {
+        // A pre-split libtorch of the same version (build 200, shipping the library itself) is in
+        // the channel: it installs alone, the default install takes the split's build, and no
+        // variant of the lazy package can be installed with it (the pins end in the build number).
+        assert!(
+            names("monolithic_alone")
+                .iter()
+                .any(|n| n.starts_with("libtorch cuda130_generic_") && n.ends_with("_200")),
+            "{:#}",
+            sc["monolithic_alone"]
+        );
+        assert!(
+            default
+                .iter()
+                .any(|n| n.starts_with("libtorch cuda130_generic_") && n.ends_with("_201")),
+            "{default:?}"
+        );
+        for id in ["monolithic_with_magma", "monolithic_with_nomagma"] {
+            assert!(sc[id]["unsolvable"].is_string(), "{id}: {:#}", sc[id]);
+        }
+    }
     // EM_X86_64 62, EM_AARCH64 183: the environment holds this platform's code.
     let machine: u16 = if platform == "linux-aarch64" { 183 } else { 62 };
     // lu_factor(200): MAGMA's path in the magma variant, cuSOLVER's stand-in path without it.
@@ -895,7 +921,7 @@ fn mini_environments(platform: &str, p: &serde_json::Value) {
             machine,
             "{platform} {id}"
         );
-        mini_probe(platform, id, &sc[id]["probe"], result);
+        mini_probe(platform, id, &sc[id]["probe"], result, id == "default");
         for dir in [
             prefix.clone(),
             prefix.join("lib/python3.12/site-packages/torch"),
@@ -920,7 +946,7 @@ fn mini_environments(platform: &str, p: &serde_json::Value) {
 
 /// The installed environment loaded by a program: the first linalg call dlopens the lazy library,
 /// whose initialiser registers the kernel; the kernel is then called through the registration.
-fn mini_probe(platform: &str, id: &str, probe: &serde_json::Value, result: i32) {
+fn mini_probe(platform: &str, id: &str, probe: &serde_json::Value, result: i32, magma: bool) {
     let runner = probe["runner"].as_str().unwrap();
     if runner.starts_with("SKIPPED") {
         eprintln!("\n!!!!!!!! {runner}: the {platform} {id} environment was not loaded\n");
@@ -935,7 +961,12 @@ fn mini_probe(platform: &str, id: &str, probe: &serde_json::Value, result: i32) 
     assert_eq!(probe["rc"], 0, "{platform} {id}: {probe:#}");
     assert_eq!(
         probe["stdout"],
-        format!("linalg_call(200)={result} stub(200)={result}"),
+        // has_magma is read before the first linalg call: the source patch answers from the
+        // installed files (libmagma beside libtorch_cuda.so), not from the compile-time flag.
+        format!(
+            "has_magma={} linalg_call(200)={result} stub(200)={result}",
+            u8::from(magma)
+        ),
         "{platform} {id} ({runner}): {probe:#}"
     );
 }

@@ -171,6 +171,16 @@ for t in targets:
     build(magma_recipe(helpers / "magma"), target=t)
 build(splitpkg_package.stage(helpers / "splitpkg", {"splitpkg": splitpkg_bin}))
 
+# 1b. A pre-split, monolithic libtorch of the same version (the unpatched feedstock, whose
+# libtorch ships lib/libtorch_cuda_linalg.so itself), in the same channel: the pins between the
+# split's libtorch and libtorch-cuda-linalg end in the build number, which the patch bumped, so
+# neither variant may be installed with it (scenarios below).
+monolithic = os.environ.get("SPLITPKG_MONOLITHIC_FEEDSTOCK")
+if monolithic and BUILD_PLATFORM in targets:
+    m = pathlib.Path(monolithic)
+    cuda_config = next(c for c, t in configs if t == BUILD_PLATFORM and "None" not in c)
+    build(m / "recipe" / "recipe.yaml", [m / ".ci_support" / cuda_config], BUILD_PLATFORM)
+
 # 2. The patched feedstock per config, both variants in one build call (one CI job each).
 extra = work / "variant-key.yaml"
 extra.write_text(f"{key}:\n" + "".join(f"  - {v}\n" for v in variant_values()))
@@ -207,9 +217,12 @@ int main(int argc, char **argv) {
     if (!cuda) { printf("dlopen: %s\n", dlerror()); return 1; }
     int (*call)(int) = (int (*)(int))dlsym(cuda, "_ZN2at4cuda11linalg_callEi");
     struct stub *s = (struct stub *)dlsym(cuda, "_ZN2at6native14lu_factor_stubE");
-    if (!call || !s) { printf("dlsym: %s\n", dlerror()); return 1; }
+    /* torch.cuda.has_magma: CUDAHooks::hasMAGMA() with the feedstock's source patch applied */
+    int (*has_magma)(void) = (int (*)(void))dlsym(cuda, "mini_cuda_has_magma");
+    if (!call || !s || !has_magma) { printf("dlsym: %s\n", dlerror()); return 1; }
+    int magma = has_magma();
     int first = call(200);
-    printf("linalg_call(200)=%d stub(200)=%d\n", first, s->cuda ? s->cuda(200) : -100);
+    printf("has_magma=%d linalg_call(200)=%d stub(200)=%d\n", magma, first, s->cuda ? s->cuda(200) : -100);
     return 0;
 }
 """
@@ -242,6 +255,11 @@ async def scenarios(target: str):
         "slim": ["pytorch", "libtorch-cuda-linalg * *nomagma*"],
         "slim_with_libmagma": ["libtorch-cuda-linalg * *nomagma*", "libmagma"],
     }
+    if monolithic and target == BUILD_PLATFORM:
+        # the pre-split libtorch is build 200; the split's are 201
+        wanted["monolithic_alone"] = ["libtorch * *_200"]
+        wanted["monolithic_with_magma"] = ["libtorch * *_200", "libtorch-cuda-linalg * *_magma_*"]
+        wanted["monolithic_with_nomagma"] = ["libtorch * *_200", "libtorch-cuda-linalg * *nomagma*"]
     for sid, specs in wanted.items():
         try:
             recs = await rattler.solve(sources=[uri], specs=specs, platforms=[target, "noarch"], virtual_packages=virtual)
