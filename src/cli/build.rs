@@ -61,11 +61,17 @@ pub fn build_variant(a: BuildVariantArgs, quiet: bool) -> Result<Exit> {
     let compiler = Compiler::resolve(a.cxx.as_deref(), std::env::var("CXX").ok().as_deref())?;
     let contract = match &a.contract {
         Some(c) => {
-            let text = file::read_text(c, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "contract")?;
+            let text =
+                file::read_text(c, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "contract")?;
             ContractFile::parse(&text, c)?
         }
         None => {
-            let plan = load_plan(&a.torch, std::slice::from_ref(&a.lazy), std::slice::from_ref(&a.without), true)?;
+            let plan = load_plan(
+                &a.torch,
+                std::slice::from_ref(&a.lazy),
+                std::slice::from_ref(&a.without),
+                true,
+            )?;
             ContractFile::for_library(&plan, &a.lazy)
                 .map_err(|why| Error::invalid(a.torch.display(), why))?
         }

@@ -250,9 +250,8 @@ fn ci_config(path: &Path, file: String) -> Result<CiConfig> {
         x.as_str().map(str::to_string)
     };
     Ok(CiConfig {
-        target_platform: first("target_platform").unwrap_or_else(|| {
-            file.split('_').take(2).collect::<Vec<_>>().join("-")
-        }),
+        target_platform: first("target_platform")
+            .unwrap_or_else(|| file.split('_').take(2).collect::<Vec<_>>().join("-")),
         cuda: first("cuda_compiler_version").filter(|c| c != "None"),
         arm_variant: first("arm_variant_type"),
         file,
@@ -417,7 +416,10 @@ fn with_source_patch(path: &Path, text: &str) -> Result<(String, String)> {
     let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
     let entry = |col: usize| {
         vec![
-            pad(col, "# torch.cuda.has_magma answers from the installed variant of the lazy library (added by `splitpkg feedstock`)"),
+            pad(
+                col,
+                "# torch.cuda.has_magma answers from the installed variant of the lazy library (added by `splitpkg feedstock`)",
+            ),
             pad(col, &format!("- {rel}")),
         ]
     };
@@ -447,9 +449,8 @@ fn bump_build_base(text: &str) -> Option<(String, u64)> {
     let end = (context + 1..lines.len())
         .find(|&i| !blank_or_comment(lines[i]) && indent(lines[i]) == 0)
         .unwrap_or(lines.len());
-    let at = (context + 1..end).find(|&i| {
-        indent(lines[i]) == 2 && lines[i].trim_start().starts_with("build_base:")
-    })?;
+    let at = (context + 1..end)
+        .find(|&i| indent(lines[i]) == 2 && lines[i].trim_start().starts_with("build_base:"))?;
     let rest = lines[at].trim_start().strip_prefix("build_base:")?;
     let (value, comment) = match rest.find('#') {
         Some(c) => (&rest[..c], &rest[c..]),
@@ -965,7 +966,11 @@ impl Recipe {
             },
         )?;
         let req_end = block_end(&self.lines, req, field, core.end);
-        let spec = ys(path, "build string", &split.same_build_number(&o.lazy_name, BUILD_NUMBER))?;
+        let spec = ys(
+            path,
+            "build string",
+            &split.same_build_number(&o.lazy_name, BUILD_NUMBER),
+        )?;
         let cond = match &shape.cond {
             Some(c) => Some(ys(path, "condition", c)?),
             None => None,
@@ -989,7 +994,10 @@ impl Recipe {
         inserts.push(self.append_to(req, req_end, field + 2, "run", run_lines));
         if opts.dlopen_note.is_some() {
             let splitpkg = crate::recipe::emit::splitpkg_requirement();
-            let mut l = vec![pad(field + 4, "# `splitpkg note` in build.sh (added by `splitpkg feedstock`)")];
+            let mut l = vec![pad(
+                field + 4,
+                "# `splitpkg note` in build.sh (added by `splitpkg feedstock`)",
+            )];
             l.extend(match &cond {
                 Some(c) => vec![
                     pad(field + 4, &format!("- if: {c}")),

@@ -41,7 +41,9 @@ impl Worth {
 
     pub fn label(self) -> &'static str {
         match self {
-            Worth::NotWorthIt => "not worth it (below 600 MB: conda-forge found 385 MB not worth a user-facing knob)",
+            Worth::NotWorthIt => {
+                "not worth it (below 600 MB: conda-forge found 385 MB not worth a user-facing knob)"
+            }
             Worth::GrayZone => "gray zone (600 MB to 2 GB)",
             Worth::WorthIt => "worth it (2 GB or more)",
         }
@@ -128,9 +130,15 @@ pub fn render(
         savings: savings.into_iter().map(|(s, _)| s).collect(),
         smoke: smoke.map(smoke_facts),
         unmeasured,
-        slim: format!("conda install pytorch \"{}=*=*{}_*\"", summary.lazy, summary.without),
+        slim: format!(
+            "conda install pytorch \"{}=*=*{}_*\"",
+            summary.lazy, summary.without
+        ),
         switch_with: format!("conda install \"{}=*=*_{}_*\"", summary.lazy, summary.with),
-        switch_without: format!("conda install \"{}=*=*_{}_*\"", summary.lazy, summary.without),
+        switch_without: format!(
+            "conda install \"{}=*=*_{}_*\"",
+            summary.lazy, summary.without
+        ),
         smoke_command: format!(
             "splitpkg smoke --variant {w}=ENV_{w} --variant {wo}=ENV_{wo} --bench --json --out smoke.json",
             w = summary.with,
@@ -143,14 +151,14 @@ pub fn render(
 
 /// The installed bytes of a payload package: its files, read from the package itself.
 fn measure(p: &Payload) -> Result<(SavingLine, u64)> {
-    let (tree, _) = crate::input::Tree::open(
-        &p.file,
-        &crate::progress::Progress::hidden(),
-        |_| Ok(()),
-    )?;
+    let (tree, _) =
+        crate::input::Tree::open(&p.file, &crate::progress::Progress::hidden(), |_| Ok(()))?;
     let bytes = tree.total_file_bytes();
     if bytes == 0 {
-        return Err(Error::bad(p.file.display(), "a payload package without files"));
+        return Err(Error::bad(
+            p.file.display(),
+            "a payload package without files",
+        ));
     }
     let line = SavingLine {
         cuda: p.cuda.clone(),
@@ -184,10 +192,11 @@ fn config_line(c: &CiConfig, savings: &[(SavingLine, u64)]) -> ConfigLine {
 }
 
 fn smoke_facts(s: Loaded<SmokeReport>) -> SmokeFacts {
-    let device = s.doc.device.as_ref().map_or_else(
-        || "not recorded".to_string(),
-        |d| d.name.clone(),
-    );
+    let device = s
+        .doc
+        .device
+        .as_ref()
+        .map_or_else(|| "not recorded".to_string(), |d| d.name.clone());
     // Its file name only: a description is pasted into a pull request, not a machine path.
     let file = crate::input::Tree::file_name(&s.file).to_string();
     let report = super::build::build(&Inputs {

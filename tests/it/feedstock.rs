@@ -12,7 +12,8 @@ use std::process::{Command, Output};
 use serde_yaml::Value;
 
 /// Where `feedstock` puts the has_magma source patch in the mini feedstock (which lists none).
-const HAS_MAGMA_PATCH: &str = "recipe/patches/0001-splitpkg-hasMAGMA-answers-from-installed-files.patch";
+const HAS_MAGMA_PATCH: &str =
+    "recipe/patches/0001-splitpkg-hasMAGMA-answers-from-installed-files.patch";
 
 pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -161,7 +162,10 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         .arg(d.path().join(HAS_MAGMA_PATCH))
         .status()
         .unwrap();
-    assert!(applies.success(), "the source patch applies to the fixture's sources");
+    assert!(
+        applies.success(),
+        "the source patch applies to the fixture's sources"
+    );
     let lazy = output(&recipe, "libtorch-cuda-linalg");
     assert_eq!(lazy["inherit"], "libtorch-build");
     assert_eq!(lazy["build"]["variant"]["use_keys"][0], "linalg_variant");
@@ -1252,7 +1256,14 @@ fn the_pr_body_describes_the_patch_with_measured_figures_only() {
     let pay = format!("13.0={}", s(payload.path()));
     let o = feedstock(
         d.path(),
-        &["--pr-body", s(&body), "--pr-smoke", s(&smoke), "--pr-payload", &pay],
+        &[
+            "--pr-body",
+            s(&body),
+            "--pr-smoke",
+            s(&smoke),
+            "--pr-payload",
+            &pay,
+        ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let md = std::fs::read_to_string(&body).unwrap();
@@ -1284,7 +1295,10 @@ fn the_pr_body_describes_the_patch_with_measured_figures_only() {
         .lines()
         .find(|l| l.starts_with("| 13.0 |"))
         .unwrap_or_else(|| panic!("a savings row for CUDA 13.0 in\n{md}"));
-    assert!(line.contains(&measured) && line.contains("not worth it"), "{line}");
+    assert!(
+        line.contains(&measured) && line.contains("not worth it"),
+        "{line}"
+    );
     // Only the patch printed on stdout; nothing else of the feedstock written without --write.
     assert!(stdout(&o).starts_with("diff --git"));
     // Without a payload or a smoke run, the description says "not measured", loudly.
@@ -1298,7 +1312,10 @@ fn the_pr_body_describes_the_patch_with_measured_figures_only() {
     let before = snapshot(d.path());
     let bad = d.path().join("bad.md");
     one_line_refusal(
-        &feedstock(d.path(), &["--write", "--pr-body", s(&bad), "--pr-payload", "13.0"]),
+        &feedstock(
+            d.path(),
+            &["--write", "--pr-body", s(&bad), "--pr-payload", "13.0"],
+        ),
         "--pr-payload",
     );
     assert!(!bad.exists());

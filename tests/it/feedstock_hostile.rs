@@ -347,7 +347,7 @@ fn injection_in_the_build_string_stays_one_string() {
                     .as_str()
             )
         );
-        let spec = format!("libtorch ==${{{{ version }}}} {keys}_*");
+        let spec = format!("libtorch ==${{{{ version }}}} {keys}_*_${{{{ build_number }}}}");
         assert!(has(&l["requirements"]["run_constraints"], &spec), "{spec}");
     }
 }

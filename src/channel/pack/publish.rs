@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use super::conda::Member;
 use super::metadata::{check_index, info_files};
 use super::stage::{Build, Staged};
-use crate::output::WorkDir;
 use super::{Lossless, PackOptions, repodata};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::PackedRole;
@@ -16,6 +15,7 @@ use crate::channel::info::{CHANNEL_FILE, ChannelInfo, NOARCH, PackRecord, Packed
 use crate::error::{Error, Result};
 use crate::input::Tree;
 use crate::input::unpack::{PositionedFile, write_hashed};
+use crate::output::WorkDir;
 use crate::progress::Progress;
 use crate::recipe::split::Split;
 

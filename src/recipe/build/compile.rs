@@ -80,7 +80,8 @@ fn found(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).is_file();
     }
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 /// One build in its work directory.
@@ -98,9 +99,17 @@ impl<'a> Job<'a> {
         std::fs::create_dir_all(&switch).map_err(|e| Error::io(&switch, e))?;
         std::fs::create_dir_all(work.join("obj")).map_err(|e| Error::io(work, e))?;
         let header = r.torch.join("include/ATen/cuda/CUDAConfig.h");
-        let text = file::read_text(&header, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "header")?;
+        let text = file::read_text(
+            &header,
+            file::Links::Follow,
+            file::MAX_DOCUMENT_BYTES,
+            "header",
+        )?;
         let switched = switch_off(&text).ok_or_else(|| {
-            Error::bad(header.display(), "no `#define AT_MAGMA_ENABLED() 1` (or 0) line to switch")
+            Error::bad(
+                header.display(),
+                "no `#define AT_MAGMA_ENABLED() 1` (or 0) line to switch",
+            )
         })?;
         std::fs::write(switch.join("CUDAConfig.h"), switched).map_err(|e| Error::io(&switch, e))?;
         Ok(Job {
@@ -128,7 +137,10 @@ impl<'a> Job<'a> {
                             Ok((o, _)) => {
                                 say(&format!("  FAIL {u}"));
                                 let log = String::from_utf8_lossy(&o.stderr).into_owned();
-                                failed.lock().unwrap_or_else(|p| p.into_inner()).push((u.clone(), log));
+                                failed
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .push((u.clone(), log));
                             }
                             Err(e) => {
                                 *spawn_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -151,7 +163,9 @@ impl<'a> Job<'a> {
                 }
                 Err(Error::Refused(format!(
                     "compiling {u} failed: {}",
-                    errors(log).first().map_or("see the compiler's output above", |s| s)
+                    errors(log)
+                        .first()
+                        .map_or("see the compiler's output above", |s| s)
                 )))
             }
         }
@@ -188,8 +202,14 @@ impl<'a> Job<'a> {
                 .arg(format!("-Wl,-rpath-link,{}", d.display()));
         }
         match (&self.stock.runpath, &self.stock.rpath) {
-            (Some(rp), _) => c.args(["-Wl,--enable-new-dtags".to_string(), format!("-Wl,-rpath,{rp}")]),
-            (None, Some(rp)) => c.args(["-Wl,--disable-new-dtags".to_string(), format!("-Wl,-rpath,{rp}")]),
+            (Some(rp), _) => c.args([
+                "-Wl,--enable-new-dtags".to_string(),
+                format!("-Wl,-rpath,{rp}"),
+            ]),
+            (None, Some(rp)) => c.args([
+                "-Wl,--disable-new-dtags".to_string(),
+                format!("-Wl,-rpath,{rp}"),
+            ]),
             (None, None) => &mut c,
         };
         c.arg("-o").arg(&out);
@@ -204,8 +224,15 @@ impl<'a> Job<'a> {
             .map_err(|e| Error::io(&self.r.compiler.program, e))?;
         if !o.status.success() {
             let log = String::from_utf8_lossy(&o.stderr);
-            let last = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
-            return Err(Error::Refused(format!("linking {} failed: {last}", self.r.lazy)));
+            let last = log
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            return Err(Error::Refused(format!(
+                "linking {} failed: {last}",
+                self.r.lazy
+            )));
         }
         Ok(out)
     }
@@ -229,12 +256,18 @@ fn flags(r: &BuildRequest, stock: &Stock, work: &Path) -> Vec<String> {
     .to_vec();
     f.extend(stock.target.defines().iter().map(|d| format!("-D{d}")));
     let map = |from: &Path, to: &str| format!("-ffile-prefix-map={}/={to}/", from.display());
-    f.push(map(&r.src, stock.file_prefix.as_deref().unwrap_or("pytorch")));
+    f.push(map(
+        &r.src,
+        stock.file_prefix.as_deref().unwrap_or("pytorch"),
+    ));
     f.push(map(&r.torch, "torch"));
     f.push(map(work, "build"));
     for inc in [work.join("switch"), r.torch.join("include")]
         .into_iter()
-        .chain([r.torch.join("include/torch/csrc/api/include"), r.src.join("aten/src")])
+        .chain([
+            r.torch.join("include/torch/csrc/api/include"),
+            r.src.join("aten/src"),
+        ])
     {
         f.push(format!("-I{}", inc.display()));
     }
@@ -285,6 +318,7 @@ fn errors(log: &str) -> Vec<String> {
     let all: Vec<&str> = log.lines().collect();
     all[all.len().saturating_sub(20)..]
         .iter()
+        .copied()
         .map(crate::sanitize::printable)
         .collect()
 }
@@ -309,7 +343,11 @@ mod tests {
         let c = Compiler::resolve(Some("sh -x"), Some("nonexistent-cxx")).unwrap();
         assert_eq!(c.words(), ["sh", "-x"]);
         let e = Compiler::resolve(None, Some("nonexistent-cxx -O2")).unwrap_err();
-        assert!(e.to_string().contains("\"nonexistent-cxx\" ($CXX) not found"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("\"nonexistent-cxx\" ($CXX) not found"),
+            "{e}"
+        );
         let e = Compiler::resolve(Some("/no/such/g++"), None).unwrap_err();
         assert!(e.to_string().contains("--cxx"), "{e}");
     }

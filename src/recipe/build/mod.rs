@@ -83,7 +83,9 @@ fn check_inputs(r: &BuildRequest) -> Result<()> {
     dir(&r.src.join(LINALG_DIR), "--src: no linalg sources there")?;
     dir(&r.torch.join("include"), "--torch: needs include/")?;
     dir(&r.torch.join("lib"), "--torch: needs lib/")?;
-    r.cuda_include.iter().try_for_each(|d| dir(d, "--cuda-include"))?;
+    r.cuda_include
+        .iter()
+        .try_for_each(|d| dir(d, "--cuda-include"))?;
     r.cuda_lib.iter().try_for_each(|d| dir(d, "--cuda-lib"))?;
     if r.without != "magma" {
         return Err(Error::Usage(format!(
@@ -182,7 +184,11 @@ fn absolute(r: &BuildRequest) -> Result<BuildRequest> {
     Ok(BuildRequest {
         src: real(&r.src)?,
         torch: real(&r.torch)?,
-        cuda_include: r.cuda_include.iter().map(|p| real(p)).collect::<Result<_>>()?,
+        cuda_include: r
+            .cuda_include
+            .iter()
+            .map(|p| real(p))
+            .collect::<Result<_>>()?,
         cuda_lib: r.cuda_lib.iter().map(|p| real(p)).collect::<Result<_>>()?,
         out: abs(&r.out)?,
         ..r.clone()

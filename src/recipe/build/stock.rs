@@ -87,7 +87,13 @@ impl Stock {
         let view = ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
         let facts = view.facts(&[], None).map_err(|e| Error::elf(&display, e))?;
         let target = Target::of(&facts.machine).ok_or_else(|| {
-            Error::bad(&display, format!("a {} file: no PyTorch build flags known for it", facts.machine))
+            Error::bad(
+                &display,
+                format!(
+                    "a {} file: no PyTorch build flags known for it",
+                    facts.machine
+                ),
+            )
         })?;
         let tus = view.translation_units();
         if tus.is_empty() {
