@@ -207,8 +207,9 @@ pub struct CiConfig {
     pub target_platform: String,
     /// `None` for a CPU configuration (`cuda_compiler_version: None`).
     pub cuda: Option<String>,
-    /// `sbsa` or `tegra` for CUDA on linux-aarch64.
-    pub arm_variant: Option<String>,
+    /// `sbsa`, `tegra` for CUDA on linux-aarch64: one libtorch build each (PR #518's CUDA 12.9
+    /// file lists both).
+    pub arm_variants: Vec<String>,
 }
 
 impl CiConfig {
@@ -216,6 +217,15 @@ impl CiConfig {
     /// which conda-forge's `libtorch` test lists the library.
     pub fn builds_lazy(&self) -> bool {
         self.cuda.is_some() && self.target_platform.starts_with("linux-")
+    }
+
+    /// The core builds this configuration makes: one per arm variant where it lists them.
+    pub fn core_builds(&self) -> usize {
+        if self.cuda.is_some() && self.target_platform == "linux-aarch64" {
+            self.arm_variants.len().max(1)
+        } else {
+            1
+        }
     }
 }
 
@@ -243,17 +253,23 @@ fn ci_config(path: &Path, file: String) -> Result<CiConfig> {
     check_nesting(path, &text)?;
     let v: Value = serde_yaml::from_str(&text)
         .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
-    // conda-smithy writes each key as a list of one value.
-    let first = |k: &str| -> Option<String> {
-        let x = v.get(k)?;
-        let x = x.as_sequence().and_then(|s| s.first()).unwrap_or(x);
-        x.as_str().map(str::to_string)
+    // conda-smithy writes each key as a list (of one value, but for keys zipped together).
+    let all = |k: &str| -> Vec<String> {
+        match v.get(k) {
+            Some(Value::Sequence(s)) => s
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
+            Some(x) => x.as_str().map(str::to_string).into_iter().collect(),
+            None => Vec::new(),
+        }
     };
+    let first = |k: &str| all(k).into_iter().next();
     Ok(CiConfig {
         target_platform: first("target_platform")
             .unwrap_or_else(|| file.split('_').take(2).collect::<Vec<_>>().join("-")),
         cuda: first("cuda_compiler_version").filter(|c| c != "None"),
-        arm_variant: first("arm_variant_type"),
+        arm_variants: all("arm_variant_type"),
         file,
     })
 }

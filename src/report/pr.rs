@@ -63,6 +63,7 @@ struct ConfigLine {
     platform: String,
     cuda: String,
     lazy: bool,
+    lazy_builds: usize,
     saving: String,
 }
 
@@ -179,14 +180,15 @@ fn config_line(c: &CiConfig, savings: &[(SavingLine, u64)]) -> ConfigLine {
     };
     ConfigLine {
         file: c.file.clone(),
-        platform: match &c.arm_variant {
-            Some(a) if c.cuda.is_some() && c.target_platform == "linux-aarch64" => {
-                format!("{} ({a})", c.target_platform)
-            }
-            _ => c.target_platform.clone(),
+        platform: if c.core_builds() > 1 || (c.cuda.is_some() && !c.arm_variants.is_empty()) {
+            format!("{} ({})", c.target_platform, c.arm_variants.join(", "))
+        } else {
+            c.target_platform.clone()
         },
         cuda: c.cuda.clone().unwrap_or_else(|| "none (CPU)".into()),
         lazy: c.builds_lazy(),
+        // Two per core build: every arm variant is a libtorch build of its own.
+        lazy_builds: 2 * c.core_builds(),
         saving,
     }
 }
