@@ -958,21 +958,20 @@ impl Recipe {
         }
     }
 
-    /// The recipe with the core output edited and the lazy output added after it.
-    fn patched(
+    /// The core's requirements gain the lazy output (either variant, where the library exists)
+    /// as a run dependency, and with `--dlopen-note` splitpkg as a build requirement under the
+    /// same condition.
+    fn core_requirements(
         &self,
         path: &Path,
         split: &Split,
         opts: &FeedstockOptions,
         shape: &Shape,
-    ) -> Result<String> {
+    ) -> Result<Vec<(usize, Vec<String>)>> {
         let o = &split.options;
         let core = &self.items[shape.core];
         let field = self.dash + 2;
-        let mut inserts: Vec<(usize, Vec<String>)> = Vec::new();
         let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
-
-        // libtorch depends on the lazy output (either variant) where the library exists.
         let req = find_key(&self.lines, core.start, core.end, field, "requirements").ok_or_else(
             || {
                 Error::bad(
@@ -991,13 +990,14 @@ impl Recipe {
             Some(c) => Some(ys(path, "condition", c)?),
             None => None,
         };
-        let dep_lines = |at: usize| match &cond {
+        // `- ITEM`, under `- if: COND / then:` where the lazy output has a condition.
+        let under_cond = |at: usize, item: &str| match &cond {
             Some(c) => vec![
                 pad(at, &format!("- if: {c}")),
                 pad(at + 2, "then:"),
-                pad(at + 4, &format!("- {spec}")),
+                pad(at + 4, &format!("- {item}")),
             ],
-            None => vec![pad(at, &format!("- {spec}"))],
+            None => vec![pad(at, &format!("- {item}"))],
         };
         let mut run_lines = vec![pad(
             field + 4,
@@ -1006,24 +1006,33 @@ impl Recipe {
                 opts.lazy_library, o.lazy_name
             ),
         )];
-        run_lines.extend(dep_lines(field + 4));
-        inserts.push(self.append_to(req, req_end, field + 2, "run", run_lines));
+        run_lines.extend(under_cond(field + 4, &spec));
+        let mut inserts = vec![self.append_to(req, req_end, field + 2, "run", run_lines)];
         if opts.dlopen_note.is_some() {
-            let splitpkg = crate::recipe::emit::splitpkg_requirement();
             let mut l = vec![pad(
                 field + 4,
                 "# `splitpkg note` in build.sh (added by `splitpkg feedstock`)",
             )];
-            l.extend(match &cond {
-                Some(c) => vec![
-                    pad(field + 4, &format!("- if: {c}")),
-                    pad(field + 6, "then:"),
-                    pad(field + 8, &format!("- {splitpkg}")),
-                ],
-                None => vec![pad(field + 4, &format!("- {splitpkg}"))],
-            });
+            l.extend(under_cond(
+                field + 4,
+                &crate::recipe::emit::splitpkg_requirement(),
+            ));
             inserts.push(self.append_to(req, req_end, field + 2, "build", l));
         }
+        Ok(inserts)
+    }
+
+    /// The recipe with the core output edited and the lazy output added after it.
+    fn patched(
+        &self,
+        path: &Path,
+        split: &Split,
+        opts: &FeedstockOptions,
+        shape: &Shape,
+    ) -> Result<String> {
+        let core = &self.items[shape.core];
+        let pad = |n: usize, s: &str| format!("{}{s}", " ".repeat(n));
+        let mut inserts = self.core_requirements(path, split, opts, shape)?;
         // The staging's payload run-export now belongs to the magma variant only: the core and
         // every other output built from the staging (pytorch has libmagma-devel in its host too,
         // and the lazy output's magma variant in its host through the core) ignore it.

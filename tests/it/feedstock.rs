@@ -733,8 +733,9 @@ fn mini_packages(platform: &str, p: &serde_json::Value) {
     };
     let magma = one("libtorch-cuda-linalg", "_magma_");
     let nomagma = one("libtorch-cuda-linalg", "_nomagma_");
-    let core = one("libtorch", "cuda130_generic_");
-    let py = one("pytorch", "cuda130_generic_");
+    // The split's builds (201); linux-64's channel also holds the pre-split libtorch (200).
+    let core = one("libtorch", "_201");
+    let py = one("pytorch", "_201");
     one("libmagma", "");
     assert_eq!(
         pkgs.iter()

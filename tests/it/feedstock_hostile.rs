@@ -417,7 +417,12 @@ fn a_40000_line_conda_build_config_diffs_in_one_pass() {
     let o = feedstock(d.path(), &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let diff = stdout(&o);
-    let cbc = &diff[diff.find(&format!("diff --git a/{CBC}")).unwrap()..];
+    let start = diff.find(&format!("diff --git a/{CBC}")).unwrap();
+    // Up to the next file's part (the has_magma source patch follows).
+    let end = diff[start + 1..]
+        .find("\ndiff --git ")
+        .map_or(diff.len(), |i| start + 2 + i);
+    let cbc = &diff[start..end];
     let lines: Vec<&str> = cbc.lines().collect();
     assert_eq!(lines[1], format!("--- a/{CBC}"));
     // One hunk: the last three lines as context, the six added lines after them.
@@ -475,6 +480,13 @@ fn the_diff_shows_a_new_file_and_its_mode_as_git_does() {
         diff.contains("diff --git a/recipe/build.sh b/recipe/build.sh\n--- a/recipe/build.sh\n"),
         "build.sh keeps its mode: no mode lines\n{diff}"
     );
-    assert_eq!(diff.matches("mode ").count(), 1, "{diff}");
+    // Two new files: conda_build_config.yaml and the has_magma source patch.
+    assert!(
+        diff.contains(
+            "+++ b/recipe/patches/0001-splitpkg-hasMAGMA-answers-from-installed-files.patch\n"
+        ) && diff.contains("new file mode 100644\n--- /dev/null\n+++ b/recipe/patches/"),
+        "{diff}"
+    );
+    assert_eq!(diff.matches("mode ").count(), 2, "{diff}");
     diff_is_the_write(no_cbc, &diff);
 }

@@ -553,7 +553,11 @@ fn recipe_renders_with_rattler_build() {
     let tests = r["tests"].as_array().unwrap();
     assert_eq!(
         tests[0]["script"],
-        serde_json::json!(["splitpkg --help", "splitpkg --version"])
+        serde_json::json!([
+            "splitpkg --help",
+            "splitpkg --version",
+            "splitpkg build-variant --help"
+        ])
     );
     assert_eq!(
         tests[1]["package_contents"]["bin"],
