@@ -487,6 +487,30 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     );
 }
 
+/// recipe/recipe.yaml rendered by real rattler-build with the variant keys conda-forge's pinning
+/// provides for the Rust template (stand-in values: the keys are what matters), for
+/// `target_platform` (cross from linux-64) or the machine's: `[{variant, recipe}, …]`.
+pub(crate) fn render_own_recipe(target_platform: Option<&str>) -> serde_json::Value {
+    let python = python_env();
+    let d = tempfile::tempdir().unwrap();
+    let variants = d.path().join("variants.yaml");
+    std::fs::write(
+        &variants,
+        "c_stdlib: [sysroot]\nc_stdlib_version: [\"2.28\"]\nc_compiler: [gcc]\nc_compiler_version: [\"14\"]\nrust_compiler: [rust]\nrust_compiler_version: [\"1.91\"]\n",
+    )
+    .unwrap();
+    let script = "import json, sys\nimport rattler_build as rb\nkw = {}\nif len(sys.argv) > 3:\n    tp = sys.argv[3]\n    kw['render_config'] = rb.RenderConfig(platform=rb.PlatformConfig(target_platform=tp, build_platform='linux-64', host_platform=tp))\nout = rb.Stage0Recipe.from_file(sys.argv[1]).render(rb.VariantConfig.from_file(sys.argv[2]), **kw)\nprint(json.dumps([{'variant': v.variant, 'recipe': v.recipe.to_dict()} for v in out]))";
+    let o = Command::new(&python)
+        .args(["-c", script])
+        .arg(repo().join("recipe/recipe.yaml"))
+        .arg(&variants)
+        .args(target_platform)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "render: {}", stderr(&o));
+    json(&o)
+}
+
 /// recipe/recipe.yaml rendered by real rattler-build (py-rattler-build, offline) with the variant
 /// keys conda-forge's pinning provides for the Rust template (compiler and stdlib names and
 /// versions: stand-in values, the keys are what matters): one linux-64 variant with conda-forge's
@@ -497,23 +521,7 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     ignore = "full tier, rattler-build in a pip venv: cargo test --release --features full-tests"
 )]
 fn recipe_renders_with_rattler_build() {
-    let python = python_env();
-    let d = tempfile::tempdir().unwrap();
-    let variants = d.path().join("variants.yaml");
-    std::fs::write(
-        &variants,
-        "c_stdlib: [sysroot]\nc_stdlib_version: [\"2.28\"]\nc_compiler: [gcc]\nc_compiler_version: [\"14\"]\nrust_compiler: [rust]\nrust_compiler_version: [\"1.91\"]\n",
-    )
-    .unwrap();
-    let script = "import json, sys\nimport rattler_build as rb\nout = rb.Stage0Recipe.from_file(sys.argv[1]).render(rb.VariantConfig.from_file(sys.argv[2]))\nprint(json.dumps([{'variant': v.variant, 'recipe': v.recipe.to_dict()} for v in out]))";
-    let o = Command::new(&python)
-        .args(["-c", script])
-        .arg(repo().join("recipe/recipe.yaml"))
-        .arg(&variants)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "render: {}", stderr(&o));
-    let rendered = json(&o);
+    let rendered = render_own_recipe(None);
     let all = rendered.as_array().unwrap();
     assert_eq!(all.len(), 1, "{rendered}");
     let r = &all[0]["recipe"];
