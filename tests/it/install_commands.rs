@@ -237,3 +237,72 @@ fn torch_2_11_printed_commands_install_the_split_with_the_public_index() {
         );
     }
 }
+
+/// Every install command the README and `docs/` show in a code block (the lines users copy) is
+/// pinned the way `wheel` and `index` print theirs: with the public index reachable, an
+/// unpinned `torch` from a `--find-links` directory or an added index resolves to the newest
+/// public torch (issue 53). So each names `torch==VERSION+split` and pins every other
+/// requirement with `==`, and names where the split comes from (`--find-links`, `--index`,
+/// `--extra-index-url`, or uv's `UV_INDEX`). The printed forms themselves are run as printed
+/// against the public index by the tests above and in tests/it/index.rs.
+#[test]
+fn documented_install_commands_are_pinned_to_the_split() {
+    let mut docs = vec![repo().join("README.md")];
+    for dir in ["docs", "docs/commands"] {
+        for e in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "md") {
+                docs.push(p);
+            }
+        }
+    }
+    let mut checked = 0;
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let mut in_code = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            let command = line.split(" #").next().unwrap().trim();
+            let words: Vec<&str> = command.split_whitespace().collect();
+            // A command line: environment assignments, then `pip install` or `uv pip install`.
+            let verb = words.iter().skip_while(|w| w.contains('=')).take(3);
+            let verb: Vec<&str> = verb.copied().collect();
+            let installs =
+                verb.starts_with(&["pip", "install"]) || verb == ["uv", "pip", "install"];
+            let torch = words.iter().any(|w| w.starts_with("torch"));
+            if !in_code || !installs || !torch {
+                continue;
+            }
+            let at = format!("{}:{}: {command}", doc.display(), n + 1);
+            let from = ["--find-links", "--index", "--extra-index-url"];
+            assert!(
+                words.iter().any(|w| from.contains(w)) || command.contains("UV_INDEX="),
+                "{at}: says nowhere where the split comes from"
+            );
+            let after = words.iter().position(|w| *w == "install").unwrap();
+            let mut skip_value = false;
+            for w in &words[after + 1..] {
+                if std::mem::take(&mut skip_value) {
+                    continue;
+                }
+                if w.starts_with("--") {
+                    skip_value = !w.contains('=') && *w != "--no-deps";
+                    continue;
+                }
+                assert!(w.contains("=="), "{at}: {w} is not pinned");
+                if w.starts_with("torch==") {
+                    assert!(w.contains("+split"), "{at}: {w} is not the split core");
+                }
+            }
+            checked += 1;
+        }
+    }
+    // The README's walkthrough and docs/wheel.md's index section hold at least these.
+    assert!(
+        checked >= 8,
+        "only {checked} documented install commands found"
+    );
+}
