@@ -24,6 +24,12 @@
 //!
 //! One index serves one preference of the PEP 825 set (`prefer.rs`): uv installs the variant its
 //! `-variants.json` lists first, so `--prefer nomagma` writes the slim index from the same wheels.
+//! With `--share-with DEFAULT` (`share.rs`) the slim index hard-links DEFAULT's copies of those
+//! wheels instead of holding its own: one copy of the core on disk for both, each index still one
+//! self-contained directory (why links and not URLs into DEFAULT: `share.rs`).
+//!
+//! The printed commands (`commands.rs`) install from `--url`, pinned to the split, the other
+//! variant too; the serve command serves that URL where `index` can know how (loopback `http`).
 
 pub mod commands;
 pub mod dist;

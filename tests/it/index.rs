@@ -1930,7 +1930,8 @@ fn printed_index_commands_install_the_split_over_http_with_the_public_index() {
 /// under one root by the printed serve command (the same for both). Every printed uv command —
 /// each index's default and its other variant — run as printed (dry run added) installs the core
 /// and the variant wheel it names; pip on the default index takes the plain fallback. Then the
-/// slim index's command for real into a fresh venv: the nomagma variant wheel's library.
+/// slim index's default, the default index's other and its default, for real into fresh venvs: the
+/// variant wheel each names, its library.
 #[test]
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -2012,38 +2013,51 @@ fn variant_indexes_share_one_root_and_every_printed_command_installs_its_variant
         let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
         assert_split(&chosen, "2.5.1", lazy, printed);
     }
-    let venv = Venv::new(&d.path().join("real"));
-    install_as_printed(&tools, sc["uv"].as_str().unwrap(), &venv);
-    assert_eq!(
-        venv.state(),
-        (
-            vec![
-                "torch-2.5.1+split".to_string(),
-                "torch_cuda_linalg-2.5.1".into()
-            ],
-            1
+    // For real: the slim index's default, and the default index's other variant (by its URL),
+    // each the nomagma variant wheel; the default index's default, the magma one.
+    let magma_lib = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+    let nomagma = std::fs::read(nomagma_lib()).unwrap();
+    for (i, (printed, label, lib)) in [
+        (&sc["uv"], "nomagma", &nomagma),
+        (&d_other["uv"], "nomagma", &nomagma),
+        (&dc["uv"], "magma", &magma_lib),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let venv = Venv::new(&d.path().join(format!("real{i}")));
+        let printed = printed.as_str().unwrap();
+        install_as_printed(&tools, printed, &venv);
+        assert_eq!(
+            venv.state(),
+            (
+                vec![
+                    "torch-2.5.1+split".to_string(),
+                    "torch_cuda_linalg-2.5.1".into()
+                ],
+                1
+            ),
+            "{printed}"
+        );
+        let variant: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                venv.site
+                    .join("torch_cuda_linalg-2.5.1.dist-info/variant.json"),
+            )
+            .unwrap(),
         )
-    );
-    let variant: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(
-            venv.site
-                .join("torch_cuda_linalg-2.5.1.dist-info/variant.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(
-        variant["variants"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect::<Vec<_>>(),
-        ["nomagma"]
-    );
-    assert_eq!(
-        venv.lazy_bytes().unwrap(),
-        std::fs::read(nomagma_lib()).unwrap()
-    );
+        .unwrap();
+        assert_eq!(
+            variant["variants"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            [label],
+            "{printed}"
+        );
+        assert_eq!(&venv.lazy_bytes().unwrap(), lib, "{printed}");
+    }
 }
 
 /// Issue 53 items 1 and 4 on the real torch 2.11 wheel (the public index has newer torch): the
