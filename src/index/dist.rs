@@ -410,6 +410,11 @@ fn read_capped(
 /// The SHA-256 (hex) and length of a file, read once.
 pub fn sha256_file(path: &Path) -> Result<(String, u64)> {
     let mut f = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
+    sha256_of(&mut f, path)
+}
+
+/// The SHA-256 (hex) and length of what is left to read of `f` (opened from `path`).
+pub fn sha256_of(f: &mut impl Read, path: &Path) -> Result<(String, u64)> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;

@@ -24,10 +24,21 @@
 //!
 //! One index serves one preference of the PEP 825 set (`prefer.rs`): uv installs the variant its
 //! `-variants.json` lists first, so `--prefer nomagma` writes the slim index from the same wheels.
+//! With `--share-with DEFAULT` (`share.rs`) the slim index hard-links DEFAULT's copies of those
+//! wheels instead of holding its own: one copy of the core on disk for both, each index still one
+//! self-contained directory (why links and not URLs into DEFAULT: `share.rs`).
+//!
+//! The printed commands (`commands.rs`) install from `--url`, pinned to the split, the other
+//! variant too; the serve command serves that URL where `index` can know how (loopback `http`).
 
+pub mod commands;
 pub mod dist;
 pub mod page;
 pub mod prefer;
+pub mod share;
+
+pub use commands::{IndexCommands, IndexUrl, OtherCommand};
+pub use share::Sharing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -53,6 +64,10 @@ pub struct IndexOptions<'a> {
     pub out: PathBuf,
     /// `--prefer`: the value each PEP 825 set's `-variants.json` lists first (`prefer.rs`).
     pub prefer: Option<String>,
+    /// `--url`: where the index is served, for the printed commands (`commands::DEFAULT_URL`).
+    pub url: Option<String>,
+    /// `--share-with`: an index whose copies of the same wheels are hard-linked (`share.rs`).
+    pub share_with: Option<PathBuf>,
     pub progress: &'a Progress,
 }
 
@@ -117,17 +132,6 @@ pub struct ProjectReport {
     pub files: Vec<IndexedFile>,
 }
 
-/// How to serve and install from the index.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct IndexCommands {
-    /// Serves the index on 127.0.0.1 (Python's `http.server`).
-    pub serve: String,
-    /// Installs from the served index with pip.
-    pub pip: String,
-    /// Installs from the served index with uv.
-    pub uv: String,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexReport {
     pub schema: String,
@@ -155,6 +159,8 @@ pub struct IndexReport {
     pub kept: usize,
     /// How to serve the index and install from it.
     pub commands: IndexCommands,
+    /// The wheels this run wrote: hard-linked to `--share-with`'s copies, or copied.
+    pub sharing: Sharing,
 }
 
 impl crate::document::Document for IndexReport {
@@ -178,6 +184,8 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
             "--prefer {p:?}: not a variant value ([0-9a-z._])"
         )));
     }
+    let url = IndexUrl::parse(opts.url.as_deref().unwrap_or(commands::DEFAULT_URL))?;
+    let mut share = share::Share::new(opts.share_with.clone())?;
     let wheels = read_wheels(&wheel_paths(inputs)?, opts.progress)?;
     let mut by_project: BTreeMap<String, Vec<&IndexedWheel>> = BTreeMap::new();
     for w in &wheels {
@@ -185,7 +193,8 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
     }
 
     prefer::check(out, &wheels, prefer)?;
-    let (projects, left_out) = write_index(out, &wheels, &by_project, prefer, opts.progress)?;
+    let (projects, left_out) =
+        write_index(out, &wheels, &by_project, prefer, &mut share, opts.progress)?;
     let count = |s: FileStatus| {
         projects
             .iter()
@@ -194,6 +203,7 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
             .count()
     };
     let layout = layout_of(&projects);
+    let sets = newest_sets(out, &projects)?;
     Ok(IndexReport {
         schema: SCHEMA.into(),
         schema_version: 1,
@@ -206,8 +216,9 @@ pub fn update_index(inputs: &[PathBuf], opts: &IndexOptions) -> Result<IndexRepo
         added: count(FileStatus::Added) + count(FileStatus::Updated),
         unchanged: count(FileStatus::Unchanged),
         kept: count(FileStatus::Kept),
-        commands: commands(out, &projects, layout, prefer),
+        commands: commands::commands(out, &url, &projects, layout, prefer, &sets),
         projects,
+        sharing: share.report,
     })
 }
 
@@ -249,6 +260,7 @@ fn write_index(
     wheels: &[IndexedWheel],
     by_project: &BTreeMap<String, Vec<&IndexedWheel>>,
     prefer: Option<&str>,
+    share: &mut share::Share,
     progress: &Progress,
 ) -> Result<(Vec<ProjectReport>, Vec<LeftOut>)> {
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
@@ -261,14 +273,13 @@ fn write_index(
     let mut left_out = Vec::new();
     progress.start_unknown("writing the index");
     for (name, new) in by_project {
-        projects.push(update_project(
-            out,
-            name,
-            new,
+        let ctx = Run {
             prefer,
-            &mut left_out,
-            &mut pending,
-        )?);
+            left_out: &mut left_out,
+            share: &mut *share,
+            pending: &mut pending,
+        };
+        projects.push(update_project(out, name, new, ctx)?);
     }
     let mut names = project_dirs(out)?;
     names.extend(by_project.keys().cloned());
@@ -311,98 +322,7 @@ fn layout_of(projects: &[ProjectReport]) -> Layout {
     }
 }
 
-/// How to serve the index and install from it. Every project of the index is pinned to its newest
-/// version there (`newest`): with the public index reachable an unpinned `torch` resolves to the
-/// newest monolithic torch (issue 53); pip merges `--extra-index-url` with its index with no
-/// precedence, so the pin is what makes it take the split, and uv takes a package from the first
-/// index that has it, so the local one comes as `--index`, ahead of uv's default index. Neither
-/// command names the public index: torch's own dependencies come from the index the user's
-/// installer is set up with (PyPI unless configured otherwise, a mirror where one is). `--out` is
-/// quoted as one shell word. An index written with `--prefer` has no command for pip: it holds no
-/// plain fallback and pip does not read PEP 825 variant wheels.
-fn commands(
-    out: &Path,
-    projects: &[ProjectReport],
-    layout: Layout,
-    prefer: Option<&str>,
-) -> IndexCommands {
-    let url = "http://127.0.0.1:8000/";
-    let pins: Vec<String> = projects
-        .iter()
-        .filter_map(|p| {
-            let v = newest(p)?;
-            Some(crate::sanitize::shell_word(&format!("{}=={v}", p.name)))
-        })
-        .collect();
-    let pins = if pins.is_empty() {
-        "NAME==VERSION".to_string()
-    } else {
-        pins.join(" ")
-    };
-    let preview = if layout == Layout::Variants {
-        "--preview-features wheel-variants "
-    } else {
-        ""
-    };
-    let pip = match prefer {
-        Some(p) => format!(
-            "# none: pip does not read PEP 825 variant wheels, and --prefer {p} left the plain fallback out of this index; use uv (below), or pip with the index written without --prefer"
-        ),
-        None => format!("pip install --extra-index-url {url} {pins}"),
-    };
-    IndexCommands {
-        serve: format!(
-            "python3 -m http.server --bind 127.0.0.1 --directory {} 8000",
-            crate::sanitize::shell_word(&out.display().to_string())
-        ),
-        pip,
-        uv: format!("uv pip install {preview}--index {url} {pins}"),
-    }
-}
-
-/// The version of `project`'s wheels an unpinned install from the index would take: the newest by
-/// PEP 440's order as far as split indexes need it (release numbers numerically, then the local
-/// label, `+1.magma` above `+0.nomagma`; pre-, post- and dev-releases in text order). Yanked files
-/// are not candidates.
-fn newest(project: &ProjectReport) -> Option<String> {
-    project
-        .files
-        .iter()
-        .filter(|f| f.filename.ends_with(".whl") && !f.yanked)
-        .filter_map(|f| f.filename.split('-').nth(1))
-        .max_by(|a, b| pep440_order(a, b))
-        .map(str::to_string)
-}
-
-fn pep440_order(a: &str, b: &str) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    let (pa, la) = a.split_once('+').unwrap_or((a, ""));
-    let (pb, lb) = b.split_once('+').unwrap_or((b, ""));
-    let segment = |x: &str, y: &str| match (x.parse::<u64>(), y.parse::<u64>()) {
-        (Ok(m), Ok(n)) => m.cmp(&n),
-        (Ok(_), Err(_)) => Ordering::Greater,
-        (Err(_), Ok(_)) => Ordering::Less,
-        (Err(_), Err(_)) => x.cmp(y),
-    };
-    let local = || {
-        let (xs, ys) = (la.split('.'), lb.split('.'));
-        match (la.is_empty(), lb.is_empty()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Less,
-            (false, true) => Ordering::Greater,
-            _ => xs
-                .zip(ys)
-                .map(|(x, y)| segment(x, y))
-                .find(|o| o.is_ne())
-                .unwrap_or_else(|| la.split('.').count().cmp(&lb.split('.').count())),
-        }
-    };
-    crate::version::compare(pa, pb)
-        .unwrap_or_else(|| pa.cmp(pb))
-        .then_with(local)
-}
-
-const VARIANTS_SUFFIX: &str = "-variants.json";
+pub(crate) const VARIANTS_SUFFIX: &str = "-variants.json";
 
 /// The wheels named by `inputs`, in order: a file is taken as it is (it must be a `.whl`), a
 /// directory for the `.whl` files directly in it.
@@ -579,6 +499,26 @@ fn regular_or_missing(path: &Path) -> Result<bool> {
     }
 }
 
+/// What one run carries through every project it updates.
+struct Run<'a> {
+    prefer: Option<&'a str>,
+    left_out: &'a mut Vec<LeftOut>,
+    share: &'a mut share::Share,
+    pending: &'a mut Pending,
+}
+
+/// The `-variants.json` of each project's newest version, as this run left it: `(project,
+/// document)`, which the printed commands read the preferred variant from.
+fn newest_sets(out: &Path, projects: &[ProjectReport]) -> Result<Vec<(String, serde_json::Value)>> {
+    let mut sets = Vec::new();
+    for p in projects {
+        if let Some(file) = commands::newest_set(p) {
+            sets.push((p.name.clone(), read_json(&out.join(&p.name).join(file))?));
+        }
+    }
+    Ok(sets)
+}
+
 /// Add `new` to the project `name`'s directory and pages, staged in `pending`. With `prefer`, a
 /// plain wheel of a version with a variant set (the fallback, the publisher's default build) is
 /// left out: pip, and uv without variant mode, would install it from this index.
@@ -586,10 +526,14 @@ fn update_project(
     out: &Path,
     name: &str,
     new: &[&IndexedWheel],
-    prefer: Option<&str>,
-    left_out: &mut Vec<LeftOut>,
-    pending: &mut Pending,
+    ctx: Run,
 ) -> Result<ProjectReport> {
+    let Run {
+        prefer,
+        left_out,
+        share,
+        pending,
+    } = ctx;
     let dir = out.join(name);
     not_a_link_or_file(&dir, "the project directory")?;
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -624,7 +568,7 @@ fn update_project(
     }
     let new = new.as_slice();
     for w in new {
-        let s = add_wheel(&dir, w, &mut page, &status, pending)?;
+        let s = add_wheel(&dir, w, &mut page, &status, share, pending)?;
         let label = w.variant.as_ref().map(|(l, _)| l.clone());
         status.insert(w.filename.clone(), (s, label));
     }
@@ -656,14 +600,16 @@ fn add_wheel(
     w: &IndexedWheel,
     page: &mut ProjectPage,
     status: &BTreeMap<String, (FileStatus, Option<String>)>,
+    share: &mut share::Share,
     pending: &mut Pending,
 ) -> Result<FileStatus> {
     let on_disk = dir.join(&w.filename);
     let present = regular_or_missing(&on_disk)?;
     if present {
         same_file(&on_disk, w)?;
-    } else {
+    } else if !share.link(w, dir, pending)? {
         stage_copy(w, dir, pending)?;
+        share.copied(w);
     }
     // The `.metadata` is the wheel's METADATA: whatever else is there is replaced.
     stage_if_changed(
@@ -1005,35 +951,46 @@ pub fn report_text(r: &IndexReport) -> String {
     for l in &r.left_out {
         let _ = writeln!(s, "  left out: {} ({})", l.filename, l.why);
     }
+    sharing_text(&mut s, &r.sharing);
     let _ = writeln!(
         s,
         "serve (any static server; see docs/wheel.md):\n  {}\ninstall:\n  {}\n  {}",
         r.commands.serve, r.commands.pip, r.commands.uv
     );
+    for o in &r.commands.other {
+        let _ = writeln!(s, "the other variant, {}:", o.label);
+        for c in o.pip.iter().chain([&o.uv]) {
+            let _ = writeln!(s, "  {c}");
+        }
+    }
     s
+}
+
+/// The wheels written as links and as copies, and why a wheel was copied though an index to link
+/// from was given.
+fn sharing_text(s: &mut String, sh: &Sharing) {
+    use std::fmt::Write as _;
+    let Some(from) = &sh.from else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "shared with {}: {} wheels linked ({}), {} copied ({})",
+        crate::sanitize::printable(from),
+        sh.linked_files,
+        crate::output::human_bytes(sh.linked_bytes),
+        sh.copied_files,
+        crate::output::human_bytes(sh.copied_bytes)
+    );
+    for n in &sh.notes {
+        let _ = writeln!(s, "  note: {}", crate::sanitize::printable(n));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn pins_take_the_version_an_unpinned_install_would() {
-        use std::cmp::Ordering::*;
-        for (a, b, o) in [
-            ("2.5.1+1.magma", "2.5.1+0.nomagma", Greater),
-            ("2.5.1+split", "2.5.1", Greater),
-            ("2.10.0", "2.9.1", Greater),
-            ("2.5.1+10", "2.5.1+9", Greater),
-            ("2.5.1+1", "2.5.1+abc", Greater),
-            ("2.5.1+1.magma", "2.5.1+1.magma.x", Less),
-            ("2.5.1", "2.5.1", Equal),
-        ] {
-            assert_eq!(pep440_order(a, b), o, "{a} vs {b}");
-            assert_eq!(pep440_order(b, a), o.reverse(), "{b} vs {a}");
-        }
-    }
 
     #[test]
     fn variant_docs_merge_or_refuse() {

@@ -107,7 +107,7 @@ impl StaticProperty {
     }
 
     /// The labels of `doc` whose properties include `value` of this property.
-    fn labels_with(&self, doc: &Value, value: &str) -> BTreeSet<String> {
+    pub fn labels_with(&self, doc: &Value, value: &str) -> BTreeSet<String> {
         doc.get("variants")
             .and_then(Value::as_object)
             .into_iter()
@@ -331,7 +331,7 @@ fn holds_preferred(
 }
 
 /// A variant wheel's platform tags (`PY-ABI-PLATFORM`) and label, from its file name.
-fn label_of(name: &str) -> Option<(String, &str)> {
+pub fn label_of(name: &str) -> Option<(String, &str)> {
     let parts: Vec<&str> = name.strip_suffix(".whl")?.split('-').collect();
     if parts.len() < 6 {
         return None;

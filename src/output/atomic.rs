@@ -167,18 +167,32 @@ pub fn link_temp(
     dir: &Path,
     file: &str,
 ) -> Result<Option<(PathBuf, cleanup::Registered)>> {
+    Ok(link_temp_or_why(from, dir, file).ok())
+}
+
+/// [`link_temp`], with why no link was made (`EXDEV` across file systems, `EPERM` where the
+/// kernel's `protected_hardlinks` refuses another user's file): `index --share-with` reports it.
+pub fn link_temp_or_why(
+    from: &Path,
+    dir: &Path,
+    file: &str,
+) -> std::result::Result<(PathBuf, cleanup::Registered), std::io::Error> {
     let pid = std::process::id();
     for _ in 0..ATTEMPTS {
         let path = dir.join(temp_name(file, pid, random_u64()));
         let registered = cleanup::register(&path, cleanup::Leftover::File);
-        // link(2) never follows a symlink at the new name: it fails with EEXIST.
+        // link(2) never follows a symlink at the new name (it fails with EEXIST), nor at `from`
+        // (linkat without AT_SYMLINK_FOLLOW links the link itself; callers check what they got).
         match std::fs::hard_link(from, &path) {
-            Ok(()) => return Ok(Some((path, registered))),
+            Ok(()) => return Ok((path, registered)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(_) => return Ok(None),
+            Err(e) => return Err(e),
         }
     }
-    Ok(None)
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("{ATTEMPTS} temporary names for {file} were all taken"),
+    ))
 }
 
 /// `chmod` the temporary to the mode of the file it replaces.

@@ -105,6 +105,34 @@ impl Pending {
         Ok(())
     }
 
+    /// Stage `out/file` as a hard link to `from`, an existing file outside this transaction
+    /// (another index's copy of the same bytes), and return the temporary path, which the caller
+    /// checks is the file it verified. `Ok(Err(why))` when no link could be made (another file
+    /// system, `protected_hardlinks`): nothing is staged and the caller copies instead.
+    pub fn add_hard_link(
+        &mut self,
+        from: &Path,
+        out: &Path,
+        file: &str,
+    ) -> Result<std::result::Result<PathBuf, std::io::Error>> {
+        let dst = join_file(out, file)?;
+        atomic::check_dest(&dst)?;
+        Ok(
+            atomic::link_temp_or_why(from, out, file).map(|(tmp, registered)| {
+                self.files.push(Entry {
+                    tmp: tmp.clone(),
+                    dst,
+                    // The bytes are another file's, on disk already, and so is its mode:
+                    // a chmod here would change the other index's file too.
+                    synced: true,
+                    mode_given: true,
+                    _registered: registered,
+                });
+                tmp
+            }),
+        )
+    }
+
     /// Give the staged file `mode` (a library's copy stays executable, a generated script is
     /// one), instead of the mode of the file it replaces.
     pub fn set_mode(&mut self, staged: &Staged, mode: u32) -> Result<()> {

@@ -1627,3 +1627,512 @@ fn printed_commands_quote_out_and_pin_the_split() {
         "{pip}"
     );
 }
+
+/// Every project page of `out` (PEP 691 JSON and PEP 503 HTML) lists each of its files with the
+/// hash and size of the file beside it and a URL that is the file's own name: valid whatever the
+/// file's inode is shared with.
+fn assert_pages_match_files(out: &Path) {
+    let root: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    for project in root["projects"].as_array().unwrap() {
+        let name = project["name"].as_str().unwrap();
+        let p = page(out, name);
+        let html = std::fs::read_to_string(out.join(name).join("index.html")).unwrap();
+        for f in p["files"].as_array().unwrap() {
+            let file = f["filename"].as_str().unwrap();
+            let on_disk = out.join(name).join(file);
+            let url = file.replace('+', "%2B");
+            assert_eq!(f["url"], url.as_str(), "{name}/{file}");
+            assert_eq!(f["hashes"]["sha256"], sha256(&on_disk).as_str());
+            assert_eq!(f["size"], std::fs::metadata(&on_disk).unwrap().len());
+            let href = format!("<a href=\"{url}#sha256={}\"", sha256(&on_disk));
+            assert!(html.contains(&href), "{href} in {html}");
+        }
+    }
+}
+
+fn inode(p: &Path) -> (u64, u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.dev(), m.ino(), m.nlink())
+}
+
+/// Issue 53 item 4: `--prefer nomagma --share-with DEFAULT` hard-links every wheel of the default
+/// PEP 825 index into the slim one (one inode, two names), writes its own pages and
+/// `-variants.json`, and reports the bytes linked; a wheel the other index lacks or holds with
+/// other bytes is copied, with a note. The other index is only read: a symbolic link or FIFO
+/// where it keeps a wheel, or a link as the index itself, is refused with one line, nothing
+/// written; across file systems (tmpfs /dev/shm against the temporary directory) the link fails
+/// with EXDEV and the wheels are copied with the note saying so.
+#[test]
+fn share_with_links_the_default_index_and_copies_where_it_cannot() {
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let v = wheels.join("variants");
+    let (def, slim) = (
+        d.path().join("srv/simple-variants"),
+        d.path().join("srv/slim"),
+    );
+    let o = index(&[&v], &def);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    assert_eq!(
+        (
+            r["sharing"]["linked_files"].as_u64(),
+            r["sharing"]["copied_files"].as_u64()
+        ),
+        (Some(0), Some(4)),
+        "no --share-with: the core, two variant wheels and the fallback copied"
+    );
+    let share = ["--prefer", "nomagma", "--share-with", s(&def)];
+    let o = index_with(&[&v], &slim, &share);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    assert_valid("docs/index.schema.json", &r);
+    let sh = &r["sharing"];
+    let linked: u64 = [
+        ("torch", CORE),
+        ("torch-cuda-linalg", VMAGMA),
+        ("torch-cuda-linalg", VSLIM),
+    ]
+    .iter()
+    .map(|(project, f)| {
+        let (a, b) = (def.join(project).join(f), slim.join(project).join(f));
+        let (da, ia, na) = inode(&a);
+        assert_eq!((da, ia), (inode(&b).0, inode(&b).1), "{f}: one inode");
+        assert!(na >= 2, "{f}: {na} links");
+        std::fs::metadata(&a).unwrap().len()
+    })
+    .sum();
+    assert_eq!(
+        (
+            sh["from"].as_str(),
+            sh["linked_files"].as_u64(),
+            sh["linked_bytes"].as_u64(),
+            sh["copied_files"].as_u64()
+        ),
+        (Some(s(&def)), Some(3), Some(linked), Some(0)),
+        "{sh}"
+    );
+    // The slim index's own files are its own: pages and the reordered -variants.json.
+    let vj = |i: &Path| inode(&i.join("torch-cuda-linalg").join(VJSON));
+    assert_ne!(vj(&def).1, vj(&slim).1);
+    assert_pages_match_files(&def);
+    assert_pages_match_files(&slim);
+    let text = stdout(&run(&[
+        "index",
+        "--quiet",
+        "--out",
+        s(&slim),
+        "--prefer",
+        "nomagma",
+        "--share-with",
+        s(&def),
+        s(&v),
+    ]));
+    assert!(
+        text.contains(&format!("shared with {}: 0 wheels linked", s(&def))),
+        "{text}"
+    );
+
+    // A wheel the other index lacks, and one it holds with other bytes: copied, with a note.
+    let other = d.path().join("other");
+    std::fs::create_dir_all(other.join("torch")).unwrap();
+    std::fs::write(other.join("torch").join(CORE), b"not the core").unwrap();
+    let out = d.path().join("copies");
+    let r = json(&index_with(&[&wheels], &out, &["--share-with", s(&other)]));
+    let notes = r["sharing"]["notes"].to_string();
+    assert_eq!(r["sharing"]["copied_files"], 3, "{notes}");
+    assert!(
+        notes.contains(&format!(
+            "{CORE}: copied, {} has other bytes",
+            s(&other.join("torch").join(CORE))
+        )),
+        "{notes}"
+    );
+    assert!(
+        notes.contains(&format!("{MAGMA}: copied, not in --share-with")),
+        "{notes}"
+    );
+    assert_eq!(inode(&out.join("torch").join(CORE)).2, 1);
+
+    // Refused, nothing written: the other index is a link; a link or a FIFO at a wheel's place.
+    let link = d.path().join("def-link");
+    std::os::unix::fs::symlink(&def, &link).unwrap();
+    let fresh = d.path().join("fresh");
+    one_line(
+        &index_with(&[&v], &fresh, &["--share-with", s(&link)]),
+        "--share-with",
+    );
+    assert!(!fresh.exists());
+    let hostile = d.path().join("hostile");
+    let core_at = hostile.join("torch").join(CORE);
+    std::fs::create_dir_all(core_at.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(def.join("torch").join(CORE), &core_at).unwrap();
+    let o = index_with(&[&wheels], &fresh, &["--share-with", s(&hostile)]);
+    one_line(&o, CORE);
+    assert!(state(&fresh).is_empty(), "nothing written");
+    std::fs::remove_file(&core_at).unwrap();
+    mkfifo(&core_at);
+    let o = index_with(&[&wheels], &fresh, &["--share-with", s(&hostile)]);
+    one_line(&o, "FIFO");
+    assert!(state(&fresh).is_empty(), "nothing written");
+    // A project directory that is a link in the other index.
+    std::fs::remove_dir_all(hostile.join("torch")).unwrap();
+    std::os::unix::fs::symlink(def.join("torch"), hostile.join("torch")).unwrap();
+    one_line(
+        &index_with(&[&wheels], &fresh, &["--share-with", s(&hostile)]),
+        "symbolic link",
+    );
+    assert!(state(&fresh).is_empty(), "nothing written");
+
+    // Across file systems: EXDEV, copied with the note.
+    let shm = Path::new("/dev/shm");
+    let elsewhere = tempfile::tempdir_in(shm)
+        .ok()
+        .filter(|t| inode(t.path()).0 != inode(d.path()).0);
+    let Some(elsewhere) = elsewhere else {
+        eprintln!("no second file system at /dev/shm: the EXDEV fallback is not exercised here");
+        return;
+    };
+    let far = elsewhere.path().join("slim");
+    let r = json(&index_with(&[&v], &far, &share));
+    let notes = r["sharing"]["notes"].to_string();
+    assert_eq!(
+        (
+            r["sharing"]["linked_files"].as_u64(),
+            r["sharing"]["copied_files"].as_u64()
+        ),
+        (Some(0), Some(3)),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("no hard link (Invalid cross-device link"),
+        "{notes}"
+    );
+    assert_pages_match_files(&far);
+}
+
+/// The serve command as `index` printed it, run by `sh` in its own process group; returns once
+/// the port answers (however long a loaded machine takes to start Python; a server that exits
+/// fails the test), and stops the group when dropped.
+struct Served {
+    child: Child,
+}
+
+impl Served {
+    fn start(serve: &str, port: u16) -> Served {
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(serve)
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("{serve}: exited ({status})");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Served { child }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port no one listens on now (the test's server binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `printed` (a `uv pip install …` line as `index` printed it) run by `sh` for real into `venv`,
+/// with no installer settings from the environment.
+fn install_as_printed(tools: &Path, printed: &str, venv: &Venv) {
+    use crate::install_commands::shell;
+    let rest = printed.strip_prefix("uv pip install ").unwrap();
+    let run = format!(
+        "{} pip install -q --python {} {rest}",
+        shell(&tools.join("bin/uv")),
+        shell(&venv.python)
+    );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(&run).env("UV_NO_CACHE", "1");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("UV_") || k.starts_with("PIP_")) {
+        cmd.env_remove(k);
+    }
+    ok(cmd.output().unwrap(), &run);
+}
+
+/// Issue 53 item 1: the local-label index's printed commands, run exactly as printed (a dry run
+/// added) with pip and uv against the index served by its printed serve command on a free port
+/// (`--url`), the public index reachable: torch is the split core and the lazy distribution the
+/// chosen variant, the default and the other (`commands.other`). The control: an unpinned `torch`
+/// with the same index gets a public torch (the fixture is 2.5.1).
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, pip and uv with the public index: cargo test --release --features full-tests"
+)]
+fn printed_index_commands_install_the_split_over_http_with_the_public_index() {
+    use crate::install_commands::{assert_split, resolve_as_printed};
+    let tools = wheel_tools();
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let out = d.path().join("index dir");
+    let o = index_with(&[&wheels], &out, &["--url", &url]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let c = json(&o)["commands"].clone();
+    assert_eq!(c["url"], url.as_str());
+    let _server = Served::start(c["serve"].as_str().unwrap(), port);
+    let unpinned = format!("pip install --extra-index-url {url} torch");
+    let chosen = resolve_as_printed(&tools, &unpinned, &d.path().join("unpinned"));
+    assert_ne!(chosen["torch"].0, "2.5.1+split", "{chosen:?}");
+    let other = &c["other"][0];
+    assert_eq!(
+        (
+            other["label"].as_str(),
+            c["other"].as_array().unwrap().len()
+        ),
+        (Some("0.nomagma"), 1)
+    );
+    for (i, (printed, lazy)) in [
+        (&c["pip"], MAGMA),
+        (&c["uv"], MAGMA),
+        (&other["pip"], SLIM),
+        (&other["uv"], SLIM),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let printed = printed.as_str().unwrap();
+        let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("c{i}")));
+        assert_split(&chosen, "2.5.1", lazy, printed);
+    }
+}
+
+/// Issue 53 items 2 and 4: the default PEP 825 index and its `--prefer nomagma` twin, written side
+/// by side with `--share-with` (the twin's wheels are the default's files: one inode) and served
+/// under one root by the printed serve command (the same for both). Every printed uv command —
+/// each index's default and its other variant — run as printed (dry run added) installs the core
+/// and the variant wheel it names; pip on the default index takes the plain fallback. Then the
+/// slim index's default, the default index's other and its default, for real into fresh venvs: the
+/// variant wheel each names, its library.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, pip and uv with the public index: cargo test --release --features full-tests"
+)]
+fn variant_indexes_share_one_root_and_every_printed_command_installs_its_variant() {
+    use crate::install_commands::{assert_split, resolve_as_printed, shell};
+    let tools = wheel_tools();
+    let d = tempfile::tempdir().unwrap();
+    let wheels = fixture_split(d.path(), "one");
+    let v = wheels.join("variants");
+    let port = free_port();
+    let srv = d.path().join("srv");
+    let (def, slim) = (
+        srv.join("simple-variants"),
+        srv.join("simple-variants-slim"),
+    );
+    let url = |name: &str| format!("http://127.0.0.1:{port}/{name}/");
+    let o = index_with(&[&v], &def, &["--url", &url("simple-variants")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rd = json(&o);
+    let slim_url = url("simple-variants-slim");
+    let share = [
+        "--url",
+        &slim_url,
+        "--prefer",
+        "nomagma",
+        "--share-with",
+        s(&def),
+    ];
+    let o = index_with(&[&v], &slim, &share);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rs = json(&o);
+    assert_valid("docs/index.schema.json", &rs);
+    let (dc, sc) = (&rd["commands"], &rs["commands"]);
+    assert_eq!(
+        sc["serve"],
+        format!(
+            "python3 -m http.server --bind 127.0.0.1 --directory {} {port}",
+            shell(&srv)
+        )
+    );
+    assert_eq!(dc["serve"], sc["serve"], "one root serves both");
+    assert_eq!(rs["sharing"]["linked_files"], 3);
+    for (project, f) in [
+        ("torch", CORE),
+        ("torch-cuda-linalg", VMAGMA),
+        ("torch-cuda-linalg", VSLIM),
+    ] {
+        let (a, b) = (
+            inode(&def.join(project).join(f)),
+            inode(&slim.join(project).join(f)),
+        );
+        assert!(a.0 == b.0 && a.1 == b.1 && a.2 >= 2, "{f}: {a:?} {b:?}");
+    }
+    assert_pages_match_files(&slim);
+    let _server = Served::start(sc["serve"].as_str().unwrap(), port);
+    let (d_other, s_other) = (&dc["other"][0], &sc["other"][0]);
+    assert_eq!(
+        (d_other["label"].as_str(), d_other["file"].as_str()),
+        (Some("nomagma"), Some(VSLIM))
+    );
+    assert_eq!(
+        (s_other["label"].as_str(), s_other["file"].as_str()),
+        (Some("magma"), Some(VMAGMA))
+    );
+    let fallback = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl";
+    for (i, (printed, lazy)) in [
+        (&dc["uv"], VMAGMA),
+        (&d_other["uv"], VSLIM),
+        (&sc["uv"], VSLIM),
+        (&s_other["uv"], VMAGMA),
+        (&dc["pip"], fallback),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let printed = printed.as_str().unwrap();
+        let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
+        assert_split(&chosen, "2.5.1", lazy, printed);
+    }
+    // For real: the slim index's default, and the default index's other variant (by its URL),
+    // each the nomagma variant wheel; the default index's default, the magma one.
+    let magma_lib = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+    let nomagma = std::fs::read(nomagma_lib()).unwrap();
+    for (i, (printed, label, lib)) in [
+        (&sc["uv"], "nomagma", &nomagma),
+        (&d_other["uv"], "nomagma", &nomagma),
+        (&dc["uv"], "magma", &magma_lib),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let venv = Venv::new(&d.path().join(format!("real{i}")));
+        let printed = printed.as_str().unwrap();
+        install_as_printed(&tools, printed, &venv);
+        assert_eq!(
+            venv.state(),
+            (
+                vec![
+                    "torch-2.5.1+split".to_string(),
+                    "torch_cuda_linalg-2.5.1".into()
+                ],
+                1
+            ),
+            "{printed}"
+        );
+        let variant: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                venv.site
+                    .join("torch_cuda_linalg-2.5.1.dist-info/variant.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            variant["variants"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            [label],
+            "{printed}"
+        );
+        assert_eq!(&venv.lazy_bytes().unwrap(), lib, "{printed}");
+    }
+}
+
+/// Issue 53 items 1 and 4 on the real torch 2.11 wheel (the public index has newer torch): the
+/// local-label index and the PEP 825 index side by side, the second sharing the first's core
+/// (`--share-with`: the core is the same file in both sets, linked, not copied), served by the
+/// printed serve command; each printed default command run as printed (dry run added) resolves
+/// to the split core and the variant named, torch's CUDA dependencies from the public index.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, the real torch 2.11 wheel, pip and uv with the public index: cargo test --release --features full-tests"
+)]
+fn torch_2_11_printed_index_commands_install_the_split_over_http() {
+    use crate::install_commands::{assert_split, resolve_as_printed};
+    let (whl, _) = corpus("torch-2.11.0-cu130", false);
+    let tools = wheel_tools();
+    let d = tempfile::tempdir().unwrap();
+    let wheels = d.path().join("wheels");
+    let o = run(&["wheel", s(&whl), "--out", s(&wheels), "--quiet"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let port = free_port();
+    let srv = d.path().join("srv");
+    let (plain, vars) = (srv.join("simple"), srv.join("simple-variants"));
+    let url = |name: &str| format!("http://127.0.0.1:{port}/{name}/");
+    let o = index_with(&[&wheels], &plain, &["--url", &url("simple")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rp = json(&o);
+    let o = index_with(
+        &[&wheels.join("variants")],
+        &vars,
+        &["--url", &url("simple-variants"), "--share-with", s(&plain)],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rv = json(&o);
+    assert_valid("docs/index.schema.json", &rv);
+    let core = "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl";
+    let core_size = std::fs::metadata(plain.join("torch").join(core))
+        .unwrap()
+        .len();
+    assert_eq!(
+        (
+            rv["sharing"]["linked_files"].as_u64(),
+            rv["sharing"]["linked_bytes"].as_u64()
+        ),
+        (Some(1), Some(core_size)),
+        "{}",
+        rv["sharing"]
+    );
+    let (a, b) = (
+        inode(&plain.join("torch").join(core)),
+        inode(&vars.join("torch").join(core)),
+    );
+    assert!(a.0 == b.0 && a.1 == b.1 && a.2 >= 2, "{a:?} {b:?}");
+    eprintln!("torch 2.11: {core_size} bytes of core linked, not copied");
+    let _server = Served::start(rp["commands"]["serve"].as_str().unwrap(), port);
+    let magma = "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl";
+    let vmagma = "torch_cuda_linalg-2.11.0-cp311-cp311-manylinux_2_28_x86_64-magma.whl";
+    let fallback = "torch_cuda_linalg-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl";
+    let (pc, vc) = (&rp["commands"], &rv["commands"]);
+    assert_eq!(pc["serve"], vc["serve"]);
+    for (i, (printed, lazy)) in [
+        (&pc["pip"], magma),
+        (&pc["uv"], magma),
+        (&vc["uv"], vmagma),
+        (&vc["pip"], fallback),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let printed = printed.as_str().unwrap();
+        let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("t{i}")));
+        assert_split(&chosen, "2.11.0", lazy, printed);
+        assert!(
+            chosen.keys().any(|k| k.starts_with("nvidia-")),
+            "{printed}: {chosen:?}"
+        );
+    }
+}

@@ -13,12 +13,12 @@ use std::path::Path;
 use std::process::Command;
 
 /// What an installer chose: distribution name → (version, file name of the chosen wheel).
-type Chosen = BTreeMap<String, (String, String)>;
+pub(crate) type Chosen = BTreeMap<String, (String, String)>;
 
 /// Run `printed` (a `pip install …` or `uv pip install …` line, as `wheel` printed it) through
 /// `sh`, with the installer named by its path in `tools`, a dry run into a fresh venv, and no
 /// installer settings from the environment; what it would install, by distribution.
-fn resolve_as_printed(tools: &Path, printed: &str, scratch: &Path) -> Chosen {
+pub(crate) fn resolve_as_printed(tools: &Path, printed: &str, scratch: &Path) -> Chosen {
     let venv = Venv::new(scratch);
     let python = shell(&venv.python);
     let (run, uv) = if let Some(rest) = printed.strip_prefix("uv pip install ") {
@@ -56,7 +56,7 @@ fn resolve_as_printed(tools: &Path, printed: &str, scratch: &Path) -> Chosen {
     }
 }
 
-fn shell(p: &Path) -> String {
+pub(crate) fn shell(p: &Path) -> String {
     splitpkg::sanitize::shell_word(&p.display().to_string())
 }
 
@@ -105,7 +105,7 @@ fn normalise(name: &str) -> String {
 }
 
 /// `chosen` has torch as the split core of `version` and the lazy distribution from `lazy_file`.
-fn assert_split(chosen: &Chosen, version: &str, lazy_file: &str, what: &str) {
+pub(crate) fn assert_split(chosen: &Chosen, version: &str, lazy_file: &str, what: &str) {
     let torch = &chosen["torch"];
     assert_eq!(torch.0, format!("{version}+split"), "{what}: {chosen:?}");
     assert!(
