@@ -6,6 +6,7 @@
 
 pub mod contract;
 pub mod declared;
+pub mod environment;
 pub mod graph;
 pub mod hwcaps;
 pub mod inspect;
@@ -14,6 +15,7 @@ pub mod payload;
 pub mod pipeline;
 pub mod plan;
 pub mod providers;
+pub mod pylock;
 // Compiled always (hidden from the docs) so the integration tests build their trees with the same
 // gcc scenarios as the unit tests; nothing in the binary calls it, so nothing of it is linked in.
 #[doc(hidden)]

@@ -320,6 +320,79 @@ pub struct Saving {
     pub percent_of_tree: f64,
     /// How `bytes` was found.
     pub how: String,
+    /// The saving against the environment a user installs (`analysis::environment`), beside
+    /// `percent_of_tree`; set by `splitpkg plan`, absent when nothing is confined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
+}
+
+/// Where an environment figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvSource {
+    /// Download sizes: the input wheel and the locked wheels (`--env-lock`), against the saving's
+    /// compressed bytes in the wheel.
+    Lock,
+    /// The installed environment's regular files on disk, against the installed saving.
+    Disk,
+    /// Not measured; `how` says why and how to get it.
+    NotKnown,
+}
+
+/// The saving as a share of the environment a user installs.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Environment {
+    pub source: EnvSource,
+    /// The environment's bytes: download (compressed) bytes for `lock`, bytes of its regular
+    /// files for `disk`. Absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The saving in the same measure as `bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saving_bytes: Option<u64>,
+    /// `saving_bytes` as a percentage of `bytes` (two decimals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<f64>,
+    /// Some package's size is not known (see `unknown`): `bytes` is a lower bound and `percent`
+    /// an upper bound.
+    #[serde(default)]
+    pub lower_bound: bool,
+    /// Locked packages whose download size the lock does not state for the input's tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
+    /// What `bytes` counts: wheels (`lock`, the input's own included) or regular files (`disk`).
+    #[serde(default)]
+    pub counted: u64,
+    /// The lock file, or the environment's root directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// How the figure was found, or why it is not known and how to get it.
+    pub how: String,
+    /// For a wheel input: what a lock is compared with, so `report --env-lock` can give the
+    /// figure from the plan alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<WheelDownload>,
+}
+
+/// A wheel input's side of a download comparison.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WheelDownload {
+    /// The distribution and version (the wheel's METADATA).
+    pub name: String,
+    pub version: String,
+    /// Its compatibility tags from the file name (`cp311-cp311-manylinux_2_28_x86_64`); absent
+    /// when the file is not named as a wheel is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<String>,
+    /// The wheel file's size.
+    pub file_bytes: u64,
+    /// The saving's compressed bytes in the wheel.
+    pub saving_bytes: u64,
+    /// How `saving_bytes` was found.
+    pub how: String,
+    /// The command that writes the lock `--env-lock` reads, pinned to this wheel's version,
+    /// platform and Python.
+    pub lock_command: String,
 }
 
 /// The loader contract: what a replacement lazy library must export and what it imports.
@@ -409,6 +482,7 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
                 bytes: 0,
                 percent_of_tree: 0.0,
                 how: "no split: the payload is not confined".into(),
+                environment: None,
             };
             (Vec::new(), saving)
         };
@@ -758,6 +832,7 @@ fn slim_saving(
                 )
             }
         ),
+        environment: None,
     }
 }
 

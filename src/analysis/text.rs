@@ -599,6 +599,33 @@ fn outputs_text(s: &mut String, plan: &Plan) {
         plan.saving.percent_of_tree,
         plan.saving.how
     );
+    if let Some(env) = &plan.saving.environment {
+        environment_text(s, env);
+    }
+}
+
+/// The saving against the environment a user installs, or why that is not known.
+fn environment_text(s: &mut String, env: &crate::analysis::plan::Environment) {
+    match (env.bytes, env.saving_bytes, env.percent) {
+        (Some(bytes), Some(saving), Some(percent)) => {
+            let measure = match env.source {
+                crate::analysis::plan::EnvSource::Lock => "download sizes",
+                _ => "on disk",
+            };
+            let _ = writeln!(
+                s,
+                "of the environment: {}{percent:.2} % ({} of {}{}, {measure})\n  {}",
+                if env.lower_bound { "at most " } else { "" },
+                human_bytes(saving),
+                if env.lower_bound { "at least " } else { "" },
+                human_bytes(bytes),
+                env.how
+            );
+        }
+        _ => {
+            let _ = writeln!(s, "of the environment: {}", env.how);
+        }
+    }
 }
 
 /// The loader contract: the plan's for one lazy library, each library's own for several.

@@ -68,7 +68,7 @@ pub enum Command {
     Inspect(InspectArgs),
     /// The verdict and the proposed outputs: core, lazy library (magma/nomagma), optional payload.
     #[command(
-        after_help = "Exit codes: 0 CONFINED, 1 NOT CONFINED or NOT PRESENT, 2 bad input.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg plan libtorch-2.5.1-cuda126_h0_300.conda --lazy \\\n    libtorch_cuda_linalg.so --yaml"
+        after_help = "Exit codes: 0 CONFINED, 1 NOT CONFINED or NOT PRESENT, 2 bad input.\n\nExamples:\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl\n  splitpkg plan $CONDA_PREFIX --json --out plan.json\n  splitpkg plan libtorch-2.5.1-cuda126_h0_300.conda --lazy \\\n    libtorch_cuda_linalg.so --yaml\n  splitpkg plan torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl \\\n    --env-lock pylock.toml"
     )]
     Plan(PlanArgs),
     /// Generate conda-build and rattler-build recipes with magma/nomagma variants from a plan.

@@ -9,7 +9,7 @@ use splitpkg::error::Result;
 use splitpkg::output::write_atomic;
 use splitpkg::report::{self, Format, Paths};
 
-pub const REPORT_HELP: &str = "Any input may be left out: the page then says what is not known instead of guessing. Inputs from different trees (torch version, CUDA runtime, lazy-library or tree bytes that differ) are refused with exit 2 and nothing is written. An EMULATED smoke variant is labelled so wherever it appears. The same inputs give the same bytes.
+pub const REPORT_HELP: &str = "Any input may be left out: the page then says what is not known instead of guessing. The answer applies conda-forge's 2024 rule to the saving (below 600 MB not worth a user-facing variant, 600 MB to 2 GB a gray zone, 2 GB or more worth it) and names what the slim variant loses beside it. Inputs from different trees (torch version, CUDA runtime, lazy-library or tree bytes that differ) are refused with exit 2 and nothing is written. An EMULATED smoke variant is labelled so wherever it appears. The same inputs give the same bytes.
 
 Exit codes: 0 written, 2 bad input (not JSON, wrong schema, inputs from different trees) or usage, 3 internal error.
 
@@ -20,7 +20,9 @@ Examples:
   splitpkg report --plan plan.json --smoke smoke.json --format md --out \\
     report.md
   splitpkg plan torch/ --json --out plan.json && splitpkg report --plan \\
-    plan.json --out report.html";
+    plan.json --out report.html
+  splitpkg report --plan wheel-plan.json --env-lock pylock.toml --smoke \\
+    smoke.json --out report.html";
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum FormatArg {
@@ -42,6 +44,11 @@ pub struct ReportArgs {
     /// A pack report (`splitpkg pack --json`).
     #[arg(long, value_name = "FILE")]
     pack: Option<PathBuf>,
+    /// A PEP 751 lock of the planned wheel's environment (`pylock.toml`, as `uv pip compile
+    /// --format pylock.toml` writes it): the saving is also stated against the download of
+    /// everything the wheel pulls in. Needs --plan of a wheel.
+    #[arg(long, value_name = "FILE", requires = "plan")]
+    env_lock: Option<PathBuf>,
     /// Where to write the page (atomically).
     #[arg(long, short, value_name = "FILE")]
     out: PathBuf,
@@ -56,6 +63,7 @@ pub fn report(a: ReportArgs) -> Result<Exit> {
         smoke: a.smoke,
         fatbin: a.fatbin,
         pack: a.pack,
+        env_lock: a.env_lock,
     };
     let format = match a.format {
         FormatArg::Html => Format::Html,

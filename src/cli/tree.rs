@@ -44,6 +44,12 @@ pub struct PlanArgs {
     /// YAML of the same document.
     #[arg(long)]
     yaml: bool,
+    /// A PEP 751 lock of the wheel's environment (`pylock.toml`; the plan prints the `uv pip
+    /// compile` command that writes it): the saving is then also stated against the download of
+    /// everything the wheel pulls in. A wheel input only; an installed environment is measured on
+    /// disk without it.
+    #[arg(long, value_name = "FILE")]
+    env_lock: Option<PathBuf>,
     /// Write to FILE (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -104,6 +110,7 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
         mut target,
         json,
         yaml,
+        env_lock,
         out,
     } = a;
     // site-packages/torch of a conda environment links its libraries to PREFIX/lib: the verdict is
@@ -119,6 +126,11 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
     let mut planned =
         pipeline::plan_tree(&target.request(Extras::default()), &Progress::new(!quiet))?;
     planned.plan.stamp = provenance::Stamp::reproducible();
+    planned.plan.saving.environment = splitpkg::analysis::environment::measure(
+        &planned.plan,
+        &planned.inspection.tree,
+        env_lock.as_deref(),
+    )?;
     let plan = &planned.plan;
     let text = if json {
         to_json(plan)?

@@ -5,13 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{
-    Answer, BackendLine, ByteBar, Change, Failure, FatbinBar, FatbinTotals, Lost, LostOp,
-    PackageLine, Proof, Provenance, Report, RoutingLine, Saving, SlimSmoke, VariantLine,
+    Answer, BackendLine, ByteBar, Change, EnvironmentLine, Failure, FatbinBar, FatbinTotals, Lost,
+    LostOp, PackageLine, Proof, Provenance, Report, RoutingLine, Rule, Saving, SlimSmoke,
+    VariantLine, Worth,
 };
 use super::{
     Inputs, NO_DATE, NOT_RECORDED, SAME_WITHIN, bytes as bytes_text, file_name, fmt_ms, fmt_ratio,
 };
-use crate::analysis::plan::{Plan, Role};
+use crate::analysis::plan::{EnvSource, Environment, Plan, Role};
 use crate::analysis::verdict::{PayloadForm, Verdict, WarningKind};
 use crate::provenance::Tool;
 use crate::smoke::cases::Preference;
@@ -60,23 +61,31 @@ pub fn build(inputs: &Inputs) -> Report {
     };
     let mut unknown = src.unknown(slim_smoke, &routing, &backend);
     let provenance = provenance(inputs, &mut unknown);
+    let slim_real = (slim_smoke == SlimSmoke::Real).then(|| src.lost());
+    let routing_moved: Vec<RoutingLine> = routing
+        .iter()
+        .filter(|l| l.change.moved())
+        .cloned()
+        .collect();
+    let worth = saving.as_ref().map(|s| Worth::of(s.bytes));
+    let rule = saving
+        .as_ref()
+        .zip(worth)
+        .map(|(s, w)| rule(s, w, slim_real.as_ref(), &routing_moved, &failures));
     Report {
         title: src.title(),
         answer,
-        headline: answer.headline(),
+        headline: headline(answer, worth, saving.as_ref()),
+        rule,
         dep_upper: src.dep.to_uppercase(),
         saving,
         byte_bars,
         payload_static_in_lazy: src.payload_static_in_lazy(),
         platform: src.platform(),
         slim_smoke,
-        slim_real: (slim_smoke == SlimSmoke::Real).then(|| src.lost()),
+        slim_real,
         slim_emulated: slim_smoke == SlimSmoke::Emulated,
-        routing_moved: routing
-            .iter()
-            .filter(|l| l.change.moved())
-            .cloned()
-            .collect(),
+        routing_moved,
         routing,
         same_within_percent: format!("{:.0}", (SAME_WITHIN - 1.0) * 100.0),
         backend,
@@ -407,23 +416,46 @@ impl Sources<'_> {
                 e.join(", ")
             )
         };
-        let env_bytes = p.input.bytes;
-        let percent = if env_bytes > 0 {
-            bytes as f64 * 100.0 / env_bytes as f64
+        let tree_bytes = p.input.bytes;
+        let percent = if tree_bytes > 0 {
+            bytes as f64 * 100.0 / tree_bytes as f64
         } else {
             0.0
         };
         Some(Saving {
             bytes,
-            env_bytes,
+            tree_bytes,
             percent,
             how: format!("{how}{external_note}"),
             size: bytes_text(bytes),
-            env_size: bytes_text(env_bytes),
+            tree_size: bytes_text(tree_bytes),
             percent_text: format!("{percent:.2}"),
+            environment: self.environment_line(p, bytes),
         })
     }
 
+    /// The saving against the environment the plan measured (`bytes`: the installed saving this
+    /// page states, which an on-disk figure is recomputed with), or why it is not known.
+    fn environment_line(&self, p: &Plan, bytes: u64) -> EnvironmentLine {
+        let Some(env) = &p.saving.environment else {
+            let requirement = crate::analysis::environment::requirement(p).or_else(|| {
+                self.smoke
+                    .and_then(|s| s.variants.iter().find_map(|v| v.torch_version()))
+                    .map(|v| format!("torch=={}", super::public_version(&v)))
+            });
+            return EnvironmentLine {
+                percent_text: None,
+                figures: None,
+                measure: None,
+                lower_bound: false,
+                how: format!(
+                    "not known: the plan does not measure the environment (a plan of an installed environment measures it on disk; a plan of the wheel with --env-lock from `{}`, or report --env-lock, gives its download)",
+                    crate::analysis::environment::lock_command(requirement.as_deref(), None)
+                ),
+            };
+        };
+        environment_line(env, bytes)
+    }
     // ---- fatbin ----
 
     /// Stored device code per architecture (sorted by architecture number) and the totals.
@@ -534,6 +566,128 @@ impl Sources<'_> {
             unknown.push("Package (.conda) sizes: not known (no --pack).".into());
         }
         unknown
+    }
+}
+
+/// The plan's environment figure as printed; an on-disk one is recomputed with the page's
+/// installed saving `bytes` (a smoke run may have measured it), a download one keeps the plan's
+/// compressed saving.
+fn environment_line(env: &Environment, bytes: u64) -> EnvironmentLine {
+    let saving = match env.source {
+        EnvSource::Disk => Some(bytes),
+        EnvSource::Lock | EnvSource::NotKnown => env.saving_bytes,
+    };
+    let (Some(total), Some(saving), EnvSource::Lock | EnvSource::Disk) =
+        (env.bytes, saving, env.source)
+    else {
+        return EnvironmentLine {
+            percent_text: None,
+            figures: None,
+            measure: None,
+            lower_bound: false,
+            how: env.how.clone(),
+        };
+    };
+    let percent = if total > 0 {
+        saving as f64 * 100.0 / total as f64
+    } else {
+        0.0
+    };
+    let measure = match env.source {
+        EnvSource::Lock => format!(
+            "download sizes, compressed, from {}",
+            env.path.as_deref().map_or("the lock", file_name)
+        ),
+        _ => "installed, on disk".to_string(),
+    };
+    EnvironmentLine {
+        percent_text: Some(format!("{percent:.2}")),
+        figures: Some(format!("{} of {}", bytes_text(saving), bytes_text(total))),
+        measure: Some(measure),
+        lower_bound: env.lower_bound,
+        how: env.how.clone(),
+    }
+}
+
+/// A byte count in the decimal megabytes the rule is stated in: `52.9 MB`.
+fn decimal_mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+/// The saving rule's outcome ([`Worth`], conda-forge 2024) and what it is weighed against: what
+/// the real slim variant loses, op by op.
+fn rule(
+    saving: &Saving,
+    worth: Worth,
+    lost: Option<&Lost>,
+    moved: &[RoutingLine],
+    failures: &[Failure],
+) -> Rule {
+    let mut losses = Vec::new();
+    for l in lost.map(|l| l.default.as_slice()).unwrap_or_default() {
+        losses.push(format!(
+            "{} stops working under the default backend ({} case(s))",
+            l.op, l.cases
+        ));
+    }
+    // Explicit preferences, one line per backend: a user who asks for it loses these ops.
+    let mut explicit: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for l in lost.map(|l| l.explicit.as_slice()).unwrap_or_default() {
+        explicit.entry(&l.preference).or_default().push(&l.op);
+    }
+    for (preference, ops) in explicit {
+        losses.push(format!(
+            "{} op(s) fail when {preference} is asked for explicitly ({})",
+            ops.len(),
+            ops.join(", ")
+        ));
+    }
+    for r in moved {
+        match (r.change, &r.ratio_text) {
+            (Change::Slower, Some(ratio)) => {
+                losses.push(format!("{} {ratio} slower by default routing", r.item))
+            }
+            (Change::Failed, _) => losses.push(format!("{} fails by default routing", r.item)),
+            _ => {}
+        }
+    }
+    if !failures.is_empty() {
+        losses.push(format!(
+            "{} failure(s) in the smoke run (see Failures)",
+            failures.len()
+        ));
+    }
+    Rule {
+        rule: Worth::RULE,
+        outcome: worth.label(),
+        saving: format!("{} = {}", saving.size, decimal_mb(saving.bytes)),
+        losses,
+        losses_known: lost.is_some(),
+    }
+}
+
+/// The answer in one line: the proof's answer, with the saving rule's outcome where it decides
+/// (a confined payload whose slim variant did not fail).
+fn headline(answer: Answer, worth: Option<Worth>, saving: Option<&Saving>) -> String {
+    let size = saving.map(|s| decimal_mb(s.bytes)).unwrap_or_default();
+    let tested = match answer {
+        Answer::Yes => "and a real slim variant works",
+        _ => "(no real slim variant was smoke-tested)",
+    };
+    match (answer, worth) {
+        (Answer::Yes | Answer::YesUntested, Some(Worth::NotWorthIt)) => format!(
+            "NOT WORTH IT: the payload is confined to a lazily loaded library {tested}, but a slim environment saves {size}: below 600 MB, which conda-forge (2024) found not worth a user-facing variant"
+        ),
+        (Answer::Yes | Answer::YesUntested, Some(Worth::GrayZone)) => format!(
+            "GRAY ZONE: the payload is confined to a lazily loaded library {tested}; a slim environment saves {size}, between 600 MB and 2 GB (conda-forge 2024): weigh it against what the slim variant loses"
+        ),
+        (Answer::Yes, Some(Worth::WorthIt)) => format!(
+            "YES: the payload is confined to a lazily loaded library, a real slim variant works, and a slim environment saves {size}: 2 GB or more, worth a variant (conda-forge 2024)"
+        ),
+        (Answer::YesUntested, Some(Worth::WorthIt)) => format!(
+            "YES, UNTESTED: the payload is confined and a slim environment saves {size} (2 GB or more, worth a variant by conda-forge 2024), but no real slim variant was smoke-tested"
+        ),
+        _ => answer.headline().to_string(),
     }
 }
 

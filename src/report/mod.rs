@@ -54,6 +54,9 @@ pub struct Paths {
     pub smoke: Option<PathBuf>,
     pub fatbin: Option<PathBuf>,
     pub pack: Option<PathBuf>,
+    /// A PEP 751 lock of the planned wheel's environment (`--env-lock`): the saving is then stated
+    /// against its download sizes too ([`crate::analysis::environment::from_lock`]).
+    pub env_lock: Option<PathBuf>,
 }
 
 /// A document and the name it is shown under (its path as given).
@@ -107,7 +110,33 @@ pub fn load(paths: &Paths) -> Result<Inputs> {
         pack: load_doc(paths.pack.as_deref())?,
     };
     check_same_tree(&inputs)?;
+    let mut inputs = inputs;
+    if let Some(lock) = &paths.env_lock {
+        with_lock(&mut inputs, lock)?;
+    }
     Ok(inputs)
+}
+
+/// The plan's environment figure from a lock: the plan of a wheel records what a lock is
+/// compared with (its tags, its size, the saving's compressed bytes), so the page needs no tree.
+fn with_lock(inputs: &mut Inputs, lock: &Path) -> Result<()> {
+    let plan = inputs.plan.as_mut().ok_or_else(|| {
+        Error::Usage("report: --env-lock needs --plan (the plan of the wheel it locks)".into())
+    })?;
+    let wheel = plan
+        .doc
+        .saving
+        .environment
+        .as_ref()
+        .and_then(|e| e.wheel.clone())
+        .ok_or_else(|| {
+            Error::bad(
+                &plan.file,
+                "--env-lock needs the plan of a wheel with a saving, made by this version of `splitpkg plan` (it records the wheel's tags and compressed saving)",
+            )
+        })?;
+    plan.doc.saving.environment = Some(crate::analysis::environment::from_lock(&wheel, lock)?);
+    Ok(())
 }
 
 // ---- tree identity ----

@@ -8,6 +8,45 @@ use serde::Serialize;
 use crate::smoke::Verdict as SmokeResult;
 use crate::smoke::eval::CheckStatus;
 
+/// The rule `report`'s answer and the feedstock description apply to a saving, from conda-forge's 2024 discussion of the
+/// MAGMA split (rgommers, conda-forge/pytorch-cpu-feedstock#275): 385 MB measured was not worth
+/// a user-facing knob, about 600 MB is the lower end of a gray zone, 2 GB clearly worth it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Worth {
+    NotWorthIt,
+    GrayZone,
+    WorthIt,
+}
+
+/// Lower end of the gray zone, and where a saving is clearly worth a variant (decimal bytes, as
+/// the discussion's "MB" and "GB").
+pub const GRAY_FROM: u64 = 600_000_000;
+pub const WORTH_FROM: u64 = 2_000_000_000;
+
+impl Worth {
+    /// The rule in one sentence, with where it comes from.
+    pub const RULE: &'static str = "conda-forge's 2024 rule for the MAGMA split (rgommers, conda-forge/pytorch-cpu-feedstock#275): below 600 MB not worth a user-facing variant (385 MB measured was not), 600 MB to 2 GB a gray zone, 2 GB or more worth it";
+
+    pub fn of(bytes: u64) -> Worth {
+        match bytes {
+            b if b >= WORTH_FROM => Worth::WorthIt,
+            b if b >= GRAY_FROM => Worth::GrayZone,
+            _ => Worth::NotWorthIt,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Worth::NotWorthIt => {
+                "not worth it (below 600 MB: conda-forge found 385 MB not worth a user-facing knob)"
+            }
+            Worth::GrayZone => "gray zone (600 MB to 2 GB)",
+            Worth::WorthIt => "worth it (2 GB or more)",
+        }
+    }
+}
+
 /// Whether the package should (can) split out the payload, from what the inputs show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
@@ -217,20 +256,53 @@ pub struct Provenance {
     pub date: String,
 }
 
-/// Bytes a slim environment does not install.
+/// Bytes a slim environment does not install, against the tree and against the environment a
+/// user installs.
 #[derive(Debug, Clone, Serialize)]
 pub struct Saving {
     #[serde(skip)]
     pub bytes: u64,
     #[serde(skip)]
-    pub env_bytes: u64,
+    pub tree_bytes: u64,
     #[serde(skip)]
     pub percent: f64,
     pub how: String,
     /// The figures as printed: `50.5 MiB (52,908,537 B)`, `5.29`.
     pub size: String,
-    pub env_size: String,
+    pub tree_size: String,
     pub percent_text: String,
+    /// Against the environment: measured, or why not and how to get it.
+    pub environment: EnvironmentLine,
+}
+
+/// The saving against the environment a user installs, as printed.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvironmentLine {
+    /// `1.35` (absent when not known); an upper bound when `lower_bound`.
+    pub percent_text: Option<String>,
+    /// The saving and the environment in the same measure: `36.4 MiB (…) of 2.7 GiB (…)`.
+    pub figures: Option<String>,
+    /// `download sizes from pylock.toml` / `on disk`.
+    pub measure: Option<String>,
+    pub lower_bound: bool,
+    /// How it was found, or why it is not known and how to get it.
+    pub how: String,
+}
+
+/// The rule the answer applied to the saving, and what it was weighed against.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rule {
+    /// The rule, in one sentence ([`Worth::RULE`]).
+    pub rule: &'static str,
+    /// [`Worth::label`] of the saving.
+    pub outcome: &'static str,
+    /// The installed saving the rule was applied to, as printed.
+    pub saving: String,
+    /// What the slim variant loses, one line each (ops that stop working, ops slower or failing
+    /// by default routing, failures); empty with `losses_known` when it loses nothing measured.
+    pub losses: Vec<String>,
+    /// Whether a real slim variant's smoke run says what it loses.
+    pub losses_known: bool,
 }
 
 /// The proof, from the plan.
@@ -254,7 +326,11 @@ pub struct Report {
     pub title: String,
     #[serde(skip)]
     pub answer: Answer,
-    pub headline: &'static str,
+    /// The answer in one line: [`Answer::headline`], with the saving rule's outcome where there
+    /// is a saving.
+    pub headline: String,
+    /// The saving rule applied; absent without a saving.
+    pub rule: Option<Rule>,
     pub dep: String,
     /// The payload's name as the title shows it (`MAGMA`).
     pub dep_upper: String,

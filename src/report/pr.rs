@@ -8,47 +8,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use super::model::Worth;
 use super::model::{LostOp, RoutingLine};
 use super::{Inputs, Loaded};
 use crate::error::{Error, Result};
 use crate::recipe::feedstock::{CiConfig, Summary};
 use crate::smoke::SmokeReport;
-
-/// The rule the description applies to a saving, from conda-forge's 2024 discussion of the
-/// MAGMA split (rgommers, conda-forge/pytorch-cpu-feedstock#275): 385 MB measured was not worth
-/// a user-facing knob, about 600 MB is the lower end of a gray zone, 2 GB clearly worth it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Worth {
-    NotWorthIt,
-    GrayZone,
-    WorthIt,
-}
-
-/// Lower end of the gray zone, and where a saving is clearly worth a variant (decimal bytes, as
-/// the discussion's "MB" and "GB").
-pub const GRAY_FROM: u64 = 600_000_000;
-pub const WORTH_FROM: u64 = 2_000_000_000;
-
-impl Worth {
-    pub fn of(bytes: u64) -> Worth {
-        match bytes {
-            b if b >= WORTH_FROM => Worth::WorthIt,
-            b if b >= GRAY_FROM => Worth::GrayZone,
-            _ => Worth::NotWorthIt,
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Worth::NotWorthIt => {
-                "not worth it (below 600 MB: conda-forge found 385 MB not worth a user-facing knob)"
-            }
-            Worth::GrayZone => "gray zone (600 MB to 2 GB)",
-            Worth::WorthIt => "worth it (2 GB or more)",
-        }
-    }
-}
 
 /// A payload package measured for one CUDA version (`--pr-payload 13.0=libmagma-….conda`).
 #[derive(Debug, Clone)]

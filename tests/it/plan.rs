@@ -508,3 +508,360 @@ fn testkit_scenarios_through_the_cli() {
         "{text}"
     );
 }
+
+// ---- the saving against the environment a user installs (issue 53 item 5) ----
+
+/// The pip-like fixture as a wheel named with its tags, as pip downloads it.
+fn fixture_wheel(dir: &std::path::Path) -> std::path::PathBuf {
+    let whl = dir.join("torch-2.5.1-cp311-cp311-manylinux_2_28_x86_64.whl");
+    make_pip_wheel(
+        &fixture("pip-like"),
+        &whl,
+        "cp311-cp311-manylinux_2_28_x86_64",
+        false,
+    );
+    whl
+}
+
+/// A PEP 751 lock as uv writes one, with the given `[[packages]]` tables.
+fn lock(dir: &std::path::Path, packages: &str) -> std::path::PathBuf {
+    let p = dir.join("pylock.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "lock-version = \"1.0\"\ncreated-by = \"uv\"\nrequires-python = \">=3.11\"\n{packages}"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn wheel_entry(file: &str, size: Option<u64>) -> String {
+    let size = size.map(|s| format!(", size = {s}")).unwrap_or_default();
+    format!("{{ url = \"https://files.example/{file}\"{size}, hashes = {{ sha256 = \"00\" }} }}")
+}
+
+/// The stored (compressed) and installed bytes of one member of a wheel, read with the zip crate.
+fn member_sizes(whl: &std::path::Path, name: &str) -> (u64, u64) {
+    let mut z = zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap();
+    let f = z.by_name(name).unwrap();
+    (f.compressed_size(), f.size())
+}
+
+#[test]
+fn a_wheel_with_a_lock_states_the_saving_against_its_download() {
+    let d = tempfile::tempdir().unwrap();
+    let whl = fixture_wheel(d.path());
+    // Sizes are those of real files: the fixture's own libraries stand in for CUDA wheels.
+    let size = |f: &str| {
+        std::fs::metadata(fixture("pip-like").join(f))
+            .unwrap()
+            .len()
+    };
+    let (cublas, cusolver) = (
+        size("torch/lib/libtorch_cuda.so"),
+        size("torch/lib/libtorch_cpu.so"),
+    );
+    let packages = [
+        // The input itself: its own file counts, not the lock's entry.
+        (
+            "torch",
+            "2.5.1",
+            wheel_entry("torch-2.5.1-cp311-cp311-manylinux_2_28_x86_64.whl", Some(1)),
+        ),
+        (
+            "nvidia-cublas",
+            "13.1.0.3",
+            wheel_entry(
+                "nvidia_cublas-13.1.0.3-py3-none-manylinux_2_27_x86_64.whl",
+                Some(cublas),
+            ),
+        ),
+        (
+            "nvidia-cusolver",
+            "12.0.4.66",
+            wheel_entry(
+                "nvidia_cusolver-12.0.4.66-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+                Some(cusolver),
+            ),
+        ),
+        // Not for this platform: an installer here does not take it.
+        (
+            "only-arm",
+            "1.0",
+            wheel_entry(
+                "only_arm-1.0-py3-none-manylinux_2_28_aarch64.whl",
+                Some(1 << 30),
+            ),
+        ),
+        // The index states no size: unknown, and the figure is a lower bound.
+        (
+            "no-size",
+            "1.0",
+            wheel_entry("no_size-1.0-py3-none-any.whl", None),
+        ),
+    ];
+    let mut text: String = packages
+        .iter()
+        .map(|(n, v, w)| {
+            format!("\n[[packages]]\nname = \"{n}\"\nversion = \"{v}\"\nwheels = [{w}]\n")
+        })
+        .collect();
+    text.push_str("\n[[packages]]\nname = \"sdist-only\"\nversion = \"2.0\"\nsdist = { url = \"https://files.example/sdist_only-2.0.tar.gz\", size = 10 }\n");
+    let lock = lock(d.path(), &text);
+    let o = run(&["plan", "--json", "-q", s(&whl), "--env-lock", s(&lock)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = json(&o);
+    assert_valid("docs/plan.schema.json", &p);
+    let env = &p["saving"]["environment"];
+    let whl_len = std::fs::metadata(&whl).unwrap().len();
+    assert_eq!(env["source"], "lock", "{env:#}");
+    assert_eq!(env["bytes"], whl_len + cublas + cusolver, "{env:#}");
+    assert_eq!(env["counted"], 3, "{env:#}");
+    assert_eq!(env["lower_bound"], true);
+    assert_eq!(strings(&env["unknown"]), ["no-size 1.0", "sdist-only 2.0"]);
+    // The saving in the wheel's own measure: the lazy library's stored bytes in proportion to its
+    // payload share (the payload is linked into it statically).
+    let (stored, installed) = member_sizes(&whl, "torch/lib/libtorch_cuda_linalg.so");
+    let saving = p["saving"]["bytes"].as_u64().unwrap();
+    let compressed = (stored as u128 * saving as u128 / installed as u128) as u64;
+    assert_eq!(env["saving_bytes"], compressed, "{env:#}");
+    let percent =
+        (compressed as f64 * 10000.0 / (whl_len + cublas + cusolver) as f64).round() / 100.0;
+    assert_eq!(env["percent"].as_f64().unwrap(), percent);
+    assert!(
+        env["how"]
+            .as_str()
+            .unwrap()
+            .contains("1 locked package(s) only for other platforms"),
+        "{env:#}"
+    );
+    // The tree-relative figure stays beside it.
+    assert!(p["saving"]["percent_of_tree"].as_f64().unwrap() > percent);
+    let text = stdout(&run(&["plan", "-q", s(&whl), "--env-lock", s(&lock)]));
+    assert!(
+        text.contains(&format!("of the environment: at most {percent:.2} %")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_wheel_without_a_lock_says_the_environment_is_not_known_and_how_to_lock_it() {
+    let d = tempfile::tempdir().unwrap();
+    let whl = fixture_wheel(d.path());
+    let p = json(&run(&["plan", "--json", "-q", s(&whl)]));
+    let env = &p["saving"]["environment"];
+    assert_eq!(env["source"], "not-known", "{env:#}");
+    assert!(env["bytes"].is_null());
+    let command = "echo torch==2.5.1 | uv pip compile - --format pylock.toml --python-platform x86_64-manylinux_2_28 --python-version 3.11 -o pylock.toml";
+    assert_eq!(env["wheel"]["lock_command"], command, "{env:#}");
+    assert!(env["how"].as_str().unwrap().contains(command), "{env:#}");
+    let text = stdout(&run(&["plan", "-q", s(&whl)]));
+    assert!(text.contains("of the environment: not known"), "{text}");
+}
+
+/// A lock that is hostile, broken or of another version is refused with one line naming it, exit
+/// 2, and nothing is written.
+#[test]
+fn a_bad_lock_is_refused_in_one_line_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let whl = fixture_wheel(d.path());
+    let cases: [(&str, &str); 6] = [
+        (
+            "other-version.toml",
+            "lock-version = \"1.0\"\n[[packages]]\nname = \"torch\"\nversion = \"2.6.0\"\n",
+        ),
+        ("not-toml.toml", "lock-version = \"1.0\"\n[[packages]\n"),
+        ("version-2.toml", "lock-version = \"2.0\"\n"),
+        (
+            "control.toml",
+            "lock-version = \"1.0\"\n[[packages]]\nname = \"evil\\u001b[31m\"\n",
+        ),
+        (
+            "negative.toml",
+            "lock-version = \"1.0\"\n[[packages]]\nname = \"x\"\nwheels = [{ name = \"x-1-py3-none-any.whl\", size = -5 }]\n",
+        ),
+        (
+            "huge.toml",
+            "lock-version = \"1.0\"\n[[packages]]\nname = \"x\"\nwheels = [{ name = \"x-1-py3-none-any.whl\", size = 9000000000000000 }]\n",
+        ),
+    ];
+    let out = d.path().join("plan.json");
+    for (name, text) in cases {
+        let lock = d.path().join(name);
+        std::fs::write(&lock, text).unwrap();
+        let o = run(&[
+            "plan",
+            "--json",
+            "-q",
+            s(&whl),
+            "--env-lock",
+            s(&lock),
+            "--out",
+            s(&out),
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
+        assert!(err.contains(name), "{name}: {err}");
+        assert!(!err.contains('\u{1b}'), "{name}: {err}");
+        assert!(!out.exists(), "{name}: nothing written");
+    }
+    // A FIFO is never opened for reading; a directory input has no download to compare.
+    let fifo = d.path().join("fifo.toml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = run(&["plan", "-q", s(&whl), "--env-lock", s(&fifo)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let lock = lock(d.path(), "");
+    let o = run(&[
+        "plan",
+        "-q",
+        s(&fixture("conda-like")),
+        "--env-lock",
+        s(&lock),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("needs a wheel"), "{}", stderr(&o));
+}
+
+/// Regular files under `dir`, each inode once, summed as an independent count (`find` and `sort
+/// -u` over inode numbers).
+fn bytes_by_find(dir: &std::path::Path) -> u64 {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("find \"$1\" -type f -printf '%i %s\\n' | sort -u | awk '{s += $2} END {print s}'")
+        .arg("sh")
+        .arg(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+}
+
+#[test]
+fn an_installed_environment_is_measured_on_disk_with_hard_links_once() {
+    let d = tempfile::tempdir().unwrap();
+    // A venv: pyvenv.cfg at the root, site-packages three levels down, an interpreter in bin/.
+    let venv = d.path().join("venv");
+    let lib = venv.join("lib/python3.11");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::copy(
+        fixture("pip-like/torch/lib/libtorch_cpu.so"),
+        venv.join("bin/python3.11"),
+    )
+    .unwrap();
+    let sp = site_packages(&lib, 3, &["torch/lib/libtorch_cuda_linalg.so"]);
+    // One file under two names, and a symlink to a big file outside the environment.
+    let data = sp.join("torch/data.bin");
+    std::fs::write(&data, vec![7u8; 100_000]).unwrap();
+    std::fs::hard_link(&data, sp.join("torch/data-again.bin")).unwrap();
+    let outside = d.path().join("outside.bin");
+    std::fs::write(&outside, vec![0u8; 1 << 20]).unwrap();
+    std::os::unix::fs::symlink(&outside, sp.join("torch/outside.bin")).unwrap();
+    let p = json(&run_path(&["plan", "--json", "--quiet"], &sp));
+    assert_valid("docs/plan.schema.json", &p);
+    let env = &p["saving"]["environment"];
+    assert_eq!(env["source"], "disk", "{env:#}");
+    assert_eq!(env["path"], s(&venv.canonicalize().unwrap()), "{env:#}");
+    let expected = bytes_by_find(&venv);
+    assert_eq!(env["bytes"], expected, "{env:#}");
+    // The interpreter outside site-packages counts; the tree (site-packages) is smaller.
+    assert!(expected > p["input"]["bytes"].as_u64().unwrap());
+    let saving = p["saving"]["bytes"].as_u64().unwrap();
+    assert_eq!(env["saving_bytes"], saving);
+    let percent = (saving as f64 * 10000.0 / expected as f64).round() / 100.0;
+    assert_eq!(env["percent"].as_f64().unwrap(), percent);
+    let text = stdout(&run_path(&["plan", "--quiet"], &sp));
+    assert!(
+        text.contains(&format!("of the environment: {percent:.2} %")),
+        "{text}"
+    );
+    assert!(text.contains("on disk"), "{text}");
+}
+
+/// The real torch 2.11 wheel against a lock of its real environment, written by uv from the
+/// public index: several GB, and the saving about 1 % of it.
+#[test]
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "full tier, corpus and the public index: cargo test --release --features full-tests"
+)]
+fn the_torch_2_11_wheel_saves_about_one_percent_of_its_environment() {
+    let (whl, _) = corpus("torch-2.11.0-cu130", false);
+    let d = tempfile::tempdir().unwrap();
+    let uv = wheel_tools().join("bin/uv");
+    let mut child = Command::new(&uv)
+        .current_dir(d.path())
+        .args([
+            "pip",
+            "compile",
+            "-",
+            "--format",
+            "pylock.toml",
+            "--python-platform",
+            "x86_64-manylinux_2_28",
+            "--python-version",
+            "3.11",
+            "-o",
+            "pylock.toml",
+            "-q",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"torch==2.11.0\n")
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "uv pip compile");
+    let lock = d.path().join("pylock.toml");
+    let out = d.path().join("plan.json");
+    let o = run(&[
+        "plan",
+        "--json",
+        "-q",
+        s(&whl),
+        "--env-lock",
+        s(&lock),
+        "--out",
+        s(&out),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let env = &p["saving"]["environment"];
+    eprintln!(
+        "torch 2.11 environment: {env:#}\nsaving: {:#}",
+        p["saving"]["bytes"]
+    );
+    assert_eq!(env["source"], "lock");
+    assert_eq!(env["lower_bound"], false, "PyPI states every size: {env:#}");
+    assert!(env["bytes"].as_u64().unwrap() > 2_000_000_000, "{env:#}");
+    let percent = env["percent"].as_f64().unwrap();
+    assert!((0.5..2.5).contains(&percent), "{percent}");
+    assert!(p["saving"]["percent_of_tree"].as_f64().unwrap() > 4.0);
+    // The report gives both figures from that plan, and the rule's answer: not worth it.
+    let page = d.path().join("r.md");
+    let o = run(&[
+        "report",
+        "--plan",
+        s(&out),
+        "--format",
+        "md",
+        "--out",
+        s(&page),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = std::fs::read_to_string(&page).unwrap();
+    assert!(m.contains(&format!("**{percent:.2} %**")), "{m}");
+    assert!(m.contains("NOT WORTH IT"), "{m}");
+}

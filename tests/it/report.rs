@@ -120,10 +120,36 @@ fn the_answer_comes_first_with_measured_numbers() {
     let charts = h.find("id=\"charts\"").unwrap();
     assert!(answer < charts);
     let first = &h[answer..charts];
-    assert!(first.contains("YES: the payload is confined"), "{first}");
-    // 53,532,193 (magma lazy library) − 623,656 (the real nomagma one, installed) = 52,908,537.
+    // 53,532,193 (magma lazy library) − 623,656 (the real nomagma one, installed) = 52,908,537:
+    // below conda-forge's 600 MB, so the answer is the rule's, with the rule named.
+    assert!(
+        first.contains("NOT WORTH IT: the payload is confined to a lazily loaded library and a real slim variant works, but a slim environment saves 52.9 MB"),
+        "{first}"
+    );
     assert!(first.contains("52,908,537 B"), "{first}");
-    assert!(first.contains("5.29 %"), "{first}");
+    assert!(first.contains("5.29 % of the tree"), "{first}");
+    assert!(
+        first.contains("Rule applied: conda-forge&#39;s 2024 rule"),
+        "{first}"
+    );
+    assert!(
+        first.contains("<strong>not worth it (below 600 MB"),
+        "{first}"
+    );
+    // The losses it was weighed against, next to it.
+    assert!(
+        first.contains(
+            "<li>cholesky_inverse 1024x64x64 float64 195.91× slower by default routing</li>"
+        ),
+        "{first}"
+    );
+    // The committed plan is of an unpacked tree: the environment is not known, and the page says
+    // how to lock it, pinned to the version the smoke run imported.
+    assert!(
+        first.contains("Of the environment a user installs: not known")
+            && first.contains("echo torch==2.11.0 | uv pip compile - --format pylock.toml"),
+        "{first}"
+    );
     assert!(
         first.contains("ldl_factor_hermitian"),
         "the op lost under default routing"
@@ -338,8 +364,9 @@ fn failures_are_shown_not_hidden() {
 #[test]
 fn an_emulated_variant_is_labelled_everywhere() {
     let h = html_of(&[("plan", plan()), ("smoke", smoke_emulated())]);
+    // Untested, and below the 600 MB rule: the answer says both.
     assert!(
-        h.contains("YES, UNTESTED"),
+        h.contains("NOT WORTH IT: the payload is confined to a lazily loaded library (no real slim variant was smoke-tested)"),
         "never presented as a real nomagma result"
     );
     assert!(h.contains("nomagma <span class=\"emulated\">EMULATED</span>"));
@@ -760,4 +787,158 @@ fn an_error_has_its_own_column_and_architectures_sort_by_number() {
         "{archs:?}"
     );
     assert!(pos("sm_120a elf") < pos("sm_121a elf"), "{archs:?}");
+}
+
+// ---- the saving rule (conda-forge 2024, `pr::Worth`) ----
+
+/// A plan of the conda-like fixture whose payload library is `payload_bytes` long (a sparse file:
+/// a real file of that size on disk, its ELF headers the fixture's), written as JSON.
+fn sized_plan(dir: &Path, payload_bytes: Option<u64>) -> (PathBuf, u64) {
+    let tree = dir.join("tree");
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixture("conda-like"))
+            .arg(&tree)
+            .status()
+            .unwrap()
+            .success()
+    );
+    if let Some(n) = payload_bytes {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(tree.join("lib/libmagma.so.2.8.0"))
+            .unwrap();
+        f.set_len(n).unwrap();
+    }
+    let out = dir.join("plan.json");
+    let o = run(&[
+        "plan",
+        "--json",
+        "-q",
+        tree.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let saving = read_json(&out)["saving"]["bytes"].as_u64().unwrap();
+    (out, saving)
+}
+
+/// The headline and rule line of a report of `plan` with the real smoke run's losses.
+fn answer_of(plan: &Path) -> String {
+    let d = tempfile::tempdir().unwrap();
+    let (code, m, err) = report(&[("plan", plan)], "md", &d.path().join("r.md"));
+    assert_eq!(code, 0, "{err}");
+    m.split("## Numbers").next().unwrap().to_string()
+}
+
+#[test]
+fn a_saving_below_600_mb_is_not_worth_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (plan, saving) = sized_plan(d.path(), None);
+    assert!(saving < 600_000_000);
+    let a = answer_of(&plan);
+    let mb = format!("{:.1} MB", saving as f64 / 1e6);
+    assert!(
+        a.contains(&format!("**NOT WORTH IT: the payload is confined to a lazily loaded library (no real slim variant was smoke-tested), but a slim environment saves {mb}: below 600 MB")),
+        "{a}"
+    );
+    assert!(a.contains("**not worth it (below 600 MB"), "{a}");
+    assert!(
+        a.contains("What the slim variant loses: not known (no real slim variant was run)"),
+        "{a}"
+    );
+}
+
+#[test]
+fn a_saving_from_600_mb_to_2_gb_is_the_gray_zone() {
+    let d = tempfile::tempdir().unwrap();
+    let (plan, saving) = sized_plan(d.path(), Some(700_000_000));
+    assert!((600_000_000..2_000_000_000).contains(&saving), "{saving}");
+    let a = answer_of(&plan);
+    let mb = format!("{:.1} MB", saving as f64 / 1e6);
+    assert!(
+        a.contains(&format!("**GRAY ZONE: the payload is confined to a lazily loaded library (no real slim variant was smoke-tested); a slim environment saves {mb}, between 600 MB and 2 GB")),
+        "{a}"
+    );
+    assert!(a.contains("**gray zone (600 MB to 2 GB)**"), "{a}");
+}
+
+#[test]
+fn a_saving_of_2_gb_or_more_is_worth_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (plan, saving) = sized_plan(d.path(), Some(2_100_000_000));
+    assert!(saving >= 2_000_000_000, "{saving}");
+    let a = answer_of(&plan);
+    let mb = format!("{:.1} MB", saving as f64 / 1e6);
+    assert!(
+        a.contains(&format!("**YES, UNTESTED: the payload is confined and a slim environment saves {mb} (2 GB or more")),
+        "{a}"
+    );
+    assert!(a.contains("**worth it (2 GB or more)**"), "{a}");
+}
+
+/// `report --env-lock` gives the download figure from a plan of a wheel alone; a plan of a tree
+/// cannot be compared with a lock (exit 2, one line naming it, nothing written).
+#[test]
+fn report_env_lock_states_the_download_figure_from_a_wheel_plan() {
+    let d = tempfile::tempdir().unwrap();
+    let whl = d
+        .path()
+        .join("torch-2.5.1-cp311-cp311-manylinux_2_28_x86_64.whl");
+    crate::common::make_pip_wheel(
+        &fixture("pip-like"),
+        &whl,
+        "cp311-cp311-manylinux_2_28_x86_64",
+        false,
+    );
+    let plan = d.path().join("plan.json");
+    let o = run(&[
+        "plan",
+        "--json",
+        "-q",
+        whl.to_str().unwrap(),
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A real file's size stands for the one dependency's wheel.
+    let dep = std::fs::metadata(fixture("pip-like/torch/lib/libtorch_cuda.so"))
+        .unwrap()
+        .len();
+    let lock = d.path().join("pylock.toml");
+    std::fs::write(
+        &lock,
+        format!("lock-version = \"1.0\"\n[[packages]]\nname = \"nvidia-cublas\"\nversion = \"13.1.0.3\"\nwheels = [{{ name = \"nvidia_cublas-13.1.0.3-py3-none-manylinux_2_27_x86_64.whl\", size = {dep} }}]\n"),
+    )
+    .unwrap();
+    let p = read_json(&plan);
+    let compressed = p["saving"]["environment"]["wheel"]["saving_bytes"]
+        .as_u64()
+        .unwrap();
+    let total = std::fs::metadata(&whl).unwrap().len() + dep;
+    let percent = compressed as f64 * 100.0 / total as f64;
+    let (code, m, err) = report(
+        &[("plan", &plan), ("env-lock", &lock)],
+        "md",
+        &d.path().join("r.md"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        m.contains(&format!(
+            "- Of the environment a user installs: **{percent:.2} %**"
+        )),
+        "{m}"
+    );
+    assert!(
+        m.contains("download sizes, compressed, from pylock.toml"),
+        "{m}"
+    );
+    let (tree_plan, _) = sized_plan(d.path(), None);
+    assert_refused(
+        &[("plan", &tree_plan), ("env-lock", &lock)],
+        &tree_plan,
+        "--env-lock needs the plan of a wheel",
+    );
 }
