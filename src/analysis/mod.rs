@@ -14,6 +14,7 @@ pub mod payload;
 pub mod pipeline;
 pub mod plan;
 pub mod providers;
+pub mod switch;
 // Compiled always (hidden from the docs) so the integration tests build their trees with the same
 // gcc scenarios as the unit tests; nothing in the binary calls it, so nothing of it is linked in.
 #[doc(hidden)]
