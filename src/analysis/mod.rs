@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod providers;
 pub mod pylock;
+pub mod switch;
 // Compiled always (hidden from the docs) so the integration tests build their trees with the same
 // gcc scenarios as the unit tests; nothing in the binary calls it, so nothing of it is linked in.
 #[doc(hidden)]

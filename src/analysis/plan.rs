@@ -107,6 +107,14 @@ pub struct SwitchTo {
     pub saves_bytes: i64,
     /// What to give pip or uv (a requirement, or a variant wheel's file name).
     pub install: String,
+    /// The command that switches, to run as printed (`analysis::switch`): pinned, from the
+    /// directory or index the wheels are in.
+    #[serde(default)]
+    pub command: String,
+    /// True when the environment does not record where the wheels came from and `plan --wheels`
+    /// was not given: `command` holds the placeholder `DIR`.
+    #[serde(default)]
+    pub needs_wheels: bool,
 }
 
 impl Installed {
@@ -116,6 +124,19 @@ impl Installed {
             [one] => Some(one),
             _ => None,
         }
+    }
+
+    /// The switch commands from `wheels` (`plan --wheels`), in place of the recorded source or
+    /// the placeholder. False when there is no switch to complete (no split's lazy wheel).
+    pub fn use_wheels(&mut self, wheels: &crate::analysis::switch::Wheels) -> bool {
+        let Some(owner) = self.sole_owner().cloned() else {
+            return false;
+        };
+        for t in &mut self.switch {
+            let c = crate::analysis::switch::command(&t.install, &owner, Some(wheels));
+            (t.command, t.needs_wheels) = (c.line, c.needs_wheels);
+        }
+        !self.switch.is_empty()
     }
 }
 
@@ -141,13 +162,14 @@ pub fn installed(
         return Ok(None);
     }
     let owners = crate::input::pip::owners(&tree.source, &dist_infos, lazy_path)?;
-    let marker = match owners.as_slice() {
-        [one] => one.marker.as_ref(),
-        _ => None,
+    let (owner, marker) = match owners.as_slice() {
+        [one] => (Some(one), one.marker.as_ref()),
+        _ => (None, None),
     };
     let variant = marker.map(|m| m.variant.clone());
-    let switch = marker
-        .map(|m| {
+    let switch = owner
+        .zip(marker)
+        .map(|(owner, m)| {
             let own = m
                 .variants
                 .iter()
@@ -157,10 +179,15 @@ pub fn installed(
             m.variants
                 .iter()
                 .filter(|v| v.name != m.variant)
-                .map(|v| SwitchTo {
-                    variant: v.name.clone(),
-                    saves_bytes: saves(own, v.library_bytes),
-                    install: v.install.clone(),
+                .map(|v| {
+                    let c = crate::analysis::switch::command(&v.install, owner, None);
+                    SwitchTo {
+                        variant: v.name.clone(),
+                        saves_bytes: saves(own, v.library_bytes),
+                        install: v.install.clone(),
+                        command: c.line,
+                        needs_wheels: c.needs_wheels,
+                    }
                 })
                 .collect()
         })

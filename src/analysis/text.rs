@@ -750,11 +750,18 @@ fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan:
                 } else {
                     format!("adds {}", human_bytes(t.saves_bytes.unsigned_abs()))
                 };
+                let needs = if t.needs_wheels {
+                    "needs --wheels DIR_OR_INDEX_URL (this environment does not record where the wheels came from; DIR below is a placeholder): "
+                } else {
+                    ""
+                };
+                // Built from checked names, versions and paths, each word quoted for the shell;
+                // escaped again, as everything read from the environment is.
                 let _ = writeln!(
                     s,
-                    "  switch to {}: {change}: {}",
+                    "  switch to {}: {change}: {needs}{}",
                     printable(&t.variant),
-                    switch_command(&t.install)
+                    printable(&t.command)
                 );
             }
         }
@@ -770,24 +777,5 @@ fn installed_text(s: &mut String, inst: &crate::analysis::plan::Installed, plan:
                 names.join(", ")
             );
         }
-    }
-}
-
-/// How to install another variant of an installed lazy wheel, as its marker names it. A
-/// requirement (`torch-cuda-linalg==2.11.0+0.nomagma`, the local-label layout) is pip's; a PEP 825
-/// variant wheel's file name is uv's alone in variant mode: pip reads the variant label as a build
-/// tag and refuses the file (`Invalid build number: cp311`, issue 53).
-fn switch_command(install: &str) -> String {
-    use crate::sanitize::shell_word;
-    if install.ends_with(".whl") {
-        format!(
-            "uv pip install --preview-features wheel-variants {} (in the directory that holds it; pip cannot install a variant wheel)",
-            shell_word(install)
-        )
-    } else {
-        format!(
-            "pip install {} (add --find-links or --index-url for the directory or index that has it)",
-            shell_word(install)
-        )
     }
 }

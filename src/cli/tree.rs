@@ -7,6 +7,7 @@ use clap::Args;
 use splitpkg::Exit;
 use splitpkg::analysis::inspect::{Extras, Inspection};
 use splitpkg::analysis::pipeline;
+use splitpkg::analysis::switch::Wheels;
 use splitpkg::analysis::text as report;
 use splitpkg::error::{Error, Result};
 use splitpkg::fatbin;
@@ -53,6 +54,12 @@ pub struct PlanArgs {
     /// Write to FILE (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// For a pip environment with a split's lazy wheel: where the split's wheels are (a directory,
+    /// or an http(s) URL of an index written by `splitpkg index`), so the printed switch commands
+    /// run as printed. Without it they use the directory the environment recorded (PEP 610
+    /// `direct_url.json`, for a wheel installed by its path), else the placeholder DIR.
+    #[arg(long, value_name = "DIR_OR_INDEX_URL")]
+    wheels: Option<String>,
 }
 
 #[derive(Args)]
@@ -112,7 +119,11 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
         yaml,
         env_lock,
         out,
+        wheels,
     } = a;
+    let wheels = wheels
+        .map(|w| Wheels::parse(&w).map_err(|e| Error::bad("--wheels", e)))
+        .transpose()?;
     // site-packages/torch of a conda environment links its libraries to PREFIX/lib: the verdict is
     // for the environment, whose libraries the process loads.
     if let Some((env, links, example)) = splitpkg::input::enclosing_env(&target.path) {
@@ -131,6 +142,22 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
         &planned.inspection.tree,
         env_lock.as_deref(),
     )?;
+    if let Some(w) = &wheels {
+        let used = planned
+            .plan
+            .installed
+            .as_mut()
+            .is_some_and(|i| i.use_wheels(w));
+        if !used {
+            return Err(Error::bad(
+                "--wheels",
+                format!(
+                    "{}: not a pip environment with a split's lazy wheel, so there is no switch command to complete",
+                    target.path.display()
+                ),
+            ));
+        }
+    }
     let plan = &planned.plan;
     let text = if json {
         to_json(plan)?

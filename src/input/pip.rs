@@ -68,6 +68,31 @@ pub struct Owner {
     pub marker: Option<VariantMarker>,
     /// `variant.json` (PEP 825) is present: installed from a variant wheel.
     pub pep825_variant: bool,
+    /// Which installer wrote it (its `INSTALLER` file): a switch command is given in its form.
+    #[serde(default)]
+    pub installer: Installer,
+    /// The directory that held the installed wheel, from PEP 610 `direct_url.json` (pip and uv
+    /// write it for a wheel installed by its path, not for one found through `--find-links` or an
+    /// index); absent when not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Its METADATA's exact `Requires-Dist` pins (`torch==2.5.1+split`: a lazy wheel pins its
+    /// core), repeated in a switch command so the core stays the split's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pins: Vec<String>,
+}
+
+/// The installer a dist-info's `INSTALLER` names.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Installer {
+    Pip,
+    Uv,
+    /// Another installer, or none recorded.
+    #[default]
+    Other,
 }
 
 /// The distributions installed in `root` whose RECORD lists `path`. Empty when `root` has no
@@ -103,31 +128,123 @@ pub fn owners(root: &Path, dist_infos: &[&str], path: &str) -> Result<Vec<Owner>
         let at = |why: String| Error::bad(meta_path.display(), why);
         sanitize::check_dist_name(&name).map_err(|why| at(format!("Name: {why}")))?;
         sanitize::check_version(&version).map_err(|why| at(format!("Version: {why}")))?;
-        let marker_path = dir.join(MARKER);
-        let marker = if std::fs::symlink_metadata(&marker_path).is_ok() {
-            let m: VariantMarker =
-                serde_json::from_str(&read_small(&marker_path)?).map_err(|e| {
-                    Error::bad_source(
-                        marker_path.display(),
-                        format!("not a {MARKER_SCHEMA} document"),
-                        e,
-                    )
-                })?;
-            m.check()
-                .map_err(|why| Error::bad(marker_path.display(), why))?;
-            (m.schema == MARKER_SCHEMA).then_some(m)
-        } else {
-            None
-        };
         out.push(Owner {
             dist_info: d.to_string(),
             name,
             version,
-            marker,
+            marker: marker(&dir)?,
             pep825_variant: dir.join("variant.json").is_file(),
+            installer: installer(&dir)?,
+            source: source(&dir)?,
+            pins: pins(&meta),
         });
     }
     Ok(out)
+}
+
+/// The `splitpkg wheel` marker in `dir`, checked; none when absent or of another schema.
+fn marker(dir: &Path) -> Result<Option<VariantMarker>> {
+    let marker_path = dir.join(MARKER);
+    if std::fs::symlink_metadata(&marker_path).is_err() {
+        return Ok(None);
+    }
+    let m: VariantMarker = serde_json::from_str(&read_small(&marker_path)?).map_err(|e| {
+        Error::bad_source(
+            marker_path.display(),
+            format!("not a {MARKER_SCHEMA} document"),
+            e,
+        )
+    })?;
+    m.check()
+        .map_err(|why| Error::bad(marker_path.display(), why))?;
+    Ok((m.schema == MARKER_SCHEMA).then_some(m))
+}
+
+/// `INSTALLER`'s first line: pip writes `pip`, uv `uv`.
+fn installer(dir: &Path) -> Result<Installer> {
+    let path = dir.join("INSTALLER");
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(Installer::Other);
+    }
+    Ok(match read_small(&path)?.lines().next().map(str::trim) {
+        Some("pip") => Installer::Pip,
+        Some("uv") => Installer::Uv,
+        _ => Installer::Other,
+    })
+}
+
+/// The exact pins among METADATA's `Requires-Dist` lines (`NAME==VERSION`, no marker or extra),
+/// each checked against the PyPA grammar (they are printed in a command); others are left out.
+fn pins(meta: &str) -> Vec<String> {
+    meta.lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.strip_prefix("Requires-Dist:"))
+        .filter_map(|r| {
+            let (name, version) = r.trim().split_once("==")?;
+            let (name, version) = (name.trim(), version.trim());
+            (sanitize::check_dist_name(name).is_ok() && sanitize::check_version(version).is_ok())
+                .then(|| format!("{name}=={version}"))
+        })
+        .collect()
+}
+
+/// The directory of the wheel a distribution was installed from, as PEP 610's `direct_url.json`
+/// records it: a `file://` URL of a `.whl`. Another URL (an archive on a server, a source tree)
+/// names no directory of wheels: none. A file that is not such a document, or a path with a
+/// control character (it would be printed in a command), is refused, naming the file.
+fn source(dir: &Path) -> Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct DirectUrl {
+        url: String,
+    }
+    let path = dir.join("direct_url.json");
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let d: DirectUrl = serde_json::from_str(&read_small(&path)?)
+        .map_err(|e| Error::bad_source(path.display(), "not a PEP 610 direct_url.json", e))?;
+    let Some(file) = d.url.strip_prefix("file://") else {
+        return Ok(None);
+    };
+    let file = percent_decode(file).ok_or_else(|| {
+        Error::bad(
+            path.display(),
+            format!("url {}: not a file URL", sanitize::quoted(&d.url)),
+        )
+    })?;
+    if file.chars().any(char::is_control) {
+        return Err(Error::bad(
+            path.display(),
+            format!(
+                "url {}: a control character in the path",
+                sanitize::quoted(&d.url)
+            ),
+        ));
+    }
+    let wheel = Path::new(&file);
+    if !wheel.is_absolute() || !file.ends_with(".whl") {
+        return Ok(None);
+    }
+    Ok(wheel.parent().map(|p| p.display().to_string()))
+}
+
+/// A URL path with its `%XX` escapes decoded; none when an escape is broken or the bytes are not
+/// UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The path column of a RECORD row (CSV; quoted when it holds a comma or a quote).
@@ -258,5 +375,22 @@ mod tests {
             Some("x.dist-info/RECORD")
         );
         assert_eq!(record_path(""), None);
+    }
+
+    #[test]
+    fn percent_escapes_decode_and_broken_ones_are_none() {
+        assert_eq!(
+            percent_decode("/w/a%20b/x%2B1.whl").as_deref(),
+            Some("/w/a b/x+1.whl")
+        );
+        assert_eq!(percent_decode("/w/%zz"), None);
+        assert_eq!(percent_decode("/w/%4"), None);
+        assert_eq!(percent_decode("/w/%ff"), None);
+    }
+
+    #[test]
+    fn only_exact_valid_pins_are_kept() {
+        let meta = "Name: x\nRequires-Dist: torch==2.5.1+split\nRequires-Dist: a>=1\nRequires-Dist: b==1; extra == 'x'\n\nRequires-Dist: c==1\n";
+        assert_eq!(pins(meta), vec!["torch==2.5.1+split".to_string()]);
     }
 }

@@ -534,3 +534,60 @@ pub fn system_pip() -> bool {
     }
     ok
 }
+
+/// A static server on 127.0.0.1 (an ephemeral port) serving `dir`; stopped when dropped.
+pub struct Server {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl Server {
+    pub fn start(dir: &Path) -> Server {
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                s(dir),
+                "0",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line);
+            let _ = tx.send(line);
+        });
+        // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
+        // Blocking: the server prints this line when it listens, or exits (an empty line), however
+        // long a loaded machine takes to start Python.
+        let line = rx.recv().unwrap_or_default();
+        let port = line
+            .split(" port ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string);
+        let Some(port) = port else {
+            let _ = child.kill();
+            panic!("http.server did not start: {line:?}");
+        };
+        Server {
+            child,
+            url: format!("http://127.0.0.1:{port}/"),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -261,10 +261,11 @@ fn variant_markers_that_would_print_commands_or_wrong_sizes_are_refused() {
     );
     let o = run_bounded(&["plan", s(&site), "--quiet"]);
     assert!(o.status.code() == Some(0), "{}", stderr(&o));
+    // Nothing records where the wheels are: the placeholder form, marked as needing --wheels.
     assert!(
-        stdout(&o).contains(
-            "switch to nomagma: saves 600 B: pip install torch-cuda-linalg==2.5.1+0.nomagma"
-        ),
+        stdout(&o).contains("switch to nomagma: saves 600 B: needs --wheels DIR_OR_INDEX_URL")
+            && stdout(&o)
+                .contains("): pip install --find-links DIR torch-cuda-linalg==2.5.1+0.nomagma\n"),
         "{}",
         stdout(&o)
     );
@@ -277,7 +278,7 @@ fn variant_markers_that_would_print_commands_or_wrong_sizes_are_refused() {
     assert!(o.status.code() == Some(0), "{}", stderr(&o));
     assert!(
         stdout(&o).contains(&format!(
-            "switch to nomagma: saves 600 B: uv pip install --preview-features wheel-variants {file}"
+            "): uv pip install --preview-features wheel-variants --find-links DIR DIR/{file}\n"
         )),
         "{}",
         stdout(&o)

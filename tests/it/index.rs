@@ -7,72 +7,15 @@
 
 use crate::common::*;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::SystemTime;
 
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
 const CORE: &str = "torch-2.5.1+split-cp311-cp311-linux_x86_64.whl";
 const MAGMA: &str = "torch_cuda_linalg-2.5.1+1.magma-cp311-cp311-linux_x86_64.whl";
 const SLIM: &str = "torch_cuda_linalg-2.5.1+0.nomagma-cp311-cp311-linux_x86_64.whl";
-
-/// A static server on 127.0.0.1 (an ephemeral port) serving `dir`; stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let mut child = Command::new("python3")
-            .args([
-                "-u",
-                "-m",
-                "http.server",
-                "--bind",
-                "127.0.0.1",
-                "--directory",
-                s(dir),
-                "0",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 -m http.server");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
-        // Blocking: the server prints this line when it listens, or exits (an empty line), however
-        // long a loaded machine takes to start Python.
-        let line = rx.recv().unwrap_or_default();
-        let port = line
-            .split(" port ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .map(str::to_string);
-        let Some(port) = port else {
-            let _ = child.kill();
-            panic!("http.server did not start: {line:?}");
-        };
-        Server {
-            child,
-            url: format!("http://127.0.0.1:{port}/"),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn nomagma_lib() -> PathBuf {
     fixture("conda-nomagma/lib/libtorch_cuda_linalg.so")

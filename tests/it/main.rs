@@ -17,6 +17,7 @@ mod feedstock;
 mod feedstock_hostile;
 mod generic;
 mod has_magma;
+mod hints;
 mod hostile_paths;
 mod hostile_strings;
 mod index;
