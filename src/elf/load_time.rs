@@ -20,8 +20,8 @@
 //! to the start of another function of the file (from `.eh_frame_hdr` or `.symtab`) is followed,
 //! as that function also runs at load. An exact GOT-slot or function-start hit by chance bytes
 //! is rare, and a chance hit can only add a name, never hide one. A tail call (`jmp rel32` or
-//! `jmp rel8` into a PLT stub or a function start) is followed as a call is. On AArch64 the same questions
-//! are asked of the addresses `ADRP` + `LDR`/`ADD` compute and of `BL`/`B` targets
+//! `jmp rel8` into a PLT stub or a function start) is followed as a call is. On AArch64 the same
+//! questions are asked of the addresses `ADRP` + `LDR`/`ADD` compute and of `BL`/`B` targets
 //! ([`super::aarch64`]); a `BLR`/`BR` through a register is seen by the `LDR` of the GOT slot
 //! that loaded it.
 
