@@ -19,8 +19,9 @@
 //! call into a PLT stub (`[endbr64] [bnd] jmp *[rip+disp]`) is a call of the slot's symbol; a call
 //! to the start of another function of the file (from `.eh_frame_hdr` or `.symtab`) is followed,
 //! as that function also runs at load. An exact GOT-slot or function-start hit by chance bytes
-//! is rare, and a chance hit can only add a name, never hide one. On AArch64 the same questions
-//! are asked of the addresses `ADRP` + `LDR`/`ADD` compute and of `BL`/`B` targets
+//! is rare, and a chance hit can only add a name, never hide one. A tail call (`jmp rel32` or
+//! `jmp rel8` into a PLT stub or a function start) is followed as a call is. On AArch64 the same
+//! questions are asked of the addresses `ADRP` + `LDR`/`ADD` compute and of `BL`/`B` targets
 //! ([`super::aarch64`]); a `BLR`/`BR` through a register is seen by the `LDR` of the GOT slot
 //! that loaded it.
 
@@ -338,7 +339,11 @@ impl<'a> ElfView<'a> {
 }
 
 /// x86-64: every byte offset of `code` (at `addr`) tried as the end of a RIP-relative `disp32`
-/// naming a GOT slot, and as a `call rel32`, whose target goes to `follow`.
+/// naming a GOT slot, as a `call rel32` (`E8`) and as a tail call's `jmp rel32` (`E9`) or
+/// `jmp rel8` (`EB`: gcc -O2 ends a function with `jmp` to its last callee, the short form when
+/// the callee is a nearby function of the same section), whose targets go to `follow`. A jump
+/// inside the function (a loop, an `if`) lands on no function start and no PLT stub, so `follow`
+/// ignores it; a function is read once however many jumps reach it (the caller's `seen`).
 fn x86_64_references<'a>(
     code: &[u8],
     addr: u64,
@@ -346,14 +351,21 @@ fn x86_64_references<'a>(
     out: &mut BTreeSet<&'a str>,
     follow: &mut impl FnMut(u64) -> Option<&'a str>,
 ) {
-    for i in 0..code.len().saturating_sub(3) {
+    for i in 0..code.len() {
         let here = addr.wrapping_add(i as u64);
-        let rel = i32::from_le_bytes([code[i], code[i + 1], code[i + 2], code[i + 3]]) as i64;
+        if i > 0 && code[i - 1] == 0xEB {
+            let rel = code[i] as i8 as i64;
+            out.extend(follow(here.wrapping_add(1).wrapping_add_signed(rel)));
+        }
+        let Some(d) = code.get(i..i + 4) else {
+            continue;
+        };
+        let rel = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64;
         let target = here.wrapping_add(4).wrapping_add_signed(rel);
         if let Some(name) = slots.get(&target) {
             out.insert(name);
         }
-        if i > 0 && code[i - 1] == 0xE8 {
+        if i > 0 && matches!(code[i - 1], 0xE8 | 0xE9) {
             out.extend(follow(target));
         }
     }
@@ -451,7 +463,40 @@ struct Reloc {
 
 #[cfg(test)]
 mod tests {
-    use super::FunctionStarts;
+    use super::{FunctionStarts, HashMap, x86_64_references};
+    use std::collections::BTreeSet;
+
+    /// The x86-64 sweep hands `follow` the target of a `call rel32`, a tail call's `jmp rel32`
+    /// and its short `jmp rel8` (the forms `objdump -d` shows for gcc -O2's tail calls:
+    /// it_variant_contract's fixture), each once, and reads a GOT slot's displacement.
+    #[test]
+    fn calls_and_tail_jumps_are_followed() {
+        let at = 0x1000u64;
+        let code = [
+            0xE8, 0xFB, 0x00, 0x00, 0x00, // 0x1000 call 0x1100
+            0xE9, 0xF6, 0x01, 0x00, 0x00, // 0x1005 jmp 0x1200
+            0xEB, 0x10, // 0x100a jmp 0x101c
+            0x48, 0x8B, 0x05, 0xED, 0x2F, 0x00, 0x00, // 0x100c mov rax, [rip+0x2fed] (0x4000)
+        ];
+        let slots: HashMap<u64, &str> = [(0x4000, "slot_sym")].into_iter().collect();
+        let mut out = BTreeSet::new();
+        let mut targets = Vec::new();
+        x86_64_references(&code, at, &slots, &mut out, &mut |t| {
+            targets.push(t);
+            (t == 0x1200).then_some("tail_callee")
+        });
+        for t in [0x1100, 0x1200, 0x101c] {
+            assert_eq!(
+                targets.iter().filter(|&&x| x == t).count(),
+                1,
+                "{t:#x}: {targets:x?}"
+            );
+        }
+        assert_eq!(
+            out.into_iter().collect::<Vec<_>>(),
+            ["slot_sym", "tail_callee"]
+        );
+    }
 
     /// The bitmap answers as the sorted list does, at the edges of words, of the span and of
     /// the limit, for starts given twice and in any order.

@@ -487,3 +487,492 @@ fn a_smoke_replay_is_judged_the_same_with_aarch64_paths() {
     );
     assert_eq!((code, summary, n), judge(&src));
 }
+
+// ld.so.conf -------------------------------------------------------------------------------------
+// A private root for qemu's `-L`: its `lib` is the cross sysroot's, its `etc/ld.so.conf` includes
+// `ld.so.conf.d/*.conf` naming two test directories, and its `etc/ld.so.cache` is built from that
+// conf. Under `-L ROOT` the guest's ld.so opens `/etc/ld.so.cache` as `ROOT/etc/ld.so.cache` (the
+// host's x86-64 cache otherwise), so the scenario isolates the cache.
+
+/// Debian's AArch64 `ldconfig` (package `libc-bin`, arm64; a static binary qemu runs without a
+/// sysroot): `SPLITPKG_AARCH64_LDCONFIG`, else the one unpacked in the corpus cache, else (full
+/// tier only, network) the `libc-bin_<this system's version>_arm64.deb` of deb.debian.org unpacked
+/// there. `None` where none is to be had: the test then writes the cache itself (a stand-in).
+fn aarch64_ldconfig() -> Option<PathBuf> {
+    // Once per test binary: the scenario's tests run side by side.
+    static LDCONFIG: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LDCONFIG.get_or_init(find_aarch64_ldconfig).clone()
+}
+
+fn find_aarch64_ldconfig() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SPLITPKG_AARCH64_LDCONFIG") {
+        return Some(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("SPLITPKG_CORPUS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|c| Path::new(&c).join("splitpkg-corpus"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/splitpkg-corpus"))
+        })?;
+    let version = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "libc-bin"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| stdout(&o))?;
+    let dir = cache.join(format!("libc-bin-arm64-{version}"));
+    let ldconfig = dir.join("sbin/ldconfig");
+    if !ldconfig.exists() && cfg!(feature = "full-tests") {
+        // Fetched and unpacked under temporary names, renamed into place when whole.
+        let url =
+            format!("http://deb.debian.org/debian/pool/main/g/glibc/libc-bin_{version}_arm64.deb");
+        let tmp = tempfile::tempdir_in(&cache).unwrap();
+        let deb = tmp.path().join("libc-bin.deb");
+        let fetched = Command::new("curl")
+            .args(["-fsS", "-m", "120", "-o"])
+            .arg(&deb)
+            .arg(&url)
+            .status()
+            .is_ok_and(|s| s.success())
+            && Command::new("dpkg-deb")
+                .arg("-x")
+                .arg(&deb)
+                .arg(tmp.path().join("x"))
+                .status()
+                .is_ok_and(|s| s.success())
+            && std::fs::rename(tmp.path().join("x"), &dir).is_ok();
+        if !fetched {
+            eprintln!("NOTE: {url} not fetched: the ld.so.cache is the test's stand-in");
+        }
+    }
+    ldconfig.exists().then_some(ldconfig)
+}
+
+/// `_dl_cache_libcmp`'s order for names without digits (the scenario's): bytes, descending (the
+/// cache's order: ld.so's binary search goes right for a smaller name).
+fn cache_order(a: &str, b: &str) -> std::cmp::Ordering {
+    assert!(!a.bytes().chain(b.bytes()).any(|c| c.is_ascii_digit()));
+    b.cmp(a)
+}
+
+/// STAND-IN for `ldconfig`'s output, used where no AArch64 ldconfig is to be had: glibc's
+/// `ld.so.cache` in its current format (`glibc-ld.so.cache1.1`, little-endian, no extension
+/// section) holding `entries` (SONAME, path) as AArch64 libc6 libraries; equal names keep the
+/// given order (ldconfig's: the conf's directories in order, then the default ones). Where the
+/// real ldconfig runs, the test checks that it lists this file as it lists its own cache.
+fn standin_cache(entries: &[(&str, &str)]) -> Vec<u8> {
+    let mut sorted = entries.to_vec();
+    sorted.sort_by(|a, b| cache_order(a.0, b.0));
+    let start = 48 + 24 * sorted.len();
+    let mut strings = Vec::new();
+    let mut table = Vec::new();
+    for (key, path) in &sorted {
+        let mut at = |s: &str| {
+            let off = (start + strings.len()) as u32;
+            strings.extend_from_slice(s.as_bytes());
+            strings.push(0);
+            off
+        };
+        let (k, v) = (at(key), at(path));
+        table.extend_from_slice(&0x0a03i32.to_le_bytes()); // FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64
+        table.extend_from_slice(&k.to_le_bytes());
+        table.extend_from_slice(&v.to_le_bytes());
+        table.extend_from_slice(&[0; 12]); // osversion, hwcap
+    }
+    let mut out = b"glibc-ld.so.cache1.1".to_vec();
+    out.extend_from_slice(&(sorted.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(strings.len() as u32).to_le_bytes());
+    out.extend_from_slice(&[2, 0, 0, 0]); // little-endian
+    out.extend_from_slice(&[0; 16]); // no extensions; unused
+    out.extend(table);
+    out.extend(strings);
+    out
+}
+
+/// The scenario's root (`root/`), its programs (`bin/`) and the RUNPATH and LD_LIBRARY_PATH
+/// directories (`rp/`, `ldp/`), in a temporary directory. Every library exports `where()`; the
+/// programs print it, so a run shows which copy was loaded.
+struct ConfRoot {
+    dir: tempfile::TempDir,
+    /// Whether `etc/ld.so.cache` is the real ldconfig's.
+    real: bool,
+}
+
+impl ConfRoot {
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+    fn at(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+}
+
+/// What the cache holds for the scenario (SONAME, path), in ldconfig's order for equal names.
+const CACHED: [(&str, &str); 6] = [
+    ("libo.so", "/opt/conf-a/libo.so"),
+    ("liby.so", "/opt/conf-a/liby.so"),
+    ("libo.so", "/opt/conf-b/libo.so"),
+    ("libconf.so", "/opt/conf-b/libconf.so"),
+    ("libns.so", "/opt/conf-b/libns.so"),
+    ("libo.so", "/usr/lib/aarch64-linux-gnu/libo.so"),
+];
+
+fn aarch64_so(dir: &Path, file: &str, soname: Option<&str>, src: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut cmd = Command::new("aarch64-linux-gnu-gcc");
+    cmd.args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join(file))
+        .arg(src);
+    if let Some(s) = soname {
+        cmd.arg(format!("-Wl,-soname,{s}"));
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+fn conf_root() -> ConfRoot {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = d.join("root");
+    std::fs::create_dir_all(root.join("etc/ld.so.conf.d")).unwrap();
+    std::os::unix::fs::symlink(Path::new(SYSROOT).join("lib"), root.join("lib")).unwrap();
+    // A relative include (relative to ld.so.conf's directory), comments, a trailing slash; a
+    // file the include's pattern does not match names a directory nobody may search.
+    std::fs::write(
+        root.join("etc/ld.so.conf"),
+        "# test\ninclude ld.so.conf.d/*.conf\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/ld.so.conf.d/10-test.conf"),
+        "/opt/conf-a/  # first\n\n/opt/conf-b\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("etc/ld.so.conf.d/README"), "/opt/conf-c\n").unwrap();
+    let src = |w: &str| {
+        let f = d.join(format!("{w}.c"));
+        std::fs::write(
+            &f,
+            format!("const char *where(void) {{ return \"{w}\"; }}\n"),
+        )
+        .unwrap();
+        f
+    };
+    for (sub, w) in [
+        ("rp", "rp"),
+        ("ldp", "ldp"),
+        ("root/opt/conf-a", "conf-a"),
+        ("root/opt/conf-b", "conf-b"),
+        ("root/opt/conf-c", "conf-c"),
+        ("root/usr/lib/aarch64-linux-gnu", "default"),
+    ] {
+        aarch64_so(&d.join(sub), "libo.so", Some("libo.so"), &src(w));
+    }
+    aarch64_so(
+        &root.join("opt/conf-b"),
+        "libconf.so",
+        Some("libconf.so"),
+        &src("conf-b"),
+    );
+    // Named libx.so, SONAME liby.so: ldconfig records it as liby.so only.
+    aarch64_so(
+        &root.join("opt/conf-a"),
+        "libx.so",
+        Some("liby.so"),
+        &src("conf-a"),
+    );
+    // No SONAME: recorded under its file name.
+    aarch64_so(&root.join("opt/conf-b"), "libns.so", None, &src("conf-b"));
+    // Link-time stand-ins for the programs' NEEDED names.
+    for name in ["libconf.so", "libx.so", "libns.so"] {
+        aarch64_so(&d.join("link"), name, Some(name), &src("link"));
+    }
+    let main = d.join("main.c");
+    std::fs::write(
+        &main,
+        "#include <stdio.h>\nconst char *where(void);\nint main(void) { puts(where()); return 0; }\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(d.join("bin")).unwrap();
+    for (exe, extra) in [
+        (
+            "plain",
+            vec!["-L".into(), s(&d.join("rp")).to_string(), "-lo".into()],
+        ),
+        (
+            "runpath",
+            vec![
+                "-L".into(),
+                s(&d.join("rp")).to_string(),
+                "-lo".into(),
+                format!("-Wl,--enable-new-dtags,-rpath,{}", s(&d.join("rp"))),
+            ],
+        ),
+        (
+            "conf",
+            vec!["-L".into(), s(&d.join("link")).to_string(), "-lconf".into()],
+        ),
+        (
+            "misnamed",
+            vec!["-L".into(), s(&d.join("link")).to_string(), "-lx".into()],
+        ),
+        (
+            "nosoname",
+            vec!["-L".into(), s(&d.join("link")).to_string(), "-lns".into()],
+        ),
+    ] {
+        let o = Command::new("aarch64-linux-gnu-gcc")
+            .arg("-o")
+            .arg(d.join("bin").join(exe))
+            .arg(&main)
+            .args(&extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{exe}: {}", stderr(&o));
+    }
+    let real = build_cache(&root);
+    ConfRoot { dir, real }
+}
+
+/// `root/etc/ld.so.cache` from `root/etc/ld.so.conf`: Debian's AArch64 ldconfig (`-r root`, as a
+/// system image's cache is built; `-X`: no links made) where there is one, then checked against
+/// the stand-in; the stand-in otherwise. Whether the cache is the real one.
+fn build_cache(root: &Path) -> bool {
+    let cache = root.join("etc/ld.so.cache");
+    let standin = standin_cache(&CACHED);
+    let Some(ldconfig) = aarch64_ldconfig() else {
+        eprintln!(
+            "NOTE: no AArch64 ldconfig (SPLITPKG_AARCH64_LDCONFIG): the ld.so.cache is the test's stand-in"
+        );
+        std::fs::write(&cache, standin).unwrap();
+        return false;
+    };
+    let o = Command::new("qemu-aarch64")
+        .arg(&ldconfig)
+        .arg("-r")
+        .arg(root)
+        .arg("-X")
+        .output()
+        .unwrap();
+    if !o.status.success() || !cache.exists() {
+        eprintln!(
+            "NOTE: {} -r failed ({}): the ld.so.cache is the test's stand-in",
+            ldconfig.display(),
+            stderr(&o)
+        );
+        std::fs::write(&cache, standin).unwrap();
+        return false;
+    }
+    // The real ldconfig lists the stand-in as it lists its own cache.
+    let list = |c: &Path| -> Vec<String> {
+        let o = Command::new("qemu-aarch64")
+            .arg(&ldconfig)
+            .arg("-p")
+            .arg("-C")
+            .arg(c)
+            .output()
+            .unwrap();
+        stdout(&o)
+            .lines()
+            .filter(|l| l.starts_with('\t'))
+            .map(str::to_string)
+            .collect()
+    };
+    let mine = root.join("../standin.cache");
+    std::fs::write(&mine, standin).unwrap();
+    assert_eq!(list(&cache), list(&mine));
+    assert_eq!(list(&cache).len(), CACHED.len());
+    true
+}
+
+/// The guest's run of `exe` under `-L root` (`LD_DEBUG=files:libs`, in trace mode when `trace`): what it printed
+/// on stdout and its ld.so's account.
+fn run_in_root(
+    r: &ConfRoot,
+    exe: &str,
+    ld_library_path: Option<&Path>,
+    trace: bool,
+) -> (String, String) {
+    let mut cmd = Command::new("qemu-aarch64");
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env_remove("LD_PRELOAD")
+        .arg("-L")
+        .arg(r.root());
+    cmd.args([
+        "-U",
+        "LD_LIBRARY_PATH",
+        "-U",
+        "LD_PRELOAD",
+        "-E",
+        "LD_DEBUG=files:libs",
+    ]);
+    if trace {
+        cmd.args(["-E", "LD_TRACE_LOADED_OBJECTS=1"]);
+    }
+    if let Some(p) = ld_library_path {
+        cmd.arg("-E").arg(format!("LD_LIBRARY_PATH={}", s(p)));
+    }
+    let o = cmd.arg(r.at("bin").join(exe)).output().unwrap();
+    (stdout(&o), stderr(&o))
+}
+
+/// Where ld.so's account (`LD_DEBUG=files:libs`) says it found `name`, and how: the file it
+/// opened (the last one tried before it mapped one) and whether the search that found it was the
+/// cache's (the last `search` line before that `trying file`). `None`: not found.
+fn found_by_ld_so(account: &str, name: &str) -> Option<(String, bool)> {
+    let block = account.split(&format!("find library={name} ")).nth(1)?;
+    let block = block.split("find library=").next().unwrap();
+    let mut via_cache = false;
+    let mut last = None;
+    for l in block
+        .lines()
+        .map(|l| l.split_once(":\t").map_or(l, |x| x.1).trim())
+    {
+        if l.starts_with("search cache=") {
+            via_cache = true;
+        } else if l.starts_with("search path=") {
+            via_cache = false;
+        } else if let Some(t) = l.strip_prefix("trying file=") {
+            last = Some((t.to_string(), via_cache));
+        }
+    }
+    last.filter(|_| block.contains(&format!("file={name} [0];  generating link map")))
+}
+
+/// The model's answer for program `exe`: `splitpkg::recipe::needed::resolve_in` with the root.
+fn model(r: &ConfRoot, exe: &str, lib_dirs: &[PathBuf]) -> splitpkg::recipe::needed::Resolution {
+    let p = r.at("bin").join(exe);
+    let bytes = std::fs::read(&p).unwrap();
+    let view = splitpkg::elf::ElfView::parse(&bytes).unwrap();
+    let facts = view.facts(&[], None).unwrap();
+    splitpkg::recipe::needed::resolve_in(&r.root(), &p, &view, &facts, lib_dirs)
+}
+
+/// A library found only through an `ld.so.conf` directory: the AArch64 ld.so takes it from the
+/// cache (`search cache=/etc/ld.so.cache`, no path search), and the model, given that root,
+/// resolves the same file; the conf's directories are the ones ldconfig read.
+#[test]
+fn ld_so_conf_directories_are_found_as_the_aarch64_ld_so_finds_them_through_the_cache() {
+    if !cross("ld_so_conf_directories_are_found_as_the_aarch64_ld_so_finds_them_through_the_cache")
+    {
+        return;
+    }
+    let r = conf_root();
+    assert_eq!(
+        splitpkg::recipe::needed::conf_dirs(&r.root()),
+        ["/opt/conf-a", "/opt/conf-b"]
+    );
+    let (out, account) = run_in_root(&r, "conf", None, false);
+    assert_eq!(out.trim(), "conf-b", "{account}");
+    assert_eq!(
+        found_by_ld_so(&account, "libconf.so"),
+        Some(("/opt/conf-b/libconf.so".to_string(), true)),
+        "{account}"
+    );
+    let m = model(&r, "conf", &[]);
+    let at = m
+        .found
+        .iter()
+        .find(|(n, _)| n == "libconf.so")
+        .map(|(_, p)| p.clone());
+    assert_eq!(at, Some(r.root().join("opt/conf-b/libconf.so")), "{m:?}");
+    // No SONAME: cached under its file name, found by both.
+    let (out, account) = run_in_root(&r, "nosoname", None, false);
+    assert_eq!(out.trim(), "conf-b", "{account}");
+    let m = model(&r, "nosoname", &[]);
+    assert!(
+        m.found
+            .iter()
+            .any(|(n, p)| n == "libns.so" && *p == r.root().join("opt/conf-b/libns.so")),
+        "{m:?}"
+    );
+    // A file libx.so whose SONAME is liby.so is cached as liby.so only: ld.so does not find
+    // libx.so, and neither does the model (it used to, looking in the directory by file name).
+    let (_, account) = run_in_root(&r, "misnamed", None, true);
+    assert_eq!(found_by_ld_so(&account, "libx.so"), None, "{account}");
+    assert!(
+        model(&r, "misnamed", &[])
+            .not_found
+            .contains(&"libx.so".to_string())
+    );
+    eprintln!(
+        "ld.so.cache: {}",
+        if r.real {
+            "Debian's AArch64 ldconfig"
+        } else {
+            "the test's stand-in"
+        }
+    );
+}
+
+/// The order the model claims: RUNPATH and LD_LIBRARY_PATH before the cache, the cache (its
+/// directories in the conf's order) before the default directories; each as the AArch64 ld.so
+/// loads it (the program prints the copy it got).
+#[test]
+fn ld_so_conf_directories_come_after_runpath_and_ld_library_path_and_before_the_defaults() {
+    if !cross(
+        "ld_so_conf_directories_come_after_runpath_and_ld_library_path_and_before_the_defaults",
+    ) {
+        return;
+    }
+    let r = conf_root();
+    let ldp = r.at("ldp");
+    for (exe, ld_library_path, copy) in [
+        ("runpath", None, r.at("rp/libo.so")),
+        ("plain", Some(&ldp), r.at("ldp/libo.so")),
+        ("plain", None, r.root().join("opt/conf-a/libo.so")),
+    ] {
+        let (out, account) = run_in_root(&r, exe, ld_library_path.map(PathBuf::as_path), false);
+        let printed = copy
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert_eq!(out.trim(), printed, "{exe}: {account}");
+        let (opened, via_cache) = found_by_ld_so(&account, "libo.so").unwrap();
+        assert_eq!(
+            via_cache,
+            ld_library_path.is_none() && exe == "plain",
+            "{account}"
+        );
+        // ld.so names a cached path as on the guest's system: the root's copy under -L.
+        let opened = Path::new(&opened);
+        let in_root = r.root().join(opened.strip_prefix("/").unwrap());
+        assert!(
+            *opened == copy || in_root == copy,
+            "{exe}: {} not {}",
+            opened.display(),
+            copy.display()
+        );
+        let dirs: Vec<PathBuf> = ld_library_path.into_iter().cloned().collect();
+        let m = model(&r, exe, &dirs);
+        let at = m
+            .found
+            .iter()
+            .find(|(n, _)| n == "libo.so")
+            .map(|(_, p)| p.clone());
+        assert_eq!(at, Some(copy), "{exe}: {m:?}");
+    }
+    // Without the conf directories' copies (the cache still naming them: ld.so fails to open
+    // its entry and searches on), the default directory's is next, for both.
+    for d in ["opt/conf-a/libo.so", "opt/conf-b/libo.so"] {
+        std::fs::remove_file(r.root().join(d)).unwrap();
+    }
+    let (out, account) = run_in_root(&r, "plain", None, false);
+    assert_eq!(out.trim(), "default", "{account}");
+    let m = model(&r, "plain", &[]);
+    let at = m
+        .found
+        .iter()
+        .find(|(n, _)| n == "libo.so")
+        .map(|(_, p)| p.clone());
+    assert_eq!(
+        at,
+        Some(r.root().join("usr/lib/aarch64-linux-gnu/libo.so")),
+        "{m:?}"
+    );
+}

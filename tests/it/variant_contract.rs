@@ -349,14 +349,11 @@ fn stub_exporting(compiler: &str, names: &[String], dir: &Path) -> PathBuf {
 }
 
 /// The registrations read from an AArch64 build are those of the x86-64 build of the same
-/// source, each form of reference included. Known gaps, measured on these fixtures with this
-/// branch's binary (so ignored until fixed): the x86-64 reader follows `call rel32` only, not a
-/// tail call's `jmp rel32` (registerDone is missed); the AArch64 sweep of `_init` runs on into
-/// `.plt`, whose stubs' GOT loads add every PLT import the core defines (at_fn, torch_cpu_fn,
-/// torch_cuda_fn). Fix: follow `E9` as `E8` on x86-64; end a sweep at its section's end (done:
-/// the next test).
+/// source, each form of reference included: the x86-64 reader follows the tail calls gcc -O2
+/// emits (`jmp rel8` to a local function, `jmp rel32` to a PLT stub: registerDone), the AArch64
+/// sweep of `_init` ends with `.init` (not reading on into `.plt`, whose stubs load every PLT
+/// import's slot).
 #[test]
-#[ignore = "known gap of the x86-64 load-time reader (tail calls): see the doc comment"]
 fn aarch64_builds_register_as_their_x86_64_builds() {
     let Some(arm) = cross_tree("registrations-aarch64", "gcc-aarch64-linux-gnu") else {
         return;
@@ -378,6 +375,48 @@ fn aarch64_builds_register_as_their_x86_64_builds() {
     assert_eq!(
         a64["contract"]["provided_exports"],
         x86["contract"]["provided_exports"]
+    );
+}
+
+/// The x86-64 fixture really holds the two tail-call forms (objdump shows the initialiser ending
+/// in a short `jmp` to `linalg_finish`, which ends in `jmp` to registerDone's PLT stub), and the
+/// reader finds registerDone through both: a plan names it among the registrations.
+#[test]
+fn a_tail_called_registration_is_found_on_x86_64() {
+    let lib = fixture("registrations/lib/libtorch_cuda_linalg.so");
+    let o = std::process::Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(&lib)
+        .output()
+        .expect("objdump (binutils)");
+    let asm = String::from_utf8_lossy(&o.stdout);
+    let jumps = |from: &str| -> Vec<String> {
+        let body = asm.split(&format!("<{from}")).nth(1).unwrap_or("");
+        let body = body.split("\n\n").next().unwrap_or("");
+        body.lines()
+            .filter(|l| l.contains("\tjmp "))
+            .map(|l| l.split('<').nth(1).unwrap_or("").to_string())
+            .collect()
+    };
+    let from_init = jumps("registrations>:");
+    assert!(
+        from_init.iter().any(|t| t.starts_with("linalg_finish")),
+        "{from_init:?}: the initialiser's tail call"
+    );
+    let from_finish = jumps("linalg_finish");
+    assert!(
+        from_finish
+            .iter()
+            .any(|t| t.starts_with("_ZN2at6native12registerDoneEi@plt")),
+        "{from_finish:?}: linalg_finish's tail call"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let x86 = plan_of(&fixture("registrations"), &d.path().join("x86.json"));
+    assert!(
+        names(&x86["contract"]["load_registrations"])
+            .contains(&"_ZN2at6native12registerDoneEi".to_string()),
+        "{}",
+        x86["contract"]
     );
 }
 
