@@ -202,7 +202,9 @@ fn served_root(out: &Path, segments: &[String]) -> Option<std::path::PathBuf> {
 /// How to serve the index and install from it.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexCommands {
-    /// The URL the commands install from (`--url`).
+    /// The URL the commands install from (`--url`); empty in reports written before the option
+    /// (the recorded evidence under docs/evidence/ predates it).
+    #[serde(default)]
     pub url: String,
     /// Serves the index at `url` (Python's `http.server`, for a loopback `http` URL), or a `#`
     /// comment saying what to serve where.

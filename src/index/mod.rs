@@ -159,7 +159,9 @@ pub struct IndexReport {
     pub kept: usize,
     /// How to serve the index and install from it.
     pub commands: IndexCommands,
-    /// The wheels this run wrote: hard-linked to `--share-with`'s copies, or copied.
+    /// The wheels this run wrote: hard-linked to `--share-with`'s copies, or copied (absent, as
+    /// none, in reports written before `--share-with`).
+    #[serde(default)]
     pub sharing: Sharing,
 }
 
