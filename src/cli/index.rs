@@ -36,9 +36,11 @@ Pages are regenerated from INDEX's own files on every run: a URL or key an earli
 Examples:
   splitpkg index wheels/ --out index/
   splitpkg index wheels/variants/ --out index-variants/
-  splitpkg index wheels/variants/ --out srv/simple-variants/ --url http://127.0.0.1:8001/simple-variants/
+  splitpkg index wheels/variants/ --out srv/simple-variants/ \\
+    --url http://127.0.0.1:8001/simple-variants/
   splitpkg index wheels/variants/ --out srv/simple-variants-slim/ --prefer nomagma \\
-    --share-with srv/simple-variants/ --url http://127.0.0.1:8001/simple-variants-slim/
+    --share-with srv/simple-variants/ \\
+    --url http://127.0.0.1:8001/simple-variants-slim/
   python3 -m http.server --bind 127.0.0.1 --directory index/ 8000
   pip install --extra-index-url http://127.0.0.1:8000/ torch==2.11.0+split \\
     torch-cuda-linalg==2.11.0+1.magma
