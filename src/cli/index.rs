@@ -38,8 +38,8 @@ Examples:
   splitpkg index wheels/variants/ --out index-variants/
   splitpkg index wheels/variants/ --out srv/simple-variants/ \\
     --url http://127.0.0.1:8001/simple-variants/
-  splitpkg index wheels/variants/ --out srv/simple-variants-slim/ --prefer nomagma \\
-    --share-with srv/simple-variants/ \\
+  splitpkg index wheels/variants/ --out srv/simple-variants-slim/ \\
+    --prefer nomagma --share-with srv/simple-variants/ \\
     --url http://127.0.0.1:8001/simple-variants-slim/
   python3 -m http.server --bind 127.0.0.1 --directory index/ 8000
   pip install --extra-index-url http://127.0.0.1:8000/ torch==2.11.0+split \\
