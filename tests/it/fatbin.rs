@@ -393,7 +393,9 @@ fn what_if_says_its_cost_before_the_rest_and_counts_every_byte() {
         .collect();
     let sec = synth::section(&[synth::container(&entries)], 8);
     let s = fatbin::summarise(0, sec.len() as u64, fatbin::parse(&sec, 0).unwrap());
-    let modes: Vec<CompressMode> = vec!["zstd:19".parse().unwrap(), CompressMode::Lz4];
+    // zstd level 3, not 19: the order of what is said is under test, not the ratio (level 19 on
+    // these 15 MiB took over a minute of CI's two cores).
+    let modes: Vec<CompressMode> = vec!["zstd:3".parse().unwrap(), CompressMode::Lz4];
     let heard = Heard::default();
     let w = fatbin::whatif::what_if_watched(&sec, &s, &modes, &heard).unwrap();
     assert_eq!(
@@ -414,7 +416,7 @@ fn what_if_says_its_cost_before_the_rest_and_counts_every_byte() {
     assert_eq!(done, s.uncompressed, "every entry's bytes counted once");
     let line = e.to_string();
     assert!(
-        line.starts_with("zstd:19, lz4 recompresses 15.0 MiB of device code: estimate about "),
+        line.starts_with("zstd:3, lz4 recompresses 15.0 MiB of device code: estimate about "),
         "{line}"
     );
     assert!(line.ends_with("measured on the first 9.0 MiB)"), "{line}");
