@@ -163,7 +163,7 @@ pub fn archive(data: &[u8]) {
 /// file, as `smoke --replay FILE [--expect FILE]` reads them. Both come from machines the user may
 /// not control (a CI artifact, a colleague's run).
 pub fn smoke_json(data: &[u8]) {
-    use crate::smoke::{expect::Tables, parse_report, replay, report};
+    use crate::smoke::{expect::Tables, parse_report, replay, text as report};
     use std::path::Path;
     static BUILTIN: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
     let Ok(text) = std::str::from_utf8(data) else {

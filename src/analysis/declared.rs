@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use crate::analysis::graph::{EdgeKind, system_group};
 use crate::analysis::inspect::Inspection;
-use crate::analysis::verdict::{Warning, WarningKind};
+use crate::analysis::warning::{Warning, WarningKind};
 use crate::input::Tree;
 
 /// Problems kept as examples per warning.

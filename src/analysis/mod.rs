@@ -7,6 +7,7 @@
 pub mod contract;
 pub mod declared;
 pub mod environment;
+pub mod exports;
 pub mod graph;
 pub mod hwcaps;
 pub mod inspect;
@@ -23,3 +24,4 @@ pub mod switch;
 pub mod testkit;
 pub mod text;
 pub mod verdict;
+pub mod warning;

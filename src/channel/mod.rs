@@ -15,3 +15,5 @@ pub mod pack;
 pub mod solve;
 #[cfg(feature = "channel")]
 pub mod standin;
+#[cfg(feature = "channel")]
+pub mod text;

@@ -167,7 +167,7 @@ fn write_report(a: &SmokeArgs, rep: &smoke::SmokeReport) -> Result<Exit> {
     let text = if a.json {
         to_json(rep)?
     } else {
-        smoke::report::text(rep, a.all)
+        smoke::text::text(rep, a.all)
     };
     emit(a.out.as_deref(), &text)?;
     Ok(rep.exit())
@@ -187,7 +187,7 @@ fn list(
     let text = if a.json {
         to_json(&plans)?
     } else {
-        smoke::report::plan_text(&plans)
+        smoke::text::plan_text(&plans)
     };
     emit(a.out.as_deref(), &text)?;
     Ok(Exit::Success)

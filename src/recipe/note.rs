@@ -10,8 +10,8 @@ use serde::Serialize;
 use crate::analysis::plan::Plan;
 use crate::elf::Priority;
 use crate::input::Tree;
-use crate::recipe::emit::quote;
 use crate::recipe::split::Split;
+use crate::sanitize as quote;
 
 /// One `splitpkg note` call: `loader` declares `soname`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]

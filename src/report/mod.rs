@@ -15,6 +15,7 @@
 
 mod build;
 pub mod html;
+pub mod markdown;
 pub mod md;
 pub mod model;
 pub mod pr;

@@ -3,7 +3,7 @@
 //!
 //! Escaping is minijinja's auto-escaping, chosen by the template's name: every value a template
 //! prints is escaped for its format unless it is marked safe (the SVG charts, drawn and escaped
-//! by [`crate::svg`]). `report.html` escapes as HTML; `report.md` as Markdown ([`super::md::escape`]).
+//! by [`crate::svg`]). `report.html` escapes as HTML; `report.md` as Markdown ([`super::markdown::escape`]).
 //! The HTML rules are [`crate::svg::escape`]'s rather than minijinja's built-in ones, which also
 //! escape `/` (every path on the page) and pass control characters through.
 
@@ -60,7 +60,7 @@ fn format(
     let text = match state.auto_escape() {
         _ if value.is_safe() => text,
         AutoEscape::Html => crate::svg::escape(&text).into(),
-        AutoEscape::Custom(name) if name == MARKDOWN => super::md::escape(&text).into(),
+        AutoEscape::Custom(name) if name == MARKDOWN => super::markdown::escape(&text).into(),
         _ => text,
     };
     out.write_str(&text).map_err(minijinja::Error::from)
@@ -72,12 +72,12 @@ fn environment() -> Result<Environment<'static>> {
     env.set_formatter(format);
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Markdown code spans (`report.md` only): `code` for paths and commands, `op` for op names
-    // that must not wrap. Escaped by `md::code` itself, so marked safe.
+    // that must not wrap. Escaped by `markdown::code` itself, so marked safe.
     env.add_filter("code", |s: String| {
-        Value::from_safe_string(super::md::code(&s, false))
+        Value::from_safe_string(super::markdown::code(&s, false))
     });
     env.add_filter("op", |s: String| {
-        Value::from_safe_string(super::md::code(&s, true))
+        Value::from_safe_string(super::markdown::code(&s, true))
     });
     // A block tag on a line of its own leaves no trace in the page.
     env.set_syntax(

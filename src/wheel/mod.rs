@@ -19,7 +19,9 @@
 //! written wheel back against its own RECORD, and the union of the core and each lazy wheel is
 //! checked to be the input's content (lossless).
 
+pub mod document;
 pub mod record;
+mod text;
 mod writer;
 
 use std::collections::BTreeMap;
@@ -27,7 +29,6 @@ use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use zip::{DateTime, ZipArchive};
 
@@ -43,7 +44,11 @@ use crate::sanitize::{self, shell_word};
 use record::Entry;
 use writer::{Copies, Finished, Writer};
 
-pub const SCHEMA: &str = "splitpkg-wheel";
+// The document and its text keep their paths (`wheel::WheelReport`, `wheel::report_text`).
+pub use document::{
+    Commands, Layout, MissingWheel, SCHEMA, VARIANTS_DIR, VariantSet, WheelReport, WrittenWheel,
+};
+pub use text::report_text;
 
 /// What `wheel` is asked to do beyond the split.
 pub struct WheelOptions<'a> {
@@ -55,133 +60,6 @@ pub struct WheelOptions<'a> {
     /// The other build of the lazy library (`--lazy-variant nomagma=FILE`).
     pub lazy_variant: Option<(String, PathBuf)>,
     pub progress: &'a Progress,
-}
-
-/// Which installers a wheel is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Layout {
-    /// The core, in both directories.
-    Core,
-    /// `--out`: the variant in the local version label (`2.11.0+1.magma`), for today's pip and uv.
-    LocalLabel,
-    /// `--out/variants/`: a PEP 825 variant wheel (`…-magma.whl` with `variant.json`).
-    Variant,
-    /// `--out/variants/`: the plain wheel beside the variants, the preferred variant's content,
-    /// for installers without variant support.
-    PlainFallback,
-}
-
-/// One wheel written.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct WrittenWheel {
-    /// The path under `--out` (`variants/…` for the PEP 825 set).
-    pub file: String,
-    /// Which installers the wheel is for: `core`, `local-label`, `variant` or `plain-fallback`.
-    pub layout: Layout,
-    /// The distribution name in the wheel's metadata.
-    pub distribution: String,
-    /// The version in the wheel's metadata (with the local label for `local-label`).
-    pub version: String,
-    /// The lazy library's variant (`magma`, `nomagma`); none for the core.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variant: Option<String>,
-    /// The variant a plain `pip install` gets.
-    pub preferred: bool,
-    /// Bytes of the `.whl` file.
-    pub bytes: u64,
-    /// SHA-256 of the `.whl` file.
-    pub sha256: String,
-    /// Members of the archive.
-    pub members: usize,
-}
-
-/// The variant that could not be written, and why (never invented).
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct MissingWheel {
-    /// The variant's name (`nomagma`).
-    pub variant: String,
-    /// Why it was not written.
-    pub why: String,
-}
-
-/// Installer commands for the written set (a `--find-links` directory).
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Commands {
-    /// `pip install` of the variant a plain install gets, from `--out`.
-    pub default: String,
-    /// The non-preferred variant, when it was written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other: Option<String>,
-    /// The same as `default`, with uv.
-    pub uv_default: String,
-    /// The same as `other`, with uv.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uv_other: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct WheelReport {
-    pub schema: String,
-    pub schema_version: u32,
-    pub tool: crate::provenance::Tool,
-    /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
-    #[serde(flatten)]
-    pub stamp: crate::provenance::Stamp,
-    /// The input wheel as given on the command line.
-    pub input: String,
-    /// The output directory (`--out`).
-    pub out: String,
-    /// The core wheel: everything but the lazy library.
-    pub core: WrittenWheel,
-    /// The lazy library's wheels in `--out`, one per variant written.
-    pub lazy: Vec<WrittenWheel>,
-    /// The variants not written, with why.
-    pub missing: Vec<MissingWheel>,
-    /// Input members whose bytes matched the input RECORD (all of them, or `wheel` refused).
-    pub input_record_verified: usize,
-    /// Members of the written wheels read back and matched against their own RECORD.
-    pub written_record_verified: usize,
-    /// The core plus each lazy wheel hold exactly the input's files (the other variant: all but
-    /// the lazy library byte-identical).
-    pub lossless: bool,
-    /// Install commands for the wheels in `--out`.
-    pub commands: Commands,
-    /// The PEP 825 set in `--out/variants/`.
-    pub variants: VariantSet,
-}
-
-impl crate::document::Document for WheelReport {
-    const SCHEMA: &'static str = SCHEMA;
-    const VERSION: u32 = 1;
-    const READS: &'static [u32] = &[1];
-    const WHAT: &'static str = "wheel report";
-    const SCHEMA_FILE: &'static str = "wheel.schema.json";
-    const TITLE: &'static str = "splitpkg wheel";
-    const ABOUT: &'static str = "Output of `splitpkg wheel --json`: the core and lazy wheels written from one .whl, in two layouts (local version labels in `out`, the PEP 825 set in `variants.dir`), the checks that passed, and the install commands. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it. Written only after every check passed: a refused or failed split prints an error and writes nothing.";
-}
-
-/// The PEP 825 set: variant wheels, the plain fallback, the index file, and the core (linked).
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct VariantSet {
-    /// The set's directory (`--out/variants`).
-    pub dir: String,
-    /// The variant metadata format followed (`$schema`): variantlib 0.2.2's, format 0.2.0.
-    pub schema: String,
-    /// `{name}-{version}-variants.json`.
-    pub index: String,
-    /// `namespace :: feature`, each variant one value (`torch :: torch_cuda_linalg :: magma`).
-    pub property: String,
-    /// The wheels in `dir`: the core, the variant wheels and the plain fallback.
-    pub wheels: Vec<WrittenWheel>,
-    /// uv's variant support (`--preview-features wheel-variants`): the preferred variant by default,
-    /// the other by its file; pip (no variant support) takes the plain fallback.
-    pub uv_default: String,
-    /// uv installing the non-preferred variant, when it was written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uv_other: Option<String>,
-    /// pip installing from `dir`: it gets the plain fallback.
-    pub pip_default: String,
 }
 
 /// The input wheel as `wheel` needs it: its distribution, dist-info, tags and verified RECORD.
@@ -661,11 +539,6 @@ fn commands(find_links: &str, core: &WrittenWheel, lazy: &[WrittenWheel]) -> Com
 fn pin(w: &WrittenWheel) -> String {
     shell_word(&format!("{}=={}", w.distribution, w.version))
 }
-
-/// The subdirectory of `--out` with the PEP 825 set. It is apart from the local-label wheels
-/// because installers compare versions before variants: a `2.11.0+1.magma` next to the variants
-/// of `2.11.0` would win over them in uv's variant mode (docs/evidence/wheel-installers/).
-pub const VARIANTS_DIR: &str = "variants";
 
 /// The variant metadata format followed: variantlib 0.2.2's `VARIANT_INFO_SCHEMA_URL` (PEP 825's
 /// package format with the providers draft's `static-properties`). variantlib does not check
@@ -1434,71 +1307,4 @@ fn lossless(
                     .is_some_and(|w| w == h || (!own && lazy_paths.contains(p)))
             })
     })
-}
-
-/// The report as text: the wheels, and the commands that install them.
-pub fn report_text(r: &WheelReport) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(s, "{} → {}", r.input, r.out);
-    let _ = writeln!(
-        s,
-        "  core  {}  ({})",
-        r.core.file,
-        crate::output::human_bytes(r.core.bytes)
-    );
-    for w in &r.lazy {
-        let _ = writeln!(
-            s,
-            "  lazy  {}  ({}){}",
-            w.file,
-            crate::output::human_bytes(w.bytes),
-            if w.preferred {
-                "  ← a plain install gets this one"
-            } else {
-                ""
-            }
-        );
-    }
-    for m in &r.missing {
-        let _ = writeln!(s, "  not written: {} ({})", m.variant, m.why);
-    }
-    let _ = writeln!(
-        s,
-        "checked: input RECORD ({} members), written wheels read back ({} members), lossless: {}",
-        r.input_record_verified,
-        r.written_record_verified,
-        if r.lossless { "yes" } else { "NO" }
-    );
-    let _ = writeln!(
-        s,
-        "install (pinned to this split; torch's other dependencies come from your package index):\n  {}\n  {}",
-        r.commands.default, r.commands.uv_default
-    );
-    if let (Some(o), Some(u)) = (&r.commands.other, &r.commands.uv_other) {
-        let _ = writeln!(
-            s,
-            "the other variant (also switches an installed environment):\n  {o}\n  {u}"
-        );
-    }
-    let v = &r.variants;
-    let _ = writeln!(s, "PEP 825 set in {} ({}; {}):", v.dir, v.index, v.property);
-    for w in &v.wheels {
-        let what = match w.layout {
-            Layout::PlainFallback => "plain fallback (installers without variant support)",
-            _ if w.preferred => "variant, preferred",
-            _ => "variant",
-        };
-        let _ = writeln!(
-            s,
-            "  {}  ({})  {what}",
-            w.file.trim_start_matches(&format!("{VARIANTS_DIR}/")),
-            crate::output::human_bytes(w.bytes)
-        );
-    }
-    let _ = writeln!(s, "  {}", v.uv_default);
-    if let Some(o) = &v.uv_other {
-        let _ = writeln!(s, "  {o}");
-    }
-    s
 }

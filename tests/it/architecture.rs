@@ -1,11 +1,13 @@
 //! The claims docs/architecture.md makes about the code's shape, checked on the source itself so
 //! they cannot go stale: the stage folders import only earlier stages, no two modules import each
-//! other (directly or round a longer loop), `elf/` imports nothing else of the crate, and no
-//! function in `src/` is longer than 100 lines.
+//! other (directly or round a longer loop), no two files do either, `elf/` imports nothing else of
+//! the crate, no function in `src/` is longer than 100 lines, and every file of `src/` is named in
+//! docs/architecture.md.
 //!
 //! The reading is textual: `crate::name` in code (comments and `#[cfg(test)] mod tests` blocks
-//! left out, since doc links and tests may name any module). rustfmt's layout (a function's closing
-//! brace at its own indentation) is what makes the line count exact.
+//! left out, since doc links and tests may name any module); for files, every `crate::`,
+//! `super::` and `self::` path with its `use` groups expanded. rustfmt's layout (a function's
+//! closing brace at its own indentation) is what makes the line count exact.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -223,5 +225,222 @@ fn the_function_scanner_measures_known_shapes() {
     assert_eq!(
         found,
         vec![(1, 1, "a".to_string()), (2, 3, "b".to_string())]
+    );
+}
+
+/// A file's module path: `analysis/verdict.rs` → `analysis::verdict`, `report/mod.rs` → `report`,
+/// `lib.rs` → the crate root (empty).
+fn module_path(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|p| matches!(p.as_str(), "mod" | "lib"))
+    {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths written at the start of `code` (`crate::a::{b, c::D}` → `crate::a::b`,
+/// `crate::a::c::D`), each as its segments; `use` groups are expanded, nested ones too.
+fn paths_at(code: &str) -> Vec<Vec<String>> {
+    let word = |s: &str| -> usize {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let mut segments = Vec::new();
+    let mut rest = code;
+    loop {
+        let n = word(rest);
+        if n > 0 {
+            segments.push(rest[..n].to_string());
+        }
+        rest = &rest[n..];
+        let Some(after) = rest.strip_prefix("::") else {
+            return vec![segments];
+        };
+        rest = after;
+        if let Some(group) = rest.strip_prefix('{') {
+            return group_items(group)
+                .into_iter()
+                .flat_map(|item| {
+                    paths_at(item.trim()).into_iter().map(|tail| {
+                        let mut full = segments.clone();
+                        full.extend(tail.into_iter().filter(|t| t != "self"));
+                        full
+                    })
+                })
+                .collect();
+        }
+    }
+}
+
+/// The top-level items of a `use` group, from just after its `{` to its matching `}`.
+fn group_items(group: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut items) = (0usize, 0usize, Vec::new());
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.retain(|i| !i.trim().is_empty());
+    items
+}
+
+/// Which files of the library each file names through a `crate::`, `super::` or `self::` path:
+/// the file of the longest module prefix of the path (an item of `analysis/verdict.rs` is that
+/// file; a module of it, its own file). The binary (`main.rs`, `cli/`) is another crate.
+fn file_imports(sources: &[Source]) -> BTreeMap<String, BTreeSet<String>> {
+    let files: BTreeMap<Vec<String>, &str> = sources
+        .iter()
+        .filter(|s| module_of(&s.rel).is_some() || s.rel == "lib.rs")
+        .map(|s| (module_path(&s.rel), s.rel.as_str()))
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in sources
+        .iter()
+        .filter(|s| files.values().any(|f| *f == s.rel))
+    {
+        let here = module_path(&s.rel);
+        let targets = graph.entry(s.rel.clone()).or_default();
+        for (i, _) in s.code.match_indices("::") {
+            let before = &s.code[..i];
+            let root = ["crate", "super", "self"].into_iter().find(|r| {
+                before.ends_with(r)
+                    && !before[..before.len() - r.len()]
+                        .ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            });
+            let Some(root) = root else { continue };
+            for path in paths_at(&s.code[i - root.len()..]) {
+                let mut full = if root == "crate" {
+                    Vec::new()
+                } else {
+                    here.clone()
+                };
+                let mut rest = &path[1..];
+                if root == "super" {
+                    full.pop();
+                    while rest.first().is_some_and(|p| p == "super") {
+                        full.pop();
+                        rest = &rest[1..];
+                    }
+                }
+                full.extend(rest.iter().cloned());
+                let target = (0..=full.len()).rev().find_map(|n| files.get(&full[..n]));
+                if let Some(&t) = target.filter(|t| **t != s.rel) {
+                    targets.insert(t.to_string());
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The shortest loop of imports through `start`, if there is one: `[start, …, start]`.
+fn shortest_loop(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<String>> {
+    let mut parent: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut todo = std::collections::VecDeque::from([start]);
+    while let Some(at) = todo.pop_front() {
+        for next in graph.get(at).into_iter().flatten() {
+            if next == start {
+                let mut path = vec![start.to_string()];
+                let mut step = at;
+                while step != start {
+                    path.push(step.to_string());
+                    step = parent[step];
+                }
+                path.push(start.to_string());
+                path.reverse();
+                return Some(path);
+            }
+            if !parent.contains_key(next.as_str()) {
+                parent.insert(next, at);
+                todo.push_back(next);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_two_files_import_each_other() {
+    let graph = file_imports(&sources());
+    let mut loops: BTreeSet<String> = BTreeSet::new();
+    let mut seen: BTreeSet<BTreeSet<String>> = BTreeSet::new();
+    for file in graph.keys() {
+        if let Some(path) = shortest_loop(&graph, file)
+            && seen.insert(path.iter().cloned().collect())
+        {
+            loops.insert(path.join(" -> "));
+        }
+    }
+    assert!(loops.is_empty(), "files that import each other: {loops:#?}");
+}
+
+#[test]
+fn the_import_reader_expands_paths_and_groups() {
+    let found = paths_at("crate::a::{b, c::{D, self}, e::F as G};");
+    let want: Vec<Vec<&str>> = vec![
+        vec!["crate", "a", "b"],
+        vec!["crate", "a", "c", "D"],
+        vec!["crate", "a", "c"],
+        vec!["crate", "a", "e", "F"],
+    ];
+    assert_eq!(found, want);
+    assert_eq!(paths_at("super::x::y(1)"), vec![vec!["super", "x", "y"]]);
+    assert_eq!(module_path("report/mod.rs"), vec!["report"]);
+    assert_eq!(
+        module_path("analysis/verdict.rs"),
+        vec!["analysis", "verdict"]
+    );
+    // Read on a loop made up here, the reader names every file of it in order.
+    let two = |a: &str, b: &str| (a.to_string(), BTreeSet::from([b.to_string()]));
+    let graph = BTreeMap::from([
+        two("a.rs", "b.rs"),
+        two("b.rs", "c.rs"),
+        two("c.rs", "a.rs"),
+    ]);
+    assert_eq!(
+        shortest_loop(&graph, "b.rs").unwrap(),
+        vec!["b.rs", "c.rs", "a.rs", "b.rs"]
+    );
+}
+
+/// How docs/architecture.md names a file: its path from the repository root, a folder's
+/// `mod.rs` by the folder (`src/report/`).
+fn doc_name(rel: &str) -> String {
+    match rel.strip_suffix("mod.rs") {
+        Some(folder) if folder.ends_with('/') => format!("src/{folder}"),
+        _ => format!("src/{rel}"),
+    }
+}
+
+#[test]
+fn every_module_is_named_in_the_architecture_doc() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let missing: Vec<String> = sources()
+        .iter()
+        .map(|s| doc_name(&s.rel))
+        .filter(|name| !doc.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files of src/ that docs/architecture.md does not name (as `src/…`): {missing:#?}"
     );
 }

@@ -1,10 +1,10 @@
-//! Text rendering of smoke reports and plans (the JSON is the serde form of [`super::SmokeReport`]).
+//! Text rendering of smoke reports and plans (the JSON is the serde form of [`super::document::SmokeReport`]).
 
 use std::fmt::Write;
 
+use super::document::{SmokeReport, VariantPlan, VariantReport, Verdict};
 use super::eval::{CheckStatus, RawOutcome, Status};
 use super::expect::Outcome;
-use super::{SmokeReport, VariantPlan, VariantReport};
 
 fn mb(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
@@ -223,7 +223,7 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
         rep.result.label(),
         rep.variants.len()
     );
-    if rep.result == super::Verdict::OkStaleFlag {
+    if rep.result == Verdict::OkStaleFlag {
         let _ = writeln!(
             out,
             "NOTE: every variant works; a flag compiled into a core file describes the other variant (see the STALE check's consequence). Exit code 4."
