@@ -9,6 +9,7 @@
 //! the JSON Schema generated from the type (`docs/*.schema.json` are those files; the test
 //! `it::schemas` fails with the command to run when a committed one is stale).
 
+use crate::error::Context;
 use std::path::Path;
 
 use serde::Serialize;
@@ -63,7 +64,7 @@ pub trait Document: Sized + DeserializeOwned + Serialize + schemars::JsonSchema 
     /// Parse `text`, the contents of `file`: JSON, the right `schema`, a version this splitpkg
     /// reads, then the type. Each refusal names `file` (exit 2).
     fn from_str(text: &str, file: &str) -> Result<Self> {
-        check_header::<Self>(text).map_err(|e| Error::invalid(file, e))?;
+        check_header::<Self>(text).invalid_at(file)?;
         // Straight into the type: a smoke run's 1.3 MB would cost twice as much through a Value.
         let doc: Self = serde_json::from_str(text).map_err(|source| {
             let what = Self::WHAT;

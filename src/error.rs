@@ -149,6 +149,47 @@ impl Error {
     }
 }
 
+/// The context a failed call needs to become an [`Error`], said once at the call instead of in a
+/// hand-written `map_err` closure: `fs::read(p).at(p)?`, `zip.by_index(i).bad_at(file, "member")?`.
+///
+/// Implemented for every `Result` whose error can be kept as a [`Cause`] (io, zip, rattler, serde,
+/// minijinja…); each method builds the same variant, and so prints the same text, as the
+/// constructor it names. The arguments are evaluated before the call, so pass borrowed, cheap
+/// values (a path, `path.display()`, a literal); a reason that must be formatted stays a closure.
+pub trait Context<T, E> {
+    /// An I/O failure on `path`: [`Error::io`].
+    fn at(self, path: impl AsRef<Path>) -> Result<T>
+    where
+        E: Into<std::io::Error>;
+    /// Bad input in `file` that the library found: [`Error::bad_source`] (`file: reason: cause`).
+    fn bad_at(self, file: impl fmt::Display, reason: impl fmt::Display) -> Result<T>;
+    /// A reader refused `file`, the cause says why: [`Error::invalid`] (`file: cause`).
+    fn invalid_at(self, file: impl fmt::Display) -> Result<T>;
+    /// The library failed while the tool was doing `context`: [`Error::failed`] (exit 3).
+    fn failed_at(self, context: impl fmt::Display) -> Result<T>;
+}
+
+impl<T, E: Into<Cause>> Context<T, E> for std::result::Result<T, E> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T>
+    where
+        E: Into<std::io::Error>,
+    {
+        self.map_err(|e| Error::io(path, e.into()))
+    }
+
+    fn bad_at(self, file: impl fmt::Display, reason: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::bad_source(file, reason, e))
+    }
+
+    fn invalid_at(self, file: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::invalid(file, e))
+    }
+
+    fn failed_at(self, context: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::failed(context, e))
+    }
+}
+
 /// An error and its sources on one line, `a: b: c`, skipping a source whose text its parent
 /// already ends with (many libraries repeat their cause in their own message).
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {

@@ -2,6 +2,7 @@
 //! it: names, variants, which is preferred, payload packages, stand-ins), and the channel's layout.
 //! `pack` writes it ([`crate::channel::pack`]); `solve` and `env` read it, so they need no flags.
 
+use crate::error::Context;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -238,8 +239,7 @@ impl ChannelInfo {
             MAX_DOCUMENT_BYTES,
             CHANNEL_FILE,
         )?;
-        let info: ChannelInfo = serde_json::from_str(&text)
-            .map_err(|e| Error::bad_source(path.display(), "malformed", e))?;
+        let info: ChannelInfo = serde_json::from_str(&text).bad_at(path.display(), "malformed")?;
         if info.schema != CHANNEL_SCHEMA || info.schema_version != 1 {
             return Err(Error::bad(
                 path.display(),

@@ -25,6 +25,7 @@
 //! must be CONFINED, the slim one must hold no payload (verdict NOT PRESENT, no payload files, no
 //! payload packages).
 
+use crate::error::Context;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -115,9 +116,7 @@ impl Loaded {
         let abs = if dir.is_absolute() {
             dir.to_path_buf()
         } else {
-            std::env::current_dir()
-                .map_err(|e| Error::io(".", e))?
-                .join(dir)
+            std::env::current_dir().at(".")?.join(dir)
         };
         if !abs.is_dir() {
             return Err(Error::bad(dir.display(), "not a directory"));
@@ -128,8 +127,7 @@ impl Loaded {
         let mut records = Vec::new();
         for sub in [SUBDIR, NOARCH] {
             let p = abs.join(sub).join("repodata.json");
-            let rd = RepoData::from_path(&p)
-                .map_err(|e| Error::bad_source(p.display(), "not an indexed channel", e))?;
+            let rd = RepoData::from_path(&p).bad_at(p.display(), "not an indexed channel")?;
             records.extend(rd.into_repo_data_records(&channel));
         }
         Ok(Loaded {
@@ -904,7 +902,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Error::failed("tokio", e))
+        .failed_at("tokio")
 }
 
 /// Install `records` into `prefix` with rattler's installer (linux-64), from the package cache
@@ -975,7 +973,7 @@ fn install_and_plan(
             )));
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).at(dir)?;
     let installer = Installing {
         rt: runtime()?,
         cache: dir.join("pkgs"),

@@ -22,6 +22,7 @@
 //!                                 # tree) makes the core package depend on this stand-in
 //! ```
 
+use crate::error::Context;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -84,8 +85,8 @@ impl Manifest {
             crate::input::file::MAX_DOCUMENT_BYTES,
             "manifest",
         )?;
-        let m: Manifest = serde_yaml::from_str(&text)
-            .map_err(|e| Error::bad_source(path.display(), "not a stand-in manifest", e))?;
+        let m: Manifest =
+            serde_yaml::from_str(&text).bad_at(path.display(), "not a stand-in manifest")?;
         m.check().map_err(|e| Error::bad(path.display(), e))?;
         Ok(m)
     }

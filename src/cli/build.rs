@@ -1,12 +1,13 @@
 //! `build-variant`: the lazy library rebuilt without the optional component, then checked.
 
+use splitpkg::error::Context;
 use std::path::PathBuf;
 
 use clap::Args;
 
 use splitpkg::Exit;
 use splitpkg::analysis::contract::ContractFile;
-use splitpkg::error::{Error, Result};
+use splitpkg::error::Result;
 use splitpkg::input::file;
 use splitpkg::output::emit as write_out;
 use splitpkg::recipe::build::{self, BuildRequest, Compiler};
@@ -72,8 +73,7 @@ pub fn build_variant(a: BuildVariantArgs, quiet: bool) -> Result<Exit> {
                 std::slice::from_ref(&a.without),
                 true,
             )?;
-            ContractFile::for_library(&plan, &a.lazy)
-                .map_err(|why| Error::invalid(a.torch.display(), why))?
+            ContractFile::for_library(&plan, &a.lazy).invalid_at(a.torch.display())?
         }
     };
     let jobs = a

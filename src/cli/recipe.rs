@@ -1,5 +1,6 @@
 //! `emit` and `verify-variant`: recipes from a plan, and the check a lazy-library build must pass.
 
+use splitpkg::error::Context;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -198,8 +199,7 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            ContractFile::for_library(&plan, &name)
-                .map_err(|why| Error::invalid(p.display(), why))?
+            ContractFile::for_library(&plan, &name).invalid_at(p.display())?
         }
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };
