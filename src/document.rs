@@ -21,25 +21,41 @@ use crate::input::file::{Links, MAX_DOCUMENT_BYTES, read_text};
 /// Why a document was refused. Printed after the file name, as every reader's refusals are.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
+    /// The text is not JSON at all (a syntax error or a cut-off file).
     #[error("not JSON")]
-    NotJson(#[source] serde_json::Error),
+    NotJson(
+        #[source]
+        #[doc = "serde's error: line and column."]
+        serde_json::Error,
+    ),
+    /// JSON, but not this document: its `schema` field is absent or names another one.
     #[error("not a splitpkg {what} (no \"schema\": \"{schema}\")")]
     NotThisDocument {
+        /// How the document is named ([`Document::WHAT`]).
         what: &'static str,
+        /// The `schema` value it must have ([`Document::SCHEMA`]).
         schema: &'static str,
     },
+    /// This document, but a `schema_version` this splitpkg does not read (or none).
     #[error(
         "{what} schema_version {found} is not supported (this splitpkg reads {reads:?} and writes {writes})"
     )]
     Version {
+        /// How the document is named ([`Document::WHAT`]).
         what: &'static str,
+        /// The version found, as written (escaped), or `absent`.
         found: String,
+        /// The versions this splitpkg reads ([`Document::READS`]).
         reads: &'static [u32],
+        /// The version it writes ([`Document::VERSION`]).
         writes: u32,
     },
+    /// The right document and version, but a field is missing or of the wrong type.
     #[error("malformed {what}")]
     Malformed {
+        /// How the document is named ([`Document::WHAT`]).
         what: &'static str,
+        /// serde's error: which field, where.
         #[source]
         source: serde_json::Error,
     },
@@ -57,8 +73,9 @@ pub trait Document: Sized + DeserializeOwned + Serialize + schemars::JsonSchema 
     const WHAT: &'static str;
     /// The generated schema's file under `docs/` (`plan.schema.json`).
     const SCHEMA_FILE: &'static str;
-    /// The schema's title (`splitpkg plan`) and what the document is, for its readers.
+    /// The schema's title (`splitpkg plan`).
     const TITLE: &'static str;
+    /// What the document is and how it is versioned: the schema's `description`.
     const ABOUT: &'static str;
 
     /// Parse `text`, the contents of `file`: JSON, the right `schema`, a version this splitpkg

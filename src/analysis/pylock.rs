@@ -262,9 +262,10 @@ pub fn read(path: &Path) -> Result<Vec<Package>> {
 }
 
 fn package(shown: &str, p: RawPackage) -> Result<Package> {
-    check_dist_name(&p.name).map_err(|e| Error::bad(shown, format!("package name: {e}")))?;
+    check_dist_name(&p.name).bad_at(shown, "package name")?;
     if let Some(v) = &p.version {
-        check_version(v).map_err(|e| Error::bad(shown, format!("{}: version: {e}", p.name)))?;
+        check_version(v)
+            .map_err(|e| Error::bad_source(shown, format!("{}: version", p.name), e))?;
     }
     let wheels = p
         .wheels

@@ -122,8 +122,7 @@ impl Loaded {
             return Err(Error::bad(dir.display(), "not a directory"));
         }
         let info = ChannelInfo::load(&abs)?;
-        let channel =
-            Channel::try_from_directory(&abs).map_err(|e| Error::bad(dir.display(), e))?;
+        let channel = Channel::try_from_directory(&abs).bad_in(dir.display())?;
         let mut records = Vec::new();
         for sub in [SUBDIR, NOARCH] {
             let p = abs.join(sub).join("repodata.json");
@@ -159,11 +158,9 @@ impl Loaded {
         }
         let path = self.dir.join(file);
         let paths: rattler_conda_types::package::PathsJson =
-            rattler_package_streaming::seek::read_package_file(&path)
-                .map_err(|e| Error::bad(path.display(), e))?;
+            rattler_package_streaming::seek::read_package_file(&path).bad_in(path.display())?;
         let about: rattler_conda_types::package::AboutJson =
-            rattler_package_streaming::seek::read_package_file(&path)
-                .map_err(|e| Error::bad(path.display(), e))?;
+            rattler_package_streaming::seek::read_package_file(&path).bad_in(path.display())?;
         let installed = paths.paths.iter().filter_map(|p| p.size_in_bytes).sum();
         let represents = (about
             .extra

@@ -28,7 +28,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -87,7 +87,7 @@ impl Manifest {
         )?;
         let m: Manifest =
             serde_yaml::from_str(&text).bad_at(path.display(), "not a stand-in manifest")?;
-        m.check().map_err(|e| Error::bad(path.display(), e))?;
+        m.check().bad_in(path.display())?;
         Ok(m)
     }
 

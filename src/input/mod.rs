@@ -804,10 +804,8 @@ fn read_directory_package(root: &Path) -> Result<Option<PackageMeta>> {
 /// A wheel's Name and Version as the PyPA specifications allow them: they reach file names,
 /// headers and printed install commands.
 fn checked_dist(meta: PackageMeta, at: &str) -> Result<PackageMeta> {
-    crate::sanitize::check_dist_name(&meta.name)
-        .map_err(|why| Error::bad(at, format!("Name: {why}")))?;
-    crate::sanitize::check_version(&meta.version)
-        .map_err(|why| Error::bad(at, format!("Version: {why}")))?;
+    crate::sanitize::check_dist_name(&meta.name).bad_at(at, "Name")?;
+    crate::sanitize::check_version(&meta.version).bad_at(at, "Version")?;
     Ok(meta)
 }
 
@@ -992,9 +990,7 @@ where
     let results: Vec<Result<(String, T)>> = largest_first(&elf_members, |m| {
         let mut archive = archive.clone();
         let name = format!("{display}:{}", m.path);
-        let mut f = archive
-            .by_index(m.index)
-            .map_err(|e| Error::bad(&name, e))?;
+        let mut f = archive.by_index(m.index).bad_in(&name)?;
         let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some()
         {
             // Stored members are already plain bytes in the map: no copy.
@@ -1085,9 +1081,7 @@ where
     let results: Vec<Visited<T>> = largest_first(&members, |m| {
         let mut archive = data.clone();
         let name = format!("{display}:{}", m.path);
-        let f = archive
-            .by_index(m.index)
-            .map_err(|e| Error::bad(&name, e))?;
+        let f = archive.by_index(m.index).bad_in(&name)?;
         if !m.elf {
             return Ok((
                 m.path.clone(),
@@ -1188,7 +1182,7 @@ where
             let mut entry = entry.bad_at(&display, "info archive")?;
             let p = entry
                 .path()
-                .map_err(|e| Error::bad(&display, e))?
+                .bad_in(&display)?
                 .to_string_lossy()
                 .into_owned();
             if p == "info/index.json" {

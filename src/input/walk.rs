@@ -216,10 +216,8 @@ pub(crate) fn walk_zip(
 pub(crate) fn conda_parts(display: &str, archive: &mut Zip<'_>) -> Result<(usize, usize)> {
     let (mut pkg, mut info) = (None, None);
     for i in 0..archive.len() {
-        let f = archive
-            .by_index_raw(i)
-            .map_err(|e| Error::bad(display, e))?;
-        let name = f.name().map_err(|e| Error::bad(display, e))?;
+        let f = archive.by_index_raw(i).bad_in(display)?;
+        let name = f.name().bad_in(display)?;
         if name.starts_with("pkg-") && name.ends_with(".tar.zst") {
             pkg = Some(i);
         } else if name.starts_with("info-") && name.ends_with(".tar.zst") {
@@ -243,9 +241,7 @@ pub(crate) fn conda_tar<'a>(
     index: usize,
     what: &str,
 ) -> Result<impl Read + 'a> {
-    let f = archive
-        .by_index(index)
-        .map_err(|e| Error::bad(display, e))?;
+    let f = archive.by_index(index).bad_in(display)?;
     zstd::stream::read::Decoder::new(f).bad_at(display, what)
 }
 
@@ -275,7 +271,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
                 .path()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| root.display().to_string());
-            Error::bad(p, e.to_string())
+            Error::bad_in(p, e)
         })?;
         let path = match item.path().strip_prefix(root) {
             Ok(r) if r.as_os_str().is_empty() => continue,
@@ -304,9 +300,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
                 index,
             }
         } else if ft.is_file() {
-            let meta = item
-                .metadata()
-                .map_err(|e| Error::bad(item.path().display(), e))?;
+            let meta = item.metadata().bad_in(item.path().display())?;
             if meta.nlink() > 1 {
                 linked
                     .entry((meta.dev(), meta.ino()))

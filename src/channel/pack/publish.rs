@@ -452,9 +452,7 @@ pub(super) fn publish(
         file, path, kept, ..
     } in written
     {
-        let dst = root
-            .join(file)
-            .map_err(|e| Error::bad(channel.display(), e))?;
+        let dst = root.join(file).bad_in(channel.display())?;
         if !kept && !unchanged_or_new(&dst, file, packed)? {
             moves.push((path, dst));
         }

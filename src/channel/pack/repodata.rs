@@ -70,7 +70,7 @@ pub fn listed(channel: &Path, file: &str) -> Result<Option<Digests>> {
     if !path.exists() {
         return Ok(None);
     }
-    let repodata = RepoData::from_path(&path).map_err(|e| Error::bad(path.display(), e))?;
+    let repodata = RepoData::from_path(&path).bad_in(path.display())?;
     let Some(id) = DistArchiveIdentifier::try_from_filename(name) else {
         return Ok(None);
     };
@@ -104,7 +104,7 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
         let dir = channel.join(sub);
         let path = dir.join("repodata.json");
         let existing = if path.exists() {
-            Some(RepoData::from_path(&path).map_err(|e| Error::bad(path.display(), e))?)
+            Some(RepoData::from_path(&path).bad_in(path.display())?)
         } else {
             None
         };
@@ -133,8 +133,8 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
                     Some(r) => r.clone(),
                     None => {
                         let p = dir.join(&file);
-                        let mut r = rattler_index::package_record_from_archive(&p)
-                            .map_err(|e| Error::bad(p.display(), e))?;
+                        let mut r =
+                            rattler_index::package_record_from_archive(&p).bad_in(p.display())?;
                         r.indexed_timestamp = Some(now);
                         r
                     }
