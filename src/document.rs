@@ -9,6 +9,7 @@
 //! the JSON Schema generated from the type (`docs/*.schema.json` are those files; the test
 //! `it::schemas` fails with the command to run when a committed one is stale).
 
+use crate::error::Context;
 use std::path::Path;
 
 use serde::Serialize;
@@ -20,25 +21,41 @@ use crate::input::file::{Links, MAX_DOCUMENT_BYTES, read_text};
 /// Why a document was refused. Printed after the file name, as every reader's refusals are.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
+    /// The text is not JSON at all (a syntax error or a cut-off file).
     #[error("not JSON")]
-    NotJson(#[source] serde_json::Error),
+    NotJson(
+        #[source]
+        #[doc = "serde's error: line and column."]
+        serde_json::Error,
+    ),
+    /// JSON, but not this document: its `schema` field is absent or names another one.
     #[error("not a splitpkg {what} (no \"schema\": \"{schema}\")")]
     NotThisDocument {
+        /// How the document is named ([`Document::WHAT`]).
         what: &'static str,
+        /// The `schema` value it must have ([`Document::SCHEMA`]).
         schema: &'static str,
     },
+    /// This document, but a `schema_version` this splitpkg does not read (or none).
     #[error(
         "{what} schema_version {found} is not supported (this splitpkg reads {reads:?} and writes {writes})"
     )]
     Version {
+        /// How the document is named ([`Document::WHAT`]).
         what: &'static str,
+        /// The version found, as written (escaped), or `absent`.
         found: String,
+        /// The versions this splitpkg reads ([`Document::READS`]).
         reads: &'static [u32],
+        /// The version it writes ([`Document::VERSION`]).
         writes: u32,
     },
+    /// The right document and version, but a field is missing or of the wrong type.
     #[error("malformed {what}")]
     Malformed {
+        /// How the document is named ([`Document::WHAT`]).
         what: &'static str,
+        /// serde's error: which field, where.
         #[source]
         source: serde_json::Error,
     },
@@ -56,14 +73,15 @@ pub trait Document: Sized + DeserializeOwned + Serialize + schemars::JsonSchema 
     const WHAT: &'static str;
     /// The generated schema's file under `docs/` (`plan.schema.json`).
     const SCHEMA_FILE: &'static str;
-    /// The schema's title (`splitpkg plan`) and what the document is, for its readers.
+    /// The schema's title (`splitpkg plan`).
     const TITLE: &'static str;
+    /// What the document is and how it is versioned: the schema's `description`.
     const ABOUT: &'static str;
 
     /// Parse `text`, the contents of `file`: JSON, the right `schema`, a version this splitpkg
     /// reads, then the type. Each refusal names `file` (exit 2).
     fn from_str(text: &str, file: &str) -> Result<Self> {
-        check_header::<Self>(text).map_err(|e| Error::invalid(file, e))?;
+        check_header::<Self>(text).invalid_at(file)?;
         // Straight into the type: a smoke run's 1.3 MB would cost twice as much through a Value.
         let doc: Self = serde_json::from_str(text).map_err(|source| {
             let what = Self::WHAT;

@@ -15,22 +15,40 @@ use std::path::{Path, PathBuf};
 use crate::exit::Exit;
 use crate::sanitize::printable;
 
+/// The library's `Result`: [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A cause kept as `#[source]`: an error from zip, serde, rattler, minijinja, tokio….
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// Every error of the library: which file or step it is about, its cause kept as the source, and
+/// (through [`Error::exit`]) the outcome the CLI maps it to.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Hostile, broken or unsupported input. Exit code 2.
     #[error("{}: {}", printable(file), printable(&one_line(reason)))]
-    BadInput { file: String, reason: String },
-    /// Bad input that a library found (a zip, tar, YAML or JSON reader's error): prints as
-    /// `BadInput` with `reason: cause`, keeping the cause as the source. Exit code 2.
-    #[error("{}: {}", printable(file), printable(&one_line(&format!("{reason}: {source}"))))]
-    BadSource {
+    BadInput {
+        /// The file (or member, `archive:member`) the input is about.
         file: String,
+        /// Why it is refused, in the tool's words.
         reason: String,
+    },
+    /// Bad input that a library found (a zip, tar, YAML or JSON reader's error): prints as
+    /// `BadInput` with `reason: cause` (or the cause alone when `reason` is empty,
+    /// [`Error::bad_in`]), keeping the cause as the source. Exit code 2.
+    ///
+    /// Differs from [`Error::Invalid`] only in its text: this one prints the cause's own
+    /// `Display` (the words a `BadInput` carried before the cause was kept), `Invalid` prints the
+    /// whole source chain. Both are kept, not merged, because merging would change messages that
+    /// users and tests read: a reader whose message was `file: reason: cause` uses this one, a
+    /// reader whose error type is ours and layered (a document refusal, a fatbin walk) `Invalid`.
+    #[error("{}: {}", printable(file), printable(&one_line(&reason_and_cause(reason, source))))]
+    BadSource {
+        /// The file (or member, `archive:member`) the input is about.
+        file: String,
+        /// What the tool was reading when the cause was found; empty when the cause says it all.
+        reason: String,
+        /// The library's error, kept as the source.
         #[source]
         source: Cause,
     },
@@ -38,45 +56,56 @@ pub enum Error {
     /// prints as a `BadInput` would, with the reader's error kept as the source.
     #[error("{}: {}", printable(file), chain(source))]
     Elf {
+        /// The file (or member, `archive:member`) the input is about.
         file: String,
+        /// The ELF reader's error, kept as the source.
         #[source]
         source: crate::elf::ElfError,
     },
     /// Input a reader refuses, with the reader's error kept as the source (a `.nv_fatbin` walk, a
-    /// contract file's JSON). Exit code 2; prints as a `BadInput` would.
+    /// contract file's JSON). Exit code 2; prints as a `BadInput` would, with the source's whole
+    /// chain (`file: cause: cause's cause`) where [`Error::BadSource`] prints `reason: cause`.
     #[error("{}: {}", printable(file), chain(source.as_ref()))]
     Invalid {
+        /// The file (or member, `archive:member`) the input is about.
         file: String,
+        /// The library's error, kept as the source.
         #[source]
         source: Cause,
     },
     /// An I/O failure on a named path. Exit code 2: the input could not be read.
     #[error("{}: {}", printable(&path.display().to_string()), chain(source))]
     Io {
+        /// The path the I/O was on.
         path: PathBuf,
+        /// The I/O error, kept as the source.
         #[source]
         source: std::io::Error,
     },
     /// A command-line combination that cannot work. Exit code 2.
     #[error("{}", printable(&one_line(.0)))]
-    Usage(String),
+    Usage(#[doc = "What cannot work, naming the flags."] String),
     /// The input is fine but the answer is no (pack on a plan that is not confined). Exit code 1.
     #[error("{}", printable(&one_line(.0)))]
-    Refused(String),
+    Refused(#[doc = "Why the answer is no."] String),
     /// A library the tool drives failed (writer, solver, indexer, template engine). Exit code 3.
     #[error("{}: {}", printable(&one_line(context)), chain(source.as_ref()))]
     Failed {
+        /// What the tool was doing.
         context: String,
+        /// The library's error, kept as the source.
         #[source]
         source: Cause,
     },
     /// An invariant of the tool itself does not hold (a bug, or a lossless check that failed).
     /// Exit code 3.
     #[error("{}", printable(&one_line(.0)))]
-    Internal(String),
+    Internal(#[doc = "Which invariant broke."] String),
 }
 
 impl Error {
+    /// Hostile, broken or unsupported input in `file`, for a reason the tool words itself (exit 2).
+    /// A library's error goes to [`Error::bad_in`] or [`Error::bad_source`] instead, as the cause.
     pub fn bad(file: impl fmt::Display, reason: impl fmt::Display) -> Self {
         Error::BadInput {
             file: file.to_string(),
@@ -98,6 +127,12 @@ impl Error {
         }
     }
 
+    /// Bad input in `file` that `source` found and words alone: `file: source`, byte for byte what
+    /// [`Error::bad`]`(file, source)` prints, but the cause stays the source instead of text.
+    pub fn bad_in(file: impl fmt::Display, source: impl Into<Cause>) -> Self {
+        Self::bad_source(file, "", source)
+    }
+
     /// The ELF reader refused `file`.
     pub fn elf(file: impl fmt::Display, source: crate::elf::ElfError) -> Self {
         Error::Elf {
@@ -114,6 +149,7 @@ impl Error {
         }
     }
 
+    /// An I/O failure on `path` (exit 2); [`Context::at`] builds it from an `io::Result`.
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.as_ref().to_path_buf(),
@@ -149,6 +185,54 @@ impl Error {
     }
 }
 
+/// The context a failed call needs to become an [`Error`], said once at the call instead of in a
+/// hand-written `map_err` closure: `fs::read(p).at(p)?`, `zip.by_index(i).bad_at(file, "member")?`.
+///
+/// Implemented for every `Result` whose error can be kept as a [`Cause`] (io, zip, rattler, serde,
+/// minijinja…); each method builds the same variant, and so prints the same text, as the
+/// constructor it names. The arguments are evaluated before the call, so pass borrowed, cheap
+/// values (a path, `path.display()`, a literal); a reason that must be formatted stays a closure.
+pub trait Context<T, E> {
+    /// An I/O failure on `path`: [`Error::io`].
+    fn at(self, path: impl AsRef<Path>) -> Result<T>
+    where
+        E: Into<std::io::Error>;
+    /// Bad input in `file` that the library found: [`Error::bad_source`] (`file: reason: cause`).
+    fn bad_at(self, file: impl fmt::Display, reason: impl fmt::Display) -> Result<T>;
+    /// A reader refused `file`, the cause says why: [`Error::invalid`] (`file: cause`).
+    fn invalid_at(self, file: impl fmt::Display) -> Result<T>;
+    /// Bad input in `file`, the cause's own text says why: [`Error::bad_in`] (`file: cause`, as
+    /// `Error::bad(file, cause)` printed, but the cause is kept as the source, not flattened).
+    fn bad_in(self, file: impl fmt::Display) -> Result<T>;
+    /// The library failed while the tool was doing `context`: [`Error::failed`] (exit 3).
+    fn failed_at(self, context: impl fmt::Display) -> Result<T>;
+}
+
+impl<T, E: Into<Cause>> Context<T, E> for std::result::Result<T, E> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T>
+    where
+        E: Into<std::io::Error>,
+    {
+        self.map_err(|e| Error::io(path, e.into()))
+    }
+
+    fn bad_at(self, file: impl fmt::Display, reason: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::bad_source(file, reason, e))
+    }
+
+    fn bad_in(self, file: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::bad_in(file, e))
+    }
+
+    fn invalid_at(self, file: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::invalid(file, e))
+    }
+
+    fn failed_at(self, context: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::failed(context, e))
+    }
+}
+
 /// An error and its sources on one line, `a: b: c`, skipping a source whose text its parent
 /// already ends with (many libraries repeat their cause in their own message).
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
@@ -163,6 +247,15 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     printable(&out)
+}
+
+/// `reason: cause`, or the cause alone when there is no reason ([`Error::bad_in`]).
+fn reason_and_cause(reason: &str, source: &Cause) -> String {
+    if reason.is_empty() {
+        source.to_string()
+    } else {
+        format!("{reason}: {source}")
+    }
 }
 
 fn one_line(s: &str) -> String {
@@ -211,6 +304,31 @@ mod tests {
         );
         assert_eq!(e.exit(), Exit::BadInput);
         assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<crate::elf::ElfError>()));
+    }
+
+    /// The context trait builds the very errors the hand-written closures built: same text, same
+    /// exit, and the library's error kept as the source instead of flattened into the reason.
+    #[test]
+    fn context_methods_print_as_the_constructors_and_keep_the_cause() {
+        let io = || Err::<(), _>(std::io::Error::from(std::io::ErrorKind::NotFound));
+        let e = io().at("a\nb").unwrap_err();
+        assert_eq!(e.to_string(), "a\\nb: entity not found");
+        assert_eq!(e.exit(), Exit::BadInput);
+        let cause = || Outer(std::io::Error::other("disk\nfull"));
+        let e = Err::<(), _>(cause()).bad_in("x.whl").unwrap_err();
+        assert_eq!(e.to_string(), Error::bad("x.whl", cause()).to_string());
+        assert_eq!(e.to_string(), "x.whl: outer failure");
+        assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<Outer>()));
+        let e = Err::<(), _>(cause()).bad_at("x.whl", "member").unwrap_err();
+        assert_eq!(e.to_string(), "x.whl: member: outer failure");
+        assert_eq!(e.exit(), Exit::BadInput);
+        // Invalid prints the whole chain, BadSource the cause's own text (see the variants' docs).
+        let e = Err::<(), _>(cause()).invalid_at("x.whl").unwrap_err();
+        assert_eq!(e.to_string(), "x.whl: outer failure: disk full");
+        assert_eq!(e.exit(), Exit::BadInput);
+        let e = Err::<(), _>(cause()).failed_at("writing").unwrap_err();
+        assert_eq!(e.to_string(), "writing: outer failure: disk full");
+        assert_eq!(e.exit(), Exit::Failure);
     }
 
     #[test]

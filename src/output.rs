@@ -2,6 +2,7 @@
 //! run never leaves a half-written plan or recipe where a CI job expects a whole one. Every output
 //! file is created by [`atomic`] and committed by [`Pending`] (one file: [`write_atomic`]).
 
+use crate::error::Context;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -26,13 +27,10 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
 /// replaced file's: set on the temporary before the rename, never on the path afterwards.
 pub fn write_atomic_as(path: &Path, data: &[u8], mode: Option<u32>) -> Result<()> {
     let dir = atomic::parent_of(path);
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).at(dir)?;
     let mut tx = Pending::default();
     let mut staged = tx.add_path(path.to_path_buf())?;
-    staged
-        .file
-        .write_all(data)
-        .map_err(|e| Error::io(path, e))?;
+    staged.file.write_all(data).at(path)?;
     if let Some(mode) = mode {
         tx.set_mode(&staged, mode)?;
     }
@@ -59,12 +57,12 @@ pub fn lock_dir(dir: &Path) -> Result<std::fs::File> {
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    let t = f.metadata().map_err(|e| Error::io(&path, e))?.file_type();
+        .at(&path)?;
+    let t = f.metadata().at(&path)?.file_type();
     if !t.is_file() {
         return Err(not_a_lock(&path, &t));
     }
-    f.lock().map_err(|e| Error::io(&path, e))?;
+    f.lock().at(&path)?;
     Ok(f)
 }
 
@@ -88,8 +86,8 @@ pub fn lock_tree(dir: &Path) -> Result<std::fs::File> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(dir)
-        .map_err(|e| Error::io(dir, e))?;
-    f.lock().map_err(|e| Error::io(dir, e))?;
+        .at(dir)?;
+    f.lock().at(dir)?;
     Ok(f)
 }
 

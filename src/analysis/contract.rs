@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::analysis::exports::{load_registrations, provided_exports};
 use crate::analysis::plan::Plan;
 use crate::analysis::verdict::NotRead;
+use crate::document::Document;
 use crate::error::{Error, Result};
 
 /// The contract file's schema name and version. Version 2 added `provided_exports` and
@@ -19,7 +20,7 @@ pub const SCHEMA_NAME: &str = "splitpkg-contract";
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The loader ↔ lazy-library contract, as shipped next to a recipe for `splitpkg verify-variant`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ContractFile {
     pub schema: String,
     pub schema_version: u32,
@@ -45,6 +46,22 @@ pub struct ContractFile {
     /// then none can be checked, and `verify-variant` says so instead of passing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_registrations_not_read: Option<NotRead>,
+}
+
+/// `contract.json` is read as every document is ([`Document::load`]: bounded, regular file), but
+/// its refusals stay its own: they name the contract's versions, which users already meet.
+impl Document for ContractFile {
+    const SCHEMA: &'static str = SCHEMA_NAME;
+    const VERSION: u32 = SCHEMA_VERSION;
+    const READS: &'static [u32] = &[SCHEMA_VERSION];
+    const WHAT: &'static str = "contract";
+    const SCHEMA_FILE: &'static str = "contract.schema.json";
+    const TITLE: &'static str = "splitpkg contract";
+    const ABOUT: &'static str = "The loader and lazy-library contract `splitpkg emit` writes next to a recipe and `splitpkg verify-variant --contract` checks a built variant against.";
+
+    fn from_str(text: &str, file: &str) -> Result<Self> {
+        Self::parse_checked(text, file)
+    }
 }
 
 /// Why a plan has no contract for the lazy library asked for ([`ContractFile::for_library`]).
@@ -133,13 +150,14 @@ impl ContractFile {
         }
     }
 
-    /// A contract file's text, checked for its schema (`file` names it in the error).
-    pub fn parse(text: &str, file: &std::path::Path) -> Result<ContractFile> {
-        let c: ContractFile = serde_json::from_str(text)
-            .map_err(|e| Error::invalid(file.display(), NotAContract(e)))?;
+    /// A contract file's text, checked for its schema (`file` names it in the error): the
+    /// contract's own refusals, which predate [`Document`]'s and are kept word for word.
+    fn parse_checked(text: &str, file: &str) -> Result<ContractFile> {
+        let c: ContractFile =
+            serde_json::from_str(text).map_err(|e| Error::invalid(file, NotAContract(e)))?;
         if c.schema != SCHEMA_NAME {
             return Err(Error::bad(
-                file.display(),
+                file,
                 format!(
                     "not a contract file: schema {:?}, expected {SCHEMA_NAME:?}",
                     c.schema
@@ -148,7 +166,7 @@ impl ContractFile {
         }
         if c.schema_version != SCHEMA_VERSION {
             return Err(Error::bad(
-                file.display(),
+                file,
                 format!(
                     "contract schema version {} (this splitpkg reads {SCHEMA_VERSION}: version 1 recorded names only, not the \
                      stock library's exports and load-time registrations); re-run splitpkg emit",

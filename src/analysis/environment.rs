@@ -11,6 +11,7 @@
 //!   site-packages / `pip --target` directory): every regular file of it on disk once, hard links
 //!   once, against the installed saving.
 
+use crate::error::Context;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -125,7 +126,7 @@ pub fn lock_command(requirement: Option<&str>, tags: Option<&Tags>) -> String {
 fn wheel_download(plan: &Plan, tree: &Tree) -> Result<WheelDownload> {
     let path = &tree.source;
     let file = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
-    let file_bytes = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let file_bytes = file.metadata().at(path)?.len();
     let stored = stored_sizes(path, file)?;
     let member = |p: &String| stored.get(p).map(|&(c, _)| c).unwrap_or(0);
     let payload: u64 = plan
@@ -174,8 +175,8 @@ fn wheel_download(plan: &Plan, tree: &Tree) -> Result<WheelDownload> {
 /// checked by the walk that read the tree).
 fn stored_sizes(path: &Path, file: std::fs::File) -> Result<HashMap<String, (u64, u64)>> {
     let shown = path.display().to_string();
-    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
-        .map_err(|e| Error::bad_source(&shown, "not a zip archive", e))?;
+    let mut zip =
+        zip::ZipArchive::new(std::io::BufReader::new(file)).bad_at(&shown, "not a zip archive")?;
     let mut out = HashMap::new();
     for i in 0..zip.len() {
         let f = zip
@@ -346,7 +347,7 @@ fn on_disk(root: &Path, saving: u64) -> Result<Environment> {
         if !e.file_type().is_file() {
             continue;
         }
-        let m = e.metadata().map_err(|x| Error::io(e.path(), x.into()))?;
+        let m = e.metadata().at(e.path())?;
         if m.nlink() > 1 && !seen.insert((m.dev(), m.ino())) {
             continue;
         }

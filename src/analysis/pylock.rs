@@ -7,6 +7,7 @@
 //! a terminal or a page is checked with the PyPA rules first (docs/security.md), so a hostile lock
 //! is refused with one line naming the file.
 
+use crate::error::Context;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -243,8 +244,8 @@ impl Platform {
 pub fn read(path: &Path) -> Result<Vec<Package>> {
     let shown = path.display().to_string();
     let text = read_text(path, Links::Follow, MAX_METADATA_BYTES, "lock file")?;
-    let raw: RawLock = toml::from_str(&text)
-        .map_err(|e| Error::bad_source(&shown, "not a PEP 751 lock file (pylock.toml)", e))?;
+    let raw: RawLock =
+        toml::from_str(&text).bad_at(&shown, "not a PEP 751 lock file (pylock.toml)")?;
     if raw.lock_version.split('.').next() != Some("1") {
         return Err(Error::bad(
             &shown,
@@ -261,9 +262,10 @@ pub fn read(path: &Path) -> Result<Vec<Package>> {
 }
 
 fn package(shown: &str, p: RawPackage) -> Result<Package> {
-    check_dist_name(&p.name).map_err(|e| Error::bad(shown, format!("package name: {e}")))?;
+    check_dist_name(&p.name).bad_at(shown, "package name")?;
     if let Some(v) = &p.version {
-        check_version(v).map_err(|e| Error::bad(shown, format!("{}: version: {e}", p.name)))?;
+        check_version(v)
+            .map_err(|e| Error::bad_source(shown, format!("{}: version", p.name), e))?;
     }
     let wheels = p
         .wheels

@@ -2,11 +2,13 @@
 //! it: names, variants, which is preferred, payload packages, stand-ins), and the channel's layout.
 //! `pack` writes it ([`crate::channel::pack`]); `solve` and `env` read it, so they need no flags.
 
+use crate::error::Context;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::plan::Role;
+use crate::document::Document;
 use crate::error::{Error, Result};
 
 pub const CHANNEL_FILE: &str = "splitpkg.json";
@@ -177,6 +179,30 @@ pub struct MissingVariant {
     pub why: String,
 }
 
+/// `CHANNEL/splitpkg.json` is a [`Document`] with refusals of its own (they predate the trait's
+/// and are kept word for word). [`ChannelInfo::load`] takes the channel, not the file: a channel
+/// without the file is named as not made by `pack`.
+impl Document for ChannelInfo {
+    const SCHEMA: &'static str = CHANNEL_SCHEMA;
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = CHANNEL_FILE;
+    const SCHEMA_FILE: &'static str = "channel.schema.json";
+    const TITLE: &'static str = "splitpkg channel";
+    const ABOUT: &'static str = "CHANNEL/splitpkg.json: what `splitpkg pack` put in a channel (every pack's record and stand-ins), read by `solve` and `env`.";
+
+    fn from_str(text: &str, file: &str) -> Result<Self> {
+        let info: ChannelInfo = serde_json::from_str(text).bad_at(file, "malformed")?;
+        if info.schema != Self::SCHEMA || !Self::READS.contains(&info.schema_version) {
+            return Err(Error::bad(
+                file,
+                format!("not a {CHANNEL_SCHEMA} version 1 file"),
+            ));
+        }
+        Ok(info)
+    }
+}
+
 /// `CHANNEL/splitpkg.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ChannelInfo {
@@ -232,21 +258,9 @@ impl ChannelInfo {
                 Error::io(&path, e)
             }
         })?;
-        let text = read_capped_text(
-            file,
-            &path.display().to_string(),
-            MAX_DOCUMENT_BYTES,
-            CHANNEL_FILE,
-        )?;
-        let info: ChannelInfo = serde_json::from_str(&text)
-            .map_err(|e| Error::bad_source(path.display(), "malformed", e))?;
-        if info.schema != CHANNEL_SCHEMA || info.schema_version != 1 {
-            return Err(Error::bad(
-                path.display(),
-                format!("not a {CHANNEL_SCHEMA} version 1 file"),
-            ));
-        }
-        Ok(info)
+        let shown = path.display().to_string();
+        let text = read_capped_text(file, &shown, MAX_DOCUMENT_BYTES, CHANNEL_FILE)?;
+        <Self as Document>::from_str(&text, &shown)
     }
 
     /// Every package the channel description knows, stand-ins included.

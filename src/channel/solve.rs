@@ -25,6 +25,7 @@
 //! must be CONFINED, the slim one must hold no payload (verdict NOT PRESENT, no payload files, no
 //! payload packages).
 
+use crate::error::Context;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -115,21 +116,17 @@ impl Loaded {
         let abs = if dir.is_absolute() {
             dir.to_path_buf()
         } else {
-            std::env::current_dir()
-                .map_err(|e| Error::io(".", e))?
-                .join(dir)
+            std::env::current_dir().at(".")?.join(dir)
         };
         if !abs.is_dir() {
             return Err(Error::bad(dir.display(), "not a directory"));
         }
         let info = ChannelInfo::load(&abs)?;
-        let channel =
-            Channel::try_from_directory(&abs).map_err(|e| Error::bad(dir.display(), e))?;
+        let channel = Channel::try_from_directory(&abs).bad_in(dir.display())?;
         let mut records = Vec::new();
         for sub in [SUBDIR, NOARCH] {
             let p = abs.join(sub).join("repodata.json");
-            let rd = RepoData::from_path(&p)
-                .map_err(|e| Error::bad_source(p.display(), "not an indexed channel", e))?;
+            let rd = RepoData::from_path(&p).bad_at(p.display(), "not an indexed channel")?;
             records.extend(rd.into_repo_data_records(&channel));
         }
         Ok(Loaded {
@@ -161,11 +158,9 @@ impl Loaded {
         }
         let path = self.dir.join(file);
         let paths: rattler_conda_types::package::PathsJson =
-            rattler_package_streaming::seek::read_package_file(&path)
-                .map_err(|e| Error::bad(path.display(), e))?;
+            rattler_package_streaming::seek::read_package_file(&path).bad_in(path.display())?;
         let about: rattler_conda_types::package::AboutJson =
-            rattler_package_streaming::seek::read_package_file(&path)
-                .map_err(|e| Error::bad(path.display(), e))?;
+            rattler_package_streaming::seek::read_package_file(&path).bad_in(path.display())?;
         let installed = paths.paths.iter().filter_map(|p| p.size_in_bytes).sum();
         let represents = (about
             .extra
@@ -904,7 +899,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Error::failed("tokio", e))
+        .failed_at("tokio")
 }
 
 /// Install `records` into `prefix` with rattler's installer (linux-64), from the package cache
@@ -975,7 +970,7 @@ fn install_and_plan(
             )));
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).at(dir)?;
     let installer = Installing {
         rt: runtime()?,
         cache: dir.join("pkgs"),

@@ -22,12 +22,13 @@
 //!                                 # tree) makes the core package depend on this stand-in
 //! ```
 
+use crate::error::Context;
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -84,9 +85,9 @@ impl Manifest {
             crate::input::file::MAX_DOCUMENT_BYTES,
             "manifest",
         )?;
-        let m: Manifest = serde_yaml::from_str(&text)
-            .map_err(|e| Error::bad_source(path.display(), "not a stand-in manifest", e))?;
-        m.check().map_err(|e| Error::bad(path.display(), e))?;
+        let m: Manifest =
+            serde_yaml::from_str(&text).bad_at(path.display(), "not a stand-in manifest")?;
+        m.check().bad_in(path.display())?;
         Ok(m)
     }
 

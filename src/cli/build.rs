@@ -1,13 +1,14 @@
 //! `build-variant`: the lazy library rebuilt without the optional component, then checked.
 
+use splitpkg::document::Document;
+use splitpkg::error::Context;
 use std::path::PathBuf;
 
 use clap::Args;
 
 use splitpkg::Exit;
 use splitpkg::analysis::contract::ContractFile;
-use splitpkg::error::{Error, Result};
-use splitpkg::input::file;
+use splitpkg::error::Result;
 use splitpkg::output::emit as write_out;
 use splitpkg::recipe::build::{self, BuildRequest, Compiler};
 
@@ -60,11 +61,7 @@ pub struct BuildVariantArgs {
 pub fn build_variant(a: BuildVariantArgs, quiet: bool) -> Result<Exit> {
     let compiler = Compiler::resolve(a.cxx.as_deref(), std::env::var("CXX").ok().as_deref())?;
     let contract = match &a.contract {
-        Some(c) => {
-            let text =
-                file::read_text(c, file::Links::Follow, file::MAX_DOCUMENT_BYTES, "contract")?;
-            ContractFile::parse(&text, c)?
-        }
+        Some(c) => ContractFile::load(c)?,
         None => {
             let plan = load_plan(
                 &a.torch,
@@ -72,8 +69,7 @@ pub fn build_variant(a: BuildVariantArgs, quiet: bool) -> Result<Exit> {
                 std::slice::from_ref(&a.without),
                 true,
             )?;
-            ContractFile::for_library(&plan, &a.lazy)
-                .map_err(|why| Error::invalid(a.torch.display(), why))?
+            ContractFile::for_library(&plan, &a.lazy).invalid_at(a.torch.display())?
         }
     };
     let jobs = a

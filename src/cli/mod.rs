@@ -14,6 +14,7 @@ mod smoke;
 mod tree;
 mod wheel;
 
+use splitpkg::error::Context;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
@@ -289,7 +290,7 @@ impl SplitArgs {
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string_pretty(v)
         .map(|s| s + "\n")
-        .map_err(|e| Error::failed("JSON", e))
+        .failed_at("JSON")
 }
 
 /// A plan from PLAN.json or by planning a tree.

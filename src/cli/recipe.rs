@@ -1,5 +1,7 @@
 //! `emit` and `verify-variant`: recipes from a plan, and the check a lazy-library build must pass.
 
+use splitpkg::document::Document;
+use splitpkg::error::Context;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -7,7 +9,6 @@ use clap::Args;
 use splitpkg::Exit;
 use splitpkg::analysis::contract::ContractFile;
 use splitpkg::error::{Error, Result};
-use splitpkg::input::file;
 use splitpkg::output::emit as write_out;
 use splitpkg::recipe::{emit, feedstock, note, split, verify};
 
@@ -183,23 +184,14 @@ pub fn verify_variant(a: VerifyVariantArgs) -> Result<Exit> {
         write_contract,
     } = a;
     let contract = match (contract, plan) {
-        (Some(c), _) => {
-            let text = file::read_text(
-                &c,
-                file::Links::Follow,
-                file::MAX_DOCUMENT_BYTES,
-                "contract",
-            )?;
-            ContractFile::parse(&text, &c)?
-        }
+        (Some(c), _) => ContractFile::load(&c)?,
         (None, Some(p)) => {
             let plan = load_plan(&p, &[DEFAULT_LAZY.into()], &[DEFAULT_DEP.into()], true)?;
             let name = library
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            ContractFile::for_library(&plan, &name)
-                .map_err(|why| Error::invalid(p.display(), why))?
+            ContractFile::for_library(&plan, &name).invalid_at(p.display())?
         }
         (None, None) => return Err(Error::Usage("--contract or --plan is required".into())),
     };

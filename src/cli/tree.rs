@@ -1,5 +1,6 @@
 //! `inspect`, `plan` and `fatbin`: the facts, the proof and the device code of one tree.
 
+use splitpkg::error::Context;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -162,7 +163,7 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
     let text = if json {
         to_json(plan)?
     } else if yaml {
-        serde_yaml::to_string(plan).map_err(|e| Error::failed("YAML", e))?
+        serde_yaml::to_string(plan).failed_at("YAML")?
     } else {
         report::plan_text(plan)
     };

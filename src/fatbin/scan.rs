@@ -1,6 +1,7 @@
 //! `splitpkg fatbin`: the device code of every library in a tree (or of one ELF file), with the
 //! optional what-if and device checks, as one serialisable report (`docs/fatbin.schema.json`).
 
+use crate::error::Context;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -348,7 +349,7 @@ fn scan_files(
     progress: &Progress,
     trace: bool,
 ) -> Result<(String, Vec<FileScan>)> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let meta = std::fs::metadata(path).at(path)?;
     if meta.is_file() && is_elf_file(path)? {
         let file = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
         let map = Arc::new(crate::input::map_file(path)?);
@@ -455,7 +456,7 @@ fn is_elf_file(path: &Path) -> Result<bool> {
     use std::io::Read;
     let mut head = [0u8; 4];
     let mut f = crate::input::file::open_regular(path, crate::input::file::Links::Follow)?;
-    let n = f.read(&mut head).map_err(|e| Error::io(path, e))?;
+    let n = f.read(&mut head).at(path)?;
     Ok(n == 4 && &head == b"\x7fELF")
 }
 

@@ -40,6 +40,7 @@ pub mod share;
 pub use commands::{IndexCommands, IndexUrl, OtherCommand};
 pub use share::Sharing;
 
+use crate::error::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -265,7 +266,7 @@ fn write_index(
     share: &mut share::Share,
     progress: &Progress,
 ) -> Result<(Vec<ProjectReport>, Vec<LeftOut>)> {
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    std::fs::create_dir_all(out).at(out)?;
     let _lock = crate::output::lock_dir(out)?;
     crate::output::cleanup::sweep_once(out);
     // Again under the lock: another run may have changed the index since.
@@ -331,10 +332,10 @@ pub(crate) const VARIANTS_SUFFIX: &str = "-variants.json";
 fn wheel_paths(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for i in inputs {
-        let meta = std::fs::metadata(i).map_err(|e| Error::io(i, e))?;
+        let meta = std::fs::metadata(i).at(i)?;
         if meta.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(i)
-                .map_err(|e| Error::io(i, e))?
+                .at(i)?
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|e| e == "whl") && p.is_file())
@@ -538,7 +539,7 @@ fn update_project(
     } = ctx;
     let dir = out.join(name);
     not_a_link_or_file(&dir, "the project directory")?;
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    std::fs::create_dir_all(&dir).at(&dir)?;
     let mut page = load_project(&dir, name)?;
     let mut status: BTreeMap<String, (FileStatus, Option<String>)> = page
         .files
@@ -680,7 +681,7 @@ fn same_file(on_disk: &Path, w: &IndexedWheel) -> Result<()> {
 /// Copy `w` into `dir` under a temporary name, hashing as it goes: the copy must be the bytes
 /// that were read and hashed.
 fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()> {
-    let mut src = crate::input::open_nofollow(&w.path).map_err(|e| Error::io(&w.path, e))?;
+    let mut src = crate::input::open_nofollow(&w.path).at(&w.path)?;
     let crate::output::Staged {
         path: tmp,
         file: mut dst,
@@ -688,12 +689,12 @@ fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()>
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let k = src.read(&mut buf).map_err(|e| Error::io(&w.path, e))?;
+        let k = src.read(&mut buf).at(&w.path)?;
         if k == 0 {
             break;
         }
         h.update(&buf[..k]);
-        dst.write_all(&buf[..k]).map_err(|e| Error::io(&tmp, e))?;
+        dst.write_all(&buf[..k]).at(&tmp)?;
     }
     if crate::output::hex(&h.finalize()) != w.sha256 {
         return Err(Error::bad(
@@ -707,10 +708,7 @@ fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()>
 
 fn stage_bytes(dir: &Path, name: &str, bytes: &[u8], pending: &mut Pending) -> Result<()> {
     let mut staged = pending.add(dir, name)?;
-    staged
-        .file
-        .write_all(bytes)
-        .map_err(|e| Error::io(&staged.path, e))?;
+    staged.file.write_all(bytes).at(&staged.path)?;
     pending.sync_in_background(&staged.path, staged.file);
     Ok(())
 }
@@ -877,15 +875,12 @@ fn refuse_mixed_sets(dir: &Path, page: &ProjectPage) -> Result<()> {
 /// refused: the index would list and serve whatever it points at.
 fn project_dirs(out: &Path) -> Result<BTreeSet<String>> {
     let mut names = BTreeSet::new();
-    for e in std::fs::read_dir(out)
-        .map_err(|e| Error::io(out, e))?
-        .filter_map(|e| e.ok())
-    {
+    for e in std::fs::read_dir(out).at(out)?.filter_map(|e| e.ok()) {
         let name = e.file_name().to_string_lossy().into_owned();
         if check_file_name(&name, "").is_err() || dist::normalize(&name) != name {
             continue;
         }
-        let t = e.file_type().map_err(|err| Error::io(e.path(), err))?;
+        let t = e.file_type().at(e.path())?;
         if t.is_symlink() {
             return Err(Error::bad(
                 e.path().display(),

@@ -5,6 +5,7 @@
 //! release engineer sets there by hand (`yanked`, `upload-time`): every entry is rebuilt from the
 //! file it names (`index::verified_entry`), so a URL or key an earlier page carried is never served.
 
+use crate::error::Context;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -139,7 +140,7 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 pub fn to_json<T: Serialize>(page: &T) -> Result<String> {
     serde_json::to_string_pretty(page)
         .map(|s| s + "\n")
-        .map_err(|e| Error::failed("JSON", e))
+        .failed_at("JSON")
 }
 
 /// PEP 503 HTML of a project page.

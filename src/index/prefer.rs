@@ -15,6 +15,7 @@
 //!   preference. What a set was written with is read against the publisher's order, which every
 //!   variant wheel's own `variant.json` carries.
 
+use crate::error::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -361,7 +362,7 @@ fn sets_on_disk(out: &Path) -> Result<Vec<(String, String, Vec<String>)>> {
         return Ok(sets);
     }
     let mut projects: Vec<String> = std::fs::read_dir(out)
-        .map_err(|e| Error::io(out, e))?
+        .at(out)?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())

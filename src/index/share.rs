@@ -21,6 +21,7 @@
 //! was swapped during the run: refused). The link takes the file's mode as it is: nothing is
 //! changed on a shared inode.
 
+use crate::error::Context;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -112,7 +113,7 @@ impl Share {
             }
             Err(e) => return Err(Error::io(&src, e)),
         };
-        let meta = file.metadata().map_err(|e| Error::io(&src, e))?;
+        let meta = file.metadata().at(&src)?;
         let (sha, _) = sha256_of(&mut file, &src)?;
         if sha != w.sha256 || meta.len() != w.size {
             return Ok(self.note(w, &format!("{} has other bytes", src.display())));
@@ -121,7 +122,7 @@ impl Share {
             Ok(tmp) => tmp,
             Err(e) => return Ok(self.note(w, &format!("no hard link ({e})"))),
         };
-        let linked = std::fs::symlink_metadata(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let linked = std::fs::symlink_metadata(&tmp).at(&tmp)?;
         if (linked.dev(), linked.ino()) != (meta.dev(), meta.ino()) {
             return Err(Error::bad(
                 src.display(),

@@ -9,6 +9,7 @@
 //! - Every read is bounded: above its limit the read fails with one line naming the file and the
 //!   limit (exit 2) — never a silent truncation.
 
+use crate::error::Context;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
@@ -56,7 +57,7 @@ pub fn open_regular_io(path: &Path, links: Links) -> std::io::Result<File> {
 
 /// [`open_regular_io`] with the crate's error (exit 2, naming the file).
 pub fn open_regular(path: &Path, links: Links) -> Result<File> {
-    open_regular_io(path, links).map_err(|e| Error::io(path, e))
+    open_regular_io(path, links).at(path)
 }
 
 /// `open_regular_io(path, Links::Refuse)`: the name the stager and the tree readers use.
@@ -94,7 +95,7 @@ fn regular(t: &std::fs::FileType) -> std::io::Result<()> {
 pub fn read_bounded(path: &Path, links: Links, limit: u64, what: &str) -> Result<Vec<u8>> {
     let file = open_regular(path, links)?;
     let shown = path.display().to_string();
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let len = file.metadata().at(path)?.len();
     if len > limit {
         return Err(too_large(&shown, what, limit));
     }
@@ -113,7 +114,7 @@ pub fn read_capped(r: impl Read, at: &str, limit: u64, what: &str) -> Result<Vec
     let mut data = Vec::new();
     r.take(limit.saturating_add(1))
         .read_to_end(&mut data)
-        .map_err(|e| Error::bad_source(at, "unreadable", e))?;
+        .bad_at(at, "unreadable")?;
     if data.len() as u64 > limit {
         return Err(too_large(at, what, limit));
     }

@@ -10,6 +10,7 @@
 //! would, except that a link never leaves the tree: an absolute target or one that climbs above the
 //! root resolves to [`Resolve::Escapes`] and is not followed.
 
+use crate::error::Context;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Read;
@@ -61,7 +62,7 @@ pub enum TreeKind {
 
 impl TreeKind {
     pub fn detect(path: &Path) -> Result<TreeKind> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let meta = std::fs::metadata(path).at(path)?;
         if meta.is_dir() {
             return Ok(TreeKind::Directory);
         }
@@ -453,7 +454,7 @@ pub fn map_file(path: &Path) -> Result<Mmap> {
 fn open_mapped(path: &Path) -> Result<(File, Mmap)> {
     let file = file::open_regular(path, file::Links::Follow)?;
     // SAFETY: read-only private map; see above.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let map = unsafe { Mmap::map(&file) }.at(path)?;
     Ok((file, map))
 }
 
@@ -684,13 +685,13 @@ where
     let total: u64 = files.iter().map(|f| f.2).sum();
     progress.start("reading", total);
     let sniffed: Vec<Result<Sniffed<T>>> = largest_first(&files, |(rel, full, size)| {
-        let mut f = open_nofollow(full).map_err(|e| Error::io(full, e))?;
+        let mut f = open_nofollow(full).at(full)?;
         let mut head = vec![0u8; 256.min(*size as usize)];
-        f.read_exact(&mut head).map_err(|e| Error::io(full, e))?;
+        f.read_exact(&mut head).at(full)?;
         if head.starts_with(ELF_MAGIC) {
             // SAFETY: the map is read-only and private to this call; a concurrent writer could
             // change bytes under us, which the ELF reader tolerates because every read is bounds-checked.
-            let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(full, e))?);
+            let map = Arc::new(unsafe { Mmap::map(&f) }.at(full)?);
             let value = visit(ElfInput {
                 path: rel,
                 bytes: &map,
@@ -803,10 +804,8 @@ fn read_directory_package(root: &Path) -> Result<Option<PackageMeta>> {
 /// A wheel's Name and Version as the PyPA specifications allow them: they reach file names,
 /// headers and printed install commands.
 fn checked_dist(meta: PackageMeta, at: &str) -> Result<PackageMeta> {
-    crate::sanitize::check_dist_name(&meta.name)
-        .map_err(|why| Error::bad(at, format!("Name: {why}")))?;
-    crate::sanitize::check_version(&meta.version)
-        .map_err(|why| Error::bad(at, format!("Version: {why}")))?;
+    crate::sanitize::check_dist_name(&meta.name).bad_at(at, "Name")?;
+    crate::sanitize::check_version(&meta.version).bad_at(at, "Version")?;
     Ok(meta)
 }
 
@@ -991,9 +990,7 @@ where
     let results: Vec<Result<(String, T)>> = largest_first(&elf_members, |m| {
         let mut archive = archive.clone();
         let name = format!("{display}:{}", m.path);
-        let mut f = archive
-            .by_index(m.index)
-            .map_err(|e| Error::bad(&name, e))?;
+        let mut f = archive.by_index(m.index).bad_in(&name)?;
         let value = if f.compression() == zip::CompressionMethod::Stored && f.data_start().is_some()
         {
             // Stored members are already plain bytes in the map: no copy.
@@ -1016,7 +1013,7 @@ where
             (&mut f)
                 .take(m.size + 1)
                 .read_to_end(&mut data)
-                .map_err(|e| Error::bad_source(&name, "cannot inflate", e))?;
+                .bad_at(&name, "cannot inflate")?;
             if data.len() as u64 != m.size {
                 return Err(Error::bad(
                     &name,
@@ -1070,7 +1067,7 @@ where
     for m in by_index {
         disk.charge(&m.path, m.size)?;
     }
-    std::fs::create_dir(&u.dir).map_err(|e| Error::io(&u.dir, e))?;
+    std::fs::create_dir(&u.dir).at(&u.dir)?;
     unpack::directories(
         &u.dir,
         members.iter().filter(|m| m.elf).map(|m| m.path.as_str()),
@@ -1078,16 +1075,13 @@ where
     progress.start("unpacking", members.iter().map(|m| m.size).sum());
     // The same archive once more, read with positioned reads for the member data (see
     // `PositionedFile`); the walk above checked it through the map.
-    let reader = unpack::PositionedFile::new(file).map_err(|e| Error::io(path, e))?;
-    let data = zip::ZipArchive::new(reader)
-        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
+    let reader = unpack::PositionedFile::new(file).at(path)?;
+    let data = zip::ZipArchive::new(reader).bad_at(&display, "not a readable zip archive")?;
     type Visited<T> = Result<(String, (u64, unpack::Sha256Hash), Option<T>)>;
     let results: Vec<Visited<T>> = largest_first(&members, |m| {
         let mut archive = data.clone();
         let name = format!("{display}:{}", m.path);
-        let f = archive
-            .by_index(m.index)
-            .map_err(|e| Error::bad(&name, e))?;
+        let f = archive.by_index(m.index).bad_in(&name)?;
         if !m.elf {
             return Ok((
                 m.path.clone(),
@@ -1096,9 +1090,9 @@ where
             ));
         }
         let (dst, digest) = unpack::member(&u.dir, &name, &m.path, m.size, m.exec, f, progress)?;
-        let f = open_nofollow(&dst).map_err(|e| Error::io(&dst, e))?;
+        let f = open_nofollow(&dst).at(&dst)?;
         // SAFETY: a read-only map of a file this process just wrote in its own work directory.
-        let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&dst, e))?);
+        let map = Arc::new(unsafe { Mmap::map(&f) }.at(&dst)?);
         let value = visit(ElfInput {
             path: &m.path,
             bytes: &map,
@@ -1183,14 +1177,12 @@ where
     // Metadata first: it is tiny, and the package identity is useful to report.
     {
         let mut tar = tar::Archive::new(conda_tar(&display, &mut archive, info, "info archive")?);
-        let entries = tar
-            .entries()
-            .map_err(|e| Error::bad_source(&display, "info archive", e))?;
+        let entries = tar.entries().bad_at(&display, "info archive")?;
         for entry in entries {
-            let mut entry = entry.map_err(|e| Error::bad_source(&display, "info archive", e))?;
+            let mut entry = entry.bad_at(&display, "info archive")?;
             let p = entry
                 .path()
-                .map_err(|e| Error::bad(&display, e))?
+                .bad_in(&display)?
                 .to_string_lossy()
                 .into_owned();
             if p == "info/index.json" {
@@ -1220,8 +1212,7 @@ fn read_index_json(display: &str, r: &mut dyn Read) -> Result<PackageMeta> {
 }
 
 fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Error::bad_source(display, "info/index.json", e))?;
+    let v: serde_json::Value = serde_json::from_str(text).bad_at(display, "info/index.json")?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
     let meta = PackageMeta {
         name: s("name").ok_or_else(|| Error::bad(display, "info/index.json has no name"))?,
@@ -1311,7 +1302,7 @@ where
                     (&mut *r)
                         .take(256)
                         .read_to_end(&mut head)
-                        .map_err(|e| Error::bad_source(display, rel, e))?;
+                        .bad_at(display, rel)?;
                     let elf = head.starts_with(ELF_MAGIC);
                     if elf {
                         pool.spawn(scope, rel, size, head, r)?;

@@ -5,6 +5,7 @@
 //! pip overwrites a file another distribution owns and deletes it when that one is uninstalled
 //! (pypa/pip#4625), so "one owner" is checked here, not assumed.
 
+use crate::error::Context;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -202,7 +203,7 @@ fn source(dir: &Path) -> Result<Option<String>> {
         return Ok(None);
     }
     let d: DirectUrl = serde_json::from_str(&read_small(&path)?)
-        .map_err(|e| Error::bad_source(path.display(), "not a PEP 610 direct_url.json", e))?;
+        .bad_at(path.display(), "not a PEP 610 direct_url.json")?;
     let Some(file) = d.url.strip_prefix("file://") else {
         return Ok(None);
     };

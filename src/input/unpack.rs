@@ -11,6 +11,7 @@
 //! new files only (`O_EXCL | O_NOFOLLOW`), under a directory that holds nothing else, never more
 //! bytes than the member's header claims, and never more in all than the disk budget allows.
 
+use crate::error::Context;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -62,7 +63,7 @@ pub(super) fn hash_member(
     progress: &Progress,
 ) -> Result<(u64, Sha256Hash)> {
     let (n, sha256, _) = copy_hashed(r.take(size.saturating_add(1)), std::io::sink(), progress)
-        .map_err(|e| Error::bad_source(name, "cannot inflate", e))?;
+        .bad_at(name, "cannot inflate")?;
     if n != size {
         return Err(Error::bad(
             name,
@@ -192,10 +193,10 @@ pub(super) fn member(
     r: impl Read,
     progress: &Progress,
 ) -> Result<(PathBuf, (u64, Sha256Hash))> {
-    crate::confine::check_relative(path).map_err(|e| Error::bad_source(name, "not unpacked", e))?;
+    crate::confine::check_relative(path).bad_at(name, "not unpacked")?;
     let dst = dir.join(path);
     let (n, sha256) = write_new(&dst, r.take(size.saturating_add(1)), exec, progress)
-        .map_err(|e| Error::bad_source(name, "cannot unpack", e))?;
+        .bad_at(name, "cannot unpack")?;
     if n != size {
         return Err(Error::bad(
             name,
@@ -211,7 +212,7 @@ pub(super) fn member(
 pub fn directories<'a>(dir: &Path, paths: impl Iterator<Item = &'a str>) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for p in paths {
-        crate::confine::check_relative(p).map_err(|e| Error::bad_source(p, "not unpacked", e))?;
+        crate::confine::check_relative(p).bad_at(p, "not unpacked")?;
         let mut cur = p;
         while let Some(i) = cur.rfind('/') {
             cur = &cur[..i];

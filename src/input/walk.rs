@@ -8,6 +8,7 @@
 //! [`Member::index`]). A directory is listed first ([`walk_dir`]) and its files opened by name,
 //! never through a link ([`open_nofollow`]).
 
+use crate::error::Context;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
@@ -63,11 +64,9 @@ pub(crate) fn walk_tar(
 ) -> Result<()> {
     let mut rules = Members::default();
     let mut tar = tar::Archive::new(reader);
-    let entries = tar
-        .entries()
-        .map_err(|e| Error::bad_source(display, "not a tar archive", e))?;
+    let entries = tar.entries().bad_at(display, "not a tar archive")?;
     for (index, entry) in entries.enumerate() {
-        let mut entry = entry.map_err(|e| Error::bad_source(display, "broken tar archive", e))?;
+        let mut entry = entry.bad_at(display, "broken tar archive")?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let Some(path) = safe_member_path(display, &raw)? else {
             continue;
@@ -107,9 +106,7 @@ pub(crate) fn walk_tar(
         };
         rules.check(display, &path, kind, named.as_deref())?;
         let link = match kind {
-            MemberKind::Symlink => {
-                Some(link_name(&entry).map_err(|e| Error::bad_source(display, &path, e))?)
-            }
+            MemberKind::Symlink => Some(link_name(&entry).bad_at(display, &path)?),
             _ => named,
         };
         let size = if kind == MemberKind::File {
@@ -147,8 +144,7 @@ pub(crate) type Zip<'a> = zip::ZipArchive<std::io::Cursor<&'a [u8]>>;
 
 /// Open `bytes` as a zip archive; `what` says what it should have been.
 pub(crate) fn open_zip<'a>(display: &str, bytes: &'a [u8], what: &str) -> Result<Zip<'a>> {
-    zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| Error::bad_source(display, what, e))
+    zip::ZipArchive::new(std::io::Cursor::new(bytes)).bad_at(display, what)
 }
 
 /// Walk a zip archive (zip has no hard links), calling `visit` for every member in central
@@ -220,10 +216,8 @@ pub(crate) fn walk_zip(
 pub(crate) fn conda_parts(display: &str, archive: &mut Zip<'_>) -> Result<(usize, usize)> {
     let (mut pkg, mut info) = (None, None);
     for i in 0..archive.len() {
-        let f = archive
-            .by_index_raw(i)
-            .map_err(|e| Error::bad(display, e))?;
-        let name = f.name().map_err(|e| Error::bad(display, e))?;
+        let f = archive.by_index_raw(i).bad_in(display)?;
+        let name = f.name().bad_in(display)?;
         if name.starts_with("pkg-") && name.ends_with(".tar.zst") {
             pkg = Some(i);
         } else if name.starts_with("info-") && name.ends_with(".tar.zst") {
@@ -247,10 +241,8 @@ pub(crate) fn conda_tar<'a>(
     index: usize,
     what: &str,
 ) -> Result<impl Read + 'a> {
-    let f = archive
-        .by_index(index)
-        .map_err(|e| Error::bad(display, e))?;
-    zstd::stream::read::Decoder::new(f).map_err(|e| Error::bad_source(display, what, e))
+    let f = archive.by_index(index).bad_in(display)?;
+    zstd::stream::read::Decoder::new(f).bad_at(display, what)
 }
 
 /// A `.tar.bz2` as a tar stream (multi-stream bzip2, as conda writes it).
@@ -279,7 +271,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
                 .path()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| root.display().to_string());
-            Error::bad(p, e.to_string())
+            Error::bad_in(p, e)
         })?;
         let path = match item.path().strip_prefix(root) {
             Ok(r) if r.as_os_str().is_empty() => continue,
@@ -289,7 +281,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
         let index = members.len();
         let ft = item.file_type();
         let member = if ft.is_symlink() {
-            let target = std::fs::read_link(item.path()).map_err(|e| Error::io(item.path(), e))?;
+            let target = std::fs::read_link(item.path()).at(item.path())?;
             Member {
                 path,
                 kind: MemberKind::Symlink,
@@ -308,9 +300,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
                 index,
             }
         } else if ft.is_file() {
-            let meta = item
-                .metadata()
-                .map_err(|e| Error::bad(item.path().display(), e))?;
+            let meta = item.metadata().bad_in(item.path().display())?;
             if meta.nlink() > 1 {
                 linked
                     .entry((meta.dev(), meta.ino()))

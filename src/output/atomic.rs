@@ -11,6 +11,7 @@
 //! - the replaced file's permission bits are kept (a new file gets 0644 less the umask);
 //! - the file is fsynced before the rename, and its directory after.
 
+use crate::error::Context;
 use std::fs::File;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -156,7 +157,7 @@ pub fn create_new(path: &Path) -> Result<File> {
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| Error::io(path, e))
+        .at(path)
 }
 
 /// A new name for the existing file `from` in `dir` (a hard link under a temporary name): the
@@ -198,8 +199,7 @@ pub fn link_temp_or_why(
 /// `chmod` the temporary to the mode of the file it replaces.
 pub fn keep_mode(tmp: &Path, dest: Dest) -> Result<()> {
     if let Dest::Regular(mode) = dest {
-        std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| Error::io(tmp, e))?;
+        std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(mode)).at(tmp)?;
     }
     Ok(())
 }
@@ -210,8 +210,8 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(dir)
-        .map_err(|e| Error::io(dir, e))?;
-    d.sync_all().map_err(|e| Error::io(dir, e))
+        .at(dir)?;
+    d.sync_all().at(dir)
 }
 
 /// The directory a path is written in (`.` for a bare file name).

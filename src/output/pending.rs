@@ -3,6 +3,7 @@
 //! writes"). `wheel` stages its wheels here, `index` its files and pages, `feedstock --write` its
 //! recipe files, [`super::write_atomic`] its one file.
 
+use crate::error::Context;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -99,8 +100,8 @@ impl Pending {
             return Ok(());
         }
         let mut staged = self.add(out, file)?;
-        let mut r = File::open(&src).map_err(|e| Error::io(&src, e))?;
-        std::io::copy(&mut r, &mut staged.file).map_err(|e| Error::io(&dst, e))?;
+        let mut r = File::open(&src).at(&src)?;
+        std::io::copy(&mut r, &mut staged.file).at(&dst)?;
         self.sync_in_background(&staged.path, staged.file);
         Ok(())
     }
@@ -140,7 +141,7 @@ impl Pending {
         staged
             .file
             .set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
-            .map_err(|e| Error::io(&staged.path, e))?;
+            .at(&staged.path)?;
         if let Some(e) = self.files.iter_mut().find(|e| e.tmp == staged.path) {
             e.mode_given = true;
         }
@@ -205,12 +206,10 @@ impl Pending {
                 .map_err(|_| {
                     Error::internal(format!("{}: the fsync thread failed", tmp.display()))
                 })?
-                .map_err(|e| Error::io(&tmp, e))?;
+                .at(&tmp)?;
         }
         for e in self.files.iter().filter(|e| !e.synced) {
-            File::open(&e.tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(|err| Error::io(&e.tmp, err))?;
+            File::open(&e.tmp).and_then(|f| f.sync_all()).at(&e.tmp)?;
         }
         Ok(())
     }
@@ -266,8 +265,8 @@ fn back_up_one(dst: &Path, dest: Dest) -> Result<Backup> {
     }
     let mut t = atomic::create_temp(dir, &name)?;
     let mut src = open_original(dst)?;
-    std::io::copy(&mut src, &mut t.file).map_err(|e| Error::io(dst, e))?;
-    t.file.sync_all().map_err(|e| Error::io(&t.path, e))?;
+    std::io::copy(&mut src, &mut t.file).at(dst)?;
+    t.file.sync_all().at(&t.path)?;
     atomic::keep_mode(&t.path, dest)?;
     Ok(Backup {
         path: t.path,
@@ -284,8 +283,8 @@ fn open_original(dst: &Path) -> Result<File> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(dst)
-        .map_err(|e| Error::io(dst, e))?;
-    let t = f.metadata().map_err(|e| Error::io(dst, e))?.file_type();
+        .at(dst)?;
+    let t = f.metadata().at(dst)?.file_type();
     if !t.is_file() {
         return Err(Error::bad(
             dst.display(),

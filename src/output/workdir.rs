@@ -2,9 +2,10 @@
 //! `.OUT.splitpkg-KIND-PID`, removed when the command returns, on SIGINT/SIGTERM ([`super::cleanup`])
 //! or by the next run of any splitpkg once the process is gone ([`super::cleanup::sweep_stale`]).
 
+use crate::error::Context;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Which command owns a work directory: the `KIND` in its name, which
 /// [`super::cleanup::temp_owner`] recognises.
@@ -65,7 +66,7 @@ impl WorkDir {
             persist: false,
         };
         let _ = std::fs::remove_dir_all(&work.dir);
-        std::fs::create_dir_all(&work.dir).map_err(|e| Error::io(&work.dir, e))?;
+        std::fs::create_dir_all(&work.dir).at(&work.dir)?;
         Ok(work)
     }
 

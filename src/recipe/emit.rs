@@ -7,6 +7,7 @@
 //! recipes' own Jinja (`${{ }}`, `{{ }}`) passes through untouched. Output is deterministic: no
 //! timestamps, no absolute paths.
 
+use crate::error::Context;
 use std::path::{Path, PathBuf};
 
 use minijinja::{Environment, context, syntax::SyntaxConfig};
@@ -117,7 +118,7 @@ pub(crate) fn environment() -> Result<Environment<'static>> {
             .lstrip_blocks(true)
             .keep_trailing_newline(true)
             .build()
-            .map_err(|e| Error::failed("template syntax", e))?,
+            .failed_at("template syntax")?,
     );
     env.add_filter("basename", |s: String| {
         crate::input::Tree::file_name(&s).to_string()
@@ -389,7 +390,7 @@ impl<'a> Recipe<'a> {
         for (c, name) in self.contracts.iter().zip(&self.contract_names) {
             contract_texts.push((
                 name.clone(),
-                serde_json::to_string_pretty(c).map_err(|e| Error::failed("JSON", e))? + "\n",
+                serde_json::to_string_pretty(c).failed_at("JSON")? + "\n",
             ));
         }
         let mut files = Vec::new();
@@ -497,8 +498,7 @@ pub fn write(out: &Path, emitted: &Emitted) -> Result<()> {
     for g in &emitted.files {
         // Contract file names come from the plan's library names: the one rule for input paths.
         let rel = g.path.to_string_lossy();
-        let path = crate::confine::join_inside(out, &rel)
-            .map_err(|e| Error::bad_source(out.display(), "not written", e))?;
+        let path = crate::confine::join_inside(out, &rel).bad_at(out.display(), "not written")?;
         let mode = g.executable.then_some(0o755);
         crate::output::write_atomic_as(&path, g.text.as_bytes(), mode)?;
     }

@@ -7,6 +7,7 @@
 //! The HTML rules are [`crate::svg::escape`]'s rather than minijinja's built-in ones, which also
 //! escape `/` (every path on the page) and pass control characters through.
 
+use crate::error::Context;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{AutoEscape, Environment, ErrorKind, Output, State, UndefinedBehavior, Value};
 
@@ -86,7 +87,7 @@ fn environment() -> Result<Environment<'static>> {
             .lstrip_blocks(true)
             .keep_trailing_newline(true)
             .build()
-            .map_err(|e| Error::failed("template syntax", e))?,
+            .failed_at("template syntax")?,
     );
     for (name, text) in TEMPLATES {
         env.add_template(name, text)
@@ -98,7 +99,7 @@ fn environment() -> Result<Environment<'static>> {
 /// Render template `name` with the model (`r`) and any extra values (the charts).
 pub(super) fn render<T: serde::Serialize>(name: &str, report: &T, extra: Value) -> Result<String> {
     let env = environment()?;
-    let model = serde_json::to_value(report).map_err(|e| Error::failed("report model", e))?;
+    let model = serde_json::to_value(report).failed_at("report model")?;
     let ctx = minijinja::context! {
         r => crate::recipe::emit::template_value(model),
         not_recorded => super::NOT_RECORDED,

@@ -1,6 +1,7 @@
 //! Each package's `info/`: `index.json` (exactly the split model's metadata), `paths.json` (every
 //! staged path with its size and SHA-256) and `about.json` (what the package is, where it came from).
 
+use crate::error::Context;
 use std::collections::BTreeMap;
 
 use rattler_conda_types::package::{BuildString, IndexJson, PathType, PathsEntry};
@@ -45,7 +46,7 @@ pub(super) fn info_files(
 }
 
 fn pretty(value: &impl Serialize) -> Result<Vec<u8>> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(|e| Error::failed("JSON", e))?;
+    let mut text = serde_json::to_vec_pretty(value).failed_at("JSON")?;
     text.push(b'\n');
     Ok(text)
 }

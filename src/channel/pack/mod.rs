@@ -39,6 +39,7 @@ mod publish;
 mod repodata;
 mod stage;
 
+use crate::error::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -540,9 +541,7 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     if p.is_absolute() {
         Ok(p.to_path_buf())
     } else {
-        Ok(std::env::current_dir()
-            .map_err(|e| Error::io(".", e))?
-            .join(p))
+        Ok(std::env::current_dir().at(".")?.join(p))
     }
 }
 

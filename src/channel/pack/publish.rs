@@ -2,6 +2,7 @@
 //! lossless), then moved into the channel, the channel indexed with `rattler_index`, and the pack
 //! merged into `CHANNEL/splitpkg.json` — the last three under the channel's lock.
 
+use crate::error::Context;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -87,8 +88,7 @@ pub(super) fn write_packages(
         let info = info_files(b, split, plan, input_name)?;
         for (rel, bytes) in &info {
             let dst = b.dst(rel)?;
-            write_hashed(&dst, &bytes[..], false, &Progress::hidden())
-                .map_err(|e| Error::io(&dst, e))?;
+            write_hashed(&dst, &bytes[..], false, &Progress::hidden()).at(&dst)?;
         }
         let stem = b.stem();
         let file = format!("{}/{stem}.conda", b.subdir);
@@ -105,7 +105,7 @@ pub(super) fn write_packages(
         }
         let members = members(b, &info, archive)?;
         let dir = work.dir.join("pkgs").join(b.subdir);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        std::fs::create_dir_all(&dir).at(&dir)?;
         let dst = dir.join(format!("{stem}.conda"));
         let f = crate::output::atomic::create_new(&dst)?;
         opts.progress.set_message(&b.model.name);
@@ -158,7 +158,7 @@ fn members(
 /// Package path `rel` as staged, found by the one rule for input paths ([`Build::dst`]).
 fn staged_member(b: &Build, rel: &str) -> Result<Member> {
     let full = b.dst(rel)?;
-    Member::from_disk(&b.stage, Path::new(rel)).map_err(|e| Error::io(full, e))
+    Member::from_disk(&b.stage, Path::new(rel)).at(full)
 }
 
 /// The channel's copy of a package, when keeping it is the same as writing it again: the
@@ -213,7 +213,7 @@ fn same_info(path: &Path, info: &[(String, Vec<u8>)]) -> Result<bool> {
         // Bounded: a package whose info/ is larger than any document we write is not ours.
         let n =
             std::io::Read::read_to_end(&mut std::io::Read::take(&mut e, budget + 1), &mut bytes)
-                .map_err(|e| Error::io(path, e))?;
+                .at(path)?;
         if n as u64 > budget {
             return Ok(false);
         }
@@ -420,7 +420,7 @@ pub(super) fn publish(
     let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();
     let packed = &packed[..];
     work.keep_created();
-    std::fs::create_dir_all(channel).map_err(|e| Error::io(channel, e))?;
+    std::fs::create_dir_all(channel).at(channel)?;
     let _lock = crate::output::lock_dir(channel)?;
     let existing = if channel.join(CHANNEL_FILE).exists() {
         Some(ChannelInfo::load(channel)?)
@@ -452,19 +452,17 @@ pub(super) fn publish(
         file, path, kept, ..
     } in written
     {
-        let dst = root
-            .join(file)
-            .map_err(|e| Error::bad(channel.display(), e))?;
+        let dst = root.join(file).bad_in(channel.display())?;
         if !kept && !unchanged_or_new(&dst, file, packed)? {
             moves.push((path, dst));
         }
     }
     for sub in [SUBDIR, NOARCH] {
         let d = channel.join(sub);
-        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+        std::fs::create_dir_all(&d).at(&d)?;
     }
     for (path, dst) in moves {
-        std::fs::rename(path, &dst).map_err(|e| Error::io(&dst, e))?;
+        std::fs::rename(path, &dst).at(&dst)?;
     }
     for f in &stale {
         let _ = std::fs::remove_file(f);
@@ -487,7 +485,7 @@ pub(super) fn publish(
         .collect();
     let indexed = repodata::write(channel, &[SUBDIR, NOARCH], &ours)?;
     check_repodata(channel, packed)?;
-    let text = serde_json::to_string_pretty(&info).map_err(|e| Error::failed("JSON", e))? + "\n";
+    let text = serde_json::to_string_pretty(&info).failed_at("JSON")? + "\n";
     crate::output::write_atomic(&channel.join(CHANNEL_FILE), text.as_bytes())?;
     Ok(indexed)
 }
@@ -508,10 +506,8 @@ fn unchanged_or_new(dst: &Path, file: &str, packed: &[PackedPackage]) -> Result<
     // The size first: a different size needs no hashing.
     let same = meta.is_file()
         && meta.len() == new.archive_bytes
-        && hex::encode(
-            rattler_digest::compute_file_digest::<rattler_digest::Sha256>(dst)
-                .map_err(|e| Error::io(dst, e))?,
-        ) == new.sha256;
+        && hex::encode(rattler_digest::compute_file_digest::<rattler_digest::Sha256>(dst).at(dst)?)
+            == new.sha256;
     if !same {
         return Err(Error::bad(
             dst.display(),
@@ -605,8 +601,7 @@ fn check_repodata(channel: &Path, packed: &[PackedPackage]) -> Result<()> {
     let mut records: HashMap<String, rattler_conda_types::PackageRecord> = HashMap::new();
     for sub in [SUBDIR, NOARCH] {
         let p = channel.join(sub).join("repodata.json");
-        let rd = rattler_conda_types::RepoData::from_path(&p)
-            .map_err(|e| Error::failed(p.display(), e))?;
+        let rd = rattler_conda_types::RepoData::from_path(&p).failed_at(p.display())?;
         for (id, rec) in rd.conda_packages {
             records.insert(format!("{sub}/{}", id), rec);
         }

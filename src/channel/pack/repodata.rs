@@ -10,6 +10,7 @@
 //! - any other package file in the subdir: `rattler_index`'s own record of it;
 //! - records whose file is gone are dropped.
 
+use crate::error::Context;
 use std::path::Path;
 
 use rattler_conda_types::package::{
@@ -42,7 +43,7 @@ pub fn digest_file(path: &Path) -> Result<Digests> {
         let mut buf = vec![0u8; 1 << 20];
         let mut size = 0u64;
         loop {
-            let n = std::io::Read::read(&mut f, &mut buf).map_err(|e| Error::io(path, e))?;
+            let n = std::io::Read::read(&mut f, &mut buf).at(path)?;
             if n == 0 {
                 break;
             }
@@ -69,7 +70,7 @@ pub fn listed(channel: &Path, file: &str) -> Result<Option<Digests>> {
     if !path.exists() {
         return Ok(None);
     }
-    let repodata = RepoData::from_path(&path).map_err(|e| Error::bad(path.display(), e))?;
+    let repodata = RepoData::from_path(&path).bad_in(path.display())?;
     let Some(id) = DistArchiveIdentifier::try_from_filename(name) else {
         return Ok(None);
     };
@@ -103,7 +104,7 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
         let dir = channel.join(sub);
         let path = dir.join("repodata.json");
         let existing = if path.exists() {
-            Some(RepoData::from_path(&path).map_err(|e| Error::bad(path.display(), e))?)
+            Some(RepoData::from_path(&path).bad_in(path.display())?)
         } else {
             None
         };
@@ -132,8 +133,8 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
                     Some(r) => r.clone(),
                     None => {
                         let p = dir.join(&file);
-                        let mut r = rattler_index::package_record_from_archive(&p)
-                            .map_err(|e| Error::bad(p.display(), e))?;
+                        let mut r =
+                            rattler_index::package_record_from_archive(&p).bad_in(p.display())?;
                         r.indexed_timestamp = Some(now);
                         r
                     }
@@ -157,7 +158,7 @@ fn ours_record(w: &Written<'_>, now: TimestampMs, repodata: &Path) -> Result<Pac
     let d = w.digests;
     let mut r =
         PackageRecord::from_index_json(w.index.clone(), Some(d.size), Some(d.sha256), Some(d.md5))
-            .map_err(|e| Error::bad_source(repodata.display(), w.file, e))?;
+            .bad_at(repodata.display(), w.file)?;
     r.indexed_timestamp = Some(now);
     Ok(r)
 }
@@ -171,7 +172,7 @@ fn package_files(dir: &Path) -> Result<Vec<(DistArchiveIdentifier, String)>> {
         Err(e) => return Err(Error::io(dir, e)),
     };
     for entry in rd {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let entry = entry.at(dir)?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
@@ -202,5 +203,5 @@ fn serialize(repodata: &RepoData) -> Result<Vec<u8>> {
         repodata,
         v3: serde_json::Map::new(),
     })
-    .map_err(|e| Error::failed("repodata.json", e))
+    .failed_at("repodata.json")
 }

@@ -2,6 +2,7 @@
 //! to `--out`, with the size and SHA-256 of every file as it was written. Nothing is written
 //! through a link (docs/security.md).
 
+use crate::error::Context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -85,7 +86,7 @@ impl Build {
 
 /// `root/rel` confined to `root` ([`crate::confine`]), or a refusal naming the path.
 pub(super) fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
-    crate::confine::join_inside(root, rel).map_err(|e| Error::bad_source(rel, "not staged", e))
+    crate::confine::join_inside(root, rel).bad_at(rel, "not staged")
 }
 
 #[derive(Debug, Clone)]
@@ -296,8 +297,7 @@ pub(super) fn other_variant(
             Staged::File { .. } | Staged::InArchive(_) => {
                 let src =
                     crate::input::file::open_regular(file, crate::input::file::Links::Follow)?;
-                let (size, sha256) =
-                    write_hashed(&dst, src, true, progress).map_err(|e| Error::io(&dst, e))?;
+                let (size, sha256) = write_hashed(&dst, src, true, progress).at(&dst)?;
                 b.content.insert(rel, Staged::File { size, sha256 });
             }
         }
@@ -354,8 +354,8 @@ pub(super) fn standins(
         );
         for (rel, bytes) in s.files() {
             let dst = b.dst(&rel)?;
-            let (size, sha256) = write_hashed(&dst, &bytes[..], false, &Progress::hidden())
-                .map_err(|e| Error::io(&dst, e))?;
+            let (size, sha256) =
+                write_hashed(&dst, &bytes[..], false, &Progress::hidden()).at(&dst)?;
             b.content.insert(rel, Staged::File { size, sha256 });
         }
         b.standin = Some(s.clone());
@@ -386,7 +386,7 @@ pub(super) fn disk_budget(work: &Path, max_unpacked: Option<u64>) -> Result<Budg
             why: format!("--max-unpacked {}", human_bytes(n)),
         },
         None => {
-            let free = fs4::available_space(work).map_err(|e| Error::io(work, e))?;
+            let free = fs4::available_space(work).at(work)?;
             Budget {
                 limit: free,
                 why: format!(
@@ -460,10 +460,10 @@ fn hard_link_open(f: &std::fs::File, dst: &Path) -> std::io::Result<()> {
 
 fn make_symlink(target: &str, dst: &Path) -> Result<()> {
     if let Some(p) = dst.parent() {
-        std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+        std::fs::create_dir_all(p).at(p)?;
     }
     let _ = std::fs::remove_file(dst);
-    std::os::unix::fs::symlink(target, dst).map_err(|e| Error::io(dst, e))
+    std::os::unix::fs::symlink(target, dst).at(dst)
 }
 
 /// Stage every planned tree path at `stages[package]/path-in-package`; returns what was staged per
@@ -565,9 +565,8 @@ impl Staging<'_> {
                 }
                 self.budget.charge(&m.path, m.size)?;
                 let src = input.join(&m.path);
-                let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
-                let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress)
-                    .map_err(|e| Error::io(&dst, e))?;
+                let f = open_nofollow(&src).at(&src)?;
+                let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress).at(&dst)?;
                 Ok((m.path.clone(), Staged::File { size, sha256 }))
             })
             .collect();
@@ -594,7 +593,7 @@ impl Staging<'_> {
         // The stages are new and hold only what staging makes (directories and links to
         // regular files; symlinks come last): their directories once, then one link per file.
         for (i, stage) in self.stages.iter().enumerate() {
-            std::fs::create_dir_all(stage).map_err(|e| Error::io(stage, e))?;
+            std::fs::create_dir_all(stage).at(stage)?;
             crate::input::unpack::directories(
                 stage,
                 self.placement
@@ -645,11 +644,11 @@ fn from_unpacked(
         .get(&m.path)
         .ok_or_else(|| Error::internal(format!("{} was listed but not unpacked", m.path)))?;
     let src = u.dir.join(&m.path);
-    let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
+    let f = open_nofollow(&src).at(&src)?;
     if hard_link_open(&f, dst).is_ok() {
         progress.inc(size);
     } else {
-        write_hashed(dst, f, m.executable(), progress).map_err(|e| Error::io(dst, e))?;
+        write_hashed(dst, f, m.executable(), progress).at(dst)?;
     }
     Ok((m.path.clone(), Staged::File { size, sha256 }))
 }
@@ -691,8 +690,8 @@ fn stage_tar(
             hardlinks.push((m.path.clone(), dst, m.link.clone().unwrap_or_default()));
         } else {
             budget.charge(&m.path, m.size)?;
-            let (size, sha256) = write_hashed(&dst, r, m.executable(), progress)
-                .map_err(|e| Error::bad_source(display, &m.path, e))?;
+            let (size, sha256) =
+                write_hashed(&dst, r, m.executable(), progress).bad_at(display, &m.path)?;
             if size != m.size {
                 return Err(Error::bad(
                     display,
@@ -724,12 +723,12 @@ fn stage_tar(
         }
         let src = dst_of(&target)
             .map_err(|_| Error::bad(&name, format!("hard link to a missing member {target}")))?;
-        let f = open_nofollow(&src).map_err(|e| Error::io(&src, e))?;
+        let f = open_nofollow(&src).at(&src)?;
         let exec = f
             .metadata()
             .map(|m| m.permissions().mode() & 0o111 != 0)
             .unwrap_or(false);
-        write_hashed(&dst, f, exec, progress).map_err(|e| Error::io(&dst, e))?;
+        write_hashed(&dst, f, exec, progress).at(&dst)?;
         out.insert(rel, staged);
     }
     progress.finish();

@@ -1,6 +1,7 @@
 //! The compile and link steps of `build-variant`: the one program they run is the C++ compiler
 //! (and, through it, the linker).
 
+use crate::error::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -96,8 +97,8 @@ impl<'a> Job<'a> {
     /// The flags, and the switched `CUDAConfig.h` written into the work directory.
     pub fn new(r: &'a BuildRequest, stock: &'a Stock, work: &Path) -> Result<Job<'a>> {
         let switch = work.join("switch/ATen/cuda");
-        std::fs::create_dir_all(&switch).map_err(|e| Error::io(&switch, e))?;
-        std::fs::create_dir_all(work.join("obj")).map_err(|e| Error::io(work, e))?;
+        std::fs::create_dir_all(&switch).at(&switch)?;
+        std::fs::create_dir_all(work.join("obj")).at(work)?;
         let header = r.torch.join("include/ATen/cuda/CUDAConfig.h");
         let text = file::read_text(
             &header,
@@ -111,7 +112,7 @@ impl<'a> Job<'a> {
                 "no `#define AT_MAGMA_ENABLED() 1` (or 0) line to switch",
             )
         })?;
-        std::fs::write(switch.join("CUDAConfig.h"), switched).map_err(|e| Error::io(&switch, e))?;
+        std::fs::write(switch.join("CUDAConfig.h"), switched).at(&switch)?;
         Ok(Job {
             flags: flags(r, stock, work),
             r,
@@ -185,7 +186,7 @@ impl<'a> Job<'a> {
             .arg(self.work.join("obj").join(format!("{unit}.o")))
             .current_dir(&self.work)
             .output()
-            .map_err(|e| Error::io(&self.r.compiler.program, e))?;
+            .at(&self.r.compiler.program)?;
         Ok((out, t.elapsed().as_secs_f64()))
     }
 
@@ -221,7 +222,7 @@ impl<'a> Job<'a> {
         let o = c
             .current_dir(&self.work)
             .output()
-            .map_err(|e| Error::io(&self.r.compiler.program, e))?;
+            .at(&self.r.compiler.program)?;
         if !o.status.success() {
             let log = String::from_utf8_lossy(&o.stderr);
             let last = log

@@ -12,6 +12,7 @@
 mod compile;
 pub mod stock;
 
+use crate::error::Context;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -147,7 +148,7 @@ pub fn build(
     // Reported as the file it becomes, not its name in the work directory.
     verify.library = r.out.display().to_string();
     let checked = t0.elapsed().as_secs_f64();
-    let bytes = std::fs::read(&built).map_err(|e| Error::io(&built, e))?;
+    let bytes = std::fs::read(&built).at(&built)?;
     let report = BuildReport {
         schema: "splitpkg-build-variant",
         schema_version: 1,
@@ -179,8 +180,8 @@ pub fn build(
 /// The request with every path absolute, so the prefix maps and the work directory do not depend
 /// on the working directory.
 fn absolute(r: &BuildRequest) -> Result<BuildRequest> {
-    let abs = |p: &Path| std::path::absolute(p).map_err(|e| Error::io(p, e));
-    let real = |p: &Path| p.canonicalize().map_err(|e| Error::io(p, e));
+    let abs = |p: &Path| std::path::absolute(p).at(p);
+    let real = |p: &Path| p.canonicalize().at(p);
     Ok(BuildRequest {
         src: real(&r.src)?,
         torch: real(&r.torch)?,
