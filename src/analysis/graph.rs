@@ -1506,7 +1506,13 @@ fn elf_head(path: &str) -> Option<(u8, String)> {
         return None;
     }
     let mut head = [0u8; 20];
-    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    crate::input::file::open_regular_io(
+        std::path::Path::new(path),
+        crate::input::file::Links::Follow,
+    )
+    .ok()?
+    .read_exact(&mut head)
+    .ok()?;
     if &head[..4] != b"\x7fELF" {
         return None;
     }

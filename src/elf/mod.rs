@@ -1186,6 +1186,8 @@ pub(crate) fn read_u32(b: &[u8], off: usize, le: bool) -> Option<u32> {
 }
 
 #[cfg(test)]
+// Tests read back the files they wrote; the opener guards the tool, not its tests.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -133,6 +133,7 @@ pub fn write_hashed(
 }
 
 /// [`write_hashed`] into a directory that exists, to a name that does not.
+#[allow(clippy::disallowed_methods)] // why: creates a new file (O_EXCL, O_NOFOLLOW) to unpack into, reads nothing.
 pub fn write_new(
     dst: &Path,
     r: impl Read,

@@ -179,7 +179,13 @@ impl Patch {
             }
             // Staged first: a FIFO or a link at the path is refused before it is read again.
             let mut staged = tx.add_path(path.clone())?;
-            let now = std::fs::read_to_string(&path).ok();
+            let now = crate::input::file::read_text(
+                &path,
+                Links::Refuse,
+                MAX_FEEDSTOCK_FILE_BYTES,
+                "feedstock file",
+            )
+            .ok();
             if now != c.before {
                 return Err(Error::bad(
                     path.display(),

@@ -147,7 +147,12 @@ pub fn build(
     // Reported as the file it becomes, not its name in the work directory.
     verify.library = r.out.display().to_string();
     let checked = t0.elapsed().as_secs_f64();
-    let bytes = std::fs::read(&built).map_err(|e| Error::io(&built, e))?;
+    let bytes = crate::input::file::read_bounded(
+        &built,
+        crate::input::file::Links::Follow,
+        crate::input::MAX_ELF_MEMBER_BYTES,
+        "ELF file",
+    )?;
     let report = BuildReport {
         schema: "splitpkg-build-variant",
         schema_version: 1,
