@@ -20,25 +20,37 @@ use crate::input::file::{Links, MAX_DOCUMENT_BYTES, read_text};
 /// Why a document was refused. Printed after the file name, as every reader's refusals are.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
+    /// The bytes are not JSON at all.
     #[error("not JSON")]
     NotJson(#[source] serde_json::Error),
+    /// JSON without this document's `schema` field value.
     #[error("not a splitpkg {what} (no \"schema\": \"{schema}\")")]
     NotThisDocument {
+        /// How the document is named (`plan`).
         what: &'static str,
+        /// The `schema` value it had to have.
         schema: &'static str,
     },
+    /// A `schema_version` this splitpkg does not read.
     #[error(
         "{what} schema_version {found} is not supported (this splitpkg reads {reads:?} and writes {writes})"
     )]
     Version {
+        /// How the document is named (`plan`).
         what: &'static str,
+        /// The version found, as written.
         found: String,
+        /// The versions this splitpkg reads.
         reads: &'static [u32],
+        /// The version this splitpkg writes.
         writes: u32,
     },
+    /// The right schema and version, but fields that do not fit the document type.
     #[error("malformed {what}")]
     Malformed {
+        /// How the document is named (`plan`).
         what: &'static str,
+        /// serde's account of the first field that did not fit.
         #[source]
         source: serde_json::Error,
     },
@@ -58,6 +70,7 @@ pub trait Document: Sized + DeserializeOwned + Serialize + schemars::JsonSchema 
     const SCHEMA_FILE: &'static str;
     /// The schema's title (`splitpkg plan`) and what the document is, for its readers.
     const TITLE: &'static str;
+    /// What the document is, one sentence for the schema's description.
     const ABOUT: &'static str;
 
     /// Parse `text`, the contents of `file`: JSON, the right `schema`, a version this splitpkg

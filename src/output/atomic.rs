@@ -32,6 +32,7 @@ const NAME_KEPT: usize = 200;
 /// What a destination is before anything is renamed onto it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dest {
+    /// Nothing there yet: the new file is created with the default mode.
     Missing,
     /// A regular file, with its permission bits (which the new file takes).
     Regular(u32),
@@ -40,8 +41,11 @@ pub enum Dest {
 /// A file created under a temporary name by [`create_temp`]: open for reading and writing,
 /// registered for removal on SIGINT/SIGTERM until its owner drops `registered`.
 pub struct Temp {
+    /// The temporary's path, in the destination's directory.
     pub path: PathBuf,
+    /// The temporary, open for writing.
     pub file: File,
+    /// Its registration for removal on a signal.
     pub registered: cleanup::Registered,
 }
 

@@ -13,7 +13,9 @@ use crate::error::{Error, Result};
 /// A staged file: its temporary path and the open file to write (created by
 /// [`atomic::create_temp`]; callers never make a temporary path themselves).
 pub struct Staged {
+    /// The temporary's path, renamed onto the destination at commit.
     pub path: PathBuf,
+    /// The temporary, open for writing.
     pub file: File,
 }
 

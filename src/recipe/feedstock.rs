@@ -8,6 +8,9 @@
 //! layout stay as the maintainer wrote them. A shape it does not recognise is refused with one
 //! line naming what it expected; a recipe it already patched gives an empty patch.
 
+// issue 54: 13 public items still to document here.
+#![allow(missing_docs)]
+
 use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;

@@ -9,6 +9,9 @@
 //! only. The result does not depend on where the inputs lie (`-ffile-prefix-map` for every input
 //! directory): two builds from different absolute paths are byte-identical.
 
+// issue 54: 18 public items still to document here.
+#![allow(missing_docs)]
+
 mod compile;
 pub mod stock;
 
