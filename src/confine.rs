@@ -20,31 +20,46 @@ use std::path::{Path, PathBuf};
 /// Why a path would leave its root.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Escape {
+    /// Nothing to join: an empty path.
     #[error("empty path")]
     Empty,
+    /// A NUL byte, which no file name can hold.
     #[error("{0:?} holds a NUL byte")]
     Nul(String),
+    /// A path from `/`, which would ignore the root.
     #[error("{0:?} is an absolute path")]
     Absolute(String),
+    /// A `..` component, which climbs out of the root.
     #[error("{0:?} climbs out with `..`")]
     Parent(String),
+    /// A backslash, a separator where the path is unpacked on Windows.
     #[error("{0:?} holds a backslash (a Windows separator)")]
     Backslash(String),
+    /// More than one component where a single file name is expected.
     #[error("{0:?} is not a single file name")]
     Separator(String),
+    /// A drive letter (`C:`), absolute on Windows.
     #[error("{0:?} starts with a drive letter")]
     Drive(String),
+    /// A symlink already under the root that leads outside it.
     #[error("{path:?}: {link} is a symlink to {target}, outside {root}")]
     Symlink {
+        /// The path that was to be joined.
         path: String,
+        /// The component of it that is a symlink.
         link: String,
+        /// Where that symlink points.
         target: String,
+        /// The root the path had to stay under.
         root: String,
     },
+    /// A directory on the way that is a symlink (writing through it would land elsewhere).
     #[error("{0} is a symlink; refusing to write through it")]
     LinkedDir(String),
+    /// A component on the way that exists and is not a directory.
     #[error("{0} exists and is not a directory")]
     NotDir(String),
+    /// A symlink inside the input tree where a file is read or written.
     #[error("{0} is a symlink; refusing to read or write through a link inside the input tree")]
     LinkInTree(String),
 }
@@ -94,6 +109,7 @@ pub struct Root {
 }
 
 impl Root {
+    /// A root at `root`, with its canonical path (if it exists) to check symlinks against.
     pub fn new(root: &Path) -> Root {
         Root {
             root: root.to_path_buf(),

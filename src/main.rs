@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     match cli::run(parsed) {
         Ok(exit) => exit.into(),
         Err(e) => {
-            eprintln!("splitpkg: error: {e}");
+            splitpkg::output::stderr_line(format_args!("splitpkg: error: {e}"));
             e.exit().into()
         }
     }
@@ -41,9 +41,9 @@ fn usage_error(e: clap::Error) -> ! {
         .flat_map(str::split_whitespace)
         .collect();
     let message = first.join(" ");
-    eprintln!(
+    splitpkg::output::stderr_line(format_args!(
         "splitpkg: error: {} (see --help)",
         splitpkg::sanitize::printable(message.trim_start_matches("error: "))
-    );
+    ));
     std::process::exit(splitpkg::Exit::BadInput.code().into());
 }

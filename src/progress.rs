@@ -36,12 +36,15 @@ fn style(counted: &str) -> ProgressStyle {
         .progress_chars("=> ")
 }
 
+/// The byte progress bar on stderr, drawn only when stderr is a terminal and the command was not
+/// asked to be quiet.
 pub struct Progress {
     enabled: bool,
     bar: Mutex<Option<ProgressBar>>,
 }
 
 impl Progress {
+    /// A bar shown if `enabled` and stderr is a terminal.
     pub fn new(enabled: bool) -> Self {
         Progress {
             enabled: enabled && std::io::stderr().is_terminal(),
@@ -49,6 +52,7 @@ impl Progress {
         }
     }
 
+    /// A bar that never draws (library callers, tests, `--quiet`).
     pub fn hidden() -> Self {
         Progress {
             enabled: false,
@@ -84,6 +88,7 @@ impl Progress {
         *self.bar.lock().unwrap() = Some(bar);
     }
 
+    /// Start a spinner for `what` whose total is not known (bytes counted as they come).
     pub fn start_unknown(&self, what: &str) {
         if !self.enabled {
             return;
@@ -102,18 +107,21 @@ impl Progress {
         self.bar.lock().unwrap().clone()
     }
 
+    /// Replace the bar's label (`what` it is working on now).
     pub fn set_message(&self, what: &str) {
         if let Some(bar) = self.bar.lock().unwrap().as_ref() {
             bar.set_message(what.to_string());
         }
     }
 
+    /// Count `n` more bytes done.
     pub fn inc(&self, n: u64) {
         if let Some(bar) = self.bar.lock().unwrap().as_ref() {
             bar.inc(n);
         }
     }
 
+    /// Remove the bar from the terminal: the command's output follows.
     pub fn finish(&self) {
         if let Some(bar) = self.bar.lock().unwrap().take() {
             bar.finish_and_clear();
@@ -131,6 +139,7 @@ pub struct StepTrace {
 }
 
 impl StepTrace {
+    /// Start timing the command `what` (its span opens here).
     pub fn start(what: &'static str) -> StepTrace {
         StepTrace {
             what,
@@ -139,6 +148,7 @@ impl StepTrace {
         }
     }
 
+    /// Record, at debug level, that `step` finished and when.
     pub fn step(&self, step: &str) {
         let _in = self.span.enter();
         tracing::debug!(

@@ -79,6 +79,7 @@ fn open(prefix: &str, title: &str, width: f64, height: f64) -> String {
 /// One bar of a [`bar_chart`].
 #[derive(Debug, Clone)]
 pub struct Bar {
+    /// The bar's label, left of it.
     pub label: String,
     /// The plotted value (also in the bar's `data-value`).
     pub value: u64,
@@ -120,6 +121,7 @@ pub fn bar_chart(id: &str, title: &str, rows: &[Bar]) -> String {
 /// One row of a [`ratio_chart`].
 #[derive(Debug, Clone)]
 pub struct RatioRow {
+    /// The row's label, left of it.
     pub label: String,
     /// The plotted ratio; a row without one shows only its text.
     pub ratio: Option<f64>,
@@ -189,9 +191,13 @@ pub fn ratio_chart(id: &str, title: &str, rows: &[RatioRow]) -> String {
 /// What a segment of a [`StackedBar`] holds; each has its colour (and class name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
+    /// Bytes neither lazy nor payload.
     Other,
+    /// Such bytes represented by stand-ins.
     OtherStandIn,
+    /// The lazily loaded library's own bytes.
     Lazy,
+    /// The payload (what the split moves out).
     Payload,
     /// Payload represented by stand-ins (hatched).
     PayloadStandIn,
@@ -222,14 +228,20 @@ impl Part {
 /// One segment of a stacked bar: its name (the tooltip), bytes and part.
 #[derive(Debug, Clone)]
 pub struct Segment {
+    /// The segment's name, shown as its tooltip.
     pub name: String,
+    /// Its bytes: the segment's width on the shared scale.
     pub bytes: u64,
+    /// What it is (its colour).
     pub part: Part,
 }
 
+/// One row of a [`Stacked`] picture: a label and its segments, left to right.
 #[derive(Debug, Clone)]
 pub struct StackedBar {
+    /// The row's label, left of the bar.
     pub label: String,
+    /// The bar's segments, left to right.
     pub segments: Vec<Segment>,
     /// Printed after the bar (its total, and a note).
     pub value: String,
@@ -242,8 +254,11 @@ pub struct Stacked {
     pub title: String,
     /// The bold line at the top.
     pub heading: String,
+    /// The rows, top to bottom.
     pub bars: Vec<StackedBar>,
+    /// Each part shown and its legend text.
     pub legend: Vec<(Part, String)>,
+    /// The line under the picture (what was measured, how).
     pub footer: String,
 }
 

@@ -5,6 +5,9 @@
 //! from the plan's proof and from the stock library itself ([`provided_exports`],
 //! [`load_registrations`]).
 
+// issue 54: 9 public items still to document here.
+#![allow(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
 // Re-exported: the contract's fields are documented as what these two read.

@@ -1,6 +1,9 @@
 //! The facts stage: read the tree once, parse every ELF file, scan it for the payload, and build
 //! the load graph. Everything later (verdict, plan, emit, pack) works from an [`Inspection`].
 
+// issue 54: 13 public items still to document here.
+#![allow(missing_docs)]
+
 use std::path::Path;
 use std::time::Instant;
 

@@ -7,6 +7,10 @@
 //! read-only strings mention the payload is glue: it survives a split and can make the core report
 //! the payload as present (PyTorch's `has_magma`).
 
+// issue 54: 12 public items still to document here; the JSON document types (5 items) wait
+// for a round that may change the schemas (a doc comment becomes the schema's description).
+#![allow(missing_docs)]
+
 use memchr::memmem;
 use serde::{Deserialize, Serialize};
 

@@ -7,6 +7,10 @@
 //!
 //! The JSON form is versioned (`schema_version`) and described by `docs/plan.schema.json`.
 
+// issue 54: 4 public items still to document here; the JSON document types (9 items) wait
+// for a round that may change the schemas (a doc comment becomes the schema's description).
+#![allow(missing_docs)]
+
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};

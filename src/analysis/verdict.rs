@@ -6,6 +6,10 @@
 //! refutation comes with the shortest witness path. Payload-aware glue left in eagerly loaded files
 //! does not break confinement but changes what the core reports, so it is listed as warnings.
 
+// issue 54: 10 public items still to document here; the JSON document types (12 items) wait
+// for a round that may change the schemas (a doc comment becomes the schema's description).
+#![allow(missing_docs)]
+
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};

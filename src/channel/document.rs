@@ -2,6 +2,11 @@
 //! every build: the report and the schemas read them without the `channel` feature's rattler
 //! crates. Behaviour stays with the commands (`pack`, `solve`, `env`); these are the records.
 
+// issue 54: these are JSON document types: a doc comment becomes the generated schema's
+// description (docs/*.schema.json), so documenting them waits for a round that may change the
+// schemas.
+#![allow(missing_docs)]
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

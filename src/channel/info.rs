@@ -2,6 +2,10 @@
 //! it: names, variants, which is preferred, payload packages, stand-ins), and the channel's layout.
 //! `pack` writes it ([`crate::channel::pack`]); `solve` and `env` read it, so they need no flags.
 
+// issue 54: 8 public items still to document here; the JSON document types (14 items) wait
+// for a round that may change the schemas (a doc comment becomes the schema's description).
+#![allow(missing_docs)]
+
 use crate::error::Context;
 use std::path::Path;
 

@@ -25,6 +25,9 @@
 //! must be CONFINED, the slim one must hold no payload (verdict NOT PRESENT, no payload files, no
 //! payload packages).
 
+// issue 54: 12 public items still to document here.
+#![allow(missing_docs)]
+
 use crate::error::Context;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

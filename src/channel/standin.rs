@@ -22,6 +22,9 @@
 //!                                 # tree) makes the core package depend on this stand-in
 //! ```
 
+// issue 54: 27 public items still to document here.
+#![allow(missing_docs)]
+
 use crate::error::Context;
 use std::collections::BTreeSet;
 use std::path::Path;

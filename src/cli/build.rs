@@ -92,10 +92,10 @@ pub fn build_variant(a: BuildVariantArgs, quiet: bool) -> Result<Exit> {
     let say = move |line: &str| {
         if json {
             if !quiet {
-                eprintln!("{line}");
+                splitpkg::output::stderr_line(format_args!("{line}"));
             }
         } else {
-            println!("{line}");
+            splitpkg::output::stdout_line(format_args!("{line}"));
         }
     };
     let report = build::build(&request, &contract, &say)?;

@@ -42,11 +42,11 @@ fn from_env() -> Option<EnvFilter> {
     })?;
     EnvFilter::try_new(&value)
         .inspect_err(|e| {
-            eprintln!(
+            splitpkg::output::stderr_line(format_args!(
                 "splitpkg: warning: {var}={}: not a tracing filter ({}); using the default",
                 splitpkg::sanitize::printable(&format!("{value:?}")),
                 splitpkg::sanitize::printable(&e.to_string())
-            )
+            ))
         })
         .ok()
 }

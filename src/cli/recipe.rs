@@ -162,7 +162,7 @@ pub fn emit(a: EmitArgs, quiet: bool) -> Result<Exit> {
     )?;
     emit::write(&out, &emitted)?;
     for w in &emitted.warnings {
-        eprintln!("splitpkg: warning: {w}");
+        splitpkg::output::stderr_line(format_args!("splitpkg: warning: {w}"));
     }
     let mut listing = String::new();
     for g in &emitted.files {
@@ -365,17 +365,20 @@ pub fn feedstock(a: FeedstockArgs) -> Result<Exit> {
     };
     write_out(None, &patch.diff())?;
     for n in &patch.notes {
-        eprintln!("splitpkg: note: {n}");
+        splitpkg::output::stderr_line(format_args!("splitpkg: note: {n}"));
     }
     if a.write && !patch.changes.is_empty() {
         patch.write(&a.dir)?;
         for c in &patch.changes {
-            eprintln!("splitpkg: wrote {}", a.dir.join(&c.path).display());
+            splitpkg::output::stderr_line(format_args!(
+                "splitpkg: wrote {}",
+                a.dir.join(&c.path).display()
+            ));
         }
     }
     if let Some((path, text)) = body {
         splitpkg::output::write_atomic(path, text.as_bytes())?;
-        eprintln!("splitpkg: wrote {}", path.display());
+        splitpkg::output::stderr_line(format_args!("splitpkg: wrote {}", path.display()));
     }
     Ok(Exit::Success)
 }

@@ -129,10 +129,10 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
     // for the environment, whose libraries the process loads.
     if let Some((env, links, example)) = splitpkg::input::enclosing_env(&target.path) {
         // Debug-quoted: a path's control characters reach the terminal escaped.
-        eprintln!(
+        splitpkg::output::stderr_line(format_args!(
             "splitpkg: note: {:?}: {links} links lead into the conda environment {:?} (e.g. {example:?}); planning the environment, what the process loads",
             target.path, env
-        );
+        ));
         target.path = env;
     }
     let mut planned =

@@ -22,6 +22,10 @@
 //! loaded bytes but is renamed `.note.dlopen.orig` and typed `SHT_PROGBITS`, so readers that go by
 //! section (`readelf -n`, `dlopen-notes.py`) see exactly one note: the merged one.
 
+// issue 54: 37 public items still to document here; the JSON document types (14 items) wait
+// for a round that may change the schemas (a doc comment becomes the schema's description).
+#![allow(missing_docs)]
+
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;

@@ -14,6 +14,10 @@
 //! *every* container has a usable entry. Family-specific targets (`sm_100f`, CUDA 12.9) are not
 //! distinguished in the headers seen so far and are treated as plain targets.
 
+// issue 54: 5 public items still to document here; the JSON document types (3 items) wait
+// for a round that may change the schemas (a doc comment becomes the schema's description).
+#![allow(missing_docs)]
+
 use std::fmt;
 use std::str::FromStr;
 

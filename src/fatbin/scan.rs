@@ -1,6 +1,10 @@
 //! `splitpkg fatbin`: the device code of every library in a tree (or of one ELF file), with the
 //! optional what-if and device checks, as one serialisable report (`docs/fatbin.schema.json`).
 
+// issue 54: 3 public items still to document here; the JSON document types (3 items) wait
+// for a round that may change the schemas (a doc comment becomes the schema's description).
+#![allow(missing_docs)]
+
 use crate::error::Context;
 use std::path::Path;
 use std::sync::Arc;

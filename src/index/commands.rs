@@ -32,9 +32,11 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:8000/";
 pub struct IndexUrl {
     /// The URL as printed, ending in `/`.
     pub text: String,
+    /// Whether the scheme is `https` (pip then needs no `--trusted-host`).
     pub https: bool,
     /// The host as written (`[::1]` with its brackets).
     pub host: String,
+    /// The port, given or the scheme's default.
     pub port: u16,
     /// The path's segments (none for `/`).
     pub segments: Vec<String>,

@@ -23,6 +23,7 @@ const NAME_CAP: usize = 240;
 /// A wheel read for the index.
 #[derive(Debug, Clone)]
 pub struct IndexedWheel {
+    /// Where the wheel was read from.
     pub path: PathBuf,
     /// The file name (`torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl`).
     pub filename: String,
@@ -30,12 +31,15 @@ pub struct IndexedWheel {
     pub project: String,
     /// `Version` from METADATA (the file name's too).
     pub version: String,
+    /// `Requires-Python` from METADATA, copied onto the page's link.
     pub requires_python: Option<String>,
     /// The PEP 825 variant label and the wheel's `variant.json`, for a variant wheel.
     pub variant: Option<(String, serde_json::Value)>,
     /// The METADATA member's bytes, served as `FILE.metadata` (PEP 658).
     pub metadata: Vec<u8>,
+    /// SHA-256 of the whole file (hex), the hash its link carries.
     pub sha256: String,
+    /// Bytes of the whole file.
     pub size: u64,
 }
 

@@ -19,8 +19,10 @@ pub const API_VERSION: &str = "1.1";
 /// An existing page larger than this is not one this tool wrote.
 pub const PAGE_CAP: u64 = 64 << 20;
 
+/// The `meta` object every PEP 691 page starts with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
+    /// The PEP 691 API version the page is written in.
     #[serde(rename = "api-version")]
     pub api_version: String,
 }
@@ -36,10 +38,13 @@ impl Default for Meta {
 /// One file of a project page, under PEP 691's names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileEntry {
+    /// The file's name, the last segment of its URL.
     pub filename: String,
     /// Relative to the page (the file sits beside it), percent-encoded.
     pub url: String,
+    /// Hash name to hex digest (`sha256`), as PEP 691 lays them out.
     pub hashes: BTreeMap<String, String>,
+    /// The wheel's `Requires-Python`, for installers that skip what cannot run.
     #[serde(
         rename = "requires-python",
         default,
@@ -63,6 +68,7 @@ pub struct FileEntry {
     /// `true` or a reason; set by hand, never by this tool, and kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yanked: Option<serde_json::Value>,
+    /// Bytes of the file (PEP 700); absent on pages written by other tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
     /// Any other key (`upload-time`, `provenance`, …), kept as it is.
@@ -71,6 +77,7 @@ pub struct FileEntry {
 }
 
 impl FileEntry {
+    /// The file's SHA-256 (hex), when the page lists one.
     pub fn sha256(&self) -> Option<&str> {
         self.hashes.get("sha256").map(String::as_str)
     }
@@ -79,11 +86,16 @@ impl FileEntry {
 /// A project page (PEP 691 JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProjectPage {
+    /// The page's API version.
     pub meta: Meta,
+    /// The PEP 503-normalised project name.
     pub name: String,
+    /// Every file of the project, sorted by file name.
     pub files: Vec<FileEntry>,
+    /// The project's versions (PEP 700), kept from the page or derived from its files.
     #[serde(default)]
     pub versions: Vec<String>,
+    /// Any other key, kept as it is.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
 }
@@ -137,6 +149,7 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     })
 }
 
+/// A page as pretty JSON with a final newline, as every page this tool writes is laid out.
 pub fn to_json<T: Serialize>(page: &T) -> Result<String> {
     serde_json::to_string_pretty(page)
         .map(|s| s + "\n")

@@ -31,8 +31,11 @@ use crate::error::{Error, Result};
 /// A variant set's one static property: `namespace :: feature` and its values in the file's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaticProperty {
+    /// The property's namespace (`nvidia`).
     pub namespace: String,
+    /// The feature within it (`cuda_version_lower_bound`).
     pub feature: String,
+    /// Its values, in the order the file lists them (the first is preferred).
     pub values: Vec<String>,
 }
 

@@ -54,6 +54,7 @@ pub struct Sharing {
 /// The index to link from and the tally.
 pub struct Share {
     from: Option<PathBuf>,
+    /// What was linked and what was copied, for the report.
     pub report: Sharing,
 }
 

@@ -32,6 +32,7 @@ pub type Sha256Hash = sha2::digest::Output<Sha256>;
 pub struct Unpack {
     /// A directory that does not exist yet; the member paths go under it.
     pub dir: PathBuf,
+    /// How much the unpacking may write before it is refused.
     pub budget: Budget,
 }
 
@@ -39,8 +40,11 @@ pub struct Unpack {
 /// regular file members, left in the archive.
 #[derive(Debug)]
 pub struct Unpacked {
+    /// The directory the members were unpacked under.
     pub dir: PathBuf,
+    /// Every unpacked (ELF) member's size and SHA-256, by tree path.
     pub files: HashMap<String, (u64, Sha256Hash)>,
+    /// The regular members left in the archive, by tree path.
     pub in_archive: HashMap<String, InArchive>,
     /// The archive as it was read (the same open file, not its path again).
     pub archive: zip::ZipArchive<PositionedFile>,
@@ -49,9 +53,13 @@ pub struct Unpacked {
 /// A regular file member left in the archive: where it is, and what it was when it was read.
 #[derive(Debug, Clone)]
 pub struct InArchive {
+    /// The member's index in the archive.
     pub index: usize,
+    /// Its inflated size.
     pub size: u64,
+    /// Its SHA-256 as read.
     pub sha256: Sha256Hash,
+    /// Whether its mode is executable.
     pub exec: bool,
 }
 
@@ -76,6 +84,7 @@ pub(super) fn hash_member(
 /// The most bytes unpacking may write, and what set that limit (named in the refusal).
 #[derive(Debug, Clone)]
 pub struct Budget {
+    /// The most bytes that may be written.
     pub limit: u64,
     /// `--max-unpacked 16.0 MiB`, or the free space of the work directory's file system.
     pub why: String,
@@ -93,6 +102,7 @@ pub struct DiskBudget {
 }
 
 impl DiskBudget {
+    /// A budget for unpacking `input` (named in the refusal), nothing spent yet.
     pub fn new(input: &Path, budget: Budget) -> DiskBudget {
         DiskBudget {
             input: input.display().to_string(),
@@ -134,6 +144,7 @@ pub fn write_hashed(
 }
 
 /// [`write_hashed`] into a directory that exists, to a name that does not.
+#[allow(clippy::disallowed_methods)] // why: creates a new file (O_EXCL, O_NOFOLLOW) to unpack into, reads nothing.
 pub fn write_new(
     dst: &Path,
     r: impl Read,
@@ -246,6 +257,8 @@ pub struct PositionedFile {
 }
 
 impl PositionedFile {
+    /// A reader at offset 0 of `file` whose clones read at their own offsets (pread), so archive
+    /// members can be read in parallel.
     pub fn new(file: std::fs::File) -> std::io::Result<PositionedFile> {
         let len = file.metadata()?.len();
         Ok(PositionedFile {

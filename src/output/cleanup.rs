@@ -50,6 +50,8 @@ impl Drop for Registered {
     }
 }
 
+/// Register `path` for removal (as `kind`) if SIGINT or SIGTERM comes before the returned guard is
+/// dropped.
 pub fn register(path: &Path, kind: Leftover) -> Registered {
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if let Ok(mut r) = REGISTRY.lock() {

@@ -31,6 +31,7 @@ impl WorkKind {
 /// with it, on failure, any ancestors of `--out` the command created (so a failed run leaves nothing
 /// behind). Only empty directories are removed.
 pub struct WorkDir {
+    /// The work directory's path.
     pub dir: PathBuf,
     /// Ancestors of `--out` this run created; they stay once the channel is being written.
     created: super::CreatedDirs,
@@ -70,6 +71,8 @@ impl WorkDir {
         Ok(work)
     }
 
+    /// Keep the ancestors of `--out` this run created, even on failure: the channel is being
+    /// written into them.
     pub fn keep_created(&mut self) {
         self.created.keep();
     }

@@ -17,6 +17,9 @@
 //!   keys (either variant), and the lazy package constrains core to the same (conda-forge tied only
 //!   the version, one way).
 
+// issue 54: 28 public items still to document here.
+#![allow(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::pipeline::{SplitFor, require_confined};

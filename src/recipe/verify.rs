@@ -3,6 +3,9 @@
 //! MAGMA, or one that lost an export the core needs, fails at build time instead of in a user's
 //! first linalg call.
 
+// issue 54: 13 public items still to document here.
+#![allow(missing_docs)]
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -366,6 +369,8 @@ pub fn missing_variant_reason(without: &Variant, lazy_path: &str) -> String {
 }
 
 #[cfg(test)]
+// Tests read back the files they wrote; the opener guards the tool, not its tests.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     //! The variant rule on real gcc libraries: a miniature torch whose lazy library exports
     //! C++-named functions in the core's namespace and, from a static initialiser, stores kernels

@@ -13,6 +13,9 @@
 //! Everything rendered is a pure function of the inputs: nothing about "now" or the machine
 //! running `report`, and every list is sorted, so the same inputs give the same bytes.
 
+// issue 54: 16 public items still to document here.
+#![allow(missing_docs)]
+
 mod build;
 pub mod html;
 pub mod markdown;

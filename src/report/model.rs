@@ -3,6 +3,9 @@
 //! formatted here, once, so both formats print the same figures; the few raw values kept
 //! (`#[serde(skip)]`) are the ones the charts plot.
 
+// issue 54: 97 public items still to document here.
+#![allow(missing_docs)]
+
 use serde::Serialize;
 
 use crate::smoke::Verdict as SmokeResult;

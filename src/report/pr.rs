@@ -4,6 +4,9 @@
 //! pick a variant and how to revert. Markdown, rendered by `templates/report/feedstock-pr.md.j2`
 //! with every value from the feedstock escaped.
 
+// issue 54: 2 public items still to document here.
+#![allow(missing_docs)]
+
 use std::path::PathBuf;
 
 use serde::Serialize;

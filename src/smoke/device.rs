@@ -160,6 +160,7 @@ const NVRM_VERSION: &str = "/proc/driver/nvidia/version";
 /// The driver's version (`580.159.04`) from [`NVRM_VERSION`]; `None` when it cannot be read. A
 /// regular file is required before it is opened, and at most 4 KiB are read.
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+#[allow(clippy::disallowed_methods)] // why: the kernel's /proc file, not user input: checked regular first and read at most 4 KiB.
 fn driver_release() -> Option<String> {
     use std::io::Read;
     if !std::fs::metadata(NVRM_VERSION).ok()?.is_file() {

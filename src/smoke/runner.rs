@@ -81,6 +81,7 @@ fn signal_name(s: i32) -> &'static str {
     }
 }
 
+#[allow(clippy::disallowed_methods)] // why: the child's stderr capture this module created in its own scratch directory.
 pub fn tail_of(path: &Path, limit: usize) -> String {
     tail_text(&std::fs::read(path).unwrap_or_default(), limit)
 }

@@ -19,6 +19,9 @@
 //! written wheel back against its own RECORD, and the union of the core and each lazy wheel is
 //! checked to be the input's content (lossless).
 
+// issue 54: documented by the floor-plan/errors change
+#![allow(missing_docs)]
+
 pub mod document;
 pub mod record;
 mod text;

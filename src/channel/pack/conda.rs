@@ -10,7 +10,6 @@
 //! data) plus each file padded to 512. `tests::same_bytes_as_rattler` writes the same stage with
 //! both writers and compares every byte, so the packages stay rattler's packages.
 
-use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
@@ -145,7 +144,7 @@ impl Member {
                 Ok(())
             }
             Data::File(path) => {
-                let f = File::open(path)
+                let f = crate::input::open_nofollow(path)
                     .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
                 let size = self.file_size();
                 let mut reader = Counted {
@@ -293,8 +292,11 @@ pub(super) fn write_conda<W: Write + Seek>(
 }
 
 #[cfg(test)]
+// Tests read back the files they wrote; the opener guards the tool, not its tests.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::Cursor;
 
     /// A stage with what packages hold and what tar encodes specially: a path and a link target

@@ -1,6 +1,9 @@
 //! The compile and link steps of `build-variant`: the one program they run is the C++ compiler
 //! (and, through it, the linker).
 
+// issue 54: 1 public items still to document here.
+#![allow(missing_docs)]
+
 use crate::error::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
