@@ -689,7 +689,7 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
 /// semantics, marked in about.json; the core depends on what provides the library it NEEDs (what
 /// run-exports would add).
 fn stand_in_packages_are_marked_and_change_no_semantics(ch: &Path) {
-    let files = conda_files(&ch);
+    let files = conda_files(ch);
     let cudart = files
         .iter()
         .find(|f| f.starts_with("noarch/cuda-cudart-13.0.96-standin_h"))
