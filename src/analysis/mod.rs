@@ -18,8 +18,10 @@ pub mod plan;
 pub mod providers;
 pub mod pylock;
 pub mod switch;
-// Compiled always (hidden from the docs) so the integration tests build their trees with the same
-// gcc scenarios as the unit tests; nothing in the binary calls it, so nothing of it is linked in.
+// Test-only: the unit tests build it under cfg(test), the integration tests through the `testkit`
+// feature (which `full-tests` turns on, so CI builds the crate graph once); the library and the
+// binary of a default build do not contain it.
+#[cfg(any(test, feature = "testkit"))]
 #[doc(hidden)]
 pub mod testkit;
 pub mod text;

@@ -88,6 +88,30 @@ pub fn json(o: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", stdout(o), stderr(o)))
 }
 
+/// `sh -c LINE` with no installer settings (`PIP_*`, `UV_*`) from the caller's environment, so a
+/// printed install line runs as a user without them would run it.
+pub fn sh_without_installer_env(line: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(line);
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("PIP_") || k.starts_with("UV_")) {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
+/// `o`'s stdout read into the library's document type `T`, through the reader the commands use
+/// (the header checked), so a renamed or retyped field fails here rather than reading as null.
+pub fn typed<T: splitpkg::document::Document>(o: &Output) -> T {
+    T::from_str(&stdout(o), "stdout").unwrap_or_else(|e| {
+        panic!(
+            "not a {} ({e}): {}\nstderr: {}",
+            T::WHAT,
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
 /// Every regular file and symlink under `dir`, relative, sorted.
 pub fn walk(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();

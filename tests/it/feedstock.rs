@@ -108,8 +108,21 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
     ] {
         assert!(diff.contains(want), "{want:?} in the diff:\n{diff}");
     }
+    the_diff_applies_to_exactly_what_write_writes(d.path(), &diff);
+    the_patched_recipe_has_the_split_models_relations(d.path());
+    // Second run: nothing to do.
+    let patched = snapshot(d.path());
+    for extra in [&[][..], &["--write"][..]] {
+        let again = feedstock(d.path(), extra);
+        assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+        assert_eq!(stdout(&again), "", "empty diff the second time");
+        assert_eq!(snapshot(d.path()), patched);
+    }
+}
 
-    // The printed diff applies with patch(1) to exactly what --write writes.
+/// The printed diff applies with patch(1) to exactly what --write writes (in the feedstock `d`),
+/// and build.sh stays executable.
+fn the_diff_applies_to_exactly_what_write_writes(d: &Path, diff: &str) {
     let by_patch = mini();
     let mut p = Command::new("patch")
         .args(["-p1", "-s", "-d", s(by_patch.path())])
@@ -118,7 +131,7 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         .unwrap();
     std::io::Write::write_all(p.stdin.as_mut().unwrap(), diff.as_bytes()).unwrap();
     assert!(p.wait().unwrap().success(), "patch -p1 applies the diff");
-    let w = feedstock(d.path(), &["--write"]);
+    let w = feedstock(d, &["--write"]);
     assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
     assert_eq!(stdout(&w), diff, "--write prints the same diff");
     for f in [
@@ -128,14 +141,14 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
         HAS_MAGMA_PATCH,
     ] {
         assert_eq!(
-            std::fs::read(d.path().join(f)).unwrap(),
+            std::fs::read(d.join(f)).unwrap(),
             std::fs::read(by_patch.path().join(f)).unwrap(),
             "{f}"
         );
     }
     use std::os::unix::fs::PermissionsExt;
     assert!(
-        std::fs::metadata(d.path().join("recipe/build.sh"))
+        std::fs::metadata(d.join("recipe/build.sh"))
             .unwrap()
             .permissions()
             .mode()
@@ -143,12 +156,14 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
             != 0,
         "build.sh stays executable"
     );
+}
 
-    // The patched recipe: the relations of the split model, where the issue puts them.
-    let recipe: Value = serde_yaml::from_str(
-        &std::fs::read_to_string(d.path().join("recipe/recipe.yaml")).unwrap(),
-    )
-    .unwrap();
+/// The patched recipe in the feedstock `d`: the relations of the split model, where the issue puts
+/// them; the has_magma source patch applies; build.sh builds and verifies each variant.
+fn the_patched_recipe_has_the_split_models_relations(d: &Path) {
+    let recipe: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(d.join("recipe/recipe.yaml")).unwrap())
+            .unwrap();
     // The has_magma source patch: a new file, listed in the source's patches, and it applies to
     // the fixture's CUDAHooks.cpp.
     assert_eq!(
@@ -157,16 +172,51 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
     );
     let applies = Command::new("patch")
         .args(["-p1", "--dry-run", "-s", "-d"])
-        .arg(d.path().join("src"))
+        .arg(d.join("src"))
         .arg("-i")
-        .arg(d.path().join(HAS_MAGMA_PATCH))
+        .arg(d.join(HAS_MAGMA_PATCH))
         .status()
         .unwrap();
     assert!(
         applies.success(),
         "the source patch applies to the fixture's sources"
     );
-    let lazy = output(&recipe, "libtorch-cuda-linalg");
+    the_lazy_output_builds_and_tests_each_variant(&recipe);
+    let core = output(&recipe, "libtorch");
+    assert!(
+        !strings(&core["tests"]).contains(&"torch_cuda_linalg".to_string()),
+        "the test moved"
+    );
+    assert!(strings(&core["requirements"]["run"]).contains(
+        &"libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*_${{ build_number }}".to_string()
+    ));
+    assert!(strings(&core["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()));
+    let py = output(&recipe, "pytorch");
+    assert!(
+        strings(&py["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()),
+        "pytorch: no libmagma through its host"
+    );
+    let script = std::fs::read_to_string(d.join("recipe/build.sh")).unwrap();
+    assert!(
+        script.contains(
+            "splitpkg build-variant --src \"${SRC_DIR}\" --torch build/lib.fixture/torch"
+        ) && !script.contains("splitpkg-build-lazy-variant"),
+        "{script}"
+    );
+    assert!(script.contains("splitpkg verify-variant ${PREFIX}/lib/libtorch_cuda_linalg.so --variant \"${SPLITPKG_VARIANT}\""));
+    assert!(script.contains("if [[ -e $SP_DIR/torch/lib/libtorch_cuda_linalg.so && ! -L $SP_DIR/torch/lib/libtorch_cuda_linalg.so ]]"));
+    let bash = Command::new("bash")
+        .args(["-n", s(&d.join("recipe/build.sh"))])
+        .status()
+        .unwrap();
+    assert!(bash.success(), "build.sh parses");
+}
+
+/// The lazy output of the patched recipe: inherits the build, one variant per `linalg_variant`
+/// (nomagma down-prioritized), pinned to the core, and each variant's test checks the installed
+/// file against the contract the build recorded.
+fn the_lazy_output_builds_and_tests_each_variant(recipe: &Value) {
+    let lazy = output(recipe, "libtorch-cuda-linalg");
     assert_eq!(lazy["inherit"], "libtorch-build");
     assert_eq!(lazy["build"]["variant"]["use_keys"][0], "linalg_variant");
     assert_eq!(
@@ -205,43 +255,6 @@ fn patches_the_mini_feedstock_once_and_the_diff_is_the_patch() {
             "splitpkg verify-variant ${PREFIX}/lib/libtorch_cuda_linalg.so --variant ${{ linalg_variant }} --contract ${PREFIX}/share/splitpkg/libtorch-cuda-linalg/contract.json"
         ]
     );
-    let core = output(&recipe, "libtorch");
-    assert!(
-        !strings(&core["tests"]).contains(&"torch_cuda_linalg".to_string()),
-        "the test moved"
-    );
-    assert!(strings(&core["requirements"]["run"]).contains(
-        &"libtorch-cuda-linalg ==${{ version }} ${{ flavor }}_*_${{ build_number }}".to_string()
-    ));
-    assert!(strings(&core["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()));
-    let py = output(&recipe, "pytorch");
-    assert!(
-        strings(&py["requirements"]["ignore_run_exports"]).contains(&"libmagma".to_string()),
-        "pytorch: no libmagma through its host"
-    );
-    let script = std::fs::read_to_string(d.path().join("recipe/build.sh")).unwrap();
-    assert!(
-        script.contains(
-            "splitpkg build-variant --src \"${SRC_DIR}\" --torch build/lib.fixture/torch"
-        ) && !script.contains("splitpkg-build-lazy-variant"),
-        "{script}"
-    );
-    assert!(script.contains("splitpkg verify-variant ${PREFIX}/lib/libtorch_cuda_linalg.so --variant \"${SPLITPKG_VARIANT}\""));
-    assert!(script.contains("if [[ -e $SP_DIR/torch/lib/libtorch_cuda_linalg.so && ! -L $SP_DIR/torch/lib/libtorch_cuda_linalg.so ]]"));
-    let bash = Command::new("bash")
-        .args(["-n", s(&d.path().join("recipe/build.sh"))])
-        .status()
-        .unwrap();
-    assert!(bash.success(), "build.sh parses");
-
-    // Second run: nothing to do.
-    let patched = snapshot(d.path());
-    for extra in [&[][..], &["--write"][..]] {
-        let again = feedstock(d.path(), extra);
-        assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-        assert_eq!(stdout(&again), "", "empty diff the second time");
-        assert_eq!(snapshot(d.path()), patched);
-    }
 }
 
 #[test]

@@ -90,13 +90,8 @@ impl Env {
     /// `line` run by `sh -c` in a fresh directory, with no installer settings from outside.
     fn sh(&self, line: &str) {
         let cwd = tempfile::tempdir_in(&self.root).unwrap();
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c").arg(line).current_dir(cwd.path());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("PIP_") || k.starts_with("UV_") {
-                cmd.env_remove(k);
-            }
-        }
+        let mut cmd = sh_without_installer_env(line);
+        cmd.current_dir(cwd.path());
         let path = format!(
             "{}:{}",
             self.bin.display(),

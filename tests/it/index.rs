@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::SystemTime;
 
+use splitpkg::index::{FileStatus, IndexReport, Layout};
+
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
 const CORE: &str = "torch-2.5.1+split-cp311-cp311-linux_x86_64.whl";
 const MAGMA: &str = "torch_cuda_linalg-2.5.1+1.magma-cp311-cp311-linux_x86_64.whl";
@@ -135,16 +137,53 @@ fn pages_metadata_updates_and_refusals() {
     let out = d.path().join("index");
     let o = index(&[&wheels], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    assert_valid("docs/index.schema.json", &r);
-    assert_eq!(
-        (
-            r["layout"].as_str(),
-            r["added"].as_u64(),
-            r["unchanged"].as_u64()
-        ),
-        (Some("local-label"), Some(3), Some(0))
+    assert_valid("docs/index.schema.json", &json(&o));
+    let r: IndexReport = typed(&o);
+    assert_eq!((r.layout, r.added, r.unchanged), (Layout::LocalLabel, 3, 0));
+    the_root_pages_list_both_projects(&out);
+    // Each file: in its project's directory, its SHA-256 in the link, its METADATA beside it.
+    for (project, file) in [
+        ("torch", CORE),
+        ("torch-cuda-linalg", MAGMA),
+        ("torch-cuda-linalg", SLIM),
+    ] {
+        a_file_is_served_as_given_with_its_metadata(&out, &wheels, project, file);
+    }
+    let core = entry(&page(&out, "torch"), CORE).clone();
+    assert_eq!(core["requires-python"], ">=3.8");
+    assert!(
+        std::fs::read_to_string(out.join("torch/index.html"))
+            .unwrap()
+            .contains("data-requires-python=\"&gt;=3.8\"")
     );
+    assert_eq!(
+        page(&out, "torch-cuda-linalg")["versions"],
+        serde_json::json!(["2.5.1+0.nomagma", "2.5.1+1.magma"])
+    );
+    // The same run again: nothing written, not even a page's modification time.
+    let before = snapshot(&out);
+    let o = index(&[&wheels], &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: IndexReport = typed(&o);
+    assert_eq!((r.added, r.unchanged), (0, 3));
+    assert_eq!(snapshot(&out), before, "idempotent");
+    a_hand_set_yank_and_the_other_project_are_kept(&out, &wheels);
+    // A second, different file under a published name: refused, nothing changes.
+    let before = snapshot(&out);
+    let other = fixture_split(&d.path().join("other"), "two");
+    one_line(&index(&[&other.join(CORE)], &out), "other bytes");
+    assert_eq!(snapshot(&out), before);
+    // The PEP 825 set into the local-label index: refused (the labels would beat every variant).
+    one_line(
+        &index(&[&wheels.join("variants")], &out),
+        "one index cannot hold both",
+    );
+    assert_eq!(snapshot(&out), before);
+    the_variant_set_gets_an_index_of_its_own(d.path(), &wheels);
+}
+
+/// The root pages (PEP 503 HTML and PEP 691 JSON) list both projects.
+fn the_root_pages_list_both_projects(out: &Path) {
     let root = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(
         root.contains("<a href=\"torch/\">torch</a>")
@@ -158,89 +197,72 @@ fn pages_metadata_updates_and_refusals() {
         serde_json::json!([{"name": "torch"}, {"name": "torch-cuda-linalg"}])
     );
     assert_eq!(root_json["meta"]["api-version"], "1.1");
+}
 
-    // Each file: in its project's directory, its SHA-256 in the link, its METADATA beside it.
-    for (project, file) in [
-        ("torch", CORE),
-        ("torch-cuda-linalg", MAGMA),
-        ("torch-cuda-linalg", SLIM),
-    ] {
-        let p = page(&out, project);
-        let e = entry(&p, file);
-        let on_disk = out.join(project).join(file);
-        assert_eq!(
-            std::fs::read(&on_disk).unwrap(),
-            std::fs::read(wheels.join(file)).unwrap(),
-            "{file}: the wheel as given"
-        );
-        assert_eq!(e["hashes"]["sha256"].as_str().unwrap(), sha256(&on_disk));
-        assert_eq!(
-            e["size"].as_u64().unwrap(),
-            std::fs::metadata(&on_disk).unwrap().len()
-        );
-        assert_eq!(e["url"].as_str().unwrap(), file.replace('+', "%2B"));
-        let meta = out.join(project).join(format!("{file}.metadata"));
-        assert_eq!(
-            std::fs::read(&meta).unwrap(),
-            metadata_of(&on_disk),
-            "PEP 658: the METADATA member itself"
-        );
-        assert_eq!(
-            e["core-metadata"]["sha256"].as_str().unwrap(),
-            sha256(&meta)
-        );
-        assert_eq!(
-            e["dist-info-metadata"], e["core-metadata"],
-            "PEP 714: both names"
-        );
-        let html = std::fs::read_to_string(out.join(project).join("index.html")).unwrap();
-        let href = format!(
-            "<a href=\"{}#sha256={}\"",
-            file.replace('+', "%2B"),
-            sha256(&on_disk)
-        );
-        assert!(html.contains(&href), "{href} in {html}");
-        assert!(
-            html.contains(&format!("data-core-metadata=\"sha256={}\"", sha256(&meta))),
-            "{html}"
-        );
-    }
-    let core = entry(&page(&out, "torch"), CORE).clone();
-    assert_eq!(core["requires-python"], ">=3.8");
+/// `file` of `project`: in its project's directory as given, its SHA-256 and size in the JSON
+/// page and in the link, its METADATA beside it (PEP 658, under both PEP 714 names).
+fn a_file_is_served_as_given_with_its_metadata(
+    out: &Path,
+    wheels: &Path,
+    project: &str,
+    file: &str,
+) {
+    let p = page(out, project);
+    let e = entry(&p, file);
+    let on_disk = out.join(project).join(file);
+    assert_eq!(
+        std::fs::read(&on_disk).unwrap(),
+        std::fs::read(wheels.join(file)).unwrap(),
+        "{file}: the wheel as given"
+    );
+    assert_eq!(e["hashes"]["sha256"].as_str().unwrap(), sha256(&on_disk));
+    assert_eq!(
+        e["size"].as_u64().unwrap(),
+        std::fs::metadata(&on_disk).unwrap().len()
+    );
+    assert_eq!(e["url"].as_str().unwrap(), file.replace('+', "%2B"));
+    let meta = out.join(project).join(format!("{file}.metadata"));
+    assert_eq!(
+        std::fs::read(&meta).unwrap(),
+        metadata_of(&on_disk),
+        "PEP 658: the METADATA member itself"
+    );
+    assert_eq!(
+        e["core-metadata"]["sha256"].as_str().unwrap(),
+        sha256(&meta)
+    );
+    assert_eq!(
+        e["dist-info-metadata"], e["core-metadata"],
+        "PEP 714: both names"
+    );
+    let html = std::fs::read_to_string(out.join(project).join("index.html")).unwrap();
+    let href = format!(
+        "<a href=\"{}#sha256={}\"",
+        file.replace('+', "%2B"),
+        sha256(&on_disk)
+    );
+    assert!(html.contains(&href), "{href} in {html}");
     assert!(
-        std::fs::read_to_string(out.join("torch/index.html"))
-            .unwrap()
-            .contains("data-requires-python=\"&gt;=3.8\"")
+        html.contains(&format!("data-core-metadata=\"sha256={}\"", sha256(&meta))),
+        "{html}"
     );
-    assert_eq!(
-        page(&out, "torch-cuda-linalg")["versions"],
-        serde_json::json!(["2.5.1+0.nomagma", "2.5.1+1.magma"])
-    );
+}
 
-    // The same run again: nothing written, not even a page's modification time.
-    let before = snapshot(&out);
-    let o = index(&[&wheels], &out);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(
-        (json(&o)["added"].as_u64(), json(&o)["unchanged"].as_u64()),
-        (Some(0), Some(3))
-    );
-    assert_eq!(snapshot(&out), before, "idempotent");
-
-    // A yank set by hand in the JSON page is kept and rendered; the other project is kept.
+/// A yank set by hand in the JSON page is kept and rendered; the other project is kept.
+fn a_hand_set_yank_and_the_other_project_are_kept(out: &Path, wheels: &Path) {
     let path = out.join("torch-cuda-linalg/index.json");
-    let mut p = page(&out, "torch-cuda-linalg");
+    let mut p = page(out, "torch-cuda-linalg");
     for f in p["files"].as_array_mut().unwrap() {
         if f["filename"] == SLIM {
             f["yanked"] = serde_json::json!("rebuilt");
         }
     }
     std::fs::write(&path, serde_json::to_string_pretty(&p).unwrap()).unwrap();
-    let o = index(&[&wheels.join(MAGMA)], &out);
+    let o = index(&[&wheels.join(MAGMA)], out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
+    let r: IndexReport = typed(&o);
     assert_eq!(
-        entry(&page(&out, "torch-cuda-linalg"), SLIM)["yanked"],
+        entry(&page(out, "torch-cuda-linalg"), SLIM)["yanked"],
         "rebuilt"
     );
     assert!(
@@ -248,41 +270,31 @@ fn pages_metadata_updates_and_refusals() {
             .unwrap()
             .contains("data-yanked=\"rebuilt\">")
     );
-    let statuses: Vec<(&str, &str)> = r["projects"]
-        .as_array()
-        .unwrap()
+    let statuses: Vec<(&str, FileStatus)> = r
+        .projects
         .iter()
-        .flat_map(|p| p["files"].as_array().unwrap())
-        .map(|f| {
-            (
-                f["filename"].as_str().unwrap(),
-                f["status"].as_str().unwrap(),
-            )
-        })
+        .flat_map(|p| &p.files)
+        .map(|f| (f.filename.as_str(), f.status))
         .collect();
     assert_eq!(
         statuses,
-        [(CORE, "kept"), (SLIM, "kept"), (MAGMA, "unchanged")]
+        [
+            (CORE, FileStatus::Kept),
+            (SLIM, FileStatus::Kept),
+            (MAGMA, FileStatus::Unchanged)
+        ]
     );
+}
 
-    // A second, different file under a published name: refused, nothing changes.
-    let before = snapshot(&out);
-    let other = fixture_split(&d.path().join("other"), "two");
-    one_line(&index(&[&other.join(CORE)], &out), "other bytes");
-    assert_eq!(snapshot(&out), before);
-    // The PEP 825 set into the local-label index: refused (the labels would beat every variant).
-    one_line(
-        &index(&[&wheels.join("variants")], &out),
-        "one index cannot hold both",
-    );
-    assert_eq!(snapshot(&out), before);
-
-    // The PEP 825 set in its own index: the variants.json is the union of the wheels' variant.json
-    // (what `wheel` wrote beside them), linked without metadata, requires-python or yanked.
-    let vout = d.path().join("index-variants");
+/// The PEP 825 set in its own index: the variants.json is the union of the wheels' variant.json
+/// (what `wheel` wrote beside them), linked without metadata, requires-python or yanked; given one
+/// variant at a time, the variants.json grows (PEP 825 lets it change) and keeps both.
+fn the_variant_set_gets_an_index_of_its_own(d: &Path, wheels: &Path) {
+    let vout = d.join("index-variants");
     let o = index(&[&wheels.join("variants")], &vout);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(json(&o)["layout"], "variants");
+    let r: IndexReport = typed(&o);
+    assert_eq!(r.layout, Layout::Variants);
     let vjson = "torch_cuda_linalg-2.5.1-variants.json";
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(wheels.join("variants").join(vjson)).unwrap())
@@ -318,12 +330,13 @@ fn pages_metadata_updates_and_refusals() {
             vjson
         ]
     );
-    let report_files = &json(&o)["projects"][1]["files"];
-    assert_eq!(report_files[0]["variant"], "magma");
-    // One variant at a time: the variants.json grows (PEP 825 lets it change) and keeps both.
-    let grow = d.path().join("index-grow");
+    assert_eq!(r.projects[1].files[0].variant.as_deref(), Some("magma"));
+    let grow = d.join("index-grow");
     let v = wheels.join("variants");
-    for (label, status) in [("magma", "added"), ("nomagma", "updated")] {
+    for (label, status) in [
+        ("magma", FileStatus::Added),
+        ("nomagma", FileStatus::Updated),
+    ] {
         let o = index(
             &[&v.join(format!(
                 "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-{label}.whl"
@@ -331,15 +344,13 @@ fn pages_metadata_updates_and_refusals() {
             &grow,
         );
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let r = json(&o);
-        let f = r["projects"][0]["files"]
-            .as_array()
-            .unwrap()
+        let r: IndexReport = typed(&o);
+        let f = r.projects[0]
+            .files
             .iter()
-            .find(|f| f["filename"] == vjson)
-            .unwrap()
-            .clone();
-        assert_eq!(f["status"], status);
+            .find(|f| f.filename == vjson)
+            .unwrap();
+        assert_eq!(f.status, status);
     }
     let grown: serde_json::Value =
         serde_json::from_slice(&std::fs::read(grow.join("torch-cuda-linalg").join(vjson)).unwrap())
@@ -381,56 +392,15 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
     let slim = d.path().join("index-slim");
     let o = index_with(&[&v], &slim, &["--prefer", "nomagma"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    assert_valid("docs/index.schema.json", &r);
+    assert_valid("docs/index.schema.json", &json(&o));
+    let r: IndexReport = typed(&o);
     assert_eq!(
-        (r["layout"].as_str(), r["prefer"].as_str()),
-        (Some("variants"), Some("nomagma"))
+        (r.layout, r.prefer.as_deref()),
+        (Layout::Variants, Some("nomagma"))
     );
-    assert_eq!(r["left_out"].as_array().unwrap().len(), 1, "{r}");
-    assert_eq!(r["left_out"][0]["filename"], FALLBACK);
-    let key = |v: &serde_json::Value| {
-        v["providers"]["torch"]["static-properties"]["torch_cuda_linalg"].clone()
-    };
-    let (plain, preferred) = (variants_json(&default), variants_json(&slim));
-    assert_eq!(
-        key(&plain),
-        serde_json::json!(["magma", "nomagma"]),
-        "the default index: the publisher's order"
-    );
-    assert_eq!(key(&preferred), serde_json::json!(["nomagma", "magma"]));
-    let mut reordered = plain.clone();
-    reordered["providers"]["torch"]["static-properties"]["torch_cuda_linalg"] =
-        serde_json::json!(["nomagma", "magma"]);
-    assert_eq!(preferred, reordered, "only the order differs");
-    let written: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(v.join(VJSON)).unwrap()).unwrap();
-    assert_eq!(
-        plain, written,
-        "without --prefer: what `wheel` wrote, as before"
-    );
-    assert_eq!(
-        file_names(&page(&slim, "torch-cuda-linalg")),
-        [VMAGMA, VSLIM, VJSON],
-        "the same wheels but the fallback"
-    );
-    assert_eq!(file_names(&page(&slim, "torch")), [CORE]);
-    for (project, f) in [
-        ("torch", CORE),
-        ("torch-cuda-linalg", VMAGMA),
-        ("torch-cuda-linalg", VSLIM),
-    ] {
-        assert_eq!(
-            std::fs::read(slim.join(project).join(f)).unwrap(),
-            std::fs::read(default.join(project).join(f)).unwrap()
-        );
-    }
-    assert!(!slim.join("torch-cuda-linalg").join(FALLBACK).exists());
-    let e = entry(&page(&slim, "torch-cuda-linalg"), VJSON).clone();
-    assert_eq!(
-        e["hashes"]["sha256"].as_str().unwrap(),
-        sha256(&slim.join("torch-cuda-linalg").join(VJSON))
-    );
+    assert_eq!(r.left_out.len(), 1, "{:?}", r.left_out);
+    assert_eq!(r.left_out[0].filename, FALLBACK);
+    the_slim_index_differs_only_in_the_order_and_the_fallback(&v, &default, &slim);
     // The text report says the preference and what it left out.
     let text = stdout(&run(&[
         "index",
@@ -450,18 +420,74 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
     let before = snapshot(&slim);
     let o = index_with(&[&v], &slim, &["--prefer", "nomagma"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(
-        (json(&o)["added"].as_u64(), json(&o)["unchanged"].as_u64()),
-        (Some(0), Some(4))
-    );
+    let r: IndexReport = typed(&o);
+    assert_eq!((r.added, r.unchanged), (0, 4));
     assert_eq!(snapshot(&slim), before, "idempotent");
+    a_preference_is_kept_by_every_update(&wheels, &default, &slim);
+    assert_eq!(snapshot(&slim), before);
+    prefer_refuses_what_it_cannot_serve(d.path(), &wheels);
+}
 
-    // An index written with one preference is updated only with it: a run without --prefer (the
-    // same set, or only the core, which leaves the set as it is) and a run with --prefer on the
-    // default index are refused; the indexes stay as they are.
+/// The slim index (`--prefer nomagma` of the variant set `v`) beside the default one: the same
+/// variants.json but the order of the values, the same wheels but the fallback.
+fn the_slim_index_differs_only_in_the_order_and_the_fallback(
+    v: &Path,
+    default: &Path,
+    slim: &Path,
+) {
+    let key = |v: &serde_json::Value| {
+        v["providers"]["torch"]["static-properties"]["torch_cuda_linalg"].clone()
+    };
+    let (plain, preferred) = (variants_json(default), variants_json(slim));
+    assert_eq!(
+        key(&plain),
+        serde_json::json!(["magma", "nomagma"]),
+        "the default index: the publisher's order"
+    );
+    assert_eq!(key(&preferred), serde_json::json!(["nomagma", "magma"]));
+    let mut reordered = plain.clone();
+    reordered["providers"]["torch"]["static-properties"]["torch_cuda_linalg"] =
+        serde_json::json!(["nomagma", "magma"]);
+    assert_eq!(preferred, reordered, "only the order differs");
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(v.join(VJSON)).unwrap()).unwrap();
+    assert_eq!(
+        plain, written,
+        "without --prefer: what `wheel` wrote, as before"
+    );
+    assert_eq!(
+        file_names(&page(slim, "torch-cuda-linalg")),
+        [VMAGMA, VSLIM, VJSON],
+        "the same wheels but the fallback"
+    );
+    assert_eq!(file_names(&page(slim, "torch")), [CORE]);
+    for (project, f) in [
+        ("torch", CORE),
+        ("torch-cuda-linalg", VMAGMA),
+        ("torch-cuda-linalg", VSLIM),
+    ] {
+        assert_eq!(
+            std::fs::read(slim.join(project).join(f)).unwrap(),
+            std::fs::read(default.join(project).join(f)).unwrap()
+        );
+    }
+    assert!(!slim.join("torch-cuda-linalg").join(FALLBACK).exists());
+    let e = entry(&page(slim, "torch-cuda-linalg"), VJSON).clone();
+    assert_eq!(
+        e["hashes"]["sha256"].as_str().unwrap(),
+        sha256(&slim.join("torch-cuda-linalg").join(VJSON))
+    );
+}
+
+/// An index written with one preference is updated only with it: a run without --prefer on the
+/// slim index (the same set, or only the core, which leaves the set as it is) and a run with
+/// --prefer on the default index are refused; the indexes stay as they are.
+fn a_preference_is_kept_by_every_update(wheels: &Path, default: &Path, slim: &Path) {
+    let v = wheels.join("variants");
+    let before = snapshot(slim);
     let slim_path = slim.join("torch-cuda-linalg").join(VJSON);
     for inputs in [vec![v.as_path()], vec![wheels.join(CORE).as_path()]] {
-        let o = index(&inputs, &slim);
+        let o = index(&inputs, slim);
         one_line(
             &o,
             &format!(
@@ -475,27 +501,30 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
             stderr(&o)
         );
     }
-    assert_eq!(snapshot(&slim), before);
-    let before_default = snapshot(&default);
-    let o = index_with(&[&v], &default, &["--prefer", "nomagma"]);
+    assert_eq!(snapshot(slim), before);
+    let before_default = snapshot(default);
+    let o = index_with(&[&v], default, &["--prefer", "nomagma"]);
     one_line(
         &o,
         "lists magma first (written without --prefer); this run would list nomagma first",
     );
-    assert_eq!(snapshot(&default), before_default);
+    assert_eq!(snapshot(default), before_default);
+}
 
-    // Refused before anything is written: a set without the value (a split without
-    // --lazy-variant), an index that would lack the nomagma wheel (the magma variant and the core
-    // only: uv would install magma from it without a word), the local-label set, a malformed value.
-    let lone = d.path().join("lone");
-    let input = d.path().join("in").join(WHEEL_NAME);
+/// Refused before anything is written: a set without the value (a split without --lazy-variant),
+/// an index that would lack the nomagma wheel (the magma variant and the core only: uv would
+/// install magma from it without a word), the local-label set, a malformed value.
+fn prefer_refuses_what_it_cannot_serve(d: &Path, wheels: &Path) {
+    let v = wheels.join("variants");
+    let lone = d.join("lone");
+    let input = d.join("in").join(WHEEL_NAME);
     assert_eq!(
         run(&["wheel", s(&input), "--out", s(&lone), "--quiet"])
             .status
             .code(),
         Some(0)
     );
-    let fresh = d.path().join("refused");
+    let fresh = d.join("refused");
     let (lone_v, magma, core) = (lone.join("variants"), v.join(VMAGMA), v.join(CORE));
     let refusals: [(Vec<&Path>, &str, &str); 5] = [
         (
@@ -509,7 +538,7 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
             "would hold no nomagma wheel of torch_cuda_linalg-2.5.1 for cp311-cp311-linux_x86_64 (only magma): uv would install magma from it without a word",
         ),
         (
-            vec![&wheels],
+            vec![wheels],
             "nomagma",
             "--prefer nomagma: no PEP 825 variant set among the wheels given",
         ),
@@ -710,6 +739,91 @@ fn ok(o: Output, what: &str) -> Output {
     o
 }
 
+/// What the steps of [`latest_pip_uv_and_twine_over_http`] share: the tools, the split's wheels,
+/// the local-label index and the PEP 825 index, served.
+struct HttpIndexes {
+    tools: PathBuf,
+    py: PathBuf,
+    d: tempfile::TempDir,
+    wheels: PathBuf,
+    out: PathBuf,
+    vout: PathBuf,
+    server: Server,
+    vserver: Server,
+    core: String,
+    magma_bytes: Vec<u8>,
+}
+
+impl HttpIndexes {
+    fn start() -> HttpIndexes {
+        let tools = wheel_tools();
+        let py = tools.join("bin/python");
+        let d = tempfile::tempdir().unwrap();
+        let wheels = fixture_split(d.path(), "one");
+        let (out, vout) = (d.path().join("index"), d.path().join("index-variants"));
+        assert_eq!(index(&[&wheels], &out).status.code(), Some(0));
+        assert_eq!(
+            index(&[&wheels.join("variants")], &vout).status.code(),
+            Some(0)
+        );
+        let (server, vserver) = (Server::start(&out), Server::start(&vout));
+        let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+        HttpIndexes {
+            tools,
+            py,
+            d,
+            wheels,
+            out,
+            vout,
+            server,
+            vserver,
+            core: "torch-2.5.1+split".to_string(),
+            magma_bytes,
+        }
+    }
+
+    fn url(&self) -> &str {
+        &self.server.url
+    }
+
+    fn vurl(&self) -> &str {
+        &self.vserver.url
+    }
+
+    fn venv(&self, name: &str) -> Venv {
+        Venv::new(&self.d.path().join(name))
+    }
+
+    /// `uv pip install -q --preview-features wheel-variants --index-url URL torch` (plus `extra`).
+    fn uv_variants(&self, v: &Venv, url: &str, extra: &[&str], what: &str) -> Output {
+        let mut args = vec![
+            "install",
+            "-q",
+            "--preview-features",
+            "wheel-variants",
+            "--index-url",
+            url,
+        ];
+        args.extend_from_slice(extra);
+        args.push("torch");
+        ok(uv(&self.tools, v, &args), what)
+    }
+}
+
+/// The variants of the lazy wheel installed in `v`, from its `variant.json`.
+fn installed_variants(v: &Venv) -> Vec<String> {
+    let p = v
+        .site
+        .join("torch_cuda_linalg-2.5.1.dist-info/variant.json");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+    doc["variants"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
 /// pip 26.3, uv 0.13.9 (plain and variant mode) and twine 7.0.0 against the local-label index, the
 /// PEP 825 index and its slim twin (`--prefer nomagma`) over HTTP.
 #[test]
@@ -718,25 +832,28 @@ fn ok(o: Output, what: &str) -> Output {
     ignore = "full tier, pip, uv and twine from PyPI: cargo test --release --features full-tests"
 )]
 fn latest_pip_uv_and_twine_over_http() {
-    let tools = wheel_tools();
-    let py = tools.join("bin/python");
-    let d = tempfile::tempdir().unwrap();
-    let wheels = fixture_split(d.path(), "one");
-    let (out, vout) = (d.path().join("index"), d.path().join("index-variants"));
-    assert_eq!(index(&[&wheels], &out).status.code(), Some(0));
-    assert_eq!(
-        index(&[&wheels.join("variants")], &vout).status.code(),
-        Some(0)
-    );
-    let (server, vserver) = (Server::start(&out), Server::start(&vout));
-    let (url, vurl) = (server.url.as_str(), vserver.url.as_str());
-    let core = "torch-2.5.1+split".to_string();
-    let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+    let h = HttpIndexes::start();
+    pip_installs_switches_and_downloads_the_local_label_index(&h);
+    let v = pip_and_uv_on_the_variant_index(&h);
+    let sout = uv_installs_the_slim_index_by_flag_environment_and_toml(&h);
+    let slim = Server::start(&sout);
+    uv_switches_an_installed_variant(&h, &v, &slim.url);
+    the_slim_index_has_no_plain_fallback(&h, &slim.url);
+    a_lacking_slim_variant_is_refused_not_served(&h);
+    a_stale_slim_index_installs_magma_silently(&h, &sout);
+    // twine check: every wheel of the three indexes.
+    for dir in [&h.out, &h.vout, &sout] {
+        twine_checks_every_wheel(&h.tools, dir);
+    }
+}
 
-    // pip 26.3: default by the core's dependency, the slim pin switches, pip check is clean.
-    let v = Venv::new(&d.path().join("pip"));
+/// pip 26.3: default by the core's dependency, the slim pin switches, pip check is clean; pip
+/// download and `uv pip compile` take the same pair.
+fn pip_installs_switches_and_downloads_the_local_label_index(h: &HttpIndexes) {
+    let (py, url, core) = (&h.py, h.url(), &h.core);
+    let v = h.venv("pip");
     ok(
-        v.pip_from(&py, &["install", "-q", "--index-url", url, "torch"]),
+        v.pip_from(py, &["install", "-q", "--index-url", url, "torch"]),
         "pip install torch",
     );
     assert_eq!(
@@ -748,7 +865,7 @@ fn latest_pip_uv_and_twine_over_http() {
     );
     ok(
         v.pip_from(
-            &py,
+            py,
             &[
                 "install",
                 "-q",
@@ -766,12 +883,12 @@ fn latest_pip_uv_and_twine_over_http() {
             1
         )
     );
-    ok(v.pip_from(&py, &["check"]), "pip check");
+    ok(v.pip_from(py, &["check"]), "pip check");
     // pip download: the core and the preferred variant, hash-checked against the fragments.
-    let dl = d.path().join("dl");
+    let dl = h.d.path().join("dl");
     ok(
         v.pip_from(
-            &py,
+            py,
             &["download", "-q", "--index-url", url, "-d", s(&dl), "torch"],
         ),
         "pip download",
@@ -784,7 +901,7 @@ fn latest_pip_uv_and_twine_over_http() {
     assert_eq!(got, [CORE, MAGMA]);
     // uv pip compile, plain: the same pair.
     let compiled = stdout(&ok(
-        uv_compile(&tools, &v, &["--index-url", url], "torch\n"),
+        uv_compile(&h.tools, &v, &["--index-url", url], "torch\n"),
         "uv pip compile",
     ));
     assert_eq!(
@@ -795,15 +912,19 @@ fn latest_pip_uv_and_twine_over_http() {
         ["torch==2.5.1+split", "torch-cuda-linalg==2.5.1+1.magma"],
         "{compiled}"
     );
-    // pip 26.3 on the variant index: no variant support, it takes the plain fallback.
-    let v = Venv::new(&d.path().join("pip-variants"));
+}
+
+/// pip 26.3 on the variant index has no variant support and takes the plain fallback; uv in
+/// variant mode takes the preferred (magma) variant wheel. Returns uv's venv.
+fn pip_and_uv_on_the_variant_index(h: &HttpIndexes) -> Venv {
+    let v = h.venv("pip-variants");
     ok(
-        v.pip_from(&py, &["install", "-q", "--index-url", vurl, "torch"]),
+        v.pip_from(&h.py, &["install", "-q", "--index-url", h.vurl(), "torch"]),
         "pip install from the variant index",
     );
     assert_eq!(
         v.state(),
-        (vec![core.clone(), "torch_cuda_linalg-2.5.1".into()], 1)
+        (vec![h.core.clone(), "torch_cuda_linalg-2.5.1".into()], 1)
     );
     assert!(
         !v.site
@@ -811,26 +932,11 @@ fn latest_pip_uv_and_twine_over_http() {
             .exists()
     );
     // uv in variant mode from the PEP 825 index: the preferred variant wheel.
-    let v = Venv::new(&d.path().join("uv-variants"));
-    ok(
-        uv(
-            &tools,
-            &v,
-            &[
-                "install",
-                "-q",
-                "--preview-features",
-                "wheel-variants",
-                "--index-url",
-                vurl,
-                "torch",
-            ],
-        ),
-        "uv variant install",
-    );
+    let v = h.venv("uv-variants");
+    h.uv_variants(&v, h.vurl(), &[], "uv variant install");
     assert_eq!(
         v.state(),
-        (vec![core.clone(), "torch_cuda_linalg-2.5.1".into()], 1)
+        (vec![h.core.clone(), "torch_cuda_linalg-2.5.1".into()], 1)
     );
     assert!(
         v.site
@@ -838,27 +944,45 @@ fn latest_pip_uv_and_twine_over_http() {
             .exists(),
         "the magma variant wheel"
     );
-    assert_eq!(v.lazy_bytes().unwrap(), magma_bytes);
-    ok(uv(&tools, &v, &["check"]), "uv pip check");
-    let installed_variants = |v: &Venv| -> Vec<String> {
-        let p = v
-            .site
-            .join("torch_cuda_linalg-2.5.1.dist-info/variant.json");
-        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-        doc["variants"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect()
-    };
+    assert_eq!(v.lazy_bytes().unwrap(), h.magma_bytes);
+    ok(uv(&h.tools, &v, &["check"]), "uv pip check");
     assert_eq!(installed_variants(&v), ["magma"]);
-    // uv 0.13.9 has no selection of its own for a static-property namespace: no flag, setting or
-    // environment variable (the ones it reads belong to its vendored nvidia/tpu providers); it
-    // takes the values in the order the index's variants.json lists them. So the slim variant is
-    // the slim index: the same wheels, `index --prefer nomagma`, chosen as the user's index.
+    v
+}
+
+/// `v` holds the core, one owner of the lazy library, the nomagma variant wheel and its bytes, and
+/// `uv pip check` is clean.
+fn assert_slim(h: &HttpIndexes, v: &Venv, what: &str) {
+    let slim_state = (
+        vec![h.core.clone(), "torch_cuda_linalg-2.5.1".to_string()],
+        1,
+    );
+    assert_eq!(
+        v.state(),
+        slim_state,
+        "{what}: the core and one owner of the library"
+    );
+    assert_eq!(
+        installed_variants(v),
+        ["nomagma"],
+        "{what}: the nomagma variant wheel"
+    );
+    assert_eq!(
+        v.lazy_bytes().unwrap(),
+        std::fs::read(nomagma_lib()).unwrap(),
+        "{what}"
+    );
+    ok(uv(&h.tools, v, &["check"]), what);
+}
+
+/// uv 0.13.9 has no selection of its own for a static-property namespace: no flag, setting or
+/// environment variable (the ones it reads belong to its vendored nvidia/tpu providers); it takes
+/// the values in the order the index's variants.json lists them. So the slim variant is the slim
+/// index: the same wheels, `index --prefer nomagma`, chosen as the user's index by flag, by
+/// environment variables alone, or by uv.toml. Returns the slim index's directory.
+fn uv_installs_the_slim_index_by_flag_environment_and_toml(h: &HttpIndexes) -> PathBuf {
     let help = stdout(&ok(
-        Command::new(tools.join("bin/uv"))
+        Command::new(h.tools.join("bin/uv"))
             .args(["pip", "install", "--help"])
             .output()
             .unwrap(),
@@ -868,129 +992,82 @@ fn latest_pip_uv_and_twine_over_http() {
         !help.to_lowercase().contains("variant"),
         "uv grew a variant option: docs/wheel.md and this test need a look\n{help}"
     );
-    let sout = d.path().join("index-slim");
+    let sout = h.d.path().join("index-slim");
     assert_eq!(
-        index_with(&[&wheels.join("variants")], &sout, &["--prefer", "nomagma"])
-            .status
-            .code(),
+        index_with(
+            &[&h.wheels.join("variants")],
+            &sout,
+            &["--prefer", "nomagma"]
+        )
+        .status
+        .code(),
         Some(0)
     );
     let sserver = Server::start(&sout);
     let surl = sserver.url.as_str();
-    let nomagma_bytes = std::fs::read(nomagma_lib()).unwrap();
-    let slim_state = (vec![core.clone(), "torch_cuda_linalg-2.5.1".to_string()], 1);
-    let is_slim = |v: &Venv, what: &str| {
-        assert_eq!(
-            v.state(),
-            slim_state,
-            "{what}: the core and one owner of the library"
-        );
-        assert_eq!(
-            installed_variants(v),
-            ["nomagma"],
-            "{what}: the nomagma variant wheel"
-        );
-        assert_eq!(v.lazy_bytes().unwrap(), nomagma_bytes, "{what}");
-        ok(uv(&tools, v, &["check"]), what);
-    };
     // The slim index by flag.
-    let v2 = Venv::new(&d.path().join("uv-slim-flag"));
-    ok(
-        uv(
-            &tools,
-            &v2,
-            &[
-                "install",
-                "-q",
-                "--preview-features",
-                "wheel-variants",
-                "--index-url",
-                surl,
-                "torch",
-            ],
-        ),
-        "uv slim, flags",
-    );
-    is_slim(&v2, "--index-url SLIM");
+    let v2 = h.venv("uv-slim-flag");
+    h.uv_variants(&v2, surl, &[], "uv slim, flags");
+    assert_slim(h, &v2, "--index-url SLIM");
     // By environment variables alone.
-    let v2 = Venv::new(&d.path().join("uv-slim-env"));
+    let v2 = h.venv("uv-slim-env");
     let env = [
         ("UV_PREVIEW_FEATURES", "wheel-variants"),
         ("UV_DEFAULT_INDEX", surl),
     ];
     ok(
-        uv_with(&tools, &v2, &["install", "-q", "torch"], &env),
+        uv_with(&h.tools, &v2, &["install", "-q", "torch"], &env),
         "uv slim, environment",
     );
-    is_slim(&v2, "UV_DEFAULT_INDEX=SLIM");
+    assert_slim(h, &v2, "UV_DEFAULT_INDEX=SLIM");
     // By uv.toml (the user's or the project's; here named with --config-file).
-    let v2 = Venv::new(&d.path().join("uv-slim-toml"));
-    let toml = d.path().join("uv.toml");
+    let v2 = h.venv("uv-slim-toml");
+    let toml = h.d.path().join("uv.toml");
     std::fs::write(&toml, format!("preview-features = [\"wheel-variants\"]\n\n[[index]]\nurl = \"{surl}\"\ndefault = true\n")).unwrap();
     ok(
         uv(
-            &tools,
+            &h.tools,
             &v2,
             &["install", "-q", "--config-file", s(&toml), "torch"],
         ),
         "uv slim, uv.toml",
     );
-    is_slim(&v2, "uv.toml [[index]] default = true");
-    // Switching the installed magma variant: the same version is installed already, so uv keeps it
-    // until told to reinstall the lazy distribution; then it is the slim one, and back.
-    ok(
-        uv(
-            &tools,
-            &v,
-            &[
-                "install",
-                "-q",
-                "--preview-features",
-                "wheel-variants",
-                "--index-url",
-                surl,
-                "torch",
-            ],
-        ),
-        "uv slim, no reinstall",
-    );
+    assert_slim(h, &v2, "uv.toml [[index]] default = true");
+    sout
+}
+
+/// Switching the installed magma variant `v`: the same version is installed already, so uv keeps
+/// it until told to reinstall the lazy distribution; then it is the slim one, and back.
+fn uv_switches_an_installed_variant(h: &HttpIndexes, v: &Venv, surl: &str) {
+    h.uv_variants(v, surl, &[], "uv slim, no reinstall");
     assert_eq!(
-        installed_variants(&v),
+        installed_variants(v),
         ["magma"],
         "an installed variant is kept without --reinstall-package"
     );
-    let switch = |index: &str| {
-        let args = [
-            "install",
-            "-q",
-            "--preview-features",
-            "wheel-variants",
-            "--index-url",
-            index,
-            "--reinstall-package",
-            "torch-cuda-linalg",
-            "torch",
-        ];
-        ok(uv(&tools, &v, &args), "uv switch")
-    };
-    switch(surl);
-    is_slim(&v, "magma switched to slim");
-    switch(vurl);
+    let reinstall = ["--reinstall-package", "torch-cuda-linalg"];
+    h.uv_variants(v, surl, &reinstall, "uv switch");
+    assert_slim(h, v, "magma switched to slim");
+    h.uv_variants(v, h.vurl(), &reinstall, "uv switch");
     assert_eq!(
-        (installed_variants(&v), v.state().1, v.lazy_bytes().unwrap()),
-        (vec!["magma".to_string()], 1, magma_bytes.clone())
+        (installed_variants(v), v.state().1, v.lazy_bytes().unwrap()),
+        (vec!["magma".to_string()], 1, h.magma_bytes.clone())
     );
-    // The slim index has no plain fallback (it is the magma build): pip, and uv without variant
-    // mode, install nothing from it rather than magma.
-    let v2 = Venv::new(&d.path().join("pip-slim"));
-    let o = v2.pip_from(&py, &["install", "--index-url", surl, "torch"]);
+}
+
+/// The slim index has no plain fallback (it is the magma build): pip, and uv without variant mode,
+/// install nothing from it rather than magma. uv without variant mode on the default PEP 825 index
+/// takes the plain fallback, as pip.
+fn the_slim_index_has_no_plain_fallback(h: &HttpIndexes, surl: &str) {
+    let v2 = h.venv("pip-slim");
+    let o = v2.pip_from(&h.py, &["install", "--index-url", surl, "torch"]);
     assert!(
         !o.status.success()
             && stderr(&o).contains("No matching distribution found for torch-cuda-linalg==2.5.1"),
         "{}",
         stderr(&o)
     );
-    let o = uv(&tools, &v2, &["install", "--index-url", surl, "torch"]);
+    let o = uv(&h.tools, &v2, &["install", "--index-url", surl, "torch"]);
     assert!(
         !o.status.success()
             && stderr(&o).contains("torch-cuda-linalg==2.5.1 has only unsupported wheel variants"),
@@ -998,10 +1075,13 @@ fn latest_pip_uv_and_twine_over_http() {
         stderr(&o)
     );
     assert_eq!(v2.state(), (Vec::<String>::new(), 0), "nothing installed");
-    // uv without variant mode on the default PEP 825 index: the plain fallback, as pip.
-    let v = Venv::new(&d.path().join("uv-plain"));
+    let v = h.venv("uv-plain");
     ok(
-        uv(&tools, &v, &["install", "-q", "--index-url", vurl, "torch"]),
+        uv(
+            &h.tools,
+            &v,
+            &["install", "-q", "--index-url", h.vurl(), "torch"],
+        ),
         "uv install, no variant mode",
     );
     assert!(
@@ -1011,12 +1091,14 @@ fn latest_pip_uv_and_twine_over_http() {
                 .join("torch_cuda_linalg-2.5.1.dist-info/variant.json")
                 .exists()
     );
-    // The slim variant asked for where there is none (a split without --lazy-variant): `index
-    // --prefer nomagma` refuses to write that slim index, so the user's slim index URL is not
-    // there and uv says the package is not found, installing nothing; the default index still
-    // gives magma.
-    let lone = d.path().join("lone");
-    let input = d.path().join("in").join(WHEEL_NAME);
+}
+
+/// The slim variant asked for where there is none (a split without --lazy-variant): `index
+/// --prefer nomagma` refuses to write that slim index, so the user's slim index URL is not there
+/// and uv says the package is not found, installing nothing; the default index still gives magma.
+fn a_lacking_slim_variant_is_refused_not_served(h: &HttpIndexes) {
+    let lone = h.d.path().join("lone");
+    let input = h.d.path().join("in").join(WHEEL_NAME);
     assert_eq!(
         run(&[
             "wheel",
@@ -1046,10 +1128,10 @@ fn latest_pip_uv_and_twine_over_http() {
         "not a value of torch :: torch_cuda_linalg",
     );
     let lserver = Server::start(&lone.join("pub"));
-    let v = Venv::new(&d.path().join("uv-lacking"));
+    let v = h.venv("uv-lacking");
     let missing = format!("{}simple-variants-slim/", lserver.url);
     let o = uv(
-        &tools,
+        &h.tools,
         &v,
         &[
             "install",
@@ -1068,31 +1150,19 @@ fn latest_pip_uv_and_twine_over_http() {
     );
     assert_eq!(v.state(), (Vec::<String>::new(), 0), "nothing installed");
     let present = format!("{}simple-variants/", lserver.url);
-    ok(
-        uv(
-            &tools,
-            &v,
-            &[
-                "install",
-                "-q",
-                "--preview-features",
-                "wheel-variants",
-                "--index-url",
-                &present,
-                "torch",
-            ],
-        ),
-        "uv default",
-    );
+    h.uv_variants(&v, &present, &[], "uv default");
     assert_eq!(installed_variants(&v), ["magma"]);
-    // What the refusal prevents: a slim index whose nomagma wheel is gone (deleted by hand from the
-    // one `index` wrote). uv finds nomagma preferred but no wheel of it and installs the magma
-    // variant without a word.
-    let stale = d.path().join("index-slim-stale");
+}
+
+/// What the refusal prevents: a slim index whose nomagma wheel is gone (deleted by hand from the
+/// one `index` wrote, `sout`). uv finds nomagma preferred but no wheel of it and installs the magma
+/// variant without a word.
+fn a_stale_slim_index_installs_magma_silently(h: &HttpIndexes, sout: &Path) {
+    let stale = h.d.path().join("index-slim-stale");
     assert!(
         Command::new("cp")
             .arg("-a")
-            .arg(&sout)
+            .arg(sout)
             .arg(&stale)
             .status()
             .unwrap()
@@ -1122,10 +1192,10 @@ fn latest_pip_uv_and_twine_over_http() {
     )
     .unwrap();
     let stale_server = Server::start(&stale);
-    let v = Venv::new(&d.path().join("uv-stale"));
+    let v = h.venv("uv-stale");
     let o = ok(
         uv(
-            &tools,
+            &h.tools,
             &v,
             &[
                 "install",
@@ -1144,31 +1214,32 @@ fn latest_pip_uv_and_twine_over_http() {
         "{}",
         stderr(&o)
     );
-    // twine check: every wheel of the three indexes.
-    for dir in [&out, &vout, &sout] {
-        let all: Vec<PathBuf> = walk(dir)
-            .into_iter()
-            .filter(|(r, _)| r.ends_with(".whl"))
-            .map(|(_, p)| p)
-            .collect();
-        let o = Command::new(tools.join("bin/python"))
-            .args(["-m", "twine", "check"])
-            .args(&all)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "twine check: {}{}",
-            stdout(&o),
-            stderr(&o)
-        );
-        assert_eq!(
-            stdout(&o).matches("PASSED").count(),
-            all.len(),
-            "{}",
-            stdout(&o)
-        );
-    }
+}
+
+/// `twine check` passes every wheel under `dir`.
+fn twine_checks_every_wheel(tools: &Path, dir: &Path) {
+    let all: Vec<PathBuf> = walk(dir)
+        .into_iter()
+        .filter(|(r, _)| r.ends_with(".whl"))
+        .map(|(_, p)| p)
+        .collect();
+    let o = Command::new(tools.join("bin/python"))
+        .args(["-m", "twine", "check"])
+        .args(&all)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "twine check: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert_eq!(
+        stdout(&o).matches("PASSED").count(),
+        all.len(),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// The real torch 2.11 wheel's split, served: `pip download` takes the core and the lazy wheel
@@ -1811,12 +1882,8 @@ fn install_as_printed(tools: &Path, printed: &str, venv: &Venv) {
         shell(&tools.join("bin/uv")),
         shell(&venv.python)
     );
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(&run).env("UV_NO_CACHE", "1");
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("UV_") || k.starts_with("PIP_")) {
-        cmd.env_remove(k);
-    }
-    ok(cmd.output().unwrap(), &run);
+    let mut cmd = sh_without_installer_env(&run);
+    ok(cmd.env("UV_NO_CACHE", "1").output().unwrap(), &run);
 }
 
 /// Issue 53 item 1: the local-label index's printed commands, run exactly as printed (a dry run

@@ -10,7 +10,6 @@ use crate::common::*;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 /// What an installer chose: distribution name → (version, file name of the chosen wheel).
 pub(crate) type Chosen = BTreeMap<String, (String, String)>;
@@ -40,14 +39,7 @@ pub(crate) fn resolve_as_printed(tools: &Path, printed: &str, scratch: &Path) ->
     } else {
         panic!("not an install command: {printed}");
     };
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(&run);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("PIP_") || k.starts_with("UV_") {
-            cmd.env_remove(k);
-        }
-    }
-    let o = cmd.output().unwrap();
+    let o = sh_without_installer_env(&run).output().unwrap();
     assert!(o.status.success(), "{run}: {}", stderr(&o));
     if uv {
         uv_selections(&stderr(&o))

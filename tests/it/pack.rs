@@ -12,6 +12,11 @@ use std::process::{Command, Output};
 use rattler_conda_types::package::{AboutJson, IndexJson, PathType, PathsJson};
 use rattler_conda_types::{MatchSpec, ParseStrictness};
 use sha2::Digest;
+use splitpkg::analysis::plan::Plan;
+use splitpkg::analysis::verdict::Verdict;
+use splitpkg::channel::document::{
+    EnvReport, InstallEnv, PackReport, PackageRole, Scenario, SolveReport, Status, SwitchReport,
+};
 
 const NOMAGMA: &str = "conda-nomagma/lib/libtorch_cuda_linalg.so";
 const FEATURE: &str = "libtorch-cuda-linalg-p-0";
@@ -216,42 +221,9 @@ fn cross_check(report: &serde_json::Value, flipped: Option<&Path>) {
 fn packages_carry_the_split_model_and_every_file_exactly_once() {
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
-    let r = fixture_channel(&ch, "2.5.1", &[]);
+    let r: PackReport = serde_json::from_value(fixture_channel(&ch, "2.5.1", &[])).unwrap();
     let files = conda_files(&ch);
-    assert_eq!(
-        files,
-        vec![
-            "linux-64/libmagma-2.8.0-h50e331b_0.conda",
-            "linux-64/libtorch-2.5.1-cuda126_h0df9ae8_0.conda",
-            "linux-64/libtorch-cuda-linalg-2.5.1-cuda126_magma_h1e60bb5_0.conda",
-            "linux-64/libtorch-cuda-linalg-2.5.1-cuda126_nomagma_ha0eb17e_0.conda",
-        ]
-    );
-    // Nothing else in the channel (rattler_index's .tmp/ removed; the lock file stays, see
-    // docs/security.md) or next to it.
-    let all: BTreeSet<String> = walk(&ch).into_iter().map(|(r, _)| r).collect();
-    let expected_extra: BTreeSet<String> = [
-        ".splitpkg.lock",
-        "linux-64/repodata.json",
-        "noarch/repodata.json",
-        "splitpkg.json",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
-    assert_eq!(
-        all.iter()
-            .filter(|f| !f.ends_with(".conda"))
-            .cloned()
-            .collect::<BTreeSet<_>>(),
-        expected_extra
-    );
-    assert_eq!(
-        std::fs::read_dir(d.path()).unwrap().count(),
-        1,
-        "no work directory left next to the channel"
-    );
-
+    the_channel_holds_the_four_packages_and_nothing_else(d.path(), &ch, &files);
     // index.json is Split::packages(), field by field, plus the payload package.
     let models = model(&fixture("conda-like"), "2.5.1", "cuda126", "magma");
     assert_eq!(models.len(), 3);
@@ -271,7 +243,73 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
         assert_eq!(idx.subdir.as_deref(), Some("linux-64"));
         assert!(idx.timestamp.is_none(), "no dates in metadata");
     }
-    // …which are these exact relations.
+    the_packages_carry_these_exact_relations(&ch, &files);
+    // paths.json: every file's sha256 and size match the extracted content; the content is the
+    // fixture's; every fixture path is in exactly one of core, magma and libmagma.
+    let tree: BTreeMap<String, PathBuf> = walk(&fixture("conda-like")).into_iter().collect();
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in &files {
+        for rel in a_package_lists_exactly_its_content(d.path(), &ch, f, &tree) {
+            if !f.contains("nomagma") {
+                seen.entry(rel).or_default().push(f.clone());
+            }
+        }
+    }
+    assert_eq!(
+        seen.keys().cloned().collect::<BTreeSet<_>>(),
+        tree.keys().cloned().collect::<BTreeSet<_>>(),
+        "every fixture path packed"
+    );
+    for (p, fs) in &seen {
+        assert_eq!(fs.len(), 1, "{p} in {fs:?}");
+    }
+    assert!(
+        seen["lib/libmagma.so.2"][0].contains("libmagma-2.8.0"),
+        "payload symlinks go with the payload"
+    );
+    assert!(seen["lib/libmagma_sparse.so"][0].contains("libmagma-2.8.0"));
+    the_report_says_the_same(&r, &seen, &ch, &files);
+}
+
+/// The four packages, and nothing else in the channel (rattler_index's .tmp/ removed; the lock
+/// file stays, see docs/security.md) or next to it (`d` holds only the channel).
+fn the_channel_holds_the_four_packages_and_nothing_else(d: &Path, ch: &Path, files: &[String]) {
+    assert_eq!(
+        files,
+        vec![
+            "linux-64/libmagma-2.8.0-h50e331b_0.conda",
+            "linux-64/libtorch-2.5.1-cuda126_h0df9ae8_0.conda",
+            "linux-64/libtorch-cuda-linalg-2.5.1-cuda126_magma_h1e60bb5_0.conda",
+            "linux-64/libtorch-cuda-linalg-2.5.1-cuda126_nomagma_ha0eb17e_0.conda",
+        ]
+    );
+    let all: BTreeSet<String> = walk(ch).into_iter().map(|(r, _)| r).collect();
+    let expected_extra: BTreeSet<String> = [
+        ".splitpkg.lock",
+        "linux-64/repodata.json",
+        "noarch/repodata.json",
+        "splitpkg.json",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(
+        all.iter()
+            .filter(|f| !f.ends_with(".conda"))
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        expected_extra
+    );
+    assert_eq!(
+        std::fs::read_dir(d).unwrap().count(),
+        1,
+        "no work directory left next to the channel"
+    );
+}
+
+/// The index.json relations of core, magma, nomagma and libmagma (`files` in that channel's
+/// sorted order), each a strict match spec.
+fn the_packages_carry_these_exact_relations(ch: &Path, files: &[String]) {
     let idx = |f: &str| index_of(&ch.join(f));
     let core = idx(&files[1]);
     let magma = idx(&files[2]);
@@ -305,114 +343,102 @@ fn packages_carry_the_split_model_and_every_file_exactly_once() {
         MatchSpec::from_str(spec, ParseStrictness::Strict)
             .unwrap_or_else(|e| panic!("{spec}: {e}"));
     }
+}
 
-    // paths.json: every file's sha256 and size match the extracted content; the content is the
-    // fixture's; every fixture path is in exactly one of core, magma and libmagma.
-    let tree: BTreeMap<String, PathBuf> = walk(&fixture("conda-like")).into_iter().collect();
-    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for f in &files {
-        let x = tempfile::tempdir().unwrap();
-        rattler_package_streaming::fs::extract_conda(&ch.join(f), x.path()).unwrap();
-        let paths: PathsJson =
-            rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
-        assert_eq!(paths.paths_version, 1);
-        let on_disk: BTreeSet<String> = walk(x.path())
-            .into_iter()
-            .map(|(r, _)| r)
-            .filter(|r| !r.starts_with("info/"))
-            .collect();
-        let listed: BTreeSet<String> = paths
-            .paths
-            .iter()
-            .map(|p| p.relative_path.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(on_disk, listed, "{f}: paths.json lists exactly the content");
-        for p in &paths.paths {
-            let rel = p.relative_path.to_string_lossy().into_owned();
-            let got = x.path().join(&rel);
-            let src = &tree[&rel];
-            match p.path_type {
-                PathType::HardLink => {
-                    let sha: String = p
-                        .sha256
-                        .unwrap()
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect();
-                    assert_eq!(sha, sha256(&got), "{f}: {rel} sha256");
-                    assert_eq!(
-                        p.size_in_bytes,
-                        Some(std::fs::metadata(&got).unwrap().len()),
-                        "{f}: {rel} size"
-                    );
-                    let expect = if f.contains("nomagma") {
-                        sha256(&fixture(NOMAGMA))
-                    } else {
-                        sha256(src)
-                    };
-                    assert_eq!(sha, expect, "{f}: {rel} content");
-                }
-                PathType::SoftLink => {
-                    assert_eq!(
-                        std::fs::read_link(&got).unwrap(),
-                        std::fs::read_link(src).unwrap(),
-                        "{f}: {rel} link target"
-                    );
-                }
-                PathType::Directory => panic!("{f}: directory entry {rel}"),
+/// Package `f` of the channel: paths.json lists exactly its extracted content, each file's sha256,
+/// size and content (the fixture's, `tree`) or link target match, and info/ holds no machine paths
+/// or dates. Returns the paths it holds.
+fn a_package_lists_exactly_its_content(
+    d: &Path,
+    ch: &Path,
+    f: &str,
+    tree: &BTreeMap<String, PathBuf>,
+) -> Vec<String> {
+    let x = tempfile::tempdir().unwrap();
+    rattler_package_streaming::fs::extract_conda(&ch.join(f), x.path()).unwrap();
+    let paths: PathsJson = rattler_package_streaming::seek::read_package_file(ch.join(f)).unwrap();
+    assert_eq!(paths.paths_version, 1);
+    let on_disk: BTreeSet<String> = walk(x.path())
+        .into_iter()
+        .map(|(r, _)| r)
+        .filter(|r| !r.starts_with("info/"))
+        .collect();
+    let listed: BTreeSet<String> = paths
+        .paths
+        .iter()
+        .map(|p| p.relative_path.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(on_disk, listed, "{f}: paths.json lists exactly the content");
+    let mut held = Vec::new();
+    for p in &paths.paths {
+        let rel = p.relative_path.to_string_lossy().into_owned();
+        let got = x.path().join(&rel);
+        let src = &tree[&rel];
+        match p.path_type {
+            PathType::HardLink => {
+                let sha: String = p
+                    .sha256
+                    .unwrap()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                assert_eq!(sha, sha256(&got), "{f}: {rel} sha256");
+                assert_eq!(
+                    p.size_in_bytes,
+                    Some(std::fs::metadata(&got).unwrap().len()),
+                    "{f}: {rel} size"
+                );
+                let expect = if f.contains("nomagma") {
+                    sha256(&fixture(NOMAGMA))
+                } else {
+                    sha256(src)
+                };
+                assert_eq!(sha, expect, "{f}: {rel} content");
             }
-            if !f.contains("nomagma") {
-                seen.entry(rel).or_default().push(f.clone());
+            PathType::SoftLink => {
+                assert_eq!(
+                    std::fs::read_link(&got).unwrap(),
+                    std::fs::read_link(src).unwrap(),
+                    "{f}: {rel} link target"
+                );
             }
+            PathType::Directory => panic!("{f}: directory entry {rel}"),
         }
-        // No machine paths or dates in info/.
-        for (r, p) in walk(&x.path().join("info")) {
-            let text = std::fs::read_to_string(&p).unwrap();
-            for bad in [s(fixtures()), s(d.path()), "2025-", "2026-"] {
-                assert!(!text.contains(bad), "{f}: info/{r} contains {bad:?}");
-            }
+        held.push(rel);
+    }
+    // No machine paths or dates in info/.
+    for (r, p) in walk(&x.path().join("info")) {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for bad in [s(fixtures()), s(d), "2025-", "2026-"] {
+            assert!(!text.contains(bad), "{f}: info/{r} contains {bad:?}");
         }
     }
-    assert_eq!(
-        seen.keys().cloned().collect::<BTreeSet<_>>(),
-        tree.keys().cloned().collect::<BTreeSet<_>>(),
-        "every fixture path packed"
-    );
-    for (p, fs) in &seen {
-        assert_eq!(fs.len(), 1, "{p} in {fs:?}");
-    }
-    assert!(
-        seen["lib/libmagma.so.2"][0].contains("libmagma-2.8.0"),
-        "payload symlinks go with the payload"
-    );
-    assert!(seen["lib/libmagma_sparse.so"][0].contains("libmagma-2.8.0"));
+    held
+}
 
-    // The report says the same.
-    assert_eq!(r["lossless"]["tree_paths"], 10);
-    assert_eq!(r["lossless"]["placed_once"], 10);
-    let report_paths: BTreeMap<String, String> =
-        serde_json::from_value(r["paths"].clone()).unwrap();
-    assert_eq!(report_paths.len(), 10);
-    for (p, fs) in &seen {
-        assert_eq!(&report_paths[p], &fs[0]);
+/// The pack report says what the packages hold (`seen`: path → packages), and splitpkg.json
+/// describes the split for solve/env.
+fn the_report_says_the_same(
+    r: &PackReport,
+    seen: &BTreeMap<String, Vec<String>>,
+    ch: &Path,
+    files: &[String],
+) {
+    assert_eq!(r.lossless.tree_paths, 10);
+    assert_eq!(r.lossless.placed_once, 10);
+    assert_eq!(r.paths.len(), 10);
+    for (p, fs) in seen {
+        assert_eq!(&r.paths[p], &fs[0]);
     }
-    assert_eq!(r["record"]["preferred"], "magma");
-    assert_eq!(r["record"]["missing_variants"], serde_json::json!([]));
-    assert_eq!(
-        r["standins"],
-        serde_json::json!([]),
-        "libmagma is real here: no stand-in"
-    );
-    assert_eq!(
-        r["standins_replaced_by_real"],
-        serde_json::json!(["libmagma"])
-    );
-    assert_eq!(r["represented_bytes"], 0);
+    assert_eq!(r.record.preferred, "magma");
+    assert!(r.record.missing_variants.is_empty());
+    assert!(r.standins.is_empty(), "libmagma is real here: no stand-in");
+    assert_eq!(r.standins_replaced_by_real, ["libmagma"]);
+    assert_eq!(r.represented_bytes, 0);
     let about: AboutJson =
         rattler_package_streaming::seek::read_package_file(ch.join(&files[3])).unwrap();
     assert_eq!(about.extra["splitpkg_variant"], "nomagma");
     assert_eq!(about.extra["splitpkg_preferred"], false);
-
     // splitpkg.json describes the split for solve/env.
     let info: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
@@ -605,32 +631,65 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     )
     .unwrap();
     let ch = d.path().join("channel");
-    let r = pack_ok(
+    let r: PackReport = serde_json::from_value(pack_ok(
         &fixture("missing"),
         &ch,
         &["--version", "2.5.1", "--standins", s(&manifest)],
-    );
-    assert_eq!(r["standins_from"], "standins.yaml");
-    let names: Vec<&str> = r["standins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    ))
+    .unwrap();
+    assert_eq!(r.standins_from, "standins.yaml");
+    let names: Vec<&str> = r.standins.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
         vec!["libmagma", "cuda-cudart"],
         "stand-ins for what the split refers to, in manifest order"
     );
-    assert_eq!(r["represented_bytes"], 294_000_000u64);
+    assert_eq!(r.represented_bytes, 294_000_000u64);
     assert!(
-        r["notes"]
-            .as_array()
-            .unwrap()
+        r.notes
             .iter()
             .any(|n| n == "stand-in libcublas not made: nothing in this split refers to it")
     );
-    let files = conda_files(&ch);
+    stand_in_packages_are_marked_and_change_no_semantics(&ch);
+    let text = stdout(&pack(
+        &fixture("missing"),
+        &d.path().join("again"),
+        &["--version", "2.5.1", "--standins", s(&manifest)],
+    ));
+    assert!(
+        text.contains("[stand-in]") && text.contains("represents 293000000 bytes"),
+        "{text}"
+    );
+    let envs = d.path().join("envs");
+    solve_flags_stand_ins_and_counts_their_bytes_apart(&ch, &envs);
+    // env: the installed stand-ins are marked and count represented bytes.
+    let e = run(&["env", s(&envs.join("default")), "--json"]);
+    assert_eq!(e.status.code(), Some(0), "{}", stderr(&e));
+    assert_valid("docs/env.schema.json", &json(&e));
+    let env: EnvReport = typed(&e);
+    let magma_pkg = env.packages.iter().find(|p| p.name == "libmagma").unwrap();
+    assert_eq!(
+        (
+            magma_pkg.standin,
+            magma_pkg.represents_bytes,
+            magma_pkg.role
+        ),
+        (true, Some(293_000_000), PackageRole::Payload)
+    );
+    assert_eq!(env.represented_bytes, 294_000_000u64);
+    assert_eq!(
+        env.switch.represented_delta, -293_000_000i64,
+        "switching to nomagma drops the libmagma stand-in"
+    );
+    let text = stdout(&run(&["env", s(&envs.join("default"))]));
+    assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
+}
+
+/// The stand-in packages in `ch` (cuda-cudart, libmagma): licensed `stand-in`, noarch, no solver
+/// semantics, marked in about.json; the core depends on what provides the library it NEEDs (what
+/// run-exports would add).
+fn stand_in_packages_are_marked_and_change_no_semantics(ch: &Path) {
+    let files = conda_files(ch);
     let cudart = files
         .iter()
         .find(|f| f.starts_with("noarch/cuda-cudart-13.0.96-standin_h"))
@@ -668,31 +727,19 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
             "cuda-cudart >=13.0.96"
         ]
     );
-    let text = stdout(&pack(
-        &fixture("missing"),
-        &d.path().join("again"),
-        &["--version", "2.5.1", "--standins", s(&manifest)],
-    ));
-    assert!(
-        text.contains("[stand-in]") && text.contains("represents 293000000 bytes"),
-        "{text}"
-    );
+}
 
-    // solve: the stand-ins are in the default set, flagged, with represented bytes apart.
-    let envs = d.path().join("envs");
-    let (o, rep) = solve(&ch, &["--install", s(&envs)]);
+/// solve (installing into `envs`): the stand-ins are in the default set, flagged, with represented
+/// bytes apart; (b)-(e) cannot run on this channel and say why.
+fn solve_flags_stand_ins_and_counts_their_bytes_apart(ch: &Path, envs: &Path) {
+    let (o, rep) = solve(ch, &["--install", s(envs)]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    let a = scenario(&rep, "a");
-    let flagged: BTreeMap<String, bool> = a["solved"]
-        .as_array()
-        .unwrap()
+    let rep: SolveReport = serde_json::from_value(rep).unwrap();
+    let a = typed_scenario(&rep, "a");
+    let flagged: BTreeMap<String, bool> = a
+        .solved
         .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap().to_string(),
-                p["standin"].as_bool().unwrap(),
-            )
-        })
+        .map(|p| (p.name.clone(), p.standin))
         .collect();
     assert_eq!(
         flagged,
@@ -706,57 +753,31 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
         .map(|(a, b)| (a.to_string(), b))
         .collect()
     );
-    assert_eq!(a["represented_bytes"], 294_000_000u64);
-    let real: u64 = a["solved"]
-        .as_array()
-        .unwrap()
+    assert_eq!(a.represented_bytes, 294_000_000u64);
+    let real: u64 = a
+        .solved
         .iter()
-        .filter(|p| p["standin"] == false)
-        .map(|p| p["installed_bytes"].as_u64().unwrap())
+        .filter(|p| !p.standin)
+        .map(|p| p.installed_bytes)
         .sum();
     assert_eq!(
-        a["installed_bytes"], real,
+        a.installed_bytes, real,
         "stand-ins' own bytes are not counted as real"
     );
-    let text = stdout(&run(&["solve", s(&ch), "--quiet"]));
+    let text = stdout(&run(&["solve", s(ch), "--quiet"]));
     assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
-    // (b)-(e) cannot run on this channel and say why.
     for id in ["b", "c", "d", "e"] {
-        assert_eq!(scenario(&rep, id)["status"], "not-applicable", "{id}");
+        assert_eq!(
+            typed_scenario(&rep, id).status,
+            Status::NotApplicable,
+            "{id}"
+        );
     }
     assert!(
-        scenario(&rep, "d")["detail"]
-            .as_str()
-            .unwrap()
+        typed_scenario(&rep, "d")
+            .detail
             .contains("one version in the channel")
     );
-
-    // env: the installed stand-ins are marked and count represented bytes.
-    let e = run(&["env", s(&envs.join("default")), "--json"]);
-    assert_eq!(e.status.code(), Some(0), "{}", stderr(&e));
-    let env = json(&e);
-    assert_valid("docs/env.schema.json", &env);
-    let magma_pkg = env["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "libmagma")
-        .unwrap();
-    assert_eq!(
-        (
-            magma_pkg["standin"].as_bool(),
-            magma_pkg["represents_bytes"].as_u64(),
-            magma_pkg["role"].as_str()
-        ),
-        (Some(true), Some(293_000_000), Some("payload"))
-    );
-    assert_eq!(env["represented_bytes"], 294_000_000u64);
-    assert_eq!(
-        env["switch"]["represented_delta"], -293_000_000i64,
-        "switching to nomagma drops the libmagma stand-in"
-    );
-    let text = stdout(&run(&["env", s(&envs.join("default"))]));
-    assert!(text.contains("[stand-in] represents 279.4 MiB"), "{text}");
 }
 
 /// The scenario channels of the fixture: two releases in `channel`, and a `flipped` channel
@@ -780,258 +801,18 @@ fn scenarios_install_plan_and_env() {
         &["--prefer-channel", s(&flipped), "--install", s(&envs)],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert_eq!(r["pass"], true);
-    assert_eq!(r["versions"], serde_json::json!(["2.5.1", "2.5.2"]));
+    let r: SolveReport = serde_json::from_value(r).unwrap();
+    assert!(r.pass);
+    assert_eq!(r.versions, ["2.5.1", "2.5.2"]);
     assert_eq!(
-        r["virtual_packages"],
-        serde_json::json!(["__cuda=13.0", "__glibc=2.28", "__linux=6.1", "__unix=0"])
+        r.virtual_packages,
+        ["__cuda=13.0", "__glibc=2.28", "__linux=6.1", "__unix=0"]
     );
-
-    let a = scenario(&r, "a");
-    assert_eq!(a["status"], "pass");
-    assert_eq!(a["specs"], serde_json::json!(["libtorch"]));
-    let expect_a: BTreeMap<String, String> = [
-        ("libmagma", "h50e331b_0"),
-        ("libtorch", "cuda126_h0df9ae8_0"),
-        ("libtorch-cuda-linalg", "cuda126_magma_h1e60bb5_0"),
-    ]
-    .into_iter()
-    .map(|(a, b)| (a.to_string(), b.to_string()))
-    .collect();
-    assert_eq!(set(a), expect_a);
-    assert!(
-        a["solved"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["name"] != "libmagma")
-            .all(|p| p["version"] == "2.5.2"),
-        "newest version"
-    );
-    assert_eq!(a["track_features"]["relied_on"], true);
-    assert_eq!(a["track_features"]["solvers_agree"], true);
-    let lib = |rel: &str| std::fs::metadata(fixture(rel)).unwrap().len();
-    let magma_bytes =
-        lib("conda-like/lib/libmagma.so.2.8.0") + lib("conda-like/lib/libmagma_sparse.so");
-    let tree_bytes: u64 = walk(&fixture("conda-like"))
-        .iter()
-        .filter(|(_, p)| {
-            !std::fs::symlink_metadata(p)
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        })
-        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
-        .sum();
-    assert_eq!(
-        a["installed_bytes"], tree_bytes,
-        "the default set installs the whole fixture"
-    );
-
-    let b = scenario(&r, "b");
-    assert_eq!(b["status"], "pass");
-    assert_eq!(
-        b["specs"],
-        serde_json::json!(["libtorch", "libtorch-cuda-linalg * *nomagma*"])
-    );
-    assert_eq!(
-        set(b),
-        [
-            ("libtorch", "cuda126_h0df9ae8_0"),
-            ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")
-        ]
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-    );
-    assert_eq!(b["track_features"]["relied_on"], false);
-
-    let c = scenario(&r, "c");
-    assert_eq!(
-        (c["status"].as_str(), c["solved"].as_array().unwrap().len()),
-        (Some("pass"), 0)
-    );
-    assert_eq!(
-        c["specs"],
-        serde_json::json!(["libtorch-cuda-linalg * *nomagma*", "libmagma"])
-    );
-    let msg = c["solver_message"].as_str().unwrap();
-    assert!(msg.contains("libmagma <0.0a0, which conflicts"), "{msg}");
-
-    let dd = scenario(&r, "d");
-    assert_eq!(dd["status"], "pass");
-    assert_eq!(
-        dd["specs"],
-        serde_json::json!(["libtorch ==2.5.2", "libtorch-cuda-linalg ==2.5.1"])
-    );
-    assert!(
-        dd["solver_message"]
-            .as_str()
-            .unwrap()
-            .contains("libtorch ==2.5.1 cuda126_*"),
-        "{}",
-        dd["solver_message"]
-    );
-
-    let e = scenario(&r, "e");
-    assert_eq!(e["status"], "pass");
-    // The flipped channel's nomagma build: its preference is in the hash (a name never changes meaning).
-    assert_eq!(
-        set(e),
-        [
-            ("libtorch", "cuda126_h0df9ae8_0"),
-            ("libtorch-cuda-linalg", "cuda126_nomagma_hac6cb61_0")
-        ]
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-    );
-    assert_eq!(e["track_features"]["relied_on"], true);
-    // Its magma build is weighed down under a name of its own (not the default's h1e60bb5).
-    let flipped_magma = conda_files(&flipped)
-        .into_iter()
-        .find(|f| f.contains("libtorch-cuda-linalg-2.5.2-cuda126_magma_h"))
-        .unwrap();
-    assert!(!flipped_magma.contains("h1e60bb5"), "{flipped_magma}");
-    assert!(index_of(&flipped.join(&flipped_magma)).track_features == vec![FEATURE]);
-
-    // Install: the default prefix is CONFINED, the slim one has no payload at all.
-    let inst = &r["install"]["envs"];
-    assert_eq!(inst[0]["name"], "default");
-    assert_eq!(inst[0]["status"], "pass");
-    assert_eq!(inst[0]["verdict"], "CONFINED");
-    assert_eq!(inst[1]["name"], "slim");
-    assert_eq!(inst[1]["status"], "pass");
-    assert_eq!(inst[1]["verdict"], "NOT PRESENT");
-    assert_eq!(inst[1]["payload_files"], serde_json::json!([]));
-    let default = envs.join("default");
-    let slim = envs.join("slim");
-    assert!(default.join("lib/libmagma.so.2.8.0").exists());
-    assert!(
-        !walk(&slim).iter().any(|(r, _)| r.contains("libmagma")),
-        "no libmagma file in the slim prefix"
-    );
-    // `splitpkg plan` on the prefixes, as a user would run it.
-    let p = run(&["plan", s(&default), "--json", "--quiet"]);
-    assert_eq!(
-        (
-            p.status.code(),
-            json(&p)["verdict"].as_str().map(str::to_string)
-        ),
-        (Some(0), Some("confined".to_string()))
-    );
-    let p = run(&["plan", s(&slim), "--json", "--quiet"]);
-    assert_eq!(
-        (
-            p.status.code(),
-            json(&p)["verdict"].as_str().map(str::to_string)
-        ),
-        (Some(1), Some("not-present".to_string()))
-    );
-    let outputs = json(&p)["outputs"].clone();
-    assert_eq!(
-        outputs,
-        serde_json::json!([]),
-        "no split of a slim prefix: nothing to make optional"
-    );
-
-    // env on both prefixes.
-    let svg_d = d.path().join("default.svg");
-    let svg_s = d.path().join("slim.svg");
-    let o = run(&["env", s(&default), "--json", "--svg", s(&svg_d)]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let ed = json(&o);
-    assert_valid("docs/env.schema.json", &ed);
-    assert_eq!(ed["variant"], "magma");
-    assert_eq!(ed["switch"]["to"], "nomagma");
-    let lazy_delta = lib(NOMAGMA) as i64 - lib("conda-like/lib/libtorch_cuda_linalg.so") as i64;
-    assert_eq!(
-        ed["switch"]["real_delta"],
-        lazy_delta - magma_bytes as i64,
-        "saves libmagma plus the lazy delta"
-    );
-    assert_eq!(
-        ed["switch"]["payload_removed"],
-        serde_json::json!(["libmagma"])
-    );
-    assert_eq!(ed["switch"]["estimated"], false);
-    assert_eq!(
-        ed["switch"]["commands"]["conda"],
-        r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#
-    );
-    assert_eq!(
-        ed["switch"]["commands"]["mamba"],
-        r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#
-    );
-    assert_eq!(
-        ed["switch"]["commands"]["pixi"],
-        r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#
-    );
-    assert_eq!(
-        ed["channel"],
-        s(&ch),
-        "found from the installed package's file:// URL"
-    );
-    let o = run(&["env", s(&slim), "--json", "--svg", s(&svg_s)]);
-    let es = json(&o);
-    assert_eq!(es["variant"], "nomagma");
-    assert_eq!(
-        es["switch"]["real_delta"],
-        magma_bytes as i64 - lazy_delta,
-        "costs libmagma back"
-    );
-    assert_eq!(
-        es["switch"]["payload_added"],
-        serde_json::json!(["libmagma"])
-    );
-    assert_eq!(
-        es["switch"]["commands"]["conda_spec"],
-        "libtorch-cuda-linalg=*=*_magma_*"
-    );
-    // The switch specs select exactly one variant of the channel's builds.
-    let builds = ["cuda126_magma_h1e60bb5_0", "cuda126_nomagma_ha0eb17e_0"];
-    for (spec, want) in [
-        (&ed["switch"]["commands"]["pixi_spec"], 1),
-        (&es["switch"]["commands"]["pixi_spec"], 0),
-    ] {
-        let m = MatchSpec::from_str(spec.as_str().unwrap(), ParseStrictness::Strict).unwrap();
-        let matching: Vec<&str> = builds
-            .iter()
-            .filter(|b| m.build.as_ref().unwrap().matches(b))
-            .copied()
-            .collect();
-        assert_eq!(matching, vec![builds[want]], "{spec}");
-    }
-    // Well-formed, deterministic SVGs with the payload highlighted only where it is installed.
-    for svg in [&svg_d, &svg_s] {
-        let ok = Command::new("python3")
-            .arg("-c")
-            .arg("import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == 'svg'")
-            .arg(svg)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "{} is not well-formed XML", svg.display());
-    }
-    let text_d = std::fs::read_to_string(&svg_d).unwrap();
-    let text_s = std::fs::read_to_string(&svg_s).unwrap();
-    assert_eq!(
-        text_d.matches(r#"class="payload""#).count(),
-        1,
-        "payload in the magma env's 'now' bar only"
-    );
-    assert_eq!(
-        text_s.matches(r#"class="payload""#).count(),
-        1,
-        "payload in the slim env's 'after' bar only"
-    );
-    let again = d.path().join("again.svg");
-    run(&["env", s(&default), "--svg", s(&again)]);
-    assert_eq!(
-        std::fs::read(&again).unwrap(),
-        text_d.as_bytes(),
-        "SVG is deterministic"
-    );
-
+    scenario_a_is_the_whole_newest_default(typed_scenario(&r, "a"));
+    scenarios_b_to_d_are_slim_conflict_and_skew(&r);
+    scenario_e_is_the_flipped_channels_nomagma(typed_scenario(&r, "e"), &flipped);
+    let (default, slim) = installed_prefixes_plan_as_built(&r, &envs);
+    env_on_the_installed_prefixes(d.path(), &ch, &default, &slim);
     // Text report: every scenario named with its status.
     let t = stdout(&run(&[
         "solve",
@@ -1050,6 +831,262 @@ fn scenarios_install_plan_and_env() {
     ] {
         assert!(t.contains(line), "{line}\n{t}");
     }
+}
+
+/// The scenario `id` of a solve document.
+fn typed_scenario<'a>(r: &'a SolveReport, id: &str) -> &'a Scenario {
+    r.scenarios.iter().find(|s| s.id == id).unwrap()
+}
+
+/// name → build of a scenario's solution.
+fn solved_builds(sc: &Scenario) -> BTreeMap<String, String> {
+    sc.solved
+        .iter()
+        .map(|p| (p.name.clone(), p.build.clone()))
+        .collect()
+}
+
+/// name → build, from string pairs.
+fn builds(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// Bytes of the fixture file `rel`.
+fn fixture_len(rel: &str) -> u64 {
+    std::fs::metadata(fixture(rel)).unwrap().len()
+}
+
+/// (a): the default set of the newest version, relying on track_features, installs the whole
+/// conda-like fixture.
+fn scenario_a_is_the_whole_newest_default(a: &Scenario) {
+    assert_eq!(a.status, Status::Pass);
+    assert_eq!(a.specs, ["libtorch"]);
+    assert_eq!(
+        solved_builds(a),
+        builds(&[
+            ("libmagma", "h50e331b_0"),
+            ("libtorch", "cuda126_h0df9ae8_0"),
+            ("libtorch-cuda-linalg", "cuda126_magma_h1e60bb5_0"),
+        ])
+    );
+    assert!(
+        a.solved
+            .iter()
+            .filter(|p| p.name != "libmagma")
+            .all(|p| p.version == "2.5.2"),
+        "newest version"
+    );
+    assert!(a.track_features.relied_on);
+    assert!(a.track_features.solvers_agree);
+    let tree_bytes: u64 = walk(&fixture("conda-like"))
+        .iter()
+        .filter(|(_, p)| {
+            !std::fs::symlink_metadata(p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        })
+        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(
+        a.installed_bytes, tree_bytes,
+        "the default set installs the whole fixture"
+    );
+}
+
+/// (b) the slim set, (c) nomagma with libmagma conflicts, (d) a version skew is refused.
+fn scenarios_b_to_d_are_slim_conflict_and_skew(r: &SolveReport) {
+    let b = typed_scenario(r, "b");
+    assert_eq!(b.status, Status::Pass);
+    assert_eq!(b.specs, ["libtorch", "libtorch-cuda-linalg * *nomagma*"]);
+    assert_eq!(
+        solved_builds(b),
+        builds(&[
+            ("libtorch", "cuda126_h0df9ae8_0"),
+            ("libtorch-cuda-linalg", "cuda126_nomagma_ha0eb17e_0")
+        ])
+    );
+    assert!(!b.track_features.relied_on);
+
+    let c = typed_scenario(r, "c");
+    assert_eq!((c.status, c.solved.len()), (Status::Pass, 0));
+    assert_eq!(c.specs, ["libtorch-cuda-linalg * *nomagma*", "libmagma"]);
+    let msg = c.solver_message.as_deref().unwrap();
+    assert!(msg.contains("libmagma <0.0a0, which conflicts"), "{msg}");
+
+    let dd = typed_scenario(r, "d");
+    assert_eq!(dd.status, Status::Pass);
+    assert_eq!(
+        dd.specs,
+        ["libtorch ==2.5.2", "libtorch-cuda-linalg ==2.5.1"]
+    );
+    let msg = dd.solver_message.as_deref().unwrap();
+    assert!(msg.contains("libtorch ==2.5.1 cuda126_*"), "{msg}");
+}
+
+/// (e): the flipped channel's nomagma build, its preference in the hash (a name never changes
+/// meaning); its magma build is weighed down under a name of its own (not the default's h1e60bb5).
+fn scenario_e_is_the_flipped_channels_nomagma(e: &Scenario, flipped: &Path) {
+    assert_eq!(e.status, Status::Pass);
+    assert_eq!(
+        solved_builds(e),
+        builds(&[
+            ("libtorch", "cuda126_h0df9ae8_0"),
+            ("libtorch-cuda-linalg", "cuda126_nomagma_hac6cb61_0")
+        ])
+    );
+    assert!(e.track_features.relied_on);
+    let flipped_magma = conda_files(flipped)
+        .into_iter()
+        .find(|f| f.contains("libtorch-cuda-linalg-2.5.2-cuda126_magma_h"))
+        .unwrap();
+    assert!(!flipped_magma.contains("h1e60bb5"), "{flipped_magma}");
+    assert!(index_of(&flipped.join(&flipped_magma)).track_features == vec![FEATURE]);
+}
+
+/// Install: the default prefix is CONFINED, the slim one has no payload at all; `splitpkg plan` on
+/// the prefixes, as a user would run it, agrees. Returns the (default, slim) prefixes.
+fn installed_prefixes_plan_as_built(r: &SolveReport, envs: &Path) -> (PathBuf, PathBuf) {
+    let inst = &r.install.as_ref().unwrap().envs;
+    assert_eq!(inst[0].name, InstallEnv::Default);
+    assert_eq!(inst[0].status, Status::Pass);
+    assert_eq!(inst[0].verdict, Some(Verdict::Confined));
+    assert_eq!(inst[1].name, InstallEnv::Slim);
+    assert_eq!(inst[1].status, Status::Pass);
+    assert_eq!(inst[1].verdict, Some(Verdict::NotPresent));
+    assert!(inst[1].payload_files.is_empty());
+    let default = envs.join("default");
+    let slim = envs.join("slim");
+    assert!(default.join("lib/libmagma.so.2.8.0").exists());
+    assert!(
+        !walk(&slim).iter().any(|(r, _)| r.contains("libmagma")),
+        "no libmagma file in the slim prefix"
+    );
+    let p = run(&["plan", s(&default), "--json", "--quiet"]);
+    assert_eq!(
+        (p.status.code(), typed::<Plan>(&p).verdict),
+        (Some(0), Verdict::Confined)
+    );
+    let p = run(&["plan", s(&slim), "--json", "--quiet"]);
+    let plan: Plan = typed(&p);
+    assert_eq!(
+        (p.status.code(), plan.verdict),
+        (Some(1), Verdict::NotPresent)
+    );
+    assert!(
+        plan.outputs.is_empty(),
+        "no split of a slim prefix: nothing to make optional"
+    );
+    (default, slim)
+}
+
+/// `env` on both prefixes: the switch each offers (sizes, payload, commands, channel), the switch
+/// specs select exactly one build, and the SVGs.
+fn env_on_the_installed_prefixes(d: &Path, ch: &Path, default: &Path, slim: &Path) {
+    let svg_d = d.join("default.svg");
+    let svg_s = d.join("slim.svg");
+    let o = run(&["env", s(default), "--json", "--svg", s(&svg_d)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_valid("docs/env.schema.json", &json(&o));
+    let ed: EnvReport = typed(&o);
+    let magma_bytes = fixture_len("conda-like/lib/libmagma.so.2.8.0")
+        + fixture_len("conda-like/lib/libmagma_sparse.so");
+    let lazy_delta =
+        fixture_len(NOMAGMA) as i64 - fixture_len("conda-like/lib/libtorch_cuda_linalg.so") as i64;
+    assert_eq!(ed.variant, "magma");
+    assert_eq!(ed.switch.to, "nomagma");
+    assert_eq!(
+        ed.switch.real_delta,
+        Some(lazy_delta - magma_bytes as i64),
+        "saves libmagma plus the lazy delta"
+    );
+    assert_eq!(ed.switch.payload_removed, ["libmagma"]);
+    assert!(!ed.switch.estimated);
+    let cmds = &ed.switch.commands;
+    assert_eq!(
+        cmds.conda,
+        r#"conda install "libtorch-cuda-linalg=*=*nomagma*""#
+    );
+    assert_eq!(
+        cmds.mamba,
+        r#"mamba install "libtorch-cuda-linalg=*=*nomagma*""#
+    );
+    assert_eq!(
+        cmds.pixi,
+        r#"pixi add "libtorch-cuda-linalg[build='*nomagma*']""#
+    );
+    assert_eq!(
+        ed.channel.as_deref(),
+        Some(s(ch)),
+        "found from the installed package's file:// URL"
+    );
+    let es: EnvReport = typed(&run(&["env", s(slim), "--json", "--svg", s(&svg_s)]));
+    assert_eq!(es.variant, "nomagma");
+    assert_eq!(
+        es.switch.real_delta,
+        Some(magma_bytes as i64 - lazy_delta),
+        "costs libmagma back"
+    );
+    assert_eq!(es.switch.payload_added, ["libmagma"]);
+    assert_eq!(
+        es.switch.commands.conda_spec,
+        "libtorch-cuda-linalg=*=*_magma_*"
+    );
+    // The switch specs select exactly one variant of the channel's builds.
+    let builds = ["cuda126_magma_h1e60bb5_0", "cuda126_nomagma_ha0eb17e_0"];
+    for (spec, want) in [
+        (&ed.switch.commands.pixi_spec, 1),
+        (&es.switch.commands.pixi_spec, 0),
+    ] {
+        let m = MatchSpec::from_str(spec, ParseStrictness::Strict).unwrap();
+        let matching: Vec<&str> = builds
+            .iter()
+            .filter(|b| m.build.as_ref().unwrap().matches(b))
+            .copied()
+            .collect();
+        assert_eq!(matching, vec![builds[want]], "{spec}");
+    }
+    env_svgs_are_well_formed_and_deterministic(d, default, &svg_d, &svg_s);
+}
+
+/// Well-formed, deterministic SVGs with the payload highlighted only where it is installed.
+fn env_svgs_are_well_formed_and_deterministic(
+    d: &Path,
+    default: &Path,
+    svg_d: &Path,
+    svg_s: &Path,
+) {
+    for svg in [svg_d, svg_s] {
+        let ok = Command::new("python3")
+            .arg("-c")
+            .arg("import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == 'svg'")
+            .arg(svg)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "{} is not well-formed XML", svg.display());
+    }
+    let text_d = std::fs::read_to_string(svg_d).unwrap();
+    let text_s = std::fs::read_to_string(svg_s).unwrap();
+    assert_eq!(
+        text_d.matches(r#"class="payload""#).count(),
+        1,
+        "payload in the magma env's 'now' bar only"
+    );
+    assert_eq!(
+        text_s.matches(r#"class="payload""#).count(),
+        1,
+        "payload in the slim env's 'after' bar only"
+    );
+    let again = d.join("again.svg");
+    run(&["env", s(default), "--svg", s(&again)]);
+    assert_eq!(
+        std::fs::read(&again).unwrap(),
+        text_d.as_bytes(),
+        "SVG is deterministic"
+    );
 }
 
 /// The scenarios of `scenarios_install_plan_and_env`, solved again with py-rattler over the same
@@ -1149,12 +1186,6 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
 /// the link names.
 #[test]
 fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
-    const SP: &str = "lib/python3.11/site-packages/torch";
-    const TORCH_LIBS: [&str; 3] = [
-        "libtorch_cpu.so",
-        "libtorch_cuda.so",
-        "libtorch_cuda_linalg.so",
-    ];
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
     let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
@@ -1179,8 +1210,55 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
         (Some(13), Some(13)),
         "conda-like's 10 and 3 links"
     );
+    each_link_travels_with_what_it_names(&ch, &r);
+    let envs = d.path().join("envs");
+    let (o, s_) = solve(&ch, &["--install", s(&envs)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let s_: SolveReport = serde_json::from_value(s_).unwrap();
+    let inst = &s_.install.unwrap().envs;
+    assert_eq!(
+        (inst[0].name, inst[0].verdict),
+        (InstallEnv::Default, Some(Verdict::Confined))
+    );
+    assert_eq!(
+        (inst[1].name, inst[1].verdict),
+        (InstallEnv::Slim, Some(Verdict::NotPresent))
+    );
+    let (default, slim) = (envs.join("default"), envs.join("slim"));
+    conda_forge_links_resolve(&default, "conda-like/lib/libtorch_cuda_linalg.so");
+    conda_forge_links_resolve(&slim, NOMAGMA);
+    assert!(default.join("lib/libmagma.so.2").exists());
+    assert!(
+        !walk(&slim).iter().any(|(r, _)| r.contains("libmagma")),
+        "no libmagma in the slim environment"
+    );
+    assert_eq!(plan_site_packages(&default), (Some(0), Verdict::Confined));
+    assert_eq!(plan_site_packages(&slim), (Some(1), Verdict::NotPresent));
+    // env on each.
+    for (env, variant, other) in [(&default, "magma", "nomagma"), (&slim, "nomagma", "magma")] {
+        let o = run(&["env", s(env), "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_valid("docs/env.schema.json", &json(&o));
+        let e: EnvReport = typed(&o);
+        assert_eq!((e.variant.as_str(), e.switch.to.as_str()), (variant, other));
+        assert_eq!(e.channel.as_deref(), Some(s(&ch)));
+    }
+    // env --switch replaces the lazy package: the link now names the nomagma file.
+    let o = run(&["env", s(&default), "--switch", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let sw: SwitchReport = typed(&o);
+    assert_eq!((sw.from.as_str(), sw.to.as_str()), ("magma", "nomagma"));
+    conda_forge_links_resolve(&default, NOMAGMA);
+    assert!(!default.join("lib/libmagma.so.2").exists());
+    assert_eq!(plan_site_packages(&default), (Some(1), Verdict::NotPresent));
+}
 
-    // What each package holds, by its paths.json.
+/// torch's directory in the conda-forge fixture's site-packages.
+const SP: &str = "lib/python3.11/site-packages/torch";
+
+/// What each package of the conda-forge pack holds, by its paths.json: the core's links stay with
+/// the core, the link to the lazy library ships with each lazy library.
+fn each_link_travels_with_what_it_names(ch: &Path, r: &serde_json::Value) {
     let packages = r["record"]["packages"].as_array().unwrap();
     let paths_of = |role: &str, variant: Option<&str>| -> BTreeMap<String, PathType> {
         let pkg = packages
@@ -1228,115 +1306,75 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
             .keys()
             .all(|p| p.starts_with("lib/libmagma"))
     );
+}
 
-    let envs = d.path().join("envs");
-    let (o, s_) = solve(&ch, &["--install", s(&envs)]);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    let inst = &s_["install"]["envs"];
-    assert_eq!(
-        (inst[0]["name"].as_str(), inst[0]["verdict"].as_str()),
-        (Some("default"), Some("CONFINED"))
-    );
-    assert_eq!(
-        (inst[1]["name"].as_str(), inst[1]["verdict"].as_str()),
-        (Some("slim"), Some("NOT PRESENT"))
-    );
-
-    // Every link in site-packages/torch/lib is there and names the environment's own file; the
-    // lazy one names this variant's build, and conda-meta records it under the lazy package.
-    let links_resolve = |env: &Path, lazy_from: &str| {
-        for lib in TORCH_LIBS {
-            let link = env.join(SP).join("lib").join(lib);
-            assert!(
-                std::fs::symlink_metadata(&link)
-                    .unwrap()
-                    .file_type()
-                    .is_symlink(),
-                "{}",
-                link.display()
-            );
-            assert_eq!(
-                std::fs::read_link(&link).unwrap(),
-                PathBuf::from(format!("../../../../{lib}"))
-            );
-            assert_eq!(
-                std::fs::canonicalize(&link).unwrap(),
-                std::fs::canonicalize(env.join("lib").join(lib)).unwrap(),
-                "{lib} resolves"
-            );
-        }
-        assert_eq!(
-            sha256(&env.join(SP).join("lib/libtorch_cuda_linalg.so")),
-            sha256(&fixture(lazy_from)),
-            "{}",
-            env.display()
-        );
-        let meta = walk(&env.join("conda-meta"))
-            .into_iter()
-            .find(|(r, _)| r.starts_with("libtorch-cuda-linalg-"))
-            .unwrap()
-            .1;
-        let files: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
+/// Every link in site-packages/torch/lib of `env` is there and names the environment's own file;
+/// the lazy one names this variant's build (`lazy_from`, a fixture), and conda-meta records it
+/// under the lazy package.
+fn conda_forge_links_resolve(env: &Path, lazy_from: &str) {
+    for lib in [
+        "libtorch_cpu.so",
+        "libtorch_cuda.so",
+        "libtorch_cuda_linalg.so",
+    ] {
+        let link = env.join(SP).join("lib").join(lib);
         assert!(
-            files["files"]
-                .as_array()
+            std::fs::symlink_metadata(&link)
                 .unwrap()
-                .iter()
-                .any(|f| f == &format!("{SP}/lib/libtorch_cuda_linalg.so")),
-            "{files}"
-        );
-    };
-    // plan on site-packages/torch: the environment, with the verdict's exit code.
-    let plan_sp = |env: &Path| -> (Option<i32>, String) {
-        let o = run(&["plan", s(&env.join(SP)), "--json", "--quiet"]);
-        assert!(
-            stderr(&o).contains("links lead into the conda environment"),
+                .file_type()
+                .is_symlink(),
             "{}",
-            stderr(&o)
+            link.display()
         );
-        let p = json(&o);
         assert_eq!(
-            p["input"]["path"],
-            s(env),
-            "planned the enclosing environment"
+            std::fs::read_link(&link).unwrap(),
+            PathBuf::from(format!("../../../../{lib}"))
         );
-        assert_eq!(p["lazy_library"]["path"], "lib/libtorch_cuda_linalg.so");
-        (o.status.code(), p["verdict"].as_str().unwrap().to_string())
-    };
-    let (default, slim) = (envs.join("default"), envs.join("slim"));
-    links_resolve(&default, "conda-like/lib/libtorch_cuda_linalg.so");
-    links_resolve(&slim, NOMAGMA);
-    assert!(default.join("lib/libmagma.so.2").exists());
-    assert!(
-        !walk(&slim).iter().any(|(r, _)| r.contains("libmagma")),
-        "no libmagma in the slim environment"
-    );
-    assert_eq!(plan_sp(&default), (Some(0), "confined".to_string()));
-    assert_eq!(plan_sp(&slim), (Some(1), "not-present".to_string()));
-
-    // env on each.
-    for (env, variant, other) in [(&default, "magma", "nomagma"), (&slim, "nomagma", "magma")] {
-        let o = run(&["env", s(env), "--json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let e = json(&o);
-        assert_valid("docs/env.schema.json", &e);
         assert_eq!(
-            (e["variant"].as_str(), e["switch"]["to"].as_str()),
-            (Some(variant), Some(other))
+            std::fs::canonicalize(&link).unwrap(),
+            std::fs::canonicalize(env.join("lib").join(lib)).unwrap(),
+            "{lib} resolves"
         );
-        assert_eq!(e["channel"], s(&ch));
     }
-    // env --switch replaces the lazy package: the link now names the nomagma file.
-    let o = run(&["env", s(&default), "--switch", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
-        (json(&o)["from"].as_str(), json(&o)["to"].as_str()),
-        (Some("magma"), Some("nomagma"))
+        sha256(&env.join(SP).join("lib/libtorch_cuda_linalg.so")),
+        sha256(&fixture(lazy_from)),
+        "{}",
+        env.display()
     );
-    links_resolve(&default, NOMAGMA);
-    assert!(!default.join("lib/libmagma.so.2").exists());
-    assert_eq!(plan_sp(&default), (Some(1), "not-present".to_string()));
+    let meta = walk(&env.join("conda-meta"))
+        .into_iter()
+        .find(|(r, _)| r.starts_with("libtorch-cuda-linalg-"))
+        .unwrap()
+        .1;
+    let files: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
+    assert!(
+        files["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == &format!("{SP}/lib/libtorch_cuda_linalg.so")),
+        "{files}"
+    );
+}
+
+/// `plan` on site-packages/torch of `env` (what a user in the environment types) plans the
+/// enclosing environment: its exit code and verdict.
+fn plan_site_packages(env: &Path) -> (Option<i32>, Verdict) {
+    let o = run(&["plan", s(&env.join(SP)), "--json", "--quiet"]);
+    assert!(
+        stderr(&o).contains("links lead into the conda environment"),
+        "{}",
+        stderr(&o)
+    );
+    let p = json(&o);
+    assert_eq!(
+        p["input"]["path"],
+        s(env),
+        "planned the enclosing environment"
+    );
+    assert_eq!(p["lazy_library"]["path"], "lib/libtorch_cuda_linalg.so");
+    (o.status.code(), typed::<Plan>(&o).verdict)
 }
 
 #[test]
@@ -1487,19 +1525,45 @@ fn bad_input_is_one_line_and_writes_nothing() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("nested/deeper/channel");
     let fresh = || !d.path().join("nested").exists();
+    pack_refuses_bad_trees_and_lazy_variants(&out);
+    assert!(fresh());
+    pack_refuses_bad_manifests_wheels_and_outputs(d.path(), &out);
+    assert!(fresh());
+    // A channel that holds another split is not mixed with this one.
+    let ch = d.path().join("channel");
+    fixture_channel(&ch, "2.5.1", &[]);
+    let before = conda_files(&ch);
+    one_line_error(
+        &pack(
+            &fixture("conda-like"),
+            &ch,
+            &["--version", "2.5.2", "--core-name", "other"],
+        ),
+        2,
+        "splitpkg.json",
+    );
+    assert_eq!(conda_files(&ch), before);
+    solve_and_env_refuse_what_they_cannot_use(d.path(), &ch);
+}
+
+/// A missing input, a tree that is not confined (exit 1), and bad `--lazy-variant`s: the MAGMA
+/// build offered as nomagma (refused by verify-variant, exit 1), a missing file, a name that is
+/// not a variant, no file. Each refusal writes nothing under `out`.
+fn pack_refuses_bad_trees_and_lazy_variants(out: &Path) {
+    let fresh = || !out.parent().unwrap().parent().unwrap().exists();
     // A missing input.
-    let o = pack(Path::new("/nonexistent/tree"), &out, &["--version", "1"]);
+    let o = pack(Path::new("/nonexistent/tree"), out, &["--version", "1"]);
     one_line_error(&o, 2, "/nonexistent/tree");
     assert!(fresh());
     // Not confined: refused, exit 1.
-    let o = pack(&fixture("eager-leak"), &out, &["--version", "1"]);
+    let o = pack(&fixture("eager-leak"), out, &["--version", "1"]);
     one_line_error(&o, 1, "NOT CONFINED");
     assert!(fresh());
     // The MAGMA build offered as nomagma: refused by verify-variant, exit 1.
     let magma_lib = fixture("conda-like/lib/libtorch_cuda_linalg.so");
     let o = pack(
         &fixture("conda-like"),
-        &out,
+        out,
         &[
             "--version",
             "1",
@@ -1515,7 +1579,7 @@ fn bad_input_is_one_line_and_writes_nothing() {
     assert!(fresh());
     let o = pack(
         &fixture("conda-like"),
-        &out,
+        out,
         &[
             "--version",
             "1",
@@ -1526,7 +1590,7 @@ fn bad_input_is_one_line_and_writes_nothing() {
     one_line_error(&o, 2, "/nonexistent/lib.so");
     let o = pack(
         &fixture("conda-like"),
-        &out,
+        out,
         &[
             "--version",
             "1",
@@ -1537,17 +1601,23 @@ fn bad_input_is_one_line_and_writes_nothing() {
     one_line_error(&o, 2, "--lazy-variant magma");
     let o = pack(
         &fixture("conda-like"),
-        &out,
+        out,
         &["--version", "1", "--lazy-variant", "nomagma"],
     );
     one_line_error(&o, 2, "NAME=FILE");
+}
+
+/// Broken stand-in manifests, a broken wheel, and an `--out` that is a file or inside the input
+/// tree (`d` is the scratch directory).
+fn pack_refuses_bad_manifests_wheels_and_outputs(d: &Path, out: &Path) {
+    let fresh = || !d.join("nested").exists();
     // Broken stand-in manifests.
-    let bad = d.path().join("bad.yaml");
+    let bad = d.join("bad.yaml");
     std::fs::write(&bad, "standins:\n  - name: libmagma\n    version: 2.8.0\n").unwrap();
     one_line_error(
         &pack(
             &fixture("conda-like"),
-            &out,
+            out,
             &["--version", "1", "--standins", s(&bad)],
         ),
         2,
@@ -1561,7 +1631,7 @@ fn bad_input_is_one_line_and_writes_nothing() {
     one_line_error(
         &pack(
             &fixture("conda-like"),
-            &out,
+            out,
             &["--version", "1", "--standins", s(&bad)],
         ),
         2,
@@ -1569,9 +1639,9 @@ fn bad_input_is_one_line_and_writes_nothing() {
     );
     assert!(fresh());
     // A broken wheel.
-    let wheel = d.path().join("torch-0-cp311-none-any.whl");
+    let wheel = d.join("torch-0-cp311-none-any.whl");
     std::fs::write(&wheel, b"PK\x03\x04 not really").unwrap();
-    one_line_error(&pack(&wheel, &out, &["--version", "1"]), 2, s(&wheel));
+    one_line_error(&pack(&wheel, out, &["--version", "1"]), 2, s(&wheel));
     assert!(fresh());
     // --out is a file, or inside the input tree.
     one_line_error(
@@ -1586,23 +1656,13 @@ fn bad_input_is_one_line_and_writes_nothing() {
         "is inside the input tree",
     );
     assert!(!inside.exists());
-    // A channel that holds another split is not mixed with this one.
-    let ch = d.path().join("channel");
-    fixture_channel(&ch, "2.5.1", &[]);
-    let before = conda_files(&ch);
+}
+
+/// solve and env on things that are not what they need (`d` is no channel, `ch` is one); solve
+/// does not install over an environment that holds a user's file.
+fn solve_and_env_refuse_what_they_cannot_use(d: &Path, ch: &Path) {
     one_line_error(
-        &pack(
-            &fixture("conda-like"),
-            &ch,
-            &["--version", "2.5.2", "--core-name", "other"],
-        ),
-        2,
-        "splitpkg.json",
-    );
-    assert_eq!(conda_files(&ch), before);
-    // solve and env on things that are not what they need.
-    one_line_error(
-        &run(&["solve", s(d.path())]),
+        &run(&["solve", s(d)]),
         2,
         "not a channel made by `splitpkg pack`",
     );
@@ -1616,11 +1676,11 @@ fn bad_input_is_one_line_and_writes_nothing() {
         2,
         "no conda-meta",
     );
-    let envs = d.path().join("envs");
+    let envs = d.join("envs");
     std::fs::create_dir_all(envs.join("default")).unwrap();
     std::fs::write(envs.join("default/keep"), b"user data").unwrap();
     one_line_error(
-        &run(&["solve", s(&ch), "--install", s(&envs)]),
+        &run(&["solve", s(ch), "--install", s(&envs)]),
         2,
         "exists and is not empty",
     );

@@ -486,7 +486,8 @@ fn a_site_packages_directory_is_named_after_the_distribution_that_owns_the_lazy_
 
 /// The unit tests' gcc scenarios, through the command line: the miniature conda layout is
 /// CONFINED (exit 0), and the same tree with the core NEEDing libmagma eagerly is refuted (exit 1)
-/// with the eager path named.
+/// with the eager path named. Needs the `testkit` feature (`full-tests` turns it on).
+#[cfg(feature = "testkit")]
 #[test]
 fn testkit_scenarios_through_the_cli() {
     use splitpkg::analysis::testkit::{MAGMA, conda_layout};

@@ -11,6 +11,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use splitpkg::analysis::plan::Plan;
 use splitpkg::wheel::record;
 
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
@@ -156,8 +157,15 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
             assert_record_holds(&a.join(n));
         }
     }
-    // Each wheel's SHA-256 in the report (taken while it was written) is the file's on disk.
-    let r = &reports[0];
+    the_report_hashes_are_the_files(&reports[0], &a);
+    let input_m = members(&input);
+    the_core_is_the_input_without_the_lazy_library(&input_m, &a.join(&names[0]));
+    the_local_label_wheels_hold_the_library_and_the_marker(&input_m, &a, &names);
+    the_pep825_set_carries_one_variant_each(&input_m, &a.join("variants"));
+}
+
+/// Each wheel's SHA-256 in the report (taken while it was written) is the file's on disk in `a`.
+fn the_report_hashes_are_the_files(r: &serde_json::Value, a: &Path) {
     assert_valid("docs/wheel.schema.json", r);
     let listed: Vec<&serde_json::Value> = std::iter::once(&r["core"])
         .chain(r["lazy"].as_array().unwrap())
@@ -182,16 +190,20 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
             "{file}"
         );
     }
-    // The core is the same file in both sets.
+}
+
+/// The core (the same file in both sets): everything of the input but the lazy library,
+/// byte-identical; dist-info renamed to the new version.
+fn the_core_is_the_input_without_the_lazy_library(
+    input_m: &BTreeMap<String, Vec<u8>>,
+    core: &Path,
+) {
+    let dir = core.parent().unwrap();
     assert_eq!(
-        std::fs::read(a.join(&names[0])).unwrap(),
-        std::fs::read(a.join("variants").join(&names[0])).unwrap()
+        std::fs::read(core).unwrap(),
+        std::fs::read(dir.join("variants").join(core.file_name().unwrap())).unwrap()
     );
-    let input_m = members(&input);
-    let core = members(&a.join(&names[0]));
-    let magma = members(&a.join(&names[2]));
-    let slim = members(&a.join(&names[1]));
-    // The core: everything but the lazy library, byte-identical; dist-info renamed to the new version.
+    let core = members(core);
     assert!(!core.contains_key(LAZY_LIB));
     for (p, data) in input_m
         .iter()
@@ -212,7 +224,17 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
         core["torch-2.5.1+split.dist-info/WHEEL"],
         input_m["torch-2.5.1.dist-info/WHEEL"]
     );
-    // The lazy wheels: the library (the input's own, or the given build), WHEEL, METADATA, RECORD.
+}
+
+/// The local-label lazy wheels in `a` (`names` sorted): the library (the input's own, or the given
+/// build), WHEEL, METADATA, RECORD and the marker naming this variant and how to get each one.
+fn the_local_label_wheels_hold_the_library_and_the_marker(
+    input_m: &BTreeMap<String, Vec<u8>>,
+    a: &Path,
+    names: &[String],
+) {
+    let magma = members(&a.join(&names[2]));
+    let slim = members(&a.join(&names[1]));
     assert_eq!(magma[LAZY_LIB], input_m[LAZY_LIB]);
     assert_eq!(slim[LAZY_LIB], std::fs::read(nomagma_lib()).unwrap());
     for (w, label) in [(&magma, "1.magma"), (&slim, "0.nomagma")] {
@@ -255,11 +277,12 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
             std::fs::read(nomagma_lib()).unwrap().len()
         );
     }
+}
 
-    // The PEP 825 set: each variant wheel carries exactly one variant, labelled as its file name
-    // says; the plain fallback is the preferred variant without variant.json; the index lists both,
-    // preferred first in the static property's values (the default order).
-    let v = a.join("variants");
+/// The PEP 825 set in `v`: each variant wheel carries exactly one variant, labelled as its file
+/// name says; the plain fallback is the preferred variant without variant.json; the index lists
+/// both, preferred first in the static property's values (the default order).
+fn the_pep825_set_carries_one_variant_each(input_m: &BTreeMap<String, Vec<u8>>, v: &Path) {
     let di = "torch_cuda_linalg-2.5.1.dist-info";
     for (label, lib) in [
         ("magma", &input_m[LAZY_LIB]),
@@ -568,7 +591,6 @@ fn installer_accepts(tools: &Path, whl: &Path, dest: &Path) {
 )]
 fn installer_and_uv_accept_the_split() {
     let tools = wheel_tools();
-    let uv = tools.join("bin/uv");
     let d = tempfile::tempdir().unwrap();
     let input = fixture_wheel(d.path());
     let out = d.path().join("wheels");
@@ -583,11 +605,19 @@ fn installer_and_uv_accept_the_split() {
     for (i, w) in every.enumerate() {
         installer_accepts(&tools, &w, &d.path().join(format!("dest{i}")));
     }
-    // variantlib validates the PEP 825 set: each variant wheel's variant.json against its label
-    // and against the index file.
+    variantlib_validates_the_variant_set(&tools, &vdir);
+    let uv = UvOffline(tools.join("bin/uv"));
+    uv_installs_pins_switches_and_uninstalls(&uv, d.path(), &out);
+    uv_replaces_a_monolithic_torch(&uv, d.path(), &input, &out);
+    uv_variant_mode_prefers_then_switches_by_path(&uv, d.path(), &vdir);
+}
+
+/// variantlib validates the PEP 825 set: each variant wheel's variant.json against its label and
+/// against the index file.
+fn variantlib_validates_the_variant_set(tools: &Path, vdir: &Path) {
     let o = Command::new(tools.join("bin/python"))
         .arg(repo().join("tools/check-variant-wheels.py"))
-        .arg(&vdir)
+        .arg(vdir)
         .output()
         .unwrap();
     assert!(
@@ -602,8 +632,15 @@ fn installer_and_uv_accept_the_split() {
         "{}",
         stdout(&o)
     );
-    let uv_run = |v: &Venv, args: &[&str]| {
-        let o = Command::new(&uv)
+}
+
+/// `uv pip` (the binary), without a cache and ignoring the caller's UV_FIND_LINKS.
+struct UvOffline(PathBuf);
+
+impl UvOffline {
+    /// `uv pip ARGS --python V`, which must succeed.
+    fn run(&self, v: &Venv, args: &[&str]) {
+        let o = Command::new(&self.0)
             .args(["pip"])
             .args(args)
             .arg("--python")
@@ -613,21 +650,42 @@ fn installer_and_uv_accept_the_split() {
             .output()
             .unwrap();
         assert!(o.status.success(), "uv pip {args:?}: {}", stderr(&o));
-    };
-    let links = s(&out);
-    let v = Venv::new(&d.path().join("uv-default"));
-    uv_run(
-        &v,
-        &[
+    }
+
+    /// `uv pip install -q --offline --no-index --find-links LINKS REQ`.
+    fn install(&self, v: &Venv, links: &Path, req: &str) {
+        let args = [
             "install",
             "-q",
             "--offline",
             "--no-index",
             "--find-links",
-            links,
-            "torch",
-        ],
+            s(links),
+            req,
+        ];
+        self.run(v, &args);
+    }
+}
+
+/// `v` holds the split's core and `lazy` (the lazy distribution's dist-info name), one owner of
+/// the library, with `bytes`.
+fn assert_core_and_lazy(v: &Venv, lazy: &str, bytes: &[u8]) {
+    assert_eq!(
+        v.state(),
+        (vec!["torch-2.5.1+split".into(), lazy.to_string()], 1)
     );
+    assert_eq!(v.lazy_bytes().unwrap(), bytes);
+}
+
+/// The default install gets the magma variant, the slim pin switches, switching back and then
+/// uninstalling the lazy distribution keeps every core file; `uv pip check` is clean.
+fn uv_installs_pins_switches_and_uninstalls(uv: &UvOffline, d: &Path, links: &Path) {
+    let (magma, slim) = (
+        std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap(),
+        std::fs::read(nomagma_lib()).unwrap(),
+    );
+    let v = Venv::new(&d.join("uv-default"));
+    uv.install(&v, links, "torch");
     assert_eq!(
         v.state(),
         (
@@ -638,61 +696,13 @@ fn installer_and_uv_accept_the_split() {
             1
         )
     );
-    uv_run(
-        &v,
-        &[
-            "install",
-            "-q",
-            "--offline",
-            "--no-index",
-            "--find-links",
-            links,
-            "torch-cuda-linalg==2.5.1+0.nomagma",
-        ],
-    );
-    assert_eq!(
-        v.state(),
-        (
-            vec![
-                "torch-2.5.1+split".into(),
-                "torch_cuda_linalg-2.5.1+0.nomagma".into()
-            ],
-            1
-        )
-    );
-    assert_eq!(
-        v.lazy_bytes().unwrap(),
-        std::fs::read(nomagma_lib()).unwrap()
-    );
-    uv_run(&v, &["check"]);
+    uv.install(&v, links, "torch-cuda-linalg==2.5.1+0.nomagma");
+    assert_core_and_lazy(&v, "torch_cuda_linalg-2.5.1+0.nomagma", &slim);
+    uv.run(&v, &["check"]);
     // Switch back, then uninstall the lazy distribution: every core file stays.
-    uv_run(
-        &v,
-        &[
-            "install",
-            "-q",
-            "--offline",
-            "--no-index",
-            "--find-links",
-            links,
-            "torch-cuda-linalg==2.5.1+1.magma",
-        ],
-    );
-    assert_eq!(
-        v.state(),
-        (
-            vec![
-                "torch-2.5.1+split".into(),
-                "torch_cuda_linalg-2.5.1+1.magma".into()
-            ],
-            1
-        )
-    );
-    assert_eq!(
-        v.lazy_bytes().unwrap(),
-        std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap()
-    );
-    uv_run(&v, &["uninstall", "-q", "torch-cuda-linalg"]);
+    uv.install(&v, links, "torch-cuda-linalg==2.5.1+1.magma");
+    assert_core_and_lazy(&v, "torch_cuda_linalg-2.5.1+1.magma", &magma);
+    uv.run(&v, &["uninstall", "-q", "torch-cuda-linalg"]);
     assert_eq!(v.state(), (vec!["torch-2.5.1+split".into()], 0));
     for f in [
         "torch/__init__.py",
@@ -701,55 +711,26 @@ fn installer_and_uv_accept_the_split() {
     ] {
         assert!(v.site.join(f).exists(), "{f} is still there");
     }
-    // A monolithic torch installed first: the slim pin replaces it with the core; one owner.
-    let mono = d.path().join("mono");
-    std::fs::create_dir_all(&mono).unwrap();
-    std::fs::copy(&input, mono.join(WHEEL_NAME)).unwrap();
-    let v = Venv::new(&d.path().join("uv-mono"));
-    uv_run(
-        &v,
-        &[
-            "install",
-            "-q",
-            "--offline",
-            "--no-index",
-            "--find-links",
-            s(&mono),
-            "torch",
-        ],
-    );
-    assert_eq!(v.state(), (vec!["torch-2.5.1".into()], 1));
-    uv_run(
-        &v,
-        &[
-            "install",
-            "-q",
-            "--offline",
-            "--no-index",
-            "--find-links",
-            links,
-            "torch-cuda-linalg==2.5.1+0.nomagma",
-        ],
-    );
-    assert_eq!(
-        v.state(),
-        (
-            vec![
-                "torch-2.5.1+split".into(),
-                "torch_cuda_linalg-2.5.1+0.nomagma".into()
-            ],
-            1
-        )
-    );
-    assert_eq!(
-        v.lazy_bytes().unwrap(),
-        std::fs::read(nomagma_lib()).unwrap()
-    );
-    uv_run(&v, &["check"]);
+}
 
-    // uv's variant mode (preview) on the PEP 825 set: the default is the preferred variant; the
-    // other one is chosen by installing its variant wheel by path; one owner all along.
-    let vlinks = s(&vdir);
+/// A monolithic torch installed first: the slim pin replaces it with the core; one owner.
+fn uv_replaces_a_monolithic_torch(uv: &UvOffline, d: &Path, input: &Path, links: &Path) {
+    let mono = d.join("mono");
+    std::fs::create_dir_all(&mono).unwrap();
+    std::fs::copy(input, mono.join(WHEEL_NAME)).unwrap();
+    let v = Venv::new(&d.join("uv-mono"));
+    uv.install(&v, &mono, "torch");
+    assert_eq!(v.state(), (vec!["torch-2.5.1".into()], 1));
+    uv.install(&v, links, "torch-cuda-linalg==2.5.1+0.nomagma");
+    let slim = std::fs::read(nomagma_lib()).unwrap();
+    assert_core_and_lazy(&v, "torch_cuda_linalg-2.5.1+0.nomagma", &slim);
+    uv.run(&v, &["check"]);
+}
+
+/// uv's variant mode (preview) on the PEP 825 set: the default is the preferred variant; the
+/// other one is chosen by installing its variant wheel by path; one owner all along, and `plan`
+/// on the site names the installed PEP 825 variant.
+fn uv_variant_mode_prefers_then_switches_by_path(uv: &UvOffline, d: &Path, vdir: &Path) {
     let variant_mode = [
         "install",
         "-q",
@@ -758,21 +739,12 @@ fn installer_and_uv_accept_the_split() {
         "--preview-features",
         "wheel-variants",
         "--find-links",
-        vlinks,
+        s(vdir),
     ];
-    let v = Venv::new(&d.path().join("uv-variants"));
-    uv_run(&v, &[&variant_mode[..], &["torch"]].concat());
-    assert_eq!(
-        v.state(),
-        (
-            vec!["torch-2.5.1+split".into(), "torch_cuda_linalg-2.5.1".into()],
-            1
-        )
-    );
-    assert_eq!(
-        v.lazy_bytes().unwrap(),
-        std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap()
-    );
+    let v = Venv::new(&d.join("uv-variants"));
+    uv.run(&v, &[&variant_mode[..], &["torch"]].concat());
+    let magma = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+    assert_core_and_lazy(&v, "torch_cuda_linalg-2.5.1", &magma);
     assert!(
         v.site
             .join("torch_cuda_linalg-2.5.1.dist-info/variant.json")
@@ -780,7 +752,7 @@ fn installer_and_uv_accept_the_split() {
         "installed from the magma variant wheel"
     );
     let slim = vdir.join("torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64-nomagma.whl");
-    uv_run(
+    uv.run(
         &v,
         &[
             &variant_mode[..],
@@ -793,10 +765,11 @@ fn installer_and_uv_accept_the_split() {
         v.lazy_bytes().unwrap(),
         std::fs::read(nomagma_lib()).unwrap()
     );
-    let o = run(&["plan", s(&v.site), "--json"]);
-    assert_eq!(json(&o)["installed"]["variant"], "nomagma");
-    assert_eq!(json(&o)["installed"]["owners"][0]["pep825_variant"], true);
-    uv_run(&v, &["check"]);
+    let plan: Plan = typed(&run(&["plan", s(&v.site), "--json"]));
+    let installed = plan.installed.unwrap();
+    assert_eq!(installed.variant.as_deref(), Some("nomagma"));
+    assert!(installed.owners[0].pep825_variant);
+    uv.run(&v, &["check"]);
 }
 
 /// The real torch 2.11 CUDA wheel: split losslessly and deterministically (two runs, same bytes),
