@@ -48,6 +48,8 @@ torch.cuda.has_magma stays True, torch.__config__.show() still lists Magma, and 
 preferred_linalg_library('magma') is still accepted (the MAGMA-only ops then fail at run time)";
 
 impl Warning {
+    /// What kind of warning this is: the recorded kind, or for a plan written before kinds were
+    /// recorded, the kind its message reads as.
     pub fn kind(&self) -> WarningKind {
         if let Some(k) = self.kind {
             return k;

@@ -15,6 +15,7 @@ fn signed(n: i64) -> String {
     }
 }
 
+/// `env --switch`'s human text: what changed, then the environment after the switch.
 pub fn switch_text(r: &SwitchReport) -> String {
     let mut s = format!(
         "switched {} from {} to {} (rattler installer, channel {})\n",
@@ -46,6 +47,7 @@ pub fn switch_text(r: &SwitchReport) -> String {
     s
 }
 
+/// `env`'s human text: the installed variant, what switching would save and how to switch.
 pub fn report_text(r: &EnvReport) -> String {
     use crate::output::human_bytes;
     use std::fmt::Write as _;

@@ -6,8 +6,6 @@
 // issue 54: 1 public items still to document here.
 #![allow(missing_docs)]
 
-use std::fmt::Write;
-
 use super::Report;
 // The page's escapers, kept at their public path.
 pub use super::markdown::{code, escape};
