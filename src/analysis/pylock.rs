@@ -305,20 +305,7 @@ fn wheel(shown: &str, package: &str, w: RawWheel) -> Result<Wheel> {
     Ok(Wheel { tags, size: w.size })
 }
 
-/// PEP 503 normalised name: `Typing_Extensions` → `typing-extensions`.
-pub fn normalize(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !out.ends_with('-') {
-                out.push('-');
-            }
-        } else {
-            out.push(c.to_ascii_lowercase());
-        }
-    }
-    out
-}
+pub use crate::input::pip::normalize;
 
 #[cfg(test)]
 mod tests {

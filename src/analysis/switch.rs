@@ -12,6 +12,7 @@
 // issue 54: 4 public items still to document here.
 #![allow(missing_docs)]
 
+use crate::input::pip::normalize;
 use std::path::{Path, PathBuf};
 
 use crate::input::pip::{Installer, Owner};
@@ -72,11 +73,11 @@ pub fn command(install: &str, owner: &Owner, wheels: Option<&Wheels>) -> Command
         Some(w) => (w.clone(), false),
         None => (Wheels::Dir(PathBuf::from("DIR")), true),
     };
-    let lazy = normalise(&owner.name);
+    let lazy = normalize(&owner.name);
     let mut words: Vec<String> = owner
         .pins
         .iter()
-        .filter(|p| p.split_once("==").is_none_or(|(n, _)| normalise(n) != lazy))
+        .filter(|p| p.split_once("==").is_none_or(|(n, _)| normalize(n) != lazy))
         .map(|p| shell_word(p))
         .collect();
     let line = if install.ends_with(".whl") {
@@ -114,18 +115,6 @@ fn location(w: &Wheels) -> String {
         Wheels::Dir(d) => shell_word(&d.display().to_string()),
         Wheels::Index(u) => shell_word(u),
     }
-}
-
-/// A distribution name as indexes file it (PEP 503).
-fn normalise(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        let c = if matches!(c, '_' | '.') { '-' } else { c };
-        if !(c == '-' && out.ends_with('-')) {
-            out.push(c.to_ascii_lowercase());
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -43,20 +43,7 @@ pub struct IndexedWheel {
     pub size: u64,
 }
 
-/// PEP 503 normalisation: runs of `-`, `_`, `.` become one `-`, lower case.
-pub fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !out.ends_with('-') {
-                out.push('-');
-            }
-        } else {
-            out.push(c.to_ascii_lowercase());
-        }
-    }
-    out
-}
+pub use crate::input::pip::normalize;
 
 /// A file name the index may write and link: ASCII letters, digits and `._+-`, not hidden, not
 /// too long — so it can never name a path outside its project directory or break a page.

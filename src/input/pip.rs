@@ -374,6 +374,21 @@ fn check_install(s: &str) -> std::result::Result<(), InstallError> {
     Ok(())
 }
 
+/// PEP 503 normalisation: runs of `-`, `_`, `.` become one `-`, lower case.
+pub fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,15 +85,11 @@ fn pip_report(path: &Path) -> Chosen {
             let url = i["download_info"]["url"].as_str().unwrap();
             let file = url.rsplit('/').next().unwrap().replace("%2B", "+");
             (
-                normalise(i["metadata"]["name"].as_str().unwrap()),
+                splitpkg::input::pip::normalize(i["metadata"]["name"].as_str().unwrap()),
                 (i["metadata"]["version"].as_str().unwrap().into(), file),
             )
         })
         .collect()
-}
-
-fn normalise(name: &str) -> String {
-    name.to_ascii_lowercase().replace(['_', '.'], "-")
 }
 
 /// `chosen` has torch as the split core of `version` and the lazy distribution from `lazy_file`.
