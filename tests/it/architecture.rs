@@ -63,14 +63,26 @@ fn sources() -> Vec<Source> {
 }
 
 fn code_of(text: &str) -> String {
-    let body = match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
-    };
-    body.lines()
+    let lines: Vec<&str> = text.lines().collect();
+    let end = tests_block_start(&lines).unwrap_or(lines.len());
+    lines[..end]
+        .iter()
         .filter(|l| !l.trim_start().starts_with("//"))
+        .copied()
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The line where the file's `#[cfg(test)] mod tests` block starts: `#[cfg(test)]`, then only
+/// comments and attributes (a lint `allow` for the tests) up to `mod tests`.
+fn tests_block_start(lines: &[&str]) -> Option<usize> {
+    (0..lines.len()).find(|&i| {
+        lines[i] == "#[cfg(test)]"
+            && lines[i + 1..]
+                .iter()
+                .find(|l| !(l.starts_with("//") || l.starts_with("#[")))
+                .is_some_and(|l| l.starts_with("mod tests"))
+    })
 }
 
 /// The top-level module a file belongs to (`channel/pack/conda.rs` → `channel`, `error.rs` →
