@@ -486,10 +486,20 @@ fn a_site_packages_directory_is_named_after_the_distribution_that_owns_the_lazy_
 
 /// The unit tests' gcc scenarios, through the command line: the miniature conda layout is
 /// CONFINED (exit 0), and the same tree with the core NEEDing libmagma eagerly is refuted (exit 1)
-/// with the eager path named. Needs the `testkit` feature (`full-tests` turns it on).
-#[cfg(feature = "testkit")]
+/// with the eager path named. Needs the `testkit` feature (`full-tests` turns it on): listed as
+/// ignored without it, as the other full-tier tests are.
 #[test]
+#[cfg_attr(
+    not(feature = "testkit"),
+    ignore = "needs analysis::testkit: cargo test --release --features full-tests"
+)]
 fn testkit_scenarios_through_the_cli() {
+    #[cfg(feature = "testkit")]
+    testkit_scenarios();
+}
+
+#[cfg(feature = "testkit")]
+fn testkit_scenarios() {
     use splitpkg::analysis::testkit::{MAGMA, conda_layout};
     let mut s = conda_layout();
     let o = run(&["plan", "-q", "--json", s.tree().to_str().unwrap()]);
