@@ -10,6 +10,7 @@
 // issue 54: documented by the floor-plan/errors change
 #![allow(missing_docs)]
 
+use crate::error::Context;
 use std::path::{Path, PathBuf};
 
 use rattler_conda_types::{MatchSpec, ParseStrictness, PrefixRecord};
@@ -71,10 +72,8 @@ pub fn commands(
     let conda_spec = format!("{lazy}=*={glob}");
     let pixi_spec = format!("{lazy}[build='{glob}']");
     // conda's `name=version=build` form is lenient-only in rattler; pixi's bracket form is strict.
-    MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient)
-        .map_err(|e| Error::failed(&conda_spec, e))?;
-    MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict)
-        .map_err(|e| Error::failed(&pixi_spec, e))?;
+    MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient).failed_at(&conda_spec)?;
+    MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict).failed_at(&pixi_spec)?;
     Ok(Commands {
         conda: format!("conda install \"{conda_spec}\""),
         mamba: format!("mamba install \"{conda_spec}\""),
@@ -96,7 +95,7 @@ pub fn commands(
 /// handed exactly the list checked here.
 pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
     let meta = prefix.join("conda-meta");
-    let entries = std::fs::read_dir(&meta).map_err(|e| Error::io(&meta, e))?;
+    let entries = std::fs::read_dir(&meta).at(&meta)?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .filter(|e| {
@@ -724,7 +723,7 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
     // and goes away afterwards; the prefix keeps its files.
     let parent = prefix
         .canonicalize()
-        .map_err(|e| Error::io(prefix, e))?
+        .at(prefix)?
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));

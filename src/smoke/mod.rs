@@ -24,6 +24,7 @@ pub mod runner;
 pub mod text;
 pub mod variant;
 
+use crate::error::Context;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -285,7 +286,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     let deadline = opts.deadline.map(|d| Instant::now() + d);
     let scratch = Scratch::new()?;
     let script = scratch.path.join("battery.py");
-    std::fs::write(&script, BATTERY).map_err(|e| Error::io(&script, e))?;
+    std::fs::write(&script, BATTERY).at(&script)?;
     progress(
         opts.progress,
         format!(
@@ -829,7 +830,7 @@ fn variant_spec(
     r: &variant::Resolved,
 ) -> Result<runner::PySpec> {
     let workdir = scratch.join(name);
-    std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
+    std::fs::create_dir_all(&workdir).at(&workdir)?;
     let mut env = variant::pythonpath_env(r);
     if emulated {
         env.push(("TORCH_LINALG_PREFER_CUSOLVER".into(), "1".into()));
@@ -846,7 +847,7 @@ fn variant_spec(
 /// variant's cases run, so their files must not meet).
 fn bench_spec(spec: &runner::PySpec) -> Result<runner::PySpec> {
     let workdir = spec.workdir.join("bench");
-    std::fs::create_dir_all(&workdir).map_err(|e| Error::io(&workdir, e))?;
+    std::fs::create_dir_all(&workdir).at(&workdir)?;
     Ok(runner::PySpec {
         workdir,
         ..spec.clone()

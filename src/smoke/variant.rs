@@ -1,6 +1,7 @@
 //! Variants: `NAME=PATH` on the command line, where PATH is an env prefix, a torch directory or a
 //! site-packages directory; which Python runs it; and what its lazy library holds.
 
+use crate::error::Context;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -90,7 +91,7 @@ pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolv
     if !p.exists() {
         return Err(Error::bad(&what, "no such file or directory"));
     }
-    let p = p.canonicalize().map_err(|e| Error::io(p, e))?;
+    let p = p.canonicalize().at(p)?;
     let env_python = ["bin/python3", "bin/python"]
         .iter()
         .map(|b| p.join(b))
@@ -136,7 +137,7 @@ pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolv
         pythonpath,
         torch_dir: PathBuf::new(),
     };
-    let found = find_torch(&r).map_err(|e| Error::bad(&what, e))?;
+    let found = find_torch(&r).bad_in(&what)?;
     let found = found.canonicalize().unwrap_or(found);
     if let Some(expect) = expect_dir
         && found != expect

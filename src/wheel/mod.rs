@@ -27,6 +27,7 @@ pub mod record;
 mod text;
 mod writer;
 
+use crate::error::Context;
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
@@ -489,7 +490,7 @@ fn available_variants<'a>(
                 bytes: lazy_size,
             });
         } else if let Some(f) = &other_file {
-            let n = std::fs::metadata(f).map_err(|e| Error::io(f, e))?.len();
+            let n = std::fs::metadata(f).at(f)?.len();
             available.push(Available {
                 variant: v,
                 content: LazyContent::File(f.clone()),
@@ -681,10 +682,8 @@ impl<'a> Input<'a> {
             .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
         let mut members = Vec::with_capacity(archive.len());
         for i in 0..archive.len() {
-            let f = archive
-                .by_index_raw(i)
-                .map_err(|e| Error::bad(&display, e))?;
-            let name = f.name().map_err(|e| Error::bad(&display, e))?.into_owned();
+            let f = archive.by_index_raw(i).bad_in(&display)?;
+            let name = f.name().bad_in(&display)?.into_owned();
             if !f.is_dir() {
                 members.push((i, name));
             }
@@ -849,7 +848,7 @@ fn read_member(
 ) -> Result<String> {
     use crate::input::file::{MAX_METADATA_BYTES, read_capped_text};
     let at = format!("{display}:{path}");
-    let f = archive.by_name(path).map_err(|e| Error::bad(&at, e))?;
+    let f = archive.by_name(path).bad_in(&at)?;
     // Metadata files are small: above the cap the wheel is refused (never a truncated copy).
     read_capped_text(f, &at, MAX_METADATA_BYTES, "dist-info file")
 }
@@ -882,12 +881,12 @@ fn hash_member(
     // One buffer per thread: a fresh 1 MiB per member meant zeroing gigabytes for the
     // ~11,000 small members of a torch wheel.
     thread_local!(static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 1 << 20]));
-    let mut f = archive.by_index(i).map_err(|e| Error::bad(at, e))?;
+    let mut f = archive.by_index(i).bad_in(at)?;
     let mut h = Sha256::new();
     let mut n = 0u64;
     BUF.with_borrow_mut(|buf| {
         loop {
-            let k = f.read(buf).map_err(|e| Error::bad(at, e))?;
+            let k = f.read(buf).bad_in(at)?;
             if k == 0 {
                 return Ok(());
             }
@@ -904,10 +903,7 @@ fn metadata_time(input: &mut Input) -> Result<DateTime> {
     let i = input
         .index_of(&path)
         .ok_or_else(|| Error::internal("METADATA vanished"))?;
-    let f = input
-        .archive
-        .by_index_raw(i)
-        .map_err(|e| Error::bad(&input.display, e))?;
+    let f = input.archive.by_index_raw(i).bad_in(&input.display)?;
     Ok(f.last_modified().unwrap_or_default())
 }
 
@@ -1058,14 +1054,14 @@ impl Job<'_> {
             }
             // Only with one lazy library (`--lazy-variant` is refused for several).
             LazyContent::File(f) => {
-                let file = crate::input::open_nofollow(f).map_err(|e| Error::io(f, e))?;
+                let file = crate::input::open_nofollow(f).at(f)?;
                 w.add(&self.lazy_paths[0], file, 0o755)?;
             }
         }
         let meta = self.lazy_metadata(input, spec)?;
         w.add(&format!("{dist_info}/METADATA"), meta.as_bytes(), 0o644)?;
         let marker = serde_json::to_string_pretty(&spec.marker)
-            .map_err(|e| Error::failed("writing the variant marker", e))?
+            .failed_at("writing the variant marker")?
             + "\n";
         w.add(&format!("{dist_info}/{MARKER}"), marker.as_bytes(), 0o644)?;
         if label.is_some() {
@@ -1227,8 +1223,8 @@ fn verify_written(
             .ok_or_else(|| bug(&"in RECORD, not in the archive"))?;
         match copies.get(&row.path) {
             Some(&i) => {
-                let a = archive.by_index_raw(j).map_err(|e| Error::failed(&at, e))?;
-                let b = inp.by_index_raw(i).map_err(|e| Error::failed(&at, e))?;
+                let a = archive.by_index_raw(j).failed_at(&at)?;
+                let b = inp.by_index_raw(i).failed_at(&at)?;
                 let same_header = a.crc32() == b.crc32()
                     && a.size() == b.size()
                     && a.size() == size

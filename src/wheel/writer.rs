@@ -2,6 +2,7 @@
 //! SHA-256 computed while it is written, and every file kept under a temporary name until the
 //! whole set is read back and committed.
 
+use crate::error::Context;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Cursor, Read, Seek, SeekFrom, Write};
@@ -42,7 +43,7 @@ impl Writer {
     /// Into `staged`, a new file opened for reading too (the hasher reads back what is written).
     pub fn create(staged: Staged, dist_info: String, time: DateTime) -> Result<Writer> {
         let tmp = &staged.path;
-        let hashed = HashedFile::new(staged.file).map_err(|e| Error::io(tmp, e))?;
+        let hashed = HashedFile::new(staged.file).at(tmp)?;
         Ok(Writer {
             zip: ZipWriter::new(hashed),
             rows: Vec::new(),
@@ -62,7 +63,7 @@ impl Writer {
         to: &str,
         row: (String, u64),
     ) -> Result<()> {
-        let f = archive.by_index_raw(index).map_err(|e| Error::bad(at, e))?;
+        let f = archive.by_index_raw(index).bad_in(at)?;
         self.zip
             .raw_copy_file_rename(f, to)
             .map_err(|e| Error::failed(format!("writing {to}"), e))?;
@@ -149,7 +150,7 @@ impl Writer {
             .zip
             .finish()
             .map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
-        let (file, bytes, digest) = HashedFile::finish(hashed).map_err(|e| Error::io(tmp, e))?;
+        let (file, bytes, digest) = HashedFile::finish(hashed).at(tmp)?;
         pending.sync_in_background(tmp, file);
         Ok(Finished {
             bytes,
