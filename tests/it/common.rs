@@ -344,6 +344,36 @@ pub fn fatbin_offset(path: &Path) -> u64 {
     view.section(".nv_fatbin").expect(".nv_fatbin").sh_offset
 }
 
+/// The fixture torch 2.5.1 (`pip-like`) made a wheel in `dir` and split with both variants into
+/// `dir/wheels dir` (a space in the path: the printed commands must quote it); `wheel --json`'s
+/// output beside the directory.
+pub fn split_fixture_torch(dir: &Path) -> (PathBuf, Output) {
+    let input = dir.join("torch-2.5.1-cp311-cp311-linux_x86_64.whl");
+    make_pip_wheel(
+        &fixture("pip-like"),
+        &input,
+        "cp311-cp311-linux_x86_64",
+        false,
+    );
+    let out = dir.join("wheels dir");
+    let nomagma = format!(
+        "nomagma={}",
+        fixture("conda-nomagma/lib/libtorch_cuda_linalg.so").display()
+    );
+    let o = run(&[
+        "wheel",
+        s(&input),
+        "--out",
+        s(&out),
+        "--lazy-variant",
+        &nomagma,
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (out, o)
+}
+
 /// A wheel of `tree` (a pip layout with one top-level `NAME-VERSION.dist-info/METADATA`) with
 /// WHEEL (tag `tag`) and RECORD, members in sorted order; `tamper` changes one RECORD hash.
 pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {

@@ -16,29 +16,9 @@ fn nomagma_lib() -> PathBuf {
     fixture("conda-nomagma/lib/libtorch_cuda_linalg.so")
 }
 
-/// The fixture torch 2.5.1 split with both variants into `dir/wheels dir` (a space in the path:
-/// the printed commands quote it).
+/// The fixture torch 2.5.1 split with both variants into `dir/wheels dir`.
 fn split(dir: &Path) -> PathBuf {
-    let input = dir.join("torch-2.5.1-cp311-cp311-linux_x86_64.whl");
-    make_pip_wheel(
-        &fixture("pip-like"),
-        &input,
-        "cp311-cp311-linux_x86_64",
-        false,
-    );
-    let out = dir.join("wheels dir");
-    let nomagma = format!("nomagma={}", nomagma_lib().display());
-    let o = run(&[
-        "wheel",
-        s(&input),
-        "--out",
-        s(&out),
-        "--lazy-variant",
-        &nomagma,
-        "--quiet",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    out
+    split_fixture_torch(dir).0
 }
 
 /// `splitpkg index` of `wheels`, served on 127.0.0.1.

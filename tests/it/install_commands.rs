@@ -132,29 +132,7 @@ fn file_of(list: &serde_json::Value, layout: &str, variant: Option<&str>) -> Str
 fn every_printed_wheel_command_installs_the_split_with_the_public_index() {
     let tools = wheel_tools();
     let d = tempfile::tempdir().unwrap();
-    let input = d.path().join("torch-2.5.1-cp311-cp311-linux_x86_64.whl");
-    make_pip_wheel(
-        &fixture("pip-like"),
-        &input,
-        "cp311-cp311-linux_x86_64",
-        false,
-    );
-    let out = d.path().join("wheels dir");
-    let nomagma = format!(
-        "nomagma={}",
-        fixture("conda-nomagma/lib/libtorch_cuda_linalg.so").display()
-    );
-    let o = run(&[
-        "wheel",
-        s(&input),
-        "--out",
-        s(&out),
-        "--lazy-variant",
-        &nomagma,
-        "--json",
-        "--quiet",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (out, o) = split_fixture_torch(d.path());
     let r = json(&o);
     // The control: the unpinned command a user would guess gets a public torch, not the split.
     let unpinned = format!("pip install --find-links {} torch", shell(&out));
