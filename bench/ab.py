@@ -4,9 +4,12 @@ machine noise hits both alike; report medians, spread and the ratio B/A. For ref
 not cost speed (issue 13): `bench/ab.py OLD_BIN NEW_BIN [--runs N]`.
 
 Inputs come from fixtures/corpus/fetch (torch 2.11 wheel and its unpacked tree). Outputs go to
-/dev/null; each command runs once per binary to warm the page cache first.
+/dev/null or a scratch directory (`--scratch`, e.g. /dev/shm to take the disk's write-back out of
+commands that write a gigabyte); each command runs once per binary to warm the page cache first.
+Besides wall time it reports each binary's CPU time (user + sys of the child, median): when wall
+times differ and CPU times do not, the difference is waiting (disk, other load), not the code.
 """
-import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, os, resource, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -18,10 +21,15 @@ def corpus():
     return f["wheel"], f["tree"]
 
 
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run(cmd):
-    t = time.perf_counter()
+    c, t = cpu(), time.perf_counter()
     rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    return time.perf_counter() - t, rc
+    return time.perf_counter() - t, cpu() - c, rc
 
 
 def main():
@@ -29,9 +37,10 @@ def main():
     ap.add_argument("a"); ap.add_argument("b")
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--only", help="run only the cases whose name contains this")
+    ap.add_argument("--scratch", help="directory for the outputs (default: the system's temp dir)")
     args = ap.parse_args()
     wheel, tree = corpus()
-    scratch = tempfile.mkdtemp(prefix="splitpkg-ab-")
+    scratch = tempfile.mkdtemp(prefix="splitpkg-ab-", dir=args.scratch)
     cases = [
         ("plan tree", ["plan", "-q", tree]),
         ("plan --json tree", ["plan", "-q", "--json", tree]),
@@ -47,22 +56,26 @@ def main():
     ]
     cases = [c for c in cases if not args.only or args.only in c[0]]
     print(f"A = {args.a}\nB = {args.b}\nruns = {args.runs} each, interleaved\n")
-    print("| command | A median | A min–max | B median | B min–max | B/A |\n|---|---|---|---|---|---|")
+    print("| command | A median | A min–max | B median | B min–max | B/A | CPU A | CPU B | CPU B/A |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     for name, cmd in cases:
         slow = "whl" in name or name.startswith("pack")
         runs = max(3, args.runs // 3) if slow else args.runs
-        ta, tb = [], []
+        ta, tb, ca, cb = [], [], [], []
         for binary in (args.a, args.b):
             run([binary] + cmd)
         for _ in range(runs):
-            for binary, acc in ((args.a, ta), (args.b, tb)):
-                t, rc = run([binary] + cmd)
+            for binary, acc, cacc in ((args.a, ta, ca), (args.b, tb, cb)):
+                t, c, rc = run([binary] + cmd)
                 if rc not in (0, 1):
                     sys.exit(f"{binary} {' '.join(cmd)}: exit {rc}")
                 acc.append(t)
+                cacc.append(c)
         ma, mb = statistics.median(ta), statistics.median(tb)
+        mca, mcb = statistics.median(ca), statistics.median(cb)
         ms = lambda v: f"{v * 1e3:.0f} ms"
-        print(f"| `{name}` | {ms(ma)} | {ms(min(ta))}–{ms(max(ta))} | {ms(mb)} | {ms(min(tb))}–{ms(max(tb))} | {mb / ma:.2f} |", flush=True)
+        print(f"| `{name}` | {ms(ma)} | {ms(min(ta))}–{ms(max(ta))} | {ms(mb)} | {ms(min(tb))}–{ms(max(tb))} "
+              f"| {mb / ma:.2f} | {ms(mca)} | {ms(mcb)} | {mcb / mca:.2f} |", flush=True)
     shutil.rmtree(scratch, ignore_errors=True)
 
 
