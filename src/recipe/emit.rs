@@ -7,9 +7,6 @@
 //! recipes' own Jinja (`${{ }}`, `{{ }}`) passes through untouched. Output is deterministic: no
 //! timestamps, no absolute paths.
 
-// issue 54: 9 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::path::{Path, PathBuf};
 
@@ -63,11 +60,14 @@ const TEMPLATES: &[(&str, &str)] = &[
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// A rattler-build v1 recipe (`recipe.yaml`).
     RattlerBuild,
+    /// A conda-build recipe (`meta.yaml`).
     CondaBuild,
 }
 
 impl Format {
+    /// The output subdirectory the format's recipe is written in (`rattler-build`, `conda-build`).
     pub fn dir(self) -> &'static str {
         match self {
             Format::RattlerBuild => "rattler-build",
@@ -79,12 +79,17 @@ impl Format {
 /// One generated file, relative to the output directory.
 #[derive(Debug, Clone)]
 pub struct Generated {
+    /// Path of the file, relative to the output directory.
     pub path: PathBuf,
+    /// Its content.
     pub text: String,
+    /// Whether to write it executable (scripts).
     pub executable: bool,
 }
 
+/// What `emit` generates: the files and what the maintainer must read.
 pub struct Emitted {
+    /// The generated files, in the order written.
     pub files: Vec<Generated>,
     /// Things the maintainer must read (printed on stderr by the CLI).
     pub warnings: Vec<String>,
