@@ -129,7 +129,8 @@ pub enum NodeKind {
 pub enum Reach {
     /// Loaded at start-up by at least one root's process.
     Eager,
-    /// Loaded only after a run-time load (a lazy edge) in every process that loads it.
+    /// Not loaded at start-up by any root's process, but loaded after a run-time load (a lazy
+    /// edge).
     Lazy,
     /// Loaded by none of the roots' processes.
     Unreached,
@@ -149,8 +150,8 @@ pub enum RootKind {
     Unreferenced,
 }
 
-/// One node of the load graph: a file of the tree, or a library name it requests that resolves
-/// outside it.
+/// One node of the load graph: a file of the tree, or a library name requested that is not in it
+/// (a system library, one another package provides, or one nobody does).
 #[derive(Debug, Clone, Serialize)]
 pub struct Node {
     /// The node's index in [`LoadGraph::nodes`]; edges name nodes by it.
@@ -233,7 +234,8 @@ pub enum How {
     },
     /// The NEEDED entry is a path (absolute: mapped into the tree when it points inside it).
     Path {
-        /// The NEEDED path, as written (mapped into the tree when absolute and inside it).
+        /// The path as requested (a NEEDED entry or literal with a slash); it names a file of the
+        /// tree.
         path: String,
     },
     /// A library with this soname (or file name) is already loaded in the process, so ld.so does
@@ -261,8 +263,8 @@ pub enum How {
     OutsideTree {
         /// The absolute path of the file on this machine.
         path: String,
-        /// The absolute search-path entry that led there; absent when the NEEDED entry was that
-        /// path itself.
+        /// The absolute search-path entry that led there; absent when the request itself was that
+        /// path.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         entry: Option<String>,
     },

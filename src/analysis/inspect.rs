@@ -129,7 +129,7 @@ pub struct Extras {
 pub struct Inspection {
     /// The tree, as a list of entries.
     pub tree: Tree,
-    /// Every ELF file of the tree, in tree order.
+    /// Every ELF file of the tree, with what was read of it.
     pub files: Vec<FileFacts>,
     /// Which file loads which, as ld.so would resolve it.
     pub graph: LoadGraph,

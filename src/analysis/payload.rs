@@ -254,8 +254,8 @@ impl PayloadFacts {
         self.library || !self.defined.is_empty() || !self.defined_hidden.is_empty()
     }
 
-    /// The file is glue: it holds payload-facing symbols or mentions the payload, without being the
-    /// payload itself.
+    /// The file is glue: it holds other dynamic symbols naming the payload, or mentions it in
+    /// read-only data.
     pub fn is_glue(&self) -> bool {
         !self.glue_symbols.is_empty() || !self.mentions.is_empty()
     }

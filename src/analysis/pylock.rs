@@ -46,7 +46,7 @@ struct RawWheel {
 /// One locked package: its checked name and version, and its wheels.
 #[derive(Debug, Clone)]
 pub struct Package {
-    /// The distribution's name, normalised.
+    /// The distribution's name as the lock writes it (checked to be a valid name).
     pub name: String,
     /// Its locked version, when the lock states one.
     pub version: Option<String>,

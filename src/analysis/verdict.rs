@@ -318,8 +318,8 @@ pub struct Analysis {
     pub verdict: Verdict,
     /// Why the verdict is what it is, one sentence each.
     pub reasons: Vec<String>,
-    /// For NOT CONFINED: the chains by which a root loads payload code at start-up, one per payload
-    /// file reached eagerly.
+    /// For NOT CONFINED: up to 5 chains by which a root loads payload code (or a reference to it)
+    /// at start-up, files holding payload code first.
     pub witnesses: Vec<Witness>,
     /// Every lazy library `--lazy` selected, sorted by path (none, one, or several).
     pub lazy_libraries: Vec<LazyLibrary>,

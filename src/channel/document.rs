@@ -217,9 +217,9 @@ pub enum Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum InstallEnv {
-    /// The solution of the default request (`pytorch`): the preferred variant.
+    /// The solution of scenario (a), the core package requested alone: the preferred variant.
     Default,
-    /// The solution of the slim request: the variant without the payload.
+    /// The solution of scenario (b): the variant without the payload requested explicitly.
     Slim,
 }
 

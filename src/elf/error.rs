@@ -66,7 +66,7 @@ pub enum ElfError {
     SymbolTablePastEnd {
         /// Its file offset.
         offset: usize,
-        /// The number of entries the hash table says it has.
+        /// Its entry count (from the `.dynsym` section header, else the hash table).
         count: usize,
     },
 

@@ -530,9 +530,9 @@ const MENTION_SAMPLES: usize = 8;
 /// Dynamic symbols by whether the file defines them.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SymbolCounts {
-    /// Symbols the file defines (exports).
+    /// Entries the file defines (exports), the null entry 0 not counted.
     pub defined: usize,
-    /// Symbols the file leaves undefined (imports).
+    /// Named entries the file leaves undefined (imports).
     pub undefined: usize,
 }
 

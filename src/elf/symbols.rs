@@ -388,7 +388,7 @@ pub struct DynSymbols {
     versions: Vec<Option<String>>,
     is64: bool,
     le: bool,
-    /// How many entries are defined (exports).
+    /// How many entries are defined (exports), the null entry 0 not counted.
     pub defined: usize,
     /// Indices of the imported (undefined, named) entries, found in the one pass that counts them:
     /// the contract asks for imports of every core file, and 90 % of a big library's entries are

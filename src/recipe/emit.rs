@@ -89,7 +89,7 @@ pub struct Generated {
 
 /// What `emit` generates: the files and what the maintainer must read.
 pub struct Emitted {
-    /// The generated files, in the order written.
+    /// The generated files, one set per recipe format asked for.
     pub files: Vec<Generated>,
     /// Things the maintainer must read (printed on stderr by the CLI).
     pub warnings: Vec<String>,

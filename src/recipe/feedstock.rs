@@ -161,7 +161,8 @@ pub struct Summary {
     pub payload_packages: Vec<String>,
     /// `context: build_base` before and after; `None` when the recipe has none.
     pub build_base: Option<(u64, u64)>,
-    /// The dlopen note the lazy output's library carries, when the recipe adds one.
+    /// The core library the patch marks with `splitpkg note` (declaring the lazy library), when it
+    /// adds that step.
     pub dlopen_note: Option<String>,
     /// The PyTorch source patch added for `has_magma` (`recipe/patches/0024-….patch`).
     pub source_patch: Option<String>,

@@ -190,7 +190,7 @@ pub struct BackendLine {
 /// One bar of the bytes chart.
 #[derive(Debug, Clone, Serialize)]
 pub struct ByteBar {
-    /// What the bar is: `core`, a lazy variant, or the payload.
+    /// What the bar is: `core`, `lazy <variant>` or `payload`.
     pub label: String,
     /// The bar's length: its bytes (installed size).
     #[serde(skip)]
@@ -231,9 +231,10 @@ pub struct LostOp {
     pub op: String,
     /// The backend preference it was run under (`default`, `magma`, `cusolver`).
     pub preference: String,
-    /// How many of its cases failed in the slim variant.
+    /// How many of its cases pass in the full variant and neither pass nor are excluded in the slim
+    /// one.
     pub cases: usize,
-    /// The reason one of them gave, as an example.
+    /// The reason the first of them gave, as an example.
     pub example_reason: String,
 }
 
@@ -299,10 +300,10 @@ pub struct PackageLine {
     pub file: String,
     /// Its role as printed: `core`, `lazy <variant>`, or `stand-in (represents …, not real bytes)`.
     pub role: String,
-    /// Installed bytes (the sum of its files).
+    /// Installed bytes of real content (for a stand-in: its README and marker).
     #[serde(skip)]
     pub bytes: u64,
-    /// Bytes of the archive itself.
+    /// Bytes of the `.conda` file.
     #[serde(skip)]
     pub archive_bytes: u64,
     /// Installed bytes as printed.
@@ -318,7 +319,7 @@ pub struct Provenance {
     pub input: &'static str,
     /// The file it was read from, as given on the command line.
     pub file: String,
-    /// The document's schema and version (`splitpkg.plan v3`).
+    /// The document's schema and version (`splitpkg-plan v1`).
     pub schema: String,
     /// The tool that wrote it, with its version and (first 12 characters of) commit; None when the
     /// document does not say.
@@ -336,7 +337,7 @@ pub struct Saving {
     /// The installed bytes a slim environment does not install.
     #[serde(skip)]
     pub bytes: u64,
-    /// Installed bytes of the whole input tree, what the percentage is of.
+    /// Bytes of every file of the input tree, what the percentage is of.
     #[serde(skip)]
     pub tree_bytes: u64,
     /// `bytes` as a percentage of `tree_bytes` (0 for an empty tree).
@@ -409,7 +410,8 @@ pub struct Proof {
 /// Everything the page shows, computed once; the templates only lay it out.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The package and its version (`pytorch 2.5.1`, `torch 2.5.1`), or the plan's directory name.
+    /// The package and its version (`pytorch 2.5.1`, `torch 2.5.1`), else the plan's input name, else
+    /// `package`.
     pub title: String,
     /// Whether to split: the answer the headline states.
     #[serde(skip)]
@@ -425,7 +427,7 @@ pub struct Report {
     pub dep_upper: String,
     /// The slim variant's name (`nomagma`).
     pub slim: String,
-    /// The saving; None without a plan.
+    /// The saving; None without a plan, or when the plan does not prove the payload confined.
     pub saving: Option<Saving>,
     /// Where the bytes go: core, each lazy variant (the payload's first), the payload; empty
     /// without a plan.

@@ -285,12 +285,12 @@ pub enum Status {
     Pass,
     /// The case did not meet its expectation (`fail`).
     Fail,
-    /// The op failed where the variant is expected to lack it (`expected-fail`), e.g. a MAGMA-only
-    /// op in the slim variant.
+    /// The op raised the error a table rule expects (`expected-fail`), e.g. a MAGMA-only op in the
+    /// slim variant.
     ExpectedFail,
     /// No answer within the case timeout (`timeout`).
     Timeout,
-    /// Not run on purpose: the case is listed as excluded for this variant (`excluded`).
+    /// Recorded but not judged: a table rule excludes the case, a known bug (`excluded`).
     Excluded,
 }
 
@@ -907,11 +907,13 @@ pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
 /// The result of checking a variant's CUDA libraries for code that runs on the device.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceCheck {
-    /// Whether every library with device code can run on the device.
+    /// `pass` unless a library of the variant's own has no code for the device, or a library could
+    /// not be read.
     pub status: CheckStatus,
     /// What was found, in one line.
     pub detail: String,
-    /// What a failure means for a user; absent when the check held.
+    /// Which of the variant's own libraries have no code for the device, and what that means (their
+    /// kernels fail to launch); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consequence: Option<String>,
     /// Per library: which SASS and PTX targets it carries.
@@ -922,7 +924,7 @@ pub struct DeviceCheck {
 /// The device code of one library that carries any.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibraryDeviceCode {
-    /// The library's path (relative to the variant's installation).
+    /// The library's path, as found in the variant's installation.
     pub file: String,
     /// SASS architectures, e.g. `sm_90`.
     pub sass: Vec<String>,

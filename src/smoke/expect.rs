@@ -230,8 +230,8 @@ fn dtype_matches(list: &[String], dtype: &str) -> bool {
 }
 
 impl Rule {
-    /// Whether the rule applies to `case` (with torch's CUDA version `cuda`, when known): every
-    /// list it has includes the case's value.
+    /// Whether the rule applies to `case` (with torch's CUDA version `cuda`, when known): each
+    /// non-empty list holds the case's value, every tag is on the case, and `cuda_below` holds.
     pub fn matches(&self, case: &Case, cuda: Option<&str>) -> bool {
         (self.op.is_empty() || self.op.contains(&case.op))
             && dtype_matches(&self.dtype, &case.dtype)

@@ -48,7 +48,7 @@ pub use document::{
 pub const BATTERY: &str = include_str!("battery.py");
 /// Everything `splitpkg smoke` was asked to do.
 pub struct Options {
-    /// The variants to run (`NAME=PREFIX`).
+    /// The variants to run (`--variant NAME=PATH`).
     pub variants: Vec<VariantArg>,
     /// Variant names to run as emulations (table `<name>-emulated`).
     pub emulate: Vec<String>,
@@ -73,7 +73,7 @@ pub struct Options {
     pub lazy: String,
     /// The payload the identity and laziness checks look for.
     pub spec: PayloadSpec,
-    /// Whether to print a line per case as it runs.
+    /// Whether to log progress (`smoke: …` lines at info level) as the run goes.
     pub progress: bool,
     /// The command line of the run, for the report.
     pub command: Vec<String>,

@@ -130,7 +130,7 @@ pub enum RunError {
     /// No answer within the timeout: the process group was killed.
     #[error("{what} did not finish within {secs}s: {stderr}")]
     Timeout {
-        /// What was waited for (the case, the probe).
+        /// What was run (`probe`, or a helper command such as finding torch).
         what: String,
         /// The timeout, in seconds.
         secs: u64,
@@ -140,7 +140,7 @@ pub enum RunError {
     /// The process ended without a protocol answer.
     #[error("{what} gave no answer ({status}): {stderr}")]
     NoAnswer {
-        /// What was waited for (the case, the probe).
+        /// What was run (`probe`, or a helper command such as finding torch).
         what: String,
         /// How it ended (exit status or signal).
         status: String,
@@ -349,7 +349,7 @@ impl Worker {
 /// Limits for one battery run.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// How long one case may run before its worker is killed (`timeout`).
+    /// How long one case may run before its worker is killed.
     pub case_timeout: Duration,
     /// How long a worker may take to import torch and say it is ready.
     pub ready_timeout: Duration,
@@ -361,7 +361,7 @@ pub struct Limits {
 
 /// One unit of work for the worker: the JSON it gets (an `id` and `op` at least).
 pub struct Job {
-    /// The case's id, echoed in the worker's answer.
+    /// The case's (or bench item's) id.
     pub id: String,
     /// The op to run (`linalg.cholesky`); timeouts are counted per op.
     pub op: String,
