@@ -34,7 +34,7 @@ pub struct Plan {
     pub schema: String,
     /// The version of the plan's layout.
     pub schema_version: u32,
-    /// The splitpkg that wrote it.
+    /// The splitpkg that wrote this document.
     pub tool: Tool,
     /// The command that wrote this plan (filled by the CLI; empty from a library caller) and a
     /// date only with `SOURCE_DATE_EPOCH` set, so the same input gives the same bytes.

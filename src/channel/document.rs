@@ -38,7 +38,7 @@ pub struct PackReport {
     pub schema: String,
     /// The version of the pack report's layout.
     pub schema_version: u32,
-    /// The splitpkg that wrote it.
+    /// The splitpkg that wrote this document.
     pub tool: crate::provenance::Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
     #[serde(flatten)]

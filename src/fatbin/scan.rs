@@ -133,7 +133,7 @@ pub struct FatbinReport {
     pub schema: String,
     /// The version of the fatbin report's layout.
     pub schema_version: u32,
-    /// The splitpkg that wrote it.
+    /// The splitpkg that wrote this document.
     pub tool: Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
     #[serde(flatten)]

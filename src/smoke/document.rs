@@ -368,7 +368,7 @@ pub struct SmokeReport {
     pub schema: String,
     /// The version of the report's layout (2 today; recordings of version 1 are still read).
     pub schema_version: u32,
-    /// The splitpkg that wrote it.
+    /// The splitpkg that wrote this document.
     pub tool: Tool,
     /// The command line of the run, program first; a `--replay` keeps the recorded run's.
     pub command: Vec<String>,
