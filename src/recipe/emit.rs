@@ -7,6 +7,10 @@
 //! recipes' own Jinja (`${{ }}`, `{{ }}`) passes through untouched. Output is deterministic: no
 //! timestamps, no absolute paths.
 
+// issue 54: only the type line of `Format` is left undocumented here: helper N1 renames that
+// type and documents it (branch n-rename). Remove this allow once both branches are merged.
+#![allow(missing_docs)]
+
 use crate::error::Context;
 use std::path::{Path, PathBuf};
 

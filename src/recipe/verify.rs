@@ -3,6 +3,10 @@
 //! MAGMA, or one that lost an export the core needs, fails at build time instead of in a user's
 //! first linalg call.
 
+// issue 54: only the type line of `Check` is left undocumented here: helper N1 renames that
+// type and documents it (branch n-rename). Remove this allow once both branches are merged.
+#![allow(missing_docs)]
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
