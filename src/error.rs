@@ -7,9 +7,6 @@
 //! so the message is enough to act on and greppable in CI logs. Layers with errors of their own
 //! (the ELF reader, the smoke runner) convert into this one with `#[from]`, keeping them as source.
 
-// issue 54: documented by the floor-plan/errors change
-#![allow(missing_docs)]
-
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -13,9 +13,6 @@
 //!   (Rust's `char::escape_default`), so a hostile name can neither move the cursor, recolour the
 //!   terminal nor fake a second line.
 
-// issue 54: 2 public items still to document here.
-#![allow(missing_docs)]
-
 /// A character that must not reach a terminal raw: C0/C1 controls and DEL, and the Unicode
 /// bidirectional controls that reorder what is shown (Trojan Source, CVE-2021-42574).
 fn hostile(c: char) -> bool {
@@ -86,7 +83,12 @@ pub enum Invalid {
     WheelTag(String),
     /// A control character in a header value (it would end or forge the header).
     #[error("{key} value with the control character {}: a header cannot hold it", .control.escape_default())]
-    HeaderControl { key: String, control: char },
+    HeaderControl {
+        /// The header's key.
+        key: String,
+        /// The control character found.
+        control: char,
+    },
 }
 
 /// A distribution name (PEP 508, the core metadata `Name`): ASCII letters and digits, with `.`,

@@ -5,9 +5,6 @@
 //! from the plan's proof and from the stock library itself ([`provided_exports`],
 //! [`load_registrations`]).
 
-// issue 54: 9 public items still to document here.
-#![allow(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 // Re-exported: the contract's fields are documented as what these two read.
@@ -20,17 +17,23 @@ use crate::error::{Error, Result};
 /// The contract file's schema name and version. Version 2 added `provided_exports` and
 /// `load_registrations`; a version-1 file records names only and is refused (re-run `emit`).
 pub const SCHEMA_NAME: &str = "splitpkg-contract";
+/// The version of the contract file's layout.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The loader ↔ lazy-library contract, as shipped next to a recipe for `splitpkg verify-variant`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ContractFile {
+    /// Which document this is: `splitpkg-contract`.
     pub schema: String,
+    /// The version of the contract file's layout.
     pub schema_version: u32,
     /// File name of the lazy library.
     pub library: String,
+    /// The payload's name (`magma`).
     pub dep: String,
+    /// Symbol-name prefixes that mark payload code (from the plan's options).
     pub symbol_prefixes: Vec<String>,
+    /// Library file-name prefixes that mark payload libraries (from the plan's options).
     pub library_prefixes: Vec<String>,
     /// Names the loader looks up by name: every variant must export them.
     pub loader_lookups: Vec<String>,
@@ -70,6 +73,7 @@ impl Document for ContractFile {
 /// Why a plan has no contract for the lazy library asked for ([`ContractFile::for_library`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoContract {
+    /// The plan has no lazy library at all.
     #[error("the plan has no lazy library")]
     NoLazyLibrary,
     #[error(
@@ -77,7 +81,9 @@ pub enum NoContract {
         libraries.len(),
         libraries.join(", ")
     )]
+    /// The plan has lazy libraries, but none by the name asked for.
     NoneNamed {
+        /// The file name asked for.
         name: String,
         /// The file names of the plan's lazy libraries.
         libraries: Vec<String>,

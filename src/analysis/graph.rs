@@ -22,10 +22,6 @@
 //! outside program (or `ld.so --list LIB`) would load it: its own search path only. Those
 //! processes add edges (their ids are in the edges' `roots`), never reach.
 
-// issue 54: 18 public items still to document here; the JSON document types (30 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use std::collections::{BTreeMap, VecDeque};
 
 // The model hashes paths, names and indices tens of thousands of times per tree; keys are the
@@ -92,6 +88,8 @@ pub struct LoaderEnv {
     pub ld_library_path: Vec<String>,
 }
 
+/// The group a library name belongs to when every Linux system provides it (`glibc`, `gcc runtime`,
+/// `NVIDIA driver`; any `libnss_*` is glibc's), or None.
 pub fn system_group(name: &str) -> Option<&'static str> {
     if name.starts_with("libnss_") {
         return Some("glibc");
@@ -104,13 +102,16 @@ pub fn system_group(name: &str) -> Option<&'static str> {
 
 /// One ELF file of the tree as the graph sees it.
 pub struct GraphInput<'a> {
+    /// Its path inside the tree.
     pub path: &'a str,
+    /// What the ELF reader found in it.
     pub elf: &'a ElfFacts,
 }
 
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord, Deserialize, schemars::JsonSchema,
 )]
+/// What a node of the load graph stands for.
 #[serde(rename_all = "kebab-case")]
 pub enum NodeKind {
     /// An ELF file of the tree (index into the inputs).
@@ -126,33 +127,48 @@ pub enum NodeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reach {
+    /// Loaded at start-up by at least one root's process.
     Eager,
+    /// Not loaded at start-up by any root's process, but loaded after a run-time load (a lazy
+    /// edge).
     Lazy,
+    /// Loaded by none of the roots' processes.
     Unreached,
 }
 
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
 )]
+/// Why a file is a root: a process of its own is started from it.
 #[serde(rename_all = "kebab-case")]
 pub enum RootKind {
+    /// An ELF executable (a program): only ld.so is loaded before its NEEDED entries.
     Executable,
+    /// A Python extension module, imported (dlopened) by a python that has libc loaded already.
     PythonExtension,
     /// Nothing in the tree loads it; assumed to be loaded at start-up from outside.
     Unreferenced,
 }
 
+/// One node of the load graph: a file of the tree, or a library name requested that is not in it
+/// (a system library, one another package provides, or one nobody does).
 #[derive(Debug, Clone, Serialize)]
 pub struct Node {
+    /// The node's index in [`LoadGraph::nodes`]; edges name nodes by it.
     pub id: usize,
     /// Tree path for files, the requested name otherwise.
     pub name: String,
+    /// A tree file, a system library or an external one.
     pub kind: NodeKind,
+    /// For a tree file: its index into the graph's inputs; None for other nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<usize>,
+    /// For a system library: its group ([`system_group`]); None otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_group: Option<&'static str>,
+    /// Whether the roots' processes load it at start-up, only lazily, or not at all.
     pub reach: Reach,
+    /// Why it is a root, when it is one; None for a file only loaded by others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<RootKind>,
     /// The edge through which BFS first reached this node eagerly (shortest eager path).
@@ -176,6 +192,8 @@ pub enum EdgeKind {
 }
 
 impl EdgeKind {
+    /// Whether the request is resolved at run time (a literal or a `.note.dlopen` entry) rather
+    /// than at start-up (DT_NEEDED).
     pub fn is_lazy(self) -> bool {
         !matches!(self, EdgeKind::Needed)
     }
@@ -187,51 +205,90 @@ impl EdgeKind {
 pub enum How {
     /// A DT_RPATH entry of `of` (the requester or one of the objects that loaded it).
     Rpath {
+        /// The object whose DT_RPATH held the entry (tree path).
         of: String,
+        /// The DT_RPATH entry as written (`$ORIGIN/../lib`).
         entry: String,
+        /// The tree directory it expanded to (`""` for the tree's root).
         dir: String,
     },
     /// The requester's own DT_RUNPATH.
-    Runpath { entry: String, dir: String },
+    Runpath {
+        /// The DT_RUNPATH entry as written.
+        entry: String,
+        /// The tree directory it expanded to (`""` for the tree's root).
+        dir: String,
+    },
     /// An `LD_LIBRARY_PATH` entry (`--ld-library-path`).
-    LdLibraryPath { entry: String, dir: String },
+    LdLibraryPath {
+        /// The `--ld-library-path` entry as given.
+        entry: String,
+        /// The tree directory it names (`""` for the tree's root).
+        dir: String,
+    },
     /// A conda prefix's `lib/`, standing in for the DT_RPATH `$ORIGIN/../lib` of the prefix's python
     /// that loads this root from outside the tree (see [`PREFIX_LIB`]).
-    TreeDefault { dir: String },
+    TreeDefault {
+        /// The prefix's library directory (`lib`).
+        dir: String,
+    },
     /// The NEEDED entry is a path (absolute: mapped into the tree when it points inside it).
-    Path { path: String },
+    Path {
+        /// The path as requested (a NEEDED entry or literal with a slash); it names a file of the
+        /// tree.
+        path: String,
+    },
     /// A library with this soname (or file name) is already loaded in the process, so ld.so does
     /// not search: `by` is the object whose request loaded it there (the root, for the root
     /// itself), not the library.
-    AlreadyLoaded { by: String },
+    AlreadyLoaded {
+        /// Tree path of the object whose request loaded the library into the process first.
+        by: String,
+    },
     /// Not on any search path, but a file of that name exists in the tree: ld.so would not find it
     /// without `LD_LIBRARY_PATH`.
-    TreeElsewhere { dir: String },
+    TreeElsewhere {
+        /// The tree directory where a file of that name lies.
+        dir: String,
+    },
     /// A classified system library.
-    System { group: String },
+    System {
+        /// The system library's group (`glibc`, `gcc runtime`, `NVIDIA driver`).
+        group: String,
+    },
     /// Loaded from outside the tree: an absolute NEEDED path, or an absolute search-path entry
     /// (`entry`), naming a file that exists there with the process's ELF class and machine. Only a
     /// directory input sits at a known place, so only there is this answered; as for a system
     /// library, what is loaded is whatever that file is on the machine that runs it.
     OutsideTree {
+        /// The absolute path of the file on this machine.
         path: String,
+        /// The absolute search-path entry that led there; absent when the request itself was that
+        /// path.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         entry: Option<String>,
     },
     /// A system library ld.so will not load for this requester: it has DF_1_NODEFLIB, which rules
     /// out the default directories and the ld.so.cache entries in them, and nothing in the process
     /// loaded the library before.
-    Nodeflib { group: String },
+    Nodeflib {
+        /// The system library's group (`glibc`, `gcc runtime`, `NVIDIA driver`).
+        group: String,
+    },
     /// Not found. `tried` lists the directories searched; `outside` lists search-path entries that
     /// point outside the tree (e.g. `$ORIGIN/../../nvidia/cu13/lib`), which were not searched.
     NotFound {
+        /// The tree directories searched, in order.
         tried: Vec<String>,
+        /// Search-path entries pointing outside the tree, which were not searched.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         outside: Vec<String>,
     },
 }
 
 impl How {
+    /// One line for people: which search-path entry (and of which object) found it, or why it was
+    /// not found.
     pub fn describe(&self) -> String {
         match self {
             How::Rpath { of, entry, dir } => {
@@ -274,14 +331,21 @@ fn file_name(p: &str) -> &str {
     Tree::file_name(p)
 }
 
+/// One request of a library by a file: an edge of the load graph from the requester to the node it
+/// resolved to.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Edge {
+    /// The edge's index in [`LoadGraph::edges`].
     pub id: usize,
+    /// Node id of the requesting file.
     pub from: usize,
+    /// Node id of what the request resolved to.
     pub to: usize,
     /// The name as requested (NEEDED entry or literal).
     pub name: String,
+    /// Needed at start-up, a library-name literal, or a `.note.dlopen` entry.
     pub kind: EdgeKind,
+    /// How ld.so finds the name (the `via` tag says which way), or why it does not.
     pub how: How,
     /// Node ids of the roots whose processes resolved the request this way, and of the libraries
     /// whose own processes did (a library loaded on its own by an outside program).
@@ -337,9 +401,13 @@ struct LazyRequest<'e> {
     literal_too: bool,
 }
 
+/// Which file loads which: the nodes (files and the names they request) and the edges (requests),
+/// as ld.so would resolve them for each root.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadGraph {
+    /// Every node, indexed by its id.
     pub nodes: Vec<Node>,
+    /// Every edge, indexed by its id.
     pub edges: Vec<Edge>,
     #[serde(skip)]
     by_file: HashMap<usize, usize>,
@@ -348,14 +416,17 @@ pub struct LoadGraph {
 }
 
 impl LoadGraph {
+    /// The node of the tree file with input index `file`, if it is in the graph.
     pub fn node_of_file(&self, file: usize) -> Option<usize> {
         self.by_file.get(&file).copied()
     }
 
+    /// The edges requested by `node`.
     pub fn out_edges(&self, node: usize) -> impl Iterator<Item = &Edge> {
         self.edges.iter().filter(move |e| e.from == node)
     }
 
+    /// The edges that resolve to `node`.
     pub fn in_edges(&self, node: usize) -> impl Iterator<Item = &Edge> {
         self.edges.iter().filter(move |e| e.to == node)
     }

@@ -1,9 +1,6 @@
 //! The facts stage: read the tree once, parse every ELF file, scan it for the payload, and build
 //! the load graph. Everything later (verdict, plan, emit, pack) works from an [`Inspection`].
 
-// issue 54: 13 public items still to document here.
-#![allow(missing_docs)]
-
 use std::path::Path;
 use std::time::Instant;
 
@@ -17,11 +14,16 @@ use crate::error::{Error, Result};
 use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
 
+/// What the inspection read of one ELF file of the tree.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileFacts {
+    /// Its path inside the tree.
     pub path: String,
+    /// Its size in bytes.
     pub size: u64,
+    /// What the ELF reader found in it.
     pub elf: ElfFacts,
+    /// What it holds of the payload.
     pub payload: PayloadFacts,
     /// CUDA device code (`.nv_fatbin` headers only), without the per-entry layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,14 +124,21 @@ pub struct Extras {
     pub unpack: Option<crate::input::unpack::Unpack>,
 }
 
+/// Everything read from a tree: the tree itself, every ELF file's facts, and the load graph over
+/// them.
 pub struct Inspection {
+    /// The tree, as a list of entries.
     pub tree: Tree,
+    /// Every ELF file of the tree, with what was read of it.
     pub files: Vec<FileFacts>,
+    /// Which file loads which, as ld.so would resolve it.
     pub graph: LoadGraph,
+    /// The payload it was read for.
     pub spec: PayloadSpec,
 }
 
 impl Inspection {
+    /// The facts of the ELF file at tree path `path`, if it is one.
     pub fn file(&self, path: &str) -> Option<&FileFacts> {
         self.files.iter().find(|f| f.path == path)
     }
@@ -141,10 +150,14 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, std::time::Duration) {
     (f(), t.elapsed())
 }
 
+/// Read the tree at `path` (a directory or an archive) and everything the plan needs of it, with
+/// default extras.
 pub fn inspect(path: &Path, spec: &PayloadSpec, progress: &Progress) -> Result<Inspection> {
     inspect_with(path, spec, progress, Extras::default())
 }
 
+/// [`inspect`] with extras (an `LD_LIBRARY_PATH`, digests of every ELF file, unpacking while
+/// reading).
 pub fn inspect_with(
     path: &Path,
     spec: &PayloadSpec,

@@ -7,9 +7,6 @@
 //! lazily on the way to the payload, an exact name that selects nothing is an answer (the payload
 //! is loaded eagerly: NOT CONFINED, torch 1.10).
 
-// issue 54: 2 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::analysis::inspect::Inspection;
 use crate::input::Tree;
 
@@ -23,6 +20,7 @@ pub enum LazyPattern {
 }
 
 impl LazyPattern {
+    /// A `--lazy` argument: a glob when it holds `*`, `?` or `[`, else a name.
     pub fn parse(s: &str) -> LazyPattern {
         if s.contains(['*', '?', '[']) {
             LazyPattern::Glob(s.to_string())
@@ -31,6 +29,7 @@ impl LazyPattern {
         }
     }
 
+    /// The argument as given.
     pub fn text(&self) -> &str {
         match self {
             LazyPattern::Name(s) | LazyPattern::Glob(s) => s,

@@ -7,10 +7,6 @@
 //! read-only strings mention the payload is glue: it survives a split and can make the core report
 //! the payload as present (PyTorch's `has_magma`).
 
-// issue 54: 12 public items still to document here; the JSON document types (5 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use memchr::memmem;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +16,7 @@ use goblin::elf::sym;
 /// How many example names a report keeps per category; counts are always complete.
 const SAMPLES: usize = 8;
 
+/// What the payload is: its name, and how to recognise its libraries and its code.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadSpec {
     /// Human name, e.g. `magma`.
@@ -197,9 +194,12 @@ fn mangled_global_starts_with(name: &str, prefix: &str) -> bool {
     })
 }
 
+/// Names found in one file: all counted, the first few kept as samples.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Names {
+    /// How many there are.
     pub count: usize,
+    /// The first few (up to 8), without duplicates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<String>,
 }
@@ -220,6 +220,7 @@ impl Names {
         }
     }
 
+    /// Whether none was found.
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -240,15 +241,21 @@ pub struct PayloadFacts {
     pub glue_symbols: Names,
     /// Read-only strings naming the payload (build-config text, messages).
     pub mentions: Names,
+    /// How many bytes of the file are payload code and data, and what they are (an estimate);
+    /// absent for a file that holds none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimate>,
 }
 
 impl PayloadFacts {
+    /// The file holds payload code: it is a payload library, or defines payload symbols (exported
+    /// or hidden).
     pub fn holds_code(&self) -> bool {
         self.library || !self.defined.is_empty() || !self.defined_hidden.is_empty()
     }
 
+    /// The file is glue: it holds other dynamic symbols naming the payload, or mentions it in
+    /// read-only data.
     pub fn is_glue(&self) -> bool {
         !self.glue_symbols.is_empty() || !self.mentions.is_empty()
     }
@@ -264,17 +271,22 @@ pub struct Presence {
     pub needed: Vec<String>,
     /// Payload symbols defined (exported or hidden).
     pub defined: usize,
+    /// One of the payload symbols defined (demangled), as an example.
     pub defined_example: Option<String>,
     /// Payload symbols imported.
     pub imported: usize,
+    /// One of the payload symbols imported, as an example.
     pub imported_example: Option<String>,
 }
 
 /// One line of the identity rule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleCheck {
+    /// What the line checks (`payload present`, `no payload library NEEDED`, …).
     pub name: &'static str,
+    /// Whether the library meets it.
     pub pass: bool,
+    /// What was found, in one line.
     pub detail: String,
 }
 
@@ -286,6 +298,8 @@ pub fn slim_variant(dep: &str) -> String {
     format!("no{dep}")
 }
 
+/// Whether a variant named `variant` must carry the payload `dep` (`magma`: yes, `nomagma`: no);
+/// None for any other name. The one naming rule of `verify-variant` and `smoke`'s identity check.
 pub fn variant_carries(variant: &str, dep: &str) -> Option<bool> {
     if variant == dep {
         Some(true)
@@ -297,6 +311,8 @@ pub fn variant_carries(variant: &str, dep: &str) -> Option<bool> {
 }
 
 impl Presence {
+    /// What one build of the lazy library holds of the payload, from its ELF facts and its payload
+    /// scan.
     pub fn scan(facts: &crate::elf::ElfFacts, pay: &PayloadFacts, spec: &PayloadSpec) -> Presence {
         Presence {
             needed: facts
@@ -416,6 +432,7 @@ pub enum PartKind {
 }
 
 impl PartKind {
+    /// The part as tables print it (`.text`, `.nv_fatbin`, …).
     pub fn label(self) -> &'static str {
         match self {
             PartKind::File => "file",
@@ -732,6 +749,7 @@ fn is_cuda_registration(raw: &[u8], ident: Option<&[u8]>) -> bool {
     starts(raw) || ident.is_some_and(starts)
 }
 
+/// A C++ symbol name demangled; any other name (or one that does not demangle) as it is.
 pub fn demangle(name: &str) -> String {
     if name.starts_with("_Z")
         && let Ok(sym) = cpp_demangle::Symbol::new(name)

@@ -3,9 +3,6 @@
 //! `solve --install` (planning the installed prefixes) — so they cannot drift apart in how they read
 //! a tree, which options reach the loader model, or what they prove.
 
-// issue 54: 4 public items still to document here.
-#![allow(missing_docs)]
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -25,6 +22,7 @@ pub struct Request {
     /// The lazily loaded libraries: file names or SONAMEs, or globs over them (`--lazy`, repeatable;
     /// see [`crate::analysis::lazy`]).
     pub lazy: Vec<String>,
+    /// The payload: its name and how its libraries and code are recognised.
     pub spec: PayloadSpec,
     /// Translation units and `LD_LIBRARY_PATH` (see [`Extras`]).
     pub extras: Extras,
@@ -44,8 +42,11 @@ impl Request {
 
 /// The facts, the proof and the proposed outputs of one tree.
 pub struct Planned {
+    /// What was read of the tree: its entries, every ELF file's facts, the load graph.
     pub inspection: Inspection,
+    /// The proof: the verdict and its evidence.
     pub analysis: Analysis,
+    /// The plan made from them.
     pub plan: Plan,
     /// Time spent reading (inspect: the files and the load graph), proving (verdict: the proof,
     /// which runs beside the payload walks, and their results added) and planning (also traced at

@@ -7,10 +7,6 @@
 //!
 //! The JSON form is versioned (`schema_version`) and described by `docs/plan.schema.json`.
 
-// issue 54: 4 public items still to document here; the JSON document types (9 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
@@ -26,13 +22,19 @@ use crate::input::pip::Owner;
 use crate::input::{EntryKind, PackageMeta, Resolve, TreeKind};
 pub use crate::provenance::Tool;
 
+/// The `schema` of a plan.
 pub const SCHEMA_NAME: &str = "splitpkg-plan";
+/// The version of the plan's layout.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// What `plan` found: the verdict and its proof, the outputs the tree splits into, and the saving.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
+    /// Which document this is: `splitpkg-plan`.
     pub schema: String,
+    /// The version of the plan's layout.
     pub schema_version: u32,
+    /// The splitpkg that wrote this document.
     pub tool: Tool,
     /// The command that wrote this plan (filled by the CLI; empty from a library caller) and a
     /// date only with `SOURCE_DATE_EPOCH` set, so the same input gives the same bytes.
@@ -301,8 +303,11 @@ pub struct PayloadSummary {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
+    /// Everything but the lazy library and the payload: what every install gets.
     Core,
+    /// The lazy library (loaded only at run time), built in a full and a slim variant.
     Lazy,
+    /// The payload libraries (`libmagma`): only the full variant needs them.
     Payload,
 }
 
@@ -373,6 +378,7 @@ pub enum EnvSource {
 /// The saving as a share of the environment a user installs.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
+    /// How the environment was measured: download sizes from a lock, on disk, or not at all.
     pub source: EnvSource,
     /// The environment's bytes: download (compressed) bytes for `lock`, bytes of its regular
     /// files for `disk`. Absent when not known.
@@ -410,6 +416,7 @@ pub struct Environment {
 pub struct WheelDownload {
     /// The distribution and version (the wheel's METADATA).
     pub name: String,
+    /// Its version (the wheel's METADATA).
     pub version: String,
     /// Its compatibility tags from the file name (`cp311-cp311-manylinux_2_28_x86_64`); absent
     /// when the file is not named as a wheel is.
@@ -463,6 +470,7 @@ impl From<&Contract> for ContractSummary {
     }
 }
 
+/// The full and slim variants' names: the payload's (`magma`) and `no` + it (`nomagma`).
 pub fn variant_names(spec: &PayloadSpec) -> (String, String) {
     (
         spec.name.clone(),
@@ -489,6 +497,8 @@ impl Plan {
     }
 }
 
+/// The plan of an inspected tree: its outputs, their sizes and the saving, from the analysis and
+/// the lazy libraries selected.
 pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S]) -> Plan {
     let tree = &ins.tree;
     let total = tree.total_file_bytes();

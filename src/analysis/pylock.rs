@@ -7,9 +7,6 @@
 //! a terminal or a page is checked with the PyPA rules first (docs/security.md), so a hostile lock
 //! is refused with one line naming the file.
 
-// issue 54: 8 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::path::Path;
 
@@ -49,23 +46,31 @@ struct RawWheel {
 /// One locked package: its checked name and version, and its wheels.
 #[derive(Debug, Clone)]
 pub struct Package {
+    /// The distribution's name as the lock writes it (checked to be a valid name).
     pub name: String,
+    /// Its locked version, when the lock states one.
     pub version: Option<String>,
+    /// Its wheels, as the lock lists them.
     pub wheels: Vec<Wheel>,
 }
 
 /// A locked wheel: its tags (from its file name) and the size the lock states, if any.
 #[derive(Debug, Clone)]
 pub struct Wheel {
+    /// The wheel's compatibility tags, from its file name.
     pub tags: Tags,
+    /// The size the lock states for it, in bytes; None when it states none.
     pub size: Option<u64>,
 }
 
 /// A wheel's compressed tag sets (`cp311`, `cp311`, `manylinux_2_28_x86_64`; `py2.py3` is two).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tags {
+    /// Python tags (`cp311`, `py3`).
     pub python: Vec<String>,
+    /// ABI tags (`cp311`, `abi3`, `none`).
     pub abi: Vec<String>,
+    /// Platform tags (`manylinux_2_28_x86_64`, `any`).
     pub platform: Vec<String>,
 }
 

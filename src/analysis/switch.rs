@@ -9,9 +9,6 @@
 //! installer that installed the lazy wheel (pip or uv); a PEP 825 variant wheel is uv's alone, in
 //! variant mode (pip reads the variant label as a build tag: `Invalid build number: cp311`).
 
-// issue 54: 4 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::input::pip::normalize;
 use std::path::{Path, PathBuf};
 
@@ -31,8 +28,10 @@ pub enum Wheels {
 /// Why `--wheels` is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum WheelsError {
+    /// The URL holds a control character or a space.
     #[error("{}: a control character or a space in the URL", crate::sanitize::quoted(.0))]
     Url(String),
+    /// The path is not a directory.
     #[error("{}: not a directory (give a directory of wheels or an http(s) index URL)", .0.display())]
     NotDir(PathBuf),
 }
@@ -61,7 +60,10 @@ impl Wheels {
 /// A switch command, and whether it still needs `--wheels` (it holds the placeholder `DIR`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
+    /// The command line.
     pub line: String,
+    /// Whether it still holds the placeholder `DIR`, to be replaced by where the wheels are
+    /// (`--wheels`).
     pub needs_wheels: bool,
 }
 

@@ -6,10 +6,6 @@
 //! refutation comes with the shortest witness path. Payload-aware glue left in eagerly loaded files
 //! does not break confinement but changes what the core reports, so it is listed as warnings.
 
-// issue 54: 10 public items still to document here; the JSON document types (12 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
@@ -28,16 +24,22 @@ use crate::input::Tree;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
+    /// The payload is reached only through lazily loaded libraries: it can move to an optional
+    /// output.
     Confined,
+    /// Something loads the payload at start-up, or no lazy library was found.
     NotConfined,
+    /// The tree has no payload code, library or reference to one.
     NotPresent,
 }
 
 impl Verdict {
+    /// The exit status the verdict maps to: pass for CONFINED, the "no" status otherwise.
     pub fn exit(self) -> crate::Exit {
         crate::Exit::pass_or_no(self == Verdict::Confined)
     }
 
+    /// The verdict as people read it and the channel documents record it (`NOT CONFINED`).
     pub fn label(self) -> &'static str {
         match self {
             Verdict::Confined => "CONFINED",
@@ -68,16 +70,19 @@ pub mod as_label {
     use super::Verdict;
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Write the verdict as its label.
     pub fn serialize<S: Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(v.label())
     }
 
+    /// Read a label back; any other string is refused with the three labels named.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Verdict, D::Error> {
         String::deserialize(d)?
             .parse()
             .map_err(serde::de::Error::custom)
     }
 
+    /// The JSON schema of the label: one of the three strings.
     pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({ "enum": ["CONFINED", "NOT CONFINED", "NOT PRESENT"] })
     }
@@ -87,6 +92,7 @@ pub mod as_label {
         use super::Verdict;
         use serde::{Deserialize, Deserializer, Serializer};
 
+        /// Write the verdict as its label, or null.
         pub fn serialize<S: Serializer>(v: &Option<Verdict>, s: S) -> Result<S::Ok, S::Error> {
             match v {
                 Some(v) => s.serialize_str(v.label()),
@@ -94,12 +100,14 @@ pub mod as_label {
             }
         }
 
+        /// Read a label or null back.
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Verdict>, D::Error> {
             Option::<String>::deserialize(d)?
                 .map(|s| s.parse().map_err(serde::de::Error::custom))
                 .transpose()
         }
 
+        /// The JSON schema: one of the three labels, or null.
         pub fn schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
             let mut s = super::schema(g);
             s.insert(
@@ -160,6 +168,7 @@ pub enum PayloadForm {
 }
 
 impl PayloadForm {
+    /// The form's name as the plan writes it (`library`, `static`, `external`).
     pub fn label(self) -> &'static str {
         match self {
             PayloadForm::Library => "library",
@@ -235,11 +244,13 @@ pub struct ImportGroup {
 /// (`verify-variant` says "not checked" and fails unless told to accept it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NotRead {
+    /// Why they were not read.
     pub reason: NotReadReason,
     /// The file's ELF machine (`PPC64`, `S390`, …).
     pub machine: String,
 }
 
+/// Why a file's registrations at load were not read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NotReadReason {
@@ -300,15 +311,26 @@ pub struct Contract {
     pub carries_payload: Option<bool>,
 }
 
+/// The proof: the verdict, why, and the evidence it rests on.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Analysis {
+    /// Whether the payload is confined to the lazy libraries.
     pub verdict: Verdict,
+    /// Why the verdict is what it is, one sentence each.
     pub reasons: Vec<String>,
+    /// For NOT CONFINED: up to 5 chains by which a root loads payload code (or a reference to it)
+    /// at start-up, files holding payload code first.
     pub witnesses: Vec<Witness>,
     /// Every lazy library `--lazy` selected, sorted by path (none, one, or several).
     pub lazy_libraries: Vec<LazyLibrary>,
+    /// Every file of the tree that holds payload code, and every payload library requested but
+    /// missing.
     pub payload: Vec<PayloadFile>,
+    /// What the split must take care of beyond the verdict (state in core files, files not read,
+    /// …).
     pub warnings: Vec<Warning>,
+    /// What the core asks of the lazy library: the symbols it must export and the registrations it
+    /// must make.
     pub contract: Contract,
     /// Tree file indices that hold payload code (for the planner).
     #[serde(skip)]

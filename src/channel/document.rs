@@ -2,9 +2,8 @@
 //! every build: the report and the schemas read them without the `channel` feature's rattler
 //! crates. Behaviour stays with the commands (`pack`, `solve`, `env`); these are the records.
 
-// issue 54: these are JSON document types: a doc comment becomes the generated schema's
-// description (docs/*.schema.json), so documenting them waits for a round that may change the
-// schemas.
+// issue 54: only the type line of `Commands` is left undocumented here: helper N1 renames that
+// type and documents it (branch n-rename). Remove this allow once both branches are merged.
 #![allow(missing_docs)]
 
 use std::collections::BTreeMap;
@@ -17,6 +16,8 @@ use crate::input::TreeKind;
 
 // ---- pack ----
 
+/// Whether the packages hold the tree exactly: every tree path in one package, nothing else,
+/// checked by reading the packages back.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Lossless {
     /// Tree paths (files, hard links, symlinks) the plan assigns.
@@ -33,10 +34,15 @@ pub struct Lossless {
     pub ok: bool,
 }
 
+/// What `pack` made: the packages written to the channel, their stand-ins, and the check that they
+/// hold the tree losslessly.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PackReport {
+    /// Which document this is: `splitpkg-pack`.
     pub schema: String,
+    /// The version of the pack report's layout.
     pub schema_version: u32,
+    /// The splitpkg that wrote this document.
     pub tool: crate::provenance::Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
     #[serde(flatten)]
@@ -86,6 +92,7 @@ impl crate::document::Document for PackReport {
     const ABOUT: &'static str = "Output of `splitpkg pack --json`. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it. `record` and `standins` are also what CHANNEL/splitpkg.json keeps per pack.";
 }
 
+/// The tree that was packed.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PackInput {
     /// The path as given on the command line.
@@ -108,7 +115,9 @@ pub struct PackInput {
 /// environments made from the solutions of (a) and (b).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SolveReport {
+    /// Which document this is: `splitpkg-solve`.
     pub schema: String,
+    /// The version of the solve report's layout.
     pub schema_version: u32,
     /// The channel directory solved over (`CHANNEL`), as given on the command line.
     pub channel: String,
@@ -199,7 +208,9 @@ pub struct Scenario {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// Met what the scenario expects (`pass`).
     Pass,
+    /// Did not (`fail`); the detail says how.
     Fail,
     /// What the scenario needs is not in the channel, or (an installed environment) its scenario
     /// has no solution to install; the reason is in the detail.
@@ -210,7 +221,9 @@ pub enum Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum InstallEnv {
+    /// The solution of scenario (a), the core package requested alone: the preferred variant.
     Default,
+    /// The solution of scenario (b): the variant without the payload requested explicitly.
     Slim,
 }
 
@@ -302,6 +315,8 @@ pub struct EnvCheck {
 
 // ---- env ----
 
+/// What `env` found in an installed conda environment: the split's packages, which variant is
+/// installed, and what switching to the other would take.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvReport {
     /// Which document this is (`splitpkg-env`). Described here for the reports `env --switch`
@@ -347,6 +362,7 @@ impl crate::document::Document for EnvReport {
     const ABOUT: &'static str = "Output of `splitpkg env PREFIX --json`. Versioned by `schema_version`: fields are only added within a version; a removal or change of meaning bumps it.";
 }
 
+/// One package installed in the environment.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvPackage {
     /// The package's name.
@@ -372,12 +388,17 @@ pub struct EnvPackage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PackageRole {
+    /// The core package.
     Core,
+    /// The lazy library's package (one of its variants).
     Lazy,
+    /// A package that provides the payload (`libmagma`).
     Payload,
+    /// Any other package.
     Other,
 }
 
+/// What switching the environment to the other variant would take and change.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Switch {
     /// The other variant (`nomagma` from `magma`, and back).
@@ -423,7 +444,9 @@ pub struct Commands {
 /// What `env --switch` did: the solve and the installer's transaction, then the environment again.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SwitchReport {
+    /// Which document this is: `splitpkg-env-switch`.
     pub schema: String,
+    /// The version of the switch report's layout.
     pub schema_version: u32,
     /// The conda environment switched (`PREFIX`).
     pub prefix: String,

@@ -7,9 +7,6 @@
 //! installed from when that is a local channel made by `splitpkg pack` (its `splitpkg.json`), or
 //! from `--channel`; otherwise it is reported as unknown rather than guessed.
 
-// issue 54: documented by the floor-plan/errors change
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::path::{Path, PathBuf};
 
@@ -24,14 +21,21 @@ pub use crate::channel::text::{report_text, svg, switch_text};
 use crate::error::{Error, Result};
 use crate::recipe::split::{Variant, variant_glob, variant_in_build};
 
+/// What `splitpkg env` was asked about.
 pub struct EnvOptions {
+    /// The installed conda environment (`PREFIX`).
     pub prefix: PathBuf,
+    /// The lazy library's package name (`--lazy-name`).
     pub lazy_name: String,
+    /// The payload's name (`--dep`, `magma`).
     pub dep: String,
+    /// The channel the split came from (`--channel`); None: the one the lazy package was installed
+    /// from, when it is a local directory.
     pub channel: Option<PathBuf>,
 }
 
 impl PackageRole {
+    /// The role as `env` writes it (`core`, `lazy`, `payload`, `other`).
     pub fn as_str(self) -> &'static str {
         match self {
             PackageRole::Core => "core",
@@ -156,6 +160,8 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
     Ok(records)
 }
 
+/// What the environment at `opts.prefix` has of the split: its packages, the variant installed, and
+/// the channel it came from.
 pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     let prefix = &opts.prefix;
     let installed = Installed::read(opts)?;

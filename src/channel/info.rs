@@ -2,10 +2,6 @@
 //! it: names, variants, which is preferred, payload packages, stand-ins), and the channel's layout.
 //! `pack` writes it ([`crate::channel::pack`]); `solve` and `env` read it, so they need no flags.
 
-// issue 54: 8 public items still to document here; the JSON document types (14 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::path::Path;
 
@@ -15,10 +11,13 @@ use crate::analysis::plan::Role;
 use crate::document::Document;
 use crate::error::{Error, Result};
 
+/// The file `pack` writes at the channel's root, naming what it packed there.
 pub const CHANNEL_FILE: &str = "splitpkg.json";
+/// The `schema` of that file.
 pub const CHANNEL_SCHEMA: &str = "splitpkg-channel";
 /// The subdirectories packages go into: the tree's packages, and the stand-ins.
 pub const SUBDIR: &str = "linux-64";
+/// The subdirectory for packages without a platform.
 pub const NOARCH: &str = "noarch";
 
 /// A package's part in a pack: the plan's role, or a stand-in for a payload package.
@@ -27,9 +26,13 @@ pub const NOARCH: &str = "noarch";
 )]
 #[serde(rename_all = "lowercase")]
 pub enum PackedRole {
+    /// The core package.
     Core,
+    /// The lazy library's package (one per variant).
     Lazy,
+    /// A package of the payload, repackaged from the tree.
     Payload,
+    /// A stand-in for an external package the channel lacks.
     Standin,
 }
 
@@ -58,8 +61,11 @@ impl std::fmt::Display for PackedRole {
 /// or the stand-in manifest. Written as `tree`, `--lazy-variant FILE`, `stand-in manifest (FROM)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
+    /// Packed from the input tree.
     Tree,
+    /// The other variant's library, from `--lazy-variant FILE` (the file as given).
     LazyVariant(String),
+    /// A stand-in, from the manifest named (or the built-in one).
     StandinManifest(String),
 }
 
@@ -175,6 +181,7 @@ pub struct PackRecord {
     pub variant_sizes: Vec<crate::analysis::plan::Variant>,
 }
 
+/// A variant of the lazy library that a pack could not make, and why.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct MissingVariant {
     /// The variant's name (`nomagma`).
@@ -210,16 +217,26 @@ impl Document for ChannelInfo {
 /// `CHANNEL/splitpkg.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ChannelInfo {
+    /// Which document this is: `splitpkg-channel`.
     pub schema: String,
+    /// The version of the file's layout (1).
     pub schema_version: u32,
+    /// Name of the core package.
     pub core: String,
+    /// Name of the lazy library's package.
     pub lazy: String,
+    /// The payload's name (`--dep`, `magma`); the full variant is named after it.
     pub dep: String,
     /// File name of the lazy library (`libtorch_cuda_linalg.so`).
     pub lazy_library: String,
+    /// The lazy library's variants packed (`magma`, `nomagma`).
     pub variants: Vec<String>,
+    /// Packages that provide the payload (`libmagma`), which the slim variant forbids.
     pub payload_packages: Vec<String>,
+    /// Every pack into this channel, sorted by version and build keys.
     pub packs: Vec<PackRecord>,
+    /// The stand-ins in the channel, one per package name (a later pack's replaces an earlier
+    /// one's).
     pub standins: Vec<PackedPackage>,
     /// File names of every lazy library, when the lazy package holds several (`lazy_library` is
     /// then the first); absent for one.
@@ -249,6 +266,7 @@ impl ChannelInfo {
         }
     }
 
+    /// Read `CHANNEL/splitpkg.json`; a channel without it is refused as not made by `pack`.
     pub fn load(channel: &Path) -> Result<ChannelInfo> {
         let path = channel.join(CHANNEL_FILE);
         use crate::input::file::{Links, MAX_DOCUMENT_BYTES, open_regular_io, read_capped_text};
@@ -275,6 +293,7 @@ impl ChannelInfo {
             .chain(self.standins.iter())
     }
 
+    /// The package (of any pack, or a stand-in) whose file name is `file`.
     pub fn package_by_file(&self, file: &str) -> Option<&PackedPackage> {
         self.all_packages().find(|p| p.file == file)
     }

@@ -25,9 +25,6 @@
 //! must be CONFINED, the slim one must hold no payload (verdict NOT PRESENT, no payload files, no
 //! payload packages).
 
-// issue 54: 12 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -47,9 +44,12 @@ use crate::channel::info::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
+/// The solver `solve` runs, as reports name it.
 pub const SOLVER: &str = "resolvo (rattler_solve 12.0.3)";
 
+/// Everything `splitpkg solve` was asked to do.
 pub struct SolveOptions<'a> {
+    /// The channel to solve over (`CHANNEL`).
     pub channel: PathBuf,
     /// A channel packed from the same input with the opposite `--prefer` (scenario e).
     pub prefer_channel: Option<PathBuf>,
@@ -57,7 +57,9 @@ pub struct SolveOptions<'a> {
     pub virtual_packages: Vec<String>,
     /// The version to test (default: the newest in the channel).
     pub version: Option<String>,
+    /// Where `--install` makes the environments of scenarios (a) and (b); None without it.
     pub install: Option<PathBuf>,
+    /// Where progress lines go.
     pub progress: &'a Progress,
 }
 
@@ -66,6 +68,7 @@ impl Status {
         if ok { Status::Pass } else { Status::Fail }
     }
 
+    /// The status as tables print it (`PASS`, `FAIL`, `not applicable`).
     pub fn label(self) -> &'static str {
         match self {
             Status::Pass => "PASS",
@@ -108,13 +111,18 @@ impl std::fmt::Display for InstallEnv {
 
 /// A channel made by `splitpkg pack`, loaded.
 pub struct Loaded {
+    /// The channel directory, absolute.
     pub dir: PathBuf,
+    /// Its `splitpkg.json`.
     pub info: ChannelInfo,
+    /// Every package record of the channel's index.
     pub records: Vec<RepoDataRecord>,
     sizes: std::sync::Mutex<HashMap<String, (u64, Option<u64>)>>,
 }
 
 impl Loaded {
+    /// Load the channel at `dir`: its `splitpkg.json` and its index; a directory `pack` did not
+    /// make is refused.
     pub fn open(dir: &Path) -> Result<Loaded> {
         let abs = if dir.is_absolute() {
             dir.to_path_buf()
@@ -184,6 +192,8 @@ impl Loaded {
         Ok((installed, represents))
     }
 
+    /// The versions packed into the channel, oldest first, each once (those that do not parse as
+    /// versions left out).
     pub fn versions(&self) -> Vec<String> {
         let mut v: Vec<(Version, String)> = self
             .info
@@ -1102,6 +1112,7 @@ impl Installing<'_> {
     }
 }
 
+/// The report for people: the channel, then one line per scenario and installed environment.
 pub fn report_text(r: &SolveReport) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();

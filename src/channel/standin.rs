@@ -22,9 +22,6 @@
 //!                                 # tree) makes the core package depend on this stand-in
 //! ```
 
-// issue 54: 27 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -33,16 +30,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 
+/// A stand-in manifest: which external packages get a stand-in, and what each represents.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
+    /// The stand-ins, each for one package.
     pub standins: Vec<StandIn>,
 }
 
+/// One stand-in: a package of this name and version that holds no library.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct StandIn {
+    /// The package name it replaces (`libmagma`).
     pub name: String,
+    /// The version it carries (the real package's).
     pub version: String,
     /// Installed size of the real package this one stands for.
     pub represents_bytes: u64,
@@ -58,6 +60,7 @@ pub struct StandIn {
 /// `conda-forge-2024-split.md` §7: `libmagma.so` 293 M + `libmagma_sparse.so` 91 M = 385 MB.
 pub const BUILTIN_SOURCE: &str = "conda-forge/pytorch-cpu-feedstock PR #298 (2024-12-19): fresh pytorch-gpu env, see conda-forge-2024-split.md §7";
 
+/// The built-in manifest: `libmagma` and `libmagma_sparse`, with the sizes of [`BUILTIN_SOURCE`].
 pub fn builtin() -> Manifest {
     Manifest {
         standins: vec![
@@ -94,6 +97,8 @@ impl Manifest {
         Ok(m)
     }
 
+    /// Refuse a manifest with an invalid package name or version, a stand-in without a `source`, or
+    /// one listed twice.
     pub fn check(&self) -> std::result::Result<(), ManifestError> {
         let mut seen = BTreeSet::new();
         for s in &self.standins {
@@ -120,6 +125,7 @@ impl Manifest {
         Ok(())
     }
 
+    /// The stand-in for package `name`, if the manifest has one.
     pub fn get(&self, name: &str) -> Option<&StandIn> {
         self.standins.iter().find(|s| s.name == name)
     }
@@ -128,21 +134,30 @@ impl Manifest {
 /// Why a stand-in manifest is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
+    /// The name is not a valid conda package name.
     #[error("stand-in name {name:?}: {source}")]
     Name {
+        /// The name as written.
         name: String,
+        /// rattler's reason.
         #[source]
         source: rattler_conda_types::InvalidPackageNameError,
     },
+    /// The version is not a valid conda version.
     #[error("stand-in {name}: version {version:?}: {source}")]
     Version {
+        /// The stand-in's name.
         name: String,
+        /// The version as written.
         version: String,
+        /// rattler's reason.
         #[source]
         source: rattler_conda_types::ParseVersionError,
     },
+    /// The stand-in does not say where its `represents_bytes` comes from (empty `source`).
     #[error("stand-in {0}: say where represents_bytes comes from (source)")]
     NoSource(String),
+    /// The same package is listed twice.
     #[error("stand-in {0} is listed twice")]
     Twice(String),
 }
@@ -150,24 +165,34 @@ pub enum ManifestError {
 /// What a stand-in installs, as `share/splitpkg-standins/NAME.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Marker {
+    /// Always true: the marker file is a stand-in's.
     pub splitpkg_standin: bool,
+    /// The package name it replaces.
     pub name: String,
+    /// The version it carries.
     pub version: String,
+    /// Installed bytes of the real package it stands for.
     pub represents_bytes: u64,
+    /// Where that size comes from.
     pub source: String,
 }
 
 /// A stand-in's `info/about.json` `extra` (fields in this order: it is part of the package bytes).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct AboutExtra {
+    /// Always true: the package is a stand-in.
     pub splitpkg_standin: bool,
+    /// Installed bytes of the real package it stands for.
     pub represents_bytes: u64,
+    /// Where that size comes from.
     pub source: String,
 }
 
+/// Where a stand-in installs its marker (`NAME.json`), relative to the prefix.
 pub const MARKER_DIR: &str = "share/splitpkg-standins";
 
 impl StandIn {
+    /// The marker file's content for this stand-in.
     pub fn marker(&self) -> Marker {
         Marker {
             splitpkg_standin: true,

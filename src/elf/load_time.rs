@@ -25,9 +25,6 @@
 //! ([`super::aarch64`]); a `BLR`/`BR` through a register is seen by the `LDR` of the GOT slot
 //! that loaded it.
 
-// issue 54: 2 public items still to document here.
-#![allow(missing_docs)]
-
 use std::collections::BTreeSet;
 
 // Looked up at every byte of the code run at load (~100k times on torch 2.11's linalg): a fast
@@ -50,7 +47,9 @@ const MAX_DEPTH: usize = 3;
 /// The instruction sets whose code run at load is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
+    /// Little-endian x86-64.
     X86_64,
+    /// Little-endian AArch64.
     Aarch64,
 }
 

@@ -11,9 +11,6 @@
 //! Every offset and size read from the file is bounds-checked; a broken or truncated file yields an
 //! [`ElfError`], never a panic or an out-of-range read.
 
-// issue 54: 45 public items still to document here.
-#![allow(missing_docs)]
-
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::{self, Dyn};
 use goblin::elf::header::{self, Header};
@@ -50,17 +47,25 @@ const MAX_LITERAL: usize = 256;
 /// A parsed ELF whose bytes are still in memory. Later stages (payload scan, fatbin walk) read
 /// through it while the caller keeps the map or buffer alive.
 pub struct ElfView<'a> {
+    /// The whole file.
     pub bytes: &'a [u8],
+    /// The ELF header.
     pub header: Header,
+    /// Class (32/64-bit) and byte order, to read the other structures with.
     pub ctx: Ctx,
+    /// The program headers (empty when the file has none).
     pub phdrs: Vec<ProgramHeader>,
+    /// The section headers (empty when the file has none: `e_shoff` 0).
     pub shdrs: Vec<SectionHeader>,
     shstrtab: Range<usize>,
+    /// The `PT_DYNAMIC` entries, up to DT_NULL (empty for a static file).
     pub dynamic: Vec<Dyn>,
     dynstr: Range<usize>,
 }
 
 impl<'a> ElfView<'a> {
+    /// Parse the headers and the dynamic section of `bytes`: an error names the first thing that is
+    /// not ELF or points outside the file.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, ElfError> {
         if bytes.len() < 16 || &bytes[..4] != b"\x7fELF" {
             return Err(ElfError::NotElf);
@@ -200,6 +205,7 @@ impl<'a> ElfView<'a> {
         Ok(())
     }
 
+    /// The value of the first dynamic entry with `tag`, if any.
     pub fn dyn_val(&self, tag: u64) -> Option<u64> {
         self.dynamic
             .iter()
@@ -216,6 +222,7 @@ impl<'a> ElfView<'a> {
             .and_then(|p| usize::try_from(p.p_offset + (addr - p.p_vaddr)).ok())
     }
 
+    /// A section's name from the section-name table (`""` when it has none or it points outside).
     pub fn section_name(&self, sh: &SectionHeader) -> &'a str {
         let tab = &self.bytes[self.shstrtab.clone()];
         cstr_at(tab, sh.sh_name).unwrap_or("")
@@ -226,6 +233,7 @@ impl<'a> ElfView<'a> {
         self.shstrtab.len()
     }
 
+    /// The first section with this name, if any.
     pub fn section(&self, name: &str) -> Option<&SectionHeader> {
         self.shdrs.iter().find(|s| self.section_name(s) == name)
     }
@@ -238,6 +246,8 @@ impl<'a> ElfView<'a> {
         file_range(self.bytes.len() as u64, sh.sh_offset, sh.sh_size).map(|r| &self.bytes[r])
     }
 
+    /// The NUL-terminated string at offset `off` of the dynamic string table, if it is inside it
+    /// and UTF-8.
     pub fn dynstr(&self, off: u64) -> Option<&'a str> {
         cstr_at(&self.bytes[self.dynstr.clone()], off as usize)
     }
@@ -404,22 +414,34 @@ pub(crate) fn cbytes_at(tab: &[u8], off: usize) -> Option<&[u8]> {
 
 // --- facts -------------------------------------------------------------------------------------
 
+/// What the ELF header's `e_type` (and a `PT_INTERP`) says the file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ElfType {
+    /// `ET_EXEC`: a position-dependent program.
     Executable,
+    /// `ET_DYN` with a `PT_INTERP`: a position-independent program.
     PieExecutable,
+    /// `ET_DYN` without a `PT_INTERP`: a shared library.
     SharedLibrary,
+    /// `ET_REL`: an object file, never loaded by ld.so.
     Relocatable,
+    /// `ET_CORE`: a core dump.
     Core,
+    /// Any other `e_type`.
     Other,
 }
 
+/// Bytes of the sections that matter for sizing, by kind (SHT_NOBITS sections count 0).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SectionSizes {
+    /// `.text`.
     pub text: u64,
+    /// Every `.rodata*` section.
     pub rodata: u64,
+    /// `.nv_fatbin`: the CUDA device code.
     pub nv_fatbin: u64,
+    /// Every `.debug_*` and `.zdebug_*` section.
     pub debug: u64,
     /// `.symtab` + `.strtab`: present in unstripped files, never loaded at run time.
     pub symtab: u64,
@@ -440,25 +462,39 @@ pub struct LibLiteral {
     pub neighbours: Vec<String>,
 }
 
+/// What one ELF file tells the load model and the payload scan: its identity, how it loads others
+/// and what its read-only data names.
 #[derive(Debug, Clone, Serialize)]
 pub struct ElfFacts {
+    /// 32 or 64.
     pub class: u8,
+    /// `e_machine` as goblin names it (`X86_64`, `AARCH64`).
     pub machine: String,
+    /// Program, shared library, or another kind of ELF.
     pub elf_type: ElfType,
+    /// The `PT_INTERP` path (the program's dynamic loader), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpreter: Option<String>,
+    /// DT_SONAME, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soname: Option<String>,
+    /// DT_NEEDED entries, in order.
     pub needed: Vec<String>,
     /// DT_RPATH entries, unexpanded. `None` when the tag is absent (different from an empty value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpath: Option<Vec<String>>,
+    /// DT_RUNPATH entries, unexpanded. `None` when the tag is absent (different from an empty
+    /// value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runpath: Option<Vec<String>>,
+    /// DT_FLAGS_1 has DF_1_NODEFLIB: ld.so does not search the default directories for this file's
+    /// requests.
     pub nodeflib: bool,
+    /// Bytes of the sections that matter for sizing.
     pub sections: SectionSizes,
     /// Loader entry points this file imports (`dlopen`, `dlmopen`, `at::DynamicLibrary::DynamicLibrary`).
     pub loader_imports: Vec<String>,
+    /// Strings in read-only data that name a shared library: the `dlopen` candidates.
     pub library_literals: Vec<LibLiteral>,
     /// Read-only strings containing one of the words asked for (the payload name).
     pub mentions: Mentions,
@@ -471,7 +507,9 @@ pub struct ElfFacts {
     pub dlopen_note_problems: Vec<NoteProblem>,
     /// Exports a `PyInit_*` function: a CPython extension module.
     pub python_extension: bool,
+    /// How many dynamic symbols it defines and how many it imports.
     pub dynamic_symbols: SymbolCounts,
+    /// The dynamic symbol table, for the lookups after the facts are read (not serialised).
     #[serde(skip)]
     pub symbols: DynSymbols,
 }
@@ -479,7 +517,9 @@ pub struct ElfFacts {
 /// Strings in read-only data that contain a searched word: all counted, the first few kept.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Mentions {
+    /// How many strings contain one of the words.
     pub count: usize,
+    /// The first few of them (up to 8), without duplicates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<String>,
 }
@@ -487,17 +527,23 @@ pub struct Mentions {
 /// Mention samples kept per file.
 const MENTION_SAMPLES: usize = 8;
 
+/// Dynamic symbols by whether the file defines them.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SymbolCounts {
+    /// Entries the file defines (exports), the null entry 0 not counted.
     pub defined: usize,
+    /// Named entries the file leaves undefined (imports).
     pub undefined: usize,
 }
 
 impl ElfFacts {
+    /// An executable, position-dependent or not.
     pub fn is_executable(&self) -> bool {
         matches!(self.elf_type, ElfType::Executable | ElfType::PieExecutable)
     }
 
+    /// Whether it imports any loader entry point (`dlopen` and the like): a file that can load
+    /// libraries lazily.
     pub fn imports_loader(&self) -> bool {
         !self.loader_imports.is_empty()
     }
@@ -543,7 +589,9 @@ fn rodata_patterns(words: &[&str]) -> Vec<String> {
 /// A string table [`ElfView::facts`] searches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SearchedTable {
+    /// The dynamic string table (`.dynstr`), with the loader names' patterns.
     Dynstr,
+    /// The read-only data (`.rodata*`), with the library-name and payload-word patterns.
     Rodata,
 }
 

@@ -22,10 +22,6 @@
 //! loaded bytes but is renamed `.note.dlopen.orig` and typed `SHT_PROGBITS`, so readers that go by
 //! section (`readelf -n`, `dlopen-notes.py`) see exactly one note: the merged one.
 
-// issue 54: 37 public items still to document here; the JSON document types (14 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
@@ -75,6 +71,8 @@ pub enum Priority {
 }
 
 impl Priority {
+    /// The priority as the spec writes it in the note's JSON (`required`, `recommended`,
+    /// `suggested`).
     pub fn as_str(self) -> &'static str {
         match self {
             Priority::Required => "required",
@@ -141,12 +139,16 @@ impl DlopenEntry {
 /// Why [`DlopenEntry::check`] refuses an entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
+    /// The entry lists no soname.
     #[error("at least one soname is required")]
     NoSoname,
+    /// One of its sonames is the empty string.
     #[error("a soname is empty")]
     EmptySoname,
+    /// A soname holds a `/` (a path, which the spec rules out).
     #[error("soname {0:?} contains a '/': the note names libraries, not paths")]
     SonameWithSlash(String),
+    /// A string of the entry holds a control character.
     #[error("{0:?} contains a control character, which the note's JSON may not hold")]
     Control(String),
 }
@@ -157,25 +159,58 @@ pub enum EntryError {
 #[serde(tag = "problem", rename_all = "kebab-case")]
 pub enum NoteProblem {
     /// The note (or the section holding it) runs past the end of its section, segment or file.
-    Truncated { offset: u64 },
+    Truncated {
+        /// File offset of the note (or of the section holding it).
+        offset: u64,
+    },
     /// The note is not 4-byte aligned, or sits in a container aligned otherwise.
-    Misaligned { offset: u64, align: u64 },
+    Misaligned {
+        /// File offset of the note.
+        offset: u64,
+        /// The alignment of the section or segment holding it (1 when the note itself is not 4-byte
+        /// aligned).
+        align: u64,
+    },
     /// The descriptor is larger than [`MAX_DESC`].
-    TooLarge { offset: u64, size: u64 },
+    TooLarge {
+        /// File offset of the note.
+        offset: u64,
+        /// The descriptor's size in bytes.
+        size: u64,
+    },
     /// The descriptor has no terminating NUL.
-    Unterminated { offset: u64 },
+    Unterminated {
+        /// File offset of the note.
+        offset: u64,
+    },
     /// The descriptor is not UTF-8.
-    NotUtf8 { offset: u64 },
+    NotUtf8 {
+        /// File offset of the note.
+        offset: u64,
+    },
     /// The descriptor is not a JSON array.
-    BadJson { offset: u64, error: String },
+    BadJson {
+        /// File offset of the note.
+        offset: u64,
+        /// What the JSON parser said.
+        error: String,
+    },
     /// Entry `index` is not an object with a list of soname strings, or has a field of the wrong type.
     BadEntry {
+        /// File offset of the note.
         offset: u64,
+        /// The entry's position in the array, from 0.
         index: usize,
+        /// What is wrong with it.
         why: String,
     },
     /// A soname with a `/` (a path, which the spec rules out): that alternative is dropped.
-    SonameWithSlash { offset: u64, soname: String },
+    SonameWithSlash {
+        /// File offset of the note.
+        offset: u64,
+        /// The soname as written.
+        soname: String,
+    },
 }
 
 impl fmt::Display for NoteProblem {
@@ -222,7 +257,9 @@ impl fmt::Display for NoteProblem {
 /// Everything the file's dlopen notes declare, and what was wrong with them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DlopenNotes {
+    /// Every entry declared, deduplicated, in the order read.
     pub entries: Vec<DlopenEntry>,
+    /// Every problem found, deduplicated, in the order found.
     pub problems: Vec<NoteProblem>,
     /// File offsets (and padding) of the notes read, to read each once: a hostile section that
     /// covers the same bytes with another alignment reads them differently and must not hide them.
@@ -468,29 +505,39 @@ enum BadEntry {
 /// Why [`add_note`] refuses a file.
 #[derive(Debug, thiserror::Error)]
 pub enum NoteWriteError {
+    /// The file is not ELF the reader can take.
     #[error(transparent)]
     Elf(#[from] ElfError),
+    /// The ELF type is neither ET_DYN nor ET_EXEC (the type code is kept).
     #[error("not a shared library or executable (ELF type {0})")]
     NotLoadable(u16),
+    /// The file uses extended section numbering (65280 or more sections), which the writer does not
+    /// rewrite.
     #[error("uses extended section numbering (65280 or more sections)")]
     ExtendedNumbering,
     /// The copy carries the section headers over: headers readelf calls broken would stay broken.
     #[error("broken section headers: {0}")]
     Sections(#[from] SectionProblem),
+    /// The file's existing dlopen note, which would be merged, is malformed.
     #[error("its dlopen note is malformed: {0}")]
     Malformed(NoteProblem),
+    /// An entry to add breaks the spec's rules.
     #[error(transparent)]
     BadEntry(#[from] EntryError),
     /// The merged entries did not serialise (not expected: they are strings and an enum).
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The copy would be larger than a 32-bit ELF file can address (4 GiB).
     #[error("the result would exceed the 4 GiB a 32-bit ELF file can address")]
     TooLarge,
     /// Readers (this one included) skip a larger descriptor: the note would be written but lost.
     #[error(
         "the merged note's descriptor would be {size} bytes, above the {MAX_DESC} a reader takes"
     )]
-    DescriptorTooLarge { size: u64 },
+    DescriptorTooLarge {
+        /// The merged descriptor's size in bytes.
+        size: u64,
+    },
 }
 
 /// What [`add_note`] wrote.
@@ -559,31 +606,68 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
 /// copy would keep it, or lose names readers find the note by.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SectionProblem {
+    /// `e_shentsize` is not the size of a section header for the file's class.
     #[error("e_shentsize is {found}, not {expected} (the size of a section header)")]
-    EntrySize { found: u16, expected: usize },
+    EntrySize {
+        /// The header's `e_shentsize`.
+        found: u16,
+        /// The size of a section header for the file's class.
+        expected: usize,
+    },
+    /// `e_shstrndx` names a section past the table.
     #[error("e_shstrndx {index} is out of range ({count} sections)")]
-    NameTableOutOfRange { index: u16, count: usize },
+    NameTableOutOfRange {
+        /// The header's `e_shstrndx`.
+        index: u16,
+        /// How many section headers there are.
+        count: usize,
+    },
+    /// `e_shstrndx` names a section that is not SHT_STRTAB.
     #[error("e_shstrndx {index} is not a string table")]
-    NameTableNotStrtab { index: u16 },
+    NameTableNotStrtab {
+        /// The header's `e_shstrndx`.
+        index: u16,
+    },
     #[error(
         "section {index} ({offset:#x}, {size} bytes) runs past the end of the file ({len} bytes)"
     )]
+    /// A section's bytes run past the end of the file.
     PastEnd {
+        /// The section's index.
         index: usize,
+        /// Its `sh_offset`.
         offset: u64,
+        /// Its `sh_size`.
         size: u64,
+        /// The file's length in bytes.
         len: u64,
     },
+    /// A section's name offset is outside the section-name table.
     #[error("section {index}'s name offset {name} is outside the section-name table")]
-    NameOutside { index: usize, name: usize },
+    NameOutside {
+        /// The section's index.
+        index: usize,
+        /// Its `sh_name`: an offset into the section-name table.
+        name: usize,
+    },
+    /// A section's `sh_link` names a section past the table.
     #[error("section {index} links to section {link}, out of range ({count} sections)")]
     LinkOutOfRange {
+        /// The section's index.
         index: usize,
+        /// Its `sh_link`.
         link: u32,
+        /// How many section headers there are.
         count: usize,
     },
+    /// Two sections (not SHT_NOBITS) overlap in the file.
     #[error("sections {first} and {second} overlap in the file")]
-    Overlap { first: usize, second: usize },
+    Overlap {
+        /// The index of the first.
+        first: usize,
+        /// The index of the second.
+        second: usize,
+    },
 }
 
 /// The section header table as readelf checks it (see [`SectionProblem`]). A file without one

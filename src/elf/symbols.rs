@@ -7,9 +7,6 @@
 //! for directories, copied for archive members) and answers questions the way ld.so does:
 //! `defines(name)` walks the file's GNU (or SysV) hash table.
 
-// issue 54: 40 public items still to document here.
-#![allow(missing_docs)]
-
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
@@ -22,11 +19,14 @@ use serde::Serialize;
 /// Bytes that outlive the parse: a range of a shared memory map, or an owned copy.
 #[derive(Clone)]
 pub enum Bytes {
+    /// A range of the file's shared memory map.
     Map(Arc<Mmap>, Range<usize>),
+    /// A copy of the bytes, for a file read into a buffer.
     Owned(Arc<[u8]>),
 }
 
 impl Bytes {
+    /// No bytes (an owned empty slice).
     pub fn empty() -> Self {
         Bytes::Owned(Arc::from(&[][..]))
     }
@@ -51,6 +51,7 @@ pub struct Lookup<'a> {
 }
 
 impl<'a> Lookup<'a> {
+    /// A lookup of `name`; its hashes are computed when first asked for.
     pub fn new(name: &'a str) -> Self {
         Lookup {
             name,
@@ -87,6 +88,7 @@ pub struct DefinedPrints<'a> {
 }
 
 impl<'a> DefinedPrints<'a> {
+    /// The prints of every defined symbol of `symbols`.
     pub fn new(symbols: &'a DynSymbols) -> Self {
         let size = (2 * symbols.defined + 1).next_power_of_two().max(16);
         let mut slots = vec![0u64; size];
@@ -184,20 +186,28 @@ impl std::fmt::Debug for Bytes {
 /// One symbol-table entry, decoded from either ELF class.
 #[derive(Debug, Clone, Copy)]
 pub struct RawSym {
+    /// `st_name`: offset of the name in the string table.
     pub name: u32,
+    /// `st_info`: the symbol's type (low 4 bits) and binding (high 4 bits).
     pub info: u8,
+    /// `st_shndx`: the section it is defined in, or SHN_UNDEF for an import.
     pub shndx: u16,
+    /// `st_value`: its address.
     pub value: u64,
+    /// `st_size`: its size in bytes.
     pub size: u64,
 }
 
 impl RawSym {
+    /// The symbol type (`STT_*`), the low 4 bits of `st_info`.
     pub fn kind(&self) -> u8 {
         self.info & 0xf
     }
+    /// The binding (`STB_*`), the high 4 bits of `st_info`.
     pub fn bind(&self) -> u8 {
         self.info >> 4
     }
+    /// Whether the file defines it (`st_shndx` is not SHN_UNDEF).
     pub fn defined(&self) -> bool {
         self.shndx != object::elf::SHN_UNDEF.0
     }
@@ -256,6 +266,7 @@ impl<'a> SymTable<'a> {
         SymTable { entries, endian }
     }
 
+    /// The size of one symbol table entry for the class (16 bytes for 32-bit, 24 for 64-bit).
     pub fn entsize(is64: bool) -> usize {
         if is64 {
             std::mem::size_of::<Sym64<Endianness>>()
@@ -264,6 +275,7 @@ impl<'a> SymTable<'a> {
         }
     }
 
+    /// The number of entries.
     pub fn len(&self) -> usize {
         match self.entries {
             Entries::Elf32(t) => t.len(),
@@ -271,10 +283,12 @@ impl<'a> SymTable<'a> {
         }
     }
 
+    /// Whether the table has no entries.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Entry `i`, decoded to the host's byte order; None past the end.
     pub fn get(&self, i: usize) -> Option<RawSym> {
         match self.entries {
             Entries::Elf32(t) => t.get(i).map(|s| RawSym::from_object(s, self.endian)),
@@ -300,6 +314,7 @@ impl<'a> SymTable<'a> {
         }
     }
 
+    /// Every entry in order, decoded to the host's byte order.
     pub fn iter(self) -> impl Iterator<Item = RawSym> + 'a {
         let e = self.endian;
         let (t32, t64) = match self.entries {
@@ -312,36 +327,56 @@ impl<'a> SymTable<'a> {
     }
 }
 
+/// Which hash table a file's dynamic symbols are looked up through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HashKind {
+    /// DT_GNU_HASH.
     Gnu,
+    /// DT_HASH (System V).
     Sysv,
 }
 
 /// A decoded dynamic symbol.
 #[derive(Debug, Clone, Copy)]
 pub struct Sym<'a> {
+    /// Its name from the dynamic string table (never empty).
     pub name: &'a str,
+    /// `st_size`: its size in bytes.
     pub size: u64,
+    /// The symbol type (`STT_*`).
     pub kind: u8,
+    /// The binding (`STB_*`).
     pub bind: u8,
+    /// Whether the file defines it (an export) rather than imports it.
     pub defined: bool,
+    /// Its version name (from `.gnu.version`), when it has one other than the base or local
+    /// version.
     pub version: Option<&'a str>,
+    /// The version is hidden (bit 15 of its `.gnu.version` entry): only a request for that exact
+    /// version binds to it.
     pub hidden_version: bool,
 }
 
 /// A dynamic symbol as written to JSON (`inspect --symbols`).
 #[derive(Debug, Clone, Serialize)]
 pub struct SymbolRecord {
+    /// The symbol's name.
     pub name: String,
+    /// Its version name, when it has one other than the base or local version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Whether the file defines it (an export) rather than imports it.
     pub defined: bool,
+    /// Its size in bytes (`st_size`).
     pub size: u64,
+    /// Its type in lower case (`func`, `object`, …).
     pub kind: String,
+    /// Its binding in lower case (`global`, `weak`, …).
     pub bind: String,
 }
 
+/// A file's dynamic symbol table with its string, version and hash tables, kept beyond the parse to
+/// answer which names it defines and imports.
 #[derive(Debug, Clone)]
 pub struct DynSymbols {
     table: Bytes,
@@ -353,6 +388,7 @@ pub struct DynSymbols {
     versions: Vec<Option<String>>,
     is64: bool,
     le: bool,
+    /// How many entries are defined (exports), the null entry 0 not counted.
     pub defined: usize,
     /// Indices of the imported (undefined, named) entries, found in the one pass that counts them:
     /// the contract asks for imports of every core file, and 90 % of a big library's entries are
@@ -444,10 +480,12 @@ impl DynSymbols {
         SymTable::new(&self.table, self.is64, self.le)
     }
 
+    /// The number of entries, not counting the null entry 0.
     pub fn len(&self) -> usize {
         self.raw().len().saturating_sub(1)
     }
 
+    /// Whether the table has no entries besides the null one.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -490,6 +528,7 @@ impl DynSymbols {
         })
     }
 
+    /// Every named entry, decoded with its version (entry 0 and nameless ones skipped).
     pub fn iter(&self) -> impl Iterator<Item = Sym<'_>> {
         self.raw()
             .iter()
@@ -731,6 +770,7 @@ impl DynSymbols {
         Some(false)
     }
 
+    /// Every named symbol as a serialisable record (the `symbols` listing).
     pub fn to_list(&self) -> Vec<SymbolRecord> {
         self.iter()
             .map(|s| SymbolRecord {

@@ -14,10 +14,6 @@
 //! *every* container has a usable entry. Family-specific targets (`sm_100f`, CUDA 12.9) are not
 //! distinguished in the headers seen so far and are treated as plain targets.
 
-// issue 54: 5 public items still to document here; the JSON document types (3 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use std::fmt;
 use std::str::FromStr;
 
@@ -28,11 +24,14 @@ use super::{Container, Entry, FatbinSummary, Kind, arch_name};
 /// A device's compute capability, e.g. 9.0 for an H100 (`sm_90`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Capability {
+    /// The major version (9 of sm_90).
     pub major: u32,
+    /// The minor version (0 of sm_90).
     pub minor: u32,
 }
 
 impl Capability {
+    /// The capability of architecture number `arch` (`90` → 9.0).
     pub fn from_arch(arch: u32) -> Self {
         Capability {
             major: arch / 10,
@@ -40,6 +39,7 @@ impl Capability {
         }
     }
 
+    /// The architecture number (9.0 → `90`).
     pub fn arch(self) -> u32 {
         self.major * 10 + self.minor
     }
@@ -115,6 +115,7 @@ pub fn fits(kind: Kind, arch: u32, arch_specific: bool, dev: Capability) -> Opti
     }
 }
 
+/// How the entry runs on `dev`: as SASS, through PTX JIT, or None when it cannot.
 pub fn entry_fits(e: &Entry, dev: Capability) -> Option<ContainerFit> {
     fits(e.kind, e.arch, e.arch_specific, dev)
 }
@@ -122,12 +123,14 @@ pub fn entry_fits(e: &Entry, dev: Capability) -> Option<ContainerFit> {
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
 )]
+/// How the best entry of a container runs on a device.
 #[serde(rename_all = "lowercase")]
 pub enum ContainerFit {
     /// A cubin for this device (or an older minor of its major).
     Sass,
     /// Only PTX: the driver JIT-compiles it at first use (slow start, needs a new enough driver).
     Jit,
+    /// Nothing in the container runs on the device: its kernels fail to launch.
     None,
 }
 
@@ -150,6 +153,7 @@ fn container_fit(c: &Container, dev: Capability) -> (ContainerFit, Option<&Entry
     }
 }
 
+/// Whether a library's device code runs on a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Runs {

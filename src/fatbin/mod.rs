@@ -15,9 +15,6 @@
 //! recompress, on request), [`device`] (can a library run on a given GPU), [`scan`] (the
 //! `splitpkg fatbin` command over a whole tree).
 
-// issue 54: 15 public items still to document here.
-#![allow(missing_docs)]
-
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,15 +33,20 @@ pub mod whatif;
 pub use device::{Capability, ContainerFit, DeviceVerdict, Runs, device_check};
 pub use whatif::{CompressMode, WhatIf, decompress_entry, what_if};
 
+/// The ELF section that holds CUDA fat binaries.
 pub const SECTION: &str = ".nv_fatbin";
+/// The magic number that opens every container of the section.
 pub const CONTAINER_MAGIC: u32 = 0xBA55_ED50;
+/// Bytes of a container header: magic, version, header size, payload size.
 pub const CONTAINER_HEADER: usize = 16;
 /// Smallest entry header; sm_100+ ELF entries use 112 bytes and others have been reported (80).
 pub const ENTRY_HEADER_MIN: usize = 64;
 
 /// Entry flag bits that matter here (names from redplait/denvdis and public CUDA shims).
 pub mod flags {
+    /// The entry is for a 64-bit host.
     pub const BIT64: u64 = 0x1;
+    /// The entry carries debug information.
     pub const DEBUG: u64 = 0x2;
     /// Older compression flag; the payload format is not known, so it is reported as `unknown`.
     pub const COMPRESSED_OLD: u64 = 0x1000;
@@ -59,6 +61,7 @@ pub mod flags {
 /// An error in the section, with the file offset where the walk stopped.
 #[derive(Debug, Clone)]
 pub struct FatbinError {
+    /// File offset where the walk stopped.
     pub offset: u64,
     /// The whole reason, a cause's text included (`cannot read 8 bytes: …`).
     pub reason: String,
@@ -161,6 +164,7 @@ impl Kind {
         }
     }
 
+    /// The kind as tables print it (`PTX`, `SASS`, `other`).
     pub fn label(self) -> &'static str {
         match self {
             Kind::Ptx => "PTX",
@@ -197,6 +201,8 @@ pub enum Compression {
 }
 
 impl Compression {
+    /// The compression an entry's header flags say: zstd, LZ4, none, or unknown (the old flag, or
+    /// more than one).
     pub fn from_flags(f: u64) -> Compression {
         match (
             f & flags::ZSTD != 0,
@@ -210,6 +216,7 @@ impl Compression {
         }
     }
 
+    /// The compression's name (`none`, `lz4`, `zstd`, `unknown`).
     pub fn label(self) -> &'static str {
         match self {
             Compression::None => "none",
@@ -256,11 +263,13 @@ impl Entry {
         arch_name(self.arch, self.arch_specific)
     }
 
+    /// File offset of the entry's payload (just after its header).
     pub fn payload_offset(&self) -> u64 {
         self.offset + self.header_size as u64
     }
 }
 
+/// The architecture's name as cuobjdump writes it: `sm_90`, or `sm_90a` when arch-specific.
 pub fn arch_name(arch: u32, arch_specific: bool) -> String {
     format!("sm_{arch}{}", if arch_specific { "a" } else { "" })
 }
@@ -283,6 +292,7 @@ pub struct Container {
 }
 
 impl Container {
+    /// File offset just past the container (its header and its payload).
     pub fn end(&self) -> u64 {
         self.offset + self.header_size as u64 + self.payload_size
     }
@@ -401,6 +411,7 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 pub trait Source {
     /// Section length in bytes.
     fn len(&self) -> usize;
+    /// Whether the section is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -449,6 +460,7 @@ pub struct FileSource<'a> {
 impl<'a> FileSource<'a> {
     const WINDOW: usize = 256;
 
+    /// The section at file offset `base`, `len` bytes long, of an open file.
     pub fn new(file: &'a std::fs::File, base: u64, len: usize) -> Self {
         FileSource {
             file,
@@ -957,6 +969,8 @@ pub struct DriverFloor {
     pub compression_raises_floor: bool,
 }
 
+/// The driver floor from the CUDA runtime's major version (when known) and what the compression
+/// needs (when any entry is compressed): the higher of the two.
 pub fn driver_floor(cuda_major: Option<u32>, compression: Option<DriverReq>) -> DriverFloor {
     let runtime = cuda_major.and_then(runtime_floor);
     let (minimum, raises) = match (&runtime, &compression) {

@@ -1,10 +1,6 @@
 //! `splitpkg fatbin`: the device code of every library in a tree (or of one ELF file), with the
 //! optional what-if and device checks, as one serialisable report (`docs/fatbin.schema.json`).
 
-// issue 54: 3 public items still to document here; the JSON document types (3 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,9 +20,12 @@ use crate::input::{ElfInput, Tree, TreeKind};
 use crate::progress::Progress;
 pub use crate::provenance::Tool;
 
+/// The `schema` of a fatbin report.
 pub const SCHEMA: &str = "splitpkg-fatbin";
+/// The version of the fatbin report's layout.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// What `splitpkg fatbin` was asked to do besides the scan itself.
 #[derive(Debug, Clone, Default)]
 pub struct ScanOptions {
     /// Estimate the stored size under each of these (decompresses and recompresses every entry:
@@ -130,8 +129,11 @@ pub struct Total {
 /// The report of `splitpkg fatbin --json`.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FatbinReport {
+    /// Which document this is: `splitpkg-fatbin`.
     pub schema: String,
+    /// The version of the fatbin report's layout.
     pub schema_version: u32,
+    /// The splitpkg that wrote this document.
     pub tool: Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
     #[serde(flatten)]

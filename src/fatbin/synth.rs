@@ -4,20 +4,24 @@
 //! device code here: containers of PTX/ELF entries with zstd, LZ4-block or no compression, 64- or
 //! 112-byte headers, zero padding between containers.
 
-// issue 54: 11 public items still to document here.
-#![allow(missing_docs)]
-
 use super::{CONTAINER_MAGIC, Compression, flags};
 
 /// One entry to write. `payload` is the stored payload before rounding up to 8 bytes.
 #[derive(Debug, Clone)]
 pub struct SynthEntry {
+    /// The header's kind code: 1 PTX, 2 ELF (SASS).
     pub kind: u16,
+    /// The architecture number (`90` for sm_90).
     pub arch: u32,
+    /// The header's flag bits ([`flags`]): compression and the like.
     pub flags: u64,
+    /// The header size written (64 before sm_100, 112 from it on).
     pub header_size: u32,
+    /// The stored payload, before the rounding up to 8 bytes.
     pub payload: Vec<u8>,
+    /// The header's compressed-size field: the payload's length, or 0 when uncompressed.
     pub compressed: u32,
+    /// The payload's size uncompressed.
     pub uncompressed: u64,
 }
 
@@ -28,6 +32,7 @@ impl SynthEntry {
         Self::new(2, arch, raw, compression)
     }
 
+    /// A PTX entry holding `text`, compressed as asked.
     pub fn ptx(arch: u32, text: &[u8], compression: Compression) -> Self {
         Self::new(1, arch, text, compression)
     }
@@ -64,15 +69,18 @@ impl SynthEntry {
         self
     }
 
+    /// The same entry with header size `n` written instead (hostile and unusual headers).
     pub fn with_header_size(mut self, n: u32) -> Self {
         self.header_size = n;
         self
     }
 
+    /// Bytes of the payload as stored: rounded up to 8.
     pub fn stored(&self) -> u64 {
         (self.payload.len() as u64).div_ceil(8) * 8
     }
 
+    /// The entry as it lies in the section: header, payload and padding.
     pub fn bytes(&self) -> Vec<u8> {
         let hs = self.header_size.max(64) as usize;
         let mut h = vec![0u8; hs];

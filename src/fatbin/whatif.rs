@@ -7,9 +7,6 @@
 //! [`uncompressed_limit`] of its compressed size, and a payload that decompresses to anything but
 //! exactly that size is an error.
 
-// issue 54: 8 public items still to document here.
-#![allow(missing_docs)]
-
 use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
@@ -37,12 +34,16 @@ pub fn uncompressed_limit(compressed: u64) -> u64 {
 /// `zstd[:LEVEL]` (zstd's default level 3 when none is given).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompressMode {
+    /// Stored uncompressed.
     None,
+    /// LZ4 block compression (what `-compress-all` writes).
     Lz4,
+    /// One zstd frame at this level.
     Zstd(i32),
 }
 
 impl CompressMode {
+    /// The compression an entry written in this mode would carry in its header flags.
     pub fn compression(self) -> Compression {
         match self {
             CompressMode::None => Compression::None,
@@ -68,9 +69,11 @@ crate::string_form!(CompressMode, "CompressMode", "^(none|lz4|zstd:-?[0-9]+)$");
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown compression {given:?}: expected none, lz4, zstd or zstd:LEVEL ({min}..={max})")]
 pub struct BadCompressMode {
+    /// The argument as given.
     pub given: String,
     /// The zstd levels the linked library accepts.
     pub min: i32,
+    /// The highest zstd level the linked library accepts.
     pub max: i32,
 }
 
@@ -315,7 +318,9 @@ fn minutes(secs: f64) -> String {
 /// Who follows a what-if: told the estimate once the sample is measured, then the uncompressed
 /// bytes of each entry as it finishes (every mode done for it).
 pub trait Watch: Sync {
+    /// The estimate, once the sample is measured.
     fn estimate(&self, e: &Estimate);
+    /// One more entry finished: its uncompressed bytes (every mode done for it).
     fn done(&self, bytes: u64);
 }
 

@@ -31,11 +31,6 @@
 //! The printed commands (`commands.rs`) install from `--url`, pinned to the split, the other
 //! variant too; the serve command serves that URL where `index` can know how (loopback `http`).
 
-// issue 54: these are JSON document types: a doc comment becomes the generated schema's
-// description (docs/*.schema.json), so documenting them waits for a round that may change the
-// schemas.
-#![allow(missing_docs)]
-
 pub mod commands;
 pub mod dist;
 pub mod page;
@@ -106,6 +101,7 @@ pub enum Layout {
     Plain,
 }
 
+/// One file on a project's page of the index.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexedFile {
     /// The file's name on the project's page.
@@ -133,6 +129,7 @@ pub struct LeftOut {
     pub why: String,
 }
 
+/// One project of the index and its page's files.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectReport {
     /// PEP 503-normalised: the page is `NAME/`.
@@ -141,11 +138,17 @@ pub struct ProjectReport {
     pub files: Vec<IndexedFile>,
 }
 
+/// What `index` did: the projects written, their files, and the wheels left out.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexReport {
+    /// Which document this is: `splitpkg-index`.
     pub schema: String,
+    /// The version of the index report's layout.
     pub schema_version: u32,
+    /// The splitpkg that wrote this document.
     pub tool: crate::provenance::Tool,
+    /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the
+    /// date.
     #[serde(flatten)]
     pub stamp: crate::provenance::Stamp,
     /// The index directory (`--out`).

@@ -5,10 +5,6 @@
 //! pip overwrites a file another distribution owns and deletes it when that one is uninstalled
 //! (pypa/pip#4625), so "one owner" is checked here, not assumed.
 
-// issue 54: 3 public items still to document here; the JSON document types (2 items) wait
-// for a round that may change the schemas (a doc comment becomes the schema's description).
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::path::Path;
 
@@ -94,7 +90,9 @@ pub struct Owner {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Installer {
+    /// pip.
     Pip,
+    /// uv.
     Uv,
     /// Another installer, or none recorded.
     #[default]
@@ -324,8 +322,14 @@ pub enum MarkerError {
         sanitize::quoted(.0)
     )]
     Label(String),
+    /// A variant's `library_bytes` is larger than one library can be (the ELF member limit).
     #[error("variant {variant}: library_bytes {bytes} is above what one library can be")]
-    LibraryBytes { variant: String, bytes: u64 },
+    LibraryBytes {
+        /// The variant's name.
+        variant: String,
+        /// The size it states.
+        bytes: u64,
+    },
     /// An `install` value that names no installable requirement.
     #[error("variant {variant}: install {}: {source}", sanitize::quoted(.install))]
     Install {

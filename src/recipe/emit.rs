@@ -7,7 +7,8 @@
 //! recipes' own Jinja (`${{ }}`, `{{ }}`) passes through untouched. Output is deterministic: no
 //! timestamps, no absolute paths.
 
-// issue 54: 9 public items still to document here.
+// issue 54: only the type line of `Format` is left undocumented here: helper N1 renames that
+// type and documents it (branch n-rename). Remove this allow once both branches are merged.
 #![allow(missing_docs)]
 
 use crate::error::Context;
@@ -63,11 +64,14 @@ const TEMPLATES: &[(&str, &str)] = &[
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// A rattler-build v1 recipe (`recipe.yaml`).
     RattlerBuild,
+    /// A conda-build recipe (`meta.yaml`).
     CondaBuild,
 }
 
 impl Format {
+    /// The output subdirectory the format's recipe is written in (`rattler-build`, `conda-build`).
     pub fn dir(self) -> &'static str {
         match self {
             Format::RattlerBuild => "rattler-build",
@@ -79,12 +83,17 @@ impl Format {
 /// One generated file, relative to the output directory.
 #[derive(Debug, Clone)]
 pub struct Generated {
+    /// Path of the file, relative to the output directory.
     pub path: PathBuf,
+    /// Its content.
     pub text: String,
+    /// Whether to write it executable (scripts).
     pub executable: bool,
 }
 
+/// What `emit` generates: the files and what the maintainer must read.
 pub struct Emitted {
+    /// The generated files, one set per recipe format asked for.
     pub files: Vec<Generated>,
     /// Things the maintainer must read (printed on stderr by the CLI).
     pub warnings: Vec<String>,

@@ -8,9 +8,6 @@
 //! layout stay as the maintainer wrote them. A shape it does not recognise is refused with one
 //! line naming what it expected; a recipe it already patched gives an empty patch.
 
-// issue 54: 13 public items still to document here.
-#![allow(missing_docs)]
-
 use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;
@@ -72,6 +69,7 @@ pub struct FileChange {
     pub path: PathBuf,
     /// `None` when the file does not exist yet.
     pub before: Option<String>,
+    /// The file's content after the patch.
     pub after: String,
     /// The file's permission bits now (`None` when it does not exist yet).
     pub before_mode: Option<u32>,
@@ -121,6 +119,7 @@ pub fn mode_lines(before: Option<u32>, after: u32) -> String {
 /// The patch: empty when the feedstock already has the split.
 #[derive(Debug, Clone, Default)]
 pub struct Patch {
+    /// Every file the patch writes, before and after.
     pub changes: Vec<FileChange>,
     /// What the patch could not do and a maintainer must (one line each, for stderr).
     pub notes: Vec<String>,
@@ -132,27 +131,38 @@ pub struct Patch {
 /// What a patch does, in the recipe's own names and expressions.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Summary {
+    /// The core output's package name.
     pub core: String,
+    /// The lazy output's package name.
     pub lazy: String,
+    /// The lazy library's file name.
     pub library: String,
+    /// The variant key the lazy output is built over.
     pub key: String,
     /// The variant with the payload (`magma`) and the one without (`nomagma`).
     pub with: String,
+    /// The variant without the payload (`nomagma`).
     pub without: String,
+    /// The variant a plain install gets.
     pub preferred: String,
     /// Where the lazy output is built (the condition of the core's test entry), `None`: always.
     pub condition: Option<String>,
+    /// The staging output the core and lazy outputs are built from.
     pub staging: String,
     /// Other outputs built from the staging, which now ignore the payload's run-export.
     pub also_ignoring: Vec<String>,
     /// The core's run dependency on the lazy output, and the lazy output's constraint on the core.
     pub core_depends: String,
+    /// The lazy output's run constraint on the core.
     pub lazy_constrains: String,
     /// What the variant without the payload constrains (`libmagma <0.0a0`).
     pub forbid: Vec<String>,
+    /// The packages that provide the payload (`libmagma`).
     pub payload_packages: Vec<String>,
     /// `context: build_base` before and after; `None` when the recipe has none.
     pub build_base: Option<(u64, u64)>,
+    /// The core library the patch marks with `splitpkg note` (declaring the lazy library), when it
+    /// adds that step.
     pub dlopen_note: Option<String>,
     /// The PyTorch source patch added for `has_magma` (`recipe/patches/0024-….patch`).
     pub source_patch: Option<String>,
@@ -213,6 +223,7 @@ impl Patch {
 pub struct CiConfig {
     /// The file name (`linux_64_cuda_compiler_version13.0.yaml`).
     pub file: String,
+    /// The configuration's `target_platform` (`linux-64`).
     pub target_platform: String,
     /// `None` for a CPU configuration (`cuda_compiler_version: None`).
     pub cuda: Option<String>,

@@ -15,9 +15,6 @@
 //! root. What the real cache holds can differ from the conf when it is stale (`ldconfig` not rerun
 //! after a library was added or removed); the model reads the conf, what a fresh `ldconfig` caches.
 
-// issue 54: 3 public items still to document here.
-#![allow(missing_docs)]
-
 use std::path::{Path, PathBuf};
 
 use crate::analysis::hwcaps;
@@ -30,8 +27,11 @@ use crate::input::file;
 pub struct Resolution {
     /// Each NEEDED name found, and the path it was found at (in NEEDED order).
     pub found: Vec<(String, PathBuf)>,
+    /// How many strong (non-weak) imports the library has.
     pub imports: usize,
+    /// NEEDED names found in none of the directories searched, in NEEDED order.
     pub not_found: Vec<String>,
+    /// Strong imports that no library found defines, sorted, each once.
     pub unresolved: Vec<String>,
 }
 

@@ -5,9 +5,6 @@
 //! loader and lazy library. Shared by every recipe writer: [`NoteStep::from_plan`] says what to
 //! declare, [`note_step`] renders the shell lines.
 
-// issue 54: 4 public items still to document here.
-#![allow(missing_docs)]
-
 use serde::Serialize;
 
 use crate::analysis::plan::Plan;
@@ -24,14 +21,19 @@ pub struct NoteCall {
     pub loader: String,
     /// The name the loader passes to `dlopen` (the lazy library's).
     pub soname: String,
+    /// The feature the note names the edge by (`linalg`).
     pub feature: String,
 }
 
 /// What the step declares: every (loader, lazy library) edge of the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NoteStep {
+    /// Every (loader, lazy library) edge, sorted by loader and soname.
     pub calls: Vec<NoteCall>,
+    /// The note's priority for every edge (`required`).
     pub priority: Priority,
+    /// The note's description: the payload, its builds and the package (`magma (magma or nomagma
+    /// build), packaged as libtorch-cuda-linalg`).
     pub description: String,
 }
 

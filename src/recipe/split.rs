@@ -17,9 +17,6 @@
 //!   keys (either variant), and the lazy package constrains core to the same (conda-forge tied only
 //!   the version, one way).
 
-// issue 54: 28 public items still to document here.
-#![allow(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::pipeline::{SplitFor, require_confined};
@@ -31,9 +28,13 @@ use crate::input::TreeKind;
 /// Options that shape the packages; defaults come from the plan where it knows better.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SplitOptions {
+    /// Name of the core package (`pytorch`), everything but the lazy library and the payload.
     pub core_name: String,
+    /// Name of the lazy library's package (`libtorch-cuda-linalg`), one build per variant.
     pub lazy_name: String,
+    /// Version of every package of the split (the input package's).
     pub version: String,
+    /// Build number of every package of the split.
     pub build_number: u64,
     /// The variant a plain install gets: `magma` (default) or `nomagma`.
     pub prefer: String,
@@ -60,20 +61,32 @@ pub struct SplitOptions {
 /// One variant of the lazy library.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Variant {
+    /// The variant's name (`magma`, `nomagma`).
     pub name: String,
+    /// Whether this variant's lazy library carries the payload.
     pub with_payload: bool,
+    /// Whether a plain install gets this variant (the other is deprioritised with
+    /// `track_features`).
     pub preferred: bool,
 }
 
 /// The concrete metadata of one package, as `info/index.json` will carry it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PackageModel {
+    /// The package name.
     pub name: String,
+    /// Its version.
     pub version: String,
+    /// Its build string: a hash of what shapes the package and the build number, after the build-key
+    /// prefix where there is one.
     pub build: String,
+    /// Its build number.
     pub build_number: u64,
+    /// Run dependencies, as match specs.
     pub depends: Vec<String>,
+    /// Run constraints (`run_constrained`), as match specs.
     pub constrains: Vec<String>,
+    /// `track_features`: set on the non-preferred variant so that solvers pick the other.
     pub track_features: Vec<String>,
     /// Which variant of the lazy library, for the lazy packages.
     pub variant: Option<Variant>,
@@ -82,22 +95,29 @@ pub struct PackageModel {
 /// The split, derived from a confined plan.
 #[derive(Debug, Clone)]
 pub struct Split {
+    /// The options the packages are shaped by.
     pub options: SplitOptions,
+    /// The two variants of the lazy library: the one with the payload first.
     pub variants: Vec<Variant>,
     /// The payload is linked into the lazy library (wheel layout) rather than a separate package.
     pub payload_static: bool,
     /// Tree-relative paths of the lazy output and of the payload output (which is not repackaged:
     /// it belongs to the payload packages).
     pub lazy_files: Vec<String>,
+    /// Tree-relative paths of the payload output.
     pub payload_files: Vec<String>,
     /// Where the tree's paths land in an environment, relative to the prefix: empty for prefixes
     /// and conda packages, `lib/pythonX.Y/site-packages/` for wheels (their paths are relative to
     /// site-packages; X.Y from the wheel's CPython tag).
     pub install_prefix: String,
+    /// The plan warns that a core file holds state describing the payload (`torch.cuda.has_magma`):
+    /// the core differs between variants in that flag.
     pub has_glue: bool,
 }
 
 impl Split {
+    /// The split of a confined plan: an error when the plan does not prove the payload confined, or
+    /// the options contradict each other.
     pub fn from_plan(plan: &Plan, options: SplitOptions) -> Result<Split> {
         require_confined(plan, &plan.input.path, SplitFor::Recipes)?;
         let variants = variants_for(&plan.options.dep, &options.prefer)?;
@@ -262,6 +282,7 @@ impl Split {
             .ok_or_else(|| Error::internal("a split without both variants"))
     }
 
+    /// The variant a plain install gets.
     pub fn preferred(&self) -> &Variant {
         self.variants
             .iter()
@@ -269,6 +290,7 @@ impl Split {
             .expect("one preferred variant")
     }
 
+    /// The variant a plain install does not get (deprioritised by `track_features`).
     pub fn non_preferred(&self) -> &Variant {
         self.variants
             .iter()
@@ -566,18 +588,26 @@ pub fn check_recipe_path(p: &str) -> std::result::Result<(), RecipePathError> {
 /// Why [`check_recipe_path`] refuses a tree path; callers name the path and the input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecipePathError {
+    /// The path is empty.
     #[error("empty path")]
     Empty,
+    /// The path is absolute.
     #[error("absolute path")]
     Absolute,
+    /// A component is empty, `.` or `..`.
     #[error("empty, '.' or '..' path component")]
     Component,
+    /// The path holds a control character.
     #[error("control character {0:?}")]
     Control(char),
+    /// The path holds a backslash.
     #[error("backslash")]
     Backslash,
+    /// The path holds `#`, which conda-build reads as a selector.
     #[error("'#' (conda-build selectors)")]
     Selector,
+    /// The path holds a Jinja delimiter (`{{`, `{%`, `{#` or their closing forms), which the recipe
+    /// would render.
     #[error("Jinja delimiter {0:?}")]
     Jinja(&'static str),
 }

@@ -2,9 +2,6 @@
 //! page, each a pure function of the inputs. Every list is sorted, so the same inputs give the
 //! same page.
 
-// issue 54: 1 public items still to document here.
-#![allow(missing_docs)]
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{
@@ -31,6 +28,7 @@ struct Sources<'a> {
     slim: String,
 }
 
+/// Everything the page shows, computed once from the inputs given.
 pub fn build(inputs: &Inputs) -> Report {
     let plan = inputs.plan.as_ref().map(|p| &p.doc);
     let smoke = inputs.smoke.as_ref().map(|s| &s.doc);

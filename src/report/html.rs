@@ -3,14 +3,12 @@
 //! environment (`template.rs`): file names and error messages in the documents are hostile as far
 //! as this page is concerned.
 
-// issue 54: 1 public items still to document here.
-#![allow(missing_docs)]
-
 use minijinja::Value;
 
 use super::{Report, svg};
 use crate::error::Result;
 
+/// The page as self-contained HTML: the template with the charts drawn as inline SVG.
 pub fn render(r: &Report) -> Result<String> {
     // The charts come drawn, their text escaped by crate::svg; the template shows each where the
     // page has its data.

@@ -3,14 +3,12 @@
 //! SVG in comments). Every string from an input is auto-escaped with [`escape`], so that a hostile
 //! name cannot open a link, an HTML tag or a table cell.
 
-// issue 54: 1 public items still to document here.
-#![allow(missing_docs)]
-
 use super::Report;
 // The page's escapers, kept at their public path.
 pub use super::markdown::{code, escape};
 use crate::error::Result;
 
+/// The page as Markdown, from its template.
 pub fn render(r: &Report) -> Result<String> {
     super::template::render("report.md", r, minijinja::context! {})
 }

@@ -13,7 +13,8 @@
 //! Everything rendered is a pure function of the inputs: nothing about "now" or the machine
 //! running `report`, and every list is sorted, so the same inputs give the same bytes.
 
-// issue 54: 16 public items still to document here.
+// issue 54: only the type line of `Format` is left undocumented here: helper N1 renames that
+// type and documents it (branch n-rename). Remove this allow once both branches are merged.
 #![allow(missing_docs)]
 
 mod build;
@@ -47,16 +48,22 @@ pub const SAME_WITHIN: f64 = 1.10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// A self-contained HTML page (inline SVG charts).
     Html,
+    /// GitHub-flavoured Markdown.
     Md,
 }
 
 /// The input files; any may be absent.
 #[derive(Debug, Clone, Default)]
 pub struct Paths {
+    /// The plan (`--plan`, `splitpkg plan --json`).
     pub plan: Option<PathBuf>,
+    /// The smoke run (`--smoke`, `splitpkg smoke --json`).
     pub smoke: Option<PathBuf>,
+    /// The fatbin scan (`--fatbin`, `splitpkg fatbin --json`).
     pub fatbin: Option<PathBuf>,
+    /// The pack report (`--pack`, `splitpkg pack --json`).
     pub pack: Option<PathBuf>,
     /// A PEP 751 lock of the planned wheel's environment (`--env-lock`): the saving is then stated
     /// against its download sizes too ([`crate::analysis::environment::from_lock`]).
@@ -66,7 +73,9 @@ pub struct Paths {
 /// A document and the name it is shown under (its path as given).
 #[derive(Debug, Clone)]
 pub struct Loaded<T> {
+    /// The path as given on the command line.
     pub file: String,
+    /// The document read from it.
     pub doc: T,
 }
 
@@ -87,11 +96,16 @@ pub(crate) fn bytes(n: u64) -> String {
 
 // ---- loading ----
 
+/// The documents read, each with the path it came from; None for an input not given.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
+    /// The plan, when `--plan` was given.
     pub plan: Option<Loaded<Plan>>,
+    /// The smoke run, when `--smoke` was given.
     pub smoke: Option<Loaded<SmokeReport>>,
+    /// The fatbin scan, when `--fatbin` was given.
     pub fatbin: Option<Loaded<FatbinReport>>,
+    /// The pack report, when `--pack` was given.
     pub pack: Option<Loaded<PackReport>>,
 }
 
@@ -305,11 +319,13 @@ pub(crate) fn arch_key(name: &str) -> (String, u64, String) {
     )
 }
 
+/// A time in milliseconds as the page prints it (`0.219 ms`), or `—` without one.
 pub fn fmt_ms(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.3} ms"))
         .unwrap_or_else(|| "—".into())
 }
 
+/// A ratio as the page prints it (`1.42×`).
 pub fn fmt_ratio(r: f64) -> String {
     format!("{r:.2}×")
 }

@@ -4,9 +4,6 @@
 //! pick a variant and how to revert. Markdown, rendered by `templates/report/feedstock-pr.md.j2`
 //! with every value from the feedstock escaped.
 
-// issue 54: 2 public items still to document here.
-#![allow(missing_docs)]
-
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -21,7 +18,9 @@ use crate::smoke::SmokeReport;
 /// A payload package measured for one CUDA version (`--pr-payload 13.0=libmagma-….conda`).
 #[derive(Debug, Clone)]
 pub struct Payload {
+    /// The CUDA version it was measured for (`13.0`).
     pub cuda: String,
+    /// The payload package (`.conda`) measured.
     pub file: PathBuf,
 }
 

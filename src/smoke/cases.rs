@@ -9,8 +9,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+/// Every dtype a case may run in.
 pub const DTYPES: [&str; 4] = ["float32", "float64", "complex64", "complex128"];
+/// The real dtypes.
 pub const REAL: &[&str] = &["float32", "float64"];
+/// The complex dtypes.
 pub const COMPLEX: &[&str] = &["complex64", "complex128"];
 
 /// A linalg backend preference (`torch.backends.cuda.preferred_linalg_library`).
@@ -19,8 +22,11 @@ pub const COMPLEX: &[&str] = &["complex64", "complex128"];
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Preference {
+    /// Whatever torch picks by default (`default`).
     Default,
+    /// cuSOLVER/cuBLAS forced (`cusolver`).
     Cusolver,
+    /// MAGMA forced (`magma`).
     Magma,
 }
 
@@ -62,12 +68,15 @@ impl std::str::FromStr for Preference {
 
 /// One entry of the catalog: an op on one shape, for the listed dtypes.
 pub struct Entry {
+    /// The op (`linalg.cholesky`), as the battery knows it.
     pub op: &'static str,
     /// Short shape label, e.g. `16x64x64` (batch first) or `300x200`.
     pub shape: &'static str,
     /// Parameters the battery's op reads: `b` (batch dims), `n`, `m`, `k`, `r`, options.
     pub params: fn() -> Value,
+    /// The dtypes the entry runs in.
     pub dtypes: &'static [&'static str],
+    /// The routing facts table rules match on (`batched`, `magma-only`, …).
     pub tags: &'static [&'static str],
 }
 
@@ -202,6 +211,8 @@ impl Mode {
         }
     }
 
+    /// The preferences a variant of this mode is run under: all three for a real variant; `default`
+    /// and `cusolver` for the emulated nomagma, which has no MAGMA to force.
     pub fn preferences(self) -> &'static [Preference] {
         match self {
             Mode::Real => &Preference::ALL,
@@ -229,11 +240,14 @@ impl Mode {
 /// Case filter: `--only` substrings (any must match the id) and `--skip` substrings (none may).
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
+    /// `--only` substrings: a case runs when its id contains any of them (all run when empty).
     pub only: Vec<String>,
+    /// `--skip` substrings: a case whose id contains any of them does not run.
     pub skip: Vec<String>,
 }
 
 impl Filter {
+    /// Whether the case with this id passes the filter.
     pub fn keeps(&self, id: &str) -> bool {
         (self.only.is_empty() || self.only.iter().any(|s| id.contains(s.as_str())))
             && !self.skip.iter().any(|s| id.contains(s.as_str()))
@@ -284,9 +298,13 @@ pub fn case_seed(run_seed: u64, id: &str) -> u64 {
 
 /// One item of `--bench`: op, size and dtype, timed under each preference.
 pub struct BenchItem {
+    /// The op (`linalg.solve`), as the battery knows it.
     pub op: &'static str,
+    /// Size label (`4096x4096`).
     pub size: &'static str,
+    /// Parameters the battery's op reads.
     pub params: fn() -> Value,
+    /// The dtype it is timed in.
     pub dtype: &'static str,
     /// Why this row is in the table (which path the default takes in 2.11).
     pub why: &'static str,

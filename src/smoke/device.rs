@@ -46,8 +46,12 @@ impl DeviceInfo {
 /// Why there is no usable GPU; the CLI prints it as `no CUDA driver: …` / `no CUDA device: …`.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NoDevice {
+    /// The driver library cannot be loaded or used (not installed, no GPU build, a driver call
+    /// failed); the reason follows.
     #[error("no CUDA driver: {0}")]
     Driver(String),
+    /// The driver works but gives no usable device (initialisation failed, none at that ordinal);
+    /// the reason follows.
     #[error("no CUDA device: {0}")]
     Device(String),
 }

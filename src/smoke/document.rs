@@ -16,6 +16,7 @@ use super::variant::{Layout, LazyFacts};
 use crate::error::Result;
 use crate::provenance::Tool;
 
+/// The `schema` of a smoke report.
 pub const SCHEMA: &str = "splitpkg-smoke";
 
 /// 2: identity check, `stale` check status and `result`, benches of every real variant (`bench`
@@ -27,16 +28,24 @@ const READS_SCHEMA_VERSIONS: [u32; 2] = [1, 2];
 /// A variant's plan: its mode, table and cases with expectations (nothing run yet).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantPlan {
+    /// The variant's name (`magma`, `nomagma`).
     pub name: String,
+    /// Real, or emulated (a MAGMA installation standing in for nomagma, with cuSOLVER forced).
     pub mode: Mode,
+    /// The expected-outcome table the cases are judged by: the variant's name, or `<name>-emulated`
+    /// for an emulated variant.
     pub table: String,
+    /// The cases to run, in order, with their expectations.
     pub cases: Vec<PlannedCase>,
 }
 
+/// One case of a variant's plan, with what it is expected to do.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlannedCase {
+    /// The case: its id, op, shape, dtype and preference.
     #[serde(flatten)]
     pub case: Case,
+    /// What the case is expected to do in this variant, and why.
     pub expect: Expectation,
 }
 
@@ -88,6 +97,7 @@ fn default_dep() -> String {
 /// battery measured (`raw`) and the judgement (`status`, `reason`).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CaseReport {
+    /// The case: its id, op, shape, dtype and preference.
     #[serde(flatten)]
     pub case: Case,
     /// The seed of the case's random inputs, derived from the run's `seed` and the case id (53
@@ -187,6 +197,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The run's verdict from its counts: FAIL when anything failed, else OK, or OK with a stale
+    /// core flag when one was found.
     pub fn of(c: &Counts) -> Verdict {
         match (c.ok, c.stale_flags) {
             (false, _) => Verdict::Fail,
@@ -195,6 +207,7 @@ impl Verdict {
         }
     }
 
+    /// The exit status: 0 for OK, 1 for FAIL, 4 for OK with a stale core flag.
     pub fn exit(self) -> crate::Exit {
         match self {
             Verdict::Ok => crate::Exit::Success,
@@ -203,6 +216,7 @@ impl Verdict {
         }
     }
 
+    /// The verdict as people read it (`OK`, `OK, STALE CORE FLAG`, `FAIL`).
     pub fn label(self) -> &'static str {
         match self {
             Verdict::Ok => "OK",
@@ -280,6 +294,7 @@ impl VariantReport {
         self.probe.as_ref()?.get(key)?.as_str().map(str::to_string)
     }
 
+    /// The torch version the variant's probe imported, if it answered.
     pub fn torch_version(&self) -> Option<String> {
         self.probe_str("torch_version")
     }
@@ -349,8 +364,11 @@ pub struct BenchReport {
 /// benches and the verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SmokeReport {
+    /// Which document this is: `splitpkg-smoke`.
     pub schema: String,
+    /// The version of the report's layout (2 today; recordings of version 1 are still read).
     pub schema_version: u32,
+    /// The splitpkg that wrote this document.
     pub tool: Tool,
     /// The command line of the run, program first; a `--replay` keeps the recorded run's.
     pub command: Vec<String>,
@@ -441,6 +459,7 @@ pub struct RoutingRow {
 }
 
 impl SmokeReport {
+    /// The exit status the run's result maps to.
     pub fn exit(&self) -> crate::Exit {
         self.result.exit()
     }

@@ -67,15 +67,23 @@ pub enum RawOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(from = "String", into = "String")]
 pub enum Phase {
+    /// Setting the linear-algebra backend preference before the case (`set_preference`).
     SetPreference,
+    /// Building the case's inputs (`inputs`).
     Inputs,
+    /// Running the op itself (`op`).
     Op,
+    /// Checking the result on the CPU (`check`).
     Check,
+    /// The harness around the case (`harness`).
     Harness,
+    /// A phase this splitpkg does not know, kept as the battery recorded it.
     Other(String),
 }
 
 impl Phase {
+    /// The phase as the battery writes it (`set_preference`, `inputs`, `op`, `check`, `harness`, or
+    /// the unknown name).
     pub fn as_str(&self) -> &str {
         match self {
             Phase::SetPreference => "set_preference",
@@ -172,6 +180,7 @@ pub struct Raw {
 }
 
 impl Raw {
+    /// An answer with this outcome and nothing else recorded.
     pub fn new(outcome: RawOutcome) -> Raw {
         Raw {
             outcome,
@@ -272,10 +281,16 @@ mod lossless {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// The op worked as expected (`pass`).
     Pass,
+    /// The case did not meet its expectation (`fail`).
     Fail,
+    /// The op raised the error a table rule expects (`expected-fail`), e.g. a MAGMA-only op in the
+    /// slim variant.
     ExpectedFail,
+    /// No answer within the case timeout (`timeout`).
     Timeout,
+    /// Recorded but not judged: a table rule excludes the case, a known bug (`excluded`).
     Excluded,
 }
 
@@ -285,6 +300,8 @@ impl Status {
         matches!(self, Status::Pass | Status::ExpectedFail | Status::Excluded)
     }
 
+    /// The status as tables print it: upper case for the ones that did not meet the expectation
+    /// (`FAIL`, `TIMEOUT`).
     pub fn label(self) -> &'static str {
         match self {
             Status::Pass => "pass",
@@ -490,16 +507,22 @@ fn judge_error(exp: &Expectation, raw: &Raw) -> (Status, String) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckStatus {
+    /// The check held (`pass`).
     Pass,
+    /// The check failed: the variant is broken in this respect (`fail`).
     Fail,
     /// The variant works, but a flag compiled into a core file describes the other variant
     /// (`torch.cuda.has_magma`): not a broken variant, and reported apart from one.
     Stale,
+    /// The check does not apply to this variant (`not-applicable`), e.g. an EMULATED one; the
+    /// detail says why.
     NotApplicable,
+    /// The check could not be made (`not-checked`); the detail says why.
     NotChecked,
 }
 
 impl CheckStatus {
+    /// The status as tables print it (`pass`, `FAIL`, `STALE`, `not applicable`, `not checked`).
     pub fn label(self) -> &'static str {
         match self {
             CheckStatus::Pass => "pass",
@@ -515,14 +538,22 @@ impl CheckStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(from = "String", into = "String")]
 pub enum CheckName {
+    /// The lazy library is not mapped after `import torch`, CUDA init and a matmul, and is after
+    /// the first linalg op (`laziness`).
     Laziness,
+    /// `torch.cuda.has_magma` agrees with the variant (`has_magma`).
     HasMagma,
+    /// The variant's CUDA libraries carry code the device can run (`device_code`).
     DeviceCode,
+    /// The installed lazy library is the build the variant's name says (`identity`).
     Identity,
+    /// A check this splitpkg does not know, kept as recorded.
     Other(String),
 }
 
 impl CheckName {
+    /// The check's name as recorded (`laziness`, `has_magma`, `device_code`, `identity`, or the
+    /// unknown name).
     pub fn as_str(&self) -> &str {
         match self {
             CheckName::Laziness => "laziness",
@@ -876,8 +907,13 @@ pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
 /// The result of checking a variant's CUDA libraries for code that runs on the device.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceCheck {
+    /// `pass` unless a library of the variant's own has no code for the device, or a library could
+    /// not be read.
     pub status: CheckStatus,
+    /// What was found, in one line.
     pub detail: String,
+    /// Which of the variant's own libraries have no code for the device, and what that means (their
+    /// kernels fail to launch); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consequence: Option<String>,
     /// Per library: which SASS and PTX targets it carries.
@@ -885,8 +921,10 @@ pub struct DeviceCheck {
     pub libraries: Vec<LibraryDeviceCode>,
 }
 
+/// The device code of one library that carries any.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibraryDeviceCode {
+    /// The library's path, as found in the variant's installation.
     pub file: String,
     /// SASS architectures, e.g. `sm_90`.
     pub sass: Vec<String>,

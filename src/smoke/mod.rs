@@ -11,9 +11,6 @@
 //! expectations ([`expect`]) and judging ([`eval`]) live here, so a recorded run can be judged
 //! again without a GPU (`--replay`).
 
-// issue 54: documented by the floor-plan/errors change
-#![allow(missing_docs)]
-
 pub mod cases;
 pub mod device;
 pub mod document;
@@ -51,21 +48,34 @@ pub use document::{
 pub const BATTERY: &str = include_str!("battery.py");
 /// Everything `splitpkg smoke` was asked to do.
 pub struct Options {
+    /// The variants to run (`--variant NAME=PATH`).
     pub variants: Vec<VariantArg>,
     /// Variant names to run as emulations (table `<name>-emulated`).
     pub emulate: Vec<String>,
+    /// `--python`: the Python for a variant that is a bare torch directory (`python3` when None);
+    /// an environment prefix runs its own.
     pub python: Option<String>,
+    /// The expected-outcome tables in force (built-in and `--expect`).
     pub tables: Tables,
+    /// Whether to time the bench items too (`--bench`).
     pub bench: bool,
+    /// How many times each bench item is timed.
     pub bench_reps: u32,
+    /// How long one case may run before its worker is killed.
     pub case_timeout: Duration,
     /// Wall-time budget of the whole run: cases not started by then are reported as not run.
     pub deadline: Option<Duration>,
+    /// The seed of the cases' random inputs; None: a random one, recorded in the report.
     pub seed: Option<u64>,
+    /// Which cases to run (`--only`, `--skip`).
     pub filter: Filter,
+    /// The lazy library's file name (`libtorch_cuda_linalg.so`).
     pub lazy: String,
+    /// The payload the identity and laziness checks look for.
     pub spec: PayloadSpec,
+    /// Whether to log progress (`smoke: …` lines at info level) as the run goes.
     pub progress: bool,
+    /// The command line of the run, for the report.
     pub command: Vec<String>,
 }
 

@@ -20,8 +20,11 @@ use crate::progress::Progress;
 /// What was asked of the page cache.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Prefetched {
+    /// How many files were read.
     pub files: usize,
+    /// How many bytes they hold.
     pub bytes: u64,
+    /// How long it took.
     pub took: Duration,
 }
 

@@ -22,7 +22,9 @@ pub const MARK: &str = "@@SPLITPKG-SMOKE@@ ";
 /// How to start the Python side of one variant.
 #[derive(Debug, Clone)]
 pub struct PySpec {
+    /// The Python interpreter to run (a path or a name on PATH).
     pub python: String,
+    /// The script it runs (`-u SCRIPT ARGS…`).
     pub script: PathBuf,
     /// Extra environment (PYTHONPATH for a bare torch directory, TORCH_LINALG_PREFER_CUSOLVER when emulating).
     pub env: Vec<(String, String)>,
@@ -45,6 +47,8 @@ impl PySpec {
     }
 }
 
+/// The JSON value of a protocol line (one that starts with [`MARK`]); None for any other line or
+/// bad JSON.
 pub fn decode(line: &str) -> Option<Value> {
     line.strip_prefix(MARK)
         .and_then(|rest| serde_json::from_str(rest.trim_end()).ok())
@@ -82,6 +86,8 @@ fn signal_name(s: i32) -> &'static str {
 }
 
 #[allow(clippy::disallowed_methods)] // why: the child's stderr capture this module created in its own scratch directory.
+/// The last `limit` bytes of the file at `path` (a child's captured stderr), cut at a character
+/// boundary; empty when it cannot be read.
 pub fn tail_of(path: &Path, limit: usize) -> String {
     tail_text(&std::fs::read(path).unwrap_or_default(), limit)
 }
@@ -103,36 +109,63 @@ fn tail_text(data: &[u8], limit: usize) -> String {
 /// shared), because a worker that cannot start is reported on every case it would have run.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RunError {
+    /// The process could not be started.
     #[error("cannot run {program}: {source}")]
     Spawn {
+        /// The program that was run.
         program: String,
+        /// Why it could not be.
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// The file a child's stderr is captured in could not be created in the scratch directory.
     #[error("{path}: {source}")]
     Scratch {
+        /// The file's path.
         path: String,
+        /// Why it could not be created.
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// No answer within the timeout: the process group was killed.
     #[error("{what} did not finish within {secs}s: {stderr}")]
     Timeout {
+        /// What was run (`probe`, or a helper command such as finding torch).
         what: String,
+        /// The timeout, in seconds.
         secs: u64,
+        /// The tail of the process's stderr.
         stderr: String,
     },
+    /// The process ended without a protocol answer.
     #[error("{what} gave no answer ({status}): {stderr}")]
     NoAnswer {
+        /// What was run (`probe`, or a helper command such as finding torch).
         what: String,
+        /// How it ended (exit status or signal).
         status: String,
+        /// The tail of the process's stderr.
         stderr: String,
     },
+    /// The worker answered that it could not start: the last line of its error.
     #[error("worker did not start: {0}")]
     WorkerFailed(String),
+    /// The worker did not say it was ready within the ready timeout.
     #[error("worker not ready within {secs}s: {stderr}")]
-    WorkerNotReady { secs: u64, stderr: String },
+    WorkerNotReady {
+        /// The ready timeout, in seconds.
+        secs: u64,
+        /// The tail of the worker's stderr.
+        stderr: String,
+    },
+    /// The worker ended before it said it was ready.
     #[error("worker exited before it was ready ({status}): {stderr}")]
-    WorkerExited { status: String, stderr: String },
+    WorkerExited {
+        /// How it ended (exit status or signal).
+        status: String,
+        /// The tail of the worker's stderr.
+        stderr: String,
+    },
 }
 
 fn spawn_error(c: &Command, e: std::io::Error) -> RunError {
@@ -316,7 +349,9 @@ impl Worker {
 /// Limits for one battery run.
 #[derive(Debug, Clone)]
 pub struct Limits {
+    /// How long one case may run before its worker is killed.
     pub case_timeout: Duration,
+    /// How long a worker may take to import torch and say it is ready.
     pub ready_timeout: Duration,
     /// After this many timeouts of one op, its remaining cases are not run (reported as timeouts).
     pub timeouts_per_op: u32,
@@ -326,8 +361,11 @@ pub struct Limits {
 
 /// One unit of work for the worker: the JSON it gets (an `id` and `op` at least).
 pub struct Job {
+    /// The case's (or bench item's) id.
     pub id: String,
+    /// The op to run (`linalg.cholesky`); timeouts are counted per op.
     pub op: String,
+    /// The whole JSON the worker gets (with `id` and `op`).
     pub payload: Value,
 }
 

@@ -16,10 +16,15 @@ use crate::error::{Error, Result};
 /// `NAME=PATH` as given.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariantArg {
+    /// The variant's name (`magma`, `nomagma`).
     pub name: String,
+    /// Where it is installed: an environment prefix, a torch directory, or a site-packages
+    /// directory.
     pub path: PathBuf,
 }
 
+/// Read `NAME=PATH` (`--variant`); a name with characters other than letters, digits, `-`, `_` and
+/// `.` is refused.
 pub fn parse_variant(s: &str) -> Result<VariantArg> {
     let Some((name, path)) = s.split_once('=') else {
         return Err(Error::Usage(format!(
@@ -59,10 +64,14 @@ pub enum Layout {
 /// A variant ready to run: interpreter, environment and the torch directory it imports.
 #[derive(Debug, Clone)]
 pub struct Resolved {
+    /// Where the path points: an environment prefix, a torch directory, or a site-packages
+    /// directory.
     pub layout: Layout,
+    /// The Python to run (the prefix's own, or `--python`, else `python3`).
     pub python: String,
     /// Prepended to PYTHONPATH (torch dir / site-packages layouts).
     pub pythonpath: Option<PathBuf>,
+    /// The `torch/` directory the variant imports.
     pub torch_dir: PathBuf,
 }
 
@@ -275,6 +284,8 @@ impl LazyFacts {
     }
 }
 
+/// The lazy library's facts at `path`: its ELF facts and what it holds of the payload (a deep
+/// scan).
 pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
     let map = Arc::new(crate::input::map_file(path)?);
     let view = ElfView::parse(&map).map_err(|e| Error::elf(path.display(), e))?;
@@ -345,6 +356,8 @@ pub fn own_libraries(torch_dir: &Path, lazy: &Path) -> std::collections::BTreeSe
         .collect()
 }
 
+/// The shared libraries (names containing `.so`) in `lazy_dir` and, with a site-packages, in every
+/// `nvidia/*/lib`, each directory sorted.
 pub fn variant_libraries(lazy_dir: &Path, site_packages: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut add_dir = |d: &Path| {

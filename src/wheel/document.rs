@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The `schema` of a wheel report.
 pub const SCHEMA: &str = "splitpkg-wheel";
 
 /// Which installers a wheel is for.
@@ -68,10 +69,14 @@ pub struct Commands {
     pub uv_other: Option<String>,
 }
 
+/// What `wheel` wrote: the wheels, their layout, the checks that passed and the install commands.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WheelReport {
+    /// Which document this is: `splitpkg-wheel`.
     pub schema: String,
+    /// The version of the wheel report's layout.
     pub schema_version: u32,
+    /// The splitpkg that wrote this document.
     pub tool: crate::provenance::Tool,
     /// The command that wrote this report (filled by the CLI) and, with `SOURCE_DATE_EPOCH`, the date.
     #[serde(flatten)]

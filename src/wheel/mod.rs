@@ -19,9 +19,6 @@
 //! written wheel back against its own RECORD, and the union of the core and each lazy wheel is
 //! checked to be the input's content (lossless).
 
-// issue 54: documented by the floor-plan/errors change
-#![allow(missing_docs)]
-
 pub mod document;
 pub mod record;
 mod text;
@@ -63,6 +60,7 @@ pub struct WheelOptions<'a> {
     pub lazy_dist: Option<String>,
     /// The other build of the lazy library (`--lazy-variant nomagma=FILE`).
     pub lazy_variant: Option<(String, PathBuf)>,
+    /// Where progress lines go.
     pub progress: &'a Progress,
 }
 

@@ -9,9 +9,11 @@ use sha2::{Digest, Sha256};
 /// One row: a member's path and, except for RECORD (and its signatures), its digest and size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The member's path inside the wheel, as RECORD writes it.
     pub path: String,
     /// `sha256=…` exactly as the wheel spec writes it.
     pub hash: Option<String>,
+    /// Its size in bytes; None for RECORD itself.
     pub size: Option<u64>,
 }
 
@@ -28,20 +30,38 @@ pub fn hash_of(bytes: &[u8]) -> String {
 /// A RECORD row that cannot be read; each names its line (1-based).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
+    /// A quoted field is not closed.
     #[error("RECORD line {line}: unbalanced quotes")]
-    UnbalancedQuotes { line: usize },
+    UnbalancedQuotes {
+        /// The RECORD line, from 1.
+        line: usize,
+    },
+    /// A line does not have the three fields (path, hash, size).
     #[error("RECORD line {line}: {fields} fields, expected 3")]
-    Fields { line: usize, fields: usize },
+    Fields {
+        /// The RECORD line, from 1.
+        line: usize,
+        /// How many fields it has.
+        fields: usize,
+    },
+    /// A hash is not `sha256=…`.
     #[error("RECORD line {line}: {path}: hash {hash:?} is not sha256")]
     NotSha256 {
+        /// The RECORD line, from 1.
         line: usize,
+        /// The member's path.
         path: String,
+        /// The hash as written.
         hash: String,
     },
+    /// A size is not a number.
     #[error("RECORD line {line}: {path}: size {size:?} is not a number")]
     Size {
+        /// The RECORD line, from 1.
         line: usize,
+        /// The member's path.
         path: String,
+        /// The size as written.
         size: String,
     },
 }

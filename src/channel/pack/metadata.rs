@@ -1,9 +1,6 @@
 //! Each package's `info/`: `index.json` (exactly the split model's metadata), `paths.json` (every
 //! staged path with its size and SHA-256) and `about.json` (what the package is, where it came from).
 
-// issue 54: 1 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::collections::BTreeMap;
 
@@ -18,6 +15,7 @@ use crate::channel::standin::AboutExtra;
 use crate::error::{Error, Result};
 use crate::recipe::split::{PackageModel, Split};
 
+/// The role's name as the package metadata writes it (`core`, `lazy`, `payload`).
 pub fn role_name(r: Role) -> &'static str {
     match r {
         Role::Core => "core",

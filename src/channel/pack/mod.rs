@@ -33,9 +33,6 @@
 //! every package, reads them back, moves them into the channel, indexes it and records the pack in
 //! `splitpkg.json`.
 
-// issue 54: 8 public items still to document here.
-#![allow(missing_docs)]
-
 mod conda;
 mod metadata;
 mod publish;
@@ -66,20 +63,26 @@ pub use metadata::role_name;
 /// on 2 cores; conda-forge uploads use 19 (several times slower, ~10 % smaller).
 pub const DEFAULT_COMPRESSION: i32 = 3;
 
+/// Everything `splitpkg pack` was asked to do.
 pub struct PackOptions<'a> {
+    /// The channel directory written (`--out`).
     pub out: PathBuf,
     /// The nomagma build of the lazy library (`--lazy-variant nomagma=FILE`).
     pub lazy_variant: Option<(String, PathBuf)>,
+    /// The stand-ins for external packages the channel lacks (built-in, or `--standins`).
     pub standins: Manifest,
     /// `built-in` or the manifest's file name, for the report.
     pub standins_from: String,
+    /// zstd level of the inner archives ([`DEFAULT_COMPRESSION`] unless given).
     pub compression_level: i32,
+    /// zstd worker threads; None: one per available CPU.
     pub threads: Option<u32>,
     /// Pack symlinks that point outside the tree instead of refusing them.
     pub allow_absolute_symlinks: bool,
     /// The most bytes staging may unpack (`--max-unpacked`); `None`: the free space of the file
     /// system the work directory is on.
     pub max_unpacked: Option<u64>,
+    /// Where progress lines go.
     pub progress: &'a Progress,
 }
 
@@ -138,6 +141,8 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// Make the work directory beside `out` and, for a wheel input, say where it is unpacked to
+    /// (bounded by `max_unpacked`).
     pub fn create(input: &Path, out: &Path, max_unpacked: Option<u64>) -> Result<Workspace> {
         let work = crate::output::WorkDir::create(&absolute(out)?, crate::output::WorkKind::Pack)?;
         let unpack = stage::unpack_for(input, &work.dir, max_unpacked)?;
@@ -145,6 +150,8 @@ impl Workspace {
     }
 }
 
+/// Pack a confined tree into the channel: the split's packages and stand-ins written, read back and
+/// checked against the tree, and the channel re-indexed.
 pub fn pack(
     ins: &Inspection,
     plan: &Plan,

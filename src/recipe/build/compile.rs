@@ -1,9 +1,6 @@
 //! The compile and link steps of `build-variant`: the one program they run is the C++ compiler
 //! (and, through it, the linker).
 
-// issue 54: 1 public items still to document here.
-#![allow(missing_docs)]
-
 use crate::error::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -47,6 +44,7 @@ impl Compiler {
         })
     }
 
+    /// The command as run: the program, then its arguments.
     pub fn words(&self) -> Vec<String> {
         std::iter::once(self.program.clone())
             .chain(self.args.iter().cloned())

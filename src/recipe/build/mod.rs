@@ -9,9 +9,6 @@
 //! only. The result does not depend on where the inputs lie (`-ffile-prefix-map` for every input
 //! directory): two builds from different absolute paths are byte-identical.
 
-// issue 54: 18 public items still to document here.
-#![allow(missing_docs)]
-
 mod compile;
 pub mod stock;
 
@@ -34,14 +31,19 @@ pub struct BuildRequest {
     pub src: PathBuf,
     /// An installed torch of that release: `include/` and `lib/` with the stock lazy library.
     pub torch: PathBuf,
+    /// CUDA header directories (`--cuda-include`), searched after torch's.
     pub cuda_include: Vec<PathBuf>,
+    /// CUDA library directories (`--cuda-lib`), linked against after torch's `lib/`.
     pub cuda_lib: Vec<PathBuf>,
+    /// Where the built library is written (only when every check passed).
     pub out: PathBuf,
     /// The lazy library's file name (`libtorch_cuda_linalg.so`).
     pub lazy: String,
     /// The component left out (`magma`); the variant built is `no` + this.
     pub without: String,
+    /// The C++ compiler and its arguments.
     pub compiler: Compiler,
+    /// How many units compile at once (at least 1).
     pub jobs: usize,
     /// Keep the work directory (its path is reported).
     pub keep_temp: bool,
@@ -50,28 +52,41 @@ pub struct BuildRequest {
 /// What a build did, for the human report and `--json`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BuildReport {
+    /// Which document this is: `splitpkg-build-variant`.
     pub schema: &'static str,
+    /// The version of the build report's layout (1).
     pub schema_version: u32,
+    /// Where the library was (or would have been) written, absolute.
     pub out: String,
+    /// The variant built (`no` + the component left out: `nomagma`).
     pub variant: String,
     /// Written to `out`: every unit compiled, linked, and every check passed.
     pub built: bool,
+    /// The compiler command as run: the program, then its arguments.
     pub compiler: Vec<String>,
+    /// The stock lazy library the build mirrors.
     pub stock: Stock,
+    /// Bytes of the built library.
     pub out_bytes: u64,
     /// Stock NEEDED entries the rebuild does not need (`libmagma.so.2` on conda-forge).
     pub needed_dropped: Vec<String>,
+    /// Wall time of each stage.
     pub seconds: Seconds,
+    /// The checks of the built library against the stock one.
     pub verify: VerifyReport,
     /// The work directory, when `--keep-temp` kept it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
 }
 
+/// Wall time of a build's stages, in seconds.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Seconds {
+    /// Compiling every unit.
     pub compile: f64,
+    /// Linking the library.
     pub link: f64,
+    /// Checking the result.
     pub check: f64,
 }
 

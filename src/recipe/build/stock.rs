@@ -3,9 +3,6 @@
 //! the machine it is for and the source prefix its `__FILE__` strings carry. Read with splitpkg's
 //! own ELF code, so a build host needs no binutils and no Python.
 
-// issue 54: 11 public items still to document here.
-#![allow(missing_docs)]
-
 use std::path::{Path, PathBuf};
 
 use crate::elf::ElfView;
@@ -32,9 +29,13 @@ const LINK_LIBS: [&str; 7] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
+    /// x86-64.
     X86_64,
+    /// AArch64.
     Aarch64,
+    /// 64-bit little-endian PowerPC.
     Ppc64le,
+    /// IBM Z (s390x).
     S390x,
 }
 
@@ -63,8 +64,11 @@ impl Target {
 /// The facts of the stock file a faithful rebuild copies.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Stock {
+    /// The stock lazy library's path.
     pub path: PathBuf,
+    /// Its size in bytes.
     pub bytes: u64,
+    /// The CPU target it was built for.
     pub target: Target,
     /// Units found under `--src`'s linalg directory: what is compiled, in link order.
     pub units: Vec<String>,
@@ -73,9 +77,13 @@ pub struct Stock {
     pub skipped: Vec<String>,
     /// NEEDED entries linked again, in the stock file's order.
     pub link: Vec<String>,
+    /// Its DT_NEEDED entries, in order.
     pub needed: Vec<String>,
+    /// Its DT_SONAME, which the rebuild keeps.
     pub soname: String,
+    /// Its DT_RPATH, when it has one (kept by the rebuild).
     pub rpath: Option<String>,
+    /// Its DT_RUNPATH, when it has one (kept by the rebuild).
     pub runpath: Option<String>,
     /// The directory PyTorch's sources were under when the stock file was built (`/pytorch`),
     /// so assert and call-site strings come out the same.
