@@ -403,7 +403,7 @@ impl LoadGraph {
         is_payload_library: impl Fn(&str) -> bool,
         env: &LoaderEnv,
     ) -> LoadGraph {
-        let mut b = Builder::new(tree, files, env);
+        let mut b = GraphBuilder::new(tree, files, env);
         let entry_roots: Vec<(usize, Start)> = files
             .iter()
             .enumerate()
@@ -453,7 +453,7 @@ impl LoadGraph {
     }
 }
 
-struct Builder<'t, 'a> {
+struct GraphBuilder<'t, 'a> {
     tree: &'t Tree,
     files: &'t [GraphInput<'a>],
     graph: LoadGraph,
@@ -623,7 +623,7 @@ impl Process {
     }
 }
 
-impl<'t, 'a> Builder<'t, 'a> {
+impl<'t, 'a> GraphBuilder<'t, 'a> {
     fn new(tree: &'t Tree, files: &'t [GraphInput<'a>], env: &LoaderEnv) -> Self {
         let mut graph = LoadGraph {
             nodes: Vec::new(),
@@ -681,7 +681,7 @@ impl<'t, 'a> Builder<'t, 'a> {
                 }
             }
         }
-        let mut b = Builder {
+        let mut b = GraphBuilder {
             tree,
             files,
             graph,
@@ -1033,7 +1033,7 @@ impl<'t, 'a> Builder<'t, 'a> {
     }
 }
 
-impl<'t, 'a> Builder<'t, 'a> {
+impl<'t, 'a> GraphBuilder<'t, 'a> {
     /// The ld.so search for `name` requested by file `req` in process `p`: the tree file that
     /// satisfies it, if any, how it was (or was not) found, and the tree path it is opened by.
     fn search(

@@ -62,16 +62,16 @@ const TEMPLATES: &[(&str, &str)] = &[
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum RecipeFormat {
     RattlerBuild,
     CondaBuild,
 }
 
-impl Format {
+impl RecipeFormat {
     pub fn dir(self) -> &'static str {
         match self {
-            Format::RattlerBuild => "rattler-build",
-            Format::CondaBuild => "conda-build",
+            RecipeFormat::RattlerBuild => "rattler-build",
+            RecipeFormat::CondaBuild => "conda-build",
         }
     }
 }
@@ -145,7 +145,7 @@ pub(crate) fn environment() -> Result<Environment<'static>> {
 pub fn render(
     plan: &Plan,
     split: &Split,
-    formats: &[Format],
+    formats: &[RecipeFormat],
     stage: &str,
     source: &str,
     command: &str,
@@ -158,7 +158,7 @@ pub fn render(
 pub fn render_with(
     plan: &Plan,
     split: &Split,
-    formats: &[Format],
+    formats: &[RecipeFormat],
     stage: &str,
     source: &str,
     command: &str,
@@ -385,7 +385,7 @@ impl<'a> Recipe<'a> {
     /// `build-variants.sh` and the contract files.
     fn files(
         &self,
-        formats: &[Format],
+        formats: &[RecipeFormat],
         render: impl Fn(&str) -> Result<String>,
     ) -> Result<Vec<Generated>> {
         let o = &self.split.options;
@@ -407,11 +407,11 @@ impl<'a> Recipe<'a> {
                 })
             };
             match f {
-                Format::RattlerBuild => {
+                RecipeFormat::RattlerBuild => {
                     add("recipe.yaml", render("recipe.yaml")?, false);
                     add("variants.yaml", render("variants.yaml")?, false);
                 }
-                Format::CondaBuild => {
+                RecipeFormat::CondaBuild => {
                     add("meta.yaml", render("meta.yaml")?, false);
                     add(
                         "conda_build_config.yaml",
@@ -839,7 +839,7 @@ mod tests {
         Split::from_plan(plan, options).unwrap()
     }
 
-    const BOTH: &[Format] = &[Format::RattlerBuild, Format::CondaBuild];
+    const BOTH: &[RecipeFormat] = &[RecipeFormat::RattlerBuild, RecipeFormat::CondaBuild];
 
     #[test]
     fn render_writes_each_format_in_its_own_directory_with_the_contract() {
@@ -898,7 +898,15 @@ mod tests {
                 .all(|(a, b)| a.path == b.path && a.text == b.text)
         );
         // One format alone writes only its directory.
-        let rb = render(&plan, &split, &[Format::RattlerBuild], "stage", "tree", "c").unwrap();
+        let rb = render(
+            &plan,
+            &split,
+            &[RecipeFormat::RattlerBuild],
+            "stage",
+            "tree",
+            "c",
+        )
+        .unwrap();
         assert!(rb.files.iter().all(|g| g.path.starts_with("rattler-build")));
     }
 

@@ -59,7 +59,7 @@ pub struct SplitOptions {
 
 /// One variant of the lazy library.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Variant {
+pub struct SplitVariant {
     pub name: String,
     pub with_payload: bool,
     pub preferred: bool,
@@ -76,14 +76,14 @@ pub struct PackageModel {
     pub constrains: Vec<String>,
     pub track_features: Vec<String>,
     /// Which variant of the lazy library, for the lazy packages.
-    pub variant: Option<Variant>,
+    pub variant: Option<SplitVariant>,
 }
 
 /// The split, derived from a confined plan.
 #[derive(Debug, Clone)]
 pub struct Split {
     pub options: SplitOptions,
-    pub variants: Vec<Variant>,
+    pub variants: Vec<SplitVariant>,
     /// The payload is linked into the lazy library (wheel layout) rather than a separate package.
     pub payload_static: bool,
     /// Tree-relative paths of the lazy output and of the payload output (which is not repackaged:
@@ -255,21 +255,21 @@ impl Split {
     }
 
     /// The variant with (or without) the payload; every split has both.
-    pub fn variant_with_payload(&self, payload: bool) -> Result<&Variant> {
+    pub fn variant_with_payload(&self, payload: bool) -> Result<&SplitVariant> {
         self.variants
             .iter()
             .find(|v| v.with_payload == payload)
             .ok_or_else(|| Error::internal("a split without both variants"))
     }
 
-    pub fn preferred(&self) -> &Variant {
+    pub fn preferred(&self) -> &SplitVariant {
         self.variants
             .iter()
             .find(|v| v.preferred)
             .expect("one preferred variant")
     }
 
-    pub fn non_preferred(&self) -> &Variant {
+    pub fn non_preferred(&self) -> &SplitVariant {
         self.variants
             .iter()
             .find(|v| !v.preferred)
@@ -442,7 +442,7 @@ impl Split {
     }
 
     /// The variant a build string of the lazy package names (`cuda130_nomagma_h…_0` → nomagma).
-    pub fn variant_of_build(&self, build: &str) -> Option<&Variant> {
+    pub fn variant_of_build(&self, build: &str) -> Option<&SplitVariant> {
         variant_in_build(&self.variants, build)
     }
 
@@ -455,7 +455,7 @@ impl Split {
 
 /// The two variants of a component (`magma` with it, `nomagma` without), `prefer` the one a plain
 /// install gets.
-fn variants_for(dep: &str, prefer: &str) -> Result<Vec<Variant>> {
+fn variants_for(dep: &str, prefer: &str) -> Result<Vec<SplitVariant>> {
     let without = crate::analysis::payload::slim_variant(dep);
     let with = dep.to_string();
     if prefer != with && prefer != without {
@@ -464,12 +464,12 @@ fn variants_for(dep: &str, prefer: &str) -> Result<Vec<Variant>> {
         )));
     }
     Ok(vec![
-        Variant {
+        SplitVariant {
             name: with.clone(),
             with_payload: true,
             preferred: prefer == with,
         },
-        Variant {
+        SplitVariant {
             name: without.clone(),
             with_payload: false,
             preferred: prefer == without,
@@ -494,7 +494,7 @@ pub fn standin_package(name: &str, version: &str) -> PackageModel {
 
 /// The variant whose name is a run of whole `_`-separated tokens of `build` (so `nomagma` never
 /// reads as `magma`, and a payload of several components, `cublas_cudnn`, spans two tokens).
-pub fn variant_in_build<'a>(variants: &'a [Variant], build: &str) -> Option<&'a Variant> {
+pub fn variant_in_build<'a>(variants: &'a [SplitVariant], build: &str) -> Option<&'a SplitVariant> {
     let bounded = format!("_{build}_");
     variants
         .iter()
@@ -708,12 +708,12 @@ mod tests {
     #[test]
     fn variant_tokens() {
         let vs = vec![
-            Variant {
+            SplitVariant {
                 name: "magma".into(),
                 with_payload: true,
                 preferred: true,
             },
-            Variant {
+            SplitVariant {
                 name: "nomagma".into(),
                 with_payload: false,
                 preferred: false,
@@ -733,12 +733,12 @@ mod tests {
         );
         assert!(variant_in_build(&vs, "cuda130_h1234567_0").is_none());
         let two = vec![
-            Variant {
+            SplitVariant {
                 name: "cublas_cudnn".into(),
                 with_payload: true,
                 preferred: true,
             },
-            Variant {
+            SplitVariant {
                 name: "nocublas_cudnn".into(),
                 with_payload: false,
                 preferred: false,
@@ -1158,12 +1158,12 @@ mod rules {
         // conda's build-string matching reads it, and the build string names its variant.
         for dep in ["magma", "cpu", "a", "no", "on", "o", "magma2"] {
             let variants = [
-                Variant {
+                SplitVariant {
                     name: dep.to_string(),
                     with_payload: true,
                     preferred: true,
                 },
-                Variant {
+                SplitVariant {
                     name: format!("no{dep}"),
                     with_payload: false,
                     preferred: false,

@@ -28,7 +28,7 @@ mod template;
 pub use build::build;
 pub use model::{
     Answer, BackendLine, ByteBar, Change, Failure, FatbinBar, FatbinTotals, Lost, LostOp,
-    PackageLine, Proof, Provenance, Report, RoutingLine, Saving, SlimSmoke, VariantLine,
+    PackageLine, Proof, Provenance, Report, ReportSaving, RoutingLine, SlimSmoke, VariantLine,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,7 +46,7 @@ use crate::smoke::SmokeReport;
 pub const SAME_WITHIN: f64 = 1.10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum ReportFormat {
     Html,
     Md,
 }
@@ -65,7 +65,7 @@ pub struct Paths {
 
 /// A document and the name it is shown under (its path as given).
 #[derive(Debug, Clone)]
-pub struct Loaded<T> {
+pub struct LoadedDocument<T> {
     pub file: String,
     pub doc: T,
 }
@@ -89,20 +89,20 @@ pub(crate) fn bytes(n: u64) -> String {
 
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
-    pub plan: Option<Loaded<Plan>>,
-    pub smoke: Option<Loaded<SmokeReport>>,
-    pub fatbin: Option<Loaded<FatbinReport>>,
-    pub pack: Option<Loaded<PackReport>>,
+    pub plan: Option<LoadedDocument<Plan>>,
+    pub smoke: Option<LoadedDocument<SmokeReport>>,
+    pub fatbin: Option<LoadedDocument<FatbinReport>>,
+    pub pack: Option<LoadedDocument<PackReport>>,
 }
 
 /// Read one document with its type's checks ([`Document::load`]).
-fn load_doc<D: Document>(path: Option<&Path>) -> Result<Option<Loaded<D>>> {
+fn load_doc<D: Document>(path: Option<&Path>) -> Result<Option<LoadedDocument<D>>> {
     let Some(path) = path else {
         return Ok(None);
     };
     let doc = D::load(path)?;
     let file = path.display().to_string();
-    Ok(Some(Loaded { file, doc }))
+    Ok(Some(LoadedDocument { file, doc }))
 }
 
 /// Read every given input, then refuse inputs that come from different trees.
@@ -315,7 +315,7 @@ pub fn fmt_ratio(r: f64) -> String {
 }
 
 /// Read, check and render: the whole `report` command minus writing the file.
-pub fn run(paths: &Paths, format: Format) -> Result<String> {
+pub fn run(paths: &Paths, format: ReportFormat) -> Result<String> {
     if paths.plan.is_none()
         && paths.smoke.is_none()
         && paths.fatbin.is_none()
@@ -328,7 +328,7 @@ pub fn run(paths: &Paths, format: Format) -> Result<String> {
     let inputs = load(paths)?;
     let report = build(&inputs);
     match format {
-        Format::Html => html::render(&report),
-        Format::Md => md::render(&report),
+        ReportFormat::Html => html::render(&report),
+        ReportFormat::Md => md::render(&report),
     }
 }

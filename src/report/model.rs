@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::smoke::Verdict as SmokeResult;
+use crate::smoke::SmokeVerdict as SmokeResult;
 use crate::smoke::eval::CheckStatus;
 
 /// The rule `report`'s answer and the feedstock description apply to a saving, from conda-forge's 2024 discussion of the
@@ -262,7 +262,7 @@ pub struct Provenance {
 /// Bytes a slim environment does not install, against the tree and against the environment a
 /// user installs.
 #[derive(Debug, Clone, Serialize)]
-pub struct Saving {
+pub struct ReportSaving {
     #[serde(skip)]
     pub bytes: u64,
     #[serde(skip)]
@@ -294,7 +294,7 @@ pub struct EnvironmentLine {
 
 /// The rule the answer applied to the saving, and what it was weighed against.
 #[derive(Debug, Clone, Serialize)]
-pub struct Rule {
+pub struct SavingRule {
     /// The rule, in one sentence ([`Worth::RULE`]).
     pub rule: &'static str,
     /// [`Worth::label`] of the saving.
@@ -333,12 +333,12 @@ pub struct Report {
     /// is a saving.
     pub headline: String,
     /// The saving rule applied; absent without a saving.
-    pub rule: Option<Rule>,
+    pub rule: Option<SavingRule>,
     pub dep: String,
     /// The payload's name as the title shows it (`MAGMA`).
     pub dep_upper: String,
     pub slim: String,
-    pub saving: Option<Saving>,
+    pub saving: Option<ReportSaving>,
     pub byte_bars: Vec<ByteBar>,
     /// Payload bytes linked statically into the lazy library (plan estimate), formatted.
     pub payload_static_in_lazy: Option<String>,

@@ -29,7 +29,8 @@ pub enum Outcome {
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Rule {
+#[schemars(rename = "Rule")]
+pub struct ExpectRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub op: Vec<String>,
     /// dtype names, or the classes `real` and `complex`.
@@ -60,7 +61,7 @@ pub struct Table {
     #[serde(default)]
     pub description: String,
     #[serde(default)]
-    pub rules: Vec<Rule>,
+    pub rules: Vec<ExpectRule>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -214,7 +215,7 @@ fn dtype_matches(list: &[String], dtype: &str) -> bool {
         })
 }
 
-impl Rule {
+impl ExpectRule {
     pub fn matches(&self, case: &Case, cuda: Option<&str>) -> bool {
         (self.op.is_empty() || self.op.contains(&case.op))
             && dtype_matches(&self.dtype, &case.dtype)
