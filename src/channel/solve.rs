@@ -260,9 +260,9 @@ pub fn virtual_packages(
         .map(|(name, version)| {
             Ok(GenericVirtualPackage {
                 name: PackageName::try_from(name.as_str())
-                    .map_err(|e| Error::Usage(format!("--virtual {name}: {e}")))?,
+                    .map_err(|e| Error::usage_source(format!("--virtual {name}"), e))?,
                 version: Version::from_str(&version)
-                    .map_err(|e| Error::Usage(format!("--virtual {name}={version}: {e}")))?,
+                    .map_err(|e| Error::usage_source(format!("--virtual {name}={version}"), e))?,
                 build_string: "0".parse().expect("a valid build string"),
             })
         })

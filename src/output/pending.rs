@@ -304,12 +304,8 @@ fn open_original(dst: &Path) -> Result<File> {
 
 /// `out/file`, once `file` is one file name ([`crate::confine::check_file_name`]).
 fn join_file(out: &Path, file: &str) -> Result<PathBuf> {
-    crate::confine::check_file_name(file).map_err(|e| {
-        Error::bad(
-            out.display(),
-            format!("refusing to write a file named so: {e}"),
-        )
-    })?;
+    crate::confine::check_file_name(file)
+        .bad_at(out.display(), "refusing to write a file named so")?;
     Ok(out.join(file))
 }
 

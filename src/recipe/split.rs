@@ -151,7 +151,7 @@ impl Split {
         split.validate_names(dep)?;
         for f in &split.lazy_files {
             check_recipe_path(f)
-                .map_err(|why| Error::Usage(format!("--lazy {lazy_library:?}: {why}")))?;
+                .map_err(|why| Error::usage_source(format!("--lazy {lazy_library:?}"), why))?;
         }
         Ok(split)
     }

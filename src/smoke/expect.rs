@@ -9,6 +9,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::cases::{COMPLEX, Case, REAL};
+use crate::error::Context;
 use crate::error::{Error, Result};
 
 pub const BUILTIN: &str = include_str!("expect.json");
@@ -134,8 +135,8 @@ impl Tables {
     /// Built-ins, then the tables of a table file's `text` on top; `origin` names the file in
     /// errors and in each table's origin. `with_file` and the fuzz harness both read through here.
     pub fn with_text(text: &str, origin: &str) -> Result<Tables> {
-        let file: TableFile = serde_json::from_str(text)
-            .map_err(|e| Error::bad(origin, format!("not an expectation table file: {e}")))?;
+        let file: TableFile =
+            serde_json::from_str(text).bad_at(origin, "not an expectation table file")?;
         if let Some(s) = &file.schema
             && s != "splitpkg-smoke-expect"
         {
@@ -177,7 +178,7 @@ impl Tables {
                 }
                 if let Some(p) = &r.pattern {
                     Regex::new(p)
-                        .map_err(|e| Error::bad(&at, format!("bad pattern {p:?}: {e}")))?;
+                        .map_err(|e| Error::bad_source(&at, format!("bad pattern {p:?}"), e))?;
                 }
                 if let Some(v) = &r.cuda_below
                     && crate::version::parse(v.trim()).is_none()

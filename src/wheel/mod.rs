@@ -108,7 +108,7 @@ pub fn has_lazy_member(
 ) -> Result<bool> {
     let map = map_file(path)?;
     let archive = zip::ZipArchive::new(std::io::Cursor::new(&map[..]))
-        .map_err(|e| Error::bad(path.display(), format!("not a readable zip archive: {e}")))?;
+        .bad_at(path.display(), "not a readable zip archive")?;
     Ok(archive.file_names().filter_map(|n| n.ok()).any(|n| {
         patterns
             .iter()
@@ -262,7 +262,7 @@ impl<'a> Job<'a> {
             None => default_lazy_dist(&lazy_paths)?,
         };
         sanitize::check_dist_name(&lazy_dist)
-            .map_err(|why| Error::Usage(format!("--lazy-dist: {why}")))?;
+            .map_err(|why| Error::usage_source("--lazy-dist", why))?;
         let (public, local) = match input.version.split_once('+') {
             Some((p, l)) => (p.to_string(), Some(l.to_string())),
             None => (input.version.clone(), None),
@@ -270,7 +270,7 @@ impl<'a> Job<'a> {
         let out = opts.out.as_path();
         // Never written through a link: `--out/variants` → elsewhere would put the wheels there.
         let variants_dir = crate::confine::dir_inside(out, VARIANTS_DIR)
-            .map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))?;
+            .map_err(|e| Error::usage_source(format!("--out {}", out.display()), e))?;
         let lazy_names = plan.lazy_file_names();
         let lazy_size: u64 = lazy_paths
             .iter()
@@ -679,8 +679,8 @@ impl<'a> InputWheel<'a> {
     ) -> Result<InputWheel<'a>> {
         let display = path.display().to_string();
         let file = Tree::file_name(&display).to_string();
-        let mut archive = ZipArchive::new(Cursor::new(bytes))
-            .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        let mut archive =
+            ZipArchive::new(Cursor::new(bytes)).bad_at(&display, "not a readable zip archive")?;
         let mut members = Vec::with_capacity(archive.len());
         for i in 0..archive.len() {
             let f = archive.by_index_raw(i).bad_in(&display)?;
@@ -737,8 +737,7 @@ impl<'a> InputWheel<'a> {
         let tags = parts[parts.len() - 3..].join("-");
         let record_path = format!("{dist_info_stem}.dist-info/RECORD");
         let record_text = read_member(&mut archive, &display, &record_path)?;
-        let entries = record::parse(&record_text)
-            .map_err(|e| Error::bad(format!("{display}:{record_path}"), e))?;
+        let entries = record::parse(&record_text).bad_in(format!("{display}:{record_path}"))?;
         let mut record = BTreeMap::new();
         for e in entries {
             if let (Some(h), Some(n)) = (e.hash, e.size) {
