@@ -443,6 +443,7 @@ fn the_report_says_the_same(
     // splitpkg.json describes the split for solve/env.
     let info: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
+    assert_valid("docs/channel.schema.json", &info);
     assert_eq!(info["core"], "libtorch");
     assert_eq!(info["lazy"], "libtorch-cuda-linalg");
     assert_eq!(info["lazy_library"], "libtorch_cuda_linalg.so");
