@@ -85,6 +85,17 @@ pub enum Error {
     /// A command-line combination that cannot work. Exit code 2.
     #[error("{}", printable(&one_line(.0)))]
     Usage(#[doc = "What cannot work, naming the flags."] String),
+    /// A command-line value that a library (or one of the tool's own checks) refused: prints as
+    /// [`Error::Usage`] with `value: cause` (the cause alone when `value` is empty), byte for byte
+    /// what `Usage(format!("{value}: {cause}"))` printed, but the cause stays the source. Exit 2.
+    #[error("{}", printable(&one_line(&reason_and_cause(value, source))))]
+    UsageSource {
+        /// The flag and the value refused (`--virtual NAME`); empty when the cause names them.
+        value: String,
+        /// The error that refused it, kept as the source.
+        #[source]
+        source: Cause,
+    },
     /// The input is fine but the answer is no (pack on a plan that is not confined). Exit code 1.
     #[error("{}", printable(&one_line(.0)))]
     Refused(#[doc = "Why the answer is no."] String),
@@ -149,6 +160,15 @@ impl Error {
         }
     }
 
+    /// A command-line `value` that `source` refused (exit 2): `value: source`, as
+    /// [`Error::Usage`] would print it, with the cause kept as the source.
+    pub fn usage_source(value: impl fmt::Display, source: impl Into<Cause>) -> Self {
+        Error::UsageSource {
+            value: value.to_string(),
+            source: source.into(),
+        }
+    }
+
     /// An I/O failure on `path` (exit 2); [`Context::at`] builds it from an `io::Result`.
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Error::Io {
@@ -179,7 +199,8 @@ impl Error {
             | Error::Elf { .. }
             | Error::Invalid { .. }
             | Error::Io { .. }
-            | Error::Usage(_) => Exit::BadInput,
+            | Error::Usage(_)
+            | Error::UsageSource { .. } => Exit::BadInput,
             Error::Failed { .. } | Error::Internal(_) => Exit::Failure,
         }
     }
@@ -337,5 +358,22 @@ mod tests {
         assert_eq!(Error::Usage("no".into()).exit(), Exit::BadInput);
         assert_eq!(Error::bad("f", "r").exit(), Exit::BadInput);
         assert_eq!(Error::internal("bug").exit(), Exit::Failure);
+    }
+
+    /// A refused command-line value prints what `Usage(format!("{value}: {e}"))` printed (the
+    /// cause alone without a value), exits 2, and keeps the library's error as the source.
+    #[test]
+    fn usage_source_prints_as_usage_and_keeps_the_cause() {
+        let cause = || Outer(std::io::Error::other("disk\nfull"));
+        let e = Error::usage_source("--virtual __cuda\u{1b}", cause());
+        let flat = Error::Usage(format!("--virtual __cuda\u{1b}: {}", cause()));
+        assert_eq!(e.to_string(), flat.to_string());
+        assert_eq!(e.exit(), Exit::BadInput);
+        assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<Outer>()));
+        let alone = Error::usage_source("", cause());
+        assert_eq!(
+            alone.to_string(),
+            Error::Usage(cause().to_string()).to_string()
+        );
     }
 }

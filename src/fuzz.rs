@@ -11,7 +11,7 @@ use crate::analysis::plan::Plan;
 use crate::elf::{DlopenEntry, ElfView, Priority};
 use crate::fatbin::whatif;
 use crate::progress::Progress;
-use crate::recipe::emit::{Format, render};
+use crate::recipe::emit::{RecipeFormat, render};
 use crate::recipe::split::{Split, SplitOptions, check_recipe_path, payload_version};
 
 /// The ELF readers (cargo-fuzz target `elf`): headers, dynamic tables, symbols through the hash
@@ -110,7 +110,7 @@ pub fn plan_json(data: &[u8]) {
     if let Ok(out) = render(
         &plan,
         &split,
-        &[Format::RattlerBuild, Format::CondaBuild],
+        &[RecipeFormat::RattlerBuild, RecipeFormat::CondaBuild],
         "stage",
         "fuzz",
         "fuzz",

@@ -13,7 +13,7 @@ pub mod cleanup;
 mod pending;
 mod workdir;
 
-pub use pending::{Pending, Staged};
+pub use pending::{Pending, StagedFile};
 pub use workdir::{WorkDir, WorkKind};
 
 /// Write `data` to `path` through the one atomic-write primitive ([`atomic`], [`Pending`]): a

@@ -299,13 +299,13 @@ impl Totals {
 pub fn installed_root(dir: &Path) -> Option<PathBuf> {
     let dir = dir.canonicalize().ok()?;
     let near = dir.ancestors().find(|a| marker(a).is_some())?;
-    if marker(near) == Some(Marker::DistInfo) {
+    if marker(near) == Some(PrefixMarker::DistInfo) {
         // PREFIX/lib/python3.X/site-packages: three levels up.
         if let Some(up) = near
             .ancestors()
             .skip(1)
             .take(3)
-            .find(|a| matches!(marker(a), Some(Marker::Conda | Marker::Venv)))
+            .find(|a| matches!(marker(a), Some(PrefixMarker::Conda | PrefixMarker::Venv)))
         {
             return Some(up.to_path_buf());
         }
@@ -314,24 +314,24 @@ pub fn installed_root(dir: &Path) -> Option<PathBuf> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Marker {
+enum PrefixMarker {
     Conda,
     Venv,
     DistInfo,
 }
 
-fn marker(dir: &Path) -> Option<Marker> {
+fn marker(dir: &Path) -> Option<PrefixMarker> {
     if dir.join("conda-meta").is_dir() {
-        return Some(Marker::Conda);
+        return Some(PrefixMarker::Conda);
     }
     if dir.join("pyvenv.cfg").is_file() {
-        return Some(Marker::Venv);
+        return Some(PrefixMarker::Venv);
     }
     let dist_info = std::fs::read_dir(dir).ok()?.flatten().any(|e| {
         e.file_name().to_string_lossy().ends_with(".dist-info")
             && e.file_type().is_ok_and(|t| t.is_dir())
     });
-    dist_info.then_some(Marker::DistInfo)
+    dist_info.then_some(PrefixMarker::DistInfo)
 }
 
 /// Every regular file under `root` once (a hard-linked file once), symlinks not followed.

@@ -474,7 +474,7 @@ impl LoadGraph {
         is_payload_library: impl Fn(&str) -> bool,
         env: &LoaderEnv,
     ) -> LoadGraph {
-        let mut b = Builder::new(tree, files, env);
+        let mut b = GraphBuilder::new(tree, files, env);
         let entry_roots: Vec<(usize, Start)> = files
             .iter()
             .enumerate()
@@ -524,7 +524,7 @@ impl LoadGraph {
     }
 }
 
-struct Builder<'t, 'a> {
+struct GraphBuilder<'t, 'a> {
     tree: &'t Tree,
     files: &'t [GraphInput<'a>],
     graph: LoadGraph,
@@ -694,7 +694,7 @@ impl Process {
     }
 }
 
-impl<'t, 'a> Builder<'t, 'a> {
+impl<'t, 'a> GraphBuilder<'t, 'a> {
     fn new(tree: &'t Tree, files: &'t [GraphInput<'a>], env: &LoaderEnv) -> Self {
         let mut graph = LoadGraph {
             nodes: Vec::new(),
@@ -752,7 +752,7 @@ impl<'t, 'a> Builder<'t, 'a> {
                 }
             }
         }
-        let mut b = Builder {
+        let mut b = GraphBuilder {
             tree,
             files,
             graph,
@@ -1104,7 +1104,7 @@ impl<'t, 'a> Builder<'t, 'a> {
     }
 }
 
-impl<'t, 'a> Builder<'t, 'a> {
+impl<'t, 'a> GraphBuilder<'t, 'a> {
     /// The ld.so search for `name` requested by file `req` in process `p`: the tree file that
     /// satisfies it, if any, how it was (or was not) found, and the tree path it is opened by.
     fn search(

@@ -331,7 +331,7 @@ struct Tail {
 }
 
 /// What the walks found: the static estimate, the load-time imports.
-type Walked = (Option<payload::Estimate>, Option<Vec<String>>);
+type Walked = (Option<payload::PayloadEstimate>, Option<Vec<String>>);
 
 impl Tail {
     /// Both walks, side by side: the static estimate and the load-time imports. Each is `None`

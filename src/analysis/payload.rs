@@ -244,7 +244,7 @@ pub struct PayloadFacts {
     /// How many bytes of the file are payload code and data, and what they are (an estimate);
     /// absent for a file that holds none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimate: Option<Estimate>,
+    pub estimate: Option<PayloadEstimate>,
 }
 
 impl PayloadFacts {
@@ -387,7 +387,8 @@ impl Presence {
 
 /// An estimate of how many bytes of a file are payload, with the way each part was counted.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Estimate {
+#[schemars(rename = "Estimate")]
+pub struct PayloadEstimate {
     /// Payload bytes in the file: the sum of `parts`.
     pub bytes: u64,
     /// How the file was counted: `the whole file is a payload library`, or `static payload: …` for
@@ -468,7 +469,7 @@ pub fn static_estimate(
     facts: &crate::elf::ElfFacts,
     found: &PayloadFacts,
     spec: &PayloadSpec,
-) -> Option<Estimate> {
+) -> Option<PayloadEstimate> {
     (found.holds_code() && !found.library).then(|| estimate_static(view, facts, spec))
 }
 
@@ -511,7 +512,7 @@ pub fn scan_names(
     };
 
     if out.library {
-        out.estimate = Some(Estimate {
+        out.estimate = Some(PayloadEstimate {
             bytes: file_size,
             method: "the whole file is a payload library".into(),
             parts: vec![EstimatePart {
@@ -563,7 +564,7 @@ fn estimate_static(
     view: &ElfView<'_>,
     facts: &crate::elf::ElfFacts,
     spec: &PayloadSpec,
-) -> Estimate {
+) -> PayloadEstimate {
     let text_size = facts.sections.text;
     let span = PayloadSpan::scan(view, spec);
 
@@ -595,7 +596,7 @@ fn estimate_static(
             how: "in proportion to the payload share of .text".into(),
         });
     }
-    Estimate {
+    PayloadEstimate {
         bytes: parts.iter().map(|p| p.bytes).sum(),
         method: "static payload: contiguous archive span in .text, CUDA units inside it, proportional share of tables".into(),
         parts,

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::graph::{NodeKind, Reach};
 use crate::analysis::inspect::Inspection;
-use crate::analysis::payload::{Estimate, PayloadSpec};
+use crate::analysis::payload::{PayloadEstimate, PayloadSpec};
 use crate::analysis::verdict::{
     Analysis, Contract, ImportGroup, LazyLibrary, PayloadFile, PayloadForm, Verdict, Warning,
     Witness,
@@ -62,9 +62,9 @@ pub struct Plan {
     /// provides, and its estimated size.
     pub payload: PayloadSummary,
     /// The packages the tree splits into: core, lazy (with its two variants) and payload.
-    pub outputs: Vec<Output>,
+    pub outputs: Vec<PlanOutput>,
     /// What an environment with the slim variant does not install.
-    pub saving: Saving,
+    pub saving: PlanSaving,
     /// Findings that do not change the verdict but a maintainer should read.
     pub warnings: Vec<Warning>,
     /// What a replacement lazy library must provide and may import (`verify-variant` checks it).
@@ -313,7 +313,8 @@ pub enum Role {
 
 /// One output of the split: its role, its files and their bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Output {
+#[schemars(rename = "Output")]
+pub struct PlanOutput {
     /// `core` (loads at start-up), `lazy` (the library opened at first use, in two variants) or
     /// `payload` (payload libraries only the variant with the payload needs).
     pub role: Role,
@@ -323,7 +324,7 @@ pub struct Output {
     pub bytes: u64,
     /// The lazy output's two variants, with and without the payload; absent for the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub variants: Vec<Variant>,
+    pub variants: Vec<PlanVariant>,
     /// Payload libraries this output needs that are not in the tree.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub external: Vec<String>,
@@ -334,7 +335,8 @@ pub struct Output {
 
 /// One variant of the lazy output, with or without the payload, and its lazy library's bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct Variant {
+#[schemars(rename = "Variant")]
+pub struct PlanVariant {
     /// `magma` / `nomagma` (the payload name, with and without `no`).
     pub name: String,
     /// Whether this variant carries the payload.
@@ -349,7 +351,8 @@ pub struct Variant {
 
 /// What an environment with the slim variant (no payload) does not install.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Saving {
+#[schemars(rename = "Saving")]
+pub struct PlanSaving {
     /// Bytes a slim environment does not install, out of this tree.
     pub bytes: u64,
     /// `bytes` as a percentage of the tree's bytes.
@@ -519,7 +522,7 @@ pub fn make_plan<S: AsRef<str>>(ins: &Inspection, analysis: &Analysis, lazy: &[S
         if analysis.verdict == Verdict::Confined && !analysis.lazy_file_ids.is_empty() {
             split_outputs(ins, analysis, &external, total)
         } else {
-            let saving = Saving {
+            let saving = PlanSaving {
                 bytes: 0,
                 percent_of_tree: 0.0,
                 how: "no split: the payload is not confined".into(),
@@ -626,7 +629,7 @@ fn split_outputs(
     analysis: &Analysis,
     external: &[String],
     total: u64,
-) -> (Vec<Output>, Saving) {
+) -> (Vec<PlanOutput>, PlanSaving) {
     let lazy_files = &analysis.lazy_file_ids;
     let payload_files = payload_closure(ins, analysis);
     let mut buckets = assign_entries(ins, lazy_files, &payload_files);
@@ -641,7 +644,7 @@ fn split_outputs(
         if role == Role::Payload && files.is_empty() && external.is_empty() {
             continue;
         }
-        outputs.push(Output {
+        outputs.push(PlanOutput {
             role,
             files,
             bytes,
@@ -746,7 +749,7 @@ fn assign_entries(
 }
 
 /// The static payload estimate of a file that links the payload in (none for a payload library).
-fn static_estimate(ins: &Inspection, f: usize) -> Option<&Estimate> {
+fn static_estimate(ins: &Inspection, f: usize) -> Option<&PayloadEstimate> {
     ins.files[f]
         .payload
         .estimate
@@ -756,7 +759,7 @@ fn static_estimate(ins: &Inspection, f: usize) -> Option<&Estimate> {
 
 /// The variants of the one shared lazy output: the sums over its libraries.
 struct LazyVariants {
-    variants: Vec<Variant>,
+    variants: Vec<PlanVariant>,
     /// Bytes of the lazy libraries as in the tree.
     size: u64,
     /// Their estimated bytes without the payload.
@@ -782,7 +785,7 @@ impl LazyVariants {
             .sum();
         let several = lazy_files.len() > 1;
         let variants = vec![
-            Variant {
+            PlanVariant {
                 name: with.clone(),
                 with_payload: true,
                 bytes: size,
@@ -793,7 +796,7 @@ impl LazyVariants {
                     "the library in this tree".into()
                 },
             },
-            Variant {
+            PlanVariant {
                 name: without.clone(),
                 with_payload: false,
                 bytes: without_payload,
@@ -840,11 +843,11 @@ fn slim_variant_how(ins: &Inspection, lazy_files: &[usize], static_bytes: u64) -
 /// lazy library.
 fn slim_saving(
     ins: &Inspection,
-    outputs: &[Output],
+    outputs: &[PlanOutput],
     lazy: &LazyVariants,
     external: &[String],
     total: u64,
-) -> Saving {
+) -> PlanSaving {
     let payload_out = outputs
         .iter()
         .find(|o| o.role == Role::Payload)
@@ -852,7 +855,7 @@ fn slim_saving(
         .unwrap_or(0);
     let lazy_delta = lazy.size - lazy.without_payload;
     let bytes = payload_out + lazy_delta;
-    Saving {
+    PlanSaving {
         bytes,
         percent_of_tree: if total > 0 {
             (bytes as f64 * 10000.0 / total as f64).round() / 100.0
@@ -985,7 +988,7 @@ mod tests {
         LAZY, Scratch, conda_layout, conda_prefix, loader, providers_layout, wheel_layout,
     };
 
-    fn output(plan: &Plan, role: Role) -> Option<&Output> {
+    fn output(plan: &Plan, role: Role) -> Option<&PlanOutput> {
         plan.outputs.iter().find(|o| o.role == role)
     }
 

@@ -23,15 +23,15 @@ pub struct Provider {
 }
 
 #[derive(Debug, Deserialize)]
-struct Table {
+struct ProviderTable {
     schema: String,
     schema_version: u32,
-    providers: Vec<Entry>,
+    providers: Vec<ProviderEntry>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Entry {
+struct ProviderEntry {
     sonames: Vec<String>,
     /// Only for trees whose CUDA runtime has this major version.
     #[serde(default)]
@@ -42,10 +42,10 @@ struct Entry {
     conda: Option<String>,
 }
 
-fn table() -> &'static Table {
-    static TABLE: OnceLock<Table> = OnceLock::new();
+fn table() -> &'static ProviderTable {
+    static TABLE: OnceLock<ProviderTable> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let t: Table = serde_json::from_str(TABLE_JSON)
+        let t: ProviderTable = serde_json::from_str(TABLE_JSON)
             .expect("data/providers.json parses (checked by its unit test)");
         assert_eq!(
             (t.schema.as_str(), t.schema_version),

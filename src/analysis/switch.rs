@@ -59,7 +59,7 @@ impl Wheels {
 
 /// A switch command, and whether it still needs `--wheels` (it holds the placeholder `DIR`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Command {
+pub struct SwitchCommand {
     /// The command line.
     pub line: String,
     /// Whether it still holds the placeholder `DIR`, to be replaced by where the wheels are
@@ -69,7 +69,7 @@ pub struct Command {
 
 /// The command that installs `install` (the marker's requirement or variant wheel file name) over
 /// the lazy wheel `owner`, from `wheels`, else from where `owner` came from, else from `DIR`.
-pub fn command(install: &str, owner: &Owner, wheels: Option<&Wheels>) -> Command {
+pub fn command(install: &str, owner: &Owner, wheels: Option<&Wheels>) -> SwitchCommand {
     let recorded = owner.source.as_ref().map(|d| Wheels::Dir(PathBuf::from(d)));
     let (from, needs_wheels) = match wheels.or(recorded.as_ref()) {
         Some(w) => (w.clone(), false),
@@ -109,7 +109,7 @@ pub fn command(install: &str, owner: &Owner, wheels: Option<&Wheels>) -> Command
             words.join(" ")
         )
     };
-    Command { line, needs_wheels }
+    SwitchCommand { line, needs_wheels }
 }
 
 fn location(w: &Wheels) -> String {

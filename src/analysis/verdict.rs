@@ -195,7 +195,7 @@ pub struct PayloadFile {
     /// How many of its bytes are payload, part by part: the whole file for a payload library, an
     /// estimate for static payload; absent for an external library.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimate: Option<crate::analysis::payload::Estimate>,
+    pub estimate: Option<crate::analysis::payload::PayloadEstimate>,
     /// Example payload symbols the file defines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub symbols: Vec<String>,
@@ -433,7 +433,7 @@ pub fn prove<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Proved {
 
     // Reachability with the lazy libraries cut out: anything payload-related reached here is exposed.
     let (outside, parent) = reach_without(g, &cut);
-    let proof = Proof {
+    let proof = ProofState {
         ins,
         lazy_files,
         cut,
@@ -458,7 +458,7 @@ pub fn prove<S: AsRef<str>>(ins: &Inspection, lazy: &[S]) -> Proved {
         .map(|&lf| core_files(ins, lf, &proof.outside))
         .collect();
     let contract = proof.contract(&mut lazy_libraries, &core_files);
-    let Proof {
+    let ProofState {
         lazy_files,
         payload,
         ..
@@ -549,7 +549,7 @@ impl PayloadNodes {
 
 /// What the steps of the proof share: the lazy libraries cut out of the graph, what the roots
 /// reach without them, and where the payload is.
-struct Proof<'a> {
+struct ProofState<'a> {
     ins: &'a Inspection,
     /// Tree file indices of the lazy libraries, sorted by path.
     lazy_files: Vec<usize>,
@@ -563,7 +563,7 @@ struct Proof<'a> {
     referencing: Vec<usize>,
 }
 
-impl Proof<'_> {
+impl ProofState<'_> {
     /// Shortest paths from a root to payload code (or a reference to it) that avoid the lazy
     /// libraries.
     fn exposure_witnesses(&self) -> Vec<Witness> {

@@ -183,7 +183,7 @@ pub struct Scenario {
     /// exactly when that variant needs them; for (c), (d) unsatisfiable); `fail`: it is not, or
     /// for (e) the `--prefer-channel` is not the flipped channel; `not-applicable`: the channel
     /// lacks what the scenario needs (for (e): no `--prefer-channel`), so nothing was solved.
-    pub status: Status,
+    pub status: ScenarioStatus,
     /// The outcome in words: the variant solved (`+` the payload packages), what differs from
     /// `expect`, whether it was unsatisfiable (as required or not), or `not applicable:` and why.
     pub detail: String,
@@ -207,7 +207,8 @@ pub struct Scenario {
 /// A scenario's or an installed environment's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum Status {
+#[schemars(rename = "Status")]
+pub enum ScenarioStatus {
     /// Met what the scenario expects (`pass`).
     Pass,
     /// Did not (`fail`); the detail says how.
@@ -291,7 +292,7 @@ pub struct EnvCheck {
     pub prefix: String,
     /// `pass`: the prefix is as `expect` says; `fail`: it is not; `not-applicable`: the scenario
     /// has no solution (not applicable or unsatisfiable), so nothing was installed.
-    pub status: Status,
+    pub status: ScenarioStatus,
     /// The outcome in words: `plan: VERDICT` (for `slim` also the payload files counted and the
     /// payload packages found), or why nothing was installed.
     pub detail: String,
@@ -424,11 +425,12 @@ pub struct Switch {
     /// The other variant's size is the plan's estimate, not a measured package.
     pub estimated: bool,
     /// The install commands that switch.
-    pub commands: Commands,
+    pub commands: ChannelCommands,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Commands {
+#[schemars(rename = "Commands")]
+pub struct ChannelCommands {
     /// `conda install` of the other variant.
     pub conda: String,
     /// `mamba install` of the other variant.

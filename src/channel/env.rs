@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use rattler_conda_types::{MatchSpec, ParseStrictness, PrefixRecord};
 
 pub use crate::channel::document::{
-    Commands, EnvPackage, EnvReport, PackageRole, Switch, SwitchReport,
+    ChannelCommands, EnvPackage, EnvReport, PackageRole, Switch, SwitchReport,
 };
 use crate::channel::info::{ChannelInfo, PackRecord, PackedPackage};
 // The text and the chart keep their paths (`env::report_text`, `env::switch_text`, `env::svg`).
 pub use crate::channel::text::{report_text, svg, switch_text};
 use crate::error::{Error, Result};
-use crate::recipe::split::{Variant, variant_glob, variant_in_build};
+use crate::recipe::split::{SplitVariant, variant_glob, variant_in_build};
 
 /// What `splitpkg env` was asked about.
 pub struct EnvOptions {
@@ -71,14 +71,14 @@ pub fn commands(
     variant: &str,
     variants: &[&str],
     installed_build: &str,
-) -> Result<Commands> {
+) -> Result<ChannelCommands> {
     let glob = switch_glob(variant, variants, installed_build);
     let conda_spec = format!("{lazy}=*={glob}");
     let pixi_spec = format!("{lazy}[build='{glob}']");
     // conda's `name=version=build` form is lenient-only in rattler; pixi's bracket form is strict.
     MatchSpec::from_str(&conda_spec, ParseStrictness::Lenient).failed_at(&conda_spec)?;
     MatchSpec::from_str(&pixi_spec, ParseStrictness::Strict).failed_at(&pixi_spec)?;
-    Ok(Commands {
+    Ok(ChannelCommands {
         conda: format!("conda install \"{conda_spec}\""),
         mamba: format!("mamba install \"{conda_spec}\""),
         pixi: format!("pixi add \"{pixi_spec}\""),
@@ -164,7 +164,7 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
 /// the channel it came from.
 pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
     let prefix = &opts.prefix;
-    let installed = Installed::read(opts)?;
+    let installed = InstalledPrefix::read(opts)?;
     let lazy_rec = &installed.lazy().repodata_record.package_record;
     let (channel_dir, info) = channel_of(opts, installed.lazy())?;
     let mut notes = Vec::new();
@@ -221,11 +221,11 @@ pub fn env(opts: &EnvOptions) -> Result<EnvReport> {
 
 /// What the prefix holds: its records (sorted by name), the lazy package among them and which of
 /// the two variants it is.
-struct Installed {
+struct InstalledPrefix {
     records: Vec<PrefixRecord>,
     /// The lazy package's index in `records`.
     lazy: usize,
-    variants: Vec<Variant>,
+    variants: Vec<SplitVariant>,
     /// The slim variant.
     without: String,
     /// The lazy package's build string, its variant and the variant a switch goes to.
@@ -234,8 +234,8 @@ struct Installed {
     other: String,
 }
 
-impl Installed {
-    fn read(opts: &EnvOptions) -> Result<Installed> {
+impl InstalledPrefix {
+    fn read(opts: &EnvOptions) -> Result<InstalledPrefix> {
         let prefix = &opts.prefix;
         let meta = prefix.join("conda-meta");
         if !meta.is_dir() {
@@ -267,12 +267,12 @@ impl Installed {
         let with = opts.dep.clone();
         let without = crate::analysis::payload::slim_variant(&opts.dep);
         let variants = vec![
-            Variant {
+            SplitVariant {
                 name: with.clone(),
                 with_payload: true,
                 preferred: false,
             },
-            Variant {
+            SplitVariant {
                 name: without.clone(),
                 with_payload: false,
                 preferred: false,
@@ -299,7 +299,7 @@ impl Installed {
         } else {
             with.clone()
         };
-        Ok(Installed {
+        Ok(InstalledPrefix {
             records,
             lazy,
             variants,
@@ -476,7 +476,7 @@ impl Sizes {
 impl SwitchSizes<'_> {
     fn switch(
         &self,
-        installed: &Installed,
+        installed: &InstalledPrefix,
         payload_names: &[String],
         real_bytes: u64,
         represented_bytes: u64,
@@ -693,7 +693,7 @@ pub fn switch(opts: &EnvOptions) -> Result<SwitchReport> {
             )));
         }
     };
-    let ch = crate::channel::solve::Loaded::open(&channel)?;
+    let ch = crate::channel::solve::LoadedChannel::open(&channel)?;
     let without = crate::analysis::payload::slim_variant(&opts.dep);
     let glob = switch_glob(
         &before.switch.to,

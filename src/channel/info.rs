@@ -178,7 +178,7 @@ pub struct PackRecord {
     /// The plan's size of each variant of the lazy library (measured for the tree's own build,
     /// estimated for the other), for reports when a variant was not packed.
     #[serde(default)]
-    pub variant_sizes: Vec<crate::analysis::plan::Variant>,
+    pub variant_sizes: Vec<crate::analysis::plan::PlanVariant>,
 }
 
 /// A variant of the lazy library that a pack could not make, and why.

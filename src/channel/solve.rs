@@ -38,7 +38,7 @@ use rattler_solve::{SolveError, SolverImpl, SolverTask};
 
 use crate::analysis::pipeline::{Planned, Request, plan_tree};
 pub use crate::channel::document::{
-    EnvCheck, InstallEnv, InstallReport, Scenario, Semantics, SolveReport, Solved, Status,
+    EnvCheck, InstallEnv, InstallReport, Scenario, ScenarioStatus, Semantics, SolveReport, Solved,
 };
 use crate::channel::info::{ChannelInfo, NOARCH, PackRecord, SUBDIR};
 use crate::error::{Error, Result};
@@ -63,17 +63,21 @@ pub struct SolveOptions<'a> {
     pub progress: &'a Progress,
 }
 
-impl Status {
-    fn of(ok: bool) -> Status {
-        if ok { Status::Pass } else { Status::Fail }
+impl ScenarioStatus {
+    fn of(ok: bool) -> ScenarioStatus {
+        if ok {
+            ScenarioStatus::Pass
+        } else {
+            ScenarioStatus::Fail
+        }
     }
 
     /// The status as tables print it (`PASS`, `FAIL`, `not applicable`).
     pub fn label(self) -> &'static str {
         match self {
-            Status::Pass => "PASS",
-            Status::Fail => "FAIL",
-            Status::NotApplicable => "not applicable",
+            ScenarioStatus::Pass => "PASS",
+            ScenarioStatus::Fail => "FAIL",
+            ScenarioStatus::NotApplicable => "not applicable",
         }
     }
 }
@@ -110,7 +114,7 @@ impl std::fmt::Display for InstallEnv {
 }
 
 /// A channel made by `splitpkg pack`, loaded.
-pub struct Loaded {
+pub struct LoadedChannel {
     /// The channel directory, absolute.
     pub dir: PathBuf,
     /// Its `splitpkg.json`.
@@ -120,10 +124,10 @@ pub struct Loaded {
     sizes: std::sync::Mutex<HashMap<String, (u64, Option<u64>)>>,
 }
 
-impl Loaded {
+impl LoadedChannel {
     /// Load the channel at `dir`: its `splitpkg.json` and its index; a directory `pack` did not
     /// make is refused.
-    pub fn open(dir: &Path) -> Result<Loaded> {
+    pub fn open(dir: &Path) -> Result<LoadedChannel> {
         let abs = if dir.is_absolute() {
             dir.to_path_buf()
         } else {
@@ -140,7 +144,7 @@ impl Loaded {
             let rd = RepoData::from_path(&p).bad_at(p.display(), "not an indexed channel")?;
             records.extend(rd.into_repo_data_records(&channel));
         }
-        Ok(Loaded {
+        Ok(LoadedChannel {
             dir: abs,
             info,
             records,
@@ -266,9 +270,9 @@ pub fn virtual_packages(
         .map(|(name, version)| {
             Ok(GenericVirtualPackage {
                 name: PackageName::try_from(name.as_str())
-                    .map_err(|e| Error::Usage(format!("--virtual {name}: {e}")))?,
+                    .map_err(|e| Error::usage_source(format!("--virtual {name}"), e))?,
                 version: Version::from_str(&version)
-                    .map_err(|e| Error::Usage(format!("--virtual {name}={version}: {e}")))?,
+                    .map_err(|e| Error::usage_source(format!("--virtual {name}={version}"), e))?,
                 build_string: "0".parse().expect("a valid build string"),
             })
         })
@@ -315,18 +319,18 @@ pub fn solve_specs(
 }
 
 struct Ctx<'a> {
-    ch: &'a Loaded,
+    ch: &'a LoadedChannel,
     vps: &'a [GenericVirtualPackage],
 }
 
 impl Ctx<'_> {
     fn solved(&self, recs: &[RepoDataRecord]) -> Result<Vec<Solved>> {
-        let variants: Vec<crate::recipe::split::Variant> = self
+        let variants: Vec<crate::recipe::split::SplitVariant> = self
             .ch
             .info
             .variants
             .iter()
-            .map(|v| crate::recipe::split::Variant {
+            .map(|v| crate::recipe::split::SplitVariant {
                 name: v.clone(),
                 with_payload: !v.starts_with("no"),
                 preferred: false,
@@ -334,7 +338,7 @@ impl Ctx<'_> {
             .collect();
         recs.iter()
             .map(|r| {
-                let file = Loaded::file_of(r);
+                let file = LoadedChannel::file_of(r);
                 let (installed, represents) = self.ch.sizes(&file)?;
                 let name = r.package_record.name.as_normalized().to_string();
                 let build = r.package_record.build.to_string();
@@ -362,7 +366,7 @@ impl Ctx<'_> {
 fn scenario(
     id: &'static str,
     name: &'static str,
-    channel: &Loaded,
+    channel: &LoadedChannel,
     specs: Vec<String>,
     expect: String,
     semantics: Semantics,
@@ -373,7 +377,7 @@ fn scenario(
         channel: channel.dir.display().to_string(),
         specs,
         expect,
-        status: Status::NotApplicable,
+        status: ScenarioStatus::NotApplicable,
         detail: String::new(),
         solved: Vec::new(),
         archive_bytes: 0,
@@ -397,14 +401,14 @@ fn fill(s: &mut Scenario, solved: Vec<Solved>) {
 
 /// Run the scenarios (and the installs). The records of (a) and (b) are returned for `--install`.
 pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
-    let ch = Loaded::open(&opts.channel)?;
+    let ch = LoadedChannel::open(&opts.channel)?;
     let flipped = opts
         .prefer_channel
         .as_deref()
-        .map(Loaded::open)
+        .map(LoadedChannel::open)
         .transpose()?;
     let vps = virtual_packages(&ch.info, &opts.virtual_packages)?;
-    let run = Run::new(opts, &ch, &vps)?;
+    let run = SolveRun::new(opts, &ch, &vps)?;
     let (a, a_install) = run.default()?;
     let (b, b_install) = run.slim()?;
     let scenarios = vec![
@@ -423,10 +427,10 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
         )?),
         None => None,
     };
-    let pass = scenarios.iter().all(|s| s.status != Status::Fail)
+    let pass = scenarios.iter().all(|s| s.status != ScenarioStatus::Fail)
         && install
             .as_ref()
-            .is_none_or(|i| i.envs.iter().all(|e| e.status != Status::Fail));
+            .is_none_or(|i| i.envs.iter().all(|e| e.status != ScenarioStatus::Fail));
     Ok(SolveReport {
         schema: "splitpkg-solve".into(),
         schema_version: 1,
@@ -453,7 +457,7 @@ pub fn run(opts: &SolveOptions) -> Result<SolveReport> {
 
 /// What the scenarios of one run share: the channel, the version under test and its pack, the two
 /// variants and which of them the channel prefers.
-struct Run<'a> {
+struct SolveRun<'a> {
     ctx: Ctx<'a>,
     info: &'a ChannelInfo,
     versions: Vec<String>,
@@ -470,8 +474,12 @@ struct Run<'a> {
     feature: String,
 }
 
-impl<'a> Run<'a> {
-    fn new(opts: &SolveOptions, ch: &'a Loaded, vps: &'a [GenericVirtualPackage]) -> Result<Self> {
+impl<'a> SolveRun<'a> {
+    fn new(
+        opts: &SolveOptions,
+        ch: &'a LoadedChannel,
+        vps: &'a [GenericVirtualPackage],
+    ) -> Result<Self> {
         let info = &ch.info;
         let versions = ch.versions();
         let version = match &opts.version {
@@ -514,7 +522,7 @@ impl<'a> Run<'a> {
         } else {
             with.clone()
         };
-        Ok(Run {
+        Ok(SolveRun {
             ctx: Ctx { ch, vps },
             info,
             versions,
@@ -529,7 +537,7 @@ impl<'a> Run<'a> {
         })
     }
 
-    fn ch(&self) -> &'a Loaded {
+    fn ch(&self) -> &'a LoadedChannel {
         self.ctx.ch
     }
 
@@ -567,7 +575,7 @@ impl<'a> Run<'a> {
 
     /// How track_features decide between `p` (the one to pick) and `np` in channel `c` at
     /// version `v`.
-    fn ranking(&self, p: &str, np: &str, c: &Loaded, v: &str) -> Semantics {
+    fn ranking(&self, p: &str, np: &str, c: &LoadedChannel, v: &str) -> Semantics {
         if !c.has_variant(v, np) {
             return Semantics {
                 relied_on: false,
@@ -746,7 +754,7 @@ impl<'a> Run<'a> {
 
     /// (e) flipped preference: on a channel packed with the opposite `--prefer`, the core package
     /// alone gives the other variant.
-    fn flipped(&self, flipped: Option<&Loaded>) -> Result<Scenario> {
+    fn flipped(&self, flipped: Option<&LoadedChannel>) -> Result<Scenario> {
         let (ch, info, other, preferred) = (self.ch(), self.info, &self.other, &self.preferred);
         let mut e = scenario(
             "e",
@@ -769,14 +777,14 @@ impl<'a> Run<'a> {
         match fv.last().and_then(|v| f.pack(v)).cloned() {
             None => e.detail = "not applicable: the --prefer-channel lists no pack".into(),
             Some(_) if f.info.core != info.core || f.info.lazy != info.lazy => {
-                e.status = Status::Fail;
+                e.status = ScenarioStatus::Fail;
                 e.detail = format!(
                     "the --prefer-channel holds another split ({} / {})",
                     f.info.core, f.info.lazy
                 );
             }
             Some(fp) if &fp.preferred == preferred => {
-                e.status = Status::Fail;
+                e.status = ScenarioStatus::Fail;
                 e.detail = format!(
                     "the --prefer-channel prefers {} too: it is not flipped",
                     fp.preferred
@@ -820,13 +828,13 @@ fn expect_set(
         Ok(recs) => {
             let solved = ctx.solved(&recs)?;
             let (ok, detail) = check_set(&solved, &ctx.ch.info, version, variant, payload);
-            s.status = Status::of(ok);
+            s.status = ScenarioStatus::of(ok);
             s.detail = detail;
             fill(s, solved);
             Ok(Some(recs))
         }
         Err(Unsolvable(msg)) => {
-            s.status = Status::Fail;
+            s.status = ScenarioStatus::Fail;
             s.detail = "unsatisfiable".into();
             s.solver_message = Some(msg);
             Ok(None)
@@ -837,13 +845,13 @@ fn expect_set(
 fn unsat(ctx: &Ctx, s: &mut Scenario) -> Result<()> {
     match solve_specs(&ctx.ch.records, &s.specs, ctx.vps)? {
         Ok(recs) => {
-            s.status = Status::Fail;
+            s.status = ScenarioStatus::Fail;
             s.detail = "solved, but must be unsatisfiable".into();
             let solved = ctx.solved(&recs)?;
             fill(s, solved);
         }
         Err(Unsolvable(msg)) => {
-            s.status = Status::Pass;
+            s.status = ScenarioStatus::Pass;
             s.detail = "unsatisfiable, as required".into();
             s.solver_message = Some(msg);
         }
@@ -965,7 +973,7 @@ struct Install {
 
 fn install_and_plan(
     dir: &Path,
-    ch: &Loaded,
+    ch: &LoadedChannel,
     installs: Vec<Install>,
     progress: &Progress,
 ) -> Result<InstallReport> {
@@ -1006,7 +1014,7 @@ fn install_and_plan(
 struct Installing<'a> {
     rt: tokio::runtime::Runtime,
     cache: PathBuf,
-    ch: &'a Loaded,
+    ch: &'a LoadedChannel,
     spec: crate::analysis::payload::PayloadSpec,
     progress: &'a Progress,
 }
@@ -1025,7 +1033,7 @@ impl Installing<'_> {
                 name: env,
                 scenario: scenario.into(),
                 prefix: prefix.display().to_string(),
-                status: Status::NotApplicable,
+                status: ScenarioStatus::NotApplicable,
                 detail: format!("scenario ({scenario}) has no solution to install"),
                 packages: Vec::new(),
                 verdict: None,
@@ -1071,7 +1079,7 @@ impl Installing<'_> {
             name: env,
             scenario: scenario.into(),
             prefix: prefix.display().to_string(),
-            status: Status::of(ok),
+            status: ScenarioStatus::of(ok),
             detail,
             packages,
             verdict: Some(verdict),

@@ -15,12 +15,12 @@ use splitpkg::progress::Progress;
 use splitpkg::provenance;
 use splitpkg::recipe::split;
 
-use super::{DEFAULT_DEP, SplitArgs, Target, to_json};
+use super::{DEFAULT_DEP, SplitArgs, TargetArgs, to_json};
 
 #[derive(Args)]
 pub struct PackArgs {
     #[command(flatten)]
-    target: Target,
+    target: TargetArgs,
     /// The channel directory (created; packages are added to what is there).
     #[arg(long, short, value_name = "CHANNEL")]
     out: PathBuf,

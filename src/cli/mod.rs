@@ -144,7 +144,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
 }
 
 #[derive(Args, Clone)]
-pub struct Target {
+pub struct TargetArgs {
     /// A directory (build output, env prefix, unpacked wheel), a .whl, a .conda or a .tar.bz2.
     path: PathBuf,
     /// The lazily loaded library: file name or SONAME, or a glob over them (`'libfoo_providers_*.so'`:
@@ -171,7 +171,7 @@ pub struct Target {
     ld_library_path: Option<String>,
 }
 
-impl Target {
+impl TargetArgs {
     /// The pipeline request these options describe.
     fn request(&self, extras: Extras) -> Request {
         let mut spec = PayloadSpec::for_deps(&self.dep, &self.dep_symbol);

@@ -73,7 +73,7 @@ pub fn note(a: NoteArgs) -> Result<Exit> {
         description: a.description,
         priority: a.priority.into(),
     };
-    entry.check().map_err(|e| Error::Usage(e.to_string()))?;
+    entry.check().map_err(|e| Error::usage_source("", e))?;
     // The one opener: a FIFO or a device is refused before it can block or stream forever, and the
     // read stops at the ELF size cap. The mode comes from the file that was read.
     let file = open_regular(&a.library, Links::Follow)?;

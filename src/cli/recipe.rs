@@ -135,9 +135,12 @@ pub fn emit(a: EmitArgs, quiet: bool) -> Result<Exit> {
     let options = split_args.options(&plan, &input)?;
     let split = split::Split::from_plan(&plan, options)?;
     let formats = match format {
-        FormatArg::RattlerBuild => vec![emit::Format::RattlerBuild],
-        FormatArg::CondaBuild => vec![emit::Format::CondaBuild],
-        FormatArg::Both => vec![emit::Format::RattlerBuild, emit::Format::CondaBuild],
+        FormatArg::RattlerBuild => vec![emit::RecipeFormat::RattlerBuild],
+        FormatArg::CondaBuild => vec![emit::RecipeFormat::CondaBuild],
+        FormatArg::Both => vec![
+            emit::RecipeFormat::RattlerBuild,
+            emit::RecipeFormat::CondaBuild,
+        ],
     };
     let source = input
         .file_name()
@@ -293,7 +296,7 @@ fn pr_body(
     let configs = feedstock::ci_configs(dir)?;
     let payloads = pr_payloads(payloads)?;
     let smoke = match smoke {
-        Some(p) => Some(splitpkg::report::Loaded {
+        Some(p) => Some(splitpkg::report::LoadedDocument {
             file: p.display().to_string(),
             doc: <splitpkg::smoke::SmokeReport as splitpkg::document::Document>::load(p)?,
         }),

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use splitpkg::Exit;
 use splitpkg::error::Result;
 use splitpkg::output::write_atomic;
-use splitpkg::report::{self, Format, Paths};
+use splitpkg::report::{self, Paths, ReportFormat};
 
 pub const REPORT_HELP: &str = "Any input may be left out: the page then says what is not known instead of guessing. The answer applies conda-forge's 2024 rule to the saving (below 600 MB not worth a user-facing variant, 600 MB to 2 GB a gray zone, 2 GB or more worth it) and names what the slim variant loses beside it. Inputs from different trees (torch version, CUDA runtime, lazy-library or tree bytes that differ) are refused with exit 2 and nothing is written. An EMULATED smoke variant is labelled so wherever it appears. The same inputs give the same bytes.
 
@@ -66,8 +66,8 @@ pub fn report(a: ReportArgs) -> Result<Exit> {
         env_lock: a.env_lock,
     };
     let format = match a.format {
-        FormatArg::Html => Format::Html,
-        FormatArg::Md => Format::Md,
+        FormatArg::Html => ReportFormat::Html,
+        FormatArg::Md => ReportFormat::Md,
     };
     let page = report::run(&paths, format)?;
     write_atomic(&a.out, page.as_bytes())?;

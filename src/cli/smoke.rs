@@ -135,7 +135,7 @@ pub fn smoke(a: SmokeArgs, quiet: bool) -> Result<Exit> {
         smoke::device::NoDevice::Driver(s) => Error::bad("no CUDA driver", s),
         smoke::device::NoDevice::Device(s) => Error::bad("no CUDA device", s),
     })?;
-    let opts = smoke::Options {
+    let opts = smoke::SmokeOptions {
         variants,
         emulate: a.emulate.clone(),
         python: a.python.clone(),

@@ -16,12 +16,12 @@ use splitpkg::output::emit;
 use splitpkg::progress::Progress;
 use splitpkg::provenance;
 
-use super::{Target, to_json};
+use super::{TargetArgs, to_json};
 
 #[derive(Args)]
 pub struct InspectArgs {
     #[command(flatten)]
-    target: Target,
+    target: TargetArgs,
     /// JSON: files, facts (with the translation units named by `.symtab` STT_FILE symbols), nodes and edges.
     #[arg(long, conflicts_with = "dot")]
     json: bool,
@@ -39,7 +39,7 @@ pub struct InspectArgs {
 #[derive(Args)]
 pub struct PlanArgs {
     #[command(flatten)]
-    target: Target,
+    target: TargetArgs,
     /// JSON (schema docs/plan.schema.json, `schema_version` 1).
     #[arg(long, conflicts_with = "yaml")]
     json: bool,

@@ -14,7 +14,7 @@ use splitpkg::provenance;
 use splitpkg::recipe::split;
 use splitpkg::wheel;
 
-use super::{SplitArgs, Target, parse_lazy_variant, to_json};
+use super::{SplitArgs, TargetArgs, parse_lazy_variant, to_json};
 
 pub const WHEEL_HELP: &str = "Writes into DIR:
   the core wheel      TORCH-VERSION+split-TAGS.whl: the input without the lazy library, every other member byte-identical (copied as its compressed stream), METADATA requiring the lazy distribution at the same version, RECORD regenerated
@@ -41,7 +41,7 @@ The install commands it prints pin the split: --find-links adds DIR to your pack
 #[derive(Args)]
 pub struct WheelArgs {
     #[command(flatten)]
-    target: Target,
+    target: TargetArgs,
     /// The directory the wheels are written into (created).
     #[arg(long, short, value_name = "DIR")]
     out: PathBuf,
@@ -131,7 +131,7 @@ pub fn wheel(a: WheelArgs, quiet: bool) -> Result<Exit> {
 /// Without one the payload cannot be confined behind a lazy library: `plan` says NOT CONFINED or
 /// NOT PRESENT and exits 1, and so does this; a glob that selects nothing is a mistake in the
 /// command line (exit 2), as for `plan`.
-fn decide_early(target: &Target) -> Result<()> {
+fn decide_early(target: &TargetArgs) -> Result<()> {
     use splitpkg::analysis::lazy::LazyPattern;
     wheel::require_wheel(
         splitpkg::input::TreeKind::detect(&target.path)?,

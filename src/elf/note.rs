@@ -286,7 +286,7 @@ impl DlopenNotes {
 
 /// Where notes may live: a file range, its alignment, and whether a problem there is ours to
 /// report (a section named `.note.dlopen` is; someone else's note segment is not).
-struct Container {
+struct NoteContainer {
     range: Range<usize>,
     align: u64,
     ours: bool,
@@ -304,7 +304,7 @@ impl<'a> ElfView<'a> {
             .filter(|p| p.p_type == program_header::PT_NOTE)
         {
             if let Some(range) = file_range(len, p.p_offset, p.p_filesz) {
-                containers.push(Container {
+                containers.push(NoteContainer {
                     range,
                     align: p.p_align,
                     ours: false,
@@ -319,7 +319,7 @@ impl<'a> ElfView<'a> {
                 continue;
             }
             match file_range(len, sh.sh_offset, sh.sh_size) {
-                Some(range) => containers.push(Container {
+                Some(range) => containers.push(NoteContainer {
                     range,
                     align: sh.sh_addralign,
                     ours: named,
@@ -338,7 +338,7 @@ impl<'a> ElfView<'a> {
 }
 
 /// Read every note in a container; keep the FDO dlopen ones.
-fn walk_notes(file: &[u8], c: &Container, le: bool, out: &mut DlopenNotes) {
+fn walk_notes(file: &[u8], c: &NoteContainer, le: bool, out: &mut DlopenNotes) {
     // Notes are padded to the container's alignment: 8 for `.note.gnu.property`-style containers,
     // else 4 (the spec's).
     let pad = if c.align == 8 { 8 } else { 4 };
@@ -542,7 +542,8 @@ pub enum NoteWriteError {
 
 /// What [`add_note`] wrote.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Written {
+#[schemars(rename = "Written")]
+pub struct WrittenNote {
     /// The merged entries, as the note's JSON array holds them.
     pub entries: Vec<DlopenEntry>,
     /// The note's JSON text (without the NUL).
@@ -556,7 +557,10 @@ pub struct Written {
 /// A copy of ELF `bytes` with `entry` in its dlopen note, merged with the entries the file already
 /// declares (an entry with the same soname list is replaced). See the module documentation for
 /// the layout and what stays byte-identical.
-pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), NoteWriteError> {
+pub fn add_note(
+    bytes: &[u8],
+    entry: DlopenEntry,
+) -> Result<(Vec<u8>, WrittenNote), NoteWriteError> {
     entry.check()?;
     let view = ElfView::parse(bytes)?;
     check_writable(&view)?;
@@ -592,7 +596,7 @@ pub fn add_note(bytes: &[u8], entry: DlopenEntry) -> Result<(Vec<u8>, Written), 
     w.patch_header(&mut out, shoff, sections.len() as u16, shstrndx as u16);
     Ok((
         out,
-        Written {
+        WrittenNote {
             entries,
             json,
             note_offset,

@@ -396,12 +396,12 @@ pub struct DynSymbols {
     imports: Vec<u32>,
     /// Where some words occur in the string table, found by the pass that reads it for the loader
     /// entry points ([`Self::remember`]): [`Self::containing`] asks for the same words next.
-    found: Option<Found>,
+    found: Option<NeedleHits>,
 }
 
 /// Hits of a set of needles in the string table: (string start, hit position), in table order.
 #[derive(Debug, Clone)]
-struct Found {
+struct NeedleHits {
     /// The needles, sorted, each once.
     needles: Vec<String>,
     hits: Vec<(usize, usize)>,
@@ -460,7 +460,7 @@ impl DynSymbols {
     /// Keep where `needles` occur in the string table (hits as [`string_hits`] gives them), found
     /// by a pass over the table that searched for them among other names.
     pub(crate) fn remember(&mut self, needles: &[String], hits: Vec<(usize, usize)>) {
-        self.found = Some(Found {
+        self.found = Some(NeedleHits {
             needles: needle_set(needles),
             hits,
         });

@@ -19,7 +19,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Container, Entry, FatbinSummary, Kind, arch_name};
+use super::{Container, FatbinEntry, FatbinSummary, Kind, arch_name};
 
 /// A device's compute capability, e.g. 9.0 for an H100 (`sm_90`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -116,7 +116,7 @@ pub fn fits(kind: Kind, arch: u32, arch_specific: bool, dev: Capability) -> Opti
 }
 
 /// How the entry runs on `dev`: as SASS, through PTX JIT, or None when it cannot.
-pub fn entry_fits(e: &Entry, dev: Capability) -> Option<ContainerFit> {
+pub fn entry_fits(e: &FatbinEntry, dev: Capability) -> Option<ContainerFit> {
     fits(e.kind, e.arch, e.arch_specific, dev)
 }
 
@@ -134,15 +134,16 @@ pub enum ContainerFit {
     None,
 }
 
-fn container_fit(c: &Container, dev: Capability) -> (ContainerFit, Option<&Entry>) {
-    let mut best: Option<(&Entry, ContainerFit)> = None;
+fn container_fit(c: &Container, dev: Capability) -> (ContainerFit, Option<&FatbinEntry>) {
+    let mut best: Option<(&FatbinEntry, ContainerFit)> = None;
     for e in &c.entries {
         let Some(fit) = entry_fits(e, dev) else {
             continue;
         };
         // Prefer SASS over PTX, then the exact architecture, then the newest older one.
-        let key =
-            |e: &Entry, f: ContainerFit| (f == ContainerFit::Sass, e.arch == dev.arch(), e.arch);
+        let key = |e: &FatbinEntry, f: ContainerFit| {
+            (f == ContainerFit::Sass, e.arch == dev.arch(), e.arch)
+        };
         if best.is_none_or(|(b, bf)| key(e, fit) > key(b, bf)) {
             best = Some((e, fit));
         }

@@ -229,7 +229,8 @@ impl Compression {
 
 /// One entry, as its header describes it. Offsets are file offsets.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Entry {
+#[schemars(rename = "Entry")]
+pub struct FatbinEntry {
     /// File offset of the entry header.
     pub offset: u64,
     /// `ptx`, `elf` (SASS) or `other`, from `kind_code`.
@@ -257,7 +258,7 @@ pub struct Entry {
     pub uncompressed: u64,
 }
 
-impl Entry {
+impl FatbinEntry {
     /// The name cuobjdump uses: `sm_90`, `sm_90a`.
     pub fn name(&self) -> String {
         arch_name(self.arch, self.arch_specific)
@@ -288,7 +289,7 @@ pub struct Container {
     /// container ends at `offset + header_size + payload_size`.
     pub payload_size: u64,
     /// The entries, in file order.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<FatbinEntry>,
 }
 
 impl Container {
@@ -383,7 +384,7 @@ impl FatbinSummary {
     }
 
     /// Entries in file order.
-    pub fn entries_in_order(&self) -> impl Iterator<Item = &Entry> {
+    pub fn entries_in_order(&self) -> impl Iterator<Item = &FatbinEntry> {
         self.containers.iter().flat_map(|c| c.entries.iter())
     }
 }
@@ -572,7 +573,7 @@ fn parse_entries<S: Source + ?Sized>(
     start: usize,
     end: usize,
     base: u64,
-) -> Result<Vec<Entry>, FatbinError> {
+) -> Result<Vec<FatbinEntry>, FatbinError> {
     let at = |pos: usize| base.saturating_add(pos as u64);
     let mut entries = Vec::new();
     let mut e = start;
@@ -621,7 +622,7 @@ fn parse_entries<S: Source + ?Sized>(
         } else {
             uncompressed_field
         };
-        entries.push(Entry {
+        entries.push(FatbinEntry {
             offset: at(e),
             kind: Kind::from_code(kind_code),
             kind_code,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::whatif::{Estimate, Watch, what_if_watched};
+use super::whatif::{Watch, WhatIfEstimate, what_if_watched};
 use super::{
     Capability, CompressMode, CudaRuntime, DeviceVerdict, DriverFloor, FatbinSummary, Runs, WhatIf,
     cuda_major_from_needed, device_check, driver_floor, needed_names, read_from, total,
@@ -56,7 +56,8 @@ pub struct Input {
 
 /// The options the report was made with.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Options {
+#[schemars(rename = "Options")]
+pub struct RecordedOptions {
     /// The `--what-if` modes in the order given (`zstd` is written `zstd:3`); empty without it.
     pub what_if: Vec<CompressMode>,
     /// The `--device` compute capabilities in the order given, as `sm_XY`; empty without it.
@@ -141,7 +142,7 @@ pub struct FatbinReport {
     /// What was read.
     pub input: Input,
     /// The options the report was made with.
-    pub options: Options,
+    pub options: RecordedOptions,
     /// The CUDA major the build targets, when a NEEDED name tells it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_runtime: Option<CudaRuntime>,
@@ -185,7 +186,7 @@ struct WhatIfWatch<'a> {
 }
 
 impl Watch for WhatIfWatch<'_> {
-    fn estimate(&self, e: &Estimate) {
+    fn estimate(&self, e: &WhatIfEstimate) {
         tracing::info!("fatbin: {}: {e}", crate::sanitize::printable(self.path));
         if let Some(bar) = self.bar {
             bar.start("what-if", e.bytes);
@@ -331,7 +332,7 @@ pub fn scan(path: &Path, opts: &ScanOptions, progress: &Progress) -> Result<Fatb
             elf_files,
             bytes,
         },
-        options: Options {
+        options: RecordedOptions {
             what_if: opts.what_if.clone(),
             device: opts.devices.clone(),
             entries: opts.entries,

@@ -14,7 +14,9 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{Compression, DriverReq, Entry, FatbinError, FatbinSummary, Kind, compression_floor};
+use super::{
+    Compression, DriverReq, FatbinEntry, FatbinError, FatbinSummary, Kind, compression_floor,
+};
 
 /// No single cubin in a real build is near this; torch 2.11's largest entries are tens of MiB.
 pub const MAX_ENTRY_UNCOMPRESSED: u64 = 1 << 30;
@@ -107,7 +109,7 @@ impl FromStr for CompressMode {
 
 /// The entry's payload, decompressed and checked against the header's uncompressed size.
 /// `bytes` holds the file from offset `base` on (the whole file: `base` 0).
-pub fn decompress_entry(bytes: &[u8], base: u64, e: &Entry) -> Result<Vec<u8>, FatbinError> {
+pub fn decompress_entry(bytes: &[u8], base: u64, e: &FatbinEntry) -> Result<Vec<u8>, FatbinError> {
     decompress_with_limit(bytes, base, e, uncompressed_limit(e.compressed))
 }
 
@@ -115,7 +117,7 @@ pub fn decompress_entry(bytes: &[u8], base: u64, e: &Entry) -> Result<Vec<u8>, F
 pub fn decompress_with_limit(
     bytes: &[u8],
     base: u64,
-    e: &Entry,
+    e: &FatbinEntry,
     limit: u64,
 ) -> Result<Vec<u8>, FatbinError> {
     let err = |reason: String| FatbinError::at(e.offset, reason);
@@ -200,7 +202,7 @@ fn compressors(modes: &[CompressMode]) -> Vec<Option<zstd::bulk::Compressor<'sta
 /// One entry decompressed and compressed under each mode: (stored length, seconds) per mode.
 fn recompress(
     file: &[u8],
-    e: &Entry,
+    e: &FatbinEntry,
     modes: &[CompressMode],
     ctx: &mut [Option<zstd::bulk::Compressor<'static>>],
 ) -> Result<Vec<(u64, f64)>, FatbinError> {
@@ -273,7 +275,7 @@ pub struct WhatIf {
 /// What a what-if will cost, measured on its first entries before the rest start: said before
 /// the long part (zstd:19 recompresses torch 2.11's 4.4 GiB at a few MiB/s a thread).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Estimate {
+pub struct WhatIfEstimate {
     /// The modes, as given.
     pub modes: Vec<CompressMode>,
     /// Uncompressed bytes of device code to recompress under each mode, the sample included.
@@ -288,7 +290,7 @@ pub struct Estimate {
     pub seconds: f64,
 }
 
-impl fmt::Display for Estimate {
+impl fmt::Display for WhatIfEstimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use crate::output::human_bytes;
         let modes: Vec<String> = self.modes.iter().map(|m| m.to_string()).collect();
@@ -319,7 +321,7 @@ fn minutes(secs: f64) -> String {
 /// bytes of each entry as it finishes (every mode done for it).
 pub trait Watch: Sync {
     /// The estimate, once the sample is measured.
-    fn estimate(&self, e: &Estimate);
+    fn estimate(&self, e: &WhatIfEstimate);
     /// One more entry finished: its uncompressed bytes (every mode done for it).
     fn done(&self, bytes: u64);
 }
@@ -328,7 +330,7 @@ pub trait Watch: Sync {
 pub struct Unwatched;
 
 impl Watch for Unwatched {
-    fn estimate(&self, _: &Estimate) {}
+    fn estimate(&self, _: &WhatIfEstimate) {}
     fn done(&self, _: u64) {}
 }
 
@@ -354,7 +356,7 @@ pub fn what_if_watched(
     modes: &[CompressMode],
     watch: &dyn Watch,
 ) -> Result<Vec<WhatIf>, FatbinError> {
-    let entries: Vec<&Entry> = s.entries_in_order().collect();
+    let entries: Vec<&FatbinEntry> = s.entries_in_order().collect();
     if entries.len() as u64 != s.entries {
         return Err(FatbinError::at(
             s.section_offset,
@@ -383,7 +385,7 @@ pub fn what_if_watched(
     let threads = rayon::current_num_threads().max(1);
     // A section without device code has nothing to estimate (and no rate to divide by).
     if sample > 0 {
-        watch.estimate(&Estimate {
+        watch.estimate(&WhatIfEstimate {
             modes: modes.to_vec(),
             bytes: total,
             sample,
@@ -411,7 +413,7 @@ pub fn what_if_watched(
 /// Per mode, the entries' sizes (`sizes[entry][mode]`) added up per target and for the section.
 fn summarise(
     s: &FatbinSummary,
-    entries: &[&Entry],
+    entries: &[&FatbinEntry],
     modes: &[CompressMode],
     sizes: &[Vec<(u64, f64)>],
 ) -> Vec<WhatIf> {

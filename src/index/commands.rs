@@ -20,7 +20,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::prefer::{StaticProperty, label_of};
-use super::{Layout, ProjectReport, VARIANTS_SUFFIX};
+use super::{IndexLayout, ProjectReport, VARIANTS_SUFFIX};
 use crate::error::{Error, Result};
 use crate::sanitize::shell_word;
 
@@ -244,13 +244,13 @@ pub fn commands(
     out: &Path,
     url: &IndexUrl,
     projects: &[ProjectReport],
-    layout: Layout,
+    layout: IndexLayout,
     prefer: Option<&str>,
     sets: &[(String, serde_json::Value)],
 ) -> IndexCommands {
     let u = shell_word(&url.text);
     let pins = pins(projects, None);
-    let preview = if layout == Layout::Variants {
+    let preview = if layout == IndexLayout::Variants {
         "--preview-features wheel-variants "
     } else {
         ""

@@ -92,7 +92,8 @@ pub enum FileStatus {
 /// Which of `splitpkg wheel`'s sets the index holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum Layout {
+#[schemars(rename = "Layout")]
+pub enum IndexLayout {
     /// PEP 825 variant wheels (with their `-variants.json`) and their plain fallbacks.
     Variants,
     /// Versions with local labels (`+1.magma`, `+0.nomagma`), for installers without variants.
@@ -154,7 +155,7 @@ pub struct IndexReport {
     /// The index directory (`--out`).
     pub out: String,
     /// Which of `splitpkg wheel`'s sets the index holds: `variants`, `local-label` or `plain`.
-    pub layout: Layout,
+    pub layout: IndexLayout,
     /// `--prefer`: the value every PEP 825 set of the index lists first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefer: Option<String>,
@@ -287,7 +288,7 @@ fn write_index(
     let mut left_out = Vec::new();
     progress.start_unknown("writing the index");
     for (name, new) in by_project {
-        let ctx = Run {
+        let ctx = IndexRun {
             prefer,
             left_out: &mut left_out,
             share: &mut *share,
@@ -325,14 +326,14 @@ fn keep_project(out: &Path, name: &str, pending: &mut Pending) -> Result<Project
 }
 
 /// Which of `splitpkg wheel`'s sets the index holds, from its files.
-fn layout_of(projects: &[ProjectReport]) -> Layout {
+fn layout_of(projects: &[ProjectReport]) -> IndexLayout {
     let all_files = || projects.iter().flat_map(|p| &p.files);
     if all_files().any(|f| f.filename.ends_with(VARIANTS_SUFFIX)) {
-        Layout::Variants
+        IndexLayout::Variants
     } else if all_files().any(|f| f.filename.contains('+')) {
-        Layout::LocalLabel
+        IndexLayout::LocalLabel
     } else {
-        Layout::Plain
+        IndexLayout::Plain
     }
 }
 
@@ -514,7 +515,7 @@ fn regular_or_missing(path: &Path) -> Result<bool> {
 }
 
 /// What one run carries through every project it updates.
-struct Run<'a> {
+struct IndexRun<'a> {
     prefer: Option<&'a str>,
     left_out: &'a mut Vec<LeftOut>,
     share: &'a mut share::Share,
@@ -540,9 +541,9 @@ fn update_project(
     out: &Path,
     name: &str,
     new: &[&IndexedWheel],
-    ctx: Run,
+    ctx: IndexRun,
 ) -> Result<ProjectReport> {
-    let Run {
+    let IndexRun {
         prefer,
         left_out,
         share,
@@ -693,7 +694,7 @@ fn same_file(on_disk: &Path, w: &IndexedWheel) -> Result<()> {
 /// that were read and hashed.
 fn stage_copy(w: &IndexedWheel, dir: &Path, pending: &mut Pending) -> Result<()> {
     let mut src = crate::input::open_nofollow(&w.path).at(&w.path)?;
-    let crate::output::Staged {
+    let crate::output::StagedFile {
         path: tmp,
         file: mut dst,
     } = pending.add(dir, &w.filename)?;
@@ -918,9 +919,9 @@ pub fn report_text(r: &IndexReport) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let layout = match r.layout {
-        Layout::Variants => "PEP 825 variant set",
-        Layout::LocalLabel => "local-label set",
-        Layout::Plain => "plain wheels",
+        IndexLayout::Variants => "PEP 825 variant set",
+        IndexLayout::LocalLabel => "local-label set",
+        IndexLayout::Plain => "plain wheels",
     };
     let prefer = r
         .prefer

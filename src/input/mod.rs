@@ -34,10 +34,10 @@ pub mod unpack;
 mod walk;
 
 pub use display::display_member;
-// `Member` by name is pack's (the `channel` feature); plan's readers only see members through
+// `TreeMember` by name is pack's (the `channel` feature); plan's readers only see members through
 // the walk functions.
 #[cfg(feature = "channel")]
-pub(crate) use walk::Member;
+pub(crate) use walk::TreeMember;
 pub(crate) use walk::{
     MemberKind, Metadata, conda_parts, conda_tar, open_nofollow, open_zip, tar_bz2, walk_dir,
     walk_tar, walk_zip,
@@ -119,7 +119,8 @@ pub enum EntryKind {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Entry {
+#[schemars(rename = "Entry")]
+pub struct TreeEntry {
     /// Relative to the tree root, `/`-separated, never starting with `/` or containing `..`.
     pub path: String,
     /// A file, a symlink or a directory.
@@ -166,7 +167,7 @@ pub struct Tree {
     /// What kind of input it was.
     pub kind: TreeKind,
     /// Sorted by path.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<TreeEntry>,
     index: HashMap<String, usize>,
     /// The package's own metadata (dist-info or `info/index.json`), when it has one.
     pub package: Option<PackageMeta>,
@@ -234,7 +235,7 @@ impl Tree {
         F: Fn(ElfInput<'_>) -> Result<T> + Sync,
     {
         let kind = TreeKind::detect(path)?;
-        let mut builder = Builder::new(path, kind);
+        let mut builder = TreeBuilder::new(path, kind);
         let results = match (kind, unpack) {
             (TreeKind::Directory, _) => read_directory(path, &mut builder, progress, &visit)?,
             (TreeKind::Wheel, None) => read_wheel(path, &mut builder, progress, &visit)?,
@@ -255,7 +256,7 @@ impl Tree {
     }
 
     /// The entry at `path` (a tree path, no leading `/`), without following links.
-    pub fn get(&self, path: &str) -> Option<&Entry> {
+    pub fn get(&self, path: &str) -> Option<&TreeEntry> {
         self.index.get(path).map(|&i| &self.entries[i])
     }
 
@@ -548,7 +549,7 @@ enum NonElf {
 
 const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 
-struct Builder {
+struct TreeBuilder {
     source: PathBuf,
     kind: TreeKind,
     entries: BTreeMap<String, EntryKind>,
@@ -559,9 +560,9 @@ struct Builder {
     unpacked: Option<unpack::Unpacked>,
 }
 
-impl Builder {
+impl TreeBuilder {
     fn new(source: &Path, kind: TreeKind) -> Self {
-        Builder {
+        TreeBuilder {
             source: source.to_path_buf(),
             kind,
             entries: BTreeMap::new(),
@@ -626,9 +627,9 @@ impl Builder {
             .enumerate()
             .map(|(i, p)| (p.clone(), i))
             .collect();
-        let mut out: Vec<Entry> = entries
+        let mut out: Vec<TreeEntry> = entries
             .into_iter()
-            .map(|(path, kind)| Entry { path, kind })
+            .map(|(path, kind)| TreeEntry { path, kind })
             .collect();
         for (link, first) in &self.hardlinks {
             if let (Some(&l), Some(&f)) = (index.get(link), index.get(first))
@@ -684,7 +685,7 @@ type Sniffed<T> = (bool, Vec<u8>, Option<T>);
 
 fn read_directory<T, F>(
     root: &Path,
-    b: &mut Builder,
+    b: &mut TreeBuilder,
     progress: &Progress,
     visit: &F,
 ) -> Result<Vec<(String, T)>>
@@ -867,7 +868,7 @@ fn list_wheel(
     display: &str,
     bytes: &[u8],
     archive: &mut walk::Zip<'_>,
-    b: &mut Builder,
+    b: &mut TreeBuilder,
     all: bool,
 ) -> Result<Vec<ZipFile>> {
     let mut walker = archive.clone();
@@ -983,7 +984,7 @@ enum HeadError {
 }
 
 impl HeadError {
-    fn into_error(self, display: &str, m: &walk::Member) -> Error {
+    fn into_error(self, display: &str, m: &walk::TreeMember) -> Error {
         match self {
             HeadError::Open(e) => Error::bad_source(display, format!("member {}", m.index), e),
             HeadError::Read(e) => Error::bad_source(display, &m.path, e),
@@ -995,7 +996,7 @@ impl HeadError {
 fn zip_head(
     display: &str,
     archive: &mut walk::Zip<'_>,
-    m: &walk::Member,
+    m: &walk::TreeMember,
     len: u64,
 ) -> Result<Vec<u8>> {
     read_head(archive, m.index, len).map_err(|e| e.into_error(display, m))
@@ -1003,7 +1004,7 @@ fn zip_head(
 
 fn read_wheel<T, F>(
     path: &Path,
-    b: &mut Builder,
+    b: &mut TreeBuilder,
     progress: &Progress,
     visit: &F,
 ) -> Result<Vec<(String, T)>>
@@ -1080,7 +1081,7 @@ where
 fn read_wheel_unpacking<T, F>(
     path: &Path,
     u: &unpack::Unpack,
-    b: &mut Builder,
+    b: &mut TreeBuilder,
     progress: &Progress,
     visit: &F,
 ) -> Result<Vec<(String, T)>>
@@ -1195,7 +1196,7 @@ fn parse_wheel_metadata(text: &str) -> Option<PackageMeta> {
 
 fn read_conda<T, F>(
     path: &Path,
-    b: &mut Builder,
+    b: &mut TreeBuilder,
     progress: &Progress,
     visit: &F,
 ) -> Result<Vec<(String, T)>>
@@ -1285,7 +1286,7 @@ fn parse_index_json(display: &str, text: &str) -> Result<PackageMeta> {
 fn read_tar<R, T, F>(
     display: &str,
     reader: R,
-    b: &mut Builder,
+    b: &mut TreeBuilder,
     progress: &Progress,
     visit: &F,
     has_info: bool,
@@ -1428,7 +1429,11 @@ where
 }
 
 /// Tar hard links name an earlier member; alias them to it.
-fn tar_hardlinks(display: &str, b: &mut Builder, hardlinks: Vec<(String, String)>) -> Result<()> {
+fn tar_hardlinks(
+    display: &str,
+    b: &mut TreeBuilder,
+    hardlinks: Vec<(String, String)>,
+) -> Result<()> {
     for (link, target) in hardlinks {
         if !matches!(b.entries.get(&target), Some(EntryKind::File { .. })) {
             return Err(Error::bad(

@@ -1,11 +1,11 @@
 //! The one member walker: `plan`'s tree readers ([`super::Tree::open`]) and `pack`'s stager see a
-//! directory or an archive as the same sequence of [`Member`]s — path, kind, size, mode, link, and
+//! directory or an archive as the same sequence of [`TreeMember`]s — path, kind, size, mode, link, and
 //! a reader for the content — with the member rules of docs/security.md applied in archive order,
 //! so a member one accepts is a member the other stages.
 //!
 //! Archives are walked once, in order ([`walk_tar`], [`walk_zip`]); a caller that reads members
-//! in parallel keeps what it needs of each [`Member`] (a zip member is opened again by its
-//! [`Member::index`]). A directory is listed first ([`walk_dir`]) and its files opened by name,
+//! in parallel keeps what it needs of each [`TreeMember`] (a zip member is opened again by its
+//! [`TreeMember::index`]). A directory is listed first ([`walk_dir`]) and its files opened by name,
 //! never through a link ([`open_nofollow`]).
 
 use crate::error::Context;
@@ -21,7 +21,7 @@ const MAX_MEMBER_BYTES: u64 = 16 << 30;
 
 /// One member of a tree, the member rules applied.
 #[derive(Debug, Clone)]
-pub(crate) struct Member {
+pub(crate) struct TreeMember {
     /// Relative to the root, `/`-separated, normalised (no `./`, `//`, `..`, never absolute).
     pub path: String,
     pub kind: MemberKind,
@@ -39,7 +39,7 @@ pub(crate) struct Member {
     pub index: usize,
 }
 
-impl Member {
+impl TreeMember {
     /// Is any execute bit set?
     #[cfg_attr(not(feature = "channel"), allow(dead_code))]
     pub(crate) fn executable(&self) -> bool {
@@ -60,7 +60,7 @@ pub(crate) fn walk_tar(
     display: &str,
     reader: impl Read,
     mut metadata: Metadata<'_>,
-    mut visit: impl FnMut(&Member, &mut dyn Read) -> Result<()>,
+    mut visit: impl FnMut(&TreeMember, &mut dyn Read) -> Result<()>,
 ) -> Result<()> {
     let mut rules = Members::default();
     let mut tar = tar::Archive::new(reader);
@@ -121,7 +121,7 @@ pub(crate) fn walk_tar(
             ));
         }
         let mode = entry.header().mode().ok();
-        let member = Member {
+        let member = TreeMember {
             path,
             kind,
             size,
@@ -153,7 +153,7 @@ pub(crate) fn walk_zip(
     display: &str,
     bytes: &[u8],
     archive: &mut Zip<'_>,
-    mut visit: impl FnMut(&Member, &mut dyn Read) -> Result<()>,
+    mut visit: impl FnMut(&TreeMember, &mut dyn Read) -> Result<()>,
 ) -> Result<()> {
     if archive.has_duplicate_names() {
         return Err(duplicate_zip_name(display, bytes, archive));
@@ -199,7 +199,7 @@ pub(crate) fn walk_zip(
         } else {
             0
         };
-        let member = Member {
+        let member = TreeMember {
             path,
             kind,
             size,
@@ -257,9 +257,9 @@ pub(crate) fn tar_bz2(path: &Path) -> Result<impl Read> {
 /// symlinks and regular files; of a file with several names, the shortest name (then the first
 /// in byte order) is the file and the others are hard links to it, so results do not depend on
 /// directory order. Sockets, fifos and devices are not package content and are left out.
-pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
+pub(crate) fn walk_dir(root: &Path) -> Result<Vec<TreeMember>> {
     use std::os::unix::fs::MetadataExt;
-    let mut members: Vec<Member> = Vec::new();
+    let mut members: Vec<TreeMember> = Vec::new();
     // (dev, inode) → indexes of the names of a file with several.
     let mut linked: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
     for item in walkdir::WalkDir::new(root)
@@ -282,7 +282,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
         let ft = item.file_type();
         let member = if ft.is_symlink() {
             let target = std::fs::read_link(item.path()).at(item.path())?;
-            Member {
+            TreeMember {
                 path,
                 kind: MemberKind::Symlink,
                 size: 0,
@@ -291,7 +291,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
                 index,
             }
         } else if ft.is_dir() {
-            Member {
+            TreeMember {
                 path,
                 kind: MemberKind::Dir,
                 size: 0,
@@ -307,7 +307,7 @@ pub(crate) fn walk_dir(root: &Path) -> Result<Vec<Member>> {
                     .or_default()
                     .push(index);
             }
-            Member {
+            TreeMember {
                 path,
                 kind: MemberKind::File,
                 size: meta.len(),

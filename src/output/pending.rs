@@ -13,14 +13,14 @@ use crate::error::{Error, Result};
 
 /// A staged file: its temporary path and the open file to write (created by
 /// [`atomic::create_temp`]; callers never make a temporary path themselves).
-pub struct Staged {
+pub struct StagedFile {
     /// The temporary's path, renamed onto the destination at commit.
     pub path: PathBuf,
     /// The temporary, open for writing.
     pub file: File,
 }
 
-struct Entry {
+struct PendingEntry {
     tmp: PathBuf,
     dst: PathBuf,
     /// Whether an fsync of the finished file was started ([`Pending::sync_in_background`]).
@@ -51,7 +51,7 @@ impl Drop for Backup {
 /// Files staged together and committed in the order added; removed if dropped uncommitted.
 #[derive(Default)]
 pub struct Pending {
-    files: Vec<Entry>,
+    files: Vec<PendingEntry>,
     /// `fsync` of each finished file, running.
     syncing: Vec<(PathBuf, std::thread::JoinHandle<std::io::Result<()>>)>,
     committed: bool,
@@ -60,26 +60,26 @@ pub struct Pending {
 impl Pending {
     /// Stage `out/file`; `file` is made from an input's metadata and file name, so it must be one
     /// file name ([`crate::confine::check_file_name`]).
-    pub fn add(&mut self, out: &Path, file: &str) -> Result<Staged> {
+    pub fn add(&mut self, out: &Path, file: &str) -> Result<StagedFile> {
         self.add_path(join_file(out, file)?)
     }
 
     /// Stage `dst`, a path the user named (its directory must exist). Refused at once unless
     /// `dst` is a regular file or missing; checked again at [`Pending::commit`].
-    pub fn add_path(&mut self, dst: PathBuf) -> Result<Staged> {
+    pub fn add_path(&mut self, dst: PathBuf) -> Result<StagedFile> {
         atomic::check_dest(&dst)?;
         let dir = atomic::parent_of(&dst);
         cleanup::sweep_once(dir);
         let name = file_name(&dst)?;
         let t = atomic::create_temp(dir, &name)?;
-        self.files.push(Entry {
+        self.files.push(PendingEntry {
             tmp: t.path.clone(),
             dst,
             synced: false,
             mode_given: false,
             _registered: t.registered,
         });
-        Ok(Staged {
+        Ok(StagedFile {
             path: t.path,
             file: t.file,
         })
@@ -93,7 +93,7 @@ impl Pending {
         let dst = join_file(out, file)?;
         atomic::check_dest(&dst)?;
         if let Some((tmp, registered)) = atomic::link_temp(&src, out, file)? {
-            self.files.push(Entry {
+            self.files.push(PendingEntry {
                 tmp,
                 dst,
                 synced: true,
@@ -123,7 +123,7 @@ impl Pending {
         atomic::check_dest(&dst)?;
         Ok(
             atomic::link_temp_or_why(from, out, file).map(|(tmp, registered)| {
-                self.files.push(Entry {
+                self.files.push(PendingEntry {
                     tmp: tmp.clone(),
                     dst,
                     // The bytes are another file's, on disk already, and so is its mode:
@@ -139,7 +139,7 @@ impl Pending {
 
     /// Give the staged file `mode` (a library's copy stays executable, a generated script is
     /// one), instead of the mode of the file it replaces.
-    pub fn set_mode(&mut self, staged: &Staged, mode: u32) -> Result<()> {
+    pub fn set_mode(&mut self, staged: &StagedFile, mode: u32) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         staged
             .file
@@ -304,12 +304,8 @@ fn open_original(dst: &Path) -> Result<File> {
 
 /// `out/file`, once `file` is one file name ([`crate::confine::check_file_name`]).
 fn join_file(out: &Path, file: &str) -> Result<PathBuf> {
-    crate::confine::check_file_name(file).map_err(|e| {
-        Error::bad(
-            out.display(),
-            format!("refusing to write a file named so: {e}"),
-        )
-    })?;
+    crate::confine::check_file_name(file)
+        .bad_at(out.display(), "refusing to write a file named so")?;
     Ok(out.join(file))
 }
 

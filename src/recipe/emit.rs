@@ -63,19 +63,19 @@ const TEMPLATES: &[(&str, &str)] = &[
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum RecipeFormat {
     /// A rattler-build v1 recipe (`recipe.yaml`).
     RattlerBuild,
     /// A conda-build recipe (`meta.yaml`).
     CondaBuild,
 }
 
-impl Format {
+impl RecipeFormat {
     /// The output subdirectory the format's recipe is written in (`rattler-build`, `conda-build`).
     pub fn dir(self) -> &'static str {
         match self {
-            Format::RattlerBuild => "rattler-build",
-            Format::CondaBuild => "conda-build",
+            RecipeFormat::RattlerBuild => "rattler-build",
+            RecipeFormat::CondaBuild => "conda-build",
         }
     }
 }
@@ -154,7 +154,7 @@ pub(crate) fn environment() -> Result<Environment<'static>> {
 pub fn render(
     plan: &Plan,
     split: &Split,
-    formats: &[Format],
+    formats: &[RecipeFormat],
     stage: &str,
     source: &str,
     command: &str,
@@ -167,7 +167,7 @@ pub fn render(
 pub fn render_with(
     plan: &Plan,
     split: &Split,
-    formats: &[Format],
+    formats: &[RecipeFormat],
     stage: &str,
     source: &str,
     command: &str,
@@ -394,7 +394,7 @@ impl<'a> Recipe<'a> {
     /// `build-variants.sh` and the contract files.
     fn files(
         &self,
-        formats: &[Format],
+        formats: &[RecipeFormat],
         render: impl Fn(&str) -> Result<String>,
     ) -> Result<Vec<Generated>> {
         let o = &self.split.options;
@@ -416,11 +416,11 @@ impl<'a> Recipe<'a> {
                 })
             };
             match f {
-                Format::RattlerBuild => {
+                RecipeFormat::RattlerBuild => {
                     add("recipe.yaml", render("recipe.yaml")?, false);
                     add("variants.yaml", render("variants.yaml")?, false);
                 }
-                Format::CondaBuild => {
+                RecipeFormat::CondaBuild => {
                     add("meta.yaml", render("meta.yaml")?, false);
                     add(
                         "conda_build_config.yaml",
@@ -848,7 +848,7 @@ mod tests {
         Split::from_plan(plan, options).unwrap()
     }
 
-    const BOTH: &[Format] = &[Format::RattlerBuild, Format::CondaBuild];
+    const BOTH: &[RecipeFormat] = &[RecipeFormat::RattlerBuild, RecipeFormat::CondaBuild];
 
     #[test]
     fn render_writes_each_format_in_its_own_directory_with_the_contract() {
@@ -907,7 +907,15 @@ mod tests {
                 .all(|(a, b)| a.path == b.path && a.text == b.text)
         );
         // One format alone writes only its directory.
-        let rb = render(&plan, &split, &[Format::RattlerBuild], "stage", "tree", "c").unwrap();
+        let rb = render(
+            &plan,
+            &split,
+            &[RecipeFormat::RattlerBuild],
+            "stage",
+            "tree",
+            "c",
+        )
+        .unwrap();
         assert!(rb.files.iter().all(|g| g.path.starts_with("rattler-build")));
     }
 

@@ -92,7 +92,7 @@ pub fn resolve_in(
 
 /// How a directory of the search is looked in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lookup {
+enum DirLookup {
     /// By file name, as ld.so searches a path (RPATH, RUNPATH, the default directories).
     Path,
     /// As `/etc/ld.so.cache` holds the directory: `ldconfig` records only files named `lib*.so*`
@@ -105,7 +105,7 @@ enum Lookup {
 /// A directory of the search and how it is looked in.
 struct SearchDir {
     dir: PathBuf,
-    lookup: Lookup,
+    lookup: DirLookup,
 }
 
 /// The directories searched, in order (see the module documentation).
@@ -128,14 +128,14 @@ fn search_dirs(root: &Path, path: &Path, facts: &ElfFacts, lib_dirs: &[PathBuf])
     }
     let path_dir = |dir| SearchDir {
         dir,
-        lookup: Lookup::Path,
+        lookup: DirLookup::Path,
     };
     let mut out: Vec<SearchDir> = dirs.into_iter().map(path_dir).collect();
     // ld.so's cache comes after RUNPATH and before the default directories.
     let under = |d: &str| root.join(d.trim_start_matches('/'));
     out.extend(conf_dirs(root).iter().map(|d| SearchDir {
         dir: under(d),
-        lookup: Lookup::Cache,
+        lookup: DirLookup::Cache,
     }));
     // The library's machine's multiarch directories: an aarch64 library's libc is in
     // /lib/aarch64-linux-gnu on Debian and Ubuntu, never in the x86-64 ones.
@@ -232,11 +232,11 @@ fn glob_files(root: &Path, pattern: &str) -> Vec<String> {
 fn loadable(
     p: &Path,
     kind: (goblin::container::Container, u16),
-    lookup: Lookup,
+    lookup: DirLookup,
 ) -> Option<memmap2::Mmap> {
     let name = p.file_name()?.to_str()?;
     let cached_name = (name.starts_with("lib") || name.starts_with("ld-")) && name.contains(".so");
-    if lookup == Lookup::Cache && !cached_name {
+    if lookup == DirLookup::Cache && !cached_name {
         return None;
     }
     let map = crate::input::map_file(p).ok()?;
@@ -248,7 +248,7 @@ fn loadable(
             .map(|d| view.dynstr(d.d_val))
     };
     let same = (view.ctx.container, view.header.e_machine) == kind
-        && (lookup == Lookup::Path || soname().is_none_or(|s| s == Some(name)));
+        && (lookup == DirLookup::Path || soname().is_none_or(|s| s == Some(name)));
     drop(view);
     same.then_some(map)
 }

@@ -60,7 +60,7 @@ pub struct SplitOptions {
 
 /// One variant of the lazy library.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Variant {
+pub struct SplitVariant {
     /// The variant's name (`magma`, `nomagma`).
     pub name: String,
     /// Whether this variant's lazy library carries the payload.
@@ -89,7 +89,7 @@ pub struct PackageModel {
     /// `track_features`: set on the non-preferred variant so that solvers pick the other.
     pub track_features: Vec<String>,
     /// Which variant of the lazy library, for the lazy packages.
-    pub variant: Option<Variant>,
+    pub variant: Option<SplitVariant>,
 }
 
 /// The split, derived from a confined plan.
@@ -98,7 +98,7 @@ pub struct Split {
     /// The options the packages are shaped by.
     pub options: SplitOptions,
     /// The two variants of the lazy library: the one with the payload first.
-    pub variants: Vec<Variant>,
+    pub variants: Vec<SplitVariant>,
     /// The payload is linked into the lazy library (wheel layout) rather than a separate package.
     pub payload_static: bool,
     /// Tree-relative paths of the lazy output and of the payload output (which is not repackaged:
@@ -171,7 +171,7 @@ impl Split {
         split.validate_names(dep)?;
         for f in &split.lazy_files {
             check_recipe_path(f)
-                .map_err(|why| Error::Usage(format!("--lazy {lazy_library:?}: {why}")))?;
+                .map_err(|why| Error::usage_source(format!("--lazy {lazy_library:?}"), why))?;
         }
         Ok(split)
     }
@@ -275,7 +275,7 @@ impl Split {
     }
 
     /// The variant with (or without) the payload; every split has both.
-    pub fn variant_with_payload(&self, payload: bool) -> Result<&Variant> {
+    pub fn variant_with_payload(&self, payload: bool) -> Result<&SplitVariant> {
         self.variants
             .iter()
             .find(|v| v.with_payload == payload)
@@ -283,7 +283,7 @@ impl Split {
     }
 
     /// The variant a plain install gets.
-    pub fn preferred(&self) -> &Variant {
+    pub fn preferred(&self) -> &SplitVariant {
         self.variants
             .iter()
             .find(|v| v.preferred)
@@ -291,7 +291,7 @@ impl Split {
     }
 
     /// The variant a plain install does not get (deprioritised by `track_features`).
-    pub fn non_preferred(&self) -> &Variant {
+    pub fn non_preferred(&self) -> &SplitVariant {
         self.variants
             .iter()
             .find(|v| !v.preferred)
@@ -464,7 +464,7 @@ impl Split {
     }
 
     /// The variant a build string of the lazy package names (`cuda130_nomagma_h…_0` → nomagma).
-    pub fn variant_of_build(&self, build: &str) -> Option<&Variant> {
+    pub fn variant_of_build(&self, build: &str) -> Option<&SplitVariant> {
         variant_in_build(&self.variants, build)
     }
 
@@ -477,7 +477,7 @@ impl Split {
 
 /// The two variants of a component (`magma` with it, `nomagma` without), `prefer` the one a plain
 /// install gets.
-fn variants_for(dep: &str, prefer: &str) -> Result<Vec<Variant>> {
+fn variants_for(dep: &str, prefer: &str) -> Result<Vec<SplitVariant>> {
     let without = crate::analysis::payload::slim_variant(dep);
     let with = dep.to_string();
     if prefer != with && prefer != without {
@@ -486,12 +486,12 @@ fn variants_for(dep: &str, prefer: &str) -> Result<Vec<Variant>> {
         )));
     }
     Ok(vec![
-        Variant {
+        SplitVariant {
             name: with.clone(),
             with_payload: true,
             preferred: prefer == with,
         },
-        Variant {
+        SplitVariant {
             name: without.clone(),
             with_payload: false,
             preferred: prefer == without,
@@ -516,7 +516,7 @@ pub fn standin_package(name: &str, version: &str) -> PackageModel {
 
 /// The variant whose name is a run of whole `_`-separated tokens of `build` (so `nomagma` never
 /// reads as `magma`, and a payload of several components, `cublas_cudnn`, spans two tokens).
-pub fn variant_in_build<'a>(variants: &'a [Variant], build: &str) -> Option<&'a Variant> {
+pub fn variant_in_build<'a>(variants: &'a [SplitVariant], build: &str) -> Option<&'a SplitVariant> {
     let bounded = format!("_{build}_");
     variants
         .iter()
@@ -738,12 +738,12 @@ mod tests {
     #[test]
     fn variant_tokens() {
         let vs = vec![
-            Variant {
+            SplitVariant {
                 name: "magma".into(),
                 with_payload: true,
                 preferred: true,
             },
-            Variant {
+            SplitVariant {
                 name: "nomagma".into(),
                 with_payload: false,
                 preferred: false,
@@ -763,12 +763,12 @@ mod tests {
         );
         assert!(variant_in_build(&vs, "cuda130_h1234567_0").is_none());
         let two = vec![
-            Variant {
+            SplitVariant {
                 name: "cublas_cudnn".into(),
                 with_payload: true,
                 preferred: true,
             },
-            Variant {
+            SplitVariant {
                 name: "nocublas_cudnn".into(),
                 with_payload: false,
                 preferred: false,
@@ -1188,12 +1188,12 @@ mod rules {
         // conda's build-string matching reads it, and the build string names its variant.
         for dep in ["magma", "cpu", "a", "no", "on", "o", "magma2"] {
             let variants = [
-                Variant {
+                SplitVariant {
                     name: dep.to_string(),
                     with_payload: true,
                     preferred: true,
                 },
-                Variant {
+                SplitVariant {
                     name: format!("no{dep}"),
                     with_payload: false,
                     preferred: false,

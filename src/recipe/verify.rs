@@ -18,10 +18,10 @@ use crate::elf::ElfView;
 use crate::error::{Error, Result};
 use crate::input::Tree;
 use crate::recipe::needed;
-use crate::recipe::split::Variant;
+use crate::recipe::split::SplitVariant;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
+pub struct RecipeCheck {
     /// What the check is about.
     pub name: String,
     /// Whether the library passed it.
@@ -34,9 +34,9 @@ pub struct Check {
     pub unchecked: bool,
 }
 
-impl Check {
-    fn new(name: &str, pass: bool, detail: String) -> Check {
-        Check {
+impl RecipeCheck {
+    fn new(name: &str, pass: bool, detail: String) -> RecipeCheck {
+        RecipeCheck {
             name: name.into(),
             pass,
             detail,
@@ -45,8 +45,8 @@ impl Check {
     }
 
     /// A check that could not run: failed, and says why.
-    fn not_checked(name: &str, why: String) -> Check {
-        Check {
+    fn not_checked(name: &str, why: String) -> RecipeCheck {
+        RecipeCheck {
             name: name.into(),
             pass: false,
             detail: format!("not checked: {why}"),
@@ -71,7 +71,7 @@ pub struct VerifyReport {
     /// Whether every check passed (an unchecked one only when it was accepted).
     pub pass: bool,
     /// Every check, in order.
-    pub checks: Vec<Check>,
+    pub checks: Vec<RecipeCheck>,
     /// What was not checked, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -107,7 +107,7 @@ pub fn verify_variant(
 
     let mut checks = Vec::new();
     let mut check =
-        |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
+        |name: &str, pass: bool, detail: String| checks.push(RecipeCheck::new(name, pass, detail));
 
     match &facts.soname {
         Some(soname) => check(
@@ -168,10 +168,10 @@ pub fn contract_checks(
     view: &ElfView<'_>,
     facts: &crate::elf::ElfFacts,
     contract: &ContractFile,
-) -> Vec<Check> {
+) -> Vec<RecipeCheck> {
     let mut checks = Vec::new();
     let mut check =
-        |name: &str, pass: bool, detail: String| checks.push(Check::new(name, pass, detail));
+        |name: &str, pass: bool, detail: String| checks.push(RecipeCheck::new(name, pass, detail));
     for (what, names) in [
         ("exports what the loader looks up", &contract.loader_lookups),
         ("exports what core files import", &contract.required_exports),
@@ -197,10 +197,10 @@ fn registrations_check(
     view: &ElfView<'_>,
     facts: &crate::elf::ElfFacts,
     contract: &ContractFile,
-) -> Check {
+) -> RecipeCheck {
     const NAME: &str = "registers at load like the stock";
     if let Some(unread) = &contract.load_registrations_not_read {
-        return Check::not_checked(
+        return RecipeCheck::not_checked(
             NAME,
             format!(
                 "the stock library's registrations were not read: {}",
@@ -209,7 +209,7 @@ fn registrations_check(
         );
     }
     let Some(refs) = view.load_time_imports() else {
-        return Check::not_checked(
+        return RecipeCheck::not_checked(
             NAME,
             format!(
                 "splitpkg cannot read {} code (it reads x86-64 and AArch64); {} registrations to check",
@@ -223,7 +223,7 @@ fn registrations_check(
         .iter()
         .filter(|n| refs.binary_search(n).is_err())
         .collect();
-    Check::new(
+    RecipeCheck::new(
         NAME,
         missing.is_empty(),
         presence(contract.load_registrations.len(), &missing),
@@ -232,14 +232,14 @@ fn registrations_check(
 
 /// The link editor's `--no-undefined`, made on the finished file: a NEEDED library that cannot be
 /// found fails too, since what it would define cannot be shown.
-fn imports_check(r: &needed::Resolution) -> Check {
+fn imports_check(r: &needed::Resolution) -> RecipeCheck {
     let name = "imports resolved by NEEDED";
     if !r.not_found.is_empty() {
         let detail = format!(
             "NEEDED {} not found (pass --lib-dir DIR where they are)",
             r.not_found.join(", ")
         );
-        return Check::new(name, false, detail);
+        return RecipeCheck::new(name, false, detail);
     }
     let detail = if r.unresolved.is_empty() {
         format!("all {} strong imports defined", r.imports)
@@ -251,11 +251,11 @@ fn imports_check(r: &needed::Resolution) -> Check {
             first_few(&r.unresolved)
         )
     };
-    Check::new(name, r.unresolved.is_empty(), detail)
+    RecipeCheck::new(name, r.unresolved.is_empty(), detail)
 }
 
 /// [`contract_checks`] of the library at `path`.
-pub fn check_contract(path: &Path, contract: &ContractFile) -> Result<Vec<Check>> {
+pub fn check_contract(path: &Path, contract: &ContractFile) -> Result<Vec<RecipeCheck>> {
     let display = path.display().to_string();
     let map = crate::input::map_file(path)?;
     let view = ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
@@ -335,8 +335,8 @@ pub fn report_text(r: &VerifyReport) -> String {
 pub fn other_variant_file(
     plan: &Plan,
     given: Option<&(String, PathBuf)>,
-    with: &Variant,
-    without: &Variant,
+    with: &SplitVariant,
+    without: &SplitVariant,
 ) -> Result<Option<PathBuf>> {
     let Some((name, file)) = given else {
         return Ok(None);
@@ -372,7 +372,7 @@ pub fn other_variant_file(
 }
 
 /// Why the other variant is missing when no `--lazy-variant` was given.
-pub fn missing_variant_reason(without: &Variant, lazy_path: &str) -> String {
+pub fn missing_variant_reason(without: &SplitVariant, lazy_path: &str) -> String {
     format!(
         "no {} build of {} was given (--lazy-variant {}=FILE); none was invented",
         without.name,
@@ -664,12 +664,12 @@ mod tests {
         let (mut s, _) = stock();
         let plan = s.plan();
         let stub = variant(&mut s, "stub", "int linalg_entry(int x) { return x; }\n");
-        let with = Variant {
+        let with = SplitVariant {
             name: "magma".into(),
             with_payload: true,
             preferred: true,
         };
-        let without = Variant {
+        let without = SplitVariant {
             name: "nomagma".into(),
             with_payload: false,
             preferred: false,

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{
     Answer, BackendLine, ByteBar, Change, EnvironmentLine, Failure, FatbinBar, FatbinTotals, Lost,
-    LostOp, PackageLine, Proof, Provenance, Report, RoutingLine, Rule, Saving, SlimSmoke,
-    VariantLine, Worth,
+    LostOp, PackageLine, Proof, Provenance, Report, ReportSaving, RoutingLine, SavingRule,
+    SlimSmoke, VariantLine, Worth,
 };
 use super::{
     Inputs, NO_DATE, NOT_RECORDED, SAME_WITHIN, bytes as bytes_text, file_name, fmt_ms, fmt_ratio,
@@ -16,8 +16,8 @@ use crate::analysis::plan::{EnvSource, Environment, Plan, Role};
 use crate::analysis::verdict::{PayloadForm, Verdict, WarningKind};
 use crate::provenance::Tool;
 use crate::smoke::cases::Preference;
-use crate::smoke::eval::{CheckStatus, Status as CaseStatus};
-use crate::smoke::{SmokeReport, VariantReport, Verdict as SmokeVerdict};
+use crate::smoke::eval::{CaseStatus, CheckStatus};
+use crate::smoke::{SmokeReport, SmokeVerdict, VariantReport};
 
 /// What every section reads: the inputs, and the payload's and the slim variant's names.
 struct Sources<'a> {
@@ -392,7 +392,7 @@ impl Sources<'_> {
 
     /// Measured saving when the slim library's real size is known; the plan's estimate
     /// otherwise. Only a confined payload saves anything.
-    fn saving(&self, byte_bars: &[ByteBar]) -> Option<Saving> {
+    fn saving(&self, byte_bars: &[ByteBar]) -> Option<ReportSaving> {
         let p = self.plan.filter(|p| p.verdict == Verdict::Confined)?;
         let (dep, slim) = (&self.dep, &self.slim);
         let full = byte_bars.iter().find(|b| b.label == format!("lazy {dep}"));
@@ -423,7 +423,7 @@ impl Sources<'_> {
         } else {
             0.0
         };
-        Some(Saving {
+        Some(ReportSaving {
             bytes,
             tree_bytes,
             percent,
@@ -618,12 +618,12 @@ fn decimal_mb(bytes: u64) -> String {
 /// The saving rule's outcome ([`Worth`], conda-forge 2024) and what it is weighed against: what
 /// the real slim variant loses, op by op.
 fn rule(
-    saving: &Saving,
+    saving: &ReportSaving,
     worth: Worth,
     lost: Option<&Lost>,
     moved: &[RoutingLine],
     failures: &[Failure],
-) -> Rule {
+) -> SavingRule {
     let mut losses = Vec::new();
     for l in lost.map(|l| l.default.as_slice()).unwrap_or_default() {
         losses.push(format!(
@@ -658,7 +658,7 @@ fn rule(
             failures.len()
         ));
     }
-    Rule {
+    SavingRule {
         rule: Worth::RULE,
         outcome: worth.label(),
         saving: format!("{} = {}", saving.size, decimal_mb(saving.bytes)),
@@ -669,7 +669,7 @@ fn rule(
 
 /// The answer in one line: the proof's answer, with the saving rule's outcome where it decides
 /// (a confined payload whose slim variant did not fail).
-fn headline(answer: Answer, worth: Option<Worth>, saving: Option<&Saving>) -> String {
+fn headline(answer: Answer, worth: Option<Worth>, saving: Option<&ReportSaving>) -> String {
     let size = saving.map(|s| decimal_mb(s.bytes)).unwrap_or_default();
     let tested = match answer {
         Answer::Yes => "and a real slim variant works",

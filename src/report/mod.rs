@@ -29,7 +29,7 @@ mod template;
 pub use build::build;
 pub use model::{
     Answer, BackendLine, ByteBar, Change, Failure, FatbinBar, FatbinTotals, Lost, LostOp,
-    PackageLine, Proof, Provenance, Report, RoutingLine, Saving, SlimSmoke, VariantLine,
+    PackageLine, Proof, Provenance, Report, ReportSaving, RoutingLine, SlimSmoke, VariantLine,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,7 +47,7 @@ use crate::smoke::SmokeReport;
 pub const SAME_WITHIN: f64 = 1.10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum ReportFormat {
     /// A self-contained HTML page (inline SVG charts).
     Html,
     /// GitHub-flavoured Markdown.
@@ -72,7 +72,7 @@ pub struct Paths {
 
 /// A document and the name it is shown under (its path as given).
 #[derive(Debug, Clone)]
-pub struct Loaded<T> {
+pub struct LoadedDocument<T> {
     /// The path as given on the command line.
     pub file: String,
     /// The document read from it.
@@ -100,23 +100,23 @@ pub(crate) fn bytes(n: u64) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
     /// The plan, when `--plan` was given.
-    pub plan: Option<Loaded<Plan>>,
+    pub plan: Option<LoadedDocument<Plan>>,
     /// The smoke run, when `--smoke` was given.
-    pub smoke: Option<Loaded<SmokeReport>>,
+    pub smoke: Option<LoadedDocument<SmokeReport>>,
     /// The fatbin scan, when `--fatbin` was given.
-    pub fatbin: Option<Loaded<FatbinReport>>,
+    pub fatbin: Option<LoadedDocument<FatbinReport>>,
     /// The pack report, when `--pack` was given.
-    pub pack: Option<Loaded<PackReport>>,
+    pub pack: Option<LoadedDocument<PackReport>>,
 }
 
 /// Read one document with its type's checks ([`Document::load`]).
-fn load_doc<D: Document>(path: Option<&Path>) -> Result<Option<Loaded<D>>> {
+fn load_doc<D: Document>(path: Option<&Path>) -> Result<Option<LoadedDocument<D>>> {
     let Some(path) = path else {
         return Ok(None);
     };
     let doc = D::load(path)?;
     let file = path.display().to_string();
-    Ok(Some(Loaded { file, doc }))
+    Ok(Some(LoadedDocument { file, doc }))
 }
 
 /// Read every given input, then refuse inputs that come from different trees.
@@ -331,7 +331,7 @@ pub fn fmt_ratio(r: f64) -> String {
 }
 
 /// Read, check and render: the whole `report` command minus writing the file.
-pub fn run(paths: &Paths, format: Format) -> Result<String> {
+pub fn run(paths: &Paths, format: ReportFormat) -> Result<String> {
     if paths.plan.is_none()
         && paths.smoke.is_none()
         && paths.fatbin.is_none()
@@ -344,7 +344,7 @@ pub fn run(paths: &Paths, format: Format) -> Result<String> {
     let inputs = load(paths)?;
     let report = build(&inputs);
     match format {
-        Format::Html => html::render(&report),
-        Format::Md => md::render(&report),
+        ReportFormat::Html => html::render(&report),
+        ReportFormat::Md => md::render(&report),
     }
 }

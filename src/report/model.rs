@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::smoke::Verdict as SmokeResult;
+use crate::smoke::SmokeVerdict as SmokeResult;
 use crate::smoke::eval::CheckStatus;
 
 /// The rule `report`'s answer and the feedstock description apply to a saving, from conda-forge's 2024 discussion of the
@@ -333,7 +333,7 @@ pub struct Provenance {
 /// Bytes a slim environment does not install, against the tree and against the environment a
 /// user installs.
 #[derive(Debug, Clone, Serialize)]
-pub struct Saving {
+pub struct ReportSaving {
     /// The installed bytes a slim environment does not install.
     #[serde(skip)]
     pub bytes: u64,
@@ -373,7 +373,7 @@ pub struct EnvironmentLine {
 
 /// The rule the answer applied to the saving, and what it was weighed against.
 #[derive(Debug, Clone, Serialize)]
-pub struct Rule {
+pub struct SavingRule {
     /// The rule, in one sentence ([`Worth::RULE`]).
     pub rule: &'static str,
     /// [`Worth::label`] of the saving.
@@ -420,7 +420,7 @@ pub struct Report {
     /// is a saving.
     pub headline: String,
     /// The saving rule applied; absent without a saving.
-    pub rule: Option<Rule>,
+    pub rule: Option<SavingRule>,
     /// The payload dependency's name (`magma`): the full variant is named after it.
     pub dep: String,
     /// The payload's name as the title shows it (`MAGMA`).
@@ -428,7 +428,7 @@ pub struct Report {
     /// The slim variant's name (`nomagma`).
     pub slim: String,
     /// The saving; None without a plan, or when the plan does not prove the payload confined.
-    pub saving: Option<Saving>,
+    pub saving: Option<ReportSaving>,
     /// Where the bytes go: core, each lazy variant (the payload's first), the payload; empty
     /// without a plan.
     pub byte_bars: Vec<ByteBar>,

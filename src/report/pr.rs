@@ -10,7 +10,7 @@ use serde::Serialize;
 
 pub use super::model::Worth;
 use super::model::{LostOp, RoutingLine};
-use super::{Inputs, Loaded};
+use super::{Inputs, LoadedDocument};
 use crate::error::{Error, Result};
 use crate::recipe::feedstock::{CiConfig, Summary};
 use crate::smoke::SmokeReport;
@@ -73,7 +73,7 @@ pub fn render(
     summary: &Summary,
     configs: &[CiConfig],
     payloads: &[Payload],
-    smoke: Option<Loaded<SmokeReport>>,
+    smoke: Option<LoadedDocument<SmokeReport>>,
 ) -> Result<String> {
     let savings = payloads
         .iter()
@@ -160,7 +160,7 @@ fn config_line(c: &CiConfig, savings: &[(SavingLine, u64)]) -> ConfigLine {
     }
 }
 
-fn smoke_facts(s: Loaded<SmokeReport>) -> SmokeFacts {
+fn smoke_facts(s: LoadedDocument<SmokeReport>) -> SmokeFacts {
     let device = s
         .doc
         .device

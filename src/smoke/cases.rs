@@ -67,7 +67,7 @@ impl std::str::FromStr for Preference {
 }
 
 /// One entry of the catalog: an op on one shape, for the listed dtypes.
-pub struct Entry {
+pub struct CatalogEntry {
     /// The op (`linalg.cholesky`), as the battery knows it.
     pub op: &'static str,
     /// Short shape label, e.g. `16x64x64` (batch first) or `300x200`.
@@ -82,7 +82,7 @@ pub struct Entry {
 
 macro_rules! entry {
     ($op:literal, $shape:literal, $params:tt, $dtypes:expr, [$($tag:literal),*]) => {
-        Entry { op: $op, shape: $shape, params: || json!($params), dtypes: $dtypes, tags: &[$($tag),*] }
+        CatalogEntry { op: $op, shape: $shape, params: || json!($params), dtypes: $dtypes, tags: &[$($tag),*] }
     };
 }
 
@@ -90,7 +90,7 @@ const ALL: &[&str] = &DTYPES;
 
 /// The catalog. Sizes are small on purpose: the whole battery, three preferences, runs in a few
 /// minutes on one GPU; the heuristics switch on batch size and shape, not on bulk.
-pub fn catalog() -> Vec<Entry> {
+pub fn catalog() -> Vec<CatalogEntry> {
     vec![
         entry!("cholesky", "64x64", {"n": 64}, ALL, []),
         entry!("cholesky", "16x32x32", {"b": [16], "n": 32}, ALL, ["batched"]),

@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use super::cases::{Case, Mode};
 use super::device::DeviceInfo;
-use super::eval::{Check, Raw, RawOutcome, Status};
+use super::eval::{CaseStatus, Raw, RawOutcome, SmokeCheck};
 use super::expect::Expectation;
-use super::variant::{Layout, LazyFacts};
+use super::variant::{LazyFacts, PathLayout};
 use crate::error::Result;
 use crate::provenance::Tool;
 
@@ -113,7 +113,7 @@ pub struct CaseReport {
     pub raw: Raw,
     /// The judgement: `pass`, `expected-fail` and `excluded` met the expectation; `fail` and
     /// `timeout` (a hang, or a case not run) did not.
-    pub status: Status,
+    pub status: CaseStatus,
     /// Why the case got its status, in words (for an expected failure, the error raised). Absent
     /// for a pass.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -149,14 +149,14 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub(crate) fn add_case(&mut self, s: Status) {
+    pub(crate) fn add_case(&mut self, s: CaseStatus) {
         self.cases += 1;
         match s {
-            Status::Pass => self.pass += 1,
-            Status::Fail => self.fail += 1,
-            Status::ExpectedFail => self.expected_fail += 1,
-            Status::Timeout => self.timeout += 1,
-            Status::Excluded => self.excluded += 1,
+            CaseStatus::Pass => self.pass += 1,
+            CaseStatus::Fail => self.fail += 1,
+            CaseStatus::ExpectedFail => self.expected_fail += 1,
+            CaseStatus::Timeout => self.timeout += 1,
+            CaseStatus::Excluded => self.excluded += 1,
         }
     }
 }
@@ -186,7 +186,8 @@ impl std::fmt::Display for Counts {
 /// What the run says, for people and for CI (each has its own exit code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum Verdict {
+#[schemars(rename = "Verdict")]
+pub enum SmokeVerdict {
     /// Every case and check met its expectation. Exit 0.
     Ok,
     /// Every variant works, but a flag compiled into a core file describes the other variant
@@ -196,32 +197,32 @@ pub enum Verdict {
     Fail,
 }
 
-impl Verdict {
+impl SmokeVerdict {
     /// The run's verdict from its counts: FAIL when anything failed, else OK, or OK with a stale
     /// core flag when one was found.
-    pub fn of(c: &Counts) -> Verdict {
+    pub fn of(c: &Counts) -> SmokeVerdict {
         match (c.ok, c.stale_flags) {
-            (false, _) => Verdict::Fail,
-            (true, 0) => Verdict::Ok,
-            (true, _) => Verdict::OkStaleFlag,
+            (false, _) => SmokeVerdict::Fail,
+            (true, 0) => SmokeVerdict::Ok,
+            (true, _) => SmokeVerdict::OkStaleFlag,
         }
     }
 
     /// The exit status: 0 for OK, 1 for FAIL, 4 for OK with a stale core flag.
     pub fn exit(self) -> crate::Exit {
         match self {
-            Verdict::Ok => crate::Exit::Success,
-            Verdict::Fail => crate::Exit::No,
-            Verdict::OkStaleFlag => crate::Exit::StaleFlag,
+            SmokeVerdict::Ok => crate::Exit::Success,
+            SmokeVerdict::Fail => crate::Exit::No,
+            SmokeVerdict::OkStaleFlag => crate::Exit::StaleFlag,
         }
     }
 
     /// The verdict as people read it (`OK`, `OK, STALE CORE FLAG`, `FAIL`).
     pub fn label(self) -> &'static str {
         match self {
-            Verdict::Ok => "OK",
-            Verdict::OkStaleFlag => "OK, STALE CORE FLAG",
-            Verdict::Fail => "FAIL",
+            SmokeVerdict::Ok => "OK",
+            SmokeVerdict::OkStaleFlag => "OK, STALE CORE FLAG",
+            SmokeVerdict::Fail => "FAIL",
         }
     }
 }
@@ -254,7 +255,7 @@ pub struct VariantReport {
     pub python: String,
     /// How PATH was understood; a run always records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub layout: Option<Layout>,
+    pub layout: Option<PathLayout>,
     /// The `torch` package directory the variant's Python imports, as it reported it (canonical
     /// path); a run always records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,7 +276,7 @@ pub struct VariantReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lazy_error: Option<String>,
     /// The per-variant checks, in this order: `laziness`, `has_magma`, `device_code`, `identity`.
-    pub checks: Vec<Check>,
+    pub checks: Vec<SmokeCheck>,
     /// Every planned case (after `--only` and `--skip`), op by op in catalog order, with what it
     /// did and its judgement.
     pub cases: Vec<CaseReport>,
@@ -399,7 +400,7 @@ pub struct SmokeReport {
     /// The verdict, which sets the exit code; a version 1 recording, which lacks it, gets its
     /// summary's.
     #[serde(default = "unknown_verdict")]
-    pub result: Verdict,
+    pub result: SmokeVerdict,
 }
 
 impl crate::document::Document for SmokeReport {
@@ -415,14 +416,14 @@ impl crate::document::Document for SmokeReport {
     /// only for a document that says nothing).
     fn upgrade(mut self) -> Self {
         if self.schema_version < 2 {
-            self.result = Verdict::of(&self.summary);
+            self.result = SmokeVerdict::of(&self.summary);
         }
         self
     }
 }
 
-fn unknown_verdict() -> Verdict {
-    Verdict::Fail
+fn unknown_verdict() -> SmokeVerdict {
+    SmokeVerdict::Fail
 }
 
 /// `bench` as recorded by schema version 1 (one object or null) or 2 (a list).

@@ -280,7 +280,8 @@ mod lossless {
 /// `timeout` did not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum Status {
+#[schemars(rename = "Status")]
+pub enum CaseStatus {
     /// The op worked as expected (`pass`).
     Pass,
     /// The case did not meet its expectation (`fail`).
@@ -294,21 +295,24 @@ pub enum Status {
     Excluded,
 }
 
-impl Status {
+impl CaseStatus {
     /// Whether the case met its expectation.
     pub fn ok(self) -> bool {
-        matches!(self, Status::Pass | Status::ExpectedFail | Status::Excluded)
+        matches!(
+            self,
+            CaseStatus::Pass | CaseStatus::ExpectedFail | CaseStatus::Excluded
+        )
     }
 
     /// The status as tables print it: upper case for the ones that did not meet the expectation
     /// (`FAIL`, `TIMEOUT`).
     pub fn label(self) -> &'static str {
         match self {
-            Status::Pass => "pass",
-            Status::Fail => "FAIL",
-            Status::ExpectedFail => "expected-fail",
-            Status::Timeout => "TIMEOUT",
-            Status::Excluded => "excluded",
+            CaseStatus::Pass => "pass",
+            CaseStatus::Fail => "FAIL",
+            CaseStatus::ExpectedFail => "expected-fail",
+            CaseStatus::Timeout => "TIMEOUT",
+            CaseStatus::Excluded => "excluded",
         }
     }
 }
@@ -357,7 +361,7 @@ pub fn judge(
     raw: &Raw,
     tolerance: f64,
     base_preference: Preference,
-) -> (Status, String) {
+) -> (CaseStatus, String) {
     if let Some(judged) = judge_unanswered(raw) {
         return judged;
     }
@@ -365,7 +369,7 @@ pub fn judge(
         && text.contains(MAGMA_NOT_INITIALIZED)
     {
         return (
-            Status::Fail,
+            CaseStatus::Fail,
             "stderr says \"MAGMA not initialized (call magma_init() first)\": the MAGMA init hook is not wired up".into(),
         );
     }
@@ -373,7 +377,7 @@ pub fn judge(
         && after.parse::<Preference>().ok() != Some(base_preference)
     {
         return (
-            Status::Fail,
+            CaseStatus::Fail,
             format!(
                 "the backend preference was not reset: still {after:?} after the case (expected {:?})",
                 base_preference.as_str()
@@ -384,7 +388,7 @@ pub fn judge(
         let note = exp.note.as_deref().unwrap_or("excluded");
         let short = note.split(':').next().unwrap_or(note);
         return (
-            Status::Excluded,
+            CaseStatus::Excluded,
             format!("{short} (observed: {})", observed(raw)),
         );
     }
@@ -396,10 +400,10 @@ pub fn judge(
 }
 
 /// A case without an answer (hang, not run, dead worker) fails whatever was expected.
-fn judge_unanswered(raw: &Raw) -> Option<(Status, String)> {
+fn judge_unanswered(raw: &Raw) -> Option<(CaseStatus, String)> {
     match raw.outcome {
         RawOutcome::Timeout => Some((
-            Status::Timeout,
+            CaseStatus::Timeout,
             format!(
                 "hang: {}",
                 raw.detail
@@ -408,14 +412,14 @@ fn judge_unanswered(raw: &Raw) -> Option<(Status, String)> {
             ),
         )),
         RawOutcome::NotRun => Some((
-            Status::Timeout,
+            CaseStatus::Timeout,
             format!(
                 "not run: {}",
                 raw.detail.as_deref().unwrap_or("earlier cases failed")
             ),
         )),
         RawOutcome::Crash => Some((
-            Status::Fail,
+            CaseStatus::Fail,
             format!(
                 "worker died: {}",
                 raw.detail
@@ -428,7 +432,7 @@ fn judge_unanswered(raw: &Raw) -> Option<(Status, String)> {
 }
 
 /// The op ran: right if its residual is within the tolerance and the table allows a pass.
-fn judge_ran(exp: &Expectation, raw: &Raw, tolerance: f64) -> (Status, String) {
+fn judge_ran(exp: &Expectation, raw: &Raw, tolerance: f64) -> (CaseStatus, String) {
     let ok = raw
         .residual
         .is_some_and(|r| r.is_finite() && r <= tolerance);
@@ -438,16 +442,16 @@ fn judge_ran(exp: &Expectation, raw: &Raw, tolerance: f64) -> (Status, String) {
             .unwrap_or_else(|| "missing".into())
     };
     match exp.outcome {
-        Outcome::Pass | Outcome::PassOrError if ok => (Status::Pass, String::new()),
+        Outcome::Pass | Outcome::PassOrError if ok => (CaseStatus::Pass, String::new()),
         Outcome::Pass | Outcome::PassOrError => (
-            Status::Fail,
+            CaseStatus::Fail,
             format!(
                 "wrong result: residual {} exceeds the tolerance {tolerance:.0e}",
                 residual_text()
             ),
         ),
         Outcome::Error => (
-            Status::Fail,
+            CaseStatus::Fail,
             format!(
                 "expected a RuntimeError matching /{}/, but the op ran (residual {})",
                 exp.pattern.as_deref().unwrap_or(""),
@@ -460,20 +464,20 @@ fn judge_ran(exp: &Expectation, raw: &Raw, tolerance: f64) -> (Status, String) {
 
 /// The case raised: an expected failure only as a clean RuntimeError matching the table's pattern,
 /// raised by the op (an error of the harness is never one).
-fn judge_error(exp: &Expectation, raw: &Raw) -> (Status, String) {
+fn judge_error(exp: &Expectation, raw: &Raw) -> (CaseStatus, String) {
     let phase = raw.phase.clone().unwrap_or(Phase::Op);
     let text = raw.error.as_deref().unwrap_or("");
     let line = first_line(text);
     let ty = raw.error_type.as_deref().unwrap_or("error");
     if matches!(phase, Phase::Inputs | Phase::Check | Phase::Harness) {
         return (
-            Status::Fail,
+            CaseStatus::Fail,
             format!("harness error while {}: {ty}: {line}", phase.words()),
         );
     }
     match exp.outcome {
         Outcome::Pass => (
-            Status::Fail,
+            CaseStatus::Fail,
             format!(
                 "unexpected {ty}{}: {line}",
                 if phase == Phase::SetPreference {
@@ -487,14 +491,14 @@ fn judge_error(exp: &Expectation, raw: &Raw) -> (Status, String) {
             let pattern = exp.pattern.as_deref().unwrap_or("");
             if raw.runtime_error == Some(false) {
                 (
-                    Status::Fail,
+                    CaseStatus::Fail,
                     format!("expected a clean RuntimeError, got {ty}: {line}"),
                 )
             } else if pattern_matches(pattern, text) {
-                (Status::ExpectedFail, format!("{ty}: {line}"))
+                (CaseStatus::ExpectedFail, format!("{ty}: {line}"))
             } else {
                 (
-                    Status::Fail,
+                    CaseStatus::Fail,
                     format!("error does not match /{pattern}/: {ty}: {line}"),
                 )
             }
@@ -592,7 +596,8 @@ impl std::fmt::Display for CheckName {
 
 /// A per-variant check (laziness, has_magma, device code, identity).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Check {
+#[schemars(rename = "Check")]
+pub struct SmokeCheck {
     /// Which check: `laziness`, `has_magma`, `device_code` or `identity`.
     pub name: CheckName,
     /// `pass`; `fail`; `stale` (has_magma only); `not-applicable` (has_magma and identity on an
@@ -612,8 +617,8 @@ fn check(
     status: CheckStatus,
     detail: impl Into<String>,
     consequence: Option<String>,
-) -> Check {
-    Check {
+) -> SmokeCheck {
+    SmokeCheck {
         name,
         status,
         detail: detail.into(),
@@ -623,7 +628,7 @@ fn check(
 
 /// Laziness from the probe: not mapped after `import torch`, CUDA init and a matmul; mapped
 /// after the first linalg op.
-pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> Check {
+pub fn laziness_check(probe: Option<&serde_json::Value>, lazy_name: &str) -> SmokeCheck {
     let Some(p) = probe else {
         return check(
             CheckName::Laziness,
@@ -715,7 +720,7 @@ pub fn has_magma_check(
     lazy_has_magma: Option<bool>,
     lazy_name: &str,
     emulated: bool,
-) -> Check {
+) -> SmokeCheck {
     if emulated {
         return check(
             CheckName::HasMagma,
@@ -801,7 +806,7 @@ pub fn identity_check(
     presence: Option<&crate::analysis::payload::Presence>,
     contract_failures: Option<&[String]>,
     lazy_name: &str,
-) -> Check {
+) -> SmokeCheck {
     let Some(with_payload) = crate::analysis::payload::variant_carries(variant, dep) else {
         return check(
             CheckName::Identity,
@@ -887,7 +892,7 @@ fn py(b: bool) -> &'static str {
 /// The device-code check as reported: [`device_code_check`]'s answer, or "not checked" when it
 /// had none to give (the lazy library not found, no library beside it with device code, or a
 /// device whose compute capability is not known).
-pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
+pub fn device_code_check_report(result: Option<DeviceCheck>) -> SmokeCheck {
     match result {
         None => check(
             CheckName::DeviceCode,
@@ -895,7 +900,7 @@ pub fn device_code_check_report(result: Option<DeviceCheck>) -> Check {
             "not checked: no library with device code found beside the lazy library, or the device's compute capability is unknown",
             None,
         ),
-        Some(d) => Check {
+        Some(d) => SmokeCheck {
             name: CheckName::DeviceCode,
             status: d.status,
             detail: d.detail,

@@ -13,6 +13,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::cases::{COMPLEX, Case, REAL};
+use crate::error::Context;
 use crate::error::{Error, Result};
 
 /// The built-in expected-outcome tables (`expect.json`, compiled in).
@@ -34,7 +35,8 @@ pub enum Outcome {
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Rule {
+#[schemars(rename = "Rule")]
+pub struct ExpectRule {
     /// Ops the rule is about (`linalg.cholesky`); any op when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub op: Vec<String>,
@@ -75,7 +77,7 @@ pub struct Table {
     /// The rules, in order: the first that matches a case decides (a case no rule matches is
     /// expected to pass).
     #[serde(default)]
-    pub rules: Vec<Rule>,
+    pub rules: Vec<ExpectRule>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -150,8 +152,8 @@ impl Tables {
     /// Built-ins, then the tables of a table file's `text` on top; `origin` names the file in
     /// errors and in each table's origin. `with_file` and the fuzz harness both read through here.
     pub fn with_text(text: &str, origin: &str) -> Result<Tables> {
-        let file: TableFile = serde_json::from_str(text)
-            .map_err(|e| Error::bad(origin, format!("not an expectation table file: {e}")))?;
+        let file: TableFile =
+            serde_json::from_str(text).bad_at(origin, "not an expectation table file")?;
         if let Some(s) = &file.schema
             && s != "splitpkg-smoke-expect"
         {
@@ -193,7 +195,7 @@ impl Tables {
                 }
                 if let Some(p) = &r.pattern {
                     Regex::new(p)
-                        .map_err(|e| Error::bad(&at, format!("bad pattern {p:?}: {e}")))?;
+                        .map_err(|e| Error::bad_source(&at, format!("bad pattern {p:?}"), e))?;
                 }
                 if let Some(v) = &r.cuda_below
                     && crate::version::parse(v.trim()).is_none()
@@ -233,7 +235,7 @@ fn dtype_matches(list: &[String], dtype: &str) -> bool {
         })
 }
 
-impl Rule {
+impl ExpectRule {
     /// Whether the rule applies to `case` (with torch's CUDA version `cuda`, when known): each
     /// non-empty list holds the case's value, every tag is on the case, and `cuda_below` holds.
     pub fn matches(&self, case: &Case, cuda: Option<&str>) -> bool {

@@ -40,14 +40,14 @@ use variant::{LazyFacts, VariantArg};
 // The document keeps its paths (`smoke::SmokeReport`, `smoke::load_report`, …).
 pub use document::{
     BenchCell, BenchReport, BenchRow, CaseReport, Counts, PlannedCase, RoutingRow, RunOptions,
-    SCHEMA, SCHEMA_VERSION, SmokeReport, VariantPlan, VariantReport, Verdict, load_report,
+    SCHEMA, SCHEMA_VERSION, SmokeReport, SmokeVerdict, VariantPlan, VariantReport, load_report,
     parse_report,
 };
 
 /// The battery script, shipped in the binary and written to a temporary directory at run time.
 pub const BATTERY: &str = include_str!("battery.py");
 /// Everything `splitpkg smoke` was asked to do.
-pub struct Options {
+pub struct SmokeOptions {
     /// The variants to run (`--variant NAME=PATH`).
     pub variants: Vec<VariantArg>,
     /// Variant names to run as emulations (table `<name>-emulated`).
@@ -280,7 +280,7 @@ fn total(variants: &[VariantReport]) -> Counts {
 
 /// Run the whole smoke test. The device must have been probed (the CLI does that first, so a
 /// machine without CUDA stops before anything else).
-pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
+pub fn run(opts: &SmokeOptions, device: DeviceInfo) -> Result<SmokeReport> {
     let date = crate::provenance::run_date();
     check_options(opts)?;
     // Plan (and so check the tables) and resolve every variant before running anything.
@@ -294,7 +294,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
     );
     let seed = opts.seed.unwrap_or_else(random_seed);
     let deadline = opts.deadline.map(|d| Instant::now() + d);
-    let scratch = Scratch::new()?;
+    let scratch = SmokeScratch::new()?;
     let script = scratch.path.join("battery.py");
     std::fs::write(&script, BATTERY).at(&script)?;
     progress(
@@ -356,7 +356,7 @@ pub fn run(opts: &Options, device: DeviceInfo) -> Result<SmokeReport> {
 }
 
 /// The combinations of `--variant`, `--emulate` and `--bench` that cannot run.
-fn check_options(opts: &Options) -> Result<()> {
+fn check_options(opts: &SmokeOptions) -> Result<()> {
     for e in &opts.emulate {
         if !opts.variants.iter().any(|v| &v.name == e) {
             return Err(Error::Usage(format!(
@@ -387,7 +387,7 @@ fn check_options(opts: &Options) -> Result<()> {
 /// A variant to run: as given, whether it is emulated, and where its torch is.
 type ResolvedVariant<'a> = (&'a VariantArg, bool, variant::Resolved);
 
-fn resolve_variants(opts: &Options) -> Result<Vec<ResolvedVariant<'_>>> {
+fn resolve_variants(opts: &SmokeOptions) -> Result<Vec<ResolvedVariant<'_>>> {
     let mut resolved = Vec::new();
     for v in &opts.variants {
         let emulated = opts.emulate.contains(&v.name);
@@ -400,7 +400,7 @@ fn resolve_variants(opts: &Options) -> Result<Vec<ResolvedVariant<'_>>> {
 
 /// The report of a run: its options as recorded, the variants, the benches and the verdict.
 fn smoke_report(
-    opts: &Options,
+    opts: &SmokeOptions,
     date: Option<String>,
     seed: u64,
     device: DeviceInfo,
@@ -409,7 +409,7 @@ fn smoke_report(
 ) -> SmokeReport {
     let default_routing = default_routing(&bench, &opts.spec.name);
     let summary = total(&variants);
-    let result = Verdict::of(&summary);
+    let result = SmokeVerdict::of(&summary);
     SmokeReport {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
@@ -446,7 +446,7 @@ fn smoke_report(
 /// carries no MAGMA but does not provide, register or export what the stock file does. Without
 /// such a variant nothing is checked (`contract_failures` stays `None`).
 fn check_contracts(
-    opts: &Options,
+    opts: &SmokeOptions,
     resolved: &[(&VariantArg, bool, variant::Resolved)],
     reports: &mut [VariantReport],
 ) {
@@ -497,15 +497,15 @@ fn check_contracts(
 }
 
 /// A scratch directory removed on drop (kept with SPLITPKG_SMOKE_KEEP=1 for debugging).
-struct Scratch {
+struct SmokeScratch {
     path: PathBuf,
 }
 
-impl Scratch {
+impl SmokeScratch {
     /// A new directory in the shared temporary directory, made by this call (never one that
     /// exists: another user could have planted it, or a link in its place) with an unpredictable
     /// name, readable by this user only; the workers' files are created in it.
-    fn new() -> Result<Scratch> {
+    fn new() -> Result<SmokeScratch> {
         use std::os::unix::fs::DirBuilderExt;
         for _ in 0..16 {
             let path = std::env::temp_dir().join(format!(
@@ -514,7 +514,7 @@ impl Scratch {
                 crate::output::atomic::random_u64()
             ));
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(Scratch { path }),
+                Ok(()) => return Ok(SmokeScratch { path }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(Error::io(&path, e)),
             }
@@ -526,7 +526,7 @@ impl Scratch {
     }
 }
 
-impl Drop for Scratch {
+impl Drop for SmokeScratch {
     fn drop(&mut self) {
         if std::env::var_os("SPLITPKG_SMOKE_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.path);
@@ -538,7 +538,7 @@ impl Drop for Scratch {
 
 /// What every variant's run and bench of one smoke run share.
 struct RunContext<'a> {
-    opts: &'a Options,
+    opts: &'a SmokeOptions,
     device: &'a DeviceInfo,
     seed: u64,
     /// `--deadline` from the start of the run: cases not started by then are not run.
@@ -813,7 +813,7 @@ impl RunContext<'_> {
 }
 
 /// The worker's jobs for a variant's planned cases, each with its own seed.
-fn case_jobs(plan: &VariantPlan, seed: u64) -> Vec<runner::Job> {
+fn case_jobs(plan: &VariantPlan, seed: u64) -> Vec<runner::WorkerJob> {
     plan.cases
         .iter()
         .map(|pc| {
@@ -821,7 +821,7 @@ fn case_jobs(plan: &VariantPlan, seed: u64) -> Vec<runner::Job> {
             let mut payload = serde_json::to_value(c).expect("case serialises");
             payload["seed"] = json!(cases::case_seed(seed, &c.id));
             payload["kind"] = json!("check");
-            runner::Job {
+            runner::WorkerJob {
                 id: c.id.clone(),
                 op: c.op.clone(),
                 payload,
@@ -938,7 +938,7 @@ impl RunContext<'_> {
 const BENCH_BUDGET_MS: u32 = 2000;
 
 /// The bench's jobs: each item under each preference, item-major.
-fn bench_jobs(items: &[cases::BenchItem], reps: u32, seed: u64) -> Vec<runner::Job> {
+fn bench_jobs(items: &[cases::BenchItem], reps: u32, seed: u64) -> Vec<runner::WorkerJob> {
     let mut jobs = Vec::new();
     for it in items {
         for pref in Preference::ALL.map(Preference::as_str) {
@@ -949,7 +949,7 @@ fn bench_jobs(items: &[cases::BenchItem], reps: u32, seed: u64) -> Vec<runner::J
                 "budget_ms": BENCH_BUDGET_MS,
                 "seed": cases::case_seed(seed, &id),
             });
-            jobs.push(runner::Job {
+            jobs.push(runner::WorkerJob {
                 id,
                 op: format!("bench-{}", it.op),
                 payload,
@@ -1059,7 +1059,7 @@ pub fn replay(
         finish_variant(v, &lazy, &dep);
     }
     rep.summary = total(&rep.variants);
-    rep.result = Verdict::of(&rep.summary);
+    rep.result = SmokeVerdict::of(&rep.summary);
     rep.default_routing = default_routing(&rep.bench, &dep);
     rep.tolerances = eval::tolerance_table();
     rep.options.replayed_from = Some(from.display().to_string());

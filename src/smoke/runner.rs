@@ -360,7 +360,7 @@ pub struct Limits {
 }
 
 /// One unit of work for the worker: the JSON it gets (an `id` and `op` at least).
-pub struct Job {
+pub struct WorkerJob {
     /// The case's (or bench item's) id.
     pub id: String,
     /// The op to run (`linalg.cholesky`); timeouts are counted per op.
@@ -374,7 +374,7 @@ pub struct Job {
 pub fn run_jobs(
     spec: &PySpec,
     base_pref: &str,
-    jobs: &[Job],
+    jobs: &[WorkerJob],
     limits: &Limits,
     on_result: impl FnMut(usize, &Raw),
 ) -> Vec<Raw> {
@@ -411,7 +411,7 @@ pub fn run_jobs_on(
     mut first: Started,
     spec: &PySpec,
     base_pref: &str,
-    jobs: &[Job],
+    jobs: &[WorkerJob],
     limits: &Limits,
     mut on_result: impl FnMut(usize, &Raw),
 ) -> Vec<Raw> {
@@ -461,7 +461,7 @@ fn not_run(detail: String) -> Raw {
 impl<'a> JobRun<'a> {
     /// Run job `i` on the current worker (started first if there is none) and take its answer,
     /// or why there is none.
-    fn job(&mut self, i: usize, job: &'a Job) -> Raw {
+    fn job(&mut self, i: usize, job: &'a WorkerJob) -> Raw {
         if let Some(why) = self.skipped(job) {
             return not_run(why);
         }
@@ -508,7 +508,7 @@ impl<'a> JobRun<'a> {
     }
 
     /// Why `job` is not run: no worker can start, the deadline is past, or its op hung too often.
-    fn skipped(&self, job: &Job) -> Option<String> {
+    fn skipped(&self, job: &WorkerJob) -> Option<String> {
         if let Some(reason) = &self.fatal {
             return Some(reason.to_string());
         }
@@ -527,7 +527,7 @@ impl<'a> JobRun<'a> {
     }
 
     /// No answer in time: the worker's group is killed and the hang counted against its op.
-    fn timed_out(&mut self, job: &'a Job, begun: Instant, stderr_path: &Path) -> Raw {
+    fn timed_out(&mut self, job: &'a WorkerJob, begun: Instant, stderr_path: &Path) -> Raw {
         self.kill_worker();
         *self.timeouts.entry(job.op.as_str()).or_default() += 1;
         let mut r = Raw::new(RawOutcome::Timeout);

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use super::document::{SmokeReport, VariantPlan, VariantReport, Verdict};
-use super::eval::{CheckStatus, RawOutcome, Status};
+use super::document::{SmokeReport, SmokeVerdict, VariantPlan, VariantReport};
+use super::eval::{CaseStatus, CheckStatus, RawOutcome};
 use super::expect::Outcome;
 
 fn mb(bytes: u64) -> String {
@@ -104,7 +104,7 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
         "case", "status", "residual", "tol", "time ms"
     );
     for c in &v.cases {
-        let interesting = !matches!(c.status, Status::Pass);
+        let interesting = !matches!(c.status, CaseStatus::Pass);
         if !all_cases && !interesting {
             continue;
         }
@@ -129,7 +129,11 @@ fn variant_text(out: &mut String, v: &VariantReport, all_cases: bool) {
         );
     }
     if !all_cases {
-        let hidden = v.cases.iter().filter(|c| c.status == Status::Pass).count();
+        let hidden = v
+            .cases
+            .iter()
+            .filter(|c| c.status == CaseStatus::Pass)
+            .count();
         let _ = writeln!(
             out,
             "   ({hidden} passing cases not listed; --all lists them)"
@@ -223,7 +227,7 @@ pub fn text(rep: &SmokeReport, all_cases: bool) -> String {
         rep.result.label(),
         rep.variants.len()
     );
-    if rep.result == Verdict::OkStaleFlag {
+    if rep.result == SmokeVerdict::OkStaleFlag {
         let _ = writeln!(
             out,
             "NOTE: every variant works; a flag compiled into a core file describes the other variant (see the STALE check's consequence). Exit code 4."

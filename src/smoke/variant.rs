@@ -52,7 +52,8 @@ pub fn parse_variant(s: &str) -> Result<VariantArg> {
 /// How PATH was understood.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum Layout {
+#[schemars(rename = "Layout")]
+pub enum PathLayout {
     /// A prefix with `bin/python` (conda env, venv): its own interpreter.
     EnvPrefix,
     /// The `torch` package directory itself.
@@ -66,7 +67,7 @@ pub enum Layout {
 pub struct Resolved {
     /// Where the path points: an environment prefix, a torch directory, or a site-packages
     /// directory.
-    pub layout: Layout,
+    pub layout: PathLayout,
     /// The Python to run (the prefix's own, or `--python`, else `python3`).
     pub python: String,
     /// Prepended to PYTHONPATH (torch dir / site-packages layouts).
@@ -106,21 +107,21 @@ pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolv
         .map(|b| p.join(b))
         .find(|b| b.is_file());
     let (layout, python, pythonpath, expect_dir) = if let Some(py) = env_python {
-        (Layout::EnvPrefix, py.display().to_string(), None, None)
+        (PathLayout::EnvPrefix, py.display().to_string(), None, None)
     } else if has_torch_package(&p) {
         let parent = p
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| p.clone());
         (
-            Layout::TorchDir,
+            PathLayout::TorchDir,
             python_override.unwrap_or("python3").to_string(),
             Some(parent),
             Some(p.clone()),
         )
     } else if has_torch_package(&p.join("torch")) {
         (
-            Layout::SitePackages,
+            PathLayout::SitePackages,
             python_override.unwrap_or("python3").to_string(),
             Some(p.clone()),
             Some(p.join("torch")),
@@ -129,7 +130,7 @@ pub fn resolve(arg: &VariantArg, python_override: Option<&str>) -> Result<Resolv
         // A conda prefix without its own interpreter (the libraries in PREFIX/lib, torch/lib linking
         // there): the user's --python imports torch from PREFIX/lib/pythonX.Y/site-packages.
         (
-            Layout::SitePackages,
+            PathLayout::SitePackages,
             python_override.unwrap_or("python3").to_string(),
             Some(sp.clone()),
             Some(sp.join("torch")),

@@ -9,7 +9,8 @@ pub const SCHEMA: &str = "splitpkg-wheel";
 /// Which installers a wheel is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum Layout {
+#[schemars(rename = "Layout")]
+pub enum WheelLayout {
     /// The core, in both directories.
     Core,
     /// `--out`: the variant in the local version label (`2.11.0+1.magma`), for today's pip and uv.
@@ -27,7 +28,7 @@ pub struct WrittenWheel {
     /// The path under `--out` (`variants/…` for the PEP 825 set).
     pub file: String,
     /// Which installers the wheel is for: `core`, `local-label`, `variant` or `plain-fallback`.
-    pub layout: Layout,
+    pub layout: WheelLayout,
     /// The distribution name in the wheel's metadata.
     pub distribution: String,
     /// The version in the wheel's metadata (with the local label for `local-label`).
@@ -56,7 +57,8 @@ pub struct MissingWheel {
 
 /// Installer commands for the written set (a `--find-links` directory).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Commands {
+#[schemars(rename = "Commands")]
+pub struct WheelCommands {
     /// `pip install` of the variant a plain install gets, from `--out`.
     pub default: String,
     /// The non-preferred variant, when it was written.
@@ -99,7 +101,7 @@ pub struct WheelReport {
     /// the lazy library byte-identical).
     pub lossless: bool,
     /// Install commands for the wheels in `--out`.
-    pub commands: Commands,
+    pub commands: WheelCommands,
     /// The PEP 825 set in `--out/variants/`.
     pub variants: VariantSet,
 }

@@ -40,14 +40,15 @@ use crate::input::pip::{MARKER, MARKER_SCHEMA, MARKER_VERSION, MarkerVariant, Va
 use crate::input::{Tree, TreeKind, map_file};
 use crate::output::Pending;
 use crate::progress::Progress;
-use crate::recipe::split::{Split, Variant};
+use crate::recipe::split::{Split, SplitVariant};
 use crate::sanitize::{self, shell_word};
-use record::Entry;
+use record::RecordEntry;
 use writer::{Copies, Finished, Writer};
 
 // The document and its text keep their paths (`wheel::WheelReport`, `wheel::report_text`).
 pub use document::{
-    Commands, Layout, MissingWheel, SCHEMA, VARIANTS_DIR, VariantSet, WheelReport, WrittenWheel,
+    MissingWheel, SCHEMA, VARIANTS_DIR, VariantSet, WheelCommands, WheelLayout, WheelReport,
+    WrittenWheel,
 };
 pub use text::report_text;
 
@@ -65,7 +66,7 @@ pub struct WheelOptions<'a> {
 }
 
 /// The input wheel as `wheel` needs it: its distribution, dist-info, tags and verified RECORD.
-struct Input<'a> {
+struct InputWheel<'a> {
     display: String,
     archive: ZipArchive<Cursor<&'a [u8]>>,
     /// The mapped wheel the archive reads.
@@ -105,7 +106,7 @@ pub fn has_lazy_member(
 ) -> Result<bool> {
     let map = map_file(path)?;
     let archive = zip::ZipArchive::new(std::io::Cursor::new(&map[..]))
-        .map_err(|e| Error::bad(path.display(), format!("not a readable zip archive: {e}")))?;
+        .bad_at(path.display(), "not a readable zip archive")?;
     Ok(archive.file_names().filter_map(|n| n.ok()).any(|n| {
         patterns
             .iter()
@@ -141,7 +142,7 @@ pub fn split_wheel(
     let known = known_digests(ins);
     let tracer = crate::progress::StepTrace::start("wheel");
     let trace = |step: &str| tracer.step(step);
-    let mut input = Input::open(source, &map, &known, opts.progress)?;
+    let mut input = InputWheel::open(source, &map, &known, opts.progress)?;
     trace("input RECORD verified");
     let job = Job::new(&input, plan, split, opts, lazy_paths, with, other_file)?;
 
@@ -199,7 +200,7 @@ fn known_digests(ins: &Inspection) -> BTreeMap<&str, (String, u64)> {
 /// A variant of the lazy library that can be written, with where its library comes from and the
 /// library's size.
 struct Available<'a> {
-    variant: &'a Variant,
+    variant: &'a SplitVariant,
     content: LazyContent,
     bytes: u64,
 }
@@ -227,7 +228,7 @@ struct Job<'a> {
 }
 
 /// The written wheels read back and found to be the input's content.
-struct ReadBack {
+struct WheelsReadBack {
     core: WrittenWheel,
     /// The local-label lazy wheels.
     lazy: Vec<WrittenWheel>,
@@ -240,12 +241,12 @@ struct ReadBack {
 
 impl<'a> Job<'a> {
     fn new(
-        input: &Input,
+        input: &InputWheel,
         plan: &Plan,
         split: &'a Split,
         opts: &'a WheelOptions,
         lazy_paths: Vec<String>,
-        with: &Variant,
+        with: &SplitVariant,
         other_file: Option<PathBuf>,
     ) -> Result<Job<'a>> {
         if let Some(absent) = lazy_paths.iter().find(|p| !input.record.contains_key(*p)) {
@@ -259,7 +260,7 @@ impl<'a> Job<'a> {
             None => default_lazy_dist(&lazy_paths)?,
         };
         sanitize::check_dist_name(&lazy_dist)
-            .map_err(|why| Error::Usage(format!("--lazy-dist: {why}")))?;
+            .map_err(|why| Error::usage_source("--lazy-dist", why))?;
         let (public, local) = match input.version.split_once('+') {
             Some((p, l)) => (p.to_string(), Some(l.to_string())),
             None => (input.version.clone(), None),
@@ -267,7 +268,7 @@ impl<'a> Job<'a> {
         let out = opts.out.as_path();
         // Never written through a link: `--out/variants` → elsewhere would put the wheels there.
         let variants_dir = crate::confine::dir_inside(out, VARIANTS_DIR)
-            .map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))?;
+            .map_err(|e| Error::usage_source(format!("--out {}", out.display()), e))?;
         let lazy_names = plan.lazy_file_names();
         let lazy_size: u64 = lazy_paths
             .iter()
@@ -309,7 +310,7 @@ impl<'a> Job<'a> {
     }
 
     /// A lazy wheel's local-label version: the preferred variant's label sorts highest.
-    fn lazy_version(&self, v: &Variant) -> String {
+    fn lazy_version(&self, v: &SplitVariant) -> String {
         self.label(&format!("{}.{}", if v.preferred { 1 } else { 0 }, v.name))
     }
 
@@ -318,7 +319,7 @@ impl<'a> Job<'a> {
     /// read-back check.
     fn write_all(
         &self,
-        input: &mut Input,
+        input: &mut InputWheel,
         pending: &mut Pending,
     ) -> Result<Vec<(WrittenWheel, Copies)>> {
         let mut written = vec![self.write_core(input, pending)?];
@@ -327,11 +328,11 @@ impl<'a> Job<'a> {
             // The same variant in each layout: local label (today's installers), PEP 825 variant,
             // and for the preferred one the plain fallback beside the variants.
             let mut layouts = vec![
-                (Layout::LocalLabel, self.lazy_version(v)),
-                (Layout::Variant, input.version.clone()),
+                (WheelLayout::LocalLabel, self.lazy_version(v)),
+                (WheelLayout::Variant, input.version.clone()),
             ];
             if v.preferred {
-                layouts.push((Layout::PlainFallback, input.version.clone()));
+                layouts.push((WheelLayout::PlainFallback, input.version.clone()));
             }
             for (layout, version) in layouts {
                 let spec = LazySpec {
@@ -353,7 +354,7 @@ impl<'a> Job<'a> {
     }
 
     /// `{lazy_dist}-{version}-variants.json`.
-    fn index_file(&self, input: &Input) -> String {
+    fn index_file(&self, input: &InputWheel) -> String {
         format!(
             "{}-{}-variants.json",
             escaped(&self.lazy_dist),
@@ -364,11 +365,11 @@ impl<'a> Job<'a> {
     /// Read every written wheel back against its own RECORD, then check the union.
     fn read_back(
         &self,
-        input: &Input,
+        input: &InputWheel,
         written: Vec<(WrittenWheel, Copies)>,
         pending: &Pending,
-        with: &Variant,
-    ) -> Result<ReadBack> {
+        with: &SplitVariant,
+    ) -> Result<WheelsReadBack> {
         let mut members = 0;
         let mut contents = Vec::new();
         for (w, c) in &written {
@@ -384,14 +385,14 @@ impl<'a> Job<'a> {
         let lossless = lossless(input, &contents, &all_lazy, &self.lazy_paths, with);
         let (lazy, variant_wheels): (Vec<WrittenWheel>, Vec<WrittenWheel>) = all_lazy
             .into_iter()
-            .partition(|w| w.layout == Layout::LocalLabel);
+            .partition(|w| w.layout == WheelLayout::LocalLabel);
         if !lossless {
             return Err(Error::internal(format!(
                 "{}: the written wheels do not reproduce the input's files",
                 input.display
             )));
         }
-        Ok(ReadBack {
+        Ok(WheelsReadBack {
             core,
             lazy,
             variant_wheels,
@@ -406,7 +407,7 @@ impl<'a> Job<'a> {
         pending.add_link(&self.out.join(&core.file), &self.variants_dir, &core.file)
     }
 
-    fn report(self, input: &Input, checked: ReadBack) -> WheelReport {
+    fn report(self, input: &InputWheel, checked: WheelsReadBack) -> WheelReport {
         let find_links = self.out.display().to_string();
         let commands = commands(&find_links, &checked.core, &checked.lazy);
         let variants = self.variant_set(input, &checked.core, checked.variant_wheels);
@@ -433,7 +434,7 @@ impl<'a> Job<'a> {
     /// preference, the other variant is named by its file, and pip takes the plain fallback.
     fn variant_set(
         &self,
-        input: &Input,
+        input: &InputWheel,
         core: &WrittenWheel,
         wheels: Vec<WrittenWheel>,
     ) -> VariantSet {
@@ -450,7 +451,7 @@ impl<'a> Job<'a> {
             property: format!("{} :: {}", self.pep825.namespace, self.pep825.feature),
             uv_other: wheels
                 .iter()
-                .find(|w| w.layout == Layout::Variant && !w.preferred)
+                .find(|w| w.layout == WheelLayout::Variant && !w.preferred)
                 .map(|w| {
                     format!(
                         "{uv_variants} {}",
@@ -468,7 +469,7 @@ impl<'a> Job<'a> {
 /// `--lazy-variant` gave it), and those that cannot, with why.
 fn available_variants<'a>(
     split: &'a Split,
-    with: &Variant,
+    with: &SplitVariant,
     other_file: Option<PathBuf>,
     lazy_names: &str,
     lazy_size: u64,
@@ -511,7 +512,7 @@ fn available_variants<'a>(
 /// resolves to the newest monolithic torch on the public index (2.15.0 against a split of 2.11.0,
 /// issue 53), and `--no-index` fails on torch's own dependencies. A pin matches only the split's
 /// local version, which no public index holds; the dependencies still come from the index.
-fn commands(find_links: &str, core: &WrittenWheel, lazy: &[WrittenWheel]) -> Commands {
+fn commands(find_links: &str, core: &WrittenWheel, lazy: &[WrittenWheel]) -> WheelCommands {
     let links = shell_word(find_links);
     let core = pin(core);
     let install = |tool: &str, w: &WrittenWheel| {
@@ -528,7 +529,7 @@ fn commands(find_links: &str, core: &WrittenWheel, lazy: &[WrittenWheel]) -> Com
             |w| install(tool, w),
         )
     };
-    Commands {
+    WheelCommands {
         default: or_core("pip"),
         other: other.map(|w| install("pip", w)),
         uv_default: or_core("uv pip"),
@@ -667,17 +668,17 @@ pub(crate) fn escaped(name: &str) -> String {
         .collect()
 }
 
-impl<'a> Input<'a> {
+impl<'a> InputWheel<'a> {
     fn open(
         path: &Path,
         bytes: &'a [u8],
         known: &BTreeMap<&str, (String, u64)>,
         progress: &Progress,
-    ) -> Result<Input<'a>> {
+    ) -> Result<InputWheel<'a>> {
         let display = path.display().to_string();
         let file = Tree::file_name(&display).to_string();
-        let mut archive = ZipArchive::new(Cursor::new(bytes))
-            .map_err(|e| Error::bad(&display, format!("not a readable zip archive: {e}")))?;
+        let mut archive =
+            ZipArchive::new(Cursor::new(bytes)).bad_at(&display, "not a readable zip archive")?;
         let mut members = Vec::with_capacity(archive.len());
         for i in 0..archive.len() {
             let f = archive.by_index_raw(i).bad_in(&display)?;
@@ -734,8 +735,7 @@ impl<'a> Input<'a> {
         let tags = parts[parts.len() - 3..].join("-");
         let record_path = format!("{dist_info_stem}.dist-info/RECORD");
         let record_text = read_member(&mut archive, &display, &record_path)?;
-        let entries = record::parse(&record_text)
-            .map_err(|e| Error::bad(format!("{display}:{record_path}"), e))?;
+        let entries = record::parse(&record_text).bad_in(format!("{display}:{record_path}"))?;
         let mut record = BTreeMap::new();
         for e in entries {
             if let (Some(h), Some(n)) = (e.hash, e.size) {
@@ -749,7 +749,7 @@ impl<'a> Input<'a> {
                 format!("lists {absent}, which is not in the archive"),
             ));
         }
-        let input = Input {
+        let input = InputWheel {
             display,
             archive,
             data: bytes,
@@ -896,7 +896,7 @@ fn hash_member(
 }
 
 /// The timestamp new members get: the input METADATA's (deterministic, and plausible).
-fn metadata_time(input: &mut Input) -> Result<DateTime> {
+fn metadata_time(input: &mut InputWheel) -> Result<DateTime> {
     let path = format!("{}.dist-info/METADATA", input.dist_info_stem);
     let i = input
         .index_of(&path)
@@ -932,7 +932,7 @@ fn edit_metadata(metadata: &str, version: &str, extra: &[String]) -> String {
 impl Job<'_> {
     fn write_core(
         &self,
-        input: &mut Input,
+        input: &mut InputWheel,
         pending: &mut Pending,
     ) -> Result<(WrittenWheel, Copies)> {
         let version = &self.core_version;
@@ -982,7 +982,7 @@ impl Job<'_> {
         } = w.finish(&tmp, pending)?;
         let wheel = WrittenWheel {
             file,
-            layout: Layout::Core,
+            layout: WheelLayout::Core,
             distribution: input.name.clone(),
             version: version.to_string(),
             variant: None,
@@ -996,7 +996,12 @@ impl Job<'_> {
 
     /// The marker a lazy wheel carries (`input::pip`), so `plan` on an installed environment can
     /// say which variant is there and how to get the other.
-    fn marker(&self, v: &Variant, layout: Layout, (version, tags): (&str, &str)) -> VariantMarker {
+    fn marker(
+        &self,
+        v: &SplitVariant,
+        layout: WheelLayout,
+        (version, tags): (&str, &str),
+    ) -> VariantMarker {
         let dist = &self.lazy_dist;
         let variants = self
             .available
@@ -1006,7 +1011,7 @@ impl Job<'_> {
                 with_payload: a.variant.with_payload,
                 library_bytes: a.bytes,
                 install: match layout {
-                    Layout::LocalLabel => format!("{dist}=={}", self.lazy_version(a.variant)),
+                    WheelLayout::LocalLabel => format!("{dist}=={}", self.lazy_version(a.variant)),
                     _ => lazy_file_name(dist, version, tags, Some(&a.variant.name)),
                 },
             })
@@ -1026,15 +1031,15 @@ impl Job<'_> {
     /// marker, `variant.json` in the PEP 825 layout, and WHEEL and the licence files.
     fn write_lazy(
         &self,
-        input: &mut Input,
+        input: &mut InputWheel,
         spec: &LazySpec,
         content: &LazyContent,
         pending: &mut Pending,
     ) -> Result<(WrittenWheel, Copies)> {
         let (dist, version, variant) = (&self.lazy_dist, &spec.version, spec.variant);
-        let label = (spec.layout == Layout::Variant).then_some(variant.name.as_str());
+        let label = (spec.layout == WheelLayout::Variant).then_some(variant.name.as_str());
         let file = lazy_file_name(dist, version, &input.tags, label);
-        let dir = if spec.layout == Layout::LocalLabel {
+        let dir = if spec.layout == WheelLayout::LocalLabel {
             self.out
         } else {
             self.variants_dir.as_path()
@@ -1076,7 +1081,7 @@ impl Job<'_> {
             copies,
             sha256,
         } = w.finish(&tmp, pending)?;
-        let rel = if spec.layout == Layout::LocalLabel {
+        let rel = if spec.layout == WheelLayout::LocalLabel {
             file
         } else {
             format!("{VARIANTS_DIR}/{file}")
@@ -1097,7 +1102,7 @@ impl Job<'_> {
 
     /// A lazy wheel's METADATA, written fresh: its name, version, what it is, and the exact core
     /// it requires.
-    fn lazy_metadata(&self, input: &Input, spec: &LazySpec) -> Result<String> {
+    fn lazy_metadata(&self, input: &InputWheel, spec: &LazySpec) -> Result<String> {
         let variant = spec.variant;
         let summary = format!(
             "{} of {} {} ({} variant, {}), split out by splitpkg",
@@ -1127,7 +1132,7 @@ impl Job<'_> {
 }
 
 /// WHEEL (same tags) and the licence files travel with the library into `dist_info`.
-fn copy_licences(input: &mut Input, w: &mut Writer, dist_info: &str) -> Result<()> {
+fn copy_licences(input: &mut InputWheel, w: &mut Writer, dist_info: &str) -> Result<()> {
     let old = format!("{}.dist-info/", input.dist_info_stem);
     let members: Vec<String> = input.members.iter().map(|(_, n)| n.clone()).collect();
     for path in &members {
@@ -1157,9 +1162,9 @@ enum LazyContent {
 
 /// One lazy wheel to write: a variant in one layout.
 struct LazySpec<'a> {
-    layout: Layout,
+    layout: WheelLayout,
     version: String,
-    variant: &'a Variant,
+    variant: &'a SplitVariant,
     marker: VariantMarker,
 }
 
@@ -1181,7 +1186,7 @@ fn lazy_file_name(dist: &str, version: &str, tags: &str, label: Option<&str>) ->
 /// are inflated and hashed.
 fn verify_written(
     path: &Path,
-    input: &Input,
+    input: &InputWheel,
     copies: &Copies,
 ) -> Result<(usize, BTreeMap<String, String>)> {
     let display = path.display().to_string();
@@ -1210,7 +1215,7 @@ fn verify_written(
         )));
     }
     type Zip<'b> = ZipArchive<Cursor<&'b [u8]>>;
-    let check = |archive: &mut Zip, inp: &mut Zip, row: &Entry| -> Result<bool> {
+    let check = |archive: &mut Zip, inp: &mut Zip, row: &RecordEntry| -> Result<bool> {
         let (Some(hash), Some(size)) = (&row.hash, row.size) else {
             return Ok(false);
         };
@@ -1277,11 +1282,11 @@ fn raw_stream(data: &[u8], start: Option<u64>, len: u64) -> Option<&[u8]> {
 /// The core plus each lazy wheel hold exactly the input's files outside dist-info; the tree's own
 /// variant byte for byte, the other all but the lazy library.
 fn lossless(
-    input: &Input,
+    input: &InputWheel,
     contents: &[BTreeMap<String, String>],
     lazy: &[WrittenWheel],
     lazy_paths: &[String],
-    with: &Variant,
+    with: &SplitVariant,
 ) -> bool {
     let want: BTreeMap<&String, &String> = input
         .record

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 /// One row: a member's path and, except for RECORD (and its signatures), its digest and size.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct RecordEntry {
     /// The member's path inside the wheel, as RECORD writes it.
     pub path: String,
     /// `sha256=…` exactly as the wheel spec writes it.
@@ -67,7 +67,7 @@ pub enum RecordError {
 }
 
 /// Parse RECORD text: CSV with `"` quoting (a path may hold a comma). `Err` names the row.
-pub fn parse(text: &str) -> Result<Vec<Entry>, RecordError> {
+pub fn parse(text: &str) -> Result<Vec<RecordEntry>, RecordError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.is_empty() {
@@ -104,13 +104,13 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, RecordError> {
                 }
             }
         };
-        out.push(Entry { path, hash, size });
+        out.push(RecordEntry { path, hash, size });
     }
     Ok(out)
 }
 
 /// RECORD text for `entries`, rows in the order given, `\n` line ends (as pip and wheel write it).
-pub fn write(entries: &[Entry]) -> String {
+pub fn write(entries: &[RecordEntry]) -> String {
     let mut s = String::new();
     for e in entries {
         s.push_str(&quote(&e.path));
@@ -160,12 +160,12 @@ mod tests {
     #[test]
     fn rows_round_trip_with_quoting() {
         let entries = vec![
-            Entry {
+            RecordEntry {
                 path: "torch/lib/a,b \"q\".so".into(),
                 hash: Some(hash_of(b"x")),
                 size: Some(1),
             },
-            Entry {
+            RecordEntry {
                 path: "torch-2.11.0.dist-info/RECORD".into(),
                 hash: None,
                 size: None,

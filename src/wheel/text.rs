@@ -1,6 +1,6 @@
 //! `splitpkg wheel` as text: the wheels written, the checks, and the commands that install them.
 
-use super::document::{Layout, VARIANTS_DIR, WheelReport};
+use super::document::{VARIANTS_DIR, WheelLayout, WheelReport};
 
 /// The report as text: the wheels, and the commands that install them.
 pub fn report_text(r: &WheelReport) -> String {
@@ -51,7 +51,7 @@ pub fn report_text(r: &WheelReport) -> String {
     let _ = writeln!(s, "PEP 825 set in {} ({}; {}):", v.dir, v.index, v.property);
     for w in &v.wheels {
         let what = match w.layout {
-            Layout::PlainFallback => "plain fallback (installers without variant support)",
+            WheelLayout::PlainFallback => "plain fallback (installers without variant support)",
             _ if w.preferred => "variant, preferred",
             _ => "variant",
         };

@@ -14,9 +14,9 @@ use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 
-use super::record::{self, Entry};
+use super::record::{self, RecordEntry};
 use crate::error::{Error, Result};
-use crate::output::{Pending, Staged};
+use crate::output::{Pending, StagedFile};
 
 /// Members of a written wheel copied as raw streams: path in the wheel → index in the input.
 pub(super) type Copies = BTreeMap<String, usize>;
@@ -32,7 +32,7 @@ pub(super) struct Finished {
 /// A wheel being written: its members and RECORD rows, in the order written.
 pub(super) struct Writer {
     zip: ZipWriter<BufWriter<HashedFile>>,
-    rows: Vec<Entry>,
+    rows: Vec<RecordEntry>,
     copies: Copies,
     dist_info: String,
     /// Timestamp and mode of the new files: the input METADATA's, so the output is deterministic.
@@ -41,7 +41,7 @@ pub(super) struct Writer {
 
 impl Writer {
     /// Into `staged`, a new file opened for reading too (the hasher reads back what is written).
-    pub fn create(staged: Staged, dist_info: String, time: DateTime) -> Result<Writer> {
+    pub fn create(staged: StagedFile, dist_info: String, time: DateTime) -> Result<Writer> {
         let tmp = &staged.path;
         let hashed = HashedFile::new(staged.file).at(tmp)?;
         Ok(Writer {
@@ -68,7 +68,7 @@ impl Writer {
             .raw_copy_file_rename(f, to)
             .map_err(|e| Error::failed(format!("writing {to}"), e))?;
         self.copies.insert(to.to_string(), index);
-        self.rows.push(Entry {
+        self.rows.push(RecordEntry {
             path: to.to_string(),
             hash: Some(row.0),
             size: Some(row.1),
@@ -79,7 +79,7 @@ impl Writer {
     /// A new member (deflated), e.g. METADATA or another build of the lazy library.
     pub fn add(&mut self, to: &str, content: impl Read, mode: u32) -> Result<()> {
         let (hash, size) = self.add_unlisted(to, content, mode)?;
-        self.rows.push(Entry {
+        self.rows.push(RecordEntry {
             path: to.to_string(),
             hash: Some(hash),
             size: Some(size),
@@ -140,7 +140,7 @@ impl Writer {
     pub fn finish(mut self, tmp: &Path, pending: &mut Pending) -> Result<Finished> {
         let record_path = format!("{}/RECORD", self.dist_info);
         let mut rows = std::mem::take(&mut self.rows);
-        rows.push(Entry {
+        rows.push(RecordEntry {
             path: record_path.clone(),
             hash: None,
             size: None,

@@ -403,6 +403,53 @@ fn no_two_files_import_each_other() {
     assert!(loops.is_empty(), "files that import each other: {loops:#?}");
 }
 
+/// The name a line defines as a type visible outside its file (`pub`, `pub(crate)`,
+/// `pub(super)` … `struct`, `enum`, `type` or `trait`), if it does.
+fn pub_type_defined(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("pub")?;
+    let rest = match rest.strip_prefix('(') {
+        Some(r) => r.split_once(')')?.1,
+        None => rest,
+    };
+    let rest = rest.strip_prefix(' ')?;
+    let rest = ["struct ", "enum ", "type ", "trait "]
+        .iter()
+        .find_map(|k| rest.strip_prefix(k))?;
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|n| !n.is_empty())
+}
+
+/// One name, one meaning: a type defined in two files (`Entry` in the fatbin walker and in the
+/// wheel's RECORD) makes a reader guess which one a signature means, and a `use` of the wrong
+/// one may still compile. Each stage names its own (`FatbinEntry`, `RecordEntry`).
+#[test]
+fn no_pub_type_name_is_defined_in_two_files() {
+    let mut defined: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for source in sources() {
+        for line in source.code.lines() {
+            if let Some(name) = pub_type_defined(line) {
+                defined
+                    .entry(name.to_string())
+                    .or_default()
+                    .insert(source.rel.clone());
+            }
+        }
+    }
+    let twice: BTreeMap<_, _> = defined.into_iter().filter(|(_, f)| f.len() > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "type names defined in two files: {twice:#?}"
+    );
+    assert_eq!(pub_type_defined("pub(crate) enum Kind<T> {"), Some("Kind"));
+    assert_eq!(
+        pub_type_defined("    pub type Result<T> = Foo;"),
+        Some("Result")
+    );
+    assert_eq!(pub_type_defined("pub fn entry() {"), None);
+}
+
 #[test]
 fn the_import_reader_expands_paths_and_groups() {
     let found = paths_at("crate::a::{b, c::{D, self}, e::F as G};");

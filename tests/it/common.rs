@@ -408,9 +408,9 @@ pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {
         format!("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n")
             .into_bytes(),
     ));
-    let mut rows: Vec<record::Entry> = files
+    let mut rows: Vec<record::RecordEntry> = files
         .iter()
-        .map(|(p, d)| record::Entry {
+        .map(|(p, d)| record::RecordEntry {
             path: p.clone(),
             hash: Some(record::hash_of(d)),
             size: Some(d.len() as u64),
@@ -419,7 +419,7 @@ pub fn make_pip_wheel(tree: &Path, out: &Path, tag: &str, tamper: bool) {
     if tamper {
         rows[0].hash = Some(record::hash_of(b"not this"));
     }
-    rows.push(record::Entry {
+    rows.push(record::RecordEntry {
         path: format!("{dist_info}/RECORD"),
         hash: None,
         size: None,

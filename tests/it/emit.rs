@@ -480,6 +480,7 @@ fn verify_variant_checks_payload_and_contract() {
     let contract = out.path().join("rattler-build/contract.json");
     let c: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&contract).unwrap()).unwrap();
+    assert_valid("docs/contract.schema.json", &c);
     assert_eq!(c["loader_lookups"], serde_json::json!(["linalg_entry"]));
     let verify = |lib: PathBuf, variant: &str| {
         run(&[

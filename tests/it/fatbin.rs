@@ -372,10 +372,10 @@ fn what_if_sizes() {
 
 /// What a watch of a what-if heard, in order.
 #[derive(Default)]
-struct Heard(std::sync::Mutex<Vec<Result<u64, fatbin::whatif::Estimate>>>);
+struct Heard(std::sync::Mutex<Vec<Result<u64, fatbin::whatif::WhatIfEstimate>>>);
 
 impl fatbin::whatif::Watch for Heard {
-    fn estimate(&self, e: &fatbin::whatif::Estimate) {
+    fn estimate(&self, e: &fatbin::whatif::WhatIfEstimate) {
         self.0.lock().unwrap().push(Err(e.clone()));
     }
     fn done(&self, bytes: u64) {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::SystemTime;
 
-use splitpkg::index::{FileStatus, IndexReport, Layout};
+use splitpkg::index::{FileStatus, IndexLayout, IndexReport};
 
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
 const CORE: &str = "torch-2.5.1+split-cp311-cp311-linux_x86_64.whl";
@@ -139,7 +139,10 @@ fn pages_metadata_updates_and_refusals() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_valid("docs/index.schema.json", &json(&o));
     let r: IndexReport = typed(&o);
-    assert_eq!((r.layout, r.added, r.unchanged), (Layout::LocalLabel, 3, 0));
+    assert_eq!(
+        (r.layout, r.added, r.unchanged),
+        (IndexLayout::LocalLabel, 3, 0)
+    );
     the_root_pages_list_both_projects(&out);
     // Each file: in its project's directory, its SHA-256 in the link, its METADATA beside it.
     for (project, file) in [
@@ -294,7 +297,7 @@ fn the_variant_set_gets_an_index_of_its_own(d: &Path, wheels: &Path) {
     let o = index(&[&wheels.join("variants")], &vout);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r: IndexReport = typed(&o);
-    assert_eq!(r.layout, Layout::Variants);
+    assert_eq!(r.layout, IndexLayout::Variants);
     let vjson = "torch_cuda_linalg-2.5.1-variants.json";
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(wheels.join("variants").join(vjson)).unwrap())
@@ -396,7 +399,7 @@ fn prefer_writes_one_index_per_preference_and_refuses_what_it_cannot_serve() {
     let r: IndexReport = typed(&o);
     assert_eq!(
         (r.layout, r.prefer.as_deref()),
-        (Layout::Variants, Some("nomagma"))
+        (IndexLayout::Variants, Some("nomagma"))
     );
     assert_eq!(r.left_out.len(), 1, "{:?}", r.left_out);
     assert_eq!(r.left_out[0].filename, FALLBACK);

@@ -15,7 +15,8 @@ use sha2::Digest;
 use splitpkg::analysis::plan::Plan;
 use splitpkg::analysis::verdict::Verdict;
 use splitpkg::channel::document::{
-    EnvReport, InstallEnv, PackReport, PackageRole, Scenario, SolveReport, Status, SwitchReport,
+    EnvReport, InstallEnv, PackReport, PackageRole, Scenario, ScenarioStatus, SolveReport,
+    SwitchReport,
 };
 
 const NOMAGMA: &str = "conda-nomagma/lib/libtorch_cuda_linalg.so";
@@ -442,6 +443,7 @@ fn the_report_says_the_same(
     // splitpkg.json describes the split for solve/env.
     let info: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
+    assert_valid("docs/channel.schema.json", &info);
     assert_eq!(info["core"], "libtorch");
     assert_eq!(info["lazy"], "libtorch-cuda-linalg");
     assert_eq!(info["lazy_library"], "libtorch_cuda_linalg.so");
@@ -769,7 +771,7 @@ fn solve_flags_stand_ins_and_counts_their_bytes_apart(ch: &Path, envs: &Path) {
     for id in ["b", "c", "d", "e"] {
         assert_eq!(
             typed_scenario(&rep, id).status,
-            Status::NotApplicable,
+            ScenarioStatus::NotApplicable,
             "{id}"
         );
     }
@@ -862,7 +864,7 @@ fn fixture_len(rel: &str) -> u64 {
 /// (a): the default set of the newest version, relying on track_features, installs the whole
 /// conda-like fixture.
 fn scenario_a_is_the_whole_newest_default(a: &Scenario) {
-    assert_eq!(a.status, Status::Pass);
+    assert_eq!(a.status, ScenarioStatus::Pass);
     assert_eq!(a.specs, ["libtorch"]);
     assert_eq!(
         solved_builds(a),
@@ -900,7 +902,7 @@ fn scenario_a_is_the_whole_newest_default(a: &Scenario) {
 /// (b) the slim set, (c) nomagma with libmagma conflicts, (d) a version skew is refused.
 fn scenarios_b_to_d_are_slim_conflict_and_skew(r: &SolveReport) {
     let b = typed_scenario(r, "b");
-    assert_eq!(b.status, Status::Pass);
+    assert_eq!(b.status, ScenarioStatus::Pass);
     assert_eq!(b.specs, ["libtorch", "libtorch-cuda-linalg * *nomagma*"]);
     assert_eq!(
         solved_builds(b),
@@ -912,13 +914,13 @@ fn scenarios_b_to_d_are_slim_conflict_and_skew(r: &SolveReport) {
     assert!(!b.track_features.relied_on);
 
     let c = typed_scenario(r, "c");
-    assert_eq!((c.status, c.solved.len()), (Status::Pass, 0));
+    assert_eq!((c.status, c.solved.len()), (ScenarioStatus::Pass, 0));
     assert_eq!(c.specs, ["libtorch-cuda-linalg * *nomagma*", "libmagma"]);
     let msg = c.solver_message.as_deref().unwrap();
     assert!(msg.contains("libmagma <0.0a0, which conflicts"), "{msg}");
 
     let dd = typed_scenario(r, "d");
-    assert_eq!(dd.status, Status::Pass);
+    assert_eq!(dd.status, ScenarioStatus::Pass);
     assert_eq!(
         dd.specs,
         ["libtorch ==2.5.2", "libtorch-cuda-linalg ==2.5.1"]
@@ -930,7 +932,7 @@ fn scenarios_b_to_d_are_slim_conflict_and_skew(r: &SolveReport) {
 /// (e): the flipped channel's nomagma build, its preference in the hash (a name never changes
 /// meaning); its magma build is weighed down under a name of its own (not the default's h1e60bb5).
 fn scenario_e_is_the_flipped_channels_nomagma(e: &Scenario, flipped: &Path) {
-    assert_eq!(e.status, Status::Pass);
+    assert_eq!(e.status, ScenarioStatus::Pass);
     assert_eq!(
         solved_builds(e),
         builds(&[
@@ -952,10 +954,10 @@ fn scenario_e_is_the_flipped_channels_nomagma(e: &Scenario, flipped: &Path) {
 fn installed_prefixes_plan_as_built(r: &SolveReport, envs: &Path) -> (PathBuf, PathBuf) {
     let inst = &r.install.as_ref().unwrap().envs;
     assert_eq!(inst[0].name, InstallEnv::Default);
-    assert_eq!(inst[0].status, Status::Pass);
+    assert_eq!(inst[0].status, ScenarioStatus::Pass);
     assert_eq!(inst[0].verdict, Some(Verdict::Confined));
     assert_eq!(inst[1].name, InstallEnv::Slim);
-    assert_eq!(inst[1].status, Status::Pass);
+    assert_eq!(inst[1].status, ScenarioStatus::Pass);
     assert_eq!(inst[1].verdict, Some(Verdict::NotPresent));
     assert!(inst[1].payload_files.is_empty());
     let default = envs.join("default");

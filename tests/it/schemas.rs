@@ -37,6 +37,8 @@ fn committed_schemas_are_the_generated_ones() {
         check::<EnvReport>(update, &mut stale),
         check::<SwitchReport>(update, &mut stale),
         check::<splitpkg::index::IndexReport>(update, &mut stale),
+        check::<splitpkg::analysis::contract::ContractFile>(update, &mut stale),
+        check::<splitpkg::channel::info::ChannelInfo>(update, &mut stale),
     ];
     assert!(
         stale.is_empty(),
@@ -55,4 +57,23 @@ fn committed_schemas_are_the_generated_ones() {
         "docs/*.schema.json that no document type generates"
     );
     assert!(Path::new(&repo().join(REGENERATE)).exists());
+}
+
+/// The contract files committed beside the recipes and as evidence are `emit`'s output: each is
+/// valid against the generated contract schema (`emit` and `pack` tests validate fresh ones).
+#[test]
+fn committed_contract_files_match_their_schema() {
+    for f in [
+        "recipe/test/contract.json",
+        "recipes/torch-2.11/conda-build/contract.json",
+        "recipes/torch-2.11/rattler-build/contract.json",
+        "docs/evidence/variant-contract/contract-torch-1.13.1-cu117.json",
+        "docs/evidence/variant-contract/contract-torch-2.11.0-cu130.json",
+    ] {
+        let text = std::fs::read_to_string(repo().join(f)).unwrap();
+        crate::common::assert_valid(
+            "docs/contract.schema.json",
+            &serde_json::from_str(&text).unwrap(),
+        );
+    }
 }

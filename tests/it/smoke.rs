@@ -995,7 +995,7 @@ fn judge_rules() {
         raw.phase = Some("op".into());
         raw
     };
-    use eval::Status::*;
+    use eval::CaseStatus::*;
     use expect::Outcome;
     let j = |e: &expect::Expectation, r: &eval::Raw| {
         eval::judge(e, r, 1e-3, cases::Preference::Default).0
@@ -1176,8 +1176,8 @@ fn fake_spec(dir: &Path, env: &[(&str, &str)]) -> runner::PySpec {
     }
 }
 
-fn job(i: usize, op: &str) -> runner::Job {
-    runner::Job {
+fn job(i: usize, op: &str) -> runner::WorkerJob {
+    runner::WorkerJob {
         id: format!("{op}-{i}"),
         op: op.into(),
         payload: serde_json::json!({"id": format!("{op}-{i}"), "op": op}),
@@ -1447,7 +1447,7 @@ fn variant_paths_resolve_without_importing_torch() {
         None,
     )
     .unwrap();
-    assert_eq!(r.layout, variant::Layout::TorchDir);
+    assert_eq!(r.layout, variant::PathLayout::TorchDir);
     assert_eq!(r.torch_dir, torch_dir.canonicalize().unwrap());
     let lazy = variant::locate_lazy(&r, None, "libtorch_cuda_linalg.so").unwrap();
     assert!(lazy.ends_with("torch/lib/libtorch_cuda_linalg.so"));
@@ -1459,7 +1459,7 @@ fn variant_paths_resolve_without_importing_torch() {
         None,
     )
     .unwrap();
-    assert_eq!(r.layout, variant::Layout::SitePackages);
+    assert_eq!(r.layout, variant::PathLayout::SitePackages);
     // Not a torch installation at all.
     let e = variant::resolve(
         &variant::VariantArg {
@@ -1558,7 +1558,7 @@ fn run_end_to_end_with_a_fake_torch() {
     assert!(status.success());
     std::fs::write(site.join("torch/__init__.py"), FAKE_TORCH).unwrap();
     let torch = site.join("torch");
-    let opts = smoke::Options {
+    let opts = smoke::SmokeOptions {
         variants: vec![
             variant::VariantArg {
                 name: "magma".into(),
@@ -1606,7 +1606,7 @@ fn run_end_to_end_with_a_fake_torch() {
         "the fake torch computes nothing"
     );
     let magma = &rep.variants[0];
-    assert_eq!(magma.layout, Some(variant::Layout::TorchDir));
+    assert_eq!(magma.layout, Some(variant::PathLayout::TorchDir));
     assert_eq!(magma.cases.len(), 3, "default, cusolver, magma");
     let laziness = &magma.checks[0];
     assert_eq!(laziness.status, eval::CheckStatus::Pass, "{laziness:?}");
@@ -1622,7 +1622,7 @@ fn run_end_to_end_with_a_fake_torch() {
     );
     for c in &magma.cases {
         assert_eq!(c.raw.outcome, eval::RawOutcome::Error, "{c:?}");
-        assert_eq!(c.status, eval::Status::Fail);
+        assert_eq!(c.status, eval::CaseStatus::Fail);
         assert!(
             c.reason.contains("harness error while building the inputs"),
             "{}",
@@ -1636,7 +1636,7 @@ fn run_end_to_end_with_a_fake_torch() {
     }
     let emu = &rep.variants[1];
     assert!(emu.emulated);
-    assert_eq!(emu.layout, Some(variant::Layout::SitePackages));
+    assert_eq!(emu.layout, Some(variant::PathLayout::SitePackages));
     assert_eq!(emu.cases.len(), 2, "default and cusolver");
     assert!(
         emu.cases

@@ -24,7 +24,7 @@ const MTIME: u64 = 1_672_531_200;
 
 /// One member of an inner archive: its path in the package, its tar header (without the path),
 /// and where its bytes come from.
-pub(super) struct Member {
+pub(super) struct TarMember {
     path: PathBuf,
     header: tar::Header,
     data: Data,
@@ -41,11 +41,11 @@ enum Data {
     },
 }
 
-impl Member {
+impl TarMember {
     /// `base/rel` as rattler's writer archives it: the header from `symlink_metadata` in tar's
     /// deterministic mode (owner's execute bit kept, uid/gid 0), rattler's fixed mtime, and the
     /// GNU header rattler starts from (its name field first set to `././@LongLink`).
-    pub fn from_disk(base: &Path, rel: &Path) -> io::Result<Member> {
+    pub fn from_disk(base: &Path, rel: &Path) -> io::Result<TarMember> {
         let full = base.join(rel);
         let meta = std::fs::symlink_metadata(&full)?;
         let mut header = rattler_header();
@@ -61,21 +61,21 @@ impl Member {
                 format!("{}: not a regular file or symlink", full.display()),
             ));
         };
-        Ok(Member {
+        Ok(TarMember {
             path: rel.to_path_buf(),
             header,
             data,
         })
     }
 
-    /// `rel`, a regular file member of `archive`, with the header [`Member::from_disk`] gives the
+    /// `rel`, a regular file member of `archive`, with the header [`TarMember::from_disk`] gives the
     /// same file unpacked (mode 0o755 or 0o644 by its execute bit, as `unpack` writes it): the
     /// test `archive_member_header_is_the_unpacked_files` holds the two together.
     pub fn from_archive(
         rel: &Path,
         archive: &zip::ZipArchive<PositionedFile>,
         member: &InArchive,
-    ) -> Member {
+    ) -> TarMember {
         let mut header = rattler_header();
         header.set_uid(0);
         header.set_gid(0);
@@ -87,7 +87,7 @@ impl Member {
             gnu.set_device_minor(0);
         }
         header.set_mtime(MTIME);
-        Member {
+        TarMember {
             path: rel.to_path_buf(),
             header,
             data: Data::Archive {
@@ -220,7 +220,7 @@ impl Write for Count {
 
 /// The size of the tar `members` make: headers (with GNU long-name entries) and the end
 /// marker from a dry run of the same builder, plus every file's bytes padded to 512.
-fn tar_size(members: &[Member]) -> io::Result<u64> {
+fn tar_size(members: &[TarMember]) -> io::Result<u64> {
     let mut dry = tar::Builder::new(Count::default());
     dry.follow_symlinks(false);
     for m in members {
@@ -238,7 +238,7 @@ fn tar_size(members: &[Member]) -> io::Result<u64> {
 /// temporary tar (level, worker threads, pledged size, content size in the frame header).
 fn write_tar_zst(
     writer: impl Write,
-    members: &[Member],
+    members: &[TarMember],
     level: i32,
     threads: u32,
     progress: &dyn Fn(u64),
@@ -262,13 +262,13 @@ fn write_tar_zst(
 /// sorts (by path components). `progress` is called with the content bytes read.
 pub(super) fn write_conda<W: Write + Seek>(
     writer: W,
-    members: Vec<Member>,
+    members: Vec<TarMember>,
     level: i32,
     threads: u32,
     out_name: &str,
     progress: &dyn Fn(u64),
 ) -> io::Result<W> {
-    let (mut info, mut pkg): (Vec<Member>, Vec<Member>) = members
+    let (mut info, mut pkg): (Vec<TarMember>, Vec<TarMember>) = members
         .into_iter()
         .partition(|m| m.path.starts_with(Path::new("info/")));
     info.sort_by(|a, b| a.path.cmp(&b.path));
@@ -347,10 +347,10 @@ mod tests {
         (dir, paths)
     }
 
-    fn from_disk(base: &Path, paths: &[PathBuf]) -> Vec<Member> {
+    fn from_disk(base: &Path, paths: &[PathBuf]) -> Vec<TarMember> {
         paths
             .iter()
-            .map(|p| Member::from_disk(base, p.strip_prefix(base).unwrap()).unwrap())
+            .map(|p| TarMember::from_disk(base, p.strip_prefix(base).unwrap()).unwrap())
             .collect()
     }
 
@@ -440,9 +440,9 @@ mod tests {
         let archive =
             zip::ZipArchive::new(PositionedFile::new(File::open(&zip_path).unwrap()).unwrap())
                 .unwrap();
-        let mut members: Vec<Member> = entries
+        let mut members: Vec<TarMember> = entries
             .iter()
-            .map(|(rel, m)| Member::from_archive(rel, &archive, m))
+            .map(|(rel, m)| TarMember::from_archive(rel, &archive, m))
             .collect();
         let from_zip: std::collections::BTreeSet<&Path> =
             entries.iter().map(|(rel, _)| rel.as_path()).collect();
@@ -481,7 +481,7 @@ mod tests {
         };
         let err = write_tar_zst(
             Vec::new(),
-            &[Member::from_archive(rel, &archive, &wrong)],
+            &[TarMember::from_archive(rel, &archive, &wrong)],
             3,
             1,
             &|_| {},
@@ -494,9 +494,9 @@ mod tests {
     fn a_file_that_shrank_fails_the_write() {
         let (dir, paths) = stage();
         let victim = dir.path().join("lib/odd");
-        let members: Vec<Member> = paths
+        let members: Vec<TarMember> = paths
             .iter()
-            .map(|p| Member::from_disk(dir.path(), p.strip_prefix(dir.path()).unwrap()).unwrap())
+            .map(|p| TarMember::from_disk(dir.path(), p.strip_prefix(dir.path()).unwrap()).unwrap())
             .collect();
         std::fs::write(&victim, b"short").unwrap();
         let err = write_tar_zst(Vec::new(), &members, 3, 1, &|_| {}).unwrap_err();

@@ -8,7 +8,7 @@ use rattler_conda_types::package::{BuildString, IndexJson, PathType, PathsEntry}
 use rattler_conda_types::{NoArchType, PackageName, VersionWithSource};
 use serde::Serialize;
 
-use super::stage::{Build, Staged};
+use super::stage::{Build, StagedEntry};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::NOARCH;
 use crate::channel::standin::AboutExtra;
@@ -98,17 +98,17 @@ fn index(b: &Build) -> Result<IndexJson> {
 /// (`a-b`, `a.h`, `a/b`). Going through `PathsJson` would reorder the entries of any package with
 /// such neighbours (a wheel's `torch-1.13.1.dist-info/` beside `torch/`) and change its bytes.
 #[derive(Serialize)]
-struct Paths {
+struct InfoPaths {
     paths: Vec<PathsEntry>,
     paths_version: u64,
 }
 
-fn paths(b: &Build) -> Paths {
-    let entry = |rel: &String, s: &Staged| {
+fn paths(b: &Build) -> InfoPaths {
+    let entry = |rel: &String, s: &StagedEntry| {
         let (path_type, sha256, size_in_bytes) = match s {
-            Staged::File { size, sha256 } => (PathType::HardLink, Some(*sha256), Some(*size)),
-            Staged::InArchive(m) => (PathType::HardLink, Some(m.sha256), Some(m.size)),
-            Staged::Symlink { .. } => (PathType::SoftLink, None, None),
+            StagedEntry::File { size, sha256 } => (PathType::HardLink, Some(*sha256), Some(*size)),
+            StagedEntry::InArchive(m) => (PathType::HardLink, Some(m.sha256), Some(m.size)),
+            StagedEntry::Symlink { .. } => (PathType::SoftLink, None, None),
         };
         PathsEntry {
             relative_path: rel.into(),
@@ -119,7 +119,7 @@ fn paths(b: &Build) -> Paths {
             size_in_bytes,
         }
     };
-    Paths {
+    InfoPaths {
         paths: b.content.iter().map(|(rel, s)| entry(rel, s)).collect(),
         paths_version: 1,
     }
@@ -227,9 +227,9 @@ mod tests {
 
     use super::*;
     use crate::channel::info::SUBDIR;
-    use crate::recipe::split::Variant;
+    use crate::recipe::split::SplitVariant;
 
-    fn build(role: Role, variant: Option<Variant>, content: &[(&str, Staged)]) -> Build {
+    fn build(role: Role, variant: Option<SplitVariant>, content: &[(&str, StagedEntry)]) -> Build {
         let model = PackageModel {
             name: "libtorch-cuda-linalg".into(),
             version: "2.11.0".into(),
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn paths_are_listed_in_byte_order_and_read_as_rattlers_paths_json() {
-        let file = Staged::File {
+        let file = StagedEntry::File {
             size: 3,
             sha256: rattler_digest::compute_bytes_digest::<rattler_digest::Sha256>(b"abc"),
         };
@@ -267,7 +267,7 @@ mod tests {
             &[
                 ("torch/_C/__init__.pyi", file.clone()),
                 ("torch-1.dist-info/METADATA", file.clone()),
-                ("torch/_C.so", Staged::Symlink { target: "x".into() }),
+                ("torch/_C.so", StagedEntry::Symlink { target: "x".into() }),
             ],
         );
         let text = String::from_utf8(pretty(&paths(&b)).unwrap()).unwrap();
@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn about_keeps_its_field_order_and_reads_as_rattlers_about_json() {
-        let magma = Variant {
+        let magma = SplitVariant {
             name: "magma".into(),
             with_payload: true,
             preferred: true,

@@ -55,7 +55,7 @@ use crate::channel::standin::Manifest;
 use crate::error::{Error, Result};
 use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
-use crate::recipe::split::{Split, SplitOptions, Variant};
+use crate::recipe::split::{Split, SplitOptions, SplitVariant};
 
 pub use metadata::role_name;
 
@@ -232,8 +232,8 @@ struct Packing<'a> {
     /// The input's file name (no directories: the channel must not depend on the machine).
     input_name: String,
     /// The variant with the payload (the tree's) and the slim one.
-    with: &'a Variant,
-    without: &'a Variant,
+    with: &'a SplitVariant,
+    without: &'a SplitVariant,
 }
 
 /// The packages staged in the work directory, before they are written.
@@ -371,7 +371,7 @@ impl Packing<'_> {
     }
 
     /// Notes on what was kept, what was not packed, and a payload linked in statically.
-    fn notes(&self, written: &[publish::Output], other_packed: bool, notes: &mut Vec<String>) {
+    fn notes(&self, written: &[publish::PackOutput], other_packed: bool, notes: &mut Vec<String>) {
         let (o, plan, split) = (&self.split.options, self.plan, self.split);
         let kept: Vec<&str> = written
             .iter()
@@ -490,8 +490,8 @@ fn check_request(ins: &Inspection, plan: &Plan, split: &Split, opts: &PackOption
 fn other_variant(
     plan: &Plan,
     opts: &PackOptions,
-    with: &Variant,
-    without: &Variant,
+    with: &SplitVariant,
+    without: &SplitVariant,
     lazy_libs: &[&LazyLibrary],
 ) -> Result<(Option<PathBuf>, Vec<MissingVariant>)> {
     if let (Some((name, _)), [_, _, ..]) = (&opts.lazy_variant, lazy_libs) {

@@ -6,9 +6,9 @@ use crate::error::Context;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::conda::Member;
+use super::conda::TarMember;
 use super::metadata::{check_index, info_files};
-use super::stage::{Build, Staged};
+use super::stage::{Build, StagedEntry};
 use super::{Lossless, PackOptions, repodata};
 use crate::analysis::plan::{Plan, Role};
 use crate::channel::info::PackedRole;
@@ -23,7 +23,7 @@ use crate::recipe::split::Split;
 /// A package of this pack: its path in the channel (`SUBDIR/NAME.conda`), where its file is,
 /// whether the channel's copy is kept (it already holds exactly this package: not written again),
 /// and the file's digests.
-pub(super) struct Output {
+pub(super) struct PackOutput {
     pub file: String,
     pub path: PathBuf,
     pub kept: bool,
@@ -39,10 +39,10 @@ enum Digesting {
     Taken,
 }
 
-impl Output {
-    fn written(file: String, path: PathBuf) -> Output {
+impl PackOutput {
+    fn written(file: String, path: PathBuf) -> PackOutput {
         let p = path.clone();
-        Output {
+        PackOutput {
             file,
             path,
             kept: false,
@@ -76,7 +76,7 @@ pub(super) fn write_packages(
     work: &mut WorkDir,
     channel: &Path,
     opts: &PackOptions,
-) -> Result<Vec<Output>> {
+) -> Result<Vec<PackOutput>> {
     let source = tree.source.display().to_string();
     let input_name = Tree::file_name(&source);
     // A wheel's members that are not ELF were left in it (`Staged::InArchive`).
@@ -94,7 +94,7 @@ pub(super) fn write_packages(
         let file = format!("{}/{stem}.conda", b.subdir);
         if let Some((path, digests)) = kept_copy(channel, &file, &info)? {
             opts.progress.inc(b.content_bytes());
-            written.push(Output {
+            written.push(PackOutput {
                 file,
                 path,
                 kept: true,
@@ -122,7 +122,7 @@ pub(super) fn write_packages(
         )
         .and_then(|w| w.into_inner().map(drop).map_err(|e| e.into_error()))
         .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
-        written.push(Output::written(file, dst));
+        written.push(PackOutput::written(file, dst));
         // The stage is no longer needed: free its disk space while the next package is written.
         work.remove_later(b.stage.clone());
     }
@@ -136,12 +136,12 @@ fn members(
     b: &Build,
     info: &[(String, Vec<u8>)],
     archive: Option<&zip::ZipArchive<PositionedFile>>,
-) -> Result<Vec<Member>> {
+) -> Result<Vec<TarMember>> {
     let mut members = Vec::with_capacity(b.content.len() + info.len());
     for (rel, staged) in &b.content {
         members.push(match (staged, archive) {
-            (Staged::InArchive(m), Some(a)) => Member::from_archive(Path::new(rel), a, m),
-            (Staged::InArchive(_), None) => {
+            (StagedEntry::InArchive(m), Some(a)) => TarMember::from_archive(Path::new(rel), a, m),
+            (StagedEntry::InArchive(_), None) => {
                 return Err(Error::internal(format!(
                     "{rel} is in an archive that is not open"
                 )));
@@ -156,9 +156,9 @@ fn members(
 }
 
 /// Package path `rel` as staged, found by the one rule for input paths ([`Build::dst`]).
-fn staged_member(b: &Build, rel: &str) -> Result<Member> {
+fn staged_member(b: &Build, rel: &str) -> Result<TarMember> {
     let full = b.dst(rel)?;
-    Member::from_disk(&b.stage, Path::new(rel)).at(full)
+    TarMember::from_disk(&b.stage, Path::new(rel)).at(full)
 }
 
 /// The channel's copy of a package, when keeping it is the same as writing it again: the
@@ -233,7 +233,7 @@ fn same_info(path: &Path, info: &[(String, Vec<u8>)]) -> Result<bool> {
 /// the repodata), the lossless account, and every tree path → its package file.
 pub(super) fn read_back(
     builds: &[Build],
-    written: &mut [Output],
+    written: &mut [PackOutput],
     split: &Split,
     plan: &Plan,
     tree_paths: &BTreeSet<String>,
@@ -414,7 +414,7 @@ pub(super) fn publish(
     out: &Path,
     work: &mut WorkDir,
     this: ChannelInfo,
-    written: &[Output],
+    written: &[PackOutput],
     read: &[ReadBack],
 ) -> Result<Vec<String>> {
     let packed: Vec<PackedPackage> = read.iter().map(|r| r.package.clone()).collect();
@@ -448,7 +448,7 @@ pub(super) fn publish(
         })
         .collect::<Result<_>>()?;
     let mut moves = Vec::new();
-    for Output {
+    for PackOutput {
         file, path, kept, ..
     } in written
     {
@@ -467,7 +467,7 @@ pub(super) fn publish(
     for f in &stale {
         let _ = std::fs::remove_file(f);
     }
-    let ours: Vec<repodata::Written<'_>> = read
+    let ours: Vec<repodata::WrittenPackage<'_>> = read
         .iter()
         .map(|r| {
             let (subdir, file) = r
@@ -475,7 +475,7 @@ pub(super) fn publish(
                 .file
                 .split_once('/')
                 .unwrap_or(("", &r.package.file));
-            repodata::Written {
+            repodata::WrittenPackage {
                 subdir,
                 file,
                 index: &r.index,

@@ -88,7 +88,7 @@ pub fn listed(channel: &Path, file: &str) -> Result<Option<Digests>> {
 }
 
 /// A package this pack wrote: its file name in `subdir`, its `index.json`, its digests.
-pub struct Written<'a> {
+pub struct WrittenPackage<'a> {
     pub subdir: &'a str,
     pub file: &'a str,
     pub index: &'a IndexJson,
@@ -97,7 +97,7 @@ pub struct Written<'a> {
 
 /// Write `CHANNEL/SUBDIR/repodata.json` for each subdir; returns the paths written, relative to
 /// the channel.
-pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<Vec<String>> {
+pub fn write(channel: &Path, subdirs: &[&str], ours: &[WrittenPackage<'_>]) -> Result<Vec<String>> {
     let now: TimestampMs = jiff::Timestamp::now().into();
     let mut out = Vec::new();
     for sub in subdirs {
@@ -154,7 +154,7 @@ pub fn write(channel: &Path, subdirs: &[&str], ours: &[Written<'_>]) -> Result<V
 }
 
 /// The record of a package this pack wrote.
-fn ours_record(w: &Written<'_>, now: TimestampMs, repodata: &Path) -> Result<PackageRecord> {
+fn ours_record(w: &WrittenPackage<'_>, now: TimestampMs, repodata: &Path) -> Result<PackageRecord> {
     let d = w.digests;
     let mut r =
         PackageRecord::from_index_json(w.index.clone(), Some(d.size), Some(d.sha256), Some(d.md5))

@@ -19,7 +19,7 @@ use crate::input::unpack::{
     Budget, DiskBudget, InArchive, Sha256Hash, Unpack, Unpacked, copy_hashed, write_hashed,
 };
 use crate::input::{
-    Member, MemberKind, Metadata, Tree, TreeKind, conda_parts, conda_tar, display_member,
+    MemberKind, Metadata, Tree, TreeKind, TreeMember, conda_parts, conda_tar, display_member,
     open_nofollow, open_zip, tar_bz2, walk_dir, walk_tar, walk_zip,
 };
 use crate::output::human_bytes;
@@ -34,7 +34,7 @@ pub(super) struct Build {
     pub subdir: &'static str,
     pub stage: PathBuf,
     /// Content paths (relative to the prefix) → what is there.
-    pub content: BTreeMap<String, Staged>,
+    pub content: BTreeMap<String, StagedEntry>,
     pub from: Origin,
     pub summary: String,
 }
@@ -90,7 +90,7 @@ pub(super) fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
 }
 
 #[derive(Debug, Clone)]
-pub(super) enum Staged {
+pub(super) enum StagedEntry {
     File {
         size: u64,
         sha256: Sha256Hash,
@@ -103,13 +103,13 @@ pub(super) enum Staged {
     },
 }
 
-impl Staged {
+impl StagedEntry {
     /// A regular file's size and SHA-256, wherever its bytes are.
     pub fn file(&self) -> Option<(u64, Sha256Hash)> {
         match self {
-            Staged::File { size, sha256 } => Some((*size, *sha256)),
-            Staged::InArchive(m) => Some((m.size, m.sha256)),
-            Staged::Symlink { .. } => None,
+            StagedEntry::File { size, sha256 } => Some((*size, *sha256)),
+            StagedEntry::InArchive(m) => Some((m.size, m.sha256)),
+            StagedEntry::Symlink { .. } => None,
         }
     }
 }
@@ -226,7 +226,7 @@ pub(super) fn stage_tree(
     work: &Path,
     max_unpacked: Option<u64>,
     progress: &Progress,
-) -> Result<BTreeMap<String, Staged>> {
+) -> Result<BTreeMap<String, StagedEntry>> {
     let stages: Vec<PathBuf> = builds.iter().map(|b| b.stage.clone()).collect();
     let budget = DiskBudget::new(&tree.source, disk_budget(work, max_unpacked)?);
     let staged = stage_members(tree, placement, &stages, &budget, progress)?;
@@ -248,7 +248,7 @@ pub(super) fn other_variant(
     without: &str,
     plan: &Plan,
     split: &Split,
-    staged: &BTreeMap<String, Staged>,
+    staged: &BTreeMap<String, StagedEntry>,
     work: &Path,
     progress: &Progress,
 ) -> Result<Build> {
@@ -268,7 +268,7 @@ pub(super) fn other_variant(
             split.options.version
         ),
     );
-    let mut lazy: Vec<(String, &Staged)> =
+    let mut lazy: Vec<(String, &StagedEntry)> =
         plan.outputs
             .iter()
             .filter(|o| o.role == Role::Lazy)
@@ -280,25 +280,25 @@ pub(super) fn other_variant(
             })
             .collect::<Result<_>>()?;
     // Files first, links last: nothing is ever written through a link.
-    lazy.sort_by_key(|(_, s)| matches!(s, Staged::Symlink { .. }));
+    lazy.sort_by_key(|(_, s)| matches!(s, StagedEntry::Symlink { .. }));
     for (path, staged) in lazy {
         let rel = split.install_path(&path);
         let dst = b.dst(&rel)?;
         match staged {
-            Staged::Symlink { target } => {
+            StagedEntry::Symlink { target } => {
                 make_symlink(target, &dst)?;
                 b.content.insert(
                     rel,
-                    Staged::Symlink {
+                    StagedEntry::Symlink {
                         target: target.clone(),
                     },
                 );
             }
-            Staged::File { .. } | Staged::InArchive(_) => {
+            StagedEntry::File { .. } | StagedEntry::InArchive(_) => {
                 let src =
                     crate::input::file::open_regular(file, crate::input::file::Links::Follow)?;
                 let (size, sha256) = write_hashed(&dst, src, true, progress).at(&dst)?;
-                b.content.insert(rel, Staged::File { size, sha256 });
+                b.content.insert(rel, StagedEntry::File { size, sha256 });
             }
         }
     }
@@ -356,7 +356,7 @@ pub(super) fn standins(
             let dst = b.dst(&rel)?;
             let (size, sha256) =
                 write_hashed(&dst, &bytes[..], false, &Progress::hidden()).at(&dst)?;
-            b.content.insert(rel, Staged::File { size, sha256 });
+            b.content.insert(rel, StagedEntry::File { size, sha256 });
         }
         b.standin = Some(s.clone());
         builds.push(b);
@@ -481,7 +481,7 @@ fn stage_members(
     stages: &[PathBuf],
     budget: &DiskBudget,
     progress: &Progress,
-) -> Result<BTreeMap<String, Staged>> {
+) -> Result<BTreeMap<String, StagedEntry>> {
     let s = Staging {
         tree,
         display: tree.source.display().to_string(),
@@ -515,7 +515,7 @@ fn stage_members(
     };
     // Links last, into stages that hold only directories and regular files.
     for (path, staged) in &out {
-        if let Staged::Symlink { target } = staged {
+        if let StagedEntry::Symlink { target } = staged {
             make_symlink(target, &s.dst_of(path)?)?;
         }
     }
@@ -549,14 +549,14 @@ impl Staging<'_> {
     }
 
     /// A directory's hard links are names of one file: each is copied by its own name.
-    fn directory(&self) -> Result<BTreeMap<String, Staged>> {
+    fn directory(&self) -> Result<BTreeMap<String, StagedEntry>> {
         let (input, progress) = (self.tree.source.as_path(), self.progress);
-        let members: Vec<Member> = walk_dir(input)?
+        let members: Vec<TreeMember> = walk_dir(input)?
             .into_iter()
             .filter(|m| m.kind != MemberKind::Dir)
             .collect();
         progress.start("staging", members.iter().map(|m| m.size).sum());
-        let results: Vec<Result<(String, Staged)>> = members
+        let results: Vec<Result<(String, StagedEntry)>> = members
             .par_iter()
             .map(|m| {
                 let dst = self.dst_of(&m.path)?;
@@ -567,7 +567,7 @@ impl Staging<'_> {
                 let src = input.join(&m.path);
                 let f = open_nofollow(&src).at(&src)?;
                 let (size, sha256) = link_or_copy(f, &dst, m.executable(), progress).at(&dst)?;
-                Ok((m.path.clone(), Staged::File { size, sha256 }))
+                Ok((m.path.clone(), StagedEntry::File { size, sha256 }))
             })
             .collect();
         progress.finish();
@@ -575,7 +575,7 @@ impl Staging<'_> {
     }
 
     /// The reader unpacked the wheel while planning it (`Workspace`): stage those files.
-    fn wheel(&self) -> Result<BTreeMap<String, Staged>> {
+    fn wheel(&self) -> Result<BTreeMap<String, StagedEntry>> {
         let (input, display, progress) = (self.tree.source.as_path(), &self.display, self.progress);
         let u = self.tree.unpacked.as_ref().ok_or_else(|| {
             Error::internal(format!("{display}: a wheel staged without unpacking it"))
@@ -603,7 +603,7 @@ impl Staging<'_> {
             )?;
         }
         progress.start("staging", members.iter().map(|m| m.size).sum());
-        let results: Vec<Result<(String, Staged)>> = members
+        let results: Vec<Result<(String, StagedEntry)>> = members
             .par_iter()
             .map(|m| {
                 let (i, rel) = self.placement.get(&m.path).ok_or_else(|| {
@@ -631,13 +631,13 @@ impl Staging<'_> {
 /// the archive stays there: the package is written from it.
 fn from_unpacked(
     u: &Unpacked,
-    m: &Member,
+    m: &TreeMember,
     dst: &Path,
     progress: &Progress,
-) -> Result<(String, Staged)> {
+) -> Result<(String, StagedEntry)> {
     if let Some(member) = u.in_archive.get(&m.path) {
         progress.inc(member.size);
-        return Ok((m.path.clone(), Staged::InArchive(member.clone())));
+        return Ok((m.path.clone(), StagedEntry::InArchive(member.clone())));
     }
     let &(size, sha256) = u
         .files
@@ -650,12 +650,12 @@ fn from_unpacked(
     } else {
         write_hashed(dst, f, m.executable(), progress).at(dst)?;
     }
-    Ok((m.path.clone(), Staged::File { size, sha256 }))
+    Ok((m.path.clone(), StagedEntry::File { size, sha256 }))
 }
 
 /// A symlink member as staged (created once every file is).
-fn symlink(m: &Member) -> Option<Staged> {
-    (m.kind == MemberKind::Symlink).then(|| Staged::Symlink {
+fn symlink(m: &TreeMember) -> Option<StagedEntry> {
+    (m.kind == MemberKind::Symlink).then(|| StagedEntry::Symlink {
         target: m.link.clone().unwrap_or_default(),
     })
 }
@@ -668,7 +668,7 @@ fn stage_tar(
     dst_of: &dyn Fn(&str) -> Result<PathBuf>,
     budget: &DiskBudget,
     progress: &Progress,
-) -> Result<BTreeMap<String, Staged>> {
+) -> Result<BTreeMap<String, StagedEntry>> {
     let mut out = BTreeMap::new();
     // (link, its destination, the member it names), copied once every regular file is staged.
     let mut hardlinks: Vec<(String, PathBuf, String)> = Vec::new();
@@ -698,7 +698,7 @@ fn stage_tar(
                     format!("{}: member is truncated", m.path),
                 ));
             }
-            out.insert(m.path.clone(), Staged::File { size, sha256 });
+            out.insert(m.path.clone(), StagedEntry::File { size, sha256 });
         }
         Ok(())
     })?;
@@ -707,7 +707,7 @@ fn stage_tar(
     for (rel, dst, target) in hardlinks {
         let name = format!("{display}:{rel}");
         let staged = match out.get(&target) {
-            Some(s @ Staged::File { .. }) => s.clone(),
+            Some(s @ StagedEntry::File { .. }) => s.clone(),
             _ => {
                 return Err(Error::bad(
                     &name,
@@ -718,7 +718,7 @@ fn stage_tar(
             }
         };
         // Each link is staged as a full copy: free in the archive, not on disk.
-        if let Staged::File { size, .. } = &staged {
+        if let StagedEntry::File { size, .. } = &staged {
             budget.charge(&rel, *size)?;
         }
         let src = dst_of(&target)

@@ -87,16 +87,16 @@ fn found(program: &str) -> bool {
 }
 
 /// One build in its work directory.
-pub struct Job<'a> {
+pub struct BuildJob<'a> {
     r: &'a BuildRequest,
     stock: &'a Stock,
     work: PathBuf,
     flags: Vec<String>,
 }
 
-impl<'a> Job<'a> {
+impl<'a> BuildJob<'a> {
     /// The flags, and the switched `CUDAConfig.h` written into the work directory.
-    pub fn new(r: &'a BuildRequest, stock: &'a Stock, work: &Path) -> Result<Job<'a>> {
+    pub fn new(r: &'a BuildRequest, stock: &'a Stock, work: &Path) -> Result<BuildJob<'a>> {
         let switch = work.join("switch/ATen/cuda");
         std::fs::create_dir_all(&switch).at(&switch)?;
         std::fs::create_dir_all(work.join("obj")).at(work)?;
@@ -114,7 +114,7 @@ impl<'a> Job<'a> {
             )
         })?;
         std::fs::write(switch.join("CUDAConfig.h"), switched).at(&switch)?;
-        Ok(Job {
+        Ok(BuildJob {
             flags: flags(r, stock, work),
             r,
             stock,

@@ -22,7 +22,7 @@ use crate::output::{WorkDir, WorkKind};
 use crate::recipe::verify::{self, VerifyReport};
 
 pub use compile::Compiler;
-pub use stock::{LINALG_DIR, Stock, Target};
+pub use stock::{LINALG_DIR, Stock, StockTarget};
 
 /// What to build: the command line's options as data.
 #[derive(Debug, Clone)]
@@ -152,7 +152,7 @@ pub fn build(
     say_stock(&stock, &r.without, say);
     let mut work = WorkDir::create(&r.out, WorkKind::Build)?;
     let t0 = Instant::now();
-    let job = compile::Job::new(r, &stock, &work.dir)?;
+    let job = compile::BuildJob::new(r, &stock, &work.dir)?;
     job.compile_all(say)?;
     let compiled = t0.elapsed().as_secs_f64();
     let built = job.link()?;

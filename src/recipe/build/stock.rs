@@ -28,7 +28,7 @@ const LINK_LIBS: [&str; 7] = [
 /// (torch 2.11: three `void*` on x86-64, two on aarch64), so a mismatch would not link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Target {
+pub enum StockTarget {
     /// x86-64.
     X86_64,
     /// AArch64.
@@ -39,13 +39,13 @@ pub enum Target {
     S390x,
 }
 
-impl Target {
-    fn of(machine: &str) -> Option<Target> {
+impl StockTarget {
+    fn of(machine: &str) -> Option<StockTarget> {
         match machine {
-            "X86_64" | "x86_64" | "x86-64" => Some(Target::X86_64),
-            "AARCH64" | "aarch64" => Some(Target::Aarch64),
-            "PPC64" | "ppc64" | "ppc64le" => Some(Target::Ppc64le),
-            "S390" | "s390x" => Some(Target::S390x),
+            "X86_64" | "x86_64" | "x86-64" => Some(StockTarget::X86_64),
+            "AARCH64" | "aarch64" => Some(StockTarget::Aarch64),
+            "PPC64" | "ppc64" | "ppc64le" => Some(StockTarget::Ppc64le),
+            "S390" | "s390x" => Some(StockTarget::S390x),
             _ => None,
         }
     }
@@ -53,10 +53,10 @@ impl Target {
     /// `-D` flags of PyTorch's CMake for this target (cmake/Codegen.cmake's CPU capabilities).
     pub fn defines(self) -> &'static [&'static str] {
         match self {
-            Target::X86_64 => &["HAVE_AVX512_CPU_DEFINITION", "HAVE_AVX2_CPU_DEFINITION"],
-            Target::Aarch64 => &["HAVE_SVE256_CPU_DEFINITION"],
-            Target::Ppc64le => &["HAVE_VSX_CPU_DEFINITION"],
-            Target::S390x => &["HAVE_ZVECTOR_CPU_DEFINITION"],
+            StockTarget::X86_64 => &["HAVE_AVX512_CPU_DEFINITION", "HAVE_AVX2_CPU_DEFINITION"],
+            StockTarget::Aarch64 => &["HAVE_SVE256_CPU_DEFINITION"],
+            StockTarget::Ppc64le => &["HAVE_VSX_CPU_DEFINITION"],
+            StockTarget::S390x => &["HAVE_ZVECTOR_CPU_DEFINITION"],
         }
     }
 }
@@ -69,7 +69,7 @@ pub struct Stock {
     /// Its size in bytes.
     pub bytes: u64,
     /// The CPU target it was built for.
-    pub target: Target,
+    pub target: StockTarget,
     /// Units found under `--src`'s linalg directory: what is compiled, in link order.
     pub units: Vec<String>,
     /// Units that are not PyTorch's linalg sources (the statically linked MAGMA, its LAPACK/BLAS,
@@ -97,7 +97,7 @@ impl Stock {
         let map = crate::input::map_file(stock)?;
         let view = ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
         let facts = view.facts(&[], None).map_err(|e| Error::elf(&display, e))?;
-        let target = Target::of(&facts.machine).ok_or_else(|| {
+        let target = StockTarget::of(&facts.machine).ok_or_else(|| {
             Error::bad(
                 &display,
                 format!(
