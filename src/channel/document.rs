@@ -2,9 +2,6 @@
 //! every build: the report and the schemas read them without the `channel` feature's rattler
 //! crates. Behaviour stays with the commands (`pack`, `solve`, `env`); these are the records.
 
-// issue 54: only the type line of `Commands` is left undocumented here: helper N1 renames that
-// type and documents it (branch n-rename). Remove this allow once both branches are merged.
-#![allow(missing_docs)]
 
 use std::collections::BTreeMap;
 
@@ -428,6 +425,7 @@ pub struct Switch {
     pub commands: ChannelCommands,
 }
 
+/// The commands that install the other variant into an environment, one per installer.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(rename = "Commands")]
 pub struct ChannelCommands {

@@ -10,9 +10,6 @@
 //! would, except that a link never leaves the tree: an absolute target or one that climbs above the
 //! root resolves to [`Resolve::Escapes`] and is not followed.
 
-// issue 54: only the type line of `Entry` is left undocumented here: helper N1 renames that
-// type and documents it (branch n-rename). Remove this allow once both branches are merged.
-#![allow(missing_docs)]
 
 use crate::error::Context;
 use std::collections::{BTreeMap, HashMap};
@@ -118,6 +115,7 @@ pub enum EntryKind {
     Dir,
 }
 
+/// One entry of an input tree: its relative path and what it is.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(rename = "Entry")]
 pub struct TreeEntry {

@@ -7,9 +7,6 @@
 //! recipes' own Jinja (`${{ }}`, `{{ }}`) passes through untouched. Output is deterministic: no
 //! timestamps, no absolute paths.
 
-// issue 54: only the type line of `Format` is left undocumented here: helper N1 renames that
-// type and documents it (branch n-rename). Remove this allow once both branches are merged.
-#![allow(missing_docs)]
 
 use crate::error::Context;
 use std::path::{Path, PathBuf};
@@ -62,6 +59,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
 ];
 
+/// One recipe format `emit` writes (`--format` picks one or both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecipeFormat {
     /// A rattler-build v1 recipe (`recipe.yaml`).

@@ -3,9 +3,6 @@
 //! MAGMA, or one that lost an export the core needs, fails at build time instead of in a user's
 //! first linalg call.
 
-// issue 54: only the type line of `Check` is left undocumented here: helper N1 renames that
-// type and documents it (branch n-rename). Remove this allow once both branches are merged.
-#![allow(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +17,7 @@ use crate::input::Tree;
 use crate::recipe::needed;
 use crate::recipe::split::SplitVariant;
 
+/// One check `verify-variant` made on a built lazy library, and what it found.
 #[derive(Debug, Clone, Serialize)]
 pub struct RecipeCheck {
     /// What the check is about.

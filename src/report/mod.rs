@@ -13,9 +13,6 @@
 //! Everything rendered is a pure function of the inputs: nothing about "now" or the machine
 //! running `report`, and every list is sorted, so the same inputs give the same bytes.
 
-// issue 54: only the type line of `Format` is left undocumented here: helper N1 renames that
-// type and documents it (branch n-rename). Remove this allow once both branches are merged.
-#![allow(missing_docs)]
 
 mod build;
 pub mod html;
@@ -46,6 +43,7 @@ use crate::smoke::SmokeReport;
 /// recorded medians is a few percent).
 pub const SAME_WITHIN: f64 = 1.10;
 
+/// Which page `report` writes (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReportFormat {
     /// A self-contained HTML page (inline SVG charts).

@@ -2,9 +2,6 @@
 //! given message, and which are excluded (known stock bugs). Built-in tables come from
 //! `expect.json` (shipped in the binary); `--expect FILE` adds or replaces tables by name.
 
-// issue 54: only the type line of `Rule` is left undocumented here: helper N1 renames that
-// type and documents it (branch n-rename). Remove this allow once both branches are merged.
-#![allow(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -33,6 +30,8 @@ pub enum Outcome {
     Excluded,
 }
 
+/// One rule of an expectation table: which cases it is about (every listed field must match)
+/// and what they are expected to do.
 #[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Rule")]
