@@ -326,25 +326,29 @@ fn the_pep825_set_carries_one_variant_each(input_m: &BTreeMap<String, Vec<u8>>, 
     );
 }
 
+/// `o` exited `code` with one line on stderr that says `says`, and nothing is in `out`.
+fn refused_in_one_line(o: &std::process::Output, code: i32, says: &str, out: &Path) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    assert_eq!(stderr(o).lines().count(), 1, "{}", stderr(o));
+    assert!(
+        stderr(o).contains(says),
+        "should say {says:?}: {}",
+        stderr(o)
+    );
+    assert!(
+        !out.exists() || files_in(out).is_empty(),
+        "nothing written: {:?}",
+        files_in(out)
+    );
+}
+
 #[test]
 fn refusals_name_the_file_and_write_nothing() {
     let d = tempfile::tempdir().unwrap();
     let input = fixture_wheel(d.path());
     let out = d.path().join("out");
-    let one_line = |o: &std::process::Output, code: i32, says: &str| {
-        assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
-        assert_eq!(stderr(o).lines().count(), 1, "{}", stderr(o));
-        assert!(
-            stderr(o).contains(says),
-            "should say {says:?}: {}",
-            stderr(o)
-        );
-        assert!(
-            !out.exists() || files_in(&out).is_empty(),
-            "nothing written: {:?}",
-            files_in(&out)
-        );
-    };
+    let one_line =
+        |o: &std::process::Output, code: i32, says: &str| refused_in_one_line(o, code, says, &out);
     // A RECORD that does not match the bytes.
     let tampered = d.path().join("t").join(WHEEL_NAME);
     std::fs::create_dir_all(tampered.parent().unwrap()).unwrap();
@@ -373,6 +377,15 @@ fn refusals_name_the_file_and_write_nothing() {
     let o = wheel_cmd(&no_meta, &out, &[]);
     assert!(!stderr(&o).contains("--version"), "{}", stderr(&o));
     one_line(&o, 2, "splits a .whl");
+}
+
+#[test]
+fn variant_refusals_name_the_variant_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let input = fixture_wheel(d.path());
+    let out = d.path().join("out");
+    let one_line =
+        |o: &std::process::Output, code: i32, says: &str| refused_in_one_line(o, code, says, &out);
     // The tree's own variant cannot be given again; a magma build is not a nomagma build.
     let magma = format!("magma={}", nomagma_lib().display());
     one_line(
@@ -389,6 +402,14 @@ fn refusals_name_the_file_and_write_nothing() {
         1,
         "not a nomagma build",
     );
+}
+
+#[test]
+fn unsplittable_wheels_get_plans_answer_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let one_line =
+        |o: &std::process::Output, code: i32, says: &str| refused_in_one_line(o, code, says, &out);
     // A wheel whose payload is reachable without the lazy library: a negative verdict (exit 1).
     let leak = d.path().join("leak-tree");
     assert!(
