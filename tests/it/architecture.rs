@@ -466,18 +466,6 @@ const LONG_TESTS_TO_SPLIT: &[(&str, usize)] = &[
     ),
     ("it/fatbin.rs::torch_2_11_matches_cuobjdump", 156),
     (
-        "it/generic.rs::pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it",
-        111,
-    ),
-    (
-        "it/generic.rs::several_deps_name_their_external_providers_and_the_recipe_constrains_them",
-        155,
-    ),
-    (
-        "it/generic.rs::wheel_puts_several_lazy_libraries_in_one_lazy_wheel",
-        101,
-    ),
-    (
         "it/index.rs::share_with_links_the_default_index_and_copies_where_it_cannot",
         147,
     ),
