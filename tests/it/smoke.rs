@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
+use splitpkg::smoke::document::SmokeReport;
 use splitpkg::smoke::{self, cases, eval, expect, runner, variant};
 
 fn has_gpu() -> bool {
@@ -421,53 +422,44 @@ fn status_of(rep: &Value, variant: usize, id: &str) -> (String, String) {
 
 #[test]
 fn replay_stock_behaviour_is_ok() {
-    let (rep, code, err) = replay("tests/data/smoke-synthetic-ok.json", &[]);
-    assert_eq!(code, 0, "{err}\n{}", rep["summary"]);
-    assert_valid("docs/smoke.schema.json", &rep);
-    assert_eq!(rep["summary"]["ok"], true);
-    assert_eq!(rep["summary"]["fail"], 0);
-    assert_eq!(rep["summary"]["timeout"], 0);
-    assert!(rep["summary"]["expected_fail"].as_u64().unwrap() > 0);
+    let (v, code, err) = replay("tests/data/smoke-synthetic-ok.json", &[]);
+    assert_eq!(code, 0, "{err}\n{}", v["summary"]);
+    assert_valid("docs/smoke.schema.json", &v);
+    // Through the reader the commands use (the header checked), as `common::typed` reads.
+    let rep =
+        <SmokeReport as splitpkg::document::Document>::from_str(&v.to_string(), "replay").unwrap();
+    assert!(rep.summary.ok);
+    assert_eq!(rep.summary.fail, 0);
+    assert_eq!(rep.summary.timeout, 0);
+    assert!(rep.summary.expected_fail > 0);
+    assert!(rep.summary.excluded > 0, "svd under magma is excluded");
     assert!(
-        rep["summary"]["excluded"].as_u64().unwrap() > 0,
-        "svd under magma is excluded"
-    );
-    assert!(
-        rep["options"]["replayed_from"]
-            .as_str()
+        rep.options
+            .replayed_from
+            .as_deref()
             .unwrap()
             .ends_with("smoke-synthetic-ok.json")
     );
     // magma variant: has_magma consistent, lazy library mapped only after the first linalg op.
-    let checks = &rep["variants"][0]["checks"];
-    assert_eq!(checks[0]["name"], "laziness");
-    assert_eq!(checks[0]["status"], "pass");
-    assert_eq!(checks[1]["name"], "has_magma");
-    assert_eq!(checks[1]["status"], "pass");
-    assert_eq!(checks[2]["status"], "not-checked");
-    assert!(
-        checks[2]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("fatbin reader unavailable")
-    );
+    let checks = &rep.variants[0].checks;
+    assert_eq!(checks[0].name, eval::CheckName::Laziness);
+    assert_eq!(checks[0].status, eval::CheckStatus::Pass);
+    assert_eq!(checks[1].name, eval::CheckName::HasMagma);
+    assert_eq!(checks[1].status, eval::CheckStatus::Pass);
+    assert_eq!(checks[2].status, eval::CheckStatus::NotChecked);
+    assert!(checks[2].detail.contains("fatbin reader unavailable"));
     // emulated nomagma: labelled, has_magma not applicable.
-    let emu = &rep["variants"][1];
-    assert_eq!(emu["emulated"], true);
-    assert_eq!(emu["checks"][1]["status"], "not-applicable");
-    assert!(
-        emu["checks"][1]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("emulated")
-    );
+    let emu = &rep.variants[1];
+    assert!(emu.emulated);
+    assert_eq!(emu.checks[1].status, eval::CheckStatus::NotApplicable);
+    assert!(emu.checks[1].detail.contains("emulated"));
     assert_eq!(
-        status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
+        status_of(&v, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
         "expected-fail"
     );
-    assert_eq!(status_of(&rep, 0, "svd/64x32/float64/magma").0, "excluded");
+    assert_eq!(status_of(&v, 0, "svd/64x32/float64/magma").0, "excluded");
     assert_eq!(
-        status_of(&rep, 0, "pinv/32x16/float64/magma").0,
+        status_of(&v, 0, "pinv/32x16/float64/magma").0,
         "excluded",
         "excluded whatever the outcome"
     );
@@ -547,40 +539,33 @@ fn replay_broken_nomagma_fails_with_reasons() {
 /// failures `replay_broken_nomagma_fails_with_reasons` checks (which alone make this run exit 1).
 #[test]
 fn replay_broken_nomagma_reports_the_stale_flag_apart() {
-    let (rep, code, _) = replay("tests/data/smoke-synthetic-broken.json", &[]);
-    assert_eq!(code, 1);
-    let hm = &rep["variants"][0]["checks"][1];
-    assert_eq!(hm["name"], "has_magma");
-    assert_eq!(hm["status"], "stale");
+    let path = repo().join("tests/data/smoke-synthetic-broken.json");
+    let o = run(&["smoke", "--replay", s(&path), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let rep = typed::<SmokeReport>(&o);
+    let hm = &rep.variants[0].checks[1];
+    assert_eq!(hm.name, eval::CheckName::HasMagma);
+    assert_eq!(hm.status, eval::CheckStatus::Stale);
     assert!(
-        hm["detail"]
-            .as_str()
-            .unwrap()
+        hm.detail
             .contains("stale core flag: torch.cuda.has_magma is True but"),
-        "{hm}"
+        "{hm:?}"
     );
-    assert!(
-        hm["consequence"]
-            .as_str()
-            .unwrap()
-            .contains("skipCUDAIfNoMagma"),
-        "{hm}"
-    );
-    assert!(
-        hm["consequence"]
-            .as_str()
-            .unwrap()
-            .contains("Measured remedy"),
-        "{hm}"
-    );
-    assert_eq!(rep["summary"]["stale_flags"], 1);
-    assert_eq!(rep["result"], "fail", "broken cases win over a stale flag");
-    // The library has no MAGMA, so it is what the name nomagma says.
-    let id = &rep["variants"][0]["checks"][3];
+    let consequence = hm.consequence.as_deref().unwrap();
+    assert!(consequence.contains("skipCUDAIfNoMagma"), "{hm:?}");
+    assert!(consequence.contains("Measured remedy"), "{hm:?}");
+    assert_eq!(rep.summary.stale_flags, 1);
     assert_eq!(
-        (id["name"].as_str(), id["status"].as_str()),
-        (Some("identity"), Some("pass")),
-        "{id}"
+        rep.result,
+        splitpkg::smoke::document::Verdict::Fail,
+        "broken cases win over a stale flag"
+    );
+    // The library has no MAGMA, so it is what the name nomagma says.
+    let id = &rep.variants[0].checks[3];
+    assert_eq!(
+        (&id.name, id.status),
+        (&eval::CheckName::Identity, eval::CheckStatus::Pass),
+        "{id:?}"
     );
 }
 
