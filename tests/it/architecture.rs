@@ -493,10 +493,6 @@ const LONG_TESTS_TO_SPLIT: &[(&str, usize)] = &[
         "it/ship.rs::pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install",
         191,
     ),
-    (
-        "it/wheel.rs::real_pip_installs_default_slim_switches_and_uninstalls",
-        112,
-    ),
 ];
 
 #[test]

@@ -469,17 +469,23 @@ fn unsplittable_wheels_get_plans_answer_and_write_nothing() {
     );
 }
 
+/// The fixture wheel in `d` split with both variants into `d/wheels`: (input, out).
+fn split_with_both_variants(d: &Path) -> (PathBuf, PathBuf) {
+    let input = fixture_wheel(d);
+    let out = d.join("wheels");
+    let nomagma = format!("nomagma={}", nomagma_lib().display());
+    let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (input, out)
+}
+
 #[test]
 fn real_pip_installs_default_slim_switches_and_uninstalls() {
     if !system_pip() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let input = fixture_wheel(d.path());
-    let out = d.path().join("wheels");
-    let nomagma = format!("nomagma={}", nomagma_lib().display());
-    let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (_, out) = split_with_both_variants(d.path());
     let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
     let slim_bytes = std::fs::read(nomagma_lib()).unwrap();
     let core = ["torch-2.5.1+split".to_string()];
@@ -532,7 +538,21 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     ] {
         assert!(v.site.join(f).exists(), "{f} is still there");
     }
+}
 
+/// The slim set in one command; pip without variant support on the PEP 825 set; a monolithic
+/// torch replaced by the core.
+#[test]
+fn real_pip_installs_the_slim_set_the_fallback_and_over_a_monolithic_torch() {
+    if !system_pip() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (input, out) = split_with_both_variants(d.path());
+    let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+    let slim_bytes = std::fs::read(nomagma_lib()).unwrap();
+    let core = ["torch-2.5.1+split".to_string()];
+    let with = |label: &str| vec![core[0].clone(), format!("torch_cuda_linalg-2.5.1+{label}")];
     // The slim set in one command.
     let v = Venv::new(&d.path().join("slim"));
     v.install(&out, &["torch", "torch-cuda-linalg==2.5.1+0.nomagma"]);
