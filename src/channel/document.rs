@@ -2,7 +2,6 @@
 //! every build: the report and the schemas read them without the `channel` feature's rattler
 //! crates. Behaviour stays with the commands (`pack`, `solve`, `env`); these are the records.
 
-
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,6 @@
 //! would, except that a link never leaves the tree: an absolute target or one that climbs above the
 //! root resolves to [`Resolve::Escapes`] and is not followed.
 
-
 use crate::error::Context;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

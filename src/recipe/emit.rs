@@ -7,7 +7,6 @@
 //! recipes' own Jinja (`${{ }}`, `{{ }}`) passes through untouched. Output is deterministic: no
 //! timestamps, no absolute paths.
 
-
 use crate::error::Context;
 use std::path::{Path, PathBuf};
 

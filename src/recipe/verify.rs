@@ -3,7 +3,6 @@
 //! MAGMA, or one that lost an export the core needs, fails at build time instead of in a user's
 //! first linalg call.
 
-
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;

@@ -13,7 +13,6 @@
 //! Everything rendered is a pure function of the inputs: nothing about "now" or the machine
 //! running `report`, and every list is sorted, so the same inputs give the same bytes.
 
-
 mod build;
 pub mod html;
 pub mod markdown;

@@ -2,7 +2,6 @@
 //! given message, and which are excluded (known stock bugs). Built-in tables come from
 //! `expect.json` (shipped in the binary); `--expect FILE` adds or replaces tables by name.
 
-
 use std::collections::BTreeMap;
 use std::path::Path;
 

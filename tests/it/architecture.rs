@@ -511,23 +511,7 @@ const LONG_TESTS_TO_SPLIT: &[(&str, usize)] = &[
         "it/emit.rs::conda_like_recipe_builds_both_variants_with_rattler_build",
         108,
     ),
-    (
-        "it/emit.rs::hostile_names_are_quoted_or_refused_before_anything_is_written",
-        150,
-    ),
     ("it/fatbin.rs::torch_2_11_matches_cuobjdump", 156),
-    (
-        "it/generic.rs::pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it",
-        111,
-    ),
-    (
-        "it/generic.rs::several_deps_name_their_external_providers_and_the_recipe_constrains_them",
-        155,
-    ),
-    (
-        "it/generic.rs::wheel_puts_several_lazy_libraries_in_one_lazy_wheel",
-        101,
-    ),
     (
         "it/index.rs::share_with_links_the_default_index_and_copies_where_it_cannot",
         147,
@@ -536,7 +520,6 @@ const LONG_TESTS_TO_SPLIT: &[(&str, usize)] = &[
         "it/index.rs::variant_indexes_share_one_root_and_every_printed_command_installs_its_variant",
         122,
     ),
-    ("it/loader_aarch64.rs::conf_root", 103),
     (
         "it/pack.rs::pack_and_rattler_build_agree_on_the_relations",
         109,
@@ -557,15 +540,6 @@ const LONG_TESTS_TO_SPLIT: &[(&str, usize)] = &[
         "it/ship.rs::pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install",
         191,
     ),
-    ("it/smoke.rs::battery_plan_covers_ops_shapes_dtypes", 122),
-    ("it/smoke.rs::expectations_per_variant", 106),
-    ("it/smoke.rs::replay_broken_nomagma_fails_with_reasons", 108),
-    ("it/smoke.rs::run_end_to_end_with_a_fake_torch", 116),
-    (
-        "it/wheel.rs::real_pip_installs_default_slim_switches_and_uninstalls",
-        112,
-    ),
-    ("it/wheel.rs::refusals_name_the_file_and_write_nothing", 120),
 ];
 
 #[test]

@@ -737,8 +737,13 @@ fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
         script.contains(r#"libmagma_\$(touch\${IFS}PWNED)\`touch\${IFS}PWNED2\`'q\": b.so"#),
         "{script}"
     );
+}
 
-    // Refused: one line naming the file, exit 2, nothing written.
+/// Names no quoting can make inert everywhere (newline, Jinja delimiters, `#`) are refused: one
+/// line naming the file, exit 2, nothing written.
+#[test]
+fn names_no_quoting_makes_inert_are_refused_before_anything_is_written() {
+    let d = tempfile::tempdir().unwrap();
     for (bad, why) in [
         ("lib/libmagma_a\nb.so", "control character"),
         ("lib/libmagma_{{ x }}.so", "Jinja delimiter"),
@@ -767,6 +772,13 @@ fn hostile_names_are_quoted_or_refused_before_anything_is_written() {
         );
         assert!(!o2.exists(), "nothing written for {bad:?}");
     }
+}
+
+/// Package names, versions and keys with `../`, capitals, spaces or shell are refused by emit and
+/// pack alike, naming the flag, before anything is written.
+#[test]
+fn hostile_names_and_versions_are_refused_by_emit_and_pack() {
+    let d = tempfile::tempdir().unwrap();
     for (flag, value) in [
         ("--core-name", "../../escape"),
         ("--lazy-name", "Lib/x"),

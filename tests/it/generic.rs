@@ -6,6 +6,7 @@
 use crate::common::*;
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 const GLOB: &str = "libfoo_providers_*.so";
 
@@ -259,9 +260,11 @@ fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
     assert_eq!(output(&p, "lazy")["variants"][1]["name"], "noheavy_cudnn");
     // libcudart is not payload: it stays a plain external library.
     assert!(!files.iter().any(|f| f["path"] == "libcudart.so.12"));
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let plan_file = dir.path().join("plan.json");
+/// `plan --json` of the providers fixture with two deps (heavy, cudnn), written to `dir/plan.json`.
+fn several_deps_plan_file(dir: &Path) -> PathBuf {
+    let plan_file = dir.join("plan.json");
     let o = run_path(
         &[
             "plan",
@@ -279,6 +282,15 @@ fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
         &fixture("providers"),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    plan_file
+}
+
+/// The recipes of a plan with two deps: the slim variant forbids both, every lazy library is
+/// checked with its own contract, the magma-style variant depends on both payload packages.
+#[test]
+fn several_deps_recipe_constrains_both_and_checks_each_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_file = several_deps_plan_file(dir.path());
     let recipes = dir.path().join("recipes");
     let o = run(&[
         "emit",
@@ -342,8 +354,14 @@ fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
             .unwrap()
             .contains("--target foo_providers_a foo_providers_b\n")
     );
+}
 
-    // verify-variant --plan takes the contract of the library it checks.
+/// verify-variant --plan takes the contract of the library it checks, and refuses a library the
+/// plan has no contract for.
+#[test]
+fn verify_variant_plan_takes_the_contract_of_the_library_it_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_file = several_deps_plan_file(dir.path());
     let lib_b = fixture("providers").join("lib/libfoo_providers_b.so");
     let o = run(&[
         "verify-variant",
@@ -454,8 +472,12 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
         envs.join("default/lib/libfoo_providers_b.so").exists()
             && envs.join("default/lib/libheavy.so.1").exists()
     );
+}
 
-    // Another build of several libraries at once is not supported: refused before anything is written.
+/// Another build of several libraries at once is not supported: refused before anything is written.
+#[test]
+fn pack_refuses_another_variant_of_several_lazy_libraries() {
+    let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("channel2");
     let lib = fixture("providers").join("lib/libfoo_providers_a.so");
     let lv = format!("noheavy={}", lib.display());
@@ -491,24 +513,7 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
 #[test]
 fn wheel_puts_several_lazy_libraries_in_one_lazy_wheel() {
     let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    assert!(
-        std::process::Command::new("cp")
-            .arg("-a")
-            .arg(fixture("providers"))
-            .arg(&tree)
-            .status()
-            .unwrap()
-            .success()
-    );
-    std::fs::create_dir_all(tree.join("foo-1.0.dist-info")).unwrap();
-    std::fs::write(
-        tree.join("foo-1.0.dist-info/METADATA"),
-        "Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n",
-    )
-    .unwrap();
-    let whl = dir.path().join("foo-1.0-py3-none-linux_x86_64.whl");
-    make_pip_wheel(&tree, &whl, "py3-none-linux_x86_64", false);
+    let whl = providers_wheel(dir.path());
     let out = dir.path().join("wheels");
     let o = run(&[
         "wheel",
@@ -544,6 +549,37 @@ fn wheel_puts_several_lazy_libraries_in_one_lazy_wheel() {
         );
     }
     assert!(core.contains("lib/libfoo_core.so") && core.contains("lib/libheavy.so.1"));
+}
+
+/// The providers fixture as a wheel `dir/foo-1.0-py3-none-linux_x86_64.whl` (distribution foo 1.0).
+fn providers_wheel(dir: &Path) -> PathBuf {
+    let tree = dir.join("tree");
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixture("providers"))
+            .arg(&tree)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::create_dir_all(tree.join("foo-1.0.dist-info")).unwrap();
+    std::fs::write(
+        tree.join("foo-1.0.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n",
+    )
+    .unwrap();
+    let whl = dir.join("foo-1.0-py3-none-linux_x86_64.whl");
+    make_pip_wheel(&tree, &whl, "py3-none-linux_x86_64", false);
+    whl
+}
+
+/// A wheel with several lazy libraries: another variant cannot be one file for two libraries,
+/// and several `--dep` are refused.
+#[test]
+fn wheel_of_several_lazy_libraries_refuses_one_variant_file_and_several_deps() {
+    let dir = tempfile::tempdir().unwrap();
+    let whl = providers_wheel(dir.path());
     // The other variant: one file cannot stand for two libraries.
     let other = dir.path().join("other");
     let lib = fixture("providers").join("lib/libfoo_providers_a.so");

@@ -636,21 +636,7 @@ fn conf_root() -> ConfRoot {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let root = d.join("root");
-    std::fs::create_dir_all(root.join("etc/ld.so.conf.d")).unwrap();
-    std::os::unix::fs::symlink(Path::new(SYSROOT).join("lib"), root.join("lib")).unwrap();
-    // A relative include (relative to ld.so.conf's directory), comments, a trailing slash; a
-    // file the include's pattern does not match names a directory nobody may search.
-    std::fs::write(
-        root.join("etc/ld.so.conf"),
-        "# test\ninclude ld.so.conf.d/*.conf\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("etc/ld.so.conf.d/10-test.conf"),
-        "/opt/conf-a/  # first\n\n/opt/conf-b\n",
-    )
-    .unwrap();
-    std::fs::write(root.join("etc/ld.so.conf.d/README"), "/opt/conf-c\n").unwrap();
+    write_ld_so_conf(&root);
     let src = |w: &str| {
         let f = d.join(format!("{w}.c"));
         std::fs::write(
@@ -689,6 +675,33 @@ fn conf_root() -> ConfRoot {
     for name in ["libconf.so", "libx.so", "libns.so"] {
         aarch64_so(&d.join("link"), name, Some(name), &src("link"));
     }
+    link_conf_programs(d);
+    let real = build_cache(&root);
+    ConfRoot { dir, real }
+}
+
+/// `root/etc/ld.so.conf` and its include directory, `root/lib` the sysroot's.
+fn write_ld_so_conf(root: &Path) {
+    std::fs::create_dir_all(root.join("etc/ld.so.conf.d")).unwrap();
+    std::os::unix::fs::symlink(Path::new(SYSROOT).join("lib"), root.join("lib")).unwrap();
+    // A relative include (relative to ld.so.conf's directory), comments, a trailing slash; a
+    // file the include's pattern does not match names a directory nobody may search.
+    std::fs::write(
+        root.join("etc/ld.so.conf"),
+        "# test\ninclude ld.so.conf.d/*.conf\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/ld.so.conf.d/10-test.conf"),
+        "/opt/conf-a/  # first\n\n/opt/conf-b\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("etc/ld.so.conf.d/README"), "/opt/conf-c\n").unwrap();
+}
+
+/// `d/bin/{plain,runpath,conf,misnamed,nosoname}`: one program each, printing where the library
+/// it was given came from.
+fn link_conf_programs(d: &Path) {
     let main = d.join("main.c");
     std::fs::write(
         &main,
@@ -732,8 +745,6 @@ fn conf_root() -> ConfRoot {
             .unwrap();
         assert!(o.status.success(), "{exe}: {}", stderr(&o));
     }
-    let real = build_cache(&root);
-    ConfRoot { dir, real }
 }
 
 /// `root/etc/ld.so.cache` from `root/etc/ld.so.conf`: Debian's AArch64 ldconfig (`-r root`, as a

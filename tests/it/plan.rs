@@ -5,11 +5,10 @@ use crate::common::*;
 use std::collections::BTreeSet;
 use std::process::Command;
 
-fn plan(name: &str) -> (serde_json::Value, i32) {
-    let o = run_path(&["plan", "--json", "--quiet"], &fixture(name));
-    let code = o.status.code().unwrap();
-    (json(&o), code)
-}
+use splitpkg::analysis::graph::{EdgeKind, Reach};
+use splitpkg::analysis::payload::PartKind;
+use splitpkg::analysis::plan::{Plan, Role};
+use splitpkg::analysis::verdict::{PayloadForm, Verdict};
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
     v.as_array()
@@ -19,54 +18,51 @@ fn strings(v: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-fn output<'a>(plan: &'a serde_json::Value, role: &str) -> Option<&'a serde_json::Value> {
-    plan["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["role"] == role)
+/// `plan --json` of fixture `name` read into the library's `Plan` (and checked against the
+/// schema), with the exit code.
+fn plan(name: &str) -> (Plan, i32) {
+    let o = run_path(&["plan", "--json", "--quiet"], &fixture(name));
+    assert_valid("docs/plan.schema.json", &json(&o));
+    (typed::<Plan>(&o), o.status.code().unwrap())
+}
+
+/// The output of `role` in `plan`.
+fn output(plan: &Plan, role: Role) -> Option<&splitpkg::analysis::plan::PlanOutput> {
+    plan.outputs.iter().find(|o| o.role == role)
 }
 
 #[test]
 fn conda_like_is_confined_with_shared_magma_optional() {
     let (p, code) = plan("conda-like");
     assert_eq!(code, 0);
-    assert_valid("docs/plan.schema.json", &p);
-    assert_eq!(p["verdict"], "confined");
-    assert_eq!(p["lazy_library"]["path"], "lib/libtorch_cuda_linalg.so");
-    assert_eq!(p["lazy_library"]["reach"], "lazy");
-    let loaded_by = &p["lazy_library"]["loaded_by"][0];
-    assert_eq!(loaded_by["from"], "lib/libtorch_cuda.so");
-    assert_eq!(loaded_by["kind"], "lazy");
-    assert!(
-        loaded_by["how"].as_str().unwrap().contains("$ORIGIN"),
-        "{loaded_by}"
-    );
+    assert_eq!(p.verdict, Verdict::Confined);
+    let lazy_library = p.lazy_library.as_ref().unwrap();
+    assert_eq!(lazy_library.path, "lib/libtorch_cuda_linalg.so");
+    assert_eq!(lazy_library.reach, Reach::Lazy);
+    let loaded_by = &lazy_library.loaded_by[0];
+    assert_eq!(loaded_by.from, "lib/libtorch_cuda.so");
+    assert_eq!(loaded_by.kind, EdgeKind::Lazy);
+    assert!(loaded_by.how.contains("$ORIGIN"), "{loaded_by:?}");
 
-    let payload: Vec<&serde_json::Value> =
-        p["payload"]["files"].as_array().unwrap().iter().collect();
-    let forms: BTreeSet<(String, String)> = payload
+    let forms: Vec<(&str, PayloadForm)> = p
+        .payload
+        .files
         .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap().to_string(),
-                f["form"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|f| (f.path.as_str(), f.form))
         .collect();
     assert!(
-        forms.contains(&("lib/libmagma.so.2.8.0".into(), "library".into())),
+        forms.contains(&("lib/libmagma.so.2.8.0", PayloadForm::Library)),
         "{forms:?}"
     );
     assert!(
-        forms.contains(&("lib/libmagma_sparse.so".into(), "library".into())),
+        forms.contains(&("lib/libmagma_sparse.so", PayloadForm::Library)),
         "{forms:?}"
     );
 
     // Payload output: both MAGMA libraries and the soname symlinks; nothing else.
-    let out = output(&p, "payload").expect("payload output");
+    let out = output(&p, Role::Payload).expect("payload output");
     assert_eq!(
-        strings(&out["files"]),
+        out.files,
         vec![
             "lib/libmagma.so",
             "lib/libmagma.so.2",
@@ -74,22 +70,14 @@ fn conda_like_is_confined_with_shared_magma_optional() {
             "lib/libmagma_sparse.so"
         ]
     );
-    let lazy = output(&p, "lazy").unwrap();
-    assert_eq!(strings(&lazy["files"]), vec!["lib/libtorch_cuda_linalg.so"]);
-    let names: Vec<&str> = lazy["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
+    let lazy = output(&p, Role::Lazy).unwrap();
+    assert_eq!(lazy.files, vec!["lib/libtorch_cuda_linalg.so"]);
+    let names: Vec<&str> = lazy.variants.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, vec!["magma", "nomagma"]);
 
     // Every file of the tree lands in exactly one output.
-    let mut all: Vec<String> = Vec::new();
-    for o in p["outputs"].as_array().unwrap() {
-        all.extend(strings(&o["files"]));
-    }
-    let unique: BTreeSet<&String> = all.iter().collect();
+    let all: Vec<&String> = p.outputs.iter().flat_map(|o| &o.files).collect();
+    let unique: BTreeSet<&String> = all.iter().copied().collect();
     assert_eq!(unique.len(), all.len(), "a file in two outputs: {all:?}");
     let tree: BTreeSet<String> = walk(&fixture("conda-like"))
         .into_iter()
@@ -98,31 +86,22 @@ fn conda_like_is_confined_with_shared_magma_optional() {
     assert_eq!(unique.into_iter().cloned().collect::<BTreeSet<_>>(), tree);
 
     // The saving is exactly the payload output in this layout (the lazy library links MAGMA dynamically).
-    assert_eq!(p["saving"]["bytes"], out["bytes"]);
+    assert_eq!(p.saving.bytes, out.bytes);
 
     // Glue that stays behind in the core is reported with its consequence.
-    let warnings = p["warnings"].as_array().unwrap();
     assert!(
-        warnings.iter().any(|w| w["file"] == "lib/libtorch_cuda.so"
-            && w["examples"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))
-            && w["consequence"].as_str().unwrap().contains("has_magma")),
-        "{warnings:#?}"
+        p.warnings.iter().any(|w| w.file == "lib/libtorch_cuda.so"
+            && w.examples.iter().any(|e| e.contains("set_magma_init_fn"))
+            && w.consequence.contains("has_magma")),
+        "{:#?}",
+        p.warnings
     );
     // The symbol the loader looks up by name next to the library name.
-    assert_eq!(
-        strings(&p["contract"]["loader_lookups"]),
-        vec!["linalg_entry"]
-    );
-    let imports = p["contract"]["imports"].as_array().unwrap();
+    assert_eq!(p.contract.loader_lookups, vec!["linalg_entry"]);
+    let imports = &p.contract.imports;
     assert!(
-        imports
-            .iter()
-            .any(|g| g["provider"] == "lib/libmagma.so.2.8.0"
-                && g["samples"][0] == "magma_dgetrf_gpu"),
+        imports.iter().any(|g| g.provider == "lib/libmagma.so.2.8.0"
+            && g.samples.first().is_some_and(|s| s == "magma_dgetrf_gpu")),
         "{imports:#?}"
     );
 }
@@ -130,94 +109,76 @@ fn conda_like_is_confined_with_shared_magma_optional() {
 #[test]
 fn pip_like_static_magma_is_confined_with_estimate() {
     let (p, code) = plan("pip-like");
-    assert_eq!(code, 0, "{p:#}");
-    assert_valid("docs/plan.schema.json", &p);
-    assert_eq!(p["input"]["package"]["name"], "torch");
-    assert_eq!(p["input"]["package"]["version"], "2.5.1");
-    let files = p["payload"]["files"].as_array().unwrap();
+    assert_eq!(code, 0, "{p:#?}");
+    let package = p.input.package.as_ref().unwrap();
+    assert_eq!(package.name, "torch");
+    assert_eq!(package.version, "2.5.1");
+    let files = &p.payload.files;
     assert_eq!(files.len(), 1, "{files:#?}");
     let f = &files[0];
-    assert_eq!(f["path"], "torch/lib/libtorch_cuda_linalg.so");
-    assert_eq!(f["form"], "static");
-    let symbols = strings(&f["symbols"]);
+    assert_eq!(f.path, "torch/lib/libtorch_cuda_linalg.so");
+    assert_eq!(f.form, PayloadForm::Static);
     for s in ["magma_dgetrf_gpu", "magma_init", "magmablas_dgemm"] {
-        assert!(symbols.iter().any(|x| x == s), "{symbols:?}");
+        assert!(f.symbols.iter().any(|x| x == s), "{:?}", f.symbols);
     }
-    let est = &f["estimate"];
-    assert!(est["bytes"].as_u64().unwrap() > 0);
-    assert!(est["bytes"].as_u64().unwrap() < f["size"].as_u64().unwrap());
-    assert!(
-        est["parts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|x| x["what"] == ".text")
-    );
+    let est = f.estimate.as_ref().unwrap();
+    let size = f.size.unwrap();
+    assert!(est.bytes > 0);
+    assert!(est.bytes < size);
+    assert!(est.parts.iter().any(|x| x.what == PartKind::Text));
     // No payload output (it is inside the lazy library), and the saving is the estimate.
-    assert!(output(&p, "payload").is_none());
-    assert_eq!(p["saving"]["bytes"], est["bytes"]);
-    let nomagma = &output(&p, "lazy").unwrap()["variants"][1];
-    assert_eq!(nomagma["measured"], false);
-    assert_eq!(
-        nomagma["bytes"].as_u64().unwrap(),
-        f["size"].as_u64().unwrap() - est["bytes"].as_u64().unwrap()
-    );
+    assert!(output(&p, Role::Payload).is_none());
+    assert_eq!(p.saving.bytes, est.bytes);
+    let nomagma = &output(&p, Role::Lazy).unwrap().variants[1];
+    assert!(!nomagma.measured);
+    assert_eq!(nomagma.bytes, size - est.bytes);
 }
 
 #[test]
 fn eager_leak_is_refuted_with_the_path() {
     let (p, code) = plan("eager-leak");
     assert_eq!(code, 1);
-    assert_valid("docs/plan.schema.json", &p);
-    assert_eq!(p["verdict"], "not-confined");
-    assert!(p["outputs"].as_array().unwrap().is_empty());
-    let w = &p["witnesses"][0];
+    assert_eq!(p.verdict, Verdict::NotConfined);
+    assert!(p.outputs.is_empty());
+    let w = &p.witnesses[0];
     assert_eq!(
-        w["summary"],
+        w.summary,
         "torch_smoke → libtorch_cuda.so (NEEDED) → libmagma.so.2 (NEEDED) → is payload library libmagma.so.2.8.0"
     );
-    let steps = w["steps"].as_array().unwrap();
+    let steps = &w.steps;
     assert_eq!(steps.len(), 2);
-    assert_eq!(steps[1]["from"], "lib/libtorch_cuda.so");
-    assert_eq!(steps[1]["to"], "lib/libmagma.so.2.8.0");
-    assert_eq!(steps[1]["kind"], "needed");
+    assert_eq!(steps[1].from, "lib/libtorch_cuda.so");
+    assert_eq!(steps[1].to, "lib/libmagma.so.2.8.0");
+    assert_eq!(steps[1].kind, EdgeKind::Needed);
 }
 
 #[test]
 fn old_layout_without_lazy_library_is_refuted() {
     let (p, code) = plan("old-layout");
     assert_eq!(code, 1);
-    assert_eq!(p["verdict"], "not-confined");
-    assert!(p["lazy_library"].is_null());
-    let w = p["witnesses"][0]["summary"].as_str().unwrap();
+    assert_eq!(p.verdict, Verdict::NotConfined);
+    assert!(p.lazy_library.is_none());
+    let w = &p.witnesses[0].summary;
     assert!(
         w.starts_with(
             "_C.cpython-311-x86_64-linux-gnu.so → libtorch_cuda.so (NEEDED) → defines magma_"
         ),
         "{w}"
     );
-    assert!(
-        p["reasons"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r.as_str().unwrap().contains("no lazy library"))
-    );
+    assert!(p.reasons.iter().any(|r| r.contains("no lazy library")));
 }
 
 #[test]
 fn missing_payload_library_is_external_and_confined() {
     let (p, code) = plan("missing");
-    assert_eq!(code, 0, "{p:#}");
+    assert_eq!(code, 0, "{p:#?}");
+    assert_eq!(p.payload.external, ["libmagma.so.2"]);
     assert_eq!(
-        p["payload"]["external"],
-        serde_json::json!(["libmagma.so.2"])
+        output(&p, Role::Payload).unwrap().external,
+        ["libmagma.so.2"]
     );
-    assert_eq!(
-        output(&p, "payload").unwrap()["external"],
-        serde_json::json!(["libmagma.so.2"])
-    );
-    // The CUDA runtime is neither in the tree nor a system library: reported, not fatal.
+    // The CUDA runtime is neither in the tree nor a system library: reported, not fatal. (inspect's
+    // document has no type in the library: src/cli/tree.rs writes it with json!.)
     let o = run_path(&["inspect", "--json", "--quiet"], &fixture("missing"));
     let ins = json(&o);
     let edges = ins["edges"].as_array().unwrap();
@@ -234,7 +195,7 @@ fn missing_payload_library_is_external_and_confined() {
 fn nomagma_build_reports_not_present() {
     let (p, code) = plan("conda-nomagma");
     assert_eq!(code, 1);
-    assert_eq!(p["verdict"], "not-present");
+    assert_eq!(p.verdict, Verdict::NotPresent);
 }
 
 /// `--lazy NAME` that names no file of the tree is a mistake when the tree loads another library
@@ -289,9 +250,9 @@ fn a_lazy_name_matching_no_file_is_an_answer_without_lazy_loading() {
             &fixture("old-layout"),
         );
         assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
-        let p = json(&o);
-        assert_eq!(p["verdict"], "not-confined");
-        let w = p["witnesses"][0]["summary"].as_str().unwrap();
+        let p = typed::<Plan>(&o);
+        assert_eq!(p.verdict, Verdict::NotConfined);
+        let w = &p.witnesses[0].summary;
         assert!(
             w.contains("→ libtorch_cuda.so (NEEDED) → defines magma_"),
             "{w}"
@@ -306,14 +267,13 @@ fn lazy_and_dep_can_be_overridden() {
         &["plan", "--json", "--quiet", "--dep", "torch_cpu"],
         &fixture("conda-like"),
     );
-    let p = json(&o);
-    assert_eq!(p["verdict"], "not-confined");
+    let p = typed::<Plan>(&o);
+    assert_eq!(p.verdict, Verdict::NotConfined);
     assert!(
-        p["witnesses"][0]["summary"]
-            .as_str()
-            .unwrap()
+        p.witnesses[0]
+            .summary
             .ends_with("is payload library libtorch_cpu.so"),
-        "{p:#}"
+        "{p:#?}"
     );
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
+use splitpkg::smoke::document::SmokeReport;
 use splitpkg::smoke::{self, cases, eval, expect, runner, variant};
 
 fn has_gpu() -> bool {
@@ -220,7 +221,13 @@ fn battery_plan_covers_ops_shapes_dtypes() {
         lu_solve_window,
         "no lu_solve with n <= 8 and 256 <= k <= 1024"
     );
-    let entries: usize = cat.iter().map(|e| e.dtypes.len()).sum();
+}
+
+/// `--list` plans every catalog entry and dtype under the three preferences per variant, each
+/// case id once; an emulated variant under default and cusolver only, both applied as cusolver.
+#[test]
+fn battery_list_plans_every_entry_per_preference() {
+    let entries: usize = cases::catalog().iter().map(|e| e.dtypes.len()).sum();
 
     let plans = list(&["--variant", "magma=/x", "--variant", "nomagma=/y"]);
     assert_eq!(plans[0]["cases"].as_array().unwrap().len(), entries * 3);
@@ -248,23 +255,31 @@ fn battery_plan_covers_ops_shapes_dtypes() {
     );
 }
 
-#[test]
-fn expectations_per_variant() {
-    let plans = list(&["--variant", "magma=/x", "--variant", "nomagma=/y"]);
-    let (magma, nomagma) = (&plans[0], &plans[1]);
-    let outcome = |p: &Value, id: &str| {
-        case(p, id)["expect"]["outcome"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let pattern = |p: &Value, id: &str| {
-        case(p, id)["expect"]["pattern"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    };
+/// The expected outcome of case `id` in the listed plan `p`.
+fn outcome(p: &Value, id: &str) -> String {
+    case(p, id)["expect"]["outcome"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
 
+/// The expected error pattern of case `id` in the listed plan `p` ("" for none).
+fn pattern(p: &Value, id: &str) -> String {
+    case(p, id)["expect"]["pattern"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The listed plans of a magma and a nomagma variant, in that order.
+fn magma_and_nomagma_plans() -> Vec<Value> {
+    list(&["--variant", "magma=/x", "--variant", "nomagma=/y"])
+}
+
+#[test]
+fn expectations_of_the_magma_variant() {
+    let plans = magma_and_nomagma_plans();
+    let magma = &plans[0];
     // magma: everything passes except the two documented 2.11 behaviours.
     for c in magma["cases"].as_array().unwrap() {
         let (op, pref, id) = (
@@ -287,7 +302,12 @@ fn expectations_per_variant() {
         outcome(magma, "ldl_factor_hermitian/32x32/complex128/default"),
         "pass"
     );
+}
 
+#[test]
+fn expectations_of_the_nomagma_variant() {
+    let plans = magma_and_nomagma_plans();
+    let nomagma = &plans[1];
     // nomagma, default preference: the MAGMA-by-default shapes must pass on cuSOLVER.
     for id in [
         "cholesky_solve/16x64x64,k=2/float64/default",
@@ -343,7 +363,10 @@ fn expectations_per_variant() {
         );
     }
     assert_eq!(outcome(nomagma, "eigh/256x256/float64/magma"), "error");
+}
 
+#[test]
+fn expectations_of_the_emulated_nomagma_variant() {
     // Emulated nomagma: complex Hermitian LDL fails under forced cuSOLVER; the rest passes.
     let emu = list(&["--variant", "nomagma=/y", "--emulate", "nomagma"]);
     assert_eq!(
@@ -399,53 +422,44 @@ fn status_of(rep: &Value, variant: usize, id: &str) -> (String, String) {
 
 #[test]
 fn replay_stock_behaviour_is_ok() {
-    let (rep, code, err) = replay("tests/data/smoke-synthetic-ok.json", &[]);
-    assert_eq!(code, 0, "{err}\n{}", rep["summary"]);
-    assert_valid("docs/smoke.schema.json", &rep);
-    assert_eq!(rep["summary"]["ok"], true);
-    assert_eq!(rep["summary"]["fail"], 0);
-    assert_eq!(rep["summary"]["timeout"], 0);
-    assert!(rep["summary"]["expected_fail"].as_u64().unwrap() > 0);
+    let (v, code, err) = replay("tests/data/smoke-synthetic-ok.json", &[]);
+    assert_eq!(code, 0, "{err}\n{}", v["summary"]);
+    assert_valid("docs/smoke.schema.json", &v);
+    // Through the reader the commands use (the header checked), as `common::typed` reads.
+    let rep =
+        <SmokeReport as splitpkg::document::Document>::from_str(&v.to_string(), "replay").unwrap();
+    assert!(rep.summary.ok);
+    assert_eq!(rep.summary.fail, 0);
+    assert_eq!(rep.summary.timeout, 0);
+    assert!(rep.summary.expected_fail > 0);
+    assert!(rep.summary.excluded > 0, "svd under magma is excluded");
     assert!(
-        rep["summary"]["excluded"].as_u64().unwrap() > 0,
-        "svd under magma is excluded"
-    );
-    assert!(
-        rep["options"]["replayed_from"]
-            .as_str()
+        rep.options
+            .replayed_from
+            .as_deref()
             .unwrap()
             .ends_with("smoke-synthetic-ok.json")
     );
     // magma variant: has_magma consistent, lazy library mapped only after the first linalg op.
-    let checks = &rep["variants"][0]["checks"];
-    assert_eq!(checks[0]["name"], "laziness");
-    assert_eq!(checks[0]["status"], "pass");
-    assert_eq!(checks[1]["name"], "has_magma");
-    assert_eq!(checks[1]["status"], "pass");
-    assert_eq!(checks[2]["status"], "not-checked");
-    assert!(
-        checks[2]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("fatbin reader unavailable")
-    );
+    let checks = &rep.variants[0].checks;
+    assert_eq!(checks[0].name, eval::CheckName::Laziness);
+    assert_eq!(checks[0].status, eval::CheckStatus::Pass);
+    assert_eq!(checks[1].name, eval::CheckName::HasMagma);
+    assert_eq!(checks[1].status, eval::CheckStatus::Pass);
+    assert_eq!(checks[2].status, eval::CheckStatus::NotChecked);
+    assert!(checks[2].detail.contains("fatbin reader unavailable"));
     // emulated nomagma: labelled, has_magma not applicable.
-    let emu = &rep["variants"][1];
-    assert_eq!(emu["emulated"], true);
-    assert_eq!(emu["checks"][1]["status"], "not-applicable");
-    assert!(
-        emu["checks"][1]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("emulated")
-    );
+    let emu = &rep.variants[1];
+    assert!(emu.emulated);
+    assert_eq!(emu.checks[1].status, eval::CheckStatus::NotApplicable);
+    assert!(emu.checks[1].detail.contains("emulated"));
     assert_eq!(
-        status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
+        status_of(&v, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
         "expected-fail"
     );
-    assert_eq!(status_of(&rep, 0, "svd/64x32/float64/magma").0, "excluded");
+    assert_eq!(status_of(&v, 0, "svd/64x32/float64/magma").0, "excluded");
     assert_eq!(
-        status_of(&rep, 0, "pinv/32x16/float64/magma").0,
+        status_of(&v, 0, "pinv/32x16/float64/magma").0,
         "excluded",
         "excluded whatever the outcome"
     );
@@ -519,42 +533,45 @@ fn replay_broken_nomagma_fails_with_reasons() {
         "not supported with cuSOLVER backend",
     );
     expect("svd/64x32/float64/magma", "excluded", "known stock bug");
-    // has_magma True over a library without MAGMA: a stale core flag, reported apart from the
-    // failures above (which alone make this run exit 1).
-    let hm = &rep["variants"][0]["checks"][1];
-    assert_eq!(hm["name"], "has_magma");
-    assert_eq!(hm["status"], "stale");
-    assert!(
-        hm["detail"]
-            .as_str()
-            .unwrap()
-            .contains("stale core flag: torch.cuda.has_magma is True but"),
-        "{hm}"
-    );
-    assert!(
-        hm["consequence"]
-            .as_str()
-            .unwrap()
-            .contains("skipCUDAIfNoMagma"),
-        "{hm}"
-    );
-    assert!(
-        hm["consequence"]
-            .as_str()
-            .unwrap()
-            .contains("Measured remedy"),
-        "{hm}"
-    );
-    assert_eq!(rep["summary"]["stale_flags"], 1);
-    assert_eq!(rep["result"], "fail", "broken cases win over a stale flag");
-    // The library has no MAGMA, so it is what the name nomagma says.
-    let id = &rep["variants"][0]["checks"][3];
-    assert_eq!(
-        (id["name"].as_str(), id["status"].as_str()),
-        (Some("identity"), Some("pass")),
-        "{id}"
-    );
+}
 
+/// has_magma True over a library without MAGMA: a stale core flag, reported apart from the
+/// failures `replay_broken_nomagma_fails_with_reasons` checks (which alone make this run exit 1).
+#[test]
+fn replay_broken_nomagma_reports_the_stale_flag_apart() {
+    let path = repo().join("tests/data/smoke-synthetic-broken.json");
+    let o = run(&["smoke", "--replay", s(&path), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let rep = typed::<SmokeReport>(&o);
+    let hm = &rep.variants[0].checks[1];
+    assert_eq!(hm.name, eval::CheckName::HasMagma);
+    assert_eq!(hm.status, eval::CheckStatus::Stale);
+    assert!(
+        hm.detail
+            .contains("stale core flag: torch.cuda.has_magma is True but"),
+        "{hm:?}"
+    );
+    let consequence = hm.consequence.as_deref().unwrap();
+    assert!(consequence.contains("skipCUDAIfNoMagma"), "{hm:?}");
+    assert!(consequence.contains("Measured remedy"), "{hm:?}");
+    assert_eq!(rep.summary.stale_flags, 1);
+    assert_eq!(
+        rep.result,
+        splitpkg::smoke::document::SmokeVerdict::Fail,
+        "broken cases win over a stale flag"
+    );
+    // The library has no MAGMA, so it is what the name nomagma says.
+    let id = &rep.variants[0].checks[3];
+    assert_eq!(
+        (&id.name, id.status),
+        (&eval::CheckName::Identity, eval::CheckStatus::Pass),
+        "{id:?}"
+    );
+}
+
+/// The text of the broken replay says FAIL with the consequence, and `--all` lists passing cases.
+#[test]
+fn replay_broken_nomagma_text_with_all() {
     let o = run(&[
         "smoke",
         "--replay",
@@ -1539,6 +1556,53 @@ cuda = types.SimpleNamespace(
     synchronize=lambda: None)
 "#;
 
+/// The options of `run_end_to_end_with_a_fake_torch`: the fake torch as magma (its torch
+/// directory) and as emulated nomagma (its site-packages), one matrix_exp case, seed 7.
+fn fake_torch_options(torch: &Path, site: &Path) -> smoke::SmokeOptions {
+    smoke::SmokeOptions {
+        variants: vec![
+            variant::VariantArg {
+                name: "magma".into(),
+                path: torch.to_path_buf(),
+            },
+            variant::VariantArg {
+                name: "nomagma".into(),
+                path: site.to_path_buf(),
+            },
+        ],
+        emulate: vec!["nomagma".into()],
+        python: Some("python3".into()),
+        tables: expect::Tables::builtin(),
+        bench: false,
+        bench_reps: 1,
+        case_timeout: Duration::from_secs(30),
+        deadline: None,
+        seed: Some(7),
+        filter: cases::Filter {
+            only: vec!["matrix_exp/16x16/float64/".into()],
+            skip: vec![],
+        },
+        lazy: "libtorch_cuda_linalg.so".into(),
+        spec: splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]),
+        progress: false,
+        command: vec!["test".into()],
+    }
+}
+
+/// The one GPU the fake torch reports.
+fn fake_device() -> smoke::device::DeviceInfo {
+    smoke::device::DeviceInfo {
+        ordinal: 0,
+        count: 1,
+        driver_version: 13000,
+        driver_cuda: "13.0".into(),
+        driver: Some("580.159.04".into()),
+        name: "Fake GPU".into(),
+        compute_capability: "9.0".into(),
+        sm: "sm_90".into(),
+    }
+}
+
 /// `smoke::run` end to end without a GPU: a copy of the pip-like fixture with a fake torch.
 /// Everything but the numbers is real: path resolution, the probe and laziness, the lazy
 /// library's MAGMA facts, the worker, judging, the report and its schema.
@@ -1558,45 +1622,7 @@ fn run_end_to_end_with_a_fake_torch() {
     assert!(status.success());
     std::fs::write(site.join("torch/__init__.py"), FAKE_TORCH).unwrap();
     let torch = site.join("torch");
-    let opts = smoke::SmokeOptions {
-        variants: vec![
-            variant::VariantArg {
-                name: "magma".into(),
-                path: torch.clone(),
-            },
-            variant::VariantArg {
-                name: "nomagma".into(),
-                path: site.clone(),
-            },
-        ],
-        emulate: vec!["nomagma".into()],
-        python: Some("python3".into()),
-        tables: expect::Tables::builtin(),
-        bench: false,
-        bench_reps: 1,
-        case_timeout: Duration::from_secs(30),
-        deadline: None,
-        seed: Some(7),
-        filter: cases::Filter {
-            only: vec!["matrix_exp/16x16/float64/".into()],
-            skip: vec![],
-        },
-        lazy: "libtorch_cuda_linalg.so".into(),
-        spec: splitpkg::analysis::payload::PayloadSpec::for_dep("magma", &[]),
-        progress: false,
-        command: vec!["test".into()],
-    };
-    let device = smoke::device::DeviceInfo {
-        ordinal: 0,
-        count: 1,
-        driver_version: 13000,
-        driver_cuda: "13.0".into(),
-        driver: Some("580.159.04".into()),
-        name: "Fake GPU".into(),
-        compute_capability: "9.0".into(),
-        sm: "sm_90".into(),
-    };
-    let rep = smoke::run(&opts, device).unwrap();
+    let rep = smoke::run(&fake_torch_options(&torch, &site), fake_device()).unwrap();
     let v = serde_json::to_value(&rep).unwrap();
     assert_valid("docs/smoke.schema.json", &v);
     assert_eq!(rep.seed, 7);

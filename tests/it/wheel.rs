@@ -326,25 +326,29 @@ fn the_pep825_set_carries_one_variant_each(input_m: &BTreeMap<String, Vec<u8>>, 
     );
 }
 
+/// `o` exited `code` with one line on stderr that says `says`, and nothing is in `out`.
+fn refused_in_one_line(o: &std::process::Output, code: i32, says: &str, out: &Path) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    assert_eq!(stderr(o).lines().count(), 1, "{}", stderr(o));
+    assert!(
+        stderr(o).contains(says),
+        "should say {says:?}: {}",
+        stderr(o)
+    );
+    assert!(
+        !out.exists() || files_in(out).is_empty(),
+        "nothing written: {:?}",
+        files_in(out)
+    );
+}
+
 #[test]
 fn refusals_name_the_file_and_write_nothing() {
     let d = tempfile::tempdir().unwrap();
     let input = fixture_wheel(d.path());
     let out = d.path().join("out");
-    let one_line = |o: &std::process::Output, code: i32, says: &str| {
-        assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
-        assert_eq!(stderr(o).lines().count(), 1, "{}", stderr(o));
-        assert!(
-            stderr(o).contains(says),
-            "should say {says:?}: {}",
-            stderr(o)
-        );
-        assert!(
-            !out.exists() || files_in(&out).is_empty(),
-            "nothing written: {:?}",
-            files_in(&out)
-        );
-    };
+    let one_line =
+        |o: &std::process::Output, code: i32, says: &str| refused_in_one_line(o, code, says, &out);
     // A RECORD that does not match the bytes.
     let tampered = d.path().join("t").join(WHEEL_NAME);
     std::fs::create_dir_all(tampered.parent().unwrap()).unwrap();
@@ -373,6 +377,15 @@ fn refusals_name_the_file_and_write_nothing() {
     let o = wheel_cmd(&no_meta, &out, &[]);
     assert!(!stderr(&o).contains("--version"), "{}", stderr(&o));
     one_line(&o, 2, "splits a .whl");
+}
+
+#[test]
+fn variant_refusals_name_the_variant_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let input = fixture_wheel(d.path());
+    let out = d.path().join("out");
+    let one_line =
+        |o: &std::process::Output, code: i32, says: &str| refused_in_one_line(o, code, says, &out);
     // The tree's own variant cannot be given again; a magma build is not a nomagma build.
     let magma = format!("magma={}", nomagma_lib().display());
     one_line(
@@ -389,6 +402,14 @@ fn refusals_name_the_file_and_write_nothing() {
         1,
         "not a nomagma build",
     );
+}
+
+#[test]
+fn unsplittable_wheels_get_plans_answer_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let one_line =
+        |o: &std::process::Output, code: i32, says: &str| refused_in_one_line(o, code, says, &out);
     // A wheel whose payload is reachable without the lazy library: a negative verdict (exit 1).
     let leak = d.path().join("leak-tree");
     assert!(
@@ -448,17 +469,23 @@ fn refusals_name_the_file_and_write_nothing() {
     );
 }
 
+/// The fixture wheel in `d` split with both variants into `d/wheels`: (input, out).
+fn split_with_both_variants(d: &Path) -> (PathBuf, PathBuf) {
+    let input = fixture_wheel(d);
+    let out = d.join("wheels");
+    let nomagma = format!("nomagma={}", nomagma_lib().display());
+    let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (input, out)
+}
+
 #[test]
 fn real_pip_installs_default_slim_switches_and_uninstalls() {
     if !system_pip() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let input = fixture_wheel(d.path());
-    let out = d.path().join("wheels");
-    let nomagma = format!("nomagma={}", nomagma_lib().display());
-    let o = wheel_cmd(&input, &out, &["--lazy-variant", &nomagma]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (_, out) = split_with_both_variants(d.path());
     let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
     let slim_bytes = std::fs::read(nomagma_lib()).unwrap();
     let core = ["torch-2.5.1+split".to_string()];
@@ -511,7 +538,21 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     ] {
         assert!(v.site.join(f).exists(), "{f} is still there");
     }
+}
 
+/// The slim set in one command; pip without variant support on the PEP 825 set; a monolithic
+/// torch replaced by the core.
+#[test]
+fn real_pip_installs_the_slim_set_the_fallback_and_over_a_monolithic_torch() {
+    if !system_pip() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (input, out) = split_with_both_variants(d.path());
+    let magma_bytes = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+    let slim_bytes = std::fs::read(nomagma_lib()).unwrap();
+    let core = ["torch-2.5.1+split".to_string()];
+    let with = |label: &str| vec![core[0].clone(), format!("torch_cuda_linalg-2.5.1+{label}")];
     // The slim set in one command.
     let v = Venv::new(&d.path().join("slim"));
     v.install(&out, &["torch", "torch-cuda-linalg==2.5.1+0.nomagma"]);
