@@ -645,3 +645,52 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// `printed` (a `uv pip install …` line as an index or a split printed it) run by `sh` for real
+/// into a fresh venv at `root`, with the uv of `tools` and no installer settings from the
+/// environment; then what a user gets is checked: the split core and one lazy distribution, the
+/// lazy library owned once, its `variant.json` naming only `label` and its bytes `lib`'s.
+pub fn install_printed_variant(tools: &Path, printed: &str, root: &Path, label: &str, lib: &[u8]) {
+    let venv = Venv::new(root);
+    let shell = |p: &Path| splitpkg::sanitize::shell_word(&p.display().to_string());
+    let rest = printed.strip_prefix("uv pip install ").unwrap();
+    let line = format!(
+        "{} pip install -q --python {} {rest}",
+        shell(&tools.join("bin/uv")),
+        shell(&venv.python)
+    );
+    let o = sh_without_installer_env(&line)
+        .env("UV_NO_CACHE", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{line}: {}{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        venv.state(),
+        (
+            vec![
+                "torch-2.5.1+split".to_string(),
+                "torch_cuda_linalg-2.5.1".into()
+            ],
+            1
+        ),
+        "{printed}"
+    );
+    let variant: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            venv.site
+                .join("torch_cuda_linalg-2.5.1.dist-info/variant.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        variant["variants"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        [label],
+        "{printed}"
+    );
+    assert_eq!(venv.lazy_bytes().unwrap(), lib, "{printed}");
+}

@@ -1686,11 +1686,19 @@ fn share_with_links_the_default_index_and_copies_where_it_cannot() {
     let d = tempfile::tempdir().unwrap();
     let wheels = fixture_split(d.path(), "one");
     let v = wheels.join("variants");
-    let (def, slim) = (
-        d.path().join("srv/simple-variants"),
-        d.path().join("srv/slim"),
-    );
-    let o = index(&[&v], &def);
+    let def = d.path().join("srv/simple-variants");
+    let share = ["--prefer", "nomagma", "--share-with", s(&def)];
+    slim_index_links_the_default_ones_wheels(&v, &def, &d.path().join("srv/slim"), &share);
+    wheels_lacking_or_differing_are_copied_with_a_note(d.path(), &wheels);
+    hostile_share_with_is_refused_writing_nothing(d.path(), &v, &wheels, &def);
+    across_file_systems_the_wheels_are_copied(d.path(), &v, &share);
+}
+
+/// The default index written without `--share-with` (every wheel copied), then the slim one with
+/// `share`: its wheels are the default's (one inode, counted in linked bytes), its pages and
+/// `-variants.json` its own; written again, nothing new to link.
+fn slim_index_links_the_default_ones_wheels(v: &Path, def: &Path, slim: &Path, share: &[&str]) {
+    let o = index(&[v], def);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     assert_eq!(
@@ -1701,8 +1709,7 @@ fn share_with_links_the_default_index_and_copies_where_it_cannot() {
         (Some(0), Some(4)),
         "no --share-with: the core, two variant wheels and the fallback copied"
     );
-    let share = ["--prefer", "nomagma", "--share-with", s(&def)];
-    let o = index_with(&[&v], &slim, &share);
+    let o = index_with(&[v], slim, share);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = json(&o);
     assert_valid("docs/index.schema.json", &r);
@@ -1728,36 +1735,31 @@ fn share_with_links_the_default_index_and_copies_where_it_cannot() {
             sh["linked_bytes"].as_u64(),
             sh["copied_files"].as_u64()
         ),
-        (Some(s(&def)), Some(3), Some(linked), Some(0)),
+        (Some(s(def)), Some(3), Some(linked), Some(0)),
         "{sh}"
     );
     // The slim index's own files are its own: pages and the reordered -variants.json.
     let vj = |i: &Path| inode(&i.join("torch-cuda-linalg").join(VJSON));
-    assert_ne!(vj(&def).1, vj(&slim).1);
-    assert_pages_match_files(&def);
-    assert_pages_match_files(&slim);
-    let text = stdout(&run(&[
-        "index",
-        "--quiet",
-        "--out",
-        s(&slim),
-        "--prefer",
-        "nomagma",
-        "--share-with",
-        s(&def),
-        s(&v),
-    ]));
+    assert_ne!(vj(def).1, vj(slim).1);
+    assert_pages_match_files(def);
+    assert_pages_match_files(slim);
+    let mut args = vec!["index", "--quiet", "--out", s(slim)];
+    args.extend_from_slice(share);
+    args.push(s(v));
+    let text = stdout(&run(&args));
     assert!(
-        text.contains(&format!("shared with {}: 0 wheels linked", s(&def))),
+        text.contains(&format!("shared with {}: 0 wheels linked", s(def))),
         "{text}"
     );
+}
 
-    // A wheel the other index lacks, and one it holds with other bytes: copied, with a note.
-    let other = d.path().join("other");
+/// A wheel the other index lacks, and one it holds with other bytes: copied, with a note.
+fn wheels_lacking_or_differing_are_copied_with_a_note(dir: &Path, wheels: &Path) {
+    let other = dir.join("other");
     std::fs::create_dir_all(other.join("torch")).unwrap();
     std::fs::write(other.join("torch").join(CORE), b"not the core").unwrap();
-    let out = d.path().join("copies");
-    let r = json(&index_with(&[&wheels], &out, &["--share-with", s(&other)]));
+    let out = dir.join("copies");
+    let r = json(&index_with(&[wheels], &out, &["--share-with", s(&other)]));
     let notes = r["sharing"]["notes"].to_string();
     assert_eq!(r["sharing"]["copied_files"], 3, "{notes}");
     assert!(
@@ -1772,48 +1774,52 @@ fn share_with_links_the_default_index_and_copies_where_it_cannot() {
         "{notes}"
     );
     assert_eq!(inode(&out.join("torch").join(CORE)).2, 1);
+}
 
-    // Refused, nothing written: the other index is a link; a link or a FIFO at a wheel's place.
-    let link = d.path().join("def-link");
-    std::os::unix::fs::symlink(&def, &link).unwrap();
-    let fresh = d.path().join("fresh");
+/// Refused, nothing written: the other index is a link; a link or a FIFO at a wheel's place; a
+/// project directory that is a link in the other index.
+fn hostile_share_with_is_refused_writing_nothing(dir: &Path, v: &Path, wheels: &Path, def: &Path) {
+    let link = dir.join("def-link");
+    std::os::unix::fs::symlink(def, &link).unwrap();
+    let fresh = dir.join("fresh");
     one_line(
-        &index_with(&[&v], &fresh, &["--share-with", s(&link)]),
+        &index_with(&[v], &fresh, &["--share-with", s(&link)]),
         "--share-with",
     );
     assert!(!fresh.exists());
-    let hostile = d.path().join("hostile");
+    let hostile = dir.join("hostile");
     let core_at = hostile.join("torch").join(CORE);
     std::fs::create_dir_all(core_at.parent().unwrap()).unwrap();
     std::os::unix::fs::symlink(def.join("torch").join(CORE), &core_at).unwrap();
-    let o = index_with(&[&wheels], &fresh, &["--share-with", s(&hostile)]);
+    let o = index_with(&[wheels], &fresh, &["--share-with", s(&hostile)]);
     one_line(&o, CORE);
     assert!(state(&fresh).is_empty(), "nothing written");
     std::fs::remove_file(&core_at).unwrap();
     mkfifo(&core_at);
-    let o = index_with(&[&wheels], &fresh, &["--share-with", s(&hostile)]);
+    let o = index_with(&[wheels], &fresh, &["--share-with", s(&hostile)]);
     one_line(&o, "FIFO");
     assert!(state(&fresh).is_empty(), "nothing written");
-    // A project directory that is a link in the other index.
     std::fs::remove_dir_all(hostile.join("torch")).unwrap();
     std::os::unix::fs::symlink(def.join("torch"), hostile.join("torch")).unwrap();
     one_line(
-        &index_with(&[&wheels], &fresh, &["--share-with", s(&hostile)]),
+        &index_with(&[wheels], &fresh, &["--share-with", s(&hostile)]),
         "symbolic link",
     );
     assert!(state(&fresh).is_empty(), "nothing written");
+}
 
-    // Across file systems: EXDEV, copied with the note.
+/// Across file systems (tmpfs /dev/shm against `dir`'s): EXDEV, the wheels copied with the note.
+fn across_file_systems_the_wheels_are_copied(dir: &Path, v: &Path, share: &[&str]) {
     let shm = Path::new("/dev/shm");
     let elsewhere = tempfile::tempdir_in(shm)
         .ok()
-        .filter(|t| inode(t.path()).0 != inode(d.path()).0);
+        .filter(|t| inode(t.path()).0 != inode(dir).0);
     let Some(elsewhere) = elsewhere else {
         eprintln!("no second file system at /dev/shm: the EXDEV fallback is not exercised here");
         return;
     };
     let far = elsewhere.path().join("slim");
-    let r = json(&index_with(&[&v], &far, &share));
+    let r = json(&index_with(&[v], &far, share));
     let notes = r["sharing"]["notes"].to_string();
     assert_eq!(
         (
@@ -1873,20 +1879,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// `printed` (a `uv pip install …` line as `index` printed it) run by `sh` for real into `venv`,
-/// with no installer settings from the environment.
-fn install_as_printed(tools: &Path, printed: &str, venv: &Venv) {
-    use crate::install_commands::shell;
-    let rest = printed.strip_prefix("uv pip install ").unwrap();
-    let run = format!(
-        "{} pip install -q --python {} {rest}",
-        shell(&tools.join("bin/uv")),
-        shell(&venv.python)
-    );
-    let mut cmd = sh_without_installer_env(&run);
-    ok(cmd.env("UV_NO_CACHE", "1").output().unwrap(), &run);
 }
 
 /// Issue 53 item 1: the local-label index's printed commands, run exactly as printed (a dry run
@@ -1951,13 +1943,60 @@ fn printed_index_commands_install_the_split_over_http_with_the_public_index() {
     ignore = "full tier, pip and uv with the public index: cargo test --release --features full-tests"
 )]
 fn variant_indexes_share_one_root_and_every_printed_command_installs_its_variant() {
-    use crate::install_commands::{assert_split, resolve_as_printed, shell};
+    use crate::install_commands::{assert_split, resolve_as_printed};
     let tools = wheel_tools();
     let d = tempfile::tempdir().unwrap();
-    let wheels = fixture_split(d.path(), "one");
-    let v = wheels.join("variants");
     let port = free_port();
-    let srv = d.path().join("srv");
+    let (dc, sc) = variant_indexes_side_by_side(d.path(), port);
+    let _server = Served::start(sc["serve"].as_str().unwrap(), port);
+    let (d_other, s_other) = (&dc["other"][0], &sc["other"][0]);
+    assert_eq!(
+        (d_other["label"].as_str(), d_other["file"].as_str()),
+        (Some("nomagma"), Some(VSLIM))
+    );
+    assert_eq!(
+        (s_other["label"].as_str(), s_other["file"].as_str()),
+        (Some("magma"), Some(VMAGMA))
+    );
+    let fallback = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl";
+    for (i, (printed, lazy)) in [
+        (&dc["uv"], VMAGMA),
+        (&d_other["uv"], VSLIM),
+        (&sc["uv"], VSLIM),
+        (&s_other["uv"], VMAGMA),
+        (&dc["pip"], fallback),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let printed = printed.as_str().unwrap();
+        let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
+        assert_split(&chosen, "2.5.1", lazy, printed);
+    }
+    // For real: the slim index's default, and the default index's other variant (by its URL),
+    // each the nomagma variant wheel; the default index's default, the magma one.
+    let magma_lib = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
+    let nomagma = std::fs::read(nomagma_lib()).unwrap();
+    for (i, (printed, label, lib)) in [
+        (&sc["uv"], "nomagma", &nomagma),
+        (&d_other["uv"], "nomagma", &nomagma),
+        (&dc["uv"], "magma", &magma_lib),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let root = d.path().join(format!("real{i}"));
+        install_printed_variant(&tools, printed.as_str().unwrap(), &root, label, lib);
+    }
+}
+
+/// The fixture's default PEP 825 index and its `--prefer nomagma` twin written under `dir/srv`
+/// with `--url`s on `port`, the twin sharing the default's wheels (one inode each) and both
+/// printing one serve command for the root; the two reports' `commands` (default, twin).
+fn variant_indexes_side_by_side(dir: &Path, port: u16) -> (serde_json::Value, serde_json::Value) {
+    use crate::install_commands::shell;
+    let v = fixture_split(dir, "one").join("variants");
+    let srv = dir.join("srv");
     let (def, slim) = (
         srv.join("simple-variants"),
         srv.join("simple-variants-slim"),
@@ -2001,76 +2040,7 @@ fn variant_indexes_share_one_root_and_every_printed_command_installs_its_variant
         assert!(a.0 == b.0 && a.1 == b.1 && a.2 >= 2, "{f}: {a:?} {b:?}");
     }
     assert_pages_match_files(&slim);
-    let _server = Served::start(sc["serve"].as_str().unwrap(), port);
-    let (d_other, s_other) = (&dc["other"][0], &sc["other"][0]);
-    assert_eq!(
-        (d_other["label"].as_str(), d_other["file"].as_str()),
-        (Some("nomagma"), Some(VSLIM))
-    );
-    assert_eq!(
-        (s_other["label"].as_str(), s_other["file"].as_str()),
-        (Some("magma"), Some(VMAGMA))
-    );
-    let fallback = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl";
-    for (i, (printed, lazy)) in [
-        (&dc["uv"], VMAGMA),
-        (&d_other["uv"], VSLIM),
-        (&sc["uv"], VSLIM),
-        (&s_other["uv"], VMAGMA),
-        (&dc["pip"], fallback),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let printed = printed.as_str().unwrap();
-        let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
-        assert_split(&chosen, "2.5.1", lazy, printed);
-    }
-    // For real: the slim index's default, and the default index's other variant (by its URL),
-    // each the nomagma variant wheel; the default index's default, the magma one.
-    let magma_lib = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
-    let nomagma = std::fs::read(nomagma_lib()).unwrap();
-    for (i, (printed, label, lib)) in [
-        (&sc["uv"], "nomagma", &nomagma),
-        (&d_other["uv"], "nomagma", &nomagma),
-        (&dc["uv"], "magma", &magma_lib),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let venv = Venv::new(&d.path().join(format!("real{i}")));
-        let printed = printed.as_str().unwrap();
-        install_as_printed(&tools, printed, &venv);
-        assert_eq!(
-            venv.state(),
-            (
-                vec![
-                    "torch-2.5.1+split".to_string(),
-                    "torch_cuda_linalg-2.5.1".into()
-                ],
-                1
-            ),
-            "{printed}"
-        );
-        let variant: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(
-                venv.site
-                    .join("torch_cuda_linalg-2.5.1.dist-info/variant.json"),
-            )
-            .unwrap(),
-        )
-        .unwrap();
-        assert_eq!(
-            variant["variants"]
-                .as_object()
-                .unwrap()
-                .keys()
-                .collect::<Vec<_>>(),
-            [label],
-            "{printed}"
-        );
-        assert_eq!(&venv.lazy_bytes().unwrap(), lib, "{printed}");
-    }
+    (dc.clone(), sc.clone())
 }
 
 /// Issue 53 items 1 and 4 on the real torch 2.11 wheel (the public index has newer torch): the
