@@ -775,6 +775,41 @@ fn torch_2_11_matches_cuobjdump() {
     };
 
     let cuda = lib_of("libtorch_cuda.so");
+    assert_libtorch_cuda_matches_cuobjdump(&cuda);
+    let linalg = lib_of("libtorch_cuda_linalg.so");
+    assert_linalg_matches_cuobjdump(&linalg);
+    assert_eq!(
+        v["total"]["device"][0]["cannot_run"],
+        serde_json::json!(["libtorch_cuda_linalg.so"])
+    );
+
+    // The wheel, read in place, gives the same tables under torch/lib/.
+    let (w, _) = fatbin_json(&[], &wheel);
+    for name in ["libtorch_cuda.so", "libtorch_cuda_linalg.so"] {
+        let from_wheel = w["libraries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["path"] == format!("torch/lib/{name}"))
+            .unwrap();
+        assert_eq!(
+            from_wheel["fatbin"]["targets"],
+            lib_of(name)["fatbin"]["targets"],
+            "{name}"
+        );
+    }
+
+    // Decompressing the linalg library confirms every header's uncompressed size.
+    let (x, _) = fatbin_json(&["--what-if", "none"], &lib.join("libtorch_cuda_linalg.so"));
+    let w0 = &x["libraries"][0]["what_if"][0];
+    assert_eq!(w0["uncompressed"], linalg["fatbin"]["uncompressed"]);
+    assert_eq!(w0["entries"], 495);
+}
+
+/// torch 2.11's libtorch_cuda.so as `fatbin --entries --device sm_75 --device sm_121` reports it
+/// (`cuda`, its library entry): cuobjdump's containers, entries and per-name counts, zstd only,
+/// the stored and uncompressed sizes, the header sizes, the driver it needs, both devices run.
+fn assert_libtorch_cuda_matches_cuobjdump(cuda: &serde_json::Value) {
     let f = &cuda["fatbin"];
     assert_eq!(f["section_size"], 297_806_224);
     assert_eq!(
@@ -842,8 +877,11 @@ fn torch_2_11_matches_cuobjdump() {
     assert_eq!(cuda["driver"]["minimum"], "580");
     assert_eq!(cuda["device"][0]["runs"], "yes");
     assert_eq!(cuda["device"][1]["runs"], "yes", "sm_120 SASS runs on 12.1");
+}
 
-    let linalg = lib_of("libtorch_cuda_linalg.so");
+/// torch 2.11's libtorch_cuda_linalg.so as the same command reports it (`linalg`): cuobjdump's
+/// containers and entries in its order, the sizes, and no SASS for sm_75.
+fn assert_linalg_matches_cuobjdump(linalg: &serde_json::Value) {
     let f = &linalg["fatbin"];
     assert_eq!(f["section_size"], 35_280_792);
     assert_eq!(
@@ -884,32 +922,6 @@ fn torch_2_11_matches_cuobjdump() {
     assert!((mib(&f["uncompressed"]) - 349.32).abs() < 0.005);
     assert_eq!(linalg["device"][0]["runs"], "no");
     assert_eq!(linalg["device"][0]["none"], 99);
-    assert_eq!(
-        v["total"]["device"][0]["cannot_run"],
-        serde_json::json!(["libtorch_cuda_linalg.so"])
-    );
-
-    // The wheel, read in place, gives the same tables under torch/lib/.
-    let (w, _) = fatbin_json(&[], &wheel);
-    for name in ["libtorch_cuda.so", "libtorch_cuda_linalg.so"] {
-        let from_wheel = w["libraries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["path"] == format!("torch/lib/{name}"))
-            .unwrap();
-        assert_eq!(
-            from_wheel["fatbin"]["targets"],
-            lib_of(name)["fatbin"]["targets"],
-            "{name}"
-        );
-    }
-
-    // Decompressing the linalg library confirms every header's uncompressed size.
-    let (x, _) = fatbin_json(&["--what-if", "none"], &lib.join("libtorch_cuda_linalg.so"));
-    let w0 = &x["libraries"][0]["what_if"][0];
-    assert_eq!(w0["uncompressed"], linalg["fatbin"]["uncompressed"]);
-    assert_eq!(w0["entries"], 495);
 }
 
 #[test]

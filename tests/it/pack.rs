@@ -1419,80 +1419,7 @@ fn pack_and_rattler_build_agree_on_the_relations() {
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
     fixture_channel(&ch, "2.5.1", &[]);
-    let recipe = d.path().join("recipe");
-    let o = run(&[
-        "emit",
-        s(&fixture("conda-like")),
-        "--out",
-        s(&recipe),
-        "--version",
-        "2.5.1",
-        "--build-keys",
-        "cuda126",
-        "--format",
-        "rattler-build",
-        "--quiet",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let stage = d.path().join("stage");
-    std::fs::create_dir_all(&stage).unwrap();
-    assert!(
-        Command::new("cp")
-            .arg("-a")
-            .arg(fixture("conda-like"))
-            .arg(stage.join("core"))
-            .status()
-            .unwrap()
-            .success()
-    );
-    for (v, lib) in [
-        ("magma", fixture("conda-like/lib/libtorch_cuda_linalg.so")),
-        ("nomagma", fixture(NOMAGMA)),
-    ] {
-        let dst = stage.join(v).join("lib/libtorch_cuda_linalg.so");
-        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-        std::fs::copy(lib, dst).unwrap();
-    }
-    let work = d.path().join("work");
-    let python = python_env();
-    let path = format!(
-        "{}:{}",
-        python.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new(&python)
-        .env("PATH", path)
-        .arg(repo().join("tests/py/rattler_build_check.py"))
-        .arg(recipe.join("rattler-build"))
-        .arg(&stage)
-        .arg(&work)
-        .arg(bin())
-        .arg("2.8.0")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "rattler-build: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let built: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
-    let relations = |v: &serde_json::Value| {
-        let list = |k: &str| {
-            v[k].as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|x| x.as_str().unwrap().to_string())
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
-        let tf = v["track_features"]
-            .as_str()
-            .map(|t| t.split(',').map(str::to_string).collect::<Vec<_>>())
-            .unwrap_or_default();
-        (list("depends"), list("constrains"), tf)
-    };
+    let built = rattler_build_the_emitted_recipe(d.path());
     let packed: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap())
             .unwrap();
@@ -1520,6 +1447,87 @@ fn pack_and_rattler_build_agree_on_the_relations() {
     }
     // libtorch is rendered once per variant value; both renders are compared.
     assert!(compared >= 3, "{built:#}");
+}
+
+/// The conda-like fixture's recipe rendered by `emit` into `dir/recipe`, staged as
+/// build-variants.sh would (core, magma and nomagma builds) and built by rattler-build: its
+/// packages as `tests/py/rattler_build_check.py` reports them.
+fn rattler_build_the_emitted_recipe(dir: &Path) -> serde_json::Value {
+    let recipe = dir.join("recipe");
+    let o = run(&[
+        "emit",
+        s(&fixture("conda-like")),
+        "--out",
+        s(&recipe),
+        "--version",
+        "2.5.1",
+        "--build-keys",
+        "cuda126",
+        "--format",
+        "rattler-build",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let stage = dir.join("stage");
+    std::fs::create_dir_all(&stage).unwrap();
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(fixture("conda-like"))
+            .arg(stage.join("core"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (v, lib) in [
+        ("magma", fixture("conda-like/lib/libtorch_cuda_linalg.so")),
+        ("nomagma", fixture(NOMAGMA)),
+    ] {
+        let dst = stage.join(v).join("lib/libtorch_cuda_linalg.so");
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(lib, dst).unwrap();
+    }
+    let work = dir.join("work");
+    let python = python_env();
+    let path = format!(
+        "{}:{}",
+        python.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(&python)
+        .env("PATH", path)
+        .arg(repo().join("tests/py/rattler_build_check.py"))
+        .arg(recipe.join("rattler-build"))
+        .arg(&stage)
+        .arg(&work)
+        .arg(bin())
+        .arg("2.8.0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rattler-build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap()
+}
+
+/// A package record's depends, constrains and track_features (split at commas).
+fn relations(v: &serde_json::Value) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let list = |k: &str| {
+        v[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x.as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let tf = v["track_features"]
+        .as_str()
+        .map(|t| t.split(',').map(str::to_string).collect::<Vec<_>>())
+        .unwrap_or_default();
+    (list("depends"), list("constrains"), tf)
 }
 
 #[test]
@@ -1698,8 +1706,44 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     let (wheel, _) = corpus("torch-2.11.0-cu130", false);
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
+    let pack_time = torch_2_11_packs_its_core_and_static_lazy_library(&wheel, &ch);
+    let envs = d.path().join("envs");
+    let (a, solve_time) = torch_2_11_solves_and_installs_the_magma_set(&ch, &envs);
+    let e = run(&["env", s(&envs.join("default")), "--json"]);
+    let env = json(&e);
+    assert_valid("docs/env.schema.json", &env);
+    assert_eq!(env["variant"], "magma");
+    assert_eq!(
+        env["switch"]["estimated"], true,
+        "the nomagma size is the plan's estimate"
+    );
+    assert_eq!(env["switch"]["lazy_after"], 2_125_945);
+    assert_eq!(env["switch"]["real_delta"], 2_125_945i64 - 53_532_193);
+    eprintln!(
+        "torch 2.11 wheel: pack {:.1} s, solve+install+plan {:.1} s; (a) {}",
+        pack_time.as_secs_f64(),
+        solve_time.as_secs_f64(),
+        a["solved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| format!(
+                "{} {} {} ({} B archive, {} B installed)",
+                p["name"], p["version"], p["build"], p["archive_bytes"], p["installed_bytes"]
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+}
+
+/// The torch 2.11 wheel packed into `ch`: every path placed once, the core and the lazy package
+/// (MAGMA linked in: no libmagma dependency, one file) and the stand-in; how long `pack` took.
+fn torch_2_11_packs_its_core_and_static_lazy_library(
+    wheel: &Path,
+    ch: &Path,
+) -> std::time::Duration {
     let started = std::time::Instant::now();
-    let r = pack_ok(&wheel, &ch, &[]);
+    let r = pack_ok(wheel, ch, &[]);
     let pack_time = started.elapsed();
     assert_eq!(r["lossless"]["tree_paths"], 11843);
     assert_eq!(r["lossless"]["placed_once"], 11843);
@@ -1708,7 +1752,7 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
         r["record"]["missing_variants"][0]["variant"], "nomagma",
         "no nomagma invented"
     );
-    let files = conda_files(&ch);
+    let files = conda_files(ch);
     assert_eq!(
         files,
         vec![
@@ -1733,10 +1777,17 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
         PathBuf::from("lib/python3.11/site-packages/torch/lib/libtorch_cuda_linalg.so")
     );
     assert_eq!(paths.paths[0].size_in_bytes, Some(53_532_193));
+    pack_time
+}
 
-    let envs = d.path().join("envs");
+/// `ch` solved and installed into `envs`: scenario (a) the magma set with its sizes, the
+/// nomagma scenarios not applicable; scenario (a) and how long the solve took.
+fn torch_2_11_solves_and_installs_the_magma_set(
+    ch: &Path,
+    envs: &Path,
+) -> (serde_json::Value, std::time::Duration) {
     let started = std::time::Instant::now();
-    let (o, s_) = solve(&ch, &["--install", s(&envs)]);
+    let (o, s_) = solve(ch, &["--install", s(envs)]);
     let solve_time = started.elapsed();
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let a = scenario(&s_, "a");
@@ -1780,32 +1831,7 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     );
     assert_eq!(s_["install"]["envs"][1]["status"], "not-applicable");
     cross_check(&s_, None);
-
-    let e = run(&["env", s(&envs.join("default")), "--json"]);
-    let env = json(&e);
-    assert_valid("docs/env.schema.json", &env);
-    assert_eq!(env["variant"], "magma");
-    assert_eq!(
-        env["switch"]["estimated"], true,
-        "the nomagma size is the plan's estimate"
-    );
-    assert_eq!(env["switch"]["lazy_after"], 2_125_945);
-    assert_eq!(env["switch"]["real_delta"], 2_125_945i64 - 53_532_193);
-    eprintln!(
-        "torch 2.11 wheel: pack {:.1} s, solve+install+plan {:.1} s; (a) {}",
-        pack_time.as_secs_f64(),
-        solve_time.as_secs_f64(),
-        a["solved"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| format!(
-                "{} {} {} ({} B archive, {} B installed)",
-                p["name"], p["version"], p["build"], p["archive_bytes"], p["installed_bytes"]
-            ))
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
+    (a.clone(), solve_time)
 }
 
 #[test]
