@@ -21,66 +21,79 @@ fn torch_2_11_wheel_and_tree_are_confined() {
     let (wheel, tree) = corpus("torch-2.11.0-cu130", true);
     let tree = tree.unwrap();
     for (p, prefix) in [(plan(&tree), ""), (plan(&wheel), "torch/")] {
-        assert_eq!(p["verdict"], "confined", "{:#}", p["reasons"]);
-        let lazy = &p["lazy_library"];
-        assert_eq!(lazy["path"], format!("{prefix}lib/libtorch_cuda_linalg.so"));
-        assert_eq!(lazy["size"], 53_532_193);
-        let by = &lazy["loaded_by"][0];
-        assert_eq!(by["from"], format!("{prefix}lib/libtorch_cuda.so"));
-        assert_eq!(by["kind"], "lazy");
-        assert_eq!(
-            by["how"],
-            format!("rpath of libtorch_cuda.so ($ORIGIN → {prefix}lib)")
-        );
-        // MAGMA is static in the lazy library, and only there.
-        let files = p["payload"]["files"].as_array().unwrap();
-        assert_eq!(files.len(), 1);
-        assert_eq!(files[0]["form"], "static");
-        assert_eq!(
-            files[0]["path"],
-            format!("{prefix}lib/libtorch_cuda_linalg.so")
-        );
-        let est = files[0]["estimate"]["bytes"].as_u64().unwrap();
-        // The notes measured ~48-50 MB of 53.5 MB as MAGMA; the estimate must land near that.
-        assert!((45_000_000..53_000_000).contains(&est), "estimate {est}");
-        let fatbin = files[0]["estimate"]["parts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["what"] == ".nv_fatbin")
-            .unwrap();
-        assert_eq!(
-            fatbin["bytes"], 35_280_792,
-            "all device code of the linalg library is MAGMA"
-        );
-        // Device code: three libraries; the linalg library's is all MAGMA; the CUDA 13 runtime's
-        // driver floor (580) is above what zstd needs (550.54.14), so no extra constraint.
-        let d = &p["device_code"];
-        assert_eq!(d["libraries"], 3);
-        assert_eq!(d["stored"], 297_806_224u64 + 35_280_792 + 453_568);
-        assert_eq!(d["compression"], serde_json::json!(["zstd"]));
-        assert_eq!(d["driver_minimum"], "580");
-        assert_eq!(d["compression_raises_floor"], false);
-        assert_eq!(p["payload"]["device_code"], 35_280_792);
-        let lazy_out = p["outputs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|o| o["role"] == "lazy")
-            .unwrap();
-        assert_eq!(lazy_out["device_code"], 35_280_792);
-        // libtorch_cuda.so keeps the has_magma glue.
-        assert!(p["warnings"].as_array().unwrap().iter().any(|w| {
-            w["file"] == format!("{prefix}lib/libtorch_cuda.so")
-                && w["examples"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))
-        }));
+        assert_torch_2_11_plan(&p, prefix);
     }
+    assert_torch_2_11_lazy_edges(&tree);
+}
+
+/// torch 2.11's plan (of the tree, or of the wheel with `prefix` `torch/`): confined, the lazy
+/// library loaded by libtorch_cuda.so's rpath, MAGMA static in it and only there (the estimate
+/// and device code), and the has_magma glue warned about.
+fn assert_torch_2_11_plan(p: &serde_json::Value, prefix: &str) {
+    assert_eq!(p["verdict"], "confined", "{:#}", p["reasons"]);
+    let lazy = &p["lazy_library"];
+    assert_eq!(lazy["path"], format!("{prefix}lib/libtorch_cuda_linalg.so"));
+    assert_eq!(lazy["size"], 53_532_193);
+    let by = &lazy["loaded_by"][0];
+    assert_eq!(by["from"], format!("{prefix}lib/libtorch_cuda.so"));
+    assert_eq!(by["kind"], "lazy");
+    assert_eq!(
+        by["how"],
+        format!("rpath of libtorch_cuda.so ($ORIGIN → {prefix}lib)")
+    );
+    // MAGMA is static in the lazy library, and only there.
+    let files = p["payload"]["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0]["form"], "static");
+    assert_eq!(
+        files[0]["path"],
+        format!("{prefix}lib/libtorch_cuda_linalg.so")
+    );
+    let est = files[0]["estimate"]["bytes"].as_u64().unwrap();
+    // The notes measured ~48-50 MB of 53.5 MB as MAGMA; the estimate must land near that.
+    assert!((45_000_000..53_000_000).contains(&est), "estimate {est}");
+    let fatbin = files[0]["estimate"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["what"] == ".nv_fatbin")
+        .unwrap();
+    assert_eq!(
+        fatbin["bytes"], 35_280_792,
+        "all device code of the linalg library is MAGMA"
+    );
+    // Device code: three libraries; the linalg library's is all MAGMA; the CUDA 13 runtime's
+    // driver floor (580) is above what zstd needs (550.54.14), so no extra constraint.
+    let d = &p["device_code"];
+    assert_eq!(d["libraries"], 3);
+    assert_eq!(d["stored"], 297_806_224u64 + 35_280_792 + 453_568);
+    assert_eq!(d["compression"], serde_json::json!(["zstd"]));
+    assert_eq!(d["driver_minimum"], "580");
+    assert_eq!(d["compression_raises_floor"], false);
+    assert_eq!(p["payload"]["device_code"], 35_280_792);
+    let lazy_out = p["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["role"] == "lazy")
+        .unwrap();
+    assert_eq!(lazy_out["device_code"], 35_280_792);
+    // libtorch_cuda.so keeps the has_magma glue.
+    assert!(p["warnings"].as_array().unwrap().iter().any(|w| {
+        w["file"] == format!("{prefix}lib/libtorch_cuda.so")
+            && w["examples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))
+    }));
+}
+
+/// libtorch_cuda.so's other lazy names in the tree are lazy system / external edges, and the CUDA
+/// runtime wheels sit outside the tree (the search path says so).
+fn assert_torch_2_11_lazy_edges(tree: &std::path::Path) {
     // libtorch_cuda.so's other lazy names are lazy system / external edges.
-    let o = run_path(&["inspect", "--json", "--quiet"], &tree);
+    let o = run_path(&["inspect", "--json", "--quiet"], tree);
     let ins = json(&o);
     let nodes = ins["nodes"].as_array().unwrap();
     let lazy_from_cuda: Vec<(String, String, String)> = ins["edges"]
@@ -205,6 +218,40 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
     ];
     let p = plan_with(&wheel, &args);
     assert_eq!(p["verdict"], "confined", "{:#}", p["witnesses"]);
+    assert_providers_are_lazy_and_the_payload_external(&p);
+    // The CUDA provider alone is not enough: the TensorRT provider also reaches cuBLAS.
+    let one = plan_with(
+        &wheel,
+        &[
+            "--lazy",
+            "libonnxruntime_providers_cuda.so",
+            "--dep",
+            "cublas",
+            "--dep",
+            "cudnn",
+        ],
+    );
+    assert_eq!(one["verdict"], "not-confined");
+    let w = one["witnesses"][0]["summary"].as_str().unwrap();
+    assert!(
+        w.contains("→ libonnxruntime_providers_tensorrt.so (lazy) → "),
+        "{w}"
+    );
+
+    // The recipe forbids both payload packages in the slim variant; wheel refuses several providers.
+    let dir = tempfile::tempdir().unwrap();
+    recipe_forbids_the_payload_and_each_provider_verifies(&wheel, &capi, &args, dir.path());
+    let wheels = dir.path().join("wheels");
+    let mut wheel_args = vec!["wheel", "--quiet", "--out", wheels.to_str().unwrap()];
+    wheel_args.extend(args);
+    let o = run_path(&wheel_args, &wheel);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// onnxruntime-gpu's plan with the providers lazy: the three providers, each loaded lazily by
+/// the Python module; cuBLAS and cuDNN outside the wheel, the provider table naming NVIDIA's
+/// wheels and conda-forge's packages; the lazy output's bytes and variant.
+fn assert_providers_are_lazy_and_the_payload_external(p: &serde_json::Value) {
     assert!(p["lazy_library"].is_null());
     let lazy: Vec<(&str, u64)> = p["lazy_libraries"]
         .as_array()
@@ -276,28 +323,17 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
         .unwrap();
     assert_eq!(lazy_out["bytes"], 284_014_752u64 + 14_632 + 994_968);
     assert_eq!(lazy_out["variants"][0]["name"], "cublas_cudnn");
+}
 
-    // The CUDA provider alone is not enough: the TensorRT provider also reaches cuBLAS.
-    let one = plan_with(
-        &wheel,
-        &[
-            "--lazy",
-            "libonnxruntime_providers_cuda.so",
-            "--dep",
-            "cublas",
-            "--dep",
-            "cudnn",
-        ],
-    );
-    assert_eq!(one["verdict"], "not-confined");
-    let w = one["witnesses"][0]["summary"].as_str().unwrap();
-    assert!(
-        w.contains("→ libonnxruntime_providers_tensorrt.so (lazy) → "),
-        "{w}"
-    );
-
-    // The recipe forbids both payload packages in the slim variant; wheel refuses several providers.
-    let dir = tempfile::tempdir().unwrap();
+/// `emit` of onnxruntime-gpu with `args` into `dir/recipes`: the recipe forbids both payload
+/// packages in the slim variant, and each provider passes verify-variant (files in `capi`) with
+/// its own contract as the recipe's test runs it.
+fn recipe_forbids_the_payload_and_each_provider_verifies(
+    wheel: &std::path::Path,
+    capi: &std::path::Path,
+    args: &[&str],
+    dir: &std::path::Path,
+) {
     let mut emit = vec![
         "emit",
         "--quiet",
@@ -309,10 +345,10 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
         "providers_variant",
         "--out",
     ];
-    let out = dir.path().join("recipes");
+    let out = dir.join("recipes");
     emit.push(out.to_str().unwrap());
-    emit.extend(args);
-    let o = run_path(&emit, &wheel);
+    emit.extend_from_slice(args);
+    let o = run_path(&emit, wheel);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let recipe = std::fs::read_to_string(out.join("rattler-build/recipe.yaml")).unwrap();
     assert!(
@@ -350,11 +386,6 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
         ]);
         assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     }
-    let wheels = dir.path().join("wheels");
-    let mut wheel_args = vec!["wheel", "--quiet", "--out", wheels.to_str().unwrap()];
-    wheel_args.extend(args);
-    let o = run_path(&wheel_args, &wheel);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 fn plan_with(path: &std::path::Path, args: &[&str]) -> serde_json::Value {

@@ -302,6 +302,29 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     let licences = third_party_licences();
     let d = tempfile::tempdir().unwrap();
     let dist = d.path().join("dist");
+    pip_wheel_dot(&tools, &dist);
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(wheels.len(), 1, "{wheels:?}");
+    let whl = &wheels[0];
+    let name = whl.file_name().unwrap().to_str().unwrap().to_string();
+    let prefix = format!("splitpkg-{VERSION}-py3-none-");
+    let tag = name
+        .strip_prefix(&prefix)
+        .and_then(|t| t.strip_suffix(".whl"))
+        .unwrap_or_else(|| panic!("{name}"));
+
+    auditwheel_agrees_and_the_licences_are_in(&tools, whl, tag, &licences, &d.path().join("x"));
+    let want = format!("splitpkg {VERSION} (commit {COMMIT})\n");
+    pip_installs_it_and_the_example_runs(&tools, whl, &d.path().join("venv"), &want);
+    uv_tool_installs_it(&tools, whl, d.path(), &want);
+}
+
+/// `pip wheel .` into `dist` (maturin, no build isolation, the test build's features): it
+/// compiles nothing but splitpkg itself.
+fn pip_wheel_dot(tools: &Path, dist: &Path) {
     let path = format!(
         "{}:{}",
         tools.join("bin").display(),
@@ -321,7 +344,7 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
             "-v",
             "-w",
         ])
-        .arg(&dist)
+        .arg(dist)
         .current_dir(repo())
         .env("PATH", &path)
         // The test build's features: its splitpkg library is reused (CI time, issue 28).
@@ -344,20 +367,18 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
         rebuilt.is_empty(),
         "pip wheel . compiled dependencies again (the crate graph is built once): {rebuilt:?}"
     );
+}
 
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(wheels.len(), 1, "{wheels:?}");
-    let whl = &wheels[0];
-    let name = whl.file_name().unwrap().to_str().unwrap().to_string();
-    let prefix = format!("splitpkg-{VERSION}-py3-none-");
-    let tag = name
-        .strip_prefix(&prefix)
-        .and_then(|t| t.strip_suffix(".whl"))
-        .unwrap_or_else(|| panic!("{name}"));
-
+/// auditwheel derives the wheel's `tag` from its binary and bundles nothing; the tag names the
+/// binary's highest glibc symbol version (the wheel extracted to `x`); the licences (this
+/// project's and every crate's, `licences`) and the licence expression are in it.
+fn auditwheel_agrees_and_the_licences_are_in(
+    tools: &Path,
+    whl: &Path,
+    tag: &str,
+    licences: &Path,
+    x: &Path,
+) {
     // auditwheel: the tag is the one it derives from the binary, and no library is bundled.
     // `python -m`: the venv was moved into place, so its console scripts' shebangs are stale.
     let o = Command::new(tools.join("bin/python"))
@@ -375,21 +396,21 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
         "tag {tag}; auditwheel: {show}"
     );
     // The tag names exactly the highest glibc symbol version the binary needs.
-    let x = d.path().join("x");
     let z = zip::ZipArchive::new(std::fs::File::open(whl).unwrap()).unwrap();
     let mut names: Vec<String> = z.file_names().map(|n| n.unwrap().into_owned()).collect();
     names.sort();
     zip::ZipArchive::new(std::fs::File::open(whl).unwrap())
         .unwrap()
-        .extract(&x)
+        .extract(x)
         .unwrap();
     let script = format!("splitpkg-{VERSION}.data/scripts/splitpkg");
     assert!(names.contains(&script), "{names:?}");
-    let (major, minor) = max_glibc(&tools, &x.join(&script));
+    let (major, minor) = max_glibc(tools, &x.join(&script));
     assert!(
         tag.starts_with(&format!("manylinux_{major}_{minor}_")),
         "tag {tag}, the binary needs GLIBC_{major}.{minor}"
     );
+    let name = whl.file_name().unwrap().to_string_lossy();
     eprintln!("wheel {name}: the binary needs GLIBC_{major}.{minor}, auditwheel agrees with {tag}");
     // The licences: this project's and every crate's in the binary.
     let dist_info = format!("splitpkg-{VERSION}.dist-info");
@@ -399,7 +420,7 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     }
     assert_eq!(
         std::fs::read(x.join(format!("{dist_info}/licenses/LICENSE-THIRDPARTY.yml"))).unwrap(),
-        std::fs::read(&licences).unwrap()
+        std::fs::read(licences).unwrap()
     );
     let meta = std::fs::read_to_string(x.join(format!("{dist_info}/METADATA"))).unwrap();
     assert!(
@@ -407,13 +428,16 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
             .any(|l| l == "License-Expression: BSD-3-Clause"),
         "{meta}"
     );
+}
 
+/// pip into a fresh venv at `venv`: the installed binary is this build (`--version` says `want`),
+/// and the bundled example runs with it.
+fn pip_installs_it_and_the_example_runs(tools: &Path, whl: &Path, venv: &Path, want: &str) {
     // pip into a fresh venv: the installed binary is this build, and the bundled example runs.
-    let venv = d.path().join("venv");
     assert!(
         Command::new("python3")
             .args(["-m", "venv", "--without-pip"])
-            .arg(&venv)
+            .arg(venv)
             .status()
             .unwrap()
             .success()
@@ -427,7 +451,6 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
         .unwrap();
     assert!(o.status.success(), "pip install: {}", stderr(&o));
     let installed = venv.join("bin/splitpkg");
-    let want = format!("splitpkg {VERSION} (commit {COMMIT})\n");
     assert_eq!(
         stdout(&Command::new(&installed).arg("--version").output().unwrap()),
         want
@@ -450,14 +473,18 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
         "{}",
         stdout(&o)
     );
+}
 
+/// `uv tool install` of the wheel, offline, into directories of its own under `dir`: its
+/// binary's `--version` says `want`, and `uv tool list` lists it.
+fn uv_tool_installs_it(tools: &Path, whl: &Path, dir: &Path, want: &str) {
     // uv tool install from the same wheel, offline, into directories of its own.
     let uv = |args: &[&str]| {
         Command::new(tools.join("bin/uv"))
             .args(args)
-            .env("UV_TOOL_DIR", d.path().join("uv-tools"))
-            .env("UV_TOOL_BIN_DIR", d.path().join("uv-bin"))
-            .env("UV_CACHE_DIR", d.path().join("uv-cache"))
+            .env("UV_TOOL_DIR", dir.join("uv-tools"))
+            .env("UV_TOOL_BIN_DIR", dir.join("uv-bin"))
+            .env("UV_CACHE_DIR", dir.join("uv-cache"))
             .env("UV_PYTHON_DOWNLOADS", "never")
             .env("UV_OFFLINE", "1")
             .output()
@@ -472,7 +499,7 @@ fn pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install() {
     );
     assert_eq!(
         stdout(
-            &Command::new(d.path().join("uv-bin/splitpkg"))
+            &Command::new(dir.join("uv-bin/splitpkg"))
                 .arg("--version")
                 .output()
                 .unwrap()
