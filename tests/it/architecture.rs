@@ -504,44 +504,6 @@ fn every_module_is_named_in_the_architecture_doc() {
     );
 }
 
-/// The tests' functions over 100 lines that are still to be split (issue 54, part 5), with their
-/// length today: the list only shrinks. A new long test, or one of these growing, fails.
-const LONG_TESTS_TO_SPLIT: &[(&str, usize)] = &[
-    (
-        "it/emit.rs::conda_like_recipe_builds_both_variants_with_rattler_build",
-        108,
-    ),
-    ("it/fatbin.rs::torch_2_11_matches_cuobjdump", 156),
-    (
-        "it/index.rs::share_with_links_the_default_index_and_copies_where_it_cannot",
-        147,
-    ),
-    (
-        "it/index.rs::variant_indexes_share_one_root_and_every_printed_command_installs_its_variant",
-        122,
-    ),
-    (
-        "it/pack.rs::pack_and_rattler_build_agree_on_the_relations",
-        109,
-    ),
-    (
-        "it/pack.rs::torch_2_11_wheel_packs_solves_installs_and_plans",
-        113,
-    ),
-    (
-        "it/real_corpus.rs::onnxruntime_gpu_providers_confine_cublas_and_cudnn",
-        164,
-    ),
-    (
-        "it/real_corpus.rs::torch_2_11_wheel_and_tree_are_confined",
-        111,
-    ),
-    (
-        "it/ship.rs::pip_wheel_builds_a_manylinux_wheel_that_pip_and_uv_install",
-        191,
-    ),
-];
-
 #[test]
 fn no_test_function_is_longer_than_a_screen() {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
@@ -554,11 +516,7 @@ fn no_test_function_is_longer_than_a_screen() {
         let text = std::fs::read_to_string(entry.path()).unwrap();
         let rel = entry.path().strip_prefix(&tests).unwrap().to_string_lossy();
         for (line, len, name) in functions(&text) {
-            let allowed = LONG_TESTS_TO_SPLIT
-                .iter()
-                .find(|(n, _)| *n == format!("{rel}::{name}"))
-                .map_or(MAX_FN_LINES, |&(_, len)| len);
-            if len > allowed {
+            if len > MAX_FN_LINES {
                 long.push(format!("tests/{rel}:{line} {name} ({len} lines)"));
             }
         }
