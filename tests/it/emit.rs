@@ -22,6 +22,20 @@ fn emit(input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     run(&args)
 }
 
+/// `emit` with the version and build keys the recipe tests share, in `format`, plus `extra`.
+fn emit_cuda126(input: &Path, out: &Path, format: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "--version",
+        "2.5.1",
+        "--build-keys",
+        "cuda126",
+        "--format",
+        format,
+    ];
+    args.extend_from_slice(extra);
+    emit(input, out, &args)
+}
+
 /// A stage directory as build-variants.sh would leave it: core/ plus magma/ and nomagma/ builds.
 fn stage(core: &Path, lazy_rel: &str, magma: &Path, nomagma: &Path) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -128,18 +142,7 @@ fn assert_has_magma_note_and_lazy_only_variant_key(rb: &Path) {
 )]
 fn conda_like_recipe_builds_both_variants_with_rattler_build() {
     let out = tempfile::tempdir().unwrap();
-    let o = emit(
-        &fixture("conda-like"),
-        out.path(),
-        &[
-            "--version",
-            "2.5.1",
-            "--build-keys",
-            "cuda126",
-            "--format",
-            "rattler-build",
-        ],
-    );
+    let o = emit_cuda126(&fixture("conda-like"), out.path(), "rattler-build", &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // Glue in libtorch_cuda.so: the has_magma note and a warning.
     assert!(stderr(&o).contains("has_magma"), "{}", stderr(&o));
@@ -247,19 +250,11 @@ fn static_payload_recipe_has_no_payload_dependency() {
 #[test]
 fn prefer_nomagma_flips_the_preference() {
     let out = tempfile::tempdir().unwrap();
-    let o = emit(
+    let o = emit_cuda126(
         &fixture("conda-like"),
         out.path(),
-        &[
-            "--version",
-            "2.5.1",
-            "--build-keys",
-            "cuda126",
-            "--prefer",
-            "nomagma",
-            "--format",
-            "both",
-        ],
+        "both",
+        &["--prefer", "nomagma"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let recipe = std::fs::read_to_string(out.path().join("rattler-build/recipe.yaml")).unwrap();
@@ -328,18 +323,7 @@ fn render_meta(dir: &Path, variant: &str) -> serde_json::Value {
 #[test]
 fn meta_yaml_renders_as_conda_build_would() {
     let out = tempfile::tempdir().unwrap();
-    let o = emit(
-        &fixture("conda-like"),
-        out.path(),
-        &[
-            "--version",
-            "2.5.1",
-            "--build-keys",
-            "cuda126",
-            "--format",
-            "conda-build",
-        ],
-    );
+    let o = emit_cuda126(&fixture("conda-like"), out.path(), "conda-build", &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let dir = out.path().join("conda-build");
     for f in [
@@ -856,18 +840,7 @@ fn hostile_names_build_inert_with_rattler_build() {
     std::fs::create_dir_all(tree.join("share/hostile")).unwrap();
     std::fs::write(tree.join(data), b"literal\n").unwrap();
     let out = d.path().join("out");
-    let o = emit(
-        &tree,
-        &out,
-        &[
-            "--version",
-            "2.5.1",
-            "--build-keys",
-            "cuda126",
-            "--format",
-            "rattler-build",
-        ],
-    );
+    let o = emit_cuda126(&tree, &out, "rattler-build", &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
     let st = stage(
