@@ -86,24 +86,8 @@ fn inspect_text_of_the_example() {
 #[test]
 fn env_text_of_an_installed_example() {
     let d = tempfile::tempdir().unwrap();
+    pack_example(d.path());
     let ch = d.path().join("channel");
-    let nomagma = format!(
-        "nomagma={}",
-        fixture("conda-nomagma/lib/libtorch_cuda_linalg.so").display()
-    );
-    let conda_like = fixture("conda-like");
-    let pack = [
-        "pack",
-        s(&conda_like),
-        "--version",
-        "1.0",
-        "--lazy-variant",
-        &nomagma,
-        "--out",
-        s(&ch),
-        "-q",
-    ];
-    text(&pack, 0, Some(d.path()));
     let envs = d.path().join("envs");
     text(
         &["solve", s(&ch), "--install", s(&envs), "-q"],
