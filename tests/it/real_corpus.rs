@@ -71,7 +71,7 @@ fn assert_torch_2_11_plan(p: &serde_json::Value, prefix: &str) {
     assert_eq!(d["driver_minimum"], "580");
     assert_eq!(d["compression_raises_floor"], false);
     assert_eq!(p["payload"]["device_code"], 35_280_792);
-    let lazy_out = lazy_output(&p);
+    let lazy_out = lazy_output(p);
     assert_eq!(lazy_out["device_code"], 35_280_792);
     // libtorch_cuda.so keeps the has_magma glue.
     assert!(p["warnings"].as_array().unwrap().iter().any(|w| {
@@ -310,7 +310,7 @@ fn assert_providers_are_lazy_and_the_payload_external(p: &serde_json::Value) {
         assert!(ext.contains(&want), "{want:?} not in {ext:?}");
     }
     assert_eq!(p["input"]["cuda_runtime"], 13);
-    let lazy_out = lazy_output(&p);
+    let lazy_out = lazy_output(p);
     assert_eq!(lazy_out["bytes"], 284_014_752u64 + 14_632 + 994_968);
     assert_eq!(lazy_out["variants"][0]["name"], "cublas_cudnn");
 }
