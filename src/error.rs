@@ -227,6 +227,10 @@ pub trait Context<T, E> {
     fn bad_in(self, file: impl fmt::Display) -> Result<T>;
     /// The library failed while the tool was doing `context`: [`Error::failed`] (exit 3).
     fn failed_at(self, context: impl fmt::Display) -> Result<T>;
+    /// The ELF reader refused `file`: [`Error::elf`] (exit 2, printed as bad input).
+    fn elf_at(self, file: impl fmt::Display) -> Result<T>
+    where
+        E: Into<crate::elf::ElfError>;
 }
 
 impl<T, E: Into<Cause>> Context<T, E> for std::result::Result<T, E> {
@@ -251,6 +255,13 @@ impl<T, E: Into<Cause>> Context<T, E> for std::result::Result<T, E> {
 
     fn failed_at(self, context: impl fmt::Display) -> Result<T> {
         self.map_err(|e| Error::failed(context, e))
+    }
+
+    fn elf_at(self, file: impl fmt::Display) -> Result<T>
+    where
+        E: Into<crate::elf::ElfError>,
+    {
+        self.map_err(|e| Error::elf(file, e.into()))
     }
 }
 
@@ -350,6 +361,12 @@ mod tests {
         let e = Err::<(), _>(cause()).failed_at("writing").unwrap_err();
         assert_eq!(e.to_string(), "writing: outer failure: disk full");
         assert_eq!(e.exit(), Exit::Failure);
+        let parse = || crate::elf::ElfView::parse(b"not ELF").map(|_| ());
+        let e = parse().elf_at("x.so").unwrap_err();
+        let built = Error::elf("x.so", parse().unwrap_err());
+        assert_eq!(e.to_string(), built.to_string());
+        assert_eq!(e.exit(), Exit::BadInput);
+        assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<crate::elf::ElfError>()));
     }
 
     #[test]

@@ -114,8 +114,8 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
     let mut records = Vec::with_capacity(files.len());
     for file in files {
         let shown = file.display().to_string();
-        let record = PrefixRecord::from_path(&file)
-            .map_err(|e| Error::bad_source(&shown, "unreadable conda-meta record", e))?;
+        let record =
+            PrefixRecord::from_path(&file).bad_at(&shown, "unreadable conda-meta record")?;
         let named = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -293,8 +293,7 @@ pub fn solve_specs(
     let specs: Vec<MatchSpec> = specs
         .iter()
         .map(|s| {
-            MatchSpec::from_str(s, ParseStrictness::Strict)
-                .map_err(|e| Error::failed(format!("spec {s:?}"), e))
+            MatchSpec::from_str(s, ParseStrictness::Strict).failed_at(format_args!("spec {s:?}"))
         })
         .collect::<Result<_>>()?;
     let task = SolverTask {
@@ -943,7 +942,7 @@ pub fn install(
     }
     let result = rt
         .block_on(installer.install(prefix, records))
-        .map_err(|e| Error::failed(format!("installing into {}", prefix.display()), e))?;
+        .failed_at(format_args!("installing into {}", prefix.display()))?;
     let t = &result.transaction;
     let mut removed: Vec<String> = t
         .removed_packages()

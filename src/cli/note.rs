@@ -7,7 +7,7 @@ use clap::Args;
 use splitpkg::Exit;
 use splitpkg::elf::note::{self, NoteWriteError};
 use splitpkg::elf::{DlopenEntry, Priority};
-use splitpkg::error::{Error, Result};
+use splitpkg::error::{Context, Error, Result};
 use splitpkg::input::MAX_ELF_MEMBER_BYTES;
 use splitpkg::input::file::{Links, open_regular, read_capped};
 use splitpkg::output::{emit as write_out, write_atomic_as};
@@ -80,10 +80,7 @@ pub fn note(a: NoteArgs) -> Result<Exit> {
     let name = a.library.display().to_string();
     let mode = {
         use std::os::unix::fs::PermissionsExt;
-        file.metadata()
-            .map_err(|e| Error::io(&a.library, e))?
-            .permissions()
-            .mode()
+        file.metadata().at(&a.library)?.permissions().mode()
     };
     let bytes = read_capped(file, &name, MAX_ELF_MEMBER_BYTES, "ELF file")?;
     let (out, written) = note::add_note(&bytes, entry).map_err(|e| match e {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use zip::ZipArchive;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::sanitize::check_dist_name;
 use crate::wheel::escaped;
 
@@ -151,9 +151,8 @@ pub fn read_wheel(path: &Path) -> Result<IndexedWheel> {
     // The one opener: a FIFO named `x.whl` does not block, `/dev/zero` behind a link is not read,
     // and a link is refused as the copy into the index (`stage_copy`) would refuse it.
     let file = crate::input::file::open_regular(path, crate::input::file::Links::Refuse)?;
-    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    let mut archive = ZipArchive::new(file)
-        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
+    let size = file.metadata().at(path)?.len();
+    let mut archive = ZipArchive::new(file).bad_at(&display, "not a readable zip archive")?;
     let meta = WheelMetadata::read(&mut archive, &display)?;
     let (name, version) = (&meta.name, &meta.version);
     if normalize(parts[0]) != normalize(name) || parts[1] != version {
@@ -315,9 +314,8 @@ pub fn read_variant_json(path: &Path) -> Result<serde_json::Value> {
         .copied()
         .filter(|_| parts.len() >= 6)
         .unwrap_or_default();
-    let file = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
-    let mut archive = ZipArchive::new(file)
-        .map_err(|e| Error::bad_source(&display, "not a readable zip archive", e))?;
+    let file = crate::input::open_nofollow(path).at(path)?;
+    let mut archive = ZipArchive::new(file).bad_at(&display, "not a readable zip archive")?;
     let members: Vec<String> = archive
         .file_names()
         .filter_map(|n| n.ok())
@@ -351,8 +349,7 @@ fn variant_json(
         ));
     }
     let bytes = read_capped(archive, member, VARIANT_CAP, display)?;
-    let doc: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::bad_source(&at, "not JSON", e))?;
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).bad_at(&at, "not JSON")?;
     let labels: Vec<&String> = doc
         .get("variants")
         .and_then(|v| v.as_object())
@@ -375,7 +372,7 @@ fn read_capped(
     display: &str,
 ) -> Result<Vec<u8>> {
     let at = format!("{display}:{member}");
-    let f = archive.by_name(member).map_err(|e| Error::bad(&at, e))?;
+    let f = archive.by_name(member).bad_in(&at)?;
     if f.size() > cap {
         return Err(Error::bad(
             &at,
@@ -386,9 +383,7 @@ fn read_capped(
         ));
     }
     let mut out = Vec::new();
-    f.take(cap + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| Error::bad(&at, e))?;
+    f.take(cap + 1).read_to_end(&mut out).bad_in(&at)?;
     if out.len() as u64 > cap {
         return Err(Error::bad(
             &at,
@@ -400,7 +395,7 @@ fn read_capped(
 
 /// The SHA-256 (hex) and length of a file, read once.
 pub fn sha256_file(path: &Path) -> Result<(String, u64)> {
-    let mut f = crate::input::open_nofollow(path).map_err(|e| Error::io(path, e))?;
+    let mut f = crate::input::open_nofollow(path).at(path)?;
     sha256_of(&mut f, path)
 }
 
@@ -410,7 +405,7 @@ pub fn sha256_of(f: &mut impl Read, path: &Path) -> Result<(String, u64)> {
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
     loop {
-        let k = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        let k = f.read(&mut buf).at(path)?;
         if k == 0 {
             break;
         }

@@ -1403,7 +1403,7 @@ where
         let mut data = inflate_buffer(&name, size)?;
         data.extend_from_slice(&head);
         r.read_to_end(&mut data)
-            .map_err(|e| Error::bad_source(display, format!("{rel}: truncated"), e))?;
+            .bad_at(display, format_args!("{rel}: truncated"))?;
         if data.len() as u64 != size {
             return Err(Error::bad(display, format!("{rel}: member is truncated")));
         }

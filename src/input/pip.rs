@@ -159,8 +159,7 @@ fn marker(dir: &Path) -> Result<Option<VariantMarker>> {
             e,
         )
     })?;
-    m.check()
-        .map_err(|why| Error::bad(marker_path.display(), why))?;
+    m.check().bad_in(marker_path.display())?;
     Ok((m.schema == MARKER_SCHEMA).then_some(m))
 }
 

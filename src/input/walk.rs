@@ -98,8 +98,7 @@ pub(crate) fn walk_tar(
         // A hard link names an earlier member: normalised like a member name, checked by the rules.
         let named = match kind {
             MemberKind::Hardlink => {
-                let raw =
-                    link_name(&entry).map_err(|e| Error::bad(format!("{display}:{path}"), e))?;
+                let raw = link_name(&entry).bad_in(format_args!("{display}:{path}"))?;
                 Some(safe_member_path(display, &raw)?.unwrap_or_default())
             }
             _ => None,
@@ -162,10 +161,10 @@ pub(crate) fn walk_zip(
     for index in 0..archive.len() {
         let mut f = archive
             .by_index(index)
-            .map_err(|e| Error::bad_source(display, format!("member {index}"), e))?;
+            .bad_at(display, format_args!("member {index}"))?;
         let raw = f
             .name()
-            .map_err(|e| Error::bad_source(display, format!("member {index}"), e))?
+            .bad_at(display, format_args!("member {index}"))?
             .into_owned();
         let Some(path) = safe_member_path(display, &raw)? else {
             continue;
@@ -374,7 +373,7 @@ fn safe_member_path(archive: &str, raw: &str) -> Result<Option<String>> {
     // A backslash or a drive letter is a separator or a root to a Windows installer
     // (`torch\..\..\evil.py`, `C:\Windows\evil.py`): the one rule for input paths refuses them.
     crate::confine::check_relative(&path)
-        .map_err(|e| Error::bad_source(format!("{archive}:{raw}"), "member name refused", e))?;
+        .bad_at(format_args!("{archive}:{raw}"), "member name refused")?;
     Ok(Some(path))
 }
 

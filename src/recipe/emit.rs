@@ -140,7 +140,7 @@ pub(crate) fn environment() -> Result<Environment<'static>> {
     env.add_filter("glob", |s: String| quote::glob_literal(&s));
     for (name, text) in TEMPLATES {
         env.add_template(name, text)
-            .map_err(|e| Error::failed(format!("template {name}"), e))?;
+            .failed_at(format_args!("template {name}"))?;
     }
 
     Ok(env)
@@ -177,7 +177,7 @@ pub fn render_with(
         let mut text = env
             .get_template(name)
             .and_then(|t| t.render(&ctx))
-            .map_err(|e| Error::failed(format!("rendering {name}"), e))?;
+            .failed_at(format_args!("rendering {name}"))?;
         // trim_blocks eats the newline after a closing tag at the end of a template.
         if !text.ends_with('\n') {
             text.push('\n');

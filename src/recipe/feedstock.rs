@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::input::file::Links;
 use crate::recipe::split::Split;
 
@@ -206,10 +206,7 @@ impl Patch {
                 ));
             }
             use std::io::Write;
-            staged
-                .file
-                .write_all(c.after.as_bytes())
-                .map_err(|e| Error::io(&path, e))?;
+            staged.file.write_all(c.after.as_bytes()).at(&path)?;
             tx.sync_in_background(&staged.path, staged.file);
         }
         tx.commit()?;
@@ -271,8 +268,7 @@ pub fn ci_configs(root: &Path) -> Result<Vec<CiConfig>> {
 fn ci_config(path: &Path, file: String) -> Result<CiConfig> {
     let text = read(path)?;
     check_nesting(path, &text)?;
-    let v: Value = serde_yaml::from_str(&text)
-        .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
+    let v: Value = serde_yaml::from_str(&text).bad_at(path.display(), "not YAML")?;
     // conda-smithy writes each key as a list (of one value, but for keys zipped together).
     let all = |k: &str| -> Vec<String> {
         match v.get(k) {
@@ -357,7 +353,7 @@ pub fn patch(root: &Path, split: &Split, opts: &FeedstockOptions) -> Result<Patc
     let (recipe_after, source_patch) = with_source_patch(&files.recipe, &recipe_after)?;
     // A new file: confined like the others, and never one that is there already.
     let at = crate::confine::no_links_inside(root, &source_patch)
-        .map_err(|e| Error::invalid(root.join(&source_patch).display(), e))?;
+        .invalid_at(root.join(&source_patch).display())?;
     if std::fs::symlink_metadata(&at).is_ok() {
         return Err(Error::bad(
             at.display(),
@@ -510,7 +506,7 @@ fn change(root: &Path, rel: &str, before: Option<String>, after: String) -> Resu
     let before_mode = match &before {
         Some(_) => Some(
             std::fs::symlink_metadata(&path)
-                .map_err(|e| Error::io(&path, e))?
+                .at(&path)?
                 .permissions()
                 .mode()
                 & 0o7777,
@@ -530,10 +526,8 @@ fn change(root: &Path, rel: &str, before: Option<String>, after: String) -> Resu
 /// a `recipe/` that is a link, or a link at any file this command reads or writes, is refused
 /// before anything is read.
 fn locate(root: &Path) -> Result<Files> {
-    let inside = |rel: &str| {
-        crate::confine::no_links_inside(root, rel)
-            .map_err(|e| Error::invalid(root.join(rel).display(), e))
-    };
+    let inside =
+        |rel: &str| crate::confine::no_links_inside(root, rel).invalid_at(root.join(rel).display());
     let (recipe, script, cbc) = (inside(RECIPE)?, inside(SCRIPT)?, inside(CBC)?);
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
     if !exists(&recipe) {
@@ -687,8 +681,7 @@ struct Shape {
 impl Recipe {
     fn parse(path: &Path, text: &str) -> Result<Recipe> {
         check_nesting(path, text)?;
-        let doc: Value = serde_yaml::from_str(text)
-            .map_err(|e| Error::bad_source(path.display(), "not YAML", e))?;
+        let doc: Value = serde_yaml::from_str(text).bad_at(path.display(), "not YAML")?;
         if doc.get("schema_version").and_then(Value::as_u64) != Some(1) {
             return Err(Error::bad(
                 path.display(),
@@ -1151,7 +1144,7 @@ fn render_output(
     };
     env.get_template("feedstock-output.yaml")
         .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::failed("rendering the feedstock output", e))
+        .failed_at("rendering the feedstock output")
 }
 
 /// build.sh: the core stage stops installing the library, the stage that links the Python
@@ -1381,7 +1374,7 @@ impl<'a> StageCase<'a> {
                     without => variant_name(split, false), torch_dir => torch_dir,
                 })
             })
-            .map_err(|e| Error::failed("rendering the build.sh stage", e))?;
+            .failed_at("rendering the build.sh stage")?;
         Ok(stage
             .lines()
             .map(|s| {

@@ -11,7 +11,7 @@ use crate::error::Context;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{AutoEscape, Environment, ErrorKind, Output, State, UndefinedBehavior, Value};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 const TEMPLATES: &[(&str, &str)] = &[
     (
@@ -91,7 +91,7 @@ fn environment() -> Result<Environment<'static>> {
     );
     for (name, text) in TEMPLATES {
         env.add_template(name, text)
-            .map_err(|e| Error::failed(format!("template {name}"), e))?;
+            .failed_at(format_args!("template {name}"))?;
     }
     Ok(env)
 }
@@ -107,7 +107,7 @@ pub(super) fn render<T: serde::Serialize>(name: &str, report: &T, extra: Value) 
     };
     env.get_template(name)
         .and_then(|t| t.render(ctx))
-        .map_err(|e| Error::failed(format!("template {name}"), e))
+        .failed_at(format_args!("template {name}"))
 }
 
 #[cfg(test)]

@@ -348,7 +348,7 @@ impl<'a> Job<'a> {
         let index = self.index_file(input);
         let mut staged = pending.add(&self.variants_dir, &index)?;
         std::io::Write::write_all(&mut staged.file, self.pep825.index_json().as_bytes())
-            .map_err(|e| Error::io(self.variants_dir.join(&index), e))?;
+            .at(self.variants_dir.join(&index))?;
         pending.sync_in_background(&staged.path, staged.file);
         Ok(written)
     }
@@ -719,7 +719,7 @@ impl<'a> InputWheel<'a> {
         sanitize::check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
         sanitize::check_version(&version)
             .map_err(|why| Error::bad(&at, format!("Version: {why}")))?;
-        check_header(&metadata).map_err(|why| Error::bad(&at, why))?;
+        check_header(&metadata).bad_in(&at)?;
         // Tags: the last three dash-separated parts of the file name; they name the written wheels.
         let parts: Vec<&str> = file.trim_end_matches(".whl").split('-').collect();
         if parts.len() < 5 {
@@ -1116,9 +1116,8 @@ impl Job<'_> {
                 "without the payload"
             }
         );
-        let header = |key: &str, value: &str| {
-            sanitize::header_line(key, value).map_err(|why| Error::bad(&input.display, why))
-        };
+        let header =
+            |key: &str, value: &str| sanitize::header_line(key, value).bad_in(&input.display);
         Ok([
             header("Metadata-Version", "2.1")?,
             header("Name", &self.lazy_dist)?,

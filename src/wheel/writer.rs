@@ -15,7 +15,7 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 
 use super::record::{self, RecordEntry};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::output::{Pending, StagedFile};
 
 /// Members of a written wheel copied as raw streams: path in the wheel → index in the input.
@@ -66,7 +66,7 @@ impl Writer {
         let f = archive.by_index_raw(index).bad_in(at)?;
         self.zip
             .raw_copy_file_rename(f, to)
-            .map_err(|e| Error::failed(format!("writing {to}"), e))?;
+            .failed_at(format_args!("writing {to}"))?;
         self.copies.insert(to.to_string(), index);
         self.rows.push(RecordEntry {
             path: to.to_string(),
@@ -96,7 +96,6 @@ impl Writer {
         mut content: impl Read,
         mode: u32,
     ) -> Result<(String, u64)> {
-        let writing = || format!("writing {to}");
         let opts = SimpleFileOptions::default()
             .compression_method(CompressionMethod::Deflated)
             .last_modified_time(self.time)
@@ -104,34 +103,34 @@ impl Writer {
             .large_file(true);
         let mut one = ZipWriter::new(Cursor::new(Vec::new()));
         one.start_file(to, opts)
-            .map_err(|e| Error::failed(writing(), e))?;
+            .failed_at(format_args!("writing {to}"))?;
         let mut h = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut n = 0u64;
         loop {
             let k = content
                 .read(&mut buf)
-                .map_err(|e| Error::failed(format!("reading {to}"), e))?;
+                .failed_at(format_args!("reading {to}"))?;
             if k == 0 {
                 break;
             }
             h.update(&buf[..k]);
             one.write_all(&buf[..k])
-                .map_err(|e| Error::failed(writing(), e))?;
+                .failed_at(format_args!("writing {to}"))?;
             n += k as u64;
         }
         let zipped = one
             .finish()
-            .map_err(|e| Error::failed(writing(), e))?
+            .failed_at(format_args!("writing {to}"))?
             .into_inner();
         let mut one = ZipArchive::new(Cursor::new(zipped.as_slice()))
-            .map_err(|e| Error::failed(writing(), e))?;
+            .failed_at(format_args!("writing {to}"))?;
         let f = one
             .by_index_raw(0)
-            .map_err(|e| Error::failed(writing(), e))?;
+            .failed_at(format_args!("writing {to}"))?;
         self.zip
             .raw_copy_file(f)
-            .map_err(|e| Error::failed(writing(), e))?;
+            .failed_at(format_args!("writing {to}"))?;
         Ok((record::hash_field(&h.finalize()), n))
     }
 
@@ -149,7 +148,7 @@ impl Writer {
         let hashed = self
             .zip
             .finish()
-            .map_err(|e| Error::failed(format!("finishing {}", tmp.display()), e))?;
+            .failed_at(format_args!("finishing {}", tmp.display()))?;
         let (file, bytes, digest) = HashedFile::finish(hashed).at(tmp)?;
         pending.sync_in_background(tmp, file);
         Ok(Finished {

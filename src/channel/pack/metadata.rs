@@ -56,7 +56,6 @@ fn pretty(value: &impl Serialize) -> Result<Vec<u8>> {
 fn index(b: &Build) -> Result<IndexJson> {
     let m = &b.model;
     let noarch = b.subdir == NOARCH;
-    let what = || format!("index.json for {}", m.name);
     Ok(IndexJson {
         arch: (!noarch).then(|| "x86_64".to_string()),
         // Unchecked, as reading an index.json takes it: the build string passed `pack`'s own
@@ -70,7 +69,8 @@ fn index(b: &Build) -> Result<IndexJson> {
         flags: Vec::new(),
         license: b.standin.is_some().then(|| "stand-in".to_string()),
         license_family: None,
-        name: PackageName::try_from(m.name.as_str()).map_err(|e| Error::failed(what(), e))?,
+        name: PackageName::try_from(m.name.as_str())
+            .failed_at(format_args!("index.json for {}", m.name))?,
         noarch: if noarch {
             NoArchType::generic()
         } else {
@@ -86,7 +86,7 @@ fn index(b: &Build) -> Result<IndexJson> {
         version: m
             .version
             .parse::<VersionWithSource>()
-            .map_err(|e| Error::failed(what(), e))?,
+            .failed_at(format_args!("index.json for {}", m.name))?,
     })
 }
 

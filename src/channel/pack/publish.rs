@@ -121,7 +121,7 @@ pub(super) fn write_packages(
             &|n| opts.progress.inc(n),
         )
         .and_then(|w| w.into_inner().map(drop).map_err(|e| e.into_error()))
-        .map_err(|e| Error::failed(format!("writing {}", dst.display()), e))?;
+        .failed_at(format_args!("writing {}", dst.display()))?;
         written.push(PackOutput::written(file, dst));
         // The stage is no longer needed: free its disk space while the next package is written.
         work.remove_later(b.stage.clone());
@@ -274,11 +274,11 @@ fn read_package(
 ) -> Result<(rattler_conda_types::package::IndexJson, BTreeSet<String>)> {
     let index: rattler_conda_types::package::IndexJson =
         rattler_package_streaming::seek::read_package_file(path)
-            .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+            .failed_at(format_args!("reading back {file}"))?;
     check_index(&index, &b.model, file)?;
     let paths: rattler_conda_types::package::PathsJson =
         rattler_package_streaming::seek::read_package_file(path)
-            .map_err(|e| Error::failed(format!("reading back {file}"), e))?;
+            .failed_at(format_args!("reading back {file}"))?;
     let content: BTreeSet<String> = paths
         .paths
         .iter()
