@@ -244,7 +244,7 @@ impl WheelMetadata {
         let at = format!("{display}:{meta_path}");
         let name = field("Name:").ok_or_else(|| Error::bad(&at, "no Name"))?;
         let version = field("Version:").ok_or_else(|| Error::bad(&at, "no Version"))?;
-        check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
+        check_dist_name(&name).bad_at(&at, "Name")?;
         if !is_version(&version) {
             return Err(Error::bad(
                 &at,

@@ -129,9 +129,8 @@ pub fn owners(root: &Path, dist_infos: &[&str], path: &str) -> Result<Vec<Owner>
             field("Name:").unwrap_or_default(),
             field("Version:").unwrap_or_default(),
         );
-        let at = |why: String| Error::bad(meta_path.display(), why);
-        sanitize::check_dist_name(&name).map_err(|why| at(format!("Name: {why}")))?;
-        sanitize::check_version(&version).map_err(|why| at(format!("Version: {why}")))?;
+        sanitize::check_dist_name(&name).bad_at(meta_path.display(), "Name")?;
+        sanitize::check_version(&version).bad_at(meta_path.display(), "Version")?;
         out.push(Owner {
             dist_info: d.to_string(),
             name,

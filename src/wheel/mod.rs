@@ -716,9 +716,8 @@ impl<'a> InputWheel<'a> {
         let name = field("Name:").ok_or_else(|| Error::bad(&at, "no Name"))?;
         let version = field("Version:").ok_or_else(|| Error::bad(&at, "no Version"))?;
         // Name, version and the header go into new METADATA, file names and printed commands.
-        sanitize::check_dist_name(&name).map_err(|why| Error::bad(&at, format!("Name: {why}")))?;
-        sanitize::check_version(&version)
-            .map_err(|why| Error::bad(&at, format!("Version: {why}")))?;
+        sanitize::check_dist_name(&name).bad_at(&at, "Name")?;
+        sanitize::check_version(&version).bad_at(&at, "Version")?;
         check_header(&metadata).bad_in(&at)?;
         // Tags: the last three dash-separated parts of the file name; they name the written wheels.
         let parts: Vec<&str> = file.trim_end_matches(".whl").split('-').collect();
@@ -729,8 +728,7 @@ impl<'a> InputWheel<'a> {
             ));
         }
         for t in &parts[parts.len() - 3..] {
-            sanitize::check_wheel_tag(t)
-                .map_err(|why| Error::bad(&display, format!("file name: {why}")))?;
+            sanitize::check_wheel_tag(t).bad_at(&display, "file name")?;
         }
         let tags = parts[parts.len() - 3..].join("-");
         let record_path = format!("{dist_info_stem}.dist-info/RECORD");
