@@ -151,9 +151,8 @@ pub fn prefix_records(prefix: &Path) -> Result<Vec<PrefixRecord>> {
             let text = rel
                 .to_str()
                 .ok_or_else(|| Error::bad(&shown, format!("path {rel:?} is not UTF-8")))?;
-            root.join(text).map_err(|e| {
-                Error::bad_source(&shown, "lists a path outside the environment", e)
-            })?;
+            root.join(text)
+                .bad_at(&shown, "lists a path outside the environment")?;
         }
         records.push(record);
     }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The simple API version the pages declare (PEP 700's `versions` and `size` need 1.1).
 pub const API_VERSION: &str = "1.1";
@@ -140,13 +140,10 @@ fn escape(s: &str) -> String {
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     use crate::input::file::{Links, read_bounded};
     let text = read_bounded(path, Links::Refuse, PAGE_CAP, "page")?;
-    serde_json::from_slice(&text).map_err(|e| {
-        Error::bad_source(
-            path.display(),
-            "not a simple-index page this tool can update",
-            e,
-        )
-    })
+    serde_json::from_slice(&text).bad_at(
+        path.display(),
+        "not a simple-index page this tool can update",
+    )
 }
 
 /// A page as pretty JSON with a final newline, as every page this tool writes is laid out.

@@ -151,13 +151,10 @@ fn marker(dir: &Path) -> Result<Option<VariantMarker>> {
     if std::fs::symlink_metadata(&marker_path).is_err() {
         return Ok(None);
     }
-    let m: VariantMarker = serde_json::from_str(&read_small(&marker_path)?).map_err(|e| {
-        Error::bad_source(
-            marker_path.display(),
-            format!("not a {MARKER_SCHEMA} document"),
-            e,
-        )
-    })?;
+    let m: VariantMarker = serde_json::from_str(&read_small(&marker_path)?).bad_at(
+        marker_path.display(),
+        format_args!("not a {MARKER_SCHEMA} document"),
+    )?;
     m.check().bad_in(marker_path.display())?;
     Ok((m.schema == MARKER_SCHEMA).then_some(m))
 }

@@ -130,9 +130,8 @@ pub(crate) fn walk_tar(
         };
         visit(&member, &mut entry)?;
         if kind == MemberKind::File {
-            std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| {
-                Error::bad_source(display, format!("{}: truncated", member.path), e)
-            })?;
+            std::io::copy(&mut entry, &mut std::io::sink())
+                .bad_at(display, format_args!("{}: truncated", member.path))?;
         }
     }
     Ok(())

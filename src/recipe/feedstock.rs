@@ -717,13 +717,10 @@ impl Recipe {
                     format!("{}\n", &l[cut..])
                 })
                 .collect();
-            let value: Value = serde_yaml::from_str(&body).map_err(|e| {
-                Error::bad_source(
-                    path.display(),
-                    format!("output at line {} is not YAML", s + 1),
-                    e,
-                )
-            })?;
+            let value: Value = serde_yaml::from_str(&body).bad_at(
+                path.display(),
+                format_args!("output at line {} is not YAML", s + 1),
+            )?;
             items.push(Item {
                 start: s,
                 end: e,

@@ -438,13 +438,8 @@ pub(super) fn publish(
     let stale: Vec<PathBuf> = stale
         .iter()
         .map(|f| {
-            root.join(f).map_err(|e| {
-                Error::bad_source(
-                    described.display(),
-                    "names a package outside the channel",
-                    e,
-                )
-            })
+            root.join(f)
+                .bad_at(described.display(), "names a package outside the channel")
         })
         .collect::<Result<_>>()?;
     let mut moves = Vec::new();
