@@ -694,3 +694,9 @@ pub fn install_printed_variant(tools: &Path, printed: &str, root: &Path, label: 
     );
     assert_eq!(venv.lazy_bytes().unwrap(), lib, "{printed}");
 }
+
+/// A document one of our commands wrote to a file (`splitpkg.json`, `contract.json`, a report
+/// under `--out`), read as its type with the same checks as [`typed`].
+pub fn typed_file<T: splitpkg::document::Document>(path: &Path) -> T {
+    T::load(path).unwrap_or_else(|e| panic!("not a {} ({e}): {}", T::WHAT, path.display()))
+}

@@ -5,6 +5,7 @@
 use crate::common::*;
 use std::path::Path;
 
+use splitpkg::fatbin::scan::{FatbinReport, LibraryFatbin};
 use splitpkg::fatbin::synth::{self, SynthEntry};
 use splitpkg::fatbin::{self, Capability, CompressMode, Compression, Kind, Runs};
 
@@ -556,13 +557,12 @@ fn cuda_tree(section: &[u8]) -> tempfile::TempDir {
     dir
 }
 
-fn fatbin_json(args: &[&str], path: &std::path::Path) -> (serde_json::Value, i32) {
+fn fatbin_json(args: &[&str], path: &std::path::Path) -> (FatbinReport, i32) {
     let mut all = vec!["fatbin", "--json", "--quiet"];
     all.extend_from_slice(args);
     let o = run_path(&all, path);
-    let v = json(&o);
-    assert_valid("docs/fatbin.schema.json", &v);
-    (v, o.status.code().unwrap())
+    assert_valid("docs/fatbin.schema.json", &json(&o));
+    (typed(&o), o.status.code().unwrap())
 }
 
 #[test]
@@ -571,24 +571,22 @@ fn command_on_a_tree_a_wheel_and_a_file() {
     let dir = cuda_tree(&sec);
     let (v, code) = fatbin_json(&["--entries"], dir.path());
     assert_eq!(code, 0);
-    assert_eq!(v["input"]["kind"], "directory");
-    assert_eq!(v["input"]["elf_files"], 2);
-    assert_eq!(v["cuda_runtime"]["major"], 13);
-    assert_eq!(
-        v["cuda_runtime"]["from"],
-        "NEEDED libcudart.so.13 in lib/libtorch_cuda.so"
-    );
-    let libs = v["libraries"].as_array().unwrap();
+    assert_eq!(v.input.kind, "directory");
+    assert_eq!(v.input.elf_files, 2);
+    let cuda = v.cuda_runtime.as_ref().unwrap();
+    assert_eq!(cuda.major, 13);
+    assert_eq!(cuda.from, "NEEDED libcudart.so.13 in lib/libtorch_cuda.so");
+    let libs = &v.libraries;
     assert_eq!(libs.len(), 1, "libtorch_cpu.so has no device code");
     let l = &libs[0];
-    assert_eq!(l["path"], "lib/libtorch_cuda.so");
-    assert_eq!(l["fatbin"]["container_count"], 5);
-    assert_eq!(l["fatbin"]["entries"], 25);
-    assert_eq!(l["fatbin"]["section_size"], sec.len());
-    assert_eq!(l["fatbin"]["containers"].as_array().unwrap().len(), 5);
-    assert_eq!(l["driver"]["minimum"], "580");
-    assert_eq!(l["driver"]["compression_raises_floor"], false);
-    assert_eq!(v["total"]["fatbin"]["entries"], 25);
+    assert_eq!(l.path, "lib/libtorch_cuda.so");
+    assert_eq!(l.fatbin.container_count, 5);
+    assert_eq!(l.fatbin.entries, 25);
+    assert_eq!(l.fatbin.section_size, sec.len() as u64);
+    assert_eq!(l.fatbin.containers.len(), 5);
+    assert_eq!(l.driver.minimum.as_deref(), Some("580"));
+    assert!(!l.driver.compression_raises_floor);
+    assert_eq!(v.total.fatbin.entries, 25);
 
     let whl_dir = tempfile::tempdir().unwrap();
     let whl = whl_dir
@@ -596,22 +594,16 @@ fn command_on_a_tree_a_wheel_and_a_file() {
         .join("torch-2.11.0-cp311-cp311-linux_x86_64.whl");
     make_wheel(dir.path(), &whl);
     let (w, _) = fatbin_json(&[], &whl);
-    assert_eq!(w["input"]["kind"], "wheel");
-    assert_eq!(
-        w["libraries"][0]["fatbin"]["targets"],
-        l["fatbin"]["targets"]
-    );
+    assert_eq!(w.input.kind, "wheel");
+    assert_eq!(w.libraries[0].fatbin.targets, l.fatbin.targets);
     assert!(
-        w["libraries"][0]["fatbin"].get("containers").is_none(),
+        w.libraries[0].fatbin.containers.is_empty(),
         "layout only with --entries"
     );
 
     let (f, _) = fatbin_json(&[], &dir.path().join("lib/libtorch_cuda.so"));
-    assert_eq!(f["input"]["kind"], "file");
-    assert_eq!(
-        f["libraries"][0]["fatbin"]["targets"],
-        l["fatbin"]["targets"]
-    );
+    assert_eq!(f.input.kind, "file");
+    assert_eq!(f.libraries[0].fatbin.targets, l.fatbin.targets);
 
     // Text: one table per library and the tree.
     let o = run_path(&["fatbin", "--quiet"], dir.path());
@@ -642,22 +634,16 @@ fn command_what_if_and_device() {
         dir.path(),
     );
     assert_eq!(code, 1, "sm_75 cannot run it");
-    let l = &v["libraries"][0];
-    assert_eq!(l["what_if"][1]["mode"], "zstd:3");
-    assert_eq!(l["what_if"][1]["saving"], 0);
-    assert!(l["what_if"][0]["saving"].as_i64().unwrap() < 0);
-    assert_eq!(
-        v["total"]["what_if"][0]["stored_after"],
-        l["what_if"][0]["stored_after"]
-    );
-    assert_eq!(l["device"][0]["runs"], "yes");
-    assert_eq!(l["device"][0]["via"][0]["name"], "sm_86");
-    assert_eq!(l["device"][1]["device"], "sm_75");
-    assert_eq!(l["device"][1]["runs"], "no");
-    assert_eq!(
-        v["total"]["device"][1]["cannot_run"][0],
-        "lib/libtorch_cuda.so"
-    );
+    let l = &v.libraries[0];
+    assert_eq!(l.what_if[1].mode, CompressMode::Zstd(3));
+    assert_eq!(l.what_if[1].saving, 0);
+    assert!(l.what_if[0].saving < 0);
+    assert_eq!(v.total.what_if[0].stored_after, l.what_if[0].stored_after);
+    assert_eq!(l.device[0].runs, Runs::Yes);
+    assert_eq!(l.device[0].via[0].name, "sm_86");
+    assert_eq!(l.device[1].device, cap("sm_75"));
+    assert_eq!(l.device[1].runs, Runs::No);
+    assert_eq!(v.total.device[1].cannot_run[0], "lib/libtorch_cuda.so");
 
     let o = run_path(&["fatbin", "--quiet", "--device", "sm_90"], dir.path());
     assert_eq!(o.status.code(), Some(0));
@@ -746,8 +732,8 @@ const CUDA_COUNTS: [(&str, u64); 12] = [
     ("sm_121a", 1),
 ];
 
-fn mib(n: &serde_json::Value) -> f64 {
-    n.as_u64().unwrap() as f64 / (1024.0 * 1024.0)
+fn mib(n: u64) -> f64 {
+    n as f64 / (1024.0 * 1024.0)
 }
 
 #[test]
@@ -763,74 +749,51 @@ fn torch_2_11_matches_cuobjdump() {
         &lib,
     );
     assert_eq!(code, 1, "the linalg library has no sm_75");
-    assert_eq!(v["cuda_runtime"]["major"], 13);
-    let lib_of = |name: &str| {
-        v["libraries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["path"] == name)
-            .unwrap()
-            .clone()
-    };
+    assert_eq!(v.cuda_runtime.as_ref().unwrap().major, 13);
+    let lib_of = |name: &str| v.libraries.iter().find(|l| l.path == name).unwrap().clone();
 
     let cuda = lib_of("libtorch_cuda.so");
     assert_libtorch_cuda_matches_cuobjdump(&cuda);
     let linalg = lib_of("libtorch_cuda_linalg.so");
     assert_linalg_matches_cuobjdump(&linalg);
-    assert_eq!(
-        v["total"]["device"][0]["cannot_run"],
-        serde_json::json!(["libtorch_cuda_linalg.so"])
-    );
+    assert_eq!(v.total.device[0].cannot_run, ["libtorch_cuda_linalg.so"]);
 
     // The wheel, read in place, gives the same tables under torch/lib/.
     let (w, _) = fatbin_json(&[], &wheel);
     for name in ["libtorch_cuda.so", "libtorch_cuda_linalg.so"] {
-        let from_wheel = w["libraries"]
-            .as_array()
-            .unwrap()
+        let from_wheel = w
+            .libraries
             .iter()
-            .find(|l| l["path"] == format!("torch/lib/{name}"))
+            .find(|l| l.path == format!("torch/lib/{name}"))
             .unwrap();
         assert_eq!(
-            from_wheel["fatbin"]["targets"],
-            lib_of(name)["fatbin"]["targets"],
+            from_wheel.fatbin.targets,
+            lib_of(name).fatbin.targets,
             "{name}"
         );
     }
 
     // Decompressing the linalg library confirms every header's uncompressed size.
     let (x, _) = fatbin_json(&["--what-if", "none"], &lib.join("libtorch_cuda_linalg.so"));
-    let w0 = &x["libraries"][0]["what_if"][0];
-    assert_eq!(w0["uncompressed"], linalg["fatbin"]["uncompressed"]);
-    assert_eq!(w0["entries"], 495);
+    let w0 = &x.libraries[0].what_if[0];
+    assert_eq!(w0.uncompressed, linalg.fatbin.uncompressed);
+    assert_eq!(w0.entries, 495);
 }
 
 /// torch 2.11's libtorch_cuda.so as `fatbin --entries --device sm_75 --device sm_121` reports it
 /// (`cuda`, its library entry): cuobjdump's containers, entries and per-name counts, zstd only,
 /// the stored and uncompressed sizes, the header sizes, the driver it needs, both devices run.
-fn assert_libtorch_cuda_matches_cuobjdump(cuda: &serde_json::Value) {
-    let f = &cuda["fatbin"];
-    assert_eq!(f["section_size"], 297_806_224);
+fn assert_libtorch_cuda_matches_cuobjdump(cuda: &LibraryFatbin) {
+    let f = &cuda.fatbin;
+    assert_eq!(f.section_size, 297_806_224);
     assert_eq!(
-        (
-            f["container_count"].as_u64(),
-            f["entries"].as_u64(),
-            f["elf"].as_u64(),
-            f["ptx"].as_u64()
-        ),
-        (Some(444), Some(2789), Some(2789), Some(0))
+        (f.container_count, f.entries, f.elf, f.ptx),
+        (444, 2789, 2789, 0)
     );
-    let counts: Vec<(String, u64)> = f["targets"]
-        .as_array()
-        .unwrap()
+    let counts: Vec<(String, u64)> = f
+        .targets
         .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap().to_string(),
-                t["entries"].as_u64().unwrap(),
-            )
-        })
+        .map(|t| (t.name.clone(), t.entries))
         .collect();
     assert_eq!(
         counts,
@@ -840,69 +803,42 @@ fn assert_libtorch_cuda_matches_cuobjdump(cuda: &serde_json::Value) {
             .collect::<Vec<_>>()
     );
     assert!(
-        f["targets"]
-            .as_array()
-            .unwrap()
+        f.targets
             .iter()
-            .all(|t| t["kind"] == "elf" && t["compression"] == serde_json::json!(["zstd"]))
+            .all(|t| t.kind == Kind::Elf && t.compression == [Compression::Zstd])
     );
-    assert_eq!(f["compression"].as_array().unwrap().len(), 1);
-    assert_eq!(f["compression"][0]["compression"], "zstd");
+    assert_eq!(f.compression.len(), 1);
+    assert_eq!(f.compression[0].compression, Compression::Zstd);
+    assert!((mib(f.stored) - 283.79).abs() < 0.005, "{}", mib(f.stored));
     assert!(
-        (mib(&f["stored"]) - 283.79).abs() < 0.005,
+        (mib(f.uncompressed) - 4488.86).abs() < 0.005,
         "{}",
-        mib(&f["stored"])
+        mib(f.uncompressed)
     );
-    assert!(
-        (mib(&f["uncompressed"]) - 4488.86).abs() < 0.005,
-        "{}",
-        mib(&f["uncompressed"])
-    );
-    let headers: Vec<u64> = f["containers"]
-        .as_array()
-        .unwrap()
+    let headers: Vec<u64> = f
+        .containers
         .iter()
-        .flat_map(|c| {
-            c["entries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["header_size"].as_u64().unwrap())
-        })
+        .flat_map(|c| c.entries.iter().map(|e| u64::from(e.header_size)))
         .collect();
     assert_eq!(headers.iter().filter(|&&h| h == 64).count(), 1781);
     assert_eq!(headers.iter().filter(|&&h| h == 112).count(), 1008);
-    assert_eq!(f["no_ptx"], true);
-    assert_eq!(cuda["driver"]["compression"]["linux"], "550.54.14");
-    assert_eq!(cuda["driver"]["minimum"], "580");
-    assert_eq!(cuda["device"][0]["runs"], "yes");
-    assert_eq!(cuda["device"][1]["runs"], "yes", "sm_120 SASS runs on 12.1");
+    assert!(f.no_ptx);
+    assert_eq!(cuda.driver.compression.as_ref().unwrap().linux, "550.54.14");
+    assert_eq!(cuda.driver.minimum.as_deref(), Some("580"));
+    assert_eq!(cuda.device[0].runs, Runs::Yes);
+    assert_eq!(cuda.device[1].runs, Runs::Yes, "sm_120 SASS runs on 12.1");
 }
 
 /// torch 2.11's libtorch_cuda_linalg.so as the same command reports it (`linalg`): cuobjdump's
 /// containers and entries in its order, the sizes, and no SASS for sm_75.
-fn assert_linalg_matches_cuobjdump(linalg: &serde_json::Value) {
-    let f = &linalg["fatbin"];
-    assert_eq!(f["section_size"], 35_280_792);
-    assert_eq!(
-        (
-            f["container_count"].as_u64(),
-            f["entries"].as_u64(),
-            f["ptx"].as_u64()
-        ),
-        (Some(99), Some(495), Some(0))
-    );
-    let order: Vec<&str> = f["containers"]
-        .as_array()
-        .unwrap()
+fn assert_linalg_matches_cuobjdump(linalg: &LibraryFatbin) {
+    let f = &linalg.fatbin;
+    assert_eq!(f.section_size, 35_280_792);
+    assert_eq!((f.container_count, f.entries, f.ptx), (99, 495, 0));
+    let order: Vec<&str> = f
+        .containers
         .iter()
-        .flat_map(|c| {
-            c["entries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["arch"].as_u64().unwrap())
-        })
+        .flat_map(|c| c.entries.iter().map(|e| e.arch))
         .map(|a| match a {
             80 => "sm_80",
             86 => "sm_86",
@@ -918,10 +854,10 @@ fn assert_linalg_matches_cuobjdump(linalg: &serde_json::Value) {
         cycle.iter().cycle().take(495).cloned().collect::<Vec<_>>(),
         "cuobjdump's order: the five archs per container"
     );
-    assert!((mib(&f["stored"]) - 33.61).abs() < 0.005);
-    assert!((mib(&f["uncompressed"]) - 349.32).abs() < 0.005);
-    assert_eq!(linalg["device"][0]["runs"], "no");
-    assert_eq!(linalg["device"][0]["none"], 99);
+    assert!((mib(f.stored) - 33.61).abs() < 0.005);
+    assert!((mib(f.uncompressed) - 349.32).abs() < 0.005);
+    assert_eq!(linalg.device[0].runs, Runs::No);
+    assert_eq!(linalg.device[0].none, 99);
 }
 
 #[test]

@@ -8,32 +8,31 @@ use crate::common::*;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use splitpkg::analysis::contract::ContractFile;
+use splitpkg::analysis::graph::Reach;
+use splitpkg::analysis::plan::{Plan, PlanOutput, Role};
+use splitpkg::analysis::providers::Provider;
+use splitpkg::analysis::verdict::{PayloadForm, Verdict};
+use splitpkg::channel::document::{InstallEnv, PackReport, ScenarioStatus, SolveReport};
+use splitpkg::channel::info::ChannelInfo;
+use splitpkg::wheel::document::WheelReport;
+
 const GLOB: &str = "libfoo_providers_*.so";
 
-fn plan(tree: &str, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+fn plan(tree: &str, args: &[&str]) -> (Option<i32>, Plan) {
     let mut all = vec!["plan", "--json", "--quiet"];
     all.extend_from_slice(args);
     let o = run_path(&all, &fixture(tree));
     let p = json(&o);
     assert_valid("docs/plan.schema.json", &p);
-    (o.status.code(), p)
+    (o.status.code(), typed(&o))
 }
 
-fn paths(v: &serde_json::Value, key: &str) -> Vec<String> {
-    v.as_array()
-        .unwrap()
+fn output(plan: &Plan, role: Role) -> &PlanOutput {
+    plan.outputs
         .iter()
-        .map(|x| x[key].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn output<'a>(plan: &'a serde_json::Value, role: &str) -> &'a serde_json::Value {
-    plan["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["role"] == role)
-        .unwrap_or_else(|| panic!("no {role} output"))
+        .find(|o| o.role == role)
+        .unwrap_or_else(|| panic!("no {role:?} output"))
 }
 
 #[test]
@@ -51,39 +50,36 @@ fn two_providers_sharing_a_payload_are_confined_and_share_one_lazy_output() {
         args.extend(["--dep", "heavy"]);
         let (code, p) = plan("providers", &args);
         assert_eq!(
-            (code, p["verdict"].as_str()),
-            (Some(0), Some("confined")),
-            "{lazy:?}: {:#}",
-            p["witnesses"]
+            (code, p.verdict),
+            (Some(0), Verdict::Confined),
+            "{lazy:?}: {:#?}",
+            p.witnesses
         );
-        assert!(p["lazy_library"].is_null());
+        assert!(p.lazy_library.is_none());
+        let lazy_paths: Vec<&str> = p.lazy_libraries.iter().map(|l| l.path.as_str()).collect();
         assert_eq!(
-            paths(&p["lazy_libraries"], "path"),
+            lazy_paths,
             ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]
         );
-        for l in p["lazy_libraries"].as_array().unwrap() {
+        for l in &p.lazy_libraries {
             assert_eq!(
-                (l["reach"].as_str(), l["loaded_by"][0]["from"].as_str()),
-                (Some("lazy"), Some("lib/libfoo_core.so"))
+                (l.reach, l.loaded_by[0].from.as_str()),
+                (Reach::Lazy, "lib/libfoo_core.so")
             );
             assert_eq!(
-                l["contract"]["loader_lookups"],
-                serde_json::json!(["provider_entry"])
+                l.contract.as_ref().unwrap().loader_lookups,
+                ["provider_entry"]
             );
         }
         assert_eq!(
-            output(&p, "lazy")["files"],
-            serde_json::json!(["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"])
+            output(&p, Role::Lazy).files,
+            ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"]
         );
-        assert_eq!(
-            output(&p, "payload")["files"],
-            serde_json::json!(["lib/libheavy.so.1"])
-        );
-        let core: BTreeSet<&str> = output(&p, "core")["files"]
-            .as_array()
-            .unwrap()
+        assert_eq!(output(&p, Role::Payload).files, ["lib/libheavy.so.1"]);
+        let core: BTreeSet<&str> = output(&p, Role::Core)
+            .files
             .iter()
-            .map(|f| f.as_str().unwrap())
+            .map(String::as_str)
             .collect();
         assert_eq!(
             core,
@@ -91,7 +87,7 @@ fn two_providers_sharing_a_payload_are_confined_and_share_one_lazy_output() {
         );
     }
     let (_, p) = plan("providers", &["--lazy", GLOB, "--dep", "heavy"]);
-    assert_eq!(p["options"]["lazy"], GLOB, "one --lazy stays a string");
+    assert_eq!(p.options.lazy, GLOB, "one --lazy stays a string");
     let o = run_path(
         &["plan", "--quiet", "--lazy", GLOB, "--dep", "heavy"],
         &fixture("providers"),
@@ -117,36 +113,32 @@ fn one_provider_named_alone_is_refuted_with_the_path_through_the_other() {
         "providers",
         &["--lazy", "libfoo_providers_a.so", "--dep", "heavy"],
     );
+    assert_eq!((code, p.verdict), (Some(1), Verdict::NotConfined));
     assert_eq!(
-        (code, p["verdict"].as_str()),
-        (Some(1), Some("not-confined"))
-    );
-    assert_eq!(
-        p["witnesses"][0]["summary"],
+        p.witnesses[0].summary,
         "foo_run → libfoo_core.so (NEEDED) → libfoo_providers_b.so (lazy) → libheavy.so.1 (NEEDED) → is payload library libheavy.so.1"
     );
     assert_eq!(
-        p["lazy_library"]["path"], "lib/libfoo_providers_a.so",
+        p.lazy_library.as_ref().unwrap().path,
+        "lib/libfoo_providers_a.so",
         "one lazy library keeps the one-library form"
     );
-    assert!(p.get("lazy_libraries").is_none());
+    assert!(p.lazy_libraries.is_empty());
 }
 
 #[test]
 fn a_provider_a_core_file_needs_is_refuted_with_the_path_through_that_file() {
     let (code, p) = plan("providers-leak", &["--lazy", GLOB, "--dep", "heavy"]);
+    assert_eq!((code, p.verdict), (Some(1), Verdict::NotConfined));
+    let w = &p.witnesses[0];
     assert_eq!(
-        (code, p["verdict"].as_str()),
-        (Some(1), Some("not-confined"))
-    );
-    let w = &p["witnesses"][0];
-    assert_eq!(
-        w["summary"],
+        w.summary,
         "foo_run → libfoo_core.so (NEEDED) → libfoo_providers_b.so (NEEDED) → the lazy library is NEEDed, so it loads at start-up"
     );
-    assert_eq!(w["steps"][1]["from"], "lib/libfoo_core.so");
-    assert_eq!(paths(&p["lazy_libraries"], "reach"), ["lazy", "eager"]);
-    assert!(p["outputs"].as_array().unwrap().is_empty());
+    assert_eq!(w.steps[1].from, "lib/libfoo_core.so");
+    let reach: Vec<Reach> = p.lazy_libraries.iter().map(|l| l.reach).collect();
+    assert_eq!(reach, [Reach::Lazy, Reach::Eager]);
+    assert!(p.outputs.is_empty());
 }
 
 #[test]
@@ -222,44 +214,44 @@ fn several_deps_name_their_external_providers_and_the_recipe_constrains_them() {
         "providers",
         &["--lazy", GLOB, "--dep", "heavy", "--dep", "cudnn"],
     );
-    assert_eq!(code, Some(0), "{:#}", p["witnesses"]);
+    assert_eq!(code, Some(0), "{:#?}", p.witnesses);
     assert_eq!(
-        (p["options"]["dep"].as_str(), &p["options"]["deps"]),
-        (Some("heavy_cudnn"), &serde_json::json!(["heavy", "cudnn"]))
+        (p.options.dep.as_str(), p.options.deps.as_slice()),
+        (
+            "heavy_cudnn",
+            &["heavy".to_string(), "cudnn".to_string()][..]
+        )
     );
-    assert_eq!(
-        p["options"]["library_prefixes"],
-        serde_json::json!(["libheavy", "libcudnn"])
-    );
-    let files = p["payload"]["files"].as_array().unwrap();
+    assert_eq!(p.options.library_prefixes, ["libheavy", "libcudnn"]);
+    let files = &p.payload.files;
     let cudnn = files
         .iter()
-        .find(|f| f["path"] == "libcudnn.so.9")
+        .find(|f| f.path == "libcudnn.so.9")
         .expect("cuDNN is payload");
     assert_eq!(
-        (cudnn["form"].as_str(), cudnn["reach"].as_str()),
-        (Some("external"), Some("lazy"))
+        (cudnn.form, cudnn.reach),
+        (PayloadForm::External, Reach::Lazy)
     );
     assert_eq!(
-        cudnn["provider"],
-        serde_json::json!({"pip": "nvidia-cudnn-cu12", "conda": "cudnn"}),
+        cudnn.provider,
+        Some(Provider {
+            pip: Some("nvidia-cudnn-cu12".into()),
+            conda: Some("cudnn".into())
+        }),
         "CUDA 12: libcudart.so.12"
     );
     assert!(
         files
             .iter()
-            .find(|f| f["path"] == "lib/libheavy.so.1")
+            .find(|f| f.path == "lib/libheavy.so.1")
             .unwrap()
-            .get("provider")
+            .provider
             .is_none()
     );
-    assert_eq!(
-        p["payload"]["external"],
-        serde_json::json!(["libcudnn.so.9"])
-    );
-    assert_eq!(output(&p, "lazy")["variants"][1]["name"], "noheavy_cudnn");
+    assert_eq!(p.payload.external, ["libcudnn.so.9"]);
+    assert_eq!(output(&p, Role::Lazy).variants[1].name, "noheavy_cudnn");
     // libcudart is not payload: it stays a plain external library.
-    assert!(!files.iter().any(|f| f["path"] == "libcudart.so.12"));
+    assert!(!files.iter().any(|f| f.path == "libcudart.so.12"));
 }
 
 /// `plan --json` of the providers fixture with two deps (heavy, cudnn), written to `dir/plan.json`.
@@ -333,18 +325,14 @@ fn several_deps_recipe_constrains_both_and_checks_each_library() {
             .contains("noheavy_cudnn")
     );
     for lib in ["a", "b"] {
-        let c: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(recipes.join(format!(
-                "rattler-build/contract-libfoo_providers_{lib}.so.json"
-            )))
-            .unwrap(),
-        )
-        .unwrap();
+        let c: ContractFile = typed_file(&recipes.join(format!(
+            "rattler-build/contract-libfoo_providers_{lib}.so.json"
+        )));
         assert_eq!(
-            (c["library"].as_str(), &c["loader_lookups"]),
+            (c.library, c.loader_lookups),
             (
-                Some(format!("libfoo_providers_{lib}.so").as_str()),
-                &serde_json::json!(["provider_entry"])
+                format!("libfoo_providers_{lib}.so"),
+                vec!["provider_entry".to_string()]
             )
         );
     }
@@ -412,12 +400,11 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
         &fixture("providers"),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    let paths = r["paths"].as_object().unwrap();
-    let a = paths["lib/libfoo_providers_a.so"].as_str().unwrap();
+    let r: PackReport = typed(&o);
+    let paths = &r.paths;
+    let a = &paths["lib/libfoo_providers_a.so"];
     assert_eq!(
-        paths["lib/libfoo_providers_b.so"].as_str().unwrap(),
-        a,
+        &paths["lib/libfoo_providers_b.so"], a,
         "one lazy package holds both providers"
     );
     assert!(
@@ -425,25 +412,15 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
         "{a}"
     );
     assert!(
-        paths["lib/libheavy.so.1"]
-            .as_str()
-            .unwrap()
-            .contains("/libheavy-"),
+        paths["lib/libheavy.so.1"].contains("/libheavy-"),
         "{paths:?}"
     );
-    assert!(
-        paths["lib/libfoo_core.so"]
-            .as_str()
-            .unwrap()
-            .contains("/libtorch-1.0-")
-    );
-    assert_eq!(r["lossless"]["ok"], true, "{:#}", r["lossless"]);
-    let info: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(channel.join("splitpkg.json")).unwrap())
-            .unwrap();
+    assert!(paths["lib/libfoo_core.so"].contains("/libtorch-1.0-"));
+    assert!(r.lossless.ok, "{:#?}", r.lossless);
+    let info: ChannelInfo = typed_file(&channel.join("splitpkg.json"));
     assert_eq!(
-        info["lazy_libraries"],
-        serde_json::json!(["libfoo_providers_a.so", "libfoo_providers_b.so"])
+        info.lazy_libraries,
+        ["libfoo_providers_a.so", "libfoo_providers_b.so"]
     );
 
     // The default environment gets the providers and libheavy, and plans as CONFINED again.
@@ -456,17 +433,19 @@ fn pack_puts_both_providers_in_one_lazy_package_and_solve_installs_it() {
         "--install",
         envs.to_str().unwrap(),
     ]);
-    let s = json(&o);
-    let default = s["install"]["envs"]
-        .as_array()
+    let s: SolveReport = typed(&o);
+    let default = s
+        .install
+        .as_ref()
         .unwrap()
+        .envs
         .iter()
-        .find(|e| e["name"] == "default")
+        .find(|e| e.name == InstallEnv::Default)
         .unwrap();
     assert_eq!(
-        (default["status"].as_str(), default["verdict"].as_str()),
-        (Some("pass"), Some("CONFINED")),
-        "{default:#}"
+        (default.status, default.verdict),
+        (ScenarioStatus::Pass, Some(Verdict::Confined)),
+        "{default:#?}"
     );
     assert!(
         envs.join("default/lib/libfoo_providers_b.so").exists()
@@ -528,20 +507,20 @@ fn wheel_puts_several_lazy_libraries_in_one_lazy_wheel() {
         "--json",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    assert_eq!(r["lossless"], true);
-    assert_eq!(r["core"]["file"], "foo-1.0+split-py3-none-linux_x86_64.whl");
+    let r: WheelReport = typed(&o);
+    assert!(r.lossless);
+    assert_eq!(r.core.file, "foo-1.0+split-py3-none-linux_x86_64.whl");
     assert_eq!(
-        r["lazy"][0]["file"],
+        r.lazy[0].file,
         "foo_providers-1.0+1.heavy-py3-none-linux_x86_64.whl"
     );
-    assert_eq!(r["missing"][0]["variant"], "noheavy");
+    assert_eq!(r.missing[0].variant, "noheavy");
     let names = |w: &str| -> BTreeSet<String> {
         let z = zip::ZipArchive::new(std::fs::File::open(out.join(w)).unwrap()).unwrap();
         z.file_names().map(|n| n.unwrap().into_owned()).collect()
     };
-    let lazy = names(r["lazy"][0]["file"].as_str().unwrap());
-    let core = names(r["core"]["file"].as_str().unwrap());
+    let lazy = names(&r.lazy[0].file);
+    let core = names(&r.core.file);
     for lib in ["lib/libfoo_providers_a.so", "lib/libfoo_providers_b.so"] {
         assert!(
             lazy.contains(lib) && !core.contains(lib),

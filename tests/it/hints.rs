@@ -10,6 +10,9 @@ use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use splitpkg::analysis::plan::{Plan, SwitchTo};
+use splitpkg::channel::document::EnvReport;
+
 const CORE: &str = "torch-2.5.1+split";
 
 fn nomagma_lib() -> PathBuf {
@@ -89,7 +92,7 @@ impl Env {
 
     /// `plan` on the environment (`--wheels` when given): the installed variant, and the printed
     /// switch to `to`, whose text line shows the JSON's command.
-    fn plan(&self, wheels: Option<&str>, to: &str) -> (String, serde_json::Value) {
+    fn plan(&self, wheels: Option<&str>, to: &str) -> (String, SwitchTo) {
         let site = s(&self.venv.site).to_string();
         let mut args = vec!["plan", site.as_str(), "--quiet"];
         if let Some(w) = wheels {
@@ -103,24 +106,20 @@ impl Env {
             stderr(&text)
         );
         args.push("--json");
-        let inst = json(&run(&args))["installed"].clone();
-        let t = inst["switch"]
-            .as_array()
-            .unwrap()
+        let inst = typed::<Plan>(&run(&args)).installed.unwrap();
+        let t = inst
+            .switch
             .iter()
-            .find(|t| t["variant"] == to)
-            .unwrap_or_else(|| panic!("no switch to {to}: {inst}"))
+            .find(|t| t.variant == to)
+            .unwrap_or_else(|| panic!("no switch to {to}: {inst:?}"))
             .clone();
         let line = stdout(&text)
             .lines()
             .find(|l| l.starts_with(&format!("  switch to {to}: ")))
             .unwrap_or_else(|| panic!("no switch line: {}", stdout(&text)))
             .to_string();
-        assert!(
-            line.ends_with(&format!(": {}", t["command"].as_str().unwrap())),
-            "{line}\n{t}"
-        );
-        (inst["variant"].as_str().unwrap().to_string(), t)
+        assert!(line.ends_with(&format!(": {}", t.command)), "{line}\n{t:?}");
+        (inst.variant.unwrap(), t)
     }
 
     /// The lazy library installed is `variant`'s, the core is the split's, and one distribution
@@ -148,8 +147,8 @@ impl Env {
         for (now, next) in [(from, to), (to, from)] {
             let (installed, t) = self.plan(wheels, next);
             assert_eq!(installed, now);
-            assert_eq!(t["needs_wheels"], false, "{t}");
-            let line = t["command"].as_str().unwrap().to_string();
+            assert!(!t.needs_wheels, "{t:?}");
+            let line = t.command.clone();
             // Pinned: the core and the variant (a requirement or its file).
             assert!(line.contains("torch==2.5.1+split"), "{line}");
             self.sh(&line);
@@ -179,13 +178,11 @@ fn local_label_switches_from_a_find_links_dir_with_pip_and_uv() {
         ));
         // Not recorded: the placeholder, clearly marked.
         let (_, t) = env.plan(None, "nomagma");
-        assert_eq!(t["needs_wheels"], true, "{t}");
+        assert!(t.needs_wheels, "{t:?}");
         assert!(
-            t["command"]
-                .as_str()
-                .unwrap()
+            t.command
                 .starts_with(&format!("{form} --find-links DIR torch==2.5.1+split ")),
-            "{t}"
+            "{t:?}"
         );
         let text = stdout(&run(&["plan", s(&env.venv.site)]));
         assert!(
@@ -259,10 +256,10 @@ fn uv_variant_mode_switches_from_the_directory_and_the_index() {
     ));
     env.assert_variant("magma");
     let (_, t) = env.plan(None, "nomagma");
-    assert_eq!(t["needs_wheels"], true, "{t}");
+    assert!(t.needs_wheels, "{t:?}");
     let (installed, t) = env.plan(Some(s(&variants)), "nomagma");
     assert_eq!(installed, "magma");
-    let line = t["command"].as_str().unwrap();
+    let line = t.command.as_str();
     assert!(
         line.starts_with(preview) && line.ends_with("-nomagma.whl'"),
         "{line}"
@@ -304,13 +301,13 @@ fn a_wheel_installed_by_its_path_records_where_the_other_variant_is() {
         shell_word(&magma)
     ));
     let (_, t) = env.plan(None, "nomagma");
-    assert_eq!(t["needs_wheels"], false, "{t}");
-    env.sh(t["command"].as_str().unwrap());
+    assert!(!t.needs_wheels, "{t:?}");
+    env.sh(&t.command);
     env.assert_variant("nomagma");
     // That command installed the nomagma wheel by its pin from --find-links, which pip does not
     // record: the way back is the placeholder form until --wheels says where.
     let (_, t) = env.plan(None, "magma");
-    assert_eq!(t["needs_wheels"], true, "{t}");
+    assert!(t.needs_wheels, "{t:?}");
     env.there_and_back(Some(s(&wheels)), "nomagma", "magma");
 }
 
@@ -379,10 +376,21 @@ fn conda_env(channel: &Path, envs: &Path) -> PathBuf {
     envs.join("default")
 }
 
-fn env_report(prefix: &Path) -> serde_json::Value {
+fn env_report(prefix: &Path) -> EnvReport {
     let o = run(&["env", s(prefix), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    json(&o)
+    typed(&o)
+}
+
+/// The switch line `env` printed for `form` (`conda`, `mamba`, `pixi`).
+fn switch_line<'a>(r: &'a EnvReport, form: &str) -> &'a str {
+    let c = &r.switch.commands;
+    match form {
+        "conda" => &c.conda,
+        "mamba" => &c.mamba,
+        "pixi" => &c.pixi,
+        _ => panic!("no {form} line"),
+    }
 }
 
 /// The words `sh` makes of `line` (a printed command), as the installer it names would get them.
@@ -488,16 +496,10 @@ fn run_real_conda(prefix: &Path, channel: &Path, line: &str) -> bool {
 
 fn installed_builds(prefix: &Path) -> Vec<(String, String)> {
     let r = env_report(prefix);
-    let mut v: Vec<(String, String)> = r["packages"]
-        .as_array()
-        .unwrap()
+    let mut v: Vec<(String, String)> = r
+        .packages
         .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap().into(),
-                p["build"].as_str().unwrap().into(),
-            )
-        })
+        .map(|p| (p.name.clone(), p.build.clone()))
         .collect();
     v.sort();
     v
@@ -520,11 +522,9 @@ fn conda_mamba_and_pixi_lines_switch_a_conda_environment() {
     let default = conda_env(&channel, &d.path().join("envs"));
     let r = env_report(&default);
     assert!(
-        r["notes"].as_array().unwrap().iter().any(|n| n
-            .as_str()
-            .unwrap()
+        r.notes.iter().any(|n| n
             .contains("the nomagma build constrains libmagma <0.0a0, so the solver removes libmagma when you switch")),
-        "{r}"
+        "{r:?}"
     );
     for form in ["conda", "mamba", "pixi"] {
         let prefix = d.path().join(form).join("env");
@@ -540,11 +540,8 @@ fn conda_mamba_and_pixi_lines_switch_a_conda_environment() {
         );
         for (from, to) in [("magma", "nomagma"), ("nomagma", "magma")] {
             let r = env_report(&prefix);
-            assert_eq!(
-                (r["variant"].as_str(), r["switch"]["to"].as_str()),
-                (Some(from), Some(to))
-            );
-            let line = r["switch"]["commands"][form].as_str().unwrap().to_string();
+            assert_eq!((r.variant.as_str(), r.switch.to.as_str()), (from, to));
+            let line = switch_line(&r, form).to_string();
             let solved = rattler_switch(&prefix, &channel, &line)
                 .unwrap_or_else(|| panic!("{line}: unsolvable"));
             let lazy = solved
@@ -557,7 +554,7 @@ fn conda_mamba_and_pixi_lines_switch_a_conda_environment() {
             let magma = solved.iter().any(|(n, _)| n == "libmagma");
             assert_eq!(magma, to == "magma", "{line}: {solved:?}");
             assert_eq!(installed_builds(&prefix), solved, "{line}");
-            assert_eq!(env_report(&prefix)["variant"], to, "{line}");
+            assert_eq!(env_report(&prefix).variant, to, "{line}");
             assert_eq!(prefix.join("lib/libmagma.so.2").exists(), to == "magma");
         }
     }
@@ -573,16 +570,13 @@ fn conda_mamba_and_pixi_lines_switch_a_conda_environment() {
             .unwrap()
             .success()
     );
-    let line = env_report(&prefix)["switch"]["commands"]["conda"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let line = env_report(&prefix).switch.commands.conda;
     if run_real_conda(&prefix, &channel, &line) {
-        assert_eq!(env_report(&prefix)["variant"], "nomagma", "{line}");
+        assert_eq!(env_report(&prefix).variant, "nomagma", "{line}");
     }
     eprintln!(
-        "not run: {}: pixi add needs a pixi workspace; its spec was parsed strictly and installed by py-rattler (pixi's own library)",
-        r["switch"]["commands"]["pixi"]
+        "not run: {:?}: pixi add needs a pixi workspace; its spec was parsed strictly and installed by py-rattler (pixi's own library)",
+        r.switch.commands.pixi
     );
 }
 
@@ -601,15 +595,12 @@ fn the_no_build_note_holds_until_the_build_is_published() {
     let prefix = conda_env(&channel, &d.path().join("envs"));
     let r = env_report(&prefix);
     let note = "the channel has no nomagma build of libtorch-cuda-linalg 2.5.2: the switch commands fail until one is published";
-    assert!(
-        r["notes"].as_array().unwrap().iter().any(|n| n == note),
-        "{r}"
-    );
+    assert!(r.notes.iter().any(|n| n == note), "{r:?}");
     let text = stdout(&run(&["env", s(&prefix)]));
     assert!(text.contains(&format!("note: {note}")), "{text}");
     let before = walk(&prefix);
     for form in ["conda", "pixi"] {
-        let line = r["switch"]["commands"][form].as_str().unwrap();
+        let line = switch_line(&r, form);
         assert_eq!(rattler_switch(&prefix, &channel, line), None, "{line}");
         assert_eq!(
             walk(&prefix),
@@ -620,14 +611,10 @@ fn the_no_build_note_holds_until_the_build_is_published() {
     pack_channel(&channel, true);
     let r = env_report(&prefix);
     assert!(
-        !r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n.as_str().unwrap().contains("has no nomagma build")),
-        "{r}"
+        !r.notes.iter().any(|n| n.contains("has no nomagma build")),
+        "{r:?}"
     );
-    let line = r["switch"]["commands"]["conda"].as_str().unwrap();
+    let line = r.switch.commands.conda.as_str();
     let solved = rattler_switch(&prefix, &channel, line).expect("solvable once published");
     assert!(
         solved
@@ -635,7 +622,7 @@ fn the_no_build_note_holds_until_the_build_is_published() {
             .any(|(n, b)| n == "libtorch-cuda-linalg" && b.contains("_nomagma_")),
         "{solved:?}"
     );
-    assert_eq!(env_report(&prefix)["variant"], "nomagma");
+    assert_eq!(env_report(&prefix).variant, "nomagma");
 }
 
 // --- what the environment records, read as hostile input -----------------------------------------
@@ -657,10 +644,10 @@ fn unpacked_site(dir: &Path) -> (PathBuf, PathBuf) {
 
 const LAZY_DIST_INFO: &str = "torch_cuda_linalg-2.5.1+1.magma.dist-info";
 
-fn switch_to_nomagma(site: &Path) -> serde_json::Value {
+fn switch_to_nomagma(site: &Path) -> SwitchTo {
     let o = run(&["plan", s(site), "--json", "--quiet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    json(&o)["installed"]["switch"][0].clone()
+    typed::<Plan>(&o).installed.unwrap().switch[0].clone()
 }
 
 /// A PEP 610 record of a path install names the directory (percent escapes decoded, quoted for
@@ -673,10 +660,10 @@ fn direct_url_and_installer_decide_the_command() {
     let pins = "torch==2.5.1+split torch-cuda-linalg==2.5.1+0.nomagma";
     let t = switch_to_nomagma(&site);
     assert_eq!(
-        (t["needs_wheels"].as_bool(), t["command"].as_str()),
+        (t.needs_wheels, t.command.as_str()),
         (
-            Some(true),
-            Some(format!("pip install --find-links DIR {pins}").as_str())
+            true,
+            format!("pip install --find-links DIR {pins}").as_str()
         )
     );
     let record = site.join(LAZY_DIST_INFO).join("direct_url.json");
@@ -691,14 +678,14 @@ fn direct_url_and_installer_decide_the_command() {
     )
     .unwrap();
     let t = switch_to_nomagma(&site);
-    assert_eq!(t["needs_wheels"], false, "{t}");
+    assert!(!t.needs_wheels, "{t:?}");
     assert_eq!(
-        t["command"],
+        t.command,
         format!("pip install --find-links {} {pins}", shell_word(&wheels))
     );
     std::fs::write(site.join(LAZY_DIST_INFO).join("INSTALLER"), "uv\n").unwrap();
     assert_eq!(
-        switch_to_nomagma(&site)["command"],
+        switch_to_nomagma(&site).command,
         format!("uv pip install --find-links {} {pins}", shell_word(&wheels))
     );
     std::fs::write(
@@ -706,7 +693,7 @@ fn direct_url_and_installer_decide_the_command() {
         r#"{"url": "https://example.org/w/x.whl", "archive_info": {}}"#,
     )
     .unwrap();
-    assert_eq!(switch_to_nomagma(&site)["needs_wheels"], true);
+    assert!(switch_to_nomagma(&site).needs_wheels);
     for (content, says) in [
         ("not json", "not a PEP 610 direct_url.json"),
         (r#"{"url": "file:///w/%zz.whl"}"#, "not a file URL"),

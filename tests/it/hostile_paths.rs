@@ -11,6 +11,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use splitpkg::channel::document::SwitchReport;
+
 const NOMAGMA: &str = "conda-nomagma/lib/libtorch_cuda_linalg.so";
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
 
@@ -229,10 +231,8 @@ fn env_switch_refuses_records_that_reach_outside_or_lie() {
     // The untouched environment still switches (the checks refuse only what they should).
     let o = run(&["env", s(&base), "--switch", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(
-        (json(&o)["from"].as_str(), json(&o)["to"].as_str()),
-        (Some("magma"), Some("nomagma"))
-    );
+    let r: SwitchReport = typed(&o);
+    assert_eq!((r.from.as_str(), r.to.as_str()), ("magma", "nomagma"));
 }
 
 // ---------------------------------------------------------------- wheel

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use splitpkg::wheel::document::WheelReport;
+
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
 const METADATA: &str = "torch-2.5.1.dist-info/METADATA";
 
@@ -191,8 +193,8 @@ fn wheel_tags_with_shell_characters_never_name_an_output() {
     let out = case.join("wheels $(touch PWNED)");
     let o = run_bounded(&["wheel", s(&whl), "--out", s(&out), "--quiet", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    let cmd = r["commands"]["default"].as_str().unwrap();
+    let r: WheelReport = typed(&o);
+    let cmd = r.commands.default.as_str();
     // Pinned to the split (issue 53): an unpinned `torch` resolves to the newest public torch.
     assert_eq!(
         cmd,

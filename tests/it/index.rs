@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::SystemTime;
 
-use splitpkg::index::{FileStatus, IndexLayout, IndexReport};
+use splitpkg::index::page::{FileEntry, ProjectPage};
+use splitpkg::index::{FileStatus, IndexCommands, IndexLayout, IndexReport};
 
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
 const CORE: &str = "torch-2.5.1+split-cp311-cp311-linux_x86_64.whl";
@@ -93,17 +94,21 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, SystemTime)> {
         .collect()
 }
 
-fn page(out: &Path, project: &str) -> serde_json::Value {
+/// A project's PEP 691 page as JSON, for the tests that edit it into hostile input.
+fn raw_page(out: &Path, project: &str) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(out.join(project).join("index.json")).unwrap()).unwrap()
 }
 
-fn entry<'a>(page: &'a serde_json::Value, file: &str) -> &'a serde_json::Value {
-    page["files"]
-        .as_array()
-        .unwrap()
+/// A project's PEP 691 page as the type `index` writes it from.
+fn page(out: &Path, project: &str) -> ProjectPage {
+    serde_json::from_slice(&std::fs::read(out.join(project).join("index.json")).unwrap()).unwrap()
+}
+
+fn entry<'a>(page: &'a ProjectPage, file: &str) -> &'a FileEntry {
+    page.files
         .iter()
-        .find(|f| f["filename"] == file)
-        .unwrap_or_else(|| panic!("{file} not on the page: {page}"))
+        .find(|f| f.filename == file)
+        .unwrap_or_else(|| panic!("{file} not on the page: {page:?}"))
 }
 
 fn one_line(o: &Output, says: &str) {
@@ -153,15 +158,15 @@ fn pages_metadata_updates_and_refusals() {
         a_file_is_served_as_given_with_its_metadata(&out, &wheels, project, file);
     }
     let core = entry(&page(&out, "torch"), CORE).clone();
-    assert_eq!(core["requires-python"], ">=3.8");
+    assert_eq!(core.requires_python.as_deref(), Some(">=3.8"));
     assert!(
         std::fs::read_to_string(out.join("torch/index.html"))
             .unwrap()
             .contains("data-requires-python=\"&gt;=3.8\"")
     );
     assert_eq!(
-        page(&out, "torch-cuda-linalg")["versions"],
-        serde_json::json!(["2.5.1+0.nomagma", "2.5.1+1.magma"])
+        page(&out, "torch-cuda-linalg").versions,
+        ["2.5.1+0.nomagma", "2.5.1+1.magma"]
     );
     // The same run again: nothing written, not even a page's modification time.
     let before = snapshot(&out);
@@ -218,24 +223,21 @@ fn a_file_is_served_as_given_with_its_metadata(
         std::fs::read(wheels.join(file)).unwrap(),
         "{file}: the wheel as given"
     );
-    assert_eq!(e["hashes"]["sha256"].as_str().unwrap(), sha256(&on_disk));
-    assert_eq!(
-        e["size"].as_u64().unwrap(),
-        std::fs::metadata(&on_disk).unwrap().len()
-    );
-    assert_eq!(e["url"].as_str().unwrap(), file.replace('+', "%2B"));
+    assert_eq!(e.sha256().unwrap(), sha256(&on_disk));
+    assert_eq!(e.size.unwrap(), std::fs::metadata(&on_disk).unwrap().len());
+    assert_eq!(e.url, file.replace('+', "%2B"));
     let meta = out.join(project).join(format!("{file}.metadata"));
     assert_eq!(
         std::fs::read(&meta).unwrap(),
         metadata_of(&on_disk),
         "PEP 658: the METADATA member itself"
     );
+    // PEP 658's `{"sha256": …}`: the page type keeps the object as JSON.
+    let core_metadata = e.core_metadata.as_ref().unwrap();
+    assert_eq!(core_metadata["sha256"].as_str().unwrap(), sha256(&meta));
     assert_eq!(
-        e["core-metadata"]["sha256"].as_str().unwrap(),
-        sha256(&meta)
-    );
-    assert_eq!(
-        e["dist-info-metadata"], e["core-metadata"],
+        e.dist_info_metadata.as_ref(),
+        Some(core_metadata),
         "PEP 714: both names"
     );
     let html = std::fs::read_to_string(out.join(project).join("index.html")).unwrap();
@@ -254,7 +256,7 @@ fn a_file_is_served_as_given_with_its_metadata(
 /// A yank set by hand in the JSON page is kept and rendered; the other project is kept.
 fn a_hand_set_yank_and_the_other_project_are_kept(out: &Path, wheels: &Path) {
     let path = out.join("torch-cuda-linalg/index.json");
-    let mut p = page(out, "torch-cuda-linalg");
+    let mut p = raw_page(out, "torch-cuda-linalg");
     for f in p["files"].as_array_mut().unwrap() {
         if f["filename"] == SLIM {
             f["yanked"] = serde_json::json!("rebuilt");
@@ -265,8 +267,8 @@ fn a_hand_set_yank_and_the_other_project_are_kept(out: &Path, wheels: &Path) {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r: IndexReport = typed(&o);
     assert_eq!(
-        entry(&page(out, "torch-cuda-linalg"), SLIM)["yanked"],
-        "rebuilt"
+        entry(&page(out, "torch-cuda-linalg"), SLIM).yanked,
+        Some(serde_json::json!("rebuilt"))
     );
     assert!(
         std::fs::read_to_string(out.join("torch-cuda-linalg/index.html"))
@@ -309,21 +311,17 @@ fn the_variant_set_gets_an_index_of_its_own(d: &Path, wheels: &Path) {
     let p = page(&vout, "torch-cuda-linalg");
     let e = entry(&p, vjson);
     assert_eq!(
-        e["hashes"]["sha256"].as_str().unwrap(),
+        e.sha256().unwrap(),
         sha256(&vout.join("torch-cuda-linalg").join(vjson))
     );
-    for key in ["core-metadata", "requires-python", "yanked"] {
-        assert!(
-            e.get(key).is_none(),
-            "{key} on the variants.json entry: {e}"
-        );
-    }
-    let files: Vec<&str> = p["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["filename"].as_str().unwrap())
-        .collect();
+    assert!(
+        e.core_metadata.is_none()
+            && e.dist_info_metadata.is_none()
+            && e.requires_python.is_none()
+            && e.yanked.is_none(),
+        "metadata, requires-python or yanked on the variants.json entry: {e:?}"
+    );
+    let files: Vec<&str> = p.files.iter().map(|f| f.filename.as_str()).collect();
     assert_eq!(
         files,
         [
@@ -371,13 +369,8 @@ fn variants_json(out: &Path) -> serde_json::Value {
         .unwrap()
 }
 
-fn file_names(page: &serde_json::Value) -> Vec<String> {
-    page["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["filename"].as_str().unwrap().to_string())
-        .collect()
+fn file_names(page: &ProjectPage) -> Vec<String> {
+    page.files.iter().map(|f| f.filename.clone()).collect()
 }
 
 /// `--prefer nomagma`: the slim index of the same PEP 825 wheels, whose variants.json differs from
@@ -477,7 +470,7 @@ fn the_slim_index_differs_only_in_the_order_and_the_fallback(
     assert!(!slim.join("torch-cuda-linalg").join(FALLBACK).exists());
     let e = entry(&page(slim, "torch-cuda-linalg"), VJSON).clone();
     assert_eq!(
-        e["hashes"]["sha256"].as_str().unwrap(),
+        e.sha256().unwrap(),
         sha256(&slim.join("torch-cuda-linalg").join(VJSON))
     );
 }
@@ -1184,7 +1177,7 @@ fn a_stale_slim_index_installs_magma_silently(h: &HttpIndexes, sout: &Path) {
             .collect::<String>(),
     )
     .unwrap();
-    let mut p = page(&stale, "torch-cuda-linalg");
+    let mut p = raw_page(&stale, "torch-cuda-linalg");
     p["files"]
         .as_array_mut()
         .unwrap()
@@ -1265,17 +1258,15 @@ fn torch_2_11_split_from_the_index_pip_download_and_uv_compile() {
     let out = d.path().join("index");
     let o = index(&[&wheels], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    assert_valid("docs/index.schema.json", &r);
-    assert_eq!(
-        (r["layout"].as_str(), r["added"].as_u64()),
-        (Some("local-label"), Some(2))
-    );
+    assert_valid("docs/index.schema.json", &json(&o));
+    let r: IndexReport = typed(&o);
+    assert_eq!((r.layout, r.added), (IndexLayout::LocalLabel, 2));
     let core = "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl";
     let lazy = "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl";
     assert!(
-        entry(&page(&out, "torch"), core)["requires-python"]
-            .as_str()
+        entry(&page(&out, "torch"), core)
+            .requires_python
+            .as_deref()
             .is_some_and(|r| r.starts_with(">=")),
         "torch's Requires-Python"
     );
@@ -1302,9 +1293,7 @@ fn torch_2_11_split_from_the_index_pip_download_and_uv_compile() {
     for (project, f) in [("torch", core), ("torch-cuda-linalg", lazy)] {
         assert_eq!(
             sha256(&dl.join(f)),
-            entry(&page(&out, project), f)["hashes"]["sha256"]
-                .as_str()
-                .unwrap(),
+            entry(&page(&out, project), f).sha256().unwrap(),
             "{f}"
         );
     }
@@ -1386,7 +1375,7 @@ fn stored_urls_never_reach_a_page_entries_are_rebuilt_from_the_files() {
         "../../../etc/passwd",
     ];
     for project in ["torch", "torch-cuda-linalg"] {
-        let mut p = page(&out, project);
+        let mut p = raw_page(&out, project);
         for (i, f) in p["files"].as_array_mut().unwrap().iter_mut().enumerate() {
             f["url"] = serde_json::json!(hostile[i % hostile.len()]);
             f["provenance"] = serde_json::json!("https://evil.example/prov");
@@ -1426,15 +1415,13 @@ fn stored_urls_never_reach_a_page_entries_are_rebuilt_from_the_files() {
     }
     // A yank by hand survives the rebuild; a yank that is not true or a reason does not.
     let path = out.join("torch/index.json");
-    let mut p = page(&out, "torch");
+    let mut p = raw_page(&out, "torch");
     p["files"][0]["yanked"] = serde_json::json!("bad build");
     std::fs::write(&path, serde_json::to_string_pretty(&p).unwrap()).unwrap();
     assert_eq!(index(&[&wheels.join(MAGMA)], &out).status.code(), Some(0));
-    assert_eq!(entry(&page(&out, "torch"), CORE)["yanked"], "bad build");
-    assert_eq!(
-        entry(&page(&out, "torch"), CORE)["url"],
-        CORE.replace('+', "%2B")
-    );
+    let core = entry(&page(&out, "torch"), CORE).clone();
+    assert_eq!(core.yanked, Some(serde_json::json!("bad build")));
+    assert_eq!(core.url, CORE.replace('+', "%2B"));
 }
 
 /// Issue 50: a page that lists a file whose size is not the file's (it changed behind the index's
@@ -1587,8 +1574,8 @@ fn printed_commands_quote_out_and_pin_the_split() {
     let out = d.path().join("a b; touch pwned; 'q' $(touch pwned2)");
     let o = index(&[&wheels], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let c = json(&o)["commands"].clone();
-    let serve = c["serve"].as_str().unwrap();
+    let c = typed::<IndexReport>(&o).commands;
+    let serve = c.serve.as_str();
     let argv = serve
         .strip_prefix("python3 ")
         .unwrap_or_else(|| panic!("{serve}"));
@@ -1614,11 +1601,11 @@ fn printed_commands_quote_out_and_pin_the_split() {
     assert!(!d.path().join("pwned").exists() && !d.path().join("pwned2").exists());
     let pins = "torch==2.5.1+split torch-cuda-linalg==2.5.1+1.magma";
     assert_eq!(
-        c["pip"],
+        c.pip,
         format!("pip install --extra-index-url http://127.0.0.1:8000/ {pins}")
     );
     assert_eq!(
-        c["uv"],
+        c.uv,
         format!("uv pip install --index http://127.0.0.1:8000/ {pins}")
     );
     assert!(stdout(&run(&["index", "--quiet", "--out", s(&out), s(&wheels)])).contains(pins));
@@ -1626,19 +1613,19 @@ fn printed_commands_quote_out_and_pin_the_split() {
     // The variant set: the lazy project's one version; the --prefer index has no pip command.
     let v = wheels.join("variants");
     let vout = d.path().join("index-variants");
-    let r = json(&index(&[&v], &vout));
+    let r: IndexReport = typed(&index(&[&v], &vout));
     let vpins = "torch==2.5.1+split torch-cuda-linalg==2.5.1";
     assert_eq!(
-        r["commands"]["uv"],
+        r.commands.uv,
         format!(
             "uv pip install --preview-features wheel-variants --index http://127.0.0.1:8000/ {vpins}"
         )
     );
-    assert!(r["commands"]["pip"].as_str().unwrap().ends_with(vpins));
+    assert!(r.commands.pip.ends_with(vpins));
     let slim = d.path().join("index-slim");
-    let r = json(&index_with(&[&v], &slim, &["--prefer", "nomagma"]));
-    assert!(r["commands"]["uv"].as_str().unwrap().ends_with(vpins));
-    let pip = r["commands"]["pip"].as_str().unwrap();
+    let r: IndexReport = typed(&index_with(&[&v], &slim, &["--prefer", "nomagma"]));
+    assert!(r.commands.uv.ends_with(vpins));
+    let pip = r.commands.pip.as_str();
     assert!(
         pip.starts_with("# none: pip does not read PEP 825 variant wheels"),
         "{pip}"
@@ -1655,13 +1642,13 @@ fn assert_pages_match_files(out: &Path) {
         let name = project["name"].as_str().unwrap();
         let p = page(out, name);
         let html = std::fs::read_to_string(out.join(name).join("index.html")).unwrap();
-        for f in p["files"].as_array().unwrap() {
-            let file = f["filename"].as_str().unwrap();
+        for f in &p.files {
+            let file = f.filename.as_str();
             let on_disk = out.join(name).join(file);
             let url = file.replace('+', "%2B");
-            assert_eq!(f["url"], url.as_str(), "{name}/{file}");
-            assert_eq!(f["hashes"]["sha256"], sha256(&on_disk).as_str());
-            assert_eq!(f["size"], std::fs::metadata(&on_disk).unwrap().len());
+            assert_eq!(f.url, url, "{name}/{file}");
+            assert_eq!(f.sha256(), Some(sha256(&on_disk).as_str()));
+            assert_eq!(f.size, Some(std::fs::metadata(&on_disk).unwrap().len()));
             let href = format!("<a href=\"{url}#sha256={}\"", sha256(&on_disk));
             assert!(html.contains(&href), "{href} in {html}");
         }
@@ -1700,20 +1687,17 @@ fn share_with_links_the_default_index_and_copies_where_it_cannot() {
 fn slim_index_links_the_default_ones_wheels(v: &Path, def: &Path, slim: &Path, share: &[&str]) {
     let o = index(&[v], def);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
+    let r: IndexReport = typed(&o);
     assert_eq!(
-        (
-            r["sharing"]["linked_files"].as_u64(),
-            r["sharing"]["copied_files"].as_u64()
-        ),
-        (Some(0), Some(4)),
+        (r.sharing.linked_files, r.sharing.copied_files),
+        (0, 4),
         "no --share-with: the core, two variant wheels and the fallback copied"
     );
     let o = index_with(&[v], slim, share);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    assert_valid("docs/index.schema.json", &r);
-    let sh = &r["sharing"];
+    assert_valid("docs/index.schema.json", &json(&o));
+    let r: IndexReport = typed(&o);
+    let sh = &r.sharing;
     let linked: u64 = [
         ("torch", CORE),
         ("torch-cuda-linalg", VMAGMA),
@@ -1730,13 +1714,13 @@ fn slim_index_links_the_default_ones_wheels(v: &Path, def: &Path, slim: &Path, s
     .sum();
     assert_eq!(
         (
-            sh["from"].as_str(),
-            sh["linked_files"].as_u64(),
-            sh["linked_bytes"].as_u64(),
-            sh["copied_files"].as_u64()
+            sh.from.as_deref(),
+            sh.linked_files,
+            sh.linked_bytes,
+            sh.copied_files
         ),
-        (Some(s(def)), Some(3), Some(linked), Some(0)),
-        "{sh}"
+        (Some(s(def)), 3, linked, 0),
+        "{sh:?}"
     );
     // The slim index's own files are its own: pages and the reordered -variants.json.
     let vj = |i: &Path| inode(&i.join("torch-cuda-linalg").join(VJSON));
@@ -1759,9 +1743,9 @@ fn wheels_lacking_or_differing_are_copied_with_a_note(dir: &Path, wheels: &Path)
     std::fs::create_dir_all(other.join("torch")).unwrap();
     std::fs::write(other.join("torch").join(CORE), b"not the core").unwrap();
     let out = dir.join("copies");
-    let r = json(&index_with(&[wheels], &out, &["--share-with", s(&other)]));
-    let notes = r["sharing"]["notes"].to_string();
-    assert_eq!(r["sharing"]["copied_files"], 3, "{notes}");
+    let r: IndexReport = typed(&index_with(&[wheels], &out, &["--share-with", s(&other)]));
+    let notes = r.sharing.notes.join("\n");
+    assert_eq!(r.sharing.copied_files, 3, "{notes}");
     assert!(
         notes.contains(&format!(
             "{CORE}: copied, {} has other bytes",
@@ -1819,14 +1803,11 @@ fn across_file_systems_the_wheels_are_copied(dir: &Path, v: &Path, share: &[&str
         return;
     };
     let far = elsewhere.path().join("slim");
-    let r = json(&index_with(&[v], &far, share));
-    let notes = r["sharing"]["notes"].to_string();
+    let r: IndexReport = typed(&index_with(&[v], &far, share));
+    let notes = r.sharing.notes.join("\n");
     assert_eq!(
-        (
-            r["sharing"]["linked_files"].as_u64(),
-            r["sharing"]["copied_files"].as_u64()
-        ),
-        (Some(0), Some(3)),
+        (r.sharing.linked_files, r.sharing.copied_files),
+        (0, 3),
         "{notes}"
     );
     assert!(
@@ -1901,30 +1882,23 @@ fn printed_index_commands_install_the_split_over_http_with_the_public_index() {
     let out = d.path().join("index dir");
     let o = index_with(&[&wheels], &out, &["--url", &url]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let c = json(&o)["commands"].clone();
-    assert_eq!(c["url"], url.as_str());
-    let _server = Served::start(c["serve"].as_str().unwrap(), port);
+    let c = typed::<IndexReport>(&o).commands;
+    assert_eq!(c.url, url);
+    let _server = Served::start(&c.serve, port);
     let unpinned = format!("pip install --extra-index-url {url} torch");
     let chosen = resolve_as_printed(&tools, &unpinned, &d.path().join("unpinned"));
     assert_ne!(chosen["torch"].0, "2.5.1+split", "{chosen:?}");
-    let other = &c["other"][0];
-    assert_eq!(
-        (
-            other["label"].as_str(),
-            c["other"].as_array().unwrap().len()
-        ),
-        (Some("0.nomagma"), 1)
-    );
+    let other = &c.other[0];
+    assert_eq!((other.label.as_str(), c.other.len()), ("0.nomagma", 1));
     for (i, (printed, lazy)) in [
-        (&c["pip"], MAGMA),
-        (&c["uv"], MAGMA),
-        (&other["pip"], SLIM),
-        (&other["uv"], SLIM),
+        (c.pip.as_str(), MAGMA),
+        (c.uv.as_str(), MAGMA),
+        (other.pip.as_deref().unwrap(), SLIM),
+        (other.uv.as_str(), SLIM),
     ]
     .into_iter()
     .enumerate()
     {
-        let printed = printed.as_str().unwrap();
         let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("c{i}")));
         assert_split(&chosen, "2.5.1", lazy, printed);
     }
@@ -1948,28 +1922,27 @@ fn variant_indexes_share_one_root_and_every_printed_command_installs_its_variant
     let d = tempfile::tempdir().unwrap();
     let port = free_port();
     let (dc, sc) = variant_indexes_side_by_side(d.path(), port);
-    let _server = Served::start(sc["serve"].as_str().unwrap(), port);
-    let (d_other, s_other) = (&dc["other"][0], &sc["other"][0]);
+    let _server = Served::start(&sc.serve, port);
+    let (d_other, s_other) = (&dc.other[0], &sc.other[0]);
     assert_eq!(
-        (d_other["label"].as_str(), d_other["file"].as_str()),
-        (Some("nomagma"), Some(VSLIM))
+        (d_other.label.as_str(), d_other.file.as_deref()),
+        ("nomagma", Some(VSLIM))
     );
     assert_eq!(
-        (s_other["label"].as_str(), s_other["file"].as_str()),
-        (Some("magma"), Some(VMAGMA))
+        (s_other.label.as_str(), s_other.file.as_deref()),
+        ("magma", Some(VMAGMA))
     );
     let fallback = "torch_cuda_linalg-2.5.1-cp311-cp311-linux_x86_64.whl";
     for (i, (printed, lazy)) in [
-        (&dc["uv"], VMAGMA),
-        (&d_other["uv"], VSLIM),
-        (&sc["uv"], VSLIM),
-        (&s_other["uv"], VMAGMA),
-        (&dc["pip"], fallback),
+        (dc.uv.as_str(), VMAGMA),
+        (d_other.uv.as_str(), VSLIM),
+        (sc.uv.as_str(), VSLIM),
+        (s_other.uv.as_str(), VMAGMA),
+        (dc.pip.as_str(), fallback),
     ]
     .into_iter()
     .enumerate()
     {
-        let printed = printed.as_str().unwrap();
         let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
         assert_split(&chosen, "2.5.1", lazy, printed);
     }
@@ -1978,22 +1951,22 @@ fn variant_indexes_share_one_root_and_every_printed_command_installs_its_variant
     let magma_lib = std::fs::read(fixture("pip-like").join(LAZY_LIB)).unwrap();
     let nomagma = std::fs::read(nomagma_lib()).unwrap();
     for (i, (printed, label, lib)) in [
-        (&sc["uv"], "nomagma", &nomagma),
-        (&d_other["uv"], "nomagma", &nomagma),
-        (&dc["uv"], "magma", &magma_lib),
+        (&sc.uv, "nomagma", &nomagma),
+        (&d_other.uv, "nomagma", &nomagma),
+        (&dc.uv, "magma", &magma_lib),
     ]
     .into_iter()
     .enumerate()
     {
         let root = d.path().join(format!("real{i}"));
-        install_printed_variant(&tools, printed.as_str().unwrap(), &root, label, lib);
+        install_printed_variant(&tools, printed, &root, label, lib);
     }
 }
 
 /// The fixture's default PEP 825 index and its `--prefer nomagma` twin written under `dir/srv`
 /// with `--url`s on `port`, the twin sharing the default's wheels (one inode each) and both
 /// printing one serve command for the root; the two reports' `commands` (default, twin).
-fn variant_indexes_side_by_side(dir: &Path, port: u16) -> (serde_json::Value, serde_json::Value) {
+fn variant_indexes_side_by_side(dir: &Path, port: u16) -> (IndexCommands, IndexCommands) {
     use crate::install_commands::shell;
     let v = fixture_split(dir, "one").join("variants");
     let srv = dir.join("srv");
@@ -2004,7 +1977,7 @@ fn variant_indexes_side_by_side(dir: &Path, port: u16) -> (serde_json::Value, se
     let url = |name: &str| format!("http://127.0.0.1:{port}/{name}/");
     let o = index_with(&[&v], &def, &["--url", &url("simple-variants")]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let rd = json(&o);
+    let rd: IndexReport = typed(&o);
     let slim_url = url("simple-variants-slim");
     let share = [
         "--url",
@@ -2016,18 +1989,18 @@ fn variant_indexes_side_by_side(dir: &Path, port: u16) -> (serde_json::Value, se
     ];
     let o = index_with(&[&v], &slim, &share);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let rs = json(&o);
-    assert_valid("docs/index.schema.json", &rs);
-    let (dc, sc) = (&rd["commands"], &rs["commands"]);
+    assert_valid("docs/index.schema.json", &json(&o));
+    let rs: IndexReport = typed(&o);
+    let (dc, sc) = (&rd.commands, &rs.commands);
     assert_eq!(
-        sc["serve"],
+        sc.serve,
         format!(
             "python3 -m http.server --bind 127.0.0.1 --directory {} {port}",
             shell(&srv)
         )
     );
-    assert_eq!(dc["serve"], sc["serve"], "one root serves both");
-    assert_eq!(rs["sharing"]["linked_files"], 3);
+    assert_eq!(dc.serve, sc.serve, "one root serves both");
+    assert_eq!(rs.sharing.linked_files, 3);
     for (project, f) in [
         ("torch", CORE),
         ("torch-cuda-linalg", VMAGMA),
@@ -2067,27 +2040,24 @@ fn torch_2_11_printed_index_commands_install_the_split_over_http() {
     let url = |name: &str| format!("http://127.0.0.1:{port}/{name}/");
     let o = index_with(&[&wheels], &plain, &["--url", &url("simple")]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let rp = json(&o);
+    let rp: IndexReport = typed(&o);
     let o = index_with(
         &[&wheels.join("variants")],
         &vars,
         &["--url", &url("simple-variants"), "--share-with", s(&plain)],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let rv = json(&o);
-    assert_valid("docs/index.schema.json", &rv);
+    assert_valid("docs/index.schema.json", &json(&o));
+    let rv: IndexReport = typed(&o);
     let core = "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl";
     let core_size = std::fs::metadata(plain.join("torch").join(core))
         .unwrap()
         .len();
     assert_eq!(
-        (
-            rv["sharing"]["linked_files"].as_u64(),
-            rv["sharing"]["linked_bytes"].as_u64()
-        ),
-        (Some(1), Some(core_size)),
-        "{}",
-        rv["sharing"]
+        (rv.sharing.linked_files, rv.sharing.linked_bytes),
+        (1, core_size),
+        "{:?}",
+        rv.sharing
     );
     let (a, b) = (
         inode(&plain.join("torch").join(core)),
@@ -2095,22 +2065,21 @@ fn torch_2_11_printed_index_commands_install_the_split_over_http() {
     );
     assert!(a.0 == b.0 && a.1 == b.1 && a.2 >= 2, "{a:?} {b:?}");
     eprintln!("torch 2.11: {core_size} bytes of core linked, not copied");
-    let _server = Served::start(rp["commands"]["serve"].as_str().unwrap(), port);
+    let _server = Served::start(&rp.commands.serve, port);
     let magma = "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl";
     let vmagma = "torch_cuda_linalg-2.11.0-cp311-cp311-manylinux_2_28_x86_64-magma.whl";
     let fallback = "torch_cuda_linalg-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl";
-    let (pc, vc) = (&rp["commands"], &rv["commands"]);
-    assert_eq!(pc["serve"], vc["serve"]);
+    let (pc, vc) = (&rp.commands, &rv.commands);
+    assert_eq!(pc.serve, vc.serve);
     for (i, (printed, lazy)) in [
-        (&pc["pip"], magma),
-        (&pc["uv"], magma),
-        (&vc["uv"], vmagma),
-        (&vc["pip"], fallback),
+        (pc.pip.as_str(), magma),
+        (pc.uv.as_str(), magma),
+        (vc.uv.as_str(), vmagma),
+        (vc.pip.as_str(), fallback),
     ]
     .into_iter()
     .enumerate()
     {
-        let printed = printed.as_str().unwrap();
         let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("t{i}")));
         assert_split(&chosen, "2.11.0", lazy, printed);
         assert!(

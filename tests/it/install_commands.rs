@@ -11,6 +11,8 @@ use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use splitpkg::wheel::document::{WheelLayout, WheelReport, WrittenWheel};
+
 /// What an installer chose: distribution name → (version, file name of the chosen wheel).
 pub(crate) type Chosen = BTreeMap<String, (String, String)>;
 
@@ -111,15 +113,12 @@ pub(crate) fn assert_split(chosen: &Chosen, version: &str, lazy_file: &str, what
 }
 
 /// The file name of the report's wheel in `list` that is `variant` in `layout`.
-fn file_of(list: &serde_json::Value, layout: &str, variant: Option<&str>) -> String {
+fn file_of(list: &[WrittenWheel], layout: WheelLayout, variant: Option<&str>) -> String {
     let w = list
-        .as_array()
-        .unwrap()
         .iter()
-        .find(|w| w["layout"] == layout && w["variant"].as_str() == variant)
-        .unwrap_or_else(|| panic!("no {layout} {variant:?} wheel in {list}"));
-    let f = w["file"].as_str().unwrap();
-    f.rsplit('/').next().unwrap().to_string()
+        .find(|w| w.layout == layout && w.variant.as_deref() == variant)
+        .unwrap_or_else(|| panic!("no {layout:?} {variant:?} wheel in {list:?}"));
+    w.file.rsplit('/').next().unwrap().to_string()
 }
 
 /// The fixture split with both variants: the default and the other variant's commands of both
@@ -133,30 +132,29 @@ fn every_printed_wheel_command_installs_the_split_with_the_public_index() {
     let tools = wheel_tools();
     let d = tempfile::tempdir().unwrap();
     let (out, o) = split_fixture_torch(d.path());
-    let r = json(&o);
+    let r: WheelReport = typed(&o);
     // The control: the unpinned command a user would guess gets a public torch, not the split.
     let unpinned = format!("pip install --find-links {} torch", shell(&out));
     let chosen = resolve_as_printed(&tools, &unpinned, &d.path().join("unpinned"));
     assert_ne!(chosen["torch"].0, "2.5.1+split", "{chosen:?}");
-    let (c, v) = (&r["commands"], &r["variants"]);
-    let magma = file_of(&r["lazy"], "local-label", Some("magma"));
-    let nomagma = file_of(&r["lazy"], "local-label", Some("nomagma"));
-    let variant_magma = file_of(&v["wheels"], "variant", Some("magma"));
-    let variant_nomagma = file_of(&v["wheels"], "variant", Some("nomagma"));
-    let fallback = file_of(&v["wheels"], "plain-fallback", Some("magma"));
+    let (c, v) = (&r.commands, &r.variants);
+    let magma = file_of(&r.lazy, WheelLayout::LocalLabel, Some("magma"));
+    let nomagma = file_of(&r.lazy, WheelLayout::LocalLabel, Some("nomagma"));
+    let variant_magma = file_of(&v.wheels, WheelLayout::Variant, Some("magma"));
+    let variant_nomagma = file_of(&v.wheels, WheelLayout::Variant, Some("nomagma"));
+    let fallback = file_of(&v.wheels, WheelLayout::PlainFallback, Some("magma"));
     for (i, (printed, lazy)) in [
-        (&c["default"], &magma),
-        (&c["uv_default"], &magma),
-        (&c["other"], &nomagma),
-        (&c["uv_other"], &nomagma),
-        (&v["uv_default"], &variant_magma),
-        (&v["uv_other"], &variant_nomagma),
-        (&v["pip_default"], &fallback),
+        (c.default.as_str(), &magma),
+        (c.uv_default.as_str(), &magma),
+        (c.other.as_deref().unwrap(), &nomagma),
+        (c.uv_other.as_deref().unwrap(), &nomagma),
+        (v.uv_default.as_str(), &variant_magma),
+        (v.uv_other.as_deref().unwrap(), &variant_nomagma),
+        (v.pip_default.as_str(), &fallback),
     ]
     .into_iter()
     .enumerate()
     {
-        let printed = printed.as_str().unwrap();
         let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
         assert_split(&chosen, "2.5.1", lazy, printed);
     }
@@ -176,24 +174,23 @@ fn torch_2_11_printed_commands_install_the_split_with_the_public_index() {
     let out = d.path().join("wheels");
     let o = run(&["wheel", s(&whl), "--out", s(&out), "--json", "--quiet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
+    let r: WheelReport = typed(&o);
     let unpinned = format!("uv pip install --find-links {} torch", shell(&out));
     let chosen = resolve_as_printed(&tools, &unpinned, &d.path().join("unpinned"));
     assert_ne!(chosen["torch"].0, "2.11.0+split", "{chosen:?}");
-    let (c, v) = (&r["commands"], &r["variants"]);
-    let magma = file_of(&r["lazy"], "local-label", Some("magma"));
-    let variant_magma = file_of(&v["wheels"], "variant", Some("magma"));
-    let fallback = file_of(&v["wheels"], "plain-fallback", Some("magma"));
+    let (c, v) = (&r.commands, &r.variants);
+    let magma = file_of(&r.lazy, WheelLayout::LocalLabel, Some("magma"));
+    let variant_magma = file_of(&v.wheels, WheelLayout::Variant, Some("magma"));
+    let fallback = file_of(&v.wheels, WheelLayout::PlainFallback, Some("magma"));
     for (i, (printed, lazy)) in [
-        (&c["default"], &magma),
-        (&c["uv_default"], &magma),
-        (&v["uv_default"], &variant_magma),
-        (&v["pip_default"], &fallback),
+        (c.default.as_str(), &magma),
+        (c.uv_default.as_str(), &magma),
+        (v.uv_default.as_str(), &variant_magma),
+        (v.pip_default.as_str(), &fallback),
     ]
     .into_iter()
     .enumerate()
     {
-        let printed = printed.as_str().unwrap();
         let chosen = resolve_as_printed(&tools, printed, &d.path().join(format!("v{i}")));
         assert_split(&chosen, "2.11.0", lazy, printed);
         // torch's own dependencies came from the public index.

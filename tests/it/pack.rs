@@ -18,6 +18,7 @@ use splitpkg::channel::document::{
     EnvReport, InstallEnv, PackReport, PackageRole, Scenario, ScenarioStatus, SolveReport,
     SwitchReport,
 };
+use splitpkg::channel::info::{ChannelInfo, PackedRole};
 
 const NOMAGMA: &str = "conda-nomagma/lib/libtorch_cuda_linalg.so";
 const FEATURE: &str = "libtorch-cuda-linalg-p-0";
@@ -32,18 +33,17 @@ fn pack(input: &Path, out: &Path, extra: &[&str]) -> Output {
     run(&args)
 }
 
-fn pack_ok(input: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
+fn pack_ok(input: &Path, out: &Path, extra: &[&str]) -> PackReport {
     let mut e = extra.to_vec();
     e.push("--json");
     let o = pack(input, out, &e);
     assert_eq!(o.status.code(), Some(0), "pack failed: {}", stderr(&o));
-    let v = json(&o);
-    assert_valid("docs/pack.schema.json", &v);
-    v
+    assert_valid("docs/pack.schema.json", &json(&o));
+    typed(&o)
 }
 
 /// The fixture's conda-like prefix packed with its nomagma build, as the test scenarios need it.
-fn fixture_channel(out: &Path, version: &str, extra: &[&str]) -> serde_json::Value {
+fn fixture_channel(out: &Path, version: &str, extra: &[&str]) -> PackReport {
     let nomagma = format!("nomagma={}", fixture(NOMAGMA).display());
     let mut args = vec![
         "--version",
@@ -107,37 +107,13 @@ fn index_of(pkg: &Path) -> IndexJson {
     rattler_package_streaming::seek::read_package_file(pkg).unwrap()
 }
 
-fn solve(channel: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
+fn solve(channel: &Path, extra: &[&str]) -> (Output, SolveReport) {
     let mut args = vec!["solve", s(channel), "--json", "--quiet"];
     args.extend_from_slice(extra);
     let o = run(&args);
-    let v = json(&o);
-    assert_valid("docs/solve.schema.json", &v);
-    (o, v)
-}
-
-fn scenario<'a>(r: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    r["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == id)
-        .unwrap()
-}
-
-/// name → build of a solved set.
-fn set(sc: &serde_json::Value) -> BTreeMap<String, String> {
-    sc["solved"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap().to_string(),
-                p["build"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    assert_valid("docs/solve.schema.json", &json(&o));
+    let r = typed(&o);
+    (o, r)
 }
 
 fn one_line_error(o: &Output, code: i32, names: &str) {
@@ -173,41 +149,39 @@ fn py_rattler(scenarios: &[serde_json::Value]) -> serde_json::Value {
 }
 
 /// Our solved sets and py-rattler's, scenario by scenario: the same records, or both unsolvable.
-fn cross_check(report: &serde_json::Value, flipped: Option<&Path>) {
-    let vps: Vec<serde_json::Value> = report["virtual_packages"].as_array().unwrap().clone();
+fn cross_check(report: &SolveReport, flipped: Option<&Path>) {
+    let vps = &report.virtual_packages;
+    let applicable = || {
+        report
+            .scenarios
+            .iter()
+            .filter(|s| s.status != ScenarioStatus::NotApplicable)
+    };
     let mut asks = Vec::new();
-    for sc in report["scenarios"].as_array().unwrap() {
-        if sc["status"] == "not-applicable" {
-            continue;
-        }
-        let channel = if sc["id"] == "e" {
+    for sc in applicable() {
+        let channel = if sc.id == "e" {
             flipped.unwrap().to_path_buf()
         } else {
-            PathBuf::from(report["channel"].as_str().unwrap())
+            PathBuf::from(&report.channel)
         };
-        asks.push(serde_json::json!({"id": sc["id"], "channel": channel, "specs": sc["specs"], "virtual_packages": vps}));
+        asks.push(serde_json::json!({"id": sc.id, "channel": channel, "specs": sc.specs, "virtual_packages": vps}));
     }
+    // py-rattler's answer is the script's own JSON (tests/py/solve_check.py), not a document.
     let py = py_rattler(&asks);
     assert_eq!(py["rattler_version"], "0.28.0");
-    for sc in report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["status"] != "not-applicable")
-    {
-        let id = sc["id"].as_str().unwrap();
+    for sc in applicable() {
+        let id = sc.id.as_str();
         let theirs = &py["results"][id];
-        if sc["solved"].as_array().unwrap().is_empty() {
+        if sc.solved.is_empty() {
             assert!(
                 theirs["unsolvable"].is_string(),
                 "({id}) py-rattler solved what resolvo refused: {theirs}"
             );
         } else {
-            let ours: Vec<serde_json::Value> = sc["solved"]
-                .as_array()
-                .unwrap()
+            let ours: Vec<serde_json::Value> = sc
+                .solved
                 .iter()
-                .map(|p| serde_json::json!([p["name"], p["version"], p["build"]]))
+                .map(|p| serde_json::json!([p.name, p.version, p.build]))
                 .collect();
             assert_eq!(
                 theirs["solved"],
@@ -222,7 +196,7 @@ fn cross_check(report: &serde_json::Value, flipped: Option<&Path>) {
 fn packages_carry_the_split_model_and_every_file_exactly_once() {
     let d = tempfile::tempdir().unwrap();
     let ch = d.path().join("channel");
-    let r: PackReport = serde_json::from_value(fixture_channel(&ch, "2.5.1", &[])).unwrap();
+    let r = fixture_channel(&ch, "2.5.1", &[]);
     let files = conda_files(&ch);
     the_channel_holds_the_four_packages_and_nothing_else(d.path(), &ch, &files);
     // index.json is Split::packages(), field by field, plus the payload package.
@@ -441,16 +415,18 @@ fn the_report_says_the_same(
     assert_eq!(about.extra["splitpkg_variant"], "nomagma");
     assert_eq!(about.extra["splitpkg_preferred"], false);
     // splitpkg.json describes the split for solve/env.
-    let info: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
-    assert_valid("docs/channel.schema.json", &info);
-    assert_eq!(info["core"], "libtorch");
-    assert_eq!(info["lazy"], "libtorch-cuda-linalg");
-    assert_eq!(info["lazy_library"], "libtorch_cuda_linalg.so");
-    assert_eq!(info["variants"], serde_json::json!(["magma", "nomagma"]));
-    assert_eq!(info["payload_packages"], serde_json::json!(["libmagma"]));
+    let info_file = ch.join("splitpkg.json");
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&info_file).unwrap()).unwrap();
+    assert_valid("docs/channel.schema.json", &raw);
+    let info: ChannelInfo = typed_file(&info_file);
+    assert_eq!(info.core, "libtorch");
+    assert_eq!(info.lazy, "libtorch-cuda-linalg");
+    assert_eq!(info.lazy_library, "libtorch_cuda_linalg.so");
+    assert_eq!(info.variants, ["magma", "nomagma"]);
+    assert_eq!(info.payload_packages, ["libmagma"]);
     assert_eq!(
-        info["packs"][0]["input"], "conda-like",
+        info.packs[0].input, "conda-like",
         "no directories of this machine"
     );
 }
@@ -520,12 +496,7 @@ fn a_second_pack_keeps_packages_the_channel_holds_with_the_same_content() {
         (after.ino(), after.mtime_nsec()),
         "the core file is the same file"
     );
-    let notes: Vec<&str> = r["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
+    let notes = &r.notes;
     assert!(
         notes
             .iter()
@@ -534,14 +505,13 @@ fn a_second_pack_keeps_packages_the_channel_holds_with_the_same_content() {
         "{notes:?}"
     );
     // The kept package is recorded and indexed as if written: same sha256 everywhere.
-    let rec = r["record"]["packages"]
-        .as_array()
-        .unwrap()
+    let rec = r
+        .record
+        .packages
         .iter()
-        .find(|p| p["name"] == "libtorch")
-        .unwrap()
-        .clone();
-    assert_eq!(rec["sha256"], sha256(&core));
+        .find(|p| p.name == "libtorch")
+        .unwrap();
+    assert_eq!(rec.sha256, sha256(&core));
     let rd: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap())
             .unwrap();
@@ -633,12 +603,11 @@ fn stand_ins_are_marked_in_metadata_and_in_every_report() {
     )
     .unwrap();
     let ch = d.path().join("channel");
-    let r: PackReport = serde_json::from_value(pack_ok(
+    let r = pack_ok(
         &fixture("missing"),
         &ch,
         &["--version", "2.5.1", "--standins", s(&manifest)],
-    ))
-    .unwrap();
+    );
     assert_eq!(r.standins_from, "standins.yaml");
     let names: Vec<&str> = r.standins.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
@@ -736,7 +705,6 @@ fn stand_in_packages_are_marked_and_change_no_semantics(ch: &Path) {
 fn solve_flags_stand_ins_and_counts_their_bytes_apart(ch: &Path, envs: &Path) {
     let (o, rep) = solve(ch, &["--install", s(envs)]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    let rep: SolveReport = serde_json::from_value(rep).unwrap();
     let a = typed_scenario(&rep, "a");
     let flagged: BTreeMap<String, bool> = a
         .solved
@@ -803,7 +771,6 @@ fn scenarios_install_plan_and_env() {
         &["--prefer-channel", s(&flipped), "--install", s(&envs)],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    let r: SolveReport = serde_json::from_value(r).unwrap();
     assert!(r.pass);
     assert_eq!(r.versions, ["2.5.1", "2.5.2"]);
     assert_eq!(
@@ -1103,7 +1070,7 @@ fn scenarios_agree_with_py_rattler() {
     let (ch, flipped) = scenario_channels(d.path());
     let (o, r) = solve(&ch, &["--prefer-channel", s(&flipped)]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert_eq!(r["pass"], true);
+    assert!(r.pass);
     cross_check(&r, Some(&flipped));
 }
 
@@ -1120,27 +1087,27 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
     let env = d.path().join("envs/default");
     let o = run(&["env", s(&env), "--switch", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json(&o);
-    assert_valid("docs/env-switch.schema.json", &r);
-    assert_valid("docs/env.schema.json", &r["after"]);
-    assert_eq!(
-        (r["from"].as_str(), r["to"].as_str()),
-        (Some("magma"), Some("nomagma"))
+    assert_valid("docs/env-switch.schema.json", &json(&o));
+    let r: SwitchReport = typed(&o);
+    assert_valid(
+        "docs/env.schema.json",
+        &serde_json::to_value(&r.after).unwrap(),
     );
+    assert_eq!((r.from.as_str(), r.to.as_str()), ("magma", "nomagma"));
     assert_eq!(
-        r["removed"],
-        serde_json::json!([
+        r.removed,
+        [
             "libmagma-2.8.0-h50e331b_0",
             "libtorch-cuda-linalg-2.5.2-cuda126_magma_h1e60bb5_0"
-        ])
+        ]
     );
     assert_eq!(
-        r["installed"],
-        serde_json::json!(["libtorch-cuda-linalg-2.5.2-cuda126_nomagma_ha0eb17e_0"])
+        r.installed,
+        ["libtorch-cuda-linalg-2.5.2-cuda126_nomagma_ha0eb17e_0"]
     );
     assert_eq!(
-        r["after"]["real_bytes"].as_i64().unwrap() - r["before"]["real_bytes"].as_i64().unwrap(),
-        r["before"]["switch"]["real_delta"].as_i64().unwrap(),
+        r.after.real_bytes as i64 - r.before.real_bytes as i64,
+        r.before.switch.real_delta.unwrap(),
         "the switch saved what env predicted"
     );
     assert!(
@@ -1148,9 +1115,14 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
         "libmagma left the environment"
     );
     let o = run(&["plan", s(&env), "--json", "-q"]);
-    assert_eq!(json(&o)["verdict"], "not-present", "{}", stdout(&o));
     assert_eq!(
-        json(&run(&["env", s(&env), "--json"]))["variant"],
+        typed::<Plan>(&o).verdict,
+        Verdict::NotPresent,
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        typed::<EnvReport>(&run(&["env", s(&env), "--json"])).variant,
         "nomagma"
     );
     // And back.
@@ -1163,8 +1135,8 @@ fn env_switch_changes_the_environment_with_rattlers_installer() {
     );
     assert!(env.join("lib/libmagma.so.2").exists());
     assert_eq!(
-        json(&run(&["plan", s(&env), "--json", "-q"]))["verdict"],
-        "confined"
+        typed::<Plan>(&run(&["plan", s(&env), "--json", "-q"])).verdict,
+        Verdict::Confined
     );
     // A channel without the nomagma build: refused, one line, nothing changed.
     let only = d.path().join("only-magma");
@@ -1203,20 +1175,16 @@ fn conda_forge_layout_packs_installs_and_plans_from_site_packages() {
             &nomagma,
         ],
     );
-    assert_eq!(r["lossless"]["ok"], true);
+    assert!(r.lossless.ok);
     assert_eq!(
-        (
-            r["lossless"]["tree_paths"].as_u64(),
-            r["lossless"]["placed_once"].as_u64()
-        ),
-        (Some(13), Some(13)),
+        (r.lossless.tree_paths, r.lossless.placed_once),
+        (13, 13),
         "conda-like's 10 and 3 links"
     );
     each_link_travels_with_what_it_names(&ch, &r);
     let envs = d.path().join("envs");
     let (o, s_) = solve(&ch, &["--install", s(&envs)]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    let s_: SolveReport = serde_json::from_value(s_).unwrap();
     let inst = &s_.install.unwrap().envs;
     assert_eq!(
         (inst[0].name, inst[0].verdict),
@@ -1260,17 +1228,15 @@ const SP: &str = "lib/python3.11/site-packages/torch";
 
 /// What each package of the conda-forge pack holds, by its paths.json: the core's links stay with
 /// the core, the link to the lazy library ships with each lazy library.
-fn each_link_travels_with_what_it_names(ch: &Path, r: &serde_json::Value) {
-    let packages = r["record"]["packages"].as_array().unwrap();
-    let paths_of = |role: &str, variant: Option<&str>| -> BTreeMap<String, PathType> {
+fn each_link_travels_with_what_it_names(ch: &Path, r: &PackReport) {
+    let packages = &r.record.packages;
+    let paths_of = |role: PackedRole, variant: Option<&str>| -> BTreeMap<String, PathType> {
         let pkg = packages
             .iter()
-            .find(|p| p["role"] == role && variant.is_none_or(|v| p["variant"] == v))
+            .find(|p| p.role == role && variant.is_none_or(|v| p.variant.as_deref() == Some(v)))
             .unwrap();
-        let p: PathsJson = rattler_package_streaming::seek::read_package_file(
-            ch.join(pkg["file"].as_str().unwrap()),
-        )
-        .unwrap();
+        let p: PathsJson =
+            rattler_package_streaming::seek::read_package_file(ch.join(&pkg.file)).unwrap();
         p.paths
             .into_iter()
             .map(|e| (e.relative_path.display().to_string(), e.path_type))
@@ -1281,7 +1247,7 @@ fn each_link_travels_with_what_it_names(ch: &Path, r: &serde_json::Value) {
     };
     let (hard, soft) = (PathType::HardLink, PathType::SoftLink);
     assert_eq!(
-        paths_of("core", None),
+        paths_of(PackedRole::Core, None),
         want(&[
             ("bin/torch_smoke".into(), hard),
             ("lib/libtorch_cpu.so".into(), hard),
@@ -1295,7 +1261,7 @@ fn each_link_travels_with_what_it_names(ch: &Path, r: &serde_json::Value) {
     );
     for v in ["magma", "nomagma"] {
         assert_eq!(
-            paths_of("lazy", Some(v)),
+            paths_of(PackedRole::Lazy, Some(v)),
             want(&[
                 ("lib/libtorch_cuda_linalg.so".into(), hard),
                 (format!("{SP}/lib/libtorch_cuda_linalg.so"), soft)
@@ -1304,7 +1270,7 @@ fn each_link_travels_with_what_it_names(ch: &Path, r: &serde_json::Value) {
         );
     }
     assert!(
-        paths_of("payload", None)
+        paths_of(PackedRole::Payload, None)
             .keys()
             .all(|p| p.starts_with("lib/libmagma"))
     );
@@ -1369,14 +1335,13 @@ fn plan_site_packages(env: &Path) -> (Option<i32>, Verdict) {
         "{}",
         stderr(&o)
     );
-    let p = json(&o);
+    let p: Plan = typed(&o);
+    assert_eq!(p.input.path, s(env), "planned the enclosing environment");
     assert_eq!(
-        p["input"]["path"],
-        s(env),
-        "planned the enclosing environment"
+        p.lazy_library.as_ref().unwrap().path,
+        "lib/libtorch_cuda_linalg.so"
     );
-    assert_eq!(p["lazy_library"]["path"], "lib/libtorch_cuda_linalg.so");
-    (o.status.code(), typed::<Plan>(&o).verdict)
+    (o.status.code(), p.verdict)
 }
 
 #[test]
@@ -1389,8 +1354,11 @@ fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
     fixture_channel(&same, "2.5.1", &[]);
     let (o, r) = solve(&ch, &["--prefer-channel", s(&same)]);
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(scenario(&r, "e")["status"], "fail");
-    assert_eq!(scenario(&r, "d")["status"], "not-applicable");
+    assert_eq!(typed_scenario(&r, "e").status, ScenarioStatus::Fail);
+    assert_eq!(
+        typed_scenario(&r, "d").status,
+        ScenarioStatus::NotApplicable
+    );
     // Virtual packages are passed through: a channel needs nothing virtual, so __cuda=none still solves.
     let (o, r) = solve(
         &ch,
@@ -1398,8 +1366,8 @@ fn wrong_preference_and_virtual_packages_fail_the_scenarios() {
     );
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(
-        r["virtual_packages"],
-        serde_json::json!(["__glibc=2.17", "__linux=6.1", "__unix=0"])
+        r.virtual_packages,
+        ["__glibc=2.17", "__linux=6.1", "__unix=0"]
     );
     let o = run(&["solve", s(&ch), "--virtual", "cuda=12"]);
     one_line_error(&o, 2, "--virtual cuda=12");
@@ -1710,26 +1678,24 @@ fn torch_2_11_wheel_packs_solves_installs_and_plans() {
     let envs = d.path().join("envs");
     let (a, solve_time) = torch_2_11_solves_and_installs_the_magma_set(&ch, &envs);
     let e = run(&["env", s(&envs.join("default")), "--json"]);
-    let env = json(&e);
-    assert_valid("docs/env.schema.json", &env);
-    assert_eq!(env["variant"], "magma");
-    assert_eq!(
-        env["switch"]["estimated"], true,
+    assert_valid("docs/env.schema.json", &json(&e));
+    let env: EnvReport = typed(&e);
+    assert_eq!(env.variant, "magma");
+    assert!(
+        env.switch.estimated,
         "the nomagma size is the plan's estimate"
     );
-    assert_eq!(env["switch"]["lazy_after"], 2_125_945);
-    assert_eq!(env["switch"]["real_delta"], 2_125_945i64 - 53_532_193);
+    assert_eq!(env.switch.lazy_after, Some(2_125_945));
+    assert_eq!(env.switch.real_delta, Some(2_125_945i64 - 53_532_193));
     eprintln!(
         "torch 2.11 wheel: pack {:.1} s, solve+install+plan {:.1} s; (a) {}",
         pack_time.as_secs_f64(),
         solve_time.as_secs_f64(),
-        a["solved"]
-            .as_array()
-            .unwrap()
+        a.solved
             .iter()
             .map(|p| format!(
                 "{} {} {} ({} B archive, {} B installed)",
-                p["name"], p["version"], p["build"], p["archive_bytes"], p["installed_bytes"]
+                p.name, p.version, p.build, p.archive_bytes, p.installed_bytes
             ))
             .collect::<Vec<_>>()
             .join("; ")
@@ -1745,11 +1711,11 @@ fn torch_2_11_packs_its_core_and_static_lazy_library(
     let started = std::time::Instant::now();
     let r = pack_ok(wheel, ch, &[]);
     let pack_time = started.elapsed();
-    assert_eq!(r["lossless"]["tree_paths"], 11843);
-    assert_eq!(r["lossless"]["placed_once"], 11843);
-    assert_eq!(r["record"]["payload_static"], true);
+    assert_eq!(r.lossless.tree_paths, 11843);
+    assert_eq!(r.lossless.placed_once, 11843);
+    assert!(r.record.payload_static);
     assert_eq!(
-        r["record"]["missing_variants"][0]["variant"], "nomagma",
+        r.record.missing_variants[0].variant, "nomagma",
         "no nomagma invented"
     );
     let files = conda_files(ch);
@@ -1785,15 +1751,15 @@ fn torch_2_11_packs_its_core_and_static_lazy_library(
 fn torch_2_11_solves_and_installs_the_magma_set(
     ch: &Path,
     envs: &Path,
-) -> (serde_json::Value, std::time::Duration) {
+) -> (Scenario, std::time::Duration) {
     let started = std::time::Instant::now();
     let (o, s_) = solve(ch, &["--install", s(envs)]);
     let solve_time = started.elapsed();
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    let a = scenario(&s_, "a");
-    assert_eq!(a["status"], "pass");
+    let a = typed_scenario(&s_, "a");
+    assert_eq!(a.status, ScenarioStatus::Pass);
     assert_eq!(
-        set(a),
+        solved_builds(a),
         [
             ("libtorch", "cuda13_h86dd438_0"),
             ("libtorch-cuda-linalg", "cuda13_magma_hbc75e16_0")
@@ -1802,36 +1768,36 @@ fn torch_2_11_solves_and_installs_the_magma_set(
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
     );
-    assert_eq!(
-        a["track_features"]["relied_on"], false,
+    assert!(
+        !a.track_features.relied_on,
         "one candidate: nothing to rank"
     );
-    let lazy_solved = a["solved"]
-        .as_array()
-        .unwrap()
+    let lazy_solved = a
+        .solved
         .iter()
-        .find(|p| p["name"] == "libtorch-cuda-linalg")
+        .find(|p| p.name == "libtorch-cuda-linalg")
         .unwrap();
-    assert_eq!(lazy_solved["installed_bytes"], 53_532_193);
+    assert_eq!(lazy_solved.installed_bytes, 53_532_193);
     assert_eq!(
-        a["installed_bytes"], 1_136_486_950u64,
+        a.installed_bytes, 1_136_486_950u64,
         "the whole wheel, installed"
     );
     for id in ["b", "c", "d", "e"] {
         assert_eq!(
-            scenario(&s_, id)["status"],
-            "not-applicable",
+            typed_scenario(&s_, id).status,
+            ScenarioStatus::NotApplicable,
             "{id}: the wheel channel has no nomagma build"
         );
     }
-    let default = &s_["install"]["envs"][0];
+    let envs = &s_.install.as_ref().unwrap().envs;
     assert_eq!(
-        (default["status"].as_str(), default["verdict"].as_str()),
-        (Some("pass"), Some("CONFINED"))
+        (envs[0].status, envs[0].verdict),
+        (ScenarioStatus::Pass, Some(Verdict::Confined))
     );
-    assert_eq!(s_["install"]["envs"][1]["status"], "not-applicable");
+    assert_eq!(envs[1].status, ScenarioStatus::NotApplicable);
     cross_check(&s_, None);
-    (a.clone(), solve_time)
+    let a = a.clone();
+    (a, solve_time)
 }
 
 #[test]
@@ -1876,7 +1842,7 @@ fn archives_pack_like_the_directory_they_hold() {
                 &nomagma,
             ],
         );
-        assert_eq!(r["lossless"]["placed_once"], 10, "{}", input.display());
+        assert_eq!(r.lossless.placed_once, 10, "{}", input.display());
         assert_eq!(paths_of(&ch), want, "{}", input.display());
     }
     // A wheel installs under site-packages: the same content one level down.
@@ -1886,7 +1852,7 @@ fn archives_pack_like_the_directory_they_hold() {
         &ch,
         &["--version", "2.5.1", "--build-keys", "cuda126"],
     );
-    assert_eq!(r["lossless"]["placed_once"], 10);
+    assert_eq!(r.lossless.placed_once, 10);
     let core = conda_files(&ch)
         .into_iter()
         .find(|f| f.contains("/libtorch-2.5.1"))

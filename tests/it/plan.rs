@@ -7,16 +7,8 @@ use std::process::Command;
 
 use splitpkg::analysis::graph::{EdgeKind, Reach};
 use splitpkg::analysis::payload::PartKind;
-use splitpkg::analysis::plan::{Plan, Role};
+use splitpkg::analysis::plan::{EnvSource, Plan, Role};
 use splitpkg::analysis::verdict::{PayloadForm, Verdict};
-
-fn strings(v: &serde_json::Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap().to_string())
-        .collect()
-}
 
 /// `plan --json` of fixture `name` read into the library's `Plan` (and checked against the
 /// schema), with the exit code.
@@ -281,8 +273,8 @@ fn lazy_and_dep_can_be_overridden() {
 fn yaml_and_text_carry_the_same_verdict() {
     let o = run_path(&["plan", "--yaml", "--quiet"], &fixture("conda-like"));
     assert_eq!(o.status.code(), Some(0));
-    let y: serde_json::Value = serde_yaml::from_slice(&o.stdout).unwrap();
-    assert_eq!(y["verdict"], "confined");
+    let y: Plan = serde_yaml::from_slice(&o.stdout).unwrap();
+    assert_eq!(y.verdict, Verdict::Confined);
     let t = stdout(&run_path(&["plan", "--quiet"], &fixture("eager-leak")));
     assert!(t.contains("verdict: NOT CONFINED"), "{t}");
     assert!(
@@ -341,23 +333,23 @@ fn plan_records_its_command_and_a_date_only_from_source_date_epoch() {
         .env("SOURCE_DATE_EPOCH", "1764547200")
         .output()
         .unwrap();
-    let (p, d) = (json(&plain), json(&dated));
+    let (p, d) = (typed::<Plan>(&plain), typed::<Plan>(&dated));
     assert_eq!(
-        p["command"],
-        serde_json::json!([
+        p.stamp.command,
+        [
             bin().to_str().unwrap(),
             "plan",
             tree.to_str().unwrap(),
             "--json"
-        ])
+        ]
     );
-    assert_eq!(p["tool"]["name"], "splitpkg");
+    assert_eq!(p.tool.name, "splitpkg");
     assert!(
-        p.get("date").is_none(),
-        "no date without SOURCE_DATE_EPOCH: {}",
-        p["date"]
+        p.stamp.date.is_none(),
+        "no date without SOURCE_DATE_EPOCH: {:?}",
+        p.stamp.date
     );
-    assert_eq!(d["date"], "2025-12-01T00:00:00Z");
+    assert_eq!(d.stamp.date.as_deref(), Some("2025-12-01T00:00:00Z"));
     assert_eq!(
         stdout(&plain),
         stdout(
@@ -369,8 +361,8 @@ fn plan_records_its_command_and_a_date_only_from_source_date_epoch() {
         ),
         "deterministic"
     );
-    for v in [&p, &d] {
-        assert_valid("docs/plan.schema.json", v);
+    for o in [&plain, &dated] {
+        assert_valid("docs/plan.schema.json", &json(o));
     }
 }
 
@@ -420,15 +412,13 @@ fn a_site_packages_directory_is_named_after_the_distribution_that_owns_the_lazy_
         &["torch/lib/libtorch_cuda_linalg.so", "torch/__init__.py"],
     );
     let o = run_path(&["plan", "--json", "--quiet"], &sp);
-    let v = json(&o);
+    let v: Plan = typed(&o);
+    let package = v.input.package.as_ref();
     assert_eq!(
-        (
-            &v["input"]["package"]["name"],
-            &v["input"]["package"]["version"]
-        ),
-        (&"torch".into(), &"2.5.1".into()),
-        "{}",
-        v["input"]
+        package.map(|p| (p.name.as_str(), p.version.as_str())),
+        Some(("torch", "2.5.1")),
+        "{:?}",
+        v.input
     );
     let text = stdout(&run_path(&["plan", "--quiet"], &sp));
     assert!(!text.contains("pip 23.2.1"), "{text}");
@@ -440,8 +430,13 @@ fn a_site_packages_directory_is_named_after_the_distribution_that_owns_the_lazy_
         5,
         &rows.iter().map(String::as_str).collect::<Vec<_>>(),
     );
-    let v = json(&run_path(&["plan", "--json", "--quiet"], &sp));
-    assert_eq!(v["input"]["package"]["name"], "torch", "{}", v["input"]);
+    let v: Plan = typed(&run_path(&["plan", "--json", "--quiet"], &sp));
+    assert_eq!(
+        v.input.package.as_ref().map(|p| p.name.as_str()),
+        Some("torch"),
+        "{:?}",
+        v.input
+    );
 }
 
 /// The unit tests' gcc scenarios, through the command line: the miniature conda layout is
@@ -464,7 +459,7 @@ fn testkit_scenarios() {
     let mut s = conda_layout();
     let o = run(&["plan", "-q", "--json", s.tree().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(json(&o)["verdict"], "confined");
+    assert_eq!(typed::<Plan>(&o).verdict, Verdict::Confined);
 
     s.lib("lib/libmagma_eager.so", MAGMA, &[]).lib(
         "lib/libtorch_cpu.so",
@@ -582,33 +577,31 @@ fn a_wheel_with_a_lock_states_the_saving_against_its_download() {
     let lock = lock(d.path(), &text);
     let o = run(&["plan", "--json", "-q", s(&whl), "--env-lock", s(&lock)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let p = json(&o);
-    assert_valid("docs/plan.schema.json", &p);
-    let env = &p["saving"]["environment"];
+    assert_valid("docs/plan.schema.json", &json(&o));
+    let p: Plan = typed(&o);
+    let env = p.saving.environment.as_ref().unwrap();
     let whl_len = std::fs::metadata(&whl).unwrap().len();
-    assert_eq!(env["source"], "lock", "{env:#}");
-    assert_eq!(env["bytes"], whl_len + cublas + cusolver, "{env:#}");
-    assert_eq!(env["counted"], 3, "{env:#}");
-    assert_eq!(env["lower_bound"], true);
-    assert_eq!(strings(&env["unknown"]), ["no-size 1.0", "sdist-only 2.0"]);
+    assert_eq!(env.source, EnvSource::Lock, "{env:#?}");
+    assert_eq!(env.bytes, Some(whl_len + cublas + cusolver), "{env:#?}");
+    assert_eq!(env.counted, 3, "{env:#?}");
+    assert!(env.lower_bound);
+    assert_eq!(env.unknown, ["no-size 1.0", "sdist-only 2.0"]);
     // The saving in the wheel's own measure: the lazy library's stored bytes in proportion to its
     // payload share (the payload is linked into it statically).
     let (stored, installed) = member_sizes(&whl, "torch/lib/libtorch_cuda_linalg.so");
-    let saving = p["saving"]["bytes"].as_u64().unwrap();
+    let saving = p.saving.bytes;
     let compressed = (stored as u128 * saving as u128 / installed as u128) as u64;
-    assert_eq!(env["saving_bytes"], compressed, "{env:#}");
+    assert_eq!(env.saving_bytes, Some(compressed), "{env:#?}");
     let percent =
         (compressed as f64 * 10000.0 / (whl_len + cublas + cusolver) as f64).round() / 100.0;
-    assert_eq!(env["percent"].as_f64().unwrap(), percent);
+    assert_eq!(env.percent, Some(percent));
     assert!(
-        env["how"]
-            .as_str()
-            .unwrap()
+        env.how
             .contains("1 locked package(s) only for other platforms"),
-        "{env:#}"
+        "{env:#?}"
     );
     // The tree-relative figure stays beside it.
-    assert!(p["saving"]["percent_of_tree"].as_f64().unwrap() > percent);
+    assert!(p.saving.percent_of_tree > percent);
     let text = stdout(&run(&["plan", "-q", s(&whl), "--env-lock", s(&lock)]));
     assert!(
         text.contains(&format!("of the environment: at most {percent:.2} %")),
@@ -620,13 +613,17 @@ fn a_wheel_with_a_lock_states_the_saving_against_its_download() {
 fn a_wheel_without_a_lock_says_the_environment_is_not_known_and_how_to_lock_it() {
     let d = tempfile::tempdir().unwrap();
     let whl = fixture_wheel(d.path());
-    let p = json(&run(&["plan", "--json", "-q", s(&whl)]));
-    let env = &p["saving"]["environment"];
-    assert_eq!(env["source"], "not-known", "{env:#}");
-    assert!(env["bytes"].is_null());
+    let p: Plan = typed(&run(&["plan", "--json", "-q", s(&whl)]));
+    let env = p.saving.environment.as_ref().unwrap();
+    assert_eq!(env.source, EnvSource::NotKnown, "{env:#?}");
+    assert!(env.bytes.is_none());
     let command = "echo torch==2.5.1 | uv pip compile - --format pylock.toml --python-platform x86_64-manylinux_2_28 --python-version 3.11 -o pylock.toml";
-    assert_eq!(env["wheel"]["lock_command"], command, "{env:#}");
-    assert!(env["how"].as_str().unwrap().contains(command), "{env:#}");
+    assert_eq!(
+        env.wheel.as_ref().unwrap().lock_command,
+        command,
+        "{env:#?}"
+    );
+    assert!(env.how.contains(command), "{env:#?}");
     let text = stdout(&run(&["plan", "-q", s(&whl)]));
     assert!(text.contains("of the environment: not known"), "{text}");
 }
@@ -736,19 +733,24 @@ fn an_installed_environment_is_measured_on_disk_with_hard_links_once() {
     let outside = d.path().join("outside.bin");
     std::fs::write(&outside, vec![0u8; 1 << 20]).unwrap();
     std::os::unix::fs::symlink(&outside, sp.join("torch/outside.bin")).unwrap();
-    let p = json(&run_path(&["plan", "--json", "--quiet"], &sp));
-    assert_valid("docs/plan.schema.json", &p);
-    let env = &p["saving"]["environment"];
-    assert_eq!(env["source"], "disk", "{env:#}");
-    assert_eq!(env["path"], s(&venv.canonicalize().unwrap()), "{env:#}");
+    let o = run_path(&["plan", "--json", "--quiet"], &sp);
+    assert_valid("docs/plan.schema.json", &json(&o));
+    let p: Plan = typed(&o);
+    let env = p.saving.environment.as_ref().unwrap();
+    assert_eq!(env.source, EnvSource::Disk, "{env:#?}");
+    assert_eq!(
+        env.path.as_deref(),
+        Some(s(&venv.canonicalize().unwrap())),
+        "{env:#?}"
+    );
     let expected = bytes_by_find(&venv);
-    assert_eq!(env["bytes"], expected, "{env:#}");
+    assert_eq!(env.bytes, Some(expected), "{env:#?}");
     // The interpreter outside site-packages counts; the tree (site-packages) is smaller.
-    assert!(expected > p["input"]["bytes"].as_u64().unwrap());
-    let saving = p["saving"]["bytes"].as_u64().unwrap();
-    assert_eq!(env["saving_bytes"], saving);
+    assert!(expected > p.input.bytes);
+    let saving = p.saving.bytes;
+    assert_eq!(env.saving_bytes, Some(saving));
     let percent = (saving as f64 * 10000.0 / expected as f64).round() / 100.0;
-    assert_eq!(env["percent"].as_f64().unwrap(), percent);
+    assert_eq!(env.percent, Some(percent));
     let text = stdout(&run_path(&["plan", "--quiet"], &sp));
     assert!(
         text.contains(&format!("of the environment: {percent:.2} %")),
@@ -808,18 +810,18 @@ fn the_torch_2_11_wheel_saves_about_one_percent_of_its_environment() {
         s(&out),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    let env = &p["saving"]["environment"];
+    let p: Plan = typed_file(&out);
+    let env = p.saving.environment.as_ref().unwrap();
     eprintln!(
-        "torch 2.11 environment: {env:#}\nsaving: {:#}",
-        p["saving"]["bytes"]
+        "torch 2.11 environment: {env:#?}\nsaving: {}",
+        p.saving.bytes
     );
-    assert_eq!(env["source"], "lock");
-    assert_eq!(env["lower_bound"], false, "PyPI states every size: {env:#}");
-    assert!(env["bytes"].as_u64().unwrap() > 2_000_000_000, "{env:#}");
-    let percent = env["percent"].as_f64().unwrap();
+    assert_eq!(env.source, EnvSource::Lock);
+    assert!(!env.lower_bound, "PyPI states every size: {env:#?}");
+    assert!(env.bytes.unwrap() > 2_000_000_000, "{env:#?}");
+    let percent = env.percent.unwrap();
     assert!((0.5..2.5).contains(&percent), "{percent}");
-    assert!(p["saving"]["percent_of_tree"].as_f64().unwrap() > 4.0);
+    assert!(p.saving.percent_of_tree > 4.0);
     // The report gives both figures from that plan, and the rule's answer: not worth it.
     let page = d.path().join("r.md");
     let o = run(&[

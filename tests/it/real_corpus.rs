@@ -4,12 +4,14 @@
 
 use crate::common::*;
 
-fn plan(path: &std::path::Path) -> serde_json::Value {
-    let o = run_path(&["plan", "--json", "--quiet"], path);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
-    let p = json(&o);
-    assert_valid("docs/plan.schema.json", &p);
-    p
+use splitpkg::analysis::graph::{EdgeKind, Reach};
+use splitpkg::analysis::payload::PartKind;
+use splitpkg::analysis::plan::{Plan, PlanOutput, Role};
+use splitpkg::analysis::providers::Provider;
+use splitpkg::analysis::verdict::{PayloadForm, Verdict};
+
+fn plan(path: &std::path::Path) -> Plan {
+    plan_with(path, &[])
 }
 
 #[test]
@@ -29,58 +31,54 @@ fn torch_2_11_wheel_and_tree_are_confined() {
 /// torch 2.11's plan (of the tree, or of the wheel with `prefix` `torch/`): confined, the lazy
 /// library loaded by libtorch_cuda.so's rpath, MAGMA static in it and only there (the estimate
 /// and device code), and the has_magma glue warned about.
-fn assert_torch_2_11_plan(p: &serde_json::Value, prefix: &str) {
-    assert_eq!(p["verdict"], "confined", "{:#}", p["reasons"]);
-    let lazy = &p["lazy_library"];
-    assert_eq!(lazy["path"], format!("{prefix}lib/libtorch_cuda_linalg.so"));
-    assert_eq!(lazy["size"], 53_532_193);
-    let by = &lazy["loaded_by"][0];
-    assert_eq!(by["from"], format!("{prefix}lib/libtorch_cuda.so"));
-    assert_eq!(by["kind"], "lazy");
+fn assert_torch_2_11_plan(p: &Plan, prefix: &str) {
+    assert_eq!(p.verdict, Verdict::Confined, "{:#?}", p.reasons);
+    let lazy = p.lazy_library.as_ref().unwrap();
+    assert_eq!(lazy.path, format!("{prefix}lib/libtorch_cuda_linalg.so"));
+    assert_eq!(lazy.size, 53_532_193);
+    let by = &lazy.loaded_by[0];
+    assert_eq!(by.from, format!("{prefix}lib/libtorch_cuda.so"));
+    assert_eq!(by.kind, EdgeKind::Lazy);
     assert_eq!(
-        by["how"],
+        by.how,
         format!("rpath of libtorch_cuda.so ($ORIGIN → {prefix}lib)")
     );
     // MAGMA is static in the lazy library, and only there.
-    let files = p["payload"]["files"].as_array().unwrap();
+    let files = &p.payload.files;
     assert_eq!(files.len(), 1);
-    assert_eq!(files[0]["form"], "static");
+    assert_eq!(files[0].form, PayloadForm::Static);
     assert_eq!(
-        files[0]["path"],
+        files[0].path,
         format!("{prefix}lib/libtorch_cuda_linalg.so")
     );
-    let est = files[0]["estimate"]["bytes"].as_u64().unwrap();
+    let estimate = files[0].estimate.as_ref().unwrap();
+    let est = estimate.bytes;
     // The notes measured ~48-50 MB of 53.5 MB as MAGMA; the estimate must land near that.
     assert!((45_000_000..53_000_000).contains(&est), "estimate {est}");
-    let fatbin = files[0]["estimate"]["parts"]
-        .as_array()
-        .unwrap()
+    let fatbin = estimate
+        .parts
         .iter()
-        .find(|x| x["what"] == ".nv_fatbin")
+        .find(|x| x.what == PartKind::NvFatbin)
         .unwrap();
     assert_eq!(
-        fatbin["bytes"], 35_280_792,
+        fatbin.bytes, 35_280_792,
         "all device code of the linalg library is MAGMA"
     );
     // Device code: three libraries; the linalg library's is all MAGMA; the CUDA 13 runtime's
     // driver floor (580) is above what zstd needs (550.54.14), so no extra constraint.
-    let d = &p["device_code"];
-    assert_eq!(d["libraries"], 3);
-    assert_eq!(d["stored"], 297_806_224u64 + 35_280_792 + 453_568);
-    assert_eq!(d["compression"], serde_json::json!(["zstd"]));
-    assert_eq!(d["driver_minimum"], "580");
-    assert_eq!(d["compression_raises_floor"], false);
-    assert_eq!(p["payload"]["device_code"], 35_280_792);
+    let d = p.device_code.as_ref().unwrap();
+    assert_eq!(d.libraries, 3);
+    assert_eq!(d.stored, 297_806_224u64 + 35_280_792 + 453_568);
+    assert_eq!(d.compression, ["zstd"]);
+    assert_eq!(d.driver_minimum.as_deref(), Some("580"));
+    assert!(!d.compression_raises_floor);
+    assert_eq!(p.payload.device_code, 35_280_792);
     let lazy_out = lazy_output(p);
-    assert_eq!(lazy_out["device_code"], 35_280_792);
+    assert_eq!(lazy_out.device_code, 35_280_792);
     // libtorch_cuda.so keeps the has_magma glue.
-    assert!(p["warnings"].as_array().unwrap().iter().any(|w| {
-        w["file"] == format!("{prefix}lib/libtorch_cuda.so")
-            && w["examples"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e.as_str().unwrap().contains("set_magma_init_fn"))
+    assert!(p.warnings.iter().any(|w| {
+        w.file == format!("{prefix}lib/libtorch_cuda.so")
+            && w.examples.iter().any(|e| e.contains("set_magma_init_fn"))
     }));
 }
 
@@ -145,12 +143,12 @@ fn assert_torch_2_11_lazy_edges(tree: &std::path::Path) {
 fn torch_1_13_split_cuda_library_is_confined() {
     let (wheel, _) = corpus("torch-1.13.1-cu117", false);
     let p = plan(&wheel);
-    assert_eq!(p["verdict"], "confined", "{:#}", p["reasons"]);
+    assert_eq!(p.verdict, Verdict::Confined, "{:#?}", p.reasons);
     assert_eq!(
-        p["lazy_library"]["loaded_by"][0]["from"],
+        p.lazy_library.as_ref().unwrap().loaded_by[0].from,
         "torch/lib/libtorch_cuda_cu.so"
     );
-    assert_eq!(p["payload"]["files"][0]["form"], "static");
+    assert_eq!(p.payload.files[0].form, PayloadForm::Static);
 }
 
 #[test]
@@ -161,33 +159,26 @@ fn torch_1_13_split_cuda_library_is_confined() {
 fn torch_1_10_without_lazy_library_is_refuted_with_the_path() {
     let (wheel, _) = corpus("torch-1.10.0-cu102", false);
     let p = plan(&wheel);
-    assert_eq!(p["verdict"], "not-confined");
-    assert!(p["lazy_library"].is_null());
-    let w = p["witnesses"][0]["summary"].as_str().unwrap();
+    assert_eq!(p.verdict, Verdict::NotConfined);
+    assert!(p.lazy_library.is_none());
+    let w = &p.witnesses[0].summary;
     assert!(
         w.contains("→ libtorch_cuda.so (NEEDED) → defines magma_"),
         "{w}"
     );
-    assert_eq!(
-        p["payload"]["files"][0]["path"],
-        "torch/lib/libtorch_cuda.so"
-    );
-    assert_eq!(p["payload"]["files"][0]["reach"], "eager");
+    let file = &p.payload.files[0];
+    assert_eq!(file.path, "torch/lib/libtorch_cuda.so");
+    assert_eq!(file.reach, Reach::Eager);
     // 1.10 registers 729 CUDA units with `_ZL24__sti____cudaRegisterAllv` and 625 with the
     // external-linkage `_Z24…` (readelf -s): the static estimate must count both spellings.
-    let parts = p["payload"]["files"][0]["estimate"]["parts"]
-        .as_array()
-        .unwrap();
+    let parts = &file.estimate.as_ref().unwrap().parts;
     let device = parts
         .iter()
-        .find(|x| x["what"] == ".nv_fatbin")
+        .find(|x| x.what == PartKind::NvFatbin)
         .expect("a device-code part");
     assert!(
-        device["how"]
-            .as_str()
-            .unwrap()
-            .contains(" of 1354 CUDA translation units"),
-        "{device}"
+        device.how.contains(" of 1354 CUDA translation units"),
+        "{device:?}"
     );
 }
 
@@ -212,7 +203,7 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
         "cudnn",
     ];
     let p = plan_with(&wheel, &args);
-    assert_eq!(p["verdict"], "confined", "{:#}", p["witnesses"]);
+    assert_eq!(p.verdict, Verdict::Confined, "{:#?}", p.witnesses);
     assert_providers_are_lazy_and_the_payload_external(&p);
     // The CUDA provider alone is not enough: the TensorRT provider also reaches cuBLAS.
     let one = plan_with(
@@ -226,8 +217,8 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
             "cudnn",
         ],
     );
-    assert_eq!(one["verdict"], "not-confined");
-    let w = one["witnesses"][0]["summary"].as_str().unwrap();
+    assert_eq!(one.verdict, Verdict::NotConfined);
+    let w = &one.witnesses[0].summary;
     assert!(
         w.contains("→ libonnxruntime_providers_tensorrt.so (lazy) → "),
         "{w}"
@@ -246,13 +237,12 @@ fn onnxruntime_gpu_providers_confine_cublas_and_cudnn() {
 /// onnxruntime-gpu's plan with the providers lazy: the three providers, each loaded lazily by
 /// the Python module; cuBLAS and cuDNN outside the wheel, the provider table naming NVIDIA's
 /// wheels and conda-forge's packages; the lazy output's bytes and variant.
-fn assert_providers_are_lazy_and_the_payload_external(p: &serde_json::Value) {
-    assert!(p["lazy_library"].is_null());
-    let lazy: Vec<(&str, u64)> = p["lazy_libraries"]
-        .as_array()
-        .unwrap()
+fn assert_providers_are_lazy_and_the_payload_external(p: &Plan) {
+    assert!(p.lazy_library.is_none());
+    let lazy: Vec<(&str, u64)> = p
+        .lazy_libraries
         .iter()
-        .map(|l| (l["path"].as_str().unwrap(), l["size"].as_u64().unwrap()))
+        .map(|l| (l.path.as_str(), l.size))
         .collect();
     assert_eq!(
         lazy,
@@ -271,14 +261,9 @@ fn assert_providers_are_lazy_and_the_payload_external(p: &serde_json::Value) {
             ),
         ]
     );
-    for l in p["lazy_libraries"].as_array().unwrap() {
-        assert_eq!(l["reach"], "lazy", "{l:#}");
-        let from: Vec<&str> = l["loaded_by"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["from"].as_str().unwrap())
-            .collect();
+    for l in &p.lazy_libraries {
+        assert_eq!(l.reach, Reach::Lazy, "{l:#?}");
+        let from: Vec<&str> = l.loaded_by.iter().map(|s| s.from.as_str()).collect();
         assert!(
             from.contains(
                 &"onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so"
@@ -287,32 +272,30 @@ fn assert_providers_are_lazy_and_the_payload_external(p: &serde_json::Value) {
         );
     }
     // The payload is outside the wheel; the table names the NVIDIA wheels and conda-forge packages.
-    let ext: Vec<(&str, &str, &serde_json::Value)> = p["payload"]["files"]
-        .as_array()
-        .unwrap()
+    let ext: Vec<(&str, PayloadForm, Option<&Provider>)> = p
+        .payload
+        .files
         .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap(),
-                f["form"].as_str().unwrap(),
-                &f["provider"],
-            )
-        })
+        .map(|f| (f.path.as_str(), f.form, f.provider.as_ref()))
         .collect();
-    let cublas = serde_json::json!({"pip": "nvidia-cublas", "conda": "libcublas"});
-    let cudnn = serde_json::json!({"pip": "nvidia-cudnn-cu13", "conda": "cudnn"});
+    let provider = |pip: &str, conda: &str| Provider {
+        pip: Some(pip.into()),
+        conda: Some(conda.into()),
+    };
+    let cublas = provider("nvidia-cublas", "libcublas");
+    let cudnn = provider("nvidia-cudnn-cu13", "cudnn");
     for want in [
-        ("libcublas.so.13", "external", &cublas),
-        ("libcublasLt.so.13", "external", &cublas),
-        ("libcudnn.so.9", "external", &cudnn),
-        ("libcudnn.so", "external", &cudnn),
+        ("libcublas.so.13", PayloadForm::External, Some(&cublas)),
+        ("libcublasLt.so.13", PayloadForm::External, Some(&cublas)),
+        ("libcudnn.so.9", PayloadForm::External, Some(&cudnn)),
+        ("libcudnn.so", PayloadForm::External, Some(&cudnn)),
     ] {
         assert!(ext.contains(&want), "{want:?} not in {ext:?}");
     }
-    assert_eq!(p["input"]["cuda_runtime"], 13);
+    assert_eq!(p.input.cuda_runtime, Some(13));
     let lazy_out = lazy_output(p);
-    assert_eq!(lazy_out["bytes"], 284_014_752u64 + 14_632 + 994_968);
-    assert_eq!(lazy_out["variants"][0]["name"], "cublas_cudnn");
+    assert_eq!(lazy_out.bytes, 284_014_752u64 + 14_632 + 994_968);
+    assert_eq!(lazy_out.variants[0].name, "cublas_cudnn");
 }
 
 /// `emit` of onnxruntime-gpu with `args` into `dir/recipes`: the recipe forbids both payload
@@ -378,22 +361,19 @@ fn recipe_forbids_the_payload_and_each_provider_verifies(
     }
 }
 
-fn plan_with(path: &std::path::Path, args: &[&str]) -> serde_json::Value {
+fn plan_with(path: &std::path::Path, args: &[&str]) -> Plan {
     let mut all = vec!["plan", "--json", "--quiet"];
     all.extend_from_slice(args);
     let o = run_path(&all, path);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
-    let p = json(&o);
-    assert_valid("docs/plan.schema.json", &p);
-    p
+    assert_valid("docs/plan.schema.json", &json(&o));
+    typed(&o)
 }
 
 /// The plan document's lazy output (the one with `role` `lazy`).
-fn lazy_output(plan: &serde_json::Value) -> &serde_json::Value {
-    plan["outputs"]
-        .as_array()
-        .unwrap()
+fn lazy_output(plan: &Plan) -> &PlanOutput {
+    plan.outputs
         .iter()
-        .find(|o| o["role"] == "lazy")
+        .find(|o| o.role == Role::Lazy)
         .expect("the plan has a lazy output")
 }

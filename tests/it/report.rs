@@ -5,8 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{fixture, repo, run, stderr};
+use crate::common::{fixture, repo, run, stderr, typed_file};
 use serde_json::Value;
+use splitpkg::analysis::plan::Plan;
+use splitpkg::fatbin::scan::FatbinReport;
 
 fn evidence(p: &str) -> PathBuf {
     repo().join("docs/evidence").join(p)
@@ -497,22 +499,14 @@ fn the_charts_plot_the_values() {
     );
     assert!(r.contains("MAGMA failed (no ratio)"));
     // Fatbin: one bar per architecture with the stored bytes of the scan.
-    let f = read_json(&fatbin());
+    let f: FatbinReport = typed_file(&fatbin());
     let mut want: Vec<f64> = Vec::new();
-    let mut targets: Vec<(String, f64)> = f["total"]["fatbin"]["targets"]
-        .as_array()
-        .unwrap()
+    let mut targets: Vec<(String, f64)> = f
+        .total
+        .fatbin
+        .targets
         .iter()
-        .map(|t| {
-            (
-                format!(
-                    "{} {}",
-                    t["name"].as_str().unwrap(),
-                    t["kind"].as_str().unwrap()
-                ),
-                t["stored"].as_f64().unwrap(),
-            )
-        })
+        .map(|t| (format!("{} {}", t.name, t.kind), t.stored as f64))
         .collect();
     // By architecture number (sm_75 before sm_100), then suffix (sm_90 before sm_90a).
     let key = |label: &str| {
@@ -821,7 +815,7 @@ fn sized_plan(dir: &Path, payload_bytes: Option<u64>) -> (PathBuf, u64) {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let saving = read_json(&out)["saving"]["bytes"].as_u64().unwrap();
+    let saving = typed_file::<Plan>(&out).saving.bytes;
     (out, saving)
 }
 
@@ -913,10 +907,13 @@ fn report_env_lock_states_the_download_figure_from_a_wheel_plan() {
         format!("lock-version = \"1.0\"\n[[packages]]\nname = \"nvidia-cublas\"\nversion = \"13.1.0.3\"\nwheels = [{{ name = \"nvidia_cublas-13.1.0.3-py3-none-manylinux_2_27_x86_64.whl\", size = {dep} }}]\n"),
     )
     .unwrap();
-    let p = read_json(&plan);
-    let compressed = p["saving"]["environment"]["wheel"]["saving_bytes"]
-        .as_u64()
-        .unwrap();
+    let p: Plan = typed_file(&plan);
+    let compressed = p
+        .saving
+        .environment
+        .and_then(|e| e.wheel)
+        .unwrap()
+        .saving_bytes;
     let total = std::fs::metadata(&whl).unwrap().len() + dep;
     let percent = compressed as f64 * 100.0 / total as f64;
     let (code, m, err) = report(

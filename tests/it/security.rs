@@ -9,6 +9,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use splitpkg::analysis::plan::Plan;
+use splitpkg::channel::info::ChannelInfo;
+
 /// One archive member, in archive order.
 #[derive(Clone, Copy)]
 enum M<'a> {
@@ -523,7 +526,7 @@ fn absolute_symlinks_are_noted_by_plan_and_refused_by_pack_unless_allowed() {
         // plan: a note, not a failure.
         let o = run(&["plan", "--quiet", "--json", s(input)]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let warnings = json(&o)["warnings"].to_string();
+        let warnings = format!("{:?}", typed::<Plan>(&o).warnings);
         assert!(
             warnings.contains("lib/abs")
                 && warnings.contains("symlink to /etc/shadow points outside the tree"),
@@ -603,14 +606,8 @@ fn parallel_packs_into_one_channel_are_all_recorded() {
         let o = c.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     }
-    let info: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ch.join("splitpkg.json")).unwrap()).unwrap();
-    let recorded: Vec<&str> = info["packs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["version"].as_str().unwrap())
-        .collect();
+    let info: ChannelInfo = typed_file(&ch.join("splitpkg.json"));
+    let recorded: Vec<&str> = info.packs.iter().map(|p| p.version.as_str()).collect();
     assert_eq!(recorded, versions);
     let repodata: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ch.join("linux-64/repodata.json")).unwrap())
@@ -625,13 +622,8 @@ fn parallel_packs_into_one_channel_are_all_recorded() {
     cores.sort();
     assert_eq!(cores, versions);
     // Every recorded package is in the channel; no work directories or index leftovers.
-    for p in info["packs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["packages"].as_array().unwrap())
-    {
-        assert!(ch.join(p["file"].as_str().unwrap()).exists(), "{p}");
+    for p in info.packs.iter().flat_map(|p| &p.packages) {
+        assert!(ch.join(&p.file).exists(), "{p:?}");
     }
     assert!(!ch.join(".tmp").exists());
     let names: Vec<String> = std::fs::read_dir(d.path())

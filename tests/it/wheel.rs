@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use splitpkg::analysis::plan::Plan;
+use splitpkg::input::pip::VariantMarker;
+use splitpkg::wheel::document::{WheelReport, WrittenWheel};
 use splitpkg::wheel::record;
 
 const WHEEL_NAME: &str = "torch-2.5.1-cp311-cp311-linux_x86_64.whl";
@@ -114,12 +116,13 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
     for out in [&a, &b] {
         let o = wheel_cmd(&input, out, &["--lazy-variant", &nomagma, "--json"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let r = json(&o);
-        reports.push(r.clone());
-        assert_eq!(r["lossless"], true);
-        assert_eq!(r["input_record_verified"], 7);
-        assert_eq!(r["lazy"].as_array().unwrap().len(), 2);
-        assert_eq!(r["missing"], serde_json::json!([]));
+        assert_valid("docs/wheel.schema.json", &json(&o));
+        let r: WheelReport = typed(&o);
+        assert!(r.lossless);
+        assert_eq!(r.input_record_verified, 7);
+        assert_eq!(r.lazy.len(), 2);
+        assert!(r.missing.is_empty());
+        reports.push(r);
     }
     let names = wheels_in(&a);
     assert_eq!(
@@ -165,11 +168,10 @@ fn split_is_lossless_deterministic_and_every_record_holds() {
 }
 
 /// Each wheel's SHA-256 in the report (taken while it was written) is the file's on disk in `a`.
-fn the_report_hashes_are_the_files(r: &serde_json::Value, a: &Path) {
-    assert_valid("docs/wheel.schema.json", r);
-    let listed: Vec<&serde_json::Value> = std::iter::once(&r["core"])
-        .chain(r["lazy"].as_array().unwrap())
-        .chain(r["variants"]["wheels"].as_array().unwrap())
+fn the_report_hashes_are_the_files(r: &WheelReport, a: &Path) {
+    let listed: Vec<&WrittenWheel> = std::iter::once(&r.core)
+        .chain(&r.lazy)
+        .chain(&r.variants.wheels)
         .collect();
     assert_eq!(
         listed.len(),
@@ -178,14 +180,14 @@ fn the_report_hashes_are_the_files(r: &serde_json::Value, a: &Path) {
     );
     for w in listed {
         use sha2::Digest;
-        let file = w["file"].as_str().unwrap();
+        let file = w.file.as_str();
         let on_disk: String = sha2::Sha256::digest(std::fs::read(a.join(file)).unwrap())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        assert_eq!(w["sha256"].as_str().unwrap(), on_disk, "{file}");
+        assert_eq!(w.sha256, on_disk, "{file}");
         assert_eq!(
-            w["bytes"].as_u64().unwrap(),
+            w.bytes,
             std::fs::metadata(a.join(file)).unwrap().len(),
             "{file}"
         );
@@ -257,14 +259,10 @@ fn the_local_label_wheels_hold_the_library_and_the_marker(
             "{meta}"
         );
         // The marker names this variant and how to get each one in this layout.
-        let m = member_json(w, &format!("{di}/splitpkg-variant.json"));
-        assert_eq!(m["variant"], label.split('.').nth(1).unwrap());
-        let installs: Vec<&str> = m["variants"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v["install"].as_str().unwrap())
-            .collect();
+        let m: VariantMarker =
+            serde_json::from_slice(&w[&format!("{di}/splitpkg-variant.json")]).unwrap();
+        assert_eq!(m.variant, label.split('.').nth(1).unwrap());
+        let installs: Vec<&str> = m.variants.iter().map(|v| v.install.as_str()).collect();
         assert_eq!(
             installs,
             [
@@ -273,8 +271,8 @@ fn the_local_label_wheels_hold_the_library_and_the_marker(
             ]
         );
         assert_eq!(
-            m["variants"][1]["library_bytes"],
-            std::fs::read(nomagma_lib()).unwrap().len()
+            m.variants[1].library_bytes,
+            std::fs::read(nomagma_lib()).unwrap().len() as u64
         );
     }
 }
@@ -512,18 +510,15 @@ fn real_pip_installs_default_slim_switches_and_uninstalls() {
     // `splitpkg plan` on the environment says which variant is installed and what switching saves.
     let o = run(&["plan", s(&v.site), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let inst = &json(&o)["installed"];
-    assert_eq!(inst["variant"], "magma", "{inst}");
-    assert_eq!(inst["owners"].as_array().unwrap().len(), 1);
-    assert_eq!(inst["switch"][0]["variant"], "nomagma");
+    let inst = typed::<Plan>(&o).installed.unwrap();
+    assert_eq!(inst.variant.as_deref(), Some("magma"), "{inst:?}");
+    assert_eq!(inst.owners.len(), 1);
+    assert_eq!(inst.switch[0].variant, "nomagma");
     assert_eq!(
-        inst["switch"][0]["saves_bytes"],
+        inst.switch[0].saves_bytes,
         magma_bytes.len() as i64 - slim_bytes.len() as i64
     );
-    assert_eq!(
-        inst["switch"][0]["install"],
-        "torch-cuda-linalg==2.5.1+0.nomagma"
-    );
+    assert_eq!(inst.switch[0].install, "torch-cuda-linalg==2.5.1+0.nomagma");
     let text = stdout(&run(&["plan", s(&v.site)]));
     assert!(text.contains("installed (pip): torch-cuda-linalg 2.5.1+1.magma owns torch/lib/libtorch_cuda_linalg.so"), "{text}");
     // Uninstalling the lazy distribution leaves every core file.
@@ -562,11 +557,11 @@ fn real_pip_installs_the_slim_set_the_fallback_and_over_a_monolithic_torch() {
     );
     v.check_clean();
     let o = run(&["plan", s(&v.site), "--json"]);
-    let inst = &json(&o)["installed"];
+    let inst = typed::<Plan>(&o).installed.unwrap();
     assert_eq!(
-        (&inst["variant"], &inst["switch"][0]["variant"]),
-        (&serde_json::json!("nomagma"), &serde_json::json!("magma")),
-        "{inst}"
+        (inst.variant.as_deref(), inst.switch[0].variant.as_str()),
+        (Some("nomagma"), "magma"),
+        "{inst:?}"
     );
 
     // pip without variant support, pointed at the PEP 825 set, takes the plain fallback (the
@@ -828,30 +823,34 @@ fn torch_2_11_wheel_splits_losslessly_and_installer_validates_it() {
     for out in [&a, &b] {
         let o = wheel_cmd(&whl, out, &["--json"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        reports.push(json(&o));
+        assert_valid("docs/wheel.schema.json", &json(&o));
+        reports.push(typed::<WheelReport>(&o));
     }
     let r = &reports[0];
-    assert_valid("docs/wheel.schema.json", r);
-    assert_eq!(r["lossless"], true);
+    assert!(r.lossless);
     assert_eq!(
-        r["core"]["file"],
+        r.core.file,
         "torch-2.11.0+split-cp311-cp311-manylinux_2_28_x86_64.whl"
     );
     assert_eq!(
-        r["lazy"][0]["file"],
+        r.lazy[0].file,
         "torch_cuda_linalg-2.11.0+1.magma-cp311-cp311-manylinux_2_28_x86_64.whl"
     );
-    assert_eq!(r["missing"][0]["variant"], "nomagma");
-    assert!(r["input_record_verified"].as_u64().unwrap() > 10_000);
-    for k in ["core", "lazy"] {
-        assert_eq!(reports[0][k], reports[1][k], "{k}: same input, same wheels");
-    }
+    assert_eq!(r.missing[0].variant, "nomagma");
+    assert!(r.input_record_verified > 10_000);
+    // The wheel types have no PartialEq: compared as the JSON they are written as.
+    let wheels = |r: &WheelReport| serde_json::to_value((&r.core, &r.lazy)).unwrap();
+    assert_eq!(
+        wheels(&reports[0]),
+        wheels(&reports[1]),
+        "core and lazy: same input, same wheels"
+    );
     let tools = wheel_tools();
     for (i, n) in wheels_in(&a).iter().enumerate() {
         installer_accepts(&tools, &a.join(n), &d.path().join(format!("dest{i}")));
     }
     // The lazy wheel holds the library the input had, byte for byte.
-    let lazy = members(&a.join(r["lazy"][0]["file"].as_str().unwrap()));
+    let lazy = members(&a.join(&r.lazy[0].file));
     let mut z = zip::ZipArchive::new(std::fs::File::open(&whl).unwrap()).unwrap();
     let mut want = Vec::new();
     z.by_name(LAZY_LIB).unwrap().read_to_end(&mut want).unwrap();
