@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analysis::contract::ContractFile;
 use crate::analysis::payload::{self, PayloadSpec};
@@ -17,7 +17,7 @@ use crate::recipe::needed;
 use crate::recipe::split::SplitVariant;
 
 /// One check `verify-variant` made on a built lazy library, and what it found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecipeCheck {
     /// What the check is about.
     pub name: String,
@@ -52,11 +52,12 @@ impl RecipeCheck {
     }
 }
 
-/// What `verify-variant` found: whether a built lazy library is the variant its name says.
-#[derive(Debug, Clone, Serialize)]
+/// What `verify-variant` found: whether a built lazy library is the variant its name says. Read
+/// back (`Deserialize`) by the tests, and by whoever keeps a build's report, as it is written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerifyReport {
     /// Which document this is: `splitpkg-verify`.
-    pub schema: &'static str,
+    pub schema: String,
     /// The version of the report's layout.
     pub schema_version: u32,
     /// The library checked, as given.
@@ -146,7 +147,7 @@ pub fn verify_variant(
     }
     let pass = checks.iter().all(|c| c.pass);
     Ok(VerifyReport {
-        schema: "splitpkg-verify",
+        schema: "splitpkg-verify".into(),
         schema_version: 1,
         library: display,
         variant: variant.to_string(),

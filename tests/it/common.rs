@@ -112,6 +112,20 @@ pub fn typed<T: splitpkg::document::Document>(o: &Output) -> T {
     })
 }
 
+/// `o`'s stdout read into `T`, for the outputs that are not a [`splitpkg::document::Document`]
+/// (no header to check: `verify-variant --json`, `build-variant --json`, `smoke --list --json`),
+/// so that a renamed or retyped field fails here too rather than reading as null.
+pub fn parsed<T: serde::de::DeserializeOwned>(o: &Output) -> T {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a {} ({e}): {}\nstderr: {}",
+            std::any::type_name::<T>(),
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
 /// Every regular file and symlink under `dir`, relative, sorted.
 pub fn walk(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rattler_conda_types::{MatchSpec, ParseStrictness};
+use splitpkg::analysis::contract::ContractFile;
+use splitpkg::analysis::plan::Plan;
+use splitpkg::document::Document;
+use splitpkg::recipe::verify::VerifyReport;
 
 fn emit(input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
@@ -457,6 +461,16 @@ fn emit_is_deterministic_and_refuses_unconfined_plans() {
     );
 }
 
+/// The names of the failed checks of a `verify-variant --json` run, in order.
+fn failed_checks(o: &std::process::Output) -> Vec<String> {
+    let r: VerifyReport = parsed(o);
+    r.checks
+        .into_iter()
+        .filter(|c| !c.pass)
+        .map(|c| c.name)
+        .collect()
+}
+
 #[test]
 fn verify_variant_checks_payload_and_contract() {
     let out = tempfile::tempdir().unwrap();
@@ -467,10 +481,13 @@ fn verify_variant_checks_payload_and_contract() {
         Some(0)
     );
     let contract = out.path().join("rattler-build/contract.json");
-    let c: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&contract).unwrap()).unwrap();
-    assert_valid("docs/contract.schema.json", &c);
-    assert_eq!(c["loader_lookups"], serde_json::json!(["linalg_entry"]));
+    let text = std::fs::read_to_string(&contract).unwrap();
+    assert_valid(
+        "docs/contract.schema.json",
+        &serde_json::from_str(&text).unwrap(),
+    );
+    let c = <ContractFile as Document>::from_str(&text, "contract.json").unwrap();
+    assert_eq!(c.loader_lookups, ["linalg_entry"]);
     let verify = |lib: PathBuf, variant: &str| {
         run(&[
             "verify-variant",
@@ -488,49 +505,34 @@ fn verify_variant_checks_payload_and_contract() {
         "nomagma",
     );
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
-    assert_eq!(json(&ok)["pass"], true);
+    assert!(parsed::<VerifyReport>(&ok).pass);
     let ok = verify(fixture("conda-like/lib/libtorch_cuda_linalg.so"), "magma");
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
 
     // The MAGMA build passed off as nomagma fails on the payload checks.
     let bad = verify(fixture("conda-like/lib/libtorch_cuda_linalg.so"), "nomagma");
     assert_eq!(bad.status.code(), Some(1));
-    let r = json(&bad);
-    let failed: Vec<&str> = r["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["pass"] == false)
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        failed,
-        vec!["no payload library NEEDED", "no payload symbols imported"]
+        failed_checks(&bad),
+        ["no payload library NEEDED", "no payload symbols imported"]
     );
     // Static MAGMA as nomagma: defined symbols.
     let bad = verify(
         fixture("pip-like/torch/lib/libtorch_cuda_linalg.so"),
         "nomagma",
     );
-    let r = json(&bad);
+    let r: VerifyReport = parsed(&bad);
     assert!(
-        r["checks"]
-            .as_array()
-            .unwrap()
+        r.checks
             .iter()
-            .any(|c| c["name"] == "no payload symbols defined" && c["pass"] == false)
+            .any(|c| c.name == "no payload symbols defined" && !c.pass)
     );
     // A library that lost the symbol the loader looks up.
     let wrong = verify(fixture("conda-like/lib/libtorch_cpu.so"), "nomagma");
-    let r = json(&wrong);
-    let failed: Vec<&str> = r["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["pass"] == false)
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(failed, vec!["soname", "exports what the loader looks up"]);
+    assert_eq!(
+        failed_checks(&wrong),
+        ["soname", "exports what the loader looks up"]
+    );
     // Bad input.
     let o = run(&[
         "verify-variant",
@@ -612,15 +614,16 @@ fn zstd_device_code_on_cuda_12_adds_a_driver_floor() {
     embed_fatbin(&lib, &section, &with);
     std::fs::rename(&with, &lib).unwrap();
 
-    let plan = json(&run_path(&["plan", "--json", "--quiet"], tree.path()));
-    assert_valid("docs/plan.schema.json", &plan);
-    assert_eq!(plan["input"]["cuda_runtime"], 12);
-    let d = &plan["device_code"];
-    assert_eq!(d["compression"], serde_json::json!(["zstd"]));
-    assert_eq!(d["compression_raises_floor"], true);
-    assert_eq!(d["cuda_floor"], "12.4");
-    assert_eq!(d["driver_minimum"], "550.54.14");
-    assert_eq!(plan["outputs"][0]["device_code"], d["stored"]);
+    let o = run_path(&["plan", "--json", "--quiet"], tree.path());
+    assert_valid("docs/plan.schema.json", &json(&o));
+    let plan = typed::<Plan>(&o);
+    assert_eq!(plan.input.cuda_runtime, Some(12));
+    let d = plan.device_code.as_ref().unwrap();
+    assert_eq!(d.compression, ["zstd"]);
+    assert!(d.compression_raises_floor);
+    assert_eq!(d.cuda_floor.as_deref(), Some("12.4"));
+    assert_eq!(d.driver_minimum.as_deref(), Some("550.54.14"));
+    assert_eq!(plan.outputs[0].device_code, d.stored);
 
     let out = tempfile::tempdir().unwrap();
     let o = emit(tree.path(), out.path(), &["--build-keys", "cuda126"]);

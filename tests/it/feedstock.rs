@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_yaml::Value;
+use splitpkg::recipe::build::BuildReport;
+use splitpkg::recipe::verify::VerifyReport;
 
 /// Where `feedstock` puts the has_magma source patch in the mini feedstock (which lists none).
 const HAS_MAGMA_PATCH: &str =
@@ -521,14 +523,11 @@ fn build_variant_on_a_conda_staging_tree_is_reproducible_and_needs_only_the_comp
     .output()
     .unwrap();
     assert!(ob.status.success(), "{}\n{}", stdout(&ob), stderr(&ob));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&ob)).unwrap();
-    assert_eq!(report["built"], true);
-    assert_eq!(report["compiler"], serde_json::json!(["g++"]));
-    assert_eq!(
-        report["needed_dropped"],
-        serde_json::json!(["libmagma.so.2"])
-    );
-    assert_eq!(report["verify"]["library"], s(&out_b));
+    let report: BuildReport = parsed(&ob);
+    assert!(report.built);
+    assert_eq!(report.compiler, ["g++"]);
+    assert_eq!(report.needed_dropped, ["libmagma.so.2"]);
+    assert_eq!(report.verify.library, s(&out_b));
     let (x, y) = (
         std::fs::read(&out_a).unwrap(),
         std::fs::read(&out_b).unwrap(),
@@ -843,31 +842,31 @@ fn mini_contract_reports(platform: &str, p: &serde_json::Value) {
         p["verify_reports"]
     );
     for (f, rep) in reports {
-        assert_eq!(rep["pass"], true, "{platform} {f}: {rep:#}");
-        let variant = rep["variant"].as_str().unwrap();
+        // The script passes each report on as `verify-variant --json` wrote it.
+        let rep: VerifyReport = serde_json::from_value(rep.clone()).unwrap_or_else(|e| {
+            panic!("{platform} {f}: not a verify-variant report ({e}): {rep:#}")
+        });
+        assert!(rep.pass, "{platform} {f}: {rep:#?}");
+        let variant = &rep.variant;
         assert!(
             f.ends_with(&format!("splitpkg-verify-{variant}.json")),
             "{f}"
         );
-        let checks = rep["checks"].as_array().unwrap();
-        for c in checks {
-            assert!(
-                !c["detail"].as_str().unwrap().contains("not checked"),
-                "{platform} {f}: {c:#}"
-            );
+        for c in &rep.checks {
+            assert!(!c.detail.contains("not checked"), "{platform} {f}: {c:#?}");
         }
-        let registrations = checks
+        let registrations = rep
+            .checks
             .iter()
-            .find(|c| c["name"] == "registers at load like the stock")
-            .unwrap_or_else(|| panic!("{platform} {f}: no registration check: {rep:#}"));
-        let counted: usize = registrations["detail"]
-            .as_str()
-            .unwrap()
+            .find(|c| c.name == "registers at load like the stock")
+            .unwrap_or_else(|| panic!("{platform} {f}: no registration check: {rep:#?}"));
+        let counted: usize = registrations
+            .detail
             .strip_prefix("all ")
             .and_then(|d| d.split_whitespace().next())
             .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{platform} {f}: {registrations:#}"));
-        assert!(counted > 0, "{platform} {f}: {registrations:#}");
+            .unwrap_or_else(|| panic!("{platform} {f}: {registrations:#?}"));
+        assert!(counted > 0, "{platform} {f}: {registrations:#?}");
     }
 }
 

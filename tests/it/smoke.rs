@@ -9,27 +9,29 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use splitpkg::smoke::document::SmokeReport;
+use splitpkg::recipe::verify::VerifyReport;
+use splitpkg::smoke::cases::{Mode, Preference};
+use splitpkg::smoke::document::{PlannedCase, SmokeReport, SmokeVerdict, VariantPlan};
+use splitpkg::smoke::eval::{CaseStatus, CheckName, CheckStatus, SmokeCheck};
+use splitpkg::smoke::expect::Outcome;
 use splitpkg::smoke::{self, cases, eval, expect, runner, variant};
 
 fn has_gpu() -> bool {
     Path::new("/dev/nvidia0").exists() || Path::new("/dev/nvidiactl").exists()
 }
 
-fn list(args: &[&str]) -> Vec<Value> {
+fn list(args: &[&str]) -> Vec<VariantPlan> {
     let mut all = vec!["smoke", "--list", "--json"];
     all.extend_from_slice(args);
     let o = run(&all);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    json(&o).as_array().unwrap().clone()
+    parsed(&o)
 }
 
-fn case<'a>(plan: &'a Value, id: &str) -> &'a Value {
-    plan["cases"]
-        .as_array()
-        .unwrap()
+fn case<'a>(plan: &'a VariantPlan, id: &str) -> &'a PlannedCase {
+    plan.cases
         .iter()
-        .find(|c| c["id"] == id)
+        .find(|c| c.case.id == id)
         .unwrap_or_else(|| panic!("no case {id}"))
 }
 
@@ -230,19 +232,14 @@ fn battery_list_plans_every_entry_per_preference() {
     let entries: usize = cases::catalog().iter().map(|e| e.dtypes.len()).sum();
 
     let plans = list(&["--variant", "magma=/x", "--variant", "nomagma=/y"]);
-    assert_eq!(plans[0]["cases"].as_array().unwrap().len(), entries * 3);
-    assert_eq!(plans[1]["cases"].as_array().unwrap().len(), entries * 3);
-    let ids: BTreeSet<&str> = plans[0]["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
+    assert_eq!(plans[0].cases.len(), entries * 3);
+    assert_eq!(plans[1].cases.len(), entries * 3);
+    let ids: BTreeSet<&str> = plans[0].cases.iter().map(|c| c.case.id.as_str()).collect();
     assert_eq!(ids.len(), entries * 3, "case ids are unique");
     let emu = list(&["--variant", "nomagma=/y", "--emulate", "nomagma"]);
-    let emu_cases = emu[0]["cases"].as_array().unwrap();
-    assert_eq!(emu[0]["mode"], "emulated-nomagma");
-    assert_eq!(emu[0]["table"], "nomagma-emulated");
+    let emu_cases = &emu[0].cases;
+    assert_eq!(emu[0].mode, Mode::EmulatedNomagma);
+    assert_eq!(emu[0].table, "nomagma-emulated");
     assert_eq!(
         emu_cases.len(),
         entries * 2,
@@ -251,28 +248,28 @@ fn battery_list_plans_every_entry_per_preference() {
     assert!(
         emu_cases
             .iter()
-            .all(|c| c["applied_preference"] == "cusolver" && c["preference"] != "magma")
+            .all(|c| c.case.applied_preference == Preference::Cusolver
+                && c.case.preference != Preference::Magma)
     );
 }
 
 /// The expected outcome of case `id` in the listed plan `p`.
-fn outcome(p: &Value, id: &str) -> String {
-    case(p, id)["expect"]["outcome"]
-        .as_str()
-        .unwrap()
-        .to_string()
+fn outcome(p: &VariantPlan, id: &str) -> Outcome {
+    case(p, id).expect.outcome
 }
 
 /// The expected error pattern of case `id` in the listed plan `p` ("" for none).
-fn pattern(p: &Value, id: &str) -> String {
-    case(p, id)["expect"]["pattern"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
+fn pattern(p: &VariantPlan, id: &str) -> String {
+    case(p, id).expect.pattern.clone().unwrap_or_default()
+}
+
+/// The expected outcome's note of case `id` in the listed plan `p`.
+fn note<'a>(p: &'a VariantPlan, id: &str) -> &'a str {
+    case(p, id).expect.note.as_deref().unwrap()
 }
 
 /// The listed plans of a magma and a nomagma variant, in that order.
-fn magma_and_nomagma_plans() -> Vec<Value> {
+fn magma_and_nomagma_plans() -> Vec<VariantPlan> {
     list(&["--variant", "magma=/x", "--variant", "nomagma=/y"])
 }
 
@@ -281,26 +278,18 @@ fn expectations_of_the_magma_variant() {
     let plans = magma_and_nomagma_plans();
     let magma = &plans[0];
     // magma: everything passes except the two documented 2.11 behaviours.
-    for c in magma["cases"].as_array().unwrap() {
-        let (op, pref, id) = (
-            c["op"].as_str().unwrap(),
-            c["preference"].as_str().unwrap(),
-            c["id"].as_str().unwrap(),
-        );
-        let o = c["expect"]["outcome"].as_str().unwrap();
-        let want = match (op, pref) {
-            ("ldl_factor_hermitian", "cusolver") => "error",
-            ("ldl_factor", "magma") if c["dtype"].as_str().unwrap().starts_with("complex") => {
-                "error"
-            }
-            ("svd" | "svdvals" | "pinv" | "matrix_rank", "magma") => "excluded",
-            _ => "pass",
+    for PlannedCase { case: c, expect } in &magma.cases {
+        let want = match (c.op.as_str(), c.preference) {
+            ("ldl_factor_hermitian", Preference::Cusolver) => Outcome::Error,
+            ("ldl_factor", Preference::Magma) if c.dtype.starts_with("complex") => Outcome::Error,
+            ("svd" | "svdvals" | "pinv" | "matrix_rank", Preference::Magma) => Outcome::Excluded,
+            _ => Outcome::Pass,
         };
-        assert_eq!(o, want, "magma {id}");
+        assert_eq!(expect.outcome, want, "magma {}", c.id);
     }
     assert_eq!(
         outcome(magma, "ldl_factor_hermitian/32x32/complex128/default"),
-        "pass"
+        Outcome::Pass
     );
 }
 
@@ -320,32 +309,36 @@ fn expectations_of_the_nomagma_variant() {
         "det/32x64x64/complex128/default",
         "eig/32x32/float64/default",
     ] {
-        assert_eq!(outcome(nomagma, id), "pass", "nomagma {id}");
+        assert_eq!(outcome(nomagma, id), Outcome::Pass, "nomagma {id}");
     }
     // ... except complex Hermitian LDL, which must fail cleanly.
     assert_eq!(
         outcome(nomagma, "ldl_factor_hermitian/32x32/complex128/default"),
-        "error"
+        Outcome::Error
     );
     assert!(
         pattern(nomagma, "ldl_factor_hermitian/32x32/complex128/default")
             .contains("not supported with cuSOLVER backend")
     );
     // magma preference on nomagma: MAGMA branches raise naming MAGMA; cuSOLVER-only ops still pass.
-    assert_eq!(outcome(nomagma, "lu_factor/64x64/float64/magma"), "error");
+    assert_eq!(
+        outcome(nomagma, "lu_factor/64x64/float64/magma"),
+        Outcome::Error
+    );
     assert_eq!(
         pattern(nomagma, "lu_factor/64x64/float64/magma"),
         "(?i)magma"
     );
-    assert_eq!(outcome(nomagma, "cholesky/64x64/float64/magma"), "pass");
-    assert_eq!(outcome(nomagma, "qr/64x32/float64/magma"), "pass");
-    assert_eq!(outcome(nomagma, "svd/64x32/float64/magma"), "excluded");
-    assert!(
-        case(nomagma, "svd/64x32/float64/magma")["expect"]["note"]
-            .as_str()
-            .unwrap()
-            .contains("stock bug")
+    assert_eq!(
+        outcome(nomagma, "cholesky/64x64/float64/magma"),
+        Outcome::Pass
     );
+    assert_eq!(outcome(nomagma, "qr/64x32/float64/magma"), Outcome::Pass);
+    assert_eq!(
+        outcome(nomagma, "svd/64x32/float64/magma"),
+        Outcome::Excluded
+    );
+    assert!(note(nomagma, "svd/64x32/float64/magma").contains("stock bug"));
     // Fixed from the real nomagma run: eigh/eigvalsh up to 128x128 take a CPU path under the magma
     // preference and work; larger ones take the MAGMA branch and must raise.
     for id in [
@@ -353,16 +346,16 @@ fn expectations_of_the_nomagma_variant() {
         "eigh/8x32x32/complex128/magma",
         "eigvalsh/4x128x128/float64/magma",
     ] {
-        assert_eq!(outcome(nomagma, id), "pass", "nomagma {id}");
+        assert_eq!(outcome(nomagma, id), Outcome::Pass, "nomagma {id}");
         assert!(
-            case(nomagma, id)["expect"]["note"]
-                .as_str()
-                .unwrap()
-                .contains("docs/evidence/nomagma-real"),
+            note(nomagma, id).contains("docs/evidence/nomagma-real"),
             "{id} names the run that showed it"
         );
     }
-    assert_eq!(outcome(nomagma, "eigh/256x256/float64/magma"), "error");
+    assert_eq!(
+        outcome(nomagma, "eigh/256x256/float64/magma"),
+        Outcome::Error
+    );
 }
 
 #[test]
@@ -371,11 +364,11 @@ fn expectations_of_the_emulated_nomagma_variant() {
     let emu = list(&["--variant", "nomagma=/y", "--emulate", "nomagma"]);
     assert_eq!(
         outcome(&emu[0], "ldl_factor_hermitian/4x32x32/complex64/default"),
-        "error"
+        Outcome::Error
     );
     assert_eq!(
         outcome(&emu[0], "cholesky_solve/16x64x64,k=2/float64/default"),
-        "pass"
+        Outcome::Pass
     );
 }
 
@@ -398,36 +391,37 @@ fn cuda_below_rule_follows_torch_cuda_version() {
     assert_eq!(expect::version_below("11.8", "12.8"), Some(true));
 }
 
-fn replay(file: &str, extra: &[&str]) -> (Value, i32, String) {
+/// `smoke --replay FILE --json [extra]`: the report read typed through the reader the commands
+/// use (the header checked) and valid against the published schema; the exit code; stderr.
+fn replay(file: &str, extra: &[&str]) -> (SmokeReport, i32, String) {
     let path = repo().join(file);
     let p = path.to_str().unwrap().to_string();
     let mut args = vec!["smoke", "--replay", &p, "--json"];
     args.extend_from_slice(extra);
     let o = run(&args);
-    (json(&o), o.status.code().unwrap(), stderr(&o))
+    (replayed(&o), o.status.code().unwrap(), stderr(&o))
 }
 
-fn status_of(rep: &Value, variant: usize, id: &str) -> (String, String) {
-    let c = rep["variants"][variant]["cases"]
-        .as_array()
-        .unwrap()
+/// A replay's `--json` report: valid against docs/smoke.schema.json, then read typed.
+fn replayed(o: &std::process::Output) -> SmokeReport {
+    assert_valid("docs/smoke.schema.json", &json(o));
+    typed(o)
+}
+
+/// The status and reason of case `id` of the report's variant `variant`.
+fn status_of(rep: &SmokeReport, variant: usize, id: &str) -> (CaseStatus, String) {
+    let c = rep.variants[variant]
+        .cases
         .iter()
-        .find(|c| c["id"] == id)
+        .find(|c| c.case.id == id)
         .unwrap_or_else(|| panic!("no {id}"));
-    (
-        c["status"].as_str().unwrap().to_string(),
-        c["reason"].as_str().unwrap_or("").to_string(),
-    )
+    (c.status, c.reason.clone())
 }
 
 #[test]
 fn replay_stock_behaviour_is_ok() {
-    let (v, code, err) = replay("tests/data/smoke-synthetic-ok.json", &[]);
-    assert_eq!(code, 0, "{err}\n{}", v["summary"]);
-    assert_valid("docs/smoke.schema.json", &v);
-    // Through the reader the commands use (the header checked), as `common::typed` reads.
-    let rep =
-        <SmokeReport as splitpkg::document::Document>::from_str(&v.to_string(), "replay").unwrap();
+    let (rep, code, err) = replay("tests/data/smoke-synthetic-ok.json", &[]);
+    assert_eq!(code, 0, "{err}\n{:?}", rep.summary);
     assert!(rep.summary.ok);
     assert_eq!(rep.summary.fail, 0);
     assert_eq!(rep.summary.timeout, 0);
@@ -442,25 +436,28 @@ fn replay_stock_behaviour_is_ok() {
     );
     // magma variant: has_magma consistent, lazy library mapped only after the first linalg op.
     let checks = &rep.variants[0].checks;
-    assert_eq!(checks[0].name, eval::CheckName::Laziness);
-    assert_eq!(checks[0].status, eval::CheckStatus::Pass);
-    assert_eq!(checks[1].name, eval::CheckName::HasMagma);
-    assert_eq!(checks[1].status, eval::CheckStatus::Pass);
-    assert_eq!(checks[2].status, eval::CheckStatus::NotChecked);
+    assert_eq!(checks[0].name, CheckName::Laziness);
+    assert_eq!(checks[0].status, CheckStatus::Pass);
+    assert_eq!(checks[1].name, CheckName::HasMagma);
+    assert_eq!(checks[1].status, CheckStatus::Pass);
+    assert_eq!(checks[2].status, CheckStatus::NotChecked);
     assert!(checks[2].detail.contains("fatbin reader unavailable"));
     // emulated nomagma: labelled, has_magma not applicable.
     let emu = &rep.variants[1];
     assert!(emu.emulated);
-    assert_eq!(emu.checks[1].status, eval::CheckStatus::NotApplicable);
+    assert_eq!(emu.checks[1].status, CheckStatus::NotApplicable);
     assert!(emu.checks[1].detail.contains("emulated"));
     assert_eq!(
-        status_of(&v, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
-        "expected-fail"
+        status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
+        CaseStatus::ExpectedFail
     );
-    assert_eq!(status_of(&v, 0, "svd/64x32/float64/magma").0, "excluded");
     assert_eq!(
-        status_of(&v, 0, "pinv/32x16/float64/magma").0,
-        "excluded",
+        status_of(&rep, 0, "svd/64x32/float64/magma").0,
+        CaseStatus::Excluded
+    );
+    assert_eq!(
+        status_of(&rep, 0, "pinv/32x16/float64/magma").0,
+        CaseStatus::Excluded,
         "excluded whatever the outcome"
     );
 
@@ -482,9 +479,8 @@ fn replay_stock_behaviour_is_ok() {
 fn replay_broken_nomagma_fails_with_reasons() {
     let (rep, code, _) = replay("tests/data/smoke-synthetic-broken.json", &[]);
     assert_eq!(code, 1);
-    assert_valid("docs/smoke.schema.json", &rep);
-    assert_eq!(rep["summary"]["ok"], false);
-    let expect = |id: &str, status: &str, reason: &str| {
+    assert!(!rep.summary.ok);
+    let expect = |id: &str, status: CaseStatus, reason: &str| {
         let (s, r) = status_of(&rep, 0, id);
         assert_eq!(s, status, "{id}: {r}");
         assert!(r.contains(reason), "{id}: {r:?} lacks {reason:?}");
@@ -492,47 +488,55 @@ fn replay_broken_nomagma_fails_with_reasons() {
     // MAGMA still on a default path of the nomagma library.
     expect(
         "cholesky_solve/16x64x64,k=2/float64/default",
-        "fail",
+        CaseStatus::Fail,
         "unexpected RuntimeError: cholesky_solve: MAGMA library not found",
     );
     expect(
         "cholesky_solve/32x32,k=2/float64/magma",
-        "expected-fail",
+        CaseStatus::ExpectedFail,
         "MAGMA library not found",
     );
     expect(
         "lu_factor/300x200/float64/default",
-        "fail",
+        CaseStatus::Fail,
         "wrong result: residual 8.30e-1",
     );
-    expect("lu_factor/64x96/complex64/cusolver", "fail", "residual NaN");
+    expect(
+        "lu_factor/64x96/complex64/cusolver",
+        CaseStatus::Fail,
+        "residual NaN",
+    );
     expect(
         "lu_factor/64x64/float32/magma",
-        "fail",
+        CaseStatus::Fail,
         "expected a clean RuntimeError, got TypeError",
     );
-    expect("svd/64x32/float32/default", "timeout", "hang");
+    expect("svd/64x32/float32/default", CaseStatus::Timeout, "hang");
     expect(
         "svd/256x128/float32/default",
-        "timeout",
+        CaseStatus::Timeout,
         "not run: svd timed out 2 times",
     );
     expect(
         "eig/32x32/float64/cusolver",
-        "fail",
+        CaseStatus::Fail,
         "worker died: killed by signal 11",
     );
     expect(
         "matrix_exp/16x16/float32/default",
-        "fail",
+        CaseStatus::Fail,
         "MAGMA not initialized",
     );
     expect(
         "ldl_factor_hermitian/32x32/complex64/default",
-        "expected-fail",
+        CaseStatus::ExpectedFail,
         "not supported with cuSOLVER backend",
     );
-    expect("svd/64x32/float64/magma", "excluded", "known stock bug");
+    expect(
+        "svd/64x32/float64/magma",
+        CaseStatus::Excluded,
+        "known stock bug",
+    );
 }
 
 /// has_magma True over a library without MAGMA: a stale core flag, reported apart from the
@@ -544,8 +548,8 @@ fn replay_broken_nomagma_reports_the_stale_flag_apart() {
     assert_eq!(o.status.code(), Some(1));
     let rep = typed::<SmokeReport>(&o);
     let hm = &rep.variants[0].checks[1];
-    assert_eq!(hm.name, eval::CheckName::HasMagma);
-    assert_eq!(hm.status, eval::CheckStatus::Stale);
+    assert_eq!(hm.name, CheckName::HasMagma);
+    assert_eq!(hm.status, CheckStatus::Stale);
     assert!(
         hm.detail
             .contains("stale core flag: torch.cuda.has_magma is True but"),
@@ -557,14 +561,14 @@ fn replay_broken_nomagma_reports_the_stale_flag_apart() {
     assert_eq!(rep.summary.stale_flags, 1);
     assert_eq!(
         rep.result,
-        splitpkg::smoke::document::SmokeVerdict::Fail,
+        SmokeVerdict::Fail,
         "broken cases win over a stale flag"
     );
     // The library has no MAGMA, so it is what the name nomagma says.
     let id = &rep.variants[0].checks[3];
     assert_eq!(
         (&id.name, id.status),
-        (&eval::CheckName::Identity, eval::CheckStatus::Pass),
+        (&CheckName::Identity, CheckStatus::Pass),
         "{id:?}"
     );
 }
@@ -592,8 +596,9 @@ fn replay_broken_nomagma_text_with_all() {
 }
 
 /// A recorded report (schema version 1, as the synthetic fixtures and the first H200 run are)
-/// changed by `edit`, written to a temporary file and replayed.
-fn replay_edited(file: &str, edit: impl FnOnce(&mut Value)) -> (Value, i32, String) {
+/// changed by `edit`, written to a temporary file and replayed. The recording is edited as JSON:
+/// it is version 1's layout, which today's type reads but would not write back.
+fn replay_edited(file: &str, edit: impl FnOnce(&mut Value)) -> (SmokeReport, i32, String) {
     let mut rep: Value =
         serde_json::from_str(&std::fs::read_to_string(repo().join(file)).unwrap()).unwrap();
     edit(&mut rep);
@@ -602,16 +607,21 @@ fn replay_edited(file: &str, edit: impl FnOnce(&mut Value)) -> (Value, i32, Stri
     std::fs::write(&f, rep.to_string()).unwrap();
     let o = run(&["smoke", "--replay", f.to_str().unwrap(), "--json"]);
     let text = run(&["smoke", "--replay", f.to_str().unwrap()]);
-    (json(&o), o.status.code().unwrap(), stdout(&text))
+    (replayed(&o), o.status.code().unwrap(), stdout(&text))
 }
 
-fn check<'a>(rep: &'a Value, variant: usize, name: &str) -> &'a Value {
-    rep["variants"][variant]["checks"]
-        .as_array()
-        .unwrap()
+/// The check `name` of the report's variant `variant`.
+fn check(rep: &SmokeReport, variant: usize, name: CheckName) -> &SmokeCheck {
+    rep.variants[variant]
+        .checks
         .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name}"))
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no check {name:?}"))
+}
+
+/// The status of the check `name` of the report's variant `variant`.
+fn check_status(rep: &SmokeReport, variant: usize, name: CheckName) -> CheckStatus {
+    check(rep, variant, name).status
 }
 
 #[test]
@@ -620,13 +630,15 @@ fn stale_core_flag_is_told_apart_from_a_broken_variant() {
     let (rep, code, text) = replay_edited("tests/data/smoke-synthetic-ok.json", |r| {
         r["variants"][0]["probe"]["has_magma"] = false.into()
     });
-    assert_eq!(code, 4, "{}", rep["summary"]);
-    assert_valid("docs/smoke.schema.json", &rep);
-    assert_eq!(rep["result"], "ok-stale-flag");
-    assert_eq!(rep["summary"]["ok"], true);
-    assert_eq!(rep["summary"]["stale_flags"], 1);
-    assert_eq!(rep["summary"]["checks_failed"], 0);
-    assert_eq!(check(&rep, 0, "has_magma")["status"], "stale");
+    assert_eq!(code, 4, "{:?}", rep.summary);
+    assert_eq!(rep.result, SmokeVerdict::OkStaleFlag);
+    assert!(rep.summary.ok);
+    assert_eq!(rep.summary.stale_flags, 1);
+    assert_eq!(rep.summary.checks_failed, 0);
+    assert_eq!(
+        check_status(&rep, 0, CheckName::HasMagma),
+        CheckStatus::Stale
+    );
     assert!(text.contains("RESULT: OK, STALE CORE FLAG"), "{text}");
     assert!(text.contains("Exit code 4"), "{text}");
     assert!(
@@ -635,9 +647,9 @@ fn stale_core_flag_is_told_apart_from_a_broken_variant() {
     );
     // The same recording unedited: exit 0, result ok.
     let (rep, code, _) = replay("tests/data/smoke-synthetic-ok.json", &[]);
-    assert_eq!((code, rep["result"].as_str()), (0, Some("ok")));
+    assert_eq!((code, rep.result), (0, SmokeVerdict::Ok));
     assert_eq!(
-        rep["schema_version"], 2,
+        rep.schema_version, 2,
         "judged again, so written as today's schema"
     );
 }
@@ -650,11 +662,10 @@ fn identity_check_applies_to_old_recordings() {
         r["variants"][0]["name"] = "nomagma".into();
         r["variants"].as_array_mut().unwrap().truncate(1);
     });
-    assert_eq!(code, 1, "{}", rep["summary"]);
-    assert_valid("docs/smoke.schema.json", &rep);
-    let id = check(&rep, 0, "identity");
-    assert_eq!(id["status"], "fail", "{id}");
-    let detail = id["detail"].as_str().unwrap();
+    assert_eq!(code, 1, "{:?}", rep.summary);
+    let id = check(&rep, 0, CheckName::Identity);
+    assert_eq!(id.status, CheckStatus::Fail, "{id:?}");
+    let detail = &id.detail;
     assert!(
         detail.contains("variant \"nomagma\" but libtorch_cuda_linalg.so is a magma build"),
         "{detail}"
@@ -675,23 +686,20 @@ fn identity_check_applies_to_old_recordings() {
         r["variants"][0]["probe"]["has_magma"] = false.into();
     });
     assert_eq!(code, 1);
-    let id = check(&rep, 0, "identity");
-    assert_eq!(id["status"], "fail");
-    assert!(
-        id["detail"]
-            .as_str()
-            .unwrap()
-            .contains("is not a magma build"),
-        "{id}"
-    );
-    assert!(
-        id["detail"].as_str().unwrap().contains("payload present"),
-        "{id}"
-    );
+    let id = check(&rep, 0, CheckName::Identity);
+    assert_eq!(id.status, CheckStatus::Fail);
+    assert!(id.detail.contains("is not a magma build"), "{id:?}");
+    assert!(id.detail.contains("payload present"), "{id:?}");
     // Emulated variants and other names are not judged by name.
     let (rep, _, _) = replay("tests/data/smoke-synthetic-ok.json", &[]);
-    assert_eq!(check(&rep, 0, "identity")["status"], "pass");
-    assert_eq!(check(&rep, 1, "identity")["status"], "not-applicable");
+    assert_eq!(
+        check_status(&rep, 0, CheckName::Identity),
+        CheckStatus::Pass
+    );
+    assert_eq!(
+        check_status(&rep, 1, CheckName::Identity),
+        CheckStatus::NotApplicable
+    );
 }
 
 /// The identity rule on real fixture libraries gives what `verify-variant` says of the same
@@ -735,17 +743,16 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
                 plan_file.to_str().unwrap(),
                 "--json",
             ]);
-            let v = json(&o);
-            let rule_ok = v["checks"]
-                .as_array()
-                .unwrap()
+            let v: VerifyReport = parsed(&o);
+            let rule_ok = v
+                .checks
                 .iter()
-                .filter(|c| c["name"].as_str().unwrap().contains("payload"))
-                .all(|c| c["pass"] == true);
+                .filter(|c| c.name.contains("payload"))
+                .all(|c| c.pass);
             assert_eq!(
-                c.status == eval::CheckStatus::Pass,
+                c.status == CheckStatus::Pass,
                 rule_ok,
-                "{tree} as {name}: smoke says {c:?}, verify-variant says {v}"
+                "{tree} as {name}: smoke says {c:?}, verify-variant says {v:?}"
             );
             let holds = facts.has_magma;
             assert_eq!(rule_ok, (name == "magma") == holds, "{tree} as {name}");
@@ -757,18 +764,16 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
 fn replay_of_the_committed_h200_evidence() {
     // The first H200 run (schema 1, nomagma emulated, bench as one object) is still read.
     let (rep, code, err) = replay("docs/evidence/smoke.json", &[]);
-    assert_eq!(code, 0, "{err}\n{}", rep["summary"]);
-    assert_valid("docs/smoke.schema.json", &rep);
-    let bench = rep["bench"].as_array().unwrap();
-    assert_eq!(bench.len(), 1);
-    assert_eq!(bench[0]["variant"], "magma");
+    assert_eq!(code, 0, "{err}\n{:?}", rep.summary);
+    assert_eq!(rep.bench.len(), 1);
+    assert_eq!(rep.bench[0].variant, "magma");
     assert!(
-        rep["default_routing"].is_null(),
+        rep.default_routing.is_empty(),
         "one variant timed: nothing to compare"
     );
     assert_eq!(
-        check(&rep, 1, "identity")["status"],
-        "not-applicable",
+        check_status(&rep, 1, CheckName::Identity),
+        CheckStatus::NotApplicable,
         "emulated"
     );
 }
@@ -783,72 +788,62 @@ fn replay_of_the_real_nomagma_runs() {
         "docs/evidence/nomagma-real/smoke-envs.json",
     ] {
         let (rep, code, err) = replay(file, &[]);
-        assert_eq!(code, 4, "{file}: {err}\n{}", rep["summary"]);
-        assert_valid("docs/smoke.schema.json", &rep);
-        assert_eq!(rep["result"], "ok-stale-flag", "{file}");
-        assert_eq!(
-            (
-                rep["summary"]["fail"].as_u64(),
-                rep["summary"]["timeout"].as_u64()
-            ),
-            (Some(0), Some(0)),
-            "{file}"
-        );
-        assert_eq!(rep["summary"]["cases"], 1368);
+        assert_eq!(code, 4, "{file}: {err}\n{:?}", rep.summary);
+        assert_eq!(rep.result, SmokeVerdict::OkStaleFlag, "{file}");
+        assert_eq!((rep.summary.fail, rep.summary.timeout), (0, 0), "{file}");
+        assert_eq!(rep.summary.cases, 1368);
         for (i, name) in [(0, "magma"), (1, "nomagma")] {
-            let v = &rep["variants"][i];
+            let v = &rep.variants[i];
             assert_eq!(
-                (v["name"].as_str(), v["emulated"].as_bool()),
-                (Some(name), Some(false)),
+                (v.name.as_str(), v.emulated),
+                (name, false),
                 "{file}: both variants real"
             );
-            assert_eq!(
-                check(&rep, i, "identity")["status"],
-                "pass",
-                "{file} {name}"
-            );
-            assert_eq!(
-                check(&rep, i, "laziness")["status"],
-                "pass",
-                "{file} {name}"
-            );
-            let runtime = v["probe"]["loaded_library_exports_magma_init"].as_bool();
+            for c in [CheckName::Identity, CheckName::Laziness] {
+                assert_eq!(check_status(&rep, i, c), CheckStatus::Pass, "{file} {name}");
+            }
+            // The probe's answer is the battery's free-form object.
+            let probe = v.probe.as_ref().unwrap();
+            let runtime = probe["loaded_library_exports_magma_init"].as_bool();
             assert_eq!(
                 runtime,
                 Some(name == "magma"),
                 "{file}: the measured remedy answers right on {name}"
             );
         }
-        assert_eq!(check(&rep, 0, "has_magma")["status"], "pass");
-        assert_eq!(check(&rep, 1, "has_magma")["status"], "stale");
+        assert_eq!(
+            check_status(&rep, 0, CheckName::HasMagma),
+            CheckStatus::Pass
+        );
+        assert_eq!(
+            check_status(&rep, 1, CheckName::HasMagma),
+            CheckStatus::Stale
+        );
         // The table fix this run showed, and the MAGMA branch that must still raise cleanly.
-        assert_eq!(status_of(&rep, 1, "eigh/64x64/float64/magma").0, "pass");
-        assert_eq!(
-            status_of(&rep, 1, "eigvalsh/4x128x128/complex64/magma").0,
-            "pass"
-        );
-        assert_eq!(
-            status_of(&rep, 1, "eigh/256x256/float64/magma").0,
-            "expected-fail"
-        );
-        assert_eq!(
-            status_of(&rep, 1, "ldl_factor_hermitian/32x32/complex128/default").0,
-            "expected-fail"
-        );
-        assert_eq!(
-            status_of(&rep, 1, "cholesky_inverse/16x64x64/float64/default").0,
-            "pass",
-            "MAGMA-by-default shape on cuSOLVER"
-        );
+        for (id, want) in [
+            ("eigh/64x64/float64/magma", CaseStatus::Pass),
+            ("eigvalsh/4x128x128/complex64/magma", CaseStatus::Pass),
+            ("eigh/256x256/float64/magma", CaseStatus::ExpectedFail),
+            (
+                "ldl_factor_hermitian/32x32/complex128/default",
+                CaseStatus::ExpectedFail,
+            ),
+            // The MAGMA-by-default shape on cuSOLVER.
+            (
+                "cholesky_inverse/16x64x64/float64/default",
+                CaseStatus::Pass,
+            ),
+        ] {
+            assert_eq!(status_of(&rep, 1, id).0, want, "{file} {id}");
+        }
         // Both variants timed; default routing compared.
-        assert_eq!(rep["bench"].as_array().unwrap().len(), 2);
-        let ci = rep["default_routing"]
-            .as_array()
-            .unwrap()
+        assert_eq!(rep.bench.len(), 2);
+        let ci = rep
+            .default_routing
             .iter()
-            .find(|r| r["op"] == "cholesky_inverse")
+            .find(|r| r.op == "cholesky_inverse")
             .unwrap();
-        assert!(ci["slim_over_full"].as_f64().unwrap() > 100.0, "{ci}");
+        assert!(ci.slim_over_full.unwrap() > 100.0, "{ci:?}");
     }
     // The same recording with the names swapped: the identity check fails both variants.
     let (rep, code, _) = replay_edited("docs/evidence/nomagma-real/smoke-copy.json", |r| {
@@ -856,8 +851,12 @@ fn replay_of_the_real_nomagma_runs() {
         r["variants"][1]["name"] = "magma".into();
     });
     assert_eq!(code, 1);
-    assert_eq!(check(&rep, 0, "identity")["status"], "fail");
-    assert_eq!(check(&rep, 1, "identity")["status"], "fail");
+    for i in [0, 1] {
+        assert_eq!(
+            check_status(&rep, i, CheckName::Identity),
+            CheckStatus::Fail
+        );
+    }
 }
 
 #[test]
@@ -945,15 +944,14 @@ fn replay_with_user_tables() {
         &["--expect", f.to_str().unwrap()],
     );
     assert_eq!(code, 1, "the wrong results and hangs still fail");
-    assert_valid("docs/smoke.schema.json", &rep);
-    assert_eq!(rep["variants"][0]["table_origin"], f.to_str().unwrap());
+    assert_eq!(rep.variants[0].table_origin, f.to_str().unwrap());
     assert_eq!(
         status_of(&rep, 0, "cholesky_solve/16x64x64,k=2/float64/default").0,
-        "expected-fail"
+        CaseStatus::ExpectedFail
     );
     assert_eq!(
         status_of(&rep, 0, "lu_factor/64x64/float32/magma").0,
-        "excluded"
+        CaseStatus::Excluded
     );
 
     for (bad, why) in [
@@ -1682,8 +1680,8 @@ fn run_end_to_end_with_a_fake_torch() {
     std::fs::write(&f, serde_json::to_string(&rep).unwrap()).unwrap();
     let o = run(&["smoke", "--replay", f.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(1));
-    let again = json(&o);
-    assert_eq!(again["summary"], v["summary"]);
+    let again = replayed(&o);
+    assert_eq!(again.summary, rep.summary);
 }
 
 /// The device-code check judges a real library with device code (gcc-built, `.nv_fatbin` added),

@@ -10,8 +10,14 @@ use crate::common::*;
 
 use std::path::{Path, PathBuf};
 
-/// `emit`'s contract for the unpacked tree.
-fn contract(tree: &Path, version: &str, out: &Path) -> (PathBuf, serde_json::Value) {
+use splitpkg::analysis::contract::ContractFile;
+use splitpkg::analysis::plan::Plan;
+use splitpkg::analysis::verdict::{NotRead, NotReadReason, Verdict};
+use splitpkg::document::Document;
+use splitpkg::recipe::verify::VerifyReport;
+
+/// `emit`'s contract for the unpacked tree, read as `verify-variant` reads it.
+fn contract(tree: &Path, version: &str, out: &Path) -> (PathBuf, ContractFile) {
     let o = run(&[
         "emit",
         tree.to_str().unwrap(),
@@ -23,8 +29,7 @@ fn contract(tree: &Path, version: &str, out: &Path) -> (PathBuf, serde_json::Val
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let path = out.join("rattler-build/contract.json");
-    let c: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let c = ContractFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
     (path, c)
 }
 
@@ -40,14 +45,7 @@ fn failed(lib: &Path, variant: &str, contract: &Path) -> Vec<String> {
         contract.to_str().unwrap(),
         "--json",
     ]);
-    let r = json(&o);
-    let failed: Vec<String> = r["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["pass"] == false)
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect();
+    let failed = failed_names(&parsed(&o));
     assert_eq!(
         o.status.code(),
         Some(if failed.is_empty() { 0 } else { 1 }),
@@ -120,14 +118,6 @@ fn without_exports(stock: &Path, prefix: &str, dir: &Path) -> (PathBuf, usize) {
     (out, hits.len())
 }
 
-fn names(v: &serde_json::Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// One release: the contract's new fields, then each forgery refused and the stock file accepted
 /// as what it is.
 fn release(corpus_name: &str, version: &str, exports: usize, stubs: &[&str]) {
@@ -136,8 +126,8 @@ fn release(corpus_name: &str, version: &str, exports: usize, stubs: &[&str]) {
     let stock = tree.join("lib/libtorch_cuda_linalg.so");
     let d = tempfile::tempdir().unwrap();
     let (path, c) = contract(&tree, version, &d.path().join("recipe"));
-    assert_eq!(c["schema_version"], 2);
-    let provided = names(&c["provided_exports"]);
+    assert_eq!(c.schema_version, 2);
+    let provided = &c.provided_exports;
     assert_eq!(provided.len(), exports, "{provided:?}");
     assert!(provided.iter().all(|n| n.starts_with("_ZN2at")
         || n.starts_with("_ZN3c10")
@@ -146,7 +136,7 @@ fn release(corpus_name: &str, version: &str, exports: usize, stubs: &[&str]) {
         !provided.iter().any(|n| n.contains("13magmaCholesky")),
         "MAGMA wrappers are the payload's"
     );
-    let registrations = names(&c["load_registrations"]);
+    let registrations = &c.load_registrations;
     for stub in stubs {
         let mangled = format!("_ZN2at6native{}{stub}E", stub.len());
         assert!(
@@ -286,15 +276,15 @@ fn cross_tree(name: &str, compiler: &str) -> Option<PathBuf> {
 }
 
 /// `plan --json` of a fixture tree, written to `out` too (for `verify-variant --plan`).
-fn plan_of(tree: &Path, out: &Path) -> serde_json::Value {
+fn plan_of(tree: &Path, out: &Path) -> Plan {
     let o = run(&["plan", "-q", "--json", s(tree)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     std::fs::write(out, &o.stdout).unwrap();
-    json(&o)
+    typed(&o)
 }
 
 /// `verify-variant LIB --variant V --plan P --json [extra]`: the exit code and the report.
-fn verify(lib: &Path, variant: &str, plan: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+fn verify(lib: &Path, variant: &str, plan: &Path, extra: &[&str]) -> (i32, VerifyReport) {
     let mut args = vec![
         "verify-variant",
         s(lib),
@@ -306,16 +296,15 @@ fn verify(lib: &Path, variant: &str, plan: &Path, extra: &[&str]) -> (i32, serde
     ];
     args.extend_from_slice(extra);
     let o = run(&args);
-    (o.status.code().unwrap(), json(&o))
+    (o.status.code().unwrap(), parsed(&o))
 }
 
-fn failed_names(r: &serde_json::Value) -> Vec<String> {
-    r["checks"]
-        .as_array()
-        .unwrap()
+/// The names of the report's failed checks, in order.
+fn failed_names(r: &VerifyReport) -> Vec<String> {
+    r.checks
         .iter()
-        .filter(|c| c["pass"] == false)
-        .map(|c| c["name"].as_str().unwrap().to_string())
+        .filter(|c| !c.pass)
+        .map(|c| c.name.clone())
         .collect()
 }
 
@@ -361,21 +350,12 @@ fn aarch64_builds_register_as_their_x86_64_builds() {
     let d = tempfile::tempdir().unwrap();
     let x86 = plan_of(&fixture("registrations"), &d.path().join("x86.json"));
     let a64 = plan_of(&arm, &d.path().join("a64.json"));
-    assert_eq!(x86["verdict"], "confined");
-    assert_eq!(a64["verdict"], "confined");
-    assert_eq!(
-        names(&x86["contract"]["load_registrations"]),
-        FIXTURE_REGISTRATIONS
-    );
-    assert_eq!(
-        names(&a64["contract"]["load_registrations"]),
-        FIXTURE_REGISTRATIONS
-    );
-    assert!(a64["contract"].get("load_registrations_not_read").is_none());
-    assert_eq!(
-        a64["contract"]["provided_exports"],
-        x86["contract"]["provided_exports"]
-    );
+    assert_eq!(x86.verdict, Verdict::Confined);
+    assert_eq!(a64.verdict, Verdict::Confined);
+    assert_eq!(x86.contract.load_registrations, FIXTURE_REGISTRATIONS);
+    assert_eq!(a64.contract.load_registrations, FIXTURE_REGISTRATIONS);
+    assert!(a64.contract.load_registrations_not_read.is_none());
+    assert_eq!(a64.contract.provided_exports, x86.contract.provided_exports);
 }
 
 /// The x86-64 fixture really holds the two tail-call forms (objdump shows the initialiser ending
@@ -413,10 +393,11 @@ fn a_tail_called_registration_is_found_on_x86_64() {
     let d = tempfile::tempdir().unwrap();
     let x86 = plan_of(&fixture("registrations"), &d.path().join("x86.json"));
     assert!(
-        names(&x86["contract"]["load_registrations"])
+        x86.contract
+            .load_registrations
             .contains(&"_ZN2at6native12registerDoneEi".to_string()),
-        "{}",
-        x86["contract"]
+        "{:?}",
+        x86.contract
     );
 }
 
@@ -430,12 +411,9 @@ fn aarch64_registrations_are_the_fixtures_own() {
     };
     let d = tempfile::tempdir().unwrap();
     let a64 = plan_of(&arm, &d.path().join("a64.json"));
-    assert_eq!(a64["verdict"], "confined");
-    assert_eq!(
-        names(&a64["contract"]["load_registrations"]),
-        FIXTURE_REGISTRATIONS
-    );
-    assert!(a64["contract"].get("load_registrations_not_read").is_none());
+    assert_eq!(a64.verdict, Verdict::Confined);
+    assert_eq!(a64.contract.load_registrations, FIXTURE_REGISTRATIONS);
+    assert!(a64.contract.load_registrations_not_read.is_none());
 }
 
 /// verify-variant on AArch64: the faithful nomagma rebuild passes (against the AArch64 plan and
@@ -454,7 +432,7 @@ fn an_aarch64_stub_with_the_stock_exports_is_refused() {
     let rebuilt = arm.join("variants/nomagma/libtorch_cuda_linalg.so");
     for plan in [&plan, &x86_plan] {
         let (code, r) = verify(&rebuilt, "nomagma", plan, &[]);
-        assert_eq!((code, failed_names(&r)), (0, vec![]), "{r}");
+        assert_eq!((code, failed_names(&r)), (0, vec![]), "{r:?}");
     }
     let stock = arm.join("lib/libtorch_cuda_linalg.so");
     assert_eq!(verify(&stock, "magma", &plan, &[]).0, 0);
@@ -473,9 +451,9 @@ fn an_aarch64_stub_with_the_stock_exports_is_refused() {
 
     // The stub exports everything a variant must export: what the loader looks up and what the
     // stock provides; it only registers nothing.
-    let mut exported = names(&p["contract"]["provided_exports"]);
+    let mut exported = p.contract.provided_exports.clone();
     assert!(!exported.is_empty());
-    exported.extend(names(&p["contract"]["loader_lookups"]));
+    exported.extend(p.contract.loader_lookups.iter().cloned());
     exported.sort();
     exported.dedup();
     let stub = stub_exporting("aarch64-linux-gnu-gcc", &exported, d.path());
@@ -483,17 +461,14 @@ fn an_aarch64_stub_with_the_stock_exports_is_refused() {
     assert_eq!(
         (code, failed_names(&r)),
         (1, vec!["registers at load like the stock".to_string()]),
-        "{r}"
+        "{r:?}"
     );
-    let detail = r["checks"]
-        .as_array()
-        .unwrap()
+    let detail = &r
+        .checks
         .iter()
-        .find(|c| c["name"] == "registers at load like the stock")
-        .unwrap()["detail"]
-        .as_str()
+        .find(|c| c.name == "registers at load like the stock")
         .unwrap()
-        .to_string();
+        .detail;
     assert!(
         detail.starts_with("missing: at::native::linalg_hook"),
         "{detail}"
@@ -512,14 +487,22 @@ fn a_check_that_cannot_run_never_passes() {
     let plan = d.path().join("ppc.json");
     let p = plan_of(&ppc, &plan);
     assert_eq!(
-        p["contract"]["load_registrations_not_read"],
-        serde_json::json!({"reason": "code-not-decoded", "machine": "PPC64"})
+        p.contract.load_registrations_not_read,
+        Some(NotRead {
+            reason: NotReadReason::CodeNotDecoded,
+            machine: "PPC64".into()
+        })
     );
-    assert!(p["contract"].get("load_registrations").is_none());
-    assert_valid("docs/plan.schema.json", &p);
+    // Empty, so left out of the JSON (`skip_serializing_if`): nothing read is not "none".
+    assert!(p.contract.load_registrations.is_empty());
+    let written = std::fs::read_to_string(&plan).unwrap();
+    assert_valid(
+        "docs/plan.schema.json",
+        &serde_json::from_str(&written).unwrap(),
+    );
     let x86_plan = d.path().join("x86.json");
     let x86 = plan_of(&fixture("registrations"), &x86_plan);
-    let x86_count = names(&x86["contract"]["load_registrations"]).len();
+    let x86_count = x86.contract.load_registrations.len();
     assert!(x86_count > 0);
     let x86_why = format!(
         "splitpkg cannot read PPC64 code (it reads x86-64 and AArch64); {x86_count} registrations to check"
@@ -538,32 +521,21 @@ fn a_check_that_cannot_run_never_passes() {
         assert_eq!(
             (code, failed_names(&r)),
             (1, vec!["registers at load like the stock".to_string()]),
-            "{r}"
+            "{r:?}"
         );
-        let c = r["checks"].as_array().unwrap().last().unwrap().clone();
-        assert_eq!(c["unchecked"], true);
+        let c = r.checks.last().unwrap();
+        assert!(c.unchecked);
         assert!(
-            c["detail"]
-                .as_str()
-                .unwrap()
-                .starts_with(&format!("not checked: {why}")),
-            "{c}"
+            c.detail.starts_with(&format!("not checked: {why}")),
+            "{c:?}"
         );
         let (code, r) = verify(&lib, "nomagma", plan, &["--accept-unchecked"]);
-        assert_eq!(
-            (code, r["pass"].clone()),
-            (0, serde_json::json!(true)),
-            "{r}"
-        );
+        assert_eq!((code, r.pass), (0, true), "{r:?}");
         assert!(
-            r["notes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|n| n.as_str().unwrap().contains(
-                    "accepted unchecked (--accept-unchecked): registers at load like the stock"
-                )),
-            "{r}"
+            r.notes.iter().any(|n| n.contains(
+                "accepted unchecked (--accept-unchecked): registers at load like the stock"
+            )),
+            "{r:?}"
         );
     }
     let o = run(&[
@@ -594,24 +566,31 @@ fn warnings_about_has_magma_are_read_from_the_build() {
         let o = run(&["plan", "-q", "--json", s(&fixture(name))]);
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
         let _ = &d;
-        json(&o)
+        typed::<Plan>(&o)
     };
     let without = p("built-without-magma");
-    assert_eq!(without["verdict"], "not-present");
-    let text = without["warnings"].to_string();
+    assert_eq!(without.verdict, Verdict::NotPresent);
+    let text = warnings_text(&without);
     assert!(!text.contains("stays True"), "{text}");
     assert!(text.contains("this build carries no magma"), "{text}");
-    assert!(
-        without["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|w| w.get("kind").is_none()),
-        "{text}"
-    );
+    assert!(without.warnings.iter().all(|w| w.kind.is_none()), "{text}");
     let switched = p("conda-nomagma");
-    let text = switched["warnings"].to_string();
+    let text = warnings_text(&switched);
     assert!(text.contains("torch.cuda.has_magma stays True"), "{text}");
+}
+
+/// Every text of the plan's warnings (file, what, consequence, examples), one per line.
+fn warnings_text(p: &Plan) -> String {
+    p.warnings
+        .iter()
+        .flat_map(|w| {
+            [&w.file, &w.what, &w.consequence]
+                .into_iter()
+                .chain(&w.examples)
+        })
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// PyPI's torch 2.11 for aarch64 is built without MAGMA: its plan finds no payload (and no
@@ -630,27 +609,20 @@ fn torch_2_11_aarch64_is_a_real_nomagma_variant() {
     let (_, x86) = corpus("torch-2.11.0-cu130", true);
     let d = tempfile::tempdir().unwrap();
     let (path, c) = contract(&x86.unwrap(), "2.11.0", &d.path().join("recipe"));
-    assert_eq!(names(&c["load_registrations"]).len(), 15);
+    assert_eq!(c.load_registrations.len(), 15);
 
     let o = run(&["plan", "-q", "--json", s(&arm)]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let p = json(&o);
-    assert_eq!(p["verdict"], "not-present");
-    assert!(
-        !p["warnings"].to_string().contains("stays True"),
-        "{}",
-        p["warnings"]
-    );
+    let p = typed::<Plan>(&o);
+    assert_eq!(p.verdict, Verdict::NotPresent);
+    let text = warnings_text(&p);
+    assert!(!text.contains("stays True"), "{text}");
 
     let lib = arm.join("lib/libtorch_cuda_linalg.so");
     assert_eq!(failed(&lib, "nomagma", &path), Vec::<String>::new());
     assert_eq!(failed(&lib, "magma", &path), ["payload present"]);
     if Path::new("/usr/bin/aarch64-linux-gnu-gcc").exists() {
-        let stub = stub_exporting(
-            "aarch64-linux-gnu-gcc",
-            &names(&c["provided_exports"]),
-            d.path(),
-        );
+        let stub = stub_exporting("aarch64-linux-gnu-gcc", &c.provided_exports, d.path());
         assert_eq!(
             failed(&stub, "nomagma", &path),
             ["registers at load like the stock"]

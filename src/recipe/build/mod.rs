@@ -49,11 +49,11 @@ pub struct BuildRequest {
     pub keep_temp: bool,
 }
 
-/// What a build did, for the human report and `--json`.
-#[derive(Debug, Clone, serde::Serialize)]
+/// What a build did, for the human report and `--json` (read back as written: `Deserialize`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct BuildReport {
     /// Which document this is: `splitpkg-build-variant`.
-    pub schema: &'static str,
+    pub schema: String,
     /// The version of the build report's layout (1).
     pub schema_version: u32,
     /// Where the library was (or would have been) written, absolute.
@@ -80,7 +80,7 @@ pub struct BuildReport {
 }
 
 /// Wall time of a build's stages, in seconds.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Seconds {
     /// Compiling every unit.
     pub compile: f64,
@@ -173,7 +173,7 @@ pub fn build(
         "ELF file",
     )?;
     let report = BuildReport {
-        schema: "splitpkg-build-variant",
+        schema: "splitpkg-build-variant".into(),
         schema_version: 1,
         out: r.out.display().to_string(),
         variant,
