@@ -18,7 +18,7 @@ use goblin::elf::program_header::{self, ProgramHeader};
 use goblin::elf::section_header::{self, SectionHeader};
 use goblin::elf::sym;
 use scroll::Pread;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -415,7 +415,7 @@ pub(crate) fn cbytes_at(tab: &[u8], off: usize) -> Option<&[u8]> {
 // --- facts -------------------------------------------------------------------------------------
 
 /// What the ELF header's `e_type` (and a `PT_INTERP`) says the file is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ElfType {
     /// `ET_EXEC`: a position-dependent program.
@@ -433,7 +433,7 @@ pub enum ElfType {
 }
 
 /// Bytes of the sections that matter for sizing, by kind (SHT_NOBITS sections count 0).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SectionSizes {
     /// `.text`.
     pub text: u64,
@@ -448,7 +448,7 @@ pub struct SectionSizes {
 }
 
 /// A string in read-only data that names a shared library: a `dlopen` candidate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibLiteral {
     /// Base name, e.g. `libtorch_cuda_linalg.so`.
     pub name: String,
@@ -464,7 +464,7 @@ pub struct LibLiteral {
 
 /// What one ELF file tells the load model and the payload scan: its identity, how it loads others
 /// and what its read-only data names.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ElfFacts {
     /// 32 or 64.
     pub class: u8,
@@ -509,13 +509,18 @@ pub struct ElfFacts {
     pub python_extension: bool,
     /// How many dynamic symbols it defines and how many it imports.
     pub dynamic_symbols: SymbolCounts,
-    /// The dynamic symbol table, for the lookups after the facts are read (not serialised).
+    /// The dynamic symbol table, for the lookups after the facts are read (not serialised; an
+    /// empty table when the facts are read back from JSON).
     #[serde(skip)]
     pub symbols: DynSymbols,
+    /// Every dynamic symbol (name, version, size, kind, binding), in table order: written by
+    /// `inspect --json --symbols` only, absent otherwise.
+    #[serde(default, rename = "symbols", skip_serializing_if = "Option::is_none")]
+    pub symbol_list: Option<Vec<symbols::SymbolRecord>>,
 }
 
 /// Strings in read-only data that contain a searched word: all counted, the first few kept.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Mentions {
     /// How many strings contain one of the words.
     pub count: usize,
@@ -528,7 +533,7 @@ pub struct Mentions {
 const MENTION_SAMPLES: usize = 8;
 
 /// Dynamic symbols by whether the file defines them.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SymbolCounts {
     /// Entries the file defines (exports), the null entry 0 not counted.
     pub defined: usize,
@@ -711,6 +716,7 @@ impl<'a> ElfView<'a> {
             python_extension,
             dynamic_symbols,
             symbols,
+            symbol_list: None,
         })
     }
 
