@@ -667,27 +667,7 @@ impl<'a> ElfView<'a> {
         let (loader_imports, python_extension) =
             self.loader_imports(&mut symbols, &search::case_variants(words));
 
-        let mut sections = SectionSizes::default();
-        for sh in &self.shdrs {
-            let name = self.section_name(sh);
-            let size = if sh.sh_type == section_header::SHT_NOBITS {
-                0
-            } else {
-                sh.sh_size
-            };
-            // Sizes come from the file: saturate rather than wrap on hostile headers (found by the
-            // `elf` fuzz target).
-            let slot = match name {
-                ".text" => &mut sections.text,
-                ".nv_fatbin" => &mut sections.nv_fatbin,
-                ".symtab" | ".strtab" => &mut sections.symtab,
-                n if n.starts_with(".rodata") => &mut sections.rodata,
-                n if n.starts_with(".debug_") || n.starts_with(".zdebug_") => &mut sections.debug,
-                _ => continue,
-            };
-            *slot = slot.saturating_add(size);
-        }
-
+        let sections = self.section_sizes();
         let (library_literals, mentions) = self.scan_rodata(words);
         if let Some(map) = map {
             self.drop_mapped_rodata(map);
@@ -718,6 +698,31 @@ impl<'a> ElfView<'a> {
             symbols,
             symbol_list: None,
         })
+    }
+
+    /// Bytes of the sections that matter for sizing, added up by kind.
+    fn section_sizes(&self) -> SectionSizes {
+        let mut sections = SectionSizes::default();
+        for sh in &self.shdrs {
+            let name = self.section_name(sh);
+            let size = if sh.sh_type == section_header::SHT_NOBITS {
+                0
+            } else {
+                sh.sh_size
+            };
+            // Sizes come from the file: saturate rather than wrap on hostile headers (found by the
+            // `elf` fuzz target).
+            let slot = match name {
+                ".text" => &mut sections.text,
+                ".nv_fatbin" => &mut sections.nv_fatbin,
+                ".symtab" | ".strtab" => &mut sections.symtab,
+                n if n.starts_with(".rodata") => &mut sections.rodata,
+                n if n.starts_with(".debug_") || n.starts_with(".zdebug_") => &mut sections.debug,
+                _ => continue,
+            };
+            *slot = slot.saturating_add(size);
+        }
+        sections
     }
 
     /// Unmap the pages of read-only data from this process once they have been searched: the
