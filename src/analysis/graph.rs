@@ -152,7 +152,7 @@ pub enum RootKind {
 
 /// One node of the load graph: a file of the tree, or a library name requested that is not in it
 /// (a system library, one another package provides, or one nobody does).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Node {
     /// The node's index in [`LoadGraph::nodes`]; edges name nodes by it.
     pub id: usize,
@@ -163,9 +163,10 @@ pub struct Node {
     /// For a tree file: its index into the graph's inputs; None for other nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<usize>,
-    /// For a system library: its group ([`system_group`]); None otherwise.
+    /// For a system library: its group ([`system_group`]); None otherwise. Borrowed from that
+    /// list when built, owned when read back from a document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_group: Option<&'static str>,
+    pub system_group: Option<std::borrow::Cow<'static, str>>,
     /// Whether the roots' processes load it at start-up, only lazily, or not at all.
     pub reach: Reach,
     /// Why it is a root, when it is one; None for a file only loaded by others.
@@ -816,7 +817,7 @@ impl<'t, 'a> GraphBuilder<'t, 'a> {
                 NodeKind::External
             },
             file: None,
-            system_group: group,
+            system_group: group.map(std::borrow::Cow::Borrowed),
             reach: Reach::Unreached,
             root: None,
             eager_parent: None,

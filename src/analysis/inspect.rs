@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 use crate::analysis::graph::{GraphInput, LoadGraph, LoaderEnv};
@@ -15,7 +15,7 @@ use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
 
 /// What the inspection read of one ELF file of the tree.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileFacts {
     /// Its path inside the tree.
     pub path: String,

@@ -2,10 +2,12 @@
 //!
 //! [`inspect`] reads a tree into per-file facts and the load graph ([`graph`], the ld.so model),
 //! with [`payload`] (what counts as MAGMA) found on the way; [`verdict`] proves or refutes
-//! confinement; [`plan`] proposes the outputs; [`text`] renders them for people.
+//! confinement; [`plan`] proposes the outputs; [`text`] renders them for people; [`document`] is
+//! `inspect --json`'s document.
 
 pub mod contract;
 pub mod declared;
+pub mod document;
 pub mod environment;
 pub mod exports;
 pub mod graph;

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use splitpkg::Exit;
-use splitpkg::analysis::inspect::{Extras, Inspection};
+use splitpkg::analysis::document::InspectReport;
+use splitpkg::analysis::inspect::Extras;
 use splitpkg::analysis::pipeline;
 use splitpkg::analysis::switch::Wheels;
 use splitpkg::analysis::text as report;
@@ -103,7 +104,9 @@ pub fn inspect(a: InspectArgs, quiet: bool) -> Result<Exit> {
     });
     let ins = pipeline::inspect_tree(&req, &Progress::new(!quiet))?;
     let text = if json {
-        to_json(&inspect_json(&ins, symbols))?
+        // Through a Value, as the document was always written: every object's keys sorted.
+        let doc = serde_json::to_value(InspectReport::new(ins, symbols)).failed_at("JSON")?;
+        to_json(&doc)?
     } else if dot {
         report::dot(&ins, &target.lazy)
     } else {
@@ -196,35 +199,4 @@ pub fn fatbin(a: FatbinArgs, quiet: bool) -> Result<Exit> {
     };
     emit(out.as_deref(), &text)?;
     Ok(r.exit())
-}
-
-fn inspect_json(ins: &Inspection, symbols: bool) -> serde_json::Value {
-    let files: Vec<serde_json::Value> = ins
-        .files
-        .iter()
-        .map(|f| {
-            let mut v = serde_json::to_value(f).unwrap_or_default();
-            if symbols {
-                v["elf"]["symbols"] =
-                    serde_json::to_value(f.elf.symbols.to_list()).unwrap_or_default();
-            }
-            v
-        })
-        .collect();
-    serde_json::json!({
-        "schema": "splitpkg-inspect",
-        "schema_version": 1,
-        "input": {
-            "path": ins.tree.source.display().to_string(),
-            "kind": ins.tree.kind,
-            "package": ins.tree.package,
-            "entries": ins.tree.entries.len(),
-            "bytes": ins.tree.total_file_bytes(),
-            "notes": ins.tree.notes,
-        },
-        "dep": ins.spec,
-        "files": files,
-        "nodes": ins.graph.nodes,
-        "edges": ins.graph.edges,
-    })
 }

@@ -18,7 +18,7 @@ use goblin::elf::program_header::{self, ProgramHeader};
 use goblin::elf::section_header::{self, SectionHeader};
 use goblin::elf::sym;
 use scroll::Pread;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -415,7 +415,7 @@ pub(crate) fn cbytes_at(tab: &[u8], off: usize) -> Option<&[u8]> {
 // --- facts -------------------------------------------------------------------------------------
 
 /// What the ELF header's `e_type` (and a `PT_INTERP`) says the file is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ElfType {
     /// `ET_EXEC`: a position-dependent program.
@@ -433,7 +433,7 @@ pub enum ElfType {
 }
 
 /// Bytes of the sections that matter for sizing, by kind (SHT_NOBITS sections count 0).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SectionSizes {
     /// `.text`.
     pub text: u64,
@@ -448,7 +448,7 @@ pub struct SectionSizes {
 }
 
 /// A string in read-only data that names a shared library: a `dlopen` candidate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibLiteral {
     /// Base name, e.g. `libtorch_cuda_linalg.so`.
     pub name: String,
@@ -464,7 +464,7 @@ pub struct LibLiteral {
 
 /// What one ELF file tells the load model and the payload scan: its identity, how it loads others
 /// and what its read-only data names.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ElfFacts {
     /// 32 or 64.
     pub class: u8,
@@ -509,13 +509,18 @@ pub struct ElfFacts {
     pub python_extension: bool,
     /// How many dynamic symbols it defines and how many it imports.
     pub dynamic_symbols: SymbolCounts,
-    /// The dynamic symbol table, for the lookups after the facts are read (not serialised).
+    /// The dynamic symbol table, for the lookups after the facts are read (not serialised; an
+    /// empty table when the facts are read back from JSON).
     #[serde(skip)]
     pub symbols: DynSymbols,
+    /// Every dynamic symbol (name, version, size, kind, binding), in table order: written by
+    /// `inspect --json --symbols` only, absent otherwise.
+    #[serde(default, rename = "symbols", skip_serializing_if = "Option::is_none")]
+    pub symbol_list: Option<Vec<symbols::SymbolRecord>>,
 }
 
 /// Strings in read-only data that contain a searched word: all counted, the first few kept.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Mentions {
     /// How many strings contain one of the words.
     pub count: usize,
@@ -528,7 +533,7 @@ pub struct Mentions {
 const MENTION_SAMPLES: usize = 8;
 
 /// Dynamic symbols by whether the file defines them.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SymbolCounts {
     /// Entries the file defines (exports), the null entry 0 not counted.
     pub defined: usize,
@@ -662,27 +667,7 @@ impl<'a> ElfView<'a> {
         let (loader_imports, python_extension) =
             self.loader_imports(&mut symbols, &search::case_variants(words));
 
-        let mut sections = SectionSizes::default();
-        for sh in &self.shdrs {
-            let name = self.section_name(sh);
-            let size = if sh.sh_type == section_header::SHT_NOBITS {
-                0
-            } else {
-                sh.sh_size
-            };
-            // Sizes come from the file: saturate rather than wrap on hostile headers (found by the
-            // `elf` fuzz target).
-            let slot = match name {
-                ".text" => &mut sections.text,
-                ".nv_fatbin" => &mut sections.nv_fatbin,
-                ".symtab" | ".strtab" => &mut sections.symtab,
-                n if n.starts_with(".rodata") => &mut sections.rodata,
-                n if n.starts_with(".debug_") || n.starts_with(".zdebug_") => &mut sections.debug,
-                _ => continue,
-            };
-            *slot = slot.saturating_add(size);
-        }
-
+        let sections = self.section_sizes();
         let (library_literals, mentions) = self.scan_rodata(words);
         if let Some(map) = map {
             self.drop_mapped_rodata(map);
@@ -711,7 +696,33 @@ impl<'a> ElfView<'a> {
             python_extension,
             dynamic_symbols,
             symbols,
+            symbol_list: None,
         })
+    }
+
+    /// Bytes of the sections that matter for sizing, added up by kind.
+    fn section_sizes(&self) -> SectionSizes {
+        let mut sections = SectionSizes::default();
+        for sh in &self.shdrs {
+            let name = self.section_name(sh);
+            let size = if sh.sh_type == section_header::SHT_NOBITS {
+                0
+            } else {
+                sh.sh_size
+            };
+            // Sizes come from the file: saturate rather than wrap on hostile headers (found by the
+            // `elf` fuzz target).
+            let slot = match name {
+                ".text" => &mut sections.text,
+                ".nv_fatbin" => &mut sections.nv_fatbin,
+                ".symtab" | ".strtab" => &mut sections.symtab,
+                n if n.starts_with(".rodata") => &mut sections.rodata,
+                n if n.starts_with(".debug_") || n.starts_with(".zdebug_") => &mut sections.debug,
+                _ => continue,
+            };
+            *slot = slot.saturating_add(size);
+        }
+        sections
     }
 
     /// Unmap the pages of read-only data from this process once they have been searched: the

@@ -358,7 +358,7 @@ pub struct Sym<'a> {
 }
 
 /// A dynamic symbol as written to JSON (`inspect --symbols`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct SymbolRecord {
     /// The symbol's name.
     pub name: String,

@@ -5,31 +5,54 @@ use crate::common::*;
 
 use std::process::Command;
 
-fn inspect(path: &std::path::Path) -> serde_json::Value {
-    let o = run_path(&["inspect", "--json", "--quiet"], path);
+use splitpkg::analysis::document::InspectReport;
+use splitpkg::analysis::graph::{Edge, EdgeKind, How, Node, NodeKind, Reach, RootKind};
+use splitpkg::analysis::inspect::FileFacts;
+use splitpkg::analysis::plan::Plan;
+use splitpkg::input::TreeKind;
+
+/// `splitpkg inspect --json --quiet [EXTRA] PATH`, which must exit 0, read as its document.
+pub(crate) fn inspect_with(path: &std::path::Path, extra: &[&str]) -> InspectReport {
+    let mut args = vec!["inspect", "--json", "--quiet"];
+    args.extend_from_slice(extra);
+    let o = run_path(&args, path);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    json(&o)
+    typed(&o)
 }
 
-/// (from path, requested name) → (to node name, how.via, how)
-fn edge<'a>(
-    ins: &'a serde_json::Value,
-    from: &str,
-    name: &str,
-) -> (&'a str, &'a serde_json::Value) {
-    let nodes = ins["nodes"].as_array().unwrap();
-    let e = ins["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name)
-        .unwrap_or_else(|| panic!("no edge {from} -> {name}"));
-    (
-        nodes[e["to"].as_u64().unwrap() as usize]["name"]
-            .as_str()
-            .unwrap(),
-        &e["how"],
-    )
+fn inspect(path: &std::path::Path) -> InspectReport {
+    inspect_with(path, &[])
+}
+
+/// The node named `name` (a tree path, or a requested name outside the tree).
+pub(crate) fn node<'a>(ins: &'a InspectReport, name: &str) -> &'a Node {
+    (ins.nodes.iter().find(|n| n.name == name)).unwrap_or_else(|| panic!("no node {name}"))
+}
+
+/// The name of the node with id `id`.
+pub(crate) fn name_of(ins: &InspectReport, id: usize) -> &str {
+    &ins.nodes[id].name
+}
+
+/// Every edge by which the file `from` requests `name`.
+pub(crate) fn edges_named<'a>(
+    ins: &'a InspectReport,
+    from: &'a str,
+    name: &'a str,
+) -> impl Iterator<Item = &'a Edge> {
+    (ins.edges.iter()).filter(move |e| name_of(ins, e.from) == from && e.name == name)
+}
+
+/// The file at tree path `path`.
+pub(crate) fn file<'a>(ins: &'a InspectReport, path: &str) -> &'a FileFacts {
+    (ins.files.iter().find(|f| f.path == path)).unwrap_or_else(|| panic!("no file {path}"))
+}
+
+/// (from path, requested name) → (to node name, how): the first such edge.
+fn edge<'a>(ins: &'a InspectReport, from: &'a str, name: &'a str) -> (&'a str, &'a How) {
+    let e =
+        (edges_named(ins, from, name).next()).unwrap_or_else(|| panic!("no edge {from} -> {name}"));
+    (name_of(ins, e.to), &e.how)
 }
 
 #[test]
@@ -47,16 +70,18 @@ fn rpath_and_runpath_resolve_as_ld_so_does() {
     let ins = inspect(&t);
     let (x, how) = edge(&ins, "bin/app", "libx.so");
     assert_eq!(x, "rp/libx.so");
-    assert_eq!(how["via"], "rpath");
+    assert!(matches!(how, How::Rpath { .. }), "{how:?}");
     // libx has DT_RUNPATH: the loader chain's DT_RPATH is not used for its NEEDED.
     let (y, how) = edge(&ins, "rp/libx.so", "liby.so");
     assert_eq!(y, "rn/liby.so");
-    assert_eq!(how["via"], "runpath");
+    assert!(matches!(how, How::Runpath { .. }), "{how:?}");
     // liby has neither: DT_RPATH is inherited from the executable; libx's RUNPATH is not.
     let (z, how) = edge(&ins, "rn/liby.so", "libz.so");
     assert_eq!(z, "rp/libz.so");
-    assert_eq!(how["via"], "rpath");
-    assert_eq!(how["of"], "bin/app");
+    assert!(
+        matches!(how, How::Rpath { of, .. } if of == "bin/app"),
+        "{how:?}"
+    );
     for (file, want) in [("x", x), ("y", y), ("z", z)] {
         let dir = want.split('/').next().unwrap();
         assert!(
@@ -101,26 +126,24 @@ fn lazy_edge_matches_ld_debug() {
     let ins = inspect(&t);
     let (to, how) = edge(&ins, "lib/libtorch_cuda.so", "libtorch_cuda_linalg.so");
     assert_eq!(to, "lib/libtorch_cuda_linalg.so");
-    assert_eq!(how["via"], "rpath");
-    assert_eq!(how["entry"], "$ORIGIN");
-    let e = ins["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "libtorch_cuda_linalg.so")
-        .unwrap();
-    assert_eq!(e["kind"], "lazy");
-    let nodes = ins["nodes"].as_array().unwrap();
-    let node = |n: &str| nodes.iter().find(|x| x["name"] == n).unwrap();
-    assert_eq!(node("lib/libtorch_cuda_linalg.so")["reach"], "lazy");
-    assert_eq!(node("lib/libmagma.so.2.8.0")["reach"], "lazy");
-    assert_eq!(node("lib/libtorch_cuda.so")["reach"], "eager");
-    assert_eq!(node("bin/torch_smoke")["root"], "executable");
-    assert_eq!(
-        node("lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so")["root"],
-        "python-extension"
+    assert!(
+        matches!(how, How::Rpath { entry, .. } if entry == "$ORIGIN"),
+        "{how:?}"
     );
-    assert_eq!(node("libc.so.6")["kind"], "system");
+    let e = (ins.edges.iter())
+        .find(|e| e.name == "libtorch_cuda_linalg.so")
+        .unwrap();
+    assert_eq!(e.kind, EdgeKind::Lazy);
+    let node = |n: &str| node(&ins, n);
+    assert_eq!(node("lib/libtorch_cuda_linalg.so").reach, Reach::Lazy);
+    assert_eq!(node("lib/libmagma.so.2.8.0").reach, Reach::Lazy);
+    assert_eq!(node("lib/libtorch_cuda.so").reach, Reach::Eager);
+    assert_eq!(node("bin/torch_smoke").root, Some(RootKind::Executable));
+    assert_eq!(
+        node("lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so").root,
+        Some(RootKind::PythonExtension)
+    );
+    assert_eq!(node("libc.so.6").kind, NodeKind::System);
     // The NEEDED through a soname symlink lands on the real file.
     let (magma, _) = edge(&ins, "lib/libtorch_cuda_linalg.so", "libmagma.so.2");
     assert_eq!(magma, "lib/libmagma.so.2.8.0");
@@ -129,12 +152,7 @@ fn lazy_edge_matches_ld_debug() {
 #[test]
 fn links_are_understood_and_never_leave_the_tree() {
     let ins = inspect(&fixture("links"));
-    let notes: Vec<&str> = ins["input"]["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
+    let notes = &ins.input.notes;
     assert!(
         notes.iter().any(|n| n
             .starts_with("lib/libescape.so: symlink to ../../../../etc/passwd leaves the tree")),
@@ -159,16 +177,14 @@ fn links_are_understood_and_never_leave_the_tree() {
         "{notes:?}"
     );
     // One ELF node for the hard-linked pair, named by its shorter path.
-    let files: Vec<&str> = ins["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let files: Vec<&str> = ins.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(files, vec!["bin/foo_app", "lib/libfoo.so.1.2.3"]);
     let (to, how) = edge(&ins, "bin/foo_app", "libfoo.so.1");
     assert_eq!(to, "lib/libfoo.so.1.2.3");
-    assert_eq!(how["dir"], "lib");
+    assert!(
+        matches!(how, How::Runpath { dir, .. } | How::Rpath { dir, .. } if dir == "lib"),
+        "{how:?}"
+    );
     // And the real loader agrees that the program runs from this tree.
     let st = Command::new(fixture("links").join("bin/foo_app"))
         .status()
@@ -176,12 +192,19 @@ fn links_are_understood_and_never_leave_the_tree() {
     assert_eq!(st.code(), Some(0));
 }
 
+/// `v` as JSON: plan parts whose types have no equality are compared as written.
+fn written<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap()
+}
+
 #[test]
 fn archives_give_the_same_verdict_as_directories() {
     let tmp = tempfile::tempdir().unwrap();
+    let plan =
+        |p: &std::path::Path| -> Plan { typed(&run_path(&["plan", "--json", "--quiet"], p)) };
     for name in ["conda-like", "pip-like", "eager-leak"] {
         let dir = fixture(name);
-        let want = json(&run_path(&["plan", "--json", "--quiet"], &dir));
+        let want = plan(&dir);
         let whl = tmp
             .path()
             .join(format!("{name}-2.5.1-cp311-cp311-linux_x86_64.whl"));
@@ -193,24 +216,26 @@ fn archives_give_the_same_verdict_as_directories() {
             .join(format!("{name}-2.5.1-cuda126_h0_0.tar.bz2"));
         make_tar_bz2(&dir, &bz2);
         for archive in [&whl, &conda, &bz2] {
-            let o = run_path(&["plan", "--json", "--quiet"], archive);
-            let got = json(&o);
-            assert_eq!(got["verdict"], want["verdict"], "{}", archive.display());
+            let got = plan(archive);
+            assert_eq!(got.verdict, want.verdict, "{}", archive.display());
+            assert_eq!(got.witnesses.len(), want.witnesses.len());
             assert_eq!(
-                got["witnesses"].as_array().unwrap().len(),
-                want["witnesses"].as_array().unwrap().len()
+                written(&got.outputs),
+                written(&want.outputs),
+                "{}",
+                archive.display()
             );
-            assert_eq!(got["outputs"], want["outputs"], "{}", archive.display());
             assert_eq!(
-                got["payload"]["files"],
-                want["payload"]["files"],
+                written(&got.payload.files),
+                written(&want.payload.files),
                 "{}",
                 archive.display()
             );
         }
-        let conda_plan = json(&run_path(&["plan", "--json", "--quiet"], &conda));
-        assert_eq!(conda_plan["input"]["kind"], "conda");
-        assert_eq!(conda_plan["input"]["package"]["name"], "libtorch");
+        let conda_plan = plan(&conda);
+        assert_eq!(conda_plan.input.kind, TreeKind::Conda);
+        let package = conda_plan.input.package.expect("the package's metadata");
+        assert_eq!(package.name, "libtorch");
     }
 }
 
@@ -229,33 +254,22 @@ fn symbols_listing_has_versions_and_sizes() {
         &["inspect", "--json", "--symbols", "--quiet"],
         &fixture("conda-like"),
     );
-    let ins = json(&o);
-    let f = ins["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"] == "lib/libtorch_cuda.so")
-        .unwrap();
-    let syms = f["elf"]["symbols"].as_array().unwrap();
-    let dlopen = syms
-        .iter()
-        .find(|s| s["name"] == "dlopen")
-        .expect("dlopen import");
-    assert_eq!(dlopen["defined"], false);
+    let ins: InspectReport = typed(&o);
+    let f = file(&ins, "lib/libtorch_cuda.so");
+    let syms = f.elf.symbol_list.as_ref().expect("--symbols lists them");
+    let dlopen = (syms.iter().find(|s| s.name == "dlopen")).expect("dlopen import");
+    assert!(!dlopen.defined);
     assert!(
-        dlopen["version"].as_str().unwrap().starts_with("GLIBC_"),
-        "{dlopen}"
+        (dlopen.version.as_deref()).is_some_and(|v| v.starts_with("GLIBC_")),
+        "{dlopen:?}"
     );
-    let f2 = syms.iter().find(|s| s["name"] == "torch_cuda_fn").unwrap();
-    assert_eq!(f2["defined"], true);
-    assert_eq!(f2["kind"], "func");
-    assert!(f2["size"].as_u64().unwrap() > 0);
-    assert_eq!(f["elf"]["loader_imports"], serde_json::json!(["dlopen"]));
-    let lits: Vec<&str> = f["elf"]["library_literals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["name"].as_str().unwrap())
+    let f2 = syms.iter().find(|s| s.name == "torch_cuda_fn").unwrap();
+    assert!(f2.defined);
+    assert_eq!(f2.kind, "func");
+    assert!(f2.size > 0);
+    assert_eq!(f.elf.loader_imports, ["dlopen"]);
+    let lits: Vec<&str> = (f.elf.library_literals.iter())
+        .map(|l| l.name.as_str())
         .collect();
     assert_eq!(lits, vec!["libtorch_cuda_linalg.so"]);
 }

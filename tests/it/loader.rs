@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use splitpkg::analysis::document::InspectReport;
+use splitpkg::analysis::graph::{Edge, EdgeKind, How, Node, NodeKind, Reach};
+
+use crate::inspect::{edges_named, inspect_with, name_of, node};
 
 /// fixtures/loader/build.sh output, built once per test binary under target/.
 fn scenarios() -> &'static Path {
@@ -43,12 +46,8 @@ fn scenario(rule: &str) -> PathBuf {
     scenarios().join(rule)
 }
 
-pub(crate) fn inspect(path: &Path, extra: &[&str]) -> Value {
-    let mut args = vec!["inspect", "--json", "--quiet"];
-    args.extend_from_slice(extra);
-    let o = run_path(&args, path);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    json(&o)
+pub(crate) fn inspect(path: &Path, extra: &[&str]) -> InspectReport {
+    inspect_with(path, extra)
 }
 
 /// What ld.so did for `exe`: every NEEDED name (or path) and the file it loaded, `None` when not
@@ -99,32 +98,46 @@ pub(crate) fn parse_list(text: &str) -> Vec<(String, Option<PathBuf>)> {
     list
 }
 
+/// The NEEDED edges taken in the process started from `root`.
+fn needed_in<'a>(ins: &'a InspectReport, root: &str) -> impl Iterator<Item = &'a Edge> {
+    let id = node(ins, root).id;
+    (ins.edges.iter()).filter(move |e| e.kind == EdgeKind::Needed && e.roots.contains(&id))
+}
+
 /// The NEEDED edges splitpkg followed in the process started from `root`: name → (target node, how).
-fn process<'a>(ins: &'a Value, root: &str) -> BTreeMap<String, (&'a Value, &'a Value)> {
-    let nodes = ins["nodes"].as_array().unwrap();
-    let id = nodes
-        .iter()
-        .find(|n| n["name"] == root)
-        .unwrap_or_else(|| panic!("no node {root}"))["id"]
-        .clone();
+fn process<'a>(ins: &'a InspectReport, root: &str) -> BTreeMap<String, (&'a Node, &'a How)> {
     let mut out = BTreeMap::new();
-    for e in ins["edges"].as_array().unwrap() {
-        if e["kind"] == "needed" && e["roots"].as_array().unwrap().contains(&id) {
-            let prev = out.insert(
-                e["name"].as_str().unwrap().to_string(),
-                (&nodes[e["to"].as_u64().unwrap() as usize], &e["how"]),
+    for e in needed_in(ins, root) {
+        let prev = out.insert(e.name.clone(), (&ins.nodes[e.to], &e.how));
+        if let Some((p, _)) = prev {
+            assert_eq!(
+                p.name,
+                name_of(ins, e.to),
+                "{root}: {} resolved two ways in one process",
+                e.name
             );
-            if let Some((p, _)) = prev {
-                assert_eq!(
-                    p["name"],
-                    nodes[e["to"].as_u64().unwrap() as usize]["name"],
-                    "{root}: {} resolved two ways in one process",
-                    e["name"]
-                );
-            }
         }
     }
     out
+}
+
+/// ld.so loaded nothing for the name: splitpkg must say it is not found, ruled out by
+/// DF_1_NODEFLIB, or not on the search path.
+fn unfound(how: &How) -> bool {
+    matches!(
+        how,
+        How::NotFound { .. } | How::Nodeflib { .. } | How::TreeElsewhere { .. }
+    )
+}
+
+/// ld.so loaded `p`, outside the tree: splitpkg must call it a system library, or a file outside
+/// the tree at that path.
+fn outside_at(how: &How, p: &Path) -> bool {
+    match how {
+        How::System { .. } => true,
+        How::OutsideTree { path, .. } => canon(Path::new(path)) == canon(p),
+        _ => false,
+    }
 }
 
 pub(crate) fn canon(p: &Path) -> PathBuf {
@@ -132,7 +145,12 @@ pub(crate) fn canon(p: &Path) -> PathBuf {
 }
 
 /// splitpkg's resolution of every name in `root`'s process agrees with ld.so's.
-pub(crate) fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option<PathBuf>)]) {
+pub(crate) fn agrees(
+    tree: &Path,
+    ins: &InspectReport,
+    root: &str,
+    ld: &[(String, Option<PathBuf>)],
+) {
     let sp = process(ins, root);
     let tree_c = canon(tree);
     let ld_names: Vec<&str> = ld.iter().map(|(n, _)| n.as_str()).collect();
@@ -146,74 +164,64 @@ pub(crate) fn agrees(tree: &Path, ins: &Value, root: &str, ld: &[(String, Option
         let (node, how) = sp
             .get(name)
             .unwrap_or_else(|| panic!("{root}: ld.so loads {name}, splitpkg has no edge: {sp:?}"));
-        let via = how["via"].as_str().unwrap();
         match path {
             Some(p) if canon(p).starts_with(&tree_c) => {
                 assert_eq!(
-                    node["kind"],
-                    "file",
-                    "{root}: {name}: ld.so loaded {}, splitpkg: {how}",
+                    node.kind,
+                    NodeKind::File,
+                    "{root}: {name}: ld.so loaded {}, splitpkg: {how:?}",
                     p.display()
                 );
-                assert_ne!(via, "tree-elsewhere", "{root}: {name}");
+                assert!(!matches!(how, How::TreeElsewhere { .. }), "{root}: {name}");
                 assert_eq!(
-                    canon(&tree.join(node["name"].as_str().unwrap())),
+                    canon(&tree.join(&node.name)),
                     canon(p),
-                    "{root}: {name} ({how})"
+                    "{root}: {name} ({how:?})"
                 );
             }
             Some(p) => {
                 // Outside the tree: a system library, or a search-path entry that leaves the tree.
                 assert_ne!(
-                    node["kind"],
-                    "file",
+                    node.kind,
+                    NodeKind::File,
                     "{root}: {name}: ld.so loaded {} outside the tree, splitpkg: {}",
                     p.display(),
-                    node["name"]
+                    node.name
                 );
-                let path_ok = how["path"]
-                    .as_str()
-                    .is_some_and(|o| canon(Path::new(o)) == canon(p));
                 assert!(
-                    via == "system" || (via == "outside-tree" && path_ok),
-                    "{root}: {name} → {}: {how}",
+                    outside_at(how, p),
+                    "{root}: {name} → {}: {how:?}",
                     p.display()
                 );
             }
             None => assert!(
-                ["not-found", "nodeflib", "tree-elsewhere"].contains(&via),
-                "{root}: ld.so did not find {name}, splitpkg: {} {how}",
-                node["name"]
+                unfound(how),
+                "{root}: ld.so did not find {name}, splitpkg: {} {how:?}",
+                node.name
             ),
         }
     }
 }
 
-/// The one edge `from` → `name` (panics if absent or if there are several).
-fn edge<'a>(ins: &'a Value, from: &str, name: &str) -> (&'a str, &'a Value) {
-    let all = edges(ins, from, name);
-    assert_eq!(all.len(), 1, "{from} -> {name}: {all:?}");
-    all[0]
+/// The tree directory a search path led to, for the ways of finding a name that have one.
+pub(crate) fn dir_of(how: &How) -> Option<&str> {
+    match how {
+        How::Rpath { dir, .. }
+        | How::Runpath { dir, .. }
+        | How::LdLibraryPath { dir, .. }
+        | How::TreeDefault { dir }
+        | How::TreeElsewhere { dir } => Some(dir),
+        _ => None,
+    }
 }
 
-fn edges<'a>(ins: &'a Value, from: &str, name: &str) -> Vec<(&'a str, &'a Value)> {
-    let nodes = ins["nodes"].as_array().unwrap();
-    ins["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| {
-            nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name
-        })
-        .map(|e| {
-            (
-                nodes[e["to"].as_u64().unwrap() as usize]["name"]
-                    .as_str()
-                    .unwrap(),
-                &e["how"],
-            )
-        })
-        .collect()
+/// The one edge `from` → `name` (panics if absent or if there are several).
+fn edge<'a>(ins: &'a InspectReport, from: &'a str, name: &'a str) -> (&'a str, &'a How) {
+    let all: Vec<(&str, &How)> = edges_named(ins, from, name)
+        .map(|e| (name_of(ins, e.to), &e.how))
+        .collect();
+    assert_eq!(all.len(), 1, "{from} -> {name}: {all:?}");
+    all[0]
 }
 
 #[test]
@@ -223,13 +231,15 @@ fn origin_is_the_directory_a_library_was_found_in_not_its_symlink_target() {
     let ins = inspect(&t, &[]);
     agrees(&t, &ins, "bin/app", &ld);
     let (to, how) = edge_in(&ins, "bin/app", "real/libsa.so", "libsb.so");
-    assert_eq!(
-        (to, &how["via"], &how["dir"]),
-        ("lnk/libsb.so", &Value::from("runpath"), &Value::from("lnk"))
+    assert_eq!(to, "lnk/libsb.so");
+    assert!(
+        matches!(how, How::Runpath { dir, .. } if dir == "lnk"),
+        "{how:?}"
     );
     // Loaded on its own (by its real path), its $ORIGIN is real/.
     let (to, how) = edge_in(&ins, "real/libsa.so", "real/libsa.so", "libsb.so");
-    assert_eq!((to, &how["dir"]), ("real/libsb.so", &Value::from("real")));
+    assert_eq!(to, "real/libsb.so");
+    assert_eq!(dir_of(how), Some("real"), "{how:?}");
 }
 
 #[test]
@@ -240,13 +250,13 @@ fn nodeflib_forbids_the_system_directories_libc_included() {
         agrees(&t, &ins, exe, &ld_list(&t.join(exe), None));
     }
     // libc is already loaded by the program: matched by soname, no search.
-    assert_eq!(edge(&ins, "lib/libnd.so", "libc.so.6").1["via"], "system");
+    let (_, how) = edge(&ins, "lib/libnd.so", "libc.so.6");
+    assert!(matches!(how, How::System { .. }), "{how:?}");
     let (to, how) = edge(&ins, "lib/libnd.so", "libm.so.6");
-    assert_eq!((to, &how["via"]), ("libm.so.6", &Value::from("nodeflib")));
-    assert_eq!(
-        edge(&ins, "bin/app-nodeflib", "libc.so.6").1["via"],
-        "nodeflib"
-    );
+    assert_eq!(to, "libm.so.6");
+    assert!(matches!(how, How::Nodeflib { .. }), "{how:?}");
+    let (_, how) = edge(&ins, "bin/app-nodeflib", "libc.so.6");
+    assert!(matches!(how, How::Nodeflib { .. }), "{how:?}");
 }
 
 #[test]
@@ -259,34 +269,29 @@ fn absolute_entries_are_searched_inside_the_tree_and_outside_it() {
     }
     let abs = |rel: &str| t.join(rel).to_str().unwrap().to_string();
     let (to, how) = edge(&ins, "bin/app", "libab.so");
-    assert_eq!(
-        (to, &how["via"], &how["entry"], &how["dir"]),
-        (
-            "lib/libab.so",
-            &Value::from("rpath"),
-            &Value::from(abs("lib")),
-            &Value::from("lib")
-        )
+    assert_eq!(to, "lib/libab.so");
+    assert!(
+        matches!(how, How::Rpath { entry, dir, .. } if *entry == abs("lib") && dir == "lib"),
+        "{how:?}"
     );
-    let (to, how) = edge(&ins, "bin/app", &abs("opt/libpath.so"));
-    assert_eq!((to, &how["via"]), ("opt/libpath.so", &Value::from("path")));
+    let libpath = abs("opt/libpath.so");
+    let (to, how) = edge(&ins, "bin/app", &libpath);
+    assert_eq!(to, "opt/libpath.so");
+    assert!(matches!(how, How::Path { .. }), "{how:?}");
     // An absolute entry outside the tree: ld.so loads the file there, and so says splitpkg.
     let (to, how) = edge(&ins, "bin/app", "libout.so");
     let outside = base.join("outside/lib");
+    assert_eq!(to, "libout.so");
     assert_eq!(
-        (to, &how["via"], &how["entry"], &how["path"]),
-        (
-            "libout.so",
-            &Value::from("outside-tree"),
-            &Value::from(outside.to_str().unwrap()),
-            &Value::from(outside.join("libout.so").to_str().unwrap())
-        )
+        how,
+        &How::OutsideTree {
+            path: s(&outside.join("libout.so")).to_string(),
+            entry: Some(s(&outside).to_string()),
+        }
     );
     // Not a prefix: the tree's lib/ is no default directory, so the missing search path shows.
-    assert_eq!(
-        edge(&ins, "bin/app-bare", "libab.so").1["via"],
-        "tree-elsewhere"
-    );
+    let (_, how) = edge(&ins, "bin/app-bare", "libab.so");
+    assert!(matches!(how, How::TreeElsewhere { .. }), "{how:?}");
 }
 
 #[test]
@@ -314,20 +319,17 @@ fn a_prefix_lib_dir_stands_in_for_its_pythons_rpath_only_where_ld_so_would_use_i
 
     let ins = inspect(&t, &[]);
     let (to, how) = edge(&ins, "lib/libp1.so", "libp2.so");
+    assert_eq!(to, "lib/libp2.so");
     assert_eq!(
-        (to, &how["via"], &how["dir"]),
-        (
-            "lib/libp2.so",
-            &Value::from("tree-default"),
-            &Value::from("lib")
-        )
+        how,
+        &How::TreeDefault {
+            dir: "lib".to_string()
+        }
     );
     // libp3 has DT_RUNPATH: ld.so skips the executable's DT_RPATH, so lib/ is not searched.
     let (to, how) = edge(&ins, "lib/libp3.so", "libp4.so");
-    assert_eq!(
-        (to, &how["via"]),
-        ("lib/libp4.so", &Value::from("tree-elsewhere"))
-    );
+    assert_eq!(to, "lib/libp4.so");
+    assert!(matches!(how, How::TreeElsewhere { .. }), "{how:?}");
 }
 
 #[test]
@@ -415,7 +417,8 @@ fn an_inherited_rpath_belongs_to_the_process() {
     }
     for (exe, dep) in [("bin/app-a", "a/libdep.so"), ("bin/app-b", "b/libdep.so")] {
         let (to, how) = edge_in(&ins, exe, "lib/libshared.so", "libdep.so");
-        assert_eq!((to, &how["of"]), (dep, &Value::from(exe)));
+        assert_eq!(to, dep);
+        assert!(matches!(how, How::Rpath { of, .. } if of == exe), "{how:?}");
     }
 }
 
@@ -434,13 +437,10 @@ fn ld_library_path_comes_after_rpath_and_before_runpath() {
         let ins = inspect(&t, &["--ld-library-path", arg]);
         agrees(&t, &ins, "bin/app", &ld);
         let (to, how) = edge(&ins, "rp/libv.so", "libw.so");
-        assert_eq!(
-            (to, &how["via"], &how["entry"]),
-            (
-                "ldp/libw.so",
-                &Value::from("ld-library-path"),
-                &Value::from(arg)
-            )
+        assert_eq!(to, "ldp/libw.so");
+        assert!(
+            matches!(how, How::LdLibraryPath { entry, .. } if entry == arg),
+            "{how:?}"
         );
         assert_eq!(edge(&ins, "bin/app", "libx.so").0, "rp/libx.so");
     }
@@ -534,95 +534,74 @@ fn tree_path(tree: &Path, p: &Path) -> String {
 /// searched edge of the process is one of ld.so's requests.
 pub(crate) fn agrees_per_request(
     tree: &Path,
-    ins: &Value,
+    ins: &InspectReport,
     root: &str,
     reqs: &[Request],
     complete: bool,
 ) {
-    let nodes = ins["nodes"].as_array().unwrap();
-    let id = nodes
-        .iter()
-        .find(|n| n["name"] == root)
-        .unwrap_or_else(|| panic!("no node {root}"))["id"]
-        .clone();
-    let in_process: Vec<&Value> = ins["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "needed" && e["roots"].as_array().unwrap().contains(&id))
-        .collect();
-    let from = |e: &Value| {
-        nodes[e["from"].as_u64().unwrap() as usize]["name"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let in_process: Vec<&Edge> = needed_in(ins, root).collect();
+    let from = |e: &Edge| name_of(ins, e.from).to_string();
     let tree_c = canon(tree);
     // The host program's own requests (its libc) are not the tree's.
     for r in reqs.iter().filter(|r| canon(&r.by).starts_with(&tree_c)) {
         let by = tree_path(tree, &r.by);
         let e = in_process
             .iter()
-            .find(|e| from(e) == by && e["name"] == r.name.as_str())
+            .find(|e| from(e) == by && e.name == r.name)
             .unwrap_or_else(|| {
                 panic!(
                     "{root}: ld.so: {by} needs {}; splitpkg has no such edge",
                     r.name
                 )
             });
-        let (to, how) = (&nodes[e["to"].as_u64().unwrap() as usize], &e["how"]);
-        let via = how["via"].as_str().unwrap();
+        let (to, how) = (&ins.nodes[e.to], &e.how);
         match &r.opened {
             Some(p) if canon(p).starts_with(&tree_c) => {
                 assert!(
-                    !["tree-elsewhere", "not-found"].contains(&via),
-                    "{root}: {by} → {}: ld.so opened {}, splitpkg: {how}",
+                    !matches!(how, How::TreeElsewhere { .. } | How::NotFound { .. }),
+                    "{root}: {by} → {}: ld.so opened {}, splitpkg: {how:?}",
                     r.name,
                     p.display()
                 );
                 assert_eq!(
-                    canon(&tree.join(to["name"].as_str().unwrap())),
+                    canon(&tree.join(&to.name)),
                     canon(p),
-                    "{root}: {by} → {} ({how})",
+                    "{root}: {by} → {} ({how:?})",
                     r.name
                 );
             }
             Some(p) => {
                 assert_ne!(
-                    to["kind"],
-                    "file",
+                    to.kind,
+                    NodeKind::File,
                     "{root}: {by} → {}: ld.so opened {} outside the tree",
                     r.name,
                     p.display()
                 );
-                let same = how["path"]
-                    .as_str()
-                    .is_some_and(|o| canon(Path::new(o)) == canon(p));
                 assert!(
-                    via == "system" || (via == "outside-tree" && same),
-                    "{root}: {by} → {}: {} vs {how}",
+                    outside_at(how, p),
+                    "{root}: {by} → {}: {} vs {how:?}",
                     r.name,
                     p.display()
                 );
             }
             None => assert!(
-                ["not-found", "nodeflib", "tree-elsewhere"].contains(&via),
-                "{root}: {by}: ld.so found no {}, splitpkg: {how}",
+                unfound(how),
+                "{root}: {by}: ld.so found no {}, splitpkg: {how:?}",
                 r.name
             ),
         }
     }
     if complete {
         for e in &in_process {
-            let via = e["how"]["via"].as_str().unwrap();
-            if ["already-loaded", "system"].contains(&via) {
+            if matches!(e.how, How::AlreadyLoaded { .. } | How::System { .. }) {
                 continue;
             }
             assert!(
                 reqs.iter()
-                    .any(|r| tree_path(tree, &r.by) == from(e) && e["name"] == r.name.as_str()),
+                    .any(|r| tree_path(tree, &r.by) == from(e) && e.name == r.name),
                 "{root}: splitpkg searches {} for {}; ld.so made no such request: {reqs:?}",
-                e["name"],
+                e.name,
                 from(e)
             );
         }
@@ -631,32 +610,15 @@ pub(crate) fn agrees_per_request(
 
 /// The edges `from` → `name` taken in `root`'s process.
 pub(crate) fn edge_in<'a>(
-    ins: &'a Value,
+    ins: &'a InspectReport,
     root: &str,
-    from: &str,
-    name: &str,
-) -> (&'a str, &'a Value) {
-    let nodes = ins["nodes"].as_array().unwrap();
-    let id = &nodes
-        .iter()
-        .find(|n| n["name"] == root)
-        .unwrap_or_else(|| panic!("no node {root}"))["id"];
-    let all: Vec<(&str, &Value)> = ins["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| {
-            nodes[e["from"].as_u64().unwrap() as usize]["name"] == from && e["name"] == name
-        })
-        .filter(|e| e["roots"].as_array().unwrap().contains(id))
-        .map(|e| {
-            (
-                nodes[e["to"].as_u64().unwrap() as usize]["name"]
-                    .as_str()
-                    .unwrap(),
-                &e["how"],
-            )
-        })
+    from: &'a str,
+    name: &'a str,
+) -> (&'a str, &'a How) {
+    let id = node(ins, root).id;
+    let all: Vec<(&str, &How)> = edges_named(ins, from, name)
+        .filter(|e| e.roots.contains(&id))
+        .map(|e| (name_of(ins, e.to), &e.how))
         .collect();
     assert_eq!(all.len(), 1, "{root}: {from} -> {name}: {all:?}");
     all[0]
@@ -676,13 +638,10 @@ fn a_library_loaded_on_its_own_has_only_its_own_search_path() {
     );
     agrees(&t, &ins, "bin/app", &ld_list(&t.join("bin/app"), None));
     let (to, how) = edge_in(&ins, "bin/app", "lib/liba.so", "libb.so");
-    assert_eq!(
-        (to, &how["via"], &how["of"]),
-        (
-            "dep/libb.so",
-            &Value::from("rpath"),
-            &Value::from("bin/app")
-        )
+    assert_eq!(to, "dep/libb.so");
+    assert!(
+        matches!(how, How::Rpath { of, .. } if of == "bin/app"),
+        "{how:?}"
     );
 
     // dlopened by a program without a search path, liba.so cannot find libb.so.
@@ -693,21 +652,11 @@ fn a_library_loaded_on_its_own_has_only_its_own_search_path() {
     );
     agrees_per_request(&t, &ins, "lib/liba.so", &reqs, false);
     let (to, how) = edge_in(&ins, "lib/liba.so", "lib/liba.so", "libb.so");
-    assert_eq!(
-        (to, &how["via"]),
-        ("dep/libb.so", &Value::from("tree-elsewhere"))
-    );
+    assert_eq!(to, "dep/libb.so");
+    assert!(matches!(how, How::TreeElsewhere { .. }), "{how:?}");
     // Still loaded by the program, not a root of its own.
-    let liba = ins["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == "lib/liba.so")
-        .unwrap();
-    assert_eq!(
-        (&liba["reach"], liba.get("root")),
-        (&Value::from("eager"), None)
-    );
+    let liba = node(&ins, "lib/liba.so");
+    assert_eq!((liba.reach, liba.root), (Reach::Eager, None));
 }
 
 #[test]
@@ -720,8 +669,10 @@ fn the_first_loader_lends_its_rpath_and_each_program_its_own() {
     }
     let rpath_of = |root: &str| {
         let (to, how) = edge_in(&ins, root, "lib/libshared.so", "libdep.so");
-        assert_eq!(how["via"], "rpath", "{root}: {how}");
-        (to, how["of"].as_str().unwrap().to_string())
+        let How::Rpath { of, .. } = how else {
+            panic!("{root}: {how:?}")
+        };
+        (to, of.clone())
     };
     // Found in dep/ by both app-a and app-c: through each one's own DT_RPATH.
     assert_eq!(
@@ -760,16 +711,11 @@ fn a_dlopened_nodeflib_library_reuses_the_programs_libc() {
     );
     agrees_per_request(&t, &ins, "lib/libndtop.so", &reqs, false);
     for lib in ["lib/libndc.so", "lib/libndtop.so"] {
-        assert_eq!(
-            edge_in(&ins, lib, lib, "libc.so.6").1["via"],
-            "system",
-            "{lib}"
-        );
+        let (_, how) = edge_in(&ins, lib, lib, "libc.so.6");
+        assert!(matches!(how, How::System { .. }), "{lib}: {how:?}");
     }
-    assert_eq!(
-        edge_in(&ins, "lib/libndtop.so", "lib/libndtop.so", "libm.so.6").1["via"],
-        "nodeflib"
-    );
+    let (_, how) = edge_in(&ins, "lib/libndtop.so", "lib/libndtop.so", "libm.so.6");
+    assert!(matches!(how, How::Nodeflib { .. }), "{how:?}");
 }
 
 #[test]
@@ -783,28 +729,21 @@ fn an_absolute_needed_path_outside_the_tree_is_loaded_from_there() {
     }
     let out = base.join("outside/lib/libabsout.so");
     let (to, how) = edge(&ins, "bin/app", out.to_str().unwrap());
-    assert_eq!(
-        (to, &how["via"], &how["path"]),
-        (
-            "libabsout.so",
-            &Value::from("outside-tree"),
-            &Value::from(out.to_str().unwrap())
-        )
+    assert_eq!(to, "libabsout.so");
+    assert!(
+        matches!(how, How::OutsideTree { path, .. } if path == s(&out)),
+        "{how:?}"
     );
     let gone = base.join("outside/gone/libgone.so");
-    assert_eq!(
-        edge(&ins, "bin/app-missing", gone.to_str().unwrap()).1["via"],
-        "not-found"
-    );
+    let (_, how) = edge(&ins, "bin/app-missing", gone.to_str().unwrap());
+    assert!(matches!(how, How::NotFound { .. }), "{how:?}");
     // An archive has no place: the same path is unknown there, not looked up on this machine.
     let dir = tempfile::tempdir().unwrap();
     let whl = dir.path().join("t-1.0-py3-none-any.whl");
     make_wheel(&t, &whl);
     let ins = inspect(&whl, &[]);
-    assert_eq!(
-        edge(&ins, "bin/app", out.to_str().unwrap()).1["via"],
-        "not-found"
-    );
+    let (_, how) = edge(&ins, "bin/app", out.to_str().unwrap());
+    assert!(matches!(how, How::NotFound { .. }), "{how:?}");
 }
 
 #[test]
@@ -819,18 +758,13 @@ fn a_name_not_found_is_searched_again_for_the_next_requester() {
         true,
     );
     let (to, how) = edge(&ins, "bin/app", "libf.so");
-    assert_eq!(
-        (to, &how["via"]),
-        ("sub/libf.so", &Value::from("tree-elsewhere"))
-    );
+    assert_eq!(to, "sub/libf.so");
+    assert!(matches!(how, How::TreeElsewhere { .. }), "{how:?}");
     let (to, how) = edge(&ins, "lib/libg.so", "libf.so");
-    assert_eq!(
-        (to, &how["via"], &how["of"]),
-        (
-            "sub/libf.so",
-            &Value::from("rpath"),
-            &Value::from("lib/libg.so")
-        )
+    assert_eq!(to, "sub/libf.so");
+    assert!(
+        matches!(how, How::Rpath { of, .. } if of == "lib/libg.so"),
+        "{how:?}"
     );
 }
 

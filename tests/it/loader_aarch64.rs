@@ -20,7 +20,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use splitpkg::analysis::graph::{How, Reach};
+use splitpkg::analysis::plan::Plan;
+use splitpkg::analysis::verdict::Verdict;
+use splitpkg::smoke::SmokeReport;
+
+use crate::inspect::node;
 
 const SYSROOT: &str = "/usr/aarch64-linux-gnu";
 
@@ -221,10 +226,8 @@ fn ld_library_path_is_ordered_as_the_aarch64_ld_so_orders_it() {
     );
     agrees(&t, &ins, "bin/app", &ld_list(&exe, Some(&ldp)));
     let (to, how) = edge_in(&ins, "bin/app", "rp/libv.so", "libw.so");
-    assert_eq!(
-        (to, &how["via"]),
-        ("ldp/libw.so", &Value::from("ld-library-path"))
-    );
+    assert_eq!(to, "ldp/libw.so");
+    assert!(matches!(how, How::LdLibraryPath { .. }), "{how:?}");
 }
 
 /// Libraries dlopened by a program outside the tree (ctypes' case): only their own search path,
@@ -278,9 +281,10 @@ fn the_aarch64_hwcap_subdirectories_are_searched_first() {
         ("libp.so", "lib/aarch64/libp.so", "lib/aarch64"),
     ] {
         let (to, how) = edge_in(&ins, "bin/app", "bin/app", name);
-        assert_eq!(
-            (to, &how["via"], &how["dir"]),
-            (file, &Value::from("runpath"), &Value::from(dir))
+        assert_eq!(to, file);
+        assert!(
+            matches!(how, How::Runpath { dir: d, .. } if d == dir),
+            "{how:?}"
         );
     }
 }
@@ -332,7 +336,7 @@ fn the_system_search_path_is_the_aarch64_multiarch_one() {
     assert!(model.contains(&format!("{SYSROOT}/lib")));
     let ins = inspect(&t, &[]);
     let (_, how) = edge_in(&ins, "bin/app", "bin/app", "libc.so.6");
-    assert_eq!(how["via"], "system");
+    assert!(matches!(how, How::System { .. }), "{how:?}");
 }
 
 /// Every command on PyPI's torch 2.11 aarch64 wheel (CUDA 13, built without MAGMA): `inspect` and
@@ -348,23 +352,17 @@ fn the_system_search_path_is_the_aarch64_multiarch_one() {
 fn every_command_reads_the_torch_2_11_aarch64_wheel() {
     let (whl, tree) = corpus("torch-2.11.0-cu130-aarch64", true);
     let tree = tree.unwrap();
-    let ins = json(&run_path(&["inspect", "--json", "--quiet"], &whl));
-    let nodes = ins["nodes"].as_array().unwrap();
-    let lazy = nodes
-        .iter()
-        .find(|n| n["name"] == "torch/lib/libtorch_cuda_linalg.so")
-        .unwrap();
-    assert_eq!(lazy["reach"], "lazy", "{lazy}");
+    let ins = inspect(&whl, &[]);
+    let lazy = node(&ins, "torch/lib/libtorch_cuda_linalg.so");
+    assert_eq!(lazy.reach, Reach::Lazy, "{lazy:?}");
     let d = tempfile::tempdir().unwrap();
     let plan_path = d.path().join("plan.json");
     let o = run(&["plan", "-q", "--json", whl.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     std::fs::write(&plan_path, &o.stdout).unwrap();
-    let plan = json(&o);
-    assert_eq!(plan["verdict"], "not-present");
-    let size = plan["lazy_library"]["size"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{}", plan["lazy_library"]));
+    let plan: Plan = typed(&o);
+    assert_eq!(plan.verdict, Verdict::NotPresent);
+    let size = plan.lazy_library.as_ref().expect("the lazy library").size;
     assert!(
         (700 << 10..800 << 10).contains(&size),
         "742 KiB class: {size}"
@@ -471,20 +469,11 @@ fn a_smoke_replay_is_judged_the_same_with_aarch64_paths() {
     std::fs::write(&f, moved).unwrap();
     let judge = |p: &Path| {
         let o = run(&["smoke", "--replay", p.to_str().unwrap(), "--json"]);
-        let mut v = json(&o);
-        v["options"]["replayed_from"] = Value::Null;
-        (
-            o.status.code(),
-            v["summary"].clone(),
-            v["variants"].as_array().unwrap().len(),
-        )
+        let r: SmokeReport = typed(&o);
+        (o.status.code(), r.summary, r.variants.len())
     };
     let (code, summary, n) = judge(&f);
-    assert_eq!(
-        (code, &summary["ok"]),
-        (Some(0), &Value::from(true)),
-        "{summary}"
-    );
+    assert_eq!((code, summary.ok), (Some(0), true), "{summary:?}");
     assert_eq!((code, summary, n), judge(&src));
 }
 

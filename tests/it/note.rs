@@ -9,6 +9,15 @@ use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use splitpkg::analysis::document::InspectReport;
+use splitpkg::analysis::graph::EdgeKind;
+use splitpkg::analysis::plan::Plan;
+use splitpkg::analysis::warning::WarningKind;
+use splitpkg::elf::note::WrittenNote;
+use splitpkg::elf::{DlopenEntry, Priority};
+
+use crate::inspect::file;
+
 /// A copy of fixture `name` in a temporary directory (tests write into it).
 fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
@@ -89,34 +98,30 @@ fn note(lib: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
 }
 
 /// The note as `inspect --json` reads it from one library (alone in a directory: `inspect` reads trees).
-fn notes_of(lib: &Path) -> serde_json::Value {
+fn notes_of(lib: &Path) -> Vec<DlopenEntry> {
     let d = tempfile::tempdir().unwrap();
     std::fs::copy(lib, d.path().join(lib.file_name().unwrap())).unwrap();
-    let o = run(&["inspect", d.path().to_str().unwrap(), "--json", "-q"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    json(&o)["files"][0]["elf"]["dlopen_notes"].clone()
+    let mut ins = crate::inspect::inspect_with(d.path(), &[]);
+    ins.files.remove(0).elf.dlopen_notes
 }
 
 #[test]
 fn notes_made_like_systemds_macro_are_read_through_segments_and_sections() {
     let lib = fixture("dlopen-note").join("lib/libtorch_cuda.so");
     let n = notes_of(&lib);
-    let entries = n.as_array().expect("dlopen_notes");
-    assert_eq!(entries.len(), 2, "{n}");
-    let linalg = entries.iter().find(|e| e["feature"] == "linalg").unwrap();
+    assert_eq!(n.len(), 2, "{n:?}");
+    let feature = |f: &str| (n.iter().find(|e| e.feature.as_deref() == Some(f))).unwrap();
+    let linalg = feature("linalg");
+    assert_eq!(linalg.soname, ["libtorch_cuda_linalg.so"]);
+    assert_eq!(linalg.priority, Priority::Recommended);
     assert_eq!(
-        linalg["soname"],
-        serde_json::json!(["libtorch_cuda_linalg.so"])
+        linalg.description.as_deref(),
+        Some("Linear algebra on the GPU (MAGMA or not)")
     );
-    assert_eq!(linalg["priority"], "recommended");
+    let tracing = feature("tracing");
     assert_eq!(
-        linalg["description"],
-        "Linear algebra on the GPU (MAGMA or not)"
-    );
-    let tracing = entries.iter().find(|e| e["feature"] == "tracing").unwrap();
-    assert_eq!(
-        tracing["soname"],
-        serde_json::json!(["libnvtx_missing.so.3", "libnvtx_missing.so"])
+        tracing.soname,
+        ["libnvtx_missing.so.3", "libnvtx_missing.so"]
     );
     // Section headers stripped: the PT_NOTE segment alone still gives the same entries.
     let d = tempfile::tempdir().unwrap();
@@ -137,19 +142,24 @@ fn plan_reports_declared_and_found_edges_side_by_side() {
         "-q",
     ]);
     assert_eq!(o.status.code(), Some(0), "confined: {}", stderr(&o));
-    let plan = json(&o);
-    assert_valid("docs/plan.schema.json", &plan);
-    let steps = plan["lazy_library"]["loaded_by"].as_array().unwrap();
+    assert_valid("docs/plan.schema.json", &json(&o));
+    let plan: Plan = typed(&o);
+    let steps = &plan
+        .lazy_library
+        .as_ref()
+        .expect("a lazy library")
+        .loaded_by;
     assert_eq!(
         steps.len(),
         1,
         "the literal and the note are one edge: {steps:?}"
     );
     let s = &steps[0];
-    assert_eq!(s["kind"], "dlopen-note");
-    assert_eq!(s["declared"]["feature"], "linalg");
-    assert_eq!(s["declared"]["priority"], "recommended");
-    let how = s["how"].as_str().unwrap();
+    assert_eq!(s.kind, EdgeKind::DlopenNote);
+    let declared = s.declared.as_ref().expect("the note's entry");
+    assert_eq!(declared.feature.as_deref(), Some("linalg"));
+    assert_eq!(declared.priority, Priority::Recommended);
+    let how = &s.how;
     assert!(
         how.starts_with("declared by .note.dlopen (feature linalg, recommended"),
         "{how}"
@@ -158,39 +168,31 @@ fn plan_reports_declared_and_found_edges_side_by_side() {
         how.contains("also a dlopen literal") && how.contains("rpath of libtorch_cuda.so"),
         "{how}"
     );
-    let warnings = plan["warnings"].as_array().unwrap();
-    let of = |kind: &str| {
-        warnings
-            .iter()
-            .find(|w| w["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {kind} warning: {warnings:?}"))
+    let warnings = &plan.warnings;
+    let of = |kind: WarningKind| {
+        (warnings.iter())
+            .find(|w| w.kind == Some(kind))
+            .unwrap_or_else(|| panic!("no {kind:?} warning: {warnings:?}"))
     };
-    let undeclared = of("undeclared-dlopen");
-    assert_eq!(undeclared["file"], "lib/libtorch_cuda.so");
+    let undeclared = of(WarningKind::UndeclaredDlopen);
+    assert_eq!(undeclared.file, "lib/libtorch_cuda.so");
+    assert_eq!(undeclared.examples, ["libundeclared_plugin.so.1"]);
+    let missing = of(WarningKind::DeclaredNotFound);
     assert_eq!(
-        undeclared["examples"],
-        serde_json::json!(["libundeclared_plugin.so.1"])
-    );
-    let missing = of("declared-not-found");
-    assert_eq!(
-        missing["examples"],
-        serde_json::json!(["libnvtx_missing.so.3 | libnvtx_missing.so (suggested)"])
+        missing.examples,
+        ["libnvtx_missing.so.3 | libnvtx_missing.so (suggested)"]
     );
     // The tree without notes has none of these warnings.
-    let plain = json(&run(&[
+    let plain: Plan = typed(&run(&[
         "plan",
         fixture("conda-like").to_str().unwrap(),
         "--json",
         "-q",
     ]));
     assert!(
-        plain["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|w| w.get("kind").is_none()),
-        "{}",
-        plain["warnings"]
+        plain.warnings.iter().all(|w| w.kind.is_none()),
+        "{:?}",
+        plain.warnings
     );
     // Text: the edge says it is declared, the warnings name the file.
     let text = stdout(&run(&[
@@ -256,21 +258,12 @@ fn malformed_notes_are_warnings_naming_the_file() {
         "a verdict, not an error: {}",
         stderr(&o)
     );
-    let plan = json(&o);
-    let w = plan["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["kind"] == "malformed-note")
+    let plan: Plan = typed(&o);
+    let w = (plan.warnings.iter())
+        .find(|w| w.kind == Some(WarningKind::MalformedNote))
         .expect("malformed-note warning");
-    assert_eq!(w["file"], "libbadnote.so");
-    assert!(
-        w["examples"][0]
-            .as_str()
-            .unwrap()
-            .contains("not a JSON array"),
-        "{w}"
-    );
+    assert_eq!(w.file, "libbadnote.so");
+    assert!(w.examples[0].contains("not a JSON array"), "{w:?}");
     // `note` refuses to merge into it: exit 2, one line naming the file, nothing written.
     let out = d.path().join("out.so");
     let o = note(
@@ -401,9 +394,10 @@ fn written_note_reads_back_loads_and_leaves_loaded_bytes_alone() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let written = json(&o);
+    // `note --json` prints what was written (no document header: read as the type itself).
+    let written: WrittenNote = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(
-        written["json"],
+        written.json,
         r#"[{"soname":["libtorch_cuda_linalg.so"],"feature":"linalg","description":"GPU linear algebra","priority":"required"}]"#
     );
     assert_loaded_bytes_identical(&orig, &lib);
@@ -431,10 +425,13 @@ fn written_note_reads_back_loads_and_leaves_loaded_bytes_alone() {
         "a non-allocated SHT_NOTE section: {line}"
     );
     // splitpkg reads back exactly what it wrote.
-    assert_eq!(
-        notes_of(&lib),
-        serde_json::json!([{"soname": ["libtorch_cuda_linalg.so"], "feature": "linalg", "description": "GPU linear algebra", "priority": "required"}])
-    );
+    let linalg = DlopenEntry {
+        soname: vec!["libtorch_cuda_linalg.so".to_string()],
+        feature: Some("linalg".to_string()),
+        description: Some("GPU linear algebra".to_string()),
+        priority: Priority::Required,
+    };
+    assert_eq!(notes_of(&lib), [linalg]);
     // The program linked against it runs as before, and a program that dlopens it calls into it.
     let after = Command::new(tree.join("bin/torch_smoke")).output().unwrap();
     assert_eq!(
@@ -508,11 +505,8 @@ fn merging_into_an_existing_note_gives_one_note() {
         "one note, one JSON array: {notes}"
     );
     let entries = notes_of(&out);
-    assert_eq!(entries.as_array().unwrap().len(), 3, "{entries}");
-    assert_eq!(
-        entries[2]["soname"],
-        serde_json::json!(["libcupti.so.12", "libcupti.so"])
-    );
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    assert_eq!(entries[2].soname, ["libcupti.so.12", "libcupti.so"]);
     // The original note's loaded bytes are still there, its section renamed out of the way.
     assert!(readelf(&["-S", "-W"], &out).contains(".note.dlopen.orig"));
 }
@@ -571,8 +565,8 @@ fn emit_renders_the_note_step_only_when_asked_and_the_step_runs() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let n = notes_of(&install.join("lib/libtorch_cuda.so"));
-    assert_eq!(n[0]["priority"], "required");
-    assert_eq!(n[0]["feature"], "linalg");
+    assert_eq!(n[0].priority, Priority::Required);
+    assert_eq!(n[0].feature.as_deref(), Some("linalg"));
     // --dlopen-feature names the feature.
     let o = run(&[
         "emit",
@@ -632,53 +626,33 @@ fn real_world_sdl3_notes_from_pypi() {
     }
     let o = run(&["inspect", whl.to_str().unwrap(), "--json", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let facts = json(&o);
-    let file = |name: &str| {
-        facts["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["path"] == name)
-            .unwrap_or_else(|| panic!("{name}"))
-            .clone()
-    };
-    let sdl = file("luma/lib/SDL3.so");
-    let notes = sdl["elf"]["dlopen_notes"].as_array().unwrap().clone();
+    let facts: InspectReport = typed(&o);
+    let sdl = file(&facts, "luma/lib/SDL3.so");
+    let notes = &sdl.elf.dlopen_notes;
     assert_eq!(notes.len(), 8);
-    assert!(notes.iter().any(|n| n["soname"]
-        == serde_json::json!(["libGL.so.1", "libOpenGL.so.0"])
-        && n["feature"] == "egl-opengl"));
-    assert!(notes.iter().all(|n| n["priority"] == "suggested"));
-    let literals: Vec<&str> = sdl["elf"]["library_literals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["name"].as_str().unwrap())
-        .collect();
-    assert!(notes.iter().all(|n| {
-        n["soname"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|s| literals.contains(&s.as_str().unwrap()))
-    }));
-    assert_eq!(
-        file("luma/lib/SDL3_mixer.so")["elf"]["dlopen_notes"]
-            .as_array()
-            .unwrap()
-            .len(),
-        6
-    );
     assert!(
-        facts["files"]
-            .as_array()
-            .unwrap()
+        notes
             .iter()
-            .all(|f| f["elf"].get("dlopen_note_problems").is_none())
+            .any(|n| n.soname == ["libGL.so.1", "libOpenGL.so.0"]
+                && n.feature.as_deref() == Some("egl-opengl"))
+    );
+    assert!(notes.iter().all(|n| n.priority == Priority::Suggested));
+    let literals: Vec<&str> = (sdl.elf.library_literals.iter())
+        .map(|l| l.name.as_str())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .all(|n| n.soname.iter().all(|s| literals.contains(&s.as_str())))
+    );
+    let mixer = file(&facts, "luma/lib/SDL3_mixer.so");
+    assert_eq!(mixer.elf.dlopen_notes.len(), 6);
+    assert!(
+        (facts.files.iter()).all(|f| f.elf.dlopen_note_problems.is_empty()),
+        "no problem in any file"
     );
 }
 
-/// One line, exit 2, naming the file, saying `why`, and nothing written.
 fn refuses(input: &Path, out: &Path, why: &str) {
     let o = note(
         input,
@@ -896,19 +870,10 @@ fn a_quarter_million_notes_are_deduplicated() {
         "-q",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let ins = json(&o);
-    assert_eq!(
-        ins["files"][0]["elf"]["dlopen_notes"]
-            .as_array()
-            .unwrap()
-            .len(),
-        DISTINCT
-    );
-    let declared = ins["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "dlopen-note")
+    let ins: InspectReport = typed(&o);
+    assert_eq!(ins.files[0].elf.dlopen_notes.len(), DISTINCT);
+    let declared = (ins.edges.iter())
+        .filter(|e| e.kind == EdgeKind::DlopenNote)
         .count();
     assert_eq!(declared, DISTINCT);
 }

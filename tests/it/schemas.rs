@@ -29,6 +29,7 @@ fn committed_schemas_are_the_generated_ones() {
     let mut stale = Vec::new();
     let mut generated = vec![
         check::<splitpkg::analysis::plan::Plan>(update, &mut stale),
+        check::<splitpkg::analysis::document::InspectReport>(update, &mut stale),
         check::<splitpkg::smoke::SmokeReport>(update, &mut stale),
         check::<splitpkg::fatbin::scan::FatbinReport>(update, &mut stale),
         check::<PackReport>(update, &mut stale),

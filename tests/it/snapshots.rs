@@ -310,14 +310,13 @@ fn plan_and_inspect_json_of_the_example() {
         None,
     );
     assert_eq!(plan.verdict, splitpkg::analysis::verdict::Verdict::Confined);
-    // inspect's document has no type of its own in the library (src/cli/tree.rs writes it with
-    // json!), so it is read as plain JSON.
-    let o = run(&["inspect", s(&conda_like), "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", crate::common::stderr(&o));
-    snapshot(
+    let ins: splitpkg::analysis::document::InspectReport = json_snapshot(
         "inspect-json-example",
-        &redacted(crate::common::json(&o), None),
+        &["inspect", s(&conda_like), "--json"],
+        Some("docs/inspect.schema.json"),
+        None,
     );
+    assert_eq!(ins.files.len(), plan.input.elf_files);
 }
 
 /// pack, the channel's splitpkg.json, solve with --install, env on both installed variants and
