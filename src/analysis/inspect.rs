@@ -10,7 +10,7 @@ use sha2::Digest as _;
 use crate::analysis::graph::{GraphInput, LoadGraph, LoaderEnv};
 use crate::analysis::payload::{self, PayloadFacts, PayloadSpec};
 use crate::elf::{ElfFacts, ElfView};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
 
@@ -233,7 +233,7 @@ impl FileReader<'_> {
         let (spec, t0) = (self.spec, self.t0);
         let name = || display_member(self.path, self.kind, input.path);
         let start = t0.elapsed();
-        let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
+        let view = ElfView::parse(input.bytes).elf_at(name())?;
         let headers = t0.elapsed() - start;
         // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
         // idle core can take it (torch's two largest libraries would otherwise serialise on it).
@@ -262,7 +262,7 @@ impl FileReader<'_> {
                 || timed(|| crate::fatbin::read_from(&view, input.file)),
             )
         });
-        let (elf, mut payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
+        let (elf, mut payload, t_facts, t_payload) = facts.elf_at(name())?;
         // The file that carries the payload gets two more walks, each over its whole `.symtab`
         // (the static estimate, the code run at load). When the file stays mapped they wait and
         // run beside the load graph, which needs neither (see `Tail`); otherwise (an archive

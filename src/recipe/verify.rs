@@ -11,7 +11,7 @@ use crate::analysis::contract::ContractFile;
 use crate::analysis::payload::{self, PayloadSpec};
 use crate::analysis::plan::Plan;
 use crate::elf::ElfView;
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::input::Tree;
 use crate::recipe::needed;
 use crate::recipe::split::SplitVariant;
@@ -93,13 +93,11 @@ pub fn verify_variant(
     };
     let display = path.display().to_string();
     let map = crate::input::map_file(path)?;
-    let view = ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
+    let view = ElfView::parse(&map).elf_at(&display)?;
     let mut spec = PayloadSpec::for_dep(&contract.dep, &[]);
     spec.symbol_prefixes = contract.symbol_prefixes.clone();
     spec.dso_prefixes = contract.library_prefixes.clone();
-    let facts = view
-        .facts(&spec.mention_words(), None)
-        .map_err(|e| Error::elf(&display, e))?;
+    let facts = view.facts(&spec.mention_words(), None).elf_at(&display)?;
     let name = crate::input::Tree::file_name(&display).to_string();
     let pay = payload::scan(&view, &facts, &name, map.len() as u64, &spec);
 
@@ -256,8 +254,8 @@ fn imports_check(r: &needed::Resolution) -> RecipeCheck {
 pub fn check_contract(path: &Path, contract: &ContractFile) -> Result<Vec<RecipeCheck>> {
     let display = path.display().to_string();
     let map = crate::input::map_file(path)?;
-    let view = ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
-    let facts = view.facts(&[], None).map_err(|e| Error::elf(&display, e))?;
+    let view = ElfView::parse(&map).elf_at(&display)?;
+    let facts = view.facts(&[], None).elf_at(&display)?;
     Ok(contract_checks(&view, &facts, contract))
 }
 

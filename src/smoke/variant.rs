@@ -289,10 +289,10 @@ impl LazyFacts {
 /// scan).
 pub fn lazy_facts(path: &Path, spec: &PayloadSpec) -> Result<LazyFacts> {
     let map = Arc::new(crate::input::map_file(path)?);
-    let view = ElfView::parse(&map).map_err(|e| Error::elf(path.display(), e))?;
+    let view = ElfView::parse(&map).elf_at(path.display())?;
     let facts = view
         .facts(&spec.mention_words(), Some(&map))
-        .map_err(|e| Error::elf(path.display(), e))?;
+        .elf_at(path.display())?;
     let mut deep = spec.clone();
     deep.deep = true;
     let name = path

@@ -5,7 +5,8 @@ use crate::common::*;
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use splitpkg::analysis::graph::{EdgeKind, Reach};
+use splitpkg::analysis::document::InspectReport;
+use splitpkg::analysis::graph::{EdgeKind, How, NodeKind, Reach};
 use splitpkg::analysis::payload::PartKind;
 use splitpkg::analysis::plan::{EnvSource, Plan, Role};
 use splitpkg::analysis::verdict::{PayloadForm, Verdict};
@@ -169,18 +170,16 @@ fn missing_payload_library_is_external_and_confined() {
         output(&p, Role::Payload).unwrap().external,
         ["libmagma.so.2"]
     );
-    // The CUDA runtime is neither in the tree nor a system library: reported, not fatal. (inspect's
-    // document has no type in the library: src/cli/tree.rs writes it with json!.)
+    // The CUDA runtime is neither in the tree nor a system library: reported, not fatal.
     let o = run_path(&["inspect", "--json", "--quiet"], &fixture("missing"));
-    let ins = json(&o);
-    let edges = ins["edges"].as_array().unwrap();
-    let cudart = edges
+    let ins = typed::<InspectReport>(&o);
+    let cudart = ins
+        .edges
         .iter()
-        .find(|e| e["name"] == "libcudart.so.13")
+        .find(|e| e.name == "libcudart.so.13")
         .expect("cudart edge");
-    assert_eq!(cudart["how"]["via"], "not-found");
-    let node = &ins["nodes"][cudart["to"].as_u64().unwrap() as usize];
-    assert_eq!(node["kind"], "external");
+    assert!(matches!(cudart.how, How::NotFound { .. }), "{cudart:?}");
+    assert_eq!(ins.nodes[cudart.to].kind, NodeKind::External);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 
 use crate::common::*;
 
-use splitpkg::analysis::graph::{EdgeKind, Reach};
+use splitpkg::analysis::document::InspectReport;
+use splitpkg::analysis::graph::{Edge, EdgeKind, How, NodeKind, Reach};
 use splitpkg::analysis::payload::PartKind;
 use splitpkg::analysis::plan::{Plan, PlanOutput, Role};
 use splitpkg::analysis::providers::Provider;
@@ -82,57 +83,51 @@ fn assert_torch_2_11_plan(p: &Plan, prefix: &str) {
     }));
 }
 
+/// Whether an edge's resolution is of the wanted kind (`How`'s variants carry different fields).
+type ResolvedBy = fn(&How) -> bool;
+
 /// libtorch_cuda.so's other lazy names in the tree are lazy system / external edges, and the CUDA
 /// runtime wheels sit outside the tree (the search path says so).
 fn assert_torch_2_11_lazy_edges(tree: &std::path::Path) {
     // libtorch_cuda.so's other lazy names are lazy system / external edges.
     let o = run_path(&["inspect", "--json", "--quiet"], tree);
-    let ins = json(&o);
-    let nodes = ins["nodes"].as_array().unwrap();
-    let lazy_from_cuda: Vec<(String, String, String)> = ins["edges"]
-        .as_array()
-        .unwrap()
+    let ins = typed::<InspectReport>(&o);
+    let lazy_from_cuda: Vec<&Edge> = ins
+        .edges
         .iter()
-        .filter(|e| {
-            e["kind"] == "lazy"
-                && nodes[e["from"].as_u64().unwrap() as usize]["name"] == "lib/libtorch_cuda.so"
-        })
-        .map(|e| {
-            let to = &nodes[e["to"].as_u64().unwrap() as usize];
-            (
-                e["name"].as_str().unwrap().to_string(),
-                to["kind"].as_str().unwrap().to_string(),
-                e["how"]["via"].as_str().unwrap().to_string(),
-            )
-        })
+        .filter(|e| e.kind == EdgeKind::Lazy && ins.nodes[e.from].name == "lib/libtorch_cuda.so")
         .collect();
-    for want in [
-        ("libcuda.so.1", "system", "system"),
-        ("libnvidia-ml.so.1", "system", "system"),
-        ("libibverbs.so.1", "external", "not-found"),
-        ("libtorch_cuda_linalg.so", "file", "rpath"),
-    ] {
-        let want = (want.0.to_string(), want.1.to_string(), want.2.to_string());
+    let wanted: [(&str, NodeKind, ResolvedBy); 4] = [
+        ("libcuda.so.1", NodeKind::System, |h| {
+            matches!(h, How::System { .. })
+        }),
+        ("libnvidia-ml.so.1", NodeKind::System, |h| {
+            matches!(h, How::System { .. })
+        }),
+        ("libibverbs.so.1", NodeKind::External, |h| {
+            matches!(h, How::NotFound { .. })
+        }),
+        ("libtorch_cuda_linalg.so", NodeKind::File, |h| {
+            matches!(h, How::Rpath { .. })
+        }),
+    ];
+    for (name, kind, via) in wanted {
         assert!(
-            lazy_from_cuda.contains(&want),
-            "{want:?} not in {lazy_from_cuda:?}"
+            lazy_from_cuda
+                .iter()
+                .any(|e| e.name == name && ins.nodes[e.to].kind == kind && via(&e.how)),
+            "{name} ({kind:?}) not in {lazy_from_cuda:?}"
         );
     }
     // The CUDA runtime wheels sit outside the tree; the search path says so.
-    let cublas = ins["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "libcublas.so.13")
-        .unwrap();
-    assert_eq!(cublas["how"]["via"], "not-found");
-    assert!(
-        cublas["how"]["outside"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d == "$ORIGIN/../../nvidia/cu13/lib")
-    );
+    let cublas = ins.edges.iter().find(|e| e.name == "libcublas.so.13");
+    match &cublas.expect("a libcublas.so.13 edge").how {
+        How::NotFound { outside, .. } => assert!(
+            outside.iter().any(|d| d == "$ORIGIN/../../nvidia/cu13/lib"),
+            "{outside:?}"
+        ),
+        other => panic!("libcublas.so.13 resolved: {other:?}"),
+    }
 }
 
 #[test]

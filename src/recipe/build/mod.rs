@@ -243,8 +243,8 @@ fn say_stock(stock: &Stock, without: &str, say: &(dyn Fn(&str) + Sync)) {
 fn dropped(stock_needed: &[String], built: &Path) -> Result<Vec<String>> {
     let map = crate::input::map_file(built)?;
     let display = built.display().to_string();
-    let view = crate::elf::ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
-    let facts = view.facts(&[], None).map_err(|e| Error::elf(&display, e))?;
+    let view = crate::elf::ElfView::parse(&map).elf_at(&display)?;
+    let facts = view.facts(&[], None).elf_at(&display)?;
     Ok(stock_needed
         .iter()
         .filter(|n| !facts.needed.contains(n))

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::elf::ElfView;
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 
 /// Where the stock file's sources live in a PyTorch checkout.
 pub const LINALG_DIR: &str = "aten/src/ATen/native/cuda/linalg";
@@ -95,8 +95,8 @@ impl Stock {
     pub fn read(stock: &Path, linalg_dir: &Path) -> Result<Stock> {
         let display = stock.display().to_string();
         let map = crate::input::map_file(stock)?;
-        let view = ElfView::parse(&map).map_err(|e| Error::elf(&display, e))?;
-        let facts = view.facts(&[], None).map_err(|e| Error::elf(&display, e))?;
+        let view = ElfView::parse(&map).elf_at(&display)?;
+        let facts = view.facts(&[], None).elf_at(&display)?;
         let target = StockTarget::of(&facts.machine).ok_or_else(|| {
             Error::bad(
                 &display,
