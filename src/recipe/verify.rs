@@ -17,7 +17,7 @@ use crate::recipe::needed;
 use crate::recipe::split::SplitVariant;
 
 /// One check `verify-variant` made on a built lazy library, and what it found.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecipeCheck {
     /// What the check is about.
     pub name: String,
@@ -54,7 +54,7 @@ impl RecipeCheck {
 
 /// What `verify-variant` found: whether a built lazy library is the variant its name says. Read
 /// back (`Deserialize`) by the tests, and by whoever keeps a build's report, as it is written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VerifyReport {
     /// Which document this is: `splitpkg-verify`.
     pub schema: String,
@@ -73,6 +73,17 @@ pub struct VerifyReport {
     /// What was not checked, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// `verify-variant --json`, and each check a build keeps (`build-variant`'s `verify`).
+impl crate::document::Document for VerifyReport {
+    const SCHEMA: &'static str = "splitpkg-verify";
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "verify report";
+    const SCHEMA_FILE: &'static str = "verify.schema.json";
+    const TITLE: &'static str = "splitpkg verify-variant report";
+    const ABOUT: &'static str = "What `splitpkg verify-variant --json` found: whether a built lazy library is the variant its name says, check by check. Fields are only added within a schema_version.";
 }
 
 /// `lib_dirs`: check every strong import against the NEEDED libraries, looked up there first

@@ -113,7 +113,7 @@ pub fn typed<T: splitpkg::document::Document>(o: &Output) -> T {
 }
 
 /// `o`'s stdout read into `T`, for the outputs that are not a [`splitpkg::document::Document`]
-/// (no header to check: `verify-variant --json`, `build-variant --json`, `smoke --list --json`),
+/// (no header to check: `smoke --list --json`, `note --json`),
 /// so that a renamed or retyped field fails here too rather than reading as null.
 pub fn parsed<T: serde::de::DeserializeOwned>(o: &Output) -> T {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {

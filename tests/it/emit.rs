@@ -463,7 +463,7 @@ fn emit_is_deterministic_and_refuses_unconfined_plans() {
 
 /// The names of the failed checks of a `verify-variant --json` run, in order.
 fn failed_checks(o: &std::process::Output) -> Vec<String> {
-    let r: VerifyReport = parsed(o);
+    let r: VerifyReport = typed(o);
     r.checks
         .into_iter()
         .filter(|c| !c.pass)
@@ -505,7 +505,7 @@ fn verify_variant_checks_payload_and_contract() {
         "nomagma",
     );
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
-    assert!(parsed::<VerifyReport>(&ok).pass);
+    assert!(typed::<VerifyReport>(&ok).pass);
     let ok = verify(fixture("conda-like/lib/libtorch_cuda_linalg.so"), "magma");
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
 
@@ -521,7 +521,7 @@ fn verify_variant_checks_payload_and_contract() {
         fixture("pip-like/torch/lib/libtorch_cuda_linalg.so"),
         "nomagma",
     );
-    let r: VerifyReport = parsed(&bad);
+    let r: VerifyReport = typed(&bad);
     assert!(
         r.checks
             .iter()

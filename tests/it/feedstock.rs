@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_yaml::Value;
+use splitpkg::document::Document as _;
 use splitpkg::recipe::build::BuildReport;
 use splitpkg::recipe::verify::VerifyReport;
 
@@ -523,7 +524,7 @@ fn build_variant_on_a_conda_staging_tree_is_reproducible_and_needs_only_the_comp
     .output()
     .unwrap();
     assert!(ob.status.success(), "{}\n{}", stdout(&ob), stderr(&ob));
-    let report: BuildReport = parsed(&ob);
+    let report: BuildReport = typed(&ob);
     assert!(report.built);
     assert_eq!(report.compiler, ["g++"]);
     assert_eq!(report.needed_dropped, ["libmagma.so.2"]);
@@ -843,7 +844,7 @@ fn mini_contract_reports(platform: &str, p: &serde_json::Value) {
     );
     for (f, rep) in reports {
         // The script passes each report on as `verify-variant --json` wrote it.
-        let rep: VerifyReport = serde_json::from_value(rep.clone()).unwrap_or_else(|e| {
+        let rep = VerifyReport::from_str(&rep.to_string(), f).unwrap_or_else(|e| {
             panic!("{platform} {f}: not a verify-variant report ({e}): {rep:#}")
         });
         assert!(rep.pass, "{platform} {f}: {rep:#?}");

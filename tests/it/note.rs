@@ -395,7 +395,7 @@ fn written_note_reads_back_loads_and_leaves_loaded_bytes_alone() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // `note --json` prints what was written (no document header: read as the type itself).
-    let written: WrittenNote = serde_json::from_str(&stdout(&o)).unwrap();
+    let written: WrittenNote = parsed(&o);
     assert_eq!(
         written.json,
         r#"[{"soname":["libtorch_cuda_linalg.so"],"feature":"linalg","description":"GPU linear algebra","priority":"required"}]"#

@@ -40,6 +40,8 @@ fn committed_schemas_are_the_generated_ones() {
         check::<splitpkg::index::IndexReport>(update, &mut stale),
         check::<splitpkg::analysis::contract::ContractFile>(update, &mut stale),
         check::<splitpkg::channel::info::ChannelInfo>(update, &mut stale),
+        check::<splitpkg::recipe::verify::VerifyReport>(update, &mut stale),
+        check::<splitpkg::recipe::build::BuildReport>(update, &mut stale),
     ];
     assert!(
         stale.is_empty(),

@@ -743,7 +743,7 @@ fn identity_check_agrees_with_verify_variant_on_fixture_libraries() {
                 plan_file.to_str().unwrap(),
                 "--json",
             ]);
-            let v: VerifyReport = parsed(&o);
+            let v: VerifyReport = typed(&o);
             let rule_ok = v
                 .checks
                 .iter()

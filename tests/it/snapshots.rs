@@ -464,6 +464,24 @@ fn contract_and_report_of_the_example() {
         std::fs::read(rec.join("rattler-build/contract.json")).unwrap()
     );
     assert_eq!(contract.loader_lookups, ["linalg_entry"]);
+    // verify-variant's report: the nomagma fixture checked against that contract.
+    let nomagma = fixture("conda-nomagma").join("lib/libtorch_cuda_linalg.so");
+    let contract_file = rec.join("rattler-build/contract.json");
+    let verify: splitpkg::recipe::verify::VerifyReport = json_snapshot(
+        "verify-json-example",
+        &[
+            "verify-variant",
+            s(&nomagma),
+            "--variant",
+            "nomagma",
+            "--contract",
+            s(&contract_file),
+            "--json",
+        ],
+        Some("docs/verify.schema.json"),
+        Some(d.path()),
+    );
+    assert!(verify.pass && !verify.with_payload, "{verify:#?}");
     let plan = d.path().join("plan.json");
     text(
         &["plan", s(&conda_like), "--json", "--out", s(&plan)],

@@ -45,7 +45,7 @@ fn failed(lib: &Path, variant: &str, contract: &Path) -> Vec<String> {
         contract.to_str().unwrap(),
         "--json",
     ]);
-    let failed = failed_names(&parsed(&o));
+    let failed = failed_names(&typed(&o));
     assert_eq!(
         o.status.code(),
         Some(if failed.is_empty() { 0 } else { 1 }),
@@ -296,7 +296,7 @@ fn verify(lib: &Path, variant: &str, plan: &Path, extra: &[&str]) -> (i32, Verif
     ];
     args.extend_from_slice(extra);
     let o = run(&args);
-    (o.status.code().unwrap(), parsed(&o))
+    (o.status.code().unwrap(), typed(&o))
 }
 
 /// The names of the report's failed checks, in order.

@@ -50,7 +50,7 @@ pub struct BuildRequest {
 }
 
 /// What a build did, for the human report and `--json` (read back as written: `Deserialize`).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct BuildReport {
     /// Which document this is: `splitpkg-build-variant`.
     pub schema: String,
@@ -79,8 +79,19 @@ pub struct BuildReport {
     pub kept: Option<String>,
 }
 
+/// `build-variant --json`.
+impl crate::document::Document for BuildReport {
+    const SCHEMA: &'static str = "splitpkg-build-variant";
+    const VERSION: u32 = 1;
+    const READS: &'static [u32] = &[1];
+    const WHAT: &'static str = "build report";
+    const SCHEMA_FILE: &'static str = "build-variant.schema.json";
+    const TITLE: &'static str = "splitpkg build-variant report";
+    const ABOUT: &'static str = "What `splitpkg build-variant --json` did: the stock lazy library it mirrored, the compiler run, the stages' times and the checks of the built library. Fields are only added within a schema_version.";
+}
+
 /// Wall time of a build's stages, in seconds.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Seconds {
     /// Compiling every unit.
     pub compile: f64,

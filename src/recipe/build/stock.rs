@@ -26,7 +26,9 @@ const LINK_LIBS: [&str; 7] = [
 /// The target a stock file was built for, which decides the CPU-capability defines PyTorch's
 /// build passes everywhere: they change the signatures of `DispatchStubImpl`'s exported methods
 /// (torch 2.11: three `void*` on x86-64, two on aarch64), so a mismatch would not link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StockTarget {
     /// x86-64.
@@ -62,7 +64,7 @@ impl StockTarget {
 }
 
 /// The facts of the stock file a faithful rebuild copies.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Stock {
     /// The stock lazy library's path.
     pub path: PathBuf,
