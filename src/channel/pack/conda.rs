@@ -144,8 +144,16 @@ impl TarMember {
                 Ok(())
             }
             Data::File(path) => {
-                let f = crate::input::open_nofollow(path)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                let f = crate::input::open_nofollow(path).map_err(|source| {
+                    let kind = source.kind();
+                    io::Error::new(
+                        kind,
+                        OpenFailed {
+                            path: path.clone(),
+                            source,
+                        },
+                    )
+                })?;
                 let size = self.file_size();
                 let mut reader = Counted {
                     inner: f.take(size),
@@ -165,6 +173,17 @@ impl TarMember {
             Data::Link(target) => archive.append_link(&mut header, &self.path, target),
         }
     }
+}
+
+/// A file to pack that would not open. The writer's API is `io::Result`, so this travels inside an
+/// `io::Error` of the same kind, with the path in its text and the open's error kept as the cause
+/// (`path: cause`, the words a formatted message carried before).
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+struct OpenFailed {
+    path: PathBuf,
+    #[source]
+    source: io::Error,
 }
 
 /// A reader that reports how many bytes it has handed out.
@@ -298,6 +317,21 @@ mod tests {
     use super::*;
     use std::fs::File;
     use std::io::Cursor;
+
+    /// A file that would not open reads as `path: cause`, as the formatted message did, and the
+    /// open's error stays the cause (io::Error hands on its payload's source).
+    #[test]
+    fn an_unopenable_file_keeps_the_open_error_as_the_cause() {
+        let path = PathBuf::from("/nonexistent/lib/x.so");
+        let open = crate::input::open_nofollow(&path).unwrap_err();
+        let text = format!("{}: {open}", path.display());
+        let kind = open.kind();
+        let e = io::Error::new(kind, OpenFailed { path, source: open });
+        assert_eq!(e.to_string(), text);
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        let cause = std::error::Error::source(&e).expect("the open's error");
+        assert!(cause.is::<io::Error>() && text.ends_with(&cause.to_string()));
+    }
 
     /// A stage with what packages hold and what tar encodes specially: a path and a link target
     /// longer than the 100 bytes of a header's name field (GNU long-name entries), an executable,
