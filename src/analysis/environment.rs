@@ -181,10 +181,8 @@ fn stored_sizes(path: &Path, file: std::fs::File) -> Result<HashMap<String, (u64
     for i in 0..zip.len() {
         let f = zip
             .by_index_raw(i)
-            .map_err(|e| Error::bad_source(&shown, format!("member {i}"), e))?;
-        let name = f
-            .name()
-            .map_err(|e| Error::bad_source(&shown, format!("member {i}"), e))?;
+            .bad_at(&shown, format_args!("member {i}"))?;
+        let name = f.name().bad_at(&shown, format_args!("member {i}"))?;
         out.insert(name.to_string(), (f.compressed_size(), f.size()));
     }
     Ok(out)

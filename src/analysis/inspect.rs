@@ -10,7 +10,7 @@ use sha2::Digest as _;
 use crate::analysis::graph::{GraphInput, LoadGraph, LoaderEnv};
 use crate::analysis::payload::{self, PayloadFacts, PayloadSpec};
 use crate::elf::{ElfFacts, ElfView};
-use crate::error::{Context, Error, Result};
+use crate::error::{Context, Result};
 use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
 
@@ -284,9 +284,7 @@ impl FileReader<'_> {
             map: map.clone(),
             path: input.path.to_string(),
         });
-        let fatbin = fatbin
-            .map_err(|e| Error::invalid(name(), e))?
-            .map(|s| s.without_containers());
+        let fatbin = fatbin.invalid_at(name())?.map(|s| s.without_containers());
         if self.trace {
             tracing::trace!(
                 "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin {:>9.2?} estimate+load-time  {} ({} dynsyms)",

@@ -272,8 +272,7 @@ pub fn read(path: &Path) -> Result<Vec<Package>> {
 fn package(shown: &str, p: RawPackage) -> Result<Package> {
     check_dist_name(&p.name).bad_at(shown, "package name")?;
     if let Some(v) = &p.version {
-        check_version(v)
-            .map_err(|e| Error::bad_source(shown, format!("{}: version", p.name), e))?;
+        check_version(v).bad_at(shown, format_args!("{}: version", p.name))?;
     }
     let wheels = p
         .wheels

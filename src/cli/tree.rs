@@ -126,7 +126,7 @@ pub fn plan(a: PlanArgs, quiet: bool) -> Result<Exit> {
         wheels,
     } = a;
     let wheels = wheels
-        .map(|w| Wheels::parse(&w).map_err(|e| Error::bad("--wheels", e)))
+        .map(|w| Wheels::parse(&w).bad_in("--wheels"))
         .transpose()?;
     // site-packages/torch of a conda environment links its libraries to PREFIX/lib: the verdict is
     // for the environment, whose libraries the process loads.

@@ -192,8 +192,7 @@ impl Tables {
                     ));
                 }
                 if let Some(p) = &r.pattern {
-                    Regex::new(p)
-                        .map_err(|e| Error::bad_source(&at, format!("bad pattern {p:?}"), e))?;
+                    Regex::new(p).bad_at(&at, format_args!("bad pattern {p:?}"))?;
                 }
                 if let Some(v) = &r.cuda_below
                     && crate::version::parse(v.trim()).is_none()
