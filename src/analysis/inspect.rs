@@ -10,7 +10,7 @@ use sha2::Digest as _;
 use crate::analysis::graph::{GraphInput, LoadGraph, LoaderEnv};
 use crate::analysis::payload::{self, PayloadFacts, PayloadSpec};
 use crate::elf::{ElfFacts, ElfView};
-use crate::error::{Context, Result};
+use crate::error::{Error, Result};
 use crate::input::{Tree, TreeKind, display_member};
 use crate::progress::Progress;
 
@@ -231,9 +231,10 @@ impl FileReader<'_> {
     /// payload walks still to run on it when its bytes outlive the visit (see [`Tail`]).
     fn read(&self, input: crate::input::ElfInput<'_>) -> Result<(FileFacts, Option<Tail>)> {
         let (spec, t0) = (self.spec, self.t0);
+        // Built only on a refusal: a context method would format it for every file of the plan.
         let name = || display_member(self.path, self.kind, input.path);
         let start = t0.elapsed();
-        let view = ElfView::parse(input.bytes).elf_at(name())?;
+        let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
         let headers = t0.elapsed() - start;
         // The `.nv_fatbin` header walk needs nothing from the facts: run it as a separate task so an
         // idle core can take it (torch's two largest libraries would otherwise serialise on it).
@@ -262,7 +263,7 @@ impl FileReader<'_> {
                 || timed(|| crate::fatbin::read_from(&view, input.file)),
             )
         });
-        let (elf, mut payload, t_facts, t_payload) = facts.elf_at(name())?;
+        let (elf, mut payload, t_facts, t_payload) = facts.map_err(|e| Error::elf(name(), e))?;
         // The file that carries the payload gets two more walks, each over its whole `.symtab`
         // (the static estimate, the code run at load). When the file stays mapped they wait and
         // run beside the load graph, which needs neither (see `Tail`); otherwise (an archive
@@ -284,7 +285,9 @@ impl FileReader<'_> {
             map: map.clone(),
             path: input.path.to_string(),
         });
-        let fatbin = fatbin.invalid_at(name())?.map(|s| s.without_containers());
+        let fatbin = fatbin
+            .map_err(|e| Error::invalid(name(), e))?
+            .map(|s| s.without_containers());
         if self.trace {
             tracing::trace!(
                 "trace: {:>6.1}–{:<6.1}ms  {:>9.2?} headers {:>9.2?} facts {:>9.2?} payload {:>9.2?} fatbin {:>9.2?} estimate+load-time  {} ({} dynsyms)",

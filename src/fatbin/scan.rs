@@ -14,7 +14,7 @@ use super::{
     cuda_major_from_needed, device_check, driver_floor, needed_names, read_from, total,
 };
 use crate::elf::ElfView;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::input::display_member;
 use crate::input::{ElfInput, Tree, TreeKind};
 use crate::progress::Progress;
@@ -209,9 +209,9 @@ fn scan_one(
     trace: bool,
     bar: Option<&Progress>,
 ) -> Result<FileScan> {
-    let view = ElfView::parse(input.bytes).elf_at(name())?;
+    let view = ElfView::parse(input.bytes).map_err(|e| Error::elf(name(), e))?;
     let started = Instant::now();
-    let summary = read_from(&view, input.file).invalid_at(name())?;
+    let summary = read_from(&view, input.file).map_err(|e| Error::invalid(name(), e))?;
     let walk = started.elapsed();
     let cuda = cuda_major_from_needed(needed_names(&view));
     let size = input.bytes.len() as u64;
@@ -246,7 +246,7 @@ fn scan_one(
         if let Some(bar) = bar {
             bar.finish();
         }
-        whatifs = done.invalid_at(name())?;
+        whatifs = done.map_err(|e| Error::invalid(name(), e))?;
         if trace {
             timing(
                 opts.time,
